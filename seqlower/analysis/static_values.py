@@ -1,0 +1,262 @@
+"""Static tensor values: constants, trusted initializers and folded shape arithmetic.
+
+A value is static when its content is fixed for every run of the model: the output of a Constant
+node, an initializer that is not also a graph input (an initializer that is a graph input can be
+overridden by the caller), or the result of simple arithmetic on static values and static dims
+(Shape, Size, Gather, Slice, Concat, Squeeze, Unsqueeze, Cast, Reshape, Add, Sub, Mul, Div...).
+Only small tensors are folded; this is for positions, split sizes and lengths, not for weights.
+"""
+
+from __future__ import annotations
+
+__all__ = ["StaticValues"]
+
+from collections.abc import Callable
+
+import numpy as np
+import onnx_ir as ir
+
+_MAX_FOLD_ELEMENTS = 4096
+
+_Folder = Callable[["StaticValues", ir.Node], "np.ndarray | None"]
+
+
+class StaticValues:
+    """Answers "is this value's content known before running the model?", with a cache.
+
+    The cache is only valid while rewrites preserve meaning (which every seqlower rule does): a
+    value's producer never changes, and a replaced input always computes the same content.
+    """
+
+    def __init__(self) -> None:
+        self._cache: dict[ir.Value, np.ndarray] = {}
+
+    def get(self, value: ir.Value | None) -> np.ndarray | None:
+        """The content of `value` if it is static, else None."""
+        if value is None:
+            return None
+        cached = self._cache.get(value)
+        if cached is not None:
+            return cached
+        result = self._compute(value)
+        if result is not None:
+            self._cache[value] = result
+        return result
+
+    def get_int(self, value: ir.Value | None) -> int | None:
+        """The content of a static integer scalar (or one-element tensor), else None."""
+        array = self.get(value)
+        if array is None or array.size != 1 or array.dtype.kind not in "iu":
+            return None
+        return int(array.reshape(()))
+
+    def get_ints(self, value: ir.Value | None) -> list[int] | None:
+        """The content of a static integer 1-D tensor, else None."""
+        array = self.get(value)
+        if array is None or array.ndim != 1 or array.dtype.kind not in "iu":
+            return None
+        return [int(x) for x in array]
+
+    def _compute(self, value: ir.Value) -> np.ndarray | None:
+        if value.is_initializer():
+            if value.is_graph_input() or value.const_value is None:
+                return None
+            return _small_array(value.const_value)
+        producer = value.producer()
+        if producer is None or producer.domain != "":
+            return None
+        folder = _FOLDERS.get(producer.op_type)
+        if folder is None:
+            return None
+        try:
+            result = folder(self, producer)
+        except (ValueError, IndexError, TypeError, OverflowError):
+            return None
+        if result is None or result.size > _MAX_FOLD_ELEMENTS:
+            return None
+        return result
+
+    def inputs(self, node: ir.Node) -> list[np.ndarray] | None:
+        """The contents of all of `node`'s present inputs, or None if one is not static."""
+        arrays = []
+        for value in node.inputs:
+            if value is None:
+                continue
+            array = self.get(value)
+            if array is None:
+                return None
+            arrays.append(array)
+        return arrays
+
+
+def _small_array(tensor: ir.TensorProtocol) -> np.ndarray | None:
+    if tensor.size > _MAX_FOLD_ELEMENTS:
+        return None
+    try:
+        return tensor.numpy()
+    except Exception:  # an unreadable external tensor is simply not static
+        return None
+
+
+def static_shape(value: ir.Value) -> list[int] | None:
+    """The shape of `value` when every dim is a known integer, else None."""
+    shape = value.shape
+    if shape is None or not all(isinstance(d, int) for d in shape):
+        return None
+    return [int(d) for d in shape]
+
+
+def _fold_constant(_: StaticValues, node: ir.Node) -> np.ndarray | None:
+    for name, attr in node.attributes.items():
+        if attr.is_ref():
+            return None
+        if name == "value":
+            return _small_array(attr.as_tensor())
+        if name == "value_int":
+            return np.array(attr.as_int(), dtype=np.int64)
+        if name == "value_ints":
+            return np.array(list(attr.as_ints()), dtype=np.int64)
+        if name == "value_float":
+            return np.array(attr.as_float(), dtype=np.float32)
+        if name == "value_floats":
+            return np.array(list(attr.as_floats()), dtype=np.float32)
+    return None
+
+
+def _fold_shape(_: StaticValues, node: ir.Node) -> np.ndarray | None:
+    data = node.inputs[0]
+    if data is None or data.shape is None:
+        return None
+    rank = len(data.shape)
+    start = node.attributes.get_int("start", 0)
+    end = node.attributes.get_int("end", rank)
+    dims = list(data.shape)[slice(start, end)]
+    if not all(isinstance(d, int) for d in dims):
+        return None
+    return np.array(dims, dtype=np.int64)
+
+
+def _fold_size(_: StaticValues, node: ir.Node) -> np.ndarray | None:
+    data = node.inputs[0]
+    shape = static_shape(data) if data is not None else None
+    return None if shape is None else np.array(int(np.prod(shape)), dtype=np.int64)
+
+
+def _fold_unary(fn: Callable[[np.ndarray], np.ndarray]) -> _Folder:
+    def fold(values: StaticValues, node: ir.Node) -> np.ndarray | None:
+        arrays = values.inputs(node)
+        return None if arrays is None else fn(arrays[0])
+
+    return fold
+
+
+def _fold_binary(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> _Folder:
+    def fold(values: StaticValues, node: ir.Node) -> np.ndarray | None:
+        arrays = values.inputs(node)
+        if arrays is None or len(arrays) != 2:
+            return None
+        result = np.asarray(fn(arrays[0], arrays[1]))
+        return result.astype(np.result_type(arrays[0], arrays[1]), copy=False)
+
+    return fold
+
+
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind in "iu" and b.dtype.kind in "iu":
+        # ONNX integer Div truncates toward zero (like C), numpy floors.
+        return np.trunc(a / b).astype(np.result_type(a, b))
+    return a / b
+
+
+def _fold_gather(values: StaticValues, node: ir.Node) -> np.ndarray | None:
+    arrays = values.inputs(node)
+    if arrays is None:
+        return None
+    data, indices = arrays
+    return np.take(data, indices, axis=node.attributes.get_int("axis", 0))
+
+
+def _fold_concat(values: StaticValues, node: ir.Node) -> np.ndarray | None:
+    arrays = values.inputs(node)
+    if not arrays:
+        return None
+    return np.concatenate(arrays, axis=node.attributes.get_int("axis", 0))
+
+
+def _axes(values: StaticValues, node: ir.Node) -> list[int] | None:
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        return values.get_ints(node.inputs[1])
+    axes = node.attributes.get_ints("axes")
+    return None if axes is None else list(axes)
+
+
+def _fold_squeeze(values: StaticValues, node: ir.Node) -> np.ndarray | None:
+    data = values.get(node.inputs[0])
+    if data is None:
+        return None
+    axes = _axes(values, node)
+    return np.squeeze(data, axis=None if axes is None else tuple(axes))
+
+
+def _fold_unsqueeze(values: StaticValues, node: ir.Node) -> np.ndarray | None:
+    data = values.get(node.inputs[0])
+    axes = _axes(values, node)
+    if data is None or axes is None:
+        return None
+    rank = data.ndim + len(axes)
+    return np.expand_dims(data, tuple(sorted(a % rank for a in axes)))
+
+
+def _fold_reshape(values: StaticValues, node: ir.Node) -> np.ndarray | None:
+    data = values.get(node.inputs[0])
+    shape = values.get_ints(node.inputs[1]) if len(node.inputs) > 1 else None
+    if data is None or shape is None:
+        return None
+    target = [data.shape[i] if d == 0 else d for i, d in enumerate(shape)]
+    return data.reshape(target)
+
+
+def _fold_slice(values: StaticValues, node: ir.Node) -> np.ndarray | None:
+    data = values.get(node.inputs[0])
+    if data is None or len(node.inputs) < 3:
+        return None
+    starts = values.get_ints(node.inputs[1])
+    ends = values.get_ints(node.inputs[2])
+    if starts is None or ends is None:
+        return None
+    axes = values.get_ints(node.inputs[3]) if len(node.inputs) > 3 and node.inputs[3] else None
+    steps = values.get_ints(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] else None
+    axes = axes if axes is not None else list(range(len(starts)))
+    steps = steps if steps is not None else [1] * len(starts)
+    index = [slice(None)] * data.ndim
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        index[axis] = slice(start, end, step)
+    return data[tuple(index)]
+
+
+def _fold_cast(values: StaticValues, node: ir.Node) -> np.ndarray | None:
+    data = values.get(node.inputs[0])
+    to = node.attributes.get_int("to")
+    if data is None or to is None:
+        return None
+    return data.astype(ir.DataType(to).numpy())
+
+
+_FOLDERS: dict[str, _Folder] = {
+    "Constant": _fold_constant,
+    "Shape": _fold_shape,
+    "Size": _fold_size,
+    "Identity": _fold_unary(lambda x: x),
+    "Neg": _fold_unary(np.negative),
+    "Add": _fold_binary(np.add),
+    "Sub": _fold_binary(np.subtract),
+    "Mul": _fold_binary(np.multiply),
+    "Div": _fold_binary(_int_div),
+    "Gather": _fold_gather,
+    "Concat": _fold_concat,
+    "Squeeze": _fold_squeeze,
+    "Unsqueeze": _fold_unsqueeze,
+    "Reshape": _fold_reshape,
+    "Slice": _fold_slice,
+    "Cast": _fold_cast,
+}

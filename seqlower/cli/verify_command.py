@@ -1,0 +1,165 @@
+"""`seqlower verify`: show that a lowered model computes what the original computes.
+
+A thin layer over `seqlower.verify.verify`: it parses options, prints a table (with rich when
+it is installed and stdout is a terminal, as plain text otherwise), writes the JSON report, and
+exits 0 when the models are equivalent, 1 when they are not, 2 on bad input (one `error:` line on
+stderr). Register it with `app.command("verify")(verify_command)`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["verify_command"]
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from seqlower.errors import SeqlowerError
+from seqlower.verify import VerifyReport, verify
+
+_COLUMNS = ("trial", "output", "shape", "dtype", "max abs err", "max rel err", "verdict")
+
+
+def verify_command(
+    original: Annotated[Path, typer.Argument(help="The original model (.onnx).")],
+    candidate: Annotated[Path, typer.Argument(help="The rewritten model to check (.onnx).")],
+    trials: Annotated[int, typer.Option(min=1, help="Sets of random inputs to try.")] = 3,
+    seed: Annotated[int, typer.Option(help="Seed of the random inputs.")] = 0,
+    dim: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="NAME=SIZE",
+            help="Size of a symbolic input dimension (repeatable).",
+        ),
+    ] = None,
+    inputs: Annotated[
+        Path | None,
+        typer.Option(help="Inputs to use: an ONNX test-data folder or an .npz file."),
+    ] = None,
+    rtol: Annotated[
+        float | None, typer.Option(min=0.0, help="Relative tolerance for all float types.")
+    ] = None,
+    atol: Annotated[
+        float | None, typer.Option(min=0.0, help="Absolute tolerance for all float types.")
+    ] = None,
+    reference: Annotated[
+        bool, typer.Option(help="Also run the original under onnx.reference and compare.")
+    ] = False,
+    strict_errors: Annotated[
+        bool, typer.Option(help="Count a trial where both models fail as a failure.")
+    ] = False,
+    report: Annotated[
+        Path | None, typer.Option(help="Write the full report as JSON to this file.")
+    ] = None,
+) -> None:
+    """Run ORIGINAL and CANDIDATE on the same inputs and compare every output."""
+    try:
+        result = verify(
+            original,
+            candidate,
+            trials=trials,
+            seed=seed,
+            dims=_parse_dims(dim or []),
+            inputs=inputs,
+            rtol=rtol,
+            atol=atol,
+            reference=reference,
+            strict_errors=strict_errors,
+        )
+        if report is not None:
+            _write(report, result.to_json() + "\n")
+    except SeqlowerError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None
+    _show(result)
+    raise typer.Exit(0 if result.equivalent else 1)
+
+
+def _parse_dims(items: list[str]) -> dict[str, int]:
+    dims = {}
+    for item in items:
+        name, sep, size = item.partition("=")
+        if not sep or not name.strip() or not size.strip().isdigit():
+            raise SeqlowerError(f"--dim expects name=size with a size >= 0, got '{item}'")
+        dims[name.strip()] = int(size)
+    return dims
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise SeqlowerError(f"{path}: cannot write the report ({error.strerror})") from None
+
+
+def _rows(result: VerifyReport) -> list[tuple[str, ...]]:
+    rows = []
+    for trial in result.trials:
+        for output in trial.outputs:
+            row = (
+                str(trial.index),
+                output.name,
+                output.shape,
+                output.dtype,
+                _number(output.max_abs_err),
+                _number(output.max_rel_err),
+                output.verdict,
+            )
+            rows.append((*row, output.reference or "") if result.settings.get("reference") else row)
+    return rows
+
+
+def _footer(result: VerifyReport) -> list[str]:
+    lines = []
+    for trial in result.trials:
+        if trial.status == "both failed":
+            lines.append(f"trial {trial.index}: both models failed: {trial.original_error}")
+        elif trial.status in ("original failed", "candidate failed"):
+            error = trial.original_error or trial.candidate_error
+            lines.append(f"trial {trial.index}: {trial.status}: {error}")
+        if trial.reference_error:
+            lines.append(f"trial {trial.index}: reference failed: {trial.reference_error}")
+    failures = result.failures()
+    if failures:
+        lines.append("NOT equivalent:")
+        lines.extend(f"  - {line}" for line in failures)
+    else:
+        lines.append(f"equivalent ({len(result.trials)} trials)")
+    return lines
+
+
+def _show(result: VerifyReport) -> None:
+    columns = _COLUMNS + (("reference",) if result.settings.get("reference") else ())
+    rows = _rows(result)
+    if sys.stdout.isatty() and _show_rich(columns, rows, _footer(result)):
+        return
+    widths = [max(len(row[i]) for row in (columns, *rows)) for i in range(len(columns))]
+    for row in (columns, *rows):
+        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        typer.echo("  ".join(cells).rstrip())
+    for line in _footer(result):
+        typer.echo(line)
+
+
+def _show_rich(columns: tuple[str, ...], rows: list[tuple[str, ...]], footer: list[str]) -> bool:
+    """Print with rich when it is installed; False when it is not."""
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        return False
+    table = Table(*columns)
+    for row in rows:
+        style = None if row[6] == "ok" else "red"
+        table.add_row(*row, style=style)
+    console = Console()
+    console.print(table)
+    for line in footer:
+        console.print(line, markup=False, highlight=False)
+    return True
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"

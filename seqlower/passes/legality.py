@@ -1,0 +1,75 @@
+"""What sequence operators remain after lowering, where they are, and why each one stays.
+
+The definition of legal output is simple: no operator of `SEQUENCE_OPS`. Everything else found
+here is reported with the reason the rules gave when they refused it, or, for the builders of a
+sequence (SequenceConstruct, SequenceEmpty), with the consumers that still need the sequence.
+"""
+
+from __future__ import annotations
+
+__all__ = ["count_sequence_ops", "remaining_sequence_ops", "walk_graphs"]
+
+import collections
+from collections.abc import Iterator, Mapping
+
+import onnx_ir as ir
+
+from seqlower.ops import is_sequence_op
+from seqlower.report import RemainingOp
+
+
+def walk_graphs(model: ir.Model) -> Iterator[tuple[str, ir.Graph]]:
+    """(path, graph) for the main graph, every function and every subgraph, parents first."""
+    stack: list[tuple[str, ir.Graph]] = [("main", model.graph)]
+    stack += [(f"function {f.domain}::{f.name}", f.graph) for f in model.functions.values()]
+    while stack:
+        path, graph = stack.pop(0)
+        yield path, graph
+        for node in graph:
+            for name, attr in node.attributes.items():
+                if attr.is_ref():
+                    continue
+                where = f"{path}/{node.name or node.op_type}:{name}"
+                if attr.type == ir.AttributeType.GRAPH:
+                    stack.append((where, attr.as_graph()))
+                elif attr.type == ir.AttributeType.GRAPHS:
+                    stack += [(f"{where}[{i}]", g) for i, g in enumerate(attr.as_graphs())]
+
+
+def count_sequence_ops(model: ir.Model) -> dict[str, int]:
+    """How many nodes of each sequence operator the model holds, subgraphs included."""
+    counts: collections.Counter[str] = collections.Counter()
+    for _, graph in walk_graphs(model):
+        counts.update(node.op_type for node in graph if is_sequence_op(node))
+    return dict(sorted(counts.items()))
+
+
+def remaining_sequence_ops(
+    model: ir.Model, refusals: Mapping[ir.Node, list[str]]
+) -> list[RemainingOp]:
+    """Every sequence operator left in `model`, with the reason it stays."""
+    remaining = []
+    for path, graph in walk_graphs(model):
+        for node in graph:
+            if is_sequence_op(node):
+                reason = _reason(node, refusals)
+                remaining.append(RemainingOp(path, node.name or "", node.op_type, reason))
+    return remaining
+
+
+def _reason(node: ir.Node, refusals: Mapping[ir.Node, list[str]]) -> str:
+    if node in refusals:
+        return "; ".join(_dedupe(refusals[node]))
+    uses = []
+    for output in node.outputs:
+        if output.is_graph_output():
+            uses.append(f"feeds the sequence-typed output '{output.name}' (interface kept)")
+        for consumer in output.consumers():
+            uses.append(f"read by {consumer.op_type} '{consumer.name}', which stays")
+    if uses:
+        return "; ".join(_dedupe(uses))
+    return "no rule applies"
+
+
+def _dedupe(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))

@@ -1,0 +1,257 @@
+"""The one object through which every rule mutates the model.
+
+Rules never create or rewire nodes by hand: they ask a `Rewriter` to emit nodes before an anchor
+node (`rewriter.before(node).op(...)`), and to replace a value everywhere it is used
+(`rewriter.replace(old, new)`). The rewriter gives every new node and value a fresh name that is
+unique in the whole model, emits the operator form the graph's opset allows (Split, Squeeze and
+Unsqueeze change form at opsets 13 and 18), keeps graph outputs intact when their value is
+replaced, and counts what each rule did.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Builder", "NameAllocator", "Rewriter"]
+
+import collections
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+from onnx_ir import _convenience
+
+from seqlower.ops import iter_all_graphs
+
+_DEFAULT_OPSET = 11
+
+
+class NameAllocator:
+    """Fresh names, unique across the model (values and nodes share one namespace here)."""
+
+    def __init__(self, taken: Iterable[str]) -> None:
+        self._taken = set(taken)
+        self._counters: dict[str, int] = collections.defaultdict(int)
+
+    @classmethod
+    def for_model(cls, model: ir.Model) -> NameAllocator:
+        taken: list[str] = []
+        for graph in iter_all_graphs(model):
+            taken.extend(v.name for v in graph.inputs if v.name)
+            taken.extend(graph.initializers)
+            for node in graph:
+                if node.name:
+                    taken.append(node.name)
+                taken.extend(v.name for v in node.outputs if v.name)
+        return cls(taken)
+
+    def fresh(self, hint: str) -> str:
+        hint = hint or "v"
+        if hint not in self._taken:
+            self._taken.add(hint)
+            return hint
+        while True:
+            self._counters[hint] += 1
+            name = f"{hint}_{self._counters[hint]}"
+            if name not in self._taken:
+                self._taken.add(name)
+                return name
+
+    def claim(self, name: str) -> None:
+        self._taken.add(name)
+
+
+class Rewriter:
+    """Mutation, naming, opset-aware emission and bookkeeping for one lowering run."""
+
+    def __init__(self, model: ir.Model) -> None:
+        self.model = model
+        self.names = NameAllocator.for_model(model)
+        self.fired: collections.Counter[str] = collections.Counter()
+        self.warnings: list[str] = []
+        self._model_opset = model.opset_imports.get("", _DEFAULT_OPSET)
+        self._function_opsets: dict[int, int] = {}
+        for function in model.functions.values():
+            opset = function.opset_imports.get("", self._model_opset)
+            for graph in _graph_and_subgraphs(function.graph):
+                self._function_opsets[id(graph)] = opset
+
+    def opset(self, graph: ir.Graph | None) -> int:
+        """The default-domain opset in force in `graph` (a function may declare its own)."""
+        return self._function_opsets.get(id(graph), self._model_opset)
+
+    def before(self, anchor: ir.Node) -> Builder:
+        """A builder that inserts new nodes just before `anchor`, in `anchor`'s graph."""
+        graph = anchor.graph
+        assert isinstance(graph, ir.Graph), "the anchor node must be in a graph"
+        return Builder(self, graph, anchor, anchor.name or anchor.op_type, self.opset(graph))
+
+    def new_graph(self, hint: str, opset: int) -> Builder:
+        """A builder over a new, empty subgraph (a branch or a loop body) named after `hint`."""
+        graph = ir.Graph([], [], nodes=[], name=self.names.fresh(hint))
+        self._function_opsets[id(graph)] = opset
+        return Builder(self, graph, None, hint, opset)
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+    def replace(self, old: ir.Value, new: ir.Value) -> None:
+        """Make every user of `old` read `new` instead, graph outputs included.
+
+        A graph output keeps its name (the interface of the model or body): `new` takes the
+        name when it is a plain value of the same graph; otherwise an Identity carries it.
+        """
+        if old is new:
+            return
+        if not old.is_graph_output():
+            old.replace_all_uses_with(new)
+            return
+        graph = old.graph
+        assert graph is not None
+        name = old.name
+        old.name = self.names.fresh(f"{name}_replaced")
+        if _can_take_name(new, graph):
+            new.name = name
+            if new.type is None:
+                new.type = old.type
+        else:
+            carrier = ir.Node("", "Identity", [new], name=self.names.fresh(f"{name}_identity"))
+            carrier.outputs[0].name = name
+            carrier.outputs[0].type = old.type if new.type is None else new.type
+            carrier.outputs[0].shape = new.shape
+            graph.append(carrier)
+            new = carrier.outputs[0]
+        old.replace_all_uses_with(new, replace_graph_outputs=True)
+
+
+def _graph_and_subgraphs(graph: ir.Graph) -> Iterable[ir.Graph]:
+    yield graph
+    for node in ir.traversal.RecursiveGraphIterator(graph):
+        for attr in node.attributes.values():
+            if attr.is_ref():
+                continue
+            if attr.type == ir.AttributeType.GRAPH:
+                yield attr.as_graph()
+            elif attr.type == ir.AttributeType.GRAPHS:
+                yield from attr.as_graphs()
+
+
+def _can_take_name(value: ir.Value, graph: ir.Graph) -> bool:
+    producer = value.producer()
+    return (
+        producer is not None
+        and producer.graph is graph
+        and not value.is_graph_output()
+        and not value.is_graph_input()
+    )
+
+
+class Builder:
+    """Emits nodes into one graph: before an anchor node, or at the end when there is none.
+    Every method returns the new value(s)."""
+
+    def __init__(
+        self, rewriter: Rewriter, graph: ir.Graph, anchor: ir.Node | None, hint: str, opset: int
+    ) -> None:
+        self.rewriter = rewriter
+        self.graph = graph
+        self.anchor = anchor
+        self.hint = hint
+        self.opset = opset
+
+    def _insert(self, node: ir.Node) -> None:
+        if self.anchor is None:
+            self.graph.append(node)
+        else:
+            self.graph.insert_before(self.anchor, node)
+
+    def op(
+        self,
+        op_type: str,
+        inputs: Sequence[ir.Value | None],
+        attributes: Mapping[str, Any] | None = None,
+        *,
+        num_outputs: int = 1,
+        name: str | None = None,
+    ) -> ir.Value:
+        """Emit one node with one output; return the output."""
+        return self.ops(op_type, inputs, attributes, num_outputs=num_outputs, name=name)[0]
+
+    def ops(
+        self,
+        op_type: str,
+        inputs: Sequence[ir.Value | None],
+        attributes: Mapping[str, Any] | None = None,
+        *,
+        num_outputs: int = 1,
+        name: str | None = None,
+    ) -> list[ir.Value]:
+        """Emit one node; return all its outputs."""
+        names = self.rewriter.names
+        attrs = _convenience.convert_attributes(dict(attributes or {}))
+        node = ir.Node(
+            "",
+            op_type,
+            inputs,
+            attrs,
+            num_outputs=num_outputs,
+            name=names.fresh(f"{self.hint}/{name or op_type}"),
+        )
+        for index, output in enumerate(node.outputs):
+            suffix = name or op_type.lower()
+            output.name = names.fresh(f"{self.hint}_{suffix}" + (f"_{index}" if index else ""))
+        self._insert(node)
+        return list(node.outputs)
+
+    def add_node(self, node: ir.Node) -> None:
+        """Insert an already built node (e.g. nodes cloned from a body)."""
+        self._insert(node)
+
+    # -- constants -----------------------------------------------------------------------
+
+    def constant(self, array: np.ndarray | int | list[int], name: str = "const") -> ir.Value:
+        if not isinstance(array, np.ndarray):
+            array = np.array(array, dtype=np.int64)
+        value = self.op("Constant", [], {"value": ir.tensor(array)}, name=name)
+        value.type = ir.TensorType(ir.DataType.from_numpy(array.dtype))
+        value.shape = ir.Shape(array.shape)
+        return value
+
+    def ints(self, values: Sequence[int], name: str = "ints") -> ir.Value:
+        return self.constant(np.array(list(values), dtype=np.int64), name)
+
+    # -- opset-dependent forms -----------------------------------------------------------
+
+    def split(
+        self,
+        data: ir.Value,
+        axis: int,
+        sizes: Sequence[int] | None,
+        count: int,
+        runtime_sizes: ir.Value | None = None,
+    ) -> list[ir.Value]:
+        """Split `data` along `axis` into `count` chunks of the given sizes."""
+        if count == 0:
+            return []
+        attrs: dict[str, Any] = {"axis": axis}
+        if self.opset < 13:
+            if sizes is None:
+                raise ValueError("Split before opset 13 needs static sizes")
+            attrs["split"] = list(sizes)
+            return self.ops("Split", [data], attrs, num_outputs=count)
+        split_input = runtime_sizes if sizes is None else self.ints(sizes, "split_sizes")
+        return self.ops("Split", [data, split_input], attrs, num_outputs=count)
+
+    def squeeze(self, data: ir.Value, axes: Sequence[int]) -> ir.Value:
+        if self.opset < 13:
+            return self.op("Squeeze", [data], {"axes": list(axes)})
+        return self.op("Squeeze", [data, self.ints(axes, "axes")])
+
+    def unsqueeze(self, data: ir.Value, axes: Sequence[int]) -> ir.Value:
+        if self.opset < 13:
+            return self.op("Unsqueeze", [data], {"axes": list(axes)})
+        return self.op("Unsqueeze", [data, self.ints(axes, "axes")])
+
+    def stack(self, elements: Sequence[ir.Value], axis: int = 0) -> ir.Value:
+        """Concat of the elements, each unsqueezed at `axis` (numpy.stack)."""
+        return self.op("Concat", [self.unsqueeze(e, [axis]) for e in elements], {"axis": axis})

@@ -1,0 +1,91 @@
+"""The rule contract: `check` (pure, may refuse with a reason) then `rewrite` (mutates via the
+Rewriter). A rule's `rewrite` docstring shows its `before -> after`; the README's rule catalogue
+is generated from it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Context", "Refusal", "Rule", "RuleSet"]
+
+import dataclasses
+import inspect
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import onnx_ir as ir
+
+from seqlower.analysis import Facts
+from seqlower.analysis.facts import element_dtype
+from seqlower.options import Options
+from seqlower.rewriter import Builder, Rewriter
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """Why a rule does not apply to a node. Kept for the report when the node stays."""
+
+    reason: str
+
+
+@dataclasses.dataclass
+class Context:
+    """What a rule may consult (facts, options) and mutate through (rewriter)."""
+
+    facts: Facts
+    rewriter: Rewriter
+    options: Options
+
+    def replace_sequence(
+        self,
+        old: ir.Value,
+        elements: Sequence[ir.Value],
+        builder: Builder,
+        dtype: ir.DataType | None = None,
+    ) -> ir.Value:
+        """Replace the sequence `old` by the canonical SequenceConstruct of `elements` (a
+        SequenceEmpty when there are none), so that consumers can read the elements."""
+        if elements:
+            new = builder.op("SequenceConstruct", list(elements), name="sequence")
+        else:
+            dtype = element_dtype(old) or dtype or ir.DataType.FLOAT
+            new = builder.op("SequenceEmpty", [], {"dtype": int(dtype)}, name="empty_sequence")
+        new.type = old.type or ir.SequenceType(ir.TensorType(dtype or elements[0].dtype))
+        self.rewriter.replace(old, new)
+        return new
+
+
+Check = Callable[[ir.Node, Context], Any]
+Rewrite = Callable[[ir.Node, Any, Context], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One rewrite of one operator type. `check` returns match data or a `Refusal`."""
+
+    name: str
+    op_type: str
+    check: Check
+    rewrite: Rewrite
+
+    @property
+    def doc(self) -> str:
+        return inspect.getdoc(self.rewrite) or ""
+
+
+class RuleSet:
+    """An ordered collection of rules, looked up by operator type. Order is priority."""
+
+    def __init__(self, rules: Iterable[Rule]) -> None:
+        self.rules: tuple[Rule, ...] = tuple(rules)
+        self._by_op: dict[str, list[Rule]] = {}
+        for rule in self.rules:
+            self._by_op.setdefault(rule.op_type, []).append(rule)
+
+    def for_op(self, op_type: str) -> list[Rule]:
+        return self._by_op.get(op_type, [])
+
+    def __add__(self, other: RuleSet) -> RuleSet:
+        return RuleSet(self.rules + other.rules)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.rules)

@@ -1,0 +1,15 @@
+"""The rewrite rules, one family per module, combined explicitly in priority order.
+
+Each rule's `rewrite` docstring shows its `before -> after`; `seqlower rules` and the README's
+catalogue are generated from them.
+"""
+
+from seqlower.rule import RuleSet
+from seqlower.rules import access, concat, construct, sequence_map, split
+
+__all__ = ["default_rules"]
+
+
+def default_rules() -> RuleSet:
+    """All rules, in the order they are tried on a node."""
+    return split.RULES + construct.RULES + access.RULES + concat.RULES + sequence_map.RULES

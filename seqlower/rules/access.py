@@ -1,0 +1,242 @@
+"""Read elements and lengths of sequences directly.
+
+    SequenceAt(SequenceConstruct(e0..en), p)         -> e[p]                       (p static)
+    SequenceAt(SplitToSequence(x, axis=a, keepdims=0), p) -> Gather(x, p, axis=a)
+    SequenceAt(SplitToSequence(x, axis=a, keepdims=1), p) -> Gather(x, [p], axis=a)
+    SequenceAt(SequenceConstruct(Squeeze(Split(x))...), p) -> Gather(x, p, axis=a)   (the split undone)
+    SequenceAt(SequenceConstruct(e0..en), p)         -> Gather(Concat(Unsqueeze(e)..), p)  (same shapes)
+    SequenceAt(SequenceConstruct(e0..en), p)         -> If(p == 0, e0, If(p == 1, e1, ...)) (shapes differ)
+    SequenceLength(s)                                -> Constant(n)   (n static)
+    SequenceLength(SplitToSequence(x, axis=a))       -> Gather(Shape(x), a)
+
+A run-time position out of range stays a run-time error: Gather checks its indices, and the If
+chain reads the position through a Gather over [0, n) first.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RULES"]
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.analysis.provenance import split_source
+from seqlower.errors import InvalidModelError
+from seqlower.rewriter import Builder
+from seqlower.rule import Context, Refusal, Rule, RuleSet
+from seqlower.rules.construct import static_position
+
+
+def _producer(value: ir.Value | None, op_type: str) -> ir.Node | None:
+    node = value.producer() if value is not None else None
+    while node is not None and node.op_type == "Identity" and node.domain == "":
+        node = node.inputs[0].producer() if node.inputs[0] is not None else None
+    if node is None or node.op_type != op_type or node.domain != "":
+        return None
+    return node
+
+
+def _elements_or_refusal(node: ir.Node, ctx: Context) -> tuple[ir.Value, ...] | Refusal:
+    elements = ctx.facts.elements(node.inputs[0])  # type: ignore[arg-type]
+    if elements is None:
+        fact = ctx.facts.sequence(node.inputs[0])  # type: ignore[arg-type]
+        return Refusal(getattr(fact, "reason", "the elements are not values in the graph yet"))
+    if not elements:
+        raise InvalidModelError(
+            f"SequenceAt '{node.name}': reads from a sequence that is always empty "
+            "(a run-time error in the ONNX spec)"
+        )
+    return elements
+
+
+# -- SequenceAt, static position -----------------------------------------------------------
+
+
+def _check_at_static(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
+    elements = _elements_or_refusal(node, ctx)
+    if isinstance(elements, Refusal):
+        return elements
+    position = static_position(node, ctx, len(elements), position_input=1, default=-1)
+    if isinstance(position, Refusal):
+        return position
+    return elements[position]
+
+
+def _at_static(node: ir.Node, element: ir.Value, ctx: Context) -> None:
+    """SequenceAt(SequenceConstruct(e0..en), p) -> e[p]"""
+    ctx.rewriter.replace(node.outputs[0], element)
+
+
+# -- SequenceAt over a split that was not (or cannot be) unrolled ---------------------------
+
+
+def _check_at_of_split(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
+    split = _producer(node.inputs[0], "SplitToSequence")
+    if split is None:
+        return Refusal("the sequence does not come from SplitToSequence")
+    if len(split.inputs) > 1 and split.inputs[1] is not None:
+        return Refusal("SplitToSequence has a 'split' input: chunks are not single slices")
+    data = split.inputs[0]
+    if data is None or data.shape is None:
+        return Refusal("the rank of the split input is unknown")
+    axis = split.attributes.get_int("axis", 0) % len(data.shape)
+    return data, axis, split.attributes.get_int("keepdims", 1) == 1
+
+
+def _at_of_split(node: ir.Node, match, ctx: Context) -> None:  # type: ignore[no-untyped-def]
+    """SequenceAt(SplitToSequence(x, axis=a, keepdims=k), p) -> Gather(x, p or [p], axis=a)"""
+    data, axis, keepdims = match
+    _emit_gather(node, data, axis, keepdims, ctx)
+
+
+def _emit_gather(node: ir.Node, data: ir.Value, axis: int, keepdims: bool, ctx: Context) -> None:
+    builder = ctx.rewriter.before(node)
+    position = node.inputs[1]
+    assert position is not None
+    if keepdims:
+        position = builder.op("Reshape", [position, builder.ints([1], "one_dim")])
+    result = builder.op("Gather", [data, position], {"axis": axis})
+    result.type = data.type
+    ctx.rewriter.replace(node.outputs[0], result)
+
+
+def _check_at_split_source(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
+    elements = _elements_or_refusal(node, ctx)
+    if isinstance(elements, Refusal):
+        return elements
+    source = split_source(elements, ctx.facts.values)
+    if source is None or not source.squeezed:
+        return Refusal("the elements are not the squeezed slices of one tensor")
+    return source
+
+
+def _at_split_source(node: ir.Node, source, ctx: Context) -> None:  # type: ignore[no-untyped-def]
+    """SequenceAt(SequenceConstruct(Squeeze(Split(x, 1s, axis=a), a)...), p) -> Gather(x, p, a)"""
+    _emit_gather(node, source.data, source.axis, False, ctx)
+
+
+# -- SequenceAt, run-time position ----------------------------------------------------------
+
+
+def _same_static_shape(elements: tuple[ir.Value, ...]) -> bool:
+    shapes = {tuple(e.shape) if e.shape is not None else None for e in elements}
+    if len(shapes) != 1:
+        return False
+    (shape,) = shapes
+    return shape is not None and all(isinstance(d, int) for d in shape)
+
+
+def _check_at_gather(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
+    elements = _elements_or_refusal(node, ctx)
+    if isinstance(elements, Refusal):
+        return elements
+    if not _same_static_shape(elements):
+        return Refusal("the elements do not share one static shape, so they cannot be stacked")
+    return elements
+
+
+def _at_gather(node: ir.Node, elements, ctx: Context) -> None:  # type: ignore[no-untyped-def]
+    """SequenceAt(SequenceConstruct(e0..en), p) -> Gather(Concat(Unsqueeze(e, 0)...), p)"""
+    builder = ctx.rewriter.before(node)
+    stacked = builder.stack(elements)
+    result = builder.op("Gather", [stacked, node.inputs[1]], {"axis": 0})
+    result.type = elements[0].type
+    result.shape = elements[0].shape
+    ctx.rewriter.replace(node.outputs[0], result)
+
+
+def _check_at_if_chain(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
+    elements = _elements_or_refusal(node, ctx)
+    if isinstance(elements, Refusal):
+        return elements
+    if len({e.dtype for e in elements}) != 1 or elements[0].dtype is None:
+        return Refusal("the element types are not all known")
+    return elements
+
+
+def _at_if_chain(node: ir.Node, elements, ctx: Context) -> None:  # type: ignore[no-untyped-def]
+    """SequenceAt(SequenceConstruct(e0..en), p) -> If(i == 0, e0, If(i == 1, e1, ... en)),
+    with i = Gather(range(n), p) so that an out-of-range p still fails at run time."""
+    builder = ctx.rewriter.before(node)
+    positions = builder.ints(list(range(len(elements))), "positions")
+    index = builder.op("Gather", [positions, node.inputs[1]], {"axis": 0})
+    ctx.rewriter.replace(node.outputs[0], _select(builder, index, list(elements), 0))
+
+
+def _select(builder: Builder, index: ir.Value, elements: list[ir.Value], first: int) -> ir.Value:
+    """A value equal to elements[index - first], by a chain of If nodes."""
+    if len(elements) == 1:
+        result = builder.op("Identity", [elements[0]])
+    else:
+        condition = builder.op("Equal", [index, builder.constant(np.array(first))])
+        branches = {}
+        for key, picked in (("then_branch", elements[:1]), ("else_branch", elements[1:])):
+            branch = builder.rewriter.new_graph(f"{builder.hint}_{key}_{first}", builder.opset)
+            branch.graph.outputs.append(
+                _select(branch, index, picked, first + (key == "else_branch"))
+            )
+            branches[key] = branch.graph
+        result = builder.op("If", [condition], branches, name="select")
+    result.type = elements[0].type
+    result.shape = elements[0].shape if len(elements) == 1 else None
+    return result
+
+
+# -- SequenceLength -------------------------------------------------------------------------
+
+
+def _check_length_static(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
+    length = ctx.facts.length(node.inputs[0])  # type: ignore[arg-type]
+    if length is None:
+        fact = ctx.facts.sequence(node.inputs[0])  # type: ignore[arg-type]
+        return Refusal(getattr(fact, "reason", "the length is not static"))
+    return length
+
+
+def _length_static(node: ir.Node, length: int, ctx: Context) -> None:
+    """SequenceLength(s) -> Constant(n), n the static length of s"""
+    value = ctx.rewriter.before(node).constant(np.array(length, dtype=np.int64), "length")
+    ctx.rewriter.replace(node.outputs[0], value)
+
+
+def _check_length_of_split(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
+    split = _producer(node.inputs[0], "SplitToSequence")
+    if split is None:
+        return Refusal("the sequence does not come from SplitToSequence")
+    data = split.inputs[0]
+    if data is None or data.shape is None:
+        return Refusal("the rank of the split input is unknown")
+    chunk = None
+    if len(split.inputs) > 1 and split.inputs[1] is not None:
+        if split.inputs[1].shape is None or len(split.inputs[1].shape) != 0:
+            return Refusal("the split is not a scalar")
+        chunk = split.inputs[1]
+    return data, split.attributes.get_int("axis", 0) % len(data.shape), chunk
+
+
+def _length_of_split(node: ir.Node, match, ctx: Context) -> None:  # type: ignore[no-untyped-def]
+    """SequenceLength(SplitToSequence(x, axis=a)) -> Gather(Shape(x), a)
+    SequenceLength(SplitToSequence(x, s, axis=a)) -> (Gather(Shape(x), a) + s - 1) / s"""
+    data, axis, chunk = match
+    builder = ctx.rewriter.before(node)
+    length = builder.op("Gather", [builder.op("Shape", [data]), builder.constant(np.array(axis))])
+    if chunk is not None:
+        chunk64 = builder.op("Cast", [chunk], {"to": int(ir.DataType.INT64)})
+        one = builder.constant(np.array(1, dtype=np.int64), "one")
+        rounded_up = builder.op("Sub", [builder.op("Add", [length, chunk64]), one])
+        length = builder.op("Div", [rounded_up, chunk64])
+    length.type = ir.TensorType(ir.DataType.INT64)
+    ctx.rewriter.replace(node.outputs[0], length)
+
+
+RULES = RuleSet(
+    [
+        Rule("at-static-position", "SequenceAt", _check_at_static, _at_static),
+        Rule("at-of-split", "SequenceAt", _check_at_of_split, _at_of_split),
+        Rule("at-split-source", "SequenceAt", _check_at_split_source, _at_split_source),
+        Rule("at-dynamic-gather", "SequenceAt", _check_at_gather, _at_gather),
+        Rule("at-dynamic-if-chain", "SequenceAt", _check_at_if_chain, _at_if_chain),
+        Rule("length-static", "SequenceLength", _check_length_static, _length_static),
+        Rule("length-of-split", "SequenceLength", _check_length_of_split, _length_of_split),
+    ]
+)

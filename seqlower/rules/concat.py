@@ -1,0 +1,108 @@
+"""ConcatFromSequence becomes Concat, or disappears when it undoes a split.
+
+    ConcatFromSequence(SequenceConstruct(e0..en), axis=a)             -> Concat(e0..en, axis=a)
+    ConcatFromSequence(SequenceConstruct(e0..en), axis=a, new_axis=1) -> Concat(Unsqueeze(e, a)..., a)
+    ConcatFromSequence(SequenceConstruct(Split(x, axis=a)), axis=a)   -> x
+    ConcatFromSequence(SequenceConstruct(Squeeze(Split(x, 1s, a))), axis=a, new_axis=1) -> x
+    ConcatFromSequence(SplitToSequence(x, axis=a, keepdims=0), axis=a, new_axis=1)       -> x
+    ConcatFromSequence(SplitToSequence(x, axis=a, keepdims=1), axis=a)                   -> x
+
+With new_axis=1 the axis may be in [-r-1, r]; Unsqueeze reads a negative axis the same way.
+Concatenating an empty sequence is an error in the spec and is reported, not lowered.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RULES"]
+
+import onnx_ir as ir
+
+from seqlower.analysis.provenance import split_source
+from seqlower.errors import InvalidModelError
+from seqlower.rule import Context, Refusal, Rule, RuleSet
+from seqlower.rules.access import _producer
+
+
+def _attrs(node: ir.Node) -> tuple[int, bool]:
+    return node.attributes.get_int("axis", 0), node.attributes.get_int("new_axis", 0) == 1
+
+
+def _normalized_axis(axis: int, element_rank: int | None, new_axis: bool) -> int | None:
+    if element_rank is None:
+        return None
+    rank = element_rank + (1 if new_axis else 0)
+    return axis % rank if -rank <= axis < rank else None
+
+
+def _check_known(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
+    elements = ctx.facts.elements(node.inputs[0])  # type: ignore[arg-type]
+    if elements is None:
+        fact = ctx.facts.sequence(node.inputs[0])  # type: ignore[arg-type]
+        return Refusal(getattr(fact, "reason", "the elements are not values in the graph yet"))
+    if not elements:
+        raise InvalidModelError(
+            f"ConcatFromSequence '{node.name}': concatenates a sequence that is always empty "
+            "(an error in the ONNX spec)"
+        )
+    return elements
+
+
+def _check_undo_split(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
+    elements = _check_known(node, ctx)
+    if isinstance(elements, Refusal):
+        return elements
+    source = split_source(elements, ctx.facts.values)
+    if source is None:
+        return Refusal("the elements are not the chunks of one Split")
+    axis, new_axis = _attrs(node)
+    rank = len(source.data.shape) - (1 if source.squeezed else 0)  # type: ignore[arg-type]
+    if new_axis != source.squeezed or _normalized_axis(axis, rank, new_axis) != source.axis:
+        return Refusal("the concatenation does not undo the split (different axis or form)")
+    return source.data
+
+
+def _undo_split(node: ir.Node, data: ir.Value, ctx: Context) -> None:
+    """ConcatFromSequence(SequenceConstruct(Split(x, axis=a)...), axis=a) -> x"""
+    ctx.rewriter.replace(node.outputs[0], data)
+
+
+def _concat_known(node: ir.Node, elements, ctx: Context) -> None:  # type: ignore[no-untyped-def]
+    """ConcatFromSequence(SequenceConstruct(e0..en), axis=a, new_axis=k)
+    -> Concat(e0..en, axis=a)  or, with new_axis=1, Concat(Unsqueeze(e, a)..., axis=a)"""
+    axis, new_axis = _attrs(node)
+    builder = ctx.rewriter.before(node)
+    parts = [builder.unsqueeze(e, [axis]) for e in elements] if new_axis else list(elements)
+    result = builder.op("Concat", parts, {"axis": axis})
+    result.type = node.outputs[0].type
+    ctx.rewriter.replace(node.outputs[0], result)
+
+
+def _check_of_split(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
+    split = _producer(node.inputs[0], "SplitToSequence")
+    if split is None:
+        return Refusal("the sequence does not come from SplitToSequence")
+    data = split.inputs[0]
+    if data is None or data.shape is None:
+        return Refusal("the rank of the split input is unknown")
+    rank = len(data.shape)
+    has_split = len(split.inputs) > 1 and split.inputs[1] is not None
+    squeezed = not has_split and split.attributes.get_int("keepdims", 1) == 0
+    axis, new_axis = _attrs(node)
+    split_axis = split.attributes.get_int("axis", 0) % rank
+    if new_axis != squeezed or _normalized_axis(axis, rank - squeezed, new_axis) != split_axis:
+        return Refusal("the concatenation does not undo the split (different axis or form)")
+    return data
+
+
+def _of_split(node: ir.Node, data: ir.Value, ctx: Context) -> None:
+    """ConcatFromSequence(SplitToSequence(x, axis=a, keepdims=k), axis=a, new_axis=1-k) -> x"""
+    ctx.rewriter.replace(node.outputs[0], data)
+
+
+RULES = RuleSet(
+    [
+        Rule("concat-undoes-split", "ConcatFromSequence", _check_undo_split, _undo_split),
+        Rule("concat-of-split-to-sequence", "ConcatFromSequence", _check_of_split, _of_split),
+        Rule("concat-known", "ConcatFromSequence", _check_known, _concat_known),
+    ]
+)

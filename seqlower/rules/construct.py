@@ -1,0 +1,123 @@
+"""Fold sequence builders into the canonical SequenceConstruct of known elements.
+
+    SequenceInsert(SequenceConstruct(e0..en), t)     -> SequenceConstruct(e0..en, t)
+    SequenceInsert(SequenceConstruct(e0..en), t, p)  -> SequenceConstruct(e[:p], t, e[p:])
+    SequenceInsert(SequenceEmpty(), t)               -> SequenceConstruct(t)
+    SequenceErase(SequenceConstruct(e0..en))         -> SequenceConstruct(e0..en-1)
+    SequenceErase(SequenceConstruct(e0..en), p)      -> SequenceConstruct(e without e[p])
+    Identity(SequenceConstruct(e0..en))              -> SequenceConstruct(e0..en)
+
+Positions must be static; negative positions count from the end; insert accepts p == n. An
+out-of-range static position is an error in the model and is reported, not lowered.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RULES", "static_position"]
+
+import onnx_ir as ir
+
+from seqlower.errors import InvalidModelError
+from seqlower.rule import Context, Refusal, Rule, RuleSet
+
+
+def static_position(
+    node: ir.Node,
+    ctx: Context,
+    length: int,
+    *,
+    position_input: int,
+    default: int,
+    inclusive_end: bool = False,
+) -> int | Refusal:
+    """The normalized static position (input `position_input` of `node`), or why it is not
+    static.
+
+    Raises InvalidModelError for a static position that the spec makes a run-time error.
+    """
+    position_value = node.inputs[position_input] if len(node.inputs) > position_input else None
+    if position_value is None:
+        position = default if default >= 0 else length + default
+        if not 0 <= position <= length - (0 if inclusive_end else 1):
+            raise InvalidModelError(
+                f"{node.op_type} '{node.name}': the sequence is empty, so the default position "
+                "is out of range (a run-time error in the ONNX spec)"
+            )
+        return position
+    position = ctx.facts.static_int(position_value)
+    if position is None:
+        return Refusal(f"position '{position_value.name}' is computed at run time")
+    upper = length if inclusive_end else length - 1
+    if not -length <= position <= upper:
+        raise InvalidModelError(
+            f"{node.op_type} '{node.name}': position {position} is out of range for a sequence "
+            f"of length {length} (accepted: [{-length}, {upper}]; a run-time error in the spec)"
+        )
+    return position + length if position < 0 else position
+
+
+def _known(node: ir.Node, ctx: Context) -> tuple[ir.Value, ...] | Refusal:
+    elements = ctx.facts.elements(node.inputs[0])  # type: ignore[arg-type]
+    if elements is None:
+        fact = ctx.facts.sequence(node.inputs[0])  # type: ignore[arg-type]
+        return Refusal(getattr(fact, "reason", "the elements are not known yet"))
+    return elements
+
+
+def _check_insert(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
+    elements = _known(node, ctx)
+    if isinstance(elements, Refusal):
+        return elements
+    length = len(elements)
+    position = static_position(
+        node, ctx, length, position_input=2, default=length, inclusive_end=True
+    )
+    if isinstance(position, Refusal):
+        return position
+    return elements, position
+
+
+def _fold_insert(node: ir.Node, match, ctx: Context) -> None:  # type: ignore[no-untyped-def]
+    """SequenceInsert(SequenceConstruct(e...), t, p) -> SequenceConstruct(e[:p], t, e[p:])"""
+    elements, position = match
+    tensor = node.inputs[1]
+    assert tensor is not None
+    new = [*elements[:position], tensor, *elements[position:]]
+    ctx.replace_sequence(node.outputs[0], new, ctx.rewriter.before(node))
+
+
+def _check_erase(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
+    elements = _known(node, ctx)
+    if isinstance(elements, Refusal):
+        return elements
+    position = static_position(node, ctx, len(elements), position_input=1, default=-1)
+    if isinstance(position, Refusal):
+        return position
+    return elements, position
+
+
+def _fold_erase(node: ir.Node, match, ctx: Context) -> None:  # type: ignore[no-untyped-def]
+    """SequenceErase(SequenceConstruct(e...), p) -> SequenceConstruct(e[:p], e[p+1:])"""
+    elements, position = match
+    new = [*elements[:position], *elements[position + 1 :]]
+    ctx.replace_sequence(node.outputs[0], new, ctx.rewriter.before(node))
+
+
+def _check_identity(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
+    if not isinstance(node.outputs[0].type, ir.SequenceType):
+        return Refusal("not a sequence")
+    return _known(node, ctx)
+
+
+def _fold_identity(node: ir.Node, elements, ctx: Context) -> None:  # type: ignore[no-untyped-def]
+    """Identity(SequenceConstruct(e...)) -> SequenceConstruct(e...)"""
+    ctx.replace_sequence(node.outputs[0], elements, ctx.rewriter.before(node))
+
+
+RULES = RuleSet(
+    [
+        Rule("insert-into-known", "SequenceInsert", _check_insert, _fold_insert),
+        Rule("erase-from-known", "SequenceErase", _check_erase, _fold_erase),
+        Rule("identity-of-known", "Identity", _check_identity, _fold_identity),
+    ]
+)

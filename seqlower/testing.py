@@ -1,0 +1,58 @@
+"""Helpers for users' test suites: assert that a rewritten model is equivalent to its original.
+
+from seqlower.testing import assert_equivalent
+
+def test_lowering(tmp_path):
+    assert_equivalent("model.onnx", lowered_model, dims={"batch": 2})
+"""
+
+from __future__ import annotations
+
+__all__ = ["assert_equivalent"]
+
+from collections.abc import Mapping
+
+from seqlower.io import ModelSource
+from seqlower.verify import InputSource, VerifyReport, verify
+
+
+def assert_equivalent(
+    original: ModelSource,
+    candidate: ModelSource,
+    *,
+    trials: int = 3,
+    seed: int = 0,
+    dims: Mapping[str, int] | None = None,
+    inputs: InputSource | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    reference: bool = False,
+    strict_errors: bool = False,
+) -> VerifyReport:
+    """Run `seqlower.verify.verify` with the same arguments and return its report.
+
+    Raises:
+        AssertionError: the models are not shown equivalent. The message has one line per
+            failure, naming the trial, the output and the error (the maximal absolute and relative
+            errors, or the exception a model raised).
+    """
+    __tracebackhide__ = True  # pytest: show the caller's line, not this one
+    report = verify(
+        original,
+        candidate,
+        trials=trials,
+        seed=seed,
+        dims=dims,
+        inputs=inputs,
+        rtol=rtol,
+        atol=atol,
+        reference=reference,
+        strict_errors=strict_errors,
+    )
+    failures = report.failures()
+    if failures:
+        raise AssertionError(
+            "the candidate is not equivalent to the original:\n"
+            + "\n".join(f"  - {line}" for line in failures)
+        )
+    return report

@@ -1,0 +1,294 @@
+"""The equivalence check: run the original and the candidate on the same inputs and compare.
+
+`verify` reads both models, checks that their interfaces match (same output names at the same
+positions, same inputs), builds the inputs of every trial (generated, or supplied by the user),
+runs both models under onnxruntime and compares every output. With `reference=True` it also runs
+the original under `onnx.reference` and notes, per output, whether the two runtimes agree on it,
+so that a disagreement of the runtimes is not blamed on the rewrite. It never mutates a model.
+"""
+
+from __future__ import annotations
+
+__all__ = ["InputSource", "verify"]
+
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from seqlower.io import ModelSource, load_model, model_to_bytes
+from seqlower.verify.compare import compare_values, tolerance_for
+from seqlower.verify.generate import generate_inputs
+from seqlower.verify.report import (
+    OutputResult,
+    TrialResult,
+    TrialStatus,
+    Verdict,
+    VerifyReport,
+)
+from seqlower.verify.runner import OrtRunner, ReferenceRunner, RunOutcome
+from seqlower.verify.signature import InputSpec, feedable_inputs, output_names
+from seqlower.verify.supplied import check_feeds, load_supplied
+from seqlower.verify.values import (
+    Feeds,
+    RuntimeValue,
+    describe_dtype,
+    describe_shape,
+    describe_value,
+)
+
+InputSource = (
+    str | os.PathLike[str] | Mapping[str, RuntimeValue] | Sequence[Mapping[str, RuntimeValue]]
+)
+"""Supplied inputs: a test-data folder or `.npz` path, one mapping (one trial) or a list of them."""
+
+
+def verify(
+    original: ModelSource,
+    candidate: ModelSource,
+    *,
+    trials: int = 3,
+    seed: int = 0,
+    dims: Mapping[str, int] | None = None,
+    inputs: InputSource | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    reference: bool = False,
+    strict_errors: bool = False,
+) -> VerifyReport:
+    """Check that `candidate` computes the same outputs as `original`.
+
+    Args:
+        original, candidate: a path, an `onnx.ModelProto` or an `onnx_ir.Model`.
+        trials: how many sets of random inputs to try (ignored when `inputs` is given).
+        seed: the seed of the random inputs; the same seed gives the same inputs.
+        dims: sizes of symbolic dimensions of the inputs, by name.
+        inputs: inputs to use instead of random ones (see `InputSource`); each set is a trial.
+        rtol, atol: tolerances for every float type, replacing the defaults of
+            `seqlower.verify.compare`.
+        reference: also run the original under `onnx.reference` and say whether it agrees.
+        strict_errors: count a trial where both models raise as a failure.
+
+    Raises:
+        ModelInputError: a model or a supplied input cannot be read, or an input cannot be
+            generated (its type is not supported, or `dims` names an unknown dimension).
+        ValueError: `trials` is below 1 or a tolerance is negative.
+    """
+    if trials < 1:
+        raise ValueError(f"trials must be at least 1, got {trials}")
+    if (rtol is not None and rtol < 0) or (atol is not None and atol < 0):
+        raise ValueError("tolerances must not be negative")
+    original_ir = load_model(original)
+    candidate_ir = load_model(candidate)
+    specs = feedable_inputs(original_ir)
+    problems = _interface_problems(original_ir, candidate_ir)
+    if inputs is None:
+        trial_inputs = [
+            (
+                f"generated (seed {seed}, trial {index})",
+                generate_inputs(original_ir, trial=index, seed=seed, dims=dims),
+            )
+            for index in range(trials)
+        ]
+    else:
+        trial_inputs = _supplied(inputs, specs)
+    original_runner = OrtRunner(_ort_source(original, original_ir))
+    candidate_runner = OrtRunner(_ort_source(candidate, candidate_ir))
+    reference_runner = _reference_runner(original, original_ir) if reference else None
+    names = output_names(original_ir)
+    results = []
+    for index, (source, feeds) in enumerate(trial_inputs):
+        first = original_runner.run(feeds)
+        second = candidate_runner.run(feeds)
+        third = reference_runner.run(feeds) if reference_runner else None
+        results.append(_trial(index, source, feeds, names, first, second, third, rtol, atol))
+    settings: dict[str, Any] = {
+        "trials": len(trial_inputs),
+        "seed": seed,
+        "dims": dict(dims or {}),
+        "inputs": None if inputs is None else _source_name(inputs),
+        "rtol": rtol,
+        "atol": atol,
+        "tolerances": {
+            name: vars(tolerance_for(np.dtype(name), rtol, atol))
+            for name in ("float16", "float32", "float64")
+        },
+        "reference": reference,
+        "strict_errors": strict_errors,
+    }
+    return VerifyReport(
+        trials=tuple(results),
+        problems=tuple(problems),
+        strict_errors=strict_errors,
+        settings=settings,
+    )
+
+
+def _interface_problems(original: ir.Model, candidate: ir.Model) -> list[str]:
+    problems = []
+    first, second = output_names(original), output_names(candidate)
+    for position, name in enumerate(first):
+        if name not in second:
+            problems.append(f"the candidate has no output '{name}'")
+        elif second.index(name) != position:
+            problems.append(
+                f"output '{name}' is output {second.index(name)} of the candidate, "
+                f"output {position} of the original"
+            )
+    problems.extend(
+        f"the candidate has an extra output '{name}'" for name in second if name not in first
+    )
+    needed = [spec.name for spec in feedable_inputs(original)]
+    declared = {value.name for value in candidate.graph.inputs}
+    problems.extend(
+        f"the candidate has no input '{name}'" for name in needed if name not in declared
+    )
+    problems.extend(
+        f"the candidate needs an input '{value.name}' that the original does not have"
+        for value in candidate.graph.inputs
+        if value.name not in candidate.graph.initializers and value.name not in needed
+    )
+    return problems
+
+
+def _supplied(inputs: InputSource, specs: list[InputSpec]) -> list[tuple[str, Feeds]]:
+    if isinstance(inputs, (str, os.PathLike)):
+        sets = load_supplied(inputs, specs)
+        if len(sets) == 1:
+            return [(str(inputs), sets[0])]
+        return [(f"{inputs} (set {index})", feeds) for index, feeds in enumerate(sets)]
+    if isinstance(inputs, Mapping):
+        return [("supplied", check_feeds(inputs, specs, "supplied inputs"))]
+    return [
+        (f"supplied set {index}", check_feeds(feeds, specs, f"supplied input set {index}"))
+        for index, feeds in enumerate(inputs)
+    ]
+
+
+def _source_name(inputs: InputSource) -> str:
+    if isinstance(inputs, (str, os.PathLike)):
+        return str(inputs)
+    return "supplied in Python"
+
+
+def _ort_source(source: ModelSource, model: ir.Model) -> str | bytes:
+    """A path is given to onnxruntime as is (external data stays beside it); else bytes."""
+    if isinstance(source, (str, os.PathLike)):
+        return os.fspath(source)
+    if isinstance(source, onnx.ModelProto):
+        return source.SerializeToString()
+    return model_to_bytes(model)
+
+
+def _reference_runner(source: ModelSource, model: ir.Model) -> ReferenceRunner:
+    if isinstance(source, onnx.ModelProto):
+        return ReferenceRunner(source)
+    if isinstance(source, (str, os.PathLike)):
+        return ReferenceRunner(os.fspath(source))
+    return ReferenceRunner(ir.to_proto(model))
+
+
+def _trial(
+    index: int,
+    source: str,
+    feeds: Feeds,
+    names: list[str],
+    original: RunOutcome,
+    candidate: RunOutcome,
+    reference: RunOutcome | None,
+    rtol: float | None,
+    atol: float | None,
+) -> TrialResult:
+    status: TrialStatus
+    failed: Verdict
+    if original.ok and candidate.ok:
+        outputs = tuple(_compared(name, original, candidate, rtol, atol) for name in names)
+        status = "ok" if all(output.ok for output in outputs) else "differ"
+    else:
+        if original.ok:
+            status = failed = "candidate failed"
+        elif candidate.ok:
+            status = failed = "original failed"
+        else:
+            status = failed = "both failed"
+        outputs = tuple(_uncompared(name, original, candidate, failed) for name in names)
+    if reference is not None:
+        outputs = tuple(
+            _with_reference(output, original, candidate, reference, rtol, atol)
+            for output in outputs
+        )
+    return TrialResult(
+        index=index,
+        source=source,
+        inputs={name: describe_value(value) for name, value in feeds.items()},
+        status=status,
+        outputs=outputs,
+        original_error=original.error,
+        candidate_error=candidate.error,
+        reference_error=None if reference is None else reference.error,
+    )
+
+
+def _compared(
+    name: str, original: RunOutcome, candidate: RunOutcome, rtol: float | None, atol: float | None
+) -> OutputResult:
+    expected = (original.outputs or {})[name]
+    actual = (candidate.outputs or {}).get(name)
+    shape, dtype = describe_shape(expected), describe_dtype(expected)
+    if actual is None:
+        return OutputResult(
+            name, shape, dtype, None, None, "missing", "the candidate has no such output"
+        )
+    result = compare_values(expected, actual, rtol=rtol, atol=atol)
+    return OutputResult(
+        name, shape, dtype, result.max_abs_err, result.max_rel_err, result.verdict, result.detail
+    )
+
+
+def _uncompared(
+    name: str, original: RunOutcome, candidate: RunOutcome, verdict: Verdict
+) -> OutputResult:
+    value = (original.outputs or candidate.outputs or {}).get(name)
+    shape = "-" if value is None else describe_shape(value)
+    dtype = "-" if value is None else describe_dtype(value)
+    error = original.error if original.error is not None else candidate.error
+    return OutputResult(name, shape, dtype, None, None, verdict, error or "")
+
+
+def _with_reference(
+    output: OutputResult,
+    original: RunOutcome,
+    candidate: RunOutcome,
+    reference: RunOutcome,
+    rtol: float | None,
+    atol: float | None,
+) -> OutputResult:
+    note = _reference_note(output.name, original, candidate, reference, rtol, atol)
+    return dataclasses.replace(output, reference=note)
+
+
+def _reference_note(
+    name: str,
+    original: RunOutcome,
+    candidate: RunOutcome,
+    reference: RunOutcome,
+    rtol: float | None,
+    atol: float | None,
+) -> str:
+    if reference.outputs is None:
+        return f"reference failed: {reference.error}"
+    expected = reference.outputs.get(name)
+    if expected is None:
+        return "reference failed: it gave no such output"
+    if original.outputs is not None:
+        result = compare_values(expected, original.outputs[name], rtol=rtol, atol=atol)
+        return "agrees" if result.ok else f"disagrees: {result.verdict}: {result.detail}"
+    if candidate.outputs is not None and name in candidate.outputs:
+        result = compare_values(expected, candidate.outputs[name], rtol=rtol, atol=atol)
+        verdict = "agrees" if result.ok else "disagrees"
+        return f"onnxruntime failed on the original; the candidate {verdict} with the reference"
+    return "onnxruntime failed on the original"

@@ -1,0 +1,153 @@
+"""What the equivalence check found, as data: per trial, per output, and overall.
+
+`VerifyReport.failures()` is the single source of truth for the verdict: `equivalent` is True
+exactly when it is empty. The policy it encodes:
+
+- an interface problem (missing, extra or reordered outputs, changed inputs) is a failure;
+- a trial where an output differs, or where one model raises and the other does not, is a failure;
+- a trial where both models raise ("both failed": they agree that the input is invalid, as with
+  an empty sequence given to ConcatFromSequence) is reported but is not a failure, unless
+  `strict_errors` is set;
+- at least one trial must run both models to completion, otherwise nothing was compared.
+
+`to_dict()` gives the JSON form; infinite errors are written as the string "inf".
+"""
+
+from __future__ import annotations
+
+__all__ = ["OutputResult", "TrialResult", "TrialStatus", "VerifyReport", "Verdict"]
+
+import dataclasses
+import json
+import math
+from typing import Any, Literal
+
+Verdict = Literal[
+    "ok",
+    "values differ",
+    "shape differs",
+    "dtype differs",
+    "length differs",
+    "kind differs",
+    "missing",
+    "original failed",
+    "candidate failed",
+    "both failed",
+]
+"""The verdict on one output in one trial. "missing": the candidate lacks the output."""
+
+TrialStatus = Literal["ok", "differ", "original failed", "candidate failed", "both failed"]
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputResult:
+    """One output in one trial. `shape` and `dtype` describe the original's value (or the
+    candidate's when only it ran). `reference` is set in reference mode: whether onnxruntime and
+    `onnx.reference` agree on the original model."""
+
+    name: str
+    shape: str
+    dtype: str
+    max_abs_err: float | None
+    max_rel_err: float | None
+    verdict: Verdict
+    detail: str = ""
+    reference: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "ok"
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialResult:
+    """One trial: where its inputs came from, what they were, and how the models fared."""
+
+    index: int
+    source: str
+    inputs: dict[str, str]
+    status: TrialStatus
+    outputs: tuple[OutputResult, ...]
+    original_error: str | None = None
+    candidate_error: str | None = None
+    reference_error: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyReport:
+    """The result of `seqlower.verify.verify`."""
+
+    trials: tuple[TrialResult, ...]
+    problems: tuple[str, ...] = ()
+    strict_errors: bool = False
+    settings: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def equivalent(self) -> bool:
+        """True when the candidate computed the same outputs as the original in every trial."""
+        return not self.failures()
+
+    def failures(self) -> list[str]:
+        """One line per reason the models are not shown equivalent (empty when they are)."""
+        lines = list(self.problems)
+        for trial in self.trials:
+            lines.extend(_trial_failures(trial, self.strict_errors))
+        if self.trials and all(trial.status == "both failed" for trial in self.trials):
+            lines.append("no trial ran both models to completion: nothing was compared")
+        if not self.trials:
+            lines.append("no trial was run")
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "equivalent": self.equivalent,
+            "failures": self.failures(),
+            "problems": list(self.problems),
+            "settings": dict(self.settings),
+            "trials": [_jsonable(dataclasses.asdict(trial)) for trial in self.trials],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+
+def _trial_failures(trial: TrialResult, strict_errors: bool) -> list[str]:
+    head = f"trial {trial.index}"
+    if trial.status == "original failed":
+        return [f"{head}: only the original failed: {trial.original_error}"]
+    if trial.status == "candidate failed":
+        return [f"{head}: only the candidate failed: {trial.candidate_error}"]
+    if trial.status == "both failed":
+        if not strict_errors:
+            return []
+        return [
+            f"{head}: both failed: original: {trial.original_error}; "
+            f"candidate: {trial.candidate_error}"
+        ]
+    lines = []
+    for output in trial.outputs:
+        if output.ok:
+            continue
+        line = f"{head}, output '{output.name}': {output.verdict}"
+        if output.verdict == "values differ":
+            line += f" (max abs err {_number(output.max_abs_err)}, "
+            line += f"max rel err {_number(output.max_rel_err)})"
+        if output.detail:
+            line += f": {output.detail}"
+        lines.append(line)
+    return lines
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: _jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(item) for item in value]
+    return value

@@ -1,0 +1,72 @@
+"""The interface of a model as the verifier sees it: the inputs to feed and the outputs to compare.
+
+An input that has an initializer keeps its default value and is not fed. Tensor inputs and sequences
+of tensors are supported; anything else (optional, map, sequence of sequences) raises a one-line
+`ModelInputError`, because the verifier could not build a value for it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Dim", "InputSpec", "feedable_inputs", "output_names"]
+
+import dataclasses
+
+import onnx_ir as ir
+
+from seqlower.errors import ModelInputError
+
+Dim = int | str | None
+"""One declared dimension: a size, a symbolic name, or None when unknown."""
+
+
+@dataclasses.dataclass(frozen=True)
+class InputSpec:
+    """One graph input that must be fed: its element type, declared shape and kind.
+
+    For a sequence input, `dtype` and `shape` describe every element of the sequence.
+    `shape` is None when the rank is unknown.
+    """
+
+    name: str
+    dtype: ir.DataType
+    shape: tuple[Dim, ...] | None
+    is_sequence: bool
+
+
+def feedable_inputs(model: ir.Model) -> list[InputSpec]:
+    """The graph inputs of `model` without an initializer, in declaration order."""
+    specs = []
+    for value in model.graph.inputs:
+        if value.name in model.graph.initializers:
+            continue
+        specs.append(_spec(value))
+    return specs
+
+
+def output_names(model: ir.Model) -> list[str]:
+    """The names of the graph outputs of `model`, in declaration order."""
+    return [value.name or "" for value in model.graph.outputs]
+
+
+def _spec(value: ir.Value) -> InputSpec:
+    name = value.name or ""
+    value_type = value.type
+    if isinstance(value_type, ir.SequenceType) and isinstance(value_type.elem_type, ir.TensorType):
+        is_sequence = True
+    elif isinstance(value_type, ir.TensorType):
+        is_sequence = False
+    else:
+        described = "no declared type" if value_type is None else f"type {value_type}"
+        raise ModelInputError(
+            f"input '{name}' has {described}: only tensors and sequences of tensors can be fed"
+        )
+    shape: tuple[Dim, ...] | None = None
+    if value.shape is not None:
+        shape = tuple(_dim(dim) for dim in value.shape.dims)
+    return InputSpec(name=name, dtype=value_type.dtype, shape=shape, is_sequence=is_sequence)
+
+
+def _dim(dim: int | ir.SymbolicDim) -> Dim:
+    if isinstance(dim, int):
+        return dim
+    return dim.value

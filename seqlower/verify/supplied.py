@@ -1,0 +1,164 @@
+"""Inputs the user supplies instead of random ones: ONNX test-data folders and `.npz` files.
+
+Accepted layouts, each giving one or more trials:
+
+- a folder holding `input_0.pb`, `input_1.pb`, ... (ONNX's test-data layout): one trial. Each file
+  is a TensorProto, or a SequenceProto for a sequence input. A file whose proto carries the name of
+  an input feeds that input; an unnamed one feeds the input at its position (inputs with an
+  initializer do not count).
+- a folder holding `test_data_set_0/`, `test_data_set_1/`, ... of that layout: one trial each.
+- an `.npz` file keyed by input name: one trial. A sequence input is either one array split along
+  its first axis (`name`, which also allows an empty sequence) or its elements as `name/0`,
+  `name/1`, ...
+
+Every input without an initializer must get a value and every value must name an input;
+otherwise `ModelInputError` says which.
+"""
+
+from __future__ import annotations
+
+__all__ = ["check_feeds", "load_supplied"]
+
+import os
+import re
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import numpy_helper
+
+from seqlower.errors import ModelInputError
+from seqlower.verify.signature import InputSpec
+from seqlower.verify.values import Feeds, RuntimeValue
+
+_INPUT_FILE = re.compile(r"input_(\d+)\.pb")
+_DATA_SET = re.compile(r"test_data_set_(\d+)")
+
+
+def load_supplied(source: str | os.PathLike[str], specs: list[InputSpec]) -> list[Feeds]:
+    """The trials stored at `source` (a folder or an `.npz` file), checked against `specs`."""
+    path = Path(source)
+    if not path.exists():
+        raise ModelInputError(f"{path}: no such file or folder")
+    if path.is_dir():
+        sets = _numbered(path, _DATA_SET, want_dirs=True)
+        if sets:
+            return [_load_folder(folder, specs) for folder in sets]
+        return [_load_folder(path, specs)]
+    return [_load_npz(path, specs)]
+
+
+def check_feeds(feeds: Mapping[str, RuntimeValue], specs: list[InputSpec], where: str) -> Feeds:
+    """`feeds` as a plain dict with strings as object arrays, after checking that it names every
+    input in `specs` and nothing else."""
+    known = {spec.name for spec in specs}
+    for name in feeds:
+        if name not in known:
+            raise ModelInputError(f"{where}: '{name}' is not an input of the original model")
+    result: Feeds = {}
+    for spec in specs:
+        if spec.name not in feeds:
+            raise ModelInputError(f"{where}: no value for input '{spec.name}'")
+        value = feeds[spec.name]
+        if spec.is_sequence != isinstance(value, list):
+            kind = "a sequence" if spec.is_sequence else "a tensor"
+            raise ModelInputError(f"{where}: input '{spec.name}' needs {kind}")
+        if isinstance(value, list):
+            result[spec.name] = [_normalize(element) for element in value]
+        else:
+            result[spec.name] = _normalize(value)
+    return result
+
+
+def _normalize(array: object) -> np.ndarray:
+    result = np.asarray(array)
+    return result.astype(object) if result.dtype.kind == "U" else result
+
+
+def _numbered(folder: Path, pattern: re.Pattern[str], *, want_dirs: bool) -> list[Path]:
+    found = []
+    for entry in folder.iterdir():
+        match = pattern.fullmatch(entry.name)
+        if match and entry.is_dir() == want_dirs:
+            found.append((int(match.group(1)), entry))
+    return [entry for _, entry in sorted(found)]
+
+
+def _load_folder(folder: Path, specs: list[InputSpec]) -> Feeds:
+    files = _numbered(folder, _INPUT_FILE, want_dirs=False)
+    if not files and specs:
+        raise ModelInputError(f"{folder}: no input_0.pb (nor test_data_set_0/) in this folder")
+    by_name = {spec.name: spec for spec in specs}
+    feeds: Feeds = {}
+    for position, file in enumerate(files):
+        default = specs[position] if position < len(specs) else None
+        name, value = _read_pb(file, default, by_name)
+        if name in feeds:
+            raise ModelInputError(f"{file}: input '{name}' is given twice")
+        feeds[name] = value
+    return check_feeds(feeds, specs, str(folder))
+
+
+def _read_pb(
+    file: Path, default: InputSpec | None, by_name: Mapping[str, InputSpec]
+) -> tuple[str, RuntimeValue]:
+    data = file.read_bytes()
+    spec = default
+    value, name = _parse(file, data, default.is_sequence if default else False)
+    if name and name in by_name and by_name[name] is not default:
+        spec = by_name[name]
+        value, name = _parse(file, data, spec.is_sequence)
+    if spec is None:
+        raise ModelInputError(f"{file}: the model has no input at this position")
+    return spec.name, value
+
+
+def _parse(file: Path, data: bytes, is_sequence: bool) -> tuple[RuntimeValue, str]:
+    proto: onnx.TensorProto | onnx.SequenceProto
+    proto = onnx.SequenceProto() if is_sequence else onnx.TensorProto()
+    try:
+        proto.ParseFromString(data)
+        if isinstance(proto, onnx.SequenceProto):
+            if proto.elem_type not in (0, onnx.SequenceProto.TENSOR):
+                raise ValueError("only sequences of tensors are supported")
+            return list(numpy_helper.to_list(proto)), proto.name
+        return numpy_helper.to_array(proto), proto.name
+    except (DecodeError, RuntimeError, ValueError, TypeError) as error:
+        kind = "SequenceProto" if is_sequence else "TensorProto"
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else "parse failed"
+        raise ModelInputError(f"{file}: not a {kind} ({reason})") from None
+
+
+def _load_npz(path: Path, specs: list[InputSpec]) -> Feeds:
+    try:
+        loaded = np.load(path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise ValueError("a single array, not an .npz archive")
+        with loaded as archive:
+            arrays = {key: archive[key] for key in archive.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else "unreadable"
+        raise ModelInputError(f"{path}: not an .npz file ({reason})") from None
+    feeds: dict[str, RuntimeValue] = {}
+    sequence_names = {spec.name for spec in specs if spec.is_sequence}
+    elements: dict[str, dict[int, np.ndarray]] = {}
+    for key, array in arrays.items():
+        base, _, index = key.rpartition("/")
+        if base in sequence_names and index.isdigit():
+            elements.setdefault(base, {})[int(index)] = array
+        elif key in sequence_names:
+            if array.ndim == 0:
+                raise ModelInputError(f"{path}: '{key}' must have a first axis to split")
+            feeds[key] = list(array)
+        else:
+            feeds[key] = array
+    for name, items in elements.items():
+        if name in feeds:
+            raise ModelInputError(f"{path}: input '{name}' is given twice")
+        if sorted(items) != list(range(len(items))):
+            raise ModelInputError(f"{path}: elements of '{name}' must be numbered 0, 1, 2, ...")
+        feeds[name] = [items[index] for index in range(len(items))]
+    return check_feeds(feeds, specs, str(path))
