@@ -1,0 +1,185 @@
+"""The typer application and its commands."""
+
+from __future__ import annotations
+
+__all__ = ["app", "main"]
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import onnx
+import onnx_ir as ir
+import typer
+
+from seqlower import __version__
+from seqlower.cli.summary import format_summary
+from seqlower.cli.verify_command import verify_command
+from seqlower.errors import SeqlowerError
+from seqlower.io import load_model, save_model
+from seqlower.options import Options
+from seqlower.pipeline import optimize
+from seqlower.rules import default_rules
+
+app = typer.Typer(
+    name="seqlower",
+    help="Lower ONNX sequence operators to plain tensor ONNX, and prove the result equivalent.",
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+)
+app.command("verify")(verify_command)
+
+
+def _version(show: bool) -> None:
+    if show:
+        typer.echo(f"seqlower {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+    ] = False,
+) -> None:
+    """Lower ONNX sequence operators to plain tensor ONNX."""
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+@app.command("optimize")
+def optimize_command(
+    source: Annotated[Path, typer.Argument(help="The model to lower (.onnx).")],
+    target: Annotated[Path, typer.Argument(help="Where to write the lowered model.")],
+    strict: Annotated[
+        bool, typer.Option(help="Fail (exit 1, write nothing) if any sequence op would remain.")
+    ] = False,
+    report: Annotated[
+        Path | None, typer.Option(help="Write the lowering report as JSON to this file.")
+    ] = None,
+    verify: Annotated[
+        bool, typer.Option(help="Verify under onnxruntime; write nothing if outputs differ.")
+    ] = False,
+    split_keepdims: Annotated[
+        str,
+        typer.Option(
+            help="Reading of SplitToSequence(scalar split, keepdims=0): onnxruntime or spec."
+        ),
+    ] = "onnxruntime",
+    in_place: Annotated[
+        bool, typer.Option(help="Allow TARGET to be the same file as SOURCE.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing on success.")] = False,
+) -> None:
+    """Lower the sequence operators of SOURCE and write the result to TARGET.
+
+    Example: seqlower optimize model.onnx model.lowered.onnx --report report.json --verify
+    """
+    try:
+        lowered, summary = _optimize(source, target, in_place, split_keepdims, quiet)
+    except SeqlowerError as error:
+        raise _fail(str(error)) from None
+    if report is not None:
+        _write_text(report, summary.to_json() + "\n")
+    if strict and summary.remaining:
+        raise _fail(f"{len(summary.remaining)} sequence ops remain (--strict); nothing written", 1)
+    if verify:
+        _verify_or_exit(source, lowered, quiet)
+    try:
+        save_model(lowered, target)
+    except (SeqlowerError, OSError) as error:
+        raise _fail(f"{target}: cannot write ({error})") from None
+
+
+def _optimize(source: Path, target: Path, in_place: bool, split_keepdims: str, quiet: bool):  # type: ignore[no-untyped-def]
+    if split_keepdims not in ("onnxruntime", "spec"):
+        raise SeqlowerError(f"--split-keepdims must be onnxruntime or spec, not '{split_keepdims}'")
+    if _same_file(source, target) and not in_place:
+        raise SeqlowerError(f"{target}: is the input file; pass --in-place to overwrite it")
+    if not target.parent.exists():
+        raise SeqlowerError(f"{target}: output folder {target.parent} does not exist")
+    model = load_model(source)
+    _check_input(model, source)
+    started = time.perf_counter()
+    lowered, summary = optimize(model, Options(split_keepdims=split_keepdims))  # type: ignore[arg-type]
+    seconds = time.perf_counter() - started
+    _check_output(lowered)
+    if not quiet:
+        typer.echo(format_summary(summary, str(source), str(target), seconds))
+    return lowered, summary
+
+
+def _check_input(model: ir.Model, source: Path) -> None:
+    try:
+        onnx.checker.check_model(ir.to_proto(model))
+    except (onnx.checker.ValidationError, ValueError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise SeqlowerError(f"{source}: fails the ONNX checker: {first}") from None
+
+
+def _check_output(model: ir.Model) -> None:
+    try:
+        onnx.checker.check_model(ir.to_proto(model), full_check=True)
+    except Exception as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise SeqlowerError(
+            f"internal error: the lowered model fails the ONNX checker ({first}); "
+            "nothing written — please report this as a seqlower bug"
+        ) from None
+
+
+def _verify_or_exit(source: Path, lowered: ir.Model, quiet: bool) -> None:
+    from seqlower.verify import verify
+
+    result = verify(source, lowered)
+    if not result.equivalent:
+        for line in result.failures():
+            typer.echo(f"  - {line}", err=True)
+        raise _fail("verification failed: the lowered model differs; nothing written", 1)
+    if not quiet:
+        typer.echo(f"verified: equivalent under onnxruntime ({len(result.trials)} trials)")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def _write_text(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise _fail(f"{path}: cannot write the report ({error.strerror})") from None
+
+
+@app.command("rules")
+def rules_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """List the rewrite rules in priority order, each with its before -> after."""
+    rules = list(default_rules())
+    if as_json:
+        entries = [{"name": r.name, "op_type": r.op_type, "doc": r.doc} for r in rules]
+        typer.echo(json.dumps(entries, indent=2))
+        return
+    typer.echo(rule_catalogue())
+
+
+def rule_catalogue() -> str:
+    """The rule catalogue in Markdown, generated from the rules' docstrings."""
+    lines = ["| rule | operator | before -> after |", "|---|---|---|"]
+    for rule in default_rules():
+        doc = " ".join(rule.doc.split()).replace("|", "\\|")
+        lines.append(f"| `{rule.name}` | {rule.op_type} | {doc} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    app()
