@@ -7,7 +7,13 @@ file beside the target, then a rename, so an interrupted run never leaves half a
 
 from __future__ import annotations
 
-__all__ = ["ModelSource", "load_model", "model_to_bytes", "save_model"]
+__all__ = [
+    "ModelSource",
+    "has_external_data",
+    "load_model",
+    "model_to_bytes",
+    "save_model",
+]
 
 import os
 import tempfile
@@ -19,6 +25,7 @@ import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
 from seqlower.errors import ModelInputError
+from seqlower.ops import iter_all_graphs
 
 ModelSource = Union[ir.Model, onnx.ModelProto, str, os.PathLike]
 
@@ -70,11 +77,29 @@ def _deserialize(proto: onnx.ModelProto, where: str, base_dir: Path | None = Non
 
 
 def _set_external_data_base_dir(model: ir.Model, base_dir: Path) -> None:
-    for graph in (model.graph, *(f.graph for f in model.functions.values())):
-        for value in graph.initializers.values():
-            tensor = value.const_value
-            if isinstance(tensor, ir.ExternalTensor):
-                tensor.base_dir = base_dir
+    """Point external tensors at the model's folder, refusing locations that lead out of it
+    (`../`, absolute paths, symlinks), as onnx's path-traversal advisories recommend."""
+    root = base_dir.resolve()
+    for value in _all_initializers(model):
+        tensor = value.const_value
+        if not isinstance(tensor, ir.ExternalTensor):
+            continue
+        location = Path(tensor.location)
+        resolved = (root / location).resolve()
+        if location.is_absolute() or not resolved.is_relative_to(root):
+            raise ModelInputError(
+                f"{base_dir / location}: external data of '{value.name}' points outside the "
+                "model's folder; refused"
+            )
+        tensor.base_dir = base_dir
+
+
+def _all_initializers(model: ir.Model) -> list[ir.Value]:
+    return [value for graph in iter_all_graphs(model) for value in graph.initializers.values()]
+
+
+def has_external_data(model: ir.Model) -> bool:
+    return any(isinstance(v.const_value, ir.ExternalTensor) for v in _all_initializers(model))
 
 
 def model_to_bytes(model: ir.Model) -> bytes:
@@ -82,16 +107,28 @@ def model_to_bytes(model: ir.Model) -> bytes:
     return ir.to_proto(model).SerializeToString(deterministic=True)
 
 
-def save_model(model: ir.Model, path: str | os.PathLike) -> None:
-    """Write `model` to `path` atomically (temporary file in the same folder, then rename)."""
+def save_model(
+    model: ir.Model, path: str | os.PathLike, *, external_data: str | None = None
+) -> None:
+    """Write `model` to `path` atomically (temporary file in the same folder, then rename).
+
+    With `external_data` (a file name beside `path`), or when the model's weights already live
+    in external files, the weights are written to that file, one tensor at a time, instead of
+    into the model file (the default name is `<path name>.data`).
+    """
     target = Path(path)
     if not target.parent.exists():
         raise ModelInputError(f"{target}: output folder {target.parent} does not exist")
-    data = model_to_bytes(model)
+    if external_data is None and has_external_data(model):
+        external_data = f"{target.name}.data"
     fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+        if external_data is None:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(model_to_bytes(model))
+        else:
+            os.close(fd)
+            ir.save(model, temp_name, external_data=external_data, size_threshold_bytes=1024)
         os.replace(temp_name, target)
     except BaseException:
         Path(temp_name).unlink(missing_ok=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = ["app", "main"]
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Annotated
@@ -74,16 +75,27 @@ def optimize_command(
     in_place: Annotated[
         bool, typer.Option(help="Allow TARGET to be the same file as SOURCE.")
     ] = False,
+    external_data: Annotated[
+        bool,
+        typer.Option(help="Write the weights to TARGET.data beside TARGET (for models > 2 GB)."),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing on success.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Log each rule as it is applied.")
+    ] = False,
 ) -> None:
     """Lower the sequence operators of SOURCE and write the result to TARGET.
 
     Example: seqlower optimize model.onnx model.lowered.onnx --report report.json --verify
     """
+    _configure_logging(verbose)
     try:
         lowered, summary = _optimize(source, target, in_place, split_keepdims, quiet)
     except SeqlowerError as error:
-        raise _fail(str(error)) from None
+        message = str(error)
+        raise _fail(
+            message if message.startswith(str(source)) else f"{source}: {message}"
+        ) from None
     if report is not None:
         _write_text(report, summary.to_json() + "\n")
     if strict and summary.remaining:
@@ -91,7 +103,7 @@ def optimize_command(
     if verify:
         _verify_or_exit(source, lowered, quiet)
     try:
-        save_model(lowered, target)
+        save_model(lowered, target, external_data=f"{target.name}.data" if external_data else None)
     except (SeqlowerError, OSError) as error:
         raise _fail(f"{target}: cannot write ({error})") from None
 
@@ -114,22 +126,33 @@ def _optimize(source: Path, target: Path, in_place: bool, split_keepdims: str, q
     return lowered, summary
 
 
+def _configure_logging(verbose: bool) -> None:
+    """Library log records go to stderr only when asked for; onnx_ir's own chatter about
+    malformed input is replaced by our one-line errors."""
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("seqlower").setLevel(logging.DEBUG if verbose else logging.ERROR)
+    logging.getLogger("onnx_ir").setLevel(logging.WARNING if verbose else logging.CRITICAL)
+
+
+def _one_line(error: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _check_input(model: ir.Model, source: Path) -> None:
     try:
         onnx.checker.check_model(ir.to_proto(model))
     except (onnx.checker.ValidationError, ValueError) as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise SeqlowerError(f"{source}: fails the ONNX checker: {first}") from None
+        raise SeqlowerError(f"{source}: fails the ONNX checker: {_one_line(error)}") from None
 
 
 def _check_output(model: ir.Model) -> None:
     try:
         onnx.checker.check_model(ir.to_proto(model), full_check=True)
     except Exception as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise SeqlowerError(
-            f"internal error: the lowered model fails the ONNX checker ({first}); "
-            "nothing written — please report this as a seqlower bug"
+            f"internal error: the lowered model fails the ONNX checker ({_one_line(error)}); "
+            "nothing written. Please report this as a seqlower bug"
         ) from None
 
 
