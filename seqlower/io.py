@@ -18,7 +18,6 @@ __all__ = [
 import os
 import tempfile
 from pathlib import Path
-from typing import Union
 
 import onnx
 import onnx_ir as ir
@@ -27,7 +26,7 @@ from google.protobuf.message import DecodeError
 from seqlower.errors import ModelInputError
 from seqlower.ops import iter_all_graphs
 
-ModelSource = Union[ir.Model, onnx.ModelProto, str, os.PathLike]
+ModelSource = ir.Model | onnx.ModelProto | str | os.PathLike
 
 
 def load_model(source: ModelSource) -> ir.Model:

@@ -19,7 +19,6 @@ from __future__ import annotations
 __all__ = ["Facts", "KnownElements", "KnownLength", "SequenceFact", "Unknown", "element_dtype"]
 
 import dataclasses
-from typing import Union
 
 import numpy as np
 import onnx_ir as ir
@@ -47,7 +46,7 @@ class Unknown:
     reason: str
 
 
-SequenceFact = Union[KnownElements, KnownLength, Unknown]
+SequenceFact = KnownElements | KnownLength | Unknown
 
 
 def element_dtype(sequence: ir.Value) -> ir.DataType | None:

@@ -95,10 +95,10 @@ def _write(path: Path, text: str) -> None:
 
 
 def _rows(result: VerifyReport) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for trial in result.trials:
         for output in trial.outputs:
-            row = (
+            row: tuple[str, ...] = (
                 str(trial.index),
                 output.name,
                 output.shape,
@@ -107,26 +107,44 @@ def _rows(result: VerifyReport) -> list[tuple[str, ...]]:
                 _number(output.max_rel_err),
                 output.verdict,
             )
-            rows.append((*row, output.reference or "") if result.settings.get("reference") else row)
+            if result.settings.get("reference"):
+                row = (*row, _short(output.reference or ""))
+            rows.append(row)
     return rows
 
 
+def _short(note: str) -> str:
+    """The head of a reference note: `agrees`, `disagrees`, `reference failed`..."""
+    return note.split(":")[0].split(";")[0]
+
+
 def _footer(result: VerifyReport) -> list[str]:
+    failures = result.failures()
     lines = []
     for trial in result.trials:
-        if trial.status == "both failed":
-            lines.append(f"trial {trial.index}: both models failed: {trial.original_error}")
-        elif trial.status in ("original failed", "candidate failed"):
-            error = trial.original_error or trial.candidate_error
-            lines.append(f"trial {trial.index}: {trial.status}: {error}")
+        if trial.status == "both failed" and not any(
+            line.startswith(f"trial {trial.index}: ") for line in failures
+        ):
+            lines.append(
+                f"trial {trial.index}: both models failed (not counted as a difference): "
+                f"{trial.original_error}"
+            )
         if trial.reference_error:
             lines.append(f"trial {trial.index}: reference failed: {trial.reference_error}")
-    failures = result.failures()
+            continue
+        lines.extend(
+            f"trial {trial.index}, output '{output.name}': reference {output.reference}"
+            for output in trial.outputs
+            if output.reference and output.reference != "agrees"
+        )
     if failures:
         lines.append("NOT equivalent:")
         lines.extend(f"  - {line}" for line in failures)
     else:
-        lines.append(f"equivalent ({len(result.trials)} trials)")
+        both = sum(trial.status == "both failed" for trial in result.trials)
+        compared = len(result.trials) - both
+        extra = f", {both} failed in both models" if both else ""
+        lines.append(f"equivalent ({compared} trials compared{extra})")
     return lines
 
 
@@ -157,7 +175,7 @@ def _show_rich(columns: tuple[str, ...], rows: list[tuple[str, ...]], footer: li
     console = Console()
     console.print(table)
     for line in footer:
-        console.print(line, markup=False, highlight=False)
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     return True
 
 

@@ -18,6 +18,7 @@ import logging
 
 import onnx
 import onnx_ir as ir
+from onnx_ir.passes.common import _c_api_utils
 
 from seqlower.analysis.static_values import StaticValues
 from seqlower.ops import iter_all_graphs
@@ -49,8 +50,11 @@ class NormalizePass(ir.passes.InPlacePass):
                 split = node.inputs[1] if len(node.inputs) > 1 else None
                 if split is None or node.attributes.get_int("keepdims", 1) != 0:
                     continue
+                # The declared shape of the split may be missing before inference (a Constant
+                # node's output in an export): the static content says whether it is a scalar.
+                array = values.get(split)
                 chunk = values.get_int(split)
-                if split.shape is None or len(split.shape) != 0 or chunk is None:
+                if array is None or array.ndim != 0 or chunk is None:
                     continue
                 modified = True
                 if chunk == 1 and self.options.split_keepdims == "onnxruntime":
@@ -79,9 +83,13 @@ def infer_shapes(model: ir.Model) -> None:
                 output.shape = None
             if node.op_type == "Loop" and node.domain == "" and "body" in node.attributes:
                 _reset_loop_signature(node.attributes["body"].as_graph())
+    def infer(proto: onnx.ModelProto) -> onnx.ModelProto:
+        return onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+
     try:
-        proto = ir.to_proto(model)
-        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+        # call_onnx_api leaves large initializers out of the serialized copy (weights are not
+        # needed for shapes) and restores them afterwards.
+        inferred = _c_api_utils.call_onnx_api(infer, model)
     except Exception as error:  # inference is best effort: unknown shapes only mean less folding
         logger.warning(
             "shape inference failed: %s", str(error).splitlines()[0] if str(error) else error

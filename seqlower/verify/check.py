@@ -178,9 +178,9 @@ def _source_name(inputs: InputSource) -> str:
 def _ort_source(source: ModelSource, model: ir.Model) -> str | bytes:
     """A path is given to onnxruntime as is (external data stays beside it); else bytes."""
     if isinstance(source, (str, os.PathLike)):
-        return os.fspath(source)
+        return str(os.fspath(source))
     if isinstance(source, onnx.ModelProto):
-        return source.SerializeToString()
+        return bytes(source.SerializeToString())
     return model_to_bytes(model)
 
 

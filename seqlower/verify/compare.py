@@ -175,7 +175,8 @@ def _compare_floats(expected: np.ndarray, actual: np.ndarray, tolerance: Toleran
     e_nan, a_nan = np.isnan(e), np.isnan(a)
     finite = np.isfinite(e) & np.isfinite(a)
     special_bad = (e_nan != a_nan) | (~finite & ~e_nan & ~a_nan & (e != a))
-    diff = np.where(finite, np.abs(e - a), 0.0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(finite, np.abs(e - a), 0.0)
     close = diff <= tolerance.atol + tolerance.rtol * np.abs(np.where(finite, e, 0.0))
     bad = special_bad | ~close
     max_abs = float(diff.max(initial=0.0))
@@ -203,9 +204,13 @@ def _where(bad: np.ndarray, expected: np.ndarray, actual: np.ndarray) -> str:
     at = list(first) if first else "[]"
     return (
         f"{count} of {bad.size} elements differ, first at {at}: "
-        f"expected {np.asarray(expected[first]).item()!r}, "
-        f"got {np.asarray(actual[first]).item()!r}"
+        f"expected {_scalar(expected[first])}, got {_scalar(actual[first])}"
     )
+
+
+def _scalar(value: object) -> str:
+    """numpy's shortest form for numbers (`0.37719065` for a float32), quotes for strings."""
+    return repr(str(value)) if isinstance(value, str) else str(value)
 
 
 def _max_or_none(values: Iterable[float | None]) -> float | None:

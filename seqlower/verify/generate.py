@@ -47,7 +47,7 @@ DEFAULT_DIM = 3
 SEQUENCE_LENGTHS = (3, 1, 0)
 """Length of every sequence input in trials 0, 1, 2 (cyclically after that)."""
 
-_STRING_ALPHABET = np.array(list("abcxyzABC019 _-"))
+_STRING_ALPHABET = "abcxyzABC019 _-"
 _SUPPORTED = frozenset(
     {
         ir.DataType.BOOL,
@@ -108,7 +108,7 @@ def plan_trial(
     for name in dict.fromkeys(named):
         if name not in chosen:
             chosen[name] = 2 + (len(chosen) + trial) % 3
-    shapes = {}
+    shapes: dict[str, tuple[int, ...]] = {}
     for spec in specs:
         if spec.shape is None:
             shapes[spec.name] = (DEFAULT_DIM,)
@@ -149,7 +149,8 @@ def draw_tensor(
         return rng.integers(low, low + 20, size=shape, endpoint=True).astype(dtype.numpy())
     if dtype in (ir.DataType.COMPLEX64, ir.DataType.COMPLEX128):
         parts = 3.0 * rng.standard_normal(size=(2, *shape))
-        return (parts[0] + 1j * parts[1]).astype(dtype.numpy())
+        complex_values: np.ndarray = parts[0] + 1j * parts[1]
+        return complex_values.astype(dtype.numpy())
     return (3.0 * rng.standard_normal(size=shape)).astype(dtype.numpy())
 
 
@@ -166,7 +167,7 @@ def _split_sizes(
 ) -> np.ndarray:
     total = max(constraint.total, 0)
     if len(shape) == 0:
-        return np.array(rng.integers(1, max(total, 1), endpoint=True))
+        return np.full((), rng.integers(1, max(total, 1), endpoint=True), dtype=np.int64)
     count = constraint.count if constraint.count is not None else shape[0]
     if count <= 0:
         return np.zeros((0,), dtype=np.int64)
@@ -182,5 +183,8 @@ def _split_sizes(
 def _strings(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     size = int(np.prod(shape, dtype=np.int64))
     lengths = rng.integers(0, 5, size=size, endpoint=True)
-    words = ["".join(rng.choice(_STRING_ALPHABET, size=int(n))) for n in lengths]
+    letters = len(_STRING_ALPHABET)
+    words = [
+        "".join(_STRING_ALPHABET[i] for i in rng.integers(0, letters, size=int(n))) for n in lengths
+    ]
     return np.array(words, dtype=object).reshape(shape)

@@ -8,7 +8,8 @@ exactly when it is empty. The policy it encodes:
 - a trial where both models raise ("both failed": they agree that the input is invalid, as with
   an empty sequence given to ConcatFromSequence) is reported but is not a failure, unless
   `strict_errors` is set;
-- at least one trial must run both models to completion, otherwise nothing was compared.
+- at least one trial must run both models to completion, otherwise nothing was compared (and
+  the errors of every trial are listed).
 
 `to_dict()` gives the JSON form; infinite errors are written as the string "inf".
 """
@@ -90,9 +91,10 @@ class VerifyReport:
     def failures(self) -> list[str]:
         """One line per reason the models are not shown equivalent (empty when they are)."""
         lines = list(self.problems)
+        nothing_ran = all(trial.status == "both failed" for trial in self.trials)
         for trial in self.trials:
-            lines.extend(_trial_failures(trial, self.strict_errors))
-        if self.trials and all(trial.status == "both failed" for trial in self.trials):
+            lines.extend(_trial_failures(trial, self.strict_errors or nothing_ran))
+        if self.trials and nothing_ran:
             lines.append("no trial ran both models to completion: nothing was compared")
         if not self.trials:
             lines.append("no trial was run")

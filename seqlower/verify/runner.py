@@ -90,11 +90,14 @@ class ReferenceRunner:
         if self._evaluator is None:
             return RunOutcome(error=self.load_error)
         declared = set(self._evaluator.input_names)
+        names = list(self._evaluator.output_names)
         try:
             results = self._evaluator.run(None, {k: v for k, v in feeds.items() if k in declared})
         except Exception as error:  # the evaluator has bugs of its own; report them
             return RunOutcome(error=first_line(error))
-        return RunOutcome(outputs=_as_outputs(list(self._evaluator.output_names), results))
+        if isinstance(results, dict):
+            results = [results[name] for name in names]
+        return RunOutcome(outputs=_as_outputs(names, results))
 
 
 def _as_outputs(names: Sequence[str], results: Sequence[object]) -> dict[str, RuntimeValue]:

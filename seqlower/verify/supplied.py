@@ -105,18 +105,31 @@ def _load_folder(folder: Path, specs: list[InputSpec]) -> Feeds:
 def _read_pb(
     file: Path, default: InputSpec | None, by_name: Mapping[str, InputSpec]
 ) -> tuple[str, RuntimeValue]:
-    data = file.read_bytes()
-    spec = default
-    value, name = _parse(file, data, default.is_sequence if default else False)
-    if name and name in by_name and by_name[name] is not default:
-        spec = by_name[name]
-        value, name = _parse(file, data, spec.is_sequence)
-    if spec is None:
+    try:
+        data = file.read_bytes()
+    except OSError as error:
+        raise ModelInputError(f"{file}: cannot be read ({error.strerror})") from None
+    # Protobuf parses almost any bytes as either message: trust a name only when it names an
+    # input of the matching kind, else go by position.
+    for is_sequence in (False, True):
+        spec = by_name.get(_peek_name(data, is_sequence))
+        if spec is not None and spec.is_sequence == is_sequence:
+            return spec.name, _parse(file, data, is_sequence)
+    if default is None:
         raise ModelInputError(f"{file}: the model has no input at this position")
-    return spec.name, value
+    return default.name, _parse(file, data, default.is_sequence)
 
 
-def _parse(file: Path, data: bytes, is_sequence: bool) -> tuple[RuntimeValue, str]:
+def _peek_name(data: bytes, is_sequence: bool) -> str:
+    proto = onnx.SequenceProto() if is_sequence else onnx.TensorProto()
+    try:
+        proto.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError):
+        return ""
+    return proto.name
+
+
+def _parse(file: Path, data: bytes, is_sequence: bool) -> RuntimeValue:
     proto: onnx.TensorProto | onnx.SequenceProto
     proto = onnx.SequenceProto() if is_sequence else onnx.TensorProto()
     try:
@@ -124,8 +137,8 @@ def _parse(file: Path, data: bytes, is_sequence: bool) -> tuple[RuntimeValue, st
         if isinstance(proto, onnx.SequenceProto):
             if proto.elem_type not in (0, onnx.SequenceProto.TENSOR):
                 raise ValueError("only sequences of tensors are supported")
-            return list(numpy_helper.to_list(proto)), proto.name
-        return numpy_helper.to_array(proto), proto.name
+            return list(numpy_helper.to_list(proto))
+        return numpy_helper.to_array(proto)
     except (DecodeError, RuntimeError, ValueError, TypeError) as error:
         kind = "SequenceProto" if is_sequence else "TensorProto"
         reason = str(error).strip().splitlines()[0] if str(error).strip() else "parse failed"

@@ -1,0 +1,101 @@
+"""`seqlower verify`: table on stdout, JSON report, exit codes 0 / 1 / 2."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from seqlower.cli.verify_command import verify_command
+
+HEADER = '<ir_version: 9, opset_import: ["": 18]>\n'
+SEQ = (
+    HEADER
+    + """g (float[N, 3] x, float[N, 3] y) => (float[N, 6] z) {
+    s = SequenceConstruct(x, y)
+    z = ConcatFromSequence<axis = 1>(s)
+}"""
+)
+CONCAT = (
+    HEADER + "g (float[N, 3] x, float[N, 3] y) => (float[N, 6] z) { z = Concat<axis = 1>(x, y) }"
+)
+SWAPPED = (
+    HEADER + "g (float[N, 3] x, float[N, 3] y) => (float[N, 6] z) { z = Concat<axis = 1>(y, x) }"
+)
+
+
+@pytest.fixture
+def paths(tmp_path):
+    result = {}
+    for name, text in {"seq": SEQ, "concat": CONCAT, "swapped": SWAPPED}.items():
+        result[name] = str(tmp_path / f"{name}.onnx")
+        onnx.save(onnx.parser.parse_model(text), result[name])
+    return result
+
+
+def _invoke(*args: str):
+    app = typer.Typer()
+    app.command("verify")(verify_command)
+    app.command("other")(lambda: None)  # two commands: "verify" stays a subcommand
+    return CliRunner().invoke(app, ["verify", *args])
+
+
+def test_equivalent_exits_0_with_a_table_and_a_report(paths, tmp_path):
+    report = tmp_path / "report.json"
+    result = _invoke(paths["seq"], paths["concat"], "--dim", "N=5", "--report", str(report))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    header = "trial output shape dtype max abs err max rel err verdict"
+    assert lines[0].split() == header.split()
+    assert lines[1].split() == ["0", "z", "[5,", "6]", "float32", "0", "0", "ok"]
+    assert lines[-1] == "equivalent (3 trials compared)"
+    data = json.loads(report.read_text())
+    assert data["equivalent"] is True and data["settings"]["dims"] == {"N": 5}
+
+
+def test_not_equivalent_exits_1(paths, tmp_path):
+    report = tmp_path / "report.json"
+    result = _invoke(paths["seq"], paths["swapped"], "--trials", "1", "--report", str(report))
+    assert result.exit_code == 1
+    assert "values differ" in result.stdout
+    assert "NOT equivalent:" in result.stdout
+    assert json.loads(report.read_text())["equivalent"] is False
+
+
+def test_reference_column(paths):
+    result = _invoke(paths["seq"], paths["concat"], "--trials", "1", "--reference")
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[0].split()[-1] == "reference"
+    assert result.stdout.splitlines()[1].split()[-1] == "agrees"
+
+
+def test_supplied_inputs(paths, tmp_path):
+    inputs = tmp_path / "inputs.npz"
+    np.savez(inputs, x=np.ones((2, 3), np.float32), y=np.zeros((2, 3), np.float32))
+    assert _invoke(paths["seq"], paths["swapped"], "--inputs", str(inputs)).exit_code == 1
+    assert _invoke(paths["seq"], paths["concat"], "--inputs", str(inputs)).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["missing.onnx"], "missing.onnx: no such file"),
+        (["--dim", "N"], "--dim expects name=size"),
+        (["--dim", "Q=2"], "dimension 'Q' does not appear"),
+        (["--inputs", "nowhere.npz"], "nowhere.npz: no such file or folder"),
+        (["--report", "no/such/dir/r.json"], "cannot write the report"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(paths, args, message):
+    if args == ["missing.onnx"]:
+        result = _invoke(paths["seq"], "missing.onnx")
+    else:
+        result = _invoke(paths["seq"], paths["concat"], *args)
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("error: ") and message in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

@@ -1,0 +1,46 @@
+"""`seqlower.testing.assert_equivalent`: passes quietly, fails with a message worth reading."""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+
+from seqlower.testing import assert_equivalent
+
+HEADER = '<ir_version: 9, opset_import: ["": 18]>\n'
+ADD = onnx.parser.parse_model(
+    HEADER + "g (float[3] x, float[3] y) => (float[3] z) { z = Add(x, y) }"
+)
+SUB = onnx.parser.parse_model(
+    HEADER + "g (float[3] x, float[3] y) => (float[3] z) { z = Sub(x, y) }"
+)
+BROKEN = onnx.parser.parse_model(
+    HEADER
+    + """g (float[3] x, float[3] y) => (float[3] z) {
+    shape = Constant<value = int64[2] {2, 2}>()
+    r = Reshape(x, shape)
+    z = Add(r, y)
+}"""
+)
+
+
+def test_equivalent_models_pass_and_return_the_report():
+    report = assert_equivalent(ADD, ADD, trials=2, seed=3)
+    assert report.equivalent and len(report.trials) == 2
+
+
+def test_message_names_output_trial_and_errors():
+    with pytest.raises(AssertionError) as caught:
+        assert_equivalent(ADD, SUB, trials=2)
+    message = str(caught.value)
+    assert message.startswith("the candidate is not equivalent to the original:\n")
+    assert "  - trial 0, output 'z': values differ (max abs err " in message
+    assert "max rel err " in message
+    assert "trial 1, output 'z'" in message
+
+
+def test_message_names_the_exception():
+    with pytest.raises(
+        AssertionError, match=r"trial 0: only the candidate failed: .*ONNXRuntimeError.*"
+    ):
+        assert_equivalent(ADD, BROKEN, trials=1)
