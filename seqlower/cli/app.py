@@ -13,6 +13,7 @@ from typing import Annotated
 import onnx
 import onnx_ir as ir
 import typer
+from onnx_ir.passes.common import _c_api_utils
 
 from seqlower import __version__
 from seqlower.cli.summary import format_summary
@@ -139,16 +140,26 @@ def _one_line(error: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _checked(model: ir.Model, full_check: bool) -> None:
+    """The ONNX checker on the graph; large weights (perhaps external) are left out of the
+    serialized copy: they are read, not changed, by seqlower."""
+
+    def check(proto: onnx.ModelProto) -> None:
+        onnx.checker.check_model(proto, full_check=full_check)
+
+    _c_api_utils.call_onnx_api(check, model)
+
+
 def _check_input(model: ir.Model, source: Path) -> None:
     try:
-        onnx.checker.check_model(ir.to_proto(model))
+        _checked(model, full_check=False)
     except (onnx.checker.ValidationError, ValueError) as error:
         raise SeqlowerError(f"{source}: fails the ONNX checker: {_one_line(error)}") from None
 
 
 def _check_output(model: ir.Model) -> None:
     try:
-        onnx.checker.check_model(ir.to_proto(model), full_check=True)
+        _checked(model, full_check=True)
     except Exception as error:
         raise SeqlowerError(
             f"internal error: the lowered model fails the ONNX checker ({_one_line(error)}); "
