@@ -5,11 +5,18 @@ catalogue are generated from them.
 """
 
 from seqlower.rule import RuleSet
-from seqlower.rules import access, concat, construct, sequence_map, split
+from seqlower.rules import access, concat, construct, runtime_position, sequence_map, split
 
 __all__ = ["default_rules"]
 
 
 def default_rules() -> RuleSet:
     """All rules, in the order they are tried on a node."""
-    return split.RULES + construct.RULES + access.RULES + concat.RULES + sequence_map.RULES
+    return (
+        split.RULES
+        + construct.RULES
+        + runtime_position.RULES
+        + access.RULES
+        + concat.RULES
+        + sequence_map.RULES
+    )

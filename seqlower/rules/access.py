@@ -36,6 +36,16 @@ def _producer(value: ir.Value | None, op_type: str) -> ir.Node | None:
     return node
 
 
+# onnxruntime (1.31) Gather copies only the first string of each inner block when the dims after
+# the gather axis hold more than one element, so a Gather over strings would silently give
+# different results there; strings are selected by the If chain (or kept) instead.
+_STRING_GATHER = "onnxruntime's Gather mis-copies string tensors, so strings are not gathered"
+
+
+def _is_string(value: ir.Value | None) -> bool:
+    return value is not None and value.dtype == ir.DataType.STRING
+
+
 def _elements_or_refusal(node: ir.Node, ctx: Context) -> tuple[ir.Value, ...] | Refusal:
     elements = ctx.facts.elements(node.inputs[0])  # type: ignore[arg-type]
     if elements is None:
@@ -79,6 +89,8 @@ def _check_at_of_split(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-
     data = split.inputs[0]
     if data is None or data.shape is None:
         return Refusal("the rank of the split input is unknown")
+    if _is_string(data):
+        return Refusal(_STRING_GATHER)
     axis = split.attributes.get_int("axis", 0) % len(data.shape)
     return data, axis, split.attributes.get_int("keepdims", 1) == 1
 
@@ -107,6 +119,8 @@ def _check_at_split_source(node: ir.Node, ctx: Context):  # type: ignore[no-unty
     source = split_source(elements, ctx.facts.values)
     if source is None or not source.squeezed:
         return Refusal("the elements are not the squeezed slices of one tensor")
+    if _is_string(source.data):
+        return Refusal(_STRING_GATHER)
     return source
 
 
@@ -132,6 +146,8 @@ def _check_at_gather(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-de
         return elements
     if not _same_static_shape(elements):
         return Refusal("the elements do not share one static shape, so they cannot be stacked")
+    if _is_string(elements[0]):
+        return Refusal(_STRING_GATHER)
     return elements
 
 
