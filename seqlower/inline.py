@@ -35,6 +35,9 @@ def inline_graph(
         mapping[initializer].type = initializer.type
         mapping[initializer].shape = initializer.shape
     results = [mapping.get(output, output) for output in clone.outputs]
+    # The copied nodes leave the clone: its outputs must not keep claiming their values, or the
+    # values still look like (orphan) graph outputs to later rewrites of the copy.
+    clone.outputs.clear()
     for inner, outer in mapping.items():
         inner.replace_all_uses_with(outer, replace_graph_outputs=True)
     nodes = list(clone)

@@ -9,10 +9,12 @@ from typing import NamedTuple
 
 import onnx_ir as ir
 
-from seqlower.errors import InvalidModelError
+from seqlower.errors import InvalidModelError, SeqlowerError
 from seqlower.io import ModelSource, load_model
 from seqlower.options import Options
 from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
+from seqlower.passes.flatten_io import FlattenSequenceIOPass
+from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
 from seqlower.passes.legality import count_sequence_ops, remaining_sequence_ops
 from seqlower.report import Report
 from seqlower.rule import RuleSet
@@ -46,19 +48,72 @@ def optimize(
     _check_supported(model)
 
     report = Report(sequence_ops_before=count_sequence_ops(model))
+    declared_output_shapes = {value.name: value.shape for value in model.graph.outputs}
+    flatten_inputs, flatten_outputs = _flatten_passes(options)
+    flatten_inputs(model)
+    inline = InlineSequenceFunctionsPass()
+    inline(model)
     normalize = NormalizePass(options)
     normalize(model)
     lower = LowerSequencesPass(rules, options)
     lower(model)
+    if flatten_outputs(model).modified:
+        lower = _lower_again(lower, model)
     CleanupPass()(model)
+    _keep_declared_output_shapes(model, declared_output_shapes)
 
     report.sequence_ops_after = count_sequence_ops(model)
     report.rules_fired = lower.fired
+    if inline.inlined:
+        report.rules_fired = {"inline-function": len(inline.inlined), **lower.fired}
     report.stop_reason = lower.stop_reason
     report.iterations = lower.iterations
-    report.warnings = normalize.warnings + lower.warnings
+    report.warnings = (
+        inline.warnings
+        + normalize.warnings
+        + flatten_inputs.warnings
+        + flatten_outputs.warnings
+        + lower.warnings
+    )
+    report.interface_changes = (
+        normalize.bind_dims.changes + flatten_inputs.changes + flatten_outputs.changes
+    )
     report.remaining = remaining_sequence_ops(model, lower.refusals)
     return OptimizeResult(model, report)
+
+
+def _keep_declared_output_shapes(model: ir.Model, declared: dict[str, ir.Shape | None]) -> None:
+    """A model output whose shape inference could not recompute keeps its declared shape: the
+    checker requires a shape on every tensor output of the main graph (rank at least)."""
+    for value in model.graph.outputs:
+        shape = declared.get(value.name or "")
+        if value.shape is None and shape is not None and isinstance(value.type, ir.TensorType):
+            value.shape = shape
+
+
+def _flatten_passes(options: Options) -> tuple[FlattenSequenceIOPass, FlattenSequenceIOPass]:
+    """Inputs are flattened before normalizing, outputs after lowering (no-ops unless asked)."""
+    if options.seq_lens and not options.flatten_sequence_io:
+        raise SeqlowerError(
+            "seq_lens (--seq-len) needs flatten_sequence_io (--flatten-sequence-io)"
+        )
+    enabled = options.flatten_sequence_io
+    return (
+        FlattenSequenceIOPass(options.seq_lens, inputs=enabled, outputs=False),
+        FlattenSequenceIOPass(inputs=False, outputs=enabled),
+    )
+
+
+def _lower_again(first: LowerSequencesPass, model: ir.Model) -> LowerSequencesPass:
+    """Lower once more (flattened outputs may read elements the first run left), counting both
+    runs in the returned pass's `fired`, `iterations` and `warnings`."""
+    again = LowerSequencesPass(first.rules, first.options)
+    again(model)
+    for name, count in first.fired.items():
+        again.fired[name] = again.fired.get(name, 0) + count
+    again.iterations += first.iterations
+    again.warnings = first.warnings + [w for w in again.warnings if w not in first.warnings]
+    return again
 
 
 def _check_supported(model: ir.Model) -> None:

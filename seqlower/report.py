@@ -33,6 +33,9 @@ class Report:
     iterations: int = 0
     remaining: list[RemainingOp] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)
+    # changes to the model's interface the user asked for (`--dim`, `--flatten-sequence-io`);
+    # each entry has a "kind" (docs/report-schema.md)
+    interface_changes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def total_before(self) -> int:
@@ -53,6 +56,7 @@ class Report:
             "iterations": self.iterations,
             "remaining": [dataclasses.asdict(op) for op in self.remaining],
             "warnings": list(self.warnings),
+            "interface_changes": [dict(change) for change in self.interface_changes],
         }
 
     def to_json(self) -> str:

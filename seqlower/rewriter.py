@@ -119,7 +119,14 @@ class Rewriter:
             carrier.outputs[0].name = name
             carrier.outputs[0].type = old.type if new.type is None else new.type
             carrier.outputs[0].shape = new.shape
-            graph.append(carrier)
+            # other users of `old` may follow: the carrier goes where `new` becomes available
+            producer = new.producer()
+            if producer is not None and producer.graph is graph:
+                graph.insert_after(producer, carrier)
+            elif len(graph) > 0:
+                graph.insert_before(graph[0], carrier)
+            else:
+                graph.append(carrier)
             new = carrier.outputs[0]
         old.replace_all_uses_with(new, replace_graph_outputs=True)
 
@@ -240,6 +247,9 @@ class Builder:
             attrs["split"] = list(sizes)
             return self.ops("Split", [data], attrs, num_outputs=count)
         split_input = runtime_sizes if sizes is None else self.ints(sizes, "split_sizes")
+        if split_input is not None and split_input.dtype != ir.DataType.INT64:
+            # SplitToSequence takes int32 sizes too; Split takes int64 only
+            split_input = self.op("Cast", [split_input], {"to": int(ir.DataType.INT64)})
         return self.ops("Split", [data, split_input], attrs, num_outputs=count)
 
     def squeeze(self, data: ir.Value, axes: Sequence[int]) -> ir.Value:

@@ -4,6 +4,7 @@ A value is static when its content is fixed for every run of the model: the outp
 node, an initializer that is not also a graph input (an initializer that is a graph input can be
 overridden by the caller), or the result of simple arithmetic on static values and static dims
 (Shape, Size, Gather, Slice, Concat, Squeeze, Unsqueeze, Cast, Reshape, Add, Sub, Mul, Div...).
+Gather and Slice of a Shape fold when the dims they pick are static, even if others are not.
 Only small tensors are folded; this is for positions, split sizes and lengths, not for weights.
 """
 
@@ -168,10 +169,37 @@ def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a / b
 
 
+def _partial_shape(value: ir.Value | None) -> np.ndarray | None:
+    """The output of Shape(x) as an object array of dims (int, or None where symbolic)."""
+    producer = value.producer() if value is not None else None
+    if producer is None or producer.op_type != "Shape" or producer.domain != "":
+        return None
+    data = producer.inputs[0]
+    if data is None or data.shape is None:
+        return None
+    rank = len(data.shape)
+    start = producer.attributes.get_int("start", 0)
+    end = producer.attributes.get_int("end", rank)
+    dims = [d if isinstance(d, int) else None for d in list(data.shape)[slice(start, end)]]
+    return np.array(dims, dtype=object)
+
+
+def _static_dims(dims: object) -> np.ndarray | None:
+    dims = np.asarray(dims, dtype=object)  # np.take of one index gives the element itself
+    if any(d is None for d in dims.reshape(-1)):
+        return None
+    return dims.astype(np.int64)
+
+
 def _fold_gather(values: StaticValues, node: ir.Node) -> np.ndarray | None:
     arrays = values.inputs(node)
     if arrays is None:
-        return None
+        # Gather(Shape(x), i): the picked dims may be static while others are symbolic
+        dims = _partial_shape(node.inputs[0])
+        indices = values.get(node.inputs[1]) if len(node.inputs) > 1 else None
+        if dims is None or indices is None or node.attributes.get_int("axis", 0) != 0:
+            return None
+        return _static_dims(np.take(dims, indices, axis=0))
     data, indices = arrays
     return np.take(data, indices, axis=node.attributes.get_int("axis", 0))
 
@@ -218,6 +246,9 @@ def _fold_reshape(values: StaticValues, node: ir.Node) -> np.ndarray | None:
 
 def _fold_slice(values: StaticValues, node: ir.Node) -> np.ndarray | None:
     data = values.get(node.inputs[0])
+    partial = data is None
+    if partial:  # Slice(Shape(x), ...): the sliced dims may be static while others are not
+        data = _partial_shape(node.inputs[0])
     if data is None or len(node.inputs) < 3:
         return None
     starts = values.get_ints(node.inputs[1])
@@ -231,7 +262,8 @@ def _fold_slice(values: StaticValues, node: ir.Node) -> np.ndarray | None:
     index = [slice(None)] * data.ndim
     for start, end, axis, step in zip(starts, ends, axes, steps):
         index[axis] = slice(start, end, step)
-    return data[tuple(index)]
+    result = data[tuple(index)]
+    return _static_dims(result) if partial else result
 
 
 def _fold_cast(values: StaticValues, node: ir.Node) -> np.ndarray | None:
@@ -240,6 +272,47 @@ def _fold_cast(values: StaticValues, node: ir.Node) -> np.ndarray | None:
     if data is None or to is None:
         return None
     return data.astype(ir.DataType(to).numpy())
+
+
+def _fold_constant_of_shape(values: StaticValues, node: ir.Node) -> np.ndarray | None:
+    shape = values.get_ints(node.inputs[0])
+    if shape is None or any(d < 0 for d in shape) or np.prod(shape) > _MAX_FOLD_ELEMENTS:
+        return None
+    fill = node.attributes.get("value")
+    if fill is None:
+        return np.zeros(shape, dtype=np.float32)
+    if fill.is_ref():
+        return None
+    return np.full(shape, fill.as_tensor().numpy().reshape(-1)[0])
+
+
+def _fold_expand(values: StaticValues, node: ir.Node) -> np.ndarray | None:
+    data = values.get(node.inputs[0])
+    shape = values.get_ints(node.inputs[1]) if len(node.inputs) > 1 else None
+    if data is None or shape is None:
+        return None
+    target = np.broadcast_shapes(data.shape, tuple(shape))
+    if np.prod(target) > _MAX_FOLD_ELEMENTS:
+        return None
+    return np.broadcast_to(data, target).copy()
+
+
+def _fold_where(values: StaticValues, node: ir.Node) -> np.ndarray | None:
+    arrays = values.inputs(node)
+    if arrays is None or len(arrays) != 3:
+        return None
+    condition, x, y = arrays
+    return np.where(condition, x, y).astype(np.result_type(x, y), copy=False)
+
+
+def _fold_compare(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> _Folder:
+    def fold(values: StaticValues, node: ir.Node) -> np.ndarray | None:
+        arrays = values.inputs(node)
+        if arrays is None or len(arrays) != 2:
+            return None
+        return np.asarray(fn(arrays[0], arrays[1]), dtype=np.bool_)
+
+    return fold
 
 
 _FOLDERS: dict[str, _Folder] = {
@@ -259,4 +332,11 @@ _FOLDERS: dict[str, _Folder] = {
     "Reshape": _fold_reshape,
     "Slice": _fold_slice,
     "Cast": _fold_cast,
+    "ConstantOfShape": _fold_constant_of_shape,
+    "Expand": _fold_expand,
+    "Where": _fold_where,
+    "Equal": _fold_compare(np.equal),
+    "Less": _fold_compare(np.less),
+    "Greater": _fold_compare(np.greater),
+    "Not": _fold_unary(np.logical_not),
 }

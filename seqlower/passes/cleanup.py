@@ -1,5 +1,5 @@
 """Remove what lowering left unused: dead nodes (subgraphs included), unused initializers,
-functions and opset imports."""
+functions and opset imports; forget the dim names that shape inference made up."""
 
 from __future__ import annotations
 
@@ -8,10 +8,71 @@ __all__ = ["CleanupPass", "remove_dead_nodes"]
 import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedFunctionsPass, RemoveUnusedNodesPass
 
+from seqlower.ops import iter_all_graphs
+
 
 def remove_dead_nodes(model: ir.Model) -> bool:
-    """Dead-code elimination over the whole model. True when something was removed."""
-    return RemoveUnusedNodesPass()(model).modified
+    """Dead-code elimination over the whole model. True when something was removed.
+
+    onnx_ir's RemoveUnusedNodesPass removes a dead If/Loop, but the nodes of its subgraphs still
+    count as users of the outer values they read, which then look alive until the model is
+    reloaded (so a second lowering would remove more: not idempotent). Here a dead node's
+    subgraphs drop those reads first; the pass then removes unused initializers.
+    """
+    modified = False
+    changed = True
+    while changed:
+        changed = False
+        removed_subgraphs: list[ir.Graph] = []
+        for graph in list(iter_all_graphs(model)):
+            for node in reversed(list(graph)):
+                if node.graph is not graph or any(
+                    output.uses() or output.is_graph_output() for output in node.outputs
+                ):
+                    continue
+                graph.remove(node, safe=True)
+                removed_subgraphs.extend(_subgraphs(node))
+                changed = modified = True
+        if removed_subgraphs:
+            # a rule may have moved a subgraph to a new node: release only the orphans. One
+            # walk of the model per round (not per removed node) keeps this linear.
+            live = {id(g) for g in iter_all_graphs(model)}
+            for subgraph in removed_subgraphs:
+                _release(subgraph, live)
+    modified |= RemoveUnusedNodesPass()(model).modified
+    _restore_loop_arity(model)
+    return modified
+
+
+def _restore_loop_arity(model: ir.Model) -> None:
+    """onnx_ir's pass drops trailing empty inputs, so Loop(M, "") with no carried value becomes
+    Loop(M), which the checker refuses (Loop takes at least two inputs): put the empty one back."""
+    for graph in iter_all_graphs(model):
+        for node in graph:
+            if node.op_type == "Loop" and node.domain == "" and len(node.inputs) < 2:
+                node.resize_inputs(2)
+
+
+def _subgraphs(node: ir.Node) -> list[ir.Graph]:
+    found: list[ir.Graph] = []
+    for attr in node.attributes.values():
+        if attr.is_ref():
+            continue
+        if attr.type == ir.AttributeType.GRAPH:
+            found.append(attr.as_graph())
+        elif attr.type == ir.AttributeType.GRAPHS:
+            found.extend(attr.as_graphs())
+    return found
+
+
+def _release(graph: ir.Graph, live: set[int]) -> None:
+    """Disconnect the nodes of a removed subgraph (nested ones too) from the values they read."""
+    if id(graph) in live:
+        return
+    for node in graph:
+        node.resize_inputs(0)
+        for subgraph in _subgraphs(node):
+            _release(subgraph, live)
 
 
 class CleanupPass(ir.passes.InPlacePass):
@@ -20,4 +81,27 @@ class CleanupPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = remove_dead_nodes(model)
         modified |= RemoveUnusedFunctionsPass()(model).modified
+        modified |= _forget_inferred_dim_names(model)
         return ir.passes.PassResult(model, modified)
+
+
+def _forget_inferred_dim_names(model: ir.Model) -> bool:
+    """ONNX shape inference names unknown dims `unk__<n>`, numbered after the names already in
+    the model; kept, they would make a second lowering number them differently (not
+    idempotent). They become anonymous dims; the model inputs keep theirs."""
+    modified = False
+    main_inputs = set(model.graph.inputs)
+    for graph in iter_all_graphs(model):
+        values = [*graph.inputs, *graph.outputs, *(o for node in graph for o in node.outputs)]
+        for value in values:
+            if value in main_inputs or value.shape is None:
+                continue
+            dims = list(value.shape)
+            if any(_inferred_name(d) for d in dims):
+                value.shape = ir.Shape([None if _inferred_name(d) else d for d in dims])
+                modified = True
+    return modified
+
+
+def _inferred_name(dim: object) -> bool:
+    return isinstance(dim, ir.SymbolicDim) and (dim.value or "").startswith("unk__")

@@ -65,7 +65,9 @@ def _reason(node: ir.Node, refusals: Mapping[ir.Node, list[str]]) -> str:
         if output.is_graph_output():
             uses.append(f"feeds the sequence-typed output '{output.name}' (interface kept)")
         for consumer in output.consumers():
-            uses.append(f"read by {consumer.op_type} '{consumer.name}', which stays")
+            why = refusals.get(consumer)  # a Loop or If that stays says why
+            suffix = f" ({'; '.join(_dedupe(why))})" if why else ""
+            uses.append(f"read by {consumer.op_type} '{consumer.name}', which stays{suffix}")
     if uses:
         return "; ".join(_dedupe(uses))
     return "no rule applies"

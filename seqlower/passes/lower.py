@@ -67,7 +67,14 @@ class LowerSequencesPass(ir.passes.InPlacePass):
 
     def _sweep(self, model: ir.Model, context: Context) -> bool:
         changed = False
+        live, rewrites = _live_graphs(model), context.rewriter.fired.total()
         for graph in list(iter_all_graphs(model)):
+            if context.rewriter.fired.total() != rewrites:
+                # a rewrite may have killed the node owning this subgraph (an unrolled loop,
+                # an inlined branch): its old body is not lowered any more
+                live, rewrites = _live_graphs(model), context.rewriter.fired.total()
+            if id(graph) not in live:
+                continue
             for node in list(graph):
                 if node.graph is not graph or _is_dead(node):
                     continue
@@ -89,6 +96,26 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         if reasons:
             self.refusals[node] = reasons
         return False
+
+
+def _live_graphs(model: ir.Model) -> set[int]:
+    """ids of the graphs reachable through live nodes (dead nodes await removal)."""
+    live: set[int] = set()
+    stack = [model.graph, *(function.graph for function in model.functions.values())]
+    while stack:
+        graph = stack.pop()
+        live.add(id(graph))
+        for node in graph:
+            if _is_dead(node):
+                continue
+            for attr in node.attributes.values():
+                if attr.is_ref():
+                    continue
+                if attr.type == ir.AttributeType.GRAPH:
+                    stack.append(attr.as_graph())
+                elif attr.type == ir.AttributeType.GRAPHS:
+                    stack.extend(attr.as_graphs())
+    return live
 
 
 def _is_dead(node: ir.Node) -> bool:

@@ -7,7 +7,8 @@ Design.md trap 1: the spec ignores keepdims when `split` is given, onnxruntime s
 scalar split of 1 (and fails for a larger one). Each such node is named in a warning.
 
 Declared shapes of intermediate values can lie in real exports (trap 10), so they are cleared and
-shape inference recomputes them from the graph inputs and constants.
+shape inference recomputes them from the graph inputs and constants. Symbolic input dims named in
+`Options.dims` are given their sizes first (`BindDimsPass`).
 """
 
 from __future__ import annotations
@@ -16,13 +17,16 @@ __all__ = ["NormalizePass", "infer_shapes"]
 
 import logging
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import _c_api_utils
 
+from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.analysis.static_values import StaticValues
 from seqlower.ops import iter_all_graphs
 from seqlower.options import Options
+from seqlower.passes.bind_dims import BindDimsPass
 
 logger = logging.getLogger(__name__)
 
@@ -34,9 +38,10 @@ class NormalizePass(ir.passes.InPlacePass):
         super().__init__()
         self.options = options or Options()
         self.warnings: list[str] = []
+        self.bind_dims = BindDimsPass(self.options.dims)  # `.bound`: which inputs changed
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        modified = self._resolve_split_keepdims(model)
+        modified = self.bind_dims(model).modified | self._resolve_split_keepdims(model)
         infer_shapes(model)
         return ir.passes.PassResult(model, modified)
 
@@ -76,14 +81,97 @@ class NormalizePass(ir.passes.InPlacePass):
 
 def infer_shapes(model: ir.Model) -> None:
     """Clear the declared shapes of every value but the model inputs, then run ONNX shape
-    inference (with data propagation) and take its shapes. Types are kept."""
+    inference (with data propagation) and take its shapes. Types are kept.
+
+    ONNX inference forgets the shapes of loop-carried tensors (they may change between
+    iterations). Where `LoopShapes` proves that a carried tensor keeps the shape of its initial
+    value, that shape is declared on the body input and inference runs again, so that it reaches
+    the body's values and the Loop's outputs (a round per level of nested loops)."""
     for graph in iter_all_graphs(model):
         for node in graph:
             for output in node.outputs:
                 output.shape = None
             if node.op_type == "Loop" and node.domain == "" and "body" in node.attributes:
                 _reset_loop_signature(node.attributes["body"].as_graph())
+    if not _infer_and_merge(model, {}):
+        return
+    folded: dict[str, np.ndarray] = {}
+    for _ in range(_MAX_ROUNDS):
+        declared = _declare_invariant_carried_shapes(model)
+        found = _static_arguments(model)
+        if not declared and found.keys() <= folded.keys():
+            return
+        folded.update(found)
+        for graph in iter_all_graphs(model):
+            for node in graph:
+                for output in node.outputs:
+                    output.shape = None
+        if not _infer_and_merge(model, folded):
+            return
+
+
+_MAX_ROUNDS = 3
+
+
+def _static_arguments(model: ir.Model) -> dict[str, np.ndarray]:
+    """Small static integer tensors that seqlower folds but ONNX inference does not (it reads
+    only constants for a Slice's bounds, an Expand's shape...), computed by non-Constant nodes
+    whose consumers' output shapes are not fully known: inference gets them as constants."""
+    values = StaticValues()
+    found: dict[str, np.ndarray] = {}
+    for graph in iter_all_graphs(model):
+        for node in graph:
+            if all(_fully_known(output) for output in node.outputs):
+                continue
+            for value in node.inputs:
+                producer = value.producer() if value is not None else None
+                if (
+                    producer is None
+                    or producer.op_type == "Constant"
+                    or len(producer.outputs) != 1
+                    or value.dtype not in (ir.DataType.INT64, ir.DataType.INT32)  # type: ignore[union-attr]
+                    or not value.name  # type: ignore[union-attr]
+                ):
+                    continue
+                array = values.get(value)
+                if array is not None:
+                    found[value.name] = array  # type: ignore[union-attr, index]
+    return found
+
+
+def _fully_known(value: ir.Value) -> bool:
+    return (
+        isinstance(value.type, ir.TensorType)
+        and value.shape is not None
+        and all(isinstance(d, int) for d in value.shape)
+    )
+
+
+def _as_constants(proto: onnx.ModelProto, folded: dict[str, np.ndarray]) -> None:
+    """In the copy given to inference, the nodes computing `folded` values become Constants."""
+    graphs = [proto.graph]
+    while graphs:
+        graph = graphs.pop()
+        for node in graph.node:
+            for attr in node.attribute:
+                graphs.extend([attr.g] if attr.HasField("g") else list(attr.graphs))
+            if len(node.output) == 1 and node.output[0] in folded and node.op_type != "Constant":
+                array = folded[node.output[0]]
+                node.CopyFrom(
+                    onnx.helper.make_node(
+                        "Constant",
+                        [],
+                        [node.output[0]],
+                        name=node.name,
+                        value=onnx.numpy_helper.from_array(array),
+                    )
+                )
+
+
+def _infer_and_merge(model: ir.Model, folded: dict[str, np.ndarray]) -> bool:
     def infer(proto: onnx.ModelProto) -> onnx.ModelProto:
+        if folded:
+            _as_constants(proto, folded)
         return onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
 
     try:
@@ -94,8 +182,31 @@ def infer_shapes(model: ir.Model) -> None:
         logger.warning(
             "shape inference failed: %s", str(error).splitlines()[0] if str(error) else error
         )
-        return
+        return False
     _merge_shapes(model, ir.serde.deserialize_model(inferred))
+    return True
+
+
+def _declare_invariant_carried_shapes(model: ir.Model) -> bool:
+    """Declare on each Loop body input the shape of its initial value where the body provably
+    keeps it. True when a declaration was added."""
+    values = StaticValues()
+    changed = False
+    for graph in iter_all_graphs(model):
+        for node in graph:
+            if node.op_type != "Loop" or node.domain != "" or "body" not in node.attributes:
+                continue
+            body = node.attributes["body"].as_graph()
+            carried = zip(body.inputs[2:], node.inputs[2:])
+            undeclared = [(v, init) for v, init in carried if v.shape is None and init is not None]
+            if not any(init.shape is not None for _, init in undeclared):
+                continue
+            invariant = LoopShapes(node, values).invariant_carried()
+            for body_input, init in undeclared:
+                if body_input in invariant and init.shape is not None:
+                    body_input.shape = ir.Shape(list(init.shape))
+                    changed = True
+    return changed
 
 
 def _reset_loop_signature(body: ir.Graph) -> None:

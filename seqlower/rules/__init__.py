@@ -5,7 +5,17 @@ catalogue are generated from them.
 """
 
 from seqlower.rule import RuleSet
-from seqlower.rules import access, concat, construct, runtime_position, sequence_map, split
+from seqlower.rules import (
+    access,
+    batching,
+    concat,
+    construct,
+    control_flow,
+    loops,
+    runtime_position,
+    sequence_map,
+    split,
+)
 
 __all__ = ["default_rules"]
 
@@ -18,5 +28,8 @@ def default_rules() -> RuleSet:
         + runtime_position.RULES
         + access.RULES
         + concat.RULES
+        + control_flow.RULES
+        + loops.RULES
+        + batching.RULES
         + sequence_map.RULES
     )

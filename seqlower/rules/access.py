@@ -3,6 +3,9 @@
     SequenceAt(SequenceConstruct(e0..en), p)         -> e[p]                       (p static)
     SequenceAt(SplitToSequence(x, axis=a, keepdims=0), p) -> Gather(x, p, axis=a)
     SequenceAt(SplitToSequence(x, axis=a, keepdims=1), p) -> Gather(x, [p], axis=a)
+    SequenceAt(SplitToSequence(x, s, axis=a), p)     -> Slice(x, q*s, q*s + s, a)  (s scalar)
+    SequenceAt(SplitToSequence(x, sizes, axis=a), p) -> Slice(x, c[p] - sizes[p], c[p], a)
+                                                        (c = CumSum(sizes))
     SequenceAt(SequenceConstruct(Squeeze(Split(x))...), p) -> Gather(x, p, axis=a)   (the split undone)
     SequenceAt(SequenceConstruct(e0..en), p)         -> Gather(Concat(Unsqueeze(e)..), p)  (same shapes)
     SequenceAt(SequenceConstruct(e0..en), p)         -> If(p == 0, e0, If(p == 1, e1, ...)) (shapes differ)
@@ -10,7 +13,7 @@
     SequenceLength(SplitToSequence(x, axis=a))       -> Gather(Shape(x), a)
 
 A run-time position out of range stays a run-time error: Gather checks its indices, and the If
-chain reads the position through a Gather over [0, n) first.
+chain and the scalar-split Slice read the position through a Gather over [0, n) first (q above).
 """
 
 from __future__ import annotations
@@ -108,6 +111,59 @@ def _emit_gather(node: ir.Node, data: ir.Value, axis: int, keepdims: bool, ctx: 
     if keepdims:
         position = builder.op("Reshape", [position, builder.ints([1], "one_dim")])
     result = builder.op("Gather", [data, position], {"axis": axis})
+    result.type = data.type
+    ctx.rewriter.replace(node.outputs[0], result)
+
+
+def _check_at_of_chunks(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
+    split = _producer(node.inputs[0], "SplitToSequence")
+    if split is None:
+        return Refusal("the sequence does not come from SplitToSequence")
+    sizes = split.inputs[1] if len(split.inputs) > 1 else None
+    if sizes is None:
+        return Refusal("SplitToSequence has no 'split' input (at-of-split)")
+    data = split.inputs[0]
+    if data is None or data.shape is None:
+        return Refusal("the rank of the split input is unknown")
+    static = ctx.facts.static(sizes)
+    if static is not None:
+        rank = static.ndim
+    elif sizes.shape is not None:
+        rank = len(sizes.shape)
+    else:
+        return Refusal("the rank of the 'split' input is unknown")
+    if rank not in (0, 1):
+        return Refusal(f"the 'split' input has rank {rank}")
+    axis = split.attributes.get_int("axis", 0) % len(data.shape)
+    return data, axis, sizes, rank == 0
+
+
+def _at_of_chunks(node: ir.Node, match, ctx: Context) -> None:  # type: ignore[no-untyped-def]
+    """SequenceAt(SplitToSequence(x, s (scalar), axis=a), p)
+        -> Slice(x, q*s, q*s + s, a), q = Gather(Range(0, ceil(d/s)), p)
+    SequenceAt(SplitToSequence(x, sizes (1-D), axis=a), p)
+        -> Slice(x, CumSum(sizes)[p] - sizes[p], CumSum(sizes)[p], a)"""
+    data, axis, sizes, scalar = match
+    builder = ctx.rewriter.before(node)
+    position = node.inputs[1]
+    sizes = builder.op("Cast", [sizes], {"to": int(ir.DataType.INT64)})
+    if scalar:
+        one = builder.constant(np.array(1, dtype=np.int64), "one")
+        dim = builder.op("Gather", [builder.op("Shape", [data]), builder.constant(np.array(axis))])
+        count = builder.op(
+            "Div", [builder.op("Sub", [builder.op("Add", [dim, sizes]), one]), sizes]
+        )
+        table = builder.op("Range", [builder.constant(np.array(0, dtype=np.int64)), count, one])
+        start = builder.op("Mul", [builder.op("Gather", [table, position], {"axis": 0}), sizes])
+        end = builder.op("Add", [start, sizes])
+    else:
+        end = builder.op(
+            "Gather", [builder.op("CumSum", [sizes, builder.constant(np.array(0))]), position]
+        )
+        start = builder.op("Sub", [end, builder.op("Gather", [sizes, position])])
+    one_dim = builder.ints([1], "one_dim")
+    bounds = [builder.op("Reshape", [bound, one_dim]) for bound in (start, end)]
+    result = builder.op("Slice", [data, *bounds, builder.ints([axis], "axes")])
     result.type = data.type
     ctx.rewriter.replace(node.outputs[0], result)
 
@@ -249,6 +305,7 @@ RULES = RuleSet(
     [
         Rule("at-static-position", "SequenceAt", _check_at_static, _at_static),
         Rule("at-of-split", "SequenceAt", _check_at_of_split, _at_of_split),
+        Rule("at-of-chunks", "SequenceAt", _check_at_of_chunks, _at_of_chunks),
         Rule("at-split-source", "SequenceAt", _check_at_split_source, _at_split_source),
         Rule("at-dynamic-gather", "SequenceAt", _check_at_gather, _at_gather),
         Rule("at-dynamic-if-chain", "SequenceAt", _check_at_if_chain, _at_if_chain),

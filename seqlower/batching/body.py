@@ -1,0 +1,161 @@
+"""Batch a whole SequenceMap body: decide for each body value whether it varies per element, check
+that every op reading a varying value has a batching rule, then emit the batched computation.
+
+A body value is batched when it depends on a sequence input; everything else (extra tensor
+inputs, constants, outer-scope values and what is computed from those only) is the same for
+every element and is emitted once, unchanged ("hoisted"). Random ops are never hoisted: one
+sample would then be shared by all elements.
+"""
+
+from __future__ import annotations
+
+__all__ = ["BodyPlan", "emit_body", "plan_body"]
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import onnx_ir as ir
+
+from seqlower.analysis.static_values import StaticValues
+from seqlower.batching.core import Batched, Emitter, Operand, OpView
+from seqlower.batching.ops import OP_RULES, RANDOM_OPS
+from seqlower.rule import Refusal
+
+
+@dataclasses.dataclass(frozen=True)
+class BodyPlan:
+    """The accepted body: per node, its batching (None: hoisted), and per output its operand."""
+
+    body: ir.Graph
+    steps: tuple[tuple[ir.Node, Batched | None], ...]
+    operands: Mapping[ir.Value, Operand]
+    outputs: tuple[Operand, ...]
+
+
+def plan_body(
+    body: ir.Graph, inputs: Sequence[Operand], values: StaticValues, opset: int
+) -> BodyPlan | Refusal:
+    """Check that `body`, fed `inputs` (batched sequence elements or unbatched tensors), can be
+    batched; the refusal names the first op that cannot."""
+    operands: dict[ir.Value, Operand] = dict(zip(body.inputs, inputs))
+
+    def operand(value: ir.Value) -> Operand:
+        return operands.get(value) or Operand(False, value.shape)
+
+    steps: list[tuple[ir.Node, Batched | None]] = []
+    for node in body:
+        label = _label(node)
+        if any(attr.is_ref() for attr in node.attributes.values()):
+            return Refusal(f"body op {label} has a reference attribute")
+        if _has_subgraph(node):
+            return Refusal(f"body op {label} holds a subgraph")
+        node_operands = tuple(None if v is None else operand(v) for v in node.inputs)
+        if not any(o is not None and o.batched for o in node_operands):
+            if node.op_type in RANDOM_OPS:
+                return Refusal(f"body op {label} draws random values per element")
+            steps.append((node, None))
+            for output in node.outputs:
+                operands[output] = Operand(False, output.shape)
+            continue
+        rule = OP_RULES.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        if rule is None:
+            return Refusal(f"body op {label} has no batching rule")
+        view = OpView(node, node_operands, tuple(o.shape for o in node.outputs), opset, values)
+        batched = rule(view)
+        if isinstance(batched, Refusal):
+            return Refusal(f"body op {label}: {batched.reason}")
+        flags = batched.outputs_batched or (True,) * len(node.outputs)
+        for output, flag in zip(node.outputs, flags):
+            operands[output] = Operand(flag, output.shape)
+        steps.append((node, batched))
+    outputs = []
+    for index, output in enumerate(body.outputs):
+        found = operand(output)
+        if not found.batched and found.rank is None:
+            return Refusal(f"the rank of body output {index} is unknown")
+        outputs.append(found)
+    return BodyPlan(body, tuple(steps), operands, tuple(outputs))
+
+
+def emit_body(
+    plan: BodyPlan, inputs: Sequence[ir.Value], em: Emitter, count_dim: int | ir.SymbolicDim | None
+) -> list[ir.Value]:
+    """Emit the batched body; return one [N, *element] value per body output."""
+    mapping: dict[ir.Value, ir.Value] = dict(zip(plan.body.inputs, inputs))
+    constants: dict[ir.Value, ir.Value] = {}
+
+    def get(value: ir.Value | None) -> ir.Value | None:
+        if value is None:
+            return None
+        if value in mapping:
+            return mapping[value]
+        if value.is_initializer() and value.graph is plan.body:
+            if value not in constants:
+                assert value.const_value is not None
+                constant = em.op("Constant", [], {"value": value.const_value})
+                constant.type, constant.shape = value.type, value.shape
+                constants[value] = constant
+            return constants[value]
+        return value  # an outer-scope value
+
+    for node, batched in plan.steps:
+        inputs_now = [get(v) for v in node.inputs]
+        if batched is None:
+            results = _hoist(node, inputs_now, em)
+        else:
+            results = batched.emit(em, inputs_now)
+        for original, result in zip(node.outputs, results):
+            _annotate(result, original, plan.operands[original], count_dim)
+            mapping[original] = result
+    outputs = []
+    for output, operand in zip(plan.body.outputs, plan.outputs):
+        value = get(output)
+        assert value is not None
+        if not operand.batched:
+            value = em.broadcast(value, operand.rank)  # type: ignore[arg-type]
+            _annotate(value, output, Operand(True, operand.shape), count_dim)
+        outputs.append(value)
+    return outputs
+
+
+def _annotate(
+    value: ir.Value, original: ir.Value, operand: Operand, count_dim: int | ir.SymbolicDim | None
+) -> None:
+    """Give a new value the type of the body value it stands for, and its batched shape."""
+    if value.producer() is None or value.shape is not None:
+        return
+    if value.type is None:
+        value.type = original.type
+    if operand.shape is not None:
+        value.shape = ir.Shape([count_dim, *operand.shape] if operand.batched else operand.shape)
+
+
+def _hoist(node: ir.Node, inputs: list[ir.Value | None], em: Emitter) -> list[ir.Value]:
+    """Emit a copy of a node that reads no batched value: it runs once for all elements."""
+    names = em.builder.rewriter.names
+    attributes = [ir.Attr(a.name, a.type, a.value) for a in node.attributes.values()]
+    copy = ir.Node(
+        node.domain,
+        node.op_type,
+        inputs,
+        attributes,
+        num_outputs=len(node.outputs),
+        name=names.fresh(f"{em.builder.hint}/{node.name or node.op_type}"),
+    )
+    for new, old in zip(copy.outputs, node.outputs):
+        new.name = names.fresh(f"{em.builder.hint}_{old.name or 'hoisted'}")
+        new.type, new.shape = old.type, old.shape
+    em.builder.add_node(copy)
+    return list(copy.outputs)
+
+
+def _label(node: ir.Node) -> str:
+    op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
+    return f"{op} '{node.name}'" if node.name else op
+
+
+def _has_subgraph(node: ir.Node) -> bool:
+    return any(
+        attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+        for attr in node.attributes.values()
+    )

@@ -1,0 +1,380 @@
+"""Loops that carry or read sequences become tensor loops, or are unrolled.
+
+    Loop(M, c, v.., s0=SequenceEmpty(), body: s1 = SequenceInsert(s, t))
+        -> SplitToSequence(Loop(M, c, v.., body: scan output Identity(t)), axis=0, keepdims=0)
+    Loop(M, c, v.., s0=SequenceConstruct(e0..em), body: s1 = SequenceInsert(s, t))
+        -> SplitToSequence(Concat(Stack(e0..em), Loop(..., scan output t)), axis=0, keepdims=0)
+    Loop(static M, true, v.., body=f)        -> f(0, v..); f(1, ..); ...; f(M-1, ..)   (unrolled)
+    ConcatFromSequence(SplitToSequence(x, axis=b, keepdims=0), axis=a, new_axis=1)
+        -> Transpose(x, moving axis b to a)
+    ConcatFromSequence(SplitToSequence(x, axis=b, keepdims=0), axis=a)
+        -> Reshape(Transpose(x, moving axis b to a), merging axes a and a+1)
+
+The scan output stacks the appended tensors of the iterations actually run, so a loop that exits
+early through its condition is fine; the appended tensor must keep one shape in every iteration
+(see `seqlower.analysis.loop_shapes`). The SplitToSequence left behind is what the consumers of
+the carried sequence read; the other rules then read the stacked tensor S directly:
+
+    ConcatFromSequence(SplitToSequence(S, axis=0, keepdims=0), axis=0, new_axis=1) -> S
+    SequenceLength(SplitToSequence(S, axis=0))           -> Gather(Shape(S), 0)   (iterations run)
+    SequenceAt(SplitToSequence(S, axis=0, keepdims=0), p) -> Gather(S, p)
+
+A sequence-typed model output keeps its interface: there the SplitToSequence stays.
+
+A loop is unrolled only when its trip count is static (at most `MAX_UNROLL`), its condition
+cannot end it early, and every sequence it carries or reads has a static length, so that the
+copies of the body fold into plain tensor code.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MAX_UNROLL", "MAX_UNROLLED_NODES", "RULES"]
+
+import dataclasses
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.analysis.facts import element_dtype
+from seqlower.analysis.loop_shapes import LoopShapes
+from seqlower.inline import inline_graph
+from seqlower.ops import is_sequence_op, is_sequence_value
+from seqlower.rule import Context, Refusal, Rule, RuleSet
+from seqlower.rules.access import _producer
+
+MAX_UNROLL = 32  # iterations
+MAX_UNROLLED_NODES = 4096  # body nodes times iterations
+
+
+def _body(node: ir.Node) -> ir.Graph:
+    return node.attributes["body"].as_graph()
+
+
+def _graphs_within(graph: ir.Graph) -> list[ir.Graph]:
+    graphs = [graph]
+    for inner in graph.all_nodes():
+        for attr in inner.attributes.values():
+            if attr.is_ref():
+                continue
+            if attr.type == ir.AttributeType.GRAPH:
+                graphs.append(attr.as_graph())
+            elif attr.type == ir.AttributeType.GRAPHS:
+                graphs.extend(attr.as_graphs())
+    return graphs
+
+
+def _outer_sequences(body: ir.Graph) -> list[ir.Value]:
+    """Sequence values defined outside `body` that the body (or a graph nested in it) reads."""
+    inside = {id(g) for g in _graphs_within(body)}
+    found: dict[ir.Value, None] = {}
+    for graph_node in body.all_nodes():
+        for value in graph_node.inputs:
+            if is_sequence_value(value) and id(value.graph) not in inside:  # type: ignore[union-attr]
+                found[value] = None  # type: ignore[index]
+    return list(found)
+
+
+def _uses_sequences(node: ir.Node, body: ir.Graph) -> bool:
+    if any(is_sequence_value(v) for v in node.inputs) or _outer_sequences(body):
+        return True
+    return any(is_sequence_op(n) for n in body.all_nodes())
+
+
+def _static_bool(value: ir.Value | None, ctx: Context) -> bool | None:
+    array = ctx.facts.static(value)
+    if array is None or array.size != 1:
+        return None
+    return bool(array.reshape(()))
+
+
+def _body_always_continues(body: ir.Graph, ctx: Context) -> bool:
+    """True when the body's condition output is always true, given a true condition input."""
+    cond_out = body.outputs[0]
+    while True:
+        if cond_out is body.inputs[1]:
+            return True
+        producer = cond_out.producer()
+        if producer is None or producer.op_type != "Identity" or producer.domain != "":
+            break
+        cond_out = producer.inputs[0]  # type: ignore[assignment]
+    return _static_bool(cond_out, ctx) is True
+
+
+# -- unrolling ------------------------------------------------------------------------------
+
+
+def _check_unroll(node: ir.Node, ctx: Context) -> int | Refusal:
+    body = _body(node)
+    trip = node.inputs[0] if node.inputs else None
+    if trip is None:
+        return Refusal("no trip count: the number of iterations is known only at run time")
+    count = ctx.facts.static_int(trip)
+    if count is None:
+        return Refusal(f"the trip count '{trip.name}' is computed at run time")
+    cond = node.inputs[1] if len(node.inputs) > 1 else None
+    if cond is not None:
+        start = _static_bool(cond, ctx)
+        if start is None:
+            return Refusal(f"the loop condition '{cond.name}' is computed at run time")
+        if not start:
+            count = 0
+    count = max(count, 0)
+    if count > 0 and not _body_always_continues(body, ctx):
+        return Refusal("the body computes its condition, so the loop may end early")
+    if count > MAX_UNROLL or count * body.num_nodes() > MAX_UNROLLED_NODES:
+        return Refusal(f"{count} iterations of {body.num_nodes()} nodes: too many to unroll")
+    if not _uses_sequences(node, body):
+        return Refusal("the loop neither carries nor reads a sequence")
+    for value in [*node.inputs[2:], *_outer_sequences(body)]:
+        if is_sequence_value(value) and ctx.facts.length(value) is None:  # type: ignore[arg-type]
+            fact = ctx.facts.sequence(value)  # type: ignore[arg-type]
+            return Refusal(f"sequence '{value.name}' has no static length: {fact.reason}")  # type: ignore[union-attr]
+    n_scan = len(body.outputs) - 1 - (len(node.inputs) - 2)
+    if count == 0 and n_scan > 0:
+        return Refusal("no iteration runs, and the element shape of its scan outputs is unknown")
+    return count
+
+
+def _unroll(node: ir.Node, count: int, ctx: Context) -> None:
+    """Loop(M static, true, v.., body=f) -> f(0, true, v..) then f(1, true, ..) ... f(M-1, ..),
+    scan outputs stacked: Concat(Unsqueeze(y_0, 0), ..., Unsqueeze(y_M-1, 0))"""
+    body = _body(node)
+    builder = ctx.rewriter.before(node)
+    n_carried = len(node.inputs) - 2
+    carried: list[ir.Value] = list(node.inputs[2:])  # type: ignore[arg-type]
+    scans: list[list[ir.Value]] = [[] for _ in node.outputs[n_carried:]]
+    true = builder.constant(np.array(True), "true") if count else None
+    for k in range(count):
+        iteration = builder.constant(np.array(k, dtype=np.int64), "iteration")
+        results = inline_graph(
+            body, [iteration, true, *carried], builder, f"{builder.hint}_iteration{k}"
+        )
+        carried = results[1 : 1 + n_carried]
+        for collected, value in zip(scans, results[1 + n_carried :]):
+            collected.append(value)
+    for old, new in zip(node.outputs[:n_carried], carried):
+        ctx.rewriter.replace(old, new)
+    for old, values in zip(node.outputs[n_carried:], scans):
+        stacked = builder.stack(values)
+        stacked.type = old.type
+        ctx.rewriter.replace(old, stacked)
+
+
+# -- appends become scan outputs -------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class AppendPlan:
+    index: int  # among the loop-carried values
+    insert: ir.Node  # the SequenceInsert in the body
+    tensor: ir.Value  # what is appended each iteration
+    initial: tuple[ir.Value, ...]  # the elements the sequence starts with
+    dtype: ir.DataType
+
+
+def _check_append(node: ir.Node, ctx: Context) -> AppendPlan | Refusal:
+    body = _body(node)
+    reasons = []
+    shapes: LoopShapes | None = None
+    for index, init in enumerate(node.inputs[2:]):
+        body_input = body.inputs[2 + index]
+        if isinstance(body_input.type, ir.OptionalType):
+            reasons.append(f"'{body_input.name}' is an optional value, not a sequence")
+            continue
+        if not (is_sequence_value(init) or is_sequence_value(body_input)):
+            continue
+        if shapes is None:
+            shapes = LoopShapes(node, ctx.facts.values)
+        plan = _append_plan(node, index, shapes, ctx)
+        if isinstance(plan, AppendPlan):
+            return plan
+        reasons.append(f"carried sequence '{body_input.name}': {plan}")
+    return Refusal("; ".join(reasons) or "the loop carries no sequence")
+
+
+def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) -> AppendPlan | str:
+    body = _body(node)
+    init = node.inputs[2 + index]
+    body_input = body.inputs[2 + index]
+    body_output = body.outputs[1 + index]
+    assert init is not None
+    initial = ctx.facts.elements(init)
+    if initial is None:
+        fact = ctx.facts.sequence(init)
+        return f"its initial elements are not known ({getattr(fact, 'reason', 'no fact')})"
+    uses = list(body_input.uses())
+    if body_input.is_graph_output() or len(uses) != 1:
+        readers = sorted({use.node.op_type for use in uses})
+        return f"the body reads it ({', '.join(readers) or 'passed through'}), not only appends"
+    insert = uses[0].node
+    if insert.op_type != "SequenceInsert" or insert.domain != "" or insert.graph is not body:
+        return f"the body reads it with {insert.op_type}, not only appends"
+    if uses[0].idx != 0:
+        return "it is inserted into another sequence"
+    if len(insert.inputs) > 2 and insert.inputs[2] is not None:
+        return "the body inserts at a given position, not at the end"
+    appended = insert.outputs[0]
+    if appended.uses() or [o for o in body.outputs if o is appended] != [body_output]:
+        return "the sequence after the append is also read in the body"
+    tensor = insert.inputs[1]
+    assert tensor is not None
+    if not shapes.is_invariant(tensor):
+        return (
+            f"the appended tensor '{tensor.name}' may change shape between iterations "
+            f"({shapes.reason(tensor)}); a scan output needs one shape"
+        )
+    if initial:
+        shape = shapes.shape(tensor)
+        if not isinstance(shape, tuple) or any(shapes.outer_shape(e) != shape for e in initial):
+            return "its initial elements may differ in shape from the appended tensor"
+    dtype = tensor.dtype or element_dtype(init) or element_dtype(body_input)
+    if dtype is None:
+        return "the element type is unknown"
+    return AppendPlan(index, insert, tensor, initial, dtype)
+
+
+def _to_scan(node: ir.Node, plan: AppendPlan, ctx: Context) -> None:
+    """Loop(.., s0=SequenceConstruct(e..), body: s1 = SequenceInsert(s, t))
+    -> SplitToSequence(Concat(Stack(e..), Loop(.., body: scan output Identity(t))), keepdims=0)"""
+    body = _body(node)
+    builder = ctx.rewriter.before(node)
+    k = plan.index
+    scan_value = ctx.rewriter.before(plan.insert).op("Identity", [plan.tensor], name="scan_out")
+    scan_value.type = ir.TensorType(plan.dtype)
+    body.outputs.pop(1 + k)
+    body.outputs.append(scan_value)
+    body.remove(plan.insert, safe=True)
+    body.inputs.pop(2 + k)
+
+    inputs = list(node.inputs)
+    del inputs[2 + k]
+    new_outputs = builder.ops(
+        "Loop", inputs, {"body": body}, num_outputs=len(node.outputs), name="scan_loop"
+    )
+    # the body moves to the new Loop: the old one, dead now, must not share it (dead-code
+    # removal releases what the subgraphs of dead nodes read)
+    node.attributes["body"] = ir.AttrGraph("body", ir.Graph([], [], nodes=[]))
+    old_outputs = list(node.outputs)
+    sequence = old_outputs.pop(k)
+    for old, new in zip(old_outputs, new_outputs[:-1]):
+        new.type = old.type
+        ctx.rewriter.replace(old, new)
+    stacked = new_outputs[-1]
+    stacked.type = ir.TensorType(plan.dtype)
+    if not sequence.uses() and not sequence.is_graph_output():
+        return
+    if plan.initial:
+        stacked = builder.op("Concat", [builder.stack(plan.initial), stacked], {"axis": 0})
+        stacked.type = ir.TensorType(plan.dtype)
+    elements = builder.op("SplitToSequence", [stacked], {"axis": 0, "keepdims": 0}, name="elements")
+    elements.type = sequence.type or ir.SequenceType(ir.TensorType(plan.dtype))
+    ctx.rewriter.replace(sequence, elements)
+
+
+# -- consumers of an unstacked tensor ------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class UnbindConcat:
+    data: ir.Value
+    rank: int
+    split_axis: int
+    concat_axis: int  # normalized, in the coordinates of the result (new_axis=1) or elements
+
+
+def _check_unbind(node: ir.Node, ctx: Context, new_axis: bool) -> UnbindConcat | Refusal:
+    if (node.attributes.get_int("new_axis", 0) == 1) != new_axis:
+        return Refusal(f"new_axis is {1 - int(new_axis)}")
+    split = _producer(node.inputs[0], "SplitToSequence")
+    if split is None:
+        return Refusal("the sequence does not come from SplitToSequence")
+    if len(split.inputs) > 1 and split.inputs[1] is not None:
+        return Refusal("SplitToSequence has a 'split' input: the elements are not slices")
+    if split.attributes.get_int("keepdims", 1) != 0:
+        return Refusal("the elements keep the split axis")
+    data = split.inputs[0]
+    if data is None or data.shape is None:
+        return Refusal("the rank of the split input is unknown")
+    rank = len(data.shape)
+    split_axis = split.attributes.get_int("axis", 0) % rank
+    result_rank = rank if new_axis else rank - 1
+    axis = node.attributes.get_int("axis", 0)
+    if result_rank == 0 or not -result_rank <= axis < result_rank:
+        return Refusal(f"axis {axis} is out of range for the elements")
+    return UnbindConcat(data, rank, split_axis, axis % result_rank)
+
+
+def _moved(builder, match: UnbindConcat) -> ir.Value:  # type: ignore[no-untyped-def]
+    """`data` with its split axis moved to the concatenation axis."""
+    if match.split_axis == match.concat_axis:
+        return match.data
+    perm = [i for i in range(match.rank) if i != match.split_axis]
+    perm.insert(match.concat_axis, match.split_axis)
+    moved = builder.op("Transpose", [match.data], {"perm": perm})
+    moved.type = match.data.type
+    return moved
+
+
+def _check_stack_of_unbind(node: ir.Node, ctx: Context) -> UnbindConcat | Refusal:
+    match = _check_unbind(node, ctx, new_axis=True)
+    if isinstance(match, UnbindConcat) and match.split_axis == match.concat_axis:
+        return Refusal("the stack undoes the split (concat-of-split-to-sequence)")
+    return match
+
+
+def _stack_of_unbind(node: ir.Node, match: UnbindConcat, ctx: Context) -> None:
+    """ConcatFromSequence(SplitToSequence(x, axis=b, keepdims=0), axis=a, new_axis=1)
+    -> Transpose(x, moving axis b to a)"""
+    builder = ctx.rewriter.before(node)
+    ctx.rewriter.replace(node.outputs[0], _moved(builder, match))
+
+
+def _check_concat_of_unbind(node: ir.Node, ctx: Context) -> UnbindConcat | Refusal:
+    match = _check_unbind(node, ctx, new_axis=False)
+    if isinstance(match, Refusal) or ctx.rewriter.opset(node.graph) >= 14:
+        return match
+    shape = ctx.facts.static_shape(match.data)
+    if shape is None or 0 in shape:
+        return Refusal("Reshape before opset 14 reads a 0 as 'copy this dim': needs a static shape")
+    return match
+
+
+def _concat_of_unbind(node: ir.Node, match: UnbindConcat, ctx: Context) -> None:
+    """ConcatFromSequence(SplitToSequence(x, axis=b, keepdims=0), axis=a)
+    -> Reshape(Transpose(x, moving axis b to a), merging axes a and a+1)"""
+    builder = ctx.rewriter.before(node)
+    moved = _moved(builder, match)
+    a = match.concat_axis
+    static = ctx.facts.static_shape(match.data)
+    attrs = {"allowzero": 1} if builder.opset >= 14 else {}
+    if static is not None:
+        order = [i for i in range(match.rank) if i != match.split_axis]
+        order.insert(a, match.split_axis)
+        dims = [static[i] for i in order]
+        target = builder.ints([*dims[:a], dims[a] * dims[a + 1], *dims[a + 2 :]], "merged_shape")
+    else:
+        shape = builder.op("Shape", [moved])
+        parts = []
+        if a > 0:
+            parts.append(builder.op("Slice", [shape, builder.ints([0]), builder.ints([a])]))
+        count = builder.op("Slice", [shape, builder.ints([a]), builder.ints([a + 1])])
+        size = builder.op("Slice", [shape, builder.ints([a + 1]), builder.ints([a + 2])])
+        parts.append(builder.op("Mul", [count, size]))
+        if a + 2 < match.rank:
+            parts.append(
+                builder.op("Slice", [shape, builder.ints([a + 2]), builder.ints([match.rank])])
+            )
+        target = builder.op("Concat", parts, {"axis": 0}) if len(parts) > 1 else parts[0]
+    result = builder.op("Reshape", [moved, target], attrs)
+    result.type = match.data.type
+    ctx.rewriter.replace(node.outputs[0], result)
+
+
+RULES = RuleSet(
+    [
+        Rule("loop-unroll", "Loop", _check_unroll, _unroll),
+        Rule("loop-append-to-scan", "Loop", _check_append, _to_scan),
+        Rule("stack-of-unbind", "ConcatFromSequence", _check_stack_of_unbind, _stack_of_unbind),
+        Rule("concat-of-unbind", "ConcatFromSequence", _check_concat_of_unbind, _concat_of_unbind),
+    ]
+)

@@ -1,0 +1,184 @@
+"""Differential check of one generated program: original versus lowered, under onnxruntime.
+
+    outcome = check_program(generate(seed))
+    outcome.status        # "pass", "skip" or "fail"; outcome.reason says why
+
+Steps: the original passes the ONNX checker (full_check) and runs under onnxruntime (its outputs
+must equal the generator's numpy oracle, else the generator or onnxruntime is wrong); the program
+is lowered with `seqlower.optimize`; the result passes the checker (full_check), loads and runs
+under onnxruntime, and gives the original's outputs (exact for ints and bools, tight tolerance for
+floats; same sequence lengths, shapes and dtypes). When onnxruntime cannot run the original for a
+reason the generator predicted (design.md trap 11), the oracle is the reference instead; any other
+rejection of the original is a skip with its reason, never a pass.
+
+With `properties=True` it also checks: the output never has more sequence ops than the input;
+lowering the output again fires no rule and gives byte-identical bytes (idempotence); lowering the
+same input twice gives byte-identical bytes (determinism).
+"""
+
+from __future__ import annotations
+
+__all__ = ["Outcome", "check_program", "compare_outputs", "run_ort", "sequence_op_total"]
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+from generator import Program
+
+import seqlower
+from seqlower.io import model_to_bytes
+from seqlower.passes.legality import count_sequence_ops
+
+
+@dataclasses.dataclass
+class Outcome:
+    seed: int
+    status: str  # "pass", "skip" or "fail"
+    reason: str = ""
+    detail: str = ""
+    oracle: bool = False  # the reference was the numpy oracle, not onnxruntime on the original
+    lowered: onnx.ModelProto | None = None
+    sequence_ops: tuple[int, int] = (0, 0)  # before, after
+
+
+def sequence_op_total(model: ir.Model | onnx.ModelProto) -> int:
+    if isinstance(model, onnx.ModelProto):
+        model = ir.serde.deserialize_model(model)
+    return sum(count_sequence_ops(model).values())
+
+
+def run_ort(model: onnx.ModelProto, feeds: dict[str, Any]) -> list[Any]:
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return session.run(None, feeds)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"[:300]
+
+
+def compare_outputs(expected: Sequence[Any], actual: Sequence[Any]) -> str | None:
+    """None when equal; else where and how they differ."""
+    if len(expected) != len(actual):
+        return f"{len(actual)} outputs, expected {len(expected)}"
+    for index, (want, got) in enumerate(zip(expected, actual)):
+        problem = _compare_value(want, got, f"output {index}")
+        if problem:
+            return problem
+    return None
+
+
+def _compare_value(want: Any, got: Any, where: str) -> str | None:
+    if isinstance(want, list):
+        if not isinstance(got, list):
+            return f"{where}: a sequence expected, got {type(got).__name__}"
+        if len(want) != len(got):
+            return f"{where}: sequence length {len(got)}, expected {len(want)}"
+        for k, (w, g) in enumerate(zip(want, got)):
+            problem = _compare_value(w, g, f"{where}[{k}]")
+            if problem:
+                return problem
+        return None
+    if isinstance(got, list):
+        return f"{where}: a tensor expected, got a sequence"
+    want, got = np.asarray(want), np.asarray(got)
+    if want.shape != got.shape:
+        return f"{where}: shape {got.shape}, expected {want.shape}"
+    if want.dtype != got.dtype:
+        return f"{where}: dtype {got.dtype}, expected {want.dtype}"
+    if want.dtype.kind == "f":
+        tolerance = 1e-3 if want.dtype == np.float16 else 1e-5
+        if not np.allclose(got, want, rtol=tolerance, atol=tolerance, equal_nan=True):
+            error = np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))
+            return f"{where}: values differ (max abs error {error:.3g})"
+    elif not np.array_equal(got, want):
+        return f"{where}: values differ"
+    return None
+
+
+def check_program(program: Program, *, properties: bool = False) -> Outcome:
+    """The differential check (and, optionally, the properties) of one program."""
+    seed, original = program.seed, program.model
+    try:
+        # shape inference reads the keepdims corner the spec's way (design.md trap 1)
+        onnx.checker.check_model(original, full_check=not program.keepdims_corner)
+    except Exception as error:
+        return Outcome(seed, "fail", "generator: the original fails the checker", _first_line(error))
+
+    oracle = False
+    try:
+        reference = run_ort(original, program.feeds)
+    except Exception as error:
+        if program.ort_may_reject is None:
+            return Outcome(
+                seed, "skip", "onnxruntime rejects the original (unexpected)", _first_line(error)
+            )
+        reference, oracle = program.expected, True
+    else:
+        problem = compare_outputs(program.expected, reference)
+        if problem:
+            return Outcome(
+                seed, "fail", "generator: the numpy oracle disagrees with onnxruntime", problem
+            )
+
+    try:
+        lowered, report = seqlower.optimize(original)
+    except Exception as error:
+        return Outcome(seed, "fail", "optimize raised", _first_line(error), oracle)
+    proto = ir.to_proto(lowered)
+    counts = (sequence_op_total(original), sequence_op_total(lowered))
+    outcome = Outcome(seed, "fail", "", "", oracle, proto, counts)
+
+    try:
+        onnx.checker.check_model(proto, full_check=True)
+    except Exception as error:
+        outcome.reason, outcome.detail = "the lowered model fails the checker", _first_line(error)
+        return outcome
+    try:
+        actual = run_ort(proto, program.feeds)
+    except Exception as error:
+        outcome.reason = "onnxruntime cannot run the lowered model"
+        outcome.detail = _first_line(error)
+        return outcome
+    problem = compare_outputs(reference, actual)
+    if problem:
+        outcome.reason = "the lowered model computes something else"
+        outcome.detail = problem + (" (reference: numpy oracle)" if oracle else "")
+        return outcome
+    if program.keepdims_corner and not any("SplitToSequence" in w for w in report.warnings):
+        outcome.reason = "no warning for a scalar split with keepdims=0 (design.md trap 1)"
+        return outcome
+    if properties:
+        problem = check_properties(original, lowered)
+        if problem:
+            outcome.reason = problem
+            return outcome
+    outcome.status = "pass"
+    return outcome
+
+
+def check_properties(original: onnx.ModelProto, lowered: ir.Model) -> str | None:
+    """Never more sequence ops, idempotence and determinism (in this process)."""
+    before, after = sequence_op_total(original), sequence_op_total(lowered)
+    if after > before:
+        return f"more sequence ops after lowering ({before} -> {after})"
+    first = model_to_bytes(lowered)
+    again, report = seqlower.optimize(lowered)
+    if report.rules_fired:
+        return f"not idempotent: lowering the output again fires {report.rules_fired}"
+    if model_to_bytes(again) != first:
+        return "not idempotent: lowering the output again changes its bytes"
+    if model_to_bytes(seqlower.optimize(original).model) != first:
+        return "not deterministic: two lowerings of the same model differ"
+    return None

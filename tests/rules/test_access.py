@@ -1,0 +1,236 @@
+"""SequenceAt and SequenceLength read elements and lengths directly (Gather, If chain, Constant)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support import (
+    lower,
+    lower_and_compare,
+    op_counts,
+    parse,
+    reasons,
+    run_ort,
+    sequence_op_count,
+)
+
+import seqlower
+
+RNG = np.random.default_rng(1)
+A, B, C = (RNG.standard_normal(2).astype(np.float32) for _ in range(3))
+X = RNG.standard_normal((4, 3)).astype(np.float32)
+
+
+SAME_SHAPES = """g (float[2] a, float[2] b, float[2] c, int64 p) => (float y) {
+    s = SequenceConstruct(a, b, c)
+    y = SequenceAt(s, p)
+}"""
+
+DIFFERENT_SHAPES = """g (float[2] a, float[3] b, float[1] c, int64 p) => (float y) {
+    s = SequenceConstruct(a, b, c)
+    y = SequenceAt(s, p)
+}"""
+
+
+def test_constant_positions_pick_the_element():
+    model = parse("""g (float[2] a, float[3] b, float[1] c) => (float y0, float y1, float y2) {
+        s = SequenceConstruct(a, b, c)
+        zero = Constant<value = int64 {0}>()
+        minus_two = Constant<value = int32 {-2}>()
+        last = Constant<value = int64 {2}>()
+        y0 = SequenceAt(s, zero)
+        y1 = SequenceAt(s, minus_two)
+        y2 = SequenceAt(s, last)
+    }""")
+    b3, c1 = RNG.standard_normal(3).astype(np.float32), C[:1]
+    lowered, _, outputs = lower_and_compare(model, {"a": A, "b": b3, "c": c1})
+    np.testing.assert_array_equal(outputs[1], b3)
+    assert sequence_op_count(lowered) == 0
+    assert set(op_counts(lowered)) <= {"Identity"}
+
+
+@pytest.mark.parametrize("p", [0, 1, 2, -1, -3])
+def test_runtime_position_same_shapes_becomes_a_gather(p):
+    model = parse(SAME_SHAPES)
+    feeds = {"a": A, "b": B, "c": C, "p": np.array(p, dtype=np.int64)}
+    lowered, _, (y,) = lower_and_compare(model, feeds)
+    np.testing.assert_array_equal(y, [A, B, C][p])
+    assert sequence_op_count(lowered) == 0
+    assert op_counts(lowered)["Gather"] == 1
+    assert op_counts(lowered)["If"] == 0
+
+
+@pytest.mark.parametrize("p", [0, 1, 2, -1, -2, -3])
+def test_runtime_position_different_shapes_becomes_an_if_chain(p):
+    model = parse(DIFFERENT_SHAPES)
+    b3, c1 = RNG.standard_normal(3).astype(np.float32), C[:1]
+    feeds = {"a": A, "b": b3, "c": c1, "p": np.array(p, dtype=np.int64)}
+    lowered, _, (y,) = lower_and_compare(model, feeds)
+    np.testing.assert_array_equal(y, [A, b3, c1][p])
+    assert sequence_op_count(lowered) == 0
+    assert op_counts(lowered)["If"] == 2
+
+
+@pytest.mark.parametrize("text", [SAME_SHAPES, DIFFERENT_SHAPES], ids=["gather", "if-chain"])
+@pytest.mark.parametrize("p", [3, -4])
+def test_an_out_of_range_runtime_position_still_fails_at_run_time(text, p):
+    model = parse(text)
+    lowered, _ = lower(model)
+    shapes = (2, 2, 2) if text is SAME_SHAPES else (2, 3, 1)
+    a, b, c = (np.zeros(n, np.float32) for n in shapes)
+    feeds = {"a": a, "b": b, "c": c, "p": np.array(p, dtype=np.int64)}
+    for candidate in (model, lowered):
+        with pytest.raises(Exception, match=r"(?i)out of|invalid|bound|range"):
+            run_ort(candidate, feeds)
+
+
+@pytest.mark.parametrize("position", [3, -4])
+def test_out_of_range_constant_position_is_an_error_naming_the_node(position):
+    model = parse(f"""g (float[2] a, float[2] b, float[2] c) => (float y) {{
+        s = SequenceConstruct(a, b, c)
+        p = Constant<value = int64 {{{position}}}>()
+        [read_it] y = SequenceAt(s, p)
+    }}""")
+    with pytest.raises(seqlower.InvalidModelError, match=r"'read_it'.*out of range"):
+        lower(model)
+
+
+def test_reading_an_always_empty_sequence_is_an_error():
+    model = parse("""g (int64 p) => (float y) {
+        s = SequenceEmpty<dtype = 1>()
+        [read_it] y = SequenceAt(s, p)
+    }""")
+    with pytest.raises(seqlower.InvalidModelError, match=r"'read_it'.*empty"):
+        lower(model)
+
+
+# -- over a split --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keepdims", [0, 1])
+@pytest.mark.parametrize("p", [0, 2, -1])
+def test_runtime_position_into_a_split_of_unknown_length_is_a_gather(keepdims, p):
+    model = parse(f"""g (float[N,3] x, int64 p) => (float y) {{
+        s = SplitToSequence<axis = 0, keepdims = {keepdims}>(x)
+        y = SequenceAt(s, p)
+    }}""")
+    lowered, _, (y,) = lower_and_compare(model, {"x": X, "p": np.array(p, dtype=np.int64)})
+    assert y.shape == ((3,) if keepdims == 0 else (1, 3))
+    assert sequence_op_count(lowered) == 0
+
+
+def test_runtime_position_into_a_split_of_static_length_reads_the_input():
+    model = parse("""g (float[4,3] x, int64 p) => (float y) {
+        s = SplitToSequence<axis = 1, keepdims = 0>(x)
+        y = SequenceAt(s, p)
+    }""")
+    lowered, _, (y,) = lower_and_compare(model, {"x": X, "p": np.array(-2, dtype=np.int64)})
+    np.testing.assert_array_equal(y, X[:, -2])
+    assert sequence_op_count(lowered) == 0
+    assert op_counts(lowered)["Split"] == 0  # Gather from x itself
+
+
+def test_runtime_position_into_an_unknown_length_sequence_is_kept_with_a_reason():
+    model = parse("""g (seq(float[2]) s, int64 p) => (float y) {
+        y = SequenceAt(s, p)
+    }""")
+    for length in (1, 3):
+        feeds = {"s": [A] * length, "p": np.array(-1, dtype=np.int64)}
+        lowered, report, _ = lower_and_compare(model, feeds)
+    assert op_counts(lowered)["SequenceAt"] == 1
+    assert "'s' is a sequence-typed model input" in reasons(report, "SequenceAt")
+
+
+# -- SequenceLength ----------------------------------------------------------------------------
+
+
+def test_length_of_known_elements_is_a_constant():
+    model = parse("""g (float[2] a, float[2] b) => (int64 n) {
+        e = SequenceEmpty<dtype = 1>()
+        s1 = SequenceInsert(e, a)
+        s2 = SequenceConstruct(a, b, a)
+        n1 = SequenceLength(s1)
+        n2 = SequenceLength(s2)
+        n = Add(n1, n2)
+    }""")
+    lowered, _, (n,) = lower_and_compare(model, {"a": A, "b": B})
+    assert int(n) == 4
+    assert sequence_op_count(lowered) == 0
+
+
+def test_length_of_an_empty_sequence_is_zero():
+    model = parse("""g () => (int64 n) {
+        e = SequenceEmpty<dtype = 7>()
+        n = SequenceLength(e)
+    }""")
+    lowered, _, (n,) = lower_and_compare(model, {})
+    assert int(n) == 0
+    assert sequence_op_count(lowered) == 0
+
+
+@pytest.mark.parametrize(
+    ("chunk", "n", "expected"), [(None, 7, 7), (3, 7, 3), (3, 6, 2), (8, 7, 1)]
+)
+def test_length_of_a_split_of_unknown_size_is_computed_from_the_shape(chunk, n, expected):
+    split = "x" if chunk is None else "x, chunk"
+    model = parse(f"""g (float[2,N] x) => (int64 len) {{
+        chunk = Constant<value = int64 {{{chunk or 1}}}>()
+        s = SplitToSequence<axis = -1>({split})
+        len = SequenceLength(s)
+    }}""")
+    x = np.zeros((2, n), dtype=np.float32)
+    lowered, _, (length,) = lower_and_compare(model, {"x": x})
+    assert int(length) == expected
+    assert sequence_op_count(lowered) == 0
+
+
+def test_length_of_a_sequence_typed_model_input_is_kept_with_a_reason():
+    model = parse("""g (seq(float[2]) s) => (int64 n) {
+        n = SequenceLength(s)
+    }""")
+    lowered, report, _ = lower_and_compare(model, {"s": [A, B]})
+    assert op_counts(lowered)["SequenceLength"] == 1
+    assert "'s' is a sequence-typed model input" in reasons(report, "SequenceLength")
+
+
+# -- strings: onnxruntime's Gather mis-copies them, so the If chain (or nothing) must be used ---
+
+STRINGS = np.array([["a", "b"], ["c", "d"], ["e", "f"]], dtype=object)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        "s = SequenceConstruct(r0, r1, r2)",
+        "s = SplitToSequence<axis = 0, keepdims = 0>(x)",
+    ],
+    ids=["construct", "split"],
+)
+@pytest.mark.parametrize("p", [0, 1, -1])
+def test_runtime_position_over_strings(build, p):
+    model = parse(f"""g (string[3,2] x, int64 p) => (string y) {{
+        r = SplitToSequence<axis = 0, keepdims = 0>(x)
+        zero = Constant<value = int64 {{0}}>()
+        one = Constant<value = int64 {{1}}>()
+        two = Constant<value = int64 {{2}}>()
+        r0 = SequenceAt(r, zero)
+        r1 = SequenceAt(r, one)
+        r2 = SequenceAt(r, two)
+        {build}
+        y = SequenceAt(s, p)
+    }}""")
+    lowered, _, (y,) = lower_and_compare(model, {"x": STRINGS, "p": np.array(p)})
+    assert y.tolist() == STRINGS[p].tolist()
+    assert sequence_op_count(lowered) == 0
+    assert op_counts(lowered)["Gather"] == 1  # only the one that checks the position's range
+
+
+def test_runtime_position_into_a_split_of_strings_of_unknown_length_is_kept():
+    model = parse("""g (string[N,2] x, int64 p) => (string y) {
+        s = SplitToSequence<axis = 0, keepdims = 0>(x)
+        y = SequenceAt(s, p)
+    }""")
+    lowered, report, (y,) = lower_and_compare(model, {"x": STRINGS, "p": np.array(1)})
+    assert y.tolist() == ["c", "d"]
+    assert op_counts(lowered)["Gather"] == 0
+    assert "mis-copies string tensors" in reasons(report, "SequenceAt")

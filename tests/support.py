@@ -1,0 +1,224 @@
+"""Shared helpers for the lowering tests: build, lower, run and compare small models.
+
+    model = parse('agraph (float[2,6] x) => (float[2,2] y) { ... }', opset=18)
+    lowered, report = lower(model)                  # checked (full_check) and loaded in onnxruntime
+    assert sequence_op_count(lowered) == 0
+    assert_same_outputs(model, lowered, {"x": x})    # onnxruntime on both, exact for ints
+
+A sequence value (input or output) is a Python list of numpy arrays.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+from onnx.reference import ReferenceEvaluator
+
+import seqlower
+from seqlower.ops import SEQUENCE_OPS
+from seqlower.report import Report
+
+__all__ = [
+    "MAX_ORT_IR_VERSION",
+    "NEWEST_ORT_OPSET",
+    "SEQUENCE_OPS",
+    "assert_outputs_equal",
+    "assert_same_outputs",
+    "lower",
+    "lower_and_compare",
+    "reasons",
+    "op_counts",
+    "ort_session",
+    "parse",
+    "run_ort",
+    "run_reference",
+    "sequence_op_count",
+    "sequence_op_counts",
+    "to_proto",
+]
+
+# onnxruntime 1.31 loads IR versions <= 13 and default-domain opsets <= 26 (checked by hand:
+# opset 27 is refused at load time); tests/rules/test_opsets.py asserts both limits still hold.
+MAX_ORT_IR_VERSION = 13
+NEWEST_ORT_OPSET = 26
+
+Model = onnx.ModelProto | ir.Model
+Feeds = Mapping[str, Any] | Sequence[Any]
+
+
+def parse(
+    graph_text: str,
+    opset: int = 18,
+    ir_version: int = 10,
+    functions: str = "",
+    domains: Mapping[str, int] | None = None,
+) -> onnx.ModelProto:
+    """A model from ONNX text syntax: the graph (and optional functions, of the `domains`)
+    without the header."""
+    imports = ", ".join(f'"{d}" : {v}' for d, v in {"": opset, **(domains or {})}.items())
+    header = f"<ir_version: {ir_version}, opset_import: [{imports}]>\n"
+    return onnx.parser.parse_model(header + graph_text + "\n" + functions)
+
+
+def to_proto(model: Model) -> onnx.ModelProto:
+    return ir.to_proto(model) if isinstance(model, ir.Model) else model
+
+
+# -- lowering ----------------------------------------------------------------------------------
+
+
+def lower(model: Model, *, load_ort: bool = True, **options: Any) -> tuple[onnx.ModelProto, Report]:
+    """`seqlower.optimize`, then the ONNX checker (full_check) and, unless told not to,
+    loading the result in onnxruntime. Returns the lowered ModelProto and the report."""
+    __tracebackhide__ = True
+    lowered, report = seqlower.optimize(model, **options)
+    proto = ir.to_proto(lowered)
+    onnx.checker.check_model(proto, full_check=True)
+    if load_ort:
+        ort_session(proto)
+    return proto, report
+
+
+def lower_and_compare(
+    model: Model, feeds: Feeds, **options: Any
+) -> tuple[onnx.ModelProto, Report, list[Any]]:
+    """`lower`, then `assert_same_outputs` under onnxruntime. Returns (lowered, report, outputs)."""
+    __tracebackhide__ = True
+    lowered, report = lower(model, **options)
+    outputs = assert_same_outputs(model, lowered, feeds)
+    return lowered, report, outputs
+
+
+def reasons(report: Report, op_type: str | None = None) -> str:
+    """Every reason the report gives for a remaining operator (of `op_type`), one per line."""
+    return "\n".join(
+        f"{op.op_type} '{op.node}': {op.reason}"
+        for op in report.remaining
+        if op_type is None or op.op_type == op_type
+    )
+
+
+# -- counting ----------------------------------------------------------------------------------
+
+
+def _graphs(graph: onnx.GraphProto):
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs(attr.g)
+            for subgraph in attr.graphs:
+                yield from _graphs(subgraph)
+
+
+def _all_nodes(model: onnx.ModelProto):
+    for graph in _graphs(model.graph):
+        yield from graph.node
+    for function in model.functions:
+        for node in function.node:
+            yield node
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    for graph in _graphs(attr.g):
+                        yield from graph.node
+
+
+def op_counts(model: Model) -> collections.Counter[str]:
+    """Operator histogram over every graph: main graph, subgraphs (nested) and functions.
+    Default-domain operators by name, others as 'domain::name'."""
+    return collections.Counter(
+        n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}::{n.op_type}"
+        for n in _all_nodes(to_proto(model))
+    )
+
+
+def sequence_op_counts(model: Model) -> dict[str, int]:
+    return {op: count for op, count in op_counts(model).items() if op in SEQUENCE_OPS}
+
+
+def sequence_op_count(model: Model) -> int:
+    return sum(sequence_op_counts(model).values())
+
+
+# -- running -----------------------------------------------------------------------------------
+
+
+def ort_session(model: Model) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(
+        to_proto(model).SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+
+
+def _named_feeds(model: onnx.ModelProto, feeds: Feeds) -> dict[str, Any]:
+    if isinstance(feeds, Mapping):
+        return dict(feeds)
+    names = [i.name for i in model.graph.input]
+    assert len(names) == len(feeds), f"{len(names)} inputs expected, {len(feeds)} given"
+    return dict(zip(names, feeds))
+
+
+def run_ort(model: Model, feeds: Feeds) -> list[Any]:
+    """Run under onnxruntime (CPU). Feeds by name or in input order; sequences are lists."""
+    proto = to_proto(model)
+    return ort_session(proto).run(None, _named_feeds(proto, feeds))
+
+
+def run_reference(model: Model, feeds: Feeds) -> list[Any]:
+    """Run under onnx.reference (a second opinion: see design.md trap 11 for its own bugs)."""
+    proto = to_proto(model)
+    return list(ReferenceEvaluator(proto).run(None, _named_feeds(proto, feeds)))
+
+
+# -- comparing ---------------------------------------------------------------------------------
+
+
+def assert_outputs_equal(
+    expected: Sequence[Any], actual: Sequence[Any], rtol: float = 1e-6, atol: float = 1e-6
+) -> None:
+    """Outputs equal: same count, same kinds (tensor or sequence), same sequence lengths,
+    shapes and dtypes; ints, bools and strings exactly, floats to a tight tolerance."""
+    __tracebackhide__ = True
+    assert len(expected) == len(actual), f"{len(expected)} outputs expected, got {len(actual)}"
+    for index, (want, got) in enumerate(zip(expected, actual)):
+        _assert_value_equal(want, got, f"output {index}", rtol, atol)
+
+
+def _assert_value_equal(want: Any, got: Any, where: str, rtol: float, atol: float) -> None:
+    __tracebackhide__ = True
+    if isinstance(want, list):
+        assert isinstance(got, list), f"{where}: a sequence expected, got {type(got).__name__}"
+        assert len(want) == len(got), f"{where}: sequence length {len(got)}, expected {len(want)}"
+        for k, (w, g) in enumerate(zip(want, got)):
+            _assert_value_equal(w, g, f"{where}[{k}]", rtol, atol)
+        return
+    assert not isinstance(got, list), f"{where}: a tensor expected, got a sequence"
+    want, got = np.asarray(want), np.asarray(got)
+    assert want.shape == got.shape, f"{where}: shape {got.shape}, expected {want.shape}"
+    if want.dtype.kind in "OUS" or got.dtype.kind in "OUS":
+        assert want.astype(str).tolist() == got.astype(str).tolist(), where
+        return
+    assert want.dtype == got.dtype, f"{where}: dtype {got.dtype}, expected {want.dtype}"
+    if want.dtype.kind == "f":
+        tolerance = 1e-3 if want.dtype == np.float16 else rtol
+        np.testing.assert_allclose(got, want, rtol=tolerance, atol=atol, err_msg=where)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=where)
+
+
+def assert_same_outputs(original: Model, lowered: Model, feeds: Feeds) -> list[Any]:
+    """Both models under onnxruntime on the same feeds give equal outputs. Returns them."""
+    __tracebackhide__ = True
+    expected = run_ort(original, feeds)
+    actual = run_ort(lowered, feeds)
+    assert_outputs_equal(expected, actual)
+    return actual
