@@ -5,13 +5,17 @@ model, report = seqlower.optimize("in.onnx")
 """
 
 from seqlower.errors import InvalidModelError, ModelInputError, SeqlowerError
+from seqlower.inspect import InspectReport, inspect_model
 from seqlower.options import Options
 from seqlower.pipeline import OptimizeResult, optimize
 from seqlower.report import RemainingOp, Report
+from seqlower.targets import TargetCheck, check_target
+from seqlower.verification import VerifyReport, verify
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "InspectReport",
     "InvalidModelError",
     "ModelInputError",
     "OptimizeResult",
@@ -19,6 +23,11 @@ __all__ = [
     "RemainingOp",
     "Report",
     "SeqlowerError",
+    "TargetCheck",
+    "VerifyReport",
     "__version__",
+    "check_target",
+    "inspect_model",
     "optimize",
+    "verify",
 ]

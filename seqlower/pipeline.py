@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = ["OptimizeResult", "optimize"]
 
 import dataclasses
+from collections.abc import Callable
 from typing import NamedTuple
 
 import onnx_ir as ir
@@ -34,13 +35,16 @@ def optimize(
     options: Options | None = None,
     *,
     rules: RuleSet | None = None,
+    after_pass: Callable[[str, ir.Model], None] | None = None,
     **option_overrides: object,
 ) -> OptimizeResult:
     """Lower the sequence operators of a model.
 
     `source` is an `onnx_ir.Model` (not modified: a copy is lowered), an `onnx.ModelProto` or a
     path. Keyword arguments override fields of `Options`, e.g. `split_keepdims="spec"`.
+    `after_pass(name, model)` is called after each pass (progress display, `--dump-dir`).
     """
+    observe = after_pass or (lambda name, model: None)
     options = dataclasses.replace(options or Options(), **option_overrides)  # type: ignore[arg-type]
     model = load_model(source)
     if isinstance(source, ir.Model):
@@ -51,16 +55,22 @@ def optimize(
     declared_output_shapes = {value.name: value.shape for value in model.graph.outputs}
     flatten_inputs, flatten_outputs = _flatten_passes(options)
     flatten_inputs(model)
+    observe("flatten-inputs", model)
     inline = InlineSequenceFunctionsPass()
     inline(model)
+    observe("inline-functions", model)
     normalize = NormalizePass(options)
     normalize(model)
+    observe("normalize", model)
     lower = LowerSequencesPass(rules, options)
     lower(model)
+    observe("lower", model)
     if flatten_outputs(model).modified:
         lower = _lower_again(lower, model)
+        observe("flatten-outputs", model)
     CleanupPass()(model)
     _keep_declared_output_shapes(model, declared_output_shapes)
+    observe("cleanup", model)
 
     report.sequence_ops_after = count_sequence_ops(model)
     report.rules_fired = lower.fired

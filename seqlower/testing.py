@@ -13,7 +13,7 @@ __all__ = ["assert_equivalent"]
 from collections.abc import Mapping
 
 from seqlower.io import ModelSource
-from seqlower.verify import InputSource, VerifyReport, verify
+from seqlower.verification import InputSource, VerifyReport, verify
 
 
 def assert_equivalent(
@@ -29,7 +29,7 @@ def assert_equivalent(
     reference: bool = False,
     strict_errors: bool = False,
 ) -> VerifyReport:
-    """Run `seqlower.verify.verify` with the same arguments and return its report.
+    """Run `seqlower.verification.verify` with the same arguments and return its report.
 
     Raises:
         AssertionError: the models are not shown equivalent. The message has one line per

@@ -16,13 +16,17 @@ import typer
 from onnx_ir.passes.common import _c_api_utils
 
 from seqlower import __version__
+from seqlower.cli.inspect_command import TARGETS, check_target_name, inspect_command, parse_sizes
+from seqlower.cli.progress import PassObserver
 from seqlower.cli.summary import format_summary
 from seqlower.cli.verify_command import verify_command
 from seqlower.errors import SeqlowerError
 from seqlower.io import load_model, save_model
 from seqlower.options import Options
 from seqlower.pipeline import optimize
+from seqlower.report import Report
 from seqlower.rules import default_rules
+from seqlower.targets import check_target
 
 app = typer.Typer(
     name="seqlower",
@@ -32,6 +36,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("verify")(verify_command)
+app.command("inspect")(inspect_command)
 
 
 def _version(show: bool) -> None:
@@ -67,6 +72,36 @@ def optimize_command(
     verify: Annotated[
         bool, typer.Option(help="Verify under onnxruntime; write nothing if outputs differ.")
     ] = False,
+    runtime: Annotated[
+        str,
+        typer.Option(
+            "--target",
+            help=f"Runtime profile, one of {', '.join(TARGETS)}: onnxruntime warns about "
+            "leftover sequence ops, tensorrt fails (exit 1) on them and on dynamic scan lengths.",
+        ),
+    ] = "generic",
+    dim: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="NAME=SIZE",
+            help="Give a symbolic input dimension a size (repeatable); the lowered model then "
+            "accepts only that size.",
+        ),
+    ] = None,
+    flatten_sequence_io: Annotated[
+        bool,
+        typer.Option(
+            help="Turn static-length sequence outputs, and the sequence inputs given a "
+            "--seq-len, into one tensor per element (name_0, name_1, ...)."
+        ),
+    ] = False,
+    seq_len: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="NAME=N",
+            help="Length of a sequence-typed input to flatten (with --flatten-sequence-io).",
+        ),
+    ] = None,
     split_keepdims: Annotated[
         str,
         typer.Option(
@@ -80,6 +115,9 @@ def optimize_command(
         bool,
         typer.Option(help="Write the weights to TARGET.data beside TARGET (for models > 2 GB)."),
     ] = False,
+    dump_dir: Annotated[
+        Path | None, typer.Option(help="Write the model after each pass into this folder.")
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing on success.")] = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Log each rule as it is applied.")
@@ -87,11 +125,27 @@ def optimize_command(
 ) -> None:
     """Lower the sequence operators of SOURCE and write the result to TARGET.
 
-    Example: seqlower optimize model.onnx model.lowered.onnx --report report.json --verify
+    Examples:
+
+      seqlower optimize model.onnx model.lowered.onnx --verify
+
+      seqlower optimize model.onnx out.onnx --dim N=8 --target tensorrt --report report.json
     """
     _configure_logging(verbose)
     try:
-        lowered, summary = _optimize(source, target, in_place, split_keepdims, quiet)
+        options = Options(
+            split_keepdims=_choice(split_keepdims, ("onnxruntime", "spec"), "--split-keepdims"),  # type: ignore[arg-type]
+            dims=parse_sizes(dim, "--dim"),
+            flatten_sequence_io=flatten_sequence_io,
+            seq_lens=parse_sizes(seq_len, "--seq-len"),
+        )
+        check_target_name(runtime)
+        if verify and flatten_sequence_io:
+            raise SeqlowerError(
+                "--verify cannot compare models whose interfaces differ (--flatten-sequence-io)"
+            )
+        _check_paths(source, target, in_place, dump_dir)
+        lowered, summary = _optimize(source, target, options, quiet, dump_dir)
     except SeqlowerError as error:
         message = str(error)
         raise _fail(
@@ -99,29 +153,51 @@ def optimize_command(
         ) from None
     if report is not None:
         _write_text(report, summary.to_json() + "\n")
+    fit = check_target(lowered, summary, runtime)  # type: ignore[arg-type]
+    if not quiet:
+        for warning in fit.warnings:
+            typer.echo(f"warning: {warning}", err=True)
+    if not fit.ok:
+        for error in fit.errors:
+            typer.echo(f"  - {error}", err=True)
+        raise _fail(f"{len(fit.errors)} problem(s) for --target {runtime}; nothing written", 1)
     if strict and summary.remaining:
         raise _fail(f"{len(summary.remaining)} sequence ops remain (--strict); nothing written", 1)
     if verify:
-        _verify_or_exit(source, lowered, quiet)
+        _verify_or_exit(source, lowered, options, quiet)
     try:
         save_model(lowered, target, external_data=f"{target.name}.data" if external_data else None)
     except (SeqlowerError, OSError) as error:
         raise _fail(f"{target}: cannot write ({error})") from None
 
 
-def _optimize(source: Path, target: Path, in_place: bool, split_keepdims: str, quiet: bool):  # type: ignore[no-untyped-def]
-    if split_keepdims not in ("onnxruntime", "spec"):
-        raise SeqlowerError(f"--split-keepdims must be onnxruntime or spec, not '{split_keepdims}'")
+def _choice(value: str, allowed: tuple[str, ...], option: str) -> str:
+    if value not in allowed:
+        raise SeqlowerError(f"{option} must be one of {', '.join(allowed)}, not '{value}'")
+    return value
+
+
+def _check_paths(source: Path, target: Path, in_place: bool, dump_dir: Path | None) -> None:
     if _same_file(source, target) and not in_place:
         raise SeqlowerError(f"{target}: is the input file; pass --in-place to overwrite it")
     if not target.parent.exists():
         raise SeqlowerError(f"{target}: output folder {target.parent} does not exist")
-    model = load_model(source)
-    _check_input(model, source)
-    started = time.perf_counter()
-    lowered, summary = optimize(model, Options(split_keepdims=split_keepdims))  # type: ignore[arg-type]
-    seconds = time.perf_counter() - started
-    _check_output(lowered)
+    if dump_dir is not None and not dump_dir.is_dir():
+        raise SeqlowerError(f"{dump_dir}: --dump-dir must be an existing folder")
+
+
+def _optimize(
+    source: Path, target: Path, options: Options, quiet: bool, dump_dir: Path | None
+) -> tuple[ir.Model, Report]:
+    with PassObserver(show_progress=not quiet, dump_dir=dump_dir) as observer:
+        model = load_model(source)
+        observer.stage("checking the input")
+        _check_input(model, source)
+        started = time.perf_counter()
+        lowered, summary = optimize(model, options, after_pass=observer)
+        seconds = time.perf_counter() - started
+        observer.stage("checking the output")
+        _check_output(lowered)
     if not quiet:
         typer.echo(format_summary(summary, str(source), str(target), seconds))
     return lowered, summary
@@ -167,10 +243,10 @@ def _check_output(model: ir.Model) -> None:
         ) from None
 
 
-def _verify_or_exit(source: Path, lowered: ir.Model, quiet: bool) -> None:
-    from seqlower.verify import verify
+def _verify_or_exit(source: Path, lowered: ir.Model, options: Options, quiet: bool) -> None:
+    from seqlower.verification import verify
 
-    result = verify(source, lowered)
+    result = verify(source, lowered, dims=options.dims)
     if not result.equivalent:
         for line in result.failures():
             typer.echo(f"  - {line}", err=True)

@@ -1,6 +1,6 @@
 """`seqlower verify`: show that a lowered model computes what the original computes.
 
-A thin layer over `seqlower.verify.verify`: it parses options, prints a table (with rich when
+A thin layer over `seqlower.verification.verify`: it parses options, prints a table (with rich when
 it is installed and stdout is a terminal, as plain text otherwise), writes the JSON report, and
 exits 0 when the models are equivalent, 1 when they are not, 2 on bad input (one `error:` line on
 stderr). Register it with `app.command("verify")(verify_command)`.
@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from seqlower.errors import SeqlowerError
-from seqlower.verify import VerifyReport, verify
+from seqlower.verification import VerifyReport, verify
 
 _COLUMNS = ("trial", "output", "shape", "dtype", "max abs err", "max rel err", "verdict")
 

@@ -1,7 +1,7 @@
 """Prepare a model for lowering: resolve ambiguous forms, then derive shapes by inference.
 
-    SplitToSequence(x, split=1 (scalar), keepdims=0) -> SplitToSequence(x, keepdims=0)  [onnxruntime reading]
-    SplitToSequence(x, split=s (scalar), keepdims=0) -> SplitToSequence(x, s, keepdims=1) [spec reading]
+    SplitToSequence(x, 1, keepdims=0) -> SplitToSequence(x, keepdims=0)     (onnxruntime's reading)
+    SplitToSequence(x, s, keepdims=0) -> SplitToSequence(x, s, keepdims=1)  (the spec's reading)
 
 Design.md trap 1: the spec ignores keepdims when `split` is given, onnxruntime squeezes for a
 scalar split of 1 (and fails for a larger one). Each such node is named in a warning.

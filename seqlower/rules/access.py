@@ -6,9 +6,9 @@
     SequenceAt(SplitToSequence(x, s, axis=a), p)     -> Slice(x, q*s, q*s + s, a)  (s scalar)
     SequenceAt(SplitToSequence(x, sizes, axis=a), p) -> Slice(x, c[p] - sizes[p], c[p], a)
                                                         (c = CumSum(sizes))
-    SequenceAt(SequenceConstruct(Squeeze(Split(x))...), p) -> Gather(x, p, axis=a)   (the split undone)
-    SequenceAt(SequenceConstruct(e0..en), p)         -> Gather(Concat(Unsqueeze(e)..), p)  (same shapes)
-    SequenceAt(SequenceConstruct(e0..en), p)         -> If(p == 0, e0, If(p == 1, e1, ...)) (shapes differ)
+    SequenceAt(SequenceConstruct(Squeeze(Split(x))...), p) -> Gather(x, p, axis=a)  (split undone)
+    SequenceAt(SequenceConstruct(e0..en), p)  -> Gather(Concat(Unsqueeze(e)..), p)  (same shapes)
+    SequenceAt(SequenceConstruct(e0..en), p)  -> If(p == 0, e0, If(p == 1, e1, ...))  (otherwise)
     SequenceLength(s)                                -> Constant(n)   (n static)
     SequenceLength(SplitToSequence(x, axis=a))       -> Gather(Shape(x), a)
 

@@ -1,7 +1,8 @@
 """ConcatFromSequence becomes Concat, or disappears when it undoes a split.
 
     ConcatFromSequence(SequenceConstruct(e0..en), axis=a)             -> Concat(e0..en, axis=a)
-    ConcatFromSequence(SequenceConstruct(e0..en), axis=a, new_axis=1) -> Concat(Unsqueeze(e, a)..., a)
+    ConcatFromSequence(SequenceConstruct(e0..en), axis=a, new_axis=1)
+        -> Concat(Unsqueeze(e0, a), ..., Unsqueeze(en, a), axis=a)
     ConcatFromSequence(SequenceConstruct(Split(x, axis=a)), axis=a)   -> x
     ConcatFromSequence(SequenceConstruct(Squeeze(Split(x, 1s, a))), axis=a, new_axis=1) -> x
     ConcatFromSequence(SplitToSequence(x, axis=a, keepdims=0), axis=a, new_axis=1)       -> x

@@ -7,7 +7,7 @@ import onnx
 import onnx_ir as ir
 import pytest
 
-from seqlower.verify import DEFAULT_TOLERANCES, compare_values, generate_inputs, verify
+from seqlower.verification import DEFAULT_TOLERANCES, compare_values, generate_inputs, verify
 
 NAN, INF = float("nan"), float("inf")
 

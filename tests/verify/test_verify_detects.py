@@ -6,7 +6,7 @@ import onnx
 import onnx_ir as ir
 import pytest
 
-from seqlower.verify import verify
+from seqlower.verification import verify
 
 HEADER = '<ir_version: 9, opset_import: ["": 18]>\n'
 

@@ -8,7 +8,7 @@ import onnx_ir as ir
 import pytest
 
 from seqlower.errors import ModelInputError
-from seqlower.verify import generate_inputs, verify
+from seqlower.verification import generate_inputs, verify
 
 HEADER = '<ir_version: 9, opset_import: ["": 18]>\n'
 

@@ -8,7 +8,7 @@ import onnx
 import pytest
 
 from seqlower.errors import ModelInputError
-from seqlower.verify import verify
+from seqlower.verification import verify
 
 HEADER = '<ir_version: 9, opset_import: ["": 18]>\n'
 

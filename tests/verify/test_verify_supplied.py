@@ -8,7 +8,7 @@ import pytest
 from onnx import numpy_helper
 
 from seqlower.errors import ModelInputError
-from seqlower.verify import verify
+from seqlower.verification import verify
 
 AT = onnx.parser.parse_model("""<ir_version: 9, opset_import: ["": 18]>
 g (seq(float[2]) s, int64 p) => (float[2] y) { y = SequenceAt(s, p) }""")

@@ -35,7 +35,7 @@ from typing import Literal
 
 import numpy as np
 
-from seqlower.verify.values import RuntimeValue, describe_dtype, describe_shape
+from seqlower.verification.values import RuntimeValue, describe_dtype, describe_shape
 
 ValueVerdict = Literal[
     "ok",

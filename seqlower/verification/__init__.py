@@ -12,11 +12,11 @@ that stay valid), `supplied` (inputs from files), `runner` (onnxruntime and `onn
 
 from __future__ import annotations
 
-from seqlower.verify.check import InputSource, verify
-from seqlower.verify.compare import DEFAULT_TOLERANCES, Comparison, Tolerance, compare_values
-from seqlower.verify.generate import generate_inputs
-from seqlower.verify.report import OutputResult, TrialResult, VerifyReport
-from seqlower.verify.supplied import load_supplied
+from seqlower.verification.check import InputSource, verify
+from seqlower.verification.compare import DEFAULT_TOLERANCES, Comparison, Tolerance, compare_values
+from seqlower.verification.generate import generate_inputs
+from seqlower.verification.report import OutputResult, TrialResult, VerifyReport
+from seqlower.verification.supplied import load_supplied
 
 __all__ = [
     "DEFAULT_TOLERANCES",

@@ -21,19 +21,19 @@ import onnx
 import onnx_ir as ir
 
 from seqlower.io import ModelSource, load_model, model_to_bytes
-from seqlower.verify.compare import compare_values, tolerance_for
-from seqlower.verify.generate import generate_inputs
-from seqlower.verify.report import (
+from seqlower.verification.compare import compare_values, tolerance_for
+from seqlower.verification.generate import generate_inputs
+from seqlower.verification.report import (
     OutputResult,
     TrialResult,
     TrialStatus,
     Verdict,
     VerifyReport,
 )
-from seqlower.verify.runner import OrtRunner, ReferenceRunner, RunOutcome
-from seqlower.verify.signature import InputSpec, feedable_inputs, output_names
-from seqlower.verify.supplied import check_feeds, load_supplied
-from seqlower.verify.values import (
+from seqlower.verification.runner import OrtRunner, ReferenceRunner, RunOutcome
+from seqlower.verification.signature import InputSpec, feedable_inputs, output_names
+from seqlower.verification.supplied import check_feeds, load_supplied
+from seqlower.verification.values import (
     Feeds,
     RuntimeValue,
     describe_dtype,
@@ -69,7 +69,7 @@ def verify(
         dims: sizes of symbolic dimensions of the inputs, by name.
         inputs: inputs to use instead of random ones (see `InputSource`); each set is a trial.
         rtol, atol: tolerances for every float type, replacing the defaults of
-            `seqlower.verify.compare`.
+            `seqlower.verification.compare`.
         reference: also run the original under `onnx.reference` and say whether it agrees.
         strict_errors: count a trial where both models raise as a failure.
 

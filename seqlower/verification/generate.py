@@ -12,7 +12,7 @@ depend on how many trials run. Per trial:
 - Values are signed where the type is: integers in [-10, 10] (unsigned in [0, 20]), floats from a
   normal distribution of scale 3, complex from two of those, strings of 0 to 5 characters.
 - Integer inputs that are positions, split sizes or gather indices are kept valid (see
-  `seqlower.verify.constraints`).
+  `seqlower.verification.constraints`).
 """
 
 from __future__ import annotations
@@ -31,15 +31,15 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.errors import ModelInputError
-from seqlower.verify.constraints import (
+from seqlower.verification.constraints import (
     Constraint,
     IntRange,
     SplitSizes,
     TrialShapes,
     find_constraints,
 )
-from seqlower.verify.signature import InputSpec, feedable_inputs
-from seqlower.verify.values import Feeds
+from seqlower.verification.signature import InputSpec, feedable_inputs
+from seqlower.verification.values import Feeds
 
 DEFAULT_DIM = 3
 """Size of an unnamed dimension, and the length of an input of unknown rank."""

@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from seqlower.verify.values import Feeds, RuntimeValue
+from seqlower.verification.values import Feeds, RuntimeValue
 
 _MAX_MESSAGE = 300
 

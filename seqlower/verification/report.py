@@ -76,7 +76,7 @@ class TrialResult:
 
 @dataclasses.dataclass(frozen=True)
 class VerifyReport:
-    """The result of `seqlower.verify.verify`."""
+    """The result of `seqlower.verification.verify`."""
 
     trials: tuple[TrialResult, ...]
     problems: tuple[str, ...] = ()

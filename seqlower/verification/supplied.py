@@ -31,8 +31,8 @@ from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from seqlower.errors import ModelInputError
-from seqlower.verify.signature import InputSpec
-from seqlower.verify.values import Feeds, RuntimeValue
+from seqlower.verification.signature import InputSpec
+from seqlower.verification.values import Feeds, RuntimeValue
 
 _INPUT_FILE = re.compile(r"input_(\d+)\.pb")
 _DATA_SET = re.compile(r"test_data_set_(\d+)")
