@@ -4,8 +4,10 @@ from __future__ import annotations
 
 __all__ = ["OptimizeResult", "optimize"]
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import onnx_ir as ir
@@ -44,6 +46,32 @@ def optimize(
     path. Keyword arguments override fields of `Options`, e.g. `split_keepdims="spec"`.
     `after_pass(name, model)` is called after each pass (progress display, `--dump-dir`).
     """
+    with _collector_paused():
+        return _optimize(source, options, rules, after_pass, option_overrides)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while lowering. Loading and rewriting a model
+    creates millions of long-lived objects, and each full collection rescans all of them: on a
+    100k-node model that was a third of the run time. Reference counting still frees what is
+    not in a cycle; the collector runs again as usual afterwards."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _optimize(
+    source: ModelSource,
+    options: Options | None,
+    rules: RuleSet | None,
+    after_pass: Callable[[str, ir.Model], None] | None,
+    option_overrides: dict[str, object],
+) -> OptimizeResult:
     observe = after_pass or (lambda name, model: None)
     options = dataclasses.replace(options or Options(), **option_overrides)  # type: ignore[arg-type]
     model = load_model(source)

@@ -34,7 +34,10 @@ from harness import Outcome, check_program  # noqa: E402
 
 
 def _check(seed: int, properties: bool) -> tuple[Outcome, list[str]]:
-    program = generate(seed)
+    try:
+        program = generate(seed)
+    except Exception as error:  # a generator bug: counted, not hidden
+        return Outcome(seed, "fail", "generator: crashed", f"{type(error).__name__}: {error}"), []
     try:
         outcome = check_program(program, properties=properties)
     except Exception as error:  # a crash of the harness itself is a failure to look at
@@ -43,9 +46,13 @@ def _check(seed: int, properties: bool) -> tuple[Outcome, list[str]]:
 
 
 def _save(out: Path, outcome: Outcome) -> Path:
-    program = generate(outcome.seed)
     folder = out / f"seed_{outcome.seed}"
     folder.mkdir(parents=True, exist_ok=True)
+    (folder / "reason.txt").write_text(f"seed {outcome.seed}: {outcome.reason}\n{outcome.detail}\n")
+    try:
+        program = generate(outcome.seed)
+    except Exception:
+        return folder
     onnx.save(program.model, folder / "original.onnx")
     if outcome.lowered is not None:
         onnx.save(outcome.lowered, folder / "lowered.onnx")
@@ -98,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"seed {outcome.seed}: FAIL {outcome.reason}: {outcome.detail} -> {folder}",
                 file=sys.stderr,
             )
-        if args.show:
+        if args.show and outcome.reason != "generator: crashed":
             program = generate(outcome.seed)
             print(onnx.printer.to_text(program.model))
             if outcome.lowered is not None:
@@ -111,9 +118,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.jobs > 1:
         with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
-            for outcome, used in pool.map(
-                _check, seeds, [properties] * len(seeds), chunksize=20
-            ):
+            for outcome, used in pool.map(_check, seeds, [properties] * len(seeds), chunksize=20):
                 record(outcome, used)
     else:
         for seed in seeds:

@@ -49,12 +49,45 @@ def remaining_sequence_ops(
 ) -> list[RemainingOp]:
     """Every sequence operator left in `model`, with the reason it stays."""
     remaining = []
+    owners = _owners(model)
     for path, graph in walk_graphs(model):
         for node in graph:
             if is_sequence_op(node):
-                reason = _reason(node, refusals)
+                reason = _reason(node, refusals) + _owner_reason(node, owners, refusals)
                 remaining.append(RemainingOp(path, node.name or "", node.op_type, reason))
     return remaining
+
+
+def _owners(model: ir.Model) -> dict[int, ir.Node]:
+    """The node owning each subgraph (by the subgraph's id)."""
+    owners: dict[int, ir.Node] = {}
+    for _, graph in walk_graphs(model):
+        for node in graph:
+            for attr in node.attributes.values():
+                if attr.is_ref():
+                    continue
+                if attr.type == ir.AttributeType.GRAPH:
+                    owners[id(attr.as_graph())] = node
+                elif attr.type == ir.AttributeType.GRAPHS:
+                    owners.update((id(g), node) for g in attr.as_graphs())
+    return owners
+
+
+def _owner_reason(
+    node: ir.Node, owners: Mapping[int, ir.Node], refusals: Mapping[ir.Node, list[str]]
+) -> str:
+    """For an operator on a body's inputs or outputs (a loop-carried sequence, a branch
+    result): why the Loop or If around it stays."""
+    graph = node.graph
+    owner = owners.get(id(graph)) if graph is not None else None
+    if owner is None or owner not in refusals:
+        return ""
+    touches_interface = any(v is not None and v.is_graph_input() for v in node.inputs) or any(
+        v.is_graph_output() for v in node.outputs
+    )
+    if not touches_interface:
+        return ""
+    return f"; {owner.op_type} '{owner.name}' stays: {'; '.join(_dedupe(refusals[owner]))}"
 
 
 def _reason(node: ir.Node, refusals: Mapping[ir.Node, list[str]]) -> str:

@@ -150,24 +150,39 @@ def _source_of_elements(elements: Sequence[ir.Value], ctx: Context) -> Source | 
             len(elements),
             lambda b: _moveaxis_to_front(b, origin.data, origin.axis, len(dims)),
         )
+    if origin is not None:  # chunks of one Split: equal when its sizes are
+        size = _equal_split_size(elements[0].producer(), origin.data, origin.axis, ctx)  # type: ignore[arg-type]
+        if size is None:
+            return Refusal("the chunks of the Split do not share a shape")
+        dims = list(origin.data.shape)  # type: ignore[arg-type]
+        element = ir.Shape(dims[: origin.axis] + [size] + dims[origin.axis + 1 :])
+        return Source(element, len(elements), _chunks(origin.data, origin.axis, len(elements), size))
+    # Stacking needs one static shape. Symbolic dims are not trusted here: a value copied from
+    # a body (an unrolled map) carries the body's dims, which may differ between copies.
     first = elements[0].shape
-    if first is None:
-        return Refusal(f"the shape of element '{elements[0].name}' is unknown")
+    if first is None or not all(isinstance(d, int) for d in first):
+        return Refusal(f"the shape of element '{elements[0].name}' is not static")
     for element in elements[1:]:
-        shape = element.shape
-        if (
-            shape is None
-            or len(shape) != len(first)
-            or not all(_same_dim(a, b) for a, b in zip(first, shape))
-            or element.dtype != elements[0].dtype
-        ):
+        if element.shape != first or element.dtype != elements[0].dtype:
             return Refusal("the elements do not share a shape")
-    if origin is not None:  # equal chunks of one Split
-        size = first[origin.axis]
-        if isinstance(size, int):
-            build = _chunks(origin.data, origin.axis, len(elements), size)
-            return Source(first, len(elements), build)
     return Source(first, len(elements), lambda b: b.stack(list(elements)))
+
+
+def _equal_split_size(split: ir.Node, data: ir.Value, axis: int, ctx: Context) -> int | None:
+    """The size of every chunk of `split` when they are all equal and static, else None."""
+    sizes: list[int] | None = None
+    if len(split.inputs) > 1 and split.inputs[1] is not None:
+        sizes = ctx.facts.values.get_ints(split.inputs[1])
+    elif split.attributes.get_ints("split") is not None:
+        sizes = list(split.attributes.get_ints("split"))  # type: ignore[arg-type]
+    else:
+        dim = data.shape[axis] if data.shape is not None else None
+        count = len(split.outputs)
+        if isinstance(dim, int) and dim % count == 0:
+            sizes = [dim // count] * count
+    if not sizes or len(set(sizes)) != 1:
+        return None
+    return sizes[0]
 
 
 def _source(sequence: ir.Value, ctx: Context) -> Source | Refusal:

@@ -178,8 +178,10 @@ class _Generator:
             self.feature("symbolic-dims")
             return [self.fresh("dim") for _ in shape]
         self.feature("symbolic-dims")
-        return [d if self.chance(0.5) else (self.fresh("dim") if self.chance(0.7) else None)
-                for d in shape]
+        return [
+            d if self.chance(0.5) else (self.fresh("dim") if self.chance(0.7) else None)
+            for d in shape
+        ]
 
     def constant(self, array: np.ndarray, form: str | None = None) -> str:
         """A static tensor as a Constant node (any graph) or an initializer (main graph)."""
@@ -240,8 +242,9 @@ class _Generator:
 
     # -- pools ---------------------------------------------------------------------------
 
-    def add_tensor(self, name: str, value: np.ndarray, *, sink: bool = False,
-                   static: bool = False) -> Tensor:
+    def add_tensor(
+        self, name: str, value: np.ndarray, *, sink: bool = False, static: bool = False
+    ) -> Tensor:
         tensor = Tensor(name, np.asarray(value), static)
         self.tensors.append(tensor)
         if sink:
@@ -485,9 +488,9 @@ class _Generator:
         declared_axis = axis - rank if self.chance(0.3) else axis
         if declared_axis < 0:
             self.feature("negative-axis")
-        attrs: dict[str, Any] = {} if declared_axis == 0 and self.chance(0.4) else {
-            "axis": declared_axis
-        }
+        attrs: dict[str, Any] = (
+            {} if declared_axis == 0 and self.chance(0.4) else {"axis": declared_axis}
+        )
         kind = self.rng.choices(["none", "scalar", "list"], [4, 3, 3])[0]
         inputs = [tensor.name]
         chunks: list[np.ndarray]
@@ -659,10 +662,27 @@ class _Generator:
             return name, [t.value for t in members]
         if kind == "split":
             tensor = self.outer_tensor(dtype, rank_at_least=1)
+            if tensor.shape[0] == 0:  # no split of an empty axis: a fresh tensor instead
+                with self.in_main_graph():
+                    tensor = self.new_input_tensor(dtype, self.random_shape())
             name = self.node("SplitToSequence", [tensor.name], axis=0)
             return name, np.split(tensor.value, tensor.shape[0], axis=0)
         if kind == "empty":
             return self.node("SequenceEmpty", [], dtype=onnx_dtype(dtype)), []
+        if self.opset >= MAP_MIN_OPSET and dtype.type in NUMERIC_TYPES and self.chance(0.3):
+            self.feature("if-branch-sequence-map")
+            seq = self.rng.choice(seqs)
+            x_in, x_out = self.fresh("bx"), self.fresh("by")
+            body = helper.make_graph(
+                [helper.make_node("Neg", [x_in], [x_out], name=self.fresh("n_Neg_"))],
+                self.fresh("branch_map_body"),
+                [helper.make_tensor_value_info(x_in, onnx_dtype(dtype), None)],
+                [helper.make_tensor_value_info(x_out, onnx_dtype(dtype), None)],
+            )
+            if dtype == np.float16:
+                self.ort_may_reject = self.ort_may_reject or "float16 ops in a SequenceMap body"
+            name = self.node("SequenceMap", [seq.name], body=body)
+            return name, [np.negative(e) for e in seq.elements]
         seq = self.rng.choice(seqs)
         if kind == "identity":
             return self.node("Identity", [seq.name]), list(seq.elements)
@@ -735,8 +755,10 @@ class _Generator:
             self.feature("loop-trip-sequence-length")
             return self.node("SequenceLength", [seq.name])
         self.feature("loop-trip-constant" if self.chance(0.5) else "loop-trip-input")
-        return self.scalar_operand(count, int64_only=True) if self.chance(0.5) else self.constant(
-            np.array(count, dtype=np.int64)
+        return (
+            self.scalar_operand(count, int64_only=True)
+            if self.chance(0.5)
+            else self.constant(np.array(count, dtype=np.int64))
         )
 
     def loop_header(self) -> tuple[onnx.ValueInfoProto, onnx.ValueInfoProto, str, str]:
@@ -767,7 +789,11 @@ class _Generator:
             count = self.rng.randint(0, 4)
             shapes = {base.shape}
         scan = len(shapes) == 1 and count > 0 and self.chance(0.3)
-        start = [s for s in self.seqs if s.dtype == dtype]
+        # onnx shape inference merges the element shapes of the initial and carried sequences;
+        # where they differ the checker may refuse the model
+        start = [
+            s for s in self.seqs if s.dtype == dtype and {e.shape for e in s.elements} == shapes
+        ]
         initial: Seq | None = self.rng.choice(start) if start and self.chance(0.2) else None
         trip = self.trip_count(count, source if read else None)
         cond = self.loop_condition()
@@ -782,13 +808,32 @@ class _Generator:
         acc_info = helper.make_tensor_sequence_value_info(acc_name, onnx_dtype(dtype), None)
         self.node_stack.append([])
         produced: list[np.ndarray] = []
-        if read:
+        if read and self.chance(0.25):
+            # an If in the body: element i, or element 0 from iteration `first` on
+            self.feature("loop-body-if")
+            first = self.rng.randint(0, count)
+            early = self.node("Less", [i_name, self.constant(np.array(first, dtype=np.int64))])
+            then_graph, _ = self.branch(lambda: self.branch_at(source, i_name))
+            else_graph, _ = self.branch(lambda: self.branch_at(source, None))
+            element = self.node("If", [early], then_branch=then_graph, else_branch=else_graph)
+            produced = [source.elements[k if k < first else 0] for k in range(count)]
+        elif read:
             self.feature("loop-sequence-at-i")
             element = self.node("SequenceAt", [source.name, i_name])
             produced = [source.elements[k] for k in range(count)]
             if dtype.type in NUMERIC_TYPES and self.chance(0.5):
                 element = self.node("Neg", [element])
                 produced = [np.negative(p) for p in produced]
+        elif dtype.type in NUMERIC_TYPES and self.chance(0.3):
+            # len(acc) inside the body: the carried sequence is read as well as appended to
+            self.feature("loop-length-of-carried")
+            length = self.node("SequenceLength", [acc_name])
+            step = self.node("Cast", [length], to=onnx_dtype(dtype))
+            element = self.node("Add", [base.name, step])
+            produced = [
+                (base.value + np.array(len(initial_elements) + k, dtype=dtype)).astype(dtype)
+                for k in range(count)
+            ]
         elif dtype.type in NUMERIC_TYPES:
             step = self.node("Cast", [i_name], to=onnx_dtype(dtype))
             element = self.node("Add", [base.name, step])
@@ -807,8 +852,9 @@ class _Generator:
             scan_out = self.node("Identity", [element])
             outputs.append(helper.make_tensor_value_info(scan_out, onnx_dtype(dtype), None))
         body_nodes = self.node_stack.pop()
-        body = helper.make_graph(body_nodes, self.fresh("body"), [i_info, cond_info, acc_info],
-                                 outputs)
+        body = helper.make_graph(
+            body_nodes, self.fresh("body"), [i_info, cond_info, acc_info], outputs
+        )
         results = self.node("Loop", [trip, cond, initial_name], 1 + scan, body=body)
         if scan:
             final, stacked = results
@@ -818,11 +864,18 @@ class _Generator:
         self.add_seq(final, initial_elements + produced, dtype)
         return True
 
+    def branch_at(self, seq: Seq, position: str | None):
+        """A branch giving SequenceAt(seq, position) (or element 0)."""
+        at = self.node("SequenceAt", [seq.name, position or self.constant(np.array(0))])
+        return [helper.make_tensor_value_info(at, onnx_dtype(seq.dtype), None)], None
+
     def op_loop_read(self) -> bool:
         """Loop(M, cond, acc0) with acc = acc + SequenceAt(outer_seq, i) in the body."""
         candidates = [
-            s for s in self.seqs
-            if s.elements and s.dtype.type in NUMERIC_TYPES
+            s
+            for s in self.seqs
+            if s.elements
+            and s.dtype.type in NUMERIC_TYPES
             and len({e.shape for e in s.elements}) == 1
         ]
         if not candidates:
@@ -905,7 +958,7 @@ class _MapBody:
         results = [current]
         if self.rng.random() < 0.3:
             gen.feature("map-two-outputs")
-            second = (extra or (x_name, list(seq.elements)))
+            second = extra or (x_name, list(seq.elements))
             results.append((gen.node("Identity", [second[0]]), second[1]))
         body_nodes = gen.node_stack.pop()
         body_outputs = [self.output_info(name, values) for name, values in results]
@@ -961,14 +1014,18 @@ class _MapBody:
         choices = ["unary"]
         if numeric:
             choices += ["cast", "sequence-ops"]
-            if extra is not None and all(
-                _broadcasts(v.shape, e.shape) for v, e in zip(values, extra[1])
-            ) and extra[1][0].dtype == dtype:
+            if (
+                extra is not None
+                and all(_broadcasts(v.shape, e.shape) for v, e in zip(values, extra[1]))
+                and extra[1][0].dtype == dtype
+            ):
                 choices += ["binary", "binary"]
             if min(ranks) >= 1 and len(last_dims) == 1:
                 choices += ["matmul", "matmul"]
             if min(ranks) >= 1:
-                choices += ["reduce", "transpose"]
+                choices.append("transpose")
+            if min(ranks) >= 1 and all(v.size for v in values):  # onnxruntime: no empty ReduceSum
+                choices.append("reduce")
             if min(ranks) >= 1 and all(v.shape[0] > 0 for v in values) and rng.random() < 0.15:
                 choices.append("nested")
         kind = rng.choice(choices)
@@ -996,7 +1053,9 @@ class _MapBody:
             return gen.node(op, [first, second]), [fn(a, b).astype(dtype) for a, b in pairs]
         if kind == "cast":
             target = np.dtype(rng.choice([t for t in NUMERIC_TYPES if np.dtype(t) != dtype]))
-            return gen.node("Cast", [name], to=onnx_dtype(target)), [v.astype(target) for v in values]
+            return gen.node("Cast", [name], to=onnx_dtype(target)), [
+                v.astype(target) for v in values
+            ]
         if kind == "matmul":
             (k,) = last_dims
             weight = gen.random_array(dtype, (k, rng.randint(1, 3)))
@@ -1037,8 +1096,6 @@ class _MapBody:
         mapped = gen.node("SequenceMap", [parts], body=inner)
         joined = gen.node("ConcatFromSequence", [mapped], axis=0)
         return joined, [np.negative(v) for v in values]
-
-
 
 
 def _broadcasts(shape: tuple[int, ...], other: tuple[int, ...]) -> bool:

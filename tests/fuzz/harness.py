@@ -114,7 +114,9 @@ def check_program(program: Program, *, properties: bool = False) -> Outcome:
         # shape inference reads the keepdims corner the spec's way (design.md trap 1)
         onnx.checker.check_model(original, full_check=not program.keepdims_corner)
     except Exception as error:
-        return Outcome(seed, "fail", "generator: the original fails the checker", _first_line(error))
+        return Outcome(
+            seed, "fail", "generator: the original fails the checker", _first_line(error)
+        )
 
     oracle = False
     try:

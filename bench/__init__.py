@@ -1,0 +1,1 @@
+"""seqlower benchmarks (a script, not tests): `python -m bench.run --quick`."""

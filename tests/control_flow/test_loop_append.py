@@ -1,0 +1,293 @@
+"""A Loop whose carried sequence only grows by one SequenceInsert at the end of each iteration
+(PyTorch's `list.append` in a scripted loop, tf2onnx's TensorArray) gets a scan output instead,
+and the consumers of the sequence read the stacked tensor."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support import (
+    lower,
+    lower_and_compare,
+    op_counts,
+    parse,
+    reasons,
+    run_ort,
+    sequence_op_count,
+    sequence_op_counts,
+)
+
+X = np.array([1.0, -2.0, 3.5], dtype=np.float32)
+
+# Appends x * i for i in range(m); m is a model input (a dynamic trip count).
+APPEND_BODY = """<body = body (int64 i, bool c, seq(float[3]) acc)
+                         => (bool c2, seq(float[3]) grown) {
+        c2 = Identity(c)
+        fi = Cast<to = 1>(i)
+        row = Mul(x, fi)
+        grown = SequenceInsert(acc, row)
+    }>"""
+
+CONSUMERS = parse(
+    f"""g (int64 m, float[3] x)
+        => (float[?,3] stacked, int64 n, float[3] first, float[3] last, float[?] cat,
+            float[3,?] across) {{
+    t = Constant<value = bool {{1}}>()
+    empty = SequenceEmpty<dtype = 1>()
+    s = Loop(m, t, empty) {APPEND_BODY}
+    stacked = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+    n = SequenceLength(s)
+    zero = Constant<value = int64 {{0}}>()
+    first = SequenceAt(s, zero)
+    minus_one = Constant<value = int64 {{-1}}>()
+    last = SequenceAt(s, minus_one)
+    cat = ConcatFromSequence<axis = 0>(s)
+    across = ConcatFromSequence<axis = 1, new_axis = 1>(s)
+}}"""
+)
+
+
+@pytest.mark.parametrize("trips", [1, 4])
+def test_every_consumer_reads_the_scan_output(trips):
+    lowered, report, outputs = lower_and_compare(CONSUMERS, {"m": np.array(trips), "x": X})
+    stacked, n, first, last, cat, across = outputs
+    expected = np.stack([X * i for i in range(trips)])
+    np.testing.assert_array_equal(stacked, expected)
+    np.testing.assert_array_equal(across, expected.T)
+    np.testing.assert_array_equal(cat, expected.reshape(-1))
+    np.testing.assert_array_equal(last, X * (trips - 1))
+    assert n == trips and (first == 0).all()
+    assert sequence_op_count(lowered) == 0
+    assert op_counts(lowered)["Loop"] == 1
+    assert report.rules_fired["loop-append-to-scan"] == 1
+
+
+def test_the_emitted_loop_has_a_scan_output_and_no_carried_sequence():
+    lowered, _ = lower(CONSUMERS)
+    (loop,) = [n for n in lowered.graph.node if n.op_type == "Loop"]
+    body = next(a.g for a in loop.attribute if a.name == "body")
+    assert len(loop.input) == 2 and len(loop.output) == 1  # (m, cond) -> (scan output)
+    assert [i.type.WhichOneof("value") for i in body.input] == ["tensor_type"] * 2
+    assert [o.type.WhichOneof("value") for o in body.output] == ["tensor_type"] * 2
+
+
+START_WITH_TWO = parse(
+    f"""g (int64 m, float[3] x) => (float[?,3] stacked, int64 n) {{
+    t = Constant<value = bool {{1}}>()
+    minus_x = Neg(x)
+    start = SequenceConstruct(minus_x, x)
+    s = Loop(m, t, start) {APPEND_BODY}
+    stacked = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+    n = SequenceLength(s)
+}}"""
+)
+
+
+@pytest.mark.parametrize("trips", [0, 1, 3])
+def test_a_static_initial_sequence_is_prepended(trips):
+    lowered, _, (stacked, n) = lower_and_compare(START_WITH_TWO, {"m": np.array(trips), "x": X})
+    assert n == 2 + trips and stacked.shape == (2 + trips, 3)
+    assert sequence_op_count(lowered) == 0
+
+
+EARLY_EXIT = parse(
+    """g (int64 limit, float[2] x) => (float[2] total, float[?,2] doubled, float[?,2] stacked) {
+    m = Constant<value = int64 {10}>()
+    t = Constant<value = bool {1}>()
+    empty = SequenceEmpty<dtype = 1>()
+    total, s, doubled = Loop(m, t, x, empty) <body = body (int64 i, bool c, float[2] acc,
+            seq(float[2]) items) => (bool c2, float[2] acc2, seq(float[2]) items2, float[2] twice) {
+        c2 = Less(i, limit)
+        acc2 = Add(acc, x)
+        items2 = SequenceInsert(items, acc2)
+        twice = Add(acc2, acc2)
+    }>
+    stacked = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+}"""
+)
+
+
+@pytest.mark.parametrize("limit", [0, 3, 20])
+def test_early_exit_stacks_only_the_iterations_run(limit):
+    """Carried tensor, carried sequence and an existing scan output: the new scan output comes
+    after the old one, and the condition may end the loop before its trip count."""
+    x = np.array([1.0, 2.0], dtype=np.float32)
+    lowered, report, (total, doubled, stacked) = lower_and_compare(
+        EARLY_EXIT, {"limit": np.array(limit), "x": x}
+    )
+    runs = min(limit + 1, 10)
+    assert stacked.shape == (runs, 2) and doubled.shape == (runs, 2)
+    np.testing.assert_array_equal(total, x * (runs + 1))
+    assert sequence_op_count(lowered) == 0
+    assert "loop-unroll" not in report.rules_fired  # the condition may end it early
+
+
+def test_a_while_loop_without_trip_count():
+    model = parse(
+        """g (int64 m, float[3] x) => (float[?,3] stacked) {
+        t = Constant<value = bool {1}>()
+        empty = SequenceEmpty<dtype = 1>()
+        s = Loop("", t, empty) <body = body (int64 i, bool c, seq(float[3]) acc)
+                                            => (bool c2, seq(float[3]) grown) {
+            c2 = Less(i, m)
+            fi = Cast<to = 1>(i)
+            row = Mul(x, fi)
+            grown = SequenceInsert(acc, row)
+        }>
+        stacked = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+    }"""
+    )
+    for trips in (0, 2):
+        lowered, _, (stacked,) = lower_and_compare(model, {"m": np.array(trips), "x": X})
+        assert stacked.shape == (trips + 1, 3)
+    assert sequence_op_count(lowered) == 0
+
+
+def test_a_sequence_typed_model_output_keeps_its_interface():
+    model = parse(
+        f"""g (int64 m, float[3] x) => (seq(float[3]) s) {{
+        t = Constant<value = bool {{1}}>()
+        empty = SequenceEmpty<dtype = 1>()
+        s = Loop(m, t, empty) {APPEND_BODY}
+    }}"""
+    )
+    for trips in (0, 1, 3):
+        lowered, _, (items,) = lower_and_compare(model, {"m": np.array(trips), "x": X})
+        assert len(items) == trips
+    assert sequence_op_counts(lowered) == {"SplitToSequence": 1}
+    assert op_counts(lowered)["Loop"] == 1
+
+
+def test_the_appended_tensor_keeps_a_symbolic_shape():
+    """The appended row has shape [B, 4] with B unknown: the same every iteration (the body
+    reads rows of a model input at the iteration number)."""
+    model = parse(
+        """g (float[T,B,4] x) => (float[?,?,4] stacked) {
+        zero = Constant<value = int64 {0}>()
+        shape_x = Shape(x)
+        trips = Gather(shape_x, zero)
+        t = Constant<value = bool {1}>()
+        empty = SequenceEmpty<dtype = 1>()
+        s = Loop(trips, t, empty) <body = body (int64 i, bool c, seq(float) acc)
+                                               => (bool c2, seq(float) grown) {
+            c2 = Identity(c)
+            row = Gather<axis = 0>(x, i)
+            r = Relu(row)
+            grown = SequenceInsert(acc, r)
+        }>
+        stacked = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+    }"""
+    )
+    x = np.random.default_rng(0).standard_normal((3, 2, 4)).astype(np.float32)
+    lowered, _, (stacked,) = lower_and_compare(model, {"x": x})
+    np.testing.assert_array_equal(stacked, np.maximum(x, 0))
+    assert sequence_op_count(lowered) == 0
+
+
+# -- refusals ----------------------------------------------------------------------------------
+
+
+def _refusing(body: str, outputs: str = "float[?,3] stacked") -> str:
+    return f"""g (int64 m, float[3] x) => ({outputs}) {{
+        t = Constant<value = bool {{1}}>()
+        empty = SequenceEmpty<dtype = 1>()
+        s = Loop(m, t, empty) <body = body (int64 i, bool c, seq(float) acc)
+                                           => (bool c2, seq(float) grown) {{
+            c2 = Identity(c)
+            {body}
+        }}>
+        stacked = ConcatFromSequence<axis = 0{", new_axis = 1" if "?,3" in outputs else ""}>(s)
+    }}"""
+
+
+@pytest.mark.parametrize(
+    ("body", "outputs", "reason"),
+    [
+        (
+            """k = SequenceLength(acc)
+            fk = Cast<to = 1>(k)
+            row = Mul(x, fk)
+            grown = SequenceInsert(acc, row)""",
+            "float[?,3] stacked",
+            "the body reads it (SequenceInsert, SequenceLength), not only appends",
+        ),
+        (
+            """zero = Constant<value = int64 {0}>()
+            row = Mul(x, x)
+            grown = SequenceInsert(acc, row, zero)""",
+            "float[?,3] stacked",
+            "the body inserts at a given position, not at the end",
+        ),
+        (
+            """start = Constant<value = int64[1] {0}>()
+            one = Constant<value = int64 {1}>()
+            end = Add(i, one)
+            axes = Constant<value = int64[1] {0}>()
+            stop = Unsqueeze(end, axes)
+            row = Slice(x, start, stop)
+            grown = SequenceInsert(acc, row)""",
+            "float[?] stacked",
+            "the appended tensor 'row' may change shape between iterations (the shape of 'row' "
+            "(Slice) depends on 'stop', whose value changes between iterations)",
+        ),
+    ],
+    ids=["read-in-body", "insert-at-front", "shape-changes"],
+)
+def test_refusals_say_why_and_the_model_still_runs(body, outputs, reason):
+    model = parse(_refusing(body, outputs))
+    lowered, report = lower(model)
+    assert reason in reasons(report, "SequenceEmpty")
+    assert op_counts(lowered)["SequenceInsert"] == 1
+    feeds = {"m": np.array(3), "x": X}
+    for want, got in zip(run_ort(model, feeds), run_ort(lowered, feeds)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_carried_tensor_whose_shape_changes_is_not_stacked():
+    """h starts [1, 3] and becomes [2, 3] by broadcasting after one iteration: appending the
+    carried h itself would give rows of two shapes, so the sequence stays."""
+    model = parse(
+        """g (int64 m, float[2,3] y) => (float[?,3] cat) {
+        t = Constant<value = bool {1}>()
+        h0 = Constant<value = float[1,3] {0, 0, 0}>()
+        empty = SequenceEmpty<dtype = 1>()
+        h, s = Loop(m, t, h0, empty) <body = body (int64 i, bool c, float[1,3] h_in,
+                seq(float) acc) => (bool c2, float[?,3] h_out, seq(float) grown) {
+            c2 = Identity(c)
+            h_out = Add(h_in, y)
+            grown = SequenceInsert(acc, h_in)
+        }>
+        cat = ConcatFromSequence<axis = 0>(s)
+    }"""
+    )
+    lowered, report = lower(model)
+    assert "loop-carried value 'h_in' may change shape" in reasons(report, "SequenceEmpty")
+    feeds = {"m": np.array(3), "y": np.ones((2, 3), np.float32)}
+    (want,), (got,) = run_ort(model, feeds), run_ort(lowered, feeds)
+    assert want.shape == (1 + 2 + 2, 3)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("shape", ["float[4,2,3] x", "float[N,2,3] x"])
+@pytest.mark.parametrize("opset", [13, 18])
+@pytest.mark.parametrize(("axis", "new_axis"), [(1, 0), (-1, 0), (2, 1), (-1, 1), (0, 0)])
+def test_concatenations_of_unbound_rows(shape, opset, axis, new_axis):
+    """What the stacked scan output's consumers become: a concatenation (new_axis=0) or a
+    stack (new_axis=1) of the rows of a tensor, on any axis, is a Transpose and a Reshape."""
+    model = parse(
+        f"""g ({shape}) => (float y) {{
+        rows = SplitToSequence<axis = 0, keepdims = 0>(x)
+        y = ConcatFromSequence<axis = {axis}, new_axis = {new_axis}>(rows)
+    }}""",
+        opset=opset,
+    )
+    x = np.arange(24, dtype=np.float32).reshape(4, 2, 3)
+    rows = list(x)
+    expected = np.stack(rows, axis) if new_axis else np.concatenate(rows, axis)
+    lowered, report, (y,) = lower_and_compare(model, {"x": x})
+    np.testing.assert_array_equal(y, expected)
+    if opset < 14 and new_axis == 0 and "N" in shape:
+        # Reshape reads a 0 as "copy" before opset 14: a run-time shape could hold a 0
+        assert "Reshape before opset 14 reads a 0" in reasons(report, "ConcatFromSequence")
+    else:
+        assert sequence_op_count(lowered) == 0

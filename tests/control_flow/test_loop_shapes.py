@@ -1,0 +1,129 @@
+"""`LoopShapes`: which Loop-body values keep one shape in every iteration (what a scan output
+needs), and which carried tensors keep the shape of their initial value."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+from support import parse
+
+from seqlower.analysis.loop_shapes import INVARIANT, LoopShapes
+from seqlower.analysis.static_values import StaticValues
+from seqlower.passes import NormalizePass
+
+
+def _analyse(body: str, inputs: str, before: str = "", carried: str = "") -> LoopShapes:
+    text = f"""g ({inputs}) => (float y) {{
+        m = Constant<value = int64 {{3}}>()
+        t = Constant<value = bool {{1}}>()
+        {before}
+        y{", h" if carried else ""} = Loop(m, t{", " + carried if carried else ""}) <body = body (
+                int64 i, bool cond{", float h_in" if carried else ""})
+                => (bool c2{", float h_out" if carried else ""}, float out) {{
+            c2 = Identity(cond)
+            {body}
+        }}>
+    }}"""
+    model = ir.from_proto(parse(text))
+    NormalizePass()(model)
+    (loop,) = [n for n in model.graph if n.op_type == "Loop"]
+    return LoopShapes(loop, StaticValues())
+
+
+def _value(shapes: LoopShapes, name: str) -> ir.Value:
+    for node in shapes.body:
+        for output in node.outputs:
+            if output.name == name:
+                return output
+    raise KeyError(name)
+
+
+def test_a_recurrent_state_keeps_its_shape():
+    """h0 = zeros([B, 6]) computed from x's shape; h = tanh(x[t] @ W + h @ U)."""
+    shapes = _analyse(
+        inputs="float[T,B,4] x, float[4,6] w, float[6,6] u",
+        before="""shape_x = Shape(x)
+        one = Constant<value = int64[1] {1}>()
+        b = Gather(shape_x, one)
+        six = Constant<value = int64[1] {6}>()
+        dims = Concat<axis = 0>(b, six)
+        h0 = ConstantOfShape(dims)""",
+        carried="h0",
+        body="""xt = Gather<axis = 0>(x, i)
+            a = MatMul(xt, w)
+            r = MatMul(h_in, u)
+            s = Add(a, r)
+            h_out = Tanh(s)
+            out = Identity(h_out)""",
+    )
+    assert shapes.shape(_value(shapes, "out")) == (("param", "B"), 6)
+    assert [v.name for v in shapes.invariant_carried()] == ["h_in"]
+
+
+def test_a_growing_carried_tensor_is_not_invariant():
+    shapes = _analyse(
+        inputs="float[2] x",
+        carried="x",
+        body="""h_out = Concat<axis = 0>(h_in, x)
+            out = Neg(h_out)""",
+    )
+    out = _value(shapes, "out")
+    assert shapes.shape(out) is None
+    assert shapes.reason(out) == "the loop-carried value 'h_in' may change shape between iterations"
+    assert shapes.invariant_carried() == []
+
+
+def test_uneven_chunks_of_an_outer_split_are_not_invariant():
+    shapes = _analyse(
+        inputs="float[N,3] x",
+        before="""two = Constant<value = int64 {2}>()
+        parts = SplitToSequence<axis = 0>(x, two)""",
+        body="""e = SequenceAt(parts, i)
+            out = Relu(e)""",
+    )
+    out = _value(shapes, "out")
+    assert shapes.shape(out) is None
+    assert "'e' is an element of a sequence whose elements may differ in shape" in shapes.reason(
+        out
+    )
+
+
+def test_even_chunks_and_unbound_rows_are_invariant():
+    shapes = _analyse(
+        inputs="float[6,3] x, float[N,3] z",
+        before="""two = Constant<value = int64 {2}>()
+        parts = SplitToSequence<axis = 0>(x, two)
+        rows = SplitToSequence<axis = 0, keepdims = 0>(z)""",
+        body="""e = SequenceAt(parts, i)
+            r = SequenceAt(rows, i)
+            out = Add(e, r)""",
+    )
+    assert shapes.shape(_value(shapes, "e")) == (2, 3)
+    assert shapes.shape(_value(shapes, "r")) == (3,)
+    assert shapes.shape(_value(shapes, "out")) == (2, 3)
+
+
+def test_shapes_computed_from_the_iteration_number_vary_but_loop_invariant_code_does_not():
+    shapes = _analyse(
+        inputs="float[8] x, int64[1] k",
+        body="""zero = Constant<value = int64[1] {0}>()
+            axes = Constant<value = int64[1] {0}>()
+            fixed = Slice(x, zero, k, axes)
+            one = Constant<value = int64 {1}>()
+            end = Add(i, one)
+            stop = Unsqueeze(end, axes)
+            moving = Slice(x, zero, stop, axes)
+            out = Identity(moving)""",
+    )
+    fixed = shapes.shape(_value(shapes, "fixed"))
+    assert isinstance(fixed, tuple) and len(fixed) == 1 and not isinstance(fixed[0], int)
+    assert shapes.shape(_value(shapes, "moving")) is None
+
+
+def test_unknown_operators_on_invariant_values_are_invariant():
+    shapes = _analyse(
+        inputs="float[4] x",
+        body="""k = Constant<value = int64[1] {2}>()
+            top, idx = TopK(x, k)
+            out = Identity(top)""",
+    )
+    assert shapes.shape(_value(shapes, "top")) == INVARIANT

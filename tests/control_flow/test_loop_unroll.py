@@ -1,0 +1,142 @@
+"""A Loop with a static trip count, a condition that cannot end it early and only static
+sequences is unrolled: the copies of the body fold into tensor code."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+import pytest
+from support import lower, lower_and_compare, op_counts, parse, reasons, sequence_op_count
+
+from seqlower.analysis import Facts
+from seqlower.options import Options
+from seqlower.passes import LowerSequencesPass, NormalizePass
+from seqlower.rewriter import Rewriter
+from seqlower.rule import Context, Refusal
+from seqlower.rules import loops
+
+A, B, C = (np.arange(n, dtype=np.float32) - 1 for n in (2, 3, 4))
+
+
+def _ragged(trips: int, cond_out: str = "c2 = Identity(cond)") -> str:
+    """Reads elements of three different shapes from an outer SequenceConstruct at the
+    iteration number and appends their negation: no scan output can hold them."""
+    return f"""g (float[2] a, float[3] b, float[4] c) => (float[?] cat) {{
+        m = Constant<value = int64 {{{trips}}}>()
+        t = Constant<value = bool {{1}}>()
+        parts = SequenceConstruct(a, b, c)
+        empty = SequenceEmpty<dtype = 1>()
+        s = Loop(m, t, empty) <body = body (int64 i, bool cond, seq(float) acc)
+                                           => (bool c2, seq(float) grown) {{
+            {cond_out}
+            e = SequenceAt(parts, i)
+            ne = Neg(e)
+            grown = SequenceInsert(acc, ne)
+        }}>
+        cat = ConcatFromSequence<axis = 0>(s)
+    }}"""
+
+
+def test_static_trip_count_over_static_sequences_is_unrolled():
+    lowered, report, (cat,) = lower_and_compare(parse(_ragged(3)), {"a": A, "b": B, "c": C})
+    np.testing.assert_array_equal(cat, -np.concatenate([A, B, C]))
+    assert sequence_op_count(lowered) == 0
+    assert op_counts(lowered)["Loop"] == 0
+    assert report.rules_fired["loop-unroll"] == 1
+
+
+def test_an_early_exit_prevents_unrolling():
+    model = parse(_ragged(3, "one = Constant<value = int64 {1}>()\n            c2 = Less(i, one)"))
+    _, report, (cat,) = lower_and_compare(model, {"a": A, "b": B, "c": C})
+    np.testing.assert_array_equal(cat, -np.concatenate([A, B]))
+    why = reasons(report, "SequenceEmpty")
+    assert "loop-unroll: the body computes its condition, so the loop may end early" in why
+    assert "loop-append-to-scan: carried sequence 'acc': the appended tensor 'ne' may change" in why
+
+
+def test_zero_static_trips_leave_the_initial_sequence():
+    model = parse(
+        """g (float[3] x) => (float[?,3] stacked) {
+        m = Constant<value = int64 {0}>()
+        t = Constant<value = bool {1}>()
+        start = SequenceConstruct(x, x)
+        s = Loop(m, t, start) <body = body (int64 i, bool c, seq(float) acc)
+                                           => (bool c2, seq(float) grown) {
+            c2 = Identity(c)
+            grown = SequenceInsert(acc, x)
+        }>
+        stacked = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+    }"""
+    )
+    x = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+    lowered, _, (stacked,) = lower_and_compare(model, {"x": x})
+    np.testing.assert_array_equal(stacked, np.stack([x, x]))
+    assert sequence_op_count(lowered) == 0 and op_counts(lowered)["Loop"] == 0
+
+
+def test_many_iterations_become_a_scan_output_instead():
+    model = parse(
+        f"""g (float[3] x) => (float[?,3] stacked) {{
+        m = Constant<value = int64 {{{loops.MAX_UNROLL + 1}}}>()
+        t = Constant<value = bool {{1}}>()
+        empty = SequenceEmpty<dtype = 1>()
+        s = Loop(m, t, empty) <body = body (int64 i, bool c, seq(float) acc)
+                                           => (bool c2, seq(float) grown) {{
+            c2 = Identity(c)
+            fi = Cast<to = 1>(i)
+            row = Mul(x, fi)
+            grown = SequenceInsert(acc, row)
+        }}>
+        stacked = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+    }}"""
+    )
+    x = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+    lowered, report, (stacked,) = lower_and_compare(model, {"x": x})
+    assert stacked.shape == (loops.MAX_UNROLL + 1, 3)
+    assert sequence_op_count(lowered) == 0 and op_counts(lowered)["Loop"] == 1
+    assert report.rules_fired == {"loop-append-to-scan": 1, "concat-of-split-to-sequence": 1}
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (
+            _ragged(3)
+            .replace("Constant<value = int64 {3}>()", "Identity(n)")
+            .replace("float[4] c)", "float[4] c, int64 n)"),
+            "the trip count 'm' is computed at run time",
+        ),
+        (
+            "g (float[3] x) => (float[3] y) {\n"
+            "  m = Constant<value = int64 {2}>()\n  t = Constant<value = bool {1}>()\n"
+            "  y = Loop(m, t, x) <body = body (int64 i, bool c, float[3] v)"
+            " => (bool c2, float[3] w) {\n    c2 = Identity(c)\n    w = Neg(v)\n  }>\n}",
+            "the loop neither carries nor reads a sequence",
+        ),
+    ],
+    ids=["dynamic-trip-count", "no-sequence"],
+)
+def test_unroll_refusals(text, reason):
+    model = ir.from_proto(parse(text))
+    NormalizePass()(model)
+    ctx = Context(Facts(model), Rewriter(model), Options())
+    (loop,) = [n for n in model.graph if n.op_type == "Loop"]
+    assert loops._check_unroll(loop, ctx) == Refusal(reason)
+
+
+def test_plain_tensor_loops_are_left_alone():
+    model = parse(
+        """g (float[3] x) => (float[3] y) {
+        m = Constant<value = int64 {2}>()
+        t = Constant<value = bool {1}>()
+        y = Loop(m, t, x) <body = body (int64 i, bool c, float[3] v) => (bool c2, float[3] w) {
+            c2 = Identity(c)
+            w = Neg(v)
+        }>
+    }"""
+    )
+    lowered, report = lower(model)
+    assert report.rules_fired == {} and op_counts(lowered)["Loop"] == 1
+    pass_ = LowerSequencesPass()
+    pass_(ir.from_proto(model))
+    assert pass_.fired == {}

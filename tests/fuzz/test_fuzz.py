@@ -1,0 +1,105 @@
+"""Differential fuzzing in CI: a bounded number of generated programs, each lowered and compared
+with its original under onnxruntime (see harness.py). Run it longer with
+`python tools/fuzz.py --count 5000 --seed 0`.
+
+A seed that fails here replays with `python tools/fuzz.py --seed N --count 1 --show`. A seed that
+hits a known, not yet fixed bug is listed in KNOWN with the regression test that pins the bug.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+from generator import generate
+from harness import check_program
+
+CI_SEEDS = range(1000)
+
+# seed -> the bug it hits, named by its strict xfail in regressions/test_regressions.py (none
+# in CI_SEEDS with the current generator; see tools/fuzz.py for longer runs)
+KNOWN: dict[int, str] = {}
+
+
+def _params() -> list:
+    return [
+        pytest.param(seed, marks=pytest.mark.xfail(strict=False, reason=KNOWN[seed]))
+        if seed in KNOWN
+        else seed
+        for seed in CI_SEEDS
+    ]
+
+
+@pytest.mark.parametrize("seed", _params())
+def test_lowered_program_computes_the_same(seed: int) -> None:
+    program = generate(seed)
+    outcome = check_program(program)
+    if outcome.status == "skip":
+        pytest.skip(f"seed {seed}: {outcome.reason}: {outcome.detail}")
+    assert outcome.status == "pass", (
+        f"seed {seed}: {outcome.reason}: {outcome.detail}\n"
+        f"replay: python tools/fuzz.py --seed {seed} --count 1 --show"
+    )
+
+
+def test_generator_is_deterministic() -> None:
+    for seed in (0, 7, 123, 4242):
+        first, second = generate(seed), generate(seed)
+        assert first.model.SerializeToString(deterministic=True) == (
+            second.model.SerializeToString(deterministic=True)
+        )
+        assert first.feeds.keys() == second.feeds.keys()
+
+
+def test_ci_seeds_cover_the_generator_features() -> None:
+    """The CI seeds exercise every kind of construct the generator knows (keeps the bounded run
+    meaningful when the generator changes)."""
+    seen: collections.Counter[str] = collections.Counter()
+    for seed in CI_SEEDS:
+        seen.update(generate(seed).features)
+    expected = {
+        "negative-position",
+        "insert-at-end",
+        "computed-position",
+        "runtime-position",
+        "overridable-initializer",
+        "symbolic-dims",
+        "sequence-empty",
+        "sequence-input",
+        "sequence-output",
+        "split-none-keepdims0",
+        "split-none-keepdims1",
+        "split-scalar",
+        "split-scalar-nondividing",
+        "split-scalar1-keepdims0",
+        "split-list",
+        "split-zero-size-chunk",
+        "split-sizes-input",
+        "negative-axis",
+        "concat-new-axis",
+        "sequence-map",
+        "map-extra-tensor",
+        "map-outer-scope",
+        "map-zipped-sequence",
+        "map-two-outputs",
+        "map-body-matmul",
+        "map-body-reduce",
+        "map-body-transpose",
+        "map-body-cast",
+        "map-body-sequence-ops",
+        "map-nested",
+        "if-sequence",
+        "if-reads-sequence",
+        "if-constant-condition",
+        "if-runtime-condition",
+        "if-branch-sequence-map",
+        "loop-append",
+        "loop-scan-output",
+        "loop-sequence-at-i",
+        "loop-body-if",
+        "loop-length-of-carried",
+        "loop-reads-sequence",
+        "loop-trip-sequence-length",
+    }
+    missing = expected - set(seen)
+    assert not missing, f"never generated in CI_SEEDS: {sorted(missing)}"

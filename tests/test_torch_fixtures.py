@@ -1,0 +1,103 @@
+"""Real PyTorch (TorchScript exporter) models with sequence ops, from tests/fixtures/torch (see its
+README for what each one does and what is surprising in the exports).
+
+Every fixture lowers, passes the ONNX checker (full_check), loads in onnxruntime and matches the
+outputs PyTorch computed on every stored input set. It ends with no sequence op, except where
+KEEPS_SEQUENCE_OPS says what stays and why; the report must give a reason for each one left.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+from support import lower, run_ort, sequence_op_counts
+
+ROOT = pathlib.Path(__file__).parent / "fixtures" / "torch"
+CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
+
+# Sequence ops expected after lowering, and why they stay. Every other fixture ends with none.
+KEEPS_SEQUENCE_OPS: dict[str, tuple[dict[str, int], str]] = {
+    # `[t + 1 for t in x.split(2, 0)]` returned as a list: the model output is a sequence (its
+    # interface is kept), and its elements differ in shape for odd N (the last chunk has one
+    # row), so the Loop appending them cannot become a scan output.
+    "return_list": (
+        {"SequenceEmpty": 1, "SequenceInsert": 1},
+        "may change shape between iterations",
+    ),
+    # `xs = list(x.unbind(0)); xs.insert(0, ...); xs.pop(); stack(xs)` for a dynamic N: the
+    # count of the unbound rows is known only at run time, and no rule rewrites an insert or
+    # an erase on a sequence of unknown length.
+    "list_insert_pop": (
+        {
+            "ConcatFromSequence": 1,
+            "SequenceAt": 1,
+            "SequenceErase": 1,
+            "SequenceInsert": 1,
+            "SplitToSequence": 1,
+        },
+        "the split count depends on the size of dim 0, unknown before run time",
+    ),
+}
+
+
+def _read(path: pathlib.Path, type_proto: onnx.TypeProto):
+    """A .pb holds a TensorProto, or a SequenceProto for a sequence-typed model input/output
+    (a SequenceProto parses as a TensorProto without error: the type decides)."""
+    data = path.read_bytes()
+    if type_proto.HasField("sequence_type"):
+        sequence = onnx.SequenceProto()
+        sequence.ParseFromString(data)
+        return [numpy_helper.to_array(t) for t in sequence.tensor_values]
+    tensor = onnx.TensorProto()
+    tensor.ParseFromString(data)
+    return numpy_helper.to_array(tensor)
+
+
+def _data_sets(case: str, model: onnx.ModelProto):
+    for folder in sorted((ROOT / case).glob("test_data_set_*")):
+        inputs = {
+            value.name: _read(folder / f"input_{i}.pb", value.type)
+            for i, value in enumerate(model.graph.input)
+        }
+        outputs = [
+            _read(folder / f"output_{i}.pb", value.type)
+            for i, value in enumerate(model.graph.output)
+        ]
+        yield folder.name, inputs, outputs
+
+
+def _assert_close(got, want, where: str) -> None:
+    if isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), where
+        for k, (g, w) in enumerate(zip(got, want)):
+            _assert_close(g, w, f"{where}[{k}]")
+        return
+    assert np.shape(got) == want.shape, f"{where}: shape {np.shape(got)}, expected {want.shape}"
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=where)
+
+
+def test_every_fixture_is_collected():
+    assert len(CASES) == 22
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_fixture_lowers_and_matches_pytorch(case):
+    model = onnx.load(ROOT / case / "model.onnx")
+    lowered, report = lower(model)  # checked with full_check and loaded in onnxruntime
+
+    for data_set, inputs, expected in _data_sets(case, model):
+        actual = run_ort(lowered, inputs)
+        for value, got, want in zip(model.graph.output, actual, expected):
+            _assert_close(got, want, f"{case}/{data_set}/{value.name}")
+
+    kept, why = KEEPS_SEQUENCE_OPS.get(case, ({}, ""))
+    assert sequence_op_counts(lowered) == kept
+    assert report.sequence_ops_after == kept
+    for op in report.remaining:
+        assert op.reason and op.reason != "no rule applies", op
+    if kept:
+        assert any(why in op.reason for op in report.remaining), report.to_json()
