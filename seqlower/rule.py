@@ -5,7 +5,7 @@ is generated from it.
 
 from __future__ import annotations
 
-__all__ = ["Context", "Refusal", "Rule", "RuleSet"]
+__all__ = ["Context", "Refusal", "Rule", "RuleSet", "never_empty"]
 
 import dataclasses
 import inspect
@@ -14,8 +14,9 @@ from typing import Any
 
 import onnx_ir as ir
 
-from seqlower.analysis import Facts
+from seqlower.analysis import Facts, KnownElements, Unknown
 from seqlower.analysis.facts import element_dtype
+from seqlower.errors import InvalidModelError
 from seqlower.options import Options
 from seqlower.rewriter import Builder, Rewriter
 
@@ -35,6 +36,17 @@ class Context:
     rewriter: Rewriter
     options: Options
 
+    def known_elements(self, sequence: ir.Value | None) -> tuple[ir.Value, ...] | Refusal:
+        """The elements of `sequence` when they are values in the graph, else why not."""
+        if sequence is None:
+            return Refusal("the sequence input is missing")
+        fact = self.facts.sequence(sequence)
+        if isinstance(fact, KnownElements):
+            return fact.elements
+        if isinstance(fact, Unknown):
+            return Refusal(fact.reason)
+        return Refusal(f"only the length ({fact.length}) is known, not the elements")
+
     def replace_sequence(
         self,
         old: ir.Value,
@@ -52,6 +64,15 @@ class Context:
         new.type = old.type or ir.SequenceType(ir.TensorType(dtype or elements[0].dtype))
         self.rewriter.replace(old, new)
         return new
+
+
+def never_empty(node: ir.Node, elements: tuple[ir.Value, ...], doing: str) -> None:
+    """Raise InvalidModelError when `node` `doing` (e.g. "reads from") an always-empty sequence."""
+    if not elements:
+        raise InvalidModelError(
+            f"{node.op_type} '{node.name}': {doing} a sequence that is always empty "
+            "(a run-time error in the ONNX spec)"
+        )
 
 
 Check = Callable[[ir.Node, Context], Any]

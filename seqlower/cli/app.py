@@ -16,7 +16,16 @@ import typer
 from onnx_ir.passes.common import _c_api_utils
 
 from seqlower import __version__
-from seqlower.cli.inspect_command import TARGETS, check_target_name, inspect_command, parse_sizes
+from seqlower.cli.inspect_command import inspect_command
+from seqlower.cli.options import (
+    TARGETS,
+    DimOption,
+    FlattenOption,
+    SeqLenOption,
+    SplitKeepdimsOption,
+    check_target_name,
+    lowering_options,
+)
 from seqlower.cli.progress import PassObserver
 from seqlower.cli.summary import format_summary
 from seqlower.cli.verify_command import verify_command
@@ -80,34 +89,10 @@ def optimize_command(
             "leftover sequence ops, tensorrt fails (exit 1) on them and on dynamic scan lengths.",
         ),
     ] = "generic",
-    dim: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="NAME=SIZE",
-            help="Give a symbolic input dimension a size (repeatable); the lowered model then "
-            "accepts only that size.",
-        ),
-    ] = None,
-    flatten_sequence_io: Annotated[
-        bool,
-        typer.Option(
-            help="Turn static-length sequence outputs, and the sequence inputs given a "
-            "--seq-len, into one tensor per element (name_0, name_1, ...)."
-        ),
-    ] = False,
-    seq_len: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="NAME=N",
-            help="Length of a sequence-typed input to flatten (with --flatten-sequence-io).",
-        ),
-    ] = None,
-    split_keepdims: Annotated[
-        str,
-        typer.Option(
-            help="Reading of SplitToSequence(scalar split, keepdims=0): onnxruntime or spec."
-        ),
-    ] = "onnxruntime",
+    dim: DimOption = None,
+    flatten_sequence_io: FlattenOption = False,
+    seq_len: SeqLenOption = None,
+    split_keepdims: SplitKeepdimsOption = "onnxruntime",
     in_place: Annotated[
         bool, typer.Option(help="Allow TARGET to be the same file as SOURCE.")
     ] = False,
@@ -133,12 +118,7 @@ def optimize_command(
     """
     _configure_logging(verbose)
     try:
-        options = Options(
-            split_keepdims=_choice(split_keepdims, ("onnxruntime", "spec"), "--split-keepdims"),  # type: ignore[arg-type]
-            dims=parse_sizes(dim, "--dim"),
-            flatten_sequence_io=flatten_sequence_io,
-            seq_lens=parse_sizes(seq_len, "--seq-len"),
-        )
+        options = lowering_options(split_keepdims, dim, flatten_sequence_io, seq_len)
         check_target_name(runtime)
         if verify and flatten_sequence_io:
             raise SeqlowerError(
@@ -169,12 +149,6 @@ def optimize_command(
         save_model(lowered, target, external_data=f"{target.name}.data" if external_data else None)
     except (SeqlowerError, OSError) as error:
         raise _fail(f"{target}: cannot write ({error})") from None
-
-
-def _choice(value: str, allowed: tuple[str, ...], option: str) -> str:
-    if value not in allowed:
-        raise SeqlowerError(f"{option} must be one of {', '.join(allowed)}, not '{value}'")
-    return value
 
 
 def _check_paths(source: Path, target: Path, in_place: bool, dump_dir: Path | None) -> None:

@@ -4,13 +4,11 @@ A thin layer over `seqlower.inspect.inspect_model`: it parses options, prints a 
 when it is installed and stdout is a terminal, as plain text otherwise) or the JSON report with
 `--json`, and exits 0 when the model could be inspected, 2 on bad input (one `error:` line on
 stderr). Register it with `app.command("inspect")(inspect_command)`.
-
-`parse_sizes` reads the repeatable NAME=SIZE options (`--dim`, `--seq-len`) for other commands.
 """
 
 from __future__ import annotations
 
-__all__ = ["TARGETS", "inspect_command", "parse_sizes"]
+__all__ = ["inspect_command"]
 
 import json
 import sys
@@ -19,59 +17,25 @@ from typing import Annotated
 
 import typer
 
+from seqlower.cli.options import (
+    TARGETS,
+    DimOption,
+    FlattenOption,
+    SeqLenOption,
+    SplitKeepdimsOption,
+    check_target_name,
+    lowering_options,
+)
 from seqlower.errors import SeqlowerError
 from seqlower.inspect import InspectReport, format_inspect, format_inspect_footer, inspect_model
-from seqlower.options import Options
-from seqlower.targets import PROFILES
-
-TARGETS = tuple(PROFILES)
-
-
-def parse_sizes(items: list[str] | None, option: str) -> dict[str, int]:
-    """`["N=8", "B=2"]` -> `{"N": 8, "B": 2}`; raises `SeqlowerError` naming `option` on a
-    malformed item (no '=', empty name, a size that is not an integer >= 0)."""
-    sizes: dict[str, int] = {}
-    for item in items or []:
-        name, sep, size = item.partition("=")
-        if not sep or not name.strip() or not size.strip().isdigit():
-            raise SeqlowerError(f"{option} expects NAME=SIZE with a size >= 0, got '{item}'")
-        sizes[name.strip()] = int(size)
-    return sizes
-
-
-def check_target_name(target: str) -> str:
-    """The target name, or `SeqlowerError` listing the valid ones."""
-    if target not in PROFILES:
-        raise SeqlowerError(f"--target must be one of {', '.join(TARGETS)}, not '{target}'")
-    return target
 
 
 def inspect_command(
     model: Annotated[Path, typer.Argument(help="The model to inspect (.onnx).")],
-    dim: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="NAME=SIZE",
-            help="Give a symbolic input dimension a size, as optimize would (repeatable).",
-        ),
-    ] = None,
-    flatten_sequence_io: Annotated[
-        bool,
-        typer.Option(help="Show the result of flattening sequence inputs and outputs."),
-    ] = False,
-    seq_len: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="NAME=N",
-            help="Length of a sequence-typed input to flatten (repeatable).",
-        ),
-    ] = None,
-    split_keepdims: Annotated[
-        str,
-        typer.Option(
-            help="Reading of SplitToSequence(scalar split, keepdims=0): onnxruntime or spec."
-        ),
-    ] = "onnxruntime",
+    dim: DimOption = None,
+    flatten_sequence_io: FlattenOption = False,
+    seq_len: SeqLenOption = None,
+    split_keepdims: SplitKeepdimsOption = "onnxruntime",
     target: Annotated[
         str, typer.Option(help=f"Also judge the result for a runtime: {', '.join(TARGETS)}.")
     ] = "generic",
@@ -94,16 +58,7 @@ def inspect_command(
       seqlower inspect model.onnx --flatten-sequence-io --seq-len states=4 --json
     """
     try:
-        if split_keepdims not in ("onnxruntime", "spec"):
-            raise SeqlowerError(
-                f"--split-keepdims must be onnxruntime or spec, not '{split_keepdims}'"
-            )
-        options = Options(
-            split_keepdims=split_keepdims,  # type: ignore[arg-type]
-            dims=parse_sizes(dim, "--dim"),
-            flatten_sequence_io=flatten_sequence_io,
-            seq_lens=parse_sizes(seq_len, "--seq-len"),
-        )
+        options = lowering_options(split_keepdims, dim, flatten_sequence_io, seq_len)
         report = inspect_model(model, options, target=check_target_name(target))
     except SeqlowerError as error:
         typer.echo(f"error: {error}", err=True)

@@ -24,9 +24,8 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.provenance import split_source
-from seqlower.errors import InvalidModelError
 from seqlower.rewriter import Builder
-from seqlower.rule import Context, Refusal, Rule, RuleSet
+from seqlower.rule import Context, Refusal, Rule, RuleSet, never_empty
 from seqlower.rules.construct import static_position
 
 
@@ -50,15 +49,9 @@ def _is_string(value: ir.Value | None) -> bool:
 
 
 def _elements_or_refusal(node: ir.Node, ctx: Context) -> tuple[ir.Value, ...] | Refusal:
-    elements = ctx.facts.elements(node.inputs[0])  # type: ignore[arg-type]
-    if elements is None:
-        fact = ctx.facts.sequence(node.inputs[0])  # type: ignore[arg-type]
-        return Refusal(getattr(fact, "reason", "the elements are not values in the graph yet"))
-    if not elements:
-        raise InvalidModelError(
-            f"SequenceAt '{node.name}': reads from a sequence that is always empty "
-            "(a run-time error in the ONNX spec)"
-        )
+    elements = ctx.known_elements(node.inputs[0])
+    if not isinstance(elements, Refusal):
+        never_empty(node, elements, "reads from")
     return elements
 
 

@@ -19,8 +19,7 @@ __all__ = ["RULES"]
 import onnx_ir as ir
 
 from seqlower.analysis.provenance import split_source
-from seqlower.errors import InvalidModelError
-from seqlower.rule import Context, Refusal, Rule, RuleSet
+from seqlower.rule import Context, Refusal, Rule, RuleSet, never_empty
 from seqlower.rules.access import _producer
 
 
@@ -36,15 +35,9 @@ def _normalized_axis(axis: int, element_rank: int | None, new_axis: bool) -> int
 
 
 def _check_known(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
-    elements = ctx.facts.elements(node.inputs[0])  # type: ignore[arg-type]
-    if elements is None:
-        fact = ctx.facts.sequence(node.inputs[0])  # type: ignore[arg-type]
-        return Refusal(getattr(fact, "reason", "the elements are not values in the graph yet"))
-    if not elements:
-        raise InvalidModelError(
-            f"ConcatFromSequence '{node.name}': concatenates a sequence that is always empty "
-            "(an error in the ONNX spec)"
-        )
+    elements = ctx.known_elements(node.inputs[0])
+    if not isinstance(elements, Refusal):
+        never_empty(node, elements, "concatenates")
     return elements
 
 

@@ -57,11 +57,7 @@ def static_position(
 
 
 def _known(node: ir.Node, ctx: Context) -> tuple[ir.Value, ...] | Refusal:
-    elements = ctx.facts.elements(node.inputs[0])  # type: ignore[arg-type]
-    if elements is None:
-        fact = ctx.facts.sequence(node.inputs[0])  # type: ignore[arg-type]
-        return Refusal(getattr(fact, "reason", "the elements are not known yet"))
-    return elements
+    return ctx.known_elements(node.inputs[0])
 
 
 def _check_insert(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]

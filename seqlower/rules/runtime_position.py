@@ -48,10 +48,9 @@ _WHERE_TYPES = frozenset(
 
 
 def _check(node: ir.Node, ctx: Context, tensors: list[ir.Value]):  # type: ignore[no-untyped-def]
-    elements = ctx.facts.elements(node.inputs[0])  # type: ignore[arg-type]
-    if elements is None:
-        fact = ctx.facts.sequence(node.inputs[0])  # type: ignore[arg-type]
-        return Refusal(getattr(fact, "reason", "the elements are not known"))
+    elements = ctx.known_elements(node.inputs[0])
+    if isinstance(elements, Refusal):
+        return elements
     dtype = element_dtype(node.outputs[0])
     if dtype not in _WHERE_TYPES:
         name = dtype.name.lower() if dtype is not None else "unknown"

@@ -10,7 +10,8 @@ import typer
 from typer.testing import CliRunner
 
 from cli_features.models import map_over_split, sequence_interface
-from seqlower.cli.inspect_command import inspect_command, parse_sizes
+from seqlower.cli.inspect_command import inspect_command
+from seqlower.cli.options import parse_sizes
 from seqlower.errors import SeqlowerError
 
 
