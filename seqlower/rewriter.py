@@ -186,6 +186,7 @@ class Builder:
         self.anchor = anchor
         self.hint = hint
         self.opset = opset
+        self._ints: dict[tuple[tuple[int, ...], str], ir.Value] = {}
 
     def _insert(self, node: ir.Node) -> None:
         if self.anchor is None:
@@ -246,7 +247,13 @@ class Builder:
         return value
 
     def ints(self, values: Sequence[int], name: str = "ints") -> ir.Value:
-        return self.constant(np.array(list(values), dtype=np.int64), name)
+        """A 1-D int64 constant; one node per distinct content and name within one builder
+        (a rewrite that squeezes 512 chunks on one axis emits one `axes` constant)."""
+        key = (tuple(int(v) for v in values), name)
+        cached = self._ints.get(key)
+        if cached is None or cached.producer() is None or cached.producer().graph is not self.graph:
+            cached = self._ints[key] = self.constant(np.array(key[0], dtype=np.int64), name)
+        return cached
 
     # -- opset-dependent forms -----------------------------------------------------------
 

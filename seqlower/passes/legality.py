@@ -7,7 +7,12 @@ sequence (SequenceConstruct, SequenceEmpty), with the consumers that still need 
 
 from __future__ import annotations
 
-__all__ = ["count_sequence_ops", "remaining_sequence_ops", "walk_graphs"]
+__all__ = [
+    "count_sequence_ops",
+    "remaining_sequence_ops",
+    "sequence_op_budget",
+    "walk_graphs",
+]
 
 import collections
 from collections.abc import Iterator, Mapping
@@ -42,6 +47,27 @@ def count_sequence_ops(model: ir.Model) -> dict[str, int]:
     for _, graph in walk_graphs(model):
         counts.update(node.op_type for node in graph if is_sequence_op(node))
     return dict(sorted(counts.items()))
+
+
+def sequence_op_budget(model: ir.Model) -> int:
+    """The sequence-op count against which "lowering never adds sequence ops" is measured.
+
+    Each SequenceMap counts as the ops of ONNX's own function expansion of it (SequenceLength,
+    one SequenceAt per sequence input, one SequenceEmpty and one SequenceInsert per output): no
+    SequenceMap survives lowering, and over a sequence of unknown length the Loop that replaces
+    it needs those ops (fewer with scan outputs). Every other sequence op counts as one.
+    """
+    total = 0
+    for _, graph in walk_graphs(model):
+        for node in graph:
+            if not is_sequence_op(node):
+                continue
+            if node.op_type != "SequenceMap":
+                total += 1
+                continue
+            sequence_inputs = sum(isinstance(v.type, ir.SequenceType) for v in node.inputs if v)
+            total += 1 + max(sequence_inputs, 1) + 2 * len(node.outputs)
+    return total
 
 
 def remaining_sequence_ops(

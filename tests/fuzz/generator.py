@@ -12,9 +12,11 @@ including non-dividing ones, 1-D split including zero-size chunks, negative axes
 ConcatFromSequence (axis / new_axis, negative axes); SequenceMap with small random bodies
 (elementwise ops, MatMul with a constant weight, ReduceSum, Transpose, Cast, an extra tensor input,
 an outer-scope value, a second zipped sequence, sequence ops and rarely a nested SequenceMap);
-sequences built or read inside If (constant or run-time condition) and Loop (the append pattern:
-a carried sequence that starts empty and gets one SequenceInsert per iteration; reading an outer
-sequence with SequenceAt(seq, i)); sequence-typed model inputs and outputs.
+sequences built or read inside If (constant or run-time condition; a SequenceMap in a branch) and
+Loop (the append pattern: a carried sequence that starts empty, or not, and gets one
+SequenceInsert per iteration, with SequenceLength of the carried sequence or an If in the body;
+reading an outer sequence with SequenceAt(seq, i); scan outputs); sequence-typed model inputs and
+outputs.
 
 The generator tracks the concrete value of every tensor and sequence while it builds (the feeds
 are drawn first), so every program is valid for onnxruntime on its feeds: positions are in range,
