@@ -247,7 +247,14 @@ def _write_text(path: Path, text: str) -> None:
 def rules_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
-    """List the rewrite rules in priority order, each with its before -> after."""
+    """List the rewrite rules in priority order, each with its before -> after.
+
+    Examples:
+
+      seqlower rules
+
+      seqlower rules --json
+    """
     rules = list(default_rules())
     if as_json:
         entries = [{"name": r.name, "op_type": r.op_type, "doc": r.doc} for r in rules]

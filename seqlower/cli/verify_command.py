@@ -54,7 +54,18 @@ def verify_command(
         Path | None, typer.Option(help="Write the full report as JSON to this file.")
     ] = None,
 ) -> None:
-    """Run ORIGINAL and CANDIDATE on the same inputs and compare every output."""
+    """Run ORIGINAL and CANDIDATE on the same inputs and compare every output.
+
+    Exit codes: 0 equivalent, 1 not equivalent, 2 bad input.
+
+    Examples:
+
+      seqlower verify model.onnx model.lowered.onnx
+
+      seqlower verify model.onnx lowered.onnx --trials 10 --dim N=16 --report verify.json
+
+      seqlower verify model.onnx lowered.onnx --inputs test_data_set_0 --reference
+    """
     try:
         result = verify(
             original,
