@@ -31,24 +31,38 @@ def session(model: onnx.ModelProto) -> ort.InferenceSession:
 
 
 def latency(
-    model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], *, runs: int, min_seconds: float
-) -> tuple[float, list[np.ndarray]]:
-    """Median wall time of one run (seconds) over at least `runs` runs and `min_seconds`, after
-    a warm-up; and the outputs."""
-    sess = session(model)
+    models: Mapping[str, onnx.ModelProto],
+    feeds: Mapping[str, np.ndarray],
+    *,
+    runs: int,
+    min_seconds: float,
+) -> dict[str, tuple[float, list[np.ndarray]]]:
+    """Per model: the median wall time of one run (seconds) and the outputs. The models are
+    timed in interleaved rounds (each round runs every model a few times), so that a change in
+    machine load during the measurement affects all of them alike; each model gets at least
+    `runs` runs and `min_seconds` of running."""
     feeds = dict(feeds)
-    outputs = sess.run(None, feeds)
-    for _ in range(3):
-        sess.run(None, feeds)
-    times: list[float] = []
-    start = time.perf_counter()
-    while len(times) < runs or time.perf_counter() - start < min_seconds:
-        t0 = time.perf_counter()
-        sess.run(None, feeds)
-        times.append(time.perf_counter() - t0)
-        if len(times) >= 100 * runs:
+    sessions = {name: session(model) for name, model in models.items()}
+    outputs = {name: sess.run(None, feeds) for name, sess in sessions.items()}
+    for sess in sessions.values():
+        for _ in range(3):
+            sess.run(None, feeds)
+    times: dict[str, list[float]] = {name: [] for name in sessions}
+    spent = dict.fromkeys(sessions, 0.0)
+    per_round = max(1, runs // 10)
+    while any(len(times[n]) < runs or spent[n] < min_seconds for n in sessions):
+        for name, sess in sessions.items():
+            if len(times[name]) >= 100 * runs:
+                continue
+            for _ in range(per_round):
+                start = time.perf_counter()
+                sess.run(None, feeds)
+                elapsed = time.perf_counter() - start
+                times[name].append(elapsed)
+                spent[name] += elapsed
+        if all(len(t) >= 100 * runs for t in times.values()):
             break
-    return statistics.median(times), outputs
+    return {name: (statistics.median(times[name]), outputs[name]) for name in sessions}
 
 
 def run_tool(tool: str, model_path: Path, out_path: Path, budget: float) -> dict[str, object]:

@@ -1,6 +1,6 @@
 """One tool run on one model file, timed in this (fresh) process; prints one JSON line.
 
-    python -m bench.tools {io,seqlower,onnxscript} MODEL OUT
+python -m bench.tools {io,seqlower,onnxscript} MODEL OUT
 """
 
 from __future__ import annotations

@@ -100,10 +100,8 @@ def emit_body(
 
     for node, batched in plan.steps:
         inputs_now = [get(v) for v in node.inputs]
-        if batched is None:
-            results = _hoist(node, inputs_now, em)
-        else:
-            results = batched.emit(em, inputs_now)
+        hoisted = batched is None
+        results = _hoist(node, inputs_now, em) if hoisted else batched.emit(em, inputs_now)  # type: ignore[union-attr]
         for original, result in zip(node.outputs, results):
             _annotate(result, original, plan.operands[original], count_dim)
             mapping[original] = result

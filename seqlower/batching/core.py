@@ -177,6 +177,11 @@ class Emitter:
     def squeeze(self, value: ir.Value, axes: Sequence[int]) -> ir.Value:
         return self.builder.squeeze(value, list(axes)) if axes else value
 
+    def reshape(self, data: ir.Value, shape: ir.Value) -> ir.Value:
+        """Reshape to a fully resolved shape: allowzero=1, so that a dim of size 0 in `shape` is
+        a 0, not "copy the input's dim" (the batch axis shifts the input's dims by one)."""
+        return self.op("Reshape", [data, shape], {"allowzero": 1} if self.opset >= 14 else {})
+
     def transpose(self, value: ir.Value, perm: Sequence[int]) -> ir.Value:
         if list(perm) == sorted(perm):
             return value

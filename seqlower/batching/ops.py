@@ -3,9 +3,9 @@
 X is the batched input [N, *S] of element shape S (rank r); U an unbatched input.
 
     Relu(x) ... unary                   -> Relu(X)
-    Add(x, U) ... broadcasting          -> Add(Unsqueeze(X, 1..k), U)  (X lifted to the result rank)
+    Add(x, U) ... broadcasting          -> Add(Unsqueeze(X, 1..k), U)  (X lifted to result rank)
     MatMul(x, W), W of rank <= 2        -> MatMul(X, W)
-    MatMul(a, b) otherwise              -> Squeeze(MatMul(lift(A'), lift(B')))  (vectors as matrices)
+    MatMul(a, b) otherwise              -> Squeeze(MatMul(lift(A'), lift(B')))  (vectors: matrices)
     Gemm(a, B, C)                       -> Add(Mul(MatMul(A or A^T, B or B^T), alpha), beta*C)
     ReduceSum(x, axes=[a], keepdims)    -> ReduceSum(X, axes=[a % r + 1], keepdims)
     ReduceSum(x) (all axes)             -> ReduceSum(X, axes=[1..r])
@@ -342,8 +342,10 @@ def _transpose(view: OpView) -> Batched | Refusal:
 
 def _resolve_target(element: list[int], target: list[int], allow_zero: bool) -> list[int] | None:
     """The per-element Reshape target with 0 and -1 resolved, as ONNX reads them."""
-    resolved = [element[i] if t == 0 and not allow_zero and i < len(element) else t
-                for i, t in enumerate(target)]
+    resolved = [
+        element[i] if t == 0 and not allow_zero and i < len(element) else t
+        for i, t in enumerate(target)
+    ]
     if resolved.count(-1) > 1:
         return None
     if -1 in resolved:
@@ -390,7 +392,7 @@ def _reshape(view: OpView) -> Batched | Refusal:
             return Refusal(f"cannot reshape elements of shape {element} to {target}")
 
         def emit_static(em: Emitter, inputs: list[ir.Value | None]) -> list[ir.Value]:
-            return em.copy(view.node, [inputs[0], _batched_shape(em, resolved)])
+            return [em.reshape(inputs[0], _batched_shape(em, resolved))]  # type: ignore[arg-type]
 
         return Batched(emit_static)
     attributes = {"allowzero": 1} if allow_zero else {}
@@ -399,7 +401,7 @@ def _reshape(view: OpView) -> Batched | Refusal:
         data, shape = inputs[0], inputs[1]
         assert data is not None and shape is not None
         per_element = _proxy_shape(em, data, "Reshape", attributes, [shape])
-        return em.copy(view.node, [data, _batched_shape(em, per_element)])
+        return [em.reshape(data, _batched_shape(em, per_element))]
 
     return Batched(emit)
 
@@ -425,12 +427,12 @@ def _flatten(view: OpView) -> Batched | Refusal:
             target = _batched_shape(em, shape)
         else:
             target = _batched_shape(em, _proxy_shape(em, data, "Flatten", {"axis": axis}))
-        return [em.op("Reshape", [data, target])]
+        return [em.reshape(data, target)]
 
     return Batched(emit)
 
 
-def _axes_of(view: OpView) -> list[int] | None | Refusal:
+def _axes_of(view: OpView) -> list[int] | Refusal | None:
     """Squeeze/Unsqueeze axes: an attribute before opset 13, an input from 13."""
     if view.present(1):
         axes = view.static_ints(1)
@@ -632,14 +634,14 @@ def _pad(view: OpView) -> Batched | Refusal:
         if None in normalized:
             return Refusal(f"axes {axes} are out of range for rank {rank}")
         shifted = [a + 1 for a in normalized]  # type: ignore[operator]
-        return Batched(
-            lambda em, inputs: em.copy(view.node, [*inputs[:3], em.ints(shifted)])
-        )
+        return Batched(lambda em, inputs: em.copy(view.node, [*inputs[:3], em.ints(shifted)]))
     pads = view.static_ints(1)
     if pads is None or len(pads) != 2 * rank:
         return Refusal("the pads are computed at run time")
     shifted_pads = [0, *pads[:rank], 0, *pads[rank:]]
-    return Batched(lambda em, inputs: em.copy(view.node, [inputs[0], em.ints(shifted_pads), *inputs[2:]]))
+    return Batched(
+        lambda em, inputs: em.copy(view.node, [inputs[0], em.ints(shifted_pads), *inputs[2:]])
+    )
 
 
 # -- Shape and Size: unbatched results -------------------------------------------------------
@@ -742,20 +744,22 @@ def _einsum(view: OpView) -> Batched | Refusal:
 
 # -- the table -------------------------------------------------------------------------------
 
-_UNARY = """Abs Acos Acosh Asin Asinh Atan Atanh BitwiseNot Cast Ceil Celu Clip Cos Cosh Elu Erf
-Exp Floor Gelu HardSigmoid HardSwish Identity IsInf IsNaN LeakyRelu Log Mish Neg Not Reciprocal
-Relu Round Selu Shrink Sigmoid Sign Sin Sinh Softplus Softsign Sqrt Tan Tanh ThresholdedRelu
-Dropout""".split()
+_UNARY = """Abs Acos Acosh Asin Asinh Atan Atanh BitwiseNot Cast Ceil Celu Clip
+Cos Cosh Elu Erf Exp Floor Gelu HardSigmoid HardSwish Identity IsInf
+IsNaN LeakyRelu Log Mish Neg Not Reciprocal Relu Round Selu Shrink
+Sigmoid Sign Sin Sinh Softplus Softsign Sqrt Tan Tanh ThresholdedRelu
+Dropout""".split()  # noqa: SIM905
 
-_ELEMENTWISE = """Add Sub Mul Div Pow Mod And Or Xor Equal Greater GreaterOrEqual Less LessOrEqual
-BitShift BitwiseAnd BitwiseOr BitwiseXor Max Min Sum Mean Where""".split()
+_ELEMENTWISE = """Add Sub Mul Div Pow Mod And Or Xor Equal Greater GreaterOrEqual Less
+LessOrEqual BitShift BitwiseAnd BitwiseOr BitwiseXor Max Min Sum Mean
+Where""".split()  # noqa: SIM905
 
-_REDUCE = """ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum
-ReduceLogSumExp ReduceSumSquare""".split()
+_REDUCE = """ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2
+ReduceLogSum ReduceLogSumExp ReduceSumSquare""".split()  # noqa: SIM905
 
 _OVER_UNIT_BATCH = """Conv ConvTranspose MaxPool AveragePool LpPool GlobalAveragePool
-GlobalMaxPool GlobalLpPool InstanceNormalization LRN BatchNormalization DepthToSpace
-SpaceToDepth""".split()
+GlobalMaxPool GlobalLpPool InstanceNormalization LRN
+BatchNormalization DepthToSpace SpaceToDepth""".split()  # noqa: SIM905
 
 OP_RULES: dict[str, OpRule] = {
     **dict.fromkeys(_UNARY, _unary),

@@ -21,6 +21,8 @@ def remove_dead_nodes(model: ir.Model) -> bool:
     """
     modified = False
     changed = True
+    # in these graphs a node's producers precede it, so one reversed pass removes dead chains
+    top_level = {id(model.graph), *(id(f.graph) for f in model.functions.values())}
     while changed:
         changed = False
         removed_subgraphs: list[ir.Graph] = []
@@ -32,13 +34,17 @@ def remove_dead_nodes(model: ir.Model) -> bool:
                     continue
                 graph.remove(node, safe=True)
                 removed_subgraphs.extend(_subgraphs(node))
-                changed = modified = True
+                modified = True
+                # a node removed in a subgraph may leave an outer producer dead: go again
+                changed |= id(graph) not in top_level
         if removed_subgraphs:
             # a rule may have moved a subgraph to a new node: release only the orphans. One
             # walk of the model per round (not per removed node) keeps this linear.
             live = {id(g) for g in iter_all_graphs(model)}
+            freed: list[ir.Value] = []
             for subgraph in removed_subgraphs:
-                _release(subgraph, live)
+                _release(subgraph, live, freed)
+            changed |= any(_lost_last_use(value, live) for value in freed)
     modified |= RemoveUnusedNodesPass()(model).modified
     _restore_loop_arity(model)
     return modified
@@ -65,14 +71,28 @@ def _subgraphs(node: ir.Node) -> list[ir.Graph]:
     return found
 
 
-def _release(graph: ir.Graph, live: set[int]) -> None:
-    """Disconnect the nodes of a removed subgraph (nested ones too) from the values they read."""
+def _release(graph: ir.Graph, live: set[int], freed: list[ir.Value]) -> None:
+    """Disconnect the nodes of a removed subgraph (nested ones too) from the values they read,
+    which are collected in `freed`."""
     if id(graph) in live:
         return
     for node in graph:
+        freed.extend(value for value in node.inputs if value is not None)
         node.resize_inputs(0)
         for subgraph in _subgraphs(node):
-            _release(subgraph, live)
+            _release(subgraph, live, freed)
+
+
+def _lost_last_use(value: ir.Value, live: set[int]) -> bool:
+    """True when a value produced by a node of a live graph is now unused."""
+    producer = value.producer()
+    return (
+        producer is not None
+        and producer.graph is not None
+        and id(producer.graph) in live
+        and not value.uses()
+        and not value.is_graph_output()
+    )
 
 
 class CleanupPass(ir.passes.InPlacePass):

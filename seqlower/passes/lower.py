@@ -108,7 +108,7 @@ def _live_graphs(model: ir.Model) -> set[int]:
         for node in graph:
             if _is_dead(node):
                 continue
-            for attr in node.attributes.values():
+            for attr in node.attributes.data.values():  # the dict under the UserDict: faster
                 if attr.is_ref():
                     continue
                 if attr.type == ir.AttributeType.GRAPH:

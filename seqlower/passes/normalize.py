@@ -28,6 +28,7 @@ from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.analysis.static_values import StaticValues
 from seqlower.ops import iter_all_graphs
 from seqlower.options import Options
+from seqlower.passes import chunked_inference
 from seqlower.passes.bind_dims import BindDimsPass
 
 logger = logging.getLogger(__name__)
@@ -200,7 +201,7 @@ def _infer_and_merge(model: ir.Model, folded: dict[str, np.ndarray]) -> bool:
     def infer(proto: onnx.ModelProto) -> onnx.ModelProto:
         if folded:
             _as_constants(proto, folded)
-        return onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+        return chunked_inference.infer_shapes(proto)  # linear with many subgraphs
 
     try:
         # call_onnx_api leaves large initializers out of the serialized copy (weights are not
@@ -247,17 +248,24 @@ def _reset_loop_signature(body: ir.Graph) -> None:
 def _merge_shapes(model: ir.Model, inferred: onnx.ModelProto) -> None:
     """Take the inferred types and shapes of values that have none. The proto is read directly
     (deserializing the whole inferred model took half the time of inference on large models)."""
+    # most values share a few types: deserialize each distinct TypeProto once
+    cache: dict[bytes, tuple[ir.Shape | None, ir.TypeProtocol]] = {}
     for graph, types in zip(iter_all_graphs(model), _inferred_types(inferred)):
         for value in list(graph.inputs) + [o for n in graph for o in n.outputs]:
             found = types.get(value.name or "")
-            if found is None:
+            if found is None or (value.shape is not None and value.type is not None):
                 continue
-            if value.shape is None:
-                shape = ir.serde.deserialize_type_proto_for_shape(found)
-                if shape is not None:
-                    value.shape = shape
+            key = found.SerializeToString()
+            if key not in cache:
+                cache[key] = (
+                    ir.serde.deserialize_type_proto_for_shape(found),
+                    ir.serde.deserialize_type_proto_for_type(found),
+                )
+            shape, type_ = cache[key]
+            if value.shape is None and shape is not None:
+                value.shape = ir.Shape(list(shape))
             if value.type is None:
-                value.type = ir.serde.deserialize_type_proto_for_type(found)
+                value.type = type_
 
 
 def _inferred_types(model: onnx.ModelProto) -> Iterator[dict[str, onnx.TypeProto]]:

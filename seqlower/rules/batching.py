@@ -34,6 +34,9 @@ from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.access import _producer
 
 Dim = int | ir.SymbolicDim | None
+# every Reshape emitted here has a fully resolved target in which 0 means 0, not "copy the
+# input's dim" (SequenceMap exists from opset 17, so allowzero, from 14, always does)
+_ALLOW_ZERO = {"allowzero": 1}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +75,8 @@ def _chunks(data: ir.Value, axis: int, count: int, size: int) -> Callable[[Build
         if axis + 1 < rank:
             pieces.append(_dims(builder, data, axis + 1, rank))
         shape = builder.op("Concat", pieces, {"axis": 0}) if len(pieces) > 1 else pieces[0]
-        return _moveaxis_to_front(builder, builder.op("Reshape", [data, shape]), axis, rank + 1)
+        chunked = builder.op("Reshape", [data, shape], _ALLOW_ZERO)
+        return _moveaxis_to_front(builder, chunked, axis, rank + 1)
 
     return build
 
@@ -127,7 +131,7 @@ def _source_of_split(node: ir.Node, ctx: Context) -> Source | Refusal:
         size, count = sizes[0], len(sizes)
         if isinstance(dim, int) and size * count != dim:
             return Refusal(f"split sizes {sizes} do not add up to dim {axis} of size {dim}")
-    element = ir.Shape(dims[:axis] + [size] + dims[axis + 1 :])
+    element = ir.Shape([*dims[:axis], size, *dims[axis + 1 :]])
     if size != 1 and not isinstance(count, int):
         return Refusal("the chunk count is not static")
     return Source(element, count, _chunks(data, axis, count, size))  # type: ignore[arg-type]
@@ -155,8 +159,10 @@ def _source_of_elements(elements: Sequence[ir.Value], ctx: Context) -> Source | 
         if size is None:
             return Refusal("the chunks of the Split do not share a shape")
         dims = list(origin.data.shape)  # type: ignore[arg-type]
-        element = ir.Shape(dims[: origin.axis] + [size] + dims[origin.axis + 1 :])
-        return Source(element, len(elements), _chunks(origin.data, origin.axis, len(elements), size))
+        element = ir.Shape([*dims[: origin.axis], size, *dims[origin.axis + 1 :]])
+        return Source(
+            element, len(elements), _chunks(origin.data, origin.axis, len(elements), size)
+        )
     # Stacking needs one static shape. Symbolic dims are not trusted here: a value copied from
     # a body (an unrolled map) carries the body's dims, which may differ between copies.
     first = elements[0].shape
@@ -189,10 +195,9 @@ def _source(sequence: ir.Value, ctx: Context) -> Source | Refusal:
     split = _producer(sequence, "SplitToSequence")
     if split is not None:
         return _source_of_split(split, ctx)
-    elements = ctx.facts.elements(sequence)
-    if elements is None:
-        fact = ctx.facts.sequence(sequence)
-        return Refusal(getattr(fact, "reason", "the elements are not known"))
+    elements = ctx.known_elements(sequence)
+    if isinstance(elements, Refusal):
+        return elements
     if not elements:
         return Refusal("the sequence is empty")
     return _source_of_elements(elements, ctx)
@@ -330,7 +335,7 @@ def _concat_of(
         if axis + 2 <= rank:
             pieces.append(_dims(b, moved, axis + 2, rank + 1))
         target = b.op("Concat", pieces, {"axis": 0})
-    return b.op("Reshape", [moved, target], name="concatenated")
+    return b.op("Reshape", [moved, target], _ALLOW_ZERO, name="concatenated")
 
 
 RULES = RuleSet([Rule("sequence-map-batch", "SequenceMap", _check, _batch)])

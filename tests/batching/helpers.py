@@ -4,7 +4,6 @@ and check that the map was batched (no Loop, no sequence op) and computes the sa
 from __future__ import annotations
 
 import re
-
 from collections.abc import Mapping, Sequence
 from typing import Any
 

@@ -7,6 +7,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+
 from batching.helpers import assert_batched, floats, mapped
 
 
@@ -167,7 +168,10 @@ CASES = {
         "b (float[4,3] e) => (float o) { o = ReduceMean<keepdims = 0>(e) }", "4,3", "", opset=17
     ),
     "reduce_attr_axes_opset17": Case(
-        "b (float[4,3] e) => (float[4,1] o) { o = ReduceL2<axes = [-1]>(e) }", "4,3", "4,1", opset=17
+        "b (float[4,3] e) => (float[4,1] o) { o = ReduceL2<axes = [-1]>(e) }",
+        "4,3",
+        "4,1",
+        opset=17,
     ),
     "reduce_sum_input_opset17": Case(
         """b (float[4,3] e) => (float[3] o) {
@@ -379,8 +383,16 @@ def test_dynamic_length(name: str) -> None:
     assert_batched(model, feeds)
 
 
-@pytest.mark.parametrize("name", ["unary_chain", "matmul_vector_by_weight", "reduce_scalar_element",
-                                  "shape_size_reshape_from_shape", "squeeze_unsqueeze_negative_axes"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "unary_chain",
+        "matmul_vector_by_weight",
+        "reduce_scalar_element",
+        "shape_size_reshape_from_shape",
+        "squeeze_unsqueeze_negative_axes",
+    ],
+)
 def test_static_length(name: str) -> None:
     model, feeds = _model_and_feeds(CASES[name], "5")
     assert_batched(model, feeds)

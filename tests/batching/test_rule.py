@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from batching.helpers import assert_batched, floats, mapped, refusal
 from support import lower, lower_and_compare, op_counts, parse, run_ort
+
+from batching.helpers import assert_batched, floats, mapped, refusal
 
 MLP = """body (float[64] e, float[64,64] w, float[64] c) => (float[64] o) {
     mm = MatMul(e, w)
@@ -259,9 +260,16 @@ def test_elements_of_different_shapes_are_refused():
 
 def test_uneven_chunks_and_unknown_lengths_are_refused():
     body = "b (float[2] e) => (float[2] o) { o = Neg(e) }"
-    uneven = mapped(body, "float[5] x", ["float[M] y0"], split="SplitToSequence(x, two)",
-                    concat="ConcatFromSequence<axis=0>")
-    uneven.graph.node.insert(0, parse("g () => (int64 two) { two = Constant<value = int64 {2}>() }").graph.node[0])
+    uneven = mapped(
+        body,
+        "float[5] x",
+        ["float[M] y0"],
+        split="SplitToSequence(x, two)",
+        concat="ConcatFromSequence<axis=0>",
+    )
+    uneven.graph.node.insert(
+        0, parse("g () => (int64 two) { two = Constant<value = int64 {2}>() }").graph.node[0]
+    )
     assert "chunks of 2 along a dim of 5 do not share a shape" in refusal(uneven)
     body2 = "b (float e, float f) => (float o) { o = Add(e, f) }"
     model = parse(
@@ -283,5 +291,21 @@ def test_fallback_when_batching_does_not_apply_is_still_correct():
         o = Add(e, s)
     }"""
     model = mapped(body, "float[N,4] x", ["float[N,4] y0"])
-    lowered, report, _ = lower_and_compare(model, {"x": floats(3, 4)})
+    _, report, _ = lower_and_compare(model, {"x": floats(3, 4)})
     assert "sequence-map-batch" not in report.rules_fired
+
+
+def test_zero_size_elements_keep_their_zero_dims():
+    body = """b (float[1,2,0] e) => (float[1,0,2] o) {
+        t = Constant<value = int64[3] {1, 0, 2}>()
+        r = Reshape<allowzero = 1>(e, t)
+        o = Neg(r)
+    }"""
+    model = mapped(
+        body,
+        "float[N,2,0] x",
+        ["float[M,0,2] y0"],
+        split="SplitToSequence<axis = 0, keepdims = 1>(x)",
+        concat="ConcatFromSequence<axis = 0>",
+    )
+    assert_batched(model, [{"x": floats(n, 2, 0)} for n in (1, 3)])

@@ -14,11 +14,11 @@ import pytest
 from generator import generate
 from harness import check_program
 
-# seed 4165 hits a known bug (below): it keeps the xfail wiring honest
+# seed 4165 hit a bug, fixed since (regressions/test_sequence_map_batched_over_zero_size_elements)
 CI_SEEDS = [*range(1000), 4165]
 
 # seed -> the bug it hits, named by its strict xfail in regressions/test_regressions.py
-KNOWN: dict[int, str] = {4165: "test_sequence_map_batched_over_zero_size_elements"}
+KNOWN: dict[int, str] = {}
 
 
 def _params() -> list:

@@ -171,13 +171,9 @@ def test_sequence_map_over_an_unknown_length_stays_within_its_expansion():
     assert sequence_op_total(lowered) <= sequence_op_budget(ir.serde.deserialize_model(model))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sequence-map-batch reshapes the batched result with a static 0 in the target shape, "
-    "which Reshape (allowzero=0) reads as 'copy the input dim': a silent miscompile for "
-    "zero-size elements, (3, 2, 0) -> (0, 2, 2) (rules/batching.py; fuzz seed 4165)",
-)
 def test_sequence_map_batched_over_zero_size_elements():
+    # fuzz seed 4165: sequence-map-batch reshaped with a 0 in the target read as "copy the input
+    # dim" (allowzero=0); its Reshapes now take fully resolved targets with allowzero=1
     model = parse("""g (float[N,2,0] x) => (float[?,?,?] y) {
         s = SplitToSequence <axis = 0, keepdims = 1> (x)
         m = SequenceMap (s) <body = b (float[?,?,?] e) => (float[?,?,?] o) { o = Neg (e) }>
