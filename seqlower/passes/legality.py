@@ -22,7 +22,6 @@ import onnx_ir as ir
 from seqlower.ops import is_sequence_op
 from seqlower.report import RemainingOp
 
-
 _GRAPH_TYPES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
 
 

@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnx_ir as ir
-import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
