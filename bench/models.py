@@ -216,10 +216,12 @@ BODIES: dict[str, Callable[[], Body]] = {
 }
 
 
-def large_model(blocks: int) -> onnx.ModelProto:
-    """A chain of `blocks` blocks of 20 nodes each (body nodes included): a SplitToSequence ->
-    SequenceMap(MatMul+Add+Relu) -> ConcatFromSequence over 8 rows of 64, then 14 plain ops (a
-    residual add and a hand-made normalization)."""
+def large_model(blocks: int, layers: int = 1) -> onnx.ModelProto:
+    """A chain of `blocks` blocks: a SplitToSequence -> SequenceMap(MatMul+Add+Relu) ->
+    ConcatFromSequence over 8 rows of 64 (6 nodes, body included), then `layers` times 14 plain
+    ops (a residual add, a hand-made normalization, a Tanh...). layers=1 gives 20 nodes per block
+    (dense: a SequenceMap every 20 nodes); layers=14 gives 202 (sparse: one per ~200 nodes, like
+    one per layer of a transformer)."""
     lines = []
     h = "x"
     body = """b (float[64] e, float[64,64] w, float[64] c) => (float[64] o) {
@@ -231,23 +233,28 @@ def large_model(blocks: int) -> onnx.ModelProto:
         lines.append(
             f"""s{k} = SplitToSequence<axis = 0, keepdims = 0>({h})
             m{k} = SequenceMap<body = {body}>(s{k}, w, c)
-            c{k} = ConcatFromSequence<axis = 0, new_axis = 1>(m{k})
-            r{k} = Add(c{k}, {h})
-            mu{k} = ReduceMean<keepdims = 1>(r{k}, axes)
-            d{k} = Sub(r{k}, mu{k})
-            q{k} = Mul(d{k}, d{k})
-            v{k} = ReduceMean<keepdims = 1>(q{k}, axes)
-            ve{k} = Add(v{k}, eps)
-            sd{k} = Sqrt(ve{k})
-            n{k} = Div(d{k}, sd{k})
-            g{k} = Mul(n{k}, gamma)
-            b{k} = Add(g{k}, beta)
-            t{k} = Tanh(b{k})
-            u{k} = Mul(t{k}, half)
-            h{k} = Add(u{k}, b{k})
-            i{k} = Identity(h{k})"""
+            c{k} = ConcatFromSequence<axis = 0, new_axis = 1>(m{k})"""
         )
-        h = f"i{k}"
+        h, previous = f"c{k}", h
+        for j in range(layers):
+            p = f"{k}_{j}"
+            lines.append(
+                f"""r{p} = Add({h}, {previous})
+                mu{p} = ReduceMean<keepdims = 1>(r{p}, axes)
+                d{p} = Sub(r{p}, mu{p})
+                q{p} = Mul(d{p}, d{p})
+                v{p} = ReduceMean<keepdims = 1>(q{p}, axes)
+                ve{p} = Add(v{p}, eps)
+                sd{p} = Sqrt(ve{p})
+                n{p} = Div(d{p}, sd{p})
+                g{p} = Mul(n{p}, gamma)
+                b{p} = Add(g{p}, beta)
+                t{p} = Tanh(b{p})
+                u{p} = Mul(t{p}, half)
+                h{p} = Add(u{p}, b{p})
+                i{p} = Identity(h{p})"""
+            )
+            h, previous = f"i{p}", h
     text = f"""g (float[8,64] x, float[64,64] w, float[64] c, float[64] gamma, float[64] beta)
               => (float[8,64] y) {{
         axes = Constant<value = int64[1] {{-1}}>()

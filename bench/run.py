@@ -38,6 +38,7 @@ from seqlower.rules import default_rules
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FORMS = ("original", "onnx_expanded", "unrolled", "seqlower", "batched")
+_VERDICTS = {True: "met", False: "NOT met", None: "not measured"}
 FORM_TITLES = {
     "original": "original",
     "onnx_expanded": "onnx expand",
@@ -60,11 +61,11 @@ def _op_count(model: onnx.ModelProto) -> int:
     return len(model.graph.node)
 
 
-def measure_latency(sizes: list[int], runs: int, min_seconds: float) -> list[dict]:
+def measure_latency(lengths: list[int], runs: int, min_seconds: float) -> list[dict]:
     rows = []
     for name, make in BODIES.items():
         body = make()
-        for n in sizes:
+        for n in lengths:
             original = original_model(body, n)
             ours, report = _lowered(original)
             unrolled, _ = _lowered(original, _without_batching())
@@ -114,17 +115,32 @@ def _latency_line(row: dict) -> str:
     )
 
 
-def measure_optimizer(blocks: list[int], budget: float, repeats: int) -> list[dict]:
+FAMILIES = {"dense": 1, "sparse": 14}  # family -> plain-op layers per SequenceMap block
+
+
+def measure_optimizer(sizes: list[int], budget: float, repeats: int) -> list[dict]:
+    """Both model families at about `sizes` nodes each."""
+    rows = []
+    for family, layers in FAMILIES.items():
+        per_block = 6 + 14 * layers
+        blocks = [max(1, round(size / per_block)) for size in sizes]
+        rows += _measure_family(family, layers, blocks, budget, repeats)
+    return rows
+
+
+def _measure_family(
+    family: str, layers: int, blocks: list[int], budget: float, repeats: int
+) -> list[dict]:
     rows = []
     onnxscript_over = False
     onnxscript_last: tuple[int, float] | None = None  # (nodes, seconds) at the last size run
     with tempfile.TemporaryDirectory() as tmp:
         for count in blocks:
-            model = large_model(count)
+            model = large_model(count, layers)
             nodes = sum(1 for _ in ir.traversal.RecursiveGraphIterator(ir.from_proto(model).graph))
-            path = Path(tmp) / f"large_{count}.onnx"
+            path = Path(tmp) / f"large_{family}_{count}.onnx"
             onnx.save(model, path)
-            row: dict = {"blocks": count, "nodes": nodes, "subgraphs": count}
+            row: dict = {"family": family, "blocks": count, "nodes": nodes, "subgraphs": count}
             for tool in ("io", "seqlower"):
                 results = [
                     run_tool(tool, path, Path(tmp) / f"{tool}.onnx", budget=3600)
@@ -158,8 +174,8 @@ def measure_optimizer(blocks: list[int], budget: float, repeats: int) -> list[di
 
 def _optimizer_header() -> str:
     return (
-        f"{'nodes':>8}{'subgraphs':>10}{'io (s)':>9}{'seqlower (s)':>14}{'onnxscript (s)':>34}"
-        f"{'ours/io':>9}{'onnxscript/ours':>17}"
+        f"{'family':<8}{'nodes':>8}{'subgraphs':>10}{'io (s)':>9}{'seqlower (s)':>14}"
+        f"{'onnxscript (s)':>34}{'ours/io':>9}{'onnxscript/ours':>17}"
     )
 
 
@@ -169,7 +185,7 @@ def _optimizer_line(row: dict) -> str:
     ratio = row["onnxscript_vs_seqlower"]
     ours = row["seqlower"]["seconds"]
     return (
-        f"{row['nodes']:>8}{row['subgraphs']:>10}{row['io']['seconds']:>9.2f}"
+        f"{row['family']:<8}{row['nodes']:>8}{row['subgraphs']:>10}{row['io']['seconds']:>9.2f}"
         f"{(f'{ours:.2f}' if ours else 'failed'):>14}{script_cell:>34}"
         f"{(row['seqlower_vs_io'] or float('nan')):>8.2f}x"
         f"{(f'{ratio:.1f}x' if ratio else '-'):>17}"
@@ -209,25 +225,29 @@ def targets(latency_rows: list[dict], optimizer_rows: list[dict]) -> list[dict]:
                 "met": slowest["speedup_vs_original"] >= 1.0,
             }
         )
-    timed = [r for r in optimizer_rows if r["seqlower"]["seconds"]]
-    if len(timed) >= 2:
+    for family in FAMILIES:
+        timed = [r for r in optimizer_rows if r["family"] == family and r["seqlower"]["seconds"]]
+        if len(timed) < 2:
+            continue
         first, last = timed[0], timed[-1]
         exponent = math.log(last["seqlower"]["seconds"] / first["seqlower"]["seconds"]) / math.log(
             last["nodes"] / first["nodes"]
         )
         found.append(
             {
-                "target": "optimizer time grows linearly with model size",
+                "target": f"optimizer time grows linearly with model size ({family})",
                 "measured": f"time ~ nodes^{exponent:.2f} from {first['nodes']} to "
                 f"{last['nodes']} nodes",
                 "met": exponent <= 1.15,
             }
         )
+        large = last["nodes"] >= 90_000
         found.append(
             {
-                "target": "optimizer within 3x of onnx_ir load + save on the largest model",
-                "measured": f"{last['seqlower_vs_io']:.2f}x at {last['nodes']} nodes",
-                "met": last["seqlower_vs_io"] <= 3.0 and last["nodes"] >= 90_000,
+                "target": f"optimizer within 3x of onnx_ir load + save at 100k nodes ({family})",
+                "measured": f"{last['seqlower_vs_io']:.2f}x at {last['nodes']} nodes"
+                + ("" if large else " (the full run measures 100k nodes)"),
+                "met": last["seqlower_vs_io"] <= 3.0 if large else None,
             }
         )
     return found
@@ -244,10 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    sizes = [8, 64, 512]
+    lengths = [8, 64, 512]
     runs, min_seconds = (30, 0.1) if args.quick else (300, 1.0)
-    blocks = [50, 500] if args.quick else [50, 500, 5000]
-    budget = args.onnxscript_budget or (15.0 if args.quick else 300.0)
+    sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
+    budget = args.onnxscript_budget or (10.0 if args.quick else 300.0)
     repeats = 1 if args.quick else 3
     started = time.time()
     print(
@@ -258,21 +278,19 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_latency:
         print("\nLatency (microseconds, onnxruntime CPU, 1 thread, median)")
         print(_latency_header())
-        latency_rows = measure_latency(sizes, runs, min_seconds)
+        latency_rows = measure_latency(lengths, runs, min_seconds)
     optimizer_rows: list[dict] = []
     if not args.no_optimizer:
         print(
             f"\nOptimizer run time (file to file, fresh process; onnxscript budget {budget:.0f} s)"
         )
         print(_optimizer_header())
-        optimizer_rows = measure_optimizer(blocks, budget, repeats)
+        optimizer_rows = measure_optimizer(sizes, budget, repeats)
 
     print("\nTargets")
     found = targets(latency_rows, optimizer_rows)
     for target in found:
-        print(
-            f"  [{'met' if target['met'] else 'NOT met'}] {target['target']}: {target['measured']}"
-        )
+        print(f"  [{_VERDICTS[target['met']]}] {target['target']}: {target['measured']}")
 
     results = {
         "mode": "quick" if args.quick else "full",

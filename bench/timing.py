@@ -40,7 +40,7 @@ def latency(
     """Per model: the median wall time of one run (seconds) and the outputs. The models are
     timed in interleaved rounds (each round runs every model a few times), so that a change in
     machine load during the measurement affects all of them alike; each model gets at least
-    `runs` runs and `min_seconds` of running."""
+    `runs` runs and `min_seconds` of running (at most 100 * `runs` runs)."""
     feeds = dict(feeds)
     sessions = {name: session(model) for name, model in models.items()}
     outputs = {name: sess.run(None, feeds) for name, sess in sessions.items()}
@@ -49,19 +49,24 @@ def latency(
             sess.run(None, feeds)
     times: dict[str, list[float]] = {name: [] for name in sessions}
     spent = dict.fromkeys(sessions, 0.0)
-    per_round = max(1, runs // 10)
-    while any(len(times[n]) < runs or spent[n] < min_seconds for n in sessions):
-        for name, sess in sessions.items():
-            if len(times[name]) >= 100 * runs:
-                continue
-            for _ in range(per_round):
+
+    def needs_more(name: str) -> bool:
+        done = len(times[name])
+        return done < 100 * runs and (done < runs or spent[name] < min_seconds)
+
+    pending = [name for name in sessions if needs_more(name)]
+    while pending:
+        for name in pending:
+            # a short block per model and round, after one unrecorded run: each model is timed
+            # with warm caches, not with the caches the previous model left
+            sessions[name].run(None, feeds)
+            for _ in range(5):
                 start = time.perf_counter()
-                sess.run(None, feeds)
+                sessions[name].run(None, feeds)
                 elapsed = time.perf_counter() - start
                 times[name].append(elapsed)
                 spent[name] += elapsed
-        if all(len(t) >= 100 * runs for t in times.values()):
-            break
+        pending = [name for name in pending if needs_more(name)]
     return {name: (statistics.median(times[name]), outputs[name]) for name in sessions}
 
 

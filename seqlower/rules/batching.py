@@ -267,7 +267,8 @@ def _batch(node: ir.Node, plan: BatchPlan, ctx: Context) -> None:
             arguments.append(value)
             continue
         stack = source.build(builder)
-        if stack.shape is None:
+        if stack.shape is None and stack.producer() is not None and stack.graph is builder.graph:
+            # a new value (a model input used as the stack as it is keeps its declaration)
             stack.type = ir.TensorType(element_dtype(value) or ir.DataType.FLOAT)
             stack.shape = ir.Shape([plan.length, *source.element_shape])
         stacks.append(stack)
