@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
+from seqlower.ops import subgraphs
 from seqlower.rewriter import Builder, NameAllocator
 
 
@@ -54,14 +55,8 @@ def _rename(node: ir.Node, names: NameAllocator, prefix: str) -> None:
     for output in node.outputs:
         if output.name:
             output.name = names.fresh(f"{prefix}_{output.name}")
-    for attr in node.attributes.values():
-        if attr.is_ref():
-            continue
-        if attr.type == ir.AttributeType.GRAPH:
-            _rename_graph(attr.as_graph(), names, prefix)
-        elif attr.type == ir.AttributeType.GRAPHS:
-            for subgraph in attr.as_graphs():
-                _rename_graph(subgraph, names, prefix)
+    for subgraph in subgraphs(node):
+        _rename_graph(subgraph, names, prefix)
 
 
 def _rename_graph(graph: ir.Graph, names: NameAllocator, prefix: str) -> None:

@@ -43,7 +43,7 @@ from seqlower.io import ModelSource, load_model
 from seqlower.ops import is_sequence_op, is_sequence_value
 from seqlower.options import Options
 from seqlower.passes.bind_dims import bindable_dims, dims_feeding
-from seqlower.passes.legality import walk_graphs
+from seqlower.passes.legality import subgraph_owners, walk_graphs
 from seqlower.passes.normalize import infer_shapes
 from seqlower.pipeline import optimize
 from seqlower.report import Report
@@ -240,16 +240,7 @@ class _Site:
 
 
 def _collect_sites(model: ir.Model, labels: dict[str, bool]) -> list[_Site]:
-    owners: dict[int, str] = {}
-    for _, graph in walk_graphs(model):
-        for node in graph:
-            for attr in node.attributes.values():
-                if attr.is_ref():
-                    continue
-                if attr.type == ir.AttributeType.GRAPH:
-                    owners[id(attr.as_graph())] = node.name or ""
-                elif attr.type == ir.AttributeType.GRAPHS:
-                    owners.update((id(g), node.name or "") for g in attr.as_graphs())
+    owners = {key: node.name or "" for key, node in subgraph_owners(model).items()}
     sites = []
     for path, graph in walk_graphs(model):
         for node in graph:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 __all__ = [
     "SEQUENCE_OPS",
+    "graphs_within",
+    "has_subgraph",
     "is_sequence_op",
     "is_sequence_value",
     "iter_all_graphs",
     "iter_all_nodes",
+    "node_subgraphs",
+    "subgraphs",
 ]
 
 import collections
@@ -40,6 +44,40 @@ def is_sequence_value(value: ir.Value | None) -> bool:
     return value is not None and isinstance(value.type, ir.SequenceType)
 
 
+def node_subgraphs(node: ir.Node) -> list[tuple[str, ir.Graph]]:
+    """The subgraphs a node holds (If branches, Loop/Scan/SequenceMap bodies), each with the name
+    of its attribute (`name[i]` for a list of graphs), in attribute order."""
+    found: list[tuple[str, ir.Graph]] = []
+    # `.data` is the plain dict under onnx_ir's Attributes (a UserDict): iterating it directly
+    # makes the whole-model walks, done several times per sweep, about 3x faster
+    for name, attr in node.attributes.data.items():
+        if attr.is_ref():
+            continue
+        if attr.type == ir.AttributeType.GRAPH:
+            found.append((name, attr.as_graph()))
+        elif attr.type == ir.AttributeType.GRAPHS:
+            found.extend((f"{name}[{i}]", graph) for i, graph in enumerate(attr.as_graphs()))
+    return found
+
+
+def subgraphs(node: ir.Node) -> list[ir.Graph]:
+    """The subgraphs a node holds, without their attribute names."""
+    return [graph for _, graph in node_subgraphs(node)]
+
+
+def has_subgraph(node: ir.Node) -> bool:
+    return bool(node_subgraphs(node))
+
+
+def graphs_within(graph: ir.Graph) -> list[ir.Graph]:
+    """`graph` and every graph nested in it, parents before children."""
+    found = [graph]
+    for inner in found:  # grows while iterating: a breadth-first walk
+        for node in inner:
+            found.extend(subgraphs(node))
+    return found
+
+
 def iter_all_graphs(model: ir.Model) -> Iterator[ir.Graph]:
     """The main graph, every subgraph (If/Loop/Scan/SequenceMap bodies, nested) and the graph of
     every model-local function, parents before children."""
@@ -49,15 +87,7 @@ def iter_all_graphs(model: ir.Model) -> Iterator[ir.Graph]:
         graph = queue.popleft()
         yield graph
         for node in graph:
-            # `.data` is the plain dict under onnx_ir's Attributes (a UserDict): iterating it
-            # directly makes this walk, done several times per sweep, about 3x faster
-            for attr in node.attributes.data.values():
-                if attr.is_ref():
-                    continue
-                if attr.type == ir.AttributeType.GRAPH:
-                    queue.append(attr.as_graph())
-                elif attr.type == ir.AttributeType.GRAPHS:
-                    queue.extend(attr.as_graphs())
+            queue.extend(subgraphs(node))
 
 
 def iter_all_nodes(model: ir.Model) -> Iterator[ir.Node]:

@@ -20,7 +20,7 @@ import numpy as np
 import onnx_ir as ir
 from onnx_ir import _convenience
 
-from seqlower.ops import iter_all_graphs
+from seqlower.ops import graphs_within, iter_all_graphs
 
 _DEFAULT_OPSET = 11
 
@@ -72,7 +72,7 @@ class Rewriter:
         self._function_opsets: dict[int, int] = {}
         for function in model.functions.values():
             opset = function.opset_imports.get("", self._model_opset)
-            for graph in _graph_and_subgraphs(function.graph):
+            for graph in graphs_within(function.graph):
                 self._function_opsets[id(graph)] = opset
 
     def opset(self, graph: ir.Graph | None) -> int:
@@ -150,18 +150,6 @@ def _attribute(name: str, value: Any) -> ir.Attr:
     if isinstance(value, ir.Graph):
         return ir.AttrGraph(name, value)
     return _convenience.convert_attribute(name, value)
-
-
-def _graph_and_subgraphs(graph: ir.Graph) -> Iterable[ir.Graph]:
-    yield graph
-    for node in ir.traversal.RecursiveGraphIterator(graph):
-        for attr in node.attributes.values():
-            if attr.is_ref():
-                continue
-            if attr.type == ir.AttributeType.GRAPH:
-                yield attr.as_graph()
-            elif attr.type == ir.AttributeType.GRAPHS:
-                yield from attr.as_graphs()
 
 
 def _can_take_name(value: ir.Value, graph: ir.Graph) -> bool:

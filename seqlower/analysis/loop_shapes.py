@@ -28,6 +28,7 @@ from typing import Any
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
+from seqlower.ops import has_subgraph
 
 Dim = int | tuple
 INVARIANT = "invariant"
@@ -62,13 +63,6 @@ _REDUCE_OPS = frozenset(
         "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare",
     }
 )  # fmt: skip
-
-
-def _has_subgraph(node: ir.Node) -> bool:
-    return any(
-        not attr.is_ref() and attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
-        for attr in node.attributes.values()
-    )
 
 
 def _peel_identity(value: ir.Value) -> ir.Node | None:
@@ -239,11 +233,11 @@ class LoopShapes:
         invariant = (
             node.domain == ""
             and node.op_type not in _RANDOM_OPS
-            and not _has_subgraph(node)
+            and not has_subgraph(node)
             and all(self._value_invariant(v) for v in node.inputs)
         )
         shapes: Sequence[ShapeFact] | None = None
-        if node.domain == "" and not _has_subgraph(node):
+        if node.domain == "" and not has_subgraph(node):
             try:
                 shapes = _SHAPE_RULES.get(node.op_type, _unknown)(self, node)
             except (ValueError, IndexError, TypeError, ZeroDivisionError):

@@ -19,6 +19,7 @@ import onnx_ir as ir
 from seqlower.analysis.static_values import StaticValues
 from seqlower.batching.core import Batched, Emitter, Operand, OpView
 from seqlower.batching.ops import OP_RULES, RANDOM_OPS
+from seqlower.ops import has_subgraph
 from seqlower.rule import Refusal
 
 
@@ -47,7 +48,7 @@ def plan_body(
         label = _label(node)
         if any(attr.is_ref() for attr in node.attributes.values()):
             return Refusal(f"body op {label} has a reference attribute")
-        if _has_subgraph(node):
+        if has_subgraph(node):
             return Refusal(f"body op {label} holds a subgraph")
         node_operands = tuple(None if v is None else operand(v) for v in node.inputs)
         if not any(o is not None and o.batched for o in node_operands):
@@ -150,10 +151,3 @@ def _hoist(node: ir.Node, inputs: list[ir.Value | None], em: Emitter) -> list[ir
 def _label(node: ir.Node) -> str:
     op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
     return f"{op} '{node.name}'" if node.name else op
-
-
-def _has_subgraph(node: ir.Node) -> bool:
-    return any(
-        attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
-        for attr in node.attributes.values()
-    )

@@ -8,7 +8,7 @@ __all__ = ["CleanupPass", "remove_dead_nodes"]
 import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedFunctionsPass, RemoveUnusedNodesPass
 
-from seqlower.ops import iter_all_graphs
+from seqlower.ops import iter_all_graphs, subgraphs
 
 
 def remove_dead_nodes(model: ir.Model) -> bool:
@@ -33,7 +33,7 @@ def remove_dead_nodes(model: ir.Model) -> bool:
                 ):
                     continue
                 graph.remove(node, safe=True)
-                removed_subgraphs.extend(_subgraphs(node))
+                removed_subgraphs.extend(subgraphs(node))
                 modified = True
                 # a node removed in a subgraph may leave an outer producer dead: go again
                 changed |= id(graph) not in top_level
@@ -59,18 +59,6 @@ def _restore_loop_arity(model: ir.Model) -> None:
                 node.resize_inputs(2)
 
 
-def _subgraphs(node: ir.Node) -> list[ir.Graph]:
-    found: list[ir.Graph] = []
-    for attr in node.attributes.values():
-        if attr.is_ref():
-            continue
-        if attr.type == ir.AttributeType.GRAPH:
-            found.append(attr.as_graph())
-        elif attr.type == ir.AttributeType.GRAPHS:
-            found.extend(attr.as_graphs())
-    return found
-
-
 def _release(graph: ir.Graph, live: set[int], freed: list[ir.Value]) -> None:
     """Disconnect the nodes of a removed subgraph (nested ones too) from the values they read,
     which are collected in `freed`."""
@@ -79,7 +67,7 @@ def _release(graph: ir.Graph, live: set[int], freed: list[ir.Value]) -> None:
     for node in graph:
         freed.extend(value for value in node.inputs if value is not None)
         node.resize_inputs(0)
-        for subgraph in _subgraphs(node):
+        for subgraph in subgraphs(node):
             _release(subgraph, live, freed)
 
 

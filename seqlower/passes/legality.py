@@ -11,6 +11,7 @@ __all__ = [
     "count_sequence_ops",
     "remaining_sequence_ops",
     "sequence_op_budget",
+    "subgraph_owners",
     "walk_graphs",
 ]
 
@@ -19,28 +20,20 @@ from collections.abc import Iterator, Mapping
 
 import onnx_ir as ir
 
-from seqlower.ops import is_sequence_op
+from seqlower.ops import is_sequence_op, node_subgraphs, subgraphs
 from seqlower.report import RemainingOp
-
-_GRAPH_TYPES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
 
 
 def walk_graphs(model: ir.Model) -> Iterator[tuple[str, ir.Graph]]:
     """(path, graph) for the main graph, every function and every subgraph, parents first."""
-    stack: list[tuple[str, ir.Graph]] = [("main", model.graph)]
-    stack += [(f"function {f.domain}::{f.name}", f.graph) for f in model.functions.values()]
-    while stack:
-        path, graph = stack.pop(0)
+    queue: collections.deque[tuple[str, ir.Graph]] = collections.deque([("main", model.graph)])
+    queue.extend((f"function {f.domain}::{f.name}", f.graph) for f in model.functions.values())
+    while queue:
+        path, graph = queue.popleft()
         yield path, graph
         for node in graph:
-            for name, attr in node.attributes.data.items():  # the plain dict: faster
-                if attr.is_ref() or attr.type not in _GRAPH_TYPES:
-                    continue
-                where = f"{path}/{node.name or node.op_type}:{name}"
-                if attr.type == ir.AttributeType.GRAPH:
-                    stack.append((where, attr.as_graph()))
-                else:
-                    stack += [(f"{where}[{i}]", g) for i, g in enumerate(attr.as_graphs())]
+            for name, subgraph in node_subgraphs(node):
+                queue.append((f"{path}/{node.name or node.op_type}:{name}", subgraph))
 
 
 def count_sequence_ops(model: ir.Model) -> dict[str, int]:
@@ -77,7 +70,7 @@ def remaining_sequence_ops(
 ) -> list[RemainingOp]:
     """Every sequence operator left in `model`, with the reason it stays."""
     remaining = []
-    owners = _owners(model)
+    owners = subgraph_owners(model)
     for path, graph in walk_graphs(model):
         for node in graph:
             if is_sequence_op(node):
@@ -86,19 +79,14 @@ def remaining_sequence_ops(
     return remaining
 
 
-def _owners(model: ir.Model) -> dict[int, ir.Node]:
+def subgraph_owners(model: ir.Model) -> dict[int, ir.Node]:
     """The node owning each subgraph (by the subgraph's id)."""
-    owners: dict[int, ir.Node] = {}
-    for _, graph in walk_graphs(model):
-        for node in graph:
-            for attr in node.attributes.values():
-                if attr.is_ref():
-                    continue
-                if attr.type == ir.AttributeType.GRAPH:
-                    owners[id(attr.as_graph())] = node
-                elif attr.type == ir.AttributeType.GRAPHS:
-                    owners.update((id(g), node) for g in attr.as_graphs())
-    return owners
+    return {
+        id(subgraph): node
+        for _, graph in walk_graphs(model)
+        for node in graph
+        for subgraph in subgraphs(node)
+    }
 
 
 def _owner_reason(

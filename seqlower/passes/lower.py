@@ -16,7 +16,7 @@ import logging
 import onnx_ir as ir
 
 from seqlower.analysis import Facts
-from seqlower.ops import iter_all_graphs
+from seqlower.ops import iter_all_graphs, subgraphs
 from seqlower.options import Options
 from seqlower.passes.cleanup import remove_dead_nodes
 from seqlower.passes.normalize import infer_shapes
@@ -108,13 +108,7 @@ def _live_graphs(model: ir.Model) -> set[int]:
         for node in graph:
             if _is_dead(node):
                 continue
-            for attr in node.attributes.data.values():  # the dict under the UserDict: faster
-                if attr.is_ref():
-                    continue
-                if attr.type == ir.AttributeType.GRAPH:
-                    stack.append(attr.as_graph())
-                elif attr.type == ir.AttributeType.GRAPHS:
-                    stack.extend(attr.as_graphs())
+            stack.extend(subgraphs(node))
     return live
 
 

@@ -38,7 +38,7 @@ import onnx_ir as ir
 from seqlower.analysis.facts import element_dtype
 from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.inline import inline_graph
-from seqlower.ops import is_sequence_op, is_sequence_value
+from seqlower.ops import graphs_within, is_sequence_op, is_sequence_value
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.access import _producer
 
@@ -50,22 +50,9 @@ def _body(node: ir.Node) -> ir.Graph:
     return node.attributes["body"].as_graph()
 
 
-def _graphs_within(graph: ir.Graph) -> list[ir.Graph]:
-    graphs = [graph]
-    for inner in graph.all_nodes():
-        for attr in inner.attributes.values():
-            if attr.is_ref():
-                continue
-            if attr.type == ir.AttributeType.GRAPH:
-                graphs.append(attr.as_graph())
-            elif attr.type == ir.AttributeType.GRAPHS:
-                graphs.extend(attr.as_graphs())
-    return graphs
-
-
 def _outer_sequences(body: ir.Graph) -> list[ir.Value]:
     """Sequence values defined outside `body` that the body (or a graph nested in it) reads."""
-    inside = {id(g) for g in _graphs_within(body)}
+    inside = {id(g) for g in graphs_within(body)}
     found: dict[ir.Value, None] = {}
     for graph_node in body.all_nodes():
         for value in graph_node.inputs:
