@@ -107,25 +107,26 @@ def reasons(report: Report, op_type: str | None = None) -> str:
 # -- counting ----------------------------------------------------------------------------------
 
 
-def _graphs(graph: onnx.GraphProto):
+def proto_graphs(graph: onnx.GraphProto):
+    """`graph` and every graph nested in it (protobuf form)."""
     yield graph
     for node in graph.node:
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attr.g)
+                yield from proto_graphs(attr.g)
             for subgraph in attr.graphs:
-                yield from _graphs(subgraph)
+                yield from proto_graphs(subgraph)
 
 
 def _all_nodes(model: onnx.ModelProto):
-    for graph in _graphs(model.graph):
+    for graph in proto_graphs(model.graph):
         yield from graph.node
     for function in model.functions:
         for node in function.node:
             yield node
             for attr in node.attribute:
                 if attr.type == onnx.AttributeProto.GRAPH:
-                    for graph in _graphs(attr.g):
+                    for graph in proto_graphs(attr.g):
                         yield from graph.node
 
 

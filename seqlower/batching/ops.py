@@ -71,6 +71,15 @@ def _only_first_batched(view: OpView) -> Refusal | None:
     return None
 
 
+def _first_batched_rank(view: OpView) -> int | Refusal:
+    """The element rank of input 0 when it is the only input that differs per element."""
+    refusal = _only_first_batched(view)
+    if refusal is not None:
+        return refusal
+    rank = view.rank(0)
+    return Refusal("the element rank is unknown") if rank is None else rank
+
+
 # -- same-shape ops: the op does not care about a leading axis --------------------------------
 
 
@@ -226,12 +235,9 @@ def _gemm(view: OpView) -> Batched | Refusal:
 def _reduce(view: OpView) -> Batched | Refusal:
     """Reduce* with axes as an attribute or (ReduceSum from opset 13, the others from 18) as
     an input. Reducing all axes becomes reducing all element axes; keepdims is unaffected."""
-    refusal = _only_first_batched(view)
-    if refusal is not None:
-        return refusal
-    rank = view.rank(0)
-    if rank is None:
-        return Refusal("the element rank is unknown")
+    rank = _first_batched_rank(view)
+    if isinstance(rank, Refusal):
+        return rank
     axes_as_input = view.present(1)
     axes = view.static_ints(1) if axes_as_input else view.attr_ints("axes")
     if axes_as_input and axes is None:
@@ -278,12 +284,9 @@ def _axis_attr(default: int | None) -> OpRule:
     """
 
     def rule(view: OpView) -> Batched | Refusal:
-        refusal = _only_first_batched(view)
-        if refusal is not None:
-            return refusal
-        rank = view.rank(0)
-        if rank is None:
-            return Refusal("the element rank is unknown")
+        rank = _first_batched_rank(view)
+        if isinstance(rank, Refusal):
+            return rank
         fallback = default if default is not None else (-1 if view.opset >= 13 else 1)
         axis = view.attr_int("axis", fallback)
         # Softmax before opset 13 flattens to [prod(S[:a]), prod(S[a:])]: rows of one
@@ -407,12 +410,9 @@ def _reshape(view: OpView) -> Batched | Refusal:
 
 
 def _flatten(view: OpView) -> Batched | Refusal:
-    refusal = _only_first_batched(view)
-    if refusal is not None:
-        return refusal
-    rank = view.rank(0)
-    if rank is None:
-        return Refusal("the element rank is unknown")
+    rank = _first_batched_rank(view)
+    if isinstance(rank, Refusal):
+        return rank
     axis = view.attr_int("axis", 1)
     if not -rank <= axis <= rank:
         return Refusal(f"axis {axis} is out of range for rank {rank}")
@@ -501,12 +501,9 @@ def _concat(view: OpView) -> Batched | Refusal:
 
 
 def _slice(view: OpView) -> Batched | Refusal:
-    refusal = _only_first_batched(view)
-    if refusal is not None:
-        return refusal
-    rank = view.rank(0)
-    if rank is None:
-        return Refusal("the element rank is unknown")
+    rank = _first_batched_rank(view)
+    if isinstance(rank, Refusal):
+        return rank
     if view.present(3):
         axes = view.static_ints(3)
         if axes is None:
@@ -618,12 +615,9 @@ def _tile(view: OpView) -> Batched | Refusal:
 
 
 def _pad(view: OpView) -> Batched | Refusal:
-    refusal = _only_first_batched(view)
-    if refusal is not None:
-        return refusal
-    rank = view.rank(0)
-    if rank is None:
-        return Refusal("the element rank is unknown")
+    rank = _first_batched_rank(view)
+    if isinstance(rank, Refusal):
+        return rank
     if view.opset < 11:
         return Refusal("Pad before opset 11")
     if view.present(3):

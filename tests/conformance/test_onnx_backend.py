@@ -26,6 +26,7 @@ from support import (
     assert_outputs_equal,
     lower,
     ort_session,
+    proto_graphs,
     run_ort,
     run_reference,
     sequence_op_count,
@@ -78,16 +79,6 @@ class Case:
 # -- selection ---------------------------------------------------------------------------------
 
 
-def _graphs(graph: onnx.GraphProto):
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attr.g)
-            for subgraph in attr.graphs:
-                yield from _graphs(subgraph)
-
-
 def _has_sequence_type(type_proto: onnx.TypeProto) -> bool:
     if type_proto.HasField("sequence_type"):
         return True
@@ -97,7 +88,7 @@ def _has_sequence_type(type_proto: onnx.TypeProto) -> bool:
 
 
 def uses_sequences(model: onnx.ModelProto) -> bool:
-    graphs = list(_graphs(model.graph))
+    graphs = list(proto_graphs(model.graph))
     for function in model.functions:
         graphs.append(onnx.helper.make_graph(list(function.node), function.name, [], []))
         graphs.extend(
@@ -105,7 +96,7 @@ def uses_sequences(model: onnx.ModelProto) -> bool:
             for node in function.node
             for attr in node.attribute
             if attr.type == onnx.AttributeProto.GRAPH
-            for sub in _graphs(attr.g)
+            for sub in proto_graphs(attr.g)
         )
     for graph in graphs:
         if any(
