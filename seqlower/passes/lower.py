@@ -67,13 +67,12 @@ class LowerSequencesPass(ir.passes.InPlacePass):
 
     def _sweep(self, model: ir.Model, context: Context) -> bool:
         changed = False
-        live, rewrites = _live_graphs(model), context.rewriter.fired.total()
-        for graph in list(iter_all_graphs(model)):
-            if context.rewriter.fired.total() != rewrites:
-                # a rewrite may have killed the node owning this subgraph (an unrolled loop,
-                # an inlined branch): its old body is not lowered any more
-                live, rewrites = _live_graphs(model), context.rewriter.fired.total()
-            if id(graph) not in live:
+        graphs = list(iter_all_graphs(model))
+        owners = {id(sub): node for graph in graphs for node in graph for sub in subgraphs(node)}
+        for graph in graphs:
+            # a rewrite may have killed the node owning this subgraph (an unrolled loop, an
+            # inlined branch): its old body is not lowered any more
+            if not _is_live(graph, owners):
                 continue
             for node in list(graph):
                 if node.graph is not graph or _is_dead(node):
@@ -98,18 +97,15 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         return False
 
 
-def _live_graphs(model: ir.Model) -> set[int]:
-    """ids of the graphs reachable through live nodes (dead nodes await removal)."""
-    live: set[int] = set()
-    stack = [model.graph, *(function.graph for function in model.functions.values())]
-    while stack:
-        graph = stack.pop()
-        live.add(id(graph))
-        for node in graph:
-            if _is_dead(node):
-                continue
-            stack.extend(subgraphs(node))
-    return live
+def _is_live(graph: ir.Graph, owners: dict[int, ir.Node]) -> bool:
+    """True when every node on the chain of owners from `graph` up to a root graph is still in
+    its graph and alive (dead nodes await removal)."""
+    owner = owners.get(id(graph))
+    while owner is not None:
+        if owner.graph is None or _is_dead(owner):
+            return False
+        owner = owners.get(id(owner.graph))
+    return True
 
 
 def _is_dead(node: ir.Node) -> bool:
