@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["OptimizeResult", "optimize"]
+__all__ = ["OptimizeResult", "lower_in_place", "optimize"]
 
 import contextlib
 import dataclasses
@@ -46,8 +46,24 @@ def optimize(
     path. Keyword arguments override fields of `Options`, e.g. `split_keepdims="spec"`.
     `after_pass(name, model)` is called after each pass (progress display, `--dump-dir`).
     """
+    model = load_model(source)
+    if isinstance(source, ir.Model):
+        model = model.clone()
+    options = dataclasses.replace(options or Options(), **option_overrides)  # type: ignore[arg-type]
+    return lower_in_place(model, options, rules=rules, after_pass=after_pass)
+
+
+def lower_in_place(
+    model: ir.Model,
+    options: Options | None = None,
+    *,
+    rules: RuleSet | None = None,
+    after_pass: Callable[[str, ir.Model], None] | None = None,
+) -> OptimizeResult:
+    """`optimize` on a model the caller owns: `model` itself is lowered (no copy is made, which
+    on large models saves seconds) and returned with the report."""
     with _collector_relaxed():
-        return _optimize(source, options, rules, after_pass, option_overrides)
+        return _lower(model, options or Options(), rules, after_pass)
 
 
 @contextlib.contextmanager
@@ -65,18 +81,13 @@ def _collector_relaxed() -> Iterator[None]:
         gc.set_threshold(*thresholds)
 
 
-def _optimize(
-    source: ModelSource,
-    options: Options | None,
+def _lower(
+    model: ir.Model,
+    options: Options,
     rules: RuleSet | None,
     after_pass: Callable[[str, ir.Model], None] | None,
-    option_overrides: dict[str, object],
 ) -> OptimizeResult:
     observe = after_pass or (lambda name, model: None)
-    options = dataclasses.replace(options or Options(), **option_overrides)  # type: ignore[arg-type]
-    model = load_model(source)
-    if isinstance(source, ir.Model):
-        model = model.clone()
     _check_supported(model)
 
     report = Report(sequence_ops_before=count_sequence_ops(model))

@@ -32,7 +32,7 @@ from seqlower.cli.verify_command import verify_command
 from seqlower.errors import SeqlowerError
 from seqlower.io import load_model, save_model
 from seqlower.options import Options
-from seqlower.pipeline import optimize
+from seqlower.pipeline import lower_in_place
 from seqlower.report import Report
 from seqlower.rules import default_rules
 from seqlower.targets import check_target
@@ -168,7 +168,7 @@ def _optimize(
         observer.stage("checking the input")
         _check_input(model, source)
         started = time.perf_counter()
-        lowered, summary = optimize(model, options, after_pass=observer)
+        lowered, summary = lower_in_place(model, options, after_pass=observer)
         seconds = time.perf_counter() - started
         observer.stage("checking the output")
         _check_output(lowered)
