@@ -20,7 +20,7 @@ import numpy as np
 import onnx_ir as ir
 from onnx_ir import _convenience
 
-from seqlower.ops import graphs_within, iter_all_graphs
+from seqlower.ops import graphs_within, iter_all_graphs, subgraphs
 
 _DEFAULT_OPSET = 11
 
@@ -68,6 +68,10 @@ class Rewriter:
         self.names = NameAllocator.for_model(model)
         self.fired: collections.Counter[str] = collections.Counter()
         self.warnings: list[str] = []
+        # since the last `take_touched`: nodes emitted or whose outputs were replaced (where
+        # dead code may start), and the new holder of each subgraph attached to a new node
+        self._touched: list[ir.Node] = []
+        self._holders: dict[int, list[ir.Node]] = collections.defaultdict(list)
         self._model_opset = model.opset_imports.get("", _DEFAULT_OPSET)
         self._function_opsets: dict[int, int] = {}
         for function in model.functions.values():
@@ -91,6 +95,19 @@ class Rewriter:
         self._function_opsets[id(graph)] = opset
         return Builder(self, graph, None, hint, opset)
 
+    def take_touched(self) -> tuple[list[ir.Node], dict[int, list[ir.Node]]]:
+        """The nodes touched since the last call, and the holders of the subgraphs attached to
+        new nodes (see `seqlower.passes.dead_code`); both are then forgotten."""
+        touched, holders = self._touched, self._holders
+        self._touched, self._holders = [], collections.defaultdict(list)
+        return touched, holders
+
+    def _emitted(self, node: ir.Node) -> None:
+        self._touched.append(node)
+        for subgraph in subgraphs(node):
+            for graph in graphs_within(subgraph):
+                self._holders[id(graph)].append(node)
+
     def warn(self, message: str) -> None:
         if message not in self.warnings:
             self.warnings.append(message)
@@ -103,6 +120,9 @@ class Rewriter:
         """
         if old is new:
             return
+        producer = old.producer()
+        if producer is not None:
+            self._touched.append(producer)
         if not old.is_graph_output():
             old.replace_all_uses_with(new)
             return
@@ -181,6 +201,7 @@ class Builder:
             self.graph.append(node)
         else:
             self.graph.insert_before(self.anchor, node)
+        self.rewriter._emitted(node)
 
     def op(
         self,

@@ -81,12 +81,18 @@ Rewrite = Callable[[ir.Node, Any, Context], None]
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
-    """One rewrite of one operator type. `check` returns match data or a `Refusal`."""
+    """One rewrite of one operator type. `check` returns match data or a `Refusal`.
+
+    `before_producers` marks a rule that consumes a whole pattern, producers included (a
+    SequenceMap batched straight from the SplitToSequence that feeds it): the driver tries such
+    rules on every node before the others, so that the producers are not lowered piece by piece
+    first, only for that work to die when the pattern is rewritten."""
 
     name: str
     op_type: str
     check: Check
     rewrite: Rewrite
+    before_producers: bool = False
 
     @property
     def doc(self) -> str:
@@ -102,8 +108,11 @@ class RuleSet:
         for rule in self.rules:
             self._by_op.setdefault(rule.op_type, []).append(rule)
 
-    def for_op(self, op_type: str) -> list[Rule]:
-        return self._by_op.get(op_type, [])
+    def for_op(self, op_type: str, *, before_producers_only: bool = False) -> list[Rule]:
+        rules = self._by_op.get(op_type, [])
+        if before_producers_only:
+            return [rule for rule in rules if rule.before_producers]
+        return rules
 
     def __add__(self, other: RuleSet) -> RuleSet:
         return RuleSet(self.rules + other.rules)

@@ -17,6 +17,7 @@ from support import assert_outputs_equal, lower, parse, run_ort, sequence_op_cou
 import seqlower
 from seqlower.io import model_to_bytes
 from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
+from seqlower.rule import Refusal, Rule, RuleSet
 
 LOCAL_MODELS = {
     "split_at_concat": parse("""g (float[2,6] x, int64 p) => (float y, float z, int64 n) {
@@ -139,3 +140,42 @@ def test_each_pass_alone_is_an_onnx_ir_pass(pass_type):
     result = ir.passes.PassManager([step])(model)
     assert isinstance(result, ir.passes.PassResult)
     assert_outputs_equal(run_ort(MODEL, FEEDS), run_ort(ir.to_proto(result.model), FEEDS))
+
+
+# -- the driver ----------------------------------------------------------------------------------
+
+
+def test_rules_marked_before_producers_see_the_pattern_whole():
+    """The driver tries `before_producers` rules on every node before the others: the toy rule on
+    the consumer (later in the graph) fires first, and its rewrite leaves the producer dead (it
+    is removed at once, so the producer rule never runs)."""
+    model = parse("""g (float[2] x) => (float[2] y) {
+        a = Neg (x)
+        y = Abs (a)
+    }""")
+    order: list[str] = []
+
+    def record(name):
+        def rewrite(node, match, ctx):
+            order.append(name)
+            if name == "consumer":  # Abs(Neg(x)) -> Abs(x)
+                replacement = ctx.rewriter.before(node).op(
+                    "Abs", [node.inputs[0].producer().inputs[0]]
+                )
+                ctx.rewriter.replace(node.outputs[0], replacement)
+
+        return rewrite
+
+    def once(node, ctx):
+        return Refusal("fired already") if order else None
+
+    rules = RuleSet(
+        [
+            Rule("producer", "Neg", once, record("producer")),
+            Rule("consumer", "Abs", once, record("consumer"), before_producers=True),
+        ]
+    )
+    lowered, report = seqlower.optimize(model, rules=rules)
+    assert order == ["consumer"]
+    assert report.rules_fired == {"consumer": 1}
+    assert [node.op_type for node in lowered.graph] == ["Abs"]

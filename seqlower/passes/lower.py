@@ -2,9 +2,12 @@
 
 One sweep visits the graphs (main graph, subgraphs, functions) and their nodes in order, and tries
 the rules registered for each node's operator in priority order; the first that accepts rewrites.
-Rewrites only add nodes and rewire uses, so a sweep is safe while iterating; dead nodes are
-removed between sweeps. Sweeps repeat to a fixpoint, bounded by `Options.max_iterations`, and the
-pass records why it stopped and how often each rule fired (as egg's runner does).
+Rules that consume whole patterns (`Rule.before_producers`) are tried on every node first. After
+each rewrite, what it left dead is removed at once (the rewritten node, the producers of what it
+read, transitively), so the rest of the sweep sees exact uses. Sweeps repeat, with shape inference
+between them, to a fixpoint bounded by `Options.max_iterations`; a whole-model dead-code pass
+confirms the fixpoint. The pass records why it stopped and how often each rule fired (as egg's
+runner does).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import onnx_ir as ir
 from seqlower.analysis import Facts
 from seqlower.ops import iter_all_graphs, subgraphs
 from seqlower.options import Options
-from seqlower.passes.cleanup import remove_dead_nodes
+from seqlower.passes.dead_code import is_dead, remove_dead_nodes, remove_dead_upstream
 from seqlower.passes.normalize import infer_shapes
 from seqlower.rewriter import Rewriter
 from seqlower.rule import Context, Refusal, RuleSet
@@ -49,39 +52,54 @@ class LowerSequencesPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         rewriter = Rewriter(model)
-        modified = False
+        # dead code holds rules back: a dead reader keeps a sequence in use, a dead body op
+        # with no batching rule keeps a map from being batched
+        modified = remove_dead_nodes(model)
+        whole_model_clean = True  # no rewrite since the last whole-model dead-code removal
         self.stop_reason = f"iteration limit ({self.options.max_iterations}) reached"
         for iteration in range(1, self.options.max_iterations + 1):
             self.iterations = iteration
             context = Context(Facts(model), rewriter, self.options)
             self.refusals = {}
-            if not self._sweep(model, context):
-                self.stop_reason = "fixpoint: no rule applies"
-                break
-            modified = True
-            remove_dead_nodes(model)
-            infer_shapes(model)
+            if self._sweep(model, context):
+                modified, whole_model_clean = True, False
+                infer_shapes(model)
+                continue
+            # a fixpoint, unless dead code that the local removals missed holds a rule back
+            if not whole_model_clean and remove_dead_nodes(model):
+                whole_model_clean = True
+                continue
+            self.stop_reason = "fixpoint: no rule applies"
+            break
         self.fired = dict(rewriter.fired)
         self.warnings = list(rewriter.warnings)
         return ir.passes.PassResult(model, modified)
 
     def _sweep(self, model: ir.Model, context: Context) -> bool:
+        """Try the rules on every live node: first the rules that consume whole patterns
+        (`Rule.before_producers`), then all of them."""
         changed = False
         graphs = list(iter_all_graphs(model))
         owners = {id(sub): node for graph in graphs for node in graph for sub in subgraphs(node)}
-        for graph in graphs:
-            # a rewrite may have killed the node owning this subgraph (an unrolled loop, an
-            # inlined branch): its old body is not lowered any more
-            if not _is_live(graph, owners):
-                continue
-            for node in list(graph):
-                if node.graph is not graph or _is_dead(node):
+        for before_producers_only in (True, False):
+            for graph in graphs:
+                # a rewrite may have killed the node owning this subgraph (an unrolled loop, an
+                # inlined branch): its old body is not lowered any more
+                if not _is_live(graph, owners):
                     continue
-                changed |= self._apply_first(node, context)
+                for node in list(graph):
+                    if node.graph is not graph or is_dead(node):
+                        continue
+                    changed |= self._apply_first(node, context, before_producers_only)
         return changed
 
-    def _apply_first(self, node: ir.Node, context: Context) -> bool:
-        rules = self.rules.for_op(node.op_type) if node.domain == "" else []
+    def _apply_first(self, node: ir.Node, context: Context, before_producers_only: bool) -> bool:
+        if node.domain != "":
+            return False
+        rules = self.rules.for_op(node.op_type, before_producers_only=before_producers_only)
+        if not rules:
+            return False
+        self.refusals.pop(node, None)
         reasons: list[str] = []
         for rule in rules:
             match = rule.check(node, context)
@@ -89,8 +107,11 @@ class LowerSequencesPass(ir.passes.InPlacePass):
                 reasons.append(f"{rule.name}: {match.reason}")
                 continue
             logger.debug("%s applies to %s '%s'", rule.name, node.op_type, node.name)
+            read = [value.producer() for value in node.inputs if value is not None]
             rule.rewrite(node, match, context)
             context.rewriter.fired[rule.name] += 1
+            touched, holders = context.rewriter.take_touched()
+            remove_dead_upstream([*(p for p in read if p is not None), node, *touched], holders)
             return True
         if reasons:
             self.refusals[node] = reasons
@@ -102,11 +123,7 @@ def _is_live(graph: ir.Graph, owners: dict[int, ir.Node]) -> bool:
     its graph and alive (dead nodes await removal)."""
     owner = owners.get(id(graph))
     while owner is not None:
-        if owner.graph is None or _is_dead(owner):
+        if owner.graph is None or is_dead(owner):
             return False
         owner = owners.get(id(owner.graph))
     return True
-
-
-def _is_dead(node: ir.Node) -> bool:
-    return all(not output.uses() and not output.is_graph_output() for output in node.outputs)

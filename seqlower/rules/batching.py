@@ -339,4 +339,5 @@ def _concat_of(
     return b.op("Reshape", [moved, target], _ALLOW_ZERO, name="concatenated")
 
 
-RULES = RuleSet([Rule("sequence-map-batch", "SequenceMap", _check, _batch)])
+# before the split rule: a SplitToSequence batched from directly is never split into chunks
+RULES = RuleSet([Rule("sequence-map-batch", "SequenceMap", _check, _batch, before_producers=True)])

@@ -28,6 +28,14 @@ def test_mlp_becomes_the_batched_body_and_nothing_else():
     assert [n.input[0] for n in lowered.graph.node if n.op_type == "MatMul"] == ["x"]
 
 
+def test_the_split_feeding_a_batched_map_is_not_lowered_first():
+    """The batching rule runs before the split rule (`Rule.before_producers`): it reads the
+    SplitToSequence's input, and no Split is built only to die."""
+    model = mapped(MLP, "float[8,64] x", ["float[8,64] y0"], extras="float[64,64] w, float[64] c")
+    _, report = lower(model)
+    assert report.rules_fired == {"sequence-map-batch": 1}
+
+
 def test_static_length_reads_the_split_input():
     model = mapped(MLP, "float[8,64] x", ["float[8,64] y0"], extras="float[64,64] w, float[64] c")
     lowered = assert_batched(model, _mlp_feeds(8), rtol=1e-4)
@@ -199,10 +207,23 @@ def _refused(body: str, x: str = "float[N,4] x", **kw: str) -> str:
 def test_an_op_without_batching_rule_is_named():
     body = """b (float[4] e) => (float[4] o) {
         nz = NonZero(e)
-        o = Identity(e)
-        z = Identity(nz)
+        total = ReduceSum<keepdims = 0>(nz)
+        n = Cast<to = 1>(total)
+        o = Add(e, n)
     }"""
     assert "body op NonZero has no batching rule" in _refused(body)
+
+
+def test_dead_body_ops_do_not_block_batching():
+    """A body op without a batching rule whose result nothing reads is dead code: removed,
+    it does not keep the map from being batched."""
+    body = """b (float[4] e) => (float[4] o) {
+        nz = NonZero(e)
+        o = Relu(e)
+        z = Identity(nz)
+    }"""
+    lowered = assert_batched(mapped(body, "float[N,4] x", ["float[N,4] y0"]), [{"x": floats(3, 4)}])
+    assert op_counts(lowered) == {"Relu": 1}
 
 
 def test_per_element_reshape_target_is_refused():
