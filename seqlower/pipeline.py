@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["OptimizeResult", "lower_in_place", "optimize"]
+__all__ = ["OptimizeResult", "collector_relaxed", "lower_in_place", "optimize"]
 
+import collections
 import contextlib
 import dataclasses
 import gc
@@ -46,11 +47,12 @@ def optimize(
     path. Keyword arguments override fields of `Options`, e.g. `split_keepdims="spec"`.
     `after_pass(name, model)` is called after each pass (progress display, `--dump-dir`).
     """
-    model = load_model(source)
-    if isinstance(source, ir.Model):
-        model = model.clone()
     options = dataclasses.replace(options or Options(), **option_overrides)  # type: ignore[arg-type]
-    return lower_in_place(model, options, rules=rules, after_pass=after_pass)
+    with collector_relaxed():  # loading builds most of the objects the collector would rescan
+        model = load_model(source)
+        if isinstance(source, ir.Model):
+            model = model.clone()
+        return lower_in_place(model, options, rules=rules, after_pass=after_pass)
 
 
 def lower_in_place(
@@ -62,17 +64,17 @@ def lower_in_place(
 ) -> OptimizeResult:
     """`optimize` on a model the caller owns: `model` itself is lowered (no copy is made, which
     on large models saves seconds) and returned with the report."""
-    with _collector_relaxed():
+    with collector_relaxed():
         return _lower(model, options or Options(), rules, after_pass)
 
 
 @contextlib.contextmanager
-def _collector_relaxed() -> Iterator[None]:
-    """Run Python's cyclic garbage collector less often while lowering. Loading and rewriting
-    a model creates millions of long-lived objects, and the collector's passes rescan them again
+def collector_relaxed() -> Iterator[None]:
+    """Run Python's cyclic garbage collector less often inside the block. Loading and rewriting
+    a model create millions of long-lived objects, and the collector's passes rescan them again
     and again: with the default thresholds that was a fifth of the run time on a 100k-node
-    model. Garbage cycles are still collected, every million allocations; the thresholds are
-    restored afterwards."""
+    model. Garbage cycles are still collected, every million allocations; the thresholds (which
+    are process-wide) are restored on leaving the block."""
     thresholds = gc.get_threshold()
     gc.set_threshold(1_000_000, 1000, 1000)
     try:
@@ -111,7 +113,9 @@ def _lower(
     _keep_declared_output_shapes(model, declared_output_shapes)
     observe("cleanup", model)
 
-    report.sequence_ops_after = count_sequence_ops(model)
+    report.remaining = remaining_sequence_ops(model, lower.refusals)
+    after = collections.Counter(op.op_type for op in report.remaining)
+    report.sequence_ops_after = dict(sorted(after.items()))
     report.rules_fired = lower.fired
     if inline.inlined:
         report.rules_fired = {"inline-function": len(inline.inlined), **lower.fired}
@@ -127,7 +131,6 @@ def _lower(
     report.interface_changes = (
         normalize.bind_dims.changes + flatten_inputs.changes + flatten_outputs.changes
     )
-    report.remaining = remaining_sequence_ops(model, lower.refusals)
     return OptimizeResult(model, report)
 
 

@@ -105,14 +105,15 @@ class RuleSet:
     def __init__(self, rules: Iterable[Rule]) -> None:
         self.rules: tuple[Rule, ...] = tuple(rules)
         self._by_op: dict[str, list[Rule]] = {}
+        self._before_producers_by_op: dict[str, list[Rule]] = {}
         for rule in self.rules:
             self._by_op.setdefault(rule.op_type, []).append(rule)
+            if rule.before_producers:
+                self._before_producers_by_op.setdefault(rule.op_type, []).append(rule)
 
     def for_op(self, op_type: str, *, before_producers_only: bool = False) -> list[Rule]:
-        rules = self._by_op.get(op_type, [])
-        if before_producers_only:
-            return [rule for rule in rules if rule.before_producers]
-        return rules
+        by_op = self._before_producers_by_op if before_producers_only else self._by_op
+        return by_op.get(op_type, [])
 
     def __add__(self, other: RuleSet) -> RuleSet:
         return RuleSet(self.rules + other.rules)

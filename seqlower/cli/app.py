@@ -32,7 +32,7 @@ from seqlower.cli.verify_command import verify_command
 from seqlower.errors import SeqlowerError
 from seqlower.io import load_model, save_model
 from seqlower.options import Options
-from seqlower.pipeline import lower_in_place
+from seqlower.pipeline import collector_relaxed, lower_in_place
 from seqlower.report import Report
 from seqlower.rules import default_rules
 from seqlower.targets import check_target
@@ -163,7 +163,7 @@ def _check_paths(source: Path, target: Path, in_place: bool, dump_dir: Path | No
 def _optimize(
     source: Path, target: Path, options: Options, quiet: bool, dump_dir: Path | None
 ) -> tuple[ir.Model, Report]:
-    with PassObserver(show_progress=not quiet, dump_dir=dump_dir) as observer:
+    with PassObserver(show_progress=not quiet, dump_dir=dump_dir) as observer, collector_relaxed():
         model = load_model(source)
         observer.stage("checking the input")
         _check_input(model, source)

@@ -34,7 +34,8 @@ class CleanupPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = remove_dead_nodes(model)
         modified |= remove_unused_initializers(model)
-        modified |= RemoveUnusedFunctionsPass()(model).modified
+        if model.functions:
+            modified |= RemoveUnusedFunctionsPass()(model).modified
         modified |= _forget_inferred_dim_names(model)
         return ir.passes.PassResult(model, modified)
 
@@ -45,14 +46,24 @@ def _forget_inferred_dim_names(model: ir.Model) -> bool:
     idempotent). They become anonymous dims; the model inputs keep theirs."""
     modified = False
     main_inputs = set(model.graph.inputs)
+    # values share shape objects (see normalize._merge_shapes): each is looked at once; the
+    # entry keeps the shape alive so that its id is not reused
+    anonymous: dict[int, tuple[ir.Shape, ir.Shape | None]] = {}
     for graph in iter_all_graphs(model):
         values = [*graph.inputs, *graph.outputs, *(o for node in graph for o in node.outputs)]
         for value in values:
-            if value in main_inputs or value.shape is None:
+            shape = value.shape
+            if shape is None or value in main_inputs:
                 continue
-            dims = list(value.shape)
-            if any(_inferred_name(d) for d in dims):
-                value.shape = ir.Shape([None if _inferred_name(d) else d for d in dims])
+            if id(shape) not in anonymous:
+                dims = list(shape)
+                new = None
+                if any(_inferred_name(d) for d in dims):
+                    new = ir.Shape([None if _inferred_name(d) else d for d in dims], frozen=True)
+                anonymous[id(shape)] = (shape, new)
+            new = anonymous[id(shape)][1]
+            if new is not None:
+                value.shape = new
                 modified = True
     return modified
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import onnx_ir as ir
 
-from seqlower.ops import iter_all_graphs, subgraphs
+from seqlower.ops import has_subgraph, iter_all_graphs, subgraphs
 
 Holders = Mapping[int, Sequence[ir.Node]]  # id(subgraph) -> the nodes that hold it
 
@@ -52,17 +52,25 @@ def remove_dead_nodes(model: ir.Model) -> bool:
     """Dead-code elimination over the whole model, subgraphs and functions included. True when
     something was removed."""
     graphs = list(iter_all_graphs(model))
+    holders: Holders | None = None
+    removed = 0
+    for graph in graphs:
+        dead = [node for node in graph if is_dead(node)]
+        if holders is None and any(has_subgraph(node) for node in dead):
+            holders = _holders(graphs)
+        # users are taken before their producers (the last node first): whole dead chains go,
+        # and what dies in other graphs follows from the subgraph reads released
+        removed += remove_dead_upstream(dead, holders)
+    return removed > 0
+
+
+def _holders(graphs: list[ir.Graph]) -> dict[int, list[ir.Node]]:
     holders: dict[int, list[ir.Node]] = collections.defaultdict(list)
     for graph in graphs:
         for node in graph:
             for subgraph in subgraphs(node):
                 holders[id(subgraph)].append(node)
-    removed = 0
-    for graph in graphs:
-        # producers precede their users: visiting users first removes whole dead chains
-        # (what dies in other graphs follows from the subgraph reads released)
-        removed += remove_dead_upstream(list(graph), holders)
-    return removed > 0
+    return holders
 
 
 def _held_elsewhere(subgraph: ir.Graph, node: ir.Node, holders: Holders) -> bool:

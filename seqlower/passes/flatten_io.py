@@ -57,7 +57,12 @@ class FlattenSequenceIOPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.changes, self.warnings = [], []
-        names = NameAllocator.for_model(model)
+        sequence_outputs = any(isinstance(v.type, ir.SequenceType) for v in model.graph.outputs)
+        if not (self.inputs and self.seq_lens) and not (self.outputs and sequence_outputs):
+            # nothing to rename, so no walk of the model for its names
+            names = NameAllocator(())
+        else:
+            names = NameAllocator.for_model(model)
         modified = False
         if self.inputs:
             modified |= self._flatten_inputs(model, names)

@@ -69,14 +69,18 @@ def remaining_sequence_ops(
     model: ir.Model, refusals: Mapping[ir.Node, list[str]]
 ) -> list[RemainingOp]:
     """Every sequence operator left in `model`, with the reason it stays."""
-    remaining = []
-    owners = subgraph_owners(model)
-    for path, graph in walk_graphs(model):
-        for node in graph:
-            if is_sequence_op(node):
-                reason = _reason(node, refusals) + _owner_reason(node, owners, refusals)
-                remaining.append(RemainingOp(path, node.name or "", node.op_type, reason))
-    return remaining
+    found = [(path, node) for path, graph in walk_graphs(model) for node in graph]
+    found = [(path, node) for path, node in found if is_sequence_op(node)]
+    owners = subgraph_owners(model) if found else {}
+    return [
+        RemainingOp(
+            path,
+            node.name or "",
+            node.op_type,
+            _reason(node, refusals) + _owner_reason(node, owners, refusals),
+        )
+        for path, node in found
+    ]
 
 
 def subgraph_owners(model: ir.Model) -> dict[int, ir.Node]:

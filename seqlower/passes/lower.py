@@ -19,12 +19,12 @@ import logging
 import onnx_ir as ir
 
 from seqlower.analysis import Facts
-from seqlower.ops import iter_all_graphs, subgraphs
+from seqlower.ops import subgraphs
 from seqlower.options import Options
 from seqlower.passes.dead_code import is_dead, remove_dead_nodes, remove_dead_upstream
 from seqlower.passes.normalize import infer_shapes
 from seqlower.rewriter import Rewriter
-from seqlower.rule import Context, Refusal, RuleSet
+from seqlower.rule import Context, Refusal, Rule, RuleSet
 
 logger = logging.getLogger(__name__)
 
@@ -79,8 +79,7 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         """Try the rules on every live node: first the rules that consume whole patterns
         (`Rule.before_producers`), then all of them."""
         changed = False
-        graphs = list(iter_all_graphs(model))
-        owners = {id(sub): node for graph in graphs for node in graph for sub in subgraphs(node)}
+        graphs, owners = _graphs_and_owners(model)
         for before_producers_only in (True, False):
             for graph in graphs:
                 # a rewrite may have killed the node owning this subgraph (an unrolled loop, an
@@ -88,17 +87,16 @@ class LowerSequencesPass(ir.passes.InPlacePass):
                 if not _is_live(graph, owners):
                     continue
                 for node in list(graph):
-                    if node.graph is not graph or is_dead(node):
+                    if node.domain != "":
                         continue
-                    changed |= self._apply_first(node, context, before_producers_only)
+                    rules = self.rules.for_op(
+                        node.op_type, before_producers_only=before_producers_only
+                    )
+                    if rules and node.graph is graph and not is_dead(node):
+                        changed |= self._apply_first(node, rules, context)
         return changed
 
-    def _apply_first(self, node: ir.Node, context: Context, before_producers_only: bool) -> bool:
-        if node.domain != "":
-            return False
-        rules = self.rules.for_op(node.op_type, before_producers_only=before_producers_only)
-        if not rules:
-            return False
+    def _apply_first(self, node: ir.Node, rules: list[Rule], context: Context) -> bool:
         self.refusals.pop(node, None)
         reasons: list[str] = []
         for rule in rules:
@@ -116,6 +114,19 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         if reasons:
             self.refusals[node] = reasons
         return False
+
+
+def _graphs_and_owners(model: ir.Model) -> tuple[list[ir.Graph], dict[int, ir.Node]]:
+    """Every graph of the model (as `iter_all_graphs` orders them), and the node that holds
+    each subgraph, in one walk."""
+    graphs = [model.graph, *(function.graph for function in model.functions.values())]
+    owners: dict[int, ir.Node] = {}
+    for graph in graphs:  # grows while iterating: a breadth-first walk
+        for node in graph:
+            for subgraph in subgraphs(node):
+                owners[id(subgraph)] = node
+                graphs.append(subgraph)
+    return graphs, owners
 
 
 def _is_live(graph: ir.Graph, owners: dict[int, ir.Node]) -> bool:

@@ -90,27 +90,39 @@ def infer_shapes(model: ir.Model) -> None:
     iterations). Where `LoopShapes` proves that a carried tensor keeps the shape of its initial
     value, that shape is declared on the body input and inference runs again, so that it reaches
     the body's values and the Loop's outputs (a round per level of nested loops)."""
-    for graph in iter_all_graphs(model):
-        for node in graph:
-            for output in node.outputs:
-                output.shape = None
-            if node.op_type == "Loop" and node.domain == "" and "body" in node.attributes:
-                _reset_loop_signature(node.attributes["body"].as_graph())
+    loops, shape_readers = _clear_shapes(model)
+    for loop in loops:
+        _reset_loop_signature(loop.attributes["body"].as_graph())
     if not _infer_and_merge(model, {}):
         return
     folded: dict[str, np.ndarray] = {}
     for _ in range(_MAX_ROUNDS):
-        declared = _declare_invariant_carried_shapes(model)
-        found = _static_arguments(model)
+        declared = _declare_invariant_carried_shapes(loops)
+        found = _static_arguments(shape_readers)
         if not declared and found.keys() <= folded.keys():
             return
         folded.update(found)
-        for graph in iter_all_graphs(model):
-            for node in graph:
-                for output in node.outputs:
-                    output.shape = None
+        _clear_shapes(model)
         if not _infer_and_merge(model, folded):
             return
+
+
+def _clear_shapes(model: ir.Model) -> tuple[list[ir.Node], list[ir.Node]]:
+    """Forget the shape of every node output, in one walk that also finds the Loops (with a
+    body) and the nodes with an input in `_SHAPE_ARGUMENTS`, for the rounds after inference."""
+    loops: list[ir.Node] = []
+    shape_readers: list[ir.Node] = []
+    for graph in iter_all_graphs(model):
+        for node in graph:
+            for output in node.outputs:
+                output.shape = None
+            if node.domain != "":
+                continue
+            if node.op_type in _SHAPE_ARGUMENTS:
+                shape_readers.append(node)
+            elif node.op_type == "Loop" and "body" in node.attributes:
+                loops.append(node)
+    return loops, shape_readers
 
 
 _MAX_ROUNDS = 3
@@ -140,31 +152,30 @@ _SHAPE_ARGUMENTS: dict[str, tuple[int, ...]] = {
 }
 
 
-def _static_arguments(model: ir.Model) -> dict[str, np.ndarray]:
+def _static_arguments(shape_readers: list[ir.Node]) -> dict[str, np.ndarray]:
     """Small static integer tensors that seqlower folds but ONNX inference does not (it reads
     only constants for a Slice's bounds, an Expand's shape...), computed by non-Constant nodes,
-    and read as a shape argument by a node whose output shape is not fully known: inference
-    gets them as constants."""
+    and read as a shape argument by one of `shape_readers` whose output shape is not fully
+    known: inference gets them as constants."""
     values = StaticValues()
     found: dict[str, np.ndarray] = {}
-    for graph in iter_all_graphs(model):
-        for node in graph:
-            positions = _SHAPE_ARGUMENTS.get(node.op_type, ()) if node.domain == "" else ()
-            if not positions or all(_fully_known(output) for output in node.outputs):
+    for node in shape_readers:
+        positions = _SHAPE_ARGUMENTS[node.op_type]
+        if all(_fully_known(output) for output in node.outputs):
+            continue
+        for value in (node.inputs[i] for i in positions if i < len(node.inputs)):
+            producer = value.producer() if value is not None else None
+            if (
+                producer is None
+                or producer.op_type == "Constant"
+                or len(producer.outputs) != 1
+                or value.dtype not in (ir.DataType.INT64, ir.DataType.INT32)  # type: ignore[union-attr]
+                or not value.name  # type: ignore[union-attr]
+            ):
                 continue
-            for value in (node.inputs[i] for i in positions if i < len(node.inputs)):
-                producer = value.producer() if value is not None else None
-                if (
-                    producer is None
-                    or producer.op_type == "Constant"
-                    or len(producer.outputs) != 1
-                    or value.dtype not in (ir.DataType.INT64, ir.DataType.INT32)  # type: ignore[union-attr]
-                    or not value.name  # type: ignore[union-attr]
-                ):
-                    continue
-                array = values.get(value)
-                if array is not None:
-                    found[value.name] = array  # type: ignore[union-attr, index]
+            array = values.get(value)
+            if array is not None:
+                found[value.name] = array  # type: ignore[union-attr, index]
     return found
 
 
@@ -216,25 +227,22 @@ def _infer_and_merge(model: ir.Model, folded: dict[str, np.ndarray]) -> bool:
     return True
 
 
-def _declare_invariant_carried_shapes(model: ir.Model) -> bool:
+def _declare_invariant_carried_shapes(loops: list[ir.Node]) -> bool:
     """Declare on each Loop body input the shape of its initial value where the body provably
     keeps it. True when a declaration was added."""
     values = StaticValues()
     changed = False
-    for graph in iter_all_graphs(model):
-        for node in graph:
-            if node.op_type != "Loop" or node.domain != "" or "body" not in node.attributes:
-                continue
-            body = node.attributes["body"].as_graph()
-            carried = zip(body.inputs[2:], node.inputs[2:])
-            undeclared = [(v, init) for v, init in carried if v.shape is None and init is not None]
-            if not any(init.shape is not None for _, init in undeclared):
-                continue
-            invariant = LoopShapes(node, values).invariant_carried()
-            for body_input, init in undeclared:
-                if body_input in invariant and init.shape is not None:
-                    body_input.shape = ir.Shape(list(init.shape))
-                    changed = True
+    for node in loops:
+        body = node.attributes["body"].as_graph()
+        carried = zip(body.inputs[2:], node.inputs[2:])
+        undeclared = [(v, init) for v, init in carried if v.shape is None and init is not None]
+        if not any(init.shape is not None for _, init in undeclared):
+            continue
+        invariant = LoopShapes(node, values).invariant_carried()
+        for body_input, init in undeclared:
+            if body_input in invariant and init.shape is not None:
+                body_input.shape = ir.Shape(list(init.shape))
+                changed = True
     return changed
 
 
@@ -248,7 +256,8 @@ def _reset_loop_signature(body: ir.Graph) -> None:
 def _merge_shapes(model: ir.Model, inferred: onnx.ModelProto) -> None:
     """Take the inferred types and shapes of values that have none. The proto is read directly
     (deserializing the whole inferred model took half the time of inference on large models)."""
-    # most values share a few types: deserialize each distinct TypeProto once
+    # most values share a few types: deserialize each distinct TypeProto once, and share its
+    # shape, frozen (a rule that needs another shape assigns a new one)
     cache: dict[bytes, tuple[ir.Shape | None, ir.TypeProtocol]] = {}
     for graph, types in zip(iter_all_graphs(model), _inferred_types(inferred)):
         for value in list(graph.inputs) + [o for n in graph for o in n.outputs]:
@@ -257,13 +266,14 @@ def _merge_shapes(model: ir.Model, inferred: onnx.ModelProto) -> None:
                 continue
             key = found.SerializeToString()
             if key not in cache:
+                shape = ir.serde.deserialize_type_proto_for_shape(found)
                 cache[key] = (
-                    ir.serde.deserialize_type_proto_for_shape(found),
+                    None if shape is None else ir.Shape(list(shape), frozen=True),
                     ir.serde.deserialize_type_proto_for_type(found),
                 )
             shape, type_ = cache[key]
             if value.shape is None and shape is not None:
-                value.shape = ir.Shape(list(shape))
+                value.shape = shape
             if value.type is None:
                 value.type = type_
 
