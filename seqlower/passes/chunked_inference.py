@@ -62,13 +62,17 @@ def _dim_params(info: onnx.ValueInfoProto) -> Iterator[str]:
 
 def _rename_new_dims(graph: onnx.GraphProto, inherited: set[str], run: int) -> None:
     """Each run numbers the dims it makes up from `unk__0`: unrelated dims of two runs would
-    share a name, and one name means one size. Give the new ones names unique to the run."""
+    share a name, and one name means one size. Give the new ones names unique to the run.
+    (Serialized bytes are searched first: a cheap test in C++ that skips most values.)"""
+    if b"unk__" not in graph.SerializeToString():
+        return
     for node in graph.node:
         for attr in node.attribute:
             for subgraph in [attr.g] if attr.HasField("g") else list(attr.graphs):
-                if b"unk__" in subgraph.SerializeToString():  # a cheap test in C++
-                    _rename_new_dims(subgraph, inherited, run)
+                _rename_new_dims(subgraph, inherited, run)
     for info in [*graph.value_info, *graph.input, *graph.output]:
+        if b"unk__" not in info.SerializeToString():
+            continue
         type_proto = info.type
         while type_proto.HasField("sequence_type"):
             type_proto = type_proto.sequence_type.elem_type
