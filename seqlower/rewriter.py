@@ -102,7 +102,8 @@ class Rewriter:
         self._touched, self._holders = [], collections.defaultdict(list)
         return touched, holders
 
-    def _emitted(self, node: ir.Node) -> None:
+    def record_emitted(self, node: ir.Node) -> None:
+        """Note a node a Builder inserted (its subgraphs now have it as a holder)."""
         self._touched.append(node)
         for subgraph in subgraphs(node):
             for graph in graphs_within(subgraph):
@@ -201,7 +202,7 @@ class Builder:
             self.graph.append(node)
         else:
             self.graph.insert_before(self.anchor, node)
-        self.rewriter._emitted(node)
+        self.rewriter.record_emitted(node)
 
     def op(
         self,

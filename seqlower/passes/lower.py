@@ -77,11 +77,13 @@ class LowerSequencesPass(ir.passes.InPlacePass):
 
     def _sweep(self, model: ir.Model, context: Context) -> bool:
         """Try the rules on every live node: first the rules that consume whole patterns
-        (`Rule.before_producers`), then all of them."""
+        (`Rule.before_producers`, subgraphs before the graphs that hold them), then all of
+        them."""
         changed = False
         graphs, owners = _graphs_and_owners(model)
         for before_producers_only in (True, False):
-            for graph in graphs:
+            # patterns complete inside out: a map in a body is batched before the map around it
+            for graph in reversed(graphs) if before_producers_only else graphs:
                 # a rewrite may have killed the node owning this subgraph (an unrolled loop, an
                 # inlined branch): its old body is not lowered any more
                 if not _is_live(graph, owners):
