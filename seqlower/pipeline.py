@@ -20,6 +20,7 @@ from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
 from seqlower.passes.flatten_io import FlattenSequenceIOPass
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
 from seqlower.passes.legality import count_sequence_ops, remaining_sequence_ops
+from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.report import Report
 from seqlower.rule import RuleSet
 
@@ -110,6 +111,7 @@ def _lower(
         lower = _lower_again(lower, model)
         observe("flatten-outputs", model)
     CleanupPass()(model)
+    RuntimeWorkaroundsPass()(model)
     _keep_declared_output_shapes(model, declared_output_shapes)
     observe("cleanup", model)
 

@@ -102,6 +102,14 @@ def _fold_erase(node: ir.Node, match, ctx: Context) -> None:  # type: ignore[no-
 def _check_identity(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
     if not isinstance(node.outputs[0].type, ir.SequenceType):
         return Refusal("not a sequence")
+    source = node.inputs[0]
+    if source is not None and (source.is_graph_output() or len(source.uses()) > 1):
+        # readers see through the Identity anyway (facts flow through it); once they are
+        # lowered, the Identity is the last reader and folds without adding anything
+        return Refusal(
+            "the sequence it copies stays (another reader or a graph output): a copy of its "
+            "SequenceConstruct would add a sequence operator"
+        )
     return _known(node, ctx)
 
 

@@ -105,6 +105,45 @@ def test_identity_of_a_sequence():
     )
 
 
+def test_identity_of_a_sequence_output_becomes_the_construct():
+    model = parse("""g (float[2] a, float[2] b) => (seq(float[2]) t) {
+        s = SequenceConstruct(a, b)
+        t = Identity(s)
+    }""")
+    lowered, report, _ = lower_and_compare(model, {"a": A, "b": B})
+    assert report.rules_fired == {"identity-of-known": 1}
+    assert op_counts(lowered) == {"SequenceConstruct": 1}
+
+
+def test_identity_of_a_sequence_that_stays_is_kept_with_a_reason():
+    """A copy of the construct would stay beside the original (both are outputs): one more
+    sequence operator, so the Identity stays."""
+    model = parse("""g (float[2] a, float[2] b) => (seq(float[2]) s, seq(float[2]) t) {
+        s = SequenceConstruct(a, b)
+        t = Identity(s)
+    }""")
+    lowered, report, _ = lower_and_compare(model, {"a": A, "b": B})
+    assert report.rules_fired == {}
+    assert op_counts(lowered) == {"SequenceConstruct": 1, "Identity": 1}
+    assert "would add a sequence operator" in reasons(report)
+
+
+def test_identity_in_a_branch_of_an_outer_sequence_adds_no_operator():
+    """Fuzz seed 29728: the then-branch copied an outer sequence (also a model output) that
+    the If cannot split (its branches differ in length); folding the Identity added a
+    SequenceConstruct."""
+    model = parse("""g (float[2] a, bool c) => (seq(float[2]) s, float[N,2] y) {
+        s = SequenceConstruct(a)
+        r = If(c) <
+            then_branch = t () => (seq(float[2]) i) { i = Identity(s) },
+            else_branch = e () => (seq(float[2]) z) { z = SequenceEmpty<dtype = 1>() }
+        >
+        y = ConcatFromSequence<axis = 0, new_axis = 1>(r)
+    }""")
+    lowered, _, _ = lower_and_compare(model, {"a": A, "c": np.array(True)})
+    assert sequence_op_count(lowered) <= sequence_op_count(model)
+
+
 def test_empty_then_insert_then_erase_chain():
     assert_lowers_to(
         """e = SequenceEmpty<dtype = 1>()
