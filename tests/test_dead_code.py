@@ -4,7 +4,7 @@ it leaves alone (live nodes, a subgraph another node holds, interface initialize
 from __future__ import annotations
 
 import onnx_ir as ir
-from support import op_counts, parse
+from support import lower, op_counts, parse
 
 from seqlower.passes.cleanup import remove_unused_initializers
 from seqlower.passes.dead_code import remove_dead_nodes, remove_dead_upstream
@@ -114,3 +114,21 @@ def test_unused_initializers_go_interface_ones_stay():
     }""")
     assert remove_unused_initializers(model)
     assert sorted(model.graph.initializers) == ["read", "w"]
+
+
+def test_an_if_folded_to_no_outputs_releases_what_its_branches_read():
+    """Fuzz seed 33594: if-sequence-outputs left no new If (both branches empty), and the old
+    If's branches, swapped for empty graphs instead of released, kept the outer SequenceEmpty
+    alive until a second lowering (not idempotent)."""
+    model = parse("""g (bool c) => (seq(float) r) {
+        e = SequenceEmpty<dtype = 1>()
+        r = If(c) <
+            then_branch = t () => (seq(float) i) { i = Identity(e) },
+            else_branch = f () => (seq(float) z) { z = SequenceEmpty<dtype = 1>() }
+        >
+    }""")
+    lowered, report = lower(model)
+    assert report.rules_fired == {"if-sequence-outputs": 1}
+    assert op_counts(lowered) == {"SequenceEmpty": 1}
+    again, _ = lower(lowered)
+    assert again.SerializeToString() == lowered.SerializeToString()

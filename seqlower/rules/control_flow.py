@@ -135,10 +135,8 @@ def _sequence_outputs_to_tensors(node: ir.Node, plan: SplitOutputs, ctx: Context
             num_outputs=sum(counts),
             name="if",
         )
-    # the branches move to the new If: the old one, dead now, must not share them (dead-code
-    # removal releases what the subgraphs of dead nodes read)
-    for key in _BRANCHES:
-        node.attributes[key] = ir.AttrGraph(key, ir.Graph([], [], nodes=[]))
+    # the branches move to the new If (when there is one); dead-code removal knows the new
+    # holder and releases only what the old If alone held
     position = 0
     for old, entry, count in zip(node.outputs, plan.elements, counts):
         values = new_outputs[position : position + count]

@@ -238,9 +238,7 @@ def _to_scan(node: ir.Node, plan: AppendPlan, ctx: Context) -> None:
     new_outputs = builder.ops(
         "Loop", inputs, {"body": body}, num_outputs=len(node.outputs), name="scan_loop"
     )
-    # the body moves to the new Loop: the old one, dead now, must not share it (dead-code
-    # removal releases what the subgraphs of dead nodes read)
-    node.attributes["body"] = ir.AttrGraph("body", ir.Graph([], [], nodes=[]))
+    # the body moves to the new Loop; dead-code removal knows the new holder and leaves it
     old_outputs = list(node.outputs)
     sequence = old_outputs.pop(k)
     for old, new in zip(old_outputs, new_outputs[:-1]):
