@@ -17,11 +17,10 @@ from pathlib import Path
 import onnx_ir as ir
 import pytest
 from generator import generate
-from harness import sequence_op_total
+from harness import budget_of, sequence_op_total
 
 import seqlower
 from seqlower.io import model_to_bytes
-from seqlower.passes.legality import sequence_op_budget
 
 # seeds 496 and 502 once added sequence ops (a SequenceMap over a sequence of unknown length)
 PROPERTY_SEEDS = [*range(300), 496, 502]
@@ -51,7 +50,7 @@ def _lower(seed: int) -> tuple[object, ir.Model]:
 def test_never_more_sequence_ops(seed: int) -> None:
     """Measured with `sequence_op_budget`: a SequenceMap counts as its ONNX expansion."""
     original, lowered = _lower(seed)
-    before = sequence_op_budget(ir.serde.deserialize_model(original))
+    before = budget_of(original)
     after = sequence_op_total(lowered)
     assert after <= before, f"seed {seed}: {before} sequence ops before, {after} after"
 
@@ -77,7 +76,6 @@ sys.path.insert(0, sys.argv[1])
 from generator import generate
 import seqlower
 from seqlower.io import model_to_bytes
-from seqlower.passes.legality import sequence_op_budget
 for seed in map(int, sys.argv[2:]):
     lowered, _ = seqlower.optimize(generate(seed).model)
     print(seed, hashlib.sha256(model_to_bytes(lowered)).hexdigest())
