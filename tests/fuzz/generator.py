@@ -204,13 +204,19 @@ class _Generator:
         return name
 
     def scalar_operand(
-        self, value: int, *, allow_input: bool = True, int64_only: bool = False, minimum: int = -9
+        self,
+        value: int,
+        *,
+        allow_input: bool = True,
+        overridable: bool = True,
+        int64_only: bool = False,
+        minimum: int = -9,
     ) -> str:
         """An integer scalar given in one of many forms (see the module docstring)."""
         dtype = np.int64 if int64_only or self.chance(0.8) else np.int32
         array = np.array(value, dtype=dtype)
         forms = ["node", "init"] + (["input", "input"] if allow_input else [])
-        if allow_input and self.allow_overridable:
+        if allow_input and overridable and self.allow_overridable:
             forms.append("overridable")
         if len(self.node_stack) > 1:
             forms = ["node"]
@@ -513,7 +519,9 @@ class _Generator:
             if keepdims == 0:  # the ambiguous corner: only with a static split of 1
                 inputs.append(self.constant(np.array(1, dtype=np.int64)))
             else:
-                inputs.append(self.scalar_operand(size, minimum=1))
+                # not overridable: the checker's inference would read the initializer's value
+                # as the chunk size and give a map body the wrong element shape (seed 31825)
+                inputs.append(self.scalar_operand(size, minimum=1, overridable=False))
             bounds = list(range(size, dim, size))
             chunks = np.split(tensor.value, bounds, axis=axis)
             if keepdims == 0:  # the ambiguous corner, read as onnxruntime reads it
