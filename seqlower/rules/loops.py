@@ -113,9 +113,18 @@ def _check_unroll(node: ir.Node, ctx: Context) -> int | Refusal:
     if not _uses_sequences(node, body):
         return Refusal("the loop neither carries nor reads a sequence")
     for value in [*node.inputs[2:], *_outer_sequences(body)]:
-        if is_sequence_value(value) and ctx.facts.length(value) is None:  # type: ignore[arg-type]
+        if not is_sequence_value(value):
+            continue
+        if ctx.facts.length(value) is None:  # type: ignore[arg-type]
             fact = ctx.facts.sequence(value)  # type: ignore[arg-type]
             return Refusal(f"sequence '{value.name}' has no static length: {fact.reason}")  # type: ignore[union-attr]
+        elements = ctx.known_elements(value)
+        if isinstance(elements, Refusal):
+            # each unrolled copy would keep the body's sequence operators (fuzz seed 44348)
+            return Refusal(
+                f"the elements of sequence '{value.name}' are not known ({elements.reason}): "
+                "the unrolled copies would keep the body's sequence operators"
+            )
     n_scan = len(body.outputs) - 1 - (len(node.inputs) - 2)
     if count == 0 and n_scan > 0:
         return Refusal("no iteration runs, and the element shape of its scan outputs is unknown")

@@ -199,3 +199,27 @@ def test_a_map_reading_one_sequence_twice_is_budgeted_for_both_inputs():
     lowered = lower_and_compare(model, feeds)
     assert "SequenceMap" not in count_sequence_ops(lowered)
     assert sequence_op_total(lowered) <= budget_of(model)
+
+
+def test_a_loop_over_elements_known_only_by_count_is_not_unrolled():
+    """Fuzz seed 44348: the carried sequence had a static length but an element inserted at a
+    run-time position among elements of different shapes (so not placed by Where); unrolling
+    copied its SequenceAt and SequenceInsert three times (8 -> 11)."""
+    model = parse("""g (float[2] a, float[3] b, int64 p) => (float[?] y) {
+        e = SequenceConstruct (a, b)
+        s = SequenceInsert (e, a, p)
+        three = Constant <value = int64 {3}> ()
+        r = Loop (three, , s) <body = f (int64 i, bool c, seq(float[?]) acc)
+                                     => (bool co, seq(float[?]) out) {
+            x = SequenceAt (s, i)
+            n = Neg (x)
+            out = SequenceInsert (acc, n)
+            co = Identity (c)
+        }>
+        y = ConcatFromSequence <axis = 0> (r)
+    }""")
+    feeds = {"a": np.ones(2, np.float32), "b": np.zeros(3, np.float32), "p": np.array(1)}
+    lowered = lower_and_compare(model, feeds)
+    assert sequence_op_total(lowered) <= budget_of(model)
+    _, report = seqlower.optimize(model)
+    assert any("elements of sequence 's' are not known" in op.reason for op in report.remaining)
