@@ -110,7 +110,7 @@ def _lower(
     if flatten_outputs(model).modified:
         lower = _lower_again(lower, model)
         observe("flatten-outputs", model)
-    CleanupPass()(model)
+    CleanupPass(dead_nodes=not lower.dead_code_free)(model)
     RuntimeWorkaroundsPass()(model)
     _keep_declared_output_shapes(model, declared_output_shapes)
     observe("cleanup", model)

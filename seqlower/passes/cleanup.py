@@ -29,10 +29,15 @@ def remove_unused_initializers(model: ir.Model) -> bool:
 
 
 class CleanupPass(ir.passes.InPlacePass):
-    """Dead nodes, then unused initializers and functions."""
+    """Dead nodes, then unused initializers and functions. `dead_nodes=False` skips the walk
+    for dead nodes when the caller knows there are none (after a lowering fixpoint)."""
+
+    def __init__(self, *, dead_nodes: bool = True) -> None:
+        super().__init__()
+        self.dead_nodes = dead_nodes
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        modified = remove_dead_nodes(model)
+        modified = remove_dead_nodes(model) if self.dead_nodes else False
         modified |= remove_unused_initializers(model)
         if model.functions:
             modified |= RemoveUnusedFunctionsPass()(model).modified

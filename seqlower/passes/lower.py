@@ -49,6 +49,7 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         self.warnings: list[str] = []
         self.stop_reason = ""
         self.iterations = 0
+        self.dead_code_free = False  # True after a fixpoint: no dead node is left anywhere
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         rewriter = Rewriter(model)
@@ -57,6 +58,7 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         modified = remove_dead_nodes(model)
         whole_model_clean = True  # no rewrite since the last whole-model dead-code removal
         self.stop_reason = f"iteration limit ({self.options.max_iterations}) reached"
+        self.dead_code_free = False
         for iteration in range(1, self.options.max_iterations + 1):
             self.iterations = iteration
             context = Context(Facts(model), rewriter, self.options)
@@ -70,6 +72,7 @@ class LowerSequencesPass(ir.passes.InPlacePass):
                 whole_model_clean = True
                 continue
             self.stop_reason = "fixpoint: no rule applies"
+            self.dead_code_free = True
             break
         self.fired = dict(rewriter.fired)
         self.warnings = list(rewriter.warnings)
