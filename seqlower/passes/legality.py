@@ -73,8 +73,9 @@ def remaining_sequence_ops(
     model: ir.Model, refusals: Mapping[ir.Node, list[str]]
 ) -> list[RemainingOp]:
     """Every sequence operator left in `model`, with the reason it stays."""
-    found = [(path, node) for path, graph in walk_graphs(model) for node in graph]
-    found = [(path, node) for path, node in found if is_sequence_op(node)]
+    found = [
+        (path, node) for path, graph in walk_graphs(model) for node in graph if is_sequence_op(node)
+    ]
     owners = subgraph_owners(model) if found else {}
     return [
         RemainingOp(
