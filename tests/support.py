@@ -21,6 +21,7 @@ import onnxruntime as ort
 from onnx.reference import ReferenceEvaluator
 
 import seqlower
+from seqlower import runtime_quirks
 from seqlower.ops import SEQUENCE_OPS
 from seqlower.report import Report
 
@@ -43,10 +44,10 @@ __all__ = [
     "to_proto",
 ]
 
-# onnxruntime 1.31 loads IR versions <= 13 and default-domain opsets <= 26 (checked by hand:
-# opset 27 is refused at load time); tests/rules/test_opsets.py asserts both limits still hold.
-MAX_ORT_IR_VERSION = 13
-NEWEST_ORT_OPSET = 26
+# The newest IR version and opset the installed onnxruntime loads (and onnx can check), probed
+# once per run: 1.20.0 loads IR 10 and opset 21, 1.31.1 IR 13 and opset 26, 1.32.0 IR 14, opset 28.
+MAX_ORT_IR_VERSION = runtime_quirks.limits().max_ir_version
+NEWEST_ORT_OPSET = runtime_quirks.limits().newest_opset
 
 Model = onnx.ModelProto | ir.Model
 Feeds = Mapping[str, Any] | Sequence[Any]

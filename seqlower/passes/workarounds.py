@@ -2,7 +2,8 @@
 
     Cast(Transpose(x, perm), to=T)  ->  Transpose(Cast(x, to=T), perm)
 
-onnxruntime (1.24 to at least 1.31, x86_64, default optimization level) dies with a segmentation
+onnxruntime (1.20 to at least 1.32, x86_64, default optimization level; quirk
+`transpose-cast-matmul-crash` in seqlower.runtime_quirks) dies with a segmentation
 fault while creating a session for Transpose -> Cast -> MatMul: its MatMul-Transpose fusion swaps
 the Cast and the Transpose with nodes that carry no operator schema, and the NCHWc layout
 transformer then dereferences that missing schema (microsoft/onnxruntime#28392). Batching emits

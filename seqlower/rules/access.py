@@ -38,9 +38,10 @@ def _producer(value: ir.Value | None, op_type: str) -> ir.Node | None:
     return node
 
 
-# onnxruntime (1.31) Gather copies only the first string of each inner block when the dims after
-# the gather axis hold more than one element, so a Gather over strings would silently give
-# different results there; strings are selected by the If chain (or kept) instead.
+# onnxruntime's Gather (1.20 to 1.32; quirk string-gather in seqlower.runtime_quirks) copies only
+# the first string of each inner block when the dims after the gather axis hold more than one
+# element, so a Gather over strings would silently give different results there; strings are
+# selected by the If chain (or kept) instead.
 _STRING_GATHER = "onnxruntime's Gather mis-copies string tensors, so strings are not gathered"
 
 

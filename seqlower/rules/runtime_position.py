@@ -18,6 +18,7 @@ __all__ = ["RULES"]
 import numpy as np
 import onnx_ir as ir
 
+from seqlower import runtime_quirks
 from seqlower.analysis.facts import element_dtype
 from seqlower.errors import InvalidModelError
 from seqlower.rewriter import Builder
@@ -30,20 +31,10 @@ def _static_shape(value: ir.Value) -> tuple[int, ...] | None:
     return tuple(int(d) for d in value.shape)
 
 
-# Element types onnxruntime's CPU Where implements (checked on 1.31: not bool, int16, uint16,
-# uint64): the lowered model must stay runnable where the original runs.
+# Where is emitted only for element types every supported onnxruntime release implements:
+# the lowered model must stay runnable where the original runs (seqlower.runtime_quirks).
 _WHERE_TYPES = frozenset(
-    {
-        ir.DataType.FLOAT,
-        ir.DataType.DOUBLE,
-        ir.DataType.FLOAT16,
-        ir.DataType.INT8,
-        ir.DataType.INT32,
-        ir.DataType.INT64,
-        ir.DataType.UINT8,
-        ir.DataType.UINT32,
-        ir.DataType.STRING,
-    }
+    dtype for dtype in ir.DataType if dtype.name.lower() in runtime_quirks.WHERE_PORTABLE_TYPES
 )
 
 
@@ -54,7 +45,7 @@ def _check(node: ir.Node, ctx: Context, tensors: list[ir.Value]):  # type: ignor
     dtype = element_dtype(node.outputs[0])
     if dtype not in _WHERE_TYPES:
         name = dtype.name.lower() if dtype is not None else "unknown"
-        return Refusal(f"onnxruntime has no Where for {name} elements")
+        return Refusal(f"some supported onnxruntime releases have no Where for {name} elements")
     shapes = {_static_shape(v) for v in (*elements, *tensors)}
     if len(shapes) != 1 or None in shapes:
         return Refusal("the elements do not share one static shape, so Where cannot choose")

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from batching.helpers import assert_batched, floats, mapped
+from seqlower import runtime_quirks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -379,6 +380,11 @@ def _model_and_feeds(case: Case, n: str):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_dynamic_length(name: str) -> None:
+    if name == "reduce_noop_with_empty_axes" and runtime_quirks.holds("reduce-noop-empty-axes"):
+        pytest.skip(
+            f"onnxruntime {runtime_quirks.onnxruntime_version()} fails ReduceLogSumExp with "
+            "noop_with_empty_axes=1 in the original (quirk reduce-noop-empty-axes)"
+        )
     model, feeds = _model_and_feeds(CASES[name], "N")
     assert_batched(model, feeds)
 

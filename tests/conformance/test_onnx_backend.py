@@ -183,18 +183,29 @@ def test_the_selection_holds_every_sequence_case():
 # -- the test ----------------------------------------------------------------------------------
 
 
+def _onnxruntime_refusal(model: onnx.ModelProto) -> str | None:
+    """Why the installed onnxruntime cannot create a session for `model`, or None. Probed, not
+    assumed: releases differ (1.31 refuses IR 14; 1.32 loads it but has no OptionalGetElement
+    kernel for opset 28)."""
+    if model.ir_version > MAX_ORT_IR_VERSION:
+        return f"IR version {model.ir_version} > {MAX_ORT_IR_VERSION}"
+    try:
+        ort_session(model)
+    except Exception as error:
+        return str(error).splitlines()[0]
+    return None
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_conformance_case(name):
     case = CASES[name]
-    runnable = case.model.ir_version <= MAX_ORT_IR_VERSION
-    lowered, report = lower(case.model, load_ort=runnable)
+    refusal = _onnxruntime_refusal(case.model)
+    lowered, report = lower(case.model, load_ort=refusal is None)
 
-    if runnable:
+    if refusal is None:
         actual = run_ort(lowered, case.inputs)
     else:
-        # onnxruntime refuses the IR version of the original too; onnx.reference runs both.
-        with pytest.raises(Exception, match=r"(?i)ir version|opset"):
-            ort_session(case.model)
+        # onnxruntime cannot run the original: onnx.reference is the oracle for the lowered model
         assert lowered.ir_version == case.model.ir_version
         actual = run_reference(lowered, case.inputs)
     assert_outputs_equal(case.outputs, actual, rtol=case.rtol, atol=case.atol)

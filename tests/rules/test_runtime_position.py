@@ -11,6 +11,7 @@ import pytest
 from onnx import parser
 
 import seqlower
+from seqlower import runtime_quirks
 from seqlower.ops import SEQUENCE_OPS
 
 MODEL = """<ir_version: 8, opset_import: ["" : 17]>
@@ -89,3 +90,39 @@ def test_refuses_an_erase_whose_result_is_empty() -> None:
     proto = ir.to_proto(lowered)
     assert _run(proto, {"a": np.ones(2, np.float32), "p": np.array(3)}) is None
     assert _run(proto, {"a": np.ones(2, np.float32), "p": np.array(-1)}) == [[]]
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "int16", "uint16", "uint32", "uint64"])
+def test_refuses_element_types_some_supported_onnxruntime_lacks_where_for(dtype: str) -> None:
+    """Where kernels probed on onnxruntime 1.20.0 to 1.32.0 (seqlower.runtime_quirks): int8 and
+    uint32 exist in 1.32 but not 1.20, so a lowered model with them would not load where the
+    original runs."""
+    model = parser.parse_model(f"""<ir_version: 8, opset_import: ["" : 17]>
+    g ({dtype}[2] a, {dtype}[2] b, int64 p) => ({dtype}[1,2] y) {{
+      s = SequenceConstruct(a, b)
+      e = SequenceErase(s, p)
+      y = ConcatFromSequence<axis=0, new_axis=1>(e)
+    }}""")
+    _, report = seqlower.optimize(model)
+    reasons = " ".join(op.reason for op in report.remaining if op.op_type == "SequenceErase")
+    assert f"have no Where for {dtype} elements" in reasons
+
+
+@pytest.mark.parametrize("dtype", sorted(runtime_quirks.WHERE_PORTABLE_TYPES - {"string"}))
+def test_lowers_element_types_every_supported_onnxruntime_has_where_for(dtype: str) -> None:
+    model = parser.parse_model(f"""<ir_version: 8, opset_import: ["" : 17]>
+    g ({dtype}[2] a, {dtype}[2] b, int64 p) => ({dtype}[1,2] y) {{
+      s = SequenceConstruct(a, b)
+      e = SequenceErase(s, p)
+      y = ConcatFromSequence<axis=0, new_axis=1>(e)
+    }}""")
+    lowered, report = seqlower.optimize(model)
+    assert report.rules_fired.get("erase-at-runtime-position") == 1
+    proto = ir.to_proto(lowered)
+    onnx.checker.check_model(proto, full_check=True)
+    np_type = onnx.helper.tensor_dtype_to_np_dtype(getattr(onnx.TensorProto, dtype.upper()))
+    a, b = np.array([1, 2]).astype(np_type), np.array([3, 4]).astype(np_type)
+    for p in (-2, -1, 0, 1):
+        feeds = {"a": a, "b": b, "p": np.array(p, np.int64)}
+        (want,), (got,) = _run(model, feeds), _run(proto, feeds)
+        np.testing.assert_array_equal(got, want)

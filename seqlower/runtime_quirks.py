@@ -1,0 +1,285 @@
+"""What seqlower knows about onnxruntime's departures from the ONNX specification, in one place.
+
+Each `Quirk` is a fact with a version: what onnxruntime does, the releases it was seen on, what
+seqlower does about it, and a probe that asks the installed onnxruntime whether it still holds.
+
+    >>> from seqlower import runtime_quirks
+    >>> runtime_quirks.holds("string-gather")        # probed once per process, then cached
+    >>> runtime_quirks.limits()                      # Limits(max_ir_version=..., newest_opset=...)
+
+Policy. A rewrite never depends on the installed onnxruntime: a lowered model is deployed to
+runtimes and releases seqlower cannot see, so every workaround in the rules is one that computes
+the same on every runtime (an If chain instead of a string Gather, a Cast before a Transpose),
+and it stays unconditional even after a release fixes the bug. The probes serve the tests (a
+tripwire test skips, naming the version, once a release fixes what it asserts), the verifier
+(which must not blame a rewrite for a runtime's own failure) and the README's table. A probe
+that can crash the process (a segfault at session creation) runs in a child process.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "QUIRKS",
+    "WHERE_PORTABLE_TYPES",
+    "Limits",
+    "Quirk",
+    "holds",
+    "limits",
+    "onnxruntime_version",
+]
+
+import dataclasses
+import functools
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+
+
+@dataclasses.dataclass(frozen=True)
+class Quirk:
+    """One onnxruntime behaviour that differs from the specification or fails on valid input."""
+
+    key: str
+    behaviour: str  # what onnxruntime does
+    seen_on: str  # the releases it was seen on, and the first one seen without it
+    response: str  # what seqlower does about it
+    probe: Callable[[], bool]  # True while the installed onnxruntime still behaves this way
+    crashes: bool = False  # the probe may kill its process: run it in a child
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """The newest IR version and default-domain opset that both onnxruntime loads and the
+    installed onnx knows (a model past onnx's own limits cannot be checked)."""
+
+    max_ir_version: int
+    newest_opset: int
+
+
+def onnxruntime_version() -> str:
+    import onnxruntime
+
+    return onnxruntime.__version__
+
+
+# -- running tiny models -------------------------------------------------------------------------
+
+
+def _model(graph_text: str, *, opset: int = 18, ir_version: int = 8) -> onnx.ModelProto:
+    header = f'<ir_version: {ir_version}, opset_import: ["" : {opset}]>\n'
+    return onnx.parser.parse_model(header + graph_text)
+
+
+def _session(model: onnx.ModelProto):  # type: ignore[no-untyped-def]
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 4  # the probes fail on purpose: keep onnxruntime quiet
+    return onnxruntime.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+
+
+def _loads(model: onnx.ModelProto) -> bool:
+    try:
+        _session(model)
+    except Exception:
+        return False
+    return True
+
+
+def _runs(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list | None:  # type: ignore[type-arg]
+    """The outputs, or None when onnxruntime refuses the model or fails running it."""
+    try:
+        return _session(model).run(None, feeds)
+    except Exception:
+        return None
+
+
+# -- the probes ----------------------------------------------------------------------------------
+
+
+def _scalar_split_squeezes() -> bool:
+    model = _model("""g (float[2,3] x) => (seq(float) s) {
+        one = Constant<value = int64 {1}>()
+        s = SplitToSequence<axis = 0, keepdims = 0>(x, one)
+    }""")
+    outputs = _runs(model, {"x": np.zeros((2, 3), np.float32)})
+    # the specification's elements are [1, 3] (keepdims ignored when split is given)
+    return outputs is not None and outputs[0][0].shape == (3,)
+
+
+def _string_gather_miscopies() -> bool:
+    model = _model("g (string[3,2] x, int64 i) => (string[2] y) { y = Gather<axis = 0>(x, i) }")
+    x = np.array([["a", "b"], ["c", "d"], ["e", "f"]], dtype=object)
+    outputs = _runs(model, {"x": x, "i": np.array(1, np.int64)})
+    return outputs is None or outputs[0].tolist() != ["c", "d"]
+
+
+# Element types whose Where kernel every supported onnxruntime release has (1.20.0 to 1.32.0
+# probed): a lowered model must run where its original ran, so rules emit Where only for these.
+WHERE_PORTABLE_TYPES = frozenset(
+    {"float", "double", "float16", "int32", "int64", "uint8", "string"}
+)
+
+# The element types the sequence operators allow that Where may lack a kernel for.
+_WHERE_PROBE_TYPES = ("bool", "int16", "uint16", "uint64", "int8", "uint8", "uint32", "float16")
+
+
+@functools.cache
+def missing_where_kernels() -> frozenset[str]:
+    """Element types (ONNX text names) for which onnxruntime's CPU provider has no Where."""
+    missing = set()
+    for name in _WHERE_PROBE_TYPES:
+        model = _model(
+            f"g (bool c, {name}[2] a, {name}[2] b) => ({name}[2] y) {{ y = Where(c, a, b) }}"
+        )
+        if not _loads(model):
+            missing.add(name)
+    return frozenset(missing)
+
+
+def _nested_sequence_map_refused() -> bool:
+    model = _model("""g (float[2,3,5] x) => (float[2,3,5] y) {
+        s = SplitToSequence<axis = 0, keepdims = 0>(x)
+        m = SequenceMap<body = outer (float[3,5] e) => (float[3,5] o) {
+            t = SplitToSequence<axis = 0, keepdims = 0>(e)
+            u = SequenceMap<body = inner (float[5] r) => (float[5] z) { z = Relu(r) }>(t)
+            o = ConcatFromSequence<axis = 0, new_axis = 1>(u)
+        }>(s)
+        y = ConcatFromSequence<axis = 0, new_axis = 1>(m)
+    }""")
+    return not _loads(model)
+
+
+TRANSPOSE_CAST_MATMUL = """g (float[2,3,4] x, double[4,3] w) => (double[3,2,3] y) {
+    t = Transpose<perm = [1, 0, 2]>(x)
+    c = Cast<to = 11>(t)
+    y = MatMul(c, w)
+}"""
+
+
+def _transpose_cast_matmul_crashes() -> bool:
+    """Creates the session in a child process: True when the child dies of a signal."""
+    load = (
+        "import sys, onnxruntime; "
+        "onnxruntime.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])"
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "model.onnx")
+        onnx.save(_model(TRANSPOSE_CAST_MATMUL), path)
+        done = subprocess.run(
+            [sys.executable, "-c", load, path], capture_output=True, check=False, timeout=120
+        )
+    return done.returncode < 0
+
+
+def _reduce_noop_fails() -> bool:
+    model = _model(
+        "g (float[4,3] e) => (float[4,3] o) { o = ReduceLogSumExp<noop_with_empty_axes = 1>(e) }"
+    )
+    return _runs(model, {"e": np.zeros((4, 3), np.float32)}) is None
+
+
+def _limits_below_onnx() -> bool:
+    found = limits()
+    return found.max_ir_version < onnx.IR_VERSION or found.newest_opset < _onnx_newest_opset()
+
+
+QUIRKS: tuple[Quirk, ...] = (
+    Quirk(
+        "scalar-split-keepdims",
+        "SplitToSequence with a scalar split of 1 and keepdims=0 squeezes the axis (the "
+        "specification ignores keepdims when split is given); a larger scalar split fails",
+        "1.20.0 to 1.32.0",
+        "follows onnxruntime (and PyTorch's unbind, which relies on it) for a split of 1 and "
+        "warns with the node name; follows the specification where onnxruntime fails; "
+        "--split-keepdims spec selects the specification everywhere",
+        _scalar_split_squeezes,
+    ),
+    Quirk(
+        "string-gather",
+        "Gather on string tensors copies only the first string of each inner block "
+        "(`Gather<axis=0>(string[3,2], 1)` gives `['c', '']`, not `['c', 'd']`)",
+        "1.20.0 to 1.32.0",
+        "never gathers strings: run-time positions over strings use an If chain",
+        _string_gather_miscopies,
+    ),
+    Quirk(
+        "where-kernels",
+        "no Where kernel for bool, int16, uint16 and uint64 elements (1.20.0 to 1.32.0), nor "
+        "for int8 and uint32 (1.20.0; present in 1.32.0)",
+        "1.20.0 to 1.32.0",
+        "run-time insert/erase positions are lowered to Where only for the element types "
+        "every supported release implements (WHERE_PORTABLE_TYPES)",
+        lambda: bool(missing_where_kernels()),
+    ),
+    Quirk(
+        "ir-opset-limits",
+        "loads older IR versions and opsets than the installed onnx writes (1.31.1: IR 13, "
+        "opset 26; 1.32.0: IR 14 and opset 28 load; 1.20.0: IR 10, opset 21)",
+        "1.20.0 to 1.31.1",
+        "keeps the input's IR version and opset: a model onnxruntime cannot load stays so",
+        _limits_below_onnx,
+    ),
+    Quirk(
+        "nested-sequence-map",
+        "refuses to load a SequenceMap whose body holds another SequenceMap ('nodes in a "
+        "graph must be topologically sorted', from its own inlining); the model is valid",
+        "1.20.0 to 1.32.0",
+        "batches both maps: the lowered model loads; verify reports 'original failed'",
+        _nested_sequence_map_refused,
+    ),
+    Quirk(
+        "transpose-cast-matmul-crash",
+        "segmentation fault creating a session for Transpose -> Cast -> MatMul at the default "
+        "optimization level (microsoft/onnxruntime#28392)",
+        "1.20.0 to 1.32.0 (x86_64)",
+        "the last pass (passes/workarounds.py) puts such a Cast before the Transpose",
+        _transpose_cast_matmul_crashes,
+        crashes=True,
+    ),
+    Quirk(
+        "reduce-noop-empty-axes",
+        "ReduceLogSumExp with noop_with_empty_axes=1 and no axes fails at run time "
+        "('Reduction on all axes, output size should be 1') instead of returning its input",
+        "1.20.0; not on 1.32.0",
+        "nothing: batching keeps the attribute, so the lowered model fails where the original does",
+        _reduce_noop_fails,
+    ),
+)
+
+_BY_KEY = {quirk.key: quirk for quirk in QUIRKS}
+
+
+@functools.cache
+def holds(key: str) -> bool:
+    """Whether the installed onnxruntime still behaves as quirk `key` says (probed once)."""
+    return _BY_KEY[key].probe()
+
+
+def _onnx_newest_opset() -> int:
+    return onnx.defs.onnx_opset_version()
+
+
+@functools.cache
+def limits() -> Limits:
+    """The newest IR version and opset that onnxruntime loads, capped at what onnx knows."""
+    neg = "g (float[2] x) => (float[2] y) { y = Neg(x) }"
+    ir_version = next(
+        (v for v in range(onnx.IR_VERSION, 6, -1) if _loads(_model(neg, ir_version=v))), 7
+    )
+    opset = next(
+        (
+            o
+            for o in range(_onnx_newest_opset(), 12, -1)
+            if _loads(_model(neg, opset=o, ir_version=ir_version))
+        ),
+        13,
+    )
+    return Limits(ir_version, opset)

@@ -1,0 +1,110 @@
+"""What seqlower knows about onnxruntime is probed, not assumed (seqlower.runtime_quirks).
+
+Tripwires: each quirk the installed onnxruntime still shows is asserted with a concrete model;
+once a release fixes one, its test skips and names the version, so the README (generated from
+the same records) and the quirk can be updated, and no user's install fails because of it.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from support import ort_session, parse, run_ort
+
+from seqlower import runtime_quirks
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+
+VERSION = runtime_quirks.onnxruntime_version()
+
+
+def _skip_unless_it_holds(key: str) -> None:
+    if not runtime_quirks.holds(key):
+        pytest.skip(f"onnxruntime {VERSION} no longer shows quirk {key}: update its record")
+
+
+def test_every_quirk_has_a_record_the_readme_can_show():
+    keys = [quirk.key for quirk in runtime_quirks.QUIRKS]
+    assert len(keys) == len(set(keys))
+    for quirk in runtime_quirks.QUIRKS:
+        assert quirk.behaviour and quirk.seen_on and quirk.response, quirk.key
+
+
+def test_a_scalar_split_of_1_with_keepdims_0_is_squeezed():
+    _skip_unless_it_holds("scalar-split-keepdims")
+    model = parse("""g (float[2,3] x) => (float[3] y) {
+        one = Constant<value = int64 {1}>()
+        s = SplitToSequence<axis = 0, keepdims = 0>(x, one)
+        y = SequenceAt(s, one)
+    }""")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (y,) = run_ort(model, {"x": x})
+    assert y.shape == (3,)  # the specification's element is x[1:2], shape [1, 3]
+
+
+def test_a_string_gather_miscopies():
+    _skip_unless_it_holds("string-gather")
+    model = parse("g (string[3,2] x, int64 i) => (string[2] y) { y = Gather<axis = 0>(x, i) }")
+    x = np.array([["a", "b"], ["c", "d"], ["e", "f"]], dtype=object)
+    (y,) = run_ort(model, {"x": x, "i": np.array(1)})
+    assert y.tolist() != ["c", "d"]
+
+
+def _where(name: str) -> onnx.ModelProto:
+    return parse(f"g (bool c, {name}[2] a, {name}[2] b) => ({name}[2] y) {{ y = Where(c, a, b) }}")
+
+
+def test_where_is_emitted_only_for_types_with_a_kernel_here():
+    """Can fail: a release that drops a Where kernel the rules rely on."""
+    assert not runtime_quirks.missing_where_kernels() & runtime_quirks.WHERE_PORTABLE_TYPES
+    for name in sorted(runtime_quirks.WHERE_PORTABLE_TYPES):
+        ort_session(_where(name))
+
+
+def test_the_missing_where_kernels_are_refused_at_load():
+    _skip_unless_it_holds("where-kernels")
+    for name in sorted(runtime_quirks.missing_where_kernels()):
+        with pytest.raises(Exception, match=r"(?i)implementation|kernel"):
+            ort_session(_where(name))
+
+
+def test_the_limits_are_within_what_onnx_knows():
+    limits = runtime_quirks.limits()
+    assert 7 <= limits.max_ir_version <= onnx.IR_VERSION
+    assert 13 <= limits.newest_opset <= onnx.defs.onnx_opset_version()
+
+
+def test_a_probe_that_can_crash_runs_in_a_child_process():
+    (quirk,) = [q for q in runtime_quirks.QUIRKS if q.key == "transpose-cast-matmul-crash"]
+    assert quirk.crashes
+    # this process survives the probe whatever it finds (a crash kills only the child)
+    assert runtime_quirks.holds(quirk.key) in (True, False)
+
+
+def test_a_nested_sequence_map_is_refused_at_load():
+    _skip_unless_it_holds("nested-sequence-map")
+    model = parse("""g (float[2,3,5] x) => (float[2,3,5] y) {
+        s = SplitToSequence<axis = 0, keepdims = 0>(x)
+        m = SequenceMap<body = outer (float[3,5] e) => (float[3,5] o) {
+            t = SplitToSequence<axis = 0, keepdims = 0>(e)
+            u = SequenceMap<body = inner (float[5] r) => (float[5] z) { z = Relu(r) }>(t)
+            o = ConcatFromSequence<axis = 0, new_axis = 1>(u)
+        }>(s)
+        y = ConcatFromSequence<axis = 0, new_axis = 1>(m)
+    }""")
+    onnx.checker.check_model(model, full_check=True)
+    with pytest.raises(Exception, match="topologically sorted"):
+        ort_session(model)
+
+
+def test_readme_lists_every_quirk_with_its_versions():
+    import update_readme
+
+    text = update_readme.README.read_text(encoding="utf-8")
+    assert update_readme.regenerated(text) == text, "run: python tools/update_readme.py"
+    for quirk in runtime_quirks.QUIRKS:
+        assert f"`{quirk.key}`" in text and quirk.seen_on in text, quirk.key
