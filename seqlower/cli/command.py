@@ -26,6 +26,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+import typer
 from typer.core import TyperCommand, TyperGroup
 
 from seqlower.errors import BUG_REPORT
@@ -70,7 +71,7 @@ class SeqlowerGroup(TyperGroup):
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.ClickException as error:
             _exit_usage_error(error)
-        except click.exceptions.Abort:
+        except typer.Abort:
             click.utils.echo("error: aborted", err=True)
             sys.exit(EXIT_REFUSED)
         except Exception as error:
