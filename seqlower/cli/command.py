@@ -74,15 +74,18 @@ class SeqlowerGroup(TyperGroup):
         except typer.Abort:
             click.utils.echo("error: aborted", err=True)
             sys.exit(EXIT_REFUSED)
-        except Exception as error:
-            logger.debug("internal error", exc_info=True)
-            message = " ".join(str(error).split()) or "no message"
-            click.utils.echo(
-                f"error: internal error ({type(error).__name__}: {message}); {BUG_REPORT}",
-                err=True,
-            )
-            sys.exit(EXIT_INTERNAL)
+        except Exception as error:  # typer itself exits 1 quietly on a closed pipe (EPIPE)
+            _exit_internal(error)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _exit_internal(error: Exception) -> NoReturn:
+    logger.debug("internal error", exc_info=True)
+    message = " ".join(str(error).split()) or "no message"
+    click.utils.echo(
+        f"error: internal error ({type(error).__name__}: {message}); {BUG_REPORT}", err=True
+    )
+    sys.exit(EXIT_INTERNAL)
 
 
 def usage_error(message: str) -> click.exceptions.UsageError:

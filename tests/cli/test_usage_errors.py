@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import io
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +62,52 @@ def test_a_real_process_piped_prints_one_line_too() -> None:
     (line,) = done.stderr.splitlines()
     assert line.startswith("error: no such option: --frobnicate")
     assert "optimize --help'" in line
+
+
+def test_a_closed_pipe_is_not_an_internal_error() -> None:
+    """`seqlower rules --json | head -c 1`: the reader leaves early; exit quietly (no bug)."""
+    reader = subprocess.Popen(["head", "-c", "1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    writer = subprocess.run(
+        [sys.executable, "-c", _MANY_LINES],
+        stdout=reader.stdin,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    reader.stdin.close()
+    reader.wait()
+    assert "internal error" not in writer.stderr and "Traceback" not in writer.stderr
+    assert writer.returncode in (0, 1)
+
+
+# a command whose output outgrows any pipe buffer, written after the reader has gone
+_MANY_LINES = """
+import time
+import typer
+from seqlower.cli import app
+
+@app.command("many-lines-for-a-test")
+def many() -> None:
+    time.sleep(0.5)
+    for _ in range(200_000):
+        typer.echo("x" * 80)
+
+app(["many-lines-for-a-test"])
+"""
+
+
+def test_on_a_terminal_the_usage_error_keeps_richs_panel(monkeypatch) -> None:
+    from seqlower.cli import command
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with pytest.raises(SystemExit) as stopped:
+        command._exit_usage_error(command.usage_error("No such option: --frobnicate"))
+    assert stopped.value.code == 2
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", terminal.getvalue())  # without the colours
+    assert "╭" in shown and "--frobnicate" in shown
