@@ -1,7 +1,7 @@
 """The click classes behind the `seqlower` app: how help and errors look.
 
 - Help is click's plain layout (wrapped, never cut, no type placeholders on flags); flags that
-  default to off do not show `[default: no-...]`.
+  default to off do not show `[default: no-...]`; example command lines are not rewrapped.
 - A usage error (an unknown option, a missing argument, a value out of range) is one line on
   stderr, `error: <problem>; see '<command> --help'`, exit code 2; rich's boxed panel is used
   only when stderr is a terminal.
@@ -17,10 +17,12 @@ __all__ = [
     "EXIT_REFUSED",
     "SeqlowerCommand",
     "SeqlowerGroup",
+    "keep_commands_unwrapped",
     "usage_error",
     "usage_error_line",
 ]
 
+import inspect
 import logging
 import sys
 from collections.abc import Sequence
@@ -44,10 +46,13 @@ logger = logging.getLogger("seqlower.cli")
 
 
 class SeqlowerCommand(TyperCommand):
-    """A typer command whose off-by-default flags show no `[default: ...]` in the help."""
+    """A typer command whose off-by-default flags show no `[default: ...]` in the help, and
+    whose example command lines are never rewrapped."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if self.help:
+            self.help = keep_commands_unwrapped(self.help)
         for param in self.params:
             if getattr(param, "is_flag", False) and not param.default:
                 param.show_default = False
@@ -86,6 +91,17 @@ def _exit_internal(error: Exception) -> NoReturn:
         f"error: internal error ({type(error).__name__}: {message}); {BUG_REPORT}", err=True
     )
     sys.exit(EXIT_INTERNAL)
+
+
+def keep_commands_unwrapped(text: str) -> str:
+    """Mark each help paragraph made only of `seqlower ...` command lines with click's `\\b`
+    (no rewrapping), so that an example never breaks in the middle."""
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    for i, paragraph in enumerate(paragraphs):
+        lines = paragraph.splitlines()
+        if lines and all(line.strip().startswith("seqlower ") for line in lines):
+            paragraphs[i] = "\b\n" + paragraph
+    return "\n\n".join(paragraphs)
 
 
 def usage_error(message: str) -> click.exceptions.UsageError:

@@ -63,7 +63,7 @@ def verify_command(
 
       seqlower verify model.onnx model.lowered.onnx
 
-      seqlower verify model.onnx lowered.onnx --trials 10 --dim N=16 --report verify.json
+      seqlower verify model.onnx lowered.onnx --trials 10 --dim N=16
 
       seqlower verify model.onnx lowered.onnx --inputs test_data_set_0 --reference
     """

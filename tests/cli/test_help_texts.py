@@ -61,11 +61,14 @@ def test_optimize_help_lists_the_exit_codes() -> None:
     assert "bug" in block
 
 
-def test_examples_keep_one_command_per_line() -> None:
-    lines = _help("optimize").splitlines()
-    examples = [line.strip() for line in lines if line.strip().startswith("seqlower optimize ")]
-    assert len(examples) == 3
-    assert all(line.endswith((".onnx", "--verify", "tensorrt", ".json")) for line in examples)
+@pytest.mark.parametrize("command", COMMANDS)
+def test_examples_keep_one_command_per_line(command: str) -> None:
+    lines = _help(command).splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip().startswith(f"seqlower {command}")]
+    assert starts, "no example"
+    for i in starts:  # the next line is blank or another example: never a wrapped tail
+        follow = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        assert follow == "" or follow.startswith("seqlower "), (lines[i], follow)
 
 
 def test_an_unknown_target_is_a_usage_error_listing_the_choices(tmp_path) -> None:
