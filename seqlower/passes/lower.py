@@ -36,10 +36,19 @@ class LowerSequencesPass(ir.passes.InPlacePass):
 
     After the pass: `fired` counts rewrites per rule, `refusals` maps each node that a rule
     looked at but did not rewrite to the reasons, `stop_reason` and `iterations` say how it ended.
+    `runtime_workarounds=False` leaves out the last step (`RuntimeWorkaroundsPass`), for a
+    pipeline that runs it itself at its very end.
     """
 
-    def __init__(self, rules: RuleSet | None = None, options: Options | None = None) -> None:
+    def __init__(
+        self,
+        rules: RuleSet | None = None,
+        options: Options | None = None,
+        *,
+        runtime_workarounds: bool = True,
+    ) -> None:
         super().__init__()
+        self.runtime_workarounds = runtime_workarounds
         if rules is None:
             from seqlower.rules import default_rules
 
@@ -78,8 +87,8 @@ class LowerSequencesPass(ir.passes.InPlacePass):
             break
         self.fired = dict(rewriter.fired)
         self.warnings = list(rewriter.warnings)
-        # whatever a user runs after this pass, the model must load in onnxruntime
-        modified |= RuntimeWorkaroundsPass()(model).modified
+        if self.runtime_workarounds:  # whatever runs after this pass, the model must load
+            modified |= RuntimeWorkaroundsPass()(model).modified
         return ir.passes.PassResult(model, modified)
 
     def _sweep(self, model: ir.Model, context: Context) -> bool:

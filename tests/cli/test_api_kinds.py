@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
 import typing
 from pathlib import Path
 
@@ -15,8 +17,6 @@ from cli_models import EXAMPLE
 
 import seqlower
 import seqlower.io
-import seqlower.passes
-import seqlower.pipeline
 
 
 def test_a_model_proto_gives_a_model_proto_that_onnx_saves(tmp_path: Path) -> None:
@@ -62,16 +62,32 @@ def test_the_signature_and_docstring_say_which_kind_comes_back() -> None:
     assert "onnx.ModelProto" in doc and "onnx_ir.Model" in doc
 
 
-PUBLIC_MODULES = [seqlower, seqlower.io, seqlower.passes, seqlower.pipeline]
+def _public_modules() -> list:
+    names = [info.name for info in pkgutil.walk_packages(seqlower.__path__, "seqlower.")]
+    return [importlib.import_module(name) for name in names if not name.endswith("__main__")]
 
 
-@pytest.mark.parametrize("module", PUBLIC_MODULES, ids=lambda m: m.__name__)
-def test_every_public_function_is_typed(module) -> None:
-    for name in module.__all__:
+def _public_functions(module) -> list:
+    found = []
+    for name in getattr(module, "__all__", []):
         item = getattr(module, name)
-        if not inspect.isfunction(item):
-            continue
-        signature = inspect.signature(item)
+        if inspect.isfunction(item):
+            found.append((name, item))
+        elif inspect.isclass(item) and item.__module__ == module.__name__:
+            found.extend(
+                (f"{name}.{key}", value)
+                for key, value in vars(item).items()
+                if inspect.isfunction(value) and (not key.startswith("_") or key == "__init__")
+            )
+    return found
+
+
+@pytest.mark.parametrize("module", _public_modules(), ids=lambda m: m.__name__)
+def test_every_public_function_is_typed(module) -> None:
+    for name, function in _public_functions(module):
+        signature = inspect.signature(function)
         assert signature.return_annotation is not inspect.Signature.empty, name
         for parameter in signature.parameters.values():
+            if parameter.name in ("self", "cls"):
+                continue
             assert parameter.annotation is not inspect.Parameter.empty, (name, parameter.name)

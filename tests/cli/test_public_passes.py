@@ -14,6 +14,7 @@ import onnxruntime as ort
 import pytest
 from cli_models import cast_matmul_map, loads_in_a_child_process
 
+import seqlower
 import seqlower.passes
 from seqlower.errors import InvalidModelError
 from seqlower.passes import (
@@ -130,3 +131,17 @@ def test_the_composed_pass_reports_what_its_lowering_did_and_keeps_seqlower_erro
 def test_the_public_names_are_exported() -> None:
     for name in ("SequenceLoweringPass", "default_passes", "RuntimeWorkaroundsPass"):
         assert name in seqlower.passes.__all__
+
+
+def test_only_a_pipeline_that_runs_the_workarounds_itself_turns_them_off(tmp_path: Path) -> None:
+    model = ir.from_proto(cast_matmul_map())
+    NormalizePass()(model)
+    LowerSequencesPass(runtime_workarounds=False)(model)
+    ops = [node.op_type for node in model.graph]
+    assert ops.index("Transpose") < ops.index("Cast")  # what batching emits
+    lowered, _ = seqlower.optimize(cast_matmul_map())  # the pipeline runs them once, last
+    ops = [node.op_type for node in lowered.graph.node]
+    assert ops.index("Cast") < ops.index("Transpose")
+    path = tmp_path / "lowered.onnx"
+    onnx.save(lowered, path)
+    assert loads_in_a_child_process(path)
