@@ -100,3 +100,16 @@ def test_a_write_failure_after_lowering_does_not_name_the_temporary_file(
     (line,) = result.stderr.splitlines()
     assert line == f"error: {target}: cannot write (Permission denied)"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_dump_that_cannot_be_written_is_one_line_not_a_crash(tmp_path: Path, monkeypatch) -> None:
+    def refuse(source, target):
+        raise OSError(28, "No space left on device", str(source))
+
+    monkeypatch.setattr(os, "replace", refuse)
+    dump = tmp_path / "dumps"
+    result = _run("-q", "--dump-dir", str(dump), str(EXAMPLE), str(tmp_path / "out.onnx"))
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert line.endswith("cannot write (No space left on device)") and ".tmp" not in line
+    assert list(dump.iterdir()) == [] and not (tmp_path / "out.onnx").exists()
