@@ -1,8 +1,11 @@
 """Load and save models: the only place where protobuf meets the in-memory IR.
 
 `load_model` accepts what users hold (a path, an `onnx.ModelProto`, an `onnx_ir.Model`) and turns
-every reading problem into a one-line `ModelInputError`. `save_model` writes atomically: a temporary
-file beside the target, then a rename, so an interrupted run never leaves half a model behind.
+every reading problem into a one-line `ModelInputError`, including IR versions and default-domain
+opsets newer than the installed onnx knows. `save_model` and `write_text` write atomically: a
+temporary file beside the target, then a rename, so an interrupted run never leaves half a file
+behind. The file gets the permissions a plain `open()` would give it (the umask applies), and an
+overwritten file keeps its own.
 """
 
 from __future__ import annotations
@@ -13,10 +16,14 @@ __all__ = [
     "load_model",
     "model_to_bytes",
     "save_model",
+    "write_atomically",
+    "write_text",
 ]
 
 import os
-import tempfile
+import secrets
+import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import onnx
@@ -65,6 +72,7 @@ def _load_path(path: Path) -> ir.Model:
 def _deserialize(proto: onnx.ModelProto, where: str, base_dir: Path | None = None) -> ir.Model:
     if not proto.HasField("graph") or proto.ir_version <= 0:
         raise ModelInputError(f"{where}: not an ONNX model (no graph or no IR version)")
+    _check_known_versions(proto, where)
     try:
         model = ir.serde.deserialize_model(proto)
     except Exception as error:  # onnx_ir raises many kinds; all mean "malformed"
@@ -73,6 +81,23 @@ def _deserialize(proto: onnx.ModelProto, where: str, base_dir: Path | None = Non
     if base_dir is not None:
         _set_external_data_base_dir(model, base_dir)
     return model
+
+
+def _check_known_versions(proto: onnx.ModelProto, where: str) -> None:
+    """Refuse what the installed onnx cannot check: an IR version or a default-domain opset
+    newer than it knows (its checker and shape inference would read such a model wrongly)."""
+    if proto.ir_version > onnx.IR_VERSION:
+        raise ModelInputError(
+            f"{where}: ir_version {proto.ir_version} is newer than onnx {onnx.__version__} "
+            f"knows (up to {onnx.IR_VERSION})"
+        )
+    newest = onnx.defs.onnx_opset_version()
+    for opset in proto.opset_import:
+        if opset.domain in ("", "ai.onnx") and opset.version > newest:
+            raise ModelInputError(
+                f"{where}: default-domain opset {opset.version} is newer than onnx "
+                f"{onnx.__version__} knows (up to {newest})"
+            )
 
 
 def _set_external_data_base_dir(model: ir.Model, base_dir: Path) -> None:
@@ -101,34 +126,84 @@ def has_external_data(model: ir.Model) -> bool:
     return any(isinstance(v.const_value, ir.ExternalTensor) for v in _all_initializers(model))
 
 
-def model_to_bytes(model: ir.Model) -> bytes:
+def model_to_bytes(model: ir.Model | onnx.ModelProto) -> bytes:
     """Serialize deterministically: the same model always gives the same bytes."""
-    return ir.to_proto(model).SerializeToString(deterministic=True)
+    proto = model if isinstance(model, onnx.ModelProto) else ir.to_proto(model)
+    return proto.SerializeToString(deterministic=True)
 
 
 def save_model(
-    model: ir.Model, path: str | os.PathLike, *, external_data: str | None = None
+    model: ir.Model | onnx.ModelProto,
+    path: str | os.PathLike,
+    *,
+    external_data: str | None = None,
 ) -> None:
     """Write `model` to `path` atomically (temporary file in the same folder, then rename).
 
     With `external_data` (a file name beside `path`), or when the model's weights already live
     in external files, the weights are written to that file, one tensor at a time, instead of
-    into the model file (the default name is `<path name>.data`).
+    into the model file (the default name is `<path name>.data`). Raises `ModelInputError` when
+    the folder does not exist, `OSError` when the file cannot be written.
     """
     target = Path(path)
-    if not target.parent.exists():
-        raise ModelInputError(f"{target}: output folder {target.parent} does not exist")
+    if isinstance(model, onnx.ModelProto):
+        model = ir.from_proto(model)
     if external_data is None and has_external_data(model):
         external_data = f"{target.name}.data"
-    fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    if external_data is None:
+        data = model_to_bytes(model)
+        write_atomically(target, lambda temp: temp.write_bytes(data))
+    else:
+        weights = external_data
+        write_atomically(
+            target,
+            lambda temp: ir.save(model, temp, external_data=weights, size_threshold_bytes=1024),
+        )
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write `text` (UTF-8) to `path` atomically; see `write_atomically`."""
+    data = text.encode("utf-8")
+    write_atomically(Path(path), lambda temp: temp.write_bytes(data))
+
+
+def write_atomically(target: Path, write: Callable[[Path], object]) -> None:
+    """Call `write(temp)` on a fresh temporary file beside `target`, then rename it to `target`.
+
+    The temporary file is created as a plain `open()` would create `target` (mode 0o666 less
+    the umask); when `target` already exists its permission bits are kept. On any failure the
+    temporary file is removed and `target` is left as it was.
+    """
+    if not target.parent.is_dir():
+        raise ModelInputError(f"{target}: output folder {target.parent} does not exist")
+    temp = _create_temporary(target)
     try:
-        if external_data is None:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(model_to_bytes(model))
-        else:
-            os.close(fd)
-            ir.save(model, temp_name, external_data=external_data, size_threshold_bytes=1024)
-        os.replace(temp_name, target)
+        _keep_mode(target, temp)
+        write(temp)
+        os.replace(temp, target)
     except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
+        temp.unlink(missing_ok=True)
         raise
+
+
+def _create_temporary(target: Path) -> Path:
+    """An empty new file beside `target`, created with O_EXCL and mode 0o666 (the umask
+    applies, as it does to `open()`); `tempfile.mkstemp` would make it 0o600."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    while True:
+        temp = target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp"
+        try:
+            os.close(os.open(temp, flags, 0o666))
+        except FileExistsError:
+            continue
+        return temp
+
+
+def _keep_mode(target: Path, temp: Path) -> None:
+    """Give `temp` the permission bits of an existing regular `target`."""
+    try:
+        info = os.stat(target)
+    except OSError:
+        return
+    if stat.S_ISREG(info.st_mode):
+        os.chmod(temp, stat.S_IMODE(info.st_mode))

@@ -79,7 +79,7 @@ def lower(model: Model, *, load_ort: bool = True, **options: Any) -> tuple[onnx.
     loading the result in onnxruntime. Returns the lowered ModelProto and the report."""
     __tracebackhide__ = True
     lowered, report = seqlower.optimize(model, **options)
-    proto = ir.to_proto(lowered)
+    proto = lowered if isinstance(lowered, onnx.ModelProto) else ir.to_proto(lowered)
     onnx.checker.check_model(proto, full_check=True)
     if load_ort:
         ort_session(proto)

@@ -1,4 +1,10 @@
-"""The typer application and its commands."""
+"""The typer application and its commands.
+
+Exit codes, for every command: 0 success; 1 the result is refused (`--strict` with sequence ops
+left, `--target` problems, `--verify` or `verify` found a difference); 2 bad input or a usage
+error (one `error:` line; nothing written); 3 an internal error, a bug in seqlower (one `error:`
+line that says so; nothing written).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ __all__ = ["app", "main"]
 
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Annotated
@@ -16,21 +23,31 @@ import typer
 from onnx_ir.passes.common import _c_api_utils
 
 from seqlower import __version__
+from seqlower.cli.command import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    EXIT_REFUSED,
+    SeqlowerCommand,
+    SeqlowerGroup,
+    usage_error,
+)
 from seqlower.cli.inspect_command import inspect_command
 from seqlower.cli.options import (
-    TARGETS,
+    DEFAULT_TARGET,
     DimOption,
     FlattenOption,
     SeqLenOption,
-    SplitKeepdimsOption,
+    SplitKeepdims,
+    SplitKeepdimsChoice,
+    TargetOption,
     check_target_name,
     lowering_options,
 )
 from seqlower.cli.progress import PassObserver
-from seqlower.cli.summary import format_summary
+from seqlower.cli.summary import format_summary, plural
 from seqlower.cli.verify_command import verify_command
-from seqlower.errors import SeqlowerError
-from seqlower.io import load_model, save_model
+from seqlower.errors import BUG_REPORT, InternalError, SeqlowerError
+from seqlower.io import load_model, save_model, write_text
 from seqlower.options import Options
 from seqlower.pipeline import collector_relaxed, lower_in_place
 from seqlower.report import Report
@@ -43,9 +60,19 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    cls=SeqlowerGroup,
 )
-app.command("verify")(verify_command)
-app.command("inspect")(inspect_command)
+app.command(
+    "verify",
+    cls=SeqlowerCommand,
+    short_help="Compare two models under onnxruntime on the same inputs.",
+)(verify_command)
+app.command(
+    "inspect",
+    cls=SeqlowerCommand,
+    short_help="Show the sequence ops of a model and how each would be lowered.",
+)(inspect_command)
 
 
 def _version(show: bool) -> None:
@@ -63,101 +90,167 @@ def _root(
     """Lower ONNX sequence operators to plain tensor ONNX."""
 
 
-def _fail(message: str, code: int = 2) -> typer.Exit:
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(code)
 
 
-@app.command("optimize")
+@app.command(
+    "optimize",
+    cls=SeqlowerCommand,
+    short_help="Lower the sequence ops of a model and write the result.",
+)
 def optimize_command(
-    source: Annotated[Path, typer.Argument(help="The model to lower (.onnx).")],
-    target: Annotated[Path, typer.Argument(help="Where to write the lowered model.")],
+    source: Annotated[Path, typer.Argument(metavar="SOURCE", help="The model to lower (.onnx).")],
+    target: Annotated[
+        Path, typer.Argument(metavar="TARGET", help="Where to write the lowered model.")
+    ],
     strict: Annotated[
-        bool, typer.Option(help="Fail (exit 1, write nothing) if any sequence op would remain.")
+        bool,
+        typer.Option("--strict", help="Fail (exit 1, write nothing) if any sequence op remains."),
     ] = False,
     report: Annotated[
-        Path | None, typer.Option(help="Write the lowering report as JSON to this file.")
+        Path | None,
+        typer.Option(metavar="FILE", help="Write the lowering report as JSON to this file."),
     ] = None,
     verify: Annotated[
-        bool, typer.Option(help="Verify under onnxruntime; write nothing if outputs differ.")
-    ] = False,
-    runtime: Annotated[
-        str,
+        bool,
         typer.Option(
-            "--target",
-            help=f"Runtime profile, one of {', '.join(TARGETS)}: onnxruntime warns about "
-            "leftover sequence ops, tensorrt fails (exit 1) on them and on dynamic scan lengths.",
+            "--verify", help="Verify under onnxruntime; write nothing if the outputs differ."
         ),
-    ] = "generic",
+    ] = False,
+    runtime: TargetOption = DEFAULT_TARGET,
     dim: DimOption = None,
     flatten_sequence_io: FlattenOption = False,
     seq_len: SeqLenOption = None,
-    split_keepdims: SplitKeepdimsOption = "onnxruntime",
+    split_keepdims: SplitKeepdimsChoice = SplitKeepdims.onnxruntime,
     in_place: Annotated[
-        bool, typer.Option(help="Allow TARGET to be the same file as SOURCE.")
+        bool, typer.Option("--in-place", help="Allow TARGET to be the same file as SOURCE.")
     ] = False,
     external_data: Annotated[
         bool,
-        typer.Option(help="Write the weights to TARGET.data beside TARGET (for models > 2 GB)."),
+        typer.Option(
+            "--external-data",
+            help="Write the weights to TARGET.data beside TARGET (for models over 2 GB).",
+        ),
     ] = False,
     dump_dir: Annotated[
-        Path | None, typer.Option(help="Write the model after each pass into this folder.")
+        Path | None,
+        typer.Option(
+            metavar="FOLDER",
+            help="Write the model after each pass into this folder (created if missing).",
+        ),
     ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing on success.")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Print nothing on success (not with -v).")
+    ] = False,
     verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Log each rule as it is applied.")
+        bool,
+        typer.Option("--verbose", "-v", help="Log each rule as it is applied (not with -q)."),
     ] = False,
 ) -> None:
     """Lower the sequence operators of SOURCE and write the result to TARGET.
 
+    \b
     Examples:
-
       seqlower optimize model.onnx model.lowered.onnx --verify
+      seqlower optimize model.onnx out.onnx --dim N=8 --target tensorrt
+      seqlower optimize model.onnx out.onnx --report report.json
 
-      seqlower optimize model.onnx out.onnx --dim N=8 --target tensorrt --report report.json
+    \b
+    Exit codes:
+      0  written
+      1  refused, nothing written: --strict with sequence ops left, --target
+         problems, or --verify found a difference
+      2  bad input or usage (one error line), nothing written
+      3  internal error, a bug in seqlower (one error line), nothing written
     """
+    if quiet and verbose:
+        raise usage_error("--quiet and --verbose cannot be used together")
     _configure_logging(verbose)
     try:
         options = lowering_options(split_keepdims, dim, flatten_sequence_io, seq_len)
-        check_target_name(runtime)
+        profile = check_target_name(runtime)
         if verify and flatten_sequence_io:
             raise SeqlowerError(
                 "--verify cannot compare models whose interfaces differ (--flatten-sequence-io)"
             )
-        _check_paths(source, target, in_place, dump_dir)
+        _check_paths(source, target, in_place, external_data, report, dump_dir)
         lowered, summary = _optimize(source, target, options, quiet, dump_dir)
     except SeqlowerError as error:
-        message = str(error)
-        raise _fail(
-            message if message.startswith(str(source)) else f"{source}: {message}"
-        ) from None
+        raise _fail(_naming(source, str(error))) from None
+    except InternalError as error:
+        raise _fail(f"{_naming(source, str(error))}; {BUG_REPORT}", EXIT_INTERNAL) from None
     if report is not None:
-        _write_text(report, summary.to_json() + "\n")
-    fit = check_target(lowered, summary, runtime)  # type: ignore[arg-type]
+        _write_report(report, summary.to_json() + "\n")
+    fit = check_target(lowered, summary, profile)
     if not quiet:
         for warning in fit.warnings:
             typer.echo(f"warning: {warning}", err=True)
     if not fit.ok:
         for error in fit.errors:
             typer.echo(f"  - {error}", err=True)
-        raise _fail(f"{len(fit.errors)} problem(s) for --target {runtime}; nothing written", 1)
+        problems = plural(len(fit.errors), "problem")
+        raise _fail(f"{problems} for --target {profile}; nothing written", EXIT_REFUSED)
     if strict and summary.remaining:
-        raise _fail(f"{len(summary.remaining)} sequence ops remain (--strict); nothing written", 1)
+        left = len(summary.remaining)
+        verb = "remains" if left == 1 else "remain"
+        raise _fail(
+            f"{plural(left, 'sequence op')} {verb} (--strict); nothing written", EXIT_REFUSED
+        )
     if verify:
         _verify_or_exit(source, lowered, options, quiet)
     try:
         save_model(lowered, target, external_data=f"{target.name}.data" if external_data else None)
-    except (SeqlowerError, OSError) as error:
+    except SeqlowerError as error:
         raise _fail(f"{target}: cannot write ({error})") from None
+    except OSError as error:  # strerror: the temporary file's name is no concern of the user
+        raise _fail(f"{target}: cannot write ({error.strerror or type(error).__name__})") from None
 
 
-def _check_paths(source: Path, target: Path, in_place: bool, dump_dir: Path | None) -> None:
+def _naming(source: Path, message: str) -> str:
+    return message if message.startswith(str(source)) else f"{source}: {message}"
+
+
+def _check_paths(
+    source: Path,
+    target: Path,
+    in_place: bool,
+    external_data: bool,
+    report: Path | None,
+    dump_dir: Path | None,
+) -> None:
+    """Every output path is checked before any work; `--dump-dir` is created here."""
     if _same_file(source, target) and not in_place:
         raise SeqlowerError(f"{target}: is the input file; pass --in-place to overwrite it")
-    if not target.parent.exists():
-        raise SeqlowerError(f"{target}: output folder {target.parent} does not exist")
-    if dump_dir is not None and not dump_dir.is_dir():
-        raise SeqlowerError(f"{dump_dir}: --dump-dir must be an existing folder")
+    _check_output_file(target, "the lowered model")
+    if external_data:
+        _check_output_file(target.with_name(f"{target.name}.data"), "the weights")
+    if report is not None:
+        if _same_file(report, source) or _same_file(report, target):
+            raise SeqlowerError(f"{report}: --report must not be the input or output model")
+        _check_output_file(report, "--report")
+    if dump_dir is not None:
+        if dump_dir.exists() and not dump_dir.is_dir():
+            raise SeqlowerError(f"{dump_dir}: --dump-dir is a file, not a folder")
+        try:
+            dump_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise SeqlowerError(
+                f"{dump_dir}: cannot create the --dump-dir folder ({error.strerror})"
+            ) from None
+        if not os.access(dump_dir, os.W_OK):
+            raise SeqlowerError(f"{dump_dir}: cannot write into the --dump-dir folder")
+
+
+def _check_output_file(path: Path, what: str) -> None:
+    if path.is_dir():
+        raise SeqlowerError(f"{path}: is a directory; give a file name for {what}")
+    folder = path.parent
+    if not folder.is_dir():
+        raise SeqlowerError(f"{path}: output folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise SeqlowerError(f"{path}: cannot write into the folder {folder} (permission denied)")
 
 
 def _optimize(
@@ -211,9 +304,9 @@ def _check_output(model: ir.Model) -> None:
     try:
         _checked(model, full_check=True)
     except Exception as error:
-        raise SeqlowerError(
+        raise InternalError(
             f"internal error: the lowered model fails the ONNX checker ({_one_line(error)}); "
-            "nothing written. Please report this as a seqlower bug"
+            "nothing written"
         ) from None
 
 
@@ -224,9 +317,10 @@ def _verify_or_exit(source: Path, lowered: ir.Model, options: Options, quiet: bo
     if not result.equivalent:
         for line in result.failures():
             typer.echo(f"  - {line}", err=True)
-        raise _fail("verification failed: the lowered model differs; nothing written", 1)
+        raise _fail("verification failed: the lowered model differs; nothing written", EXIT_REFUSED)
     if not quiet:
-        typer.echo(f"verified: equivalent under onnxruntime ({len(result.trials)} trials)")
+        trials = plural(len(result.trials), "trial")
+        typer.echo(f"verified: equivalent under onnxruntime ({trials})")
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -236,24 +330,31 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def _write_text(path: Path, text: str) -> None:
+def _write_report(path: Path, text: str) -> None:
     try:
-        path.write_text(text, encoding="utf-8")
+        write_text(path, text)
+    except SeqlowerError as error:
+        raise _fail(f"{path}: cannot write the report ({error})") from None
     except OSError as error:
         raise _fail(f"{path}: cannot write the report ({error.strerror})") from None
 
 
-@app.command("rules")
+@app.command(
+    "rules",
+    cls=SeqlowerCommand,
+    short_help="List the rewrite rules, each with its before -> after.",
+)
 def rules_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
     """List the rewrite rules in priority order, each with its before -> after.
 
+    \b
     Examples:
-
       seqlower rules
-
       seqlower rules --json
+
+    Exit code: 0.
     """
     rules = list(default_rules())
     if as_json:

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 __all__ = [
+    "DEFAULT_TARGET",
     "TARGETS",
     "DimOption",
     "FlattenOption",
     "SeqLenOption",
+    "SplitKeepdims",
+    "SplitKeepdimsChoice",
     "SplitKeepdimsOption",
+    "TargetName",
+    "TargetOption",
     "check_target_name",
     "lowering_options",
     "parse_sizes",
 ]
 
+import enum
 from typing import Annotated
 
 import typer
@@ -22,6 +28,29 @@ from seqlower.options import Options
 from seqlower.targets import PROFILES
 
 TARGETS = tuple(PROFILES)
+
+# The choices of --target are the profiles seqlower.targets defines, so a new profile shows up
+# in the help and the parser by itself.
+TargetName = enum.Enum("TargetName", {name: name for name in TARGETS}, type=str)  # type: ignore[misc]
+DEFAULT_TARGET = TargetName("generic")
+
+
+class SplitKeepdims(str, enum.Enum):
+    """The readings of SplitToSequence(scalar split, keepdims=0)."""
+
+    onnxruntime = "onnxruntime"
+    spec = "spec"
+
+
+TargetOption = Annotated[
+    TargetName,
+    typer.Option(
+        "--target",
+        help="Runtime profile: generic accepts any leftover; onnxruntime warns about each "
+        "leftover sequence op (it runs them, slowly); the others fail (exit 1) on what that "
+        "runtime cannot run, such as sequence ops and dynamic scan lengths for tensorrt.",
+    ),
+]
 
 DimOption = Annotated[
     list[str] | None,
@@ -34,8 +63,9 @@ DimOption = Annotated[
 FlattenOption = Annotated[
     bool,
     typer.Option(
+        "--flatten-sequence-io",
         help="Turn static-length sequence outputs, and the sequence inputs given a --seq-len, "
-        "into one tensor per element (name_0, name_1, ...)."
+        "into one tensor per element (name_0, name_1, ...).",
     ),
 ]
 SeqLenOption = Annotated[
@@ -46,10 +76,13 @@ SeqLenOption = Annotated[
         "--flatten-sequence-io).",
     ),
 ]
-SplitKeepdimsOption = Annotated[
-    str,
-    typer.Option(help="Reading of SplitToSequence(scalar split, keepdims=0): onnxruntime or spec."),
-]
+_SPLIT_KEEPDIMS_HELP = (
+    "Reading of SplitToSequence(scalar split, keepdims=0): onnxruntime squeezes the axis (as "
+    "onnxruntime and PyTorch do), spec keeps it (the ONNX specification)."
+)
+SplitKeepdimsChoice = Annotated[SplitKeepdims, typer.Option(help=_SPLIT_KEEPDIMS_HELP)]
+# the same option as a plain string, checked by `lowering_options` (`inspect` uses it)
+SplitKeepdimsOption = Annotated[str, typer.Option(help=_SPLIT_KEEPDIMS_HELP)]
 
 
 def parse_sizes(items: list[str] | None, option: str) -> dict[str, int]:
@@ -64,17 +97,24 @@ def parse_sizes(items: list[str] | None, option: str) -> dict[str, int]:
     return sizes
 
 
-def check_target_name(target: str) -> str:
+def check_target_name(target: str | enum.Enum) -> str:
     """The target name, or `SeqlowerError` listing the valid ones."""
+    if isinstance(target, enum.Enum):
+        target = str(target.value)
     if target not in PROFILES:
         raise SeqlowerError(f"--target must be one of {', '.join(TARGETS)}, not '{target}'")
     return target
 
 
 def lowering_options(
-    split_keepdims: str, dim: list[str] | None, flatten: bool, seq_len: list[str] | None
+    split_keepdims: str | SplitKeepdims,
+    dim: list[str] | None,
+    flatten: bool,
+    seq_len: list[str] | None,
 ) -> Options:
     """The `Options` the shared command-line options ask for; `SeqlowerError` when malformed."""
+    if isinstance(split_keepdims, SplitKeepdims):
+        split_keepdims = split_keepdims.value
     if split_keepdims not in ("onnxruntime", "spec"):
         raise SeqlowerError(f"--split-keepdims must be onnxruntime or spec, not '{split_keepdims}'")
     return Options(

@@ -12,11 +12,13 @@ from types import TracebackType
 
 import onnx_ir as ir
 
+from seqlower.errors import SeqlowerError
 from seqlower.io import save_model
 
 
 class PassObserver(AbstractContextManager["PassObserver"]):
-    """Called after each pipeline pass; shows a rich status line only on a terminal."""
+    """Called after each pipeline pass; shows a rich status line only on a terminal. A dump
+    that cannot be written is a `SeqlowerError` (one line, exit 2), not a crash."""
 
     def __init__(self, *, show_progress: bool, dump_dir: Path | None) -> None:
         self.dump_dir = dump_dir
@@ -49,4 +51,8 @@ class PassObserver(AbstractContextManager["PassObserver"]):
         self._count += 1
         self.stage(f"{name} done")
         if self.dump_dir is not None:
-            save_model(model, self.dump_dir / f"{self._count:02d}-{name}.onnx")
+            path = self.dump_dir / f"{self._count:02d}-{name}.onnx"
+            try:
+                save_model(model, path)
+            except OSError as error:  # strerror: the temporary file's name means nothing here
+                raise SeqlowerError(f"{path}: cannot write ({error.strerror})") from None

@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 
+from seqlower.cli.summary import plural
 from seqlower.errors import SeqlowerError
 from seqlower.verification import VerifyReport, verify
 
@@ -62,7 +63,7 @@ def verify_command(
 
       seqlower verify model.onnx model.lowered.onnx
 
-      seqlower verify model.onnx lowered.onnx --trials 10 --dim N=16 --report verify.json
+      seqlower verify model.onnx lowered.onnx --trials 10 --dim N=16
 
       seqlower verify model.onnx lowered.onnx --inputs test_data_set_0 --reference
     """
@@ -155,7 +156,7 @@ def _footer(result: VerifyReport) -> list[str]:
         both = sum(trial.status == "both failed" for trial in result.trials)
         compared = len(result.trials) - both
         extra = f", {both} failed in both models" if both else ""
-        lines.append(f"equivalent ({compared} trials compared{extra})")
+        lines.append(f"equivalent ({plural(compared, 'trial')} compared{extra})")
     return lines
 
 

@@ -7,11 +7,13 @@
     output y: seq(...) of static length n whose elements are not values yet
         -> outputs y_k = SequenceAt(y, k) for k < n     (the next lowering removes them)
 
-Sequence values in a model's interface are kept unless the user asks (design.md trap 9): this
-pass runs only with `Options.flatten_sequence_io`. The pipeline flattens inputs before normalizing
-(so the lowering sees the SequenceConstruct and removes it) and outputs after lowering (when the
-lengths are best known), then lowers once more. A sequence output of unknown length stays, with
-the reason in `warnings`; each change is recorded in `changes` for the report.
+Sequence values in a model's interface are kept unless the user asks (README, "How it works"):
+this pass runs only with `Options.flatten_sequence_io`. The pipeline flattens inputs before
+normalizing (so the lowering sees the SequenceConstruct and removes it) and outputs after lowering
+(when the lengths are best known), then lowers once more. A sequence output of unknown length,
+or whose elements have no known rank (a tensor model output needs one), stays, with the reason
+in `warnings`; a sequence input whose elements have no declared rank cannot be flattened (an
+error). Each change is recorded in `changes` for the report.
 """
 
 from __future__ import annotations
@@ -88,6 +90,12 @@ class FlattenSequenceIOPass(ir.passes.InPlacePass):
                 )
             if not isinstance(length, int) or isinstance(length, bool) or length < 0:
                 raise SeqlowerError(f"--seq-len {name}: length must be an integer >= 0")
+            if value.shape is None and length > 0:
+                raise SeqlowerError(
+                    f"--seq-len {name}: the elements of input '{name}' have no declared shape, "
+                    "not even a rank, and a tensor input needs one; declare the element shape "
+                    "in the model to flatten it"
+                )
         for value in list(graph.inputs):
             if value.name in self.seq_lens:
                 self._flatten_input(graph, value, self.seq_lens[value.name], names)
@@ -162,22 +170,34 @@ class FlattenSequenceIOPass(ir.passes.InPlacePass):
                 continue
             fact = facts.sequence(value)
             if isinstance(fact, KnownElements):
-                elements = list(fact.elements)
+                shapes = [_element_shape(element, value) for element in fact.elements]
             elif isinstance(fact, KnownLength):
-                elements = self._read_elements(graph, value, fact.length, names)
+                shapes = [value.shape] * fact.length
             else:
                 self.warnings.append(f"sequence output '{value.name}' kept: {fact.reason}")
                 continue
-            if not elements:
+            if not shapes:
                 self.warnings.append(
                     f"sequence output '{value.name}' kept: it is always empty, so flattening "
                     "would remove it from the interface"
                 )
                 continue
+            if any(shape is None for shape in shapes):
+                self.warnings.append(
+                    f"sequence output '{value.name}' kept: the rank of its elements is unknown, "
+                    "and a tensor model output needs one"
+                )
+                continue
+            if isinstance(fact, KnownElements):
+                elements = list(fact.elements)
+            else:
+                elements = self._read_elements(graph, value, len(shapes), names)
             name = value.name or "output"
             outputs = [
-                _output_value(graph, value, element, names.fresh(f"{name}_{k}"), names, claimed)
-                for k, element in enumerate(elements)
+                _output_value(
+                    graph, value, element, names.fresh(f"{name}_{k}"), shape, names, claimed
+                )
+                for k, (element, shape) in enumerate(zip(elements, shapes))
             ]
             position = list(graph.outputs).index(value)
             graph.outputs.pop(position)
@@ -220,15 +240,35 @@ class FlattenSequenceIOPass(ir.passes.InPlacePass):
         return elements
 
 
+def _element_shape(element: ir.Value, sequence: ir.Value) -> ir.Shape | None:
+    """The shape to declare for `element` as a model output: its own, or for a Split output
+    (whose sizes may be known only at run time) the input's shape with the split dim unknown,
+    or the element shape declared on `sequence`; None when not even the rank is known."""
+    if element.shape is not None:
+        return element.shape
+    producer = element.producer()
+    if producer is not None and producer.op_type == "Split" and producer.domain == "":
+        data = producer.inputs[0] if producer.inputs else None
+        if data is not None and data.shape is not None and len(data.shape) > 0:
+            dims: list[int | ir.SymbolicDim | None] = list(data.shape)
+            axis_attr = producer.attributes.get("axis")
+            axis = axis_attr.as_int() if axis_attr is not None else 0
+            dims[axis % len(dims)] = None
+            return ir.Shape(dims)
+    return sequence.shape
+
+
 def _output_value(
     graph: ir.Graph,
     sequence: ir.Value,
     element: ir.Value,
     name: str,
+    shape: ir.Shape | None,
     names: NameAllocator,
     claimed: set[ir.Value],
 ) -> ir.Value:
-    """`element` renamed to `name` when that is safe, else an Identity carrying it."""
+    """`element` renamed to `name` when that is safe, else an Identity carrying it; its shape
+    is `shape` unless it has one already."""
     producer = element.producer()
     if (
         producer is not None
@@ -247,7 +287,7 @@ def _output_value(
     output.name = name
     output.type = output.type or element.type or _elem_type(sequence)
     if output.shape is None:
-        output.shape = element.shape if element.shape is not None else sequence.shape
+        output.shape = shape
     return output
 
 

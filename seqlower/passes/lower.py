@@ -7,7 +7,8 @@ each rewrite, what it left dead is removed at once (the rewritten node, the prod
 read, transitively), so the rest of the sweep sees exact uses. Sweeps repeat, with shape inference
 between them, to a fixpoint bounded by `Options.max_iterations`; a whole-model dead-code pass
 confirms the fixpoint. The pass records why it stopped and how often each rule fired (as egg's
-runner does).
+runner does). Its last step is `RuntimeWorkaroundsPass`, so that the lowered model loads in
+onnxruntime whatever a user runs after it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from seqlower.ops import subgraphs
 from seqlower.options import Options
 from seqlower.passes.dead_code import is_dead, remove_dead_nodes, remove_dead_upstream
 from seqlower.passes.normalize import infer_shapes
+from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.rewriter import Rewriter
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 
@@ -34,10 +36,19 @@ class LowerSequencesPass(ir.passes.InPlacePass):
 
     After the pass: `fired` counts rewrites per rule, `refusals` maps each node that a rule
     looked at but did not rewrite to the reasons, `stop_reason` and `iterations` say how it ended.
+    `runtime_workarounds=False` leaves out the last step (`RuntimeWorkaroundsPass`), for a
+    pipeline that runs it itself at its very end.
     """
 
-    def __init__(self, rules: RuleSet | None = None, options: Options | None = None) -> None:
+    def __init__(
+        self,
+        rules: RuleSet | None = None,
+        options: Options | None = None,
+        *,
+        runtime_workarounds: bool = True,
+    ) -> None:
         super().__init__()
+        self.runtime_workarounds = runtime_workarounds
         if rules is None:
             from seqlower.rules import default_rules
 
@@ -76,6 +87,8 @@ class LowerSequencesPass(ir.passes.InPlacePass):
             break
         self.fired = dict(rewriter.fired)
         self.warnings = list(rewriter.warnings)
+        if self.runtime_workarounds:  # whatever runs after this pass, the model must load
+            modified |= RuntimeWorkaroundsPass()(model).modified
         return ir.passes.PassResult(model, modified)
 
     def _sweep(self, model: ir.Model, context: Context) -> bool:

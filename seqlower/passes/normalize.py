@@ -3,8 +3,9 @@
     SplitToSequence(x, 1, keepdims=0) -> SplitToSequence(x, keepdims=0)     (onnxruntime's reading)
     SplitToSequence(x, s, keepdims=0) -> SplitToSequence(x, s, keepdims=1)  (the spec's reading)
 
-Design.md trap 1: the spec ignores keepdims when `split` is given, onnxruntime squeezes for a
-scalar split of 1 (and fails for a larger one). Each such node is named in a warning.
+README, "Where the specification and onnxruntime disagree", item 1: the spec ignores keepdims
+when `split` is given, onnxruntime squeezes for a scalar split of 1 (and fails for a larger one).
+Each such node is named in a warning.
 
 Declared shapes of intermediate values can lie in real exports (trap 10), so they are cleared and
 shape inference recomputes them from the graph inputs and constants. Symbolic input dims named in
@@ -70,7 +71,8 @@ class NormalizePass(ir.passes.InPlacePass):
                     self.warnings.append(
                         f"SplitToSequence '{node.name}': scalar split=1 with keepdims=0; the ONNX "
                         "spec ignores keepdims here but onnxruntime and PyTorch squeeze the axis: "
-                        "lowered with the squeeze (use the spec reading to keep the axis)"
+                        "lowered with the squeeze (--split-keepdims spec, or split_keepdims='spec' "
+                        "in Python, keeps the axis)"
                     )
                 else:
                     node.attributes["keepdims"] = ir.AttrInt64("keepdims", 1)

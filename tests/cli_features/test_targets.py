@@ -12,7 +12,8 @@ from seqlower.targets import PROFILES, check_target
 
 
 def lowered(model, **options):
-    return seqlower.optimize(model, **options)
+    """The lowered model as an `onnx_ir.Model` (what `check_target` takes), and the report."""
+    return seqlower.optimize(ir.from_proto(model), **options)
 
 
 def test_tensorrt_lists_every_leftover_and_sequence_interface_with_its_graph_and_node():

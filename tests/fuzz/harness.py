@@ -138,7 +138,7 @@ def check_program(program: Program, *, properties: bool = False) -> Outcome:
         lowered, report = seqlower.optimize(original)
     except Exception as error:
         return Outcome(seed, "fail", "optimize raised", _first_line(error), oracle)
-    proto = ir.to_proto(lowered)
+    proto = lowered if isinstance(lowered, onnx.ModelProto) else ir.to_proto(lowered)
     counts = (sequence_op_total(original), sequence_op_total(lowered))
     outcome = Outcome(seed, "fail", "", "", oracle, proto, counts)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnx_ir as ir
 import onnxruntime as ort
 import pytest
 from onnx import parser
@@ -37,8 +36,7 @@ def _run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray] | None:
 @pytest.fixture(scope="module")
 def models() -> tuple[onnx.ModelProto, onnx.ModelProto, seqlower.Report]:
     original = parser.parse_model(MODEL)
-    lowered, report = seqlower.optimize(original)
-    proto = ir.to_proto(lowered)
+    proto, report = seqlower.optimize(original)  # a ModelProto, as given
     onnx.checker.check_model(proto, full_check=True)
     return original, proto, report
 
@@ -87,7 +85,7 @@ def test_refuses_an_erase_whose_result_is_empty() -> None:
     lowered, report = seqlower.optimize(model)
     reasons = " ".join(op.reason for op in report.remaining if op.op_type == "SequenceErase")
     assert "nothing would check the position" in reasons
-    proto = ir.to_proto(lowered)
+    proto = lowered  # a ModelProto, as given
     assert _run(proto, {"a": np.ones(2, np.float32), "p": np.array(3)}) is None
     assert _run(proto, {"a": np.ones(2, np.float32), "p": np.array(-1)}) == [[]]
 
@@ -118,7 +116,7 @@ def test_lowers_element_types_every_supported_onnxruntime_has_where_for(dtype: s
     }}""")
     lowered, report = seqlower.optimize(model)
     assert report.rules_fired.get("erase-at-runtime-position") == 1
-    proto = ir.to_proto(lowered)
+    proto = lowered
     onnx.checker.check_model(proto, full_check=True)
     np_type = onnx.helper.tensor_dtype_to_np_dtype(getattr(onnx.TensorProto, dtype.upper()))
     a, b = np.array([1, 2]).astype(np_type), np.array([3, 4]).astype(np_type)
