@@ -1,22 +1,38 @@
 """Target profiles: what a lowered model may still contain for the runtime that will run it.
 
-A profile is data (`PROFILES`): how severe a leftover sequence operator is, and how severe a Loop
-whose scan outputs have a dynamic length is. `check_target` applies one to a lowered model and
-returns the errors and warnings, naming each node with its graph path; the CLI prints them and
-picks the exit code (`--target tensorrt` fails on an error).
+A profile is data (`PROFILES`): how severe a leftover sequence operator is, how severe a Loop
+whose scan outputs have a dynamic length is, which operators and element types the runtime
+lacks, where that list comes from (`source`) and what lowering does differently for it
+(`changes`). `check_target` applies one to a lowered model and returns the errors and warnings,
+naming each node with its graph path; the CLI prints them and picks the exit code (`--target
+tensorrt` fails on an error). `judge_nodes` gives the same judgement per node, as data, for
+`inspect --target` to show.
 
 - generic: any ONNX runtime; leftovers are already in the report, nothing more is said.
 - onnxruntime: runs sequence operators, but each one copies tensors in and out of a sequence
   (design.md: 3x to 130x slower than the tensor forms): a warning per leftover.
 - tensorrt: has no sequence operators at all, and its loop outputs that concatenate iterations
   (ONNX scan outputs) need a length known when the engine is built: both are errors.
+- openvino: its ONNX frontend converts the simple sequence operators but not SequenceErase or
+  SequenceMap, and no strings; Loop, If and Scan run.
+- tract: no sequence operator, no Loop, no strings; Scan and If run. Lowering for tract also
+  runs the rewrites of `seqlower.rules.target_tract` (If to Where, Loop unrolled or to Scan).
 """
 
 from __future__ import annotations
 
-__all__ = ["PROFILES", "Target", "TargetCheck", "TargetProfile", "check_target"]
+__all__ = [
+    "PROFILES",
+    "NodeJudgement",
+    "Target",
+    "TargetCheck",
+    "TargetProfile",
+    "check_target",
+    "judge_nodes",
+]
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import onnx_ir as ir
@@ -28,7 +44,7 @@ from seqlower.passes.bind_dims import bindable_dims, dims_feeding
 from seqlower.passes.legality import remaining_sequence_ops, walk_graphs
 from seqlower.report import RemainingOp, Report
 
-Target = Literal["generic", "onnxruntime", "tensorrt"]
+Target = Literal["generic", "onnxruntime", "tensorrt", "openvino", "tract"]
 Severity = Literal["ignore", "warning", "error"]
 
 
@@ -41,6 +57,44 @@ class TargetProfile:
     sequence_ops: Severity  # any sequence operator left
     sequence_io: Severity  # a sequence-typed input or output of the model
     dynamic_scan_loops: Severity  # a Loop with scan outputs whose length is not static
+    # operators the runtime cannot load, each with why (checked in every graph)
+    unsupported_ops: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # operators it loads but that are worth a warning (a known fault, a cost), with why
+    doubtful_ops: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    strings: Severity = "ignore"  # a string tensor anywhere in the model
+    source: str = ""  # where the support list comes from
+    changes: str = "nothing: the same lowering as generic"  # what lowering does for the target
+
+
+_SEQUENCE_OPS_NOTE = "has no sequence operators"
+_TRACT_SOURCE = (
+    "probed with tract 0.23.9 (PyPI): SplitToSequence, SequenceConstruct, SequenceEmpty and "
+    "every other sequence operator fail with Unimplemented(...) ToTypedTranslator; Loop fails "
+    "with Unimplemented(Loop); Scan, Where and If run. An If whose branches compute different "
+    "constants gives the then-branch's value either way (README, Portability)."
+)
+_OPENVINO_SOURCE = (
+    "probed with OpenVINO 2026.4.1 (CPU, INFERENCE_PRECISION_HINT=f32): its ONNX frontend "
+    "converts SplitToSequence, SequenceConstruct, SequenceEmpty, SequenceInsert, SequenceAt, "
+    "SequenceLength and ConcatFromSequence in straight-line graphs, not SequenceErase or "
+    "SequenceMap, nor a sequence carried by a Loop; Loop, If and Scan run; no string tensors."
+)
+_TENSORRT_SOURCE = (
+    "the onnx-tensorrt operator support matrix (docs/operators.md, TensorRT 10): Loop, If and "
+    "Scan are supported (scan outputs need a build-time length); no sequence operator, no "
+    "SequenceMap, no string tensors. Not probed: no GPU here."
+)
+_SEQUENCE_OP_NAMES = (
+    "ConcatFromSequence",
+    "SequenceAt",
+    "SequenceConstruct",
+    "SequenceEmpty",
+    "SequenceErase",
+    "SequenceInsert",
+    "SequenceLength",
+    "SequenceMap",
+    "SplitToSequence",
+)
 
 
 PROFILES: dict[str, TargetProfile] = {
@@ -64,6 +118,41 @@ PROFILES: dict[str, TargetProfile] = {
         sequence_ops="error",
         sequence_io="error",
         dynamic_scan_loops="error",
+        strings="error",
+        source=_TENSORRT_SOURCE,
+    ),
+    "openvino": TargetProfile(
+        "openvino",
+        "OpenVINO converts the simple sequence operators, not SequenceErase or SequenceMap",
+        sequence_ops="warning",
+        sequence_io="error",
+        dynamic_scan_loops="ignore",
+        unsupported_ops={
+            "SequenceErase": "OpenVINO's ONNX frontend does not convert SequenceErase",
+            "SequenceMap": "OpenVINO's ONNX frontend does not convert SequenceMap",
+        },
+        strings="error",
+        source=_OPENVINO_SOURCE,
+    ),
+    "tract": TargetProfile(
+        "tract",
+        "tract has no sequence operators and no Loop; it runs Scan and If",
+        sequence_ops="error",
+        sequence_io="error",
+        dynamic_scan_loops="ignore",
+        unsupported_ops={
+            "Loop": "tract has no Loop (Unimplemented(Loop)); a static trip count can be "
+            "unrolled (--unroll-budget) and a loop over a tensor axis becomes Scan, a "
+            "data-dependent while loop cannot run in tract",
+        },
+        doubtful_ops={
+            "If": "tract runs an If only when both branches infer the same shapes and values; "
+            "with different constants per branch it returns the then-branch's value",
+        },
+        strings="error",
+        source=_TRACT_SOURCE,
+        changes="run-time If with cheap branches -> Where; static Loops unrolled within the "
+        "budget; Loops over a tensor axis -> Scan",
     ),
 }
 
@@ -120,7 +209,13 @@ def check_target(
                 f"{profile.name} gives tensors only: try --flatten-sequence-io",
             )
     for op in remaining:
-        _add(check, profile.sequence_ops, _leftover_message(profile, op))
+        if op.op_type not in profile.unsupported_ops:  # judged below, as an error
+            _add(check, profile.sequence_ops, _leftover_message(profile, op))
+    for judgement in judge_nodes(model, profile.name):
+        if judgement.op_type not in _SEQUENCE_OP_NAMES or judgement.op_type in (
+            profile.unsupported_ops
+        ):
+            _add(check, judgement.severity, judgement.message)
     if profile.dynamic_scan_loops != "ignore":
         bindable = bindable_dims(model)
         values = StaticValues()
@@ -144,6 +239,13 @@ def _leftover_message(profile: TargetProfile, op: RemainingOp) -> str:
     where = f"{op.graph}: {op.op_type} '{op.node or '(unnamed)'}'"
     if profile.name == "tensorrt":
         return f"{where}: TensorRT has no sequence operators (kept because {op.reason})"
+    if profile.name in ("tract", "openvino"):
+        verdict = (
+            "has no sequence operators"
+            if profile.sequence_ops == "error"
+            else ("converts it in simple graphs only")
+        )
+        return f"{where}: {profile.name} {verdict} (kept because {op.reason})"
     cost = (
         "its SequenceInsert into a loop-carried sequence copies the sequence every iteration "
         "(quadratic)"
@@ -208,3 +310,67 @@ def _runs_every_iteration(node: ir.Node, body: ir.Graph, values: StaticValues) -
         constant = values.get(condition_out)
         return constant is not None and constant.size == 1 and bool(constant.reshape(-1)[0])
     return True
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeJudgement:
+    """What a target says about one node: `severity` "error" (it cannot run there) or
+    "warning", and why."""
+
+    graph: str
+    node: str
+    op_type: str
+    severity: Severity
+    reason: str
+
+    @property
+    def message(self) -> str:
+        return f"{self.graph}: {self.op_type} '{self.node or '(unnamed)'}': {self.reason}"
+
+    def to_dict(self) -> dict[str, str]:
+        return dataclasses.asdict(self)
+
+
+def judge_nodes(model: ir.Model, target: str) -> list[NodeJudgement]:
+    """Every node of `model` (all graphs) that `target` cannot run, or runs with a caveat, in
+    graph order: unsupported and doubtful operators, leftover sequence operators, and nodes that
+    read or make string tensors. Raises `SeqlowerError` for an unknown target."""
+    profile = PROFILES.get(target)
+    if profile is None:
+        raise SeqlowerError(f"unknown target '{target}': choose one of {', '.join(PROFILES)}")
+    found = []
+    for path, graph in walk_graphs(model):
+        for node in graph:
+            if node.domain not in ("", "ai.onnx"):
+                continue
+            judged = _judge(profile, node)
+            if judged is not None:
+                severity, reason = judged
+                found.append(NodeJudgement(path, node.name or "", node.op_type, severity, reason))
+    return found
+
+
+def _judge(profile: TargetProfile, node: ir.Node) -> tuple[Severity, str] | None:
+    if node.op_type in profile.unsupported_ops:
+        return "error", profile.unsupported_ops[node.op_type]
+    if profile.strings != "ignore" and any(
+        v is not None and _is_string(v) for v in [*node.inputs, *node.outputs]
+    ):
+        return profile.strings, f"{profile.name} has no string tensors"
+    if node.op_type in _SEQUENCE_OP_NAMES and profile.sequence_ops != "ignore":
+        why = (
+            f"{profile.name} {_SEQUENCE_OPS_NOTE}"
+            if profile.sequence_ops == "error"
+            else f"{profile.name} runs it in simple graphs only"
+        )
+        return profile.sequence_ops, why
+    if node.op_type in profile.doubtful_ops:
+        return "warning", profile.doubtful_ops[node.op_type]
+    return None
+
+
+def _is_string(value: ir.Value) -> bool:
+    kind = value.type
+    while isinstance(kind, (ir.SequenceType, ir.OptionalType)):
+        kind = kind.elem_type
+    return isinstance(kind, ir.TensorType) and kind.dtype == ir.DataType.STRING

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = ["app", "main"]
 
+import dataclasses
 import json
 import logging
 import time
@@ -119,7 +120,7 @@ def optimize_command(
     _configure_logging(verbose)
     try:
         options = lowering_options(split_keepdims, dim, flatten_sequence_io, seq_len)
-        check_target_name(runtime)
+        options = dataclasses.replace(options, target=check_target_name(runtime))
         if verify and flatten_sequence_io:
             raise SeqlowerError(
                 "--verify cannot compare models whose interfaces differ (--flatten-sequence-io)"
