@@ -286,7 +286,13 @@ def _run_openvino(path: str, model: onnx.ModelProto, feeds: Mapping[str, Any]) -
         )
     except Exception as error:
         raise LoadError(str(error)) from None
-    results = compiled({name: np.asarray(feeds[name]) for name in _fed(model)})
+    fed = _fed(model)
+    inputs = {}
+    for index, port in enumerate(compiled.inputs):
+        # a port has every name of its tensor (an input passed straight to an output has both)
+        names = [name for name in fed if name in port.get_names()]
+        inputs[index] = np.asarray(feeds[names[0] if names else fed[index]])
+    results = compiled(inputs)
     return [np.asarray(results[output]) for output in compiled.outputs]
 
 

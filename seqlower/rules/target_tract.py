@@ -11,8 +11,10 @@ becomes Where only when both branches are cheap (at most `MAX_BRANCH_NODES` node
 and cannot fail or have effects (operators in `SAFE_OPS`), and each output has one dtype and
 one fully known shape in both branches: both branches are then computed, one result kept. A
 Loop becomes Scan when its iteration number only indexes one outer tensor along one axis whose
-size is the trip count; otherwise a tensor Loop with a static trip count is unrolled when its
-copies stay within `Options.unroll_budget` nodes. A loop whose condition is computed at run
+size is the trip count (that size must not be 0: a Scan over an empty axis fails in onnxruntime
+and OpenVINO and is wrong in tract, so the rewrite warns unless the size is static); otherwise
+a tensor Loop with a static trip count is unrolled when its copies stay within
+`Options.unroll_budget` nodes. A loop whose condition is computed at run
 time (a data-dependent while loop) cannot run in tract, and the refusal says so. Loops that
 carry or read sequences are left to `loop-unroll` and `loop-append-to-scan`, whose tensor
 Loops these rules then take over.
@@ -255,6 +257,13 @@ def _loop_to_scan(node: ir.Node, plan: ScanPlan, ctx: Context) -> None:
         body.remove(plan.condition_node, safe=True)
     del body.inputs[:2]
     body.inputs.append(element)
+    size = dims[plan.axis] if plan.axis < len(dims) else None
+    if not (isinstance(size, int) and size > 0):
+        ctx.rewriter.warn(
+            f"Loop '{node.name}' became a Scan over dim {plan.axis} of '{plan.data.name}', which "
+            "must not be empty: over an empty axis onnxruntime and OpenVINO fail and tract "
+            "returns a wrong final state, where the Loop ran zero times"
+        )
     attributes = {"body": body, "num_scan_inputs": 1, "scan_input_axes": [plan.axis]}
     outputs = builder.ops(
         "Scan", [*node.inputs[2:], plan.data], attributes, num_outputs=len(node.outputs)
