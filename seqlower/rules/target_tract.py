@@ -16,8 +16,9 @@ and OpenVINO and is wrong in tract, so the rewrite warns unless the size is stat
 a tensor Loop with a static trip count is unrolled when its copies stay within
 `Options.unroll_budget` nodes. A loop whose condition is computed at run
 time (a data-dependent while loop) cannot run in tract, and the refusal says so. Loops that
-carry or read sequences are left to `loop-unroll` and `loop-append-to-scan`, whose tensor
-Loops these rules then take over.
+carry or read sequences are left to `loop-unroll` and `loop-append-to-scan` (whose tensor Loops
+these rules then take over), except that past `loop-unroll`'s own limits (`MAX_UNROLL`
+iterations) they are unrolled within `Options.unroll_budget` too.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from seqlower.inline import inline_graph
 from seqlower.ops import graphs_within, has_subgraph
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loops import _body_always_continues, _static_bool, _unroll, _uses_sequences
+from seqlower.rules.loops import _check_unroll as _check_sequence_unroll
 
 MAX_BRANCH_NODES = 32
 # operators that cannot fail on inputs of consistent static shapes and have no effect: an
@@ -283,7 +285,12 @@ def _check_unroll(node: ir.Node, ctx: Context) -> int | Refusal:
         return refused
     body = node.attributes["body"].as_graph()
     if _uses_sequences(node, body):
-        return Refusal("the loop carries or reads sequences (loop-unroll decides)")
+        # past loop-unroll's default limits, within the budget
+        budget = ctx.options.unroll_budget
+        count = _check_sequence_unroll(node, ctx, max_iterations=None, max_nodes=budget)
+        if isinstance(count, Refusal) and count.reason.endswith("too many to unroll"):
+            return Refusal(f"{count.reason} (Options.unroll_budget is {budget} nodes)")
+        return count
     problem = _while_problem(node, body, ctx)
     if problem:
         return Refusal(problem)
@@ -305,8 +312,8 @@ def _check_unroll(node: ir.Node, ctx: Context) -> int | Refusal:
 
 
 def _unroll_tensor_loop(node: ir.Node, count: int, ctx: Context) -> None:
-    """Loop(M static, true, v.., body=f) -> f(0, v..); f(1, ..); ...; f(M-1, ..), for a tensor
-    loop within Options.unroll_budget nodes"""
+    """Loop(M static, true, v.., body=f) -> f(0, v..); f(1, ..); ...; f(M-1, ..), within
+    Options.unroll_budget nodes (a tensor loop, or a sequence loop past loop-unroll's limits)"""
     _unroll(node, count, ctx)
 
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 import pytest
-from support import lower, op_counts, parse, run_ort
+from support import lower, op_counts, parse, run_ort, sequence_op_count
 
 from seqlower.analysis import Facts
 from seqlower.options import Options
 from seqlower.passes import NormalizePass
 from seqlower.rewriter import Rewriter
 from seqlower.rule import Context, Refusal
-from seqlower.rules import target_tract
+from seqlower.rules import loops, target_tract
 
 RNG = np.random.default_rng(0)
 
@@ -292,3 +292,41 @@ def test_a_loop_over_the_budget_is_refused_with_the_numbers():
 def test_the_default_target_does_not_unroll_tensor_loops():
     lowered, _ = lower(parse(STATIC))
     assert op_counts(lowered)["Loop"] == 1
+
+
+RAGGED = """g (float[2] a, float[3] b) => (float[?] cat) {
+    m = Constant<value = int64 {TRIPS}>()
+    t = Constant<value = bool {1}>()
+    parts = SequenceConstruct(a, b)
+    empty = SequenceEmpty<dtype = 1>()
+    s = Loop(m, t, empty) <body = body (int64 i, bool cond, seq(float) acc)
+                                       => (bool c2, seq(float) grown) {
+        c2 = Identity(cond)
+        two = Constant<value = int64 {2}>()
+        j = Mod(i, two)
+        e = SequenceAt(parts, j)
+        ne = Neg(e)
+        grown = SequenceInsert(acc, ne)
+    }>
+    cat = ConcatFromSequence<axis = 0>(s)
+}"""
+
+
+def test_a_sequence_loop_past_loop_unroll_limits_is_unrolled_for_tract_only():
+    trips = loops.MAX_UNROLL + 8
+    model = parse(RAGGED.replace("TRIPS", str(trips)))
+    a, b = np.array([1, 2], np.float32), np.array([3, 4, 5], np.float32)
+    generic, _ = lower(model)
+    assert op_counts(generic)["Loop"] == 1  # the elements differ in shape: no scan output
+    lowered, report = lower(model, target="tract")
+    assert op_counts(lowered)["Loop"] == 0 and sequence_op_count(lowered) == 0
+    assert report.rules_fired["tract-loop-unroll"] == 1
+    (cat,) = _same_as_original(model, lowered, {"a": a, "b": b})
+    assert cat.shape == (trips // 2 * 5,)
+
+
+def test_a_sequence_loop_over_the_budget_keeps_its_loop():
+    model = parse(RAGGED.replace("TRIPS", str(loops.MAX_UNROLL + 8)))
+    refusal = _refusal(model, "Loop", target_tract._check_unroll, unroll_budget=100)
+    assert refusal.reason.startswith(f"{loops.MAX_UNROLL + 8} iterations of ")
+    assert refusal.reason.endswith("too many to unroll (Options.unroll_budget is 100 nodes)")
