@@ -8,8 +8,10 @@ branches at once (probed with tract 0.23.9; see `seqlower.targets`).
 
 Each runs only when `Options.target == "tract"`: the default output never changes. An If
 becomes Where only when both branches are cheap (at most `MAX_BRANCH_NODES` nodes, no subgraph)
-and cannot fail or have effects (operators in `SAFE_OPS`), and each output has one dtype and
-one fully known shape in both branches: both branches are then computed, one result kept. A
+and cannot fail or have effects (operators in `SAFE_OPS`, and `BROADCASTING_OPS` whose input
+shapes are known to fit: `x.size(1) == 4 ? x @ W : x` keeps its If), and each output has one
+dtype and one fully known shape in both branches: both branches are then computed, one result
+kept. A
 Loop becomes Scan when its iteration number only indexes one outer tensor along one axis whose
 size is the trip count (that size must not be 0: a Scan over an empty axis fails in onnxruntime
 and OpenVINO and is wrong in tract, so the rewrite warns unless the size is static); otherwise
@@ -23,7 +25,7 @@ iterations) they are unrolled within `Options.unroll_budget` too.
 
 from __future__ import annotations
 
-__all__ = ["MAX_BRANCH_NODES", "RULES", "SAFE_OPS"]
+__all__ = ["BROADCASTING_OPS", "MAX_BRANCH_NODES", "RULES", "SAFE_OPS"]
 
 import dataclasses
 
@@ -36,17 +38,21 @@ from seqlower.rules.loops import _body_always_continues, _static_bool, _unroll, 
 from seqlower.rules.loops import _check_unroll as _check_sequence_unroll
 
 MAX_BRANCH_NODES = 32
-# operators that cannot fail on inputs of consistent static shapes and have no effect: an
-# untaken branch may compute them on values that the taken branch would never see
+# operators that cannot fail, whatever the shapes, and have no effect: an untaken branch may
+# compute them on values that the taken branch would never see
 SAFE_OPS = frozenset(
     {
-        *("Identity", "Constant", "Shape", "Size", "Cast", "CastLike"),
-        *("Add", "Sub", "Mul", "Neg", "Abs", "Relu", "Sigmoid", "Tanh", "Exp", "Erf", "Sign"),
-        *("Max", "Min", "Sum", "Mean", "Floor", "Ceil", "Round", "Softmax", "LogSoftmax"),
-        *("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor"),
-        *("Where", "Concat", "Unsqueeze", "Squeeze", "Transpose", "Slice", "Flatten", "Split"),
-        *("ReduceSum", "ReduceMean", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare"),
-        *("MatMul", "Gemm", "ConstantOfShape"),
+        *("Identity", "Constant", "Shape", "Size", "Cast", "CastLike", "Transpose", "Flatten"),
+        *("Neg", "Abs", "Relu", "Sigmoid", "Tanh", "Exp", "Erf", "Sign", "Floor", "Ceil"),
+        *("Round", "Not", "Softmax", "LogSoftmax", "Unsqueeze"),
+    }
+)
+# operators that fail only on shapes that do not broadcast (or concatenate, or multiply):
+# safe when the shapes inferred for their inputs show that they always do
+BROADCASTING_OPS = frozenset(
+    {
+        *("Add", "Sub", "Mul", "Max", "Min", "Sum", "Mean", "Where", "Equal", "Less"),
+        *("Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Concat", "MatMul"),
     }
 )
 _FLOAT_ONLY = frozenset({"Div", "Sqrt", "Log", "Reciprocal", "Pow"})  # NaN or inf, not an error
@@ -69,16 +75,72 @@ def _branch_problem(branch: ir.Graph) -> str | None:
             return f"branch '{branch.name}' holds a {node.op_type} with a subgraph"
         if node.domain not in ("", "ai.onnx"):
             return f"branch '{branch.name}' uses {node.domain}::{node.op_type}"
-        floats = all(
-            v is not None and v.dtype is not None and v.dtype.is_floating_point()
-            for v in node.inputs
+        if node.op_type in SAFE_OPS:
+            continue
+        if node.op_type in _FLOAT_ONLY and _all_float(node):
+            continue
+        if node.op_type in BROADCASTING_OPS or node.op_type in _FLOAT_ONLY:
+            if not _always_compatible(node):
+                return (
+                    f"branch '{branch.name}' computes {node.op_type} on shapes not known to fit, "
+                    "which may fail when the branch is not taken"
+                )
+            if node.op_type in BROADCASTING_OPS:
+                continue
+        return (
+            f"branch '{branch.name}' computes {node.op_type}, which may fail or differ when "
+            "the branch is not taken"
         )
-        if node.op_type not in SAFE_OPS and not (node.op_type in _FLOAT_ONLY and floats):
-            return (
-                f"branch '{branch.name}' computes {node.op_type}, which may fail or differ when "
-                "the branch is not taken"
-            )
     return None
+
+
+def _all_float(node: ir.Node) -> bool:
+    return all(
+        v is not None and v.dtype is not None and v.dtype.is_floating_point() for v in node.inputs
+    )
+
+
+def _dims(value: ir.Value | None) -> list[int | str] | None:
+    """The dims of `value` as ints and dim names, or None when any is unknown."""
+    if value is None or value.shape is None:
+        return None
+    dims: list[int | str] = []
+    for dim in value.shape:
+        if isinstance(dim, int):
+            dims.append(dim)
+        elif dim.value is not None:
+            dims.append(dim.value)
+        else:
+            return None
+    return dims
+
+
+def _fit(dims: list[int | str]) -> bool:
+    """Dims that broadcast together whatever their run-time sizes: equal, or 1."""
+    return len({d for d in dims if d != 1}) <= 1
+
+
+def _always_compatible(node: ir.Node) -> bool:
+    """True when the inferred shapes of `node`'s inputs show it cannot fail on their sizes
+    (dims with one name have one size in a model)."""
+    shapes = [_dims(v) for v in node.inputs]
+    if any(shape is None for shape in shapes) or not shapes:
+        return False
+    known: list[list[int | str]] = shapes  # type: ignore[assignment]
+    if node.op_type == "Concat":
+        rank = len(known[0])
+        axis = node.attributes.get_int("axis", 0) % max(rank, 1)
+        return all(len(s) == rank for s in known) and all(
+            len({s[i] for s in known}) == 1 for i in range(rank) if i != axis
+        )
+    if node.op_type == "MatMul":
+        a, b = known
+        if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
+            return False
+        known = [a[:-2], b[:-2]]
+    rank = max(len(s) for s in known)
+    padded = [[1] * (rank - len(s)) + list(s) for s in known]
+    return all(_fit([s[i] for s in padded]) for i in range(rank))
 
 
 def _one_element(shape: ir.Shape) -> bool:

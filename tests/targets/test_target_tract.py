@@ -330,3 +330,53 @@ def test_a_sequence_loop_over_the_budget_keeps_its_loop():
     refusal = _refusal(model, "Loop", target_tract._check_unroll, unroll_budget=100)
     assert refusal.reason.startswith(f"{loops.MAX_UNROLL + 8} iterations of ")
     assert refusal.reason.endswith("too many to unroll (Options.unroll_budget is 100 nodes)")
+
+
+def test_a_branch_valid_only_when_taken_keeps_its_if():
+    """`x + bias if x.size(1) == 4 else -x`: the then-branch fails for other widths, so
+    computing it unconditionally would turn a working model into a failing one."""
+    model = parse("""g (float[N,K] x) => (float[N,K] y) {
+        s = Shape(x)
+        one = Constant<value = int64 {1}>()
+        k = Gather(s, one)
+        four = Constant<value = int64 {4}>()
+        c = Equal(k, four)
+        y = If(c) <then_branch = t () => (float[N,K] a) {
+                       bias = Constant<value = float[4] {1, 2, 3, 4}>()
+                       a = Add(x, bias)
+                   },
+                   else_branch = e () => (float[N,K] b) { b = Neg(x) }>
+    }""")
+    refusal = _refusal(model, "If", target_tract._check_if_to_where)
+    assert refusal.reason == (
+        "branch 't' computes Add on shapes not known to fit, which may fail when the branch is "
+        "not taken"
+    )
+    lowered, _ = lower(model, target="tract")
+    assert op_counts(lowered)["If"] == 1
+    for width in (3, 4):
+        _same_as_original(model, lowered, {"x": np.ones((2, width), np.float32)})
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "op", "fits"),
+    [
+        ("float[N,3]", "float[3]", "Add", True),
+        ("float[N,3]", "float[N,1]", "Mul", True),
+        ("float[N,3]", "float[M,3]", "Sub", False),
+        ("float[N,K]", "float[K,2]", "MatMul", True),
+        ("float[N,K]", "float[3,2]", "MatMul", False),
+        ("float[N,3]", "float[M,3]", "Concat", True),
+        ("float[N,3]", "float[N,4]", "Concat", False),
+    ],
+)
+def test_broadcasting_ops_are_safe_only_when_their_shapes_fit(a, b, op, fits):
+    attrs = "<axis = 0>" if op == "Concat" else ""
+    model = parse(f"""g ({a} p, {b} q, bool c) => (float[?,?] y) {{
+        y = If(c) <then_branch = t () => (float[?,?] r) {{ r = {op}{attrs}(p, q) }},
+                   else_branch = e () => (float[?,?] r2) {{ r2 = {op}{attrs}(p, q) }}>
+    }}""")
+    ir_model = ir.from_proto(model)
+    (node,) = [n for n in ir_model.graph if n.op_type == "If"]
+    (inner,) = list(node.attributes["then_branch"].as_graph())
+    assert target_tract._always_compatible(inner) is fits
