@@ -141,9 +141,9 @@ PROFILES: dict[str, TargetProfile] = {
         sequence_io="error",
         dynamic_scan_loops="ignore",
         unsupported_ops={
-            "Loop": "tract has no Loop (Unimplemented(Loop)); a static trip count can be "
-            "unrolled (--unroll-budget) and a loop over a tensor axis becomes Scan, a "
-            "data-dependent while loop cannot run in tract",
+            "Loop": "tract has no Loop (Unimplemented(Loop)); seqlower unrolls one with a static "
+            "trip count (within Options.unroll_budget) and makes one over a tensor axis a Scan, "
+            "but not this one",
         },
         doubtful_ops={
             "If": "tract runs an If only when both branches infer the same shapes and values; "
@@ -339,6 +339,7 @@ def judge_nodes(model: ir.Model, target: str) -> list[NodeJudgement]:
     if profile is None:
         raise SeqlowerError(f"unknown target '{target}': choose one of {', '.join(PROFILES)}")
     found = []
+    values = StaticValues()
     for path, graph in walk_graphs(model):
         for node in graph:
             if node.domain not in ("", "ai.onnx"):
@@ -346,6 +347,8 @@ def judge_nodes(model: ir.Model, target: str) -> list[NodeJudgement]:
             judged = _judge(profile, node)
             if judged is not None:
                 severity, reason = judged
+                if node.op_type == "Loop" and _is_while_loop(node, values):
+                    reason += ": a data-dependent while loop, which tract cannot run"
                 found.append(NodeJudgement(path, node.name or "", node.op_type, severity, reason))
     return found
 
@@ -367,6 +370,16 @@ def _judge(profile: TargetProfile, node: ir.Node) -> tuple[Severity, str] | None
     if node.op_type in profile.doubtful_ops:
         return "warning", profile.doubtful_ops[node.op_type]
     return None
+
+
+def _is_while_loop(node: ir.Node, values: StaticValues) -> bool:
+    """True when the number of iterations depends on data: no trip count, or a condition that
+    may end the loop early."""
+    if "body" not in node.attributes:
+        return False
+    if not node.inputs or node.inputs[0] is None:
+        return True
+    return not _runs_every_iteration(node, node.attributes["body"].as_graph(), values)
 
 
 def _is_string(value: ir.Value) -> bool:

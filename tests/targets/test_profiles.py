@@ -47,7 +47,7 @@ def test_tract_judges_a_while_loop_an_error_and_names_it():
     model = ir.from_proto(parse(WHILE))
     (judgement,) = judge_nodes(model, "tract")
     assert (judgement.graph, judgement.op_type, judgement.severity) == ("main", "Loop", "error")
-    assert "data-dependent while loop cannot run in tract" in judgement.reason
+    assert judgement.reason.endswith(": a data-dependent while loop, which tract cannot run")
     assert judge_nodes(model, "openvino") == [] and judge_nodes(model, "generic") == []
     check = check_target(*seqlower.optimize(parse(WHILE), target="tract"), "tract")
     assert not check.ok and check.errors[0].startswith("main: Loop '")
@@ -126,3 +126,21 @@ def test_cli_inspect_shows_the_target_judgement_per_node(files):
     assert result.exit_code == 0, result.output
     assert "target tract: 1 error(s)" in result.output
     assert "error: main: Loop '" in result.output
+
+
+def test_a_loop_left_over_the_unroll_budget_is_an_error_but_not_a_while_loop():
+    model = parse("""g (float[4] x) => (float[4] y) {
+        m = Constant<value = int64 {3}>()
+        go = Constant<value = bool {1}>()
+        y = Loop(m, go, x) <body = body (int64 i, bool cond, float[4] v)
+                                     => (bool cond_out, float[4] w) {
+            cond_out = Identity(cond)
+            w = Add(v, v)
+        }>
+    }""")
+    lowered, report = seqlower.optimize(model, target="tract", unroll_budget=2)
+    (judgement,) = judge_nodes(lowered, "tract")
+    assert judgement.severity == "error" and judgement.reason.endswith("but not this one")
+    assert not check_target(lowered, report, "tract").ok
+    unrolled, report = seqlower.optimize(model, target="tract")
+    assert judge_nodes(unrolled, "tract") == [] and check_target(unrolled, report, "tract").ok
