@@ -80,9 +80,12 @@ _OPENVINO_SOURCE = (
     "SequenceMap, nor a sequence carried by a Loop; Loop, If and Scan run; no string tensors."
 )
 _TENSORRT_SOURCE = (
-    "the onnx-tensorrt operator support matrix (docs/operators.md, TensorRT 10): Loop, If and "
-    "Scan are supported (scan outputs need a build-time length); no sequence operator, no "
-    "SequenceMap, no string tensors. Not probed: no GPU here."
+    "the onnx-tensorrt operator support matrix (docs/operators.md, TensorRT 10.15): Loop "
+    "('Scan output length cannot be dynamic. The shape of Loop carried dependencies must be "
+    "the same across all loop iterations'), If ('Output tensors of the two conditional "
+    "branches must have the same rank') and Scan are supported; every Sequence* operator, "
+    "SequenceMap and Optional* are not; strings are not among its data types. Not probed: "
+    "no GPU here."
 )
 _SEQUENCE_OP_NAMES = (
     "ConcatFromSequence",
@@ -369,6 +372,22 @@ def _judge(profile: TargetProfile, node: ir.Node) -> tuple[Severity, str] | None
         return profile.sequence_ops, why
     if node.op_type in profile.doubtful_ops:
         return "warning", profile.doubtful_ops[node.op_type]
+    if profile.name == "tensorrt" and node.op_type == "If":
+        ranks = _branch_output_ranks(node)
+        if ranks:
+            return "error", f"TensorRT needs both branches' outputs of one rank (here {ranks})"
+    return None
+
+
+def _branch_output_ranks(node: ir.Node) -> str | None:
+    """'then r1, else r2' for the first output whose branches differ in rank, or None."""
+    if "then_branch" not in node.attributes or "else_branch" not in node.attributes:
+        return None
+    then_branch = node.attributes["then_branch"].as_graph()
+    else_branch = node.attributes["else_branch"].as_graph()
+    for a, b in zip(then_branch.outputs, else_branch.outputs):
+        if a.shape is not None and b.shape is not None and len(a.shape) != len(b.shape):
+            return f"{len(a.shape)} and {len(b.shape)} for output '{a.name}'"
     return None
 
 

@@ -144,3 +144,23 @@ def test_a_loop_left_over_the_unroll_budget_is_an_error_but_not_a_while_loop():
     assert not check_target(lowered, report, "tract").ok
     unrolled, report = seqlower.optimize(model, target="tract")
     assert judge_nodes(unrolled, "tract") == [] and check_target(unrolled, report, "tract").ok
+
+
+def test_tensorrt_refuses_an_if_whose_branches_differ_in_rank():
+    model = ir.from_proto(
+        parse("""g (float[4] x, bool c) => (float[?] y) {
+            y = If(c) <then_branch = t () => (float[4] a) { a = Relu(x) },
+                       else_branch = e () => (float[1,4] b) {
+                           zero = Constant<value = int64[1] {0}>()
+                           b = Unsqueeze(x, zero)
+                       }>
+        }""")
+    )
+    (judgement,) = judge_nodes(model, "tensorrt")
+    assert judgement.severity == "error"
+    assert (
+        judgement.reason
+        == "TensorRT needs both branches' outputs of one rank (here 1 and 2 for output 'a')"
+    )
+    assert not check_target(model, None, "tensorrt").ok
+    assert judge_nodes(model, "openvino") == []
