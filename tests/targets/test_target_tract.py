@@ -380,3 +380,20 @@ def test_broadcasting_ops_are_safe_only_when_their_shapes_fit(a, b, op, fits):
     (node,) = [n for n in ir_model.graph if n.op_type == "If"]
     (inner,) = list(node.attributes["then_branch"].as_graph())
     assert target_tract._always_compatible(inner) is fits
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int16", "uint16", "uint64"])
+def test_types_without_an_onnxruntime_where_keep_their_if(dtype):
+    """Found by fuzzing with --target tract (seeds 369, 493): onnxruntime has no Where kernel
+    for these element types, so the If stays (the lowered model must load where the original
+    does)."""
+    model = parse(f"""g ({dtype}[3] a, {dtype}[3] b, bool c) => ({dtype}[3] y) {{
+        y = If(c) <then_branch = t () => ({dtype}[3] p) {{ p = Identity(a) }},
+                   else_branch = e () => ({dtype}[3] q) {{ q = Identity(b) }}>
+    }}""")
+    refusal = _refusal(model, "If", target_tract._check_if_to_where)
+    assert refusal.reason == f"output 0: onnxruntime has no Where for {dtype}"
+    lowered, _ = lower(model, target="tract")
+    a, b = np.array([1, 0, 1]).astype(dtype), np.array([0, 1, 1]).astype(dtype)
+    for c in (True, False):
+        _same_as_original(model, lowered, {"a": a, "b": b, "c": np.array(c)})
