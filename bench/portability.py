@@ -3,6 +3,8 @@ and tract, before and after lowering?
 
     python -m bench.portability              # print the table (Markdown)
     python -m bench.portability --readme     # ... and replace the table in README.md
+    python -m bench.portability --probe      # one small model per operator: what each runtime
+                                             # supports (the source of seqlower/targets.py)
 
 Cases: every ONNX node conformance case that uses a sequence (as tests/conformance selects them,
 onnx's `test_sequence_model*` included), every PyTorch fixture in tests/fixtures/torch, and the
@@ -444,6 +446,84 @@ def runtime_versions() -> dict[str, str]:
     }
 
 
+# -- probes --------------------------------------------------------------------------------------
+
+_X = "float[4,3] x"
+PROBES: dict[str, str] = {
+    "SplitToSequence + SequenceAt": f"""({_X}) => (float[1,3] y) {{
+        s = SplitToSequence(x) p = Constant<value = int64 {{2}}>() y = SequenceAt(s, p) }}""",
+    "SplitToSequence (run-time sizes) + ConcatFromSequence": f"""({_X}, int64[2] sz)
+        => (float[4,3] y) {{ s = SplitToSequence(x, sz) y = ConcatFromSequence<axis = 0>(s) }}""",
+    "SequenceConstruct + ConcatFromSequence": f"""({_X}) => (float[8,3] y) {{
+        s = SequenceConstruct(x, x) y = ConcatFromSequence<axis = 0>(s) }}""",
+    "SequenceInsert + SequenceLength": f"""({_X}) => (int64 y) {{
+        s = SequenceConstruct(x) t = SequenceInsert(s, x) y = SequenceLength(t) }}""",
+    "SequenceEmpty + SequenceInsert": f"""({_X}) => (float[4,3] y) {{
+        s = SequenceEmpty<dtype = 1>() t = SequenceInsert(s, x)
+        y = ConcatFromSequence<axis = 0>(t) }}""",
+    "SequenceErase": f"""({_X}) => (float[4,3] y) {{
+        s = SequenceConstruct(x, x) t = SequenceErase(s) p = Constant<value = int64 {{0}}>()
+        y = SequenceAt(t, p) }}""",
+    "SequenceMap": f"""({_X}) => (float[4,3] y) {{
+        s = SplitToSequence<keepdims = 0>(x)
+        m = SequenceMap<body = b (float[3] e) => (float[3] f) {{ f = Relu(e) }}>(s)
+        y = ConcatFromSequence<axis = 0, new_axis = 1>(m) }}""",
+    "Loop (static trip count)": f"""({_X}) => (float[4,3] y) {{
+        m = Constant<value = int64 {{3}}>() c = Constant<value = bool {{1}}>()
+        y = Loop(m, c, x) <body = b (int64 i, bool ci, float[4,3] v) => (bool co, float[4,3] w)
+            {{ co = Identity(ci) w = Add(v, v) }}> }}""",
+    "Loop carrying a sequence": f"""({_X}) => (float[?,3] y) {{
+        m = Constant<value = int64 {{2}}>() c = Constant<value = bool {{1}}>()
+        e = SequenceEmpty<dtype = 1>()
+        s = Loop(m, c, e) <body = b (int64 i, bool ci, seq(float) a) => (bool co, seq(float) a2)
+            {{ co = Identity(ci) a2 = SequenceInsert(a, x) }}>
+        y = ConcatFromSequence<axis = 0>(s) }}""",
+    "Scan": f"""({_X}) => (float[3] y, float[4,3] ys) {{
+        z = Constant<value = float[3] {{0, 0, 0}}>()
+        y, ys = Scan<num_scan_inputs = 1, body = b (float[3] acc, float[3] row)
+            => (float[3] acc2, float[3] out) {{ acc2 = Add(acc, row) out = Identity(acc2) }}>(z, x)
+        }}""",
+    "If (run-time condition)": f"""({_X}, bool c) => (float[4,3] y) {{
+        y = If(c) <then_branch = t () => (float[4,3] a) {{ a = Relu(x) }},
+                   else_branch = e () => (float[4,3] b) {{ b = Neg(x) }}> }}""",
+    "If (different constant per branch)": f"""({_X}, bool c) => (float[4,3] y) {{
+        k = If(c) <then_branch = t () => (float a) {{ a = Constant<value = float {{1}}>() }},
+                   else_branch = e () => (float b) {{ b = Constant<value = float {{2}}>() }}>
+        y = Mul(x, k) }}""",
+    "Where": f"""({_X}, bool c) => (float[4,3] y) {{ n = Neg(x) y = Where(c, x, n) }}""",
+}
+
+
+def probe(runtime: str) -> dict[str, Outcome]:
+    """Each probe model in `runtime`, compared with onnxruntime on the same inputs (the run-time
+    condition both true and false, the sizes [1, 3])."""
+    found = {}
+    x = np.arange(12, dtype=np.float32).reshape(4, 3) - 5
+    for name, text in PROBES.items():
+        model = onnx.parser.parse_model('<ir_version: 9, opset_import: ["" : 18]>\nprobe ' + text)
+        sets = []
+        for c in (True, False):
+            feeds = {"x": x, "c": np.array(c), "sz": np.array([1, 3])}
+            feeds = {v.name: feeds[v.name] for v in model.graph.input}
+            sets.append((feeds, run_model("onnxruntime", model, feeds)))
+        found[name] = evaluate(runtime, model, Case(name, "probe", model, tuple(sets)))
+    return found
+
+
+def probe_text() -> str:
+    versions = ", ".join(f"{n} {v}" for n, v in runtime_versions().items())
+    return f"Probed with {versions} (CPU, f32).\n\n{probe_table()}"
+
+
+def probe_table() -> str:
+    results = {runtime: probe(runtime) for runtime in ("openvino", "tract")}
+    lines = ["| probe | openvino | tract |", "|---|---|---|"]
+    for name in PROBES:
+        cells = [_SYMBOL.get(results[r][name].status, results[r][name].status) for r in results]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 # -- the table -----------------------------------------------------------------------------------
 
 _SYMBOL = {"correct": "yes", "wrong": "WRONG", "load": "load fails", "run": "run fails"}
@@ -537,7 +617,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--readme", action="store_true", help="rewrite the table in README.md")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument("--only", default="", help="run only cases whose name contains this")
+    parser.add_argument("--probe", action="store_true", help="print the operator probes only")
     args = parser.parse_args(argv)
+    if args.probe:
+        print(probe_text())
+        return 0
 
     cases = [case for case in all_cases() if args.only in case.name]
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as threads:
@@ -550,7 +634,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for line in _failures(rows):
         print(line, file=sys.stderr)
     if args.readme:
-        _write_readme(text)
+        _write_readme(text, _BEGIN, _END)
+        _write_readme(probe_text(), _PROBE_BEGIN, _PROBE_END)
     return 0
 
 
@@ -565,12 +650,13 @@ def _isolated(case: Case) -> dict[str, tuple[Outcome, Outcome]]:
 
 
 _BEGIN, _END = "<!-- portability:begin -->", "<!-- portability:end -->"
+_PROBE_BEGIN, _PROBE_END = "<!-- probes:begin -->", "<!-- probes:end -->"
 
 
-def _write_readme(text: str) -> None:
+def _write_readme(text: str, begin: str, end_marker: str) -> None:
     path = ROOT / "README.md"
     readme = path.read_text(encoding="utf-8")
-    start, end = readme.index(_BEGIN) + len(_BEGIN), readme.index(_END)
+    start, end = readme.index(begin) + len(begin), readme.index(end_marker)
     path.write_text(readme[:start] + "\n" + text + "\n" + readme[end:], encoding="utf-8")
 
 

@@ -13,8 +13,9 @@ tensorrt` fails on an error). `judge_nodes` gives the same judgement per node, a
   (design.md: 3x to 130x slower than the tensor forms): a warning per leftover.
 - tensorrt: has no sequence operators at all, and its loop outputs that concatenate iterations
   (ONNX scan outputs) need a length known when the engine is built: both are errors.
-- openvino: its ONNX frontend converts the simple sequence operators but not SequenceErase or
-  SequenceMap, and no strings; Loop, If and Scan run.
+- openvino: its ONNX frontend converts the sequence operators but not SequenceMap, nor a
+  SplitToSequence without 1-D sizes over a dim of run-time size, and no strings; Loop, If and
+  Scan run.
 - tract: no sequence operator, no Loop, no strings; Scan and If run. Lowering for tract also
   runs the rewrites of `seqlower.rules.target_tract` (If to Where, Loop unrolled or to Scan).
 """
@@ -74,10 +75,12 @@ _TRACT_SOURCE = (
     "constants gives the then-branch's value either way (README, Portability)."
 )
 _OPENVINO_SOURCE = (
-    "probed with OpenVINO 2026.4.1 (CPU, INFERENCE_PRECISION_HINT=f32): its ONNX frontend "
-    "converts SplitToSequence, SequenceConstruct, SequenceEmpty, SequenceInsert, SequenceAt, "
-    "SequenceLength and ConcatFromSequence in straight-line graphs, not SequenceErase or "
-    "SequenceMap, nor a sequence carried by a Loop; Loop, If and Scan run; no string tensors."
+    "probed with OpenVINO 2026.4.1 (CPU, INFERENCE_PRECISION_HINT=f32; python -m "
+    "bench.portability --probe): its ONNX frontend converts SplitToSequence, SequenceConstruct, "
+    "SequenceEmpty, SequenceInsert, SequenceErase, SequenceAt, SequenceLength and "
+    "ConcatFromSequence, also carried by a Loop, but not SequenceMap, nor a SplitToSequence "
+    "with a scalar or no split over a dim of run-time size ('scalar split input requires "
+    "static dimension on the split axis'); Loop, If and Scan run; no string tensors."
 )
 _TENSORRT_SOURCE = (
     "the onnx-tensorrt operator support matrix (docs/operators.md, TensorRT 10.15): Loop "
@@ -126,12 +129,11 @@ PROFILES: dict[str, TargetProfile] = {
     ),
     "openvino": TargetProfile(
         "openvino",
-        "OpenVINO converts the simple sequence operators, not SequenceErase or SequenceMap",
+        "OpenVINO converts sequence operators except SequenceMap (and some SplitToSequence)",
         sequence_ops="warning",
         sequence_io="error",
         dynamic_scan_loops="ignore",
         unsupported_ops={
-            "SequenceErase": "OpenVINO's ONNX frontend does not convert SequenceErase",
             "SequenceMap": "OpenVINO's ONNX frontend does not convert SequenceMap",
         },
         strings="error",
@@ -211,14 +213,20 @@ def check_target(
                 f"main: output '{value.name}' is a sequence; "
                 f"{profile.name} gives tensors only: try --flatten-sequence-io",
             )
+    # what the profile says of a node beyond "a leftover sequence op" (reported here, with the
+    # reason it was kept): other operators, and sequence ops the target cannot load at all
+    judged = [
+        j
+        for j in judge_nodes(model, profile.name)
+        if j.op_type not in _SEQUENCE_OP_NAMES
+        or (j.severity == "error" and profile.sequence_ops != "error")
+    ]
+    refused = {(j.graph, j.node, j.op_type) for j in judged}
     for op in remaining:
-        if op.op_type not in profile.unsupported_ops:  # judged below, as an error
+        if (op.graph, op.node, op.op_type) not in refused:
             _add(check, profile.sequence_ops, _leftover_message(profile, op))
-    for judgement in judge_nodes(model, profile.name):
-        if judgement.op_type not in _SEQUENCE_OP_NAMES or judgement.op_type in (
-            profile.unsupported_ops
-        ):
-            _add(check, judgement.severity, judgement.message)
+    for judgement in judged:
+        _add(check, judgement.severity, judgement.message)
     if profile.dynamic_scan_loops != "ignore":
         bindable = bindable_dims(model)
         values = StaticValues()
@@ -246,7 +254,7 @@ def _leftover_message(profile: TargetProfile, op: RemainingOp) -> str:
         verdict = (
             "has no sequence operators"
             if profile.sequence_ops == "error"
-            else ("converts it in simple graphs only")
+            else ("converts it (probed on small graphs only)")
         )
         return f"{where}: {profile.name} {verdict} (kept because {op.reason})"
     cost = (
@@ -359,6 +367,11 @@ def judge_nodes(model: ir.Model, target: str) -> list[NodeJudgement]:
 def _judge(profile: TargetProfile, node: ir.Node) -> tuple[Severity, str] | None:
     if node.op_type in profile.unsupported_ops:
         return "error", profile.unsupported_ops[node.op_type]
+    if profile.name == "openvino" and _split_over_runtime_size(node):
+        return "error", (
+            "OpenVINO's ONNX frontend needs a static size on the split axis of a "
+            "SplitToSequence with a scalar or no split"
+        )
     if profile.strings != "ignore" and any(
         v is not None and _is_string(v) for v in [*node.inputs, *node.outputs]
     ):
@@ -367,7 +380,7 @@ def _judge(profile: TargetProfile, node: ir.Node) -> tuple[Severity, str] | None
         why = (
             f"{profile.name} {_SEQUENCE_OPS_NOTE}"
             if profile.sequence_ops == "error"
-            else f"{profile.name} runs it in simple graphs only"
+            else f"{profile.name} converts it (probed on small graphs only)"
         )
         return profile.sequence_ops, why
     if node.op_type in profile.doubtful_ops:
@@ -376,6 +389,29 @@ def _judge(profile: TargetProfile, node: ir.Node) -> tuple[Severity, str] | None
         ranks = _branch_output_ranks(node)
         if ranks:
             return "error", f"TensorRT needs both branches' outputs of one rank (here {ranks})"
+    return None
+
+
+def _split_over_runtime_size(node: ir.Node) -> bool:
+    """A SplitToSequence with no split or a scalar one over a dim whose size is not static."""
+    if node.op_type != "SplitToSequence" or not node.inputs or node.inputs[0] is None:
+        return False
+    split = node.inputs[1] if len(node.inputs) > 1 else None
+    if split is not None and _rank(split) != 0:
+        return False  # 1-D sizes (or an unknown rank): converted
+    shape = node.inputs[0].shape
+    if shape is None:
+        return True
+    axis = node.attributes.get_int("axis", 0)
+    return not (-len(shape) <= axis < len(shape)) or not isinstance(shape[axis], int)
+
+
+def _rank(value: ir.Value) -> int | None:
+    if value.shape is not None:
+        return len(value.shape)
+    producer = value.producer()
+    if producer is not None and producer.op_type == "Constant" and "value" in producer.attributes:
+        return len(producer.attributes["value"].as_tensor().shape)
     return None
 
 

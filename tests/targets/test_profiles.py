@@ -53,15 +53,41 @@ def test_tract_judges_a_while_loop_an_error_and_names_it():
     assert not check.ok and check.errors[0].startswith("main: Loop '")
 
 
-def test_openvino_errs_on_sequence_erase_and_warns_on_the_rest():
-    model = ir.from_proto(parse(ERASE))
-    judged = {(j.op_type, j.severity) for j in judge_nodes(model, "openvino")}
+@pytest.mark.parametrize(
+    ("dims", "split", "error"),
+    [("3,4", "", False), ("N,4", "", True), ("N,4", ", k", True), ("N,4", ", sizes", False)],
+)
+def test_openvino_errs_on_a_split_over_a_run_time_size_and_warns_on_the_rest(dims, split, error):
+    model = ir.from_proto(
+        parse(f"""g (float[{dims}] x) => (float[4] y) {{
+            k = Constant<value = int64 {{1}}>()
+            sizes = Constant<value = int64[2] {{1, 2}}>()
+            s = SplitToSequence<keepdims = 1>(x{split})
+            p = Constant<value = int64 {{0}}>()
+            t = SequenceErase(s, p)
+            y = SequenceAt(t, p)
+        }}""")
+    )
+    judged = {j.op_type: j.severity for j in judge_nodes(model, "openvino")}
     assert judged == {
-        ("SplitToSequence", "warning"),
-        ("SequenceErase", "error"),
-        ("SequenceAt", "warning"),
+        "SplitToSequence": "error" if error else "warning",
+        "SequenceErase": "warning",
+        "SequenceAt": "warning",
     }
+    assert check_target(model, None, "openvino").ok is not error
     assert {j.severity for j in judge_nodes(model, "tract")} == {"error"}
+
+
+def test_openvino_errs_on_sequence_map():
+    model = ir.from_proto(
+        parse("""g (float[3,4] x) => (float[3,4] y) {
+            s = SplitToSequence<keepdims = 0>(x)
+            m = SequenceMap<body = b (float[4] e) => (float[4] f) { f = Relu(e) }>(s)
+            y = ConcatFromSequence<axis = 0, new_axis = 1>(m)
+        }""")
+    )
+    errors = [j for j in judge_nodes(model, "openvino") if j.severity == "error"]
+    assert [j.op_type for j in errors] == ["SequenceMap"]
 
 
 def test_string_tensors_are_errors_for_openvino_tract_and_tensorrt():

@@ -24,9 +24,12 @@ from bench.portability import (  # noqa: E402 (after the importorskip guards)
     all_cases,
     evaluate_lowered,
     lower_for,
+    probe,
     run_model,
+    runtime_versions,
     why_not_runnable,
 )
+from seqlower.targets import PROFILES  # noqa: E402
 
 CASES = {f"{case.source}:{case.name}": case for case in all_cases()}
 INTERFACE = ("sequence-typed interface", "optional-typed interface", "string tensor")
@@ -47,7 +50,8 @@ KNOWN = {
     ("torch:list_insert_pop", "openvino"): (
         "load",
         "unconverted_ops_report",
-        "sequence ops stay, SequenceErase among them, which OpenVINO does not convert",
+        "sequence ops stay, among them a SplitToSequence over a dim of run-time size, which "
+        "OpenVINO's frontend does not convert",
     ),
     ("torch:split_sum_scripted", "tract"): (
         "load",
@@ -178,3 +182,25 @@ def test_tract_python_api_cannot_return_an_output_computed_from_shapes():
         assert int(n) == 5
         pytest.skip(f"fixed in tract {tract.version()}: update the README")
     assert int(run_model("openvino", model, feeds)[0]) == 5
+
+
+def test_the_profiles_agree_with_the_probes():
+    """seqlower/targets.py's support lists are what `python -m bench.portability --probe`
+    shows, for the versions they were probed with."""
+    versions = runtime_versions()
+    if (versions["openvino"], versions["tract"]) != ("2026.4.1", "0.23.9"):
+        pytest.skip(f"the profiles were probed with OpenVINO 2026.4.1 and tract 0.23.9: {versions}")
+    openvino_fails = {name for name, o in probe("openvino").items() if o.status != "correct"}
+    assert openvino_fails == {"SequenceMap"}
+    assert set(PROFILES["openvino"].unsupported_ops) == {"SequenceMap"}
+    tract_results = probe("tract")
+    tract_loads = {name for name, o in tract_results.items() if o.status != "load"}
+    assert tract_loads == {
+        "Scan",
+        "If (run-time condition)",
+        "If (different constant per branch)",
+        "Where",
+    }
+    assert tract_results["If (different constant per branch)"].status == "wrong"
+    assert set(PROFILES["tract"].unsupported_ops) == {"Loop"}
+    assert PROFILES["tract"].sequence_ops == "error" and "If" in PROFILES["tract"].doubtful_ops
