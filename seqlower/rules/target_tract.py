@@ -189,7 +189,8 @@ def _check_if_to_where(node: ir.Node, ctx: Context) -> bool | Refusal:
 
 def _if_to_where(node: ir.Node, _: bool, ctx: Context) -> None:
     """If(c, then: a = f(..), else: b = g(..)) -> Where(c, f(..), g(..)), both branches
-    computed (cheap, side-effect free branches whose outputs have one shape)."""
+    computed (cheap, side-effect free branches whose outputs have one shape). --target tract
+    only."""
     builder = ctx.rewriter.before(node)
     condition = node.inputs[0]
     assert condition is not None and condition.shape is not None
@@ -306,7 +307,7 @@ def _check_loop_to_scan(node: ir.Node, ctx: Context) -> ScanPlan | Refusal:
 
 def _loop_to_scan(node: ir.Node, plan: ScanPlan, ctx: Context) -> None:
     """Loop(Gather(Shape(x), a), true, v.., body: f(i, v.., Gather(x, i, axis=a)))
-    -> Scan(v.., x, scan_input_axes=[a], body: f(v.., x_i))"""
+    -> Scan(v.., x, scan_input_axes=[a], body: f(v.., x_i)). --target tract only."""
     body = node.attributes["body"].as_graph()
     builder = ctx.rewriter.before(node)
     dims = list(plan.data.shape or [])
@@ -379,7 +380,8 @@ def _check_unroll(node: ir.Node, ctx: Context) -> int | Refusal:
 
 def _unroll_tensor_loop(node: ir.Node, count: int, ctx: Context) -> None:
     """Loop(M static, true, v.., body=f) -> f(0, v..); f(1, ..); ...; f(M-1, ..), within
-    Options.unroll_budget nodes (a tensor loop, or a sequence loop past loop-unroll's limits)"""
+    Options.unroll_budget nodes (a tensor loop, or a sequence loop past loop-unroll's limits).
+    --target tract only."""
     _unroll(node, count, ctx)
 
 
