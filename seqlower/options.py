@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-__all__ = ["Options", "SplitKeepdimsReading"]
+__all__ = ["DEFAULT_UNROLL_BUDGET", "Options", "SplitKeepdimsReading"]
 
 import dataclasses
 from collections.abc import Mapping
 from typing import Literal
 
 SplitKeepdimsReading = Literal["onnxruntime", "spec"]
+
+DEFAULT_UNROLL_BUDGET = 4096  # nodes an unrolled loop may add: body nodes times iterations
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +31,13 @@ class Options:
         works").
     seq_lens: the length of each sequence-typed model input to flatten (`{"s": 3}`); needs
         `flatten_sequence_io`.
+    target: the runtime the model is lowered for (`seqlower.targets.PROFILES`). "generic" (the
+        default) and the other profiles that only judge the result lower the same way; "tract"
+        also asks for the target-only rewrites of `seqlower.rules.target_tract` (run-time If
+        to Where, static Loops unrolled, Loops over a tensor axis to Scan), which the default
+        never runs.
+    unroll_budget: how many nodes a target-only unrolling may add to the model (body nodes
+        times iterations); a Loop over the budget is kept, and the refusal says so.
     """
 
     split_keepdims: SplitKeepdimsReading = "onnxruntime"
@@ -36,3 +45,5 @@ class Options:
     dims: Mapping[str, int] = dataclasses.field(default_factory=dict)
     flatten_sequence_io: bool = False
     seq_lens: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    target: str = "generic"
+    unroll_budget: int = DEFAULT_UNROLL_BUDGET

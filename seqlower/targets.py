@@ -1,24 +1,42 @@
 """Target profiles: what a lowered model may still contain for the runtime that will run it.
 
-A profile is data (`PROFILES`): how severe a leftover sequence operator is, and how severe a Loop
-whose scan outputs have a dynamic length is. `check_target` applies one to a lowered model and
-returns the errors and warnings, naming each node with its graph path; the CLI prints them and
-picks the exit code (`--target tensorrt` fails on an error).
+A profile is data (`PROFILES`): how severe a leftover sequence operator is, how severe a Loop
+whose scan outputs have a dynamic length is, which operators and element types the runtime
+lacks, where that list comes from (`source`) and what lowering does differently for it
+(`changes`). `check_target` applies one to a lowered model and returns the errors and warnings,
+naming each node with its graph path; the CLI prints them and picks the exit code (`--target
+tensorrt` fails on an error). `judge_nodes` gives the same judgement per node, as data, for
+`inspect --target` to show.
 
 - generic: any ONNX runtime; leftovers are already in the report, nothing more is said.
 - onnxruntime: runs sequence operators, but each one copies tensors in and out of a sequence
   (design.md: 3x to 130x slower than the tensor forms): a warning per leftover.
 - tensorrt: has no sequence operators at all, and its loop outputs that concatenate iterations
   (ONNX scan outputs) need a length known when the engine is built: both are errors.
+- openvino: its ONNX frontend converts the sequence operators but not SequenceMap, nor a
+  SplitToSequence without 1-D sizes over a dim of run-time size, and no strings; Loop, If and
+  Scan run.
+- tract: no sequence operator, no Loop, no strings; Scan and If run. Lowering for tract also
+  runs the rewrites of `seqlower.rules.target_tract` (If to Where, Loop unrolled or to Scan).
 """
 
 from __future__ import annotations
 
-__all__ = ["PROFILES", "Target", "TargetCheck", "TargetProfile", "check_target"]
+__all__ = [
+    "PROFILES",
+    "NodeJudgement",
+    "Target",
+    "TargetCheck",
+    "TargetProfile",
+    "check_target",
+    "judge_nodes",
+]
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any, Literal
 
+import onnx
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
@@ -28,7 +46,7 @@ from seqlower.passes.bind_dims import bindable_dims, dims_feeding
 from seqlower.passes.legality import remaining_sequence_ops, walk_graphs
 from seqlower.report import RemainingOp, Report
 
-Target = Literal["generic", "onnxruntime", "tensorrt"]
+Target = Literal["generic", "onnxruntime", "tensorrt", "openvino", "tract"]
 Severity = Literal["ignore", "warning", "error"]
 
 
@@ -41,6 +59,49 @@ class TargetProfile:
     sequence_ops: Severity  # any sequence operator left
     sequence_io: Severity  # a sequence-typed input or output of the model
     dynamic_scan_loops: Severity  # a Loop with scan outputs whose length is not static
+    # operators the runtime cannot load, each with why (checked in every graph)
+    unsupported_ops: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # operators it loads but that are worth a warning (a known fault, a cost), with why
+    doubtful_ops: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    strings: Severity = "ignore"  # a string tensor anywhere in the model
+    source: str = ""  # where the support list comes from
+    changes: str = "nothing: the same lowering as generic"  # what lowering does for the target
+
+
+_SEQUENCE_OPS_NOTE = "has no sequence operators"
+_TRACT_SOURCE = (
+    "probed with tract 0.23.9 (PyPI): SplitToSequence, SequenceConstruct, SequenceEmpty and "
+    "every other sequence operator fail with Unimplemented(...) ToTypedTranslator; Loop fails "
+    "with Unimplemented(Loop); Scan, Where and If run. An If whose branches compute different "
+    "constants gives the then-branch's value either way (README, Portability)."
+)
+_OPENVINO_SOURCE = (
+    "probed with OpenVINO 2026.4.1 (CPU, INFERENCE_PRECISION_HINT=f32; python -m "
+    "bench.portability --probe): its ONNX frontend converts SplitToSequence, SequenceConstruct, "
+    "SequenceEmpty, SequenceInsert, SequenceErase, SequenceAt, SequenceLength and "
+    "ConcatFromSequence, also carried by a Loop, but not SequenceMap, nor a SplitToSequence "
+    "with a scalar or no split over a dim of run-time size ('scalar split input requires "
+    "static dimension on the split axis'); Loop, If and Scan run; no string tensors."
+)
+_TENSORRT_SOURCE = (
+    "the onnx-tensorrt operator support matrix (docs/operators.md, TensorRT 10.15): Loop "
+    "('Scan output length cannot be dynamic. The shape of Loop carried dependencies must be "
+    "the same across all loop iterations'), If ('Output tensors of the two conditional "
+    "branches must have the same rank') and Scan are supported; every Sequence* operator, "
+    "SequenceMap and Optional* are not; strings are not among its data types. Not probed: "
+    "no GPU here."
+)
+_SEQUENCE_OP_NAMES = (
+    "ConcatFromSequence",
+    "SequenceAt",
+    "SequenceConstruct",
+    "SequenceEmpty",
+    "SequenceErase",
+    "SequenceInsert",
+    "SequenceLength",
+    "SequenceMap",
+    "SplitToSequence",
+)
 
 
 PROFILES: dict[str, TargetProfile] = {
@@ -64,6 +125,40 @@ PROFILES: dict[str, TargetProfile] = {
         sequence_ops="error",
         sequence_io="error",
         dynamic_scan_loops="error",
+        strings="error",
+        source=_TENSORRT_SOURCE,
+    ),
+    "openvino": TargetProfile(
+        "openvino",
+        "OpenVINO converts sequence operators except SequenceMap (and some SplitToSequence)",
+        sequence_ops="warning",
+        sequence_io="error",
+        dynamic_scan_loops="ignore",
+        unsupported_ops={
+            "SequenceMap": "OpenVINO's ONNX frontend does not convert SequenceMap",
+        },
+        strings="error",
+        source=_OPENVINO_SOURCE,
+    ),
+    "tract": TargetProfile(
+        "tract",
+        "tract has no sequence operators and no Loop; it runs Scan and If",
+        sequence_ops="error",
+        sequence_io="error",
+        dynamic_scan_loops="ignore",
+        unsupported_ops={
+            "Loop": "tract has no Loop (Unimplemented(Loop)); seqlower unrolls one with a static "
+            "trip count (within Options.unroll_budget) and makes one over a tensor axis a Scan, "
+            "but not this one",
+        },
+        doubtful_ops={
+            "If": "tract runs an If only when both branches infer the same shapes and values; "
+            "with different constants per branch it returns the then-branch's value",
+        },
+        strings="error",
+        source=_TRACT_SOURCE,
+        changes="run-time If with cheap branches -> Where; static Loops unrolled within the "
+        "budget; Loops over a tensor axis -> Scan",
     ),
 }
 
@@ -90,9 +185,9 @@ class TargetCheck:
 
 
 def check_target(
-    model: ir.Model, report: Report | None = None, target: str = "generic"
+    model: ir.Model | onnx.ModelProto, report: Report | None = None, target: str = "generic"
 ) -> TargetCheck:
-    """Judge a lowered `model` for `target` ("generic", "onnxruntime" or "tensorrt").
+    """Judge a lowered `model` (as `optimize` returns it) for `target`, one of PROFILES.
 
     `report` (from `optimize`) gives the reasons leftovers were kept; without it they are
     recomputed from the model alone. Raises `SeqlowerError` for an unknown target.
@@ -100,6 +195,8 @@ def check_target(
     profile = PROFILES.get(target)
     if profile is None:
         raise SeqlowerError(f"unknown target '{target}': choose one of {', '.join(PROFILES)}")
+    if isinstance(model, onnx.ModelProto):
+        model = ir.from_proto(model)
     check = TargetCheck(profile.name)
     remaining = report.remaining if report is not None else remaining_sequence_ops(model, {})
     for value in model.graph.inputs:
@@ -119,8 +216,20 @@ def check_target(
                 f"main: output '{value.name}' is a sequence; "
                 f"{profile.name} gives tensors only: try --flatten-sequence-io",
             )
+    # what the profile says of a node beyond "a leftover sequence op" (reported here, with the
+    # reason it was kept): other operators, and sequence ops the target cannot load at all
+    judged = [
+        j
+        for j in judge_nodes(model, profile.name)
+        if j.op_type not in _SEQUENCE_OP_NAMES
+        or (j.severity == "error" and profile.sequence_ops != "error")
+    ]
+    refused = {(j.graph, j.node, j.op_type) for j in judged}
     for op in remaining:
-        _add(check, profile.sequence_ops, _leftover_message(profile, op))
+        if (op.graph, op.node, op.op_type) not in refused:
+            _add(check, profile.sequence_ops, _leftover_message(profile, op))
+    for judgement in judged:
+        _add(check, judgement.severity, judgement.message)
     if profile.dynamic_scan_loops != "ignore":
         bindable = bindable_dims(model)
         values = StaticValues()
@@ -144,6 +253,13 @@ def _leftover_message(profile: TargetProfile, op: RemainingOp) -> str:
     where = f"{op.graph}: {op.op_type} '{op.node or '(unnamed)'}'"
     if profile.name == "tensorrt":
         return f"{where}: TensorRT has no sequence operators (kept because {op.reason})"
+    if profile.name in ("tract", "openvino"):
+        verdict = (
+            "has no sequence operators"
+            if profile.sequence_ops == "error"
+            else ("converts it (probed on small graphs only)")
+        )
+        return f"{where}: {profile.name} {verdict} (kept because {op.reason})"
     cost = (
         "its SequenceInsert into a loop-carried sequence copies the sequence every iteration "
         "(quadratic)"
@@ -208,3 +324,126 @@ def _runs_every_iteration(node: ir.Node, body: ir.Graph, values: StaticValues) -
         constant = values.get(condition_out)
         return constant is not None and constant.size == 1 and bool(constant.reshape(-1)[0])
     return True
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeJudgement:
+    """What a target says about one node: `severity` "error" (it cannot run there) or
+    "warning", and why."""
+
+    graph: str
+    node: str
+    op_type: str
+    severity: Severity
+    reason: str
+
+    @property
+    def message(self) -> str:
+        return f"{self.graph}: {self.op_type} '{self.node or '(unnamed)'}': {self.reason}"
+
+    def to_dict(self) -> dict[str, str]:
+        return dataclasses.asdict(self)
+
+
+def judge_nodes(model: ir.Model | onnx.ModelProto, target: str) -> list[NodeJudgement]:
+    """Every node of `model` (all graphs) that `target` cannot run, or runs with a caveat, in
+    graph order: unsupported and doubtful operators, leftover sequence operators, and nodes that
+    read or make string tensors. Raises `SeqlowerError` for an unknown target."""
+    profile = PROFILES.get(target)
+    if profile is None:
+        raise SeqlowerError(f"unknown target '{target}': choose one of {', '.join(PROFILES)}")
+    if isinstance(model, onnx.ModelProto):
+        model = ir.from_proto(model)
+    found = []
+    values = StaticValues()
+    for path, graph in walk_graphs(model):
+        for node in graph:
+            if node.domain not in ("", "ai.onnx"):
+                continue
+            judged = _judge(profile, node)
+            if judged is not None:
+                severity, reason = judged
+                if node.op_type == "Loop" and _is_while_loop(node, values):
+                    reason += ": a data-dependent while loop, which tract cannot run"
+                found.append(NodeJudgement(path, node.name or "", node.op_type, severity, reason))
+    return found
+
+
+def _judge(profile: TargetProfile, node: ir.Node) -> tuple[Severity, str] | None:
+    if node.op_type in profile.unsupported_ops:
+        return "error", profile.unsupported_ops[node.op_type]
+    if profile.name == "openvino" and _split_over_runtime_size(node):
+        return "error", (
+            "OpenVINO's ONNX frontend needs a static size on the split axis of a "
+            "SplitToSequence with a scalar or no split"
+        )
+    if profile.strings != "ignore" and any(
+        v is not None and _is_string(v) for v in [*node.inputs, *node.outputs]
+    ):
+        return profile.strings, f"{profile.name} has no string tensors"
+    if node.op_type in _SEQUENCE_OP_NAMES and profile.sequence_ops != "ignore":
+        why = (
+            f"{profile.name} {_SEQUENCE_OPS_NOTE}"
+            if profile.sequence_ops == "error"
+            else f"{profile.name} converts it (probed on small graphs only)"
+        )
+        return profile.sequence_ops, why
+    if node.op_type in profile.doubtful_ops:
+        return "warning", profile.doubtful_ops[node.op_type]
+    if profile.name == "tensorrt" and node.op_type == "If":
+        ranks = _branch_output_ranks(node)
+        if ranks:
+            return "error", f"TensorRT needs both branches' outputs of one rank (here {ranks})"
+    return None
+
+
+def _split_over_runtime_size(node: ir.Node) -> bool:
+    """A SplitToSequence with no split or a scalar one over a dim whose size is not static."""
+    if node.op_type != "SplitToSequence" or not node.inputs or node.inputs[0] is None:
+        return False
+    split = node.inputs[1] if len(node.inputs) > 1 else None
+    if split is not None and _rank(split) != 0:
+        return False  # 1-D sizes (or an unknown rank): converted
+    shape = node.inputs[0].shape
+    if shape is None:
+        return True
+    axis = node.attributes.get_int("axis", 0)
+    return not (-len(shape) <= axis < len(shape)) or not isinstance(shape[axis], int)
+
+
+def _rank(value: ir.Value) -> int | None:
+    if value.shape is not None:
+        return len(value.shape)
+    producer = value.producer()
+    if producer is not None and producer.op_type == "Constant" and "value" in producer.attributes:
+        return len(producer.attributes["value"].as_tensor().shape)
+    return None
+
+
+def _branch_output_ranks(node: ir.Node) -> str | None:
+    """'then r1, else r2' for the first output whose branches differ in rank, or None."""
+    if "then_branch" not in node.attributes or "else_branch" not in node.attributes:
+        return None
+    then_branch = node.attributes["then_branch"].as_graph()
+    else_branch = node.attributes["else_branch"].as_graph()
+    for a, b in zip(then_branch.outputs, else_branch.outputs):
+        if a.shape is not None and b.shape is not None and len(a.shape) != len(b.shape):
+            return f"{len(a.shape)} and {len(b.shape)} for output '{a.name}'"
+    return None
+
+
+def _is_while_loop(node: ir.Node, values: StaticValues) -> bool:
+    """True when the number of iterations depends on data: no trip count, or a condition that
+    may end the loop early."""
+    if "body" not in node.attributes:
+        return False
+    if not node.inputs or node.inputs[0] is None:
+        return True
+    return not _runs_every_iteration(node, node.attributes["body"].as_graph(), values)
+
+
+def _is_string(value: ir.Value) -> bool:
+    kind = value.type
+    while isinstance(kind, (ir.SequenceType, ir.OptionalType)):
+        kind = kind.elem_type
+    return isinstance(kind, ir.TensorType) and kind.dtype == ir.DataType.STRING

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = ["app", "main"]
 
+import dataclasses
 import json
 import logging
 import os
@@ -171,6 +172,7 @@ def optimize_command(
     try:
         options = lowering_options(split_keepdims, dim, flatten_sequence_io, seq_len)
         profile = check_target_name(runtime)
+        options = dataclasses.replace(options, target=profile)
         if verify and flatten_sequence_io:
             raise SeqlowerError(
                 "--verify cannot compare models whose interfaces differ (--flatten-sequence-io)"

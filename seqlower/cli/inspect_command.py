@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = ["inspect_command"]
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -59,7 +60,8 @@ def inspect_command(
     """
     try:
         options = lowering_options(split_keepdims, dim, flatten_sequence_io, seq_len)
-        report = inspect_model(model, options, target=check_target_name(target))
+        options = dataclasses.replace(options, target=check_target_name(target))
+        report = inspect_model(model, options, target=options.target)
     except SeqlowerError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None

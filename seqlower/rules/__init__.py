@@ -15,6 +15,7 @@ from seqlower.rules import (
     runtime_position,
     sequence_map,
     split,
+    target_tract,
 )
 
 __all__ = ["default_rules"]
@@ -32,4 +33,5 @@ def default_rules() -> RuleSet:
         + loops.RULES
         + batching.RULES
         + sequence_map.RULES
+        + target_tract.RULES  # only with Options.target == "tract"
     )

@@ -90,7 +90,14 @@ def _body_always_continues(body: ir.Graph, ctx: Context) -> bool:
 # -- unrolling ------------------------------------------------------------------------------
 
 
-def _check_unroll(node: ir.Node, ctx: Context) -> int | Refusal:
+def _check_unroll(
+    node: ir.Node,
+    ctx: Context,
+    max_iterations: int | None = MAX_UNROLL,
+    max_nodes: int = MAX_UNROLLED_NODES,
+) -> int | Refusal:
+    """The static trip count when the loop can be unrolled within `max_iterations` (None: no
+    limit) and `max_nodes` (body nodes times iterations), else why not."""
     body = _body(node)
     trip = node.inputs[0] if node.inputs else None
     if trip is None:
@@ -108,7 +115,8 @@ def _check_unroll(node: ir.Node, ctx: Context) -> int | Refusal:
     count = max(count, 0)
     if count > 0 and not _body_always_continues(body, ctx):
         return Refusal("the body computes its condition, so the loop may end early")
-    if count > MAX_UNROLL or count * body.num_nodes() > MAX_UNROLLED_NODES:
+    too_many = max_iterations is not None and count > max_iterations
+    if too_many or count * body.num_nodes() > max_nodes:
         return Refusal(f"{count} iterations of {body.num_nodes()} nodes: too many to unroll")
     if not _uses_sequences(node, body):
         return Refusal("the loop neither carries nor reads a sequence")

@@ -97,4 +97,4 @@ def test_an_unknown_target_is_an_error():
     model, report = lowered(sequence_interface())
     with pytest.raises(seqlower.SeqlowerError, match="unknown target 'tpu'"):
         check_target(model, report, "tpu")
-    assert set(PROFILES) == {"generic", "onnxruntime", "tensorrt"}
+    assert set(PROFILES) == {"generic", "onnxruntime", "tensorrt", "openvino", "tract"}

@@ -1,0 +1,394 @@
+"""Rewrites for `--target tract` only: tract has no Loop, and infers an If's outputs from both
+branches at once (probed with tract 0.23.9; see `seqlower.targets`).
+
+    If(c, then: a = f(..), else: b = g(..))        -> Where(c, f(..), g(..))
+    Loop(Gather(Shape(x), a), true, v.., body: f(i, v.., Gather(x, i, axis=a)))
+        -> Scan(v.., x, scan_input_axes=[a], body: f(v.., x_i))
+    Loop(M static, true, v.., body=f)               -> f(0, v..); f(1, ..); ...; f(M-1, ..)
+
+Each runs only when `Options.target == "tract"`: the default output never changes. An If
+becomes Where only when both branches are cheap (at most `MAX_BRANCH_NODES` nodes, no subgraph)
+and cannot fail or have effects (operators in `SAFE_OPS`, and `BROADCASTING_OPS` whose input
+shapes are known to fit: `x.size(1) == 4 ? x @ W : x` keeps its If), and each output has one
+dtype and one fully known shape in both branches: both branches are then computed, one result
+kept. A
+Loop becomes Scan when its iteration number only indexes one outer tensor along one axis whose
+size is the trip count (that size must not be 0: a Scan over an empty axis fails in onnxruntime
+and OpenVINO and is wrong in tract, so the rewrite warns unless the size is static); otherwise
+a tensor Loop with a static trip count is unrolled when its copies stay within
+`Options.unroll_budget` nodes. A loop whose condition is computed at run
+time (a data-dependent while loop) cannot run in tract, and the refusal says so. Loops that
+carry or read sequences are left to `loop-unroll` and `loop-append-to-scan` (whose tensor Loops
+these rules then take over), except that past `loop-unroll`'s own limits (`MAX_UNROLL`
+iterations) they are unrolled within `Options.unroll_budget` too.
+"""
+
+from __future__ import annotations
+
+__all__ = ["BROADCASTING_OPS", "MAX_BRANCH_NODES", "RULES", "SAFE_OPS"]
+
+import dataclasses
+
+import onnx_ir as ir
+
+from seqlower.inline import inline_graph
+from seqlower.ops import graphs_within, has_subgraph
+from seqlower.rule import Context, Refusal, Rule, RuleSet
+from seqlower.rules.loops import _body_always_continues, _static_bool, _unroll, _uses_sequences
+from seqlower.rules.loops import _check_unroll as _check_sequence_unroll
+from seqlower.rules.runtime_position import _WHERE_TYPES
+
+MAX_BRANCH_NODES = 32
+# operators that cannot fail, whatever the shapes, and have no effect: an untaken branch may
+# compute them on values that the taken branch would never see
+SAFE_OPS = frozenset(
+    {
+        *("Identity", "Constant", "Shape", "Size", "Cast", "CastLike", "Transpose", "Flatten"),
+        *("Neg", "Abs", "Relu", "Sigmoid", "Tanh", "Exp", "Erf", "Sign", "Floor", "Ceil"),
+        *("Round", "Not", "Softmax", "LogSoftmax", "Unsqueeze"),
+    }
+)
+# operators that fail only on shapes that do not broadcast (or concatenate, or multiply):
+# safe when the shapes inferred for their inputs show that they always do
+BROADCASTING_OPS = frozenset(
+    {
+        *("Add", "Sub", "Mul", "Max", "Min", "Sum", "Mean", "Where", "Equal", "Less"),
+        *("Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Concat", "MatMul"),
+    }
+)
+_FLOAT_ONLY = frozenset({"Div", "Sqrt", "Log", "Reciprocal", "Pow"})  # NaN or inf, not an error
+
+
+def _only_for_tract(ctx: Context) -> Refusal | None:
+    if ctx.options.target != "tract":
+        return Refusal("a rewrite for --target tract only")
+    return None
+
+
+# -- If -> Where ---------------------------------------------------------------------------------
+
+
+def _branch_problem(branch: ir.Graph) -> str | None:
+    if branch.num_nodes() > MAX_BRANCH_NODES:
+        return f"branch '{branch.name}' has {branch.num_nodes()} nodes (at most {MAX_BRANCH_NODES})"
+    for node in branch:
+        if has_subgraph(node):
+            return f"branch '{branch.name}' holds a {node.op_type} with a subgraph"
+        if node.domain not in ("", "ai.onnx"):
+            return f"branch '{branch.name}' uses {node.domain}::{node.op_type}"
+        if node.op_type in SAFE_OPS:
+            continue
+        if node.op_type in _FLOAT_ONLY and _all_float(node):
+            continue
+        if node.op_type in BROADCASTING_OPS or node.op_type in _FLOAT_ONLY:
+            if not _always_compatible(node):
+                return (
+                    f"branch '{branch.name}' computes {node.op_type} on shapes not known to fit, "
+                    "which may fail when the branch is not taken"
+                )
+            if node.op_type in BROADCASTING_OPS:
+                continue
+        return (
+            f"branch '{branch.name}' computes {node.op_type}, which may fail or differ when "
+            "the branch is not taken"
+        )
+    return None
+
+
+def _all_float(node: ir.Node) -> bool:
+    return all(
+        v is not None and v.dtype is not None and v.dtype.is_floating_point() for v in node.inputs
+    )
+
+
+def _dims(value: ir.Value | None) -> list[int | str] | None:
+    """The dims of `value` as ints and dim names, or None when any is unknown."""
+    if value is None or value.shape is None:
+        return None
+    dims: list[int | str] = []
+    for dim in value.shape:
+        if isinstance(dim, int):
+            dims.append(dim)
+        elif dim.value is not None:
+            dims.append(dim.value)
+        else:
+            return None
+    return dims
+
+
+def _fit(dims: list[int | str]) -> bool:
+    """Dims that broadcast together whatever their run-time sizes: equal, or 1."""
+    return len({d for d in dims if d != 1}) <= 1
+
+
+def _always_compatible(node: ir.Node) -> bool:
+    """True when the inferred shapes of `node`'s inputs show it cannot fail on their sizes
+    (dims with one name have one size in a model)."""
+    shapes = [_dims(v) for v in node.inputs]
+    if any(shape is None for shape in shapes) or not shapes:
+        return False
+    known: list[list[int | str]] = shapes  # type: ignore[assignment]
+    if node.op_type == "Concat":
+        rank = len(known[0])
+        axis = node.attributes.get_int("axis", 0) % max(rank, 1)
+        return all(len(s) == rank for s in known) and all(
+            len({s[i] for s in known}) == 1 for i in range(rank) if i != axis
+        )
+    if node.op_type == "MatMul":
+        a, b = known
+        if len(a) < 2 or len(b) < 2 or a[-1] != b[-2]:
+            return False
+        known = [a[:-2], b[:-2]]
+    rank = max(len(s) for s in known)
+    padded = [[1] * (rank - len(s)) + list(s) for s in known]
+    return all(_fit([s[i] for s in padded]) for i in range(rank))
+
+
+def _one_element(shape: ir.Shape) -> bool:
+    return all(isinstance(d, int) and d == 1 for d in shape)
+
+
+def _same_shape(a: ir.Value, b: ir.Value) -> bool:
+    if a.shape is None or b.shape is None or len(a.shape) != len(b.shape):
+        return False
+    return all(
+        isinstance(x, int) or (isinstance(x, ir.SymbolicDim) and x.value is not None)
+        for x in a.shape
+    ) and list(a.shape) == list(b.shape)
+
+
+def _check_if_to_where(node: ir.Node, ctx: Context) -> bool | Refusal:
+    refused = _only_for_tract(ctx)
+    if refused:
+        return refused
+    condition = node.inputs[0]
+    if ctx.facts.static(condition) is not None:
+        return Refusal("the condition is static: tract takes the branch itself")
+    if condition is None or condition.shape is None or not _one_element(condition.shape):
+        return Refusal("the condition's shape is unknown")
+    branches = [node.attributes[key].as_graph() for key in ("then_branch", "else_branch")]
+    for branch in branches:
+        problem = _branch_problem(branch)
+        if problem:
+            return Refusal(problem)
+    for index, (then_out, else_out) in enumerate(zip(*(b.outputs for b in branches))):
+        if not isinstance(node.outputs[index].type, ir.TensorType):
+            return Refusal(f"output {index} is not a tensor")
+        if then_out is else_out:
+            continue
+        if then_out.dtype not in _WHERE_TYPES:
+            name = then_out.dtype.name.lower() if then_out.dtype is not None else "unknown"
+            return Refusal(f"output {index}: onnxruntime has no Where for {name}")
+        if then_out.dtype != else_out.dtype or not _same_shape(then_out, else_out):
+            return Refusal(
+                f"output {index} may differ in shape or type between the branches "
+                f"({then_out.shape} and {else_out.shape}): Where needs one shape"
+            )
+    return True
+
+
+def _if_to_where(node: ir.Node, _: bool, ctx: Context) -> None:
+    """If(c, then: a = f(..), else: b = g(..)) -> Where(c, f(..), g(..)), both branches
+    computed (cheap, side-effect free branches whose outputs have one shape). --target tract
+    only."""
+    builder = ctx.rewriter.before(node)
+    condition = node.inputs[0]
+    assert condition is not None and condition.shape is not None
+    if len(condition.shape) != 0:
+        condition = builder.op("Reshape", [condition, builder.ints([], "scalar_shape")])
+        condition.type, condition.shape = ir.TensorType(ir.DataType.BOOL), ir.Shape([])
+    results = [
+        inline_graph(node.attributes[key].as_graph(), [], builder, f"{builder.hint}_{key}")
+        for key in ("then_branch", "else_branch")
+    ]
+    for old, then_value, else_value in zip(node.outputs, *results):
+        new = then_value
+        if then_value is not else_value:
+            new = builder.op("Where", [condition, then_value, else_value], name="where")
+            new.type, new.shape = old.type or then_value.type, then_value.shape
+        ctx.rewriter.replace(old, new)
+
+
+# -- Loop -> Scan ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ScanPlan:
+    data: ir.Value  # the outer tensor the loop walks
+    axis: int  # non-negative
+    gathers: tuple[ir.Node, ...]  # Gather(data, i, axis) in the body
+    condition_node: ir.Node | None  # Identity(cond_in) -> cond_out, removed with the condition
+
+
+def _while_problem(node: ir.Node, body: ir.Graph, ctx: Context) -> str | None:
+    """Why the loop may run a number of times decided by its data (a while loop), or None."""
+    if not node.inputs or node.inputs[0] is None:
+        return "no trip count: a data-dependent while loop, which tract cannot run"
+    condition = node.inputs[1] if len(node.inputs) > 1 else None
+    if condition is not None and _static_bool(condition, ctx) is not True:
+        return (
+            "its condition is computed at run time: a data-dependent while loop, which tract "
+            "cannot run"
+        )
+    if not _body_always_continues(body, ctx):
+        return (
+            "the body computes its condition: a data-dependent while loop, which tract cannot run"
+        )
+    return None
+
+
+def _condition_node(body: ir.Graph) -> ir.Node | Refusal | None:
+    """The Identity in the body that makes its (always true) condition output, removed with the
+    output, or None; a refusal when the body reads its condition input."""
+    cond_in, cond_out = body.inputs[1], body.outputs[0]
+    producer = cond_out.producer()
+    chain = None
+    if producer is not None and producer.op_type == "Identity" and producer.graph is body:
+        chain = producer if not cond_out.uses() and body.outputs.count(cond_out) == 1 else None
+    if cond_out is cond_in or any(use.node is not chain for use in cond_in.uses()):
+        return Refusal("the body reads its condition input")
+    return chain
+
+
+def _walks_axis(trip: ir.Value, data: ir.Value, axis: int, ctx: Context) -> bool:
+    """True when `trip` is the size of `data`'s dim `axis`."""
+    static, shape = ctx.facts.static_int(trip), ctx.facts.static_shape(data)
+    if static is not None and shape is not None:
+        return shape[axis] == static
+    gather = trip.producer()
+    if gather is None or gather.op_type != "Gather" or gather.domain != "":
+        return False
+    source = gather.inputs[0].producer() if gather.inputs[0] is not None else None
+    if source is None or source.op_type != "Shape" or source.inputs[0] is not data:
+        return False
+    if source.attributes.get_int("start", 0) != 0 or "end" in source.attributes:
+        return False
+    index = ctx.facts.static(gather.inputs[1])
+    return index is not None and index.shape == () and int(index) % len(data.shape) == axis  # type: ignore[arg-type]
+
+
+def _check_loop_to_scan(node: ir.Node, ctx: Context) -> ScanPlan | Refusal:
+    refused = _only_for_tract(ctx)
+    if refused:
+        return refused
+    body = node.attributes["body"].as_graph()
+    if _uses_sequences(node, body):
+        return Refusal("the loop carries or reads sequences (loop-unroll, loop-append-to-scan)")
+    problem = _while_problem(node, body, ctx)
+    if problem:
+        return Refusal(problem)
+    chain = _condition_node(body)
+    if isinstance(chain, Refusal):
+        return chain
+    inside = {id(g) for g in graphs_within(body)}
+    gathers, walked = [], set()
+    for use in body.inputs[0].uses():
+        gather = use.node
+        data = gather.inputs[0]
+        if gather.op_type != "Gather" or use.idx != 1 or gather.graph is not body or data is None:
+            return Refusal(f"the iteration number is read by {gather.op_type}, not only Gather")
+        if id(data.graph) in inside or data.shape is None:
+            return Refusal(f"'{data.name}' is not an outer tensor of known rank")
+        walked.add((data, gather.attributes.get_int("axis", 0) % len(data.shape)))
+        gathers.append(gather)
+    if body.inputs[0].is_graph_output():
+        return Refusal("the iteration number is a body output")
+    if len(walked) != 1:
+        return Refusal(
+            "the body indexes no tensor with the iteration number"
+            if not walked
+            else "the body indexes more than one tensor (or axis) with the iteration number"
+        )
+    ((data, axis),) = walked
+    if not _walks_axis(node.inputs[0], data, axis, ctx):  # type: ignore[arg-type]
+        return Refusal(f"the trip count is not the size of dim {axis} of '{data.name}'")
+    return ScanPlan(data, axis, tuple(gathers), chain)
+
+
+def _loop_to_scan(node: ir.Node, plan: ScanPlan, ctx: Context) -> None:
+    """Loop(Gather(Shape(x), a), true, v.., body: f(i, v.., Gather(x, i, axis=a)))
+    -> Scan(v.., x, scan_input_axes=[a], body: f(v.., x_i)). --target tract only."""
+    body = node.attributes["body"].as_graph()
+    builder = ctx.rewriter.before(node)
+    dims = list(plan.data.shape or [])
+    element = ir.Value(
+        name=ctx.rewriter.names.fresh(f"{plan.data.name}_element"),
+        type=plan.data.type,
+        shape=ir.Shape(dims[: plan.axis] + dims[plan.axis + 1 :]),
+    )
+    for gather in plan.gathers:
+        ctx.rewriter.replace(gather.outputs[0], element)
+    for gather in plan.gathers:
+        if not gather.outputs[0].uses() and not gather.outputs[0].is_graph_output():
+            body.remove(gather, safe=True)
+    body.outputs.pop(0)
+    if plan.condition_node is not None:
+        body.remove(plan.condition_node, safe=True)
+    del body.inputs[:2]
+    body.inputs.append(element)
+    size = dims[plan.axis] if plan.axis < len(dims) else None
+    if not (isinstance(size, int) and size > 0):
+        ctx.rewriter.warn(
+            f"Loop '{node.name}' became a Scan over dim {plan.axis} of '{plan.data.name}', which "
+            "must not be empty: over an empty axis onnxruntime and OpenVINO fail and tract "
+            "returns a wrong final state, where the Loop ran zero times"
+        )
+    attributes = {"body": body, "num_scan_inputs": 1, "scan_input_axes": [plan.axis]}
+    outputs = builder.ops(
+        "Scan", [*node.inputs[2:], plan.data], attributes, num_outputs=len(node.outputs)
+    )
+    # the body moves to the Scan; dead-code removal knows the new holder and leaves it
+    for old, new in zip(node.outputs, outputs):
+        new.type, new.shape = old.type, old.shape
+        ctx.rewriter.replace(old, new)
+
+
+# -- unrolling past the default ----------------------------------------------------------------
+
+
+def _check_unroll(node: ir.Node, ctx: Context) -> int | Refusal:
+    refused = _only_for_tract(ctx)
+    if refused:
+        return refused
+    body = node.attributes["body"].as_graph()
+    if _uses_sequences(node, body):
+        # past loop-unroll's default limits, within the budget
+        budget = ctx.options.unroll_budget
+        count = _check_sequence_unroll(node, ctx, max_iterations=None, max_nodes=budget)
+        if isinstance(count, Refusal) and count.reason.endswith("too many to unroll"):
+            return Refusal(f"{count.reason} (Options.unroll_budget is {budget} nodes)")
+        return count
+    problem = _while_problem(node, body, ctx)
+    if problem:
+        return Refusal(problem)
+    count = ctx.facts.static_int(node.inputs[0])
+    if count is None:
+        return Refusal(f"the trip count '{node.inputs[0].name}' is computed at run time")  # type: ignore[union-attr]
+    condition = node.inputs[1] if len(node.inputs) > 1 else None
+    count = max(count, 0) if condition is None or _static_bool(condition, ctx) else 0
+    n_scan = len(body.outputs) - 1 - (len(node.inputs) - 2)
+    if count == 0 and n_scan > 0:
+        return Refusal("no iteration runs, and the element shape of its scan outputs is unknown")
+    added = count * body.num_nodes()
+    if added > ctx.options.unroll_budget:
+        return Refusal(
+            f"unrolling {count} iterations of {body.num_nodes()} nodes adds {added} nodes, over "
+            f"the budget of {ctx.options.unroll_budget} (Options.unroll_budget)"
+        )
+    return count
+
+
+def _unroll_tensor_loop(node: ir.Node, count: int, ctx: Context) -> None:
+    """Loop(M static, true, v.., body=f) -> f(0, v..); f(1, ..); ...; f(M-1, ..), within
+    Options.unroll_budget nodes (a tensor loop, or a sequence loop past loop-unroll's limits).
+    --target tract only."""
+    _unroll(node, count, ctx)
+
+
+RULES = RuleSet(
+    [
+        Rule("tract-if-to-where", "If", _check_if_to_where, _if_to_where),
+        Rule("tract-loop-to-scan", "Loop", _check_loop_to_scan, _loop_to_scan),
+        Rule("tract-loop-unroll", "Loop", _check_unroll, _unroll_tensor_loop),
+    ]
+)

@@ -1,0 +1,210 @@
+"""Every ONNX conformance case that uses sequences, every PyTorch fixture and every example,
+lowered with the matching `--target`, runs in OpenVINO and in tract and matches the expected
+outputs (ONNX's test data, PyTorch's outputs), or is skipped with an explicit reason that the
+test asserts. A sequence-typed interface, which neither runtime takes, is flattened
+(`--flatten-sequence-io`, the sequence inputs given the lengths of the data); what stays
+skipped is an optional-typed interface or a sequence of run-time length, or a known limit listed
+in KNOWN with the runtime's own message. A listed case that starts to pass fails
+the test, so that the list shrinks.
+
+The runtimes' own faults that the README's Portability section shows are probed here with
+minimal models: each test skips, not fails, once a newer release fixes the fault.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support import parse
+
+openvino = pytest.importorskip("openvino", reason="the OpenVINO oracle: pip install openvino")
+tract = pytest.importorskip("tract", reason="the tract oracle: pip install tract")
+
+from bench.portability import (  # noqa: E402 (after the importorskip guards)
+    all_cases,
+    evaluate_lowered,
+    lower_for,
+    probe,
+    run_model,
+    runtime_versions,
+    why_not_runnable,
+)
+from seqlower.targets import PROFILES  # noqa: E402
+
+CASES = {f"{case.source}:{case.name}": case for case in all_cases()}
+INTERFACE = ("sequence-typed interface", "optional-typed interface", "string tensor")
+
+# (case, runtime) -> (status, text in the runtime's message, why it cannot pass)
+KNOWN = {
+    ("onnx:test_sequence_model1", "tract"): (
+        "load",
+        "Unimplemented(SequenceConstruct)",
+        "sequence ops stay: the insert position is an overridable initializer and the "
+        "elements differ in shape",
+    ),
+    ("torch:list_insert_pop", "tract"): (
+        "load",
+        "Unimplemented(SplitToSequence)",
+        "sequence ops stay: an insert and an erase on a sequence of run-time length",
+    ),
+    ("torch:list_insert_pop", "openvino"): (
+        "load",
+        "unconverted_ops_report",
+        "sequence ops stay, among them a SplitToSequence over a dim of run-time size, which "
+        "OpenVINO's frontend does not convert",
+    ),
+    ("torch:split_sum_scripted", "tract"): (
+        "load",
+        "Unimplemented(Loop)",
+        "the Loop walks chunks whose count is known at run time only, not one tensor axis",
+    ),
+    ("torch:len_of_split", "tract"): (
+        "run",
+        "Unsupported DatumType in the public API TDim",
+        "tract's Python API cannot return an output computed from shapes only",
+    ),
+    ("onnx:test_split_to_sequence_2", "tract"): (
+        "load",
+        "Need splits to be a constant",
+        "the split sizes are a model input (flattened); tract needs constant Split sizes",
+    ),
+    **{
+        (f"onnx:test_sequence_map_extract_shapes{suffix}", "tract"): (
+            "run",
+            "Unsupported DatumType in the public API TDim",
+            "tract's Python API cannot return an output computed from shapes only",
+        )
+        for suffix in ("", "_expanded")
+    },
+    **{
+        (f"onnx:{case}", runtime): (
+            "lowering fails",
+            "have no declared shape, not even a rank",
+            "the sequence input's elements declare no shape, so --flatten-sequence-io cannot "
+            "type the tensors that replace it (refused in one line)",
+        )
+        for case in (
+            "test_identity_sequence",
+            "test_sequence_insert_at_back",
+            "test_sequence_insert_at_front",
+        )
+        for runtime in ("openvino", "tract")
+    },
+    ("torch:list_in_if", "tract"): (
+        "load",
+        "Unifying shapes N,3",
+        "tract cannot type Split sizes (N+1)/2 from symbolic input facts, and with concrete "
+        "ones rejects the declared intermediate shape N,3",
+    ),
+}
+
+
+def test_every_case_is_collected():
+    sources = [name.split(":")[0] for name in CASES]
+    assert sources.count("onnx") >= 32 and sources.count("torch") == 22
+    assert sources.count("example") == 1
+    assert {name for name, _ in KNOWN} <= set(CASES), "a listed case is no longer collected"
+
+
+@pytest.mark.parametrize("runtime", ["openvino", "tract"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_lowered_case_runs_and_matches(name, runtime):
+    case = CASES[name]
+    outcome = evaluate_lowered(case, runtime)  # a sequence interface is flattened if it can be
+    if outcome.status == "skipped":
+        assert outcome.detail.startswith(INTERFACE), outcome
+        assert why_not_runnable(case.model, runtime) == outcome.detail, "the interface is kept"
+        pytest.skip(outcome.detail)
+    known = KNOWN.get((name, runtime))
+    if known:
+        status, message, why = known
+        assert outcome.status == status and message in outcome.detail, (
+            f"{outcome}: no longer the known failure; update KNOWN and the README"
+        )
+        pytest.skip(why)
+    assert outcome.status == "correct", outcome
+
+
+# -- the runtimes' own faults, each with a minimal model ---------------------------------------
+
+IF_CONSTANTS = """g (float[4,3] x, bool c) => (float[4,3] y) {
+    k = If(c) <then_branch = t () => (float a) { a = Constant<value = float {1}>() },
+               else_branch = e () => (float b) { b = Constant<value = float {2}>() }>
+    y = Mul(x, k)
+}"""
+
+SCAN_EMPTY = """g (float[T,3] x) => (float[3] y, float[T,3] ys) {
+    z = Constant<value = float[3] {1, 1, 1}>()
+    y, ys = Scan<num_scan_inputs = 1, body = b (float[3] acc, float[3] row)
+                                              => (float[3] acc2, float[3] out) {
+        acc2 = Add(acc, row)
+        out = Identity(acc2)
+    }>(z, x)
+}"""
+
+SHAPE_OUTPUT = """g (float[N,3] x) => (int64 n) {
+    s = Shape(x)
+    i = Constant<value = int64 {0}>()
+    n = Gather(s, i)
+}"""
+
+
+def test_tract_takes_the_then_branch_of_an_if_with_constant_branches():
+    """tract 0.23.9 folds `If(c, 1, 2)` to the then-branch's constant: `x * 1` for c false."""
+    model = parse(IF_CONSTANTS)
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    feeds = {"x": x, "c": np.array(False)}
+    (got,) = run_model("tract", model, feeds)
+    if np.array_equal(got, 2 * x):
+        pytest.skip(f"fixed in tract {tract.version()}: update the README")
+    np.testing.assert_array_equal(got, x)  # the then-branch's value
+    (lowered,) = run_model("tract", lower_for(model, "tract"), feeds)  # If -> Where
+    np.testing.assert_array_equal(lowered, 2 * x)
+
+
+def test_tract_returns_a_scalar_state_from_a_scan_over_an_empty_axis():
+    """tract 0.23.9: the final state of a Scan that runs zero times is a scalar, not the
+    initial state (shape [3]); onnxruntime 1.32 and OpenVINO 2026.4 raise instead."""
+    model = parse(SCAN_EMPTY)
+    feeds = {"x": np.zeros((0, 3), np.float32)}
+    state, stacked = run_model("tract", model, feeds)
+    if state.shape == (3,):
+        pytest.skip(f"fixed in tract {tract.version()}: update the README")
+    assert state.shape == () and stacked.shape == (0, 3)
+    with pytest.raises(Exception, match="Dimension 0 is 0"):
+        run_model("onnxruntime", model, feeds)
+
+
+def test_tract_python_api_cannot_return_an_output_computed_from_shapes():
+    model = parse(SHAPE_OUTPUT)
+    feeds = {"x": np.zeros((5, 3), np.float32)}
+    try:
+        (n,) = run_model("tract", model, feeds)
+    except Exception as error:
+        assert "Unsupported DatumType in the public API TDim" in str(error)
+    else:
+        assert int(n) == 5
+        pytest.skip(f"fixed in tract {tract.version()}: update the README")
+    assert int(run_model("openvino", model, feeds)[0]) == 5
+
+
+def test_the_profiles_agree_with_the_probes():
+    """seqlower/targets.py's support lists are what `python -m bench.portability --probe`
+    shows, for the versions they were probed with."""
+    versions = runtime_versions()
+    if (versions["openvino"], versions["tract"]) != ("2026.4.1", "0.23.9"):
+        pytest.skip(f"the profiles were probed with OpenVINO 2026.4.1 and tract 0.23.9: {versions}")
+    openvino_fails = {name for name, o in probe("openvino").items() if o.status != "correct"}
+    assert openvino_fails == {"SequenceMap"}
+    assert set(PROFILES["openvino"].unsupported_ops) == {"SequenceMap"}
+    tract_results = probe("tract")
+    tract_loads = {name for name, o in tract_results.items() if o.status != "load"}
+    assert tract_loads == {
+        "Scan",
+        "If (run-time condition)",
+        "If (different constant per branch)",
+        "Where",
+    }
+    assert tract_results["If (different constant per branch)"].status == "wrong"
+    assert set(PROFILES["tract"].unsupported_ops) == {"Loop"}
+    assert PROFILES["tract"].sequence_ops == "error" and "If" in PROFILES["tract"].doubtful_ops

@@ -1,0 +1,399 @@
+"""The `--target tract` rewrites: what each emits, what each refuses and why, and that the result
+computes the same under onnxruntime (and, where tract is installed, in tract). The default
+target never runs them."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+import pytest
+from support import lower, op_counts, parse, run_ort, sequence_op_count
+
+from seqlower.analysis import Facts
+from seqlower.options import Options
+from seqlower.passes import NormalizePass
+from seqlower.rewriter import Rewriter
+from seqlower.rule import Context, Refusal
+from seqlower.rules import loops, target_tract
+
+RNG = np.random.default_rng(0)
+
+
+def _refusal(model, op_type: str, check, **options) -> Refusal:
+    """What `check` says about the only `op_type` node of `model` (normalized first)."""
+    model = ir.from_proto(model)
+    NormalizePass()(model)
+    ctx = Context(Facts(model), Rewriter(model), Options(target="tract", **options))
+    (node,) = [n for n in model.graph if n.op_type == op_type]
+    result = check(node, ctx)
+    assert isinstance(result, Refusal), result
+    return result
+
+
+def _same_as_original(model, lowered, feeds) -> list:
+    expected, actual = run_ort(model, feeds), run_ort(lowered, feeds)
+    assert len(expected) == len(actual)
+    for want, got in zip(expected, actual):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    return actual
+
+
+# -- If -> Where ---------------------------------------------------------------------------------
+
+IF_CONSTANTS = """g (float[4,3] x, bool c) => (float[4,3] y) {
+    k = If(c) <then_branch = t () => (float a) { a = Constant<value = float {1}>() },
+               else_branch = e () => (float b) { b = Constant<value = float {2}>() }>
+    y = Mul(x, k)
+}"""
+
+IF_TENSORS = """g (float[N,3] x) => (float[N,3] y, int64[2] s) {
+    r = ReduceSum<keepdims = 0>(x)
+    zero = Constant<value = float {0}>()
+    c0 = Greater(r, zero)
+    one = Constant<value = int64[1] {1}>()
+    c = Reshape(c0, one)
+    y, s = If(c) <then_branch = t () => (float[N,3] a, int64[2] sa) { a = Relu(x) sa = Shape(x) },
+                  else_branch = e () => (float[N,3] b, int64[2] sb) {
+                      h = Constant<value = float {0.5}>()
+                      b = Mul(x, h)
+                      sb = Shape(x)
+                  }>
+}"""
+
+
+@pytest.mark.parametrize("condition", [True, False])
+def test_an_if_with_constant_branches_becomes_where(condition):
+    model = parse(IF_CONSTANTS)
+    lowered, report = lower(model, target="tract")
+    assert op_counts(lowered)["If"] == 0 and op_counts(lowered)["Where"] == 1
+    assert report.rules_fired == {"tract-if-to-where": 1}
+    _same_as_original(
+        model, lowered, {"x": RNG.standard_normal((4, 3), np.float32), "c": np.array(condition)}
+    )
+
+
+@pytest.mark.parametrize("rows", [0, 1, 5])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_one_element_condition_and_symbolic_shapes(rows, sign):
+    model = parse(IF_TENSORS)
+    lowered, _ = lower(model, target="tract")
+    assert op_counts(lowered)["If"] == 0 and op_counts(lowered)["Where"] == 2
+    x = (sign * np.abs(RNG.standard_normal((rows, 3)))).astype(np.float32)
+    y, s = _same_as_original(model, lowered, {"x": x})
+    assert s.tolist() == [rows, 3] and y.shape == (rows, 3)
+
+
+def test_the_default_target_keeps_the_if():
+    lowered, report = lower(parse(IF_CONSTANTS))
+    assert op_counts(lowered)["If"] == 1 and op_counts(lowered)["Where"] == 0
+    assert report.rules_fired == {}
+    model = ir.from_proto(parse(IF_CONSTANTS))
+    ctx = Context(Facts(model), Rewriter(model), Options())
+    (node,) = [n for n in model.graph if n.op_type == "If"]
+    assert target_tract._check_if_to_where(node, ctx) == Refusal(
+        "a rewrite for --target tract only"
+    )
+
+
+@pytest.mark.parametrize(
+    ("branch", "shape", "reason"),
+    [
+        (
+            "i = Constant<value = int64 {7}>() a = Gather(x, i)",
+            "float[3]",
+            "branch 't' computes Gather, which may fail or differ when the branch is not taken",
+        ),
+        ("a = Concat<axis = 0>(x, x)", "float[8,3]", "output 0 may differ in shape or type"),
+    ],
+)
+def test_unsafe_or_differently_shaped_branches_are_refused(branch, shape, reason):
+    model = parse(f"""g (float[4,3] x, bool c) => (float[?] y) {{
+        y = If(c) <then_branch = t () => ({shape} a) {{ {branch} }},
+                   else_branch = e () => (float[4,3] b) {{ b = Neg(x) }}>
+    }}""")
+    refusal = _refusal(model, "If", target_tract._check_if_to_where)
+    assert refusal.reason.startswith(reason)
+    lowered, _ = lower(model, target="tract")
+    assert op_counts(lowered)["If"] == 1
+
+
+def test_a_static_condition_is_left_to_the_runtime():
+    model = parse("""g (float[4,3] x) => (float[4,3] y) {
+        c = Constant<value = bool {1}>()
+        y = If(c) <then_branch = t () => (float[4,3] a) { a = Relu(x) },
+                   else_branch = e () => (float[4,3] b) { b = Neg(x) }>
+    }""")
+    refusal = _refusal(model, "If", target_tract._check_if_to_where)
+    assert refusal.reason == "the condition is static: tract takes the branch itself"
+
+
+def test_too_many_branch_nodes_are_refused():
+    chain = " ".join(f"a{k + 1} = Neg(a{k})" for k in range(target_tract.MAX_BRANCH_NODES + 1))
+    model = parse(f"""g (float[4] x, bool c) => (float[4] y) {{
+        y = If(c) <then_branch = t () => (float[4] z) {{
+                       a0 = Identity(x) {chain} z = Identity(a0)
+                   }},
+                   else_branch = e () => (float[4] b) {{ b = Neg(x) }}>
+    }}""")
+    refusal = _refusal(model, "If", target_tract._check_if_to_where)
+    assert refusal.reason.startswith("branch 't' has 35 nodes (at most 32)")
+
+
+# -- Loop -> Scan --------------------------------------------------------------------------------
+
+RNN = """g (float[T,B,4] x, float[B,4] h0) => (float[B,4] h, float[T,B,4] ys) {
+    shape = Shape(x)
+    axis = Constant<value = int64 {AXIS}>()
+    n = Gather(shape, axis)
+    go = Constant<value = bool {1}>()
+    h, ys = Loop(n, go, h0) <body = body (int64 i, bool cond, float[B,4] state)
+                                    => (bool cond_out, float[B,4] next, float[B,4] out) {
+        cond_out = Identity(cond)
+        row = Gather<axis = AXIS>(x, i)
+        mixed = Add(row, state)
+        next = Tanh(mixed)
+        out = Identity(next)
+    }>
+}"""
+
+
+@pytest.mark.parametrize("steps", [1, 4])
+def test_a_loop_over_the_rows_of_a_tensor_becomes_scan(steps):
+    model = parse(RNN.replace("AXIS", "0"))
+    lowered, report = lower(model, target="tract")
+    assert op_counts(lowered)["Loop"] == 0 and op_counts(lowered)["Scan"] == 1
+    assert report.rules_fired == {"tract-loop-to-scan": 1}
+    x = RNG.standard_normal((steps, 2, 4)).astype(np.float32)
+    h0 = RNG.standard_normal((2, 4)).astype(np.float32)
+    _, ys = _same_as_original(model, lowered, {"x": x, "h0": h0})
+    assert ys.shape == (steps, 2, 4)
+
+
+def test_an_empty_walked_axis_is_warned_about():
+    """The Loop runs zero times; a Scan over an empty axis fails in onnxruntime (probed with
+    1.32), hence the warning."""
+    model = parse(RNN.replace("AXIS", "0"))
+    lowered, report = lower(model, target="tract")
+    (warning,) = [w for w in report.warnings if "Scan" in w]
+    assert "dim 0 of 'x', which must not be empty" in warning
+    feeds = {"x": np.zeros((0, 2, 4), np.float32), "h0": np.ones((2, 4), np.float32)}
+    h, _ = run_ort(model, feeds)
+    np.testing.assert_array_equal(h, feeds["h0"])
+    with pytest.raises(Exception, match="Dimension 0 is 0"):
+        run_ort(lowered, feeds)
+
+
+def test_a_static_walked_axis_is_not_warned_about():
+    model = parse(RNN.replace("AXIS", "0").replace("float[T,B,4]", "float[3,B,4]"))
+    _, report = lower(model, target="tract")
+    assert report.rules_fired == {"tract-loop-to-scan": 1}
+    assert not [w for w in report.warnings if "Scan" in w]
+
+
+def test_a_loop_over_another_axis_scans_that_axis():
+    model = parse(
+        RNN.replace("AXIS", "1")
+        .replace("float[T,B,4] x", "float[B,T,4] x")
+        .replace("float[T,B,4] ys", "float[T,B,4] ys")
+    )
+    lowered, _ = lower(model, target="tract")
+    (scan,) = [n for n in lowered.graph.node if n.op_type == "Scan"]
+    assert {a.name: list(a.ints) for a in scan.attribute if a.ints} == {"scan_input_axes": [1]}
+    x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    _same_as_original(model, lowered, {"x": x, "h0": np.ones((2, 4), np.float32)})
+
+
+def test_the_default_target_keeps_the_loop():
+    lowered, report = lower(parse(RNN.replace("AXIS", "0")))
+    assert op_counts(lowered)["Loop"] == 1 and report.rules_fired == {}
+
+
+WHILE = """g (float[T,4] x) => (float[4] h) {
+    shape = Shape(x)
+    axis = Constant<value = int64 {0}>()
+    n = Gather(shape, axis)
+    go = Constant<value = bool {1}>()
+    h0 = Constant<value = float[4] {0, 0, 0, 0}>()
+    h = Loop(n, go, h0) <body = body (int64 i, bool cond, float[4] state)
+                                => (bool more, float[4] next) {
+        row = Gather(x, i)
+        next = Add(row, state)
+        total = ReduceSum<keepdims = 0>(next)
+        limit = Constant<value = float {3}>()
+        more = Less(total, limit)
+    }>
+}"""
+
+
+def test_a_data_dependent_while_loop_is_refused_with_that_reason():
+    refusal = _refusal(parse(WHILE), "Loop", target_tract._check_loop_to_scan)
+    assert refusal.reason == (
+        "the body computes its condition: a data-dependent while loop, which tract cannot run"
+    )
+    model = parse(WHILE)
+    lowered, _ = lower(model, target="tract")
+    assert op_counts(lowered)["Loop"] == 1
+    _same_as_original(model, lowered, {"x": np.ones((5, 4), np.float32)})
+
+
+def test_the_iteration_number_read_otherwise_is_refused():
+    model = parse(
+        RNN.replace("AXIS", "0").replace(
+            "out = Identity(next)", "fi = Cast<to = 1>(i) out = Add(next, fi)"
+        )
+    )
+    refusal = _refusal(model, "Loop", target_tract._check_loop_to_scan)
+    assert refusal.reason == "the iteration number is read by Cast, not only Gather"
+
+
+def test_a_trip_count_that_is_not_the_walked_dim_is_refused():
+    model = parse(
+        RNN.replace("AXIS", "0")
+        .replace("n = Gather(shape, axis)", "n = Gather(shape, axis)\n    m = Identity(n)")
+        .replace("Loop(n,", "Loop(m,")
+    )
+    refusal = _refusal(model, "Loop", target_tract._check_loop_to_scan)
+    assert refusal.reason == "the trip count is not the size of dim 0 of 'x'"
+
+
+# -- unrolling within a budget -------------------------------------------------------------------
+
+STATIC = """g (float[4] x) => (float[4] y, float[3,4] ys) {
+    m = Constant<value = int64 {3}>()
+    go = Constant<value = bool {1}>()
+    y, ys = Loop(m, go, x) <body = body (int64 i, bool cond, float[4] v)
+                                    => (bool cond_out, float[4] w, float[4] u) {
+        cond_out = Identity(cond)
+        w = Add(v, v)
+        u = Identity(w)
+    }>
+}"""
+
+
+def test_a_static_tensor_loop_is_unrolled_for_tract():
+    model = parse(STATIC)
+    lowered, report = lower(model, target="tract")
+    assert op_counts(lowered)["Loop"] == 0
+    assert report.rules_fired == {"tract-loop-unroll": 1}
+    _same_as_original(model, lowered, {"x": np.array([1, -2, 0.5, 3], np.float32)})
+
+
+def test_a_loop_over_the_budget_is_refused_with_the_numbers():
+    refusal = _refusal(parse(STATIC), "Loop", target_tract._check_unroll, unroll_budget=5)
+    assert refusal.reason == (
+        "unrolling 3 iterations of 3 nodes adds 9 nodes, over the budget of 5 "
+        "(Options.unroll_budget)"
+    )
+    lowered, _ = lower(parse(STATIC), target="tract", unroll_budget=5)
+    assert op_counts(lowered)["Loop"] == 1
+
+
+def test_the_default_target_does_not_unroll_tensor_loops():
+    lowered, _ = lower(parse(STATIC))
+    assert op_counts(lowered)["Loop"] == 1
+
+
+RAGGED = """g (float[2] a, float[3] b) => (float[?] cat) {
+    m = Constant<value = int64 {TRIPS}>()
+    t = Constant<value = bool {1}>()
+    parts = SequenceConstruct(a, b)
+    empty = SequenceEmpty<dtype = 1>()
+    s = Loop(m, t, empty) <body = body (int64 i, bool cond, seq(float) acc)
+                                       => (bool c2, seq(float) grown) {
+        c2 = Identity(cond)
+        two = Constant<value = int64 {2}>()
+        j = Mod(i, two)
+        e = SequenceAt(parts, j)
+        ne = Neg(e)
+        grown = SequenceInsert(acc, ne)
+    }>
+    cat = ConcatFromSequence<axis = 0>(s)
+}"""
+
+
+def test_a_sequence_loop_past_loop_unroll_limits_is_unrolled_for_tract_only():
+    trips = loops.MAX_UNROLL + 8
+    model = parse(RAGGED.replace("TRIPS", str(trips)))
+    a, b = np.array([1, 2], np.float32), np.array([3, 4, 5], np.float32)
+    generic, _ = lower(model)
+    assert op_counts(generic)["Loop"] == 1  # the elements differ in shape: no scan output
+    lowered, report = lower(model, target="tract")
+    assert op_counts(lowered)["Loop"] == 0 and sequence_op_count(lowered) == 0
+    assert report.rules_fired["tract-loop-unroll"] == 1
+    (cat,) = _same_as_original(model, lowered, {"a": a, "b": b})
+    assert cat.shape == (trips // 2 * 5,)
+
+
+def test_a_sequence_loop_over_the_budget_keeps_its_loop():
+    model = parse(RAGGED.replace("TRIPS", str(loops.MAX_UNROLL + 8)))
+    refusal = _refusal(model, "Loop", target_tract._check_unroll, unroll_budget=100)
+    assert refusal.reason.startswith(f"{loops.MAX_UNROLL + 8} iterations of ")
+    assert refusal.reason.endswith("too many to unroll (Options.unroll_budget is 100 nodes)")
+
+
+def test_a_branch_valid_only_when_taken_keeps_its_if():
+    """`x + bias if x.size(1) == 4 else -x`: the then-branch fails for other widths, so
+    computing it unconditionally would turn a working model into a failing one."""
+    model = parse("""g (float[N,K] x) => (float[N,K] y) {
+        s = Shape(x)
+        one = Constant<value = int64 {1}>()
+        k = Gather(s, one)
+        four = Constant<value = int64 {4}>()
+        c = Equal(k, four)
+        y = If(c) <then_branch = t () => (float[N,K] a) {
+                       bias = Constant<value = float[4] {1, 2, 3, 4}>()
+                       a = Add(x, bias)
+                   },
+                   else_branch = e () => (float[N,K] b) { b = Neg(x) }>
+    }""")
+    refusal = _refusal(model, "If", target_tract._check_if_to_where)
+    assert refusal.reason == (
+        "branch 't' computes Add on shapes not known to fit, which may fail when the branch is "
+        "not taken"
+    )
+    lowered, _ = lower(model, target="tract")
+    assert op_counts(lowered)["If"] == 1
+    for width in (3, 4):
+        _same_as_original(model, lowered, {"x": np.ones((2, width), np.float32)})
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "op", "fits"),
+    [
+        ("float[N,3]", "float[3]", "Add", True),
+        ("float[N,3]", "float[N,1]", "Mul", True),
+        ("float[N,3]", "float[M,3]", "Sub", False),
+        ("float[N,K]", "float[K,2]", "MatMul", True),
+        ("float[N,K]", "float[3,2]", "MatMul", False),
+        ("float[N,3]", "float[M,3]", "Concat", True),
+        ("float[N,3]", "float[N,4]", "Concat", False),
+    ],
+)
+def test_broadcasting_ops_are_safe_only_when_their_shapes_fit(a, b, op, fits):
+    attrs = "<axis = 0>" if op == "Concat" else ""
+    model = parse(f"""g ({a} p, {b} q, bool c) => (float[?,?] y) {{
+        y = If(c) <then_branch = t () => (float[?,?] r) {{ r = {op}{attrs}(p, q) }},
+                   else_branch = e () => (float[?,?] r2) {{ r2 = {op}{attrs}(p, q) }}>
+    }}""")
+    ir_model = ir.from_proto(model)
+    (node,) = [n for n in ir_model.graph if n.op_type == "If"]
+    (inner,) = list(node.attributes["then_branch"].as_graph())
+    assert target_tract._always_compatible(inner) is fits
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int16", "uint16", "uint64"])
+def test_types_without_an_onnxruntime_where_keep_their_if(dtype):
+    """Found by fuzzing with --target tract (seeds 369, 493): onnxruntime has no Where kernel
+    for these element types, so the If stays (the lowered model must load where the original
+    does)."""
+    model = parse(f"""g ({dtype}[3] a, {dtype}[3] b, bool c) => ({dtype}[3] y) {{
+        y = If(c) <then_branch = t () => ({dtype}[3] p) {{ p = Identity(a) }},
+                   else_branch = e () => ({dtype}[3] q) {{ q = Identity(b) }}>
+    }}""")
+    refusal = _refusal(model, "If", target_tract._check_if_to_where)
+    assert refusal.reason == f"output 0: onnxruntime has no Where for {dtype}"
+    lowered, _ = lower(model, target="tract")
+    a, b = np.array([1, 0, 1]).astype(dtype), np.array([0, 1, 1]).astype(dtype)
+    for c in (True, False):
+        _same_as_original(model, lowered, {"a": a, "b": b, "c": np.array(c)})
