@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from seqlower.verification.check import InputSource, verify
 from seqlower.verification.compare import DEFAULT_TOLERANCES, Comparison, Tolerance, compare_values
-from seqlower.verification.generate import generate_inputs
+from seqlower.verification.generate import LOOP_ITERATIONS, SEQUENCE_LENGTHS, generate_inputs
 from seqlower.verification.report import OutputResult, TrialResult, VerifyReport
 from seqlower.verification.supplied import load_supplied
 
 __all__ = [
     "DEFAULT_TOLERANCES",
+    "LOOP_ITERATIONS",
+    "SEQUENCE_LENGTHS",
     "Comparison",
     "InputSource",
     "OutputResult",
