@@ -24,14 +24,14 @@ _MAX_DEPTH = 32
 
 
 def loop_iterations(model: ir.Model, feeds: Feeds) -> dict[str, str]:
-    """Per Loop of the main graph (by node name, or `Loop #k` when unnamed), how many
-    iterations ran on `feeds`, where that is visible."""
+    """Per Loop of the main graph (`Loop 'name'`, or `Loop #k` for the k-th when unnamed), how
+    many iterations ran on `feeds`, where that is visible."""
     result: dict[str, str] = {}
     loops = [node for node in model.graph if node.op_type == "Loop" and node.domain == ""]
     for number, node in enumerate(loops):
         trip = _scalar(node.inputs[0] if node.inputs else None, model.graph, feeds)
         condition = _scalar(node.inputs[1] if len(node.inputs) > 1 else None, model.graph, feeds)
-        name = node.name or f"Loop #{number}"
+        name = f"Loop '{node.name}'" if node.name else f"Loop #{number}"
         if condition is not None and not condition:
             result[name] = "0 iterations (its condition is false)"
         elif trip is None or (condition is None and _has_condition(node)):
