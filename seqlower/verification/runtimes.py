@@ -12,8 +12,9 @@ sequence. Each runtime runs on the CPU, one thread where it lets us choose:
 - onnxruntime: every ONNX type it supports, logging silenced.
 - openvino (`pip install 'seqlower[openvino]'`): compiled with INFERENCE_PRECISION_HINT f32, so
   that float results are not computed in reduced precision.
-- tract (`pip install 'seqlower[tract]'`): input facts are set from the feeds' shapes and dtypes,
-  and the optimized plan is cached per set of input shapes.
+- tract (`pip install 'seqlower[tract]'`): planned once from the model's declared input facts
+  (symbolic dims stay symbolic); when tract cannot plan from those (an unnamed dim, say), the
+  input facts are set from the feeds' shapes and dtypes and a plan is cached per set of shapes.
 
 OpenVINO and tract have no string tensors and no sequence types: a model with either in its
 interface raises `CannotRunError` ("cannot run in tract: input 's' is a sequence"). A runtime that
@@ -107,10 +108,14 @@ def check_available(runtime: str) -> None:
     installed (the message names the extra to install)."""
     if runtime not in _EXTRAS:
         raise ValueError(f"unknown runtime '{runtime}': choose one of {', '.join(RUNTIMES)}")
-    if importlib.util.find_spec(runtime) is None:
+    if not _installed(runtime):
         extra = _EXTRAS[runtime]
         hint = f"pip install 'seqlower[{extra}]'" if extra else f"pip install {runtime}"
         raise RuntimeUnavailableError(f"{runtime} is not installed: {hint}")
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
 
 
 def open_session(runtime: str, model: ModelData) -> RuntimeSession:
@@ -186,13 +191,17 @@ class _TractSession:
         self._path = str(source)
         self.input_names, self.output_names = _tensor_interface(Path(self._path), "tract")
         self._plans: dict[tuple[Any, ...], Any] = {}
-        # load once now, so that a model tract rejects fails here, as in the other runtimes
-        self._tract.onnx().load(self._path)
+        # the model's own input facts (symbolic dims stay symbolic): one plan for every shape
+        inference = self._tract.onnx().load(self._path)
+        try:
+            self._general: Any = inference.into_model().into_runnable()
+        except Exception:  # e.g. an unnamed dim: plan per set of input shapes instead
+            self._general = None
 
     def run(self, feeds: Mapping[str, Any]) -> list[Any]:
         arrays = [np.asarray(feeds[name]) for name in self.input_names]
         key = tuple((array.shape, array.dtype.str) for array in arrays)
-        plan = self._plans.get(key)
+        plan = self._general or self._plans.get(key)
         if plan is None:
             inference = self._tract.onnx().load(self._path)
             for index, array in enumerate(arrays):
