@@ -37,10 +37,15 @@ def loop_iterations(model: ir.Model, feeds: Feeds) -> dict[str, str]:
         elif trip is None or (condition is None and _has_condition(node)):
             continue  # not visible
         elif _passes_condition_through(node):
-            result[name] = f"{max(trip, 0)} iterations"
+            result[name] = _iterations(trip)
         else:
-            result[name] = f"at most {max(trip, 0)} iterations (its body may stop it sooner)"
+            result[name] = f"at most {_iterations(trip)} (its body may stop it sooner)"
     return result
+
+
+def _iterations(count: int) -> str:
+    count = max(count, 0)
+    return f"{count} iteration{'' if count == 1 else 's'}"
 
 
 def _scalar(value: ir.Value | None, graph: ir.Graph, feeds: Feeds) -> int | None:

@@ -103,16 +103,16 @@ ONCE = onnx.parser.parse_model(HEADER + "g (float[2] x) => (float[2] y) { y = Id
 
 def test_a_run_that_never_ends_is_killed_after_the_timeout():
     started = time.perf_counter()
-    report = verify(ONCE, FOREVER, trials=2, timeout=1.0)
-    assert time.perf_counter() - started < 20
-    assert [trial.status for trial in report.trials] == ["candidate crashed"] * 2
-    assert report.failures()[0] == (
-        "trial 0: candidate did not finish in 1 s in onnxruntime while running (killed)"
-    )
+    report = verify(ONCE, FOREVER, trials=1, timeout=3.0)
+    assert time.perf_counter() - started < 30
+    assert [trial.status for trial in report.trials] == ["candidate crashed"]
+    assert report.failures() == [
+        "trial 0: candidate did not finish in 3 s in onnxruntime while running (killed)"
+    ]
 
 
 def test_a_runner_starts_afresh_after_a_crash_while_running():
-    with IsolatedRunner("onnxruntime", FOREVER.SerializeToString(), timeout=0.5) as runner:
+    with IsolatedRunner("onnxruntime", FOREVER.SerializeToString(), timeout=3.0) as runner:
         first = runner.run({"x": np.ones(2, np.float32)})
         second = runner.run({"x": np.ones(2, np.float32)})
     assert first.crashed and second.crashed

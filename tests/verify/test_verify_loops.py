@@ -55,7 +55,7 @@ def test_trip_counts_and_conditions_run_the_body_1_to_5_times_and_0_once():
     assert seen == list(LOOP_ITERATIONS) == [3, 1, 0, 5, 2, 4]
     report = verify(_loop13("Add"), _loop13("Add"), trials=6)
     assert [trial.loops["Loop #0"] for trial in report.trials] == [
-        f"{count} iterations" for count in seen
+        f"{count} iteration{'' if count == 1 else 's'}" for count in seen
     ]
     # the output shows it: the input sequence (3, 1, 0 elements) and one slice per iteration
     assert [trial.outputs[0].shape.split(" ")[0] for trial in report.trials] == [
