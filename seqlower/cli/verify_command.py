@@ -168,12 +168,15 @@ def _footer(result: VerifyReport) -> list[str]:
             lines.extend(
                 f"trial {trial.index}: {name} ran {count}" for name, count in trial.loops.items()
             )
-        if trial.status == "both failed" and not any(
-            line.startswith(f"trial {trial.index}: ") for line in failures
+        head = f"trial {trial.index}"
+        if trial.runtime != "onnxruntime":
+            head += f" ({trial.runtime})"
+        if trial.status in ("both failed", "both crashed") and not any(
+            line.startswith(f"{head}: ") for line in failures
         ):
+            what = trial.status.split()[1]
             lines.append(
-                f"trial {trial.index}: both models failed (not counted as a difference): "
-                f"{trial.original_error}"
+                f"{head}: both models {what} (not counted as a difference): {trial.original_error}"
             )
         if trial.reference_error:
             lines.append(f"trial {trial.index}: reference failed: {trial.reference_error}")
@@ -187,7 +190,7 @@ def _footer(result: VerifyReport) -> list[str]:
         lines.append("NOT equivalent:")
         lines.extend(f"  - {line}" for line in failures)
     else:
-        both = sum(trial.status == "both failed" for trial in result.trials)
+        both = sum(trial.status in ("both failed", "both crashed") for trial in result.trials)
         compared = len(result.trials) - both
         extra = f", {both} failed in both models" if both else ""
         lines.append(f"equivalent ({compared} trials compared{extra})")

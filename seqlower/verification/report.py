@@ -6,12 +6,12 @@ exactly when it is empty. The policy it encodes:
 - an interface problem (missing, extra or reordered outputs, changed inputs) is a failure;
 - a trial where an output differs, or where one model raises and the other does not, is a failure;
 - a model that crashes its runtime (the runtime's process dies on a signal, or is killed after
-  the timeout) is a failure: "trial 0: candidate crashed onnxruntime: signal 11 (SIGSEGV) while
-  loading the model"; so is a candidate that a runtime cannot run at all ("cannot run in tract:
-  input 's' is a sequence", given once per runtime);
+  the timeout) is a failure: "candidate crashed onnxruntime: signal 11 (SIGSEGV) while loading
+  the model" (said once when loading crashed, else per trial); so is a candidate that a runtime
+  cannot run at all ("cannot run in tract: input 's' is a sequence", said once per runtime);
 - a trial where both models raise ("both failed": they agree that the input is invalid, as with
-  an empty sequence given to ConcatFromSequence) is reported but is not a failure, unless
-  `strict_errors` is set;
+  an empty sequence given to ConcatFromSequence) or both crash (a while loop that never ends on
+  that input) is reported but is not a failure, unless `strict_errors` is set;
 - at least one trial must run both models to completion, otherwise nothing was compared (and
   the errors of every trial are listed).
 
@@ -113,7 +113,7 @@ class VerifyReport:
     def failures(self) -> list[str]:
         """One line per reason the models are not shown equivalent (empty when they are)."""
         lines = list(self.problems)
-        nothing_ran = all(trial.status == "both failed" for trial in self.trials)
+        nothing_ran = all(trial.status in ("both failed", "both crashed") for trial in self.trials)
         for trial in self.trials:
             lines.extend(_trial_failures(trial, self.strict_errors or nothing_ran))
         if self.trials and nothing_ran:
@@ -142,6 +142,8 @@ def _trial_failures(trial: TrialResult, strict_errors: bool) -> list[str]:
         head += f" ({trial.runtime})"
     if trial.status == "cannot run":
         return [f"{trial.candidate_error}"]
+    if trial.status == "both crashed" and not strict_errors:
+        return []
     if trial.status.endswith("crashed"):
         crashed = [("original", trial.original_error), ("candidate", trial.candidate_error)]
         if trial.status != "both crashed":

@@ -40,7 +40,7 @@ import onnx
 from seqlower.verification.runtimes import ModelData, first_line
 from seqlower.verification.values import Feeds, RuntimeValue
 
-DEFAULT_TIMEOUT = 600.0
+DEFAULT_TIMEOUT = 120.0
 """Seconds one run (or loading a model) may take before its child process is killed."""
 
 _WORKER = Path(__file__).with_name("worker.py")

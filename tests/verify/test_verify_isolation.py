@@ -129,3 +129,27 @@ def test_a_model_the_runtime_rejects_is_a_load_error_in_every_trial():
     assert all(not outcome.ok and not outcome.crashed for outcome in outcomes)
     assert outcomes[0].error.startswith("cannot load the model: ")
     assert outcomes[1] == outcomes[0]
+
+
+# A while loop that ends only when its input says so: with `go` true it never ends.
+UNTIL = """g (bool go, float[2] x) => (float[2] y) {
+    y = Loop(, go, x) <body = b (int64 i, bool c, float[2] v) => (bool c_out, float[2] w) {
+        c_out = Identity(c)
+        w = OP(v, v)
+    }>
+}"""
+
+
+def test_both_models_timing_out_on_an_input_is_not_a_difference_unless_strict():
+    original = onnx.parser.parse_model(HEADER + UNTIL.replace("OP", "Add"))
+    same = onnx.parser.parse_model(HEADER + UNTIL.replace("OP", "Add"))
+    # trials 0 and 1 loop forever in both (go is true); trial 2 (go false) compares
+    report = verify(original, same, trials=3, timeout=3.0)
+    assert [trial.status for trial in report.trials] == ["both crashed", "both crashed", "ok"]
+    assert report.equivalent
+    strict = verify(original, same, trials=1, timeout=3.0, strict_errors=True)
+    assert not strict.equivalent
+    assert strict.failures()[0] == (
+        "trial 0: original did not finish in 3 s in onnxruntime while running (killed)"
+    )
+    assert strict.failures()[-1] == "no trial ran both models to completion: nothing was compared"
