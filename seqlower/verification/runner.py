@@ -29,6 +29,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -75,6 +76,8 @@ class IsolatedRunner:
         self._inbox: Connection | None = None
         self._outbox: Connection | None = None
         self._pending: list[str] = []  # "open" / "run", in the order replies will come
+        self._sent_at: list[float] = []  # when each request still unanswered was sent
+        self._answered_at = 0.0  # when the child last replied: it works on one at a time
         self._names: list[str] | None = None
         self._load_failure: RunOutcome | None = None
 
@@ -147,6 +150,7 @@ class IsolatedRunner:
 
     def _send(self, message: tuple[Any, ...]) -> None:
         assert self._outbox is not None
+        self._sent_at.append(time.monotonic())
         with contextlib.suppress(OSError):  # the child is gone; its reply will say how
             self._outbox.send(message)
 
@@ -154,8 +158,11 @@ class IsolatedRunner:
         """The child's reply, or the outcome when it failed, died or took too long."""
         assert self._inbox is not None
         when = "while loading the model" if kind == "open" else "while running"
+        # the timeout runs from when the child could start on this request, not from now
+        started = max(self._sent_at.pop(0), self._answered_at)
+        remaining = max(started + self._timeout - time.monotonic(), 0.0)
         try:
-            if not self._inbox.poll(self._timeout):
+            if not self._inbox.poll(remaining):
                 assert self._process is not None
                 self._process.kill()
                 self._forget_process()
@@ -165,6 +172,7 @@ class IsolatedRunner:
                     crashed=True,
                 )
             reply = self._inbox.recv()
+            self._answered_at = reply[-1]  # when the child sent it: it started on the next
         except (EOFError, OSError):
             code = self._forget_process()
             error = f"crashed {self.runtime}: {_exit_text(code)} {when}"
@@ -192,6 +200,7 @@ class IsolatedRunner:
                 code = process.wait()
         self._inbox = self._outbox = self._process = None
         self._pending = [kind if kind == "known" else "lost" for kind in self._pending]
+        self._sent_at = []
         return code
 
 

@@ -8,7 +8,9 @@ connection framing), answered in order, one reply per request:
     ("open", runtime, model) -> ("ok", output_names) | ("cannot run", message) | ("error", message)
     ("run", feeds)           -> ("ok", outputs)      | ("error", message)
 
-A "run" after a failed "open" is answered with that failure again. The end of the input ends the
+Each reply ends with the `time.monotonic()` at which it was sent (the clock is shared by the
+processes of one machine), from which the parent times the next request. A "run" after a failed
+"open" is answered with that failure again. The end of the input ends the
 process at once (no interpreter teardown, which would cost the verifier a tenth of a second per
 model). Anything a runtime prints to stdout is sent to stderr, never into the replies.
 """
@@ -20,6 +22,7 @@ __all__ = ["main"]
 import importlib.util
 import os
 import sys
+import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 from types import ModuleType
@@ -58,7 +61,7 @@ def main(argv: list[str]) -> int:
                 reply = ("ok", session.run(message[1]))
             except Exception as error:  # every failure of a run is a result to report
                 reply = ("error", runtimes.first_line(error))
-        outbox.send(reply)
+        outbox.send((*reply, time.monotonic()))
 
 
 def _runtimes_module() -> ModuleType:
