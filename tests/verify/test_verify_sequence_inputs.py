@@ -26,6 +26,8 @@ ELEMENT_TYPES = {
     "float16": np.float16,
     "float": np.float32,
     "double": np.float64,
+    "complex64": np.complex64,
+    "complex128": np.complex128,
     "string": np.object_,
 }
 SHAPES = {0: "", 1: "[N]", 2: "[N, 2]", 3: "[2, N, 3]"}
