@@ -160,22 +160,47 @@ class _OpenvinoSession:
         with _model_file(model) as path:
             self.input_names, self.output_names = _tensor_interface(path, "openvino")
             core = ov.Core()
-            self._compiled = core.compile_model(
-                core.read_model(str(path)),
-                "CPU",
-                {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1},
-            )
+            try:
+                self._compiled = core.compile_model(
+                    core.read_model(str(path)),
+                    "CPU",
+                    {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1},
+                )
+            except Exception as error:
+                raise RuntimeError(_openvino_message(error)) from None
         self._request = self._compiled.create_infer_request()
+        # OpenVINO drops inputs the graph does not use: feed only the ports it kept
+        self._ports = {name for port in self._compiled.inputs for name in port.get_names()}
 
     def run(self, feeds: Mapping[str, Any]) -> list[Any]:
-        declared = set(self.input_names)
-        results = self._request.infer({k: v for k, v in feeds.items() if k in declared})
+        try:
+            results = self._request.infer({k: v for k, v in feeds.items() if k in self._ports})
+        except Exception as error:
+            raise RuntimeError(_openvino_message(error)) from None
         by_name = {
             name: np.array(results[port], copy=True)
             for port in self._compiled.outputs
             for name in port.get_names()
         }
         return [by_name[name] for name in self.output_names]
+
+
+_OPENVINO_NOISE = (
+    "Exception from ",
+    "Check '",
+    "While validating",
+    "Summary:",
+    "Model wasn't fully converted",
+)
+
+
+def _openvino_message(error: BaseException) -> str:
+    """OpenVINO's message without its source locations and check expressions, on one line:
+    `Port for tensor name Y was not found.`, `FrontEnd API failed with OpConversionFailure: ...
+    SplitToSequence: scalar 'split' input requires static dimension on the split axis ...`."""
+    lines = [line.strip().lstrip("- ").strip() for line in str(error).splitlines()]
+    kept = [line for line in lines if line and not line.startswith(_OPENVINO_NOISE)]
+    return " ".join(kept) or first_line(error)
 
 
 class _TractSession:

@@ -1,0 +1,126 @@
+"""Every ONNX conformance case with sequences and every PyTorch fixture, lowered, in OpenVINO and
+tract, compared with the expected outputs (issue 17: runtimes as oracles).
+
+A lowered model either runs and is correct, or cannot run there (strings or sequences in its
+interface), or fails for a reason recorded below, per runtime. A lowered model that runs and is
+wrong must be wrong in the original too (the runtime's own bug, also recorded), never because of
+a rewrite. A recorded failure that goes away fails the test too, so that the list only shrinks.
+Runs in this process (both runtimes load all these models without crashing; the verifier's child
+processes are for models that do crash).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+import test_torch_fixtures as fixtures
+from conformance.test_onnx_backend import CASES as CONFORMANCE
+
+import seqlower
+from seqlower.verification.runtimes import CannotRunError, run_in_runtime
+
+pytest.importorskip("openvino", reason="the test extra installs openvino")
+pytest.importorskip("tract", reason="the test extra installs tract")
+
+# (runtime, case) -> what the runtime says (a substring of its error), as measured with
+# OpenVINO 2026.4 and tract 0.23.9 on models lowered for the generic target.
+FAILS = {
+    # a run-time split size: OpenVINO needs a static dim for a scalar split (kept: dynamic N)
+    ("openvino", "torch/list_insert_pop"): "SplitToSequence",
+    ("tract", "torch/list_insert_pop"): "Unimplemented(SplitToSequence)",
+    # kept sequence ops (the positions are overridable initializers)
+    ("tract", "test_sequence_model1"): "Unimplemented(SequenceConstruct)",
+    # tract has no Loop and no If with a run-time condition (--target tract is the remedy)
+    ("tract", "torch/loop_append_dynamic"): "Unimplemented(Loop)",
+    ("tract", "torch/split_sum_scripted"): "Unimplemented(Loop)",
+    ("tract", "torch/unbind_stack"): "Unimplemented(Loop)",
+    ("tract", "torch/list_in_if"): "If",
+    # tract cannot evaluate a Slice whose bounds are computed from a run-time length
+    ("tract", "torch/len_neg_index"): "DynSlice",
+    ("tract", "torch/len_of_split"): "DynSlice",
+    # tract cannot type a ConstantOfShape whose shape is computed at run time
+    ("tract", "torch/rnn_index_loop"): "ConstantOfShape",
+    ("tract", "torch/rnn_unbind_loop"): "ConstantOfShape",
+}
+# (runtime, case): the runtime computes wrong values for the original model already.
+WRONG_ON_ITS_OWN = {
+    # SequenceInsert at a run-time position then SequenceAt: OpenVINO returns another element
+    ("openvino", "test_sequence_model1"),
+}
+
+
+def _cases() -> dict[str, tuple[onnx.ModelProto, dict[str, Any], list[Any], float, float]]:
+    cases = {
+        name: (case.model, case.inputs, case.outputs, max(case.rtol, 1e-5), max(case.atol, 1e-6))
+        for name, case in CONFORMANCE.items()
+    }
+    for name in fixtures.CASES:
+        model = onnx.load(fixtures.ROOT / name / "model.onnx")
+        _, inputs, outputs = next(iter(fixtures._data_sets(name, model)))
+        cases[f"torch/{name}"] = (model, inputs, outputs, 1e-4, 1e-5)
+    return cases
+
+
+CASES = _cases()
+
+
+@functools.cache
+def _lowered(name: str) -> bytes:
+    model, _ = seqlower.optimize(CASES[name][0])
+    return ir.to_proto(model).SerializeToString()
+
+
+def _correct(outputs: list[Any], expected: list[Any], rtol: float, atol: float) -> bool:
+    if len(outputs) != len(expected):
+        return False
+    for got, want in zip(outputs, expected):
+        if isinstance(want, list):
+            if not isinstance(got, list) or not _correct(got, want, rtol, atol):
+                return False
+        elif np.shape(got) != np.shape(want) or not np.allclose(got, want, rtol, atol):
+            return False
+    return True
+
+
+def _interface_has_strings_or_sequences(model: onnx.ModelProto) -> bool:
+    values = [*model.graph.input, *model.graph.output]
+    return any(
+        not value.type.HasField("tensor_type")
+        or value.type.tensor_type.elem_type == onnx.TensorProto.STRING
+        for value in values
+    )
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("runtime", ["openvino", "tract"])
+def test_lowered_model_in_runtime(runtime, name):
+    model, inputs, expected, rtol, atol = CASES[name]
+    try:
+        outputs = run_in_runtime(runtime, _lowered(name), inputs)
+    except CannotRunError as error:
+        assert _interface_has_strings_or_sequences(onnx.load_from_string(_lowered(name)))
+        assert str(error).startswith(f"cannot run in {runtime}: ")
+        return
+    except Exception as error:
+        reason = FAILS.get((runtime, name))
+        assert reason is not None, f"{runtime} newly fails: {error}"
+        assert reason in str(error)
+        return
+    assert (runtime, name) not in FAILS, f"{runtime} runs it now: drop it from FAILS"
+    if _correct(outputs, expected, rtol, atol):
+        assert (runtime, name) not in WRONG_ON_ITS_OWN, "now correct: drop it"
+        return
+    # wrong: only acceptable when the runtime is wrong on the original model too
+    assert (runtime, name) in WRONG_ON_ITS_OWN, f"{runtime} computes a wrong result"
+    original = run_in_runtime(runtime, model, inputs)
+    assert not _correct(original, expected, rtol, atol)
+
+
+def test_the_tables_name_collected_cases():
+    assert {name for _, name in [*FAILS, *WRONG_ON_ITS_OWN]} <= set(CASES)
+    assert len(CASES) >= 55
