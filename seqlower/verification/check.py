@@ -143,10 +143,8 @@ def verify(
             loops = loop_iterations(original_ir, feeds)
             for runner in candidate_runners:
                 second = _unflattened(runner.result(), flattening)
-                results.append(
-                    _trial(index, source, feeds, names, first, second, third, rtol, atol)
-                )
-                results[-1] = dataclasses.replace(results[-1], runtime=runner.runtime, loops=loops)
+                result = _trial(index, source, feeds, names, first, second, third, rtol, atol)
+                results.append(dataclasses.replace(result, runtime=runner.runtime, loops=loops))
     settings: dict[str, Any] = {
         "trials": len(trial_inputs),
         "seed": seed,

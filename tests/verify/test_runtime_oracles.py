@@ -124,3 +124,26 @@ def test_lowered_model_in_runtime(runtime, name):
 def test_the_tables_name_collected_cases():
     assert {name for _, name in [*FAILS, *WRONG_ON_ITS_OWN]} <= set(CASES)
     assert len(CASES) >= 55
+
+
+# OpenVINO 2026.4 returns uninitialized memory for SequenceAt after a SequenceInsert at a
+# constant position (README, Verification); lowering removes both and the result is right.
+INSERT_THEN_AT = onnx.parser.parse_model("""<ir_version: 9, opset_import: ["": 18]>
+g (float[2] a, float[2] b, float[2] c) => (float[2] y) {
+    p = Constant<value = int64 {1}>()
+    q = Constant<value = int64 {2}>()
+    s = SequenceConstruct(a, b)
+    t = SequenceInsert(s, c, p)
+    y = SequenceAt(t, q)
+}""")
+
+
+def test_openvino_is_wrong_on_insert_then_at_and_right_after_lowering():
+    feeds = {name: np.full(2, k, np.float32) for k, name in enumerate("abc", start=1)}
+    (original,) = run_in_runtime("openvino", INSERT_THEN_AT, feeds)
+    if np.array_equal(original, feeds["b"]):
+        pytest.skip("this OpenVINO computes SequenceInsert -> SequenceAt correctly")
+    lowered, report = seqlower.optimize(INSERT_THEN_AT)
+    assert report.total_after == 0
+    (result,) = run_in_runtime("openvino", ir.to_proto(lowered), feeds)
+    assert result.tolist() == [2.0, 2.0]  # [a, c, b][2] = b
