@@ -93,7 +93,14 @@ class IsolatedRunner:
             self._pending.append("known")
             return
         if self._process is None:
-            self._start()
+            try:
+                self._start()
+            except OSError as error:  # no child process can be started at all
+                self._load_failure = RunOutcome(
+                    error=f"cannot start a process for {self.runtime}: {first_line(error)}"
+                )
+                self._pending.append("known")
+                return
         self._send(("run", feeds))
         self._pending.append("run")
 
@@ -140,6 +147,10 @@ class IsolatedRunner:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
+        except OSError:
+            os.close(from_parent)
+            os.close(to_parent)
+            raise
         finally:
             os.close(to_child)
             os.close(from_child)

@@ -153,3 +153,11 @@ def test_both_models_timing_out_on_an_input_is_not_a_difference_unless_strict():
         "trial 0: original did not finish in 3 s in onnxruntime while running (killed)"
     )
     assert strict.failures()[-1] == "no trial ran both models to completion: nothing was compared"
+
+
+def test_a_child_that_cannot_be_started_is_a_failure_not_a_traceback(monkeypatch):
+    monkeypatch.setattr("sys.executable", "/nonexistent/python")
+    with IsolatedRunner("onnxruntime", ONCE.SerializeToString()) as runner:
+        outcome = runner.run({"x": np.ones(2, np.float32)})
+    assert not outcome.ok and not outcome.crashed
+    assert outcome.error.startswith("cannot start a process for onnxruntime: ")
