@@ -4,6 +4,8 @@ verdict, never the end of the verifier (issue 13, item 3)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -161,3 +163,22 @@ def test_a_child_that_cannot_be_started_is_a_failure_not_a_traceback(monkeypatch
         outcome = runner.run({"x": np.ones(2, np.float32)})
     assert not outcome.ok and not outcome.crashed
     assert outcome.error.startswith("cannot start a process for onnxruntime: ")
+
+
+def test_the_worker_starts_without_importing_seqlower():
+    """The child loads runtimes.py by path: importing the seqlower package (onnx_ir, sympy)
+    would cost each child process most of a second."""
+    from pathlib import Path
+
+    import seqlower.verification.worker as worker
+
+    script = (
+        "import runpy, sys\n"
+        f"namespace = runpy.run_path({str(Path(worker.__file__))!r}, run_name='probe')\n"
+        "runtimes = namespace['_runtimes_module']()\n"
+        "print(sorted(runtimes.RUNTIMES), any(m.startswith('seqlower') for m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd="/"
+    )
+    assert done.stdout.split("\n")[0] == "['onnxruntime', 'openvino', 'tract'] False"
