@@ -2,9 +2,9 @@
 tract, compared with the expected outputs (issue 17: runtimes as oracles).
 
 A lowered model either runs and is correct, or cannot run there (strings or sequences in its
-interface), or fails for a reason recorded below, per runtime. A lowered model that runs and is
-wrong must be wrong in the original too (the runtime's own bug, also recorded), never because of
-a rewrite. A recorded failure that goes away fails the test too, so that the list only shrinks.
+interface), or fails for a reason recorded below, per runtime; the one exception is a model on
+which the runtime itself reads uninitialized memory (recorded too). A recorded failure that goes
+away fails the test, so that the list only shrinks.
 Runs in this process (both runtimes load all these models without crashing; the verifier's child
 processes are for models that do crash).
 """
@@ -47,9 +47,10 @@ FAILS = {
     ("tract", "torch/rnn_index_loop"): "ConstantOfShape",
     ("tract", "torch/rnn_unbind_loop"): "ConstantOfShape",
 }
-# (runtime, case): the runtime computes wrong values for the original model already.
-WRONG_ON_ITS_OWN = {
-    # SequenceInsert at a run-time position then SequenceAt: OpenVINO returns another element
+# (runtime, case): the runtime reads uninitialized memory on this model, original and lowered
+# alike (both keep SequenceInsert -> SequenceAt: the positions are overridable initializers), so
+# its result may be right or wrong from one run to the next: only running is asserted.
+UNRELIABLE = {
     ("openvino", "test_sequence_model1"),
 }
 
@@ -99,7 +100,7 @@ def _interface_has_strings_or_sequences(model: onnx.ModelProto) -> bool:
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.parametrize("runtime", ["openvino", "tract"])
 def test_lowered_model_in_runtime(runtime, name):
-    model, inputs, expected, rtol, atol = CASES[name]
+    _, inputs, expected, rtol, atol = CASES[name]
     try:
         outputs = run_in_runtime(runtime, _lowered(name), inputs)
     except CannotRunError as error:
@@ -112,17 +113,13 @@ def test_lowered_model_in_runtime(runtime, name):
         assert reason in str(error)
         return
     assert (runtime, name) not in FAILS, f"{runtime} runs it now: drop it from FAILS"
-    if _correct(outputs, expected, rtol, atol):
-        assert (runtime, name) not in WRONG_ON_ITS_OWN, "now correct: drop it"
+    if (runtime, name) in UNRELIABLE:
         return
-    # wrong: only acceptable when the runtime is wrong on the original model too
-    assert (runtime, name) in WRONG_ON_ITS_OWN, f"{runtime} computes a wrong result"
-    original = run_in_runtime(runtime, model, inputs)
-    assert not _correct(original, expected, rtol, atol)
+    assert _correct(outputs, expected, rtol, atol), f"{runtime} computes a wrong result"
 
 
 def test_the_tables_name_collected_cases():
-    assert {name for _, name in [*FAILS, *WRONG_ON_ITS_OWN]} <= set(CASES)
+    assert {name for _, name in [*FAILS, *UNRELIABLE]} <= set(CASES)
     assert len(CASES) >= 55
 
 
