@@ -4,16 +4,20 @@ from seqlower.testing import assert_equivalent
 
 def test_lowering(tmp_path):
     assert_equivalent("model.onnx", lowered_model, dims={"batch": 2})
+
+def test_lowering_in_openvino():  # pip install 'seqlower[openvino]'
+    assert_equivalent("model.onnx", lowered_model, runtimes=["openvino"])
 """
 
 from __future__ import annotations
 
 __all__ = ["assert_equivalent"]
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from seqlower.io import ModelSource
 from seqlower.verification import InputSource, VerifyReport, verify
+from seqlower.verification.runner import DEFAULT_TIMEOUT
 
 
 def assert_equivalent(
@@ -28,13 +32,15 @@ def assert_equivalent(
     atol: float | None = None,
     reference: bool = False,
     strict_errors: bool = False,
+    runtimes: Sequence[str] = ("onnxruntime",),
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> VerifyReport:
     """Run `seqlower.verification.verify` with the same arguments and return its report.
 
     Raises:
         AssertionError: the models are not shown equivalent. The message has one line per
             failure, naming the trial, the output and the error (the maximal absolute and relative
-            errors, or the exception a model raised).
+            errors, the exception a model raised, or the signal that crashed its runtime).
     """
     __tracebackhide__ = True  # pytest: show the caller's line, not this one
     report = verify(
@@ -48,6 +54,8 @@ def assert_equivalent(
         atol=atol,
         reference=reference,
         strict_errors=strict_errors,
+        runtimes=runtimes,
+        timeout=timeout,
     )
     failures = report.failures()
     if failures:

@@ -173,10 +173,6 @@ def optimize_command(
         options = lowering_options(split_keepdims, dim, flatten_sequence_io, seq_len)
         profile = check_target_name(runtime)
         options = dataclasses.replace(options, target=profile)
-        if verify and flatten_sequence_io:
-            raise SeqlowerError(
-                "--verify cannot compare models whose interfaces differ (--flatten-sequence-io)"
-            )
         _check_paths(source, target, in_place, external_data, report, dump_dir)
         lowered, summary = _optimize(source, target, options, quiet, dump_dir)
     except SeqlowerError as error:
@@ -201,7 +197,7 @@ def optimize_command(
             f"{plural(left, 'sequence op')} {verb} (--strict); nothing written", EXIT_REFUSED
         )
     if verify:
-        _verify_or_exit(source, lowered, options, quiet)
+        _verify_or_exit(source, lowered, options, quiet, profile)
     try:
         save_model(lowered, target, external_data=f"{target.name}.data" if external_data else None)
     except SeqlowerError as error:
@@ -312,17 +308,25 @@ def _check_output(model: ir.Model) -> None:
         ) from None
 
 
-def _verify_or_exit(source: Path, lowered: ir.Model, options: Options, quiet: bool) -> None:
+def _verify_or_exit(
+    source: Path, lowered: ir.Model, options: Options, quiet: bool, target: str
+) -> None:
+    """Verify in the target's runtime when it names one (openvino, tract), else onnxruntime."""
     from seqlower.verification import verify
+    from seqlower.verification.runtimes import RUNTIMES
 
-    result = verify(source, lowered, dims=options.dims)
+    runtime = target if target in RUNTIMES else "onnxruntime"
+    try:
+        result = verify(source, lowered, dims=options.dims, runtimes=[runtime])
+    except SeqlowerError as error:
+        raise _fail(f"--verify: {error}") from None
     if not result.equivalent:
         for line in result.failures():
             typer.echo(f"  - {line}", err=True)
         raise _fail("verification failed: the lowered model differs; nothing written", EXIT_REFUSED)
     if not quiet:
         trials = plural(len(result.trials), "trial")
-        typer.echo(f"verified: equivalent under onnxruntime ({trials})")
+        typer.echo(f"verified: equivalent under {runtime} ({trials})")
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -19,6 +19,8 @@ import typer
 from seqlower.cli.summary import plural
 from seqlower.errors import SeqlowerError
 from seqlower.verification import VerifyReport, verify
+from seqlower.verification.runner import DEFAULT_TIMEOUT
+from seqlower.verification.runtimes import RUNTIMES
 
 _COLUMNS = ("trial", "output", "shape", "dtype", "max abs err", "max rel err", "verdict")
 
@@ -54,10 +56,28 @@ def verify_command(
     report: Annotated[
         Path | None, typer.Option(help="Write the full report as JSON to this file.")
     ] = None,
+    runtime: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="NAME",
+            help=f"Run the candidate in this runtime ({', '.join(RUNTIMES)}; repeatable; "
+            "default onnxruntime). The original always runs under onnxruntime.",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            min=0.1, help="Seconds a model may take to load or to run once before it is killed."
+        ),
+    ] = DEFAULT_TIMEOUT,
 ) -> None:
     """Run ORIGINAL and CANDIDATE on the same inputs and compare every output.
 
-    Exit codes: 0 equivalent, 1 not equivalent, 2 bad input.
+    Each model runs in a child process: a runtime that crashes (or runs past --timeout) is a
+    verdict ("candidate crashed onnxruntime: signal 11 (SIGSEGV)"), not the end of the command.
+
+    Exit codes: 0 equivalent, 1 not equivalent (a difference, a crash, a runtime that cannot run
+    the candidate), 2 bad input (also: a runtime that is not installed).
 
     Examples:
 
@@ -66,6 +86,8 @@ def verify_command(
       seqlower verify model.onnx lowered.onnx --trials 10 --dim N=16
 
       seqlower verify model.onnx lowered.onnx --inputs test_data_set_0 --reference
+
+      seqlower verify model.onnx lowered.onnx --runtime openvino --runtime tract
     """
     try:
         result = verify(
@@ -79,6 +101,8 @@ def verify_command(
             atol=atol,
             reference=reference,
             strict_errors=strict_errors,
+            runtimes=runtime or ["onnxruntime"],
+            timeout=timeout,
         )
         if report is not None:
             _write(report, result.to_json() + "\n")
@@ -106,12 +130,17 @@ def _write(path: Path, text: str) -> None:
         raise SeqlowerError(f"{path}: cannot write the report ({error.strerror})") from None
 
 
+def _several_runtimes(result: VerifyReport) -> bool:
+    return result.settings.get("runtimes", ["onnxruntime"]) != ["onnxruntime"]
+
+
 def _rows(result: VerifyReport) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
+    several = _several_runtimes(result)
     for trial in result.trials:
         for output in trial.outputs:
             row: tuple[str, ...] = (
-                str(trial.index),
+                f"{trial.index} ({trial.runtime})" if several else str(trial.index),
                 output.name,
                 output.shape,
                 output.dtype,
@@ -133,13 +162,22 @@ def _short(note: str) -> str:
 def _footer(result: VerifyReport) -> list[str]:
     failures = result.failures()
     lines = []
+    shown_loops: set[int] = set()
     for trial in result.trials:
-        if trial.status == "both failed" and not any(
-            line.startswith(f"trial {trial.index}: ") for line in failures
+        if trial.loops and trial.index not in shown_loops:
+            shown_loops.add(trial.index)
+            lines.extend(
+                f"trial {trial.index}: {name} ran {count}" for name, count in trial.loops.items()
+            )
+        head = f"trial {trial.index}"
+        if trial.runtime != "onnxruntime":
+            head += f" ({trial.runtime})"
+        if trial.status in ("both failed", "both crashed") and not any(
+            line.startswith(f"{head}: ") for line in failures
         ):
+            what = trial.status.split()[1]
             lines.append(
-                f"trial {trial.index}: both models failed (not counted as a difference): "
-                f"{trial.original_error}"
+                f"{head}: both models {what} (not counted as a difference): {trial.original_error}"
             )
         if trial.reference_error:
             lines.append(f"trial {trial.index}: reference failed: {trial.reference_error}")
@@ -153,7 +191,7 @@ def _footer(result: VerifyReport) -> list[str]:
         lines.append("NOT equivalent:")
         lines.extend(f"  - {line}" for line in failures)
     else:
-        both = sum(trial.status == "both failed" for trial in result.trials)
+        both = sum(trial.status in ("both failed", "both crashed") for trial in result.trials)
         compared = len(result.trials) - both
         extra = f", {both} failed in both models" if both else ""
         lines.append(f"equivalent ({plural(compared, 'trial')} compared{extra})")

@@ -13,13 +13,16 @@ normalizing (so the lowering sees the SequenceConstruct and removes it) and outp
 (when the lengths are best known), then lowers once more. A sequence output of unknown length,
 or whose elements have no known rank (a tensor model output needs one), stays, with the reason
 in `warnings`; a sequence input whose elements have no declared rank cannot be flattened (an
-error). Each change is recorded in `changes` for the report.
+error). Each change is recorded in `changes` for the report, and in the model's metadata under
+`FLATTENED_IO_KEY` (JSON `{"inputs": {"s": ["s_0", ...]}, "outputs": {...}}`) so that
+`seqlower verify` can compare the flattened model with its original.
 """
 
 from __future__ import annotations
 
-__all__ = ["FlattenSequenceIOPass"]
+__all__ = ["FLATTENED_IO_KEY", "FlattenSequenceIOPass"]
 
+import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -33,6 +36,9 @@ from seqlower.errors import SeqlowerError
 from seqlower.rewriter import NameAllocator
 
 logger = logging.getLogger(__name__)
+
+FLATTENED_IO_KEY = "seqlower.flattened_io"
+"""Metadata key: which tensors replace each flattened sequence input and output."""
 
 
 class FlattenSequenceIOPass(ir.passes.InPlacePass):
@@ -70,6 +76,8 @@ class FlattenSequenceIOPass(ir.passes.InPlacePass):
             modified |= self._flatten_inputs(model, names)
         if self.outputs:
             modified |= self._flatten_outputs(model, names)
+        if self.changes:
+            _record_mapping(model, self.changes)
         return ir.passes.PassResult(model, modified)
 
     # -- inputs --------------------------------------------------------------------------
@@ -256,6 +264,20 @@ def _element_shape(element: ir.Value, sequence: ir.Value) -> ir.Shape | None:
             dims[axis % len(dims)] = None
             return ir.Shape(dims)
     return sequence.shape
+
+
+def _record_mapping(model: ir.Model, changes: list[dict[str, Any]]) -> None:
+    """Add this run's flattened names to the mapping in the model's metadata."""
+    try:
+        mapping = json.loads(model.metadata_props.get(FLATTENED_IO_KEY, "{}"))
+    except json.JSONDecodeError:
+        mapping = {}
+    if not isinstance(mapping, dict):
+        mapping = {}
+    for change in changes:
+        side = "inputs" if change["kind"] == "flatten_input" else "outputs"
+        mapping.setdefault(side, {})[change["name"]] = list(change["new_names"])
+    model.metadata_props[FLATTENED_IO_KEY] = json.dumps(mapping, sort_keys=True)
 
 
 def _output_value(

@@ -1,12 +1,16 @@
 """Show that a rewritten model computes what the original computes.
 
-`verify(original, candidate)` runs both models under onnxruntime on the same inputs (random ones,
-reproducible from a seed, or supplied by the user) and compares every output; it returns a
-`VerifyReport` and never prints. `seqlower.testing.assert_equivalent` wraps it for pytest, and
-`seqlower verify` for the command line.
+`verify(original, candidate)` runs both models on the same inputs (random ones, reproducible from a
+seed, or supplied by the user), the original under onnxruntime and the candidate in each runtime
+asked for (onnxruntime, openvino, tract), each in a child process, and compares every output; it
+returns a `VerifyReport` and never prints. `seqlower.testing.assert_equivalent` wraps it for
+pytest, and `seqlower verify` for the command line. `run_in_runtime(runtime, model, feeds)` runs a
+model once in any of those runtimes, in this process.
 
 Modules, one job each: `signature` (what to feed), `generate` and `constraints` (random inputs
-that stay valid), `supplied` (inputs from files), `runner` (onnxruntime and `onnx.reference`),
+that stay valid and run loops), `supplied` (inputs from files), `flattened` (the mapping of a
+flattened interface), `runtimes` (one adapter per runtime), `runner` and `worker` (a model in a
+child process, so that a crash is a verdict; `onnx.reference`), `loops` (iterations per trial),
 `compare` (tolerances and comparison), `report` (the result), `check` (the driver).
 """
 
@@ -14,20 +18,26 @@ from __future__ import annotations
 
 from seqlower.verification.check import InputSource, verify
 from seqlower.verification.compare import DEFAULT_TOLERANCES, Comparison, Tolerance, compare_values
-from seqlower.verification.generate import generate_inputs
+from seqlower.verification.generate import LOOP_ITERATIONS, SEQUENCE_LENGTHS, generate_inputs
 from seqlower.verification.report import OutputResult, TrialResult, VerifyReport
+from seqlower.verification.runtimes import RUNTIMES, open_session, run_in_runtime
 from seqlower.verification.supplied import load_supplied
 
 __all__ = [
     "DEFAULT_TOLERANCES",
+    "LOOP_ITERATIONS",
+    "SEQUENCE_LENGTHS",
     "Comparison",
     "InputSource",
     "OutputResult",
+    "RUNTIMES",
     "Tolerance",
     "TrialResult",
     "VerifyReport",
     "compare_values",
     "generate_inputs",
     "load_supplied",
+    "open_session",
+    "run_in_runtime",
     "verify",
 ]

@@ -1,16 +1,21 @@
 """The equivalence check: run the original and the candidate on the same inputs and compare.
 
 `verify` reads both models, checks that their interfaces match (same output names at the same
-positions, same inputs), builds the inputs of every trial (generated, or supplied by the user),
-runs both models under onnxruntime and compares every output. With `reference=True` it also runs
-the original under `onnx.reference` and notes, per output, whether the two runtimes agree on it,
-so that a disagreement of the runtimes is not blamed on the rewrite. It never mutates a model.
+positions, same inputs; a candidate made by `--flatten-sequence-io` is matched through the
+mapping in its metadata, see `flattened`), builds the inputs of every trial (generated, or
+supplied by the user), runs the original under onnxruntime and the candidate in each runtime
+asked for (onnxruntime by default; openvino, tract), each model in its own child process, and
+compares every output. A runtime that crashes is a verdict, not the end of the verifier. With
+`reference=True` it also runs the original under `onnx.reference` and notes, per output, whether
+the two agree on it, so that a disagreement of the runtimes is not blamed on the rewrite. It
+never mutates a model.
 """
 
 from __future__ import annotations
 
 __all__ = ["InputSource", "verify"]
 
+import contextlib
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
@@ -20,9 +25,12 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from seqlower.errors import SeqlowerError
 from seqlower.io import ModelSource, load_model, model_to_bytes
 from seqlower.verification.compare import compare_values, tolerance_for
+from seqlower.verification.flattened import Flattening
 from seqlower.verification.generate import generate_inputs
+from seqlower.verification.loops import loop_iterations
 from seqlower.verification.report import (
     OutputResult,
     TrialResult,
@@ -30,7 +38,13 @@ from seqlower.verification.report import (
     Verdict,
     VerifyReport,
 )
-from seqlower.verification.runner import OrtRunner, ReferenceRunner, RunOutcome
+from seqlower.verification.runner import (
+    DEFAULT_TIMEOUT,
+    IsolatedRunner,
+    ReferenceRunner,
+    RunOutcome,
+)
+from seqlower.verification.runtimes import RUNTIMES, RuntimeUnavailableError, check_available
 from seqlower.verification.signature import InputSpec, feedable_inputs, output_names
 from seqlower.verification.supplied import check_feeds, load_supplied
 from seqlower.verification.values import (
@@ -59,6 +73,8 @@ def verify(
     atol: float | None = None,
     reference: bool = False,
     strict_errors: bool = False,
+    runtimes: Sequence[str] = ("onnxruntime",),
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> VerifyReport:
     """Check that `candidate` computes the same outputs as `original`.
 
@@ -72,40 +88,63 @@ def verify(
             `seqlower.verification.compare`.
         reference: also run the original under `onnx.reference` and say whether it agrees.
         strict_errors: count a trial where both models raise as a failure.
+        runtimes: the runtimes to run the candidate in ("onnxruntime", "openvino", "tract");
+            the original always runs under onnxruntime. Each trial is compared once per runtime.
+        timeout: seconds one model may take to load or to run once before it is killed (and
+            reported as crashed).
 
     Raises:
         ModelInputError: a model or a supplied input cannot be read, or an input cannot be
             generated (its type is not supported, or `dims` names an unknown dimension).
+        SeqlowerError: a runtime is unknown or not installed (the message names the extra).
         ValueError: `trials` is below 1 or a tolerance is negative.
     """
     if trials < 1:
         raise ValueError(f"trials must be at least 1, got {trials}")
     if (rtol is not None and rtol < 0) or (atol is not None and atol < 0):
         raise ValueError("tolerances must not be negative")
+    candidate_runtimes = _checked_runtimes(runtimes)
     original_ir = load_model(original)
     candidate_ir = load_model(candidate)
+    flattening = Flattening.of(original_ir, candidate_ir)
     specs = feedable_inputs(original_ir)
-    problems = _interface_problems(original_ir, candidate_ir)
+    problems = _interface_problems(original_ir, candidate_ir, flattening)
     if inputs is None:
         trial_inputs = [
             (
                 f"generated (seed {seed}, trial {index})",
-                generate_inputs(original_ir, trial=index, seed=seed, dims=dims),
+                generate_inputs(
+                    original_ir, trial=index, seed=seed, dims=dims, lengths=flattening.lengths
+                ),
             )
             for index in range(trials)
         ]
     else:
         trial_inputs = _supplied(inputs, specs)
-    original_runner = OrtRunner(_ort_source(original, original_ir))
-    candidate_runner = OrtRunner(_ort_source(candidate, candidate_ir))
-    reference_runner = _reference_runner(original, original_ir) if reference else None
+    candidate_feeds = [flattening.feeds(feeds) for _, feeds in trial_inputs]
     names = output_names(original_ir)
     results = []
-    for index, (source, feeds) in enumerate(trial_inputs):
-        first = original_runner.run(feeds)
-        second = candidate_runner.run(feeds)
-        third = reference_runner.run(feeds) if reference_runner else None
-        results.append(_trial(index, source, feeds, names, first, second, third, rtol, atol))
+    with contextlib.ExitStack() as stack:
+        original_runner = stack.enter_context(
+            IsolatedRunner("onnxruntime", _source(original, original_ir), timeout=timeout)
+        )
+        candidate_source = _source(candidate, candidate_ir)
+        candidate_runners = [
+            stack.enter_context(IsolatedRunner(runtime, candidate_source, timeout=timeout))
+            for runtime in candidate_runtimes
+        ]
+        reference_runner = _reference_runner(original, original_ir) if reference else None
+        for index, (source, feeds) in enumerate(trial_inputs):
+            original_runner.submit(feeds)
+            for runner in candidate_runners:
+                runner.submit(candidate_feeds[index])
+            third = reference_runner.run(feeds) if reference_runner else None
+            first = original_runner.result()
+            loops = loop_iterations(original_ir, feeds)
+            for runner in candidate_runners:
+                second = _unflattened(runner.result(), flattening)
+                result = _trial(index, source, feeds, names, first, second, third, rtol, atol)
+                results.append(dataclasses.replace(result, runtime=runner.runtime, loops=loops))
     settings: dict[str, Any] = {
         "trials": len(trial_inputs),
         "seed": seed,
@@ -119,6 +158,11 @@ def verify(
         },
         "reference": reference,
         "strict_errors": strict_errors,
+        "runtimes": list(candidate_runtimes),
+        "timeout": timeout,
+        "flattened": {"inputs": dict(flattening.inputs), "outputs": dict(flattening.outputs)}
+        if flattening
+        else None,
     }
     return VerifyReport(
         trials=tuple(results),
@@ -128,9 +172,32 @@ def verify(
     )
 
 
-def _interface_problems(original: ir.Model, candidate: ir.Model) -> list[str]:
+def _checked_runtimes(runtimes: Sequence[str]) -> list[str]:
+    if isinstance(runtimes, str):
+        runtimes = [runtimes]
+    chosen = list(dict.fromkeys(runtimes))
+    if not chosen:
+        raise SeqlowerError(f"no runtime to run the candidate in: choose {', '.join(RUNTIMES)}")
+    for runtime in chosen:
+        try:
+            check_available(runtime)
+        except (ValueError, RuntimeUnavailableError) as error:
+            raise SeqlowerError(str(error)) from None
+    return chosen
+
+
+def _unflattened(outcome: RunOutcome, flattening: Flattening) -> RunOutcome:
+    if outcome.outputs is None or not flattening:
+        return outcome
+    return dataclasses.replace(outcome, outputs=flattening.outputs_of(outcome.outputs))
+
+
+def _interface_problems(
+    original: ir.Model, candidate: ir.Model, flattening: Flattening
+) -> list[str]:
     problems = []
-    first, second = output_names(original), output_names(candidate)
+    first = flattening.output_names(output_names(original))
+    second = output_names(candidate)
     for position, name in enumerate(first):
         if name not in second:
             problems.append(f"the candidate has no output '{name}'")
@@ -142,7 +209,7 @@ def _interface_problems(original: ir.Model, candidate: ir.Model) -> list[str]:
     problems.extend(
         f"the candidate has an extra output '{name}'" for name in second if name not in first
     )
-    needed = [spec.name for spec in feedable_inputs(original)]
+    needed = flattening.input_names([spec.name for spec in feedable_inputs(original)])
     declared = {value.name for value in candidate.graph.inputs}
     problems.extend(
         f"the candidate has no input '{name}'" for name in needed if name not in declared
@@ -175,8 +242,8 @@ def _source_name(inputs: InputSource) -> str:
     return "supplied in Python"
 
 
-def _ort_source(source: ModelSource, model: ir.Model) -> str | bytes:
-    """A path is given to onnxruntime as is (external data stays beside it); else bytes."""
+def _source(source: ModelSource, model: ir.Model) -> str | bytes:
+    """A path is given to the runtime as is (external data stays beside it); else bytes."""
     if isinstance(source, (str, os.PathLike)):
         return str(os.fspath(source))
     if isinstance(source, onnx.ModelProto):
@@ -209,7 +276,15 @@ def _trial(
         outputs = tuple(_compared(name, original, candidate, rtol, atol) for name in names)
         status = "ok" if all(output.ok for output in outputs) else "differ"
     else:
-        if original.ok:
+        if original.crashed and candidate.crashed:
+            status = failed = "both crashed"
+        elif original.crashed:
+            status = failed = "original crashed"
+        elif candidate.crashed:
+            status = failed = "candidate crashed"
+        elif candidate.cannot_run:
+            status = failed = "cannot run"
+        elif original.ok:
             status = failed = "candidate failed"
         elif candidate.ok:
             status = failed = "original failed"
@@ -255,7 +330,8 @@ def _uncompared(
     value = (original.outputs or candidate.outputs or {}).get(name)
     shape = "-" if value is None else describe_shape(value)
     dtype = "-" if value is None else describe_dtype(value)
-    error = original.error if original.error is not None else candidate.error
+    blamed = candidate if verdict in ("candidate crashed", "cannot run") else original
+    error = blamed.error if blamed.error is not None else candidate.error
     return OutputResult(name, shape, dtype, None, None, verdict, error or "")
 
 

@@ -1,4 +1,4 @@
-"""Keep value-dependent inputs valid: positions, split sizes and gather indices.
+"""Keep value-dependent inputs valid and useful: positions, split sizes, gather indices, loops.
 
 Random integers make most models fail when an input is a position or a size. This heuristic looks
 at each integer graph input of the main graph and follows it forward through Identity and Cast to
@@ -9,7 +9,10 @@ its consumers. When it reaches
   SequenceConstruct, SequenceEmpty, an untouched SplitToSequence, Insert/Erase of those), else 0;
 - the `split` input of SplitToSequence or Split, a 1-D input gets sizes that sum to the split
   dimension (as many sizes as Split has outputs) and a scalar gets a chunk size in [1, dim];
-- the indices of Gather, every index is drawn in [-d, d-1] for the gathered dimension d.
+- the indices of Gather, every index is drawn in [-d, d-1] for the gathered dimension d;
+- the trip count of a Loop, it is the trial's iteration count (`TrialShapes.iterations`), and the
+  condition of a Loop (a bool input) is true, so that the body runs that many times; it is false
+  only in a trial of 0 iterations when the Loop's trip count is not a graph input.
 
 A dimension is known when it belongs to a graph input (its generated size), is static, or is a
 symbolic name bound for this trial. When anything is unknown, the value falls back to 0 (positions,
@@ -18,7 +21,7 @@ indices) or 1 (sizes). Inputs used only inside subgraphs are left alone.
 
 from __future__ import annotations
 
-__all__ = ["Constraint", "IntRange", "SplitSizes", "TrialShapes", "find_constraints"]
+__all__ = ["Constraint", "Fixed", "IntRange", "SplitSizes", "TrialShapes", "find_constraints"]
 
 import dataclasses
 from collections.abc import Iterator, Mapping
@@ -43,17 +46,26 @@ class SplitSizes:
     count: int | None = None
 
 
-Constraint = IntRange | SplitSizes
+@dataclasses.dataclass(frozen=True)
+class Fixed:
+    """Every element is `value` (a Loop's condition)."""
+
+    value: bool | int
+
+
+Constraint = IntRange | SplitSizes | Fixed
 
 
 @dataclasses.dataclass(frozen=True)
 class TrialShapes:
     """What a trial has already chosen: input shapes (element shapes for sequences), sequence
-    lengths and the size of every symbolic dimension."""
+    lengths, the size of every symbolic dimension and how often a Loop with a fed trip count or
+    condition runs."""
 
     shapes: Mapping[str, tuple[int, ...]]
     lengths: Mapping[str, int]
     dims: Mapping[str, int]
+    iterations: int = 1
 
 
 _POSITION_INPUTS = {"SequenceAt": 1, "SequenceInsert": 2, "SequenceErase": 1}
@@ -68,7 +80,9 @@ def find_constraints(graph: ir.Graph, trial: TrialShapes) -> dict[str, Constrain
     for value in graph.inputs:
         if value.name in graph.initializers or value.dtype is None:
             continue
-        if not value.dtype.is_integer() or isinstance(value.type, ir.SequenceType):
+        if isinstance(value.type, ir.SequenceType):
+            continue
+        if not value.dtype.is_integer() and value.dtype != ir.DataType.BOOL:
             continue
         constraint = context.constraint_for(value)
         if constraint is not None:
@@ -86,6 +100,11 @@ class _Context:
         for node, index in _uses_through_casts(value):
             if node.domain not in ("", "ai.onnx"):
                 continue
+            if node.op_type == "Loop" and index == 0:
+                return IntRange(self._trial.iterations, self._trial.iterations)
+            if node.op_type == "Loop" and index == 1:
+                trip = node.inputs[0] if node.inputs else None
+                return Fixed(self._trial.iterations > 0 or self.is_fed(trip))
             if _POSITION_INPUTS.get(node.op_type) == index:
                 length = self.sequence_length(node.inputs[0], _MAX_DEPTH)
                 ranges.append(IntRange(-length, length - 1) if length else IntRange(0, 0))
@@ -101,6 +120,20 @@ class _Context:
         low = max(item.low for item in ranges)
         high = min(item.high for item in ranges)
         return IntRange(low, high) if low <= high else IntRange(0, 0)
+
+    def is_fed(self, value: ir.Value | None) -> bool:
+        """True when `value` is a graph input without initializer, seen through Identity and
+        Cast."""
+        for _ in range(_MAX_DEPTH):
+            if value is None:
+                return False
+            if id(value) in self._inputs:
+                return value.const_value is None
+            node = value.producer()
+            if node is None or node.op_type not in _PASS_THROUGH or not node.inputs:
+                return False
+            value = node.inputs[0]
+        return False
 
     def dim(self, value: ir.Value | None, axis: int) -> int | None:
         """The size of `value` along `axis`, when the trial or the graph fixes it."""

@@ -8,7 +8,11 @@ depend on how many trials run. Per trial:
   shapes are exercised); unnamed dimensions and inputs of unknown rank (taken as 1-D) get 3, the
   same for all, so that they broadcast together.
 - A sequence input has 3, 1 and 0 elements in trials 0, 1, 2 (and so on, cyclically); every
-  element has the same shape.
+  element has the same shape and is an array of the declared element type and rank (a 0-d array
+  for a scalar element, never a numpy scalar, which onnxruntime refuses inside a sequence).
+- A Loop whose trip count or condition is a graph input runs its body 3, 1, 0, 5, 2, 4 times in
+  trials 0, 1, 2, ... (cyclically): the trip count gets that value and the condition is true
+  (false in the 0 trial when the trip count is not an input).
 - Values are signed where the type is: integers in [-10, 10] (unsigned in [0, 20]), floats from a
   normal distribution of scale 3, complex from two of those, strings of 0 to 5 characters.
 - Integer inputs that are positions, split sizes or gather indices are kept valid (see
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 __all__ = [
     "DEFAULT_DIM",
+    "LOOP_ITERATIONS",
     "SEQUENCE_LENGTHS",
     "draw_tensor",
     "generate_inputs",
@@ -33,6 +38,7 @@ import onnx_ir as ir
 from seqlower.errors import ModelInputError
 from seqlower.verification.constraints import (
     Constraint,
+    Fixed,
     IntRange,
     SplitSizes,
     TrialShapes,
@@ -46,6 +52,9 @@ DEFAULT_DIM = 3
 
 SEQUENCE_LENGTHS = (3, 1, 0)
 """Length of every sequence input in trials 0, 1, 2 (cyclically after that)."""
+
+LOOP_ITERATIONS = (3, 1, 0, 5, 2, 4)
+"""Iterations of a Loop whose trip count is an input, in trials 0, 1, 2, ... (cyclically)."""
 
 _STRING_ALPHABET = "abcxyzABC019 _-"
 _SUPPORTED = frozenset(
@@ -70,11 +79,17 @@ _SUPPORTED = frozenset(
 
 
 def generate_inputs(
-    model: ir.Model, *, trial: int = 0, seed: int = 0, dims: Mapping[str, int] | None = None
+    model: ir.Model,
+    *,
+    trial: int = 0,
+    seed: int = 0,
+    dims: Mapping[str, int] | None = None,
+    lengths: Mapping[str, int] | None = None,
 ) -> Feeds:
-    """Values for every input of `model` that has no initializer, for one trial."""
+    """Values for every input of `model` that has no initializer, for one trial. `lengths`
+    fixes the length of some sequence inputs."""
     specs = feedable_inputs(model)
-    plan = plan_trial(specs, trial=trial, dims=dims)
+    plan = plan_trial(specs, trial=trial, dims=dims, lengths=lengths)
     constraints = find_constraints(model.graph, plan)
     rng = np.random.default_rng([seed, trial])
     feeds: Feeds = {}
@@ -92,9 +107,14 @@ def generate_inputs(
 
 
 def plan_trial(
-    specs: list[InputSpec], *, trial: int = 0, dims: Mapping[str, int] | None = None
+    specs: list[InputSpec],
+    *,
+    trial: int = 0,
+    dims: Mapping[str, int] | None = None,
+    lengths: Mapping[str, int] | None = None,
 ) -> TrialShapes:
-    """Choose the concrete shape of every input and the length of every sequence input."""
+    """Choose the concrete shape of every input and the length of every sequence input
+    (`lengths` fixes some, e.g. those a flattened candidate takes as one tensor per element)."""
     chosen = dict(dims or {})
     for name, size in chosen.items():
         if size < 0:
@@ -114,12 +134,18 @@ def plan_trial(
             shapes[spec.name] = (DEFAULT_DIM,)
         else:
             shapes[spec.name] = tuple(_size(dim, chosen) for dim in spec.shape)
-    lengths = {
-        spec.name: SEQUENCE_LENGTHS[trial % len(SEQUENCE_LENGTHS)]
+    fixed = dict(lengths or {})
+    sequence_lengths = {
+        spec.name: fixed.get(spec.name, SEQUENCE_LENGTHS[trial % len(SEQUENCE_LENGTHS)])
         for spec in specs
         if spec.is_sequence
     }
-    return TrialShapes(shapes=shapes, lengths=lengths, dims=chosen)
+    return TrialShapes(
+        shapes=shapes,
+        lengths=sequence_lengths,
+        dims=chosen,
+        iterations=LOOP_ITERATIONS[trial % len(LOOP_ITERATIONS)],
+    )
 
 
 def draw_tensor(
@@ -130,11 +156,24 @@ def draw_tensor(
     *,
     name: str = "",
 ) -> np.ndarray:
-    """One random tensor of `dtype` and `shape`, obeying `constraint` when given."""
+    """One random tensor of `dtype` and `shape`, obeying `constraint` when given: always an
+    array (0-d for a scalar), never a numpy scalar."""
+    return np.asarray(_draw(rng, dtype, shape, constraint, name))
+
+
+def _draw(
+    rng: np.random.Generator,
+    dtype: ir.DataType,
+    shape: tuple[int, ...],
+    constraint: Constraint | None,
+    name: str,
+) -> np.ndarray:
     if dtype not in _SUPPORTED:
         raise ModelInputError(
             f"input '{name}': cannot generate values of type {dtype.name}; supply them as inputs"
         )
+    if isinstance(constraint, Fixed):
+        return np.full(shape, constraint.value).astype(dtype.numpy())
     if isinstance(constraint, SplitSizes):
         return _split_sizes(rng, constraint, shape).astype(dtype.numpy())
     if isinstance(constraint, IntRange):

@@ -5,9 +5,13 @@ exactly when it is empty. The policy it encodes:
 
 - an interface problem (missing, extra or reordered outputs, changed inputs) is a failure;
 - a trial where an output differs, or where one model raises and the other does not, is a failure;
+- a model that crashes its runtime (the runtime's process dies on a signal, or is killed after
+  the timeout) is a failure: "candidate crashed onnxruntime: signal 11 (SIGSEGV) while loading
+  the model" (said once when loading crashed, else per trial); so is a candidate that a runtime
+  cannot run at all ("cannot run in tract: input 's' is a sequence", said once per runtime);
 - a trial where both models raise ("both failed": they agree that the input is invalid, as with
-  an empty sequence given to ConcatFromSequence) is reported but is not a failure, unless
-  `strict_errors` is set;
+  an empty sequence given to ConcatFromSequence) or both crash (a while loop that never ends on
+  that input) is reported but is not a failure, unless `strict_errors` is set;
 - at least one trial must run both models to completion, otherwise nothing was compared (and
   the errors of every trial are listed).
 
@@ -34,10 +38,24 @@ Verdict = Literal[
     "original failed",
     "candidate failed",
     "both failed",
+    "original crashed",
+    "candidate crashed",
+    "both crashed",
+    "cannot run",
 ]
 """The verdict on one output in one trial. "missing": the candidate lacks the output."""
 
-TrialStatus = Literal["ok", "differ", "original failed", "candidate failed", "both failed"]
+TrialStatus = Literal[
+    "ok",
+    "differ",
+    "original failed",
+    "candidate failed",
+    "both failed",
+    "original crashed",
+    "candidate crashed",
+    "both crashed",
+    "cannot run",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +80,9 @@ class OutputResult:
 
 @dataclasses.dataclass(frozen=True)
 class TrialResult:
-    """One trial: where its inputs came from, what they were, and how the models fared."""
+    """One trial in one runtime: where its inputs came from, what they were, how the models
+    fared, the runtime the candidate ran in, and how many times each Loop of the original ran
+    where the inputs show it (`{"loop": "3 iterations"}`)."""
 
     index: int
     source: str
@@ -72,6 +92,8 @@ class TrialResult:
     original_error: str | None = None
     candidate_error: str | None = None
     reference_error: str | None = None
+    runtime: str = "onnxruntime"
+    loops: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,14 +113,14 @@ class VerifyReport:
     def failures(self) -> list[str]:
         """One line per reason the models are not shown equivalent (empty when they are)."""
         lines = list(self.problems)
-        nothing_ran = all(trial.status == "both failed" for trial in self.trials)
+        nothing_ran = all(trial.status in ("both failed", "both crashed") for trial in self.trials)
         for trial in self.trials:
             lines.extend(_trial_failures(trial, self.strict_errors or nothing_ran))
         if self.trials and nothing_ran:
             lines.append("no trial ran both models to completion: nothing was compared")
         if not self.trials:
             lines.append("no trial was run")
-        return lines
+        return list(dict.fromkeys(lines))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -116,6 +138,21 @@ class VerifyReport:
 
 def _trial_failures(trial: TrialResult, strict_errors: bool) -> list[str]:
     head = f"trial {trial.index}"
+    if trial.runtime != "onnxruntime":
+        head += f" ({trial.runtime})"
+    if trial.status == "cannot run":
+        return [f"{trial.candidate_error}"]
+    if trial.status == "both crashed" and not strict_errors:
+        return []
+    if trial.status.endswith("crashed"):
+        crashed = [("original", trial.original_error), ("candidate", trial.candidate_error)]
+        if trial.status != "both crashed":
+            crashed = [item for item in crashed if trial.status.startswith(item[0])]
+        # a crash while loading happens in every trial: say it once
+        return [
+            f"{'' if _while_loading(error) else head + ': '}{role} {error}"
+            for role, error in crashed
+        ]
     if trial.status == "original failed":
         return [f"{head}: only the original failed: {trial.original_error}"]
     if trial.status == "candidate failed":
@@ -139,6 +176,10 @@ def _trial_failures(trial: TrialResult, strict_errors: bool) -> list[str]:
             line += f": {output.detail}"
         lines.append(line)
     return lines
+
+
+def _while_loading(error: str | None) -> bool:
+    return error is not None and error.endswith("while loading the model")
 
 
 def _number(value: float | None) -> str:

@@ -1,79 +1,238 @@
-"""Run a model on given inputs, under onnxruntime or `onnx.reference`, and never raise.
+"""Run a model on given inputs, in a child process (any runtime) or under `onnx.reference`, and
+never raise.
 
-A runner is built once per model and run once per trial. Any failure (the session cannot be
-created, the run raises) becomes a `RunOutcome` with the error's first line, so that a model that
-onnxruntime cannot run is reported, not crashed on. onnxruntime runs on the CPU with one thread
-and its own log output silenced; only the inputs a model declares are passed to it.
+`IsolatedRunner` keeps one child process (`worker.py`) per model and runtime for a whole verify
+call: the model is loaded once, then run once per trial. A runtime that kills its process (a
+segmentation fault while creating a session, say) cannot take the verifier with it: the outcome
+says "crashed onnxruntime: signal 11 (SIGSEGV) while loading the model", and a later trial starts
+a fresh child (unless loading was what crashed). A run that takes longer than `timeout` seconds
+is killed and reported the same way. Requests are sent before replies are awaited, so that the
+original and the candidate run side by side.
+
+Any other failure (the runtime rejects the model, a run raises) becomes a `RunOutcome` with the
+error's first line.
 """
 
 from __future__ import annotations
 
-__all__ = ["OrtRunner", "ReferenceRunner", "RunOutcome", "first_line"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "IsolatedRunner",
+    "ReferenceRunner",
+    "RunOutcome",
+    "first_line",
+]
 
+import contextlib
 import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Sequence
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 
+from seqlower.verification.runtimes import ModelData, first_line
 from seqlower.verification.values import Feeds, RuntimeValue
 
-_MAX_MESSAGE = 300
+DEFAULT_TIMEOUT = 120.0
+"""Seconds one run (or loading a model) may take before its child process is killed."""
+
+_WORKER = Path(__file__).with_name("worker.py")
 
 
 @dataclasses.dataclass(frozen=True)
 class RunOutcome:
-    """The outputs of one run, keyed by output name in declaration order, or the error."""
+    """The outputs of one run, keyed by output name in declaration order, or the error.
+    `crashed`: the runtime's process died or was killed (the error says how). `cannot_run`: the
+    runtime cannot run this model at all (a type it lacks)."""
 
     outputs: dict[str, RuntimeValue] | None = None
     error: str | None = None
+    crashed: bool = False
+    cannot_run: bool = False
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
 
-def first_line(error: BaseException) -> str:
-    """The first non-empty line of an error message (shortened), or the error's type name."""
-    for line in str(error).splitlines():
-        if line.strip():
-            text = line.strip()
-            return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
-    return type(error).__name__
+class IsolatedRunner:
+    """One model in one runtime, run in a child process. `submit` sends a run, `result` waits
+    for its outcome; `run` does both. Close it (or use it as a context manager) to end the
+    child."""
 
+    def __init__(self, runtime: str, model: ModelData, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.runtime = runtime
+        self._model = model
+        self._timeout = timeout
+        self._process: subprocess.Popen[bytes] | None = None
+        self._inbox: Connection | None = None
+        self._outbox: Connection | None = None
+        self._pending: list[str] = []  # "open" / "run", in the order replies will come
+        self._sent_at: list[float] = []  # when each request still unanswered was sent
+        self._answered_at = 0.0  # when the child last replied: it works on one at a time
+        self._names: list[str] | None = None
+        self._load_failure: RunOutcome | None = None
 
-class OrtRunner:
-    """One onnxruntime CPU session. `model` is a path or serialized model bytes."""
+    def __enter__(self) -> IsolatedRunner:
+        return self
 
-    def __init__(self, model: str | bytes) -> None:
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 4
-        self._session: ort.InferenceSession | None = None
-        self.load_error: str | None = None
-        try:
-            self._session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-        except Exception as error:  # onnxruntime raises many kinds; all mean "cannot run it"
-            self.load_error = f"cannot load the model: {first_line(error)}"
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def submit(self, feeds: Feeds) -> None:
+        """Start running on `feeds` (inputs the model does not declare are left out)."""
+        if self._load_failure is not None:
+            self._pending.append("known")
+            return
+        if self._process is None:
+            try:
+                self._start()
+            except OSError as error:  # no child process can be started at all
+                self._load_failure = RunOutcome(
+                    error=f"cannot start a process for {self.runtime}: {first_line(error)}"
+                )
+                self._pending.append("known")
+                return
+        self._send(("run", feeds))
+        self._pending.append("run")
+
+    def result(self) -> RunOutcome:
+        """The outcome of the oldest submitted run."""
+        while self._pending:
+            kind = self._pending.pop(0)
+            if kind == "known":
+                assert self._load_failure is not None
+                return self._load_failure
+            if kind == "lost":
+                return RunOutcome(error=f"not run: {self.runtime} crashed before", crashed=True)
+            reply = self._receive(kind)
+            if kind == "open":
+                if isinstance(reply, RunOutcome):  # every later run would fail the same way
+                    self._load_failure = reply
+                    self._pending = ["known" for _ in self._pending]
+                    self._forget_process()
+                else:
+                    self._names = reply[1]
+                continue
+            if isinstance(reply, RunOutcome):
+                return reply
+            return RunOutcome(outputs=_as_outputs(self._names or [], reply[1]))
+        raise RuntimeError("result() called with no run submitted")
 
     def run(self, feeds: Feeds) -> RunOutcome:
-        """Run on `feeds` (inputs the model does not declare are left out)."""
-        if self._session is None:
-            return RunOutcome(error=self.load_error)
-        declared = {arg.name for arg in self._session.get_inputs()}
-        names = [arg.name for arg in self._session.get_outputs()]
+        self.submit(feeds)
+        return self.result()
+
+    def close(self) -> None:
+        """End the child process (it also ends by itself when this process goes away)."""
+        self._forget_process()
+        self._pending = []
+
+    def _start(self) -> None:
+        to_child, from_parent = os.pipe()
+        to_parent, from_child = os.pipe()
         try:
-            results = self._session.run(None, {k: v for k, v in feeds.items() if k in declared})
-        except Exception as error:  # every failure of a run is a result to report
-            return RunOutcome(error=first_line(error))
-        return RunOutcome(outputs=_as_outputs(names, results))
+            self._process = subprocess.Popen(
+                [sys.executable, str(_WORKER), str(to_child), str(from_child)],
+                pass_fds=(to_child, from_child),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError:
+            os.close(from_parent)
+            os.close(to_parent)
+            raise
+        finally:
+            os.close(to_child)
+            os.close(from_child)
+        self._outbox = Connection(from_parent, readable=False)
+        self._inbox = Connection(to_parent, writable=False)
+        self._send(("open", self.runtime, self._model))
+        self._pending.append("open")
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        assert self._outbox is not None
+        self._sent_at.append(time.monotonic())
+        with contextlib.suppress(OSError):  # the child is gone; its reply will say how
+            self._outbox.send(message)
+
+    def _receive(self, kind: str) -> tuple[str, Any] | RunOutcome:
+        """The child's reply, or the outcome when it failed, died or took too long."""
+        assert self._inbox is not None
+        when = "while loading the model" if kind == "open" else "while running"
+        # the timeout runs from when the child could start on this request, not from now
+        started = max(self._sent_at.pop(0), self._answered_at)
+        remaining = max(started + self._timeout - time.monotonic(), 0.0)
+        try:
+            if not self._inbox.poll(remaining):
+                assert self._process is not None
+                self._process.kill()
+                self._forget_process()
+                return RunOutcome(
+                    error=f"did not finish in {self._timeout:g} s in {self.runtime} {when} "
+                    "(killed)",
+                    crashed=True,
+                )
+            reply = self._inbox.recv()
+            self._answered_at = reply[-1]  # when the child sent it: it started on the next
+        except (EOFError, OSError):
+            code = self._forget_process()
+            error = f"crashed {self.runtime}: {_exit_text(code)} {when}"
+            return RunOutcome(error=error, crashed=True)
+        if reply[0] == "ok":
+            return reply  # type: ignore[no-any-return]
+        return RunOutcome(
+            error=reply[1] if reply[0] == "cannot run" else _loading(kind, reply[1]),
+            cannot_run=reply[0] == "cannot run",
+        )
+
+    def _forget_process(self) -> int | None:
+        """End the child (dead, killed, or of no more use) and reap it; the next submit starts
+        a fresh one. Returns its exit code."""
+        process = self._process
+        for connection in (self._outbox, self._inbox):
+            if connection is not None:
+                connection.close()  # a live child reads the end of its input and exits
+        code = None
+        if process is not None:
+            try:
+                code = process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                code = process.wait()
+        self._inbox = self._outbox = self._process = None
+        self._pending = [kind if kind == "known" else "lost" for kind in self._pending]
+        self._sent_at = []
+        return code
+
+
+def _loading(kind: str, message: str) -> str:
+    return f"cannot load the model: {message}" if kind == "open" else message
+
+
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "it stopped answering"
+    if code < 0:
+        try:
+            return f"signal {-code} ({signal.Signals(-code).name})"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit status {code}"
 
 
 class ReferenceRunner:
-    """`onnx.reference.ReferenceEvaluator` on one model (a proto or a path), as a second
-    opinion."""
+    """`onnx.reference.ReferenceEvaluator` on one model (a proto or a path), in this process,
+    as a second opinion."""
 
     def __init__(self, model: onnx.ModelProto | str) -> None:
         from onnx.reference import ReferenceEvaluator  # slow to import; only for --reference

@@ -11,8 +11,9 @@ Accepted layouts, each giving one or more trials:
   its first axis (`name`, which also allows an empty sequence) or its elements as `name/0`,
   `name/1`, ...
 
-Every input without an initializer must get a value and every value must name an input;
-otherwise `ModelInputError` says which.
+Every input without an initializer must get a value and every value must name an input, of the
+declared element type, rank and static dimensions (symbolic ones may take any size); otherwise
+`ModelInputError` says which input, and what it needs.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from seqlower.errors import ModelInputError
 from seqlower.verification.signature import InputSpec
-from seqlower.verification.values import Feeds, RuntimeValue
+from seqlower.verification.values import Feeds, RuntimeValue, describe_value
 
 _INPUT_FILE = re.compile(r"input_(\d+)\.pb")
 _DATA_SET = re.compile(r"test_data_set_(\d+)")
@@ -68,9 +70,30 @@ def check_feeds(feeds: Mapping[str, RuntimeValue], specs: list[InputSpec], where
             raise ModelInputError(f"{where}: input '{spec.name}' needs {kind}")
         if isinstance(value, list):
             result[spec.name] = [_normalize(element) for element in value]
+            for index, element in enumerate(result[spec.name]):
+                _check_array(element, spec, f"{where}: element {index} of input '{spec.name}'")
         else:
             result[spec.name] = _normalize(value)
+            _check_array(result[spec.name], spec, f"{where}: input '{spec.name}'")
     return result
+
+
+def _check_array(array: np.ndarray, spec: InputSpec, what: str) -> None:
+    """Raise when `array` has another element type, rank or static dimension than `spec`."""
+    if spec.dtype == ir.DataType.STRING:
+        dtype_ok = array.dtype.kind in "OU"
+    else:
+        dtype_ok = array.dtype == spec.dtype.numpy()
+    shape_ok = spec.shape is None or (
+        array.ndim == len(spec.shape)
+        and all(not isinstance(d, int) or d == size for d, size in zip(spec.shape, array.shape))
+    )
+    if dtype_ok and shape_ok:
+        return
+    wanted = "string" if spec.dtype == ir.DataType.STRING else str(np.dtype(spec.dtype.numpy()))
+    if spec.shape is not None:
+        wanted += " [" + ", ".join("?" if d is None else str(d) for d in spec.shape) + "]"
+    raise ModelInputError(f"{what} needs {wanted}, got {describe_value(array)}")
 
 
 def _normalize(array: object) -> np.ndarray:
@@ -146,6 +169,14 @@ def _parse(file: Path, data: bytes, is_sequence: bool) -> RuntimeValue:
 
 
 def _load_npz(path: Path, specs: list[InputSpec]) -> Feeds:
+    if not zipfile.is_zipfile(path):
+        try:
+            with path.open("rb") as file:
+                head = file.read(6)
+        except OSError as error:
+            raise ModelInputError(f"{path}: cannot be read ({error.strerror})") from None
+        what = "a single .npy array" if head == b"\x93NUMPY" else "not a zip archive"
+        raise ModelInputError(f"{path}: not an .npz file ({what}); save inputs with numpy.savez")
     try:
         loaded = np.load(path, allow_pickle=False)
         if not isinstance(loaded, np.lib.npyio.NpzFile):

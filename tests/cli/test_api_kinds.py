@@ -73,7 +73,11 @@ def _public_functions(module) -> list:
         item = getattr(module, name)
         if inspect.isfunction(item):
             found.append((name, item))
-        elif inspect.isclass(item) and item.__module__ == module.__name__:
+        elif (
+            inspect.isclass(item)
+            and item.__module__ == module.__name__
+            and not getattr(item, "_is_protocol", False)  # typing makes a Protocol's __init__
+        ):
             found.extend(
                 (f"{name}.{key}", value)
                 for key, value in vars(item).items()

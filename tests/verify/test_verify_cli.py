@@ -99,3 +99,51 @@ def test_bad_input_exits_2_with_one_line(paths, args, message):
     assert result.stdout == ""
     assert result.stderr.startswith("error: ") and message in result.stderr
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("arrays", "message"),
+    [
+        ({"x": np.ones((2, 3), np.float64), "y": np.ones((2, 3), np.float32)}, "input 'x' needs"),
+        ({"x": np.ones((2, 3), np.float32), "y": np.ones((2, 4), np.float32)}, "input 'y' needs"),
+        ({"x": np.ones(3, np.float32), "y": np.ones((2, 3), np.float32)}, "input 'x' needs"),
+        (None, "not an .npz file (not a zip archive)"),
+    ],
+    ids=["dtype", "static-dim", "rank", "not-npz"],
+)
+def test_wrong_supplied_inputs_exit_2_with_one_line_naming_the_input(
+    paths, tmp_path, arrays, message
+):
+    inputs = tmp_path / "inputs.npz"
+    if arrays is None:
+        inputs.write_bytes(b"\x80\x04K\x01.")  # a pickle
+    else:
+        np.savez(inputs, **arrays)
+    result = _invoke(paths["seq"], paths["concat"], "--inputs", str(inputs))
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith(f"error: {inputs}: ") and message in result.stderr
+    assert result.stderr.count("\n") == 1 and "pickle" not in result.stderr
+
+
+LOOP = (
+    HEADER
+    + """g (int64 n, float[2] x) => (float[2] y) {
+    y = Loop(n, , x) <body = b (int64 i, bool c, float[2] v) => (bool c_out, float[2] w) {
+        c_out = Identity(c)
+        w = Add(v, v)
+    }>
+}"""
+)
+
+
+def test_the_iterations_of_each_loop_are_shown_per_trial(tmp_path):
+    path = str(tmp_path / "loop.onnx")
+    onnx.save(onnx.parser.parse_model(LOOP), path)
+    result = _invoke(path, path)
+    assert result.exit_code == 0, result.output
+    assert [line for line in result.stdout.splitlines() if "Loop" in line] == [
+        "trial 0: Loop #0 ran 3 iterations",
+        "trial 1: Loop #0 ran 1 iteration",
+        "trial 2: Loop #0 ran 0 iterations",
+    ]

@@ -99,3 +99,61 @@ def test_bad_test_data_folders_raise(tmp_path):
     (tmp_path / "input_0.pb").write_bytes(b"\xff\xff\xff")
     with pytest.raises(ModelInputError, match=r"input_0\.pb: not a SequenceProto"):
         verify(AT, AT, inputs=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (np.array(1, dtype=np.int32), r"input 'p' needs int64 \[\], got int32 \[\]"),
+        (np.array([1]), r"input 'p' needs int64 \[\], got int64 \[1\]"),
+    ],
+    ids=["dtype", "rank"],
+)
+def test_a_tensor_of_the_wrong_dtype_or_shape_is_bad_input(tmp_path, value, message):
+    path = tmp_path / "inputs.npz"
+    np.savez(path, s=np.stack(ELEMENTS), p=value)
+    with pytest.raises(ModelInputError, match=message):
+        verify(AT, AT, inputs=path)
+
+
+def test_a_sequence_element_of_the_wrong_dtype_or_size_is_bad_input(tmp_path):
+    path = tmp_path / "inputs.npz"
+    np.savez(path, s=np.zeros((2, 3), np.float32), p=np.array(0))
+    with pytest.raises(ModelInputError, match=r"element 0 of input 's' needs float32 \[2\], got"):
+        verify(AT, AT, inputs=path)
+    with pytest.raises(ModelInputError, match=r"element 1 of input 's' needs float32 \[2\]"):
+        verify(AT, AT, inputs={"s": [ELEMENTS[0], ELEMENTS[1].astype(np.float64)], "p": 0})
+    folder = tmp_path / "data"
+    folder.mkdir()
+    _write_pb(folder / "input_0.pb", numpy_helper.from_list([np.ones(2, np.int64)], name="s"))
+    _write_pb(folder / "input_1.pb", numpy_helper.from_array(np.array(0), name="p"))
+    with pytest.raises(ModelInputError, match=r"element 0 of input 's' needs float32 \[2\]"):
+        verify(AT, AT, inputs=folder)
+
+
+def test_symbolic_dims_take_any_size():
+    model = onnx.parser.parse_model("""<ir_version: 9, opset_import: ["": 18]>
+    g (float[N, 2] x) => (float[N, 2] y) { y = Neg(x) }""")
+    assert verify(model, model, inputs={"x": np.zeros((5, 2), np.float32)}).equivalent
+    with pytest.raises(ModelInputError, match=r"input 'x' needs float32 \[N, 2\], got float32"):
+        verify(model, model, inputs={"x": np.zeros((5, 3), np.float32)})
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"\x80\x04\x95 pickled", "not a zip archive"),
+        (b"\x93NUMPY\x01\x00 an .npy header", "a single .npy array"),
+    ],
+    ids=["pickle", "npy"],
+)
+def test_a_file_that_is_not_npz_is_one_line_without_numpys_pickle_message(
+    tmp_path, content, reason
+):
+    path = tmp_path / "inputs.npz"
+    path.write_bytes(content)
+    with pytest.raises(ModelInputError) as raised:
+        verify(AT, AT, inputs=path)
+    message = str(raised.value)
+    assert message == f"{path}: not an .npz file ({reason}); save inputs with numpy.savez"
+    assert "pickle" not in message and "\n" not in message

@@ -44,3 +44,11 @@ def test_message_names_the_exception():
         AssertionError, match=r"trial 0: only the candidate failed: .*ONNXRuntimeError.*"
     ):
         assert_equivalent(ADD, BROKEN, trials=1)
+
+
+def test_runtimes_are_passed_through():
+    pytest.importorskip("tract", reason="the test extra installs tract")
+    report = assert_equivalent(ADD, ADD, trials=1, runtimes=["tract"])
+    assert [trial.runtime for trial in report.trials] == ["tract"]
+    with pytest.raises(AssertionError, match=r"trial 0 \(tract\), output 'z': values differ"):
+        assert_equivalent(ADD, SUB, trials=1, runtimes=["tract"])

@@ -1,0 +1,84 @@
+"""The child process that runs one model for the verifier, so that a runtime crash is a verdict.
+
+Started by `seqlower.verification.runner.IsolatedRunner` as `python worker.py READ_FD WRITE_FD`:
+by path, not with `-m`, so that it imports numpy, the runtime and `runtimes.py` but not the rest
+of seqlower, and starts in a fraction of a second. Messages are pickled (multiprocessing's
+connection framing), answered in order, one reply per request:
+
+    ("open", runtime, model) -> ("ok", output_names) | ("cannot run", message) | ("error", message)
+    ("run", feeds)           -> ("ok", outputs)      | ("error", message)
+
+Each reply ends with the `time.monotonic()` at which it was sent (the clock is shared by the
+processes of one machine), from which the parent times the next request. A "run" after a failed
+"open" is answered with that failure again. The end of the input ends the
+process at once (no interpreter teardown, which would cost the verifier a tenth of a second per
+model). Anything a runtime prints to stdout is sent to stderr, never into the replies.
+"""
+
+from __future__ import annotations
+
+__all__ = ["main"]
+
+import importlib.util
+import os
+import sys
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+
+def main(argv: list[str]) -> int:
+    read_fd, write_fd = int(argv[1]), int(argv[2])
+    os.dup2(2, 1)
+    runtimes = _runtimes_module()
+    inbox = Connection(read_fd, writable=False)
+    outbox = Connection(write_fd, readable=False)
+    session: Any = None
+    failure: tuple[str, str] = ("error", "no model was opened")
+    while True:
+        try:
+            message = inbox.recv()
+        except EOFError:
+            session = None  # removes a session's temporary files
+            os._exit(0)  # skip the interpreter's slow teardown: nothing is left to flush
+        reply: tuple[str, Any]
+        if message[0] == "open":
+            try:
+                session = runtimes.open_session(message[1], message[2])
+                reply = ("ok", list(session.output_names))
+            except runtimes.CannotRunError as error:
+                session, failure = None, ("cannot run", str(error))
+                reply = failure
+            except Exception as error:  # the runtime rejects the model: report its words
+                session, failure = None, ("error", runtimes.first_line(error))
+                reply = failure
+        elif session is None:
+            reply = failure
+        else:
+            try:
+                reply = ("ok", session.run(message[1]))
+            except Exception as error:  # every failure of a run is a result to report
+                reply = ("error", runtimes.first_line(error))
+        outbox.send((*reply, time.monotonic()))
+
+
+def _runtimes_module() -> ModuleType:
+    """`runtimes.py` beside this file, loaded without importing the seqlower package."""
+    if __package__:
+        from seqlower.verification import runtimes
+
+        return runtimes
+    here = str(Path(__file__).resolve().parent)
+    sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != here]
+    spec = importlib.util.spec_from_file_location("_seqlower_runtimes", Path(here) / "runtimes.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
