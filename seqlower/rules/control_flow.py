@@ -217,6 +217,30 @@ def _reader_refusal(reader: ir.Node, length: int, branch: str, ctx: Context) -> 
     return None
 
 
+def _concat_refusal(reader: ir.Node, value: ir.Value, branch: str, ctx: Context) -> str | None:
+    """Why the elements of `value` cannot be concatenated as `reader` asks (dims that differ
+    where they must match), or None: a Concat of them in a branch that never runs would still
+    fail shape inference."""
+    elements = ctx.facts.elements(value)
+    if reader.op_type != "ConcatFromSequence" or not elements:
+        return None
+    shapes = [e.shape for e in elements]
+    if any(shape is None for shape in shapes):
+        return None
+    ranks = {len(shape) for shape in shapes}  # type: ignore[arg-type]
+    new_axis = reader.attributes.get_int("new_axis", 0) == 1
+    (rank,) = ranks if len(ranks) == 1 else (-1,)
+    axis = reader.attributes.get_int("axis", 0)
+    if rank < 0 or not -(rank + new_axis) <= axis < rank + new_axis:
+        return f"'{reader.name}' cannot concatenate the elements of {branch} (ranks or axis)"
+    skip = None if new_axis else axis % rank
+    for index in range(rank):
+        dims = {shape[index] for shape in shapes if isinstance(shape[index], int)}  # type: ignore[index]
+        if index != skip and len(dims) > 1:
+            return f"'{reader.name}' cannot concatenate the elements of {branch} (dim {index})"
+    return None
+
+
 def _check_sink_readers(node: ir.Node, ctx: Context) -> SinkPlan | Refusal:
     branches = [(_branch(node, key), key.split("_")[0]) for key in _BRANCHES]
     readers: dict[int, tuple[ir.Node, ...]] = {}
@@ -256,6 +280,9 @@ def _check_sink_readers(node: ir.Node, ctx: Context) -> SinkPlan | Refusal:
             where = f"the {label} branch"
             refusal = next(
                 (r for u in users for n in lengths if (r := _reader_refusal(u, n, where, ctx))),
+                None,
+            ) or next(
+                (r for u in users if (r := _concat_refusal(u, branch.outputs[index], where, ctx))),
                 None,
             )
             if refusal:

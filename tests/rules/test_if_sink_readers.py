@@ -141,3 +141,19 @@ def test_a_static_position_defined_after_the_if_is_copied_into_each_branch():
         lowered, report, (z,) = lower_and_compare(model, {"c": np.array(c), "a": A, "b": b})
         np.testing.assert_array_equal(z, b)
     assert sequence_op_count(lowered) == 0 and report.rules_fired["if-sink-readers"] == 1
+
+
+def test_refuses_a_concat_that_cannot_fit_in_a_branch_that_never_runs():
+    """Fuzz seed 453: elements of different widths in the branch not taken; a Concat of them
+    there would fail shape inference (the checker), though the branch never runs."""
+    model = parse("""g (bool c, float[2,2] a, float[4,1] b) => (float[?,?] y) {
+      s = If(c) <then_branch = t () => (seq(float) st) { st = SequenceConstruct(a, b) },
+                 else_branch = e () => (seq(float) se) { se = SequenceConstruct(b, b, b) }>
+      y = ConcatFromSequence<axis = 0>(s)
+    }""")
+    b = np.arange(4, dtype=np.float32).reshape(4, 1)
+    feeds = {"c": np.array(False), "a": np.zeros((2, 2), np.float32), "b": b}
+    lowered, report, (y,) = lower_and_compare(model, feeds)
+    np.testing.assert_array_equal(y, np.concatenate([b, b, b]))
+    assert "'' cannot concatenate the elements of the then branch (dim 1)" in reasons(report)
+    assert op_counts(lowered)["ConcatFromSequence"] == 1
