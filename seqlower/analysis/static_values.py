@@ -2,22 +2,34 @@
 
 A value is static when its content is fixed for every run of the model: the output of a Constant
 node, an initializer that is not also a graph input (an initializer that is a graph input can be
-overridden by the caller), or the result of simple arithmetic on static values and static dims
-(Shape, Size, Gather, Slice, Concat, Squeeze, Unsqueeze, Cast, Reshape, Add, Sub, Mul, Div...).
-Gather and Slice of a Shape fold when the dims they pick are static, even if others are not.
-Only small tensors are folded; this is for positions, split sizes and lengths, not for weights.
+overridden by the caller), or the result of any deterministic operator on static values and
+static dims. Common shape arithmetic folds with numpy here (Shape, Size, Gather, Slice, Concat,
+Squeeze, Unsqueeze, Cast, Reshape, Add, Sub, Mul, Div, Min, Max, Floor, ReduceMin...); any other
+default-domain operator whose inputs are all static is evaluated by `onnx.reference`, one node at
+a time. Gather and Slice of a Shape fold when the dims they pick are static, even if others are
+not. Only small tensors are folded (inputs and results of at most `MAX_FOLD_ELEMENTS` elements);
+this is for positions, split sizes, trip counts and lengths, not for weights.
+
+Each value is looked at once per `StaticValues` (the answer, static or not, is cached), and the
+walk up the producers is iterative, so the cost is linear in the size of the model and deep
+chains cannot overflow the stack.
 """
 
 from __future__ import annotations
 
-__all__ = ["StaticValues"]
+__all__ = ["MAX_FOLD_ELEMENTS", "StaticValues", "static_shape"]
 
+import logging
+import warnings
 from collections.abc import Callable
 
 import numpy as np
 import onnx_ir as ir
 
-_MAX_FOLD_ELEMENTS = 4096
+logger = logging.getLogger(__name__)
+
+MAX_FOLD_ELEMENTS = 4096
+_MAX_FOLD_ELEMENTS = MAX_FOLD_ELEMENTS
 
 _Folder = Callable[["StaticValues", ir.Node], "np.ndarray | None"]
 
@@ -26,23 +38,23 @@ class StaticValues:
     """Answers "is this value's content known before running the model?", with a cache.
 
     The cache is only valid while rewrites preserve meaning (which every seqlower rule does): a
-    value's producer never changes, and a replaced input always computes the same content.
+    value's producer never changes, and a replaced input always computes the same content. A
+    value found not static may become static after a rewrite (a SequenceLength replaced by a
+    Constant); the driver makes a new `StaticValues` for every sweep, which sees it.
+    `opset` is the default-domain opset that `onnx.reference` evaluates other operators in.
     """
 
-    def __init__(self) -> None:
-        self._cache: dict[ir.Value, np.ndarray] = {}
+    def __init__(self, opset: int | None = None) -> None:
+        self._cache: dict[ir.Value, np.ndarray | None] = {}
+        self._opset = opset
 
     def get(self, value: ir.Value | None) -> np.ndarray | None:
         """The content of `value` if it is static, else None."""
         if value is None:
             return None
-        cached = self._cache.get(value)
-        if cached is not None:
-            return cached
-        result = self._compute(value)
-        if result is not None:
-            self._cache[value] = result
-        return result
+        if value not in self._cache:
+            self._resolve(value)
+        return self._cache[value]
 
     def get_int(self, value: ir.Value | None) -> int | None:
         """The content of a static integer scalar (or one-element tensor), else None."""
@@ -58,6 +70,21 @@ class StaticValues:
             return None
         return [int(x) for x in array]
 
+    def _resolve(self, root: ir.Value) -> None:
+        """Fill the cache for `root`, its operands first (an explicit stack, not recursion)."""
+        stack = [root]
+        while stack:
+            value = stack[-1]
+            if value in self._cache:
+                stack.pop()
+                continue
+            pending = [v for v in _operands(value) if v not in self._cache]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            self._cache[value] = self._compute(value)
+
     def _compute(self, value: ir.Value) -> np.ndarray | None:
         if value.is_initializer():
             if value.is_graph_input() or value.const_value is None:
@@ -67,15 +94,45 @@ class StaticValues:
         if producer is None or producer.domain != "":
             return None
         folder = _FOLDERS.get(producer.op_type)
-        if folder is None:
-            return None
         try:
-            result = folder(self, producer)
-        except (ValueError, IndexError, TypeError, OverflowError):
+            if folder is not None:
+                result = folder(self, producer)
+            elif _evaluable(producer):
+                result = self._evaluate(producer, value)
+            else:
+                return None
+        except (ValueError, IndexError, TypeError, OverflowError, ZeroDivisionError):
             return None
         if result is None or result.size > _MAX_FOLD_ELEMENTS:
             return None
         return result
+
+    def _evaluate(self, node: ir.Node, value: ir.Value) -> np.ndarray | None:
+        """`value` (an output of `node`) computed by onnx.reference from static inputs."""
+        arrays = self.inputs(node)
+        if arrays is None:
+            return None
+        from onnx.reference import ReferenceEvaluator  # loaded only when something folds
+
+        proto = ir.serde.serialize_node(node)
+        names = [v.name for v in node.inputs if v is not None]
+        feeds = dict(zip(names, arrays))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # numpy overflow warnings in integer ops
+                opsets = {"": self._opset} if self._opset is not None else None
+                results = ReferenceEvaluator(proto, opsets=opsets).run(None, feeds)
+        except Exception as error:  # an operator onnx.reference lacks or rejects: not static
+            logger.debug("no static value for %s '%s': %s", node.op_type, node.name, error)
+            return None
+        for output, result in zip(node.outputs, results):
+            if output is not value and output not in self._cache:
+                array = np.asarray(result) if isinstance(result, np.ndarray) else None
+                small = array is not None and array.size <= _MAX_FOLD_ELEMENTS
+                self._cache[output] = array if small else None
+        index = list(node.outputs).index(value)
+        result = results[index] if index < len(results) else None
+        return np.asarray(result) if isinstance(result, (np.ndarray, np.generic)) else None
 
     def inputs(self, node: ir.Node) -> list[np.ndarray] | None:
         """The contents of all of `node`'s present inputs, or None if one is not static."""
@@ -88,6 +145,55 @@ class StaticValues:
                 return None
             arrays.append(array)
         return arrays
+
+
+# Operators whose folding needs no operand content (they read shapes), and operators never
+# evaluated: non-deterministic ones, and those with subgraphs or non-tensor values.
+_SHAPE_ONLY = frozenset({"Constant", "Shape", "Size"})
+_NOT_EVALUATED = frozenset(
+    {
+        "Bernoulli",
+        "Multinomial",
+        "RandomNormal",
+        "RandomNormalLike",
+        "RandomUniform",
+        "RandomUniformLike",
+        "If",
+        "Loop",
+        "Scan",
+        "ConcatFromSequence",
+        "SplitToSequence",
+        "Optional",
+        "OptionalGetElement",
+        "OptionalHasElement",
+    }
+)
+
+
+def _operands(value: ir.Value) -> list[ir.Value]:
+    """The values whose content folding `value` may read (resolved before it)."""
+    producer = value.producer()
+    if producer is None or producer.domain != "" or producer.op_type in _SHAPE_ONLY:
+        return []
+    if producer.op_type not in _FOLDERS and not _evaluable(producer):
+        return []
+    return [v for v in producer.inputs if v is not None]
+
+
+def _evaluable(node: ir.Node) -> bool:
+    """True for a default-domain operator onnx.reference may evaluate on static tensors."""
+    if node.op_type in _NOT_EVALUATED or not node.inputs or node.op_type.startswith("Sequence"):
+        return False
+    if any(a.is_ref() or a.type in _GRAPH_ATTRIBUTES for a in node.attributes.values()):
+        return False
+    return all(
+        isinstance(v.type, ir.TensorType) or v.type is None
+        for v in (*node.inputs, *node.outputs)
+        if v is not None
+    )
+
+
+_GRAPH_ATTRIBUTES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
 
 
 def _small_array(tensor: ir.TensorProtocol) -> np.ndarray | None:
