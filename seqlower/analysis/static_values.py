@@ -4,15 +4,16 @@ A value is static when its content is fixed for every run of the model: the outp
 node, an initializer that is not also a graph input (an initializer that is a graph input can be
 overridden by the caller), or the result of any deterministic operator on static values and
 static dims. Common shape arithmetic folds with numpy here (Shape, Size, Gather, Slice, Concat,
-Squeeze, Unsqueeze, Cast, Reshape, Add, Sub, Mul, Div, Min, Max, Floor, ReduceMin...); any other
-default-domain operator whose inputs are all static is evaluated by `onnx.reference`, one node at
-a time. Gather and Slice of a Shape fold when the dims they pick are static, even if others are
-not. Only small tensors are folded (inputs and results of at most `MAX_FOLD_ELEMENTS` elements);
-this is for positions, split sizes, trip counts and lengths, not for weights.
+Squeeze, Unsqueeze, Cast, Reshape, Add, Sub, Mul, Div, Where, Equal...); any other
+default-domain operator whose inputs are all static (Min, Max, Floor, ReduceMin, Range, Mod...)
+is evaluated by `onnx.reference`, one node at a time. Gather and Slice of a Shape fold when the
+dims they pick are static, even if others are not. Only small tensors are folded (inputs and
+results of at most `MAX_FOLD_ELEMENTS` elements); this is for positions, split sizes, trip
+counts and lengths, not for weights.
 
-Each value is looked at once per `StaticValues` (the answer, static or not, is cached), and the
-walk up the producers is iterative, so the cost is linear in the size of the model and deep
-chains cannot overflow the stack.
+Answers are cached (see `StaticValues` for which "not static" ones), an operator is answered
+"not static" as soon as one operand it needs is, and the walk up the producers is iterative, so
+deep chains cannot overflow the stack.
 """
 
 from __future__ import annotations
@@ -38,23 +39,36 @@ class StaticValues:
     """Answers "is this value's content known before running the model?", with a cache.
 
     The cache is only valid while rewrites preserve meaning (which every seqlower rule does): a
-    value's producer never changes, and a replaced input always computes the same content. A
-    value found not static may become static after a rewrite (a SequenceLength replaced by a
-    Constant); the driver makes a new `StaticValues` for every sweep, which sees it.
+    value's producer never changes, and a replaced input always computes the same content.
+    Static contents are cached, and so are the "not static" answers that no rewrite can change
+    (the value reads a model input, an overridable initializer, a random operator...). A value
+    that is not static only because it reads something a rule may still replace by a constant
+    (a SequenceLength, an If, a shape not inferred yet) is looked at again at the next question,
+    so what a rewrite makes static is seen at once, by rules that ask after it.
     `opset` is the default-domain opset that `onnx.reference` evaluates other operators in.
     """
 
     def __init__(self, opset: int | None = None) -> None:
         self._cache: dict[ir.Value, np.ndarray | None] = {}
         self._opset = opset
+        self._soft: set[ir.Value] | None = None  # during one question: not static, for now
 
     def get(self, value: ir.Value | None) -> np.ndarray | None:
         """The content of `value` if it is static, else None."""
         if value is None:
             return None
-        if value not in self._cache:
-            self._resolve(value)
-        return self._cache[value]
+        if value in self._cache:
+            return self._cache[value]
+        if self._soft is not None:  # asked by a folder while answering another question
+            if value not in self._soft:
+                self._resolve(value, self._soft)
+            return self._cache.get(value)
+        self._soft = set()
+        try:
+            self._resolve(value, self._soft)
+        finally:
+            self._soft = None
+        return self._cache.get(value)
 
     def get_int(self, value: ir.Value | None) -> int | None:
         """The content of a static integer scalar (or one-element tensor), else None."""
@@ -70,29 +84,55 @@ class StaticValues:
             return None
         return [int(x) for x in array]
 
-    def _resolve(self, root: ir.Value) -> None:
-        """Fill the cache for `root`, its operands first (an explicit stack, not recursion)."""
+    def _resolve(self, root: ir.Value, soft: set[ir.Value]) -> None:
+        """Answer for `root`, operands first (an explicit stack, not recursion). An operator
+        that needs all its operands static is answered as soon as one is not."""
         stack = [root]
         while stack:
             value = stack[-1]
-            if value in self._cache:
+            if value in self._cache or value in soft:
                 stack.pop()
                 continue
-            pending = [v for v in _operands(value) if v not in self._cache]
-            if pending:
-                stack.extend(pending)
+            operands = _operands(value)
+            needs_all = not _reads_shapes(value)
+            pending = None
+            for operand in operands:
+                if operand in self._cache:
+                    if self._cache[operand] is None and needs_all:
+                        self._cache[value] = None  # as final as the operand's answer
+                        break
+                elif operand in soft:
+                    if needs_all:
+                        soft.add(value)
+                        break
+                else:
+                    pending = operand
+                    break
+            else:
+                stack.pop()
+                result, final = self._compute(value)
+                if result is not None or final:
+                    self._cache[value] = result
+                else:
+                    soft.add(value)
                 continue
-            stack.pop()
-            self._cache[value] = self._compute(value)
+            if pending is not None:
+                stack.append(pending)
+            else:
+                stack.pop()
 
-    def _compute(self, value: ir.Value) -> np.ndarray | None:
+    def _compute(self, value: ir.Value) -> tuple[np.ndarray | None, bool]:
+        """The content of `value` (its operands answered), and whether a "not static" answer
+        is final."""
         if value.is_initializer():
             if value.is_graph_input() or value.const_value is None:
-                return None
-            return _small_array(value.const_value)
+                return None, True
+            return _small_array(value.const_value), True
         producer = value.producer()
-        if producer is None or producer.domain != "":
-            return None
+        if producer is None:
+            return None, True  # a model input, or an input of a subgraph
+        if producer.domain != "":
+            return None, False  # a function call may still be inlined
         folder = _FOLDERS.get(producer.op_type)
         try:
             if folder is not None:
@@ -100,12 +140,12 @@ class StaticValues:
             elif _evaluable(producer):
                 result = self._evaluate(producer, value)
             else:
-                return None
+                return None, producer.op_type in _NOT_DETERMINISTIC
         except (ValueError, IndexError, TypeError, OverflowError, ZeroDivisionError):
-            return None
-        if result is None or result.size > _MAX_FOLD_ELEMENTS:
-            return None
-        return result
+            return None, True
+        if result is not None and result.size > _MAX_FOLD_ELEMENTS:
+            return None, True
+        return result, not _reads_shapes(value)
 
     def _evaluate(self, node: ir.Node, value: ir.Value) -> np.ndarray | None:
         """`value` (an output of `node`) computed by onnx.reference from static inputs."""
@@ -147,10 +187,12 @@ class StaticValues:
         return arrays
 
 
-# Operators whose folding needs no operand content (they read shapes), and operators never
-# evaluated: non-deterministic ones, and those with subgraphs or non-tensor values.
+# Operators whose folding needs no operand content (they read shapes); operators whose folding
+# reads shapes (which inference may still refine); operators never evaluated: non-deterministic
+# ones, and those with subgraphs or non-tensor values.
 _SHAPE_ONLY = frozenset({"Constant", "Shape", "Size"})
-_NOT_EVALUATED = frozenset(
+_SHAPE_READERS = frozenset({"Shape", "Size", "Gather", "Slice"})
+_NOT_DETERMINISTIC = frozenset(
     {
         "Bernoulli",
         "Multinomial",
@@ -158,6 +200,10 @@ _NOT_EVALUATED = frozenset(
         "RandomNormalLike",
         "RandomUniform",
         "RandomUniformLike",
+    }
+)
+_NOT_EVALUATED = _NOT_DETERMINISTIC | frozenset(
+    {
         "If",
         "Loop",
         "Scan",
@@ -178,6 +224,12 @@ def _operands(value: ir.Value) -> list[ir.Value]:
     if producer.op_type not in _FOLDERS and not _evaluable(producer):
         return []
     return [v for v in producer.inputs if v is not None]
+
+
+def _reads_shapes(value: ir.Value) -> bool:
+    """True when folding `value` may read declared shapes rather than contents only."""
+    producer = value.producer()
+    return producer is not None and producer.op_type in _SHAPE_READERS
 
 
 def _evaluable(node: ir.Node) -> bool:

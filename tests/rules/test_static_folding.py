@@ -125,3 +125,19 @@ def test_a_loop_whose_trip_count_is_shape_arithmetic_unrolls(h, w, offset, count
     np.testing.assert_array_equal(y, np.stack([*(a * i for i in reversed(range(count))), a]))
     assert sequence_op_count(lowered) == 0 and op_counts(lowered)["Loop"] == 0
     assert report.rules_fired["loop-unroll"] == 1
+
+
+def test_a_value_a_rewrite_makes_static_is_seen_by_the_next_question():
+    """`len(xs) - 1` is not static while the SequenceLength stays; once a rule replaces it by a
+    Constant, the same StaticValues (one per sweep) folds the subtraction."""
+    values, named = _values("""g (float[2] x) => (int64 last) {
+        s = SequenceConstruct(x, x, x)
+        n = SequenceLength(s)
+        one = Constant<value = int64 {1}>()
+        last = Sub(n, one)
+    }""")
+    assert values.get(named["last"]) is None
+    length = ir.Node("", "Constant", [], [ir.AttrTensor("value", ir.tensor(np.array(3)))])
+    named["n"].producer().graph.insert_before(named["n"].producer(), length)
+    named["n"].replace_all_uses_with(length.outputs[0])
+    assert values.get_int(named["last"]) == 2
