@@ -327,8 +327,10 @@ RULES = RuleSet(
         Rule("at-of-split", "SequenceAt", _check_at_of_split, _at_of_split),
         Rule("at-of-chunks", "SequenceAt", _check_at_of_chunks, _at_of_chunks),
         Rule("at-split-source", "SequenceAt", _check_at_split_source, _at_split_source),
-        Rule("at-dynamic-gather", "SequenceAt", _check_at_gather, _at_gather),
-        Rule("at-dynamic-if-chain", "SequenceAt", _check_at_if_chain, _at_if_chain),
+        Rule("at-dynamic-gather", "SequenceAt", _check_at_gather, _at_gather, last_resort=True),
+        Rule(
+            "at-dynamic-if-chain", "SequenceAt", _check_at_if_chain, _at_if_chain, last_resort=True
+        ),
         Rule("length-static", "SequenceLength", _check_length_static, _length_static),
         Rule("length-of-split", "SequenceLength", _check_length_of_split, _length_of_split),
     ]

@@ -292,26 +292,29 @@ def _erase_if(node: ir.Node, elements, ctx: Context) -> None:  # type: ignore[no
 
 RULES = RuleSet(
     [
-        Rule("insert-at-runtime-position", "SequenceInsert", _check_insert("where"), _insert),
-        Rule("erase-at-runtime-position", "SequenceErase", _check_erase("where"), _erase),
-        Rule(
-            "insert-at-runtime-position-gather",
-            "SequenceInsert",
-            _check_insert("gather"),
-            _insert_gather,
-        ),
-        Rule(
-            "erase-at-runtime-position-gather",
-            "SequenceErase",
-            _check_erase("gather"),
-            _erase_gather,
-        ),
-        Rule(
-            "insert-at-runtime-position-if-chain",
-            "SequenceInsert",
-            _check_insert("if"),
-            _insert_if,
-        ),
-        Rule("erase-at-runtime-position-if-chain", "SequenceErase", _check_erase("if"), _erase_if),
+        Rule(name, op, check, rewrite, last_resort=True)
+        for name, op, check, rewrite in (
+            ("insert-at-runtime-position", "SequenceInsert", _check_insert("where"), _insert),
+            ("erase-at-runtime-position", "SequenceErase", _check_erase("where"), _erase),
+            (
+                "insert-at-runtime-position-gather",
+                "SequenceInsert",
+                _check_insert("gather"),
+                _insert_gather,
+            ),
+            (
+                "erase-at-runtime-position-gather",
+                "SequenceErase",
+                _check_erase("gather"),
+                _erase_gather,
+            ),
+            (
+                "insert-at-runtime-position-if-chain",
+                "SequenceInsert",
+                _check_insert("if"),
+                _insert_if,
+            ),
+            ("erase-at-runtime-position-if-chain", "SequenceErase", _check_erase("if"), _erase_if),
+        )
     ]
 )
