@@ -217,27 +217,56 @@ def _reader_refusal(reader: ir.Node, length: int, branch: str, ctx: Context) -> 
     return None
 
 
-def _concat_refusal(reader: ir.Node, value: ir.Value, branch: str, ctx: Context) -> str | None:
-    """Why the elements of `value` cannot be concatenated as `reader` asks (dims that differ
-    where they must match), or None: a Concat of them in a branch that never runs would still
-    fail shape inference."""
+def _possible_elements(value: ir.Value, ctx: Context) -> list[tuple[ir.Value, ...]] | None:
+    """Every list of elements `value` may hold (through nested Ifs, as `_possible_lengths`), or
+    None when one is not known yet."""
     elements = ctx.facts.elements(value)
-    if reader.op_type != "ConcatFromSequence" or not elements:
+    if elements is not None:
+        return [elements]
+    producer = value.producer()
+    if producer is None or producer.op_type != "If" or producer.domain != "":
         return None
+    index = list(producer.outputs).index(value)
+    found: list[tuple[ir.Value, ...]] = []
+    for key in _BRANCHES:
+        inner = _possible_elements(_branch(producer, key).outputs[index], ctx)
+        if inner is None:
+            return None
+        found += inner
+    return found
+
+
+def _concat_refusal(reader: ir.Node, value: ir.Value, branch: str, ctx: Context) -> str | None:
+    """Why the elements of `value` cannot be concatenated as `reader` asks (not known yet, or
+    dims that differ where they must match), or None: a Concat of them in a branch that never
+    runs would still fail shape inference."""
+    if reader.op_type != "ConcatFromSequence":
+        return None
+    options = _possible_elements(value, ctx)
+    if options is None:
+        return f"the elements '{reader.name}' would concatenate in {branch} are not known yet"
+    for elements in options:
+        problem = _concat_problem(reader, elements)
+        if problem:
+            return f"'{reader.name}' cannot concatenate the elements of {branch} ({problem})"
+    return None
+
+
+def _concat_problem(reader: ir.Node, elements: tuple[ir.Value, ...]) -> str | None:
     shapes = [e.shape for e in elements]
-    if any(shape is None for shape in shapes):
+    if not elements or any(shape is None for shape in shapes):
         return None
     ranks = {len(shape) for shape in shapes}  # type: ignore[arg-type]
     new_axis = reader.attributes.get_int("new_axis", 0) == 1
     (rank,) = ranks if len(ranks) == 1 else (-1,)
     axis = reader.attributes.get_int("axis", 0)
     if rank < 0 or not -(rank + new_axis) <= axis < rank + new_axis:
-        return f"'{reader.name}' cannot concatenate the elements of {branch} (ranks or axis)"
+        return "ranks or axis"
     skip = None if new_axis else axis % rank
     for index in range(rank):
         dims = {shape[index] for shape in shapes if isinstance(shape[index], int)}  # type: ignore[index]
         if index != skip and len(dims) > 1:
-            return f"'{reader.name}' cannot concatenate the elements of {branch} (dim {index})"
+            return f"dim {index}"
     return None
 
 

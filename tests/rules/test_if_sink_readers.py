@@ -157,3 +157,21 @@ def test_refuses_a_concat_that_cannot_fit_in_a_branch_that_never_runs():
     np.testing.assert_array_equal(y, np.concatenate([b, b, b]))
     assert "'' cannot concatenate the elements of the then branch (dim 1)" in reasons(report)
     assert op_counts(lowered)["ConcatFromSequence"] == 1
+
+
+def test_a_concat_waits_for_the_branch_elements_then_refuses_a_misfit():
+    """Fuzz seed 1528: the else branch inserts a [1,2] tensor into a list of scalars (the
+    branch is not taken). Its elements are known only once the insert folds; the concat is not
+    sunk before, and then not at all."""
+    model = parse("""g (float[2] x, bool c) => (float[?] y) {
+      a = ReduceSum<keepdims = 0>(x)
+      s = SequenceConstruct(a, a, a)
+      wide = Constant<value = float[1,2] {-2, -3}>()
+      r = If(c) <then_branch = t () => (seq(float) st) { st = SequenceErase(s) },
+                 else_branch = e () => (seq(float) se) { se = SequenceInsert(s, wide) }>
+      y = ConcatFromSequence<axis = -1, new_axis = 1>(r)
+    }""")
+    lowered, report, (y,) = lower_and_compare(model, {"x": A, "c": np.array(True)})
+    np.testing.assert_array_equal(y, [3, 3])
+    assert "cannot concatenate the elements of the else branch (ranks or axis)" in reasons(report)
+    assert op_counts(lowered)["ConcatFromSequence"] == 1
