@@ -7,10 +7,10 @@ static length.
         -> SequenceConstruct(r0..rn-2), rj = Where(j < q, e[j], e[j+1])
                                                    (one static shape, a type Where takes)
     SequenceInsert(SequenceConstruct(e0..en-1), t, p)
-        -> SequenceConstruct(Gather(Stack(e0..en-1, t), ij)...),
-           ij = Where(j < q, j, Where(j == q, n, j - 1))
+        -> SequenceConstruct(Split(Gather(Stack(e0..en-1, t), i))...),
+           i = Where(J < q, J, Where(J == q, n, J - 1)), J = [0..n]
     SequenceErase(SequenceConstruct(e0..en-1), p)
-        -> SequenceConstruct(Gather(Stack(e0..en-1), ij)...), ij = Where(j < q, j, j + 1)
+        -> SequenceConstruct(Split(Gather(Stack(e0..en-1), i))...), i = Where(J < q, J, J + 1)
                                                    (one static shape, any other type)
     SequenceInsert(SequenceConstruct(e0..en-1), t, p)
         -> SequenceConstruct(r0..rn), rj = If(j < q, e[j], If(j == q, t, e[j-1]))
@@ -169,18 +169,13 @@ def _erase(node: ir.Node, elements, ctx: Context) -> None:  # type: ignore[no-un
 # -- Gather over the stacked elements: any element type ----------------------------------------
 
 
-def _index(builder: Builder, op: str, q: ir.Value, j: int, a: int, b: ir.Value | int) -> ir.Value:
-    """The int64 scalar Where(j <op> q, a, b)."""
-    constant = builder.constant
-    b_value = b if isinstance(b, ir.Value) else constant(np.array(b, dtype=np.int64), "index")
-    return _choose(builder, op, q, j, constant(np.array(a, dtype=np.int64), "index"), b_value)
-
-
-def _gathered(builder: Builder, stacked: ir.Value, indices: list[ir.Value], like: ir.Value):
-    """Gather(stacked, i, axis=0) for each scalar index i: the chosen elements."""
+def _chosen(builder: Builder, stacked: ir.Value, indices: ir.Value, like: ir.Value, count: int):
+    """The `count` elements Gather(stacked, indices, axis=0) picks, as separate tensors."""
+    picked = builder.op("Gather", [stacked, indices], {"axis": 0}, name="chosen")
+    chunks = builder.split(picked, 0, [1] * count, count)
     chosen = []
-    for index in indices:
-        element = builder.op("Gather", [stacked, index], {"axis": 0}, name="chosen")
+    for chunk in chunks:
+        element = builder.squeeze(chunk, [0])
         element.type, element.shape = like.type, like.shape
         chosen.append(element)
     return chosen
@@ -188,36 +183,37 @@ def _gathered(builder: Builder, stacked: ir.Value, indices: list[ir.Value], like
 
 def _insert_gather(node: ir.Node, elements, ctx: Context) -> None:  # type: ignore[no-untyped-def]
     """SequenceInsert(SequenceConstruct(e0..en-1), t, p)
-    -> SequenceConstruct(Gather(Stack(e0..en-1, t), ij) for j in 0..n),
-       ij = Where(j < q, j, Where(j == q, n, j - 1))"""
+    -> SequenceConstruct(Split(Gather(Stack(e0..en-1, t), i)) squeezed),
+       i = Where(J < q, J, Where(J == q, n, J - 1)), J = [0..n]"""
     builder = ctx.rewriter.before(node)
     tensor = node.inputs[1]
     assert tensor is not None
     n = len(elements)
     q = _normalized(builder, node.inputs[2], n + 1, shift=True)  # type: ignore[arg-type]
     stacked = builder.stack([*elements, tensor])
-    indices = []
-    for j in range(n + 1):
-        at_or_after = _index(builder, "Equal", q, j, n, j - 1) if j else None
-        if j == n:  # also makes q (and so the range check) part of the last element
-            indices.append(at_or_after if n else _index(builder, "Equal", q, 0, 0, 0))
-        else:
-            indices.append(_index(builder, "Less", q, j, j, at_or_after if j else n))
-    chosen = _gathered(builder, stacked, indices, tensor)
-    ctx.replace_sequence(node.outputs[0], chosen, builder)
+    slots = builder.ints(list(range(n + 1)), "slots")
+    before = builder.ints(list(range(-1, n)), "slots_before")
+    new = builder.constant(np.array(n, dtype=np.int64), "inserted")
+    at_or_after = builder.op("Where", [builder.op("Equal", [slots, q]), new, before])
+    indices = builder.op("Where", [builder.op("Less", [slots, q]), slots, at_or_after])
+    ctx.replace_sequence(
+        node.outputs[0], _chosen(builder, stacked, indices, tensor, n + 1), builder
+    )
 
 
 def _erase_gather(node: ir.Node, elements, ctx: Context) -> None:  # type: ignore[no-untyped-def]
     """SequenceErase(SequenceConstruct(e0..en-1), p)
-    -> SequenceConstruct(Gather(Stack(e0..en-1), ij) for j in 0..n-2), ij = Where(j < q, j, j+1)"""
+    -> SequenceConstruct(Split(Gather(Stack(e0..en-1), i)) squeezed),
+       i = Where(J < q, J, J + 1), J = [0..n-2]"""
     builder = ctx.rewriter.before(node)
     n = len(elements)
     q = _normalized(builder, node.inputs[1], n, shift=False)  # type: ignore[arg-type]
     stacked = builder.stack(list(elements))
-    indices = [_index(builder, "Less", q, j, j, j + 1) for j in range(n - 1)]
-    ctx.replace_sequence(
-        node.outputs[0], _gathered(builder, stacked, indices, elements[0]), builder
-    )
+    slots = builder.ints(list(range(n - 1)), "slots")
+    after = builder.ints(list(range(1, n)), "slots_after")
+    indices = builder.op("Where", [builder.op("Less", [slots, q]), slots, after])
+    chosen = _chosen(builder, stacked, indices, elements[0], n - 1)
+    ctx.replace_sequence(node.outputs[0], chosen, builder)
 
 
 # -- If per element: elements of different shapes ---------------------------------------------
