@@ -133,6 +133,8 @@ class StaticValues:
             return None, True  # a model input, or an input of a subgraph
         if producer.domain != "":
             return None, False  # a function call may still be inlined
+        if producer.op_type == "If":
+            return self._taken_branch(producer, value), False
         folder = _FOLDERS.get(producer.op_type)
         try:
             if folder is not None:
@@ -146,6 +148,20 @@ class StaticValues:
         if result is not None and result.size > _MAX_FOLD_ELEMENTS:
             return None, True
         return result, not _reads_shapes(value)
+
+    def _taken_branch(self, node: ir.Node, value: ir.Value) -> np.ndarray | None:
+        """If(c static) -> the output of the branch `c` takes, when that is static (it may read
+        outer values: min(h, w) written as If(h < w, h, w))."""
+        condition = self.get(node.inputs[0]) if node.inputs else None
+        if condition is None or condition.size != 1:
+            return None
+        key = "then_branch" if bool(condition.reshape(())) else "else_branch"
+        attribute = node.attributes.get(key)
+        if attribute is None or attribute.type != ir.AttributeType.GRAPH:
+            return None
+        branch = attribute.as_graph()
+        index = list(node.outputs).index(value)
+        return self.get(branch.outputs[index]) if index < len(branch.outputs) else None
 
     def _evaluate(self, node: ir.Node, value: ir.Value) -> np.ndarray | None:
         """`value` (an output of `node`) computed by onnx.reference from static inputs."""
@@ -191,7 +207,7 @@ class StaticValues:
 # reads shapes (which inference may still refine); operators never evaluated: non-deterministic
 # ones, and those with subgraphs or non-tensor values.
 _SHAPE_ONLY = frozenset({"Constant", "Shape", "Size"})
-_SHAPE_READERS = frozenset({"Shape", "Size", "Gather", "Slice"})
+_SHAPE_READERS = frozenset({"Shape", "Size", "Gather", "Slice", "If"})
 _NOT_DETERMINISTIC = frozenset(
     {
         "Bernoulli",
@@ -221,13 +237,16 @@ def _operands(value: ir.Value) -> list[ir.Value]:
     producer = value.producer()
     if producer is None or producer.domain != "" or producer.op_type in _SHAPE_ONLY:
         return []
+    if producer.op_type == "If":
+        return producer.inputs[:1]  # type: ignore[return-value]
     if producer.op_type not in _FOLDERS and not _evaluable(producer):
         return []
     return [v for v in producer.inputs if v is not None]
 
 
 def _reads_shapes(value: ir.Value) -> bool:
-    """True when folding `value` may read declared shapes rather than contents only."""
+    """True when folding `value` may read declared shapes rather than contents only (or, for an
+    If, a branch output answered on its own): its "not static" answer is provisional."""
     producer = value.producer()
     return producer is not None and producer.op_type in _SHAPE_READERS
 

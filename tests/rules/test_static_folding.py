@@ -141,3 +141,21 @@ def test_a_value_a_rewrite_makes_static_is_seen_by_the_next_question():
     named["n"].producer().graph.insert_before(named["n"].producer(), length)
     named["n"].replace_all_uses_with(length.outputs[0])
     assert values.get_int(named["last"]) == 2
+
+
+def test_an_if_with_a_static_condition_folds_to_its_taken_branch():
+    """min(h, w) as some exporters write it: If(h < w) then h else w, on static dims."""
+    values, named = _values("""g (float[6,4] x, bool c) => (int64 m, int64 d) {
+        shp = Shape(x)
+        zero = Constant<value = int64 {0}>()
+        one = Constant<value = int64 {1}>()
+        h = Gather<axis = 0>(shp, zero)
+        w = Gather<axis = 0>(shp, one)
+        less = Less(h, w)
+        m = If(less) <then_branch = t () => (int64 a) { a = Identity(h) },
+                      else_branch = e () => (int64 b) { b = Identity(w) }>
+        d = If(c) <then_branch = t2 () => (int64 a2) { a2 = Identity(h) },
+                   else_branch = e2 () => (int64 b2) { b2 = Identity(w) }>
+    }""")
+    assert values.get_int(named["m"]) == 4
+    assert values.get(named["d"]) is None  # the condition is a model input
