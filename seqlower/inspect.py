@@ -291,7 +291,8 @@ class _Recorder:
         self.fired: dict[str, list[tuple[str, str]]] = {}
 
     def wrap(self, rules: RuleSet) -> RuleSet:
-        return RuleSet(Rule(r.name, r.op_type, r.check, self._wrap(r)) for r in rules)
+        # dataclasses.replace keeps the driver's ordering flags (before_producers, last_resort)
+        return RuleSet(dataclasses.replace(r, rewrite=self._wrap(r)) for r in rules)
 
     def _wrap(self, rule: Rule):  # type: ignore[no-untyped-def]
         @functools.wraps(rule.rewrite)

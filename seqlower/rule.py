@@ -86,13 +86,19 @@ class Rule:
     `before_producers` marks a rule that consumes a whole pattern, producers included (a
     SequenceMap batched straight from the SplitToSequence that feeds it): the driver tries such
     rules on every node before the others, so that the producers are not lowered piece by piece
-    first, only for that work to die when the pattern is rewritten."""
+    first, only for that work to die when the pattern is rewritten.
+
+    `last_resort` marks a rule that commits to a run-time form (a Loop for a SequenceMap, a
+    selection by a run-time position): the driver tries it only once no other rule applies
+    anywhere, so that a length or a position another rewrite makes static reaches the rules
+    that give the static form first (a map in a loop body unrolls with its loop)."""
 
     name: str
     op_type: str
     check: Check
     rewrite: Rewrite
     before_producers: bool = False
+    last_resort: bool = False
 
     @property
     def doc(self) -> str:
@@ -106,13 +112,23 @@ class RuleSet:
         self.rules: tuple[Rule, ...] = tuple(rules)
         self._by_op: dict[str, list[Rule]] = {}
         self._before_producers_by_op: dict[str, list[Rule]] = {}
+        self._not_last_resort_by_op: dict[str, list[Rule]] = {}
         for rule in self.rules:
             self._by_op.setdefault(rule.op_type, []).append(rule)
             if rule.before_producers:
                 self._before_producers_by_op.setdefault(rule.op_type, []).append(rule)
+            if not rule.last_resort:
+                self._not_last_resort_by_op.setdefault(rule.op_type, []).append(rule)
+        self.last_resort_ops = frozenset(r.op_type for r in self.rules if r.last_resort)
 
-    def for_op(self, op_type: str, *, before_producers_only: bool = False) -> list[Rule]:
-        by_op = self._before_producers_by_op if before_producers_only else self._by_op
+    def for_op(
+        self, op_type: str, *, before_producers_only: bool = False, last_resort: bool = True
+    ) -> list[Rule]:
+        """The rules for `op_type` in priority order: only the `before_producers` ones, or
+        all but the `last_resort` ones, when asked."""
+        if before_producers_only:
+            return self._before_producers_by_op.get(op_type, [])
+        by_op = self._by_op if last_resort else self._not_last_resort_by_op
         return by_op.get(op_type, [])
 
     def __add__(self, other: RuleSet) -> RuleSet:

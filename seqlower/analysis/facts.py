@@ -61,7 +61,7 @@ class Facts:
     """The analysis object rules consult: static tensors, static shapes and sequence facts."""
 
     def __init__(self, model: ir.Model) -> None:
-        self.values = StaticValues()
+        self.values = StaticValues(model.opset_imports.get(""))
         self._main_graph = model.graph
 
     # -- tensors -------------------------------------------------------------------------

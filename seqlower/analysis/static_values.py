@@ -2,22 +2,35 @@
 
 A value is static when its content is fixed for every run of the model: the output of a Constant
 node, an initializer that is not also a graph input (an initializer that is a graph input can be
-overridden by the caller), or the result of simple arithmetic on static values and static dims
-(Shape, Size, Gather, Slice, Concat, Squeeze, Unsqueeze, Cast, Reshape, Add, Sub, Mul, Div...).
-Gather and Slice of a Shape fold when the dims they pick are static, even if others are not.
-Only small tensors are folded; this is for positions, split sizes and lengths, not for weights.
+overridden by the caller), or the result of any deterministic operator on static values and
+static dims. Common shape arithmetic folds with numpy here (Shape, Size, Gather, Slice, Concat,
+Squeeze, Unsqueeze, Cast, Reshape, Add, Sub, Mul, Div, Where, Equal...); any other
+default-domain operator whose inputs are all static (Min, Max, Floor, ReduceMin, Range, Mod...)
+is evaluated by `onnx.reference`, one node at a time. Gather and Slice of a Shape fold when the
+dims they pick are static, even if others are not. Only small tensors are folded (inputs and
+results of at most `MAX_FOLD_ELEMENTS` elements); this is for positions, split sizes, trip
+counts and lengths, not for weights.
+
+Answers are cached (see `StaticValues` for which "not static" ones), an operator is answered
+"not static" as soon as one operand it needs is, and the walk up the producers is iterative, so
+deep chains cannot overflow the stack.
 """
 
 from __future__ import annotations
 
-__all__ = ["StaticValues"]
+__all__ = ["MAX_FOLD_ELEMENTS", "StaticValues", "static_shape"]
 
+import logging
+import warnings
 from collections.abc import Callable
 
 import numpy as np
 import onnx_ir as ir
 
-_MAX_FOLD_ELEMENTS = 4096
+logger = logging.getLogger(__name__)
+
+MAX_FOLD_ELEMENTS = 4096
+_MAX_FOLD_ELEMENTS = MAX_FOLD_ELEMENTS
 
 _Folder = Callable[["StaticValues", ir.Node], "np.ndarray | None"]
 
@@ -27,22 +40,35 @@ class StaticValues:
 
     The cache is only valid while rewrites preserve meaning (which every seqlower rule does): a
     value's producer never changes, and a replaced input always computes the same content.
+    Static contents are cached, and so are the "not static" answers that no rewrite can change
+    (the value reads a model input, an overridable initializer, a random operator...). A value
+    that is not static only because it reads something a rule may still replace by a constant
+    (a SequenceLength, an If, a shape not inferred yet) is looked at again at the next question,
+    so what a rewrite makes static is seen at once, by rules that ask after it.
+    `opset` is the default-domain opset that `onnx.reference` evaluates other operators in.
     """
 
-    def __init__(self) -> None:
-        self._cache: dict[ir.Value, np.ndarray] = {}
+    def __init__(self, opset: int | None = None) -> None:
+        self._cache: dict[ir.Value, np.ndarray | None] = {}
+        self._opset = opset
+        self._soft: set[ir.Value] | None = None  # during one question: not static, for now
 
     def get(self, value: ir.Value | None) -> np.ndarray | None:
         """The content of `value` if it is static, else None."""
         if value is None:
             return None
-        cached = self._cache.get(value)
-        if cached is not None:
-            return cached
-        result = self._compute(value)
-        if result is not None:
-            self._cache[value] = result
-        return result
+        if value in self._cache:
+            return self._cache[value]
+        if self._soft is not None:  # asked by a folder while answering another question
+            if value not in self._soft:
+                self._resolve(value, self._soft)
+            return self._cache.get(value)
+        self._soft = set()
+        try:
+            self._resolve(value, self._soft)
+        finally:
+            self._soft = None
+        return self._cache.get(value)
 
     def get_int(self, value: ir.Value | None) -> int | None:
         """The content of a static integer scalar (or one-element tensor), else None."""
@@ -58,24 +84,111 @@ class StaticValues:
             return None
         return [int(x) for x in array]
 
-    def _compute(self, value: ir.Value) -> np.ndarray | None:
+    def _resolve(self, root: ir.Value, soft: set[ir.Value]) -> None:
+        """Answer for `root`, operands first (an explicit stack, not recursion). An operator
+        that needs all its operands static is answered as soon as one is not."""
+        stack = [root]
+        while stack:
+            value = stack[-1]
+            if value in self._cache or value in soft:
+                stack.pop()
+                continue
+            operands = _operands(value)
+            needs_all = not _reads_shapes(value)
+            pending = None
+            for operand in operands:
+                if operand in self._cache:
+                    if self._cache[operand] is None and needs_all:
+                        self._cache[value] = None  # as final as the operand's answer
+                        break
+                elif operand in soft:
+                    if needs_all:
+                        soft.add(value)
+                        break
+                else:
+                    pending = operand
+                    break
+            else:
+                stack.pop()
+                result, final = self._compute(value)
+                if result is not None or final:
+                    self._cache[value] = result
+                else:
+                    soft.add(value)
+                continue
+            if pending is not None:
+                stack.append(pending)
+            else:
+                stack.pop()
+
+    def _compute(self, value: ir.Value) -> tuple[np.ndarray | None, bool]:
+        """The content of `value` (its operands answered), and whether a "not static" answer
+        is final."""
         if value.is_initializer():
             if value.is_graph_input() or value.const_value is None:
-                return None
-            return _small_array(value.const_value)
+                return None, True
+            return _small_array(value.const_value), True
         producer = value.producer()
-        if producer is None or producer.domain != "":
-            return None
+        if producer is None:
+            return None, True  # a model input, or an input of a subgraph
+        if producer.domain != "":
+            return None, False  # a function call may still be inlined
+        if producer.op_type == "If":
+            return self._taken_branch(producer, value), False
         folder = _FOLDERS.get(producer.op_type)
-        if folder is None:
-            return None
         try:
-            result = folder(self, producer)
-        except (ValueError, IndexError, TypeError, OverflowError):
+            if folder is not None:
+                result = folder(self, producer)
+            elif _evaluable(producer):
+                result = self._evaluate(producer, value)
+            else:
+                return None, producer.op_type in _NOT_DETERMINISTIC
+        except (ValueError, IndexError, TypeError, OverflowError, ZeroDivisionError):
+            return None, True
+        if result is not None and result.size > _MAX_FOLD_ELEMENTS:
+            return None, True
+        return result, not _reads_shapes(value)
+
+    def _taken_branch(self, node: ir.Node, value: ir.Value) -> np.ndarray | None:
+        """If(c static) -> the output of the branch `c` takes, when that is static (it may read
+        outer values: min(h, w) written as If(h < w, h, w))."""
+        condition = self.get(node.inputs[0]) if node.inputs else None
+        if condition is None or condition.size != 1:
             return None
-        if result is None or result.size > _MAX_FOLD_ELEMENTS:
+        key = "then_branch" if bool(condition.reshape(())) else "else_branch"
+        attribute = node.attributes.get(key)
+        if attribute is None or attribute.type != ir.AttributeType.GRAPH:
             return None
-        return result
+        branch = attribute.as_graph()
+        index = list(node.outputs).index(value)
+        return self.get(branch.outputs[index]) if index < len(branch.outputs) else None
+
+    def _evaluate(self, node: ir.Node, value: ir.Value) -> np.ndarray | None:
+        """`value` (an output of `node`) computed by onnx.reference from static inputs."""
+        arrays = self.inputs(node)
+        if arrays is None:
+            return None
+        from onnx.reference import ReferenceEvaluator  # loaded only when something folds
+
+        proto = ir.serde.serialize_node(node)
+        names = [v.name for v in node.inputs if v is not None]
+        feeds = dict(zip(names, arrays))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # numpy overflow warnings in integer ops
+                opsets = {"": self._opset} if self._opset is not None else None
+                results = ReferenceEvaluator(proto, opsets=opsets).run(None, feeds)
+        except Exception as error:  # an operator onnx.reference lacks or rejects: not static
+            logger.debug("no static value for %s '%s': %s", node.op_type, node.name, error)
+            return None
+        for output, result in zip(node.outputs, results):
+            if output is not value and output not in self._cache:
+                array = np.asarray(result) if isinstance(result, np.ndarray) else None
+                small = array is not None and array.size <= _MAX_FOLD_ELEMENTS
+                self._cache[output] = array if small else None
+        index = list(node.outputs).index(value)
+        result = results[index] if index < len(results) else None
+        return np.asarray(result) if isinstance(result, (np.ndarray, np.generic)) else None
 
     def inputs(self, node: ir.Node) -> list[np.ndarray] | None:
         """The contents of all of `node`'s present inputs, or None if one is not static."""
@@ -88,6 +201,70 @@ class StaticValues:
                 return None
             arrays.append(array)
         return arrays
+
+
+# Operators whose folding needs no operand content (they read shapes); operators whose folding
+# reads shapes (which inference may still refine); operators never evaluated: non-deterministic
+# ones, and those with subgraphs or non-tensor values.
+_SHAPE_ONLY = frozenset({"Constant", "Shape", "Size"})
+_SHAPE_READERS = frozenset({"Shape", "Size", "Gather", "Slice", "If"})
+_NOT_DETERMINISTIC = frozenset(
+    {
+        "Bernoulli",
+        "Multinomial",
+        "RandomNormal",
+        "RandomNormalLike",
+        "RandomUniform",
+        "RandomUniformLike",
+    }
+)
+_NOT_EVALUATED = _NOT_DETERMINISTIC | frozenset(
+    {
+        "If",
+        "Loop",
+        "Scan",
+        "ConcatFromSequence",
+        "SplitToSequence",
+        "Optional",
+        "OptionalGetElement",
+        "OptionalHasElement",
+    }
+)
+
+
+def _operands(value: ir.Value) -> list[ir.Value]:
+    """The values whose content folding `value` may read (resolved before it)."""
+    producer = value.producer()
+    if producer is None or producer.domain != "" or producer.op_type in _SHAPE_ONLY:
+        return []
+    if producer.op_type == "If":
+        return producer.inputs[:1]  # type: ignore[return-value]
+    if producer.op_type not in _FOLDERS and not _evaluable(producer):
+        return []
+    return [v for v in producer.inputs if v is not None]
+
+
+def _reads_shapes(value: ir.Value) -> bool:
+    """True when folding `value` may read declared shapes rather than contents only (or, for an
+    If, a branch output answered on its own): its "not static" answer is provisional."""
+    producer = value.producer()
+    return producer is not None and producer.op_type in _SHAPE_READERS
+
+
+def _evaluable(node: ir.Node) -> bool:
+    """True for a default-domain operator onnx.reference may evaluate on static tensors."""
+    if node.op_type in _NOT_EVALUATED or not node.inputs or node.op_type.startswith("Sequence"):
+        return False
+    if any(a.is_ref() or a.type in _GRAPH_ATTRIBUTES for a in node.attributes.values()):
+        return False
+    return all(
+        isinstance(v.type, ir.TensorType) or v.type is None
+        for v in (*node.inputs, *node.outputs)
+        if v is not None
+    )
+
+
+_GRAPH_ATTRIBUTES = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
 
 
 def _small_array(tensor: ir.TensorProtocol) -> np.ndarray | None:

@@ -6,9 +6,11 @@ Rules that consume whole patterns (`Rule.before_producers`) are tried on every n
 each rewrite, what it left dead is removed at once (the rewritten node, the producers of what it
 read, transitively), so the rest of the sweep sees exact uses. Sweeps repeat, with shape inference
 between them, to a fixpoint bounded by `Options.max_iterations`; a whole-model dead-code pass
-confirms the fixpoint. The pass records why it stopped and how often each rule fired (as egg's
-runner does). Its last step is `RuntimeWorkaroundsPass`, so that the lowered model loads in
-onnxruntime whatever a user runs after it.
+confirms the fixpoint. Rules that commit to a run-time form (`Rule.last_resort`) join only in a
+sweep that follows one where no other rule applied, so that static lengths and positions found
+by any rewrite reach the rules of the static forms first. The pass records why it stopped and
+how often each rule fired (as egg's runner does). Its last step is `RuntimeWorkaroundsPass`, so
+that the lowered model loads in onnxruntime whatever a user runs after it.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         self.stop_reason = ""
         self.iterations = 0
         self.dead_code_free = False  # True after a fixpoint: no dead node is left anywhere
+        self._deferred = False  # a sweep left a last-resort rule out on a node it did not change
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         rewriter = Rewriter(model)
@@ -70,17 +73,22 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         whole_model_clean = True  # no rewrite since the last whole-model dead-code removal
         self.stop_reason = f"iteration limit ({self.options.max_iterations}) reached"
         self.dead_code_free = False
+        last_resort = False  # whether this sweep tries the last-resort rules too
         for iteration in range(1, self.options.max_iterations + 1):
             self.iterations = iteration
             context = Context(Facts(model), rewriter, self.options)
             self.refusals = {}
-            if self._sweep(model, context):
-                modified, whole_model_clean = True, False
+            self._deferred = False
+            if self._sweep(model, context, last_resort):
+                modified, whole_model_clean, last_resort = True, False, False
                 infer_shapes(model)
                 continue
             # a fixpoint, unless dead code that the local removals missed holds a rule back
             if not whole_model_clean and remove_dead_nodes(model):
                 whole_model_clean = True
+                continue
+            if self._deferred:  # nothing else applies: now the last-resort rules may
+                last_resort = True
                 continue
             self.stop_reason = "fixpoint: no rule applies"
             self.dead_code_free = True
@@ -91,10 +99,11 @@ class LowerSequencesPass(ir.passes.InPlacePass):
             modified |= RuntimeWorkaroundsPass()(model).modified
         return ir.passes.PassResult(model, modified)
 
-    def _sweep(self, model: ir.Model, context: Context) -> bool:
+    def _sweep(self, model: ir.Model, context: Context, last_resort: bool) -> bool:
         """Try the rules on every live node: first the rules that consume whole patterns
         (`Rule.before_producers`, subgraphs before the graphs that hold them), then all of
-        them."""
+        them (the `last_resort` ones only when told; `_deferred` says whether one was left
+        out on a node that no other rule rewrote)."""
         changed = False
         graphs, owners = _graphs_and_owners(model)
         for before_producers_only in (True, False):
@@ -108,10 +117,18 @@ class LowerSequencesPass(ir.passes.InPlacePass):
                     if node.domain != "":
                         continue
                     rules = self.rules.for_op(
-                        node.op_type, before_producers_only=before_producers_only
+                        node.op_type,
+                        before_producers_only=before_producers_only,
+                        last_resort=last_resort,
                     )
-                    if rules and node.graph is graph and not is_dead(node):
-                        changed |= self._apply_first(node, rules, context)
+                    left_out = not (last_resort or before_producers_only) and (
+                        node.op_type in self.rules.last_resort_ops
+                    )
+                    if not (rules or left_out) or node.graph is not graph or is_dead(node):
+                        continue
+                    fired = bool(rules) and self._apply_first(node, rules, context)
+                    changed |= fired
+                    self._deferred |= left_out and not fired
         return changed
 
     def _apply_first(self, node: ir.Node, rules: list[Rule], context: Context) -> bool:

@@ -11,9 +11,13 @@
     SequenceAt(SequenceConstruct(e0..en), p)  -> If(p == 0, e0, If(p == 1, e1, ...))  (otherwise)
     SequenceLength(s)                                -> Constant(n)   (n static)
     SequenceLength(SplitToSequence(x, axis=a))       -> Gather(Shape(x), a)
+    SequenceLength(SplitToSequence(x, sizes (1-D)))  -> Gather(Shape(sizes), 0)  (+ a check)
 
 A run-time position out of range stays a run-time error: Gather checks its indices, and the If
 chain and the scalar-split Slice read the position through a Gather over [0, n) first (q above).
+Run-time split sizes that do not add up to the split dim stay a run-time error too: the length
+adds dim 0 of Concat(ConstantOfShape([0, d]), ConstantOfShape([0, sum(sizes)])), which is 0 and
+fails when the two differ (no element is allocated).
 """
 
 from __future__ import annotations
@@ -274,19 +278,23 @@ def _check_length_of_split(node: ir.Node, ctx: Context):  # type: ignore[no-unty
         return Refusal("the rank of the split input is unknown")
     chunk = None
     if len(split.inputs) > 1 and split.inputs[1] is not None:
-        if split.inputs[1].shape is None or len(split.inputs[1].shape) != 0:
-            return Refusal("the split is not a scalar")
         chunk = split.inputs[1]
+        if chunk.shape is None or len(chunk.shape) not in (0, 1):
+            return Refusal("the rank of the 'split' input is unknown or not 0 or 1")
     return data, split.attributes.get_int("axis", 0) % len(data.shape), chunk
 
 
 def _length_of_split(node: ir.Node, match, ctx: Context) -> None:  # type: ignore[no-untyped-def]
     """SequenceLength(SplitToSequence(x, axis=a)) -> Gather(Shape(x), a)
-    SequenceLength(SplitToSequence(x, s, axis=a)) -> (Gather(Shape(x), a) + s - 1) / s"""
+    SequenceLength(SplitToSequence(x, s, axis=a)) -> (Gather(Shape(x), a) + s - 1) / s
+    SequenceLength(SplitToSequence(x, sizes (1-D), axis=a)) -> Gather(Shape(sizes), 0)
+        (checked: fails when Sum(sizes) != Gather(Shape(x), a))"""
     data, axis, chunk = match
     builder = ctx.rewriter.before(node)
     length = builder.op("Gather", [builder.op("Shape", [data]), builder.constant(np.array(axis))])
-    if chunk is not None:
+    if chunk is not None and len(chunk.shape) == 1:  # type: ignore[arg-type]
+        length = _length_of_sizes(builder, length, chunk)
+    elif chunk is not None:
         chunk64 = builder.op("Cast", [chunk], {"to": int(ir.DataType.INT64)})
         one = builder.constant(np.array(1, dtype=np.int64), "one")
         rounded_up = builder.op("Sub", [builder.op("Add", [length, chunk64]), one])
@@ -295,14 +303,35 @@ def _length_of_split(node: ir.Node, match, ctx: Context) -> None:  # type: ignor
     ctx.rewriter.replace(node.outputs[0], length)
 
 
+def _length_of_sizes(builder: Builder, dim: ir.Value, sizes: ir.Value) -> ir.Value:
+    """The number of chunks of a split of `dim` by the 1-D run-time `sizes`: Shape(sizes)[0], or
+    `dim` when `sizes` is empty (onnxruntime then splits into chunks of 1; onnx.reference gives
+    no chunk). Plus Gather([0], bad), which is 0, and fails as the SplitToSequence itself does
+    when the sizes are not empty and have a negative size or do not add up to `dim`."""
+    sizes = builder.op("Cast", [sizes], {"to": int(ir.DataType.INT64)})
+    zero = builder.constant(np.array(0, dtype=np.int64), "zero")
+    count = builder.op("Gather", [builder.op("Shape", [sizes]), zero])
+    empty = builder.op("Equal", [count, zero])
+    total = builder.op("ReduceSum", [sizes], {"keepdims": 0})
+    padded = builder.op("Concat", [sizes, builder.ints([0], "zero_table")], {"axis": 0})
+    negative = builder.op("Less", [builder.op("ReduceMin", [padded], {"keepdims": 0}), zero])
+    wrong_sum = builder.op("Not", [builder.op("Equal", [total, dim])])
+    bad = builder.op("And", [builder.op("Not", [empty]), builder.op("Or", [negative, wrong_sum])])
+    index = builder.op("Cast", [bad], {"to": int(ir.DataType.INT64)})
+    check = builder.op("Gather", [builder.ints([0], "zero_table"), index], {"axis": 0})
+    return builder.op("Add", [builder.op("Where", [empty, dim, count]), check], name="length")
+
+
 RULES = RuleSet(
     [
         Rule("at-static-position", "SequenceAt", _check_at_static, _at_static),
         Rule("at-of-split", "SequenceAt", _check_at_of_split, _at_of_split),
         Rule("at-of-chunks", "SequenceAt", _check_at_of_chunks, _at_of_chunks),
         Rule("at-split-source", "SequenceAt", _check_at_split_source, _at_split_source),
-        Rule("at-dynamic-gather", "SequenceAt", _check_at_gather, _at_gather),
-        Rule("at-dynamic-if-chain", "SequenceAt", _check_at_if_chain, _at_if_chain),
+        Rule("at-dynamic-gather", "SequenceAt", _check_at_gather, _at_gather, last_resort=True),
+        Rule(
+            "at-dynamic-if-chain", "SequenceAt", _check_at_if_chain, _at_if_chain, last_resort=True
+        ),
         Rule("length-static", "SequenceLength", _check_length_static, _length_static),
         Rule("length-of-split", "SequenceLength", _check_length_of_split, _length_of_split),
     ]

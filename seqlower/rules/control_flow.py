@@ -4,10 +4,17 @@
     If(c, then: SequenceConstruct(a0..an), else: SequenceConstruct(b0..bn))
         -> SequenceConstruct(If(c, then: (a0..an), else: (b0..bn)))   (one tensor output each)
 
+    If(c, then: s1, else: s2) read by R1(s, ..)..Rk(s, ..) only  (SequenceAt, SequenceLength,
+                                                                ConcatFromSequence)
+        -> If(c, then: (R1(s1, ..)..Rk(s1, ..)), else: (R1(s2, ..)..Rk(s2, ..)))
+
 The second form needs both branches to yield the same static number of elements (each branch is
 lowered first by the other rules, which turn its sequence into the canonical SequenceConstruct);
-the SequenceConstruct left outside lets the consumers of the If keep lowering. Sequence outputs
-whose lengths are not static, or differ between the branches, stay sequences.
+the SequenceConstruct left outside lets the consumers of the If keep lowering. Where the lengths
+differ between the branches, the third form sinks the readers into both branches, so that the If
+returns their tensors and each branch lowers its own copy against its own known sequence. A
+reader that would be an error in a branch (a position out of range there, reading an empty
+sequence) is not sunk: that branch may never run. Sequences of unknown length stay.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ __all__ = ["RULES"]
 
 import dataclasses
 
+import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.facts import element_dtype
@@ -151,9 +159,215 @@ def _sequence_outputs_to_tensors(node: ir.Node, plan: SplitOutputs, ctx: Context
         ctx.replace_sequence(old, values, builder, dtype)
 
 
+# -- readers sunk into the branches --------------------------------------------------------
+
+_SINKABLE = ("SequenceAt", "SequenceLength", "ConcatFromSequence")
+
+
+@dataclasses.dataclass(frozen=True)
+class SinkPlan:
+    # per If output index whose readers move into the branches: those readers, in use order
+    readers: dict[int, tuple[ir.Node, ...]]
+    # static reader inputs defined after the If: a copy of the constant goes into each branch
+    constants: dict[ir.Value, np.ndarray]
+
+
+def _available_before(value: ir.Value | None, node: ir.Node, order: dict[ir.Node, int]) -> bool:
+    """True when `value` can be read inside `node`'s branches: it is defined outside `node`'s
+    graph, or by a node that comes before `node`."""
+    producer = value.producer() if value is not None else None
+    if producer is None or producer.graph is not node.graph:
+        return True
+    if not order:
+        order.update((n, i) for i, n in enumerate(node.graph))  # type: ignore[union-attr]
+    return order.get(producer, len(order)) < order[node]
+
+
+def _possible_lengths(value: ir.Value, ctx: Context) -> set[int] | str:
+    """Every length `value` may have: its static length, or the lengths of the values a nested
+    If's branches yield (readers sunk into that If sink further); else why not known."""
+    length = ctx.facts.length(value)
+    if length is not None:
+        return {length}
+    producer = value.producer()
+    if producer is not None and producer.op_type == "If" and producer.domain == "":
+        index = list(producer.outputs).index(value)
+        lengths: set[int] = set()
+        for key in _BRANCHES:
+            inner = _possible_lengths(_branch(producer, key).outputs[index], ctx)
+            if isinstance(inner, str):
+                return inner
+            lengths |= inner
+        return lengths
+    fact = ctx.facts.sequence(value)
+    return getattr(fact, "reason", "its length is not known")
+
+
+def _reader_refusal(reader: ir.Node, length: int, branch: str, ctx: Context) -> str | None:
+    """Why `reader`, copied into a branch whose sequence has `length` elements, would be an
+    error there (so it stays outside), or None."""
+    if reader.op_type == "SequenceLength":
+        return None
+    if length == 0:
+        return f"{reader.op_type} '{reader.name}' would read an empty sequence in {branch}"
+    if reader.op_type == "SequenceAt":
+        position = ctx.facts.static_int(reader.inputs[1] if len(reader.inputs) > 1 else None)
+        if position is not None and not -length <= position < length:
+            return f"position {position} of '{reader.name}' is out of range in {branch}"
+    return None
+
+
+def _possible_elements(value: ir.Value, ctx: Context) -> list[tuple[ir.Value, ...]] | None:
+    """Every list of elements `value` may hold (through nested Ifs, as `_possible_lengths`), or
+    None when one is not known yet."""
+    elements = ctx.facts.elements(value)
+    if elements is not None:
+        return [elements]
+    producer = value.producer()
+    if producer is None or producer.op_type != "If" or producer.domain != "":
+        return None
+    index = list(producer.outputs).index(value)
+    found: list[tuple[ir.Value, ...]] = []
+    for key in _BRANCHES:
+        inner = _possible_elements(_branch(producer, key).outputs[index], ctx)
+        if inner is None:
+            return None
+        found += inner
+    return found
+
+
+def _concat_refusal(reader: ir.Node, value: ir.Value, branch: str, ctx: Context) -> str | None:
+    """Why the elements of `value` cannot be concatenated as `reader` asks (not known yet, or
+    dims that differ where they must match), or None: a Concat of them in a branch that never
+    runs would still fail shape inference."""
+    if reader.op_type != "ConcatFromSequence":
+        return None
+    options = _possible_elements(value, ctx)
+    if options is None:
+        return f"the elements '{reader.name}' would concatenate in {branch} are not known yet"
+    for elements in options:
+        problem = _concat_problem(reader, elements)
+        if problem:
+            return f"'{reader.name}' cannot concatenate the elements of {branch} ({problem})"
+    return None
+
+
+def _concat_problem(reader: ir.Node, elements: tuple[ir.Value, ...]) -> str | None:
+    shapes = [e.shape for e in elements]
+    if not elements or any(shape is None for shape in shapes):
+        return None
+    ranks = {len(shape) for shape in shapes}  # type: ignore[arg-type]
+    new_axis = reader.attributes.get_int("new_axis", 0) == 1
+    (rank,) = ranks if len(ranks) == 1 else (-1,)
+    axis = reader.attributes.get_int("axis", 0)
+    if rank < 0 or not -(rank + new_axis) <= axis < rank + new_axis:
+        return "ranks or axis"
+    skip = None if new_axis else axis % rank
+    for index in range(rank):
+        dims = {shape[index] for shape in shapes if isinstance(shape[index], int)}  # type: ignore[index]
+        if index != skip and len(dims) > 1:
+            return f"dim {index}"
+    return None
+
+
+def _check_sink_readers(node: ir.Node, ctx: Context) -> SinkPlan | Refusal:
+    branches = [(_branch(node, key), key.split("_")[0]) for key in _BRANCHES]
+    readers: dict[int, tuple[ir.Node, ...]] = {}
+    constants: dict[ir.Value, np.ndarray] = {}
+    reasons = []
+    order: dict[ir.Node, int] = {}
+    for index, output in enumerate(node.outputs):
+        if not is_sequence_value(output) or not output.uses():
+            continue
+        name = f"output '{output.name}'"
+        if output.is_graph_output():
+            reasons.append(f"{name} is a graph output")
+            continue
+        users = list(dict.fromkeys(use.node for use in output.uses()))
+        if any(
+            user.op_type not in _SINKABLE
+            or user.domain != ""
+            or user.graph is not node.graph
+            or any(value is output for value in user.inputs[1:])
+            for user in users
+        ):
+            ops = sorted({user.op_type for user in users} - set(_SINKABLE))
+            reasons.append(f"{name} is read by {', '.join(ops) or 'a nested graph'}")
+            continue
+        later = [v for u in users for v in u.inputs[1:] if not _available_before(v, node, order)]
+        static = {v: ctx.facts.static(v) for v in later}
+        if any(array is None for array in static.values()):
+            reasons.append(f"{name}: a reader's position is computed after the If")
+            continue
+        constants.update(static)  # type: ignore[arg-type]
+        refusal = None
+        for branch, label in branches:
+            lengths = _possible_lengths(branch.outputs[index], ctx)
+            if isinstance(lengths, str):
+                refusal = f"{name} in the {label} branch: {lengths}"
+                break
+            where = f"the {label} branch"
+            refusal = next(
+                (r for u in users for n in lengths if (r := _reader_refusal(u, n, where, ctx))),
+                None,
+            ) or next(
+                (r for u in users if (r := _concat_refusal(u, branch.outputs[index], where, ctx))),
+                None,
+            )
+            if refusal:
+                break
+        if refusal:
+            reasons.append(refusal)
+            continue
+        readers[index] = tuple(users)
+    if not readers:
+        return Refusal("; ".join(reasons) or "no sequence output is read")
+    return SinkPlan(readers, constants)
+
+
+def _sink_readers(node: ir.Node, plan: SinkPlan, ctx: Context) -> None:
+    """If(c, then: s1, else: s2) read by R(s, ..) only
+    -> If(c, then: R(s1, ..), else: R(s2, ..))   (R in SequenceAt, SequenceLength,
+                                                  ConcatFromSequence; each reader sunk)"""
+    builder = ctx.rewriter.before(node)
+    branches = [_branch(node, key) for key in _BRANCHES]
+    kept = [i for i in range(len(node.outputs)) if i not in plan.readers]
+    sunk = [reader for index in sorted(plan.readers) for reader in plan.readers[index]]
+    for branch in branches:
+        inner = Builder(ctx.rewriter, branch, None, branch.name or "branch", builder.opset)
+        outputs = [branch.outputs[i] for i in kept]
+        copies = {
+            value: inner.constant(array, "position") for value, array in plan.constants.items()
+        }
+        for index in sorted(plan.readers):
+            sequence = branch.outputs[index]
+            for reader in plan.readers[index]:
+                attributes = {name: attr.value for name, attr in reader.attributes.items()}
+                inputs = [sequence, *(copies.get(v, v) for v in reader.inputs[1:])]  # type: ignore[arg-type]
+                copy = inner.op(reader.op_type, inputs, attributes, name="sunk")
+                copy.type = reader.outputs[0].type
+                outputs.append(copy)
+        branch.outputs.clear()
+        branch.outputs.extend(outputs)
+    new_outputs = builder.ops(
+        "If",
+        [node.inputs[0]],
+        {"then_branch": branches[0], "else_branch": branches[1]},
+        num_outputs=len(kept) + len(sunk),
+        name="if",
+    )
+    for old, new in zip([node.outputs[i] for i in kept], new_outputs):
+        new.type = old.type
+        ctx.rewriter.replace(old, new)
+    for reader, new in zip(sunk, new_outputs[len(kept) :]):
+        new.type = reader.outputs[0].type
+        ctx.rewriter.replace(reader.outputs[0], new)
+
+
 RULES = RuleSet(
     [
         Rule("if-static-condition", "If", _check_static_condition, _inline_branch),
         Rule("if-sequence-outputs", "If", _check_sequence_outputs, _sequence_outputs_to_tensors),
+        Rule("if-sink-readers", "If", _check_sink_readers, _sink_readers),
     ]
 )

@@ -191,6 +191,6 @@ def _to_loop(node: ir.Node, plan: MapPlan, ctx: Context) -> None:
 RULES = RuleSet(
     [
         Rule("sequence-map-unroll", "SequenceMap", _check_unroll, _unroll),
-        Rule("sequence-map-to-loop", "SequenceMap", _check_loop, _to_loop),
+        Rule("sequence-map-to-loop", "SequenceMap", _check_loop, _to_loop, last_resort=True),
     ]
 )

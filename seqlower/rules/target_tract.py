@@ -36,7 +36,7 @@ from seqlower.ops import graphs_within, has_subgraph
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loops import _body_always_continues, _static_bool, _unroll, _uses_sequences
 from seqlower.rules.loops import _check_unroll as _check_sequence_unroll
-from seqlower.rules.runtime_position import _WHERE_TYPES
+from seqlower.rules.runtime_position import WHERE_TYPES
 
 MAX_BRANCH_NODES = 32
 # operators that cannot fail, whatever the shapes, and have no effect: an untaken branch may
@@ -176,7 +176,7 @@ def _check_if_to_where(node: ir.Node, ctx: Context) -> bool | Refusal:
             return Refusal(f"output {index} is not a tensor")
         if then_out is else_out:
             continue
-        if then_out.dtype not in _WHERE_TYPES:
+        if then_out.dtype not in WHERE_TYPES:
             name = then_out.dtype.name.lower() if then_out.dtype is not None else "unknown"
             return Refusal(f"output {index}: onnxruntime has no Where for {name}")
         if then_out.dtype != else_out.dtype or not _same_shape(then_out, else_out):

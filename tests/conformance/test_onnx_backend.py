@@ -48,10 +48,6 @@ KEEPS_SEQUENCE_OPS = {
     "test_split_to_sequence_nokeepdims": "the output is a sequence-typed model output",
     "test_sequence_insert_at_back": _SEQUENCE_INPUT,
     "test_sequence_insert_at_front": _SEQUENCE_INPUT,
-    # Positions are initializers that are also graph inputs (IR 7): callers may override them,
-    # so they are run-time positions; the elements have different shapes.
-    "test_sequence_model1": "the insert position is an overridable initializer and the "
-    "elements differ in shape",
     **{
         f"test_sequence_map_{name}{suffix}": _SEQUENCE_INPUT
         for name in (

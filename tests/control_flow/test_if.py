@@ -100,8 +100,10 @@ def test_a_tensor_output_next_to_a_sequence_output_keeps_its_place():
 
 
 def test_different_lengths_stay_a_sequence_and_say_why():
+    # the sequence is also a model output (kept: the interface), so its reader is not sunk into
+    # the branches either (tests/rules/test_if_sink_readers.py)
     model = parse(
-        """g (bool c, float[2] x) => (float[?] y) {
+        """g (bool c, float[2] x) => (float[?] y, seq(float[2]) s) {
         s = If(c) <
             then_branch = then_g () => (seq(float[2]) r1) {
                 r1 = SequenceConstruct(x)
@@ -123,6 +125,7 @@ def test_different_lengths_stay_a_sequence_and_say_why():
         "if-sequence-outputs: output 's': the branches yield 1 and 2 elements"
         in lowering.refusals[if_node]
     )
+    assert "if-sink-readers: output 's' is a graph output" in lowering.refusals[if_node]
     x = np.array([1.0, -3.0], dtype=np.float32)
     for flag in (True, False):
         lower_and_compare(model, {"c": np.array(flag), "x": x})

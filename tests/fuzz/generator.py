@@ -322,6 +322,7 @@ class _Generator:
             actions += [(self.op_if_seq, 1), (self.op_loop_append, 1.5)]
         if self.opset >= MAP_MIN_OPSET:
             actions.append((self.op_map, 4))
+        actions += dynamic_program_actions(self)
         for _ in range(10):
             action = self.rng.choices([a for a, _ in actions], [w for _, w in actions])[0]
             if action():
@@ -920,6 +921,231 @@ class _Generator:
         for k in range(count):
             value = (value + seq.elements[k]).astype(seq.dtype)
         self.add_tensor(result, value, sink=True)
+        return True
+
+
+# -- issue 16, patterns 5-9: dynamic programs ------------------------------------------------------
+
+
+def dynamic_program_actions(gen: _Generator) -> list[tuple[Callable[[], bool], float]]:
+    """The program shapes of issue 16's patterns 5 to 9, as (action, weight) for `step`."""
+    shapes = _DynamicShapes(gen)
+    actions: list[tuple[Callable[[], bool], float]] = [
+        (shapes.split_by_runtime_sizes_length, 0.5),  # pattern 6
+        (shapes.runtime_position_mixed, 1),  # pattern 7
+    ]
+    if gen.opset >= 13:  # sequences through If and Loop
+        actions += [
+            (shapes.if_branches_of_different_lengths, 1),  # pattern 5
+            (shapes.loop_trip_from_shape_arithmetic, 0.7),  # pattern 8
+        ]
+    if gen.opset >= MAP_MIN_OPSET:
+        actions.append((shapes.map_in_a_loop_body, 0.4))  # pattern 9
+    return actions
+
+
+class _DynamicShapes:
+    """Builders of issue 16's dynamic program shapes (each returns True when it emitted)."""
+
+    def __init__(self, gen: _Generator) -> None:
+        self.gen = gen
+        self.rng = gen.rng
+
+    def if_branches_of_different_lengths(self) -> bool:
+        """An If whose branches build lists of different lengths (0 included), read only by
+        SequenceLength, ConcatFromSequence and SequenceAt at a position valid in both."""
+        gen = self.gen
+        dtype = gen.rng.choice(gen.dtype_pool)
+        shape = gen.random_shape()
+        counts = gen.rng.sample([0, 1, 2, 3], 2)
+        members = [[gen.outer_tensor_shaped(dtype, shape) for _ in range(n)] for n in counts]
+        cond, taken = gen.condition()
+        gen.feature("if-different-lengths")
+
+        def build(tensors: list[Tensor]):  # type: ignore[no-untyped-def]
+            def make() -> tuple[list[onnx.ValueInfoProto], list[np.ndarray]]:
+                if tensors:
+                    name = gen.node("SequenceConstruct", [t.name for t in tensors])
+                else:
+                    name = gen.node("SequenceEmpty", [], dtype=onnx_dtype(dtype))
+                info = helper.make_tensor_sequence_value_info(name, onnx_dtype(dtype), None)
+                return [info], [t.value for t in tensors]
+
+            return make
+
+        then_graph, then_values = gen.branch(build(members[0]))
+        else_graph, else_values = gen.branch(build(members[1]))
+        name = gen.node("If", [cond], then_branch=then_graph, else_branch=else_graph)
+        values = then_values if taken else else_values
+        length = gen.node("SequenceLength", [name])
+        gen.add_tensor(length, np.array(len(values), dtype=np.int64), sink=True)
+        if min(counts) > 0:
+            axis, new_axis = gen.rng.choice(gen.concat_axes(values))
+            concat = gen.node("ConcatFromSequence", [name], axis=axis, new_axis=new_axis)
+            gen.add_tensor(concat, _concat(values, axis, new_axis), sink=True)
+            at = gen.rng.choice([0, -1])
+            element = gen.node("SequenceAt", [name, gen.constant(np.array(at))])
+            gen.add_tensor(element, values[at], sink=True)
+        return True
+
+    def split_by_runtime_sizes_length(self) -> bool:
+        """len(x.split(sizes)) with `sizes` a model input of symbolic length."""
+        gen = self.gen
+        tensor = gen.new_input_tensor(gen.rng.choice(gen.dtype_pool), gen.random_shape())
+        axis = gen.rng.randrange(tensor.value.ndim)
+        dim = tensor.shape[axis]
+        count = gen.rng.randint(1, 4)
+        cuts = sorted(gen.rng.randint(0, dim) for _ in range(count - 1))
+        sizes = np.array([b - a for a, b in zip([0, *cuts], [*cuts, dim])], dtype=np.int64)
+        gen.feature("split-runtime-sizes-length")
+        sizes_name = gen.model_input(sizes, declared=[gen.fresh("count")])
+        split = gen.node("SplitToSequence", [tensor.name, sizes_name], axis=axis)
+        length = gen.node("SequenceLength", [split])
+        gen.add_tensor(length, np.array(count, dtype=np.int64), sink=True)
+        return True
+
+    def runtime_position_mixed(self) -> bool:
+        """Insert and erase at positions that are model inputs, over elements of different
+        shapes, or of a type with no Where kernel in onnxruntime (bool)."""
+        gen = self.gen
+        dtype = gen.rng.choice([*gen.dtype_pool, np.dtype(np.bool_)])
+        same = dtype == np.bool_ and gen.chance(0.5)
+        n = gen.rng.randint(0, 3)
+        length = gen.rng.randint(1, 3)
+        shapes = [(length,) if same else (gen.rng.randint(1, 4),) for _ in range(n + 1)]
+        tensors = [gen.outer_tensor_shaped(dtype, shape) for shape in shapes]
+        gen.feature("runtime-position-mixed-shapes" if not same else "runtime-position-bool")
+        if n:
+            seq = gen.node("SequenceConstruct", [t.name for t in tensors[:n]])
+        else:
+            seq = gen.node("SequenceEmpty", [], dtype=onnx_dtype(dtype))
+        elements = [t.value for t in tensors[:n]]
+        at = gen.rng.randint(-n, n)
+        inserted = gen.node("SequenceInsert", [seq, tensors[n].name, gen.scalar_operand(at)])
+        elements.insert(at + n if at < 0 else at, tensors[n].value)
+        result = gen.add_seq(inserted, elements, dtype)
+        if len(elements) > 1 and gen.chance(0.6):
+            at = gen.rng.randint(-len(elements), len(elements) - 1)
+            erased = gen.node("SequenceErase", [inserted, gen.scalar_operand(at)])
+            elements = list(elements)
+            del elements[at]
+            result = gen.add_seq(erased, elements, dtype)
+        if gen.chance(0.5):
+            at = gen.rng.randint(-len(result.elements), len(result.elements) - 1)
+            element = gen.node("SequenceAt", [result.name, gen.scalar_operand(at)])
+            gen.add_tensor(element, result.elements[at], sink=True)
+        return True
+
+    def shape_arithmetic_trip(self, shape: tuple[int, ...], name: str) -> tuple[str, int]:
+        """min(H, W) // 4 + 1 from the static shape of `name`, as an exporter writes it."""
+        gen = self.gen
+        dims = []
+        for axis in (0, 1):
+            dim = gen.node("Gather", [gen.node("Shape", [name]), gen.constant(np.array(axis))])
+            if gen.opset >= 13:
+                dims.append(gen.node("Unsqueeze", [dim, gen.constant(np.array([0]))]))
+            else:
+                dims.append(gen.node("Unsqueeze", [dim], axes=[0]))
+        smallest = gen.node("ReduceMin", [gen.node("Concat", dims, axis=0)], keepdims=0)
+        quarter = gen.node("Div", [smallest, gen.constant(np.array(4))])
+        if gen.chance(0.5):  # through float, as torch's floor division of a float
+            as_float = gen.node("Cast", [quarter], to=TensorProto.FLOAT)
+            quarter = gen.node("Cast", [gen.node("Floor", [as_float])], to=TensorProto.INT64)
+        trip = gen.node("Add", [quarter, gen.constant(np.array(1))])
+        return trip, min(shape[0], shape[1]) // 4 + 1
+
+    def loop_trip_from_shape_arithmetic(self) -> bool:
+        """for i in range(min(H, W) // 4 + 1): xs.insert(0, v * i) (a prepend) or at i."""
+        gen = self.gen
+        dtype = gen.rng.choice([d for d in gen.dtype_pool if d.type in NUMERIC_TYPES] or [None])
+        if dtype is None:
+            return False
+        shape = (gen.rng.randint(1, 9), gen.rng.randint(1, 9))
+        source = gen.random_array(np.dtype(np.float32), shape)
+        source_name = gen.model_input(source, declared=list(shape))
+        trip, count = self.shape_arithmetic_trip(shape, source_name)
+        base = gen.outer_tensor(dtype)
+        gen.feature("loop-trip-shape-arithmetic")
+        initial = gen.node("SequenceEmpty", [], dtype=onnx_dtype(dtype))
+        i_info, cond_info, i_name, cond_name = gen.loop_header()
+        acc_name = gen.fresh("acc")
+        acc_info = helper.make_tensor_sequence_value_info(acc_name, onnx_dtype(dtype), None)
+        gen.node_stack.append([])
+        step = gen.node("Cast", [i_name], to=onnx_dtype(dtype))
+        element = gen.node("Add", [base.name, step])
+        front = gen.chance(0.5)
+        position = gen.constant(np.array(0)) if front else i_name
+        appended = gen.node("SequenceInsert", [acc_name, element, position])
+        cond_out = gen.node("Identity", [cond_name])
+        body = helper.make_graph(
+            gen.node_stack.pop(),
+            gen.fresh("body"),
+            [i_info, cond_info, acc_info],
+            [
+                helper.make_tensor_value_info(cond_out, TensorProto.BOOL, []),
+                helper.make_tensor_sequence_value_info(appended, onnx_dtype(dtype), None),
+            ],
+        )
+        final = gen.node("Loop", [trip, gen.loop_condition(), initial], body=body)
+        produced = [(base.value + np.array(k, dtype=dtype)).astype(dtype) for k in range(count)]
+        gen.add_seq(final, produced[::-1] if front else produced, dtype)
+        return True
+
+    def map_in_a_loop_body(self) -> bool:
+        """A loop of static trip count over a list known only once an If with a constant
+        condition is inlined, whose body maps over the carried list and reads its last
+        mapped element (a SequenceMap that must not become a Loop first)."""
+        gen = self.gen
+        dtype = gen.rng.choice([d for d in gen.dtype_pool if d.type in FLOAT_TYPES] or [None])
+        if dtype is None or dtype == np.float16:  # float16 ops in a map body: trap 11
+            return False
+        shape = gen.random_shape(1)
+        tensors = [gen.outer_tensor_shaped(dtype, shape) for _ in range(gen.rng.randint(1, 3))]
+        gen.feature("map-in-loop-body")
+        flag = gen.constant(np.array(True), "node")
+
+        def start() -> tuple[list[onnx.ValueInfoProto], None]:
+            name = gen.node("SequenceConstruct", [t.name for t in tensors])
+            return [helper.make_tensor_sequence_value_info(name, onnx_dtype(dtype), None)], None
+
+        def other() -> tuple[list[onnx.ValueInfoProto], None]:
+            name = gen.node("SequenceConstruct", [tensors[0].name])
+            return [helper.make_tensor_sequence_value_info(name, onnx_dtype(dtype), None)], None
+
+        then_graph, _ = gen.branch(start)
+        else_graph, _ = gen.branch(other)
+        initial = gen.node("If", [flag], then_branch=then_graph, else_branch=else_graph)
+        count = gen.rng.randint(1, 3)
+        i_info, cond_info, _, cond_name = gen.loop_header()
+        acc_name = gen.fresh("acc")
+        acc_info = helper.make_tensor_sequence_value_info(acc_name, onnx_dtype(dtype), list(shape))
+        gen.node_stack.append([])
+        x_in, x_out = gen.fresh("mx"), gen.fresh("my")
+        map_body = helper.make_graph(
+            [helper.make_node("Neg", [x_in], [x_out], name=gen.fresh("n_Neg_"))],
+            gen.fresh("map_body"),
+            [helper.make_tensor_value_info(x_in, onnx_dtype(dtype), list(shape))],
+            [helper.make_tensor_value_info(x_out, onnx_dtype(dtype), list(shape))],
+        )
+        mapped = gen.node("SequenceMap", [acc_name], body=map_body)
+        last = gen.node("SequenceAt", [mapped, gen.constant(np.array(-1))])
+        appended = gen.node("SequenceInsert", [acc_name, last])
+        cond_out = gen.node("Identity", [cond_name])
+        body = helper.make_graph(
+            gen.node_stack.pop(),
+            gen.fresh("body"),
+            [i_info, cond_info, acc_info],
+            [
+                helper.make_tensor_value_info(cond_out, TensorProto.BOOL, []),
+                helper.make_tensor_sequence_value_info(appended, onnx_dtype(dtype), list(shape)),
+            ],
+        )
+        trip = gen.constant(np.array(count, dtype=np.int64), "node")
+        final = gen.node("Loop", [trip, gen.constant(np.array(True), "node"), initial], body=body)
+        values = [t.value for t in tensors]
+        for _ in range(count):
+            values.append(np.negative(values[-1]))
+        gen.add_seq(final, values, dtype)
         return True
 
 

@@ -193,6 +193,56 @@ def test_length_of_a_sequence_typed_model_input_is_kept_with_a_reason():
     assert "'s' is a sequence-typed model input" in reasons(report, "SequenceLength")
 
 
+# -- run-time split sizes: only the count of sizes matters ------------------------------------
+
+SIZES = """g (float[N,3] x, {t}[K] sizes) => (int64 n) {{
+    s = SplitToSequence<axis = {axis}>(x, sizes)
+    n = SequenceLength(s)
+}}"""
+
+
+def _same_or_both_fail(model, lowered, feeds) -> None:  # type: ignore[no-untyped-def]
+    outcomes = []
+    for candidate in (model, lowered):
+        try:
+            outcomes.append(int(run_ort(candidate, feeds)[0]))
+        except Exception:  # the spec makes sizes that do not add up a run-time error
+            outcomes.append(None)
+    assert outcomes[0] == outcomes[1], (feeds["sizes"], outcomes)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+@pytest.mark.parametrize("axis", [0, -2])
+def test_length_of_a_split_by_runtime_sizes_is_the_count_of_sizes(dtype, axis):
+    t = "int64" if dtype == np.int64 else "int32"
+    model = parse(SIZES.format(t=t, axis=axis))
+    lowered, report = lower(model)
+    assert sequence_op_count(lowered) == 0
+    assert report.rules_fired == {"length-of-split": 1}
+    x = np.zeros((5, 3), np.float32)
+    # lengths 0 (onnxruntime reads empty sizes as no split), 1 and several; zero-size chunks;
+    # sizes that do not add up, or add up only with a negative size, fail in both
+    for sizes in ([], [5], [2, 3], [1, 1, 1, 1, 1], [0, 5, 0], [2, 2], [6], [6, -1], [3, 3]):
+        feeds = {"x": x, "sizes": np.array(sizes, dtype=dtype)}
+        _same_or_both_fail(model, lowered, feeds)
+    assert int(run_ort(lowered, {"x": x, "sizes": np.array([2, 3], dtype)})[0]) == 2
+    with pytest.raises(Exception, match="out of data bounds"):
+        run_ort(lowered, {"x": x, "sizes": np.array([6, -1], dtype)})
+
+
+def test_length_of_a_split_by_sizes_of_unknown_rank_is_kept_with_a_reason():
+    model = parse("""g (float[N,3] x, int64[R] shape, int64[K] raw) => (int64 n) {
+        sizes = Reshape(raw, shape)
+        s = SplitToSequence<axis = 0>(x, sizes)
+        n = SequenceLength(s)
+    }""")
+    lowered, report = lower(model)
+    assert op_counts(lowered)["SequenceLength"] == 1
+    assert "length-of-split: the rank of the 'split' input is unknown" in reasons(
+        report, "SequenceLength"
+    )
+
+
 # -- strings: onnxruntime's Gather mis-copies them, so the If chain (or nothing) must be used ---
 
 STRINGS = np.array([["a", "b"], ["c", "d"], ["e", "f"]], dtype=object)

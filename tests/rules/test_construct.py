@@ -205,17 +205,21 @@ def test_out_of_range_runtime_position_still_fails_at_run_time(text, p):
             run_ort(candidate, feeds)
 
 
-def test_runtime_position_on_elements_of_different_shapes_is_kept_with_a_reason():
+def test_runtime_position_on_elements_of_different_shapes_is_an_if_chain():
+    """insert-into-known refuses a run-time position; the If-chain form takes it."""
     model = parse("""g (float[2] a, float[3] b, int64 p) => (float[N] y) {
         c0 = SequenceConstruct(a, b)
         s = SequenceInsert(c0, a, p)
         y = ConcatFromSequence<axis = 0>(s)
     }""")
     b3 = np.arange(3, dtype=np.float32)
-    for p in (0, 2, -1):
-        lowered, report, _ = lower_and_compare(model, {"a": A, "b": b3, "p": np.array(p)})
-    assert op_counts(lowered)["SequenceInsert"] == 1
-    assert "position 'p' is computed at run time" in reasons(report, "SequenceInsert")
+    for p in (0, 2, -1, -2):
+        lowered, report, (y,) = lower_and_compare(model, {"a": A, "b": b3, "p": np.array(p)})
+        parts = [A, b3]
+        parts.insert(p + 2 if p < 0 else p, A)  # -1: before the last element
+        np.testing.assert_array_equal(y, np.concatenate(parts))
+    assert sequence_op_count(lowered) == 0
+    assert report.rules_fired["insert-at-runtime-position-if-chain"] == 1
 
 
 def test_an_overridable_initializer_position_is_not_static():
@@ -230,8 +234,11 @@ def test_an_overridable_initializer_position_is_not_static():
     b3 = np.arange(3, dtype=np.float32)
     lowered, report, (y,) = lower_and_compare(model, {"a": A, "b": b3, "p": np.array(1)})
     np.testing.assert_array_equal(y, A)
-    assert op_counts(lowered)["SequenceErase"] == 1
-    assert "position 'p' is computed at run time" in reasons(report, "SequenceErase")
+    assert op_counts(lowered)["SequenceErase"] == 0
+    assert report.rules_fired == {
+        "erase-at-runtime-position-if-chain": 1,
+        "concat-known": 1,
+    }  # not erase-from-known: the position is not static
 
 
 def test_insert_into_a_sequence_typed_model_input_is_kept_with_a_reason():
