@@ -5,16 +5,22 @@ every iteration (onnxruntime fails otherwise). Declared and inferred shapes cann
 shape inference clears the shapes of loop-carried values, and it gives every element of a sequence
 one symbolic shape even when the elements differ (the last, smaller chunk of an uneven split).
 
-This analysis computes a symbolic shape for every value of one Loop body: a tuple of dims, each an
-int or a hashable expression standing for a size that is fixed for the whole run of the loop (a
-dim of a value defined outside the body, or a function of such dims and of loop-invariant values).
-Equal expressions denote equal sizes. A shape may also be `INVARIANT` (the same in every
-iteration, but not known symbolically) or `None` (it may change between iterations; `reason`
-says why).
+The analysis is an abstract interpretation of one iteration of the body over two domains:
 
-Loop-carried tensors are assumed to keep the shape of their initial value. An assumption that the
-body does not confirm (the carried output's shape is not the same expression) is dropped and the
-analysis repeats: a greatest fixpoint, sound by induction on the iterations.
+- the **shape** of every value: a tuple of `Dim`s (`seqlower.analysis.symbolic`: ints and linear
+  forms over symbols that are fixed for the whole run of the loop, such as the dims of values
+  defined outside the body), or `INVARIANT` (the same in every iteration, not known
+  symbolically), or None (it may change between iterations; `reason` says why);
+- the **content** of small integer values (shapes, positions, Slice bounds): a tuple of Dims that
+  may also use symbols that change between iterations: the iteration number `i`, bounded by
+  `[0, M - 1]` when the trip count M is given, and positions read from `Range(0, C)`, bounded by
+  `[0, C - 1]`. So `Slice(x, i, i + 1)` has size `(i + 1) - i = 1` on its axis when `0 <= i` and
+  `i + 1 <= dim` are proved: the per-sample slices of `x.split(1)` keep one shape.
+
+A shape whose dims would mention a changing symbol is None. Loop-carried tensors start from the
+symbolic shape of their initial value (unknown dims of it are symbols too); an assumption that the
+body does not confirm (the carried output's shape is not the same tuple) is dropped and the body
+analysed again: a greatest fixpoint, sound by induction on the iterations.
 """
 
 from __future__ import annotations
@@ -22,18 +28,20 @@ from __future__ import annotations
 __all__ = ["INVARIANT", "LoopShapes", "ShapeFact", "uniform_element_shape"]
 
 import math
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Sequence
 
 import onnx_ir as ir
 
+from seqlower.analysis import symbolic as sym
 from seqlower.analysis.static_values import StaticValues
+from seqlower.analysis.symbolic import Dim
 from seqlower.ops import has_subgraph
 
-Dim = int | tuple
 INVARIANT = "invariant"
-# a tuple of dims, INVARIANT, or None (may change between iterations)
-ShapeFact = tuple | str | None
+ShapeFact = tuple | str | None  # a tuple of Dims, INVARIANT, or None (may change)
+Content = tuple  # of Dims
+_MAX_CONTENT = 16  # elements
+_ITER = ("iter",)
 
 _RANDOM_OPS = frozenset(
     {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial"}
@@ -44,10 +52,9 @@ _SAME_SHAPE_OPS = frozenset(
         "Cast", "CastLike", "Ceil", "Celu", "Clip", "Cos", "Cosh", "CumSum", "Dropout", "Elu",
         "Erf", "Exp", "Floor", "Gelu", "HardSigmoid", "HardSwish", "Hardmax", "IsInf", "IsNaN",
         "InstanceNormalization", "LayerNormalization", "LeakyRelu", "Log", "LogSoftmax",
-        "LpNormalization",
-        "Mish", "Neg", "Not", "Reciprocal", "Relu", "Round", "Selu", "Shrink", "Sigmoid", "Sign",
-        "Sin", "Sinh", "Softmax", "Softplus", "Softsign", "Sqrt", "Tan", "Tanh", "ThresholdedRelu",
-        "BatchNormalization",
+        "LpNormalization", "Mish", "Neg", "Not", "Reciprocal", "Relu", "Round", "Selu", "Shrink",
+        "Sigmoid", "Sign", "Sin", "Sinh", "Softmax", "Softplus", "Softsign", "Sqrt", "Tan", "Tanh",
+        "ThresholdedRelu", "BatchNormalization",
     }
 )  # fmt: skip
 _BROADCAST_OPS = frozenset(
@@ -106,7 +113,7 @@ def uniform_element_shape(
         return None
     if sizes.ndim == 0:
         chunk, dim = int(sizes), data[axis]
-        if not isinstance(dim, int) or chunk <= 0 or dim % chunk != 0:
+        if chunk != 1 and (not isinstance(dim, int) or chunk <= 0 or dim % chunk != 0):
             return None  # the last chunk is smaller, or the count depends on data
         size = chunk
     else:
@@ -127,28 +134,32 @@ class LoopShapes:
     def __init__(self, loop: ir.Node, values: StaticValues) -> None:
         self.body = loop.attributes["body"].as_graph()
         self.values = values
+        self.bounds: dict[Hashable, tuple[Dim, Dim]] = {}
+        self.varying: set[Hashable] = {_ITER}
+        self._outer_contents: dict[ir.Value, Content | None] = {}
         self._shapes: dict[ir.Value, ShapeFact] = {}
+        self._contents: dict[ir.Value, Content | None] = {}
         self._invariant: dict[ir.Value, bool] = {}
         self._reasons: dict[ir.Value, str] = {}
-        carried_inputs = list(self.body.inputs[2:])
-        initial = list(loop.inputs[2:])
+        trip = self.content(loop.inputs[0]) if loop.inputs and loop.inputs[0] else None
+        if trip is not None and len(trip) == 1:
+            self.bounds[_ITER] = (0, sym.sub(trip[0], 1))
         self.assumed: dict[ir.Value, ShapeFact] = {}
-        for body_input, init in zip(carried_inputs, initial):
+        carried = list(zip(self.body.inputs[2:], loop.inputs[2:]))
+        for body_input, init in carried:
             shape = self.outer_shape(init) if init is not None else None
             is_tensor = isinstance(body_input.type, ir.TensorType)
             self.assumed[body_input] = shape if is_tensor and isinstance(shape, tuple) else None
-        while True:
+        changed = True
+        while changed:
             self._run()
-            dropped = False
-            for index, body_input in enumerate(carried_inputs):
-                out_index = 1 + index
-                if self.assumed[body_input] is None or out_index >= len(self.body.outputs):
+            changed = False
+            for index, (body_input, _) in enumerate(carried):
+                if self.assumed[body_input] is None or 1 + index >= len(self.body.outputs):
                     continue
-                if self.shape(self.body.outputs[out_index]) != self.assumed[body_input]:
+                if self.shape(self.body.outputs[1 + index]) != self.assumed[body_input]:
                     self.assumed[body_input] = None
-                    dropped = True
-            if not dropped:
-                break
+                    changed = True
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -156,9 +167,7 @@ class LoopShapes:
         """The symbolic shape of `value` (a body value or an outer one)."""
         if value in self._shapes:
             return self._shapes[value]
-        if self._is_outer(value):
-            return self.outer_shape(value)
-        return None
+        return self.outer_shape(value) if self._is_outer(value) else None
 
     def is_invariant(self, value: ir.Value) -> bool:
         """True when `value` has the same shape in every iteration."""
@@ -186,10 +195,36 @@ class LoopShapes:
             elif isinstance(dim, ir.SymbolicDim) and _trusted_name(dim.value):
                 # A named dim from the model inputs: equal names are equal sizes. Names that
                 # shape inference makes up ("unk__") may be shared by unequal sequence elements.
-                dims.append(("param", dim.value))
+                dims.append(sym.symbol(("param", dim.value)))
             else:
-                dims.append(("dim", id(value), axis))
+                dims.append(sym.symbol(("dim", id(value), axis)))
         return tuple(dims)
+
+    def content(self, value: ir.Value | None) -> Content | None:
+        """The elements of a small integer value (scalar or 1-D) as Dims, when known."""
+        if value is None:
+            return None
+        if not self._is_outer(value):
+            return self._contents.get(value)
+        if value not in self._outer_contents:
+            self._outer_contents[value] = None  # guards against cycles
+            self._outer_contents[value] = self._compute_content(value, outer=True)
+        return self._outer_contents[value]
+
+    def varies(self, dim: Dim) -> bool:
+        """True when `dim` mentions a symbol that changes between iterations."""
+        for atom in sym.atoms(dim):
+            if atom in self.varying:
+                return True
+            if (
+                atom[0] in ("mul", "div")
+                and any(  # type: ignore[index]
+                    isinstance(part, (int, sym.Expr)) and self.varies(part)
+                    for part in atom[1:]  # type: ignore[index]
+                )
+            ):
+                return True
+        return False
 
     # -- the analysis -----------------------------------------------------------------------
 
@@ -197,59 +232,87 @@ class LoopShapes:
         return value.graph is not self.body
 
     def _run(self) -> None:
-        self._shapes = {}
-        self._invariant = {}
-        self._reasons = {}
-        body = self.body
-        for index, value in enumerate(body.inputs):
+        self._shapes, self._contents, self._invariant, self._reasons = {}, {}, {}, {}
+        for index, value in enumerate(self.body.inputs):
             self._invariant[value] = False
             if index < 2:
                 self._shapes[value] = ()
+                self._contents[value] = (sym.symbol(_ITER),) if index == 0 else None
                 continue
             self._shapes[value] = self.assumed.get(value)
             if self._shapes[value] is None:
                 self._reasons[value] = (
                     f"the loop-carried value '{value.name}' may change shape between iterations"
                 )
-        for value in body.initializers.values():
+        for value in self.body.initializers.values():
             self._invariant[value] = True
             self._shapes[value] = self.outer_shape(value)
-        for node in body:
+            self._contents[value] = self._compute_content(value, outer=False)
+        for node in self.body:
             self._visit(node)
 
-    def _input_shape(self, value: ir.Value | None) -> ShapeFact:
-        if value is None:
-            return ()
-        return self.shape(value)
+    def input_shape(self, value: ir.Value | None) -> ShapeFact:
+        return () if value is None else self.shape(value)
 
-    def _value_invariant(self, value: ir.Value | None) -> bool:
+    def invariant_value(self, value: ir.Value | None) -> bool:
+        """True when `value` (not only its shape) is the same in every iteration."""
         if value is None:
             return True
-        if value in self._invariant:
-            return self._invariant[value]
-        return self._is_outer(value)
+        return self._invariant.get(value, self._is_outer(value))
 
     def _visit(self, node: ir.Node) -> None:
+        plain = node.domain == "" and not has_subgraph(node)
         invariant = (
-            node.domain == ""
+            plain
             and node.op_type not in _RANDOM_OPS
-            and not has_subgraph(node)
-            and all(self._value_invariant(v) for v in node.inputs)
+            and all(self.invariant_value(v) for v in node.inputs)
         )
         shapes: Sequence[ShapeFact] | None = None
-        if node.domain == "" and not has_subgraph(node):
+        if plain:
             try:
                 shapes = _SHAPE_RULES.get(node.op_type, _unknown)(self, node)
             except (ValueError, IndexError, TypeError, ZeroDivisionError):
                 shapes = None
         for index, output in enumerate(node.outputs):
-            shape = shapes[index] if shapes is not None and index < len(shapes) else None
-            if shape is None and invariant:
-                shape = INVARIANT
-            self._shapes[output] = shape
             self._invariant[output] = invariant
+            static = self.values.get(output)
+            if static is not None:
+                shape: ShapeFact = tuple(int(d) for d in static.shape)
+            else:
+                shape = shapes[index] if shapes is not None and index < len(shapes) else None
+                if isinstance(shape, tuple) and any(self.varies(d) for d in shape):
+                    shape = None
+                if shape is None and invariant:
+                    shape = INVARIANT
+            self._shapes[output] = shape
+            self._contents[output] = (
+                self._compute_content(output, outer=False) if index == 0 else None
+            )
             if shape is None:
                 self._reasons[output] = self._why(node, output)
+
+    def _compute_content(self, value: ir.Value, outer: bool) -> Content | None:
+        array = self.values.get(value)
+        if array is not None:
+            if array.dtype.kind not in "iu" or array.ndim > 1 or array.size > _MAX_CONTENT:
+                return None
+            return tuple(int(x) for x in array.reshape(-1))
+        shape = self.outer_shape(value) if outer else self._shapes.get(value)
+        if not isinstance(shape, tuple) or len(shape) > 1:
+            return None  # contents are those of scalars and 1-D tensors
+        producer = value.producer()
+        if producer is not None and producer.domain == "" and producer.outputs[0] is value:
+            rule = _CONTENT_RULES.get(producer.op_type)
+            try:
+                found = rule(self, producer) if rule is not None else None
+            except (ValueError, IndexError, TypeError, ZeroDivisionError):
+                found = None
+            if found is not None:
+                return found
+        if (outer or self.invariant_value(value)) and all(isinstance(d, int) for d in shape):
+            # a value fixed for the whole loop, its content unknown: one symbol per element
+            return tuple(sym.symbol(("value", id(value), k)) for k in range(math.prod(shape)))
+        return None
 
     def _why(self, node: ir.Node, output: ir.Value) -> str:
         for value in node.inputs:
@@ -258,48 +321,125 @@ class LoopShapes:
         if node.op_type == "SequenceAt":
             return f"'{output.name}' is an element of a sequence whose elements may differ in shape"
         for value in node.inputs:
-            if value is not None and not self._value_invariant(value):
+            if value is not None and not self.invariant_value(value):
                 return (
                     f"the shape of '{output.name}' ({node.op_type}) depends on '{value.name}', "
                     "whose value changes between iterations"
                 )
         return f"the shape of '{output.name}' ({node.op_type}) is not analysed"
 
-    # -- helpers for the shape rules --------------------------------------------------------
-
     def static_ints(self, value: ir.Value | None) -> list[int] | None:
-        array = self.values.get(value)
-        if array is None or array.dtype.kind not in "iu":
+        found = self.content(value)
+        if found is None or not all(isinstance(d, int) for d in found):
             return None
-        return [int(x) for x in array.reshape(-1)]
+        return list(found)
 
-    def value_dims(self, value: ir.Value) -> tuple | None:
-        """The content of a loop-invariant 1-D int tensor as dims (a shape argument)."""
-        ints = self.static_ints(value)
-        if ints is not None:
-            return tuple(ints)
-        shape = self.shape(value)
-        if not self._value_invariant(value) or not isinstance(shape, tuple) or len(shape) != 1:
+
+# -- content rules: (analysis, node) -> the content of output 0, or None ---------------------
+
+_ContentRule = Callable[[LoopShapes, ir.Node], "Content | None"]
+
+
+def _elementwise_content(fn: Callable[[Dim, Dim], Dim]) -> _ContentRule:
+    def rule(a: LoopShapes, node: ir.Node) -> Content | None:
+        left, right = (a.content(v) for v in node.inputs[:2])
+        if left is None or right is None:
             return None
-        if not isinstance(shape[0], int):
-            return None
-        return tuple(("value", id(value), i) for i in range(shape[0]))
+        n = max(len(left), len(right))
+        if {len(left), len(right)} - {1, n}:
+            return None  # no broadcast of unequal lengths
+        left, right = (c * n if len(c) == 1 else c for c in (left, right))
+        return tuple(fn(x, y) for x, y in zip(left, right))
+
+    return rule
+
+
+def _same_content(a: LoopShapes, node: ir.Node) -> Content | None:
+    if node.op_type == "Cast" and node.attributes.get_int("to", 0) not in (6, 7):
+        return None  # only int32 / int64 keep an integer content
+    return a.content(node.inputs[0])
+
+
+def _shape_content(a: LoopShapes, node: ir.Node) -> Content | None:
+    shape = a.shape(node.inputs[0])  # type: ignore[arg-type]
+    if not isinstance(shape, tuple):
+        return None
+    start = node.attributes.get_int("start", 0)
+    end = node.attributes.get_int("end", len(shape))
+    return shape[slice(start, end)]
+
+
+def _gather_content(a: LoopShapes, node: ir.Node) -> Content | None:
+    data, indices = node.inputs[0], node.inputs[1]
+    index = a.content(indices)
+    if node.attributes.get_int("axis", 0) != 0 or index is None or len(index) != 1:
+        return None
+    scalar = indices.shape is not None and len(indices.shape) == 0  # type: ignore[union-attr]
+    table = a.content(data) if data is not None else None
+    if table is not None and isinstance(index[0], int):
+        picked = table[index[0]]
+        return (picked,)
+    source = data.producer() if data is not None else None
+    if scalar and source is not None and source.op_type == "Range" and source.domain == "":
+        # Range(0, C, 1)[p] lies in [0, C - 1] (an index out of range fails at run time)
+        start, limit, delta = (a.content(v) for v in source.inputs)
+        if start == (0,) and delta == (1,) and limit is not None and len(limit) == 1:
+            atom = ("gather", id(node))
+            a.bounds[atom] = (0, sym.sub(limit[0], 1))
+            if not a.invariant_value(indices):
+                a.varying.add(atom)
+            return (sym.symbol(atom),)
+    return None
+
+
+def _concat_content(a: LoopShapes, node: ir.Node) -> Content | None:
+    parts = [a.content(v) for v in node.inputs]
+    if any(p is None for p in parts):
+        return None
+    return tuple(d for p in parts for d in p)  # type: ignore[union-attr]
+
+
+def _slice_content(a: LoopShapes, node: ir.Node) -> Content | None:
+    data = a.content(node.inputs[0])
+    params = [a.static_ints(v) for v in node.inputs[1:]]
+    if data is None or len(params) < 2 or any(p is None or len(p) != 1 for p in params):
+        return None
+    start, end, *rest = (p[0] for p in params)  # type: ignore[index]
+    step = rest[1] if len(rest) > 1 else 1
+    return data[slice(start, end, step)]
+
+
+def _minmax_content(a: LoopShapes, node: ir.Node) -> Content | None:
+    parts = [a.static_ints(v) for v in node.inputs]
+    if any(p is None for p in parts) or len({len(p) for p in parts}) != 1:  # type: ignore[arg-type]
+        return None
+    pick = max if node.op_type == "Max" else min
+    return tuple(pick(column) for column in zip(*parts))  # type: ignore[arg-type]
+
+
+_CONTENT_RULES: dict[str, _ContentRule] = {
+    "Add": _elementwise_content(sym.add),
+    "Sub": _elementwise_content(sym.sub),
+    "Mul": _elementwise_content(sym.mul),
+    "Div": _elementwise_content(sym.floordiv),
+    **dict.fromkeys(["Identity", "Cast", "Squeeze", "Unsqueeze", "Reshape"], _same_content),
+    "Shape": _shape_content,
+    "Gather": _gather_content,
+    "Concat": _concat_content,
+    "Slice": _slice_content,
+    "Max": _minmax_content,
+    "Min": _minmax_content,
+}
 
 
 # -- shape rules: (analysis, node) -> one ShapeFact per output, or None ---------------------
-
-_Rule = Callable[[LoopShapes, ir.Node], "Sequence[ShapeFact] | None"]
 
 
 def _unknown(_: LoopShapes, __: ir.Node) -> None:
     return None
 
 
-def _inputs(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    return [analysis._input_shape(v) for v in node.inputs]
-
-
-def _combine(shapes: Sequence[ShapeFact], compute: Callable[..., Any]) -> ShapeFact:
+def _combine(shapes: Sequence[ShapeFact], compute: Callable[..., ShapeFact]) -> ShapeFact:
     """None if a shape may vary, INVARIANT if one is not symbolic, else compute(*shapes)."""
     if any(s is None for s in shapes):
         return None
@@ -308,14 +448,23 @@ def _combine(shapes: Sequence[ShapeFact], compute: Callable[..., Any]) -> ShapeF
     return compute(*shapes)
 
 
-def _broadcast_dims(a: Dim, b: Dim) -> Dim:
-    if a == b or b == 1:
-        return a
-    if a == 1:
-        return b
-    if isinstance(a, int) and isinstance(b, int):
+def _on_input(fn: Callable[[LoopShapes, ir.Node, tuple], ShapeFact]):  # type: ignore[no-untyped-def]
+    """A rule computing the shape of output 0 from the shape of input 0."""
+
+    def rule(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+        return [_combine([a.input_shape(node.inputs[0])], lambda data: fn(a, node, data))]
+
+    return rule
+
+
+def _broadcast_dims(x: Dim, y: Dim) -> Dim:
+    if x == y or y == 1:
+        return x
+    if x == 1:
+        return y
+    if isinstance(x, int) and isinstance(y, int):
         raise ValueError("incompatible broadcast")
-    return ("broadcast", *sorted((a, b), key=repr))
+    return sym.symbol(("broadcast", *sorted((x, y), key=repr)))
 
 
 def _broadcast(*shapes: tuple) -> tuple:
@@ -330,272 +479,237 @@ def _broadcast(*shapes: tuple) -> tuple:
     return tuple(result)
 
 
-def _same(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    shape = analysis._input_shape(node.inputs[0])
-    # extra outputs (a mask, a saved mean) have shapes that are functions of the input's shape
-    extra = None if shape is None else INVARIANT
-    return [shape] + [extra] * (len(node.outputs) - 1)
-
-
-def _elementwise(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    present = [analysis._input_shape(v) for v in node.inputs if v is not None]
-    return [_combine(present, _broadcast)]
-
-
-def _matmul_shape(a: tuple, b: tuple) -> tuple:
-    a2 = (1, *a) if len(a) == 1 else a
-    b2 = (*b, 1) if len(b) == 1 else b
-    batch = _broadcast(a2[:-2], b2[:-2]) if len(a2) > 2 or len(b2) > 2 else ()
-    result = (*batch, a2[-2], b2[-1])
-    if len(a) == 1:
-        result = result[:-2] + result[-1:]
-    if len(b) == 1:
-        result = result[:-1]
+def _product(dims: Sequence[Dim]) -> Dim:
+    result: Dim = 1
+    for d in dims:
+        result = sym.mul(result, d)
     return result
 
 
-def _matmul(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    return [_combine(_inputs(analysis, node)[:2], _matmul_shape)]
+def _same(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    shape = a.input_shape(node.inputs[0])
+    # extra outputs (a mask, a saved mean) have shapes that are functions of the input's shape
+    return [shape] + [None if shape is None else INVARIANT] * (len(node.outputs) - 1)
 
 
-def _gemm(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    trans_a = node.attributes.get_int("transA", 0)
-    trans_b = node.attributes.get_int("transB", 0)
-
-    def compute(a: tuple, b: tuple) -> tuple:
-        return (a[1] if trans_a else a[0], b[0] if trans_b else b[1])
-
-    return [_combine(_inputs(analysis, node)[:2], compute)]
+def _elementwise(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    return [_combine([a.input_shape(v) for v in node.inputs if v is not None], _broadcast)]
 
 
-def _transpose(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+def _matmul_shape(x: tuple, y: tuple) -> tuple:
+    x2 = (1, *x) if len(x) == 1 else x
+    y2 = (*y, 1) if len(y) == 1 else y
+    batch = _broadcast(x2[:-2], y2[:-2]) if len(x2) > 2 or len(y2) > 2 else ()
+    result = (*batch, x2[-2], y2[-1])
+    if len(x) == 1:
+        result = result[:-2] + result[-1:]
+    return result[:-1] if len(y) == 1 else result
+
+
+def _matmul(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    return [_combine([a.input_shape(v) for v in node.inputs[:2]], _matmul_shape)]
+
+
+def _gemm(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    ta, tb = node.attributes.get_int("transA", 0), node.attributes.get_int("transB", 0)
+    inputs = [a.input_shape(v) for v in node.inputs[:2]]
+    return [_combine(inputs, lambda x, y: (x[1] if ta else x[0], y[0] if tb else y[1]))]
+
+
+@_on_input
+def _transpose(_: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
     perm = node.attributes.get_ints("perm")
-
-    def compute(a: tuple) -> tuple:
-        order = list(perm) if perm is not None else list(reversed(range(len(a))))
-        return tuple(a[p] for p in order)
-
-    return [_combine([analysis._input_shape(node.inputs[0])], compute)]
+    return tuple(data[p] for p in (perm if perm is not None else reversed(range(len(data)))))
 
 
-def _concat(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+def _concat(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
     axis = node.attributes.get_int("axis", 0)
 
     def compute(*shapes: tuple) -> tuple:
-        a = axis % len(shapes[0])
-        dims = [s[a] for s in shapes]
-        total = sum(dims) if all(isinstance(d, int) for d in dims) else ("sum", *dims)
-        return (*shapes[0][:a], total, *shapes[0][a + 1 :])
+        k = axis % len(shapes[0])
+        total: Dim = 0
+        for s in shapes:
+            total = sym.add(total, s[k])
+        return (*shapes[0][:k], total, *shapes[0][k + 1 :])
 
-    return [_combine([analysis._input_shape(v) for v in node.inputs if v is not None], compute)]
+    return [_combine([a.input_shape(v) for v in node.inputs if v is not None], compute)]
 
 
-def _gather(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+def _gather(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
     axis = node.attributes.get_int("axis", 0)
 
     def compute(data: tuple, indices: tuple) -> tuple:
-        a = axis % len(data)
-        return (*data[:a], *indices, *data[a + 1 :])
+        k = axis % len(data)
+        return (*data[:k], *indices, *data[k + 1 :])
 
-    return [_combine(_inputs(analysis, node)[:2], compute)]
+    return [_combine([a.input_shape(v) for v in node.inputs[:2]], compute)]
 
 
-def _axes(analysis: LoopShapes, node: ir.Node) -> list[int] | None:
+def _axes(a: LoopShapes, node: ir.Node) -> list[int] | None:
     if len(node.inputs) > 1 and node.inputs[1] is not None:
-        return analysis.static_ints(node.inputs[1])
+        return a.static_ints(node.inputs[1])
     found = node.attributes.get_ints("axes")
     return None if found is None else list(found)
 
 
-def _squeeze(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    axes = _axes(analysis, node)
-
-    def compute(data: tuple) -> tuple | None:
-        if axes is None:
-            if not all(isinstance(d, int) for d in data):
-                return None
-            return tuple(d for d in data if d != 1)
-        dropped = {a % len(data) for a in axes}
-        return tuple(d for i, d in enumerate(data) if i not in dropped)
-
-    if axes is None and len(node.inputs) > 1 and node.inputs[1] is not None:
-        return [None]
-    return [_combine([analysis._input_shape(node.inputs[0])], compute)]
-
-
-def _unsqueeze(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    axes = _axes(analysis, node)
+@_on_input
+def _squeeze(a: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
+    axes = _axes(a, node)
     if axes is None:
-        return [None]
-
-    def compute(data: tuple) -> tuple:
-        rank = len(data) + len(axes)
-        inserted = {a % rank for a in axes}
-        rest = iter(data)
-        return tuple(1 if i in inserted else next(rest) for i in range(rank))
-
-    return [_combine([analysis._input_shape(node.inputs[0])], compute)]
+        given = len(node.inputs) > 1 and node.inputs[1] is not None
+        if given or not all(isinstance(d, int) for d in data):
+            return None
+        return tuple(d for d in data if d != 1)
+    dropped = {k % len(data) for k in axes}
+    return tuple(d for i, d in enumerate(data) if i not in dropped)
 
 
-def _shape(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    def compute(data: tuple) -> tuple:
-        rank = len(data)
-        start = node.attributes.get_int("start", 0)
-        end = node.attributes.get_int("end", rank)
-        return (len(range(rank)[slice(start, end)]),)
-
-    return [_combine([analysis._input_shape(node.inputs[0])], compute)]
-
-
-def _size(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    return [_combine([analysis._input_shape(node.inputs[0])], lambda _: ())]
+@_on_input
+def _unsqueeze(a: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
+    axes = _axes(a, node)
+    if axes is None:
+        return None
+    rank = len(data) + len(axes)
+    inserted = {k % rank for k in axes}
+    rest = iter(data)
+    return tuple(1 if i in inserted else next(rest) for i in range(rank))
 
 
-def _reshape(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    target = analysis.value_dims(node.inputs[1]) if node.inputs[1] is not None else None
+@_on_input
+def _shape(_: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
+    rank = len(data)
+    start, end = node.attributes.get_int("start", 0), node.attributes.get_int("end", rank)
+    return (len(range(rank)[slice(start, end)]),)
+
+
+@_on_input
+def _size(_: LoopShapes, __: ir.Node, data: tuple) -> ShapeFact:
+    return ()
+
+
+@_on_input
+def _reshape(a: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
+    target = a.content(node.inputs[1])
     if target is None:
-        return [None]
+        return None
     allow_zero = node.attributes.get_int("allowzero", 0) == 1
-
-    def compute(data: tuple) -> tuple:
-        dims: list[Dim] = []
-        for i, d in enumerate(target):
-            if d == 0 and not allow_zero:
-                dims.append(data[i])
-            else:
-                dims.append(d)
-        if -1 in dims:
-            known = [d for d in dims if d != -1]
-            if all(isinstance(d, int) for d in (*data, *known)):
-                dims[dims.index(-1)] = math.prod(data) // max(math.prod(known), 1)
-            else:
-                dims[dims.index(-1)] = ("reshape", tuple(data), tuple(known))
-        return tuple(dims)
-
-    return [_combine([analysis._input_shape(node.inputs[0])], compute)]
+    dims = [data[i] if d == 0 and not allow_zero else d for i, d in enumerate(target)]
+    if -1 in dims:
+        known = [d for d in dims if d != -1]
+        dims[dims.index(-1)] = sym.floordiv(_product(data), _product(known))
+    return tuple(dims)
 
 
-def _expand(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    target = analysis.value_dims(node.inputs[1]) if node.inputs[1] is not None else None
+def _expand(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    target = a.content(node.inputs[1])
     if target is None:
         return [None]
-    return [_combine([analysis._input_shape(node.inputs[0])], lambda d: _broadcast(d, target))]
+    return [_combine([a.input_shape(node.inputs[0])], lambda d: _broadcast(d, target))]
 
 
-def _constant_of_shape(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    target = analysis.value_dims(node.inputs[0]) if node.inputs[0] is not None else None
-    return [target]
+def _constant_of_shape(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    return [a.content(node.inputs[0])]
 
 
-def _flatten(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+@_on_input
+def _flatten(_: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
     axis = node.attributes.get_int("axis", 1)
-
-    def product(dims: tuple) -> Dim:
-        if all(isinstance(d, int) for d in dims):
-            return math.prod(dims)
-        return ("product", *dims)
-
-    def compute(data: tuple) -> tuple:
-        a = axis % (len(data) + 1) if axis < 0 else axis
-        return (product(data[:a]), product(data[a:]))
-
-    return [_combine([analysis._input_shape(node.inputs[0])], compute)]
+    k = axis % (len(data) + 1) if axis < 0 else axis
+    return (_product(data[:k]), _product(data[k:]))
 
 
-def _reduce(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    keepdims = node.attributes.get_int("keepdims", 1) == 1
+@_on_input
+def _reduce(a: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
     if len(node.inputs) > 1 and node.inputs[1] is not None:
-        axes = analysis.static_ints(node.inputs[1])
+        axes = a.static_ints(node.inputs[1])
         if axes is None:
-            return [None]
+            return None
     else:
-        found = node.attributes.get_ints("axes")
-        axes = None if found is None else list(found)
-    noop = node.attributes.get_int("noop_with_empty_axes", 0) == 1
-
-    def compute(data: tuple) -> tuple:
-        if not axes:
-            if noop:
-                return data
-            reduced = set(range(len(data)))
-        else:
-            reduced = {a % len(data) for a in axes}
-        if keepdims:
-            return tuple(1 if i in reduced else d for i, d in enumerate(data))
-        return tuple(d for i, d in enumerate(data) if i not in reduced)
-
-    return [_combine([analysis._input_shape(node.inputs[0])], compute)]
+        axes = node.attributes.get_ints("axes")
+    if not axes:
+        if node.attributes.get_int("noop_with_empty_axes", 0) == 1:
+            return data
+        reduced = set(range(len(data)))
+    else:
+        reduced = {k % len(data) for k in axes}
+    if node.attributes.get_int("keepdims", 1) == 1:
+        return tuple(1 if i in reduced else d for i, d in enumerate(data))
+    return tuple(d for i, d in enumerate(data) if i not in reduced)
 
 
-def _arg_reduce(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    axis = node.attributes.get_int("axis", 0)
-    keepdims = node.attributes.get_int("keepdims", 1) == 1
-
-    def compute(data: tuple) -> tuple:
-        a = axis % len(data)
-        if keepdims:
-            return (*data[:a], 1, *data[a + 1 :])
-        return data[:a] + data[a + 1 :]
-
-    return [_combine([analysis._input_shape(node.inputs[0])], compute)]
+@_on_input
+def _arg_reduce(_: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
+    k = node.attributes.get_int("axis", 0) % len(data)
+    kept = (1,) if node.attributes.get_int("keepdims", 1) == 1 else ()
+    return (*data[:k], *kept, *data[k + 1 :])
 
 
-def _slice(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+_INT64_MAX = 2**63 - 1
+
+
+def _slice_size(a: LoopShapes, dim: Dim, start: Dim, end: Dim, step: int) -> Dim | None:
+    """The size of `dim[start:end:step]`, or None when it cannot be written as a Dim."""
+    if all(isinstance(x, int) for x in (dim, start, end)):
+        return len(range(dim)[slice(start, end, step)])  # type: ignore[arg-type]
+    if step != 1:
+        return None
+    if start == 0 and isinstance(end, int) and end >= _INT64_MAX // 2:
+        return dim
+    size = sym.sub(end, start)
+    # clamping changes nothing when 0 <= start and start + size <= dim
+    fits = sym.at_least(start, 0, a.bounds) and sym.at_least(sym.sub(dim, end), 0, a.bounds)
+    if isinstance(size, int) and size >= 0 and fits:
+        return size
+    return None
+
+
+def _slice(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
     params = [node.inputs[i] if len(node.inputs) > i else None for i in range(1, 5)]
-    if not all(analysis._value_invariant(v) for v in params):
-        return [None]
-    starts, ends, axes, steps = (analysis.static_ints(v) if v is not None else None for v in params)
-    has_axes, has_steps = params[2] is not None, params[3] is not None
-    # what the sliced sizes depend on: the parameters' contents, or their (invariant) values
-    key = tuple(
-        None if v is None else ("static", tuple(c)) if c is not None else ("value", id(v))
-        for v, c in zip(params, (starts, ends, axes, steps))
-    )
+    fixed = all(a.invariant_value(v) for v in params)
 
-    def compute(data: tuple) -> tuple:
-        rank = len(data)
-        if axes is not None:
-            sliced = [a % rank for a in axes]
-        elif not has_axes and starts is not None:
-            sliced = list(range(len(starts)))
-        else:  # which axes are sliced is not known
-            return tuple(("slice", d, key, i) for i, d in enumerate(data))
+    def compute(data: tuple) -> ShapeFact:
+        starts, ends = a.content(params[0]), a.content(params[1])
+        axes = a.static_ints(params[2]) if params[2] is not None else None
+        steps = a.static_ints(params[3]) if params[3] is not None else None
+        if params[2] is None and starts is not None:
+            axes = list(range(len(starts)))
+        if axes is None or (params[3] is not None and steps is None):
+            # which axes are sliced (or how) is not known: one symbol per dim
+            return (
+                tuple(sym.symbol(("slice", id(node), i)) for i in range(len(data)))
+                if fixed
+                else None
+            )
         dims = list(data)
-        for j, a in enumerate(sliced):
-            step = (steps[j] if steps is not None else None) if has_steps else 1
-            start = starts[j] if starts is not None else None
-            end = ends[j] if ends is not None else None
-            if isinstance(dims[a], int) and None not in (start, end, step):
-                dims[a] = len(range(dims[a])[slice(start, end, step)])
-            else:
-                dims[a] = ("slice", dims[a], key, a)
+        for j, axis in enumerate(axes):
+            k = axis % len(data)
+            size = None
+            if starts is not None and ends is not None:
+                size = _slice_size(a, data[k], starts[j], ends[j], steps[j] if steps else 1)
+            if size is None and not fixed:
+                return None
+            dims[k] = size if size is not None else sym.symbol(("slice", id(node), k))
         return tuple(dims)
 
-    return [_combine([analysis._input_shape(node.inputs[0])], compute)]
+    return [_combine([a.input_shape(node.inputs[0])], compute)]
 
 
-def _tile(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    repeats = analysis.value_dims(node.inputs[1]) if node.inputs[1] is not None else None
+def _tile(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    repeats = a.content(node.inputs[1])
     if repeats is None:
         return [None]
-
-    def compute(data: tuple) -> tuple:
-        return tuple(
-            d * r if isinstance(d, int) and isinstance(r, int) else ("tile", d, r)
-            for d, r in zip(data, repeats)
-        )
-
-    return [_combine([analysis._input_shape(node.inputs[0])], compute)]
+    compute = lambda data: tuple(sym.mul(d, r) for d, r in zip(data, repeats))  # noqa: E731
+    return [_combine([a.input_shape(node.inputs[0])], compute)]
 
 
-def _sequence_at(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+def _sequence_at(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
     sequence = node.inputs[0]
     if sequence is None:
         return [None]
-    return [uniform_element_shape(sequence, analysis.shape, analysis.values)]
+    return [uniform_element_shape(sequence, a.shape, a.values)]
 
 
-_SHAPE_RULES: dict[str, _Rule] = {
+_SHAPE_RULES: dict[str, Callable[[LoopShapes, ir.Node], Sequence[ShapeFact] | None]] = {
     **dict.fromkeys(_SAME_SHAPE_OPS, _same),
     **dict.fromkeys(_BROADCAST_OPS, _elementwise),
     **dict.fromkeys(_REDUCE_OPS, _reduce),
