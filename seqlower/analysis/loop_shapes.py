@@ -35,7 +35,7 @@ import onnx_ir as ir
 from seqlower.analysis import symbolic as sym
 from seqlower.analysis.static_values import StaticValues
 from seqlower.analysis.symbolic import Dim
-from seqlower.ops import has_subgraph
+from seqlower.ops import graphs_within, has_subgraph
 
 INVARIANT = "invariant"
 ShapeFact = tuple | str | None  # a tuple of Dims, INVARIANT, or None (may change)
@@ -133,6 +133,7 @@ class LoopShapes:
 
     def __init__(self, loop: ir.Node, values: StaticValues) -> None:
         self.body = loop.attributes["body"].as_graph()
+        self._inside = {id(g) for g in graphs_within(self.body)}
         self.values = values
         self.bounds: dict[Hashable, tuple[Dim, Dim]] = {}
         self.varying: set[Hashable] = {_ITER}
@@ -229,7 +230,7 @@ class LoopShapes:
     # -- the analysis -----------------------------------------------------------------------
 
     def _is_outer(self, value: ir.Value) -> bool:
-        return value.graph is not self.body
+        return id(value.graph) not in self._inside
 
     def _run(self) -> None:
         self._shapes, self._contents, self._invariant, self._reasons = {}, {}, {}, {}
@@ -268,7 +269,9 @@ class LoopShapes:
             and all(self.invariant_value(v) for v in node.inputs)
         )
         shapes: Sequence[ShapeFact] | None = None
-        if plain:
+        if node.op_type == "If" and node.domain == "":
+            shapes = self._if_shapes(node)
+        elif plain:
             try:
                 shapes = _SHAPE_RULES.get(node.op_type, _unknown)(self, node)
             except (ValueError, IndexError, TypeError, ZeroDivisionError):
@@ -290,6 +293,16 @@ class LoopShapes:
             )
             if shape is None:
                 self._reasons[output] = self._why(node, output)
+
+    def _if_shapes(self, node: ir.Node) -> list[ShapeFact]:
+        """An If output keeps one shape when both branches give it the same symbolic shape."""
+        outputs = []
+        for attr in ("then_branch", "else_branch"):
+            branch = node.attributes[attr].as_graph()
+            for inner in branch:
+                self._visit(inner)
+            outputs.append([self.shape(v) for v in branch.outputs])
+        return [a if a == b and isinstance(a, tuple) else None for a, b in zip(*outputs)]
 
     def _compute_content(self, value: ir.Value, outer: bool) -> Content | None:
         array = self.values.get(value)

@@ -38,7 +38,7 @@ import onnx_ir as ir
 from seqlower.analysis.facts import element_dtype
 from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.inline import inline_graph
-from seqlower.ops import graphs_within, is_sequence_op, is_sequence_value
+from seqlower.ops import graphs_within, is_sequence_op, is_sequence_value, subgraphs
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.access import _producer
 
@@ -162,10 +162,13 @@ def _unroll(node: ir.Node, count: int, ctx: Context) -> None:
 @dataclasses.dataclass(frozen=True)
 class AppendPlan:
     index: int  # among the loop-carried values
-    insert: ir.Node  # the SequenceInsert in the body
-    tensor: ir.Value  # what is appended each iteration
+    update: ir.Node  # what makes the next sequence: a SequenceInsert, or an If around one
+    tensor: ir.Value  # what is appended (or prepended) each iteration
     initial: tuple[ir.Value, ...]  # the elements the sequence starts with
     dtype: ir.DataType
+    prepend: bool = False  # inserted at position 0: the stack is reversed once after the loop
+    keep: ir.Value | None = None  # appended only when true (an If in the body)
+    negate: bool = False  # `keep` is the condition of an If that appends in its else branch
 
 
 def _check_append(node: ir.Node, ctx: Context) -> AppendPlan | Refusal:
@@ -188,6 +191,50 @@ def _check_append(node: ir.Node, ctx: Context) -> AppendPlan | Refusal:
     return Refusal("; ".join(reasons) or "the loop carries no sequence")
 
 
+def _insert_of(value: ir.Value, sequence: ir.Value) -> ir.Node | str:
+    """The SequenceInsert(sequence, t, position?) that produces `value`, or why not."""
+    insert = value.producer()
+    if insert is None or insert.op_type != "SequenceInsert" or insert.domain != "":
+        return f"it becomes the output of {insert.op_type if insert else 'no node'}, not an insert"
+    if insert.inputs[0] is not sequence or sequence in insert.inputs[1:]:
+        return "it is inserted into another sequence"
+    return insert
+
+
+def _branch_update(if_node: ir.Node, sequence: ir.Value) -> tuple[ir.Value, bool] | str:
+    """(appended tensor, True when appended in the else branch) for an If whose one branch
+    appends to `sequence` and whose other branch passes it through; else why not."""
+    appends = []
+    for negate, attr in ((False, "then_branch"), (True, "else_branch")):
+        branch = if_node.attributes[attr].as_graph()
+        (out,) = branch.outputs
+        producer = out.producer()
+        while producer is not None and producer.op_type == "Identity" and producer.domain == "":
+            out = producer.inputs[0]  # type: ignore[assignment]
+            producer = out.producer() if out.graph is branch else None
+        if out is sequence:
+            continue
+        insert = _insert_of(out, sequence)
+        if isinstance(insert, str):
+            return f"a branch of If '{if_node.name}': {insert}"
+        if len(insert.inputs) > 2 and insert.inputs[2] is not None:
+            return f"a branch of If '{if_node.name}' inserts at a given position"
+        tensor = insert.inputs[1]
+        if tensor is None or tensor.graph is branch:
+            return (
+                f"a branch of If '{if_node.name}' computes the appended tensor itself "
+                "(it would have to run in every iteration)"
+            )
+        appends.append((tensor, negate))
+    if len(appends) != 1:
+        return (
+            f"both branches of If '{if_node.name}' append (if-append-both-branches)"
+            if appends
+            else f"neither branch of If '{if_node.name}' appends"
+        )
+    return appends[0]
+
+
 def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) -> AppendPlan | str:
     body = _body(node)
     init = node.inputs[2 + index]
@@ -199,20 +246,34 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
         fact = ctx.facts.sequence(init)
         return f"its initial elements are not known ({getattr(fact, 'reason', 'no fact')})"
     uses = list(body_input.uses())
-    if body_input.is_graph_output() or len(uses) != 1:
-        readers = sorted({use.node.op_type for use in uses})
-        return f"the body reads it ({', '.join(readers) or 'passed through'}), not only appends"
-    insert = uses[0].node
-    if insert.op_type != "SequenceInsert" or insert.domain != "" or insert.graph is not body:
-        return f"the body reads it with {insert.op_type}, not only appends"
-    if uses[0].idx != 0:
-        return "it is inserted into another sequence"
-    if len(insert.inputs) > 2 and insert.inputs[2] is not None:
-        return "the body inserts at a given position, not at the end"
-    appended = insert.outputs[0]
-    if appended.uses() or [o for o in body.outputs if o is appended] != [body_output]:
-        return "the sequence after the append is also read in the body"
-    tensor = insert.inputs[1]
+    update = body_output.producer()
+    if body_input.is_graph_output() or update is None or update.graph is not body:
+        return "the body does not update it with one node"
+    if [o for o in body.outputs if o is body_output] != [body_output] or body_output.uses():
+        return "the sequence after the update is also read in the body"
+    prepend, keep, negate = False, None, False
+    if update.op_type == "If" and update.domain == "" and len(update.outputs) == 1:
+        branches = {id(g) for b in subgraphs(update) for g in graphs_within(b)}
+        if any(id(use.node.graph) not in branches for use in uses):
+            return "the body reads it outside the If that appends to it"
+        found = _branch_update(update, body_input)
+        if isinstance(found, str):
+            return found
+        tensor, negate = found
+        keep = update.inputs[0]
+    else:
+        if len(uses) != 1 or uses[0].node is not update:
+            readers = sorted({use.node.op_type for use in uses})
+            return f"the body reads it ({', '.join(readers) or 'passed through'}), not only appends"
+        insert = _insert_of(body_output, body_input)
+        if isinstance(insert, str):
+            return insert
+        position = insert.inputs[2] if len(insert.inputs) > 2 else None
+        if position is not None:
+            if ctx.facts.static_int(position) != 0:
+                return "the body inserts at a position other than the end or the front"
+            prepend = True
+        tensor = insert.inputs[1]  # type: ignore[assignment]
     assert tensor is not None
     if not shapes.is_invariant(tensor):
         return (
@@ -226,43 +287,120 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
     dtype = tensor.dtype or element_dtype(init) or element_dtype(body_input)
     if dtype is None:
         return "the element type is unknown"
-    return AppendPlan(index, insert, tensor, initial, dtype)
+    return AppendPlan(index, update, tensor, initial, dtype, prepend, keep, negate)
 
 
 def _to_scan(node: ir.Node, plan: AppendPlan, ctx: Context) -> None:
     """Loop(.., s0=SequenceConstruct(e..), body: s1 = SequenceInsert(s, t))
-    -> SplitToSequence(Concat(Stack(e..), Loop(.., body: scan output Identity(t))), keepdims=0)"""
+        -> SplitToSequence(Concat(Stack(e..), Loop(.., body: scan output Identity(t))), keepdims=0)
+    body: s1 = SequenceInsert(s, t, 0)   (a prepend)
+        -> SplitToSequence(Concat(Reverse(scan of t), Stack(e..)), keepdims=0)
+    body: s1 = If(c, then: SequenceInsert(s, t), else: s)   (a conditional append)
+        -> SplitToSequence(Concat(Stack(e..), Compress(scan of t, scan of c, axis=0)), keepdims=0)
+    """
     body = _body(node)
     builder = ctx.rewriter.before(node)
+    inner = ctx.rewriter.before(plan.update)
     k = plan.index
-    scan_value = ctx.rewriter.before(plan.insert).op("Identity", [plan.tensor], name="scan_out")
-    scan_value.type = ir.TensorType(plan.dtype)
+    scans = [inner.op("Identity", [plan.tensor], name="scan_out")]
+    scans[0].type = ir.TensorType(plan.dtype)
+    if plan.keep is not None:
+        keep = inner.op("Reshape", [plan.keep, inner.ints([], "scalar")])
+        if plan.negate:
+            keep = inner.op("Not", [keep])
+        scans.append(inner.op("Identity", [keep], name="scan_keep"))
+        scans[1].type = ir.TensorType(ir.DataType.BOOL)
     body.outputs.pop(1 + k)
-    body.outputs.append(scan_value)
-    body.remove(plan.insert, safe=True)
+    body.outputs.extend(scans)
+    body.remove(plan.update, safe=True)
+    for branch in subgraphs(plan.update):  # a removed If: its branches no longer read anything
+        for inner_node in branch.all_nodes():
+            for i in range(len(inner_node.inputs)):
+                inner_node.replace_input_with(i, None)
     body.inputs.pop(2 + k)
 
     inputs = list(node.inputs)
     del inputs[2 + k]
     new_outputs = builder.ops(
-        "Loop", inputs, {"body": body}, num_outputs=len(node.outputs), name="scan_loop"
+        "Loop",
+        inputs,
+        {"body": body},
+        num_outputs=len(node.outputs) - 1 + len(scans),
+        name="scan_loop",
     )
     # the body moves to the new Loop; dead-code removal knows the new holder and leaves it
     old_outputs = list(node.outputs)
     sequence = old_outputs.pop(k)
-    for old, new in zip(old_outputs, new_outputs[:-1]):
+    for old, new in zip(old_outputs, new_outputs):
         new.type = old.type
         ctx.rewriter.replace(old, new)
-    stacked = new_outputs[-1]
+    stacked = new_outputs[len(old_outputs)]
     stacked.type = ir.TensorType(plan.dtype)
     if not sequence.uses() and not sequence.is_graph_output():
         return
+    if plan.keep is not None:
+        stacked = builder.op("Compress", [stacked, new_outputs[-1]], {"axis": 0})
+    if plan.prepend:
+        reverse = [
+            builder.ints([-1]),
+            builder.ints([-(2**63)]),
+            builder.ints([0]),
+            builder.ints([-1]),
+        ]
+        stacked = builder.op("Slice", [stacked, *reverse], name="reversed")
+    stacked.type = ir.TensorType(plan.dtype)
     if plan.initial:
-        stacked = builder.op("Concat", [builder.stack(plan.initial), stacked], {"axis": 0})
+        parts = [builder.stack(plan.initial), stacked]
+        stacked = builder.op("Concat", parts[::-1] if plan.prepend else parts, {"axis": 0})
         stacked.type = ir.TensorType(plan.dtype)
     elements = builder.op("SplitToSequence", [stacked], {"axis": 0, "keepdims": 0}, name="elements")
     elements.type = sequence.type or ir.SequenceType(ir.TensorType(plan.dtype))
     ctx.rewriter.replace(sequence, elements)
+
+
+# -- an If whose branches both append ------------------------------------------------------
+
+
+def _check_both_append(node: ir.Node, ctx: Context) -> tuple[ir.Node, ...] | Refusal:
+    if len(node.outputs) != 1 or not is_sequence_value(node.outputs[0]):
+        return Refusal("the If does not give exactly one sequence")
+    inserts = []
+    for attr in ("then_branch", "else_branch"):
+        branch = node.attributes[attr].as_graph()
+        (out,) = branch.outputs
+        insert = out.producer()
+        if insert is None or insert.graph is not branch or insert.op_type != "SequenceInsert":
+            return Refusal(f"the {attr} does not end with a SequenceInsert")
+        if len(insert.inputs) > 2 and insert.inputs[2] is not None:
+            return Refusal(f"the {attr} inserts at a given position")
+        if insert.inputs[0] is None or insert.inputs[0].graph is branch or out.uses():
+            return Refusal(f"the {attr} builds or reads the sequence it appends to")
+        inserts.append(insert)
+    if inserts[0].inputs[0] is not inserts[1].inputs[0]:
+        return Refusal("the branches append to different sequences")
+    return tuple(inserts)
+
+
+def _both_append(node: ir.Node, inserts: tuple[ir.Node, ...], ctx: Context) -> None:
+    """If(c, then: SequenceInsert(s, a), else: SequenceInsert(s, b))
+    -> SequenceInsert(s, If(c, then: a, else: b))"""
+    sequence = inserts[0].inputs[0]
+    assert sequence is not None
+    dtype = element_dtype(sequence) or inserts[0].inputs[1].dtype  # type: ignore[union-attr]
+    for insert in inserts:
+        branch = insert.graph
+        assert isinstance(branch, ir.Graph)
+        tensor = ctx.rewriter.before(insert).op("Identity", [insert.inputs[1]], name="appended")
+        tensor.type = ir.TensorType(dtype or ir.DataType.FLOAT)
+        branch.outputs[0] = tensor
+        branch.remove(insert, safe=True)
+    builder = ctx.rewriter.before(node)
+    branches = {a: node.attributes[a].as_graph() for a in ("then_branch", "else_branch")}
+    tensor = builder.op("If", [node.inputs[0]], branches, name="appended")
+    tensor.type = ir.TensorType(dtype or ir.DataType.FLOAT)
+    appended = builder.op("SequenceInsert", [sequence, tensor])
+    appended.type = node.outputs[0].type
+    ctx.rewriter.replace(node.outputs[0], appended)
 
 
 # -- consumers of an unstacked tensor ------------------------------------------------------
@@ -368,6 +506,7 @@ RULES = RuleSet(
     [
         Rule("loop-unroll", "Loop", _check_unroll, _unroll),
         Rule("loop-append-to-scan", "Loop", _check_append, _to_scan),
+        Rule("if-append-both-branches", "If", _check_both_append, _both_append),
         Rule("stack-of-unbind", "ConcatFromSequence", _check_stack_of_unbind, _stack_of_unbind),
         Rule("concat-of-unbind", "ConcatFromSequence", _check_concat_of_unbind, _concat_of_unbind),
     ]
