@@ -715,6 +715,14 @@ def _tile(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
     return [_combine([a.input_shape(node.inputs[0])], compute)]
 
 
+def _range(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    start, limit, delta = (a.content(v) for v in node.inputs)
+    if start == (0,) and delta == (1,) and limit and sym.at_least(limit[0], 0, a.bounds):
+        return [(limit[0],)]
+    fixed = all(a.invariant_value(v) for v in node.inputs)
+    return [(sym.symbol(("range", id(node))),) if fixed else None]
+
+
 def _sequence_at(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
     sequence = node.inputs[0]
     if sequence is None:
@@ -743,5 +751,6 @@ _SHAPE_RULES: dict[str, Callable[[LoopShapes, ir.Node], Sequence[ShapeFact] | No
     "Flatten": _flatten,
     "Slice": _slice,
     "Tile": _tile,
+    "Range": _range,
     "SequenceAt": _sequence_at,
 }

@@ -128,3 +128,58 @@ def test_unknown_operators_on_invariant_values_are_invariant():
             out = Identity(top)""",
     )
     assert shapes.shape(_value(shapes, "top")) == INVARIANT
+
+
+def test_constants_in_the_body_keep_a_carried_shape():
+    """x = x * 0.5: the Constant has a known shape, so the carry keeps x's shape."""
+    shapes = _analyse(
+        inputs="float[A,3] x",
+        carried="x",
+        body="""half = Constant<value = float {0.5}>()
+            h_out = Mul(h_in, half)
+            out = Identity(h_out)""",
+    )
+    assert shapes.shape(_value(shapes, "out")) == (symbol(("param", "A")), 3)
+    assert [v.name for v in shapes.invariant_carried()] == ["h_in"]
+
+
+def test_slice_bounds_are_symbolic_and_bounded_by_the_trip_count():
+    """With i < M = 3 = dim 0 of x: Slice(x, i, i + 1) has one row; Slice(x, i, i + 2) may have
+    one or two."""
+    shapes = _analyse(
+        inputs="float[3,4] x",
+        body="""axes = Constant<value = int64[1] {0}>()
+            one = Constant<value = int64 {1}>()
+            two = Constant<value = int64 {2}>()
+            start = Unsqueeze(i, axes)
+            next = Add(i, one)
+            end1 = Unsqueeze(next, axes)
+            after = Add(i, two)
+            end2 = Unsqueeze(after, axes)
+            row = Slice(x, start, end1, axes)
+            rows = Slice(x, start, end2, axes)
+            out = Identity(row)""",
+    )
+    assert shapes.shape(_value(shapes, "row")) == (1, 4)
+    assert shapes.shape(_value(shapes, "rows")) is None
+    assert "depends on 'start', whose value changes" in shapes.reason(_value(shapes, "rows"))
+
+
+def test_positions_read_from_a_range_are_bounded_by_its_limit():
+    """What at-of-chunks emits for chunks of 1 along a symbolic dim N."""
+    shapes = _analyse(
+        inputs="float[N,4] x",
+        body="""zero = Constant<value = int64 {0}>()
+            one = Constant<value = int64 {1}>()
+            shape = Shape(x)
+            n = Gather(shape, zero)
+            table = Range(zero, n, one)
+            q = Gather(table, i)
+            end = Add(q, one)
+            axes = Constant<value = int64[1] {0}>()
+            one_dim = Constant<value = int64[1] {1}>()
+            starts = Reshape(q, one_dim)
+            ends = Reshape(end, one_dim)
+            out = Slice(x, starts, ends, axes)""",
+    )
+    assert shapes.shape(_value(shapes, "out")) == (1, 4)
