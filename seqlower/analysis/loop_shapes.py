@@ -9,15 +9,17 @@ The analysis is an abstract interpretation of one iteration of the body over two
 
 - the **shape** of every value: a tuple of `Dim`s (`seqlower.analysis.symbolic`: ints and linear
   forms over symbols that are fixed for the whole run of the loop, such as the dims of values
-  defined outside the body), or `INVARIANT` (the same in every iteration, not known
-  symbolically), or None (it may change between iterations; `reason` says why);
+  defined outside the body, or None for a dim that may change between iterations), or
+  `INVARIANT` (the same in every iteration, not known symbolically), or None (not even the rank
+  is known). A value keeps one shape when its shape is INVARIANT or a tuple without None
+  (`is_invariant`; `reason` says why not);
 - the **content** of small integer values (shapes, positions, Slice bounds): a tuple of Dims that
   may also use symbols that change between iterations: the iteration number `i`, bounded by
   `[0, M - 1]` when the trip count M is given, and positions read from `Range(0, C)`, bounded by
   `[0, C - 1]`. So `Slice(x, i, i + 1)` has size `(i + 1) - i = 1` on its axis when `0 <= i` and
   `i + 1 <= dim` are proved: the per-sample slices of `x.split(1)` keep one shape.
 
-A shape whose dims would mention a changing symbol is None. Loop-carried tensors start from the
+A dim that would mention a changing symbol is None. Loop-carried tensors start from the
 symbolic shape of their initial value (unknown dims of it are symbols too); an assumption that the
 body does not confirm (the carried output's shape is not the same tuple) is dropped and the body
 analysed again: a greatest fixpoint, sound by induction on the iterations.
@@ -93,7 +95,7 @@ def uniform_element_shape(
         if len(shapes) != 1:
             return None
         (shape,) = shapes
-        return shape if isinstance(shape, tuple) else None
+        return shape if isinstance(shape, tuple) and _fixed(shape) else None
     if producer.op_type != "SplitToSequence" or producer.inputs[0] is None:
         return None
     data = shape_of(producer.inputs[0])
@@ -122,6 +124,17 @@ def uniform_element_shape(
             return None
         (size,) = distinct
     return (*data[:axis], size, *data[axis + 1 :])
+
+
+def _fixed(shape: ShapeFact) -> bool:
+    return shape == INVARIANT or (isinstance(shape, tuple) and not any(d is None for d in shape))
+
+
+def _merge(a: ShapeFact, b: ShapeFact) -> ShapeFact:
+    """The shape of a value that is `a` in some iterations and `b` in others."""
+    if not (isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b)):
+        return None
+    return tuple(x if x == y else None for x, y in zip(a, b))
 
 
 def _trusted_name(name: str | None) -> bool:
@@ -172,7 +185,7 @@ class LoopShapes:
 
     def is_invariant(self, value: ir.Value) -> bool:
         """True when `value` has the same shape in every iteration."""
-        return self.shape(value) is not None
+        return _fixed(self.shape(value))
 
     def reason(self, value: ir.Value) -> str:
         """Why the shape of `value` may change between iterations."""
@@ -283,15 +296,16 @@ class LoopShapes:
                 shape: ShapeFact = tuple(int(d) for d in static.shape)
             else:
                 shape = shapes[index] if shapes is not None and index < len(shapes) else None
-                if isinstance(shape, tuple) and any(self.varies(d) for d in shape):
-                    shape = None
-                if shape is None and invariant:
+                if isinstance(shape, tuple):
+                    shape = tuple(None if d is None or self.varies(d) else d for d in shape)
+                if invariant and not _fixed(shape):
+                    # computed from values fixed for the whole loop: so is its shape
                     shape = INVARIANT
             self._shapes[output] = shape
             self._contents[output] = (
                 self._compute_content(output, outer=False) if index == 0 else None
             )
-            if shape is None:
+            if not _fixed(shape):
                 self._reasons[output] = self._why(node, output)
 
     def _if_shapes(self, node: ir.Node) -> list[ShapeFact]:
@@ -302,7 +316,7 @@ class LoopShapes:
             for inner in branch:
                 self._visit(inner)
             outputs.append([self.shape(v) for v in branch.outputs])
-        return [a if a == b and isinstance(a, tuple) else None for a, b in zip(*outputs)]
+        return [_merge(a, b) for a, b in zip(*outputs)]
 
     def _compute_content(self, value: ir.Value, outer: bool) -> Content | None:
         array = self.values.get(value)
@@ -470,7 +484,10 @@ def _on_input(fn: Callable[[LoopShapes, ir.Node, tuple], ShapeFact]):  # type: i
     return rule
 
 
-def _broadcast_dims(x: Dim, y: Dim) -> Dim:
+def _broadcast_dims(x: Dim | None, y: Dim | None) -> Dim | None:
+    if x is None or y is None:
+        other = y if x is None else x
+        return other if isinstance(other, int) and other != 1 else None
     if x == y or y == 1:
         return x
     if x == 1:
@@ -660,8 +677,10 @@ def _arg_reduce(_: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
 _INT64_MAX = 2**63 - 1
 
 
-def _slice_size(a: LoopShapes, dim: Dim, start: Dim, end: Dim, step: int) -> Dim | None:
+def _slice_size(a: LoopShapes, dim: Dim | None, start: Dim, end: Dim, step: int) -> Dim | None:
     """The size of `dim[start:end:step]`, or None when it cannot be written as a Dim."""
+    if dim is None:
+        return None
     if all(isinstance(x, int) for x in (dim, start, end)):
         return len(range(dim)[slice(start, end, step)])  # type: ignore[arg-type]
     if step != 1:
@@ -699,9 +718,9 @@ def _slice(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
             size = None
             if starts is not None and ends is not None:
                 size = _slice_size(a, data[k], starts[j], ends[j], steps[j] if steps else 1)
-            if size is None and not fixed:
-                return None
-            dims[k] = size if size is not None else sym.symbol(("slice", id(node), k))
+            if size is None and fixed:
+                size = sym.symbol(("slice", id(node), k))
+            dims[k] = size
         return tuple(dims)
 
     return [_combine([a.input_shape(node.inputs[0])], compute)]

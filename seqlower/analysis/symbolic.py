@@ -9,6 +9,9 @@ linear becomes a new atom standing for itself: `("mul", a, b)`, `("div", a, b)`.
     sub(add(n, 1), n) == 1
     floordiv(add(n, 0), 1) == n
 
+None stands for an unknown size (a dim that may change between iterations): every operation on
+it gives None, and nothing is proved about it.
+
 `Bounds` maps some atoms to an inclusive range `(low, high)` of Dims (the iteration number lies
 in `[0, M - 1]`); `at_least(d, k, bounds)` proves `d >= k` by interval arithmetic. Atoms of the
 kinds in `SIZE_KINDS` are tensor sizes, so they are known to be >= 0.
@@ -63,18 +66,20 @@ def symbol(atom: Hashable) -> Expr:
     return Expr(((atom, 1),))
 
 
-def add(a: Dim, b: Dim) -> Dim:
+def add(a: Dim | None, b: Dim | None) -> Dim | None:
+    if a is None or b is None:
+        return None
     terms, const = _parts(a)
     for atom, k in _parts(b)[0].items():
         terms[atom] = terms.get(atom, 0) + k
     return _make(terms, const + _parts(b)[1])
 
 
-def neg(a: Dim) -> Dim:
-    return _scale(a, -1)
+def neg(a: Dim | None) -> Dim | None:
+    return None if a is None else _scale(a, -1)
 
 
-def sub(a: Dim, b: Dim) -> Dim:
+def sub(a: Dim | None, b: Dim | None) -> Dim | None:
     return add(a, neg(b))
 
 
@@ -83,7 +88,9 @@ def _scale(a: Dim, k: int) -> Dim:
     return _make({atom: c * k for atom, c in terms.items()}, const * k)
 
 
-def mul(a: Dim, b: Dim) -> Dim:
+def mul(a: Dim | None, b: Dim | None) -> Dim | None:
+    if a is None or b is None:
+        return None
     if isinstance(b, int):
         return _scale(a, b)
     if isinstance(a, int):
@@ -91,7 +98,9 @@ def mul(a: Dim, b: Dim) -> Dim:
     return symbol(("mul", *sorted((a, b), key=repr)))
 
 
-def floordiv(a: Dim, b: Dim) -> Dim:
+def floordiv(a: Dim | None, b: Dim | None) -> Dim | None:
+    if a is None or b is None:
+        return None
     if isinstance(a, int) and isinstance(b, int):
         if b == 0:
             raise ZeroDivisionError
@@ -103,7 +112,7 @@ def floordiv(a: Dim, b: Dim) -> Dim:
     return symbol(("div", a, b))
 
 
-def atoms(d: Dim) -> Iterator[Hashable]:
+def atoms(d: Dim | None) -> Iterator[Hashable]:
     """The atoms `d` is written with (not those inside a product or quotient atom)."""
     if isinstance(d, Expr):
         for atom, _ in d.terms:
@@ -123,9 +132,11 @@ def _bound(d: Dim, bounds: Bounds, low: bool) -> Dim:
     return result
 
 
-def at_least(d: Dim, k: int, bounds: Bounds) -> bool:
+def at_least(d: Dim | None, k: int, bounds: Bounds) -> bool:
     """True when `d >= k` is proved: a lower bound of `d` is an int >= k, or a sum of sizes
     (atoms of `SIZE_KINDS`, positive coefficients) plus a constant >= k."""
+    if d is None:
+        return False
     lower = _bound(d, bounds, low=True)
     if isinstance(lower, int):
         return lower >= k
