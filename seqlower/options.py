@@ -27,6 +27,9 @@ class Options:
         one tensor input per element (design.md trap 9: only on request).
     seq_lens: the length of each sequence-typed model input to flatten (`{"s": 3}`); needs
         `flatten_sequence_io`.
+    target: the runtime the lowered model is for ("generic", "onnxruntime", "tensorrt",
+        "openvino", "tract"). Rewrites that trade speed for portability (a tensor accumulator
+        instead of a sequence) apply only for a target that needs them.
     """
 
     split_keepdims: SplitKeepdimsReading = "onnxruntime"
@@ -34,3 +37,4 @@ class Options:
     dims: Mapping[str, int] = dataclasses.field(default_factory=dict)
     flatten_sequence_io: bool = False
     seq_lens: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    target: str = "generic"
