@@ -11,6 +11,7 @@ from seqlower.rules import (
     concat,
     construct,
     control_flow,
+    loop_concat,
     loops,
     runtime_position,
     sequence_map,
@@ -30,6 +31,7 @@ def default_rules() -> RuleSet:
         + concat.RULES
         + control_flow.RULES
         + loops.RULES
+        + loop_concat.RULES
         + batching.RULES
         + sequence_map.RULES
     )
