@@ -74,6 +74,13 @@ _REDUCE_OPS = frozenset(
 )  # fmt: skip
 
 
+# ops whose output shape depends on the content of an input (all but the data input 0)
+_SIZED_BY_CONTENT = frozenset(
+    {"Slice", "Reshape", "Expand", "Tile", "ConstantOfShape", "Range", "Squeeze", "Unsqueeze",
+     "Pad", "Resize", "Upsample", "OneHot", "TopK", "Compress", "NonZero", "Split", *_REDUCE_OPS}
+)  # fmt: skip
+
+
 def _peel_identity(value: ir.Value) -> ir.Node | None:
     node = value.producer()
     while node is not None and node.domain == "" and node.op_type == "Identity":
@@ -301,12 +308,22 @@ class LoopShapes:
                 if invariant and not _fixed(shape):
                     # computed from values fixed for the whole loop: so is its shape
                     shape = INVARIANT
+                elif shape == INVARIANT and not self._sized_by_fixed_values(node):
+                    shape = None
             self._shapes[output] = shape
             self._contents[output] = (
                 self._compute_content(output, outer=False) if index == 0 else None
             )
             if not _fixed(shape):
                 self._reasons[output] = self._why(node, output)
+
+    def _sized_by_fixed_values(self, node: ir.Node) -> bool:
+        """False when the output shape of `node` depends on the content of a value that changes
+        between iterations (Slice bounds, a Reshape target...)."""
+        if node.op_type not in _SIZED_BY_CONTENT:
+            return True
+        read = node.inputs if node.op_type in ("ConstantOfShape", "Range") else node.inputs[1:]
+        return all(self.invariant_value(v) for v in read)
 
     def _if_shapes(self, node: ir.Node) -> list[ShapeFact]:
         """An If output keeps one shape when both branches give it the same symbolic shape."""

@@ -185,3 +185,25 @@ def test_positions_read_from_a_range_are_bounded_by_its_limit():
             out = Slice(x, starts, ends, axes)""",
     )
     assert shapes.shape(_value(shapes, "out")) == (1, 4)
+
+
+def test_a_slice_of_an_unknown_shape_with_moving_bounds_may_change():
+    """Fuzz seed 1076: the sliced value's shape is not known at all (INVARIANT), and the Slice
+    ends at i + 1: its shape changes between iterations."""
+    shapes = _analyse(
+        inputs="float[] u",
+        body="""zero = Constant<value = int64[1] {0}>()
+            one = Constant<value = int64 {1}>()
+            next = Add(i, one)
+            stop = Unsqueeze(next, zero)
+            out = Slice(u, zero, stop, zero)""",
+    )
+    u = (
+        next(n for n in shapes.body.graph if n.op_type == "Identity" and n.inputs[0].name == "x")
+        if False
+        else None
+    )
+    assert u is None
+    out = _value(shapes, "out")
+    assert not shapes.is_invariant(out)
+    assert "depends on 'stop', whose value changes" in shapes.reason(out)

@@ -79,6 +79,8 @@ class Program:
     # onnxruntime way; onnx shape inference reads it the spec's way, so the full check of the
     # original may fail on shapes downstream
     keepdims_corner: bool = False
+    # keyword options for seqlower.optimize (e.g. a target that asks for portable rewrites)
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -128,6 +130,7 @@ class _Generator:
         self.features: list[str] = []
         self.ort_may_reject: str | None = None
         self.keepdims_corner = False
+        self.options: dict[str, Any] = {}
         self.dtype_pool = [self._pick_dtype() for _ in range(2)]
         # onnx shape inference (the checker's) reads an overridable initializer as a constant, so
         # a program that has one declares no static shape that could depend on its value
@@ -394,6 +397,7 @@ class _Generator:
             self.features,
             self.ort_may_reject,
             self.keepdims_corner,
+            self.options,
         )
 
     def is_initializer(self, name: str) -> bool:
@@ -936,6 +940,8 @@ class _Generator:
             return False
         dtype = self.rng.choice(numeric)
         base = self.outer_tensor(dtype)
+        if self.chance(0.2):
+            return self.loop_growing_prefixes(base)
         variants = ["while", "prepend", "both-branches"]
         variants += ["conditional"] if self.opset >= 14 else []  # Identity of a sequence: 14
         variant = self.rng.choice(variants)
@@ -1032,6 +1038,55 @@ class _Generator:
         h_out, final = self.node("Loop", [trip, first, base.name, start], 2, body=body)
         self.add_tensor(h_out, h_final, sink=variant == "while")
         self.add_seq(final, initial_elements + produced, dtype)
+        return True
+
+    def loop_growing_prefixes(self, base: Tensor) -> bool:
+        """Appends base[: i + 1] for i < limit (a run-time input), then ConcatFromSequence on
+        axis 0: chunks of changing shapes, lowered to a Concat accumulator for target tract."""
+        if base.value.ndim == 0:
+            return False
+        self.feature("loop-dynamic-growing")
+        self.options["target"] = "tract"
+        empty = self.chance(0.5)
+        count = self.rng.randint(1 if empty else 0, 3)
+        limit = self.model_input(np.array(count, dtype=np.int64), declared=[])
+        dtype = base.dtype
+        start = (
+            self.node("SequenceEmpty", [], dtype=onnx_dtype(dtype))
+            if empty
+            else self.node("SequenceConstruct", [base.name])
+        )
+        i_info, cond_info, i_name, cond_name = self.loop_header()
+        acc_name = self.fresh("acc")
+        acc_info = helper.make_tensor_sequence_value_info(acc_name, onnx_dtype(dtype), None)
+        self.node_stack.append([])
+        axes = self.constant(np.array([0], dtype=np.int64))
+        stop = self.node(
+            "Unsqueeze" if self.opset >= 13 else "Identity",
+            [
+                self.node("Add", [i_name, self.constant(np.array(1, dtype=np.int64))]),
+                *([axes] if self.opset >= 13 else []),
+            ],
+        )
+        if self.opset < 13:
+            stop = self.node("Reshape", [stop, self.constant(np.array([1], dtype=np.int64))])
+        prefix = self.node(
+            "Slice", [base.name, self.constant(np.array([0], dtype=np.int64)), stop, axes]
+        )
+        appended = self.node("SequenceInsert", [acc_name, prefix])
+        cond_out = self.node("Identity", [cond_name])
+        body_nodes = self.node_stack.pop()
+        outputs = [
+            helper.make_tensor_value_info(cond_out, TensorProto.BOOL, []),
+            helper.make_tensor_sequence_value_info(appended, onnx_dtype(dtype), None),
+        ]
+        body = helper.make_graph(
+            body_nodes, self.fresh("body"), [i_info, cond_info, acc_info], outputs
+        )
+        final = self.node("Loop", [limit, self.loop_condition(), start], body=body)
+        pieces = ([] if empty else [base.value]) + [base.value[: k + 1] for k in range(count)]
+        total = self.node("ConcatFromSequence", [final], axis=0)
+        self.add_tensor(total, np.concatenate(pieces, axis=0), sink=True)
         return True
 
 

@@ -104,6 +104,7 @@ def test_ci_seeds_cover_the_generator_features() -> None:
         "loop-dynamic-prepend",
         "loop-dynamic-conditional",
         "loop-dynamic-both-branches",
+        "loop-dynamic-growing",
     }
     missing = expected - set(seen)
     assert not missing, f"never generated in CI_SEEDS: {sorted(missing)}"
