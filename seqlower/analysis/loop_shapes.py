@@ -152,13 +152,9 @@ class LoopShapes:
         for atom in sym.atoms(dim):
             if atom in self.varying:
                 return True
-            if (
-                atom[0] in ("mul", "div")
-                and any(  # type: ignore[index]
-                    isinstance(part, (int, sym.Expr)) and self.varies(part)
-                    for part in atom[1:]  # type: ignore[index]
-                )
-            ):
+            # a product, a quotient or a broadcast of other dims varies with them
+            parts = atom[1:] if isinstance(atom, tuple) else ()
+            if any(isinstance(part, sym.Expr) and self.varies(part) for part in parts):
                 return True
         return False
 

@@ -220,7 +220,7 @@ CONTENT_RULES: dict[str, _ContentRule] = {
     "Add": _elementwise_content(sym.add),
     "Sub": _elementwise_content(sym.sub),
     "Mul": _elementwise_content(sym.mul),
-    "Div": _elementwise_content(sym.floordiv),
+    "Div": _elementwise_content(sym.truncdiv),
     **dict.fromkeys(["Identity", "Cast", "Squeeze", "Unsqueeze", "Reshape"], _same_content),
     "Shape": _shape_content,
     "Gather": _gather_content,

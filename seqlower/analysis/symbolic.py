@@ -28,6 +28,7 @@ __all__ = [
     "at_least",
     "atoms",
     "floordiv",
+    "truncdiv",
     "mul",
     "neg",
     "sub",
@@ -110,6 +111,16 @@ def floordiv(a: Dim | None, b: Dim | None) -> Dim | None:
         if const % b == 0 and all(k % b == 0 for k in terms.values()):
             return _make({atom: k // b for atom, k in terms.items()}, const // b)
     return symbol(("div", a, b))
+
+
+def truncdiv(a: Dim | None, b: Dim | None) -> Dim | None:
+    """Integer division rounding toward zero (ONNX Div on integers); exact forms as floordiv."""
+    if isinstance(a, int) and isinstance(b, int):
+        if b == 0:
+            raise ZeroDivisionError
+        quotient = abs(a) // abs(b)
+        return quotient if (a < 0) == (b < 0) else -quotient
+    return floordiv(a, b)
 
 
 def atoms(d: Dim | None) -> Iterator[Hashable]:

@@ -207,3 +207,18 @@ def test_a_slice_of_an_unknown_shape_with_moving_bounds_may_change():
     out = _value(shapes, "out")
     assert not shapes.is_invariant(out)
     assert "depends on 'stop', whose value changes" in shapes.reason(out)
+
+
+def test_a_broadcast_with_a_moving_dim_may_change():
+    """Expand(x, [i + 1, 1]) with x [N, 3]: the first dim is broadcast(N, i + 1), which moves."""
+    shapes = _analyse(
+        inputs="float[N,3] x",
+        body="""one = Constant<value = int64 {1}>()
+            next = Add(i, one)
+            axes = Constant<value = int64[1] {0}>()
+            rows = Unsqueeze(next, axes)
+            ones = Constant<value = int64[1] {1}>()
+            target = Concat<axis = 0>(rows, ones)
+            out = Expand(x, target)""",
+    )
+    assert shapes.shape(_value(shapes, "out")) == (None, 3)
