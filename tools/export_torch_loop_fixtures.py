@@ -97,6 +97,17 @@ class CondAppend(torch.nn.Module):
         return torch.stack(outs)
 
 
+class CondAppendScaled(torch.nn.Module):
+    """`for t in x.unbind(0): if t.sum() > 0: outs.append(t.relu() * 2)`: computed in the branch."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        outs: list[Tensor] = [x[0]]
+        for t in x.unbind(0):
+            if bool(t.sum() > 0):
+                outs.append(torch.relu(t) * 2.0)
+        return torch.stack(outs)
+
+
 class BothAppend(torch.nn.Module):
     """`for t in x.unbind(0): if t.sum() > 0: outs.append(t) else: outs.append(-t)`."""
 
@@ -147,6 +158,11 @@ CASES = [
                   "SequenceInsert": 1, "SequenceLength": 1, "SplitToSequence": 1}),
     Case("cond_append", CondAppend, {"x": (5, 3)}, ["y"], CondAppend.__doc__ or "",
          dynamic_axes={"x": ROWS}, alt_inputs={"x": (2, 3)}, lengths="dynamic (data)",
+         seq_ops={"ConcatFromSequence": 1, "SequenceAt": 1, "SequenceConstruct": 1,
+                  "SequenceInsert": 1, "SequenceLength": 1, "SplitToSequence": 1}),
+    Case("cond_append_scaled", CondAppendScaled, {"x": (5, 3)}, ["y"],
+         CondAppendScaled.__doc__ or "", dynamic_axes={"x": ROWS}, alt_inputs={"x": (2, 3)},
+         lengths="dynamic (data)",
          seq_ops={"ConcatFromSequence": 1, "SequenceAt": 1, "SequenceConstruct": 1,
                   "SequenceInsert": 1, "SequenceLength": 1, "SplitToSequence": 1}),
     Case("both_append", BothAppend, {"x": (5, 3)}, ["y"], BothAppend.__doc__ or "",

@@ -169,6 +169,7 @@ class AppendPlan:
     prepend: bool = False  # inserted at position 0: the stack is reversed once after the loop
     keep: ir.Value | None = None  # appended only when true (an If in the body)
     negate: bool = False  # `keep` is the condition of an If that appends in its else branch
+    hoist: tuple[ir.Node, ...] = ()  # nodes of the appending branch that compute `tensor`
 
 
 def _check_append(node: ir.Node, ctx: Context) -> AppendPlan | Refusal:
@@ -201,9 +202,56 @@ def _insert_of(value: ir.Value, sequence: ir.Value) -> ir.Node | str:
     return insert
 
 
-def _branch_update(if_node: ir.Node, sequence: ir.Value) -> tuple[ir.Value, bool] | str:
-    """(appended tensor, True when appended in the else branch) for an If whose one branch
-    appends to `sequence` and whose other branch passes it through; else why not."""
+# ops that cannot fail on any input value: they may run in iterations whose branch would not
+_TOTAL_UNARY = frozenset(
+    {
+        "Identity", "Neg", "Abs", "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Sin", "Cos",
+        "Erf", "Floor", "Ceil", "Round", "Sign", "Reciprocal", "Softplus", "Softsign", "Elu",
+        "Selu", "LeakyRelu", "HardSigmoid", "Not", "Constant",
+    }
+)  # fmt: skip
+_TOTAL_WITH_A_SCALAR = frozenset({"Add", "Sub", "Mul"})  # and Div on floats
+
+
+def _hoistable(tensor: ir.Value, branch: ir.Graph, ctx: Context) -> tuple[ir.Node, ...] | str:
+    """The nodes of `branch` that compute `tensor`, in order, when running them in every
+    iteration cannot fail: unary elementwise ops, and arithmetic with a one-element constant
+    (a broadcast against it always works). Else why not."""
+    needed: set[int] = set()
+    pending = [tensor]
+    while pending:
+        value = pending.pop()
+        node = value.producer()
+        if node is None or node.graph is not branch or id(node) in needed:
+            continue
+        op = node.op_type if node.domain == "" else f"{node.domain}::{node.op_type}"
+        present = [v for v in node.inputs if v is not None]
+        scalar = any((a := ctx.facts.static(v)) is not None and a.size == 1 for v in present)
+        total = op in _TOTAL_UNARY or (
+            scalar
+            and (
+                op in _TOTAL_WITH_A_SCALAR
+                or (op == "Div" and value.dtype is not None and value.dtype.is_floating_point())
+            )
+        )
+        if op == "Cast":
+            total = present[0].dtype not in (None, ir.DataType.STRING)
+        if not total or node.attributes.get("value_string") is not None:
+            return (
+                f"a branch computes the appended tensor with {op}, which could fail in "
+                "iterations where the branch does not run"
+            )
+        needed.add(id(node))
+        pending.extend(present)
+    return tuple(node for node in branch if id(node) in needed)
+
+
+def _branch_update(
+    if_node: ir.Node, sequence: ir.Value, ctx: Context
+) -> tuple[ir.Value, bool, tuple[ir.Node, ...]] | str:
+    """(appended tensor, True when appended in the else branch, branch nodes to run in every
+    iteration) for an If whose one branch appends to `sequence` and whose other branch passes
+    it through; else why not."""
     appends = []
     for negate, attr in ((False, "then_branch"), (True, "else_branch")):
         branch = if_node.attributes[attr].as_graph()
@@ -220,12 +268,11 @@ def _branch_update(if_node: ir.Node, sequence: ir.Value) -> tuple[ir.Value, bool
         if len(insert.inputs) > 2 and insert.inputs[2] is not None:
             return f"a branch of If '{if_node.name}' inserts at a given position"
         tensor = insert.inputs[1]
-        if tensor is None or tensor.graph is branch:
-            return (
-                f"a branch of If '{if_node.name}' computes the appended tensor itself "
-                "(it would have to run in every iteration)"
-            )
-        appends.append((tensor, negate))
+        assert tensor is not None
+        hoist = _hoistable(tensor, branch, ctx)
+        if isinstance(hoist, str):
+            return f"If '{if_node.name}': {hoist}"
+        appends.append((tensor, negate, hoist))
     if len(appends) != 1:
         return (
             f"both branches of If '{if_node.name}' append (if-append-both-branches)"
@@ -251,15 +298,15 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
         return "the body does not update it with one node"
     if [o for o in body.outputs if o is body_output] != [body_output] or body_output.uses():
         return "the sequence after the update is also read in the body"
-    prepend, keep, negate = False, None, False
+    prepend, keep, negate, hoist = False, None, False, ()
     if update.op_type == "If" and update.domain == "" and len(update.outputs) == 1:
         branches = {id(g) for b in subgraphs(update) for g in graphs_within(b)}
         if any(id(use.node.graph) not in branches for use in uses):
             return "the body reads it outside the If that appends to it"
-        found = _branch_update(update, body_input)
+        found = _branch_update(update, body_input, ctx)
         if isinstance(found, str):
             return found
-        tensor, negate = found
+        tensor, negate, hoist = found
         keep = update.inputs[0]
     else:
         if len(uses) != 1 or uses[0].node is not update:
@@ -287,7 +334,7 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
     dtype = tensor.dtype or element_dtype(init) or element_dtype(body_input)
     if dtype is None:
         return "the element type is unknown"
-    return AppendPlan(index, update, tensor, initial, dtype, prepend, keep, negate)
+    return AppendPlan(index, update, tensor, initial, dtype, prepend, keep, negate, hoist)
 
 
 def _to_scan(node: ir.Node, plan: AppendPlan, ctx: Context) -> None:
@@ -297,8 +344,13 @@ def _to_scan(node: ir.Node, plan: AppendPlan, ctx: Context) -> None:
         -> SplitToSequence(Concat(Reverse(scan of t), Stack(e..)), keepdims=0)
     body: s1 = If(c, then: SequenceInsert(s, t), else: s)   (a conditional append)
         -> SplitToSequence(Concat(Stack(e..), Compress(scan of t, scan of c, axis=0)), keepdims=0)
+    (t computed in the branch by ops that cannot fail, such as t = x * 2, is computed in every
+    iteration)
     """
     body = _body(node)
+    for hoisted in plan.hoist:  # from the appending branch to just before the If
+        hoisted.graph.remove(hoisted)  # type: ignore[union-attr]
+        body.insert_before(plan.update, hoisted)
     builder = ctx.rewriter.before(node)
     inner = ctx.rewriter.before(plan.update)
     k = plan.index

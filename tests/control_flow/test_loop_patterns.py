@@ -232,18 +232,47 @@ def test_both_branches_append_one_tensor_each():
     assert report.rules_fired["loop-append-to-scan"] == 1
 
 
-def test_a_tensor_computed_inside_the_appending_branch_is_refused():
-    """Computing it in every iteration could fail where the branch would not have run."""
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_a_tensor_computed_in_the_branch_by_ops_that_cannot_fail_runs_every_iteration(n):
+    """`if row.sum() > 0: out.append(relu(row) * 2)`: computed in every iteration, then kept."""
     model = parse(
         _conditional(
-            """twice = Add(row, row)
+            """two = Constant<value = float {2}>()
+            positive_part = Relu(row)
+            twice = Mul(positive_part, two)
             a = SequenceInsert(acc, twice)""",
             "b = Identity(acc)",
         )
     )
-    _lowered, report = lower(model)
-    assert "computes the appended tensor itself" in reasons(report)
-    lower_and_compare(model, {"x": ROWS[:3]})
+    x = ROWS[:n]
+    lowered, _, (y,) = lower_and_compare(model, {"x": x})
+    np.testing.assert_array_equal(
+        y, np.stack([x[0], *[2 * np.maximum(r, 0) for r in x if r.sum() > 0]])
+    )
+    assert sequence_op_count(lowered) == 0 and op_counts(lowered)["If"] == 0
+
+
+@pytest.mark.parametrize(
+    "computed",
+    [
+        "twice = Add(row, row)",  # a broadcast of two tensors may fail on shapes
+        """k = Constant<value = int64 {7}>()
+            twice = Gather(x, k)""",  # an index that may be out of range
+    ],
+    ids=["add-of-two-tensors", "gather"],
+)
+def test_a_tensor_computed_in_the_branch_by_ops_that_may_fail_is_refused(computed):
+    """Running them in every iteration could fail where the original never ran them."""
+    model = parse(
+        _conditional(
+            f"""{computed}
+            a = SequenceInsert(acc, twice)""",
+            "b = Identity(acc)",
+        )
+    )
+    _, report = lower(model)
+    assert "which could fail in iterations where the branch does not run" in reasons(report)
+    lower_and_compare(model, {"x": -np.abs(ROWS[:3]) - 1})  # the branch never runs
 
 
 def test_an_if_that_also_reads_the_sequence_outside_the_branches_is_refused():

@@ -32,7 +32,7 @@ def _tensor(path: pathlib.Path) -> np.ndarray:
 
 
 def test_the_fixtures_are_there():
-    assert len(CASES) == 8
+    assert len(CASES) == 9
 
 
 CASES_AND_TARGETS = [(case, "generic") for case in CASES] + sorted(TARGETS.items())

@@ -1004,9 +1004,18 @@ class _Generator:
             def negated():  # type: ignore[no-untyped-def]
                 return appending(self.node("Neg", [element]))()
 
+            def scaled():  # type: ignore[no-untyped-def]
+                two = self.constant(np.array(2, dtype=dtype))
+                return appending(self.node("Mul", [element, two]))()
+
             if variant == "conditional":
-                taken, other = appending(element), passing
-                kept = [p for k, p in enumerate(produced) if (k % 2 == 0) != negate]
+                in_branch = self.chance(0.5)  # the appended tensor computed in the branch
+                taken, other = (scaled if in_branch else appending(element)), passing
+                kept = [
+                    (p * np.array(2, dtype=dtype)).astype(dtype) if in_branch else p
+                    for k, p in enumerate(produced)
+                    if (k % 2 == 0) != negate
+                ]
             else:
                 taken, other = appending(element), negated
                 kept = [
