@@ -53,6 +53,7 @@ from seqlower.analysis.symbolic import Dim
 from seqlower.ops import graphs_within, has_subgraph
 
 _MAX_CONTENT = 16  # elements
+_MAX_DEPTH = 64  # producers followed outside the body for one content
 _ITER = ("iter",)
 _RANDOM_OPS = frozenset(
     {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial"}
@@ -73,6 +74,7 @@ class LoopShapes:
         self.bounds: dict[Hashable, tuple[Dim, Dim]] = {}
         self.varying: set[Hashable] = {_ITER}
         self._outer_contents: dict[ir.Value, Content | None] = {}
+        self._depth = 0  # of the producers followed outside the body
         self._shapes: dict[ir.Value, ShapeFact] = {}
         self._contents: dict[ir.Value, Content | None] = {}
         self._invariant: dict[ir.Value, bool] = {}
@@ -143,8 +145,14 @@ class LoopShapes:
         if not self._is_outer(value):
             return self._contents.get(value)
         if value not in self._outer_contents:
+            if self._depth >= _MAX_DEPTH:
+                return None  # a long chain of arithmetic outside the loop: not followed
             self._outer_contents[value] = None  # guards against cycles
-            self._outer_contents[value] = self._compute_content(value, outer=True)
+            self._depth += 1
+            try:
+                self._outer_contents[value] = self._compute_content(value, outer=True)
+            finally:
+                self._depth -= 1
         return self._outer_contents[value]
 
     def varies(self, dim: Dim) -> bool:
