@@ -13,9 +13,9 @@ form in linear time. So, per issue 12's rule that a rewrite trading speed for po
 only where a target asks for it, this one applies only with `Options.target` set to "tensorrt",
 "openvino" or "tract".
 
-A list that starts empty starts from an empty tensor: the appended tensor's dims other than the
-concatenation axis must be static. If no iteration runs, the original fails (ConcatFromSequence
-of an empty sequence) where the accumulator gives an empty tensor.
+A list that starts empty starts from an empty tensor (ConstantOfShape): the appended tensor's
+dims other than the concatenation axis must be static. If no iteration runs, the original fails
+(ConcatFromSequence of an empty sequence) where the accumulator gives an empty tensor.
 """
 
 from __future__ import annotations
@@ -112,7 +112,10 @@ def _to_accumulator(node: ir.Node, plan: ConcatPlan, ctx: Context) -> None:
     builder = ctx.rewriter.before(node)
     k = plan.index
     if plan.empty_shape is not None:
-        start = builder.constant(np.zeros(plan.empty_shape, plan.dtype.numpy()), "empty")
+        # ConstantOfShape, not a Constant with no element: OpenVINO 2026.4.1 fails to convert
+        # a Loop that carries a zero-size Constant (probed: "Accessing out-of-range dimension")
+        zero = ir.Tensor(np.zeros(1, plan.dtype.numpy()))
+        start = builder.op("ConstantOfShape", [builder.ints(plan.empty_shape)], {"value": zero})
     else:
         start = builder.op("Concat", list(plan.initial), {"axis": plan.axis})
     start.type = ir.TensorType(plan.dtype)

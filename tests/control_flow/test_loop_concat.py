@@ -42,6 +42,9 @@ def test_growing_prefixes_are_concatenated_as_the_loop_goes(target, m):
     assert sequence_op_count(lowered) == 0
     assert report.rules_fired["loop-append-to-concat"] == 1
     assert op_counts(lowered)["Concat"] == 1  # the accumulator, in the body
+    # it starts from ConstantOfShape: OpenVINO 2026.4.1 cannot convert a Loop carrying a
+    # Constant with no element
+    assert op_counts(lowered)["ConstantOfShape"] == 1
 
 
 @pytest.mark.parametrize("m", [0, 1, 3])
