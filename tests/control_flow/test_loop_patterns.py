@@ -286,3 +286,36 @@ def test_an_if_that_also_reads_the_sequence_outside_the_branches_is_refused():
     )
     _, report = lower(model)
     assert "the body reads it outside the If that appends to it" in reasons(report)
+
+
+@pytest.mark.parametrize("m", [0, 1, 4])
+def test_a_conditional_append_over_zero_one_and_several_iterations(m):
+    """Keeps the odd iterations of a run-time range; the length is the only reader."""
+    model = parse(
+        """g (int64 m, float[3] x) => (int64 n, float[?,3] y) {
+        t = Constant<value = bool {1}>()
+        start = SequenceConstruct(x)
+        s = Loop(m, t, start) <body = body (int64 i, bool c, seq(float) acc)
+                                           => (bool c2, seq(float) grown) {
+            c2 = Identity(c)
+            two = Constant<value = int64 {2}>()
+            parity = Mod(i, two)
+            one = Constant<value = int64 {1}>()
+            odd = Equal(parity, one)
+            fi = Cast<to = 1>(i)
+            row = Mul(x, fi)
+            grown = If(odd) <then_branch = then () => (seq(float) a) {
+                a = SequenceInsert(acc, row)
+            }, else_branch = orelse () => (seq(float) b) {
+                b = Identity(acc)
+            }>
+        }>
+        n = SequenceLength(s)
+        y = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+    }"""
+    )
+    x = np.array([1.0, -2.0, 3.5], dtype=np.float32)
+    lowered, _, (n, y) = lower_and_compare(model, {"m": np.array(m), "x": x})
+    assert n == 1 + m // 2
+    np.testing.assert_array_equal(y, np.stack([x, *[x * k for k in range(1, m, 2)]]))
+    assert sequence_op_count(lowered) == 0
