@@ -416,8 +416,21 @@ def _flatten(_: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
     return (_product(data[:k]), _product(data[k:]))
 
 
+def _reduce(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    given = len(node.inputs) > 1 and node.inputs[1] is not None
+    to_scalar = (
+        not given
+        and not node.attributes.get_ints("axes")
+        and node.attributes.get_int("keepdims", 1) == 0
+        and node.attributes.get_int("noop_with_empty_axes", 0) == 0
+    )
+    if to_scalar:  # a reduction of every axis to a scalar: whatever the input's shape
+        return [()]
+    return _reduce_axes(a, node)
+
+
 @_on_input
-def _reduce(a: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
+def _reduce_axes(a: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
     if len(node.inputs) > 1 and node.inputs[1] is not None:
         axes = a.static_ints(node.inputs[1])
         if axes is None:

@@ -172,8 +172,42 @@ class AppendPlan:
     hoist: tuple[ir.Node, ...] = ()  # nodes of the appending branch that compute `tensor`
 
 
+def _unroll_pending(node: ir.Node, ctx: Context) -> bool:
+    """True when the loop could be unrolled (static trip count, never ends early) once the
+    sequence reads left in its body are lowered: unrolling then gives static lengths, which a
+    scan output would lose."""
+    body = _body(node)
+    count = ctx.facts.static_int(node.inputs[0]) if node.inputs and node.inputs[0] else None
+    cond = node.inputs[1] if len(node.inputs) > 1 else None
+    if (
+        count is None
+        or not 0 < count <= MAX_UNROLL
+        or count * body.num_nodes() > MAX_UNROLLED_NODES
+    ):
+        return False
+    if (cond is not None and _static_bool(cond, ctx) is not True) or not _body_always_continues(
+        body, ctx
+    ):
+        return False
+    pending = any(
+        is_sequence_op(n) and n.op_type not in ("SequenceInsert", "SequenceEmpty")
+        for n in body.all_nodes()
+    )
+    # reads of a split or of a sequence of static length are what the access rules lower
+    lowerable = all(
+        _producer(v, "SplitToSequence") is not None or ctx.facts.length(v) is not None
+        for v in _outer_sequences(body)
+    )
+    return pending and lowerable
+
+
 def _check_append(node: ir.Node, ctx: Context) -> AppendPlan | Refusal:
     body = _body(node)
+    if _unroll_pending(node, ctx):
+        return Refusal(
+            "the trip count is static and the body still reads sequences: loop-unroll may "
+            "apply once they are lowered"
+        )
     reasons = []
     shapes: LoopShapes | None = None
     for index, init in enumerate(node.inputs[2:]):

@@ -319,3 +319,47 @@ def test_a_conditional_append_over_zero_one_and_several_iterations(m):
     assert n == 1 + m // 2
     np.testing.assert_array_equal(y, np.stack([x, *[x * k for k in range(1, m, 2)]]))
     assert sequence_op_count(lowered) == 0
+
+
+def _static_trip(source: str, inputs: str, op: str = "Relu", z: str = "float[3] z") -> str:
+    """Three iterations appending Relu(source[i]), then the list grows once more after the loop:
+    only unrolling keeps its length static."""
+    return f"""g ({inputs}, {z}) => (float y) {{
+    {source}
+    three = Constant<value = int64 {{3}}>()
+    t = Constant<value = bool {{1}}>()
+    empty = SequenceEmpty<dtype = 1>()
+    s = Loop(three, t, empty) <body = body (int64 i, bool c, seq(float) acc)
+                                           => (bool c2, seq(float) grown) {{
+        c2 = Identity(c)
+        e = SequenceAt(items, i)
+        r = {op}(e)
+        grown = SequenceInsert(acc, r)
+    }}>
+    more = SequenceInsert(s, z)
+    y = ConcatFromSequence<axis = 0, new_axis = 1>(more)
+}}"""
+
+
+def test_a_static_trip_count_waits_for_unrolling_when_the_body_reads_a_split():
+    """Fuzz seed 128: the SequenceAt of a split in the body is lowered first, then the loop is
+    unrolled (static length: the insert after the loop folds too) rather than scanned."""
+    model = parse(
+        _static_trip("items = SplitToSequence<axis = 0, keepdims = 0>(x)", "float[N,3] x")
+    )
+    x = np.arange(12, dtype=np.float32).reshape(4, 3) - 5
+    z = np.ones(3, np.float32)
+    lowered, report, (y,) = lower_and_compare(model, {"x": x, "z": z})
+    np.testing.assert_array_equal(y, np.stack([*np.maximum(x[:3], 0), z]))
+    assert sequence_op_count(lowered) == 0
+    assert "loop-unroll" in report.rules_fired and "loop-append-to-scan" not in report.rules_fired
+
+
+def test_a_static_trip_count_reading_a_sequence_input_is_scanned():
+    """The body reads a sequence-typed model input: unrolling can never apply, so no waiting
+    (the sum of each element has one shape, whatever the elements' shapes)."""
+    model = parse(_static_trip("", "seq(float) items", "ReduceSum<keepdims = 0>", "float z"))
+    _, report = lower(model)
+    assert report.rules_fired["loop-append-to-scan"] == 1
+    items = [np.full(k + 1, k - 1.5, np.float32) for k in range(4)]
+    lower_and_compare(model, {"items": items, "z": np.array(1, np.float32)})
