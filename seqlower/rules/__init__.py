@@ -11,6 +11,7 @@ from seqlower.rules import (
     concat,
     construct,
     control_flow,
+    loop_appends,
     loop_concat,
     loops,
     runtime_position,
@@ -31,6 +32,7 @@ def default_rules() -> RuleSet:
         + concat.RULES
         + control_flow.RULES
         + loops.RULES
+        + loop_appends.RULES
         + loop_concat.RULES
         + batching.RULES
         + sequence_map.RULES
