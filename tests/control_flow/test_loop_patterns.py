@@ -363,3 +363,19 @@ def test_a_static_trip_count_reading_a_sequence_input_is_scanned():
     assert report.rules_fired["loop-append-to-scan"] == 1
     items = [np.full(k + 1, k - 1.5, np.float32) for k in range(4)]
     lower_and_compare(model, {"items": items, "z": np.array(1, np.float32)})
+
+
+def test_branches_that_append_and_prepend_are_not_merged():
+    """if-append-both-branches needs two plain appends to the same sequence."""
+    model = parse(
+        _conditional(
+            "a = SequenceInsert(acc, row)",
+            """front = Constant<value = int64 {0}>()
+            b = SequenceInsert(acc, row, front)""",
+        )
+    )
+    lowered, report = lower(model)
+    assert "if-append-both-branches: the else_branch inserts at a given position" in reasons(report)
+    assert op_counts(lowered)["SequenceInsert"] == 2
+    for n in (1, 3):
+        lower_and_compare(model, {"x": ROWS[:n]})
