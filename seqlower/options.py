@@ -35,7 +35,8 @@ class Options:
         default) and the other profiles that only judge the result lower the same way; "tract"
         also asks for the target-only rewrites of `seqlower.rules.target_tract` (run-time If
         to Where, static Loops unrolled, Loops over a tensor axis to Scan), which the default
-        never runs.
+        never runs. Rewrites that trade speed for portability (a tensor accumulator instead
+        of a sequence) apply only for tensorrt, openvino and tract.
     unroll_budget: how many nodes a target-only unrolling may add to the model (body nodes
         times iterations); a Loop over the budget is kept, and the refusal says so.
     """

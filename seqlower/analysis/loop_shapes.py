@@ -5,16 +5,26 @@ every iteration (onnxruntime fails otherwise). Declared and inferred shapes cann
 shape inference clears the shapes of loop-carried values, and it gives every element of a sequence
 one symbolic shape even when the elements differ (the last, smaller chunk of an uneven split).
 
-This analysis computes a symbolic shape for every value of one Loop body: a tuple of dims, each an
-int or a hashable expression standing for a size that is fixed for the whole run of the loop (a
-dim of a value defined outside the body, or a function of such dims and of loop-invariant values).
-Equal expressions denote equal sizes. A shape may also be `INVARIANT` (the same in every
-iteration, but not known symbolically) or `None` (it may change between iterations; `reason`
-says why).
+The analysis is an abstract interpretation of one iteration of the body over two domains:
 
-Loop-carried tensors are assumed to keep the shape of their initial value. An assumption that the
-body does not confirm (the carried output's shape is not the same expression) is dropped and the
-analysis repeats: a greatest fixpoint, sound by induction on the iterations.
+- the **shape** of every value: a tuple of `Dim`s (`seqlower.analysis.symbolic`: ints and linear
+  forms over symbols that are fixed for the whole run of the loop, such as the dims of values
+  defined outside the body, or None for a dim that may change between iterations), or
+  `INVARIANT` (the same in every iteration, not known symbolically), or None (not even the rank
+  is known). A value keeps one shape when its shape is INVARIANT or a tuple without None
+  (`is_invariant`; `reason` says why not);
+- the **content** of small integer values (shapes, positions, Slice bounds): a tuple of Dims that
+  may also use symbols that change between iterations: the iteration number `i`, bounded by
+  `[0, M - 1]` when the trip count M is given, and positions read from `Range(0, C)`, bounded by
+  `[0, C - 1]`. So `Slice(x, i, i + 1)` has size `(i + 1) - i = 1` on its axis when `0 <= i` and
+  `i + 1 <= dim` are proved: the per-sample slices of `x.split(1)` keep one shape.
+
+A dim that would mention a changing symbol is None. Loop-carried tensors start from the
+symbolic shape of their initial value (unknown dims of it are symbols too); an assumption that the
+body does not confirm (the carried output's shape is not the same tuple) is dropped and the body
+analysed again: a greatest fixpoint, sound by induction on the iterations.
+
+The per-operator transfer functions live in `seqlower.analysis.shape_rules`.
 """
 
 from __future__ import annotations
@@ -22,99 +32,32 @@ from __future__ import annotations
 __all__ = ["INVARIANT", "LoopShapes", "ShapeFact", "uniform_element_shape"]
 
 import math
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Hashable, Sequence
 
 import onnx_ir as ir
 
+from seqlower.analysis import symbolic as sym
+from seqlower.analysis.shape_rules import (
+    CONTENT_RULES,
+    INVARIANT,
+    SHAPE_RULES,
+    SIZED_BY_CONTENT,
+    Content,
+    ShapeFact,
+    fixed,
+    merge,
+    uniform_element_shape,
+)
 from seqlower.analysis.static_values import StaticValues
-from seqlower.ops import has_subgraph
+from seqlower.analysis.symbolic import Dim
+from seqlower.ops import graphs_within, has_subgraph
 
-Dim = int | tuple
-INVARIANT = "invariant"
-# a tuple of dims, INVARIANT, or None (may change between iterations)
-ShapeFact = tuple | str | None
-
+_MAX_CONTENT = 16  # elements
+_MAX_DEPTH = 64  # producers followed outside the body for one content
+_ITER = ("iter",)
 _RANDOM_OPS = frozenset(
     {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial"}
 )
-_SAME_SHAPE_OPS = frozenset(
-    {
-        "Identity", "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "BitwiseNot",
-        "Cast", "CastLike", "Ceil", "Celu", "Clip", "Cos", "Cosh", "CumSum", "Dropout", "Elu",
-        "Erf", "Exp", "Floor", "Gelu", "HardSigmoid", "HardSwish", "Hardmax", "IsInf", "IsNaN",
-        "InstanceNormalization", "LayerNormalization", "LeakyRelu", "Log", "LogSoftmax",
-        "LpNormalization",
-        "Mish", "Neg", "Not", "Reciprocal", "Relu", "Round", "Selu", "Shrink", "Sigmoid", "Sign",
-        "Sin", "Sinh", "Softmax", "Softplus", "Softsign", "Sqrt", "Tan", "Tanh", "ThresholdedRelu",
-        "BatchNormalization",
-    }
-)  # fmt: skip
-_BROADCAST_OPS = frozenset(
-    {
-        "Add", "And", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Div", "Equal",
-        "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "Max", "Mean", "Min", "Mod", "Mul",
-        "Or", "Pow", "PRelu", "Sub", "Sum", "Where", "Xor",
-    }
-)  # fmt: skip
-_REDUCE_OPS = frozenset(
-    {
-        "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
-        "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare",
-    }
-)  # fmt: skip
-
-
-def _peel_identity(value: ir.Value) -> ir.Node | None:
-    node = value.producer()
-    while node is not None and node.domain == "" and node.op_type == "Identity":
-        source = node.inputs[0]
-        node = source.producer() if source is not None else None
-    return node
-
-
-def uniform_element_shape(
-    sequence: ir.Value, shape_of: Callable[[ir.Value], ShapeFact], values: StaticValues
-) -> ShapeFact:
-    """The one shape shared by every element of `sequence`, when its producer shows it, else
-    None. `shape_of` gives the symbolic shape of a tensor value."""
-    producer = _peel_identity(sequence)
-    if producer is None or producer.domain != "":
-        return None
-    if producer.op_type == "SequenceConstruct":
-        shapes = {shape_of(e) for e in producer.inputs if e is not None}
-        if len(shapes) != 1:
-            return None
-        (shape,) = shapes
-        return shape if isinstance(shape, tuple) else None
-    if producer.op_type != "SplitToSequence" or producer.inputs[0] is None:
-        return None
-    data = shape_of(producer.inputs[0])
-    if not isinstance(data, tuple) or not data:
-        return None
-    axis = producer.attributes.get_int("axis", 0)
-    if not -len(data) <= axis < len(data):
-        return None
-    axis %= len(data)
-    split = producer.inputs[1] if len(producer.inputs) > 1 else None
-    if split is None:
-        if producer.attributes.get_int("keepdims", 1) == 0:
-            return data[:axis] + data[axis + 1 :]
-        return (*data[:axis], 1, *data[axis + 1 :])
-    sizes = values.get(split)
-    if sizes is None or sizes.dtype.kind not in "iu":
-        return None
-    if sizes.ndim == 0:
-        chunk, dim = int(sizes), data[axis]
-        if not isinstance(dim, int) or chunk <= 0 or dim % chunk != 0:
-            return None  # the last chunk is smaller, or the count depends on data
-        size = chunk
-    else:
-        distinct = {int(s) for s in sizes.reshape(-1)}
-        if len(distinct) != 1:
-            return None
-        (size,) = distinct
-    return (*data[:axis], size, *data[axis + 1 :])
 
 
 def _trusted_name(name: str | None) -> bool:
@@ -126,29 +69,35 @@ class LoopShapes:
 
     def __init__(self, loop: ir.Node, values: StaticValues) -> None:
         self.body = loop.attributes["body"].as_graph()
+        self._inside = {id(g) for g in graphs_within(self.body)}
         self.values = values
+        self.bounds: dict[Hashable, tuple[Dim, Dim]] = {}
+        self.varying: set[Hashable] = {_ITER}
+        self._outer_contents: dict[ir.Value, Content | None] = {}
+        self._depth = 0  # of the producers followed outside the body
         self._shapes: dict[ir.Value, ShapeFact] = {}
+        self._contents: dict[ir.Value, Content | None] = {}
         self._invariant: dict[ir.Value, bool] = {}
         self._reasons: dict[ir.Value, str] = {}
-        carried_inputs = list(self.body.inputs[2:])
-        initial = list(loop.inputs[2:])
+        trip = self.content(loop.inputs[0]) if loop.inputs and loop.inputs[0] else None
+        if trip is not None and len(trip) == 1:
+            self.bounds[_ITER] = (0, sym.sub(trip[0], 1))
         self.assumed: dict[ir.Value, ShapeFact] = {}
-        for body_input, init in zip(carried_inputs, initial):
+        carried = list(zip(self.body.inputs[2:], loop.inputs[2:]))
+        for body_input, init in carried:
             shape = self.outer_shape(init) if init is not None else None
             is_tensor = isinstance(body_input.type, ir.TensorType)
             self.assumed[body_input] = shape if is_tensor and isinstance(shape, tuple) else None
-        while True:
+        changed = True
+        while changed:
             self._run()
-            dropped = False
-            for index, body_input in enumerate(carried_inputs):
-                out_index = 1 + index
-                if self.assumed[body_input] is None or out_index >= len(self.body.outputs):
+            changed = False
+            for index, (body_input, _) in enumerate(carried):
+                if self.assumed[body_input] is None or 1 + index >= len(self.body.outputs):
                     continue
-                if self.shape(self.body.outputs[out_index]) != self.assumed[body_input]:
+                if self.shape(self.body.outputs[1 + index]) != self.assumed[body_input]:
                     self.assumed[body_input] = None
-                    dropped = True
-            if not dropped:
-                break
+                    changed = True
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -156,13 +105,11 @@ class LoopShapes:
         """The symbolic shape of `value` (a body value or an outer one)."""
         if value in self._shapes:
             return self._shapes[value]
-        if self._is_outer(value):
-            return self.outer_shape(value)
-        return None
+        return self.outer_shape(value) if self._is_outer(value) else None
 
     def is_invariant(self, value: ir.Value) -> bool:
         """True when `value` has the same shape in every iteration."""
-        return self.shape(value) is not None
+        return fixed(self.shape(value))
 
     def reason(self, value: ir.Value) -> str:
         """Why the shape of `value` may change between iterations."""
@@ -186,70 +133,150 @@ class LoopShapes:
             elif isinstance(dim, ir.SymbolicDim) and _trusted_name(dim.value):
                 # A named dim from the model inputs: equal names are equal sizes. Names that
                 # shape inference makes up ("unk__") may be shared by unequal sequence elements.
-                dims.append(("param", dim.value))
+                dims.append(sym.symbol(("param", dim.value)))
             else:
-                dims.append(("dim", id(value), axis))
+                dims.append(sym.symbol(("dim", id(value), axis)))
         return tuple(dims)
+
+    def content(self, value: ir.Value | None) -> Content | None:
+        """The elements of a small integer value (scalar or 1-D) as Dims, when known."""
+        if value is None:
+            return None
+        if not self._is_outer(value):
+            return self._contents.get(value)
+        if value not in self._outer_contents:
+            if self._depth >= _MAX_DEPTH:
+                return None  # a long chain of arithmetic outside the loop: not followed
+            self._outer_contents[value] = None  # guards against cycles
+            self._depth += 1
+            try:
+                self._outer_contents[value] = self._compute_content(value, outer=True)
+            finally:
+                self._depth -= 1
+        return self._outer_contents[value]
+
+    def varies(self, dim: Dim) -> bool:
+        """True when `dim` mentions a symbol that changes between iterations."""
+        for atom in sym.atoms(dim):
+            if atom in self.varying:
+                return True
+            # a product, a quotient or a broadcast of other dims varies with them
+            parts = atom[1:] if isinstance(atom, tuple) else ()
+            if any(isinstance(part, sym.Expr) and self.varies(part) for part in parts):
+                return True
+        return False
 
     # -- the analysis -----------------------------------------------------------------------
 
     def _is_outer(self, value: ir.Value) -> bool:
-        return value.graph is not self.body
+        return id(value.graph) not in self._inside
 
     def _run(self) -> None:
-        self._shapes = {}
-        self._invariant = {}
-        self._reasons = {}
-        body = self.body
-        for index, value in enumerate(body.inputs):
+        self._shapes, self._contents, self._invariant, self._reasons = {}, {}, {}, {}
+        for index, value in enumerate(self.body.inputs):
             self._invariant[value] = False
             if index < 2:
                 self._shapes[value] = ()
+                self._contents[value] = (sym.symbol(_ITER),) if index == 0 else None
                 continue
             self._shapes[value] = self.assumed.get(value)
             if self._shapes[value] is None:
                 self._reasons[value] = (
                     f"the loop-carried value '{value.name}' may change shape between iterations"
                 )
-        for value in body.initializers.values():
+        for value in self.body.initializers.values():
             self._invariant[value] = True
             self._shapes[value] = self.outer_shape(value)
-        for node in body:
+            self._contents[value] = self._compute_content(value, outer=False)
+        for node in self.body:
             self._visit(node)
 
-    def _input_shape(self, value: ir.Value | None) -> ShapeFact:
-        if value is None:
-            return ()
-        return self.shape(value)
+    def input_shape(self, value: ir.Value | None) -> ShapeFact:
+        return () if value is None else self.shape(value)
 
-    def _value_invariant(self, value: ir.Value | None) -> bool:
+    def invariant_value(self, value: ir.Value | None) -> bool:
+        """True when `value` (not only its shape) is the same in every iteration."""
         if value is None:
             return True
-        if value in self._invariant:
-            return self._invariant[value]
-        return self._is_outer(value)
+        return self._invariant.get(value, self._is_outer(value))
 
     def _visit(self, node: ir.Node) -> None:
+        plain = node.domain == "" and not has_subgraph(node)
         invariant = (
-            node.domain == ""
+            plain
             and node.op_type not in _RANDOM_OPS
-            and not has_subgraph(node)
-            and all(self._value_invariant(v) for v in node.inputs)
+            and all(self.invariant_value(v) for v in node.inputs)
         )
         shapes: Sequence[ShapeFact] | None = None
-        if node.domain == "" and not has_subgraph(node):
+        if node.op_type == "If" and node.domain == "":
+            shapes = self._if_shapes(node)
+        elif plain:
+            rule = SHAPE_RULES.get(node.op_type)
             try:
-                shapes = _SHAPE_RULES.get(node.op_type, _unknown)(self, node)
+                shapes = rule(self, node) if rule is not None else None
             except (ValueError, IndexError, TypeError, ZeroDivisionError):
                 shapes = None
         for index, output in enumerate(node.outputs):
-            shape = shapes[index] if shapes is not None and index < len(shapes) else None
-            if shape is None and invariant:
-                shape = INVARIANT
-            self._shapes[output] = shape
             self._invariant[output] = invariant
-            if shape is None:
+            static = self.values.get(output)
+            if static is not None:
+                shape: ShapeFact = tuple(int(d) for d in static.shape)
+            else:
+                shape = shapes[index] if shapes is not None and index < len(shapes) else None
+                if isinstance(shape, tuple):
+                    shape = tuple(None if d is None or self.varies(d) else d for d in shape)
+                if invariant and not fixed(shape):
+                    # computed from values fixed for the whole loop: so is its shape
+                    shape = INVARIANT
+                elif shape == INVARIANT and not self._sized_by_fixed_values(node):
+                    shape = None
+            self._shapes[output] = shape
+            self._contents[output] = (
+                self._compute_content(output, outer=False) if index == 0 else None
+            )
+            if not fixed(shape):
                 self._reasons[output] = self._why(node, output)
+
+    def _sized_by_fixed_values(self, node: ir.Node) -> bool:
+        """False when the output shape of `node` depends on the content of a value that changes
+        between iterations (Slice bounds, a Reshape target...)."""
+        if node.op_type not in SIZED_BY_CONTENT:
+            return True
+        read = node.inputs if node.op_type in ("ConstantOfShape", "Range") else node.inputs[1:]
+        return all(self.invariant_value(v) for v in read)
+
+    def _if_shapes(self, node: ir.Node) -> list[ShapeFact]:
+        """An If output keeps one shape when both branches give it the same symbolic shape."""
+        outputs = []
+        for attr in ("then_branch", "else_branch"):
+            branch = node.attributes[attr].as_graph()
+            for inner in branch:
+                self._visit(inner)
+            outputs.append([self.shape(v) for v in branch.outputs])
+        return [merge(a, b) for a, b in zip(*outputs)]
+
+    def _compute_content(self, value: ir.Value, outer: bool) -> Content | None:
+        array = self.values.get(value)
+        if array is not None:
+            if array.dtype.kind not in "iu" or array.ndim > 1 or array.size > _MAX_CONTENT:
+                return None
+            return tuple(int(x) for x in array.reshape(-1))
+        shape = self.outer_shape(value) if outer else self._shapes.get(value)
+        if not isinstance(shape, tuple) or len(shape) > 1:
+            return None  # contents are those of scalars and 1-D tensors
+        producer = value.producer()
+        if producer is not None and producer.domain == "" and producer.outputs[0] is value:
+            rule = CONTENT_RULES.get(producer.op_type)
+            try:
+                found = rule(self, producer) if rule is not None else None
+            except (ValueError, IndexError, TypeError, ZeroDivisionError):
+                found = None
+            if found is not None:
+                return found
+        if (outer or self.invariant_value(value)) and all(isinstance(d, int) for d in shape):
+            # a value fixed for the whole loop, its content unknown: one symbol per element
+            return tuple(sym.symbol(("value", id(value), k)) for k in range(math.prod(shape)))
+        return None
 
     def _why(self, node: ir.Node, output: ir.Value) -> str:
         for value in node.inputs:
@@ -258,363 +285,15 @@ class LoopShapes:
         if node.op_type == "SequenceAt":
             return f"'{output.name}' is an element of a sequence whose elements may differ in shape"
         for value in node.inputs:
-            if value is not None and not self._value_invariant(value):
+            if value is not None and not self.invariant_value(value):
                 return (
                     f"the shape of '{output.name}' ({node.op_type}) depends on '{value.name}', "
                     "whose value changes between iterations"
                 )
         return f"the shape of '{output.name}' ({node.op_type}) is not analysed"
 
-    # -- helpers for the shape rules --------------------------------------------------------
-
     def static_ints(self, value: ir.Value | None) -> list[int] | None:
-        array = self.values.get(value)
-        if array is None or array.dtype.kind not in "iu":
+        found = self.content(value)
+        if found is None or not all(isinstance(d, int) for d in found):
             return None
-        return [int(x) for x in array.reshape(-1)]
-
-    def value_dims(self, value: ir.Value) -> tuple | None:
-        """The content of a loop-invariant 1-D int tensor as dims (a shape argument)."""
-        ints = self.static_ints(value)
-        if ints is not None:
-            return tuple(ints)
-        shape = self.shape(value)
-        if not self._value_invariant(value) or not isinstance(shape, tuple) or len(shape) != 1:
-            return None
-        if not isinstance(shape[0], int):
-            return None
-        return tuple(("value", id(value), i) for i in range(shape[0]))
-
-
-# -- shape rules: (analysis, node) -> one ShapeFact per output, or None ---------------------
-
-_Rule = Callable[[LoopShapes, ir.Node], "Sequence[ShapeFact] | None"]
-
-
-def _unknown(_: LoopShapes, __: ir.Node) -> None:
-    return None
-
-
-def _inputs(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    return [analysis._input_shape(v) for v in node.inputs]
-
-
-def _combine(shapes: Sequence[ShapeFact], compute: Callable[..., Any]) -> ShapeFact:
-    """None if a shape may vary, INVARIANT if one is not symbolic, else compute(*shapes)."""
-    if any(s is None for s in shapes):
-        return None
-    if any(s == INVARIANT for s in shapes):
-        return INVARIANT
-    return compute(*shapes)
-
-
-def _broadcast_dims(a: Dim, b: Dim) -> Dim:
-    if a == b or b == 1:
-        return a
-    if a == 1:
-        return b
-    if isinstance(a, int) and isinstance(b, int):
-        raise ValueError("incompatible broadcast")
-    return ("broadcast", *sorted((a, b), key=repr))
-
-
-def _broadcast(*shapes: tuple) -> tuple:
-    rank = max(len(s) for s in shapes)
-    padded = [(1,) * (rank - len(s)) + tuple(s) for s in shapes]
-    result = []
-    for dims in zip(*padded):
-        dim = dims[0]
-        for other in dims[1:]:
-            dim = _broadcast_dims(dim, other)
-        result.append(dim)
-    return tuple(result)
-
-
-def _same(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    shape = analysis._input_shape(node.inputs[0])
-    # extra outputs (a mask, a saved mean) have shapes that are functions of the input's shape
-    extra = None if shape is None else INVARIANT
-    return [shape] + [extra] * (len(node.outputs) - 1)
-
-
-def _elementwise(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    present = [analysis._input_shape(v) for v in node.inputs if v is not None]
-    return [_combine(present, _broadcast)]
-
-
-def _matmul_shape(a: tuple, b: tuple) -> tuple:
-    a2 = (1, *a) if len(a) == 1 else a
-    b2 = (*b, 1) if len(b) == 1 else b
-    batch = _broadcast(a2[:-2], b2[:-2]) if len(a2) > 2 or len(b2) > 2 else ()
-    result = (*batch, a2[-2], b2[-1])
-    if len(a) == 1:
-        result = result[:-2] + result[-1:]
-    if len(b) == 1:
-        result = result[:-1]
-    return result
-
-
-def _matmul(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    return [_combine(_inputs(analysis, node)[:2], _matmul_shape)]
-
-
-def _gemm(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    trans_a = node.attributes.get_int("transA", 0)
-    trans_b = node.attributes.get_int("transB", 0)
-
-    def compute(a: tuple, b: tuple) -> tuple:
-        return (a[1] if trans_a else a[0], b[0] if trans_b else b[1])
-
-    return [_combine(_inputs(analysis, node)[:2], compute)]
-
-
-def _transpose(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    perm = node.attributes.get_ints("perm")
-
-    def compute(a: tuple) -> tuple:
-        order = list(perm) if perm is not None else list(reversed(range(len(a))))
-        return tuple(a[p] for p in order)
-
-    return [_combine([analysis._input_shape(node.inputs[0])], compute)]
-
-
-def _concat(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    axis = node.attributes.get_int("axis", 0)
-
-    def compute(*shapes: tuple) -> tuple:
-        a = axis % len(shapes[0])
-        dims = [s[a] for s in shapes]
-        total = sum(dims) if all(isinstance(d, int) for d in dims) else ("sum", *dims)
-        return (*shapes[0][:a], total, *shapes[0][a + 1 :])
-
-    return [_combine([analysis._input_shape(v) for v in node.inputs if v is not None], compute)]
-
-
-def _gather(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    axis = node.attributes.get_int("axis", 0)
-
-    def compute(data: tuple, indices: tuple) -> tuple:
-        a = axis % len(data)
-        return (*data[:a], *indices, *data[a + 1 :])
-
-    return [_combine(_inputs(analysis, node)[:2], compute)]
-
-
-def _axes(analysis: LoopShapes, node: ir.Node) -> list[int] | None:
-    if len(node.inputs) > 1 and node.inputs[1] is not None:
-        return analysis.static_ints(node.inputs[1])
-    found = node.attributes.get_ints("axes")
-    return None if found is None else list(found)
-
-
-def _squeeze(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    axes = _axes(analysis, node)
-
-    def compute(data: tuple) -> tuple | None:
-        if axes is None:
-            if not all(isinstance(d, int) for d in data):
-                return None
-            return tuple(d for d in data if d != 1)
-        dropped = {a % len(data) for a in axes}
-        return tuple(d for i, d in enumerate(data) if i not in dropped)
-
-    if axes is None and len(node.inputs) > 1 and node.inputs[1] is not None:
-        return [None]
-    return [_combine([analysis._input_shape(node.inputs[0])], compute)]
-
-
-def _unsqueeze(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    axes = _axes(analysis, node)
-    if axes is None:
-        return [None]
-
-    def compute(data: tuple) -> tuple:
-        rank = len(data) + len(axes)
-        inserted = {a % rank for a in axes}
-        rest = iter(data)
-        return tuple(1 if i in inserted else next(rest) for i in range(rank))
-
-    return [_combine([analysis._input_shape(node.inputs[0])], compute)]
-
-
-def _shape(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    def compute(data: tuple) -> tuple:
-        rank = len(data)
-        start = node.attributes.get_int("start", 0)
-        end = node.attributes.get_int("end", rank)
-        return (len(range(rank)[slice(start, end)]),)
-
-    return [_combine([analysis._input_shape(node.inputs[0])], compute)]
-
-
-def _size(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    return [_combine([analysis._input_shape(node.inputs[0])], lambda _: ())]
-
-
-def _reshape(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    target = analysis.value_dims(node.inputs[1]) if node.inputs[1] is not None else None
-    if target is None:
-        return [None]
-    allow_zero = node.attributes.get_int("allowzero", 0) == 1
-
-    def compute(data: tuple) -> tuple:
-        dims: list[Dim] = []
-        for i, d in enumerate(target):
-            if d == 0 and not allow_zero:
-                dims.append(data[i])
-            else:
-                dims.append(d)
-        if -1 in dims:
-            known = [d for d in dims if d != -1]
-            if all(isinstance(d, int) for d in (*data, *known)):
-                dims[dims.index(-1)] = math.prod(data) // max(math.prod(known), 1)
-            else:
-                dims[dims.index(-1)] = ("reshape", tuple(data), tuple(known))
-        return tuple(dims)
-
-    return [_combine([analysis._input_shape(node.inputs[0])], compute)]
-
-
-def _expand(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    target = analysis.value_dims(node.inputs[1]) if node.inputs[1] is not None else None
-    if target is None:
-        return [None]
-    return [_combine([analysis._input_shape(node.inputs[0])], lambda d: _broadcast(d, target))]
-
-
-def _constant_of_shape(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    target = analysis.value_dims(node.inputs[0]) if node.inputs[0] is not None else None
-    return [target]
-
-
-def _flatten(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    axis = node.attributes.get_int("axis", 1)
-
-    def product(dims: tuple) -> Dim:
-        if all(isinstance(d, int) for d in dims):
-            return math.prod(dims)
-        return ("product", *dims)
-
-    def compute(data: tuple) -> tuple:
-        a = axis % (len(data) + 1) if axis < 0 else axis
-        return (product(data[:a]), product(data[a:]))
-
-    return [_combine([analysis._input_shape(node.inputs[0])], compute)]
-
-
-def _reduce(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    keepdims = node.attributes.get_int("keepdims", 1) == 1
-    if len(node.inputs) > 1 and node.inputs[1] is not None:
-        axes = analysis.static_ints(node.inputs[1])
-        if axes is None:
-            return [None]
-    else:
-        found = node.attributes.get_ints("axes")
-        axes = None if found is None else list(found)
-    noop = node.attributes.get_int("noop_with_empty_axes", 0) == 1
-
-    def compute(data: tuple) -> tuple:
-        if not axes:
-            if noop:
-                return data
-            reduced = set(range(len(data)))
-        else:
-            reduced = {a % len(data) for a in axes}
-        if keepdims:
-            return tuple(1 if i in reduced else d for i, d in enumerate(data))
-        return tuple(d for i, d in enumerate(data) if i not in reduced)
-
-    return [_combine([analysis._input_shape(node.inputs[0])], compute)]
-
-
-def _arg_reduce(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    axis = node.attributes.get_int("axis", 0)
-    keepdims = node.attributes.get_int("keepdims", 1) == 1
-
-    def compute(data: tuple) -> tuple:
-        a = axis % len(data)
-        if keepdims:
-            return (*data[:a], 1, *data[a + 1 :])
-        return data[:a] + data[a + 1 :]
-
-    return [_combine([analysis._input_shape(node.inputs[0])], compute)]
-
-
-def _slice(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    params = [node.inputs[i] if len(node.inputs) > i else None for i in range(1, 5)]
-    if not all(analysis._value_invariant(v) for v in params):
-        return [None]
-    starts, ends, axes, steps = (analysis.static_ints(v) if v is not None else None for v in params)
-    has_axes, has_steps = params[2] is not None, params[3] is not None
-    # what the sliced sizes depend on: the parameters' contents, or their (invariant) values
-    key = tuple(
-        None if v is None else ("static", tuple(c)) if c is not None else ("value", id(v))
-        for v, c in zip(params, (starts, ends, axes, steps))
-    )
-
-    def compute(data: tuple) -> tuple:
-        rank = len(data)
-        if axes is not None:
-            sliced = [a % rank for a in axes]
-        elif not has_axes and starts is not None:
-            sliced = list(range(len(starts)))
-        else:  # which axes are sliced is not known
-            return tuple(("slice", d, key, i) for i, d in enumerate(data))
-        dims = list(data)
-        for j, a in enumerate(sliced):
-            step = (steps[j] if steps is not None else None) if has_steps else 1
-            start = starts[j] if starts is not None else None
-            end = ends[j] if ends is not None else None
-            if isinstance(dims[a], int) and None not in (start, end, step):
-                dims[a] = len(range(dims[a])[slice(start, end, step)])
-            else:
-                dims[a] = ("slice", dims[a], key, a)
-        return tuple(dims)
-
-    return [_combine([analysis._input_shape(node.inputs[0])], compute)]
-
-
-def _tile(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    repeats = analysis.value_dims(node.inputs[1]) if node.inputs[1] is not None else None
-    if repeats is None:
-        return [None]
-
-    def compute(data: tuple) -> tuple:
-        return tuple(
-            d * r if isinstance(d, int) and isinstance(r, int) else ("tile", d, r)
-            for d, r in zip(data, repeats)
-        )
-
-    return [_combine([analysis._input_shape(node.inputs[0])], compute)]
-
-
-def _sequence_at(analysis: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    sequence = node.inputs[0]
-    if sequence is None:
-        return [None]
-    return [uniform_element_shape(sequence, analysis.shape, analysis.values)]
-
-
-_SHAPE_RULES: dict[str, _Rule] = {
-    **dict.fromkeys(_SAME_SHAPE_OPS, _same),
-    **dict.fromkeys(_BROADCAST_OPS, _elementwise),
-    **dict.fromkeys(_REDUCE_OPS, _reduce),
-    "ArgMax": _arg_reduce,
-    "ArgMin": _arg_reduce,
-    "MatMul": _matmul,
-    "Gemm": _gemm,
-    "Transpose": _transpose,
-    "Concat": _concat,
-    "Gather": _gather,
-    "Squeeze": _squeeze,
-    "Unsqueeze": _unsqueeze,
-    "Shape": _shape,
-    "Size": _size,
-    "Reshape": _reshape,
-    "Expand": _expand,
-    "ConstantOfShape": _constant_of_shape,
-    "Flatten": _flatten,
-    "Slice": _slice,
-    "Tile": _tile,
-    "SequenceAt": _sequence_at,
-}
+        return list(found)

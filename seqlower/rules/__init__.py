@@ -11,6 +11,8 @@ from seqlower.rules import (
     concat,
     construct,
     control_flow,
+    loop_appends,
+    loop_concat,
     loops,
     runtime_position,
     sequence_map,
@@ -31,6 +33,8 @@ def default_rules() -> RuleSet:
         + concat.RULES
         + control_flow.RULES
         + loops.RULES
+        + loop_appends.RULES
+        + loop_concat.RULES
         + batching.RULES
         + sequence_map.RULES
         + target_tract.RULES  # only with Options.target == "tract"

@@ -1,25 +1,12 @@
-"""Loops that carry or read sequences become tensor loops, or are unrolled.
+"""Loops with a static trip count are unrolled; stacks of unbound rows become tensor code.
 
-    Loop(M, c, v.., s0=SequenceEmpty(), body: s1 = SequenceInsert(s, t))
-        -> SplitToSequence(Loop(M, c, v.., body: scan output Identity(t)), axis=0, keepdims=0)
-    Loop(M, c, v.., s0=SequenceConstruct(e0..em), body: s1 = SequenceInsert(s, t))
-        -> SplitToSequence(Concat(Stack(e0..em), Loop(..., scan output t)), axis=0, keepdims=0)
     Loop(static M, true, v.., body=f)        -> f(0, v..); f(1, ..); ...; f(M-1, ..)   (unrolled)
     ConcatFromSequence(SplitToSequence(x, axis=b, keepdims=0), axis=a, new_axis=1)
         -> Transpose(x, moving axis b to a)
     ConcatFromSequence(SplitToSequence(x, axis=b, keepdims=0), axis=a)
         -> Reshape(Transpose(x, moving axis b to a), merging axes a and a+1)
 
-The scan output stacks the appended tensors of the iterations actually run, so a loop that exits
-early through its condition is fine; the appended tensor must keep one shape in every iteration
-(see `seqlower.analysis.loop_shapes`). The SplitToSequence left behind is what the consumers of
-the carried sequence read; the other rules then read the stacked tensor S directly:
-
-    ConcatFromSequence(SplitToSequence(S, axis=0, keepdims=0), axis=0, new_axis=1) -> S
-    SequenceLength(SplitToSequence(S, axis=0))           -> Gather(Shape(S), 0)   (iterations run)
-    SequenceAt(SplitToSequence(S, axis=0, keepdims=0), p) -> Gather(S, p)
-
-A sequence-typed model output keeps its interface: there the SplitToSequence stays.
+Appends in a Loop become scan outputs in `seqlower.rules.loop_appends`.
 
 A loop is unrolled only when its trip count is static (at most `MAX_UNROLL`), its condition
 cannot end it early, and every sequence it carries or reads has a static length, so that the
@@ -35,8 +22,6 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.analysis.facts import element_dtype
-from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.inline import inline_graph
 from seqlower.ops import graphs_within, is_sequence_op, is_sequence_value
 from seqlower.rule import Context, Refusal, Rule, RuleSet
@@ -164,115 +149,6 @@ def _unroll(node: ir.Node, count: int, ctx: Context) -> None:
         ctx.rewriter.replace(old, stacked)
 
 
-# -- appends become scan outputs -------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class AppendPlan:
-    index: int  # among the loop-carried values
-    insert: ir.Node  # the SequenceInsert in the body
-    tensor: ir.Value  # what is appended each iteration
-    initial: tuple[ir.Value, ...]  # the elements the sequence starts with
-    dtype: ir.DataType
-
-
-def _check_append(node: ir.Node, ctx: Context) -> AppendPlan | Refusal:
-    body = _body(node)
-    reasons = []
-    shapes: LoopShapes | None = None
-    for index, init in enumerate(node.inputs[2:]):
-        body_input = body.inputs[2 + index]
-        if isinstance(body_input.type, ir.OptionalType):
-            reasons.append(f"'{body_input.name}' is an optional value, not a sequence")
-            continue
-        if not (is_sequence_value(init) or is_sequence_value(body_input)):
-            continue
-        if shapes is None:
-            shapes = LoopShapes(node, ctx.facts.values)
-        plan = _append_plan(node, index, shapes, ctx)
-        if isinstance(plan, AppendPlan):
-            return plan
-        reasons.append(f"carried sequence '{body_input.name}': {plan}")
-    return Refusal("; ".join(reasons) or "the loop carries no sequence")
-
-
-def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) -> AppendPlan | str:
-    body = _body(node)
-    init = node.inputs[2 + index]
-    body_input = body.inputs[2 + index]
-    body_output = body.outputs[1 + index]
-    assert init is not None
-    initial = ctx.facts.elements(init)
-    if initial is None:
-        fact = ctx.facts.sequence(init)
-        return f"its initial elements are not known ({getattr(fact, 'reason', 'no fact')})"
-    uses = list(body_input.uses())
-    if body_input.is_graph_output() or len(uses) != 1:
-        readers = sorted({use.node.op_type for use in uses})
-        return f"the body reads it ({', '.join(readers) or 'passed through'}), not only appends"
-    insert = uses[0].node
-    if insert.op_type != "SequenceInsert" or insert.domain != "" or insert.graph is not body:
-        return f"the body reads it with {insert.op_type}, not only appends"
-    if uses[0].idx != 0:
-        return "it is inserted into another sequence"
-    if len(insert.inputs) > 2 and insert.inputs[2] is not None:
-        return "the body inserts at a given position, not at the end"
-    appended = insert.outputs[0]
-    if appended.uses() or [o for o in body.outputs if o is appended] != [body_output]:
-        return "the sequence after the append is also read in the body"
-    tensor = insert.inputs[1]
-    assert tensor is not None
-    if not shapes.is_invariant(tensor):
-        return (
-            f"the appended tensor '{tensor.name}' may change shape between iterations "
-            f"({shapes.reason(tensor)}); a scan output needs one shape"
-        )
-    if initial:
-        shape = shapes.shape(tensor)
-        if not isinstance(shape, tuple) or any(shapes.outer_shape(e) != shape for e in initial):
-            return "its initial elements may differ in shape from the appended tensor"
-    dtype = tensor.dtype or element_dtype(init) or element_dtype(body_input)
-    if dtype is None:
-        return "the element type is unknown"
-    return AppendPlan(index, insert, tensor, initial, dtype)
-
-
-def _to_scan(node: ir.Node, plan: AppendPlan, ctx: Context) -> None:
-    """Loop(.., s0=SequenceConstruct(e..), body: s1 = SequenceInsert(s, t))
-    -> SplitToSequence(Concat(Stack(e..), Loop(.., body: scan output Identity(t))), keepdims=0)"""
-    body = _body(node)
-    builder = ctx.rewriter.before(node)
-    k = plan.index
-    scan_value = ctx.rewriter.before(plan.insert).op("Identity", [plan.tensor], name="scan_out")
-    scan_value.type = ir.TensorType(plan.dtype)
-    body.outputs.pop(1 + k)
-    body.outputs.append(scan_value)
-    body.remove(plan.insert, safe=True)
-    body.inputs.pop(2 + k)
-
-    inputs = list(node.inputs)
-    del inputs[2 + k]
-    new_outputs = builder.ops(
-        "Loop", inputs, {"body": body}, num_outputs=len(node.outputs), name="scan_loop"
-    )
-    # the body moves to the new Loop; dead-code removal knows the new holder and leaves it
-    old_outputs = list(node.outputs)
-    sequence = old_outputs.pop(k)
-    for old, new in zip(old_outputs, new_outputs[:-1]):
-        new.type = old.type
-        ctx.rewriter.replace(old, new)
-    stacked = new_outputs[-1]
-    stacked.type = ir.TensorType(plan.dtype)
-    if not sequence.uses() and not sequence.is_graph_output():
-        return
-    if plan.initial:
-        stacked = builder.op("Concat", [builder.stack(plan.initial), stacked], {"axis": 0})
-        stacked.type = ir.TensorType(plan.dtype)
-    elements = builder.op("SplitToSequence", [stacked], {"axis": 0, "keepdims": 0}, name="elements")
-    elements.type = sequence.type or ir.SequenceType(ir.TensorType(plan.dtype))
-    ctx.rewriter.replace(sequence, elements)
-
-
 # -- consumers of an unstacked tensor ------------------------------------------------------
 
 
@@ -375,7 +251,6 @@ def _concat_of_unbind(node: ir.Node, match: UnbindConcat, ctx: Context) -> None:
 RULES = RuleSet(
     [
         Rule("loop-unroll", "Loop", _check_unroll, _unroll),
-        Rule("loop-append-to-scan", "Loop", _check_append, _to_scan),
         Rule("stack-of-unbind", "ConcatFromSequence", _check_stack_of_unbind, _stack_of_unbind),
         Rule("concat-of-unbind", "ConcatFromSequence", _check_concat_of_unbind, _concat_of_unbind),
     ]

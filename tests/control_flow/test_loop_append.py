@@ -212,11 +212,10 @@ def _refusing(body: str, outputs: str = "float[?,3] stacked") -> str:
             "the body reads it (SequenceInsert, SequenceLength), not only appends",
         ),
         (
-            """zero = Constant<value = int64 {0}>()
-            row = Mul(x, x)
-            grown = SequenceInsert(acc, row, zero)""",
+            """row = Mul(x, x)
+            grown = SequenceInsert(acc, row, i)""",
             "float[?,3] stacked",
-            "the body inserts at a given position, not at the end",
+            "the body inserts at a position other than the end or the front",
         ),
         (
             """start = Constant<value = int64[1] {0}>()
@@ -231,7 +230,7 @@ def _refusing(body: str, outputs: str = "float[?,3] stacked") -> str:
             "(Slice) depends on 'stop', whose value changes between iterations)",
         ),
     ],
-    ids=["read-in-body", "insert-at-front", "shape-changes"],
+    ids=["read-in-body", "insert-at-iteration", "shape-changes"],
 )
 def test_refusals_say_why_and_the_model_still_runs(body, outputs, reason):
     model = parse(_refusing(body, outputs))

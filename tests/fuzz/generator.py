@@ -15,7 +15,9 @@ an outer-scope value, a second zipped sequence, sequence ops and rarely a nested
 sequences built or read inside If (constant or run-time condition; a SequenceMap in a branch) and
 Loop (the append pattern: a carried sequence that starts empty, or not, and gets one
 SequenceInsert per iteration, with SequenceLength of the carried sequence or an If in the body;
-reading an outer sequence with SequenceAt(seq, i); scan outputs); sequence-typed model inputs and
+reading an outer sequence with SequenceAt(seq, i); scan outputs); Loops whose list length is known
+only at run time (a `while` on a run-time limit carrying h = h * 0.5 or h + 1, prepends, appends
+under an If on a run-time condition: `op_loop_dynamic_append`); sequence-typed model inputs and
 outputs.
 
 The generator tracks the concrete value of every tensor and sequence while it builds (the feeds
@@ -77,6 +79,8 @@ class Program:
     # onnxruntime way; onnx shape inference reads it the spec's way, so the full check of the
     # original may fail on shapes downstream
     keepdims_corner: bool = False
+    # keyword options for seqlower.optimize (e.g. a target that asks for portable rewrites)
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -126,6 +130,7 @@ class _Generator:
         self.features: list[str] = []
         self.ort_may_reject: str | None = None
         self.keepdims_corner = False
+        self.options: dict[str, Any] = {}
         self.dtype_pool = [self._pick_dtype() for _ in range(2)]
         # onnx shape inference (the checker's) reads an overridable initializer as a constant, so
         # a program that has one declares no static shape that could depend on its value
@@ -320,6 +325,7 @@ class _Generator:
         ]
         if self.opset >= 13:  # If and Loop carry sequences from opset 13
             actions += [(self.op_if_seq, 1), (self.op_loop_append, 1.5)]
+            actions.append((self.op_loop_dynamic_append, 1))
         if self.opset >= MAP_MIN_OPSET:
             actions.append((self.op_map, 4))
         actions += dynamic_program_actions(self)
@@ -392,6 +398,7 @@ class _Generator:
             self.features,
             self.ort_may_reject,
             self.keepdims_corner,
+            self.options,
         )
 
     def is_initializer(self, name: str) -> bool:
@@ -921,6 +928,175 @@ class _Generator:
         for k in range(count):
             value = (value + seq.elements[k]).astype(seq.dtype)
         self.add_tensor(result, value, sink=True)
+        return True
+
+    # -- Loop patterns of issue 16: dynamic appends (while, prepend, conditional) ---------------
+
+    def op_loop_dynamic_append(self) -> bool:
+        """A Loop building a list with a run-time length: `while i < limit` carrying h = h * 0.5
+        (or h + 1) and appending it; a prepend (SequenceInsert at 0); an append under an If on a
+        run-time condition (one branch passes the list through, or both branches append)."""
+        numeric = [d for d in self.dtype_pool if d.type in NUMERIC_TYPES]
+        if not numeric:
+            return False
+        dtype = self.rng.choice(numeric)
+        base = self.outer_tensor(dtype)
+        if self.chance(0.2):
+            return self.loop_growing_prefixes(base)
+        variants = ["while", "prepend", "both-branches"]
+        variants += ["conditional"] if self.opset >= 14 else []  # Identity of a sequence: 14
+        variant = self.rng.choice(variants)
+        self.feature(f"loop-dynamic-{variant}")
+        count = self.rng.randint(0, 3)
+        limit = self.model_input(np.array(count, dtype=np.int64), declared=[])
+        empty = not (variant == "while" and self.chance(0.5))
+        initial_elements = [] if empty else [base.value]
+        start = (
+            self.node("SequenceEmpty", [], dtype=onnx_dtype(dtype))
+            if empty
+            else self.node("SequenceConstruct", [base.name])
+        )
+        i_info, cond_info, i_name, cond_name = self.loop_header()
+        acc_name, h_name = self.fresh("acc"), self.fresh("h")
+        acc_info = helper.make_tensor_sequence_value_info(acc_name, onnx_dtype(dtype), None)
+        h_info = helper.make_tensor_value_info(h_name, onnx_dtype(dtype), None)
+        self.node_stack.append([])
+        one = self.constant(np.array(1, dtype=np.int64))
+        if variant == "while":  # the condition is computed from a run-time input
+            cond_out = self.node("Less", [self.node("Add", [i_name, one]), limit])
+            factor = np.array(0.5 if dtype.kind == "f" else 1, dtype=dtype)
+            step = "Mul" if dtype.kind == "f" else "Add"
+            element = self.node(step, [h_name, self.constant(factor)])
+            values = [base.value]
+            for _ in range(count):
+                last = values[-1]
+                values.append((last * factor if step == "Mul" else last + factor).astype(dtype))
+            produced, h_final = values[1:], values[-1]
+        else:
+            cond_out = self.node("Identity", [cond_name])
+            element = self.node(
+                "Add", [base.name, self.node("Cast", [i_name], to=onnx_dtype(dtype))]
+            )
+            produced = [(base.value + np.array(k, dtype=dtype)).astype(dtype) for k in range(count)]
+            h_final = base.value
+        if variant == "prepend":
+            front = self.constant(np.array(0, dtype=np.int64))
+            appended = self.node("SequenceInsert", [acc_name, element, front])
+            produced = produced[::-1]
+        elif variant in ("conditional", "both-branches"):
+            # keep the even iterations: a run-time condition on the iteration number
+            two = self.constant(np.array(2, dtype=np.int64))
+            keep = self.node("Equal", [self.node("Mod", [i_name, two]), self.constant(np.array(0))])
+            negate = self.chance(0.5)
+
+            def appending(value: str):  # type: ignore[no-untyped-def]
+                def build():  # type: ignore[no-untyped-def]
+                    name = self.node("SequenceInsert", [acc_name, value])
+                    return [
+                        helper.make_tensor_sequence_value_info(name, onnx_dtype(dtype), None)
+                    ], None
+
+                return build
+
+            def passing():  # type: ignore[no-untyped-def]
+                name = self.node("Identity", [acc_name])
+                return [helper.make_tensor_sequence_value_info(name, onnx_dtype(dtype), None)], None
+
+            def negated():  # type: ignore[no-untyped-def]
+                return appending(self.node("Neg", [element]))()
+
+            def scaled():  # type: ignore[no-untyped-def]
+                two = self.constant(np.array(2, dtype=dtype))
+                return appending(self.node("Mul", [element, two]))()
+
+            if variant == "conditional":
+                in_branch = self.chance(0.5)  # the appended tensor computed in the branch
+                taken, other = (scaled if in_branch else appending(element)), passing
+                kept = [
+                    (p * np.array(2, dtype=dtype)).astype(dtype) if in_branch else p
+                    for k, p in enumerate(produced)
+                    if (k % 2 == 0) != negate
+                ]
+            else:
+                taken, other = appending(element), negated
+                kept = [
+                    p if (k % 2 == 0) != negate else np.negative(p) for k, p in enumerate(produced)
+                ]
+                kept = [np.asarray(p).astype(dtype) for p in kept]
+            then_graph, _ = self.branch(other if negate else taken)
+            else_graph, _ = self.branch(taken if negate else other)
+            appended = self.node("If", [keep], then_branch=then_graph, else_branch=else_graph)
+            produced = kept
+        else:
+            appended = self.node("SequenceInsert", [acc_name, element])
+        body_nodes = self.node_stack.pop()
+        outputs = [
+            helper.make_tensor_value_info(cond_out, TensorProto.BOOL, []),
+            helper.make_tensor_value_info(
+                element if variant == "while" else h_name, onnx_dtype(dtype), None
+            ),
+            helper.make_tensor_sequence_value_info(appended, onnx_dtype(dtype), None),
+        ]
+        body = helper.make_graph(
+            body_nodes, self.fresh("body"), [i_info, cond_info, h_info, acc_info], outputs
+        )
+        if variant == "while":
+            trip = "" if self.chance(0.5) else self.constant(np.array(100, dtype=np.int64))
+            first = self.node("Less", [self.constant(np.array(0, dtype=np.int64)), limit])
+        else:
+            trip, first = limit, self.loop_condition()
+        h_out, final = self.node("Loop", [trip, first, base.name, start], 2, body=body)
+        self.add_tensor(h_out, h_final, sink=variant == "while")
+        self.add_seq(final, initial_elements + produced, dtype)
+        return True
+
+    def loop_growing_prefixes(self, base: Tensor) -> bool:
+        """Appends base[: i + 1] for i < limit (a run-time input), then ConcatFromSequence on
+        axis 0: chunks of changing shapes, lowered to a Concat accumulator for target tract."""
+        if base.value.ndim == 0:
+            return False
+        self.feature("loop-dynamic-growing")
+        self.options["target"] = "tract"
+        empty = self.chance(0.5)
+        count = self.rng.randint(1 if empty else 0, 3)
+        limit = self.model_input(np.array(count, dtype=np.int64), declared=[])
+        dtype = base.dtype
+        start = (
+            self.node("SequenceEmpty", [], dtype=onnx_dtype(dtype))
+            if empty
+            else self.node("SequenceConstruct", [base.name])
+        )
+        i_info, cond_info, i_name, cond_name = self.loop_header()
+        acc_name = self.fresh("acc")
+        acc_info = helper.make_tensor_sequence_value_info(acc_name, onnx_dtype(dtype), None)
+        self.node_stack.append([])
+        axes = self.constant(np.array([0], dtype=np.int64))
+        stop = self.node(
+            "Unsqueeze" if self.opset >= 13 else "Identity",
+            [
+                self.node("Add", [i_name, self.constant(np.array(1, dtype=np.int64))]),
+                *([axes] if self.opset >= 13 else []),
+            ],
+        )
+        if self.opset < 13:
+            stop = self.node("Reshape", [stop, self.constant(np.array([1], dtype=np.int64))])
+        prefix = self.node(
+            "Slice", [base.name, self.constant(np.array([0], dtype=np.int64)), stop, axes]
+        )
+        appended = self.node("SequenceInsert", [acc_name, prefix])
+        cond_out = self.node("Identity", [cond_name])
+        body_nodes = self.node_stack.pop()
+        outputs = [
+            helper.make_tensor_value_info(cond_out, TensorProto.BOOL, []),
+            helper.make_tensor_sequence_value_info(appended, onnx_dtype(dtype), None),
+        ]
+        body = helper.make_graph(
+            body_nodes, self.fresh("body"), [i_info, cond_info, acc_info], outputs
+        )
+        final = self.node("Loop", [limit, self.loop_condition(), start], body=body)
+        pieces = ([] if empty else [base.value]) + [base.value[: k + 1] for k in range(count)]
+        total = self.node("ConcatFromSequence", [final], axis=0)
+        self.add_tensor(total, np.concatenate(pieces, axis=0), sink=True)
         return True
 
 

@@ -135,7 +135,7 @@ def check_program(program: Program, *, properties: bool = False) -> Outcome:
             )
 
     try:
-        lowered, report = seqlower.optimize(original)
+        lowered, report = seqlower.optimize(original, **program.options)
     except Exception as error:
         return Outcome(seed, "fail", "optimize raised", _first_line(error), oracle)
     proto = lowered if isinstance(lowered, onnx.ModelProto) else ir.to_proto(lowered)
@@ -162,7 +162,7 @@ def check_program(program: Program, *, properties: bool = False) -> Outcome:
         outcome.reason = "no warning for a scalar split with keepdims=0 (design.md trap 1)"
         return outcome
     if properties:
-        problem = check_properties(original, lowered)
+        problem = check_properties(original, lowered, program.options)
         if problem:
             outcome.reason = problem
             return outcome
@@ -177,7 +177,9 @@ def budget_of(model: onnx.ModelProto) -> int:
     return sequence_op_budget(ir.serde.deserialize_model(typed))
 
 
-def check_properties(original: onnx.ModelProto, lowered: ir.Model) -> str | None:
+def check_properties(
+    original: onnx.ModelProto, lowered: ir.Model, options: dict[str, Any] | None = None
+) -> str | None:
     """Never more sequence ops (a SequenceMap counting as its ONNX expansion, see
     `sequence_op_budget`), idempotence and determinism (in this process)."""
     before = budget_of(original)
@@ -185,11 +187,12 @@ def check_properties(original: onnx.ModelProto, lowered: ir.Model) -> str | None
     if after > before:
         return f"more sequence ops after lowering ({before} -> {after})"
     first = model_to_bytes(lowered)
-    again, report = seqlower.optimize(lowered)
+    options = options or {}
+    again, report = seqlower.optimize(lowered, **options)
     if report.rules_fired:
         return f"not idempotent: lowering the output again fires {report.rules_fired}"
     if model_to_bytes(again) != first:
         return "not idempotent: lowering the output again changes its bytes"
-    if model_to_bytes(seqlower.optimize(original).model) != first:
+    if model_to_bytes(seqlower.optimize(original, **options).model) != first:
         return "not deterministic: two lowerings of the same model differ"
     return None

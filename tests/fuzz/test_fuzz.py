@@ -100,6 +100,11 @@ def test_ci_seeds_cover_the_generator_features() -> None:
         "loop-length-of-carried",
         "loop-reads-sequence",
         "loop-trip-sequence-length",
+        "loop-dynamic-while",
+        "loop-dynamic-prepend",
+        "loop-dynamic-conditional",
+        "loop-dynamic-both-branches",
+        "loop-dynamic-growing",
     }
     missing = expected - set(seen)
     assert not missing, f"never generated in CI_SEEDS: {sorted(missing)}"

@@ -92,7 +92,7 @@ KNOWN = {
     },
     ("torch:list_in_if", "tract"): (
         "load",
-        "Unifying shapes N,3",
+        "Unifying shapes N",
         "tract cannot type Split sizes (N+1)/2 from symbolic input facts, and with concrete "
         "ones rejects the declared intermediate shape N,3",
     ),

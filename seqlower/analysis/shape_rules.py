@@ -1,0 +1,556 @@
+"""Per-operator transfer functions of `LoopShapes` (seqlower.analysis.loop_shapes): how one
+node maps the symbolic shapes, and the integer contents, of its inputs to those of its outputs.
+
+    SHAPE_RULES[op](analysis, node)   -> one ShapeFact per output (None: not analysed)
+    CONTENT_RULES[op](analysis, node) -> the content of output 0 as a tuple of Dims, or None
+
+A ShapeFact is a tuple of Dims (a None dim may change between iterations), INVARIANT (the same in
+every iteration, not known symbolically) or None (not even the rank is known).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CONTENT_RULES",
+    "INVARIANT",
+    "SHAPE_RULES",
+    "SIZED_BY_CONTENT",
+    "Content",
+    "ShapeFact",
+    "fixed",
+    "merge",
+    "uniform_element_shape",
+]
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import onnx_ir as ir
+
+from seqlower.analysis import symbolic as sym
+from seqlower.analysis.static_values import StaticValues
+from seqlower.analysis.symbolic import Dim
+
+if TYPE_CHECKING:
+    from seqlower.analysis.loop_shapes import LoopShapes
+
+INVARIANT = "invariant"
+ShapeFact = tuple | str | None
+Content = tuple  # of Dims
+
+_SAME_SHAPE_OPS = frozenset(
+    {
+        "Identity", "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "BitwiseNot",
+        "Cast", "CastLike", "Ceil", "Celu", "Clip", "Cos", "Cosh", "CumSum", "Dropout", "Elu",
+        "Erf", "Exp", "Floor", "Gelu", "HardSigmoid", "HardSwish", "Hardmax", "IsInf", "IsNaN",
+        "InstanceNormalization", "LayerNormalization", "LeakyRelu", "Log", "LogSoftmax",
+        "LpNormalization", "Mish", "Neg", "Not", "Reciprocal", "Relu", "Round", "Selu", "Shrink",
+        "Sigmoid", "Sign", "Sin", "Sinh", "Softmax", "Softplus", "Softsign", "Sqrt", "Tan", "Tanh",
+        "ThresholdedRelu", "BatchNormalization",
+    }
+)  # fmt: skip
+_BROADCAST_OPS = frozenset(
+    {
+        "Add", "And", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Div", "Equal",
+        "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "Max", "Mean", "Min", "Mod", "Mul",
+        "Or", "Pow", "PRelu", "Sub", "Sum", "Where", "Xor",
+    }
+)  # fmt: skip
+_REDUCE_OPS = frozenset(
+    {
+        "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
+        "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare",
+    }
+)  # fmt: skip
+
+
+# ops whose output shape depends on the content of an input (all but the data input 0)
+SIZED_BY_CONTENT = frozenset(
+    {"Slice", "Reshape", "Expand", "Tile", "ConstantOfShape", "Range", "Squeeze", "Unsqueeze",
+     "Pad", "Resize", "Upsample", "OneHot", "TopK", "Compress", "NonZero", "Split", *_REDUCE_OPS}
+)  # fmt: skip
+
+
+def _peel_identity(value: ir.Value) -> ir.Node | None:
+    node = value.producer()
+    while node is not None and node.domain == "" and node.op_type == "Identity":
+        source = node.inputs[0]
+        node = source.producer() if source is not None else None
+    return node
+
+
+def uniform_element_shape(
+    sequence: ir.Value, shape_of: Callable[[ir.Value], ShapeFact], values: StaticValues
+) -> ShapeFact:
+    """The one shape shared by every element of `sequence`, when its producer shows it, else
+    None. `shape_of` gives the symbolic shape of a tensor value."""
+    producer = _peel_identity(sequence)
+    if producer is None or producer.domain != "":
+        return None
+    if producer.op_type == "SequenceConstruct":
+        shapes = {shape_of(e) for e in producer.inputs if e is not None}
+        if len(shapes) != 1:
+            return None
+        (shape,) = shapes
+        return shape if isinstance(shape, tuple) and fixed(shape) else None
+    if producer.op_type != "SplitToSequence" or producer.inputs[0] is None:
+        return None
+    data = shape_of(producer.inputs[0])
+    if not isinstance(data, tuple) or not data:
+        return None
+    axis = producer.attributes.get_int("axis", 0)
+    if not -len(data) <= axis < len(data):
+        return None
+    axis %= len(data)
+    split = producer.inputs[1] if len(producer.inputs) > 1 else None
+    if split is None:
+        if producer.attributes.get_int("keepdims", 1) == 0:
+            return data[:axis] + data[axis + 1 :]
+        return (*data[:axis], 1, *data[axis + 1 :])
+    sizes = values.get(split)
+    if sizes is None or sizes.dtype.kind not in "iu":
+        return None
+    if sizes.ndim == 0:
+        chunk, dim = int(sizes), data[axis]
+        if chunk != 1 and (not isinstance(dim, int) or chunk <= 0 or dim % chunk != 0):
+            return None  # the last chunk is smaller, or the count depends on data
+        size = chunk
+    else:
+        distinct = {int(s) for s in sizes.reshape(-1)}
+        if len(distinct) != 1:
+            return None
+        (size,) = distinct
+    return (*data[:axis], size, *data[axis + 1 :])
+
+
+def fixed(shape: ShapeFact) -> bool:
+    return shape == INVARIANT or (isinstance(shape, tuple) and not any(d is None for d in shape))
+
+
+def merge(a: ShapeFact, b: ShapeFact) -> ShapeFact:
+    """The shape of a value that is `a` in some iterations and `b` in others."""
+    if not (isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b)):
+        return None
+    return tuple(x if x == y else None for x, y in zip(a, b))
+
+
+# -- content rules: (analysis, node) -> the content of output 0, or None ---------------------
+
+_ContentRule = Callable[["LoopShapes", ir.Node], "Content | None"]
+
+
+def _elementwise_content(fn: Callable[[Dim, Dim], Dim]) -> _ContentRule:
+    def rule(a: LoopShapes, node: ir.Node) -> Content | None:
+        left, right = (a.content(v) for v in node.inputs[:2])
+        if left is None or right is None:
+            return None
+        n = max(len(left), len(right))
+        if {len(left), len(right)} - {1, n}:
+            return None  # no broadcast of unequal lengths
+        left, right = (c * n if len(c) == 1 else c for c in (left, right))
+        return tuple(fn(x, y) for x, y in zip(left, right))
+
+    return rule
+
+
+def _same_content(a: LoopShapes, node: ir.Node) -> Content | None:
+    if node.op_type == "Cast" and node.attributes.get_int("to", 0) not in (6, 7):
+        return None  # only int32 / int64 keep an integer content
+    return a.content(node.inputs[0])
+
+
+def _shape_content(a: LoopShapes, node: ir.Node) -> Content | None:
+    shape = a.shape(node.inputs[0])  # type: ignore[arg-type]
+    if not isinstance(shape, tuple):
+        return None
+    start = node.attributes.get_int("start", 0)
+    end = node.attributes.get_int("end", len(shape))
+    return shape[slice(start, end)]
+
+
+def _gather_content(a: LoopShapes, node: ir.Node) -> Content | None:
+    data, indices = node.inputs[0], node.inputs[1]
+    index = a.content(indices)
+    if node.attributes.get_int("axis", 0) != 0 or index is None or len(index) != 1:
+        return None
+    scalar = indices.shape is not None and len(indices.shape) == 0  # type: ignore[union-attr]
+    table = a.content(data) if data is not None else None
+    if table is not None and isinstance(index[0], int):
+        picked = table[index[0]]
+        return (picked,)
+    source = data.producer() if data is not None else None
+    if scalar and source is not None and source.op_type == "Range" and source.domain == "":
+        # Range(0, C, 1)[p] lies in [0, C - 1] (an index out of range fails at run time)
+        start, limit, delta = (a.content(v) for v in source.inputs)
+        if start == (0,) and delta == (1,) and limit is not None and len(limit) == 1:
+            atom = ("gather", id(node))
+            a.bounds[atom] = (0, sym.sub(limit[0], 1))
+            if not a.invariant_value(indices):
+                a.varying.add(atom)
+            return (sym.symbol(atom),)
+    return None
+
+
+def _concat_content(a: LoopShapes, node: ir.Node) -> Content | None:
+    parts = [a.content(v) for v in node.inputs]
+    if any(p is None for p in parts):
+        return None
+    return tuple(d for p in parts for d in p)  # type: ignore[union-attr]
+
+
+def _slice_content(a: LoopShapes, node: ir.Node) -> Content | None:
+    data = a.content(node.inputs[0])
+    params = [a.static_ints(v) for v in node.inputs[1:]]
+    if data is None or len(params) < 2 or any(p is None or len(p) != 1 for p in params):
+        return None
+    start, end, *rest = (p[0] for p in params)  # type: ignore[index]
+    step = rest[1] if len(rest) > 1 else 1
+    return data[slice(start, end, step)]
+
+
+def _minmax_content(a: LoopShapes, node: ir.Node) -> Content | None:
+    parts = [a.static_ints(v) for v in node.inputs]
+    if any(p is None for p in parts) or len({len(p) for p in parts}) != 1:  # type: ignore[arg-type]
+        return None
+    pick = max if node.op_type == "Max" else min
+    return tuple(pick(column) for column in zip(*parts))  # type: ignore[arg-type]
+
+
+CONTENT_RULES: dict[str, _ContentRule] = {
+    "Add": _elementwise_content(sym.add),
+    "Sub": _elementwise_content(sym.sub),
+    "Mul": _elementwise_content(sym.mul),
+    "Div": _elementwise_content(sym.truncdiv),
+    **dict.fromkeys(["Identity", "Cast", "Squeeze", "Unsqueeze", "Reshape"], _same_content),
+    "Shape": _shape_content,
+    "Gather": _gather_content,
+    "Concat": _concat_content,
+    "Slice": _slice_content,
+    "Max": _minmax_content,
+    "Min": _minmax_content,
+}
+
+
+# -- shape rules: (analysis, node) -> one ShapeFact per output, or None ---------------------
+
+
+def _combine(shapes: Sequence[ShapeFact], compute: Callable[..., ShapeFact]) -> ShapeFact:
+    """None if a shape may vary, INVARIANT if one is not symbolic, else compute(*shapes)."""
+    if any(s is None for s in shapes):
+        return None
+    if any(s == INVARIANT for s in shapes):
+        return INVARIANT
+    return compute(*shapes)
+
+
+def _on_input(fn: Callable[[LoopShapes, ir.Node, tuple], ShapeFact]):  # type: ignore[no-untyped-def]
+    """A rule computing the shape of output 0 from the shape of input 0."""
+
+    def rule(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+        return [_combine([a.input_shape(node.inputs[0])], lambda data: fn(a, node, data))]
+
+    return rule
+
+
+def _broadcast_dims(x: Dim | None, y: Dim | None) -> Dim | None:
+    if x is None or y is None:
+        other = y if x is None else x
+        return other if isinstance(other, int) and other != 1 else None
+    if x == y or y == 1:
+        return x
+    if x == 1:
+        return y
+    if isinstance(x, int) and isinstance(y, int):
+        raise ValueError("incompatible broadcast")
+    return sym.symbol(("broadcast", *sorted((x, y), key=repr)))
+
+
+def _broadcast(*shapes: tuple) -> tuple:
+    rank = max(len(s) for s in shapes)
+    padded = [(1,) * (rank - len(s)) + tuple(s) for s in shapes]
+    result = []
+    for dims in zip(*padded):
+        dim = dims[0]
+        for other in dims[1:]:
+            dim = _broadcast_dims(dim, other)
+        result.append(dim)
+    return tuple(result)
+
+
+def _product(dims: Sequence[Dim]) -> Dim:
+    result: Dim = 1
+    for d in dims:
+        result = sym.mul(result, d)
+    return result
+
+
+def _same(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    shape = a.input_shape(node.inputs[0])
+    # extra outputs (a mask, a saved mean) have shapes that are functions of the input's shape
+    return [shape] + [None if shape is None else INVARIANT] * (len(node.outputs) - 1)
+
+
+def _elementwise(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    return [_combine([a.input_shape(v) for v in node.inputs if v is not None], _broadcast)]
+
+
+def _matmul_shape(x: tuple, y: tuple) -> tuple:
+    x2 = (1, *x) if len(x) == 1 else x
+    y2 = (*y, 1) if len(y) == 1 else y
+    batch = _broadcast(x2[:-2], y2[:-2]) if len(x2) > 2 or len(y2) > 2 else ()
+    result = (*batch, x2[-2], y2[-1])
+    if len(x) == 1:
+        result = result[:-2] + result[-1:]
+    return result[:-1] if len(y) == 1 else result
+
+
+def _matmul(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    return [_combine([a.input_shape(v) for v in node.inputs[:2]], _matmul_shape)]
+
+
+def _gemm(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    ta, tb = node.attributes.get_int("transA", 0), node.attributes.get_int("transB", 0)
+    inputs = [a.input_shape(v) for v in node.inputs[:2]]
+    return [_combine(inputs, lambda x, y: (x[1] if ta else x[0], y[0] if tb else y[1]))]
+
+
+@_on_input
+def _transpose(_: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
+    perm = node.attributes.get_ints("perm")
+    return tuple(data[p] for p in (perm if perm is not None else reversed(range(len(data)))))
+
+
+def _concat(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    axis = node.attributes.get_int("axis", 0)
+
+    def compute(*shapes: tuple) -> tuple:
+        k = axis % len(shapes[0])
+        total: Dim = 0
+        for s in shapes:
+            total = sym.add(total, s[k])
+        return (*shapes[0][:k], total, *shapes[0][k + 1 :])
+
+    return [_combine([a.input_shape(v) for v in node.inputs if v is not None], compute)]
+
+
+def _gather(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    axis = node.attributes.get_int("axis", 0)
+
+    def compute(data: tuple, indices: tuple) -> tuple:
+        k = axis % len(data)
+        return (*data[:k], *indices, *data[k + 1 :])
+
+    return [_combine([a.input_shape(v) for v in node.inputs[:2]], compute)]
+
+
+def _axes(a: LoopShapes, node: ir.Node) -> list[int] | None:
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        return a.static_ints(node.inputs[1])
+    found = node.attributes.get_ints("axes")
+    return None if found is None else list(found)
+
+
+@_on_input
+def _squeeze(a: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
+    axes = _axes(a, node)
+    if axes is None:
+        given = len(node.inputs) > 1 and node.inputs[1] is not None
+        if given or not all(isinstance(d, int) for d in data):
+            return None
+        return tuple(d for d in data if d != 1)
+    dropped = {k % len(data) for k in axes}
+    return tuple(d for i, d in enumerate(data) if i not in dropped)
+
+
+@_on_input
+def _unsqueeze(a: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
+    axes = _axes(a, node)
+    if axes is None:
+        return None
+    rank = len(data) + len(axes)
+    inserted = {k % rank for k in axes}
+    rest = iter(data)
+    return tuple(1 if i in inserted else next(rest) for i in range(rank))
+
+
+@_on_input
+def _shape(_: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
+    rank = len(data)
+    start, end = node.attributes.get_int("start", 0), node.attributes.get_int("end", rank)
+    return (len(range(rank)[slice(start, end)]),)
+
+
+@_on_input
+def _size(_: LoopShapes, __: ir.Node, data: tuple) -> ShapeFact:
+    return ()
+
+
+@_on_input
+def _reshape(a: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
+    target = a.content(node.inputs[1])
+    if target is None:
+        return None
+    allow_zero = node.attributes.get_int("allowzero", 0) == 1
+    dims = [data[i] if d == 0 and not allow_zero else d for i, d in enumerate(target)]
+    if -1 in dims:
+        known = [d for d in dims if d != -1]
+        dims[dims.index(-1)] = sym.floordiv(_product(data), _product(known))
+    return tuple(dims)
+
+
+def _expand(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    target = a.content(node.inputs[1])
+    if target is None:
+        return [None]
+    return [_combine([a.input_shape(node.inputs[0])], lambda d: _broadcast(d, target))]
+
+
+def _constant_of_shape(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    return [a.content(node.inputs[0])]
+
+
+@_on_input
+def _flatten(_: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
+    axis = node.attributes.get_int("axis", 1)
+    k = axis % (len(data) + 1) if axis < 0 else axis
+    return (_product(data[:k]), _product(data[k:]))
+
+
+def _reduce(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    given = len(node.inputs) > 1 and node.inputs[1] is not None
+    to_scalar = (
+        not given
+        and not node.attributes.get_ints("axes")
+        and node.attributes.get_int("keepdims", 1) == 0
+        and node.attributes.get_int("noop_with_empty_axes", 0) == 0
+    )
+    if to_scalar:  # a reduction of every axis to a scalar: whatever the input's shape
+        return [()]
+    return _reduce_axes(a, node)
+
+
+@_on_input
+def _reduce_axes(a: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        axes = a.static_ints(node.inputs[1])
+        if axes is None:
+            return None
+    else:
+        axes = node.attributes.get_ints("axes")
+    if not axes:
+        if node.attributes.get_int("noop_with_empty_axes", 0) == 1:
+            return data
+        reduced = set(range(len(data)))
+    else:
+        reduced = {k % len(data) for k in axes}
+    if node.attributes.get_int("keepdims", 1) == 1:
+        return tuple(1 if i in reduced else d for i, d in enumerate(data))
+    return tuple(d for i, d in enumerate(data) if i not in reduced)
+
+
+@_on_input
+def _arg_reduce(_: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
+    k = node.attributes.get_int("axis", 0) % len(data)
+    kept = (1,) if node.attributes.get_int("keepdims", 1) == 1 else ()
+    return (*data[:k], *kept, *data[k + 1 :])
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def _slice_size(a: LoopShapes, dim: Dim | None, start: Dim, end: Dim, step: int) -> Dim | None:
+    """The size of `dim[start:end:step]`, or None when it cannot be written as a Dim."""
+    if dim is None:
+        return None
+    if all(isinstance(x, int) for x in (dim, start, end)):
+        return len(range(dim)[slice(start, end, step)])  # type: ignore[arg-type]
+    if step != 1:
+        return None
+    if start == 0 and isinstance(end, int) and end >= _INT64_MAX // 2:
+        return dim
+    size = sym.sub(end, start)
+    # clamping changes nothing when 0 <= start and start + size <= dim
+    fits = sym.at_least(start, 0, a.bounds) and sym.at_least(sym.sub(dim, end), 0, a.bounds)
+    if isinstance(size, int) and size >= 0 and fits:
+        return size
+    return None
+
+
+def _slice(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    params = [node.inputs[i] if len(node.inputs) > i else None for i in range(1, 5)]
+    fixed = all(a.invariant_value(v) for v in params)
+
+    def compute(data: tuple) -> ShapeFact:
+        starts, ends = a.content(params[0]), a.content(params[1])
+        axes = a.static_ints(params[2]) if params[2] is not None else None
+        steps = a.static_ints(params[3]) if params[3] is not None else None
+        if params[2] is None and starts is not None:
+            axes = list(range(len(starts)))
+        if axes is None or (params[3] is not None and steps is None):
+            # which axes are sliced (or how) is not known: one symbol per dim
+            return (
+                tuple(sym.symbol(("slice", id(node), i)) for i in range(len(data)))
+                if fixed
+                else None
+            )
+        dims = list(data)
+        for j, axis in enumerate(axes):
+            k = axis % len(data)
+            size = None
+            if starts is not None and ends is not None:
+                size = _slice_size(a, data[k], starts[j], ends[j], steps[j] if steps else 1)
+            if size is None and fixed:
+                size = sym.symbol(("slice", id(node), k))
+            dims[k] = size
+        return tuple(dims)
+
+    return [_combine([a.input_shape(node.inputs[0])], compute)]
+
+
+def _tile(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    repeats = a.content(node.inputs[1])
+    if repeats is None:
+        return [None]
+    compute = lambda data: tuple(sym.mul(d, r) for d, r in zip(data, repeats))  # noqa: E731
+    return [_combine([a.input_shape(node.inputs[0])], compute)]
+
+
+def _range(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    start, limit, delta = (a.content(v) for v in node.inputs)
+    if start == (0,) and delta == (1,) and limit and sym.at_least(limit[0], 0, a.bounds):
+        return [(limit[0],)]
+    fixed = all(a.invariant_value(v) for v in node.inputs)
+    return [(sym.symbol(("range", id(node))),) if fixed else None]
+
+
+def _sequence_at(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    sequence = node.inputs[0]
+    if sequence is None:
+        return [None]
+    return [uniform_element_shape(sequence, a.shape, a.values)]
+
+
+SHAPE_RULES: dict[str, Callable[[LoopShapes, ir.Node], Sequence[ShapeFact] | None]] = {
+    **dict.fromkeys(_SAME_SHAPE_OPS, _same),
+    **dict.fromkeys(_BROADCAST_OPS, _elementwise),
+    **dict.fromkeys(_REDUCE_OPS, _reduce),
+    "ArgMax": _arg_reduce,
+    "ArgMin": _arg_reduce,
+    "MatMul": _matmul,
+    "Gemm": _gemm,
+    "Transpose": _transpose,
+    "Concat": _concat,
+    "Gather": _gather,
+    "Squeeze": _squeeze,
+    "Unsqueeze": _unsqueeze,
+    "Shape": _shape,
+    "Size": _size,
+    "Reshape": _reshape,
+    "Expand": _expand,
+    "ConstantOfShape": _constant_of_shape,
+    "Flatten": _flatten,
+    "Slice": _slice,
+    "Tile": _tile,
+    "Range": _range,
+    "SequenceAt": _sequence_at,
+}

@@ -1,0 +1,386 @@
+"""A list a Loop builds by appending becomes scan outputs of the Loop.
+
+    Loop(M, c, v.., s0=SequenceEmpty(), body: s1 = SequenceInsert(s, t))
+        -> SplitToSequence(Loop(M, c, v.., body: scan output Identity(t)), axis=0, keepdims=0)
+    Loop(M, c, v.., s0=SequenceConstruct(e0..em), body: s1 = SequenceInsert(s, t))
+        -> SplitToSequence(Concat(Stack(e0..em), Loop(..., scan output t)), axis=0, keepdims=0)
+    body: s1 = SequenceInsert(s, t, 0)                          (prepends)
+        -> the scan output reversed once after the loop, before the initial elements
+    body: s1 = If(c, then: SequenceInsert(s, t), else: s)      (conditional appends)
+        -> scan outputs of t and c, then Compress(scan of t, scan of c, axis=0)
+    If(c, then: SequenceInsert(s, a), else: SequenceInsert(s, b))
+        -> SequenceInsert(s, If(c, then: a, else: b))           (both branches append)
+
+The scan output stacks the appended tensors of the iterations actually run, so a loop that exits
+early through its condition is fine (a `while` loop); the appended tensor must keep one shape in
+every iteration (see `seqlower.analysis.loop_shapes`). The SplitToSequence left behind is what
+the consumers of the carried sequence read; the other rules then read the stacked tensor S:
+
+    ConcatFromSequence(SplitToSequence(S, axis=0, keepdims=0), axis=0, new_axis=1) -> S
+    SequenceLength(SplitToSequence(S, axis=0))           -> Gather(Shape(S), 0)   (iterations run)
+    SequenceAt(SplitToSequence(S, axis=0, keepdims=0), p) -> Gather(S, p)
+
+A sequence-typed model output keeps its interface: there the SplitToSequence stays. A loop with
+a static trip count that `loop-unroll` may still unroll (once the reads in its body are lowered)
+is left to it: unrolling keeps the length static.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RULES"]
+
+import dataclasses
+
+import onnx_ir as ir
+
+from seqlower.analysis.facts import element_dtype
+from seqlower.analysis.loop_shapes import LoopShapes
+from seqlower.ops import graphs_within, is_sequence_op, is_sequence_value, subgraphs
+from seqlower.rule import Context, Refusal, Rule, RuleSet
+from seqlower.rules.access import _producer
+from seqlower.rules.loops import (
+    MAX_UNROLL,
+    MAX_UNROLLED_NODES,
+    _body,
+    _body_always_continues,
+    _outer_sequences,
+    _static_bool,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class AppendPlan:
+    index: int  # among the loop-carried values
+    update: ir.Node  # what makes the next sequence: a SequenceInsert, or an If around one
+    tensor: ir.Value  # what is appended (or prepended) each iteration
+    initial: tuple[ir.Value, ...]  # the elements the sequence starts with
+    dtype: ir.DataType
+    prepend: bool = False  # inserted at position 0: the stack is reversed once after the loop
+    keep: ir.Value | None = None  # appended only when true (an If in the body)
+    negate: bool = False  # `keep` is the condition of an If that appends in its else branch
+    hoist: tuple[ir.Node, ...] = ()  # nodes of the appending branch that compute `tensor`
+
+
+def _unroll_pending(node: ir.Node, ctx: Context) -> bool:
+    """True when the loop could be unrolled (static trip count, never ends early) once the
+    sequence reads left in its body are lowered: unrolling then gives static lengths, which a
+    scan output would lose."""
+    body = _body(node)
+    count = ctx.facts.static_int(node.inputs[0]) if node.inputs and node.inputs[0] else None
+    cond = node.inputs[1] if len(node.inputs) > 1 else None
+    if (
+        count is None
+        or not 0 < count <= MAX_UNROLL
+        or count * body.num_nodes() > MAX_UNROLLED_NODES
+    ):
+        return False
+    if (cond is not None and _static_bool(cond, ctx) is not True) or not _body_always_continues(
+        body, ctx
+    ):
+        return False
+    pending = any(
+        is_sequence_op(n) and n.op_type not in ("SequenceInsert", "SequenceEmpty")
+        for n in body.all_nodes()
+    )
+    # reads of a split or of a sequence of static length are what the access rules lower
+    lowerable = all(
+        _producer(v, "SplitToSequence") is not None or ctx.facts.length(v) is not None
+        for v in _outer_sequences(body)
+    )
+    return pending and lowerable
+
+
+def _check_append(node: ir.Node, ctx: Context) -> AppendPlan | Refusal:
+    body = _body(node)
+    if _unroll_pending(node, ctx):
+        return Refusal(
+            "the trip count is static and the body still reads sequences: loop-unroll may "
+            "apply once they are lowered"
+        )
+    reasons = []
+    shapes: LoopShapes | None = None
+    for index, init in enumerate(node.inputs[2:]):
+        body_input = body.inputs[2 + index]
+        if isinstance(body_input.type, ir.OptionalType):
+            reasons.append(f"'{body_input.name}' is an optional value, not a sequence")
+            continue
+        if not (is_sequence_value(init) or is_sequence_value(body_input)):
+            continue
+        if shapes is None:
+            shapes = LoopShapes(node, ctx.facts.values)
+        plan = _append_plan(node, index, shapes, ctx)
+        if isinstance(plan, AppendPlan):
+            return plan
+        reasons.append(f"carried sequence '{body_input.name}': {plan}")
+    return Refusal("; ".join(reasons) or "the loop carries no sequence")
+
+
+def _insert_of(value: ir.Value, sequence: ir.Value) -> ir.Node | str:
+    """The SequenceInsert(sequence, t, position?) that produces `value`, or why not."""
+    insert = value.producer()
+    if insert is None or insert.op_type != "SequenceInsert" or insert.domain != "":
+        return f"it becomes the output of {insert.op_type if insert else 'no node'}, not an insert"
+    if insert.inputs[0] is not sequence or sequence in insert.inputs[1:]:
+        return "it is inserted into another sequence"
+    return insert
+
+
+# ops that cannot fail on any input value: they may run in iterations whose branch would not
+_TOTAL_UNARY = frozenset(
+    {
+        "Identity", "Neg", "Abs", "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Sin", "Cos",
+        "Erf", "Floor", "Ceil", "Round", "Sign", "Reciprocal", "Softplus", "Softsign", "Elu",
+        "Selu", "LeakyRelu", "HardSigmoid", "Not", "Constant",
+    }
+)  # fmt: skip
+_TOTAL_WITH_A_SCALAR = frozenset({"Add", "Sub", "Mul"})  # and Div on floats
+
+
+def _hoistable(tensor: ir.Value, branch: ir.Graph, ctx: Context) -> tuple[ir.Node, ...] | str:
+    """The nodes of `branch` that compute `tensor`, in order, when running them in every
+    iteration cannot fail: unary elementwise ops, and arithmetic with a one-element constant
+    (a broadcast against it always works). Else why not."""
+    needed: set[int] = set()
+    pending = [tensor]
+    while pending:
+        value = pending.pop()
+        node = value.producer()
+        if node is None or node.graph is not branch or id(node) in needed:
+            continue
+        op = node.op_type if node.domain == "" else f"{node.domain}::{node.op_type}"
+        present = [v for v in node.inputs if v is not None]
+        scalar = any((a := ctx.facts.static(v)) is not None and a.size == 1 for v in present)
+        total = op in _TOTAL_UNARY or (
+            scalar
+            and (
+                op in _TOTAL_WITH_A_SCALAR
+                or (op == "Div" and value.dtype is not None and value.dtype.is_floating_point())
+            )
+        )
+        if op == "Cast":
+            total = present[0].dtype not in (None, ir.DataType.STRING)
+        if not total or node.attributes.get("value_string") is not None:
+            return (
+                f"a branch computes the appended tensor with {op}, which could fail in "
+                "iterations where the branch does not run"
+            )
+        needed.add(id(node))
+        pending.extend(present)
+    return tuple(node for node in branch if id(node) in needed)
+
+
+def _branch_update(
+    if_node: ir.Node, sequence: ir.Value, ctx: Context
+) -> tuple[ir.Value, bool, tuple[ir.Node, ...]] | str:
+    """(appended tensor, True when appended in the else branch, branch nodes to run in every
+    iteration) for an If whose one branch appends to `sequence` and whose other branch passes
+    it through; else why not."""
+    appends = []
+    for negate, attr in ((False, "then_branch"), (True, "else_branch")):
+        branch = if_node.attributes[attr].as_graph()
+        (out,) = branch.outputs
+        producer = out.producer()
+        while producer is not None and producer.op_type == "Identity" and producer.domain == "":
+            out = producer.inputs[0]  # type: ignore[assignment]
+            producer = out.producer() if out.graph is branch else None
+        if out is sequence:
+            continue
+        insert = _insert_of(out, sequence)
+        if isinstance(insert, str):
+            return f"a branch of If '{if_node.name}': {insert}"
+        if len(insert.inputs) > 2 and insert.inputs[2] is not None:
+            return f"a branch of If '{if_node.name}' inserts at a given position"
+        tensor = insert.inputs[1]
+        assert tensor is not None
+        hoist = _hoistable(tensor, branch, ctx)
+        if isinstance(hoist, str):
+            return f"If '{if_node.name}': {hoist}"
+        appends.append((tensor, negate, hoist))
+    if len(appends) != 1:
+        return (
+            f"both branches of If '{if_node.name}' append (if-append-both-branches)"
+            if appends
+            else f"neither branch of If '{if_node.name}' appends"
+        )
+    return appends[0]
+
+
+def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) -> AppendPlan | str:
+    body = _body(node)
+    init = node.inputs[2 + index]
+    body_input = body.inputs[2 + index]
+    body_output = body.outputs[1 + index]
+    assert init is not None
+    initial = ctx.facts.elements(init)
+    if initial is None:
+        fact = ctx.facts.sequence(init)
+        return f"its initial elements are not known ({getattr(fact, 'reason', 'no fact')})"
+    uses = list(body_input.uses())
+    update = body_output.producer()
+    if body_input.is_graph_output() or update is None or update.graph is not body:
+        return "the body does not update it with one node"
+    if [o for o in body.outputs if o is body_output] != [body_output] or body_output.uses():
+        return "the sequence after the update is also read in the body"
+    prepend, keep, negate, hoist = False, None, False, ()
+    if update.op_type == "If" and update.domain == "" and len(update.outputs) == 1:
+        branches = {id(g) for b in subgraphs(update) for g in graphs_within(b)}
+        if any(id(use.node.graph) not in branches for use in uses):
+            return "the body reads it outside the If that appends to it"
+        found = _branch_update(update, body_input, ctx)
+        if isinstance(found, str):
+            return found
+        tensor, negate, hoist = found
+        keep = update.inputs[0]
+    else:
+        if len(uses) != 1 or uses[0].node is not update:
+            readers = sorted({use.node.op_type for use in uses})
+            return f"the body reads it ({', '.join(readers) or 'passed through'}), not only appends"
+        insert = _insert_of(body_output, body_input)
+        if isinstance(insert, str):
+            return insert
+        position = insert.inputs[2] if len(insert.inputs) > 2 else None
+        if position is not None:
+            if ctx.facts.static_int(position) != 0:
+                return "the body inserts at a position other than the end or the front"
+            prepend = True
+        tensor = insert.inputs[1]  # type: ignore[assignment]
+    assert tensor is not None
+    if not shapes.is_invariant(tensor):
+        return (
+            f"the appended tensor '{tensor.name}' may change shape between iterations "
+            f"({shapes.reason(tensor)}); a scan output needs one shape"
+        )
+    if initial:
+        shape = shapes.shape(tensor)
+        if not isinstance(shape, tuple) or any(shapes.outer_shape(e) != shape for e in initial):
+            return "its initial elements may differ in shape from the appended tensor"
+    dtype = tensor.dtype or element_dtype(init) or element_dtype(body_input)
+    if dtype is None:
+        return "the element type is unknown"
+    return AppendPlan(index, update, tensor, initial, dtype, prepend, keep, negate, hoist)
+
+
+def _to_scan(node: ir.Node, plan: AppendPlan, ctx: Context) -> None:
+    """Loop(.., s0=SequenceConstruct(e..), body: s1 = SequenceInsert(s, t))
+        -> SplitToSequence(Concat(Stack(e..), Loop(.., body: scan output Identity(t))), keepdims=0)
+    body: s1 = SequenceInsert(s, t, 0)   (a prepend)
+        -> SplitToSequence(Concat(Reverse(scan of t), Stack(e..)), keepdims=0)
+    body: s1 = If(c, then: SequenceInsert(s, t), else: s)   (a conditional append)
+        -> SplitToSequence(Concat(Stack(e..), Compress(scan of t, scan of c, axis=0)), keepdims=0)
+    (t computed in the branch by ops that cannot fail, such as t = x * 2, is computed in every
+    iteration)
+    """
+    body = _body(node)
+    for hoisted in plan.hoist:  # from the appending branch to just before the If
+        hoisted.graph.remove(hoisted)  # type: ignore[union-attr]
+        body.insert_before(plan.update, hoisted)
+    builder = ctx.rewriter.before(node)
+    inner = ctx.rewriter.before(plan.update)
+    k = plan.index
+    scans = [inner.op("Identity", [plan.tensor], name="scan_out")]
+    scans[0].type = ir.TensorType(plan.dtype)
+    if plan.keep is not None:
+        keep = inner.op("Reshape", [plan.keep, inner.ints([], "scalar")])
+        if plan.negate:
+            keep = inner.op("Not", [keep])
+        scans.append(inner.op("Identity", [keep], name="scan_keep"))
+        scans[1].type = ir.TensorType(ir.DataType.BOOL)
+    body.outputs.pop(1 + k)
+    body.outputs.extend(scans)
+    body.remove(plan.update, safe=True)
+    for branch in subgraphs(plan.update):  # a removed If: its branches no longer read anything
+        for inner_node in branch.all_nodes():
+            for i in range(len(inner_node.inputs)):
+                inner_node.replace_input_with(i, None)
+    body.inputs.pop(2 + k)
+
+    inputs = list(node.inputs)
+    del inputs[2 + k]
+    new_outputs = builder.ops(
+        "Loop",
+        inputs,
+        {"body": body},
+        num_outputs=len(node.outputs) - 1 + len(scans),
+        name="scan_loop",
+    )
+    # the body moves to the new Loop; dead-code removal knows the new holder and leaves it
+    old_outputs = list(node.outputs)
+    sequence = old_outputs.pop(k)
+    for old, new in zip(old_outputs, new_outputs):
+        new.type = old.type
+        ctx.rewriter.replace(old, new)
+    stacked = new_outputs[len(old_outputs)]
+    stacked.type = ir.TensorType(plan.dtype)
+    if not sequence.uses() and not sequence.is_graph_output():
+        return
+    if plan.keep is not None:
+        stacked = builder.op("Compress", [stacked, new_outputs[-1]], {"axis": 0})
+    if plan.prepend:
+        reverse = [
+            builder.ints([-1]),
+            builder.ints([-(2**63)]),
+            builder.ints([0]),
+            builder.ints([-1]),
+        ]
+        stacked = builder.op("Slice", [stacked, *reverse], name="reversed")
+    stacked.type = ir.TensorType(plan.dtype)
+    if plan.initial:
+        parts = [builder.stack(plan.initial), stacked]
+        stacked = builder.op("Concat", parts[::-1] if plan.prepend else parts, {"axis": 0})
+        stacked.type = ir.TensorType(plan.dtype)
+    elements = builder.op("SplitToSequence", [stacked], {"axis": 0, "keepdims": 0}, name="elements")
+    elements.type = sequence.type or ir.SequenceType(ir.TensorType(plan.dtype))
+    ctx.rewriter.replace(sequence, elements)
+
+
+# -- an If whose branches both append ------------------------------------------------------
+
+
+def _check_both_append(node: ir.Node, ctx: Context) -> tuple[ir.Node, ...] | Refusal:
+    if len(node.outputs) != 1 or not is_sequence_value(node.outputs[0]):
+        return Refusal("the If does not give exactly one sequence")
+    inserts = []
+    for attr in ("then_branch", "else_branch"):
+        branch = node.attributes[attr].as_graph()
+        (out,) = branch.outputs
+        insert = out.producer()
+        if insert is None or insert.graph is not branch or insert.op_type != "SequenceInsert":
+            return Refusal(f"the {attr} does not end with a SequenceInsert")
+        if len(insert.inputs) > 2 and insert.inputs[2] is not None:
+            return Refusal(f"the {attr} inserts at a given position")
+        if insert.inputs[0] is None or insert.inputs[0].graph is branch or out.uses():
+            return Refusal(f"the {attr} builds or reads the sequence it appends to")
+        inserts.append(insert)
+    if inserts[0].inputs[0] is not inserts[1].inputs[0]:
+        return Refusal("the branches append to different sequences")
+    return tuple(inserts)
+
+
+def _both_append(node: ir.Node, inserts: tuple[ir.Node, ...], ctx: Context) -> None:
+    """If(c, then: SequenceInsert(s, a), else: SequenceInsert(s, b))
+    -> SequenceInsert(s, If(c, then: a, else: b))"""
+    sequence = inserts[0].inputs[0]
+    assert sequence is not None
+    dtype = element_dtype(sequence) or inserts[0].inputs[1].dtype  # type: ignore[union-attr]
+    for insert in inserts:
+        branch = insert.graph
+        assert isinstance(branch, ir.Graph)
+        tensor = ctx.rewriter.before(insert).op("Identity", [insert.inputs[1]], name="appended")
+        tensor.type = ir.TensorType(dtype or ir.DataType.FLOAT)
+        branch.outputs[0] = tensor
+        branch.remove(insert, safe=True)
+    builder = ctx.rewriter.before(node)
+    branches = {a: node.attributes[a].as_graph() for a in ("then_branch", "else_branch")}
+    tensor = builder.op("If", [node.inputs[0]], branches, name="appended")
+    tensor.type = ir.TensorType(dtype or ir.DataType.FLOAT)
+    appended = builder.op("SequenceInsert", [sequence, tensor])
+    appended.type = node.outputs[0].type
+    ctx.rewriter.replace(node.outputs[0], appended)
+
+
+RULES = RuleSet(
+    [
+        Rule("loop-append-to-scan", "Loop", _check_append, _to_scan),
+        Rule("if-append-both-branches", "If", _check_both_append, _both_append),
+    ]
+)

@@ -1,0 +1,143 @@
+"""A list whose appended tensors change shape, built only to be concatenated, becomes a tensor
+accumulator carried by the Loop (for targets without sequence operators):
+
+    Loop(.., s0=SequenceConstruct(e..), body: s1 = SequenceInsert(s, t)), read only by
+    ConcatFromSequence(axis=a)
+        -> Loop(.., acc0=Concat(e.., axis=a), body: acc1 = Concat(acc, t, axis=a))
+
+The scan output of `loop-append-to-scan` needs one shape per iteration; an uneven last chunk of
+`split(k)` with a run-time k, or the growing prefixes of a pyramid, are not. Concatenating as the
+loop goes is portable (TensorRT, OpenVINO and tract have no sequence operators) but copies the
+accumulator in every iteration, quadratic in its length, where onnxruntime runs the sequence
+form in linear time. So, per issue 12's rule that a rewrite trading speed for portability runs
+only where a target asks for it, this one applies only with `Options.target` set to "tensorrt",
+"openvino" or "tract".
+
+A list that starts empty starts from an empty tensor (ConstantOfShape): the appended tensor's
+dims other than the concatenation axis must be static. If no iteration runs, the original fails
+(ConcatFromSequence of an empty sequence) where the accumulator gives an empty tensor.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ACCUMULATOR_TARGETS", "RULES"]
+
+import dataclasses
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.analysis.facts import element_dtype
+from seqlower.analysis.loop_shapes import LoopShapes
+from seqlower.ops import is_sequence_value
+from seqlower.rule import Context, Refusal, Rule, RuleSet
+
+ACCUMULATOR_TARGETS = frozenset({"tensorrt", "openvino", "tract"})
+
+
+@dataclasses.dataclass(frozen=True)
+class ConcatPlan:
+    index: int  # among the loop-carried values
+    insert: ir.Node  # SequenceInsert(s, t) in the body
+    axis: int  # normalized
+    initial: tuple[ir.Value, ...]
+    empty_shape: tuple[int, ...] | None  # the start, when there is no initial element
+    dtype: ir.DataType
+
+
+def _check(node: ir.Node, ctx: Context) -> ConcatPlan | Refusal:
+    if ctx.options.target not in ACCUMULATOR_TARGETS:
+        return Refusal(
+            "a tensor accumulator trades speed for portability: only for targets "
+            f"{', '.join(sorted(ACCUMULATOR_TARGETS))} (the target is '{ctx.options.target}')"
+        )
+    body = node.attributes["body"].as_graph()
+    reasons = []
+    for index, init in enumerate(node.inputs[2:]):
+        if is_sequence_value(init):
+            plan = _plan(node, body, index, ctx)
+            if isinstance(plan, ConcatPlan):
+                return plan
+            reasons.append(f"carried sequence '{body.inputs[2 + index].name}': {plan}")
+    return Refusal("; ".join(reasons) or "the loop carries no sequence")
+
+
+def _plan(node: ir.Node, body: ir.Graph, index: int, ctx: Context) -> ConcatPlan | str:
+    init, body_input = node.inputs[2 + index], body.inputs[2 + index]
+    body_output, result = body.outputs[1 + index], node.outputs[index]
+    assert init is not None
+    uses = list(body_input.uses())
+    insert = body_output.producer()
+    if len(uses) != 1 or insert is None or uses[0].node is not insert or uses[0].idx != 0:
+        return "the body does not only append to it"
+    if insert.op_type != "SequenceInsert" or (len(insert.inputs) > 2 and insert.inputs[2]):
+        return "the body does not append to it at the end"
+    if body_output.uses() or [o for o in body.outputs if o is body_output] != [body_output]:
+        return "the sequence after the append is also read in the body"
+    readers = [use.node for use in result.uses()]
+    if result.is_graph_output() or not readers:
+        return "the loop's sequence is a model output or not read"
+    if any(
+        r.op_type != "ConcatFromSequence" or r.attributes.get_int("new_axis", 0) for r in readers
+    ):
+        return "the loop's sequence is read by more than ConcatFromSequence(new_axis=0)"
+    axes = {r.attributes.get_int("axis", 0) for r in readers}
+    if len(axes) != 1:
+        return "the loop's sequence is concatenated on different axes"
+    shape = LoopShapes(node, ctx.facts.values).shape(insert.inputs[1])  # type: ignore[arg-type]
+    if not isinstance(shape, tuple):
+        return "the rank of the appended tensor is not known"
+    (axis,) = axes
+    if not -len(shape) <= axis < len(shape):
+        return f"axis {axis} is out of range for the appended tensor"
+    axis %= len(shape)
+    initial = ctx.facts.elements(init)
+    if initial is None:
+        return "its initial elements are not known"
+    empty = tuple(0 if k == axis else d for k, d in enumerate(shape))
+    if not initial and not all(isinstance(d, int) for d in empty):
+        return "it starts empty and the appended tensor's other dims are not static"
+    dtype = element_dtype(init) or insert.inputs[1].dtype  # type: ignore[union-attr]
+    if dtype is None:
+        return "the element type is unknown"
+    return ConcatPlan(index, insert, axis, initial, None if initial else empty, dtype)  # type: ignore[arg-type]
+
+
+def _to_accumulator(node: ir.Node, plan: ConcatPlan, ctx: Context) -> None:
+    """Loop(.., s0=SequenceConstruct(e..), body: s1 = SequenceInsert(s, t)) read only by
+    ConcatFromSequence(axis=a) -> Loop(.., Concat(e.., axis=a), body: Concat(acc, t, axis=a)).
+    Only for targets tensorrt, openvino and tract (no sequence operators): the accumulator is
+    copied in every iteration, quadratic where onnxruntime's sequence form is linear."""
+    body = node.attributes["body"].as_graph()
+    builder = ctx.rewriter.before(node)
+    k = plan.index
+    if plan.empty_shape is not None:
+        # ConstantOfShape, not a Constant with no element: OpenVINO 2026.4.1 fails to convert
+        # a Loop that carries a zero-size Constant (probed: "Accessing out-of-range dimension")
+        zero = ir.Tensor(np.zeros(1, plan.dtype.numpy()))
+        start = builder.op("ConstantOfShape", [builder.ints(plan.empty_shape)], {"value": zero})
+    else:
+        start = builder.op("Concat", list(plan.initial), {"axis": plan.axis})
+    start.type = ir.TensorType(plan.dtype)
+    acc = ir.Value(name=ctx.rewriter.names.fresh("accumulator"), type=ir.TensorType(plan.dtype))
+    body.inputs[2 + k] = acc
+    grown = ctx.rewriter.before(plan.insert).op(
+        "Concat", [acc, plan.insert.inputs[1]], {"axis": plan.axis}, name="accumulated"
+    )
+    grown.type = ir.TensorType(plan.dtype)
+    body.outputs[1 + k] = grown
+    body.remove(plan.insert, safe=True)
+    inputs = list(node.inputs)
+    inputs[2 + k] = start
+    outputs = builder.ops("Loop", inputs, {"body": body}, num_outputs=len(node.outputs))
+    for index, (old, new) in enumerate(zip(node.outputs, outputs)):
+        if index == k:
+            new.type = ir.TensorType(plan.dtype)
+            for reader in [use.node for use in old.uses()]:
+                ctx.rewriter.replace(reader.outputs[0], new)
+        else:
+            new.type = old.type
+            ctx.rewriter.replace(old, new)
+
+
+RULES = RuleSet([Rule("loop-append-to-concat", "Loop", _check, _to_accumulator)])

@@ -1,0 +1,88 @@
+"""`loop-append-to-concat`: a list of tensors of changing shapes, built in a Loop only to be
+concatenated, becomes a Concat accumulator carried by the Loop, for targets without sequence
+operators (TensorRT, OpenVINO, tract); other targets keep the faster sequence form."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support import lower, lower_and_compare, op_counts, parse, reasons, sequence_op_count
+
+
+def _prefixes(initial: str, x_type: str = "float[N,3]", reader: str = "") -> str:
+    """Appends x[: i + 1] for i < m, then concatenates the list on axis 0."""
+    return f"""g ({x_type} x, int64 m) => (float[?,3] y{", int64 n" if reader else ""}) {{
+    t = Constant<value = bool {{1}}>()
+    start = {initial}
+    s = Loop(m, t, start) <body = body (int64 i, bool c, seq(float) acc)
+                                       => (bool c2, seq(float) grown) {{
+        c2 = Identity(c)
+        zero = Constant<value = int64[1] {{0}}>()
+        one = Constant<value = int64 {{1}}>()
+        next = Add(i, one)
+        axes = Constant<value = int64[1] {{0}}>()
+        stop = Unsqueeze(next, axes)
+        prefix = Slice(x, zero, stop, axes)
+        grown = SequenceInsert(acc, prefix)
+    }}>
+    y = ConcatFromSequence<axis = 0>(s)
+    {reader}
+}}"""
+
+
+X = np.arange(12, dtype=np.float32).reshape(4, 3)
+
+
+@pytest.mark.parametrize("target", ["tensorrt", "openvino", "tract"])
+@pytest.mark.parametrize("m", [1, 2, 4])
+def test_growing_prefixes_are_concatenated_as_the_loop_goes(target, m):
+    model = parse(_prefixes("SequenceEmpty<dtype = 1>()", "float[4,3]"))
+    lowered, report, (y,) = lower_and_compare(model, {"x": X, "m": np.array(m)}, target=target)
+    np.testing.assert_array_equal(y, np.concatenate([X[: k + 1] for k in range(m)]))
+    assert sequence_op_count(lowered) == 0
+    assert report.rules_fired["loop-append-to-concat"] == 1
+    assert op_counts(lowered)["Concat"] == 1  # the accumulator, in the body
+    # it starts from ConstantOfShape: OpenVINO 2026.4.1 cannot convert a Loop carrying a
+    # Constant with no element
+    assert op_counts(lowered)["ConstantOfShape"] == 1
+
+
+@pytest.mark.parametrize("m", [0, 1, 3])
+def test_initial_elements_start_the_accumulator(m):
+    model = parse(_prefixes("SequenceConstruct(x, x)"))
+    lowered, _, (y,) = lower_and_compare(model, {"x": X, "m": np.array(m)}, target="tensorrt")
+    np.testing.assert_array_equal(y, np.concatenate([X, X, *[X[: k + 1] for k in range(m)]]))
+    assert sequence_op_count(lowered) == 0
+
+
+def test_the_generic_target_keeps_the_faster_sequence_form():
+    model = parse(_prefixes("SequenceEmpty<dtype = 1>()", "float[4,3]"))
+    lowered, report = lower(model)
+    assert "a tensor accumulator trades speed for portability" in reasons(report)
+    assert op_counts(lowered)["SequenceInsert"] == 1
+
+
+@pytest.mark.parametrize(
+    ("initial", "x_type", "reader", "reason"),
+    [
+        (
+            "SequenceEmpty<dtype = 1>()",
+            "float[N,K]",
+            "",
+            "it starts empty and the appended tensor's other dims are not static",
+        ),
+        (
+            "SequenceEmpty<dtype = 1>()",
+            "float[4,3]",
+            "n = SequenceLength(s)",
+            "the loop's sequence is read by more than ConcatFromSequence(new_axis=0)",
+        ),
+    ],
+    ids=["empty-start-symbolic-dims", "length-also-read"],
+)
+def test_refusals_say_why(initial, x_type, reader, reason):
+    model = parse(_prefixes(initial, x_type, reader))
+    lowered, report = lower(model, target="tensorrt")
+    assert reason in reasons(report)
+    assert op_counts(lowered)["SequenceInsert"] == 1
+    lower_and_compare(model, {"x": X, "m": np.array(3)}, target="tensorrt")
