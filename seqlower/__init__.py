@@ -4,6 +4,12 @@ import seqlower
 model, report = seqlower.optimize("in.onnx")
 """
 
+import sys
+
+from seqlower._layout import bind_source_rules
+
+bind_source_rules(sys.modules[__name__])
+
 from seqlower.errors import InvalidModelError, ModelInputError, SeqlowerError
 from seqlower.inspect import InspectReport, inspect_model
 from seqlower.options import Options
