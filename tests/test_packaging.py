@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -49,8 +50,14 @@ def _setuptools_builds_wheels() -> bool:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # built from a copy: setuptools writes build/ and *.egg-info beside the sources it builds
+    source = tmp_path_factory.mktemp("source")
+    for part in ("seqlower", "rules"):
+        shutil.copytree(ROOT / part, source / part, ignore=shutil.ignore_patterns("__pycache__"))
+    for part in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / part, source / part)
     out = tmp_path_factory.mktemp("wheel")
-    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)]
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(source)]
     if _setuptools_builds_wheels():
         command.insert(5, "--no-build-isolation")
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)

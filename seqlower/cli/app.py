@@ -73,7 +73,11 @@ def optimize_command(
     source: Annotated[Path, typer.Argument(help="The model to lower (.onnx).")],
     target: Annotated[Path, typer.Argument(help="Where to write the lowered model.")],
     strict: Annotated[
-        bool, typer.Option(help="Fail (exit 1, write nothing) if any sequence op would remain.")
+        bool,
+        typer.Option(
+            help="Fail (exit 1, write nothing) if any sequence op, or sequence-typed input or "
+            "output, would remain."
+        ),
     ] = False,
     report: Annotated[
         Path | None, typer.Option(help="Write the lowering report as JSON to this file.")
@@ -105,7 +109,8 @@ def optimize_command(
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing on success.")] = False,
     verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Log each rule as it is applied.")
+        bool,
+        typer.Option("--verbose", "-v", help="Log each rule as it is applied; list every refusal."),
     ] = False,
 ) -> None:
     """Lower the sequence operators of SOURCE and write the result to TARGET.
@@ -125,7 +130,7 @@ def optimize_command(
                 "--verify cannot compare models whose interfaces differ (--flatten-sequence-io)"
             )
         _check_paths(source, target, in_place, dump_dir)
-        lowered, summary = _optimize(source, target, options, quiet, dump_dir)
+        lowered, summary = _optimize(source, target, options, quiet, dump_dir, verbose)
     except SeqlowerError as error:
         message = str(error)
         raise _fail(
@@ -141,8 +146,10 @@ def optimize_command(
         for error in fit.errors:
             typer.echo(f"  - {error}", err=True)
         raise _fail(f"{len(fit.errors)} problem(s) for --target {runtime}; nothing written", 1)
-    if strict and summary.remaining:
-        raise _fail(f"{len(summary.remaining)} sequence ops remain (--strict); nothing written", 1)
+    if strict and (summary.remaining or summary.kept_interface):
+        # like --target tensorrt: a sequence-typed input or output counts as remaining
+        kept = f"{len(summary.remaining)} sequence ops and {len(summary.kept_interface)} "
+        raise _fail(kept + "sequence inputs/outputs remain (--strict); nothing written", 1)
     if verify:
         _verify_or_exit(source, lowered, options, quiet)
     try:
@@ -161,7 +168,12 @@ def _check_paths(source: Path, target: Path, in_place: bool, dump_dir: Path | No
 
 
 def _optimize(
-    source: Path, target: Path, options: Options, quiet: bool, dump_dir: Path | None
+    source: Path,
+    target: Path,
+    options: Options,
+    quiet: bool,
+    dump_dir: Path | None,
+    verbose: bool = False,
 ) -> tuple[ir.Model, Report]:
     with PassObserver(show_progress=not quiet, dump_dir=dump_dir) as observer, collector_relaxed():
         model = load_model(source)
@@ -173,7 +185,7 @@ def _optimize(
         observer.stage("checking the output")
         _check_output(lowered)
     if not quiet:
-        typer.echo(format_summary(summary, str(source), str(target), seconds))
+        typer.echo(format_summary(summary, str(source), str(target), seconds, verbose))
     return lowered, summary
 
 
