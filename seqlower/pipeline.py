@@ -22,8 +22,8 @@ from seqlower.passes.flatten_io import FlattenSequenceIOPass
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
 from seqlower.passes.legality import (
     count_sequence_ops,
+    expanded_count,
     remaining_sequence_ops,
-    sequence_op_budget,
 )
 from seqlower.passes.outcomes import NodeLabels, collect_sites, node_outcomes
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
@@ -100,7 +100,7 @@ def _lower(
     _check_supported(model)
 
     report = Report(sequence_ops_before=count_sequence_ops(model))
-    labels = NodeLabels(model)  # one name per node, for the report and every message
+    labels = NodeLabels()  # one name per node, for the report and every message
     interface = (
         [v.name or "" for v in model.graph.inputs if is_sequence_value(v)],
         [v.name or "" for v in model.graph.outputs if is_sequence_value(v)],
@@ -115,8 +115,8 @@ def _lower(
     normalize = NormalizePass(options)
     normalize(model)
     observe("normalize", model)
-    report.expanded_before = sequence_op_budget(model)  # types are inferred now
-    sites = collect_sites(model, labels)
+    sites = collect_sites(model, labels)  # types are inferred now
+    report.expanded_before = sum(expanded_count(site.node) for site in sites)
     lower = LowerSequencesPass(rules, options)
     lower(model)
     observe("lower", model)

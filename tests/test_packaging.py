@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -133,3 +134,17 @@ def test_the_wheel_ships_the_rules_as_seqlower_rules(wheel: Path, tmp_path: Path
     assert Path(package) == checkout / "seqlower" / "__init__.py"
     assert Path(rules) == checkout / "rules" / "__init__.py"
     assert Path(split) == checkout / "rules" / "split.py"
+
+
+def test_every_runtime_dependency_is_imported_by_the_package() -> None:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    modules = {
+        re.split(r"[<>=!~ \[]", requirement, maxsplit=1)[0].replace("-", "_")
+        for requirement in project["dependencies"]
+    }
+    sources = [*(ROOT / "seqlower").rglob("*.py"), *(ROOT / "rules").rglob("*.py")]
+    text = "\n".join(path.read_text(encoding="utf-8") for path in sources)
+    imported = set(re.findall(r"^\s*(?:import|from) (\w+)", text, flags=re.M))
+    assert modules == {"onnx", "onnx_ir", "numpy", "onnxruntime", "typer"}
+    assert modules <= imported

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 __all__ = [
     "count_sequence_ops",
+    "expanded_count",
     "remaining_sequence_ops",
     "sequence_op_budget",
     "subgraph_owners",
@@ -56,28 +57,27 @@ def count_sequence_ops(model: ir.Model) -> dict[str, int]:
 
 
 def sequence_op_budget(model: ir.Model) -> int:
-    """The sequence-op count against which "lowering never adds sequence ops" is measured.
+    """The sequence-op count against which "lowering never adds sequence ops" is measured:
+    `expanded_count` over every node of the model."""
+    return sum(expanded_count(node) for _, graph in walk_graphs(model) for node in graph)
 
-    Each SequenceMap counts as the ops of ONNX's own function expansion of it (SequenceLength,
-    one SequenceAt per sequence input, one SequenceEmpty and one SequenceInsert per output): no
+
+def expanded_count(node: ir.Node) -> int:
+    """How many sequence ops `node` counts as: 0 for a node that is no sequence op, 1 for most,
+    and for a SequenceMap the ops of ONNX's own function expansion of it (SequenceLength, one
+    SequenceAt per sequence input, one SequenceEmpty and one SequenceInsert per output): no
     SequenceMap survives lowering, and over a sequence of unknown length the Loop that replaces
-    it needs those ops (fewer with scan outputs). Every other sequence op counts as one.
-    """
-    total = 0
-    for _, graph in walk_graphs(model):
-        for node in graph:
-            if not is_sequence_op(node):
-                continue
-            if node.op_type != "SequenceMap":
-                total += 1
-                continue
-            # the first input is a sequence by definition; the others count by declared type
-            # (give an untyped model shape inference first)
-            sequence_inputs = 1 + sum(
-                isinstance(v.type, ir.SequenceType) for v in node.inputs[1:] if v is not None
-            )
-            total += 1 + sequence_inputs + 2 * len(node.outputs)
-    return total
+    it needs those ops (fewer with scan outputs)."""
+    if not is_sequence_op(node):
+        return 0
+    if node.op_type != "SequenceMap":
+        return 1
+    # the first input is a sequence by definition; the others count by declared type (give an
+    # untyped model shape inference first)
+    sequence_inputs = 1 + sum(
+        isinstance(v.type, ir.SequenceType) for v in node.inputs[1:] if v is not None
+    )
+    return 1 + sequence_inputs + 2 * len(node.outputs)
 
 
 def remaining_sequence_ops(

@@ -23,6 +23,7 @@ __all__ = [
     "rewrite_tier",
 ]
 
+import collections
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping
@@ -38,29 +39,27 @@ _COST = {tier: rank for rank, tier in enumerate(TIERS)}
 
 
 class NodeLabels:
-    """One label per node, used everywhere a node is named: its name when it has a unique one,
-    else `<op_type>#<k> (<first output>)` (`<name>#<k>` for a repeated name), numbered in the
-    order the input model lists them. Nodes made later get the next free number."""
+    """One label per node, used everywhere a node is named: its name when no node before it
+    has that name, else `<op_type>#<k> (<first output>)` for an unnamed node (`<name>#<k>` for
+    a repeated name), numbered per op type in the order labels are asked for (the pipeline asks
+    in the order of the graphs, once per sequence node, before lowering). `visit` each node in
+    that order first, so that the first of two nodes with one name keeps it."""
 
-    def __init__(self, model: ir.Model) -> None:
+    def __init__(self) -> None:
         self._labels: dict[ir.Node, str] = {}
-        self._taken: set[str] = set()
+        self._first: dict[str, ir.Node] = {}  # name -> the first node visited with it
         self._counters: dict[str, int] = {}
-        nodes = [node for graph in _graphs(model) for node in graph]
-        self._taken = {node.name for node in nodes if node.name}
-        seen: set[str] = set()
-        for node in nodes:
-            if node.name and node.name not in seen:
-                seen.add(node.name)
-                self._labels[node] = node.name
-            else:
-                self._labels[node] = self._fresh(node)
+
+    def visit(self, node: ir.Node) -> None:
+        if node.name:
+            self._first.setdefault(node.name, node)
 
     def __call__(self, node: ir.Node) -> str:
         label = self._labels.get(node)
         if label is None:
-            label = node.name if node.name and node.name not in self._taken else self._fresh(node)
-            self._taken.add(label)
+            self.visit(node)
+            name = node.name
+            label = name if name and self._first[name] is node else self._fresh(node)
             self._labels[node] = label
         return label
 
@@ -69,18 +68,10 @@ class NodeLabels:
         while True:
             self._counters[base] = self._counters.get(base, -1) + 1
             label = f"{base}#{self._counters[base]}"
-            if label not in self._taken:
+            if label not in self._first:
                 break
-        self._taken.add(label)
         first = node.outputs[0].name if node.outputs and not node.name else ""
         return f"{label} ({first})" if first else label
-
-
-def _graphs(model: ir.Model) -> list[ir.Graph]:
-    graphs = [model.graph, *(function.graph for function in model.functions.values())]
-    for graph in graphs:  # grows while iterating: a breadth-first walk
-        graphs.extend(subgraph for node in graph for _, subgraph in node_subgraphs(node))
-    return graphs
 
 
 @dataclasses.dataclass
@@ -98,24 +89,34 @@ class Site:
 
 
 def collect_sites(model: ir.Model, labels: NodeLabels) -> list[Site]:
-    """Every node that produces or reads a sequence value, in every graph (types inferred)."""
-    from seqlower.passes.legality import walk_graphs  # legality imports this module
-
-    owners: dict[int, ir.Node] = {}
+    """Every node that produces or reads a sequence value, in every graph (types inferred):
+    one walk, in which every node is also `visit`ed for `labels`."""
+    # the exact class, not ir.SequenceType: its isinstance goes through a slow protocol check,
+    # and this loop looks at every output of the model
+    sequence_type = type(ir.SequenceType(ir.TensorType(ir.DataType.FLOAT)))
+    readers: set[ir.Node] = set()  # nodes reading a sequence seen so far (producers first)
     sites = []
-    for path, graph in walk_graphs(model, labels):
-        owner = owners.get(id(graph))
+    # walk_graphs' order and paths, with the owner of each graph
+    queue: collections.deque[tuple[str, ir.Graph, ir.Node | None]] = collections.deque(
+        [("main", model.graph, None)]
+    )
+    queue.extend(
+        (f"function {f.domain}::{f.name}", f.graph, None) for f in model.functions.values()
+    )
+    while queue:
+        path, graph, owner = queue.popleft()
+        for value in graph.inputs:
+            if type(value.type) is sequence_type:
+                readers.update(value.consumers())
         for node in graph:
-            for _, subgraph in node_subgraphs(node):
-                owners[id(subgraph)] = node
-            if not _is_sequence_node(node):
+            labels.visit(node)
+            for name, subgraph in node_subgraphs(node):
+                queue.append((f"{path}/{labels(node)}:{name}", subgraph, node))
+            outputs = [v for v in node.outputs if type(v.type) is sequence_type]
+            if not (outputs or node in readers or is_sequence_op(node)):
                 continue
-            readers = tuple(
-                consumer
-                for output in node.outputs
-                if is_sequence_value(output)
-                for consumer in output.consumers()
-            )
+            for output in outputs:
+                readers.update(output.consumers())
             producers = (v.producer() for v in node.inputs if is_sequence_value(v))
             sites.append(
                 Site(
@@ -123,8 +124,8 @@ def collect_sites(model: ir.Model, labels: NodeLabels) -> list[Site]:
                     path,
                     labels(node),
                     node.op_type if node.domain == "" else f"{node.domain}::{node.op_type}",
-                    _sequence_outputs(node),
-                    readers,
+                    tuple(v.name or "" for v in outputs),
+                    tuple(c for output in outputs for c in output.consumers()),
                     tuple(p for p in producers if p is not None),
                     owner,
                 )
@@ -158,12 +159,16 @@ def node_outcomes(
     node the lowering made (placed after the site it came from)."""
     from seqlower.passes.legality import walk_graphs
 
-    final = {node for _, graph in walk_graphs(model) for node in graph}
+    final: set[ir.Node] | None = None  # the nodes left, walked for only when needed
     kept_ops = {op.node: op for op in remaining}
     by_node = {site.node: site for site in sites}
     tiers: dict[ir.Node, str] = {}
     outcomes: dict[ir.Node, NodeOutcome] = {}
     for site in sites:
+        if site.node.graph is None:  # removed
+            continue
+        if final is None:
+            final = {node for _, graph in walk_graphs(model) for node in graph}
         if site.node in final and _is_sequence_node(site.node):
             tiers[site.node] = "kept"
             outcomes[site.node] = _kept(site, kept_ops.get(site.label), rewrites, model, labels)
