@@ -24,19 +24,20 @@ from collections.abc import Callable, Iterator, Mapping
 import onnx_ir as ir
 
 from seqlower.ops import is_sequence_op, node_subgraphs, subgraphs
-from seqlower.passes.outcomes import deepest_reason, hint_for, reason_rank
+from seqlower.passes.outcomes import deepest_reason, hint_for, reason_rank, stored_label
 from seqlower.report import RemainingOp
 
 Label = Callable[[ir.Node], str]
 
 
 def _name(node: ir.Node) -> str:
-    return node.name or node.op_type
+    return stored_label(node)  # the pipeline's label when it gave one
 
 
 def walk_graphs(model: ir.Model, label: Label | None = None) -> Iterator[tuple[str, ir.Graph]]:
     """(path, graph) for the main graph, every function and every subgraph, parents first.
-    `label` names the node holding a subgraph in the path (default: its name or op type)."""
+    `label` names the node holding a subgraph in the path (default: the pipeline's label, its
+    name or its op type)."""
     label = label or _name
     queue: collections.deque[tuple[str, ir.Graph]] = collections.deque([("main", model.graph)])
     queue.extend((f"function {f.domain}::{f.name}", f.graph) for f in model.functions.values())
@@ -84,7 +85,8 @@ def remaining_sequence_ops(
     model: ir.Model, refusals: Mapping[ir.Node, list[str]], label: Label | None = None
 ) -> list[RemainingOp]:
     """Every sequence operator left in `model`, with the reason it stays and what to try.
-    `label` names nodes (the pipeline's `NodeLabels`; default: the name, or the op type)."""
+    `label` names nodes (the pipeline's `NodeLabels`; default: the label the pipeline gave, the
+    name, or the op type)."""
     label = label or _name
     found = [
         (path, node)

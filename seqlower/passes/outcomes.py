@@ -13,6 +13,7 @@ takes the costliest tier of its readers, else of its writers, else of the node w
 from __future__ import annotations
 
 __all__ = [
+    "LABEL_KEY",
     "NodeLabels",
     "Site",
     "collect_sites",
@@ -21,6 +22,7 @@ __all__ = [
     "node_outcomes",
     "reason_rank",
     "rewrite_tier",
+    "stored_label",
 ]
 
 import collections
@@ -36,6 +38,14 @@ from seqlower.passes.bind_dims import bindable_dims, dims_feeding
 from seqlower.report import TIERS, NodeOutcome, RemainingOp
 
 _COST = {tier: rank for rank, tier in enumerate(TIERS)}
+
+
+LABEL_KEY = "seqlower.label"  # a node's label in its (never serialized) `meta`
+
+
+def stored_label(node: ir.Node) -> str:
+    """The label `NodeLabels` gave `node` during lowering, else its name, else its op type."""
+    return node.meta.get(LABEL_KEY) or node.name or node.op_type
 
 
 class NodeLabels:
@@ -61,6 +71,7 @@ class NodeLabels:
             name = node.name
             label = name if name and self._first[name] is node else self._fresh(node)
             self._labels[node] = label
+            node.meta[LABEL_KEY] = label  # for what reads the lowered model later (targets)
         return label
 
     def _fresh(self, node: ir.Node) -> str:
