@@ -367,12 +367,12 @@ def hint_for_value(value: ir.Value, model: ir.Model) -> str:
 
 
 _MAX_DEPTH = 16  # producers walked up from a kept node
-# the inputs that decide a sequence's length or which element is read: positions, split sizes,
-# trip counts (the elements' data never keeps a sequence)
+# the inputs that decide a sequence's length: split sizes, trip counts, and insert positions
+# unless every element has one static shape (the elements' data never keeps a sequence; a
+# run-time read position does not either once the elements are known: SequenceAt becomes a
+# Gather, SequenceErase and such an insert a Where)
 _STRUCTURAL = {
-    "SequenceAt": (1,),
     "SequenceInsert": (2,),
-    "SequenceErase": (1,),
     "SplitToSequence": (1,),
     "Loop": (0,),
 }
@@ -381,6 +381,8 @@ _STRUCTURAL = {
 def structural_inputs(node: ir.Node) -> list[ir.Value]:
     """The sequences `node` reads, and the inputs that decide lengths and positions."""
     wanted = _STRUCTURAL.get(node.op_type, ()) if node.domain == "" else ()
+    if node.op_type == "SequenceInsert" and _one_static_shape(node.inputs[:2]):
+        wanted = ()
     values = [
         value
         for index, value in enumerate(node.inputs)
@@ -450,6 +452,14 @@ def _hint_from(values: list[ir.Value], model: ir.Model) -> str:
         binds = " ".join(f"--dim {d}=<size>" for d in dims)
         return f"{binds} (the length follows the symbolic dim {', '.join(dims)})"
     return ""
+
+
+def _one_static_shape(values: Iterable[ir.Value | None]) -> bool:
+    """True when the values (a sequence: its elements) all have one fully static shape."""
+    shapes = [v.shape if v is not None else None for v in values]
+    if any(shape is None or not all(isinstance(d, int) for d in shape) for shape in shapes):
+        return False
+    return len({tuple(shape) for shape in shapes}) == 1  # type: ignore[arg-type]
 
 
 def _captured_sequences(node: ir.Node) -> list[ir.Value]:

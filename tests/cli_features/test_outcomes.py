@@ -170,3 +170,35 @@ def test_strict_and_tensorrt_agree_on_what_remains(name, saved, tmp_path):
     assert (strict.exit_code == 1) == remains, strict.stderr
     assert bool(sequence_errors) == remains, tensorrt.stderr
     assert len(report.kept_interface) == len(interface)
+
+
+def test_a_run_time_read_position_still_gets_the_hint_that_works():
+    from support import parse
+
+    model = parse("""
+agraph (seq(float[2,3]) s, int64 pos) => (float[2,3] y) {
+  y = SequenceAt (s, pos)
+}""")
+    (at,) = [site for site in inspect_model(model).kept if site.op_type == "SequenceAt"]
+    assert at.hint.startswith("--flatten-sequence-io --seq-len s=<n> (")
+    followed = inspect_model(model, **_options_from(at.hint, model))
+    assert followed.kept == [] and followed.lowering.total_after == 0
+
+
+def test_a_run_time_insert_position_blocks_the_hint_unless_the_elements_share_a_shape():
+    from support import parse
+
+    text = """
+agraph (seq(float{elements}) s, float[2,3] x, int64 pos) => (float[6,3] y) {{
+  t = SequenceInsert (s, x, pos)
+  y = ConcatFromSequence <axis=0> (t)
+}}"""
+    for elements, helps in (("[2,3]", True), ("[M,3]", False)):
+        model = parse(text.format(elements=elements))
+        (insert,) = [s for s in inspect_model(model).kept if s.op_type == "SequenceInsert"]
+        if not helps:  # a Where cannot pick among elements of different shapes
+            assert insert.hint == ""
+            continue
+        assert insert.hint.startswith("--flatten-sequence-io --seq-len s=<n> (")
+        followed = inspect_model(model, **_options_from(insert.hint, model))
+        assert followed.lowering.total_after == 0
