@@ -116,7 +116,8 @@ def _lower(
     normalize(model)
     observe("normalize", model)
     sites = collect_sites(model, labels)  # types are inferred now
-    report.expanded_before = sum(expanded_count(site.node) for site in sites)
+    maps = (site.node for site in sites if site.op_type == "SequenceMap")
+    report.expanded_before = report.total_before + sum(expanded_count(m) - 1 for m in maps)
     lower = LowerSequencesPass(rules, options)
     lower(model)
     observe("lower", model)
