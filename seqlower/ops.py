@@ -11,6 +11,7 @@ __all__ = [
     "iter_all_graphs",
     "iter_all_nodes",
     "node_subgraphs",
+    "quoted_node",
     "subgraphs",
 ]
 
@@ -94,3 +95,12 @@ def iter_all_nodes(model: ir.Model) -> Iterator[ir.Node]:
     """Every node of the model, subgraphs and functions included."""
     for graph in iter_all_graphs(model):
         yield from graph
+
+
+def quoted_node(node: ir.Node) -> str:
+    """`Op 'name'` for messages; an unnamed node is named by its first output, as in the
+    report's labels (`SequenceInsert#2 (Seq_3)`): `Op (output 'Seq_3')`."""
+    if node.name:
+        return f"{node.op_type} '{node.name}'"
+    first = node.outputs[0].name if node.outputs else None
+    return f"{node.op_type} (output '{first}')" if first else f"{node.op_type} (unnamed)"

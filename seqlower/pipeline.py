@@ -17,11 +17,17 @@ import onnx_ir as ir
 
 from seqlower.errors import InvalidModelError, SeqlowerError
 from seqlower.io import ModelSource, load_model
+from seqlower.ops import is_sequence_value
 from seqlower.options import Options
 from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
 from seqlower.passes.flatten_io import FlattenSequenceIOPass
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
-from seqlower.passes.legality import count_sequence_ops, remaining_sequence_ops
+from seqlower.passes.legality import (
+    count_sequence_ops,
+    expanded_count,
+    remaining_sequence_ops,
+)
+from seqlower.passes.outcomes import NodeLabels, collect_sites, node_outcomes
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.report import Report
 from seqlower.rule import RuleSet
@@ -144,6 +150,11 @@ def _lower(
     _check_supported(model)
 
     report = Report(sequence_ops_before=count_sequence_ops(model))
+    labels = NodeLabels()  # one name per node, for the report and every message
+    interface = (
+        [v.name or "" for v in model.graph.inputs if is_sequence_value(v)],
+        [v.name or "" for v in model.graph.outputs if is_sequence_value(v)],
+    )
     declared_output_shapes = {value.name: value.shape for value in model.graph.outputs}
     flatten_inputs, flatten_outputs = _flatten_passes(options)
     flatten_inputs(model)
@@ -154,6 +165,9 @@ def _lower(
     normalize = NormalizePass(options)
     normalize(model)
     observe("normalize", model)
+    sites = collect_sites(model, labels)  # types are inferred now
+    maps = (site.node for site in sites if site.op_type == "SequenceMap")
+    report.expanded_before = report.total_before + sum(expanded_count(m) - 1 for m in maps)
     # the workarounds run once, last, below (a whole-model walk: 0.3 s at 100k nodes)
     lower = LowerSequencesPass(rules, options, runtime_workarounds=False)
     lower(model)
@@ -166,7 +180,10 @@ def _lower(
     _keep_declared_output_shapes(model, declared_output_shapes)
     observe("cleanup", model)
 
-    report.remaining = remaining_sequence_ops(model, lower.refusals)
+    report.remaining = remaining_sequence_ops(model, lower.refusals, labels)
+    report.nodes = node_outcomes(
+        model, sites, report.remaining, lower.rewrites, lower.origins, labels, interface
+    )
     after = collections.Counter(op.op_type for op in report.remaining)
     report.sequence_ops_after = dict(sorted(after.items()))
     report.rules_fired = lower.fired
@@ -217,6 +234,8 @@ def _lower_again(first: LowerSequencesPass, model: ir.Model) -> LowerSequencesPa
     for name, count in first.fired.items():
         again.fired[name] = again.fired.get(name, 0) + count
     again.iterations += first.iterations
+    again.rewrites = {**first.rewrites, **again.rewrites}
+    again.origins = {**first.origins, **again.origins}
     again.warnings = first.warnings + [w for w in again.warnings if w not in first.warnings]
     return again
 

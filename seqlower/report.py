@@ -5,21 +5,64 @@ The report is plain dataclasses; `to_dict()` gives the JSON form written by `--r
 
 from __future__ import annotations
 
-__all__ = ["RemainingOp", "Report"]
+__all__ = ["TIERS", "NodeOutcome", "RemainingOp", "Report"]
 
 import dataclasses
 import json
 from typing import Any
 
+# How a node's sequence work ended, cheapest first (design.md, "SequenceMap lowering tiers"):
+# direct (tensor operators on the whole data), batch (a map body applied once to the stacked
+# elements), unroll (a copy per element), scan (a Loop with scan outputs), loop (a Loop carrying
+# a sequence), kept (still there, with the reason), flattened (a sequence input or output that
+# became tensors on request).
+TIERS = ("direct", "batch", "unroll", "scan", "loop", "kept", "flattened")
+
 
 @dataclasses.dataclass(frozen=True)
 class RemainingOp:
-    """A sequence operator left in the output, and why it could not be lowered."""
+    """A sequence operator left in the output, and why it could not be lowered.
+
+    `node` is the node's label: its name, or `<op_type>#<k> (<first output>)` for an unnamed
+    node, the same everywhere seqlower names it. `reason` is the one cause that matters, `hint`
+    what to try about it, `reasons` every refusal the rules gave (`rule: why`)."""
 
     graph: str  # path of the graph holding it, e.g. "main" or "main/loop_1:body"
     node: str
     op_type: str
     reason: str
+    hint: str = ""
+    outputs: tuple[str, ...] = ()  # the names of its output values
+    reasons: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        entry = dataclasses.asdict(self)
+        entry["outputs"] = list(self.outputs)
+        entry["reasons"] = list(self.reasons)
+        return entry
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeOutcome:
+    """What lowering did to one node that produces or reads a sequence value, or to one
+    sequence-typed model input or output (`op_type` "input" / "output", `node` its name)."""
+
+    graph: str
+    node: str  # the label, as in RemainingOp
+    op_type: str
+    tier: str  # one of TIERS
+    outputs: tuple[str, ...] = ()  # the sequence values it produces
+    rules: tuple[str, ...] = ()  # the rules that rewrote it, in order
+    reason: str = ""  # why it is kept: the one cause that matters
+    hint: str = ""  # what to try about it
+    reasons: tuple[str, ...] = ()  # every refusal, for --verbose
+    created_by: str = ""  # for a kept node the lowering created: the label of its origin
+
+    def to_dict(self) -> dict[str, Any]:
+        entry = dataclasses.asdict(self)
+        for key in ("outputs", "rules", "reasons"):
+            entry[key] = list(entry[key])
+        return entry
 
 
 @dataclasses.dataclass
@@ -36,6 +79,13 @@ class Report:
     # changes to the model's interface the user asked for (`--dim`, `--flatten-sequence-io`);
     # each entry has a "kind" (docs/report-schema.md)
     interface_changes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # every node that produced or read a sequence value, and the model's sequence inputs and
+    # outputs, with the tier each ended in: what `seqlower inspect` shows
+    nodes: list[NodeOutcome] = dataclasses.field(default_factory=list)
+    # sequence ops of the input with each SequenceMap counted as its expansion (SequenceLength,
+    # SequenceAt per sequence input, SequenceEmpty and SequenceInsert per output), the measure
+    # against which a map lowered to a Loop adds nothing
+    expanded_before: int = 0
 
     @property
     def total_before(self) -> int:
@@ -44,6 +94,13 @@ class Report:
     @property
     def total_after(self) -> int:
         return sum(self.sequence_ops_after.values())
+
+    @property
+    def kept_interface(self) -> list[NodeOutcome]:
+        """The model's sequence-typed inputs and outputs left as sequences (the interface is
+        kept unless `--flatten-sequence-io`): like `remaining`, what a runtime without sequence
+        types cannot take."""
+        return [n for n in self.nodes if n.op_type in ("input", "output") and n.tier == "kept"]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,9 +111,11 @@ class Report:
             "rules_fired": dict(sorted(self.rules_fired.items())),
             "stop_reason": self.stop_reason,
             "iterations": self.iterations,
-            "remaining": [dataclasses.asdict(op) for op in self.remaining],
+            "expanded_before": self.expanded_before,
+            "remaining": [op.to_dict() for op in self.remaining],
             "warnings": list(self.warnings),
             "interface_changes": [dict(change) for change in self.interface_changes],
+            "nodes": [node.to_dict() for node in self.nodes],
         }
 
     def to_json(self) -> str:

@@ -17,6 +17,7 @@ import onnx_ir as ir
 from seqlower.analysis import Facts, KnownElements, Unknown
 from seqlower.analysis.facts import element_dtype
 from seqlower.errors import InvalidModelError
+from seqlower.ops import quoted_node
 from seqlower.options import Options
 from seqlower.rewriter import Builder, Rewriter
 
@@ -70,7 +71,7 @@ def never_empty(node: ir.Node, elements: tuple[ir.Value, ...], doing: str) -> No
     """Raise InvalidModelError when `node` `doing` (e.g. "reads from") an always-empty sequence."""
     if not elements:
         raise InvalidModelError(
-            f"{node.op_type} '{node.name}': {doing} a sequence that is always empty "
+            f"{quoted_node(node)}: {doing} a sequence that is always empty "
             "(a run-time error in the ONNX spec)"
         )
 

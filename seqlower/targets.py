@@ -44,6 +44,7 @@ from seqlower.errors import SeqlowerError
 from seqlower.ops import is_sequence_value
 from seqlower.passes.bind_dims import bindable_dims, dims_feeding
 from seqlower.passes.legality import remaining_sequence_ops, walk_graphs
+from seqlower.passes.outcomes import stored_label
 from seqlower.report import RemainingOp, Report
 
 Target = Literal["generic", "onnxruntime", "tensorrt", "openvino", "tract"]
@@ -237,7 +238,7 @@ def check_target(
             for node in graph:
                 problem = _dynamic_scan(node, values, bindable)
                 if problem:
-                    where = f"{path}: Loop '{node.name or '(unnamed)'}'"
+                    where = f"{path}: Loop '{stored_label(node)}'"
                     _add(check, profile.dynamic_scan_loops, f"{where} {problem}")
     return check
 
@@ -250,7 +251,7 @@ def _add(check: TargetCheck, severity: Severity, message: str) -> None:
 
 
 def _leftover_message(profile: TargetProfile, op: RemainingOp) -> str:
-    where = f"{op.graph}: {op.op_type} '{op.node or '(unnamed)'}'"
+    where = f"{op.graph}: {op.op_type} '{op.node}'"
     if profile.name == "tensorrt":
         return f"{where}: TensorRT has no sequence operators (kept because {op.reason})"
     if profile.name in ("tract", "openvino"):

@@ -97,9 +97,10 @@ def lower_and_compare(
 
 
 def reasons(report: Report, op_type: str | None = None) -> str:
-    """Every reason the report gives for a remaining operator (of `op_type`), one per line."""
+    """Every reason the report gives for a remaining operator (of `op_type`), one per line: the
+    headline, then every refusal."""
     return "\n".join(
-        f"{op.op_type} '{op.node}': {op.reason}"
+        f"{op.op_type} '{op.node}': {op.reason}; {'; '.join(op.reasons)}"
         for op in report.remaining
         if op_type is None or op.op_type == op_type
     )

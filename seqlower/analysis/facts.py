@@ -25,6 +25,7 @@ import onnx_ir as ir
 
 from seqlower.analysis.split_plan import SplitPlan, plan_split
 from seqlower.analysis.static_values import StaticValues, static_shape
+from seqlower.ops import quoted_node
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,14 +96,14 @@ class Facts:
         if op == "SplitToSequence":
             plan = self.split_plan(producer)
             if isinstance(plan, str):
-                return Unknown(f"SplitToSequence '{producer.name}': {plan}")
+                return Unknown(f"{quoted_node(producer)}: {plan}")
             return KnownLength(plan.count)
         if op in ("SequenceInsert", "SequenceErase"):
             return self._resized(producer, +1 if op == "SequenceInsert" else -1)
         if op == "SequenceMap":
             base = self.sequence(producer.inputs[0])  # type: ignore[arg-type]
             return base if isinstance(base, Unknown) else KnownLength(base.length)
-        return Unknown(f"produced by {op} '{producer.name}'")
+        return Unknown(f"produced by {quoted_node(producer)}")
 
     def length(self, value: ir.Value) -> int | None:
         fact = self.sequence(value)

@@ -108,7 +108,11 @@ def optimize_command(
     ],
     strict: Annotated[
         bool,
-        typer.Option("--strict", help="Fail (exit 1, write nothing) if any sequence op remains."),
+        typer.Option(
+            "--strict",
+            help="Fail (exit 1, write nothing) if any sequence op, or sequence-typed input or "
+            "output, would remain.",
+        ),
     ] = False,
     report: Annotated[
         Path | None,
@@ -147,7 +151,11 @@ def optimize_command(
     ] = False,
     verbose: Annotated[
         bool,
-        typer.Option("--verbose", "-v", help="Log each rule as it is applied (not with -q)."),
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Log each rule as it is applied; list every refusal (not with -q).",
+        ),
     ] = False,
 ) -> None:
     """Lower the sequence operators of SOURCE and write the result to TARGET.
@@ -174,7 +182,7 @@ def optimize_command(
         profile = check_target_name(runtime)
         options = dataclasses.replace(options, target=profile)
         _check_paths(source, target, in_place, external_data, report, dump_dir)
-        lowered, summary = _optimize(source, target, options, quiet, dump_dir)
+        lowered, summary = _optimize(source, target, options, quiet, dump_dir, verbose)
     except SeqlowerError as error:
         raise _fail(_naming(source, str(error))) from None
     except InternalError as error:
@@ -190,12 +198,14 @@ def optimize_command(
             typer.echo(f"  - {error}", err=True)
         problems = plural(len(fit.errors), "problem")
         raise _fail(f"{problems} for --target {profile}; nothing written", EXIT_REFUSED)
-    if strict and summary.remaining:
-        left = len(summary.remaining)
-        verb = "remains" if left == 1 else "remain"
-        raise _fail(
-            f"{plural(left, 'sequence op')} {verb} (--strict); nothing written", EXIT_REFUSED
+    if strict and (summary.remaining or summary.kept_interface):
+        # like --target tensorrt: a sequence-typed input or output counts as remaining
+        ops = plural(len(summary.remaining), "sequence op")
+        interface = plural(
+            len(summary.kept_interface), "sequence input/output", "sequence inputs/outputs"
         )
+        verb = "remains" if len(summary.remaining) + len(summary.kept_interface) == 1 else "remain"
+        raise _fail(f"{ops} and {interface} {verb} (--strict); nothing written", EXIT_REFUSED)
     if verify:
         _verify_or_exit(source, lowered, options, quiet, profile)
     try:
@@ -252,7 +262,12 @@ def _check_output_file(path: Path, what: str) -> None:
 
 
 def _optimize(
-    source: Path, target: Path, options: Options, quiet: bool, dump_dir: Path | None
+    source: Path,
+    target: Path,
+    options: Options,
+    quiet: bool,
+    dump_dir: Path | None,
+    verbose: bool = False,
 ) -> tuple[ir.Model, Report]:
     with PassObserver(show_progress=not quiet, dump_dir=dump_dir) as observer, collector_relaxed():
         model = load_model(source)
@@ -264,7 +279,7 @@ def _optimize(
         observer.stage("checking the output")
         _check_output(lowered)
     if not quiet:
-        typer.echo(format_summary(summary, str(source), str(target), seconds))
+        typer.echo(format_summary(summary, str(source), str(target), seconds, verbose))
     return lowered, summary
 
 

@@ -8,13 +8,13 @@ stderr). Register it with `app.command("inspect")(inspect_command)`.
 
 from __future__ import annotations
 
-__all__ = ["inspect_command"]
+__all__ = ["format_inspect", "format_inspect_footer", "inspect_command"]
 
 import dataclasses
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -28,7 +28,8 @@ from seqlower.cli.options import (
     lowering_options,
 )
 from seqlower.errors import SeqlowerError
-from seqlower.inspect import InspectReport, format_inspect, format_inspect_footer, inspect_model
+from seqlower.inspect import InspectReport, inspect_model
+from seqlower.report import NodeOutcome
 
 
 def inspect_command(
@@ -84,12 +85,67 @@ def _show_rich(report: InspectReport) -> bool:
     for column in ("graph", "node", "op", "tier", "rules / why kept"):
         table.add_column(column, overflow="fold")  # names and reasons are never cut
     for site in report.sites:
-        detail = site.detail + "".join(f"\ntry {hint}" for hint in site.hints)
+        detail = _detail(site) + (f"\ntry {site.hint}" if site.hint else "")
         style = "yellow" if site.tier == "kept" else None
-        cells = (site.graph, site.label, site.op_type, site.tier, detail)
+        cells = (site.graph, site.node, site.op_type, site.tier, detail)
         table.add_row(*(Text(cell) for cell in cells), style=style)  # no markup in names
     console = Console()
     console.print(table)
     for line in format_inspect_footer(report):
         console.print(line, markup=False, highlight=False)
     return True
+
+
+def format_inspect(report: InspectReport) -> str:
+    """The inspect report as a compact plain-text table, one line per site, hints below."""
+    tiers = ", ".join(f"{count} {tier}" for tier, count in report.tiers.items()) or "none"
+    lines = [f"{report.model}: {len(report.sites)} sequence sites ({tiers})"]
+    if report.sites:
+        rows = [("graph", "node", "op", "tier", "rules / why kept")]
+        for site in report.sites:
+            rows.append((site.graph, site.node, site.op_type, site.tier, _detail(site)))
+        widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        for index, row in enumerate(rows):
+            cells = [cell.ljust(width) for cell, width in zip(row, widths)]
+            lines.append("  ".join([*cells, row[4]]).rstrip())
+            hint = report.sites[index - 1].hint if index else ""
+            if hint:
+                lines.append(f"    try {hint}")
+    return "\n".join(lines + format_inspect_footer(report))
+
+
+def format_inspect_footer(report: InspectReport) -> list[str]:
+    """The lines under the table: interface changes, warnings, the target's verdict."""
+    lines = [f"interface: {_describe_change(c)}" for c in report.lowering.interface_changes]
+    lines.extend(f"warning: {warning}" for warning in report.lowering.warnings)
+    if report.target.target != "generic":
+        verdict = "ok" if report.target.ok else f"{len(report.target.errors)} error(s)"
+        lines.append(f"target {report.target.target}: {verdict}")
+        lines.extend(f"  error: {error}" for error in report.target.errors)
+        lines.extend(f"  warning: {warning}" for warning in report.target.warnings)
+    return lines
+
+
+def _detail(site: NodeOutcome) -> str:
+    """One cell: the rules that rewrote the node, or why it is kept."""
+    if site.tier == "kept":
+        detail = site.reason
+    elif site.rules:
+        detail = ", ".join(site.rules)
+    elif site.op_type in ("input", "output"):
+        detail = ""
+    else:
+        detail = "removed along with the nodes around it"
+    return f"[from {site.created_by}] {detail}" if site.created_by else detail
+
+
+def _describe_change(change: dict[str, Any]) -> str:
+    kind = change.get("kind")
+    if kind == "bind_dim":
+        inputs = ", ".join(change.get("inputs", []))
+        return f"dim {change['dim']} fixed to {change['size']} (inputs {inputs})"
+    if kind in ("flatten_input", "flatten_output"):
+        side = "input" if kind == "flatten_input" else "output"
+        names = ", ".join(change.get("new_names", [])) or "nothing (empty)"
+        return f"sequence {side} '{change['name']}' -> tensors {names}"
+    return str(change)

@@ -26,6 +26,7 @@ from seqlower.ops import subgraphs
 from seqlower.options import Options
 from seqlower.passes.dead_code import is_dead, remove_dead_nodes, remove_dead_upstream
 from seqlower.passes.normalize import infer_shapes
+from seqlower.passes.outcomes import rewrite_tier
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.rewriter import Rewriter
 from seqlower.rule import Context, Refusal, Rule, RuleSet
@@ -37,7 +38,9 @@ class LowerSequencesPass(ir.passes.InPlacePass):
     """Lower sequence operators with `rules` to a fixpoint.
 
     After the pass: `fired` counts rewrites per rule, `refusals` maps each node that a rule
-    looked at but did not rewrite to the reasons, `stop_reason` and `iterations` say how it ended.
+    looked at but did not rewrite to the reasons, `stop_reason` and `iterations` say how it ended,
+    `rewrites` maps each rewritten node to its (rule, tier) rewrites and `origins` each node a
+    rewrite made to the node of the input it came from (for the report's per-node outcomes).
     `runtime_workarounds=False` leaves out the last step (`RuntimeWorkaroundsPass`), for a
     pipeline that runs it itself at its very end.
     """
@@ -59,6 +62,8 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         self.options = options or Options()
         self.fired: dict[str, int] = {}
         self.refusals: dict[ir.Node, list[str]] = {}
+        self.rewrites: dict[ir.Node, list[tuple[str, str]]] = {}
+        self.origins: dict[ir.Node, ir.Node] = {}
         self.warnings: list[str] = []
         self.stop_reason = ""
         self.iterations = 0
@@ -144,11 +149,20 @@ class LowerSequencesPass(ir.passes.InPlacePass):
             rule.rewrite(node, match, context)
             context.rewriter.fired[rule.name] += 1
             touched, holders = context.rewriter.take_touched()
+            self._record(node, rule.name, touched)
             remove_dead_upstream([*(p for p in read if p is not None), node, *touched], holders)
             return True
         if reasons:
             self.refusals[node] = reasons
         return False
+
+    def _record(self, node: ir.Node, rule: str, touched: list[ir.Node]) -> None:
+        """Note which rule rewrote `node`, at which tier, and where the nodes it made come from."""
+        self.rewrites.setdefault(node, []).append((rule, rewrite_tier(rule, touched)))
+        origin = self.origins.get(node, node)
+        for made in touched:
+            if made is not node:
+                self.origins.setdefault(made, origin)
 
 
 def _graphs_and_owners(model: ir.Model) -> tuple[list[ir.Graph], dict[int, ir.Node]]:

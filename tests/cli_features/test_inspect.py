@@ -10,9 +10,10 @@ import onnx_ir as ir
 from support import parse
 
 from cli_features.models import batchable_map, map_over_split, sequence_interface
-from seqlower.inspect import format_inspect, inspect_model
+from seqlower.cli.inspect_command import format_inspect
+from seqlower.inspect import inspect_model
 
-BIND_N = "--dim N=<size> (the length depends on symbolic dim N)"
+BIND_N = "--dim N=<size> (the length follows the symbolic dim N)"
 
 
 def tiers(report) -> dict[str, str]:
@@ -27,8 +28,8 @@ def test_a_static_length_is_unrolled():
         "ConcatFromSequence": "direct",
     }
     (site,) = [s for s in report.sites if s.op_type == "SequenceMap"]
-    assert site.rules == ("sequence-map-unroll",) and site.reason == "" and site.hints == ()
-    assert site.named is False and site.label == "(SequenceMap#0)"
+    assert site.rules == ("sequence-map-unroll",) and site.reason == "" and site.hint == ""
+    assert site.node == "SequenceMap#0 (m)" and site.outputs == ("m",)
 
 
 def test_a_dynamic_length_with_static_element_shapes_is_a_scan():
@@ -40,11 +41,11 @@ def test_dynamic_element_shapes_need_a_loop_and_what_stays_says_why_and_what_to_
     assert tiers(report)["SequenceMap"] == "loop"
     kept = {site.op_type: site for site in report.kept}
     concat = kept["ConcatFromSequence"]
-    assert "produced by Loop" in concat.reason
-    assert concat.hints == ("--dim N=<size> (the length depends on symbolic dim N)",)
+    assert "Loop" in concat.reason
+    assert concat.hint == BIND_N
     created = [site for site in report.kept if site.created_by]
     assert {site.op_type for site in created} >= {"SequenceInsert"}
-    assert all(site.created_by == "SequenceMap#0" for site in created)
+    assert all(site.created_by == "SequenceMap#0 (m)" for site in created)
 
 
 def test_binding_the_dim_as_hinted_unrolls_it():
@@ -62,11 +63,11 @@ def test_the_interface_is_kept_with_hints_and_flattened_on_request():
     report = inspect_model(sequence_interface())
     interface = {site.op_type: site for site in report.sites[:2]}
     assert interface["input"].node == "s" and interface["input"].tier == "kept"
-    assert interface["input"].hints[0].startswith("--flatten-sequence-io --seq-len s=<n>")
-    assert interface["output"].hints[0].startswith("--flatten-sequence-io (gives 3 outputs")
+    assert interface["input"].hint.startswith("--flatten-sequence-io --seq-len s=<n>")
+    assert interface["output"].hint.startswith("--flatten-sequence-io (gives 3 outputs")
     (at,) = [site for site in report.kept if site.op_type == "SequenceAt"]
     assert "'s' is a sequence-typed model input" in at.reason
-    assert at.hints == ("--flatten-sequence-io --seq-len s=<n> (model input 's')",)
+    assert at.hint.startswith("--flatten-sequence-io --seq-len s=<n> (")
 
     flat = inspect_model(sequence_interface(), flatten_sequence_io=True, seq_lens={"s": 2})
     assert [(s.op_type, s.tier) for s in flat.sites[:2]] == [
@@ -82,8 +83,8 @@ agraph (float[N,3] x) => (seq(float[1,3]) y) {
   y = SplitToSequence <axis=0> (x)
 }""")
     (output,) = [site for site in inspect_model(model).sites if site.op_type == "output"]
-    assert output.tier == "kept" and "unknown length" in output.reason
-    assert output.hints == ("--dim N=<size> (the length depends on symbolic dim N)",)
+    assert output.tier == "kept" and "length is unknown" in output.reason
+    assert output.hint == BIND_N.replace(" (", " --flatten-sequence-io (")  # static, then flat
 
 
 def test_sites_in_subgraphs_carry_their_graph_path():
@@ -95,7 +96,7 @@ agraph (float[3,4] x, bool c) => (float[3,4] y) {
       }, else_branch = f () => (float[3,4] b) { b = Neg(x) }>
 }""")
     graphs = {site.graph for site in inspect_model(model).sites}
-    assert graphs == {"main/If#0:then_branch"}
+    assert graphs == {"main/If#0 (y):then_branch"}
 
 
 def test_inspect_does_not_touch_its_input():
@@ -121,12 +122,13 @@ def test_inspect_reads_a_path(tmp_path):
 def test_the_json_form_has_the_documented_keys():
     report = inspect_model(sequence_interface(), target="tensorrt")
     data = json.loads(json.dumps(report.to_dict()))
-    assert data["schema"] == "seqlower.inspect/1"
+    assert data["schema"] == "seqlower.inspect/2"
     assert set(data) == {"schema", "model", "options", "tiers", "sites", "lowering", "target"}
     assert set(data["sites"][0]) == {
-        "graph", "node", "op_type", "tier", "values", "rules", "reason", "hints", "named",
+        "graph", "node", "op_type", "tier", "outputs", "rules", "reason", "hint", "reasons",
         "created_by",
     }  # fmt: skip
+    assert data["sites"] == data["lowering"]["nodes"]  # one source: the lowering's report
     assert data["target"]["target"] == "tensorrt" and data["target"]["ok"] is False
     assert data["tiers"]["kept"] == len(report.kept)
     assert "interface_changes" in data["lowering"]
@@ -136,7 +138,7 @@ def test_the_text_table_lists_every_site_with_its_hints():
     text = format_inspect(inspect_model(sequence_interface(), target="tensorrt"))
     lines = text.splitlines()
     assert lines[1].split() == ["graph", "node", "op", "tier", "rules", "/", "why", "kept"]
-    assert "    try --flatten-sequence-io --seq-len s=<n> (model input 's')" in lines
+    assert any(line.startswith("    try --flatten-sequence-io --seq-len s=<n> (") for line in lines)
     assert any(line.startswith("target tensorrt: ") for line in lines)
 
 
@@ -146,7 +148,8 @@ def test_a_torch_list_returned_from_a_loop(fixtures=Path(__file__).parents[1] / 
     report = inspect_model(path)
     kept = {site.op_type: site for site in report.kept}
     assert set(kept) == {"output", "SequenceEmpty", "Loop", "SequenceInsert"}
-    assert all(site.hints == (BIND_N,) for site in kept.values())  # the body borrows the Loop's
+    assert kept.pop("output").hint == BIND_N.replace(" (", " --flatten-sequence-io (")
+    assert all(site.hint == BIND_N for site in kept.values())  # the body borrows the Loop's
     assert kept["SequenceInsert"].graph == "main//Loop:body"
 
     bound = inspect_model(path, dims={"N": 6}, flatten_sequence_io=True)

@@ -37,7 +37,7 @@ def test_prints_a_plain_table_when_not_on_a_terminal(paths):
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"{paths['map']}: 3 sequence sites")
     assert lines[1].split()[:4] == ["graph", "node", "op", "tier"]
-    assert lines[3].split()[:4] == ["main", "(SequenceMap#0)", "SequenceMap", "scan"]
+    assert lines[3].split()[:5] == ["main", "SequenceMap#0", "(m)", "SequenceMap", "scan"]
     assert "\x1b[" not in result.stdout  # no colours in a pipe
 
 
@@ -52,7 +52,7 @@ def test_json(paths):
     result = invoke(paths["io"], "--json", "--target", "tensorrt")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["schema"] == "seqlower.inspect/1" and data["target"]["ok"] is False
+    assert data["schema"] == "seqlower.inspect/2" and data["target"]["ok"] is False
     assert data["options"]["target"] == "tensorrt"
 
 

@@ -46,7 +46,7 @@ agraph (float[N,4] x, bool c) => (float[M,4] y) {
       }, else_branch = f () => (float[N,4] b) { b = Neg(x) }>
 }""")
     (error,) = check_target(*lowered(model), "tensorrt").errors
-    assert error.startswith("main/If:then_branch: Loop '") and "computed at run time" in error
+    assert error.startswith("main/If#0 (y):then_branch: Loop '") and "computed at run time" in error
 
 
 def test_a_static_length_passes_tensorrt():

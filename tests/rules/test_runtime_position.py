@@ -82,7 +82,9 @@ def test_refuses_an_erase_whose_result_is_empty() -> None:
       e = SequenceErase(s, p)
     }""")
     lowered, report = seqlower.optimize(model)
-    reasons = " ".join(op.reason for op in report.remaining if op.op_type == "SequenceErase")
+    reasons = " ".join(
+        r for op in report.remaining if op.op_type == "SequenceErase" for r in op.reasons
+    )
     assert "nothing would check the position" in reasons
     proto = lowered  # a ModelProto, as given
     assert _run(proto, {"a": np.ones(2, np.float32), "p": np.array(3)}) is None
@@ -232,7 +234,7 @@ def test_every_form_refuses_a_sequence_of_unknown_elements() -> None:
     (kept,) = [op for op in report.remaining if op.op_type == "SequenceInsert"]
     for rule in ("", "-gather", "-if-chain"):
         assert f"insert-at-runtime-position{rule}: 's' is a sequence-typed model input" in (
-            kept.reason
+            "; ".join(kept.reasons)
         )
 
 
