@@ -186,6 +186,14 @@ def _reduce_noop_fails() -> bool:
     return _runs(model, {"e": np.zeros((4, 3), np.float32)}) is None
 
 
+def _transposed_double_matmul_refused() -> bool:
+    model = _model("""g (double[3,2] a, double[3,4] b) => (double[2,4] y) {
+        t = Transpose<perm = [1, 0]>(a)
+        y = MatMul(t, b)
+    }""")
+    return not _loads(model)
+
+
 def _limits_below_onnx() -> bool:
     found = limits()
     return found.max_ir_version < onnx.IR_VERSION or found.newest_opset < _onnx_newest_opset()
@@ -243,6 +251,15 @@ QUIRKS: tuple[Quirk, ...] = (
         "the last pass (passes/workarounds.py) puts such a Cast before the Transpose",
         _transpose_cast_matmul_crashes,
         crashes=True,
+    ),
+    Quirk(
+        "fused-matmul-double",
+        "refuses to load MatMul(Transpose(x)) over double: its MatMul-Transpose fusion makes a "
+        "com.microsoft FusedMatMul, which has a float kernel only",
+        "1.20.0; not on 1.32.0",
+        "nothing yet: batching a body that multiplies double matrices along a stacked axis "
+        "emits that pair, so such a lowered model does not load in 1.20 (the original does)",
+        _transposed_double_matmul_refused,
     ),
     Quirk(
         "reduce-noop-empty-axes",

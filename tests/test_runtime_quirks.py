@@ -108,3 +108,13 @@ def test_readme_lists_every_quirk_with_its_versions():
     assert update_readme.regenerated(text) == text, "run: python tools/update_readme.py"
     for quirk in runtime_quirks.QUIRKS:
         assert f"`{quirk.key}`" in text and quirk.seen_on in text, quirk.key
+
+
+def test_a_transposed_double_matmul_is_refused_at_load():
+    _skip_unless_it_holds("fused-matmul-double")
+    model = parse("""g (double[3,2] a, double[3,4] b) => (double[2,4] y) {
+        t = Transpose<perm = [1, 0]>(a)
+        y = MatMul(t, b)
+    }""")
+    with pytest.raises(Exception, match="FusedMatMul"):
+        ort_session(model)

@@ -249,21 +249,33 @@ class FlattenSequenceIOPass(ir.passes.InPlacePass):
 
 
 def _element_shape(element: ir.Value, sequence: ir.Value) -> ir.Shape | None:
-    """The shape to declare for `element` as a model output: its own, or for a Split output
-    (whose sizes may be known only at run time) the input's shape with the split dim unknown,
-    or the element shape declared on `sequence`; None when not even the rank is known."""
-    if element.shape is not None:
-        return element.shape
+    """The shape to declare for `element` as a model output: its own, completed for a Split
+    output (whose sizes may be known only at run time) by the input's shape with the split dim
+    unknown (onnx releases differ in what they infer there), or the element shape declared on
+    `sequence`; None when not even the rank is known."""
+    derived = _split_output_shape(element)
+    own = element.shape
+    if own is None:
+        return derived if derived is not None else sequence.shape
+    if derived is None or len(derived) != len(own):
+        return own
+    return ir.Shape(
+        [mine if isinstance(mine, int) else theirs for mine, theirs in zip(own, derived)]
+    )
+
+
+def _split_output_shape(element: ir.Value) -> ir.Shape | None:
     producer = element.producer()
-    if producer is not None and producer.op_type == "Split" and producer.domain == "":
-        data = producer.inputs[0] if producer.inputs else None
-        if data is not None and data.shape is not None and len(data.shape) > 0:
-            dims: list[int | ir.SymbolicDim | None] = list(data.shape)
-            axis_attr = producer.attributes.get("axis")
-            axis = axis_attr.as_int() if axis_attr is not None else 0
-            dims[axis % len(dims)] = None
-            return ir.Shape(dims)
-    return sequence.shape
+    if producer is None or producer.op_type != "Split" or producer.domain != "":
+        return None
+    data = producer.inputs[0] if producer.inputs else None
+    if data is None or data.shape is None or len(data.shape) == 0:
+        return None
+    dims: list[int | ir.SymbolicDim | None] = list(data.shape)
+    axis_attr = producer.attributes.get("axis")
+    axis = axis_attr.as_int() if axis_attr is not None else 0
+    dims[axis % len(dims)] = None
+    return ir.Shape(dims)
 
 
 def _record_mapping(model: ir.Model, changes: list[dict[str, Any]]) -> None:

@@ -76,7 +76,8 @@ def test_a_split_output_is_flattened_with_the_rank_of_its_input(conformance, tmp
         for out in lowered.graph.output
     ]
     assert [out.name for out in lowered.graph.output] == ["seq_0", "seq_1"]
-    assert shapes == [[None, 6], [None, 6]]
+    # the rank always; the 6 where the installed onnx infers it for a Split with run-time sizes
+    assert shapes in ([[None, 6], [None, 6]], [[None, None], [None, None]])
     session = ort.InferenceSession(target, providers=["CPUExecutionProvider"])
     got = session.run(None, dict(zip(["data", "split"], inputs, strict=True)))
     (expected,) = outputs  # the conformance case's sequence output

@@ -12,6 +12,7 @@ from pathlib import Path
 import onnx
 
 import seqlower
+from seqlower import runtime_quirks
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fuzz"))
 from generator import generate
@@ -37,6 +38,8 @@ def test_programs_lowered_for_tract_compute_the_same():
             problem = compare_outputs(expected, run_ort(proto, program.feeds))
         except Exception as error:
             problem = f"{type(error).__name__}: {error}"
+            if "FusedMatMul" in problem and runtime_quirks.holds("fused-matmul-double"):
+                continue  # onnxruntime's own fault, probed (README quirk table)
         if problem:
             failures.append(f"seed {seed}: {problem}")
     assert not failures, "\n".join(failures)

@@ -64,8 +64,9 @@ KNOWN = {
         "tract's Python API cannot return an output computed from shapes only",
     ),
     ("onnx:test_split_to_sequence_2", "tract"): (
-        "load",
-        "Need splits to be a constant",
+        # how far tract gets depends on the shapes the installed onnx inferred
+        ("load", "run"),
+        ("Need splits to be a constant", "TDim is not a number"),
         "the split sizes are a model input (flattened); tract needs constant Split sizes",
     ),
     **{
@@ -118,7 +119,9 @@ def test_lowered_case_runs_and_matches(name, runtime):
     known = KNOWN.get((name, runtime))
     if known:
         status, message, why = known
-        assert outcome.status == status and message in outcome.detail, (
+        statuses = status if isinstance(status, tuple) else (status,)
+        messages = message if isinstance(message, tuple) else (message,)
+        assert outcome.status in statuses and any(m in outcome.detail for m in messages), (
             f"{outcome}: no longer the known failure; update KNOWN and the README"
         )
         pytest.skip(why)
