@@ -144,17 +144,19 @@ def missing_where_kernels() -> frozenset[str]:
     return frozenset(missing)
 
 
+NESTED_SEQUENCE_MAP = """g (float[2,3,5] x) => (float[2,3,5] y) {
+    s = SplitToSequence<axis = 0, keepdims = 0>(x)
+    m = SequenceMap<body = outer (float[3,5] e) => (float[3,5] o) {
+        t = SplitToSequence<axis = 0, keepdims = 0>(e)
+        u = SequenceMap<body = inner (float[5] r) => (float[5] z) { z = Relu(r) }>(t)
+        o = ConcatFromSequence<axis = 0, new_axis = 1>(u)
+    }>(s)
+    y = ConcatFromSequence<axis = 0, new_axis = 1>(m)
+}"""
+
+
 def _nested_sequence_map_refused() -> bool:
-    model = _model("""g (float[2,3,5] x) => (float[2,3,5] y) {
-        s = SplitToSequence<axis = 0, keepdims = 0>(x)
-        m = SequenceMap<body = outer (float[3,5] e) => (float[3,5] o) {
-            t = SplitToSequence<axis = 0, keepdims = 0>(e)
-            u = SequenceMap<body = inner (float[5] r) => (float[5] z) { z = Relu(r) }>(t)
-            o = ConcatFromSequence<axis = 0, new_axis = 1>(u)
-        }>(s)
-        y = ConcatFromSequence<axis = 0, new_axis = 1>(m)
-    }""")
-    return not _loads(model)
+    return not _loads(_model(NESTED_SEQUENCE_MAP))
 
 
 TRANSPOSE_CAST_MATMUL = """g (float[2,3,4] x, double[4,3] w) => (double[3,2,3] y) {
@@ -186,12 +188,14 @@ def _reduce_noop_fails() -> bool:
     return _runs(model, {"e": np.zeros((4, 3), np.float32)}) is None
 
 
+TRANSPOSED_DOUBLE_MATMUL = """g (double[3,2] a, double[3,4] b) => (double[2,4] y) {
+    t = Transpose<perm = [1, 0]>(a)
+    y = MatMul(t, b)
+}"""
+
+
 def _transposed_double_matmul_refused() -> bool:
-    model = _model("""g (double[3,2] a, double[3,4] b) => (double[2,4] y) {
-        t = Transpose<perm = [1, 0]>(a)
-        y = MatMul(t, b)
-    }""")
-    return not _loads(model)
+    return not _loads(_model(TRANSPOSED_DOUBLE_MATMUL))
 
 
 def _limits_below_onnx() -> bool:

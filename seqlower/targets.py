@@ -41,7 +41,7 @@ import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
 from seqlower.errors import SeqlowerError
-from seqlower.ops import is_sequence_value
+from seqlower.ops import SEQUENCE_OPS, is_sequence_value
 from seqlower.passes.bind_dims import bindable_dims, dims_feeding
 from seqlower.passes.legality import remaining_sequence_ops, walk_graphs
 from seqlower.passes.outcomes import stored_label
@@ -91,17 +91,6 @@ _TENSORRT_SOURCE = (
     "branches must have the same rank') and Scan are supported; every Sequence* operator, "
     "SequenceMap and Optional* are not; strings are not among its data types. Not probed: "
     "no GPU here."
-)
-_SEQUENCE_OP_NAMES = (
-    "ConcatFromSequence",
-    "SequenceAt",
-    "SequenceConstruct",
-    "SequenceEmpty",
-    "SequenceErase",
-    "SequenceInsert",
-    "SequenceLength",
-    "SequenceMap",
-    "SplitToSequence",
 )
 
 
@@ -222,7 +211,7 @@ def check_target(
     judged = [
         j
         for j in judge_nodes(model, profile.name)
-        if j.op_type not in _SEQUENCE_OP_NAMES
+        if j.op_type not in SEQUENCE_OPS
         or (j.severity == "error" and profile.sequence_ops != "error")
     ]
     refused = {(j.graph, j.node, j.op_type) for j in judged}
@@ -382,7 +371,7 @@ def _judge(profile: TargetProfile, node: ir.Node) -> tuple[Severity, str] | None
         v is not None and _is_string(v) for v in [*node.inputs, *node.outputs]
     ):
         return profile.strings, f"{profile.name} has no string tensors"
-    if node.op_type in _SEQUENCE_OP_NAMES and profile.sequence_ops != "ignore":
+    if node.op_type in SEQUENCE_OPS and profile.sequence_ops != "ignore":
         why = (
             f"{profile.name} {_SEQUENCE_OPS_NOTE}"
             if profile.sequence_ops == "error"

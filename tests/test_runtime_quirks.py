@@ -87,15 +87,7 @@ def test_a_probe_that_can_crash_runs_in_a_child_process():
 
 def test_a_nested_sequence_map_is_refused_at_load():
     _skip_unless_it_holds("nested-sequence-map")
-    model = parse("""g (float[2,3,5] x) => (float[2,3,5] y) {
-        s = SplitToSequence<axis = 0, keepdims = 0>(x)
-        m = SequenceMap<body = outer (float[3,5] e) => (float[3,5] o) {
-            t = SplitToSequence<axis = 0, keepdims = 0>(e)
-            u = SequenceMap<body = inner (float[5] r) => (float[5] z) { z = Relu(r) }>(t)
-            o = ConcatFromSequence<axis = 0, new_axis = 1>(u)
-        }>(s)
-        y = ConcatFromSequence<axis = 0, new_axis = 1>(m)
-    }""")
+    model = parse(runtime_quirks.NESTED_SEQUENCE_MAP)
     onnx.checker.check_model(model, full_check=True)
     with pytest.raises(Exception, match="topologically sorted"):
         ort_session(model)
@@ -112,9 +104,6 @@ def test_readme_lists_every_quirk_with_its_versions():
 
 def test_a_transposed_double_matmul_is_refused_at_load():
     _skip_unless_it_holds("fused-matmul-double")
-    model = parse("""g (double[3,2] a, double[3,4] b) => (double[2,4] y) {
-        t = Transpose<perm = [1, 0]>(a)
-        y = MatMul(t, b)
-    }""")
+    model = parse(runtime_quirks.TRANSPOSED_DOUBLE_MATMUL)
     with pytest.raises(Exception, match="FusedMatMul"):
         ort_session(model)
