@@ -12,6 +12,7 @@ from seqlower.rules import (
     construct,
     control_flow,
     loop_appends,
+    loop_batching,
     loop_concat,
     loops,
     runtime_position,
@@ -32,6 +33,7 @@ def default_rules() -> RuleSet:
         + access.RULES
         + concat.RULES
         + control_flow.RULES
+        + loop_batching.RULES
         + loops.RULES
         + loop_appends.RULES
         + loop_concat.RULES

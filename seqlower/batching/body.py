@@ -9,10 +9,10 @@ sample would then be shared by all elements.
 
 from __future__ import annotations
 
-__all__ = ["BodyPlan", "emit_body", "plan_body"]
+__all__ = ["BodyPlan", "emit_body", "plan_body", "plan_region"]
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import onnx_ir as ir
 
@@ -25,11 +25,14 @@ from seqlower.rule import Refusal
 
 @dataclasses.dataclass(frozen=True)
 class BodyPlan:
-    """The accepted body: per node, its batching (None: hoisted), and per output its operand."""
+    """The accepted region of a body: the values it is fed (`inputs`), per node its batching
+    (None: hoisted), the values it computes (`results`) and per result its operand."""
 
     body: ir.Graph
+    inputs: tuple[ir.Value, ...]
     steps: tuple[tuple[ir.Node, Batched | None], ...]
     operands: Mapping[ir.Value, Operand]
+    results: tuple[ir.Value, ...]
     outputs: tuple[Operand, ...]
 
 
@@ -38,13 +41,26 @@ def plan_body(
 ) -> BodyPlan | Refusal:
     """Check that `body`, fed `inputs` (batched sequence elements or unbatched tensors), can be
     batched; the refusal names the first op that cannot."""
-    operands: dict[ir.Value, Operand] = dict(zip(body.inputs, inputs))
+    return plan_region(body, dict(zip(body.inputs, inputs)), body, body.outputs, values, opset)
+
+
+def plan_region(
+    body: ir.Graph,
+    seeds: Mapping[ir.Value, Operand],
+    nodes: Iterable[ir.Node],
+    results: Sequence[ir.Value],
+    values: StaticValues,
+    opset: int,
+) -> BodyPlan | Refusal:
+    """Check that `nodes` of `body` (in order), fed the values `seeds` (batched or not), can be
+    batched to compute `results`; the refusal names the first op that cannot."""
+    operands: dict[ir.Value, Operand] = dict(seeds)
 
     def operand(value: ir.Value) -> Operand:
         return operands.get(value) or Operand(False, value.shape)
 
     steps: list[tuple[ir.Node, Batched | None]] = []
-    for node in body:
+    for node in nodes:
         label = _label(node)
         if any(attr.is_ref() for attr in node.attributes.values()):
             return Refusal(f"body op {label} has a reference attribute")
@@ -70,19 +86,20 @@ def plan_body(
             operands[output] = Operand(flag, output.shape)
         steps.append((node, batched))
     outputs = []
-    for index, output in enumerate(body.outputs):
+    for index, output in enumerate(results):
         found = operand(output)
         if not found.batched and found.rank is None:
             return Refusal(f"the rank of body output {index} is unknown")
         outputs.append(found)
-    return BodyPlan(body, tuple(steps), operands, tuple(outputs))
+    return BodyPlan(body, tuple(seeds), tuple(steps), operands, tuple(results), tuple(outputs))
 
 
 def emit_body(
     plan: BodyPlan, inputs: Sequence[ir.Value], em: Emitter, count_dim: int | ir.SymbolicDim | None
 ) -> list[ir.Value]:
-    """Emit the batched body; return one [N, *element] value per body output."""
-    mapping: dict[ir.Value, ir.Value] = dict(zip(plan.body.inputs, inputs))
+    """Emit the batched region, fed `inputs` (one per `plan.inputs`); return one [N, *element]
+    value per result."""
+    mapping: dict[ir.Value, ir.Value] = dict(zip(plan.inputs, inputs))
     constants: dict[ir.Value, ir.Value] = {}
 
     def get(value: ir.Value | None) -> ir.Value | None:
@@ -107,7 +124,7 @@ def emit_body(
             _annotate(result, original, plan.operands[original], count_dim)
             mapping[original] = result
     outputs = []
-    for output, operand in zip(plan.body.outputs, plan.outputs):
+    for output, operand in zip(plan.results, plan.outputs):
         value = get(output)
         assert value is not None
         if not operand.batched:

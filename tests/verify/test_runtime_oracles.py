@@ -38,7 +38,6 @@ FAILS = {
     # tract has no Loop and no If with a run-time condition (--target tract is the remedy)
     ("tract", "torch/loop_append_dynamic"): "Unimplemented(Loop)",
     ("tract", "torch/split_sum_scripted"): "Unimplemented(Loop)",
-    ("tract", "torch/unbind_stack"): "Unimplemented(Loop)",
     ("tract", "torch/list_in_if"): "If",
     # tract cannot evaluate a Slice whose bounds are computed from a run-time length
     ("tract", "torch/len_neg_index"): "DynSlice",

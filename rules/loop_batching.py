@@ -1,0 +1,322 @@
+"""A Loop whose iterations do not depend on each other is a SequenceMap in disguise: its body is
+applied once to the stack of the elements it reads (as `sequence-map-batch` does).
+
+    Loop(SequenceLength(xs), true, SequenceEmpty(),
+         body(i, c, s): s' = SequenceInsert(s, f(SequenceAt(xs, i))))
+        -> SplitToSequence(f'(stack(xs)), axis=0, keepdims=0)
+    Loop(M, true, body(i, c): scan output f(Gather(x, i, axis=a)))      (M = dim a of x)
+        -> f'(moveaxis(x, a, 0))
+    ConcatFromSequence(<the appended list>, axis=0, new_axis=1) -> f'(...)        (no copy)
+
+f' is f batched over a new leading axis (`seqlower.batching`): the TorchScript forms
+`for t in x.unbind(0): out.append(f(t))`, `for s in x.split(1, 0): ...`, `for h in range(H):
+out.append(f(q[h]))` and `zip` of two such lists. What the body reads each iteration is an element
+of an outer list or tensor at the iteration number; everything else it reads is the same in
+every iteration. A loop-carried value must be passed on unchanged or be a list that starts empty
+and gets one append per iteration; the condition must stay true. The trip count must be the
+length of what is read (or the minimum of such lengths, as `zip` computes: then the stacks are
+cut to it), so that the batch holds exactly the elements the iterations would read.
+
+Refused (the Loop is left to the other loop rules): a value carried from one iteration to the
+next (a running sum, an RNN state), an iteration number used as a number, a condition that may
+end the loop early, a body op without a batching rule, a trip count not known to match.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RULES"]
+
+import dataclasses
+from collections.abc import Callable
+
+import onnx_ir as ir
+
+from seqlower.analysis.facts import element_dtype
+from seqlower.batching.body import BodyPlan, emit_body, plan_region
+from seqlower.batching.core import Emitter, Operand
+from seqlower.rewriter import Builder
+from seqlower.rule import Context, Refusal, Rule, RuleSet
+from seqlower.rules.batching import _connect, _merge_shapes, _moveaxis_to_front, _source
+from seqlower.rules.loops import _body, _body_always_continues, _static_bool
+
+# What a length is known to equal: a static count, a named dim, a dim of one value, or the length
+# of one sequence value.
+Term = tuple[object, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Read:
+    """A body node that reads element i (the iteration number) of an outer list or tensor."""
+
+    node: ir.Node
+    element: ir.Shape
+    length: Term
+    dim: int | ir.SymbolicDim | None  # the number of elements, when known
+    build: Callable[[Builder], ir.Value]  # the stack [length, *element]
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopBatchPlan:
+    reads: tuple[Read, ...]
+    body: BodyPlan
+    cut: bool  # the trip count is a minimum of the lengths read: cut each stack to it
+    count: int | ir.SymbolicDim | None
+    appends: tuple[tuple[int, ir.Value], ...]  # (carried index, the tensor appended)
+    kept: tuple[int, ...]  # carried indices passed on unchanged
+
+
+def _peel_identity(value: ir.Value) -> ir.Value:
+    while (producer := value.producer()) is not None and producer.op_type == "Identity":
+        if producer.domain != "" or producer.inputs[0] is None:
+            break
+        value = producer.inputs[0]
+    return value
+
+
+def _outer(value: ir.Value, body: ir.Graph) -> bool:
+    """True when `value` is defined outside `body` (the same in every iteration)."""
+    producer = value.producer()
+    return value.graph is not body if producer is None else producer.graph is not body
+
+
+def _dim_term(data: ir.Value, axis: int) -> Term:
+    dim = data.shape[axis] if data.shape is not None else None  # type: ignore[index]
+    if isinstance(dim, int):
+        return ("int", dim)
+    if isinstance(dim, ir.SymbolicDim) and dim.value is not None:
+        return ("named", dim.value)
+    return ("dim", data, axis)
+
+
+def _sequence_length_term(sequence: ir.Value, ctx: Context) -> Term:
+    length = ctx.facts.length(sequence)
+    if length is not None:
+        return ("int", length)
+    split = sequence.producer()
+    if split is not None and split.op_type == "SplitToSequence" and split.domain == "":
+        data = split.inputs[0]
+        sizes = split.inputs[1] if len(split.inputs) > 1 else None
+        unit = sizes is None or (
+            sizes.shape is not None and len(sizes.shape) == 0 and ctx.facts.static_int(sizes) == 1
+        )
+        if data is not None and data.shape is not None and unit:
+            rank = len(data.shape)
+            axis = split.attributes.get_int("axis", 0)
+            if -rank <= axis < rank:
+                return _dim_term(data, axis % rank)
+    return ("sequence", sequence)
+
+
+def _count_terms(count: ir.Value, ctx: Context) -> frozenset[Term] | None:
+    """The lengths whose minimum the trip count `count` is, or None when not known."""
+    static = ctx.facts.static_int(count)
+    if static is not None:
+        return frozenset([("int", static)])
+    producer = count.producer()
+    if producer is None or producer.domain != "":
+        return None
+    first = producer.inputs[0] if producer.inputs else None
+    if producer.op_type in ("Identity", "Cast") and first is not None:
+        return _count_terms(first, ctx)
+    if producer.op_type == "SequenceLength" and first is not None:
+        return frozenset([_sequence_length_term(first, ctx)])
+    if producer.op_type == "Min":
+        parts = [None if v is None else _count_terms(v, ctx) for v in producer.inputs]
+        if any(part is None for part in parts):
+            return None
+        return frozenset().union(*parts)  # type: ignore[arg-type]
+    if producer.op_type == "Gather" and first is not None and len(producer.inputs) == 2:
+        shape_node = first.producer()
+        position = ctx.facts.static_int(producer.inputs[1])
+        if (
+            shape_node is None
+            or shape_node.op_type != "Shape"
+            or shape_node.attributes.get_int("start", 0) != 0
+            or "end" in shape_node.attributes
+            or position is None
+            or shape_node.inputs[0] is None
+            or shape_node.inputs[0].shape is None
+        ):
+            return None
+        data = shape_node.inputs[0]
+        rank = len(data.shape)  # type: ignore[arg-type]
+        if not -rank <= position < rank:
+            return None
+        return frozenset([_dim_term(data, position % rank)])
+    return None
+
+
+def _read(node: ir.Node, body: ir.Graph, ctx: Context) -> Read | Refusal:
+    """The element read `node` does with the iteration number, or why it is not one."""
+    index = body.inputs[0]
+    label = f"{node.op_type} '{node.name}'" if node.name else node.op_type
+    if node.domain != "" or node.op_type not in ("SequenceAt", "Gather") or node.graph is not body:
+        return Refusal(f"the iteration number is used as a number (by {label})")
+    source = node.inputs[0]
+    if len(node.inputs) != 2 or node.inputs[1] is not index or source is None:
+        return Refusal(f"the iteration number is used as a number (by {label})")
+    if not _outer(source, body):
+        return Refusal(f"{label} reads a value computed in the body")
+    if node.op_type == "SequenceAt":
+        found = _source(source, ctx)
+        if isinstance(found, Refusal):
+            return found
+        element = _merge_shapes(found.element_shape, node.outputs[0].shape)
+        if element is None:
+            return Refusal(f"the elements read by {label} do not match its declared shape")
+        term = _sequence_length_term(source, ctx)
+        return Read(node, element, term, found.length, found.build)
+    if source.shape is None:
+        return Refusal(f"the rank of the tensor read by {label} is unknown")
+    rank = len(source.shape)
+    axis = node.attributes.get_int("axis", 0)
+    if not -rank <= axis < rank:
+        return Refusal(f"{label} has axis {axis} out of range for rank {rank}")
+    axis %= rank
+    dims = list(source.shape)
+    element = _merge_shapes(ir.Shape(dims[:axis] + dims[axis + 1 :]), node.outputs[0].shape)
+    if element is None:
+        return Refusal(f"the elements read by {label} do not match its declared shape")
+    return Read(
+        node,
+        element,
+        _dim_term(source, axis),
+        dims[axis],
+        lambda b: _moveaxis_to_front(b, source, axis, rank),
+    )
+
+
+def _carried(
+    node: ir.Node, body: ir.Graph, ctx: Context
+) -> tuple[list[tuple[int, ir.Value]], list[int]] | Refusal:
+    """Split the loop-carried values into lists appended to and values passed on unchanged."""
+    appends: list[tuple[int, ir.Value]] = []
+    kept: list[int] = []
+    for k, (initial, state) in enumerate(zip(node.inputs[2:], body.inputs[2:])):
+        update = _peel_identity(body.outputs[1 + k])
+        if update is state:
+            kept.append(k)
+            continue
+        insert = update.producer()
+        if (
+            insert is None
+            or insert.op_type != "SequenceInsert"
+            or insert.domain != ""
+            or insert.graph is not body
+            or insert.inputs[0] is not state
+            or (len(insert.inputs) > 2 and insert.inputs[2] is not None)
+            or insert.inputs[1] is None
+            or len(state.uses()) != 1
+            or len(update.uses()) > 1
+        ):
+            return Refusal(f"loop-carried value {k} feeds the next iteration")
+        if ctx.known_elements(initial) != ():
+            return Refusal(f"the list carried as value {k} does not start empty")
+        appends.append((k, insert.inputs[1]))
+    return appends, kept
+
+
+def _region(body: ir.Graph, wanted: list[ir.Value], stops: set[ir.Value]) -> list[ir.Node]:
+    """The body nodes that compute `wanted` from `stops` and outer values, in body order."""
+    needed: set[ir.Node] = set()
+    stack = [v for v in wanted if v not in stops]
+    while stack:
+        producer = stack.pop().producer()
+        if producer is None or producer.graph is not body or producer in needed:
+            continue
+        needed.add(producer)
+        stack.extend(v for v in producer.inputs if v is not None and v not in stops)
+    return [n for n in body if n in needed]
+
+
+def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
+    body = _body(node)
+    count = node.inputs[0] if node.inputs else None
+    if count is None:
+        return Refusal("the loop has no trip count")
+    cond = node.inputs[1] if len(node.inputs) > 1 else None
+    if cond is not None and _static_bool(cond, ctx) is not True:
+        return Refusal("the loop condition is computed at run time")
+    if not _body_always_continues(body, ctx):
+        return Refusal("the body may end the loop early")
+    carried = len(node.inputs) - 2
+    if len(body.inputs) != 2 + carried or len(body.outputs) < 1 + carried:
+        return Refusal("the body does not match the node")
+    found = _carried(node, body, ctx)
+    if isinstance(found, Refusal):
+        return found
+    appends, kept = found
+    reads: list[Read] = []
+    for use in dict.fromkeys(u.node for u in body.inputs[0].uses()):
+        read = _read(use, body, ctx)
+        if isinstance(read, Refusal):
+            return read
+        reads.append(read)
+    if not reads:
+        return Refusal("the body reads no element at the iteration number")
+    terms = _count_terms(count, ctx)
+    if terms is None or any(read.length not in terms for read in reads):
+        return Refusal("the trip count is not known to be the length of what the body reads")
+    cut = len(terms) > 1
+    seeds = {r.node.outputs[0]: Operand(True, r.element) for r in reads}
+    for k in kept:
+        initial, state = node.inputs[2 + k], body.inputs[2 + k]
+        seeds[state] = Operand(False, initial.shape if initial is not None else None)
+    wanted = [tensor for _, tensor in appends] + list(body.outputs[1 + carried :])
+    region = _region(body, wanted, set(seeds))
+    for region_node in region:
+        for value in region_node.inputs:
+            if value is body.inputs[1] or any(value is body.inputs[2 + k] for k, _ in appends):
+                return Refusal(f"body op {region_node.op_type} reads the loop state")
+    plan = plan_region(
+        body, seeds, region, wanted, ctx.facts.values, ctx.rewriter.opset(node.graph)
+    )
+    if isinstance(plan, Refusal):
+        return plan
+    static = ctx.facts.static_int(count)
+    dim = static if static is not None else (None if cut else reads[0].dim)
+    return LoopBatchPlan(tuple(reads), plan, cut, dim, tuple(appends), tuple(kept))
+
+
+def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
+    """Loop(M, true, [], body(i, c, s): s' = SequenceInsert(s, f(SequenceAt(xs, i))))
+    -> SplitToSequence(f'(stack(xs)), axis=0, keepdims=0); scan outputs of f(Gather(x, i))
+    -> f'(x with the gathered axis moved to the front)"""
+    builder = ctx.rewriter.before(node)
+    count = node.inputs[0]
+    assert count is not None
+    end = builder.op("Reshape", [count, builder.ints([1])], name="trip_count") if plan.cut else None
+    stacks: list[ir.Value] = []
+    for read in plan.reads:
+        stack = read.build(builder)
+        if end is not None:
+            zero = builder.ints([0])
+            stack = builder.op("Slice", [stack, zero, end, zero], name="first_elements")
+        if stack.producer() is not None and stack.graph is builder.graph and stack.shape is None:
+            stack.type = read.node.outputs[0].type
+            stack.shape = ir.Shape([plan.count, *read.element])
+        stacks.append(stack)
+    arguments = stacks + [node.inputs[2 + k] for k in plan.kept]
+    static_count = plan.count if isinstance(plan.count, int) else None
+    emitter = Emitter(builder, stacks[0], static_count)
+    results = emit_body(plan.body, arguments, emitter, plan.count)  # type: ignore[arg-type]
+    carried = len(node.inputs) - 2
+    for position, (k, _) in enumerate(plan.appends):
+        output = node.outputs[k]
+        rank = plan.body.outputs[position].rank
+        if output.type is None:
+            dtype = element_dtype(output) or results[position].dtype or ir.DataType.FLOAT
+            output.type = ir.SequenceType(ir.TensorType(dtype))
+        _connect(output, results[position], rank, plan.count, builder, ctx)
+    for k in plan.kept:
+        initial = node.inputs[2 + k]
+        assert initial is not None
+        ctx.rewriter.replace(node.outputs[k], initial)
+    scans = results[len(plan.appends) :]
+    for output, result in zip(node.outputs[carried:], scans):
+        if result.type is None:
+            result.type = output.type
+        ctx.rewriter.replace(output, result)
+
+
+RULES = RuleSet([Rule("loop-batch", "Loop", _check, _batch_loop, before_producers=True)])

@@ -1,0 +1,280 @@
+"""loop-batch: a Loop whose iterations are independent is batched like a SequenceMap.
+
+Three ways: what it emits (no Loop, no sequence op), what it refuses (and why), and the same
+outputs as the original under onnxruntime, including an empty list, negative axes, a `zip` of
+lists of different lengths and integer elements.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from support import lower, lower_and_compare, op_counts, parse, run_ort, sequence_op_count
+
+from seqlower.analysis import Facts
+from seqlower.options import Options
+from seqlower.passes.normalize import infer_shapes
+from seqlower.rewriter import Rewriter
+from seqlower.rule import Context, Refusal
+from seqlower.rules import loop_batching
+
+RNG = np.random.default_rng(12)
+
+# for t in x.unbind(0): out.append(relu(t @ w + b)); stack(out)   (TorchScript's form)
+UNBIND_LOOP = """g (float[N,4] x) => (float[N,3] y) {
+    w = Constant<value = float[4,3] {1,2,3,4,5,6,7,8,9,10,11,12}>()
+    b = Constant<value = float[3] {-20, 0, 20}>()
+    t = Constant<value = bool {1}>()
+    xs = SplitToSequence<axis = 0, keepdims = 0>(x)
+    n = SequenceLength(xs)
+    empty = SequenceEmpty<dtype = 1>()
+    out = Loop(n, t, empty) <body = body (int64 i, bool c, seq(float) acc)
+                                     => (bool c2, seq(float) grown) {
+        c2 = Identity(c)
+        e = SequenceAt(xs, i)
+        m = MatMul(e, w)
+        a = Add(m, b)
+        r = Relu(a)
+        grown = SequenceInsert(acc, r)
+    }>
+    y = ConcatFromSequence<axis = 0, new_axis = 1>(out)
+}"""
+
+
+def floats(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def assert_loop_batched(
+    model: onnx.ModelProto, feeds: list[dict[str, np.ndarray]]
+) -> onnx.ModelProto:
+    __tracebackhide__ = True
+    lowered = None
+    for feed in feeds:
+        lowered, report, _ = lower_and_compare(model, feed)
+        assert report.rules_fired.get("loop-batch") == 1, report.rules_fired
+    assert lowered is not None
+    assert sequence_op_count(lowered) == 0
+    assert "Loop" not in op_counts(lowered)
+    return lowered
+
+
+def refusal(model: onnx.ModelProto) -> str:
+    """Why loop-batch refuses the (first) Loop of the main graph."""
+    proto = onnx.shape_inference.infer_shapes(model)
+    graph_model = ir.from_proto(proto)
+    infer_shapes(graph_model)
+    loop = next(node for node in graph_model.graph if node.op_type == "Loop")
+    ctx = Context(Facts(graph_model), Rewriter(graph_model), Options())
+    found = loop_batching._check(loop, ctx)
+    assert isinstance(found, Refusal), "loop-batch accepts the loop"
+    return found.reason
+
+
+# -- what it emits ------------------------------------------------------------------------------
+
+
+def test_unbind_loop_becomes_one_batched_matmul():
+    lowered = assert_loop_batched(parse(UNBIND_LOOP), [{"x": floats(5, 4)}, {"x": floats(1, 4)}])
+    counts = op_counts(lowered)
+    assert counts["MatMul"] == 1 and counts["Relu"] == 1
+
+
+def test_split_one_loop_concatenated_keeps_the_split_axis():
+    # for s in x.split(1, 0): out.append(s * 2 + s.sum()); cat(out, 0)
+    model = parse(
+        """g (float[N,3] x) => (float[N,3] y) {
+        one = Constant<value = int64 {1}>()
+        two = Constant<value = float {2}>()
+        t = Constant<value = bool {1}>()
+        xs = SplitToSequence<axis = 0>(x, one)
+        n = SequenceLength(xs)
+        empty = SequenceEmpty<dtype = 1>()
+        out = Loop(n, t, empty) <body = body (int64 i, bool c, seq(float) acc)
+                                         => (bool c2, seq(float) grown) {
+            c2 = Identity(c)
+            e = SequenceAt(xs, i)
+            d = Mul(e, two)
+            s = ReduceSum<keepdims = 0>(e)
+            r = Add(d, s)
+            grown = SequenceInsert(acc, r)
+        }>
+        y = ConcatFromSequence<axis = 0>(out)
+    }"""
+    )
+    assert_loop_batched(model, [{"x": floats(4, 3)}, {"x": floats(1, 3)}])
+
+
+def test_gather_at_the_iteration_number_with_a_negative_axis():
+    # for j in range(x.size(1)): out.append(x[:, j].exp()) as scan outputs; M = dim 1 of x
+    model = parse(
+        """g (float[B,T] x) => (float[T,B] y) {
+        t = Constant<value = bool {1}>()
+        shape = Shape(x)
+        one = Constant<value = int64 {1}>()
+        n = Gather(shape, one)
+        y = Loop(n, t) <body = body (int64 j, bool c) => (bool c2, float[B] r) {
+            c2 = Identity(c)
+            col = Gather<axis = -1>(x, j)
+            r = Exp(col)
+        }>
+    }"""
+    )
+    assert_loop_batched(model, [{"x": floats(2, 5)}, {"x": floats(3, 1)}])
+
+
+def test_zip_of_lists_of_different_lengths_is_cut_to_the_shorter():
+    # for a, b in zip(x.unbind(0), z.unbind(0)): out.append(a * b); stack(out)
+    model = parse(
+        """g (float[N,4] x, float[K,4] z) => (float[M,4] y) {
+        t = Constant<value = bool {1}>()
+        xs = SplitToSequence<axis = 0, keepdims = 0>(x)
+        zs = SplitToSequence<axis = 0, keepdims = 0>(z)
+        nx = SequenceLength(xs)
+        nz = SequenceLength(zs)
+        n = Min(nx, nz)
+        empty = SequenceEmpty<dtype = 1>()
+        out = Loop(n, t, empty) <body = body (int64 i, bool c, seq(float) acc)
+                                         => (bool c2, seq(float) grown) {
+            c2 = Identity(c)
+            a = SequenceAt(xs, i)
+            b = SequenceAt(zs, i)
+            p = Mul(a, b)
+            grown = SequenceInsert(acc, p)
+        }>
+        y = ConcatFromSequence<axis = 0, new_axis = 1>(out)
+    }"""
+    )
+    assert_loop_batched(
+        model,
+        [
+            {"x": floats(5, 4), "z": floats(3, 4)},
+            {"x": floats(2, 4), "z": floats(6, 4)},
+            {"x": floats(3, 4), "z": floats(3, 4)},
+        ],
+    )
+
+
+def test_value_carried_unchanged_is_read_as_it_is():
+    model = parse(
+        """g (int32[N,2] x, int32[2] bias) => (int32[N,2] y, int32[2] bias_out) {
+        t = Constant<value = bool {1}>()
+        xs = SplitToSequence<axis = 0, keepdims = 0>(x)
+        n = SequenceLength(xs)
+        empty = SequenceEmpty<dtype = 6>()
+        bias_out, out = Loop(n, t, bias, empty) <body = body (int64 i, bool c, int32[2] kept,
+                                                              seq(int32) acc)
+                                         => (bool c2, int32[2] kept2, seq(int32) grown) {
+            c2 = Identity(c)
+            kept2 = Identity(kept)
+            e = SequenceAt(xs, i)
+            s = Add(e, kept)
+            grown = SequenceInsert(acc, s)
+        }>
+        y = ConcatFromSequence<axis = 0, new_axis = 1>(out)
+    }"""
+    )
+    feeds = [
+        {"x": RNG.integers(-50, 50, (4, 2)).astype(np.int32), "bias": np.array([7, -7], np.int32)},
+        {"x": RNG.integers(-50, 50, (1, 2)).astype(np.int32), "bias": np.array([1, 2], np.int32)},
+    ]
+    assert_loop_batched(model, feeds)
+
+
+def test_an_empty_list_gives_an_empty_stack_that_keeps_its_element_dims():
+    # zero iterations: the spec leaves the element dims of a scan output unsaid (onnx.reference
+    # fails to concatenate nothing; onnxruntime 1.20-1.32 answers [0, 0]); the batched form
+    # answers [0, B], also with no element
+    model = parse(
+        """g (float[B,T] x) => (float[T,B] y) {
+        t = Constant<value = bool {1}>()
+        shape = Shape(x)
+        one = Constant<value = int64 {1}>()
+        n = Gather(shape, one)
+        y = Loop(n, t) <body = body (int64 j, bool c) => (bool c2, float[B] r) {
+            c2 = Identity(c)
+            col = Gather<axis = 1>(x, j)
+            r = Neg(col)
+        }>
+    }"""
+    )
+    lowered, report = lower(model)
+    assert report.rules_fired.get("loop-batch") == 1
+    assert "Loop" not in op_counts(lowered)
+    x = floats(3, 0)
+    (original,) = run_ort(model, {"x": x})
+    (batched,) = run_ort(lowered, {"x": x})
+    assert original.size == batched.size == 0
+    assert batched.shape == (0, 3)
+    lower_and_compare(model, {"x": floats(3, 2)})
+
+
+# -- what it refuses ----------------------------------------------------------------------------
+
+
+def _variant(old: str, new: str) -> onnx.ModelProto:
+    assert old in UNBIND_LOOP
+    return parse(UNBIND_LOOP.replace(old, new))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "why"),
+    [
+        (
+            "r = Relu(a)",
+            "r = NonZero(a)",
+            "body op NonZero has no batching rule",
+        ),
+        (
+            "m = MatMul(e, w)",
+            "f = Cast<to = 1>(i)\n        g = Mul(e, f)\n        m = MatMul(g, w)",
+            "the iteration number is used as a number (by Cast)",
+        ),
+        (
+            "out = Loop(n, t, empty)",
+            "k = Constant<value = int64 {2}>()\n    out = Loop(k, t, empty)",
+            "the trip count is not known to be the length of what the body reads",
+        ),
+        (
+            "c2 = Identity(c)",
+            "s0 = ReduceSum<keepdims = 0>(r)\n        z0 = Constant<value = float {0}>()\n"
+            "        c2 = Greater(s0, z0)",
+            "the body may end the loop early",
+        ),
+    ],
+    ids=["no-batching-rule", "index-as-number", "trip-count", "early-exit"],
+)
+def test_refuses(old: str, new: str, why: str):
+    assert refusal(_variant(old, new)) == why
+
+
+def test_refuses_a_running_value_and_still_computes_the_same():
+    # running = running + x[i]; out.append(running): each iteration reads the last one's value
+    model = parse(
+        """g (float[N,3] x) => (float[N,3] y) {
+        t = Constant<value = bool {1}>()
+        shape = Shape(x)
+        zero = Constant<value = int64 {0}>()
+        n = Gather(shape, zero)
+        start = Constant<value = float[3] {0, 0, 0}>()
+        last, y = Loop(n, t, start) <body = body (int64 i, bool c, float[3] running)
+                                           => (bool c2, float[3] next, float[3] r) {
+            c2 = Identity(c)
+            row = Gather<axis = 0>(x, i)
+            next = Add(running, row)
+            r = Identity(next)
+        }>
+    }"""
+    )
+    assert refusal(model) == "loop-carried value 0 feeds the next iteration"
+    lowered, report, _ = lower_and_compare(model, {"x": floats(4, 3)})
+    assert "loop-batch" not in report.rules_fired
+    assert "Loop" in op_counts(lowered)
+
+
+def test_refuses_a_list_that_does_not_start_empty():
+    model = _variant("empty = SequenceEmpty<dtype = 1>()", "empty = SequenceConstruct(b)")
+    assert refusal(model) == "the list carried as value 0 does not start empty"
+    lower_and_compare(model, {"x": floats(3, 4)})
