@@ -32,12 +32,19 @@ from collections.abc import Callable
 import onnx_ir as ir
 
 from seqlower.analysis.facts import element_dtype
+from seqlower.analysis.provenance import split_source
 from seqlower.batching.body import BodyPlan, emit_body, plan_region
 from seqlower.batching.core import Emitter, Operand
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.batching import _connect, _merge_shapes, _moveaxis_to_front, _source
-from seqlower.rules.loops import _body, _body_always_continues, _static_bool
+from seqlower.rules.loops import (
+    MAX_UNROLL,
+    MAX_UNROLLED_NODES,
+    _body,
+    _body_always_continues,
+    _static_bool,
+)
 
 # What a length is known to equal: a static count, a named dim, a dim of one value, or the length
 # of one sequence value.
@@ -53,6 +60,7 @@ class Read:
     length: Term
     dim: int | ir.SymbolicDim | None  # the number of elements, when known
     build: Callable[[Builder], ir.Value]  # the stack [length, *element]
+    cost: int  # about how many nodes building the stack takes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,7 +173,7 @@ def _read(node: ir.Node, body: ir.Graph, ctx: Context) -> Read | Refusal:
         if element is None:
             return Refusal(f"the elements read by {label} do not match its declared shape")
         term = _sequence_length_term(source, ctx)
-        return Read(node, element, term, found.length, found.build)
+        return Read(node, element, term, found.length, found.build, _stack_cost(source, ctx))
     if source.shape is None:
         return Refusal(f"the rank of the tensor read by {label} is unknown")
     rank = len(source.shape)
@@ -183,7 +191,35 @@ def _read(node: ir.Node, body: ir.Graph, ctx: Context) -> Read | Refusal:
         _dim_term(source, axis),
         dims[axis],
         lambda b: _moveaxis_to_front(b, source, axis, rank),
+        int(axis != 0),
     )
+
+
+def _stack_cost(sequence: ir.Value, ctx: Context) -> int:
+    """About how many nodes stacking the elements of `sequence` takes (as `_source` stacks them):
+    none or a Transpose for the unit pieces of a split, a Reshape (its target computed when dims
+    are dynamic) and a Transpose for equal chunks, an Unsqueeze each plus a Concat otherwise."""
+    split = sequence.producer()
+    if split is not None and split.op_type == "SplitToSequence":
+        data, axis = split.inputs[0], split.attributes.get_int("axis", 0)
+        unit = len(split.inputs) < 2 or split.inputs[1] is None
+        return _chunk_cost(data, axis, unit)
+    elements = ctx.known_elements(sequence)
+    if isinstance(elements, Refusal):
+        return 1
+    origin = split_source(elements, ctx.facts.values)
+    if origin is None:
+        return 1 + len(elements)
+    return _chunk_cost(origin.data, origin.axis, origin.squeezed)
+
+
+def _chunk_cost(data: ir.Value | None, axis: int, unit: bool) -> int:
+    if data is None or data.shape is None:
+        return 1
+    moved = int(axis % len(data.shape) != 0)
+    if unit:
+        return moved
+    return 1 + moved + (0 if data.shape.is_static() else 3)
 
 
 def _carried(
@@ -274,8 +310,46 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     if isinstance(plan, Refusal):
         return plan
     static = ctx.facts.static_int(count)
+    if static is None and not cut and isinstance(reads[0].dim, int):
+        static = reads[0].dim  # the length of what is read, before the trip count folds to it
+    cheaper = _unrolling_is_cheaper(node, static, reads, region, appends)
+    if cheaper is not None:
+        return Refusal(cheaper)
     dim = static if static is not None else (None if cut else reads[0].dim)
     return LoopBatchPlan(tuple(reads), plan, cut, dim, tuple(appends), tuple(kept))
+
+
+def _unrolling_is_cheaper(
+    node: ir.Node,
+    count: int | None,
+    reads: list[Read],
+    region: list[ir.Node],
+    appends: list[tuple[int, ir.Value]],
+) -> str | None:
+    """Why `loop-unroll` should take a loop with a static trip count, or None.
+
+    Both forms do the same arithmetic; on small tensors their cost is their node count. Batching
+    costs the body once, plus the stacks of what it reads and a reshape of each concatenated
+    list; unrolling costs the body and the reads N times, plus a Concat per output. A few
+    iterations over chunks of dynamic dims (2 attention heads) unroll cheaper."""
+    if count is None or count > MAX_UNROLL or count * _body(node).num_nodes() > MAX_UNROLLED_NODES:
+        return None
+    outputs = len(node.outputs) - len(node.inputs) + 2 + len(appends)
+    reshapes = sum(
+        1
+        for k, _ in appends
+        for use in node.outputs[k].uses()
+        if use.node.op_type == "ConcatFromSequence"
+        and use.node.attributes.get_int("new_axis", 0) == 0
+    )
+    batched = len(region) + sum(read.cost for read in reads) + 3 * reshapes
+    unrolled = count * (len(region) + len(reads)) + outputs
+    if unrolled < batched:
+        return (
+            f"unrolling {count} iterations takes about {unrolled} nodes, fewer than batching "
+            f"({batched})"
+        )
+    return None
 
 
 def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:

@@ -274,6 +274,36 @@ def test_refuses_a_running_value_and_still_computes_the_same():
     assert "Loop" in op_counts(lowered)
 
 
+TWO_HEADS = """g (float[B,8] x) => (float[B,8] y) {
+    t = Constant<value = bool {1}>()
+    head = Constant<value = int64 {4}>()
+    heads = SplitToSequence<axis = -1>(x, head)
+    n = SequenceLength(heads)
+    empty = SequenceEmpty<dtype = 1>()
+    out = Loop(n, t, empty) <body = body (int64 h, bool cond, seq(float) acc)
+                                         => (bool c2, seq(float) grown) {
+        c2 = Identity(cond)
+        e = SequenceAt(heads, h)
+        s = Softmax<axis = -1>(e)
+        grown = SequenceInsert(acc, s)
+    }>
+    y = ConcatFromSequence<axis = -1>(out)
+}"""
+
+
+def test_refuses_two_iterations_over_chunks_of_a_dynamic_shape_in_favour_of_unrolling():
+    model = parse(TWO_HEADS)
+    assert refusal(model) == ("unrolling 2 iterations takes about 5 nodes, fewer than batching (9)")
+    lowered, report, _ = lower_and_compare(model, {"x": floats(3, 8)})
+    assert report.rules_fired.get("loop-unroll") == 1
+    assert sequence_op_count(lowered) == 0 and "Loop" not in op_counts(lowered)
+
+
+def test_batches_more_iterations_over_the_same_chunks():
+    model = parse(TWO_HEADS.replace("float[B,8]", "float[B,24]"))
+    assert_loop_batched(model, [{"x": floats(3, 24)}, {"x": floats(1, 24)}])
+
+
 def test_refuses_a_list_that_does_not_start_empty():
     model = _variant("empty = SequenceEmpty<dtype = 1>()", "empty = SequenceConstruct(b)")
     assert refusal(model) == "the list carried as value 0 does not start empty"
