@@ -251,7 +251,20 @@ def _concat_of_unbind(node: ir.Node, match: UnbindConcat, ctx: Context) -> None:
 RULES = RuleSet(
     [
         Rule("loop-unroll", "Loop", _check_unroll, _unroll),
-        Rule("stack-of-unbind", "ConcatFromSequence", _check_stack_of_unbind, _stack_of_unbind),
-        Rule("concat-of-unbind", "ConcatFromSequence", _check_concat_of_unbind, _concat_of_unbind),
+        # before the split rule: one Transpose/Reshape of x, not N chunks concatenated again
+        Rule(
+            "stack-of-unbind",
+            "ConcatFromSequence",
+            _check_stack_of_unbind,
+            _stack_of_unbind,
+            before_producers=True,
+        ),
+        Rule(
+            "concat-of-unbind",
+            "ConcatFromSequence",
+            _check_concat_of_unbind,
+            _concat_of_unbind,
+            before_producers=True,
+        ),
     ]
 )

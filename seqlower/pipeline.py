@@ -15,6 +15,7 @@ from typing import Generic, TypeVar, overload
 import onnx
 import onnx_ir as ir
 
+from seqlower.cost import launches
 from seqlower.errors import InvalidModelError, SeqlowerError
 from seqlower.io import ModelSource, load_model
 from seqlower.ops import is_sequence_value
@@ -166,6 +167,9 @@ def _lower(
     normalize(model)
     observe("normalize", model)
     sites = collect_sites(model, labels)  # types are inferred now
+    cost_before = launches(model)
+    # --target onnxruntime runs sequence operators: the original is kept when lowering costs more
+    original = model.clone() if _keeps_cheaper_original(options) else None
     maps = (site.node for site in sites if site.op_type == "SequenceMap")
     report.expanded_before = report.total_before + sum(expanded_count(m) - 1 for m in maps)
     # the workarounds run once, last, below (a whole-model walk: 0.3 s at 100k nodes)
@@ -180,6 +184,15 @@ def _lower(
     _keep_declared_output_shapes(model, declared_output_shapes)
     observe("cleanup", model)
 
+    cost_after = launches(model)
+    if cost_after > cost_before:
+        costlier = (
+            f"the lowered model costs an estimated {cost_after:g} operator launches per run, "
+            f'more than the {cost_before:g} of the original (README, "Never slower")'
+        )
+        if original is not None:
+            return _kept_original(original, report, costlier, interface, declared_output_shapes)
+        report.warnings.append(f"{costlier}; --target onnxruntime would keep the original")
     report.remaining = remaining_sequence_ops(model, lower.refusals, labels)
     report.nodes = node_outcomes(
         model, sites, report.remaining, lower.rewrites, lower.origins, labels, interface
@@ -191,7 +204,7 @@ def _lower(
         report.rules_fired = {"inline-function": len(inline.inlined), **lower.fired}
     report.stop_reason = lower.stop_reason
     report.iterations = lower.iterations
-    report.warnings = (
+    report.warnings = report.warnings + (
         inline.warnings
         + normalize.warnings
         + flatten_inputs.warnings
@@ -201,6 +214,35 @@ def _lower(
     report.interface_changes = (
         normalize.bind_dims.changes + flatten_inputs.changes + flatten_outputs.changes
     )
+    return OptimizeResult(model, report)
+
+
+def _keeps_cheaper_original(options: Options) -> bool:
+    """Whether the target runs sequence operators and asks for speed, not portability (with
+    flattened sequence inputs or outputs, the interface asked for is not the original's)."""
+    return options.target == "onnxruntime" and not options.flatten_sequence_io
+
+
+def _kept_original(
+    model: ir.Model,
+    report: Report,
+    why: str,
+    interface: tuple[list[str], list[str]],
+    declared_output_shapes: dict[str, ir.Shape | None],
+) -> OptimizeResult[ir.Model]:
+    """The normalized original, returned because its lowering costs more: every sequence
+    operator stays, with `why` as the reason."""
+    RuntimeWorkaroundsPass()(model)
+    _keep_declared_output_shapes(model, declared_output_shapes)
+    labels = NodeLabels()
+    sites = collect_sites(model, labels)
+    refusals = {site.node: [f"never-slower: {why}"] for site in sites}
+    report.remaining = remaining_sequence_ops(model, refusals, labels)
+    report.nodes = node_outcomes(model, sites, report.remaining, {}, {}, labels, interface)
+    after = collections.Counter(op.op_type for op in report.remaining)
+    report.sequence_ops_after = dict(sorted(after.items()))
+    report.rules_fired = {}
+    report.stop_reason = f"kept the original: {why}"
     return OptimizeResult(model, report)
 
 

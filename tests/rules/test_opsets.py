@@ -18,14 +18,18 @@ from support import (
 )
 
 # x is cut in two chunks [2,2] and [2,4]; the second is split into its rows and the rows are
-# stacked on axis 1, which gives its transpose: Split (1-D sizes), Squeeze and Unsqueeze appear.
+# stacked on axis 1 in reverse order: Split (1-D sizes), Squeeze and Unsqueeze appear.
 SPLIT_AT_CONCAT = """g (float[2,6] x) => (float[4,2] y) {
     sizes = Constant<value = int64[2] {2, 4}>()
     s = SplitToSequence<axis = 1>(x, sizes)
+    zero = Constant<value = int64 {0}>()
     one = Constant<value = int64 {1}>()
     a = SequenceAt(s, one)
     rows = SplitToSequence<axis = 0, keepdims = 0>(a)
-    y = ConcatFromSequence<axis = 1, new_axis = 1>(rows)
+    r0 = SequenceAt(rows, zero)
+    r1 = SequenceAt(rows, one)
+    reversed = SequenceConstruct(r1, r0)
+    y = ConcatFromSequence<axis = 1, new_axis = 1>(reversed)
 }"""
 
 OPSETS = [11, 12, 13, 17, 18, NEWEST_ORT_OPSET]
@@ -40,7 +44,7 @@ def test_split_at_concat_at_each_opset(opset):
     model = parse(SPLIT_AT_CONCAT, opset=opset, ir_version=MAX_ORT_IR_VERSION if opset > 21 else 7)
     x = np.arange(12, dtype=np.float32).reshape(2, 6)
     lowered, _, (y,) = lower_and_compare(model, {"x": x})
-    np.testing.assert_array_equal(y, x[:, 2:].T)
+    np.testing.assert_array_equal(y, x[::-1, 2:].T)
     assert sequence_op_count(lowered) == 0
     counts = op_counts(lowered)
     assert counts["Split"] >= 1 and counts["Squeeze"] >= 1 and counts["Unsqueeze"] >= 1

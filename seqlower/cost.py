@@ -1,0 +1,85 @@
+"""How much work one run of a model is, estimated from the graph: the cost model behind "lowering
+never makes a model slower" (README, "Never slower").
+
+The unit is one operator launch. The models seqlower rewrites are dominated by many small ops
+(onnxruntime spends about as long launching a small kernel as running it), so:
+
+- every node counts 1, except Constant (folded into an initializer when a session is created);
+- a Loop or Scan body counts once per iteration: the static trip count, or `DYNAMIC_COUNT` when it
+  is known only at run time;
+- a SequenceMap body counts once per element (the static length, or `DYNAMIC_COUNT`);
+- an If counts its costlier branch;
+- an op that copies a whole sequence (SequenceInsert, SequenceErase, SequenceMap's output
+  building) in a Loop body counts one more launch per `COPY_ELEMENTS` elements the sequence
+  already holds on average (half the trip count): the quadratic copying of a list built in a
+  loop.
+
+It is an estimate for choosing between forms of one computation, not a prediction of time.
+"""
+
+from __future__ import annotations
+
+__all__ = ["COPY_ELEMENTS", "DYNAMIC_COUNT", "launches"]
+
+import onnx_ir as ir
+
+from seqlower.analysis.static_values import StaticValues
+
+DYNAMIC_COUNT = 16  # iterations assumed for a loop or a sequence of run-time length
+COPY_ELEMENTS = 8  # list elements copied per launch's worth of work
+_LARGEST_STATIC_COUNT = 2**31 - 1  # larger trip counts are read as "until the condition ends it"
+_COPIES_LIST = frozenset({"SequenceInsert", "SequenceErase"})
+
+
+def launches(model: ir.Model) -> float:
+    """The estimated operator launches of one run of `model`."""
+    opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
+    return _graph(model.graph, StaticValues(opset), 1.0)
+
+
+def _graph(graph: ir.Graph, values: StaticValues, iterations: float) -> float:
+    total = 0.0
+    for node in graph:
+        total += _node(node, values, iterations)
+    return total
+
+
+def _node(node: ir.Node, values: StaticValues, iterations: float) -> float:
+    if node.domain not in ("", "ai.onnx"):
+        return 1.0
+    op = node.op_type
+    if op == "Constant":
+        return 0.0
+    if op in _COPIES_LIST:
+        return 1.0 + (iterations / 2) / COPY_ELEMENTS
+    if op == "If":
+        branches = [
+            _graph(attr.as_graph(), values, iterations)
+            for attr in node.attributes.values()
+            if attr.type == ir.AttributeType.GRAPH
+        ]
+        return 1.0 + max(branches, default=0.0)
+    if op in ("Loop", "Scan", "SequenceMap"):
+        count = _count(node, values)
+        body = node.attributes.get("body")
+        if body is None or body.type != ir.AttributeType.GRAPH:
+            return 1.0
+        return 1.0 + count * _graph(body.as_graph(), values, count)
+    return 1.0
+
+
+def _count(node: ir.Node, values: StaticValues) -> float:
+    """How many times the body of a Loop, Scan or SequenceMap runs."""
+    first = node.inputs[0] if node.inputs else None
+    if node.op_type == "Loop" and first is not None:
+        count = values.get_int(first)
+        # a `while` loop has the largest int64 as its trip count: its condition ends it
+        if count is not None and count <= _LARGEST_STATIC_COUNT:
+            return float(max(count, 0))
+        return DYNAMIC_COUNT
+    if node.op_type == "Scan":
+        scanned = node.inputs[-1] if node.inputs else None
+        shape = scanned.shape if scanned is not None else None
+        if shape is not None and len(shape) > 0 and isinstance(shape[0], int):
+            return float(shape[0])
+    return DYNAMIC_COUNT
