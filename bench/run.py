@@ -31,6 +31,13 @@ import onnx_ir as ir
 import onnxruntime as ort
 
 import seqlower
+from bench.loops import (
+    loop_form_header,
+    loop_targets,
+    measure_loop_forms,
+    measure_real_exports,
+    real_export_header,
+)
 from bench.models import BODIES, batched_model, expanded_model, large_model, original_model
 from bench.timing import latency, run_tool
 from seqlower.rule import RuleSet
@@ -264,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="JSON results file (default: bench/results/)")
     parser.add_argument("--no-latency", action="store_true")
     parser.add_argument("--no-optimizer", action="store_true")
+    parser.add_argument("--no-loops", action="store_true", help="skip loop forms, real exports")
     parser.add_argument(
         "--onnxscript-budget", type=float, help="seconds per size for onnxscript's optimizer"
     )
@@ -284,6 +292,15 @@ def main(argv: list[str] | None = None) -> int:
         print("\nLatency (microseconds, onnxruntime CPU, 1 thread, median)")
         print(_latency_header())
         latency_rows = measure_latency(lengths, runs, min_seconds)
+    form_rows: list[dict] = []
+    export_rows: list[dict] = []
+    if not args.no_loops:
+        print("\nLoop forms (TorchScript exports; microseconds, onnxruntime CPU, 1 thread, median)")
+        print(loop_form_header())
+        form_rows = measure_loop_forms(lengths, runs, min_seconds)
+        print("\nReal exports (tests/fixtures; sequence ops original/generic/onnxruntime)")
+        print(real_export_header())
+        export_rows = measure_real_exports(runs, min_seconds)
     optimizer_rows: list[dict] = []
     if not args.no_optimizer:
         print(
@@ -293,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         optimizer_rows = measure_optimizer(sizes, budget, repeats)
 
     print("\nTargets")
-    found = targets(latency_rows, optimizer_rows)
+    found = targets(latency_rows, optimizer_rows) + loop_targets(form_rows, export_rows)
     for target in found:
         print(f"  [{_VERDICTS[target['met']]}] {target['target']}: {target['measured']}")
 
@@ -306,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         "versions": {"onnxruntime": ort.__version__, "onnx": onnx.__version__},
         "latency": latency_rows,
         "optimizer": optimizer_rows,
+        "loop_forms": form_rows,
+        "real_exports": export_rows,
         "targets": found,
     }
     out = args.out or RESULTS / f"bench-{results['mode']}-{time.strftime('%Y%m%d-%H%M%S')}.json"

@@ -325,6 +325,8 @@ def _concat_of(
     if axis:
         moved = b.op("Transpose", [result], {"perm": perm})
         moved.shape = None if dims is None else ir.Shape(dims)
+    if dims is not None and dims[axis + 1] == 1:  # elements of one slice each (x.split(1))
+        return b.squeeze(moved, [axis + 1])
     if dims is not None and all(isinstance(d, int) for d in dims):
         merged = [*dims[:axis], dims[axis] * dims[axis + 1], *dims[axis + 2 :]]  # type: ignore[operator]
         target = b.ints(merged)  # type: ignore[arg-type]

@@ -49,6 +49,7 @@ from seqlower.rules.loops import (
 # What a length is known to equal: a static count, a named dim, a dim of one value, or the length
 # of one sequence value.
 Term = tuple[object, ...]
+_NO_BOUND = 2**62  # no tensor has that many elements along one axis
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +134,8 @@ def _count_terms(count: ir.Value, ctx: Context) -> frozenset[Term] | None:
         if any(part is None for part in parts):
             return None
         return frozenset().union(*parts)  # type: ignore[arg-type]
+    if producer.op_type == "ReduceMin" and first is not None:
+        return _min_of_stacked(producer, first, ctx)  # zip / enumerate in TorchScript
     if producer.op_type == "Gather" and first is not None and len(producer.inputs) == 2:
         shape_node = first.producer()
         position = ctx.facts.static_int(producer.inputs[1])
@@ -152,6 +155,41 @@ def _count_terms(count: ir.Value, ctx: Context) -> frozenset[Term] | None:
             return None
         return frozenset([_dim_term(data, position % rank)])
     return None
+
+
+def _min_of_stacked(reduce: ir.Node, data: ir.Value, ctx: Context) -> frozenset[Term] | None:
+    """ReduceMin(Concat(Unsqueeze(n0, 0), Unsqueeze(n1, 0), ..), keepdims=0): the terms of the
+    n_k (TorchScript's trip count of `zip(a, b)` and `enumerate(a)`)."""
+    if reduce.attributes.get_int("keepdims", 1) != 0:
+        return None
+    axes = reduce.attributes.get_ints("axes")
+    if axes is None and len(reduce.inputs) > 1 and reduce.inputs[1] is not None:
+        axes = ctx.facts.values.get_ints(reduce.inputs[1])
+        if axes is None:
+            return None
+    if axes is not None and list(axes) not in ([0], [-1]):
+        return None
+    concat = data.producer()
+    if concat is None or concat.op_type != "Concat" or concat.domain != "":
+        return None
+    terms: set[Term] = set()
+    for piece in concat.inputs:
+        bound = ctx.facts.values.get_ints(piece)
+        if bound is not None and len(bound) == 1:
+            if bound[0] < _NO_BOUND:  # `enumerate` bounds its counter by the largest int64
+                terms.add(("int", bound[0]))
+            continue
+        unsqueeze = None if piece is None else piece.producer()
+        if unsqueeze is None or unsqueeze.op_type != "Unsqueeze" or unsqueeze.inputs[0] is None:
+            return None
+        scalar = unsqueeze.inputs[0]
+        if scalar.shape is None or len(scalar.shape) != 0:
+            return None
+        found = _count_terms(scalar, ctx)
+        if found is None:
+            return None
+        terms |= found
+    return frozenset(terms) if terms else None
 
 
 def _read(node: ir.Node, body: ir.Graph, ctx: Context) -> Read | Refusal:

@@ -157,6 +157,46 @@ def test_zip_of_lists_of_different_lengths_is_cut_to_the_shorter():
     )
 
 
+# TorchScript's trip count of `zip(xs, zs)` / `enumerate(xs)`: ReduceMin over the stacked lengths
+# (enumerate's counter is bounded by the largest int64)
+TORCH_MIN = """g (float[N,4] x, float[K,4] z) => (float[M,4] y) {
+    t = Constant<value = bool {1}>()
+    zero = Constant<value = int64[1] {0}>()
+    xs = SplitToSequence<axis = 0, keepdims = 0>(x)
+    zs = SplitToSequence<axis = 0, keepdims = 0>(z)
+    nx = SequenceLength(xs)
+    nz = SequenceLength(zs)
+    ux = Unsqueeze(nx, zero)
+    uz = Unsqueeze(nz, zero)
+    both = Concat<axis = 0>(ux, uz)
+    n = ReduceMin<keepdims = 0>(both)
+    empty = SequenceEmpty<dtype = 1>()
+    out = Loop(n, t, empty) <body = body (int64 i, bool c, seq(float) acc)
+                                     => (bool c2, seq(float) grown) {
+        c2 = Identity(c)
+        a = SequenceAt(xs, i)
+        b = SequenceAt(zs, i)
+        p = Sub(a, b)
+        grown = SequenceInsert(acc, p)
+    }>
+    y = ConcatFromSequence<axis = 0, new_axis = 1>(out)
+}"""
+
+
+def test_torchscript_zip_takes_the_minimum_of_the_lengths():
+    feeds = [{"x": floats(5, 4), "z": floats(2, 4)}, {"x": floats(1, 4), "z": floats(3, 4)}]
+    assert_loop_batched(parse(TORCH_MIN, opset=17), feeds)
+
+
+def test_torchscript_enumerate_bound_is_no_bound():
+    text = TORCH_MIN.replace(
+        "uz = Unsqueeze(nz, zero)", "uz = Constant<value = int64[1] {9223372036854775807}>()"
+    ).replace("b = SequenceAt(zs, i)", "b = Abs(a)")
+    model = parse(text, opset=17)
+    lowered = assert_loop_batched(model, [{"x": floats(3, 4), "z": floats(3, 4)}])
+    assert "Slice" not in op_counts(lowered)  # nothing to cut: the list is read whole
+
+
 def test_value_carried_unchanged_is_read_as_it_is():
     model = parse(
         """g (int32[N,2] x, int32[2] bias) => (int32[N,2] y, int32[2] bias_out) {

@@ -1,0 +1,218 @@
+"""Latency of loops as real exports write them (issue 12), in one interleaved run each.
+
+Loop forms: the TorchScript exports committed under `bench/fixtures/loop_forms/` (made by
+`tools/export_loop_forms.py`): per-sample split loop, unbind loop, per-head attention loop, zip
+of two split lists, list comprehension over enumerate, each at N in {8, 64, 512} with N static
+and with N dynamic (the dynamic model run at each N), timed as exported, as seqlower lowers it,
+and as the hand-batched floor exported from the same weights.
+
+Real exports: every TorchScript fixture under `tests/fixtures/torch/` and
+`tests/fixtures/torch_loops/` on its first saved input set, as exported and as seqlower lowers it
+for the default target and for `--target onnxruntime` (which keeps an original whose lowering the
+cost model says costs more).
+"""
+
+from __future__ import annotations
+
+__all__ = ["FORMS", "loop_targets", "measure_loop_forms", "measure_real_exports"]
+
+import math
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+import seqlower
+from bench.timing import latency
+from seqlower.ops import SEQUENCE_OPS
+
+ROOT = Path(__file__).resolve().parent.parent
+LOOP_FORMS = ROOT / "bench" / "fixtures" / "loop_forms"
+REAL_EXPORTS = [ROOT / "tests" / "fixtures" / "torch", ROOT / "tests" / "fixtures" / "torch_loops"]
+FORMS = ("split_loop", "unbind_loop", "per_head", "zip_split", "enumerate_comp")
+
+
+def _feeds(model: onnx.ModelProto, n: int) -> dict[str, np.ndarray]:
+    """Random inputs with every dynamic dim set to n (the loop forms' only dynamic dim is N)."""
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for value in model.graph.input:
+        dims = [
+            d.dim_value if d.HasField("dim_value") else n for d in value.type.tensor_type.shape.dim
+        ]
+        feeds[value.name] = rng.standard_normal(dims).astype(np.float32)
+    return feeds
+
+
+def _check_same(outputs: dict, forms: tuple[str, ...], where: str) -> None:
+    reference = outputs[forms[0]][1][0]
+    for form in forms[1:]:
+        np.testing.assert_allclose(
+            outputs[form][1][0], reference, rtol=1e-4, atol=1e-5, err_msg=f"{where} {form}"
+        )
+
+
+def measure_loop_forms(lengths: list[int], runs: int, min_seconds: float) -> list[dict]:
+    rows = []
+    for form in FORMS:
+        dynamic = onnx.load(LOOP_FORMS / f"{form}_dyn.onnx")
+        dynamic_floor = onnx.load(LOOP_FORMS / f"{form}_dyn_batched.onnx")
+        dynamic_lowered = seqlower.optimize(dynamic).model
+        for n in lengths:
+            for kind in ("static", "dynamic"):
+                if kind == "static":
+                    original = onnx.load(LOOP_FORMS / f"{form}_{n}.onnx")
+                    floor = onnx.load(LOOP_FORMS / f"{form}_{n}_batched.onnx")
+                    lowered, report = seqlower.optimize(original)
+                    fired = report.rules_fired
+                else:
+                    original, floor, lowered = dynamic, dynamic_floor, dynamic_lowered
+                    fired = {}
+                models = {"original": original, "seqlower": lowered, "batched": floor}
+                measured = latency(models, _feeds(original, n), runs=runs, min_seconds=min_seconds)
+                _check_same(measured, ("original", "seqlower", "batched"), f"{form} {kind} N={n}")
+                seconds = {name: measured[name][0] for name in models}
+                row = {
+                    "form": form,
+                    "n": n,
+                    "kind": kind,
+                    "seconds": seconds,
+                    "rules_fired": fired,
+                    "vs_floor": seconds["seqlower"] / seconds["batched"],
+                    "speedup_vs_original": seconds["original"] / seconds["seqlower"],
+                }
+                rows.append(row)
+                print(loop_form_line(row), flush=True)
+    return rows
+
+
+def loop_form_header() -> str:
+    return (
+        f"{'form':<16}{'N':>5}{'kind':>9}{'original':>11}{'seqlower':>11}{'floor':>11}"
+        f"{'ours/floor':>12}{'orig/ours':>11}"
+    )
+
+
+def loop_form_line(row: dict) -> str:
+    s = row["seconds"]
+    return (
+        f"{row['form']:<16}{row['n']:>5}{row['kind']:>9}{s['original'] * 1e6:>11.1f}"
+        f"{s['seqlower'] * 1e6:>11.1f}{s['batched'] * 1e6:>11.1f}"
+        f"{row['vs_floor']:>11.2f}x{row['speedup_vs_original']:>10.1f}x"
+    )
+
+
+def _saved_inputs(case: Path, model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    feeds = {}
+    for path in sorted((case / "test_data_set_0").glob("input_*.pb")):
+        tensor = onnx.TensorProto()
+        tensor.ParseFromString(path.read_bytes())
+        feeds[tensor.name] = onnx.numpy_helper.to_array(tensor)
+    return feeds
+
+
+def _sequence_ops(model: onnx.ModelProto) -> int:
+    def count(graph: onnx.GraphProto) -> int:
+        total = 0
+        for node in graph.node:
+            total += node.op_type in SEQUENCE_OPS
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.GRAPH:
+                    total += count(attribute.g)
+        return total
+
+    return count(model.graph)
+
+
+def measure_real_exports(runs: int, min_seconds: float) -> list[dict]:
+    rows = []
+    for folder in REAL_EXPORTS:
+        for case in sorted(p for p in folder.iterdir() if (p / "model.onnx").exists()):
+            original = onnx.load(case / "model.onnx")
+            generic = seqlower.optimize(original).model
+            for_ort = seqlower.optimize(original, target="onnxruntime").model
+            models = {"original": original, "generic": generic, "onnxruntime": for_ort}
+            measured = latency(
+                models, _saved_inputs(case, original), runs=runs, min_seconds=min_seconds
+            )
+            seconds = {name: measured[name][0] for name in models}
+            row = {
+                "case": f"{folder.name}/{case.name}",
+                "seconds": seconds,
+                "sequence_ops": {name: _sequence_ops(model) for name, model in models.items()},
+                "speedup": seconds["original"] / seconds["generic"],
+                "speedup_onnxruntime": seconds["original"] / seconds["onnxruntime"],
+            }
+            rows.append(row)
+            print(real_export_line(row), flush=True)
+    return rows
+
+
+def real_export_header() -> str:
+    return (
+        f"{'case':<40}{'original':>10}{'generic':>10}{'--target ort':>14}"
+        f"{'seq ops':>12}{'speed-up':>10}{'ort speed-up':>14}"
+    )
+
+
+def real_export_line(row: dict) -> str:
+    s, ops = row["seconds"], row["sequence_ops"]
+    counts = f"{ops['original']}/{ops['generic']}/{ops['onnxruntime']}"
+    return (
+        f"{row['case']:<40}{s['original'] * 1e6:>10.1f}{s['generic'] * 1e6:>10.1f}"
+        f"{s['onnxruntime'] * 1e6:>14.1f}{counts:>12}{row['speedup']:>9.2f}x"
+        f"{row['speedup_onnxruntime']:>13.2f}x"
+    )
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def loop_targets(form_rows: list[dict], export_rows: list[dict]) -> list[dict]:
+    """The targets of issue 12 that these measurements decide, met or not."""
+    found = []
+    if form_rows:
+        worst = max(form_rows, key=lambda r: r["vs_floor"])
+        found.append(
+            {
+                "target": "loop forms within 1.2x of the hand-batched floor",
+                "measured": f"worst {worst['vs_floor']:.2f}x ({worst['form']}, {worst['kind']} "
+                f"N={worst['n']})",
+                "met": worst["vs_floor"] <= 1.2,
+            }
+        )
+        at64 = [r for r in form_rows if r["n"] == 64]
+        if at64:
+            slowest = min(at64, key=lambda r: r["speedup_vs_original"])
+            found.append(
+                {
+                    "target": "loop forms >= 15x faster than the original at N=64",
+                    "measured": f"lowest {slowest['speedup_vs_original']:.1f}x "
+                    f"({slowest['form']}, {slowest['kind']})",
+                    "met": slowest["speedup_vs_original"] >= 15,
+                }
+            )
+    for key, label in (
+        ("speedup", "default target"),
+        ("speedup_onnxruntime", "--target onnxruntime"),
+    ):
+        if not export_rows:
+            break
+        worst = min(export_rows, key=lambda r: r[key])
+        mean = _geomean([r[key] for r in export_rows])
+        found.append(
+            {
+                "target": f"real exports ({label}): no case slower than 0.95x",
+                "measured": f"worst {worst[key]:.2f}x ({worst['case']})",
+                "met": worst[key] >= 0.95,
+            }
+        )
+        found.append(
+            {
+                "target": f"real exports ({label}): geometric-mean speed-up >= 1.6x",
+                "measured": f"{mean:.2f}x over {len(export_rows)} models",
+                "met": mean >= 1.6,
+            }
+        )
+    return found
