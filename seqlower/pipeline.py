@@ -157,6 +157,8 @@ def _lower(
         [v.name or "" for v in model.graph.outputs if is_sequence_value(v)],
     )
     declared_output_shapes = {value.name: value.shape for value in model.graph.outputs}
+    # --target onnxruntime runs sequence operators: the original is kept when lowering costs more
+    original = model.clone() if _keeps_cheaper_original(options) else None
     flatten_inputs, flatten_outputs = _flatten_passes(options)
     flatten_inputs(model)
     observe("flatten-inputs", model)
@@ -168,8 +170,6 @@ def _lower(
     observe("normalize", model)
     sites = collect_sites(model, labels)  # types are inferred now
     cost_before = launches(model)
-    # --target onnxruntime runs sequence operators: the original is kept when lowering costs more
-    original = model.clone() if _keeps_cheaper_original(options) else None
     maps = (site.node for site in sites if site.op_type == "SequenceMap")
     report.expanded_before = report.total_before + sum(expanded_count(m) - 1 for m in maps)
     # the workarounds run once, last, below (a whole-model walk: 0.3 s at 100k nodes)
@@ -191,7 +191,7 @@ def _lower(
             f'more than the {cost_before:g} of the original (README, "Never slower")'
         )
         if original is not None:
-            return _kept_original(original, report, costlier, interface, declared_output_shapes)
+            return _kept_original(original, report, costlier, interface)
         report.warnings.append(f"{costlier}; --target onnxruntime would keep the original")
     report.remaining = remaining_sequence_ops(model, lower.refusals, labels)
     report.nodes = node_outcomes(
@@ -228,12 +228,10 @@ def _kept_original(
     report: Report,
     why: str,
     interface: tuple[list[str], list[str]],
-    declared_output_shapes: dict[str, ir.Shape | None],
 ) -> OptimizeResult[ir.Model]:
-    """The normalized original, returned because its lowering costs more: every sequence
-    operator stays, with `why` as the reason."""
+    """The original as given (only the runtime workarounds applied, so that it loads), returned
+    because its lowering costs more: every sequence operator stays, with `why` as the reason."""
     RuntimeWorkaroundsPass()(model)
-    _keep_declared_output_shapes(model, declared_output_shapes)
     labels = NodeLabels()
     sites = collect_sites(model, labels)
     refusals = {site.node: [f"never-slower: {why}"] for site in sites}
