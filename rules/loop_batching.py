@@ -49,6 +49,7 @@ from seqlower.rules.loops import (
 # What a length is known to equal: a static count, a named dim, a dim of one value, or the length
 # of one sequence value.
 Term = tuple[object, ...]
+MIN_OPSET = 14
 _NO_BOUND = 2**62  # no tensor has that many elements along one axis
 
 
@@ -304,6 +305,10 @@ def _region(body: ir.Graph, wanted: list[ir.Value], stops: set[ir.Value]) -> lis
 
 
 def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
+    if ctx.rewriter.opset(node.graph) < MIN_OPSET:
+        # the batched form reshapes stacks whose dims may be 0 (the shared emitters of
+        # sequence-map-batch, which exists from opset 17, write every Reshape with allowzero)
+        return Refusal(f"batching needs Reshape with allowzero (opset {MIN_OPSET} or newer)")
     body = _body(node)
     count = node.inputs[0] if node.inputs else None
     if count is None:

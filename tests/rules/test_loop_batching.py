@@ -290,6 +290,13 @@ def test_refuses(old: str, new: str, why: str):
     assert refusal(_variant(old, new)) == why
 
 
+def test_refuses_below_opset_14_and_still_computes_the_same():
+    model = parse(UNBIND_LOOP, opset=13)
+    assert refusal(model) == "batching needs Reshape with allowzero (opset 14 or newer)"
+    _, report, _ = lower_and_compare(model, {"x": floats(3, 4)})
+    assert "loop-batch" not in report.rules_fired
+
+
 def test_refuses_a_running_value_and_still_computes_the_same():
     # running = running + x[i]; out.append(running): each iteration reads the last one's value
     model = parse(
