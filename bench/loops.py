@@ -14,7 +14,13 @@ cost model says costs more).
 
 from __future__ import annotations
 
-__all__ = ["FORMS", "loop_targets", "measure_loop_forms", "measure_real_exports"]
+__all__ = [
+    "FORMS",
+    "loop_targets",
+    "measure_loop_forms",
+    "measure_real_exports",
+    "random_feeds",
+]
 
 import math
 from pathlib import Path
@@ -32,9 +38,9 @@ REAL_EXPORTS = [ROOT / "tests" / "fixtures" / "torch", ROOT / "tests" / "fixture
 FORMS = ("split_loop", "unbind_loop", "per_head", "zip_split", "enumerate_comp")
 
 
-def _feeds(model: onnx.ModelProto, n: int) -> dict[str, np.ndarray]:
+def random_feeds(model: onnx.ModelProto, n: int) -> dict[str, np.ndarray]:
     """Random inputs with every dynamic dim set to n (the loop forms' only dynamic dim is N)."""
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(n)
     feeds = {}
     for value in model.graph.input:
         dims = [
@@ -69,7 +75,9 @@ def measure_loop_forms(lengths: list[int], runs: int, min_seconds: float) -> lis
                     original, floor, lowered = dynamic, dynamic_floor, dynamic_lowered
                     fired = {}
                 models = {"original": original, "seqlower": lowered, "batched": floor}
-                measured = latency(models, _feeds(original, n), runs=runs, min_seconds=min_seconds)
+                measured = latency(
+                    models, random_feeds(original, n), runs=runs, min_seconds=min_seconds
+                )
                 _check_same(measured, ("original", "seqlower", "batched"), f"{form} {kind} N={n}")
                 seconds = {name: measured[name][0] for name in models}
                 row = {

@@ -4,38 +4,24 @@ left, and computes what the original and the floor compute."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import onnx
 import pytest
 from support import lower, op_counts, run_ort, sequence_op_count
 
-FIXTURES = Path(__file__).resolve().parent.parent / "bench" / "fixtures" / "loop_forms"
-FORMS = ("split_loop", "unbind_loop", "per_head", "zip_split", "enumerate_comp")
-
-
-def feeds(model: onnx.ModelProto, n: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(n)
-    found = {}
-    for value in model.graph.input:
-        dims = [
-            d.dim_value if d.HasField("dim_value") else n for d in value.type.tensor_type.shape.dim
-        ]
-        found[value.name] = rng.standard_normal(dims).astype(np.float32)
-    return found
+from bench.loops import FORMS, LOOP_FORMS, random_feeds
 
 
 @pytest.mark.parametrize("size", ["8", "dyn"])
 @pytest.mark.parametrize("form", FORMS)
 def test_loop_form_is_batched(form: str, size: str):
-    original = onnx.load(FIXTURES / f"{form}_{size}.onnx")
-    floor = onnx.load(FIXTURES / f"{form}_{size}_batched.onnx")
+    original = onnx.load(LOOP_FORMS / f"{form}_{size}.onnx")
+    floor = onnx.load(LOOP_FORMS / f"{form}_{size}_batched.onnx")
     lowered, report = lower(original)
     assert report.rules_fired.get("loop-batch") == 1, report.rules_fired
     assert sequence_op_count(lowered) == 0 and "Loop" not in op_counts(lowered)
     for n in [8] if size == "8" else [1, 5]:
-        inputs = feeds(original, n)
+        inputs = random_feeds(original, n)
         (want,) = run_ort(original, inputs)
         (got,) = run_ort(lowered, inputs)
         (floor_out,) = run_ort(floor, inputs)
