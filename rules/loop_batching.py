@@ -35,6 +35,7 @@ from seqlower.analysis.facts import element_dtype
 from seqlower.analysis.provenance import split_source
 from seqlower.batching.body import BodyPlan, emit_body, plan_region
 from seqlower.batching.core import Emitter, Operand
+from seqlower.batching.shapes import infer_region_shapes
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.batching import _connect, _merge_shapes, _moveaxis_to_front, _source
@@ -347,9 +348,9 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
         for value in region_node.inputs:
             if value is body.inputs[1] or any(value is body.inputs[2 + k] for k, _ in appends):
                 return Refusal(f"body op {region_node.op_type} reads the loop state")
-    plan = plan_region(
-        body, seeds, region, wanted, ctx.facts.values, ctx.rewriter.opset(node.graph)
-    )
+    opset = ctx.rewriter.opset(node.graph)
+    shapes = infer_region_shapes(region, {v: o.shape for v, o in seeds.items()}, {"": opset})
+    plan = plan_region(body, seeds, region, wanted, ctx.facts.values, opset, shapes)
     if isinstance(plan, Refusal):
         return plan
     static = ctx.facts.static_int(count)

@@ -51,10 +51,16 @@ def plan_region(
     results: Sequence[ir.Value],
     values: StaticValues,
     opset: int,
+    shapes: Mapping[ir.Value, ir.Shape] | None = None,
 ) -> BodyPlan | Refusal:
     """Check that `nodes` of `body` (in order), fed the values `seeds` (batched or not), can be
-    batched to compute `results`; the refusal names the first op that cannot."""
+    batched to compute `results`; the refusal names the first op that cannot. `shapes` gives
+    element shapes known better than the body declares them (`infer_region_shapes`)."""
     operands: dict[ir.Value, Operand] = dict(seeds)
+    known = shapes or {}
+
+    def shape_of(value: ir.Value) -> ir.Shape | None:
+        return known.get(value, value.shape)
 
     def operand(value: ir.Value) -> Operand:
         return operands.get(value) or Operand(False, value.shape)
@@ -72,18 +78,19 @@ def plan_region(
                 return Refusal(f"body op {label} draws random values per element")
             steps.append((node, None))
             for output in node.outputs:
-                operands[output] = Operand(False, output.shape)
+                operands[output] = Operand(False, shape_of(output))
             continue
         rule = OP_RULES.get(node.op_type) if node.domain in ("", "ai.onnx") else None
         if rule is None:
             return Refusal(f"body op {label} has no batching rule")
-        view = OpView(node, node_operands, tuple(o.shape for o in node.outputs), opset, values)
+        output_shapes = tuple(shape_of(o) for o in node.outputs)
+        view = OpView(node, node_operands, output_shapes, opset, values)
         batched = rule(view)
         if isinstance(batched, Refusal):
             return Refusal(f"body op {label}: {batched.reason}")
         flags = batched.outputs_batched or (True,) * len(node.outputs)
         for output, flag in zip(node.outputs, flags):
-            operands[output] = Operand(flag, output.shape)
+            operands[output] = Operand(flag, shape_of(output))
         steps.append((node, batched))
     outputs = []
     for index, output in enumerate(results):
