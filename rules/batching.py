@@ -32,11 +32,9 @@ from seqlower.batching.core import Emitter, Operand
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.access import _producer
+from seqlower.rules.stacks import ALLOW_ZERO, chunks, dims, equal_split_size, moveaxis_to_front
 
 Dim = int | ir.SymbolicDim | None
-# every Reshape emitted here has a fully resolved target in which 0 means 0, not "copy the
-# input's dim" (SequenceMap exists from opset 17, so allowzero, from 14, always does)
-_ALLOW_ZERO = {"allowzero": 1}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,46 +53,6 @@ class BatchPlan:
     length: Dim
 
 
-def _moveaxis_to_front(builder: Builder, data: ir.Value, axis: int, rank: int) -> ir.Value:
-    if axis == 0:
-        return data
-    perm = [axis, *[i for i in range(rank) if i != axis]]
-    return builder.op("Transpose", [data], {"perm": perm}, name="stack")
-
-
-def _chunks(data: ir.Value, axis: int, count: int, size: int) -> Callable[[Builder], ir.Value]:
-    """The stack of `count` chunks of `size` along `axis`: [N, *shape with dim axis = size]."""
-
-    def build(builder: Builder) -> ir.Value:
-        rank = len(data.shape)  # type: ignore[arg-type]
-        if size == 1:
-            return builder.unsqueeze(_moveaxis_to_front(builder, data, axis, rank), [axis + 1])
-        pieces = [builder.ints([count, size])]
-        if axis > 0:
-            pieces.insert(0, _dims(builder, data, 0, axis))
-        if axis + 1 < rank:
-            pieces.append(_dims(builder, data, axis + 1, rank))
-        shape = builder.op("Concat", pieces, {"axis": 0}) if len(pieces) > 1 else pieces[0]
-        chunked = builder.op("Reshape", [data, shape], _ALLOW_ZERO)
-        return _moveaxis_to_front(builder, chunked, axis, rank + 1)
-
-    return build
-
-
-def _dims(builder: Builder, value: ir.Value, start: int, end: int) -> ir.Value:
-    """Shape(value)[start:end] as a 1-D int64 tensor; a constant when those dims are static."""
-    shape = value.shape
-    dims = None if shape is None else list(shape)[start:end]
-    if dims is not None and all(isinstance(d, int) for d in dims):
-        return builder.ints([int(d) for d in dims])  # type: ignore[arg-type]
-    if builder.opset >= 15:
-        return builder.op("Shape", [value], {"start": start, "end": end})
-    whole = builder.op("Shape", [value])
-    return builder.op(
-        "Slice", [whole, builder.ints([start]), builder.ints([end]), builder.ints([0])]
-    )
-
-
 def _source_of_split(node: ir.Node, ctx: Context) -> Source | Refusal:
     data = node.inputs[0]
     if data is None or data.shape is None:
@@ -110,7 +68,7 @@ def _source_of_split(node: ir.Node, ctx: Context) -> Source | Refusal:
     if split is None:
         if node.attributes.get_int("keepdims", 1) == 0:
             element = ir.Shape(dims[:axis] + dims[axis + 1 :])
-            return Source(element, dim, lambda b: _moveaxis_to_front(b, data, axis, rank))
+            return Source(element, dim, lambda b: moveaxis_to_front(b, data, axis, rank))
         size, count = 1, dim
     elif split.shape is not None and len(split.shape) == 0:
         size = ctx.facts.static_int(split)  # type: ignore[assignment]
@@ -134,7 +92,7 @@ def _source_of_split(node: ir.Node, ctx: Context) -> Source | Refusal:
     element = ir.Shape([*dims[:axis], size, *dims[axis + 1 :]])
     if size != 1 and not isinstance(count, int):
         return Refusal("the chunk count is not static")
-    return Source(element, count, _chunks(data, axis, count, size))  # type: ignore[arg-type]
+    return Source(element, count, chunks(data, axis, count, size))  # type: ignore[arg-type]
 
 
 def _same_dim(a: Dim, b: Dim) -> bool:
@@ -152,17 +110,20 @@ def _source_of_elements(elements: Sequence[ir.Value], ctx: Context) -> Source | 
         return Source(
             element,
             len(elements),
-            lambda b: _moveaxis_to_front(b, origin.data, origin.axis, len(dims)),
+            lambda b: moveaxis_to_front(b, origin.data, origin.axis, len(dims)),
         )
     if origin is not None:  # chunks of one Split: equal when its sizes are
-        size = _equal_split_size(elements[0].producer(), origin.data, origin.axis, ctx)  # type: ignore[arg-type]
+        size = equal_split_size(
+            elements[0].producer(),  # type: ignore[arg-type]
+            origin.data,
+            origin.axis,
+            ctx.facts.values,
+        )
         if size is None:
             return Refusal("the chunks of the Split do not share a shape")
         dims = list(origin.data.shape)  # type: ignore[arg-type]
         element = ir.Shape([*dims[: origin.axis], size, *dims[origin.axis + 1 :]])
-        return Source(
-            element, len(elements), _chunks(origin.data, origin.axis, len(elements), size)
-        )
+        return Source(element, len(elements), chunks(origin.data, origin.axis, len(elements), size))
     # Stacking needs one static shape. Symbolic dims are not trusted here: a value copied from
     # a body (an unrolled map) carries the body's dims, which may differ between copies.
     first = elements[0].shape
@@ -172,23 +133,6 @@ def _source_of_elements(elements: Sequence[ir.Value], ctx: Context) -> Source | 
         if element.shape != first or element.dtype != elements[0].dtype:
             return Refusal("the elements do not share a shape")
     return Source(first, len(elements), lambda b: b.stack(list(elements)))
-
-
-def _equal_split_size(split: ir.Node, data: ir.Value, axis: int, ctx: Context) -> int | None:
-    """The size of every chunk of `split` when they are all equal and static, else None."""
-    sizes: list[int] | None = None
-    if len(split.inputs) > 1 and split.inputs[1] is not None:
-        sizes = ctx.facts.values.get_ints(split.inputs[1])
-    elif split.attributes.get_ints("split") is not None:
-        sizes = list(split.attributes.get_ints("split"))  # type: ignore[arg-type]
-    else:
-        dim = data.shape[axis] if data.shape is not None else None
-        count = len(split.outputs)
-        if isinstance(dim, int) and dim % count == 0:
-            sizes = [dim // count] * count
-    if not sizes or len(set(sizes)) != 1:
-        return None
-    return sizes[0]
 
 
 def _source(sequence: ir.Value, ctx: Context) -> Source | Refusal:
@@ -320,25 +264,31 @@ def _concat_of(
     axis %= rank
     perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
     shape = result.shape
-    dims = None if shape is None else [shape[i] for i in perm]
+    moved_dims = None if shape is None else [shape[i] for i in perm]
     moved = result
     if axis:
         moved = b.op("Transpose", [result], {"perm": perm})
-        moved.shape = None if dims is None else ir.Shape(dims)
-    if dims is not None and dims[axis + 1] == 1:  # elements of one slice each (x.split(1))
+        moved.shape = None if moved_dims is None else ir.Shape(moved_dims)
+    if (
+        moved_dims is not None and moved_dims[axis + 1] == 1
+    ):  # elements of one slice each (x.split(1))
         return b.squeeze(moved, [axis + 1])
-    if dims is not None and all(isinstance(d, int) for d in dims):
-        merged = [*dims[:axis], dims[axis] * dims[axis + 1], *dims[axis + 2 :]]  # type: ignore[operator]
+    if moved_dims is not None and all(isinstance(d, int) for d in moved_dims):
+        merged = [
+            *moved_dims[:axis],
+            moved_dims[axis] * moved_dims[axis + 1],
+            *moved_dims[axis + 2 :],
+        ]  # type: ignore[operator]
         target = b.ints(merged)  # type: ignore[arg-type]
     else:
-        joined = b.op("Mul", [_dims(b, moved, axis, axis + 1), _dims(b, moved, axis + 1, axis + 2)])
+        joined = b.op("Mul", [dims(b, moved, axis, axis + 1), dims(b, moved, axis + 1, axis + 2)])
         pieces = [joined]
         if axis > 0:
-            pieces.insert(0, _dims(b, moved, 0, axis))
+            pieces.insert(0, dims(b, moved, 0, axis))
         if axis + 2 <= rank:
-            pieces.append(_dims(b, moved, axis + 2, rank + 1))
+            pieces.append(dims(b, moved, axis + 2, rank + 1))
         target = b.op("Concat", pieces, {"axis": 0})
-    return b.op("Reshape", [moved, target], _ALLOW_ZERO, name="concatenated")
+    return b.op("Reshape", [moved, target], ALLOW_ZERO, name="concatenated")
 
 
 # before the split rule: a SplitToSequence batched from directly is never split into chunks

@@ -38,7 +38,7 @@ from seqlower.batching.core import Emitter, Operand
 from seqlower.batching.shapes import infer_region_shapes
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-from seqlower.rules.batching import _connect, _merge_shapes, _moveaxis_to_front, _source
+from seqlower.rules.batching import _connect, _merge_shapes, _source
 from seqlower.rules.loops import (
     MAX_UNROLL,
     MAX_UNROLLED_NODES,
@@ -46,6 +46,7 @@ from seqlower.rules.loops import (
     _body_always_continues,
     _static_bool,
 )
+from seqlower.rules.stacks import moveaxis_to_front
 
 # What a length is known to equal: a static count, a named dim, a dim of one value, or the length
 # of one sequence value.
@@ -230,7 +231,7 @@ def _read(node: ir.Node, body: ir.Graph, ctx: Context) -> Read | Refusal:
         element,
         _dim_term(source, axis),
         dims[axis],
-        lambda b: _moveaxis_to_front(b, source, axis, rank),
+        lambda b: moveaxis_to_front(b, source, axis, rank),
         int(axis != 0),
     )
 
