@@ -32,7 +32,13 @@ from seqlower.batching.core import Emitter, Operand
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.access import _producer
-from seqlower.rules.stacks import ALLOW_ZERO, chunks, dims, equal_split_size, moveaxis_to_front
+from seqlower.rules.stacks import (
+    ALLOW_ZERO,
+    chunks,
+    equal_split_size,
+    merged_shape,
+    moveaxis_to_front,
+)
 
 Dim = int | ir.SymbolicDim | None
 
@@ -269,25 +275,9 @@ def _concat_of(
     if axis:
         moved = b.op("Transpose", [result], {"perm": perm})
         moved.shape = None if moved_dims is None else ir.Shape(moved_dims)
-    if (
-        moved_dims is not None and moved_dims[axis + 1] == 1
-    ):  # elements of one slice each (x.split(1))
+    if moved_dims is not None and moved_dims[axis + 1] == 1:  # one slice each (x.split(1))
         return b.squeeze(moved, [axis + 1])
-    if moved_dims is not None and all(isinstance(d, int) for d in moved_dims):
-        merged = [
-            *moved_dims[:axis],
-            moved_dims[axis] * moved_dims[axis + 1],
-            *moved_dims[axis + 2 :],
-        ]  # type: ignore[operator]
-        target = b.ints(merged)  # type: ignore[arg-type]
-    else:
-        joined = b.op("Mul", [dims(b, moved, axis, axis + 1), dims(b, moved, axis + 1, axis + 2)])
-        pieces = [joined]
-        if axis > 0:
-            pieces.insert(0, dims(b, moved, 0, axis))
-        if axis + 2 <= rank:
-            pieces.append(dims(b, moved, axis + 2, rank + 1))
-        target = b.op("Concat", pieces, {"axis": 0})
+    target = merged_shape(b, moved, moved_dims, axis)
     return b.op("Reshape", [moved, target], ALLOW_ZERO, name="concatenated")
 
 

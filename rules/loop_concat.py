@@ -10,8 +10,8 @@ The scan output of `loop-append-to-scan` needs one shape per iteration; an uneve
 loop goes is portable (TensorRT, OpenVINO and tract have no sequence operators) but copies the
 accumulator in every iteration, quadratic in its length, where onnxruntime runs the sequence
 form in linear time. So, per issue 12's rule that a rewrite trading speed for portability runs
-only where a target asks for it, this one applies only with `Options.target` set to "tensorrt",
-"openvino" or "tract".
+only where a target asks for it, this one applies only with `Options.target` one of
+`seqlower.options.PORTABILITY_TARGETS` (portable, tensorrt, openvino, tract).
 
 A list that starts empty starts from an empty tensor (ConstantOfShape): the appended tensor's
 dims other than the concatenation axis must be static. If no iteration runs, the original fails
@@ -20,7 +20,7 @@ dims other than the concatenation axis must be static. If no iteration runs, the
 
 from __future__ import annotations
 
-__all__ = ["ACCUMULATOR_TARGETS", "RULES"]
+__all__ = ["RULES"]
 
 import dataclasses
 
@@ -30,9 +30,8 @@ import onnx_ir as ir
 from seqlower.analysis.facts import element_dtype
 from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.ops import is_sequence_value
+from seqlower.options import PORTABILITY_TARGETS
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-
-ACCUMULATOR_TARGETS = frozenset({"tensorrt", "openvino", "tract"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,10 +45,10 @@ class ConcatPlan:
 
 
 def _check(node: ir.Node, ctx: Context) -> ConcatPlan | Refusal:
-    if ctx.options.target not in ACCUMULATOR_TARGETS:
+    if ctx.options.target not in PORTABILITY_TARGETS:
         return Refusal(
             "a tensor accumulator trades speed for portability: only for targets "
-            f"{', '.join(sorted(ACCUMULATOR_TARGETS))} (the target is '{ctx.options.target}')"
+            f"{', '.join(sorted(PORTABILITY_TARGETS))} (the target is '{ctx.options.target}')"
         )
     body = node.attributes["body"].as_graph()
     reasons = []
@@ -106,7 +105,7 @@ def _plan(node: ir.Node, body: ir.Graph, index: int, ctx: Context) -> ConcatPlan
 def _to_accumulator(node: ir.Node, plan: ConcatPlan, ctx: Context) -> None:
     """Loop(.., s0=SequenceConstruct(e..), body: s1 = SequenceInsert(s, t)) read only by
     ConcatFromSequence(axis=a) -> Loop(.., Concat(e.., axis=a), body: Concat(acc, t, axis=a)).
-    Only for targets tensorrt, openvino and tract (no sequence operators): the accumulator is
+    Only for the portability targets (`seqlower.options.PORTABILITY_TARGETS`): the accumulator is
     copied in every iteration, quadratic where onnxruntime's sequence form is linear."""
     body = node.attributes["body"].as_graph()
     builder = ctx.rewriter.before(node)

@@ -26,6 +26,7 @@ from seqlower.inline import inline_graph
 from seqlower.ops import graphs_within, is_sequence_op, is_sequence_value
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.access import _producer
+from seqlower.rules.stacks import merged_shape
 
 MAX_UNROLL = 32  # iterations
 MAX_UNROLLED_NODES = 4096  # body nodes times iterations
@@ -223,26 +224,16 @@ def _concat_of_unbind(node: ir.Node, match: UnbindConcat, ctx: Context) -> None:
     builder = ctx.rewriter.before(node)
     moved = _moved(builder, match)
     a = match.concat_axis
-    static = ctx.facts.static_shape(match.data)
     attrs = {"allowzero": 1} if builder.opset >= 14 else {}
+    order = [i for i in range(match.rank) if i != match.split_axis]
+    order.insert(a, match.split_axis)
+    data_shape = match.data.shape
+    static = ctx.facts.static_shape(match.data)
     if static is not None:
-        order = [i for i in range(match.rank) if i != match.split_axis]
-        order.insert(a, match.split_axis)
-        dims = [static[i] for i in order]
-        target = builder.ints([*dims[:a], dims[a] * dims[a + 1], *dims[a + 2 :]], "merged_shape")
-    else:
-        shape = builder.op("Shape", [moved])
-        parts = []
-        if a > 0:
-            parts.append(builder.op("Slice", [shape, builder.ints([0]), builder.ints([a])]))
-        count = builder.op("Slice", [shape, builder.ints([a]), builder.ints([a + 1])])
-        size = builder.op("Slice", [shape, builder.ints([a + 1]), builder.ints([a + 2])])
-        parts.append(builder.op("Mul", [count, size]))
-        if a + 2 < match.rank:
-            parts.append(
-                builder.op("Slice", [shape, builder.ints([a + 2]), builder.ints([match.rank])])
-            )
-        target = builder.op("Concat", parts, {"axis": 0}) if len(parts) > 1 else parts[0]
+        shape: list | None = [static[i] for i in order]
+    else:  # opset >= 14 (checked): the merged dim may be -1 or computed
+        shape = None if data_shape is None else [data_shape[i] for i in order]
+    target = merged_shape(builder, moved, shape, a)
     result = builder.op("Reshape", [moved, target], attrs)
     result.type = match.data.type
     ctx.rewriter.replace(node.outputs[0], result)

@@ -5,10 +5,11 @@ Reshape. Shared by the batching rules and the readers of a split at a run-time p
 
 from __future__ import annotations
 
-__all__ = ["ALLOW_ZERO", "chunks", "dims", "equal_split_size", "moveaxis_to_front"]
+__all__ = ["ALLOW_ZERO", "chunks", "dims", "equal_split_size", "merged_shape", "moveaxis_to_front"]
 
 from collections.abc import Callable
 
+import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
@@ -74,3 +75,27 @@ def equal_split_size(split: ir.Node, data: ir.Value, axis: int, values: StaticVa
     if not sizes or len(set(sizes)) != 1:
         return None
     return sizes[0]
+
+
+def merged_shape(
+    builder: Builder, value: ir.Value, shape: list[int | ir.SymbolicDim | None] | None, axis: int
+) -> ir.Value:
+    """The target of a Reshape (allowzero=1) of `value`, whose dims are `shape`, that merges
+    its axes `axis` and `axis + 1`: a constant when the dims are static; a constant with -1 for
+    the merged dim when only the merged pair is not (the others multiply to more than 0, so -1
+    is exact, even for an empty tensor); else computed from Shape(value)."""
+    if shape is not None and all(isinstance(d, int) for d in shape):
+        merged = int(shape[axis]) * int(shape[axis + 1])  # type: ignore[arg-type]
+        return builder.ints([*shape[:axis], merged, *shape[axis + 2 :]], "merged_shape")  # type: ignore[list-item]
+    if shape is not None:
+        others = [*shape[:axis], *shape[axis + 2 :]]
+        if all(isinstance(d, int) for d in others) and int(np.prod(others, dtype=np.int64)) > 0:
+            return builder.ints([*others[:axis], -1, *others[axis:]], "merged_shape")  # type: ignore[list-item]
+    rank = len(value.shape) if value.shape is not None else len(shape or [])
+    count = dims(builder, value, axis, axis + 1)
+    pieces = [builder.op("Mul", [count, dims(builder, value, axis + 1, axis + 2)])]
+    if axis > 0:
+        pieces.insert(0, dims(builder, value, 0, axis))
+    if axis + 2 < rank:
+        pieces.append(dims(builder, value, axis + 2, rank))
+    return builder.op("Concat", pieces, {"axis": 0}) if len(pieces) > 1 else pieces[0]

@@ -7,7 +7,9 @@ The unit is one operator launch. The models seqlower rewrites are dominated by m
 - every node counts 1, except Constant (folded into an initializer when a session is created);
 - a Loop or Scan body counts once per iteration: the static trip count, or `DYNAMIC_COUNT` when it
   is known only at run time;
-- a SequenceMap body counts once per element (the static length, or `DYNAMIC_COUNT`);
+- a SequenceMap counts as onnxruntime runs it, as its ONNX function expansion: a Loop whose body
+  per element reads each sequence input (SequenceAt), runs the map's body and appends each output
+  (SequenceInsert, which copies), after a SequenceLength and a SequenceEmpty per output;
 - an If counts its costlier branch;
 - an op that copies a whole sequence (SequenceInsert, SequenceErase, SequenceMap's output
   building) in a Loop body counts one more launch per `COPY_ELEMENTS` elements the sequence
@@ -24,6 +26,7 @@ __all__ = ["COPY_ELEMENTS", "DYNAMIC_COUNT", "launches"]
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
+from seqlower.ops import is_sequence_value
 
 DYNAMIC_COUNT = 16  # iterations assumed for a loop or a sequence of run-time length
 COPY_ELEMENTS = 8  # list elements copied per launch's worth of work
@@ -64,8 +67,19 @@ def _node(node: ir.Node, values: StaticValues, iterations: float) -> float:
         body = node.attributes.get("body")
         if body is None or body.type != ir.AttributeType.GRAPH:
             return 1.0
-        return 1.0 + count * _graph(body.as_graph(), values, count)
+        per_iteration = _graph(body.as_graph(), values, count)
+        if op == "SequenceMap":
+            return _sequence_map(node, per_iteration, count)
+        return 1.0 + count * per_iteration
     return 1.0
+
+
+def _sequence_map(node: ir.Node, body: float, count: float) -> float:
+    """A SequenceMap's launches as its function expansion (see the module docstring)."""
+    reads = sum(1 for value in node.inputs if value is not None and is_sequence_value(value))
+    appends = len(node.outputs) * (1.0 + (count / 2) / COPY_ELEMENTS)
+    setup = 1.0 + len(node.outputs)  # SequenceLength, SequenceEmpty per output
+    return setup + 1.0 + count * (body + reads + appends)
 
 
 def _count(node: ir.Node, values: StaticValues) -> float:

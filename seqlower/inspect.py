@@ -82,6 +82,7 @@ def inspect_model(
     symbolic dimension would change). Raises `SeqlowerError` on a bad model or option.
     """
     options = dataclasses.replace(options or Options(), **option_overrides)  # type: ignore[arg-type]
+    options = dataclasses.replace(options, target=target)  # lowered as `optimize --target` would
     lowered, report = optimize(source, options, rules=rules)
     return InspectReport(
         model=_describe_source(source),

@@ -7,6 +7,7 @@ __all__ = ["OptimizeResult", "collector_relaxed", "lower_in_place", "optimize"]
 import collections
 import contextlib
 import dataclasses
+import functools
 import gc
 import os
 from collections.abc import Callable, Iterator
@@ -19,7 +20,7 @@ from seqlower.cost import launches
 from seqlower.errors import InvalidModelError, SeqlowerError
 from seqlower.io import ModelSource, load_model
 from seqlower.ops import is_sequence_value
-from seqlower.options import Options
+from seqlower.options import PORTABILITY_TARGETS, Options
 from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
 from seqlower.passes.flatten_io import FlattenSequenceIOPass
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
@@ -107,7 +108,12 @@ def optimize(
         model = load_model(source)
         if isinstance(source, ir.Model):
             model = model.clone()
-        lowered, report = lower_in_place(model, options, rules=rules, after_pass=after_pass)
+            original = source.clone
+        else:  # the source is still there: read it again only if the original is kept
+            original = functools.partial(load_model, source)
+        lowered, report = lower_in_place(
+            model, options, rules=rules, after_pass=after_pass, original=original
+        )
         if isinstance(source, onnx.ModelProto):
             return OptimizeResult(ir.to_proto(lowered), report)
         return OptimizeResult(lowered, report)
@@ -119,11 +125,17 @@ def lower_in_place(
     *,
     rules: RuleSet | None = None,
     after_pass: Callable[[str, ir.Model], None] | None = None,
+    original: Callable[[], ir.Model] | None = None,
 ) -> OptimizeResult[ir.Model]:
-    """`optimize` on a model the caller owns: `model` itself is lowered (no copy is made, which
-    on large models saves seconds) and returned with the report."""
+    """`optimize` on a model the caller owns: `model` itself is lowered and returned with the
+    report. `original()` gives the model as it was, called only when a target that asks for
+    speed keeps it because its lowering costs more (README, "Never slower"): pass one (reading
+    the file again, say) to spare the copy made up front without it, seconds on large models."""
+    options = options or Options()
     with collector_relaxed():
-        return _lower(model, options or Options(), rules, after_pass)
+        if original is None and _keeps_cheaper_original(options):
+            original = functools.partial(_same, model.clone())  # `model` is about to change
+        return _lower(model, options, rules, after_pass, original)
 
 
 @contextlib.contextmanager
@@ -146,6 +158,7 @@ def _lower(
     options: Options,
     rules: RuleSet | None,
     after_pass: Callable[[str, ir.Model], None] | None,
+    original: Callable[[], ir.Model] | None,
 ) -> OptimizeResult[ir.Model]:
     observe = after_pass or (lambda name, model: None)
     _check_supported(model)
@@ -157,8 +170,6 @@ def _lower(
         [v.name or "" for v in model.graph.outputs if is_sequence_value(v)],
     )
     declared_output_shapes = {value.name: value.shape for value in model.graph.outputs}
-    # --target onnxruntime runs sequence operators: the original is kept when lowering costs more
-    original = model.clone() if _keeps_cheaper_original(options) else None
     flatten_inputs, flatten_outputs = _flatten_passes(options)
     flatten_inputs(model)
     observe("flatten-inputs", model)
@@ -190,9 +201,9 @@ def _lower(
             f"the lowered model costs an estimated {cost_after:g} operator launches per run, "
             f'more than the {cost_before:g} of the original (README, "Never slower")'
         )
-        if original is not None:
-            return _kept_original(original, report, costlier, interface)
-        report.warnings.append(f"{costlier}; --target onnxruntime would keep the original")
+        if original is not None and _keeps_cheaper_original(options):
+            return _kept_original(original(), report, costlier, interface)
+        report.warnings.append(f"{costlier}; kept for portability (--target {options.target})")
     report.remaining = remaining_sequence_ops(model, lower.refusals, labels)
     report.nodes = node_outcomes(
         model, sites, report.remaining, lower.rewrites, lower.origins, labels, interface
@@ -217,10 +228,14 @@ def _lower(
     return OptimizeResult(model, report)
 
 
+def _same(model: ir.Model) -> ir.Model:
+    return model
+
+
 def _keeps_cheaper_original(options: Options) -> bool:
-    """Whether the target runs sequence operators and asks for speed, not portability (with
-    flattened sequence inputs or outputs, the interface asked for is not the original's)."""
-    return options.target == "onnxruntime" and not options.flatten_sequence_io
+    """Whether the target asks for speed, not portability (with flattened sequence inputs or
+    outputs, the interface asked for is not the original's, so the lowering stays)."""
+    return options.target not in PORTABILITY_TARGETS and not options.flatten_sequence_io
 
 
 def _kept_original(

@@ -8,7 +8,10 @@ naming each node with its graph path; the CLI prints them and picks the exit cod
 tensorrt` fails on an error). `judge_nodes` gives the same judgement per node, as data, for
 `inspect --target` to show.
 
-- generic: any ONNX runtime; leftovers are already in the report, nothing more is said.
+- generic: any ONNX runtime; leftovers are already in the report, nothing more is said. Asks
+  for speed: an original whose lowering costs more is kept (README, "Never slower").
+- portable: any runtime without sequence operators (onnx2tf, TVM, MIGraphX, NPU compilers):
+  every leftover is an error, and lowering is kept even where it costs more than the original.
 - onnxruntime: runs sequence operators, but each one copies tensors in and out of a sequence
   (design.md: 3x to 130x slower than the tensor forms): a warning per leftover.
 - tensorrt: has no sequence operators at all, and its loop outputs that concatenate iterations
@@ -66,7 +69,8 @@ class TargetProfile:
     doubtful_ops: Mapping[str, str] = dataclasses.field(default_factory=dict)
     strings: Severity = "ignore"  # a string tensor anywhere in the model
     source: str = ""  # where the support list comes from
-    changes: str = "nothing: the same lowering as generic"  # what lowering does for the target
+    # what lowering does for the target
+    changes: str = "nothing more than generic: an original whose lowering costs more is kept"
 
 
 _SEQUENCE_OPS_NOTE = "has no sequence operators"
@@ -94,6 +98,11 @@ _TENSORRT_SOURCE = (
 )
 
 
+_PORTABILITY_CHANGES = (
+    "rewrites that trade speed for portability apply (a tensor accumulator for a list built in "
+    "a loop), and a lowering that costs more than the original is kept, with a warning"
+)
+
 PROFILES: dict[str, TargetProfile] = {
     "generic": TargetProfile(
         "generic",
@@ -101,6 +110,15 @@ PROFILES: dict[str, TargetProfile] = {
         sequence_ops="ignore",
         sequence_io="ignore",
         dynamic_scan_loops="ignore",
+    ),
+    "portable": TargetProfile(
+        "portable",
+        "any runtime without sequence operators; lowered even where that costs speed",
+        sequence_ops="error",
+        sequence_io="error",
+        dynamic_scan_loops="ignore",
+        strings="ignore",
+        changes=_PORTABILITY_CHANGES,
     ),
     "onnxruntime": TargetProfile(
         "onnxruntime",
@@ -117,6 +135,7 @@ PROFILES: dict[str, TargetProfile] = {
         dynamic_scan_loops="error",
         strings="error",
         source=_TENSORRT_SOURCE,
+        changes=_PORTABILITY_CHANGES,
     ),
     "openvino": TargetProfile(
         "openvino",
@@ -129,6 +148,7 @@ PROFILES: dict[str, TargetProfile] = {
         },
         strings="error",
         source=_OPENVINO_SOURCE,
+        changes=_PORTABILITY_CHANGES,
     ),
     "tract": TargetProfile(
         "tract",
@@ -147,8 +167,8 @@ PROFILES: dict[str, TargetProfile] = {
         },
         strings="error",
         source=_TRACT_SOURCE,
-        changes="run-time If with cheap branches -> Where; static Loops unrolled within the "
-        "budget; Loops over a tensor axis -> Scan",
+        changes=f"{_PORTABILITY_CHANGES}; run-time If with cheap branches -> Where; static "
+        "Loops unrolled within the budget; Loops over a tensor axis -> Scan",
     ),
 }
 

@@ -76,8 +76,13 @@ def to_proto(model: Model) -> onnx.ModelProto:
 
 def lower(model: Model, *, load_ort: bool = True, **options: Any) -> tuple[onnx.ModelProto, Report]:
     """`seqlower.optimize`, then the ONNX checker (full_check) and, unless told not to,
-    loading the result in onnxruntime. Returns the lowered ModelProto and the report."""
+    loading the result in onnxruntime. Returns the lowered ModelProto and the report.
+
+    The target is "portable" unless given: these tests check what the rules emit, which the
+    speed-first default targets would replace by the original wherever the lowering costs more
+    (that decision is tested in tests/test_never_slower.py)."""
     __tracebackhide__ = True
+    options.setdefault("target", "portable")
     lowered, report = seqlower.optimize(model, **options)
     proto = lowered if isinstance(lowered, onnx.ModelProto) else ir.to_proto(lowered)
     onnx.checker.check_model(proto, full_check=True)

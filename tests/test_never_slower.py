@@ -1,5 +1,6 @@
-"""The cost model (seqlower.cost) and what the pipeline does with it: `--target onnxruntime`
-keeps the original when lowering costs more; other targets lower and warn."""
+"""The cost model (seqlower.cost) and what the pipeline does with it: the targets that ask for
+speed (generic, the default, and onnxruntime) keep the original when lowering costs more; the
+portability targets (portable, tensorrt, openvino, tract) lower and warn."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import onnx_ir as ir
 import pytest
 from support import assert_same_outputs, lower, parse, sequence_op_count
 
-from seqlower.cost import DYNAMIC_COUNT, launches
+import seqlower
+from seqlower.cost import COPY_ELEMENTS, DYNAMIC_COUNT, launches
 
 FIXTURES = Path(__file__).parent / "fixtures" / "torch"
 
@@ -81,12 +83,45 @@ def test_target_onnxruntime_keeps_an_original_whose_lowering_costs_more():
     assert_same_outputs(model, kept, feeds)
 
 
-def test_the_generic_target_lowers_anyway_and_says_it_costs_more():
+@pytest.mark.parametrize("target", ["generic", "onnxruntime"])
+def test_the_speed_first_targets_keep_an_original_whose_lowering_costs_more(target):
     model, feeds = _case("len_neg_index")
-    lowered, report = lower(model)
+    kept, report = lower(model, target=target)
+    assert sequence_op_count(kept) == sequence_op_count(model) > 0
+    assert report.stop_reason.startswith("kept the original: the lowered model costs")
+    assert_same_outputs(model, kept, feeds)
+
+
+@pytest.mark.parametrize("target", ["portable", "tensorrt", "openvino", "tract"])
+def test_the_portability_targets_lower_anyway_and_say_it_costs_more(target):
+    model, feeds = _case("len_neg_index")
+    lowered, report = lower(model, target=target)
     assert sequence_op_count(lowered) == 0
-    assert any("--target onnxruntime would keep the original" in w for w in report.warnings)
+    assert any(f"kept for portability (--target {target})" in w for w in report.warnings)
     assert_same_outputs(model, lowered, feeds)
+
+
+def test_the_original_is_read_again_from_its_file_only_when_kept(tmp_path):
+    model, feeds = _case("len_neg_index")
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    kept, report = seqlower.optimize(path)
+    assert report.stop_reason.startswith("kept the original")
+    assert sequence_op_count(ir.to_proto(kept)) == sequence_op_count(model)
+    assert_same_outputs(model, ir.to_proto(kept), feeds)
+
+
+def test_a_sequence_map_costs_its_function_expansion():
+    text = """g (float[N,2] x) => (float[M,2] y) {
+        s = SplitToSequence<axis = 0>(x)
+        m = SequenceMap<body = b (float[1,2] e) => (float[1,2] r) { r = Neg(e) }>(s)
+        y = ConcatFromSequence<axis = 0>(m)
+    }"""
+    model = ir.from_proto(onnx.shape_inference.infer_shapes(parse(text)))
+    # SplitToSequence, ConcatFromSequence; SequenceLength, SequenceEmpty, the Loop; per element
+    # a SequenceAt, the Neg and a SequenceInsert that copies DYNAMIC_COUNT / 2 elements on average
+    per_element = 1 + 1 + 1 + (DYNAMIC_COUNT / 2) / COPY_ELEMENTS
+    assert launches(model) == 2 + 3 + DYNAMIC_COUNT * per_element
 
 
 def test_target_onnxruntime_lowers_what_gets_cheaper():

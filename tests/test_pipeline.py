@@ -86,10 +86,10 @@ def test_accepts_a_path_a_model_proto_and_an_ir_model(tmp_path):
     path = tmp_path / "model.onnx"
     onnx.save(MODEL, path)
     results = [
-        seqlower.optimize(path).model,
-        seqlower.optimize(str(path)).model,
-        seqlower.optimize(MODEL).model,
-        seqlower.optimize(ir.from_proto(MODEL)).model,
+        seqlower.optimize(path, target="portable").model,
+        seqlower.optimize(str(path), target="portable").model,
+        seqlower.optimize(MODEL, target="portable").model,
+        seqlower.optimize(ir.from_proto(MODEL), target="portable").model,
     ]
     assert len({model_to_bytes(model) for model in results}) == 1
     assert sequence_op_count(ir.to_proto(results[0])) == 0

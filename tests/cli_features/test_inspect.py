@@ -33,11 +33,13 @@ def test_a_static_length_is_unrolled():
 
 
 def test_a_dynamic_length_with_static_element_shapes_is_a_scan():
-    assert tiers(inspect_model(map_over_split("N")))["SequenceMap"] == "scan"
+    assert tiers(inspect_model(map_over_split("N"), target="portable"))["SequenceMap"] == "scan"
 
 
 def test_dynamic_element_shapes_need_a_loop_and_what_stays_says_why_and_what_to_try():
-    report = inspect_model(map_over_split("N", body_out="float[1,K]", else_width=8))
+    report = inspect_model(
+        map_over_split("N", body_out="float[1,K]", else_width=8), target="portable"
+    )
     assert tiers(report)["SequenceMap"] == "loop"
     kept = {site.op_type: site for site in report.kept}
     concat = kept["ConcatFromSequence"]
@@ -60,7 +62,7 @@ def test_a_body_with_batching_rules_is_batched():
 
 
 def test_the_interface_is_kept_with_hints_and_flattened_on_request():
-    report = inspect_model(sequence_interface())
+    report = inspect_model(sequence_interface(), target="portable")
     interface = {site.op_type: site for site in report.sites[:2]}
     assert interface["input"].node == "s" and interface["input"].tier == "kept"
     assert interface["input"].hint.startswith("--flatten-sequence-io --seq-len s=<n>")
@@ -82,7 +84,9 @@ def test_an_output_of_unknown_length_says_which_dim_to_bind():
 agraph (float[N,3] x) => (seq(float[1,3]) y) {
   y = SplitToSequence <axis=0> (x)
 }""")
-    (output,) = [site for site in inspect_model(model).sites if site.op_type == "output"]
+    (output,) = [
+        site for site in inspect_model(model, target="portable").sites if site.op_type == "output"
+    ]
     assert output.tier == "kept" and "length is unknown" in output.reason
     assert output.hint == BIND_N.replace(" (", " --flatten-sequence-io (")  # static, then flat
 
@@ -145,7 +149,7 @@ def test_the_text_table_lists_every_site_with_its_hints():
 def test_a_torch_list_returned_from_a_loop(fixtures=Path(__file__).parents[1] / "fixtures"):
     # PyTorch's list.append in a scripted loop over x.split(2), returned as a list
     path = fixtures / "torch" / "return_list" / "model.onnx"
-    report = inspect_model(path)
+    report = inspect_model(path, target="portable")
     kept = {site.op_type: site for site in report.kept}
     assert set(kept) == {"output", "SequenceEmpty", "Loop", "SequenceInsert"}
     assert kept.pop("output").hint == BIND_N.replace(" (", " --flatten-sequence-io (")

@@ -32,7 +32,7 @@ def invoke(*args: str):
 
 
 def test_prints_a_plain_table_when_not_on_a_terminal(paths):
-    result = invoke(paths["map"])
+    result = invoke(paths["map"], "--target", "portable")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"{paths['map']}: 3 sequence sites")
@@ -69,7 +69,10 @@ def test_flatten_options_reach_the_lowering(paths):
         (["--dim", "N"], "error: --dim expects NAME=SIZE with a size >= 0, got 'N'"),
         (["--dim", "Q=2"], "error: dim 'Q' is not a symbolic dimension of any model input"),
         (["--seq-len", "s=x"], "error: --seq-len expects NAME=SIZE"),
-        (["--target", "tpu"], "error: --target must be one of generic, onnxruntime, tensorrt"),
+        (
+            ["--target", "tpu"],
+            "error: --target must be one of generic, portable, onnxruntime, tensorrt",
+        ),
         (["--split-keepdims", "numpy"], "error: --split-keepdims must be onnxruntime or spec"),
     ],
 )

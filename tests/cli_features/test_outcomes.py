@@ -120,7 +120,7 @@ def _options_from(hint: str, model: onnx.ModelProto) -> dict[str, object]:
 
 
 def _hinted(name: str, saved: dict[str, Path]) -> list[tuple[str, str, str]]:
-    report = inspect_model(saved[name])
+    report = inspect_model(saved[name], target="portable")
     return [(s.node, s.op_type, s.hint) for s in report.kept if s.hint]
 
 
@@ -135,7 +135,7 @@ def test_following_a_hint_lowers_what_it_is_about(name, saved):
         options = _options_from(hint, model)
         assert options, f"{node}: the hint names no option: {hint}"
         try:
-            after = inspect_model(path, **options)
+            after = inspect_model(path, target="portable", **options)
         except SeqlowerError as error:  # a size the model's data rejects is a test choice
             pytest.fail(f"{node}: following '{hint}' failed: {error}")
         still = [s for s in after.kept if s.node == node and s.op_type == op_type]
@@ -157,14 +157,15 @@ def test_strict_and_tensorrt_agree_on_what_remains(name, saved, tmp_path):
     path = saved[name]
     runner = CliRunner()
     out = str(tmp_path / "out.onnx")
-    strict = runner.invoke(app, ["optimize", str(path), out, "--strict", "-q"])
+    # both ask for portability; the speed-first default may keep an original (never slower)
+    strict = runner.invoke(app, ["optimize", str(path), out, "--strict", "--target", "portable"])
     tensorrt = runner.invoke(app, ["optimize", str(path), out, "--target", "tensorrt", "-q"])
     sequence_errors = [
         line
         for line in tensorrt.stderr.splitlines()
         if "sequence" in line and "scan output" not in line and line.startswith("  - ")
     ]
-    lowered, report = seqlower.optimize(path)
+    lowered, report = seqlower.optimize(path, target="portable")
     interface = [v for v in (*lowered.graph.inputs, *lowered.graph.outputs) if is_sequence_value(v)]
     remains = bool(report.remaining or interface)
     assert (strict.exit_code == 1) == remains, strict.stderr

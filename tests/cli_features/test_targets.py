@@ -12,7 +12,9 @@ from seqlower.targets import PROFILES, check_target
 
 
 def lowered(model, **options):
-    """The lowered model as an `onnx_ir.Model` (what `check_target` takes), and the report."""
+    """The lowered model as an `onnx_ir.Model` (what `check_target` takes), and the report;
+    lowered for the "portable" target unless told (the speed-first default may keep originals)."""
+    options.setdefault("target", "portable")
     return seqlower.optimize(ir.from_proto(model), **options)
 
 
@@ -97,4 +99,4 @@ def test_an_unknown_target_is_an_error():
     model, report = lowered(sequence_interface())
     with pytest.raises(seqlower.SeqlowerError, match="unknown target 'tpu'"):
         check_target(model, report, "tpu")
-    assert set(PROFILES) == {"generic", "onnxruntime", "tensorrt", "openvino", "tract"}
+    assert set(PROFILES) == {"generic", "portable", "onnxruntime", "tensorrt", "openvino", "tract"}

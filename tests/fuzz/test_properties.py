@@ -1,6 +1,8 @@
 """Properties of `seqlower.optimize` on generated programs (issue 6):
 
 - never more sequence ops: the output holds at most as many sequence operators as the input;
+- never slower: with the default target the output's estimated cost (`seqlower.cost`) is at
+  most the input's;
 - idempotence: lowering the output again fires no rule and gives byte-identical bytes;
 - determinism: two lowerings give byte-identical bytes, in one process and across processes
   with different PYTHONHASHSEED values (set and dict iteration order must not leak into names or
@@ -14,12 +16,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import onnx
 import onnx_ir as ir
 import pytest
 from generator import generate
 from harness import budget_of, sequence_op_total
 
 import seqlower
+from seqlower.cost import launches
 from seqlower.io import model_to_bytes
 
 # seeds 496 and 502 once added sequence ops (a SequenceMap over a sequence of unknown length)
@@ -56,6 +60,14 @@ def test_never_more_sequence_ops(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", _params(KNOWN))
+def test_never_costs_more(seed: int) -> None:
+    program = generate(seed)
+    typed = ir.from_proto(onnx.shape_inference.infer_shapes(program.model))
+    lowered, _ = seqlower.optimize(program.model)
+    assert launches(ir.from_proto(lowered)) <= launches(typed), f"seed {seed}"
+
+
+@pytest.mark.parametrize("seed", _params(KNOWN))
 def test_idempotent(seed: int) -> None:
     _, lowered = _lower(seed)
     again, report = seqlower.optimize(lowered)
@@ -75,6 +87,7 @@ import hashlib, sys
 sys.path.insert(0, sys.argv[1])
 from generator import generate
 import seqlower
+from seqlower.cost import launches
 from seqlower.io import model_to_bytes
 for seed in map(int, sys.argv[2:]):
     lowered, _ = seqlower.optimize(generate(seed).model)

@@ -47,7 +47,7 @@ def _run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray] | None:
 @pytest.fixture(scope="module")
 def models() -> tuple[onnx.ModelProto, onnx.ModelProto, seqlower.Report]:
     original = parser.parse_model(MODEL)
-    proto, report = seqlower.optimize(original)  # a ModelProto, as given
+    proto, report = seqlower.optimize(original, target="portable")  # a ModelProto, as given
     onnx.checker.check_model(proto, full_check=True)
     return original, proto, report
 
@@ -81,7 +81,7 @@ def test_refuses_an_erase_whose_result_is_empty() -> None:
       s = SequenceConstruct(a)
       e = SequenceErase(s, p)
     }""")
-    lowered, report = seqlower.optimize(model)
+    lowered, report = seqlower.optimize(model, target="portable")
     reasons = " ".join(
         r for op in report.remaining if op.op_type == "SequenceErase" for r in op.reasons
     )
@@ -99,7 +99,7 @@ def test_lowers_element_types_every_supported_onnxruntime_has_where_for(dtype: s
       e = SequenceErase(s, p)
       y = ConcatFromSequence<axis=0, new_axis=1>(e)
     }}""")
-    lowered, report = seqlower.optimize(model)
+    lowered, report = seqlower.optimize(model, target="portable")
     assert report.rules_fired.get("erase-at-runtime-position") == 1
     proto = lowered
     onnx.checker.check_model(proto, full_check=True)
@@ -155,7 +155,7 @@ def test_where_types_are_the_ones_onnxruntime_runs() -> None:
 @pytest.mark.parametrize("type_name", sorted(_NO_WHERE))
 def test_types_without_where_are_gathered_for_every_position(type_name: str) -> None:
     original = parser.parse_model(_TYPED.format(t=type_name))
-    lowered, report = seqlower.optimize(original)
+    lowered, report = seqlower.optimize(original, target="portable")
     proto = lowered
     onnx.checker.check_model(proto, full_check=True)
     ops = [node.op_type for node in proto.graph.node]
@@ -230,7 +230,7 @@ def test_every_form_refuses_a_sequence_of_unknown_elements() -> None:
     g (float[2] t, int64 p, seq(float[2]) s) => (seq(float) y) {
       y = SequenceInsert(s, t, p)
     }""")
-    _, report = seqlower.optimize(model)
+    _, report = seqlower.optimize(model, target="portable")
     (kept,) = [op for op in report.remaining if op.op_type == "SequenceInsert"]
     for rule in ("", "-gather", "-if-chain"):
         assert f"insert-at-runtime-position{rule}: 's' is a sequence-typed model input" in (
@@ -265,7 +265,7 @@ g (float[N] a, float[3] b, int64 p, int64 q, int64 r) => (float[?] y, float[?] z
 
 def _lowered(text: str) -> tuple[onnx.ModelProto, onnx.ModelProto, seqlower.Report]:
     original = parser.parse_model(text)
-    lowered, report = seqlower.optimize(original)
+    lowered, report = seqlower.optimize(original, target="portable")
     proto = lowered
     onnx.checker.check_model(proto, full_check=True)
     return original, proto, report
@@ -322,7 +322,7 @@ def test_onnx_sequence_model1_reads_an_insert_at_an_overridable_position() -> No
       s3 = SequenceInsert(s2, Z, pos)
       out = SequenceAt(s3, pos_at)
     }""")
-    lowered, report = seqlower.optimize(original)
+    lowered, report = seqlower.optimize(original, target="portable")
     proto = lowered
     onnx.checker.check_model(proto, full_check=True)
     assert not SEQUENCE_OPS & {node.op_type for node in proto.graph.node}

@@ -40,7 +40,12 @@ def test_every_profile_names_its_source_and_what_it_changes():
         assert PROFILES[name].source and PROFILES[name].changes
     assert "tract 0.23.9" in PROFILES["tract"].source
     assert "OpenVINO 2026.4.1" in PROFILES["openvino"].source
-    assert PROFILES["generic"].changes == PROFILES["openvino"].changes  # no rewrites of its own
+    # the speed-first targets lower alike; the portability targets share their trade-offs
+    assert PROFILES["generic"].changes == PROFILES["onnxruntime"].changes
+    assert (
+        PROFILES["portable"].changes == PROFILES["openvino"].changes == PROFILES["tensorrt"].changes
+    )
+    assert PROFILES["tract"].changes.startswith(PROFILES["portable"].changes)
 
 
 def test_tract_judges_a_while_loop_an_error_and_names_it():

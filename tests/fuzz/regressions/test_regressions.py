@@ -31,7 +31,7 @@ def parse(graph: str, opset: int = 18) -> onnx.ModelProto:
 
 def lower_and_compare(model: onnx.ModelProto, feeds: dict) -> ir.Model:
     expected = run_ort(model, feeds)
-    lowered, _ = seqlower.optimize(ir.from_proto(model))
+    lowered, _ = seqlower.optimize(ir.from_proto(model), target="portable")
     proto = ir.to_proto(lowered)
     onnx.checker.check_model(proto, full_check=True)
     problem = compare_outputs(expected, run_ort(proto, feeds))
@@ -40,7 +40,7 @@ def lower_and_compare(model: onnx.ModelProto, feeds: dict) -> ir.Model:
 
 
 def assert_idempotent(lowered: ir.Model) -> None:
-    again, report = seqlower.optimize(lowered)
+    again, report = seqlower.optimize(lowered, target="portable")
     assert report.rules_fired == {}
     assert model_to_bytes(again) == model_to_bytes(lowered)
 
