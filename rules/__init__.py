@@ -19,6 +19,7 @@ from seqlower.rules import (
     sequence_map,
     split,
     target_tract,
+    unit_axes,
 )
 
 __all__ = ["default_rules"]
@@ -39,5 +40,6 @@ def default_rules() -> RuleSet:
         + loop_concat.RULES
         + batching.RULES
         + sequence_map.RULES
+        + unit_axes.RULES  # after batching: the unit axes of split(1) chunks
         + target_tract.RULES  # only with Options.target == "tract"
     )
