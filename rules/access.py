@@ -138,29 +138,28 @@ def _check_at_of_chunks(node: ir.Node, ctx: Context):  # type: ignore[no-untyped
 
 def _at_of_chunks(node: ir.Node, match, ctx: Context) -> None:  # type: ignore[no-untyped-def]
     """SequenceAt(SplitToSequence(x, s (scalar), axis=a), p)
-        -> Slice(x, q*s, q*s + s, a), q = Gather(Range(0, ceil(d/s)), p)
+        -> Slice(x, Gather(S, p), Gather(E, p), a), S = Unsqueeze(Range(0, d, s), 1), E = S + s
     SequenceAt(SplitToSequence(x, sizes (1-D), axis=a), p)
-        -> Slice(x, CumSum(sizes)[p] - sizes[p], CumSum(sizes)[p], a)"""
+        -> the same with E = Unsqueeze(CumSum(sizes), 1), S = E - Unsqueeze(sizes, 1)
+
+    The tables of chunk bounds are built where the split is (outside a loop that reads it);
+    a read is two Gathers, which accept exactly the positions SequenceAt does ([-n, n-1]) and
+    fail on the others, and a Slice, whose end clips the uneven last chunk."""
     data, axis, sizes, scalar = match
+    split = node.inputs[0].producer()  # type: ignore[union-attr]
+    tables = ctx.rewriter.before(split)
+    sizes = tables.op("Cast", [sizes], {"to": int(ir.DataType.INT64)})
+    if scalar:
+        dim = tables.op("Gather", [tables.op("Shape", [data]), tables.constant(np.array(axis))])
+        starts = tables.op("Range", [tables.constant(np.array(0, dtype=np.int64)), dim, sizes])
+        ends = tables.op("Add", [starts, sizes])
+    else:
+        ends = tables.op("CumSum", [sizes, tables.constant(np.array(0))])
+        starts = tables.op("Sub", [ends, sizes])
+    starts, ends = (tables.unsqueeze(bound, [1]) for bound in (starts, ends))
     builder = ctx.rewriter.before(node)
     position = node.inputs[1]
-    sizes = builder.op("Cast", [sizes], {"to": int(ir.DataType.INT64)})
-    if scalar:
-        one = builder.constant(np.array(1, dtype=np.int64), "one")
-        dim = builder.op("Gather", [builder.op("Shape", [data]), builder.constant(np.array(axis))])
-        count = builder.op(
-            "Div", [builder.op("Sub", [builder.op("Add", [dim, sizes]), one]), sizes]
-        )
-        table = builder.op("Range", [builder.constant(np.array(0, dtype=np.int64)), count, one])
-        start = builder.op("Mul", [builder.op("Gather", [table, position], {"axis": 0}), sizes])
-        end = builder.op("Add", [start, sizes])
-    else:
-        end = builder.op(
-            "Gather", [builder.op("CumSum", [sizes, builder.constant(np.array(0))]), position]
-        )
-        start = builder.op("Sub", [end, builder.op("Gather", [sizes, position])])
-    one_dim = builder.ints([1], "one_dim")
-    bounds = [builder.op("Reshape", [bound, one_dim]) for bound in (start, end)]
+    bounds = [builder.op("Gather", [table, position], {"axis": 0}) for table in (starts, ends)]
     result = builder.op("Slice", [data, *bounds, builder.ints([axis], "axes")])
     result.type = data.type
     ctx.rewriter.replace(node.outputs[0], result)

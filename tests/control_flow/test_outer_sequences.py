@@ -55,6 +55,37 @@ def test_a_loop_over_an_outer_split_reads_the_tensor(split, widths):
     assert sequence_op_count(lowered) == 0
 
 
+@pytest.mark.parametrize(
+    ("split", "shape", "sizes"),
+    [
+        (
+            "two = Constant<value = int64 {2}>()\n"
+            "        parts = SplitToSequence<axis = 1>(x, two)",
+            "float[2,W] x",
+            None,
+        ),
+        ("parts = SplitToSequence<axis = 1>(x, s)", "float[2,W] x, int64[K] s", [2, 2, 1]),
+    ],
+    ids=["scalar-2", "run-time-sizes"],
+)
+def test_the_chunk_bounds_of_a_split_read_in_a_loop_are_built_outside_it(split, shape, sizes):
+    model = parse(_sum_of_pieces(split, shape))
+    feeds = {"x": np.arange(10, dtype=np.float32).reshape(2, 5)}
+    if sizes is not None:
+        feeds["s"] = np.array(sizes, dtype=np.int64)
+    lowered, _, _ = lower_and_compare(model, feeds)
+    (loop,) = [node for node in lowered.graph.node if node.op_type == "Loop"]
+    body_ops = sorted(node.op_type for node in loop.attribute[0].g.node)
+    # a read is two Gathers of the bound tables and a Slice; Range or CumSum stay outside
+    assert [op for op in body_ops if op != "Constant"] == [
+        "Add",
+        "Gather",
+        "Gather",
+        "Identity",
+        "Slice",
+    ]
+
+
 LAST_AND_LENGTH = parse(
     """g (float[N,3] x, int64 p) => (float[?,3] piece, int64 n) {
     two = Constant<value = int64 {2}>()
