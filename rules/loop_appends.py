@@ -325,8 +325,9 @@ def _to_scan(node: ir.Node, plan: AppendPlan, ctx: Context) -> None:
         stacked = builder.op("Slice", [stacked, *reverse], name="reversed")
     stacked.type = ir.TensorType(plan.dtype)
     if plan.initial:
-        parts = [builder.stack(plan.initial), stacked]
-        stacked = builder.op("Concat", parts[::-1] if plan.prepend else parts, {"axis": 0})
+        initial = [builder.unsqueeze(element, [0]) for element in plan.initial]
+        parts = [stacked, *initial] if plan.prepend else [*initial, stacked]
+        stacked = builder.op("Concat", parts, {"axis": 0})
         stacked.type = ir.TensorType(plan.dtype)
     elements = builder.op("SplitToSequence", [stacked], {"axis": 0, "keepdims": 0}, name="elements")
     elements.type = sequence.type or ir.SequenceType(ir.TensorType(plan.dtype))

@@ -302,4 +302,7 @@ class Builder:
 
     def stack(self, elements: Sequence[ir.Value], axis: int = 0) -> ir.Value:
         """Concat of the elements, each unsqueezed at `axis` (numpy.stack)."""
-        return self.op("Concat", [self.unsqueeze(e, [axis]) for e in elements], {"axis": axis})
+        unsqueezed = [self.unsqueeze(e, [axis]) for e in elements]
+        if len(unsqueezed) == 1:
+            return unsqueezed[0]
+        return self.op("Concat", unsqueezed, {"axis": axis})
