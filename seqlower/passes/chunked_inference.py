@@ -4,136 +4,172 @@
 subgraph (an If branch, a Loop, Scan or SequenceMap body), so its time grows with (number of
 subgraphs) x (number of values): a 100k-node model with 5000 SequenceMap bodies took ~45 s, and
 the same model without them under a second. When the main graph holds many subgraphs, it is cut
-into runs of consecutive nodes, each inferred as a model of its own whose inputs are the values it
-reads from earlier runs, with the types inferred there: a subgraph's outer scope is then one run.
+into runs of consecutive nodes, each serialized straight from the IR and inferred as a model of
+its own whose inputs are the values it reads from earlier runs, with the types inferred there
+(each run's results are merged into the IR before the next run is built): a subgraph's outer
+scope is then one run.
 
 Data propagation (shape arithmetic on Shape/Gather/Concat...) does not cross a cut, so models
-with few subgraphs are inferred in one piece, exactly as before, and cuts are far apart.
+with few subgraphs are inferred in one piece, and cuts are far apart. `infer_in_runs` says
+whether a cut may have lost something that way (a run reads a value that may carry content).
 """
 
 from __future__ import annotations
 
-__all__ = ["infer_shapes"]
+__all__ = [
+    "CHUNK_NODES",
+    "DATA_PROPAGATING_OPS",
+    "SMALL_INITIALIZER_BYTES",
+    "SUBGRAPH_LIMIT",
+    "as_constants",
+    "infer_in_runs",
+]
 
-from collections.abc import Iterator
+from collections.abc import Callable
 
+import numpy as np
 import onnx
-from onnx import helper
+import onnx_ir as ir
+
+from seqlower.ops import subgraphs
+from seqlower.passes.inferred_types import (
+    TypeReader,
+    dim_names,
+    graph_types,
+    paired_subgraphs,
+)
 
 SUBGRAPH_LIMIT = 64  # main-graph nodes holding a subgraph, beyond which the graph is cut
 CHUNK_NODES = 1000
 
-
-def infer_shapes(proto: onnx.ModelProto) -> onnx.ModelProto:
-    """`onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)`, cut into
-    runs of nodes when the main graph holds more than SUBGRAPH_LIMIT subgraph-carrying nodes."""
-    carriers = sum(1 for node in proto.graph.node if _has_subgraph(node))
-    if carriers <= SUBGRAPH_LIMIT:
-        return onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
-    return _infer_in_runs(proto)
-
-
-_GRAPH_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-
-
-def _has_subgraph(node: onnx.NodeProto) -> bool:
-    return bool(node.attribute) and any(attr.type in _GRAPH_TYPES for attr in node.attribute)
+# Default-domain operators with an ONNX data propagation function (onnx 1.23; a test checks the
+# list against the installed onnx): their outputs may carry content that inference reads later.
+DATA_PROPAGATING_OPS = frozenset(
+    {"Add", "Cast", "Concat", "Gather", "Mul", "Shape", "Size", "Slice", "Squeeze", "Sub"}
+    | {"Unsqueeze"}
+)
+# initializers up to this size are given to inference with their content, as
+# onnx_ir.passes.common._c_api_utils.call_onnx_api does for the whole model
+SMALL_INITIALIZER_BYTES = 1000
+_INTEGERS = frozenset({ir.DataType.INT64, ir.DataType.INT32})
 
 
-def _subgraph_reads(node: onnx.NodeProto) -> Iterator[str]:
-    """Every name read by a node inside the subgraphs of `node` (their own values included: the
-    caller keeps only the names it knows from the main graph)."""
-    for attr in node.attribute:
-        for subgraph in [attr.g] if attr.HasField("g") else list(attr.graphs):
-            for inner in subgraph.node:
-                yield from inner.input
-                yield from _subgraph_reads(inner)
-
-
-def _dim_params(info: onnx.ValueInfoProto) -> Iterator[str]:
-    type_proto = info.type
-    while type_proto.HasField("sequence_type"):
-        type_proto = type_proto.sequence_type.elem_type
-    if type_proto.HasField("tensor_type"):
-        for dim in type_proto.tensor_type.shape.dim:
-            if dim.dim_param:
-                yield dim.dim_param
-
-
-def _rename_new_dims(graph: onnx.GraphProto, inherited: set[str], run: int) -> None:
-    """Each run numbers the dims it makes up from `unk__0`: unrelated dims of two runs would
-    share a name, and one name means one size. Give the new ones names unique to the run.
-    (Serialized bytes are searched first: a cheap test in C++ that skips most values.)"""
-    if b"unk__" not in graph.SerializeToString():
-        return
-    for node in graph.node:
-        for attr in node.attribute:
-            for subgraph in [attr.g] if attr.HasField("g") else list(attr.graphs):
-                _rename_new_dims(subgraph, inherited, run)
-    for info in [*graph.value_info, *graph.input, *graph.output]:
-        if b"unk__" not in info.SerializeToString():
-            continue
-        type_proto = info.type
-        while type_proto.HasField("sequence_type"):
-            type_proto = type_proto.sequence_type.elem_type
-        if not type_proto.HasField("tensor_type"):
-            continue
-        for dim in type_proto.tensor_type.shape.dim:
-            if dim.dim_param.startswith("unk__") and dim.dim_param not in inherited:
-                dim.dim_param = f"unk__run{run}_{dim.dim_param[5:]}"
-
-
-def _infer_in_runs(proto: onnx.ModelProto) -> onnx.ModelProto:
-    graph = proto.graph
-    known: dict[str, onnx.ValueInfoProto] = {}
-    for info in [*graph.input, *graph.value_info]:
-        known[info.name] = info
-    initializers = {tensor.name: tensor for tensor in graph.initializer}
-    constants = {
-        node.output[0]: node
-        for node in graph.node
-        if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.output) == 1
-    }
-    nodes = list(graph.node)
-    inferred_nodes: list[onnx.NodeProto] = []
-    inferred_infos: list[onnx.ValueInfoProto] = []
+def infer_in_runs(model: ir.Model, folded: dict[str, np.ndarray]) -> bool:
+    """Infer the model's main graph in runs of CHUNK_NODES nodes, taking the inferred types and
+    shapes into the values that have none (subgraphs included). Nodes computing a value in
+    `folded` are given to inference as Constants. Returns True when no run reads a value that
+    may carry content from an earlier run (inference in one piece would find the same shapes).
+    Raises what ONNX inference raises."""
+    graph = model.graph
+    nodes = list(graph)
+    functions = [ir.serde.serialize_function(f) for f in model.functions.values()]
+    exact = True
     for start in range(0, len(nodes), CHUNK_NODES):
         run = nodes[start : start + CHUNK_NODES]
-        produced = {name for node in run for name in node.output}
-        reads: dict[str, None] = {}
-        for node in run:
-            reads.update(dict.fromkeys(node.input))
-            if _has_subgraph(node):
-                reads.update(dict.fromkeys(_subgraph_reads(node)))
-        free = [name for name in reads if name and name not in produced]
-        # constants read from earlier runs are copied in: their values matter to inference
-        copied = [constants[name] for name in free if name in constants]
-        free = [name for name in free if name not in constants]
-        inputs = [known[name] for name in free if name in known and name not in initializers]
-        run_graph = helper.make_graph(
-            [*copied, *run],
-            f"{graph.name}_run_{start}",
-            inputs,
-            [],
-            initializer=[initializers[name] for name in free if name in initializers],
+        proto, inherited, crossing = _run_model(model, run, folded, functions)
+        exact = exact and not crossing
+        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+        reader = TypeReader(_renamer(inherited, start))
+        types = graph_types(inferred.graph)
+        reader.merge((output for node in run for output in node.outputs), types)
+        proto_nodes = inferred.graph.node[len(proto.graph.node) - len(run) :]
+        for node, node_proto in zip(run, proto_nodes):
+            if not node.attributes:
+                continue
+            for subgraph, subgraph_proto in paired_subgraphs(node, node_proto):
+                values = [*subgraph.inputs, *(o for n in subgraph for o in n.outputs)]
+                reader.merge(values, graph_types(subgraph_proto))
+    return exact
+
+
+def _run_model(
+    model: ir.Model,
+    run: list[ir.Node],
+    folded: dict[str, np.ndarray],
+    functions: list[onnx.FunctionProto],
+) -> tuple[onnx.ModelProto, set[str], bool]:
+    """The model inference is given for one run; the dim names its inputs carry; whether one of
+    its inputs may carry content (data propagation) that a cut hides."""
+    graph = model.graph
+    members = set(run)
+    reads: dict[ir.Value, None] = {}
+    for node in run:
+        reads.update((value, None) for value in node.inputs if value is not None)
+        if node.attributes:
+            for subgraph in subgraphs(node):
+                _outer_reads(subgraph, graph, reads)
+    proto = onnx.ModelProto(ir_version=model.ir_version)
+    for domain, version in model.opset_imports.items():
+        proto.opset_import.add(domain=domain, version=version)
+    proto.functions.extend(functions)
+    run_graph = proto.graph
+    run_graph.name = f"{graph.name}_run"
+    inherited: set[str] = set()
+    crossing = False
+    for value in reads:
+        producer = value.producer()
+        if value.graph is not graph or producer in members or not value.name:
+            continue
+        if producer is not None and value.name in folded and producer.op_type != "Constant":
+            run_graph.node.append(_constant(value.name, folded[value.name]))
+            continue
+        if producer is not None and producer.op_type == "Constant" and producer.domain == "":
+            ir.serde.serialize_node_into(run_graph.node.add(), producer)
+            continue  # constants read from earlier runs are copied in: inference reads them
+        tensor = value.const_value if value.is_initializer() else None
+        if tensor is not None and tensor.nbytes <= SMALL_INITIALIZER_BYTES:
+            ir.serde.serialize_tensor_into(run_graph.initializer.add(), tensor)
+            continue
+        if value.type is None:
+            continue
+        ir.serde.serialize_value_into(run_graph.input.add(), value)
+        inherited.update(dim_names(value.shape))
+        crossing = crossing or (
+            producer is not None
+            and producer.op_type in DATA_PROPAGATING_OPS
+            and (value.dtype in _INTEGERS or producer.op_type == "Cast")
         )
-        run_model = helper.make_model(
-            run_graph,
-            opset_imports=proto.opset_import,
-            ir_version=proto.ir_version,
-            functions=proto.functions,
+    for node in run:
+        ir.serde.serialize_node_into(run_graph.node.add(), node)
+    if folded:
+        as_constants(run_graph, folded)
+    return proto, inherited, crossing
+
+
+def _outer_reads(subgraph: ir.Graph, graph: ir.Graph, reads: dict[ir.Value, None]) -> None:
+    """Add the values of `graph` that nodes in `subgraph` (nested ones included) read."""
+    for node in subgraph:
+        reads.update(
+            (value, None) for value in node.inputs if value is not None and value.graph is graph
         )
-        inferred = onnx.shape_inference.infer_shapes(run_model, strict_mode=False, data_prop=True)
-        _rename_new_dims(inferred.graph, {d for info in inputs for d in _dim_params(info)}, start)
-        copied_names = {node.output[0] for node in copied}
-        for info in inferred.graph.value_info:
-            if info.name not in copied_names:
-                known[info.name] = info
-                inferred_infos.append(info)
-        inferred_nodes.extend(inferred.graph.node[len(copied) :])
-    result = onnx.ModelProto()
-    result.CopyFrom(proto)
-    del result.graph.node[:]
-    result.graph.node.extend(inferred_nodes)
-    result.graph.value_info.extend(inferred_infos)
-    return result
+        if node.attributes:
+            for inner in subgraphs(node):
+                _outer_reads(inner, graph, reads)
+
+
+def _constant(name: str, array: np.ndarray, node_name: str = "") -> onnx.NodeProto:
+    value = onnx.numpy_helper.from_array(array)
+    return onnx.helper.make_node("Constant", [], [name], name=node_name, value=value)
+
+
+def as_constants(graph: onnx.GraphProto, folded: dict[str, np.ndarray]) -> None:
+    """In a copy given to inference, the nodes computing `folded` values become Constants
+    (subgraphs included)."""
+    graphs = [graph]
+    while graphs:
+        current = graphs.pop()
+        for node in current.node:
+            for attr in node.attribute:
+                graphs.extend([attr.g] if attr.HasField("g") else list(attr.graphs))
+            if len(node.output) == 1 and node.output[0] in folded and node.op_type != "Constant":
+                node.CopyFrom(_constant(node.output[0], folded[node.output[0]], node.name))
+
+
+def _renamer(inherited: set[str], run: int) -> Callable[[str], str | None]:
+    """Each run numbers the dims it makes up from `unk__0`: unrelated dims of two runs would
+    share a name, and one name means one size. The new ones get names unique to the run."""
+
+    def rename(name: str) -> str | None:
+        return None if name in inherited else f"unk__run{run}_{name[5:]}"
+
+    return rename

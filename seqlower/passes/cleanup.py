@@ -11,6 +11,7 @@ from onnx_ir.passes.common import RemoveUnusedFunctionsPass
 
 from seqlower.ops import iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_nodes
+from seqlower.passes.region_inference import forget_stamp
 
 
 def remove_unused_initializers(model: ir.Model) -> bool:
@@ -37,6 +38,7 @@ class CleanupPass(ir.passes.InPlacePass):
         self.dead_nodes = dead_nodes
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
+        forget_stamp(model)  # dim names are forgotten below: shapes are no longer inference's
         modified = remove_dead_nodes(model) if self.dead_nodes else False
         modified |= remove_unused_initializers(model)
         if model.functions:
@@ -48,7 +50,12 @@ class CleanupPass(ir.passes.InPlacePass):
 def _forget_inferred_dim_names(model: ir.Model) -> bool:
     """ONNX shape inference names unknown dims `unk__<n>`, numbered after the names already in
     the model; kept, they would make a second lowering number them differently (not
-    idempotent). They become anonymous dims; the model inputs keep theirs."""
+    idempotent). They become anonymous dims; the model inputs keep theirs.
+
+    The same walk reads each value's `meta`: onnx_ir creates that (empty) store the first time
+    it is read, and its serializer reads it. Made here, inside the pipeline's relaxed garbage
+    collector (`pipeline.collector_relaxed`), rather than during the caller's save, where 170k
+    new objects at 100k nodes set off hundreds of collections (a second and more)."""
     modified = False
     main_inputs = set(model.graph.inputs)
     # values share shape objects (see normalize._merge_shapes): each is looked at once; the
@@ -57,6 +64,7 @@ def _forget_inferred_dim_names(model: ir.Model) -> bool:
     for graph in iter_all_graphs(model):
         values = [*graph.inputs, *graph.outputs, *(o for node in graph for o in node.outputs)]
         for value in values:
+            value.meta  # noqa: B018 (created now; see the docstring)
             shape = value.shape
             if shape is None or value in main_inputs:
                 continue

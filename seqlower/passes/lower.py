@@ -6,9 +6,11 @@ Rules that consume whole patterns (`Rule.before_producers`) are tried on every n
 each rewrite, what it left dead is removed at once (the rewritten node, the producers of what it
 read, transitively), so the rest of the sweep sees exact uses. Sweeps repeat, with shape inference
 between them, to a fixpoint bounded by `Options.max_iterations`; a whole-model dead-code pass
-confirms the fixpoint. Rules that commit to a run-time form (`Rule.last_resort`) join only in a
-sweep that follows one where no other rule applied, so that static lengths and positions found
-by any rewrite reach the rules of the static forms first. The pass records why it stopped and
+confirms the fixpoint. After a sweep, only the nodes it emitted or rewired are inferred
+(`region_inference`) when that provably gives the shapes whole-model inference would. Rules
+that commit to a run-time form (`Rule.last_resort`) join only in a sweep that follows one where
+no other rule applied, so that static lengths and positions found by any rewrite reach the rules
+of the static forms first. The pass records why it stopped and
 how often each rule fired (as egg's runner does). Its last step is `RuntimeWorkaroundsPass`, so
 that the lowered model loads in onnxruntime whatever a user runs after it.
 """
@@ -24,8 +26,9 @@ import onnx_ir as ir
 from seqlower.analysis import Facts
 from seqlower.ops import subgraphs
 from seqlower.options import Options
+from seqlower.passes import region_inference
 from seqlower.passes.dead_code import is_dead, remove_dead_nodes, remove_dead_upstream
-from seqlower.passes.normalize import infer_shapes
+from seqlower.passes.normalize import SHAPE_ARGUMENTS, infer_shapes
 from seqlower.passes.outcomes import rewrite_tier
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.rewriter import Rewriter
@@ -69,9 +72,13 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         self.iterations = 0
         self.dead_code_free = False  # True after a fixpoint: no dead node is left anywhere
         self._deferred = False  # a sweep left a last-resort rule out on a node it did not change
+        self._touched: list[ir.Node] = []  # since the last inference: emitted or rewritten
+        self._elsewhere = False  # since the last inference: a rewrite outside the main graph
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        rewriter = Rewriter(model)
+        # shapes are current (normalize's inference): a sweep's rewrites may be inferred alone
+        stamp = region_inference.current_stamp(model)
+        rewriter = _TrackingRewriter(model)
         # dead code holds rules back: a dead reader keeps a sequence in use, a dead body op
         # with no batching rule keeps a map from being batched
         modified = remove_dead_nodes(model)
@@ -86,7 +93,7 @@ class LowerSequencesPass(ir.passes.InPlacePass):
             self._deferred = False
             if self._sweep(model, context, last_resort):
                 modified, whole_model_clean, last_resort = True, False, False
-                infer_shapes(model)
+                stamp = self._infer(model, rewriter, stamp)
                 continue
             # a fixpoint, unless dead code that the local removals missed holds a rule back
             if not whole_model_clean and remove_dead_nodes(model):
@@ -100,9 +107,40 @@ class LowerSequencesPass(ir.passes.InPlacePass):
             break
         self.fired = dict(rewriter.fired)
         self.warnings = list(rewriter.warnings)
-        if self.runtime_workarounds:  # whatever runs after this pass, the model must load
-            modified |= RuntimeWorkaroundsPass()(model).modified
+        if stamp is not None:  # dead code removed since: the shapes are still current
+            region_inference.write_stamp(model, stamp.carriers)
+        # whatever runs after this pass, the model must load
+        if self.runtime_workarounds and RuntimeWorkaroundsPass()(model).modified:
+            modified = True
+            region_inference.forget_stamp(model)
         return ir.passes.PassResult(model, modified)
+
+    def _infer(
+        self,
+        model: ir.Model,
+        rewriter: _TrackingRewriter,
+        stamp: region_inference.ShapeStamp | None,
+    ) -> region_inference.ShapeStamp | None:
+        """Shapes for what the sweep made: of the region it rewrote when that is exact, else of
+        the whole model. Returns the stamp under which the shapes are current, if any."""
+        local = (
+            stamp is not None
+            and not self._elsewhere
+            and region_inference.infer_region(
+                model,
+                self._touched,
+                rewriter.rewired,
+                stamp,
+                SHAPE_ARGUMENTS,
+                content_moved=rewriter.content_moved,
+            )
+        )
+        self._touched, self._elsewhere = [], False
+        rewriter.rewired, rewriter.content_moved = [], False
+        if local:
+            return stamp
+        infer_shapes(model)
+        return region_inference.current_stamp(model)
 
     def _sweep(self, model: ir.Model, context: Context, last_resort: bool) -> bool:
         """Try the rules on every live node: first the rules that consume whole patterns
@@ -150,6 +188,9 @@ class LowerSequencesPass(ir.passes.InPlacePass):
             context.rewriter.fired[rule.name] += 1
             touched, holders = context.rewriter.take_touched()
             self._record(node, rule.name, touched)
+            main = context.rewriter.model.graph
+            self._elsewhere = self._elsewhere or any(n.graph is not main for n in (node, *touched))
+            self._touched += [node, *touched]
             remove_dead_upstream([*(p for p in read if p is not None), node, *touched], holders)
             return True
         if reasons:
@@ -187,3 +228,23 @@ def _is_live(graph: ir.Graph, owners: dict[int, ir.Node]) -> bool:
             return False
         owner = owners.get(id(owner.graph))
     return True
+
+
+class _TrackingRewriter(Rewriter):
+    """A `Rewriter` that also notes, for region inference, the nodes whose inputs `replace`
+    rewired and whether a replaced value or its replacement may carry content."""
+
+    def __init__(self, model: ir.Model) -> None:
+        super().__init__(model)
+        self.rewired: list[ir.Node] = []
+        self.content_moved = False
+
+    def replace(self, old: ir.Value, new: ir.Value) -> None:
+        if old is not new:
+            self.rewired += [use.node for use in old.uses()]
+            self.content_moved = (
+                self.content_moved
+                or region_inference.may_carry_content(old)
+                or region_inference.may_carry_content(new)
+            )
+        super().replace(old, new)

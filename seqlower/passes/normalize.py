@@ -14,7 +14,7 @@ shape inference recomputes them from the graph inputs and constants. Symbolic in
 
 from __future__ import annotations
 
-__all__ = ["NormalizePass", "infer_shapes"]
+__all__ = ["SHAPE_ARGUMENTS", "NormalizePass", "infer_shapes"]
 
 import collections
 import logging
@@ -27,10 +27,11 @@ from onnx_ir.passes.common import _c_api_utils
 
 from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.analysis.static_values import StaticValues
-from seqlower.ops import iter_all_graphs
+from seqlower.ops import iter_all_graphs, subgraphs
 from seqlower.options import Options
-from seqlower.passes import chunked_inference
+from seqlower.passes import chunked_inference, region_inference
 from seqlower.passes.bind_dims import BindDimsPass
+from seqlower.passes.inferred_types import TypeReader, graph_types, merge_graph
 
 logger = logging.getLogger(__name__)
 
@@ -91,47 +92,66 @@ def infer_shapes(model: ir.Model) -> None:
     ONNX inference forgets the shapes of loop-carried tensors (they may change between
     iterations). Where `LoopShapes` proves that a carried tensor keeps the shape of its initial
     value, that shape is declared on the body input and inference runs again, so that it reaches
-    the body's values and the Loop's outputs (a round per level of nested loops)."""
-    loops, shape_readers = _clear_shapes(model)
+    the body's values and the Loop's outputs (a round per level of nested loops).
+
+    When no such round can matter to what a lowering rewrites later (no Loop, no shape argument
+    left that seqlower could fold, no cut that data propagation could not cross), a
+    `region_inference.ShapeStamp` is written on the model: the lowering may then infer only
+    the nodes it rewrote."""
+    region_inference.forget_stamp(model)
+    loops, shape_readers, carriers = _clear_shapes(model)
     for loop in loops:
         _reset_loop_signature(loop.attributes["body"].as_graph())
-    if not _infer_and_merge(model, {}):
+    exact = _infer_and_merge(model, {}, carriers)
+    if exact is None:
         return
     folded: dict[str, np.ndarray] = {}
     for _ in range(_MAX_ROUNDS):
         declared = _declare_invariant_carried_shapes(loops)
-        found = _static_arguments(shape_readers)
+        found, pending = _static_arguments(shape_readers)
         if not declared and found.keys() <= folded.keys():
+            if exact and not loops and not pending:
+                region_inference.write_stamp(model, carriers)
             return
         folded.update(found)
         _clear_shapes(model)
-        if not _infer_and_merge(model, folded):
+        exact = _infer_and_merge(model, folded, carriers)
+        if exact is None:
             return
 
 
-def _clear_shapes(model: ir.Model) -> tuple[list[ir.Node], list[ir.Node]]:
+def _clear_shapes(model: ir.Model) -> tuple[list[ir.Node], list[ir.Node], list[ir.Node]]:
     """Forget the shape of every node output, in one walk that also finds the Loops (with a
-    body) and the nodes with an input in `_SHAPE_ARGUMENTS`, for the rounds after inference."""
+    body), the nodes with an input in `SHAPE_ARGUMENTS`, for the rounds after inference, and
+    the main-graph nodes that hold subgraphs."""
     loops: list[ir.Node] = []
     shape_readers: list[ir.Node] = []
-    for graph in iter_all_graphs(model):
+    carriers: list[ir.Node] = []
+    graphs = [model.graph, *(function.graph for function in model.functions.values())]
+    for graph in graphs:  # grows while iterating: every subgraph, parents first
         for node in graph:
             for output in node.outputs:
                 output.shape = None
+            if node.attributes:
+                inner = subgraphs(node)
+                if inner:
+                    graphs.extend(inner)
+                    if graph is model.graph:
+                        carriers.append(node)
             if node.domain != "":
                 continue
-            if node.op_type in _SHAPE_ARGUMENTS:
+            if node.op_type in SHAPE_ARGUMENTS:
                 shape_readers.append(node)
             elif node.op_type == "Loop" and "body" in node.attributes:
                 loops.append(node)
-    return loops, shape_readers
+    return loops, shape_readers, carriers
 
 
 _MAX_ROUNDS = 3
 
 
 # Inputs whose content (not only shape) decides the output shape, by operator.
-_SHAPE_ARGUMENTS: dict[str, tuple[int, ...]] = {
+SHAPE_ARGUMENTS: dict[str, tuple[int, ...]] = {
     "Slice": (1, 2, 3, 4),
     "Reshape": (1,),
     "Expand": (1,),
@@ -154,15 +174,17 @@ _SHAPE_ARGUMENTS: dict[str, tuple[int, ...]] = {
 }
 
 
-def _static_arguments(shape_readers: list[ir.Node]) -> dict[str, np.ndarray]:
+def _static_arguments(shape_readers: list[ir.Node]) -> tuple[dict[str, np.ndarray], bool]:
     """Small static integer tensors that seqlower folds but ONNX inference does not (it reads
     only constants for a Slice's bounds, an Expand's shape...), computed by non-Constant nodes,
     and read as a shape argument by one of `shape_readers` whose output shape is not fully
-    known: inference gets them as constants."""
+    known: inference gets them as constants. Also says whether such an argument was found
+    that is not static (a rewrite might make it static later)."""
     values = StaticValues()
     found: dict[str, np.ndarray] = {}
+    pending = False
     for node in shape_readers:
-        positions = _SHAPE_ARGUMENTS[node.op_type]
+        positions = SHAPE_ARGUMENTS[node.op_type]
         if all(_fully_known(output) for output in node.outputs):
             continue
         for value in (node.inputs[i] for i in positions if i < len(node.inputs)):
@@ -178,7 +200,9 @@ def _static_arguments(shape_readers: list[ir.Node]) -> dict[str, np.ndarray]:
             array = values.get(value)
             if array is not None:
                 found[value.name] = array  # type: ignore[union-attr, index]
-    return found
+            else:
+                pending = True
+    return found, pending
 
 
 def _fully_known(value: ir.Value) -> bool:
@@ -189,34 +213,20 @@ def _fully_known(value: ir.Value) -> bool:
     )
 
 
-def _as_constants(proto: onnx.ModelProto, folded: dict[str, np.ndarray]) -> None:
-    """In the copy given to inference, the nodes computing `folded` values become Constants."""
-    graphs = [proto.graph]
-    while graphs:
-        graph = graphs.pop()
-        for node in graph.node:
-            for attr in node.attribute:
-                graphs.extend([attr.g] if attr.HasField("g") else list(attr.graphs))
-            if len(node.output) == 1 and node.output[0] in folded and node.op_type != "Constant":
-                array = folded[node.output[0]]
-                node.CopyFrom(
-                    onnx.helper.make_node(
-                        "Constant",
-                        [],
-                        [node.output[0]],
-                        name=node.name,
-                        value=onnx.numpy_helper.from_array(array),
-                    )
-                )
-
-
-def _infer_and_merge(model: ir.Model, folded: dict[str, np.ndarray]) -> bool:
-    def infer(proto: onnx.ModelProto) -> onnx.ModelProto:
-        if folded:
-            _as_constants(proto, folded)
-        return chunked_inference.infer_shapes(proto)  # linear with many subgraphs
-
+def _infer_and_merge(
+    model: ir.Model, folded: dict[str, np.ndarray], carriers: list[ir.Node]
+) -> bool | None:
+    """Infer and take the shapes; None when inference failed, else whether it was exact (see
+    `chunked_inference.infer_in_runs`: with many subgraphs the main graph is cut in runs)."""
     try:
+        if len(carriers) > chunked_inference.SUBGRAPH_LIMIT:
+            return chunked_inference.infer_in_runs(model, folded)  # linear with many subgraphs
+
+        def infer(proto: onnx.ModelProto) -> onnx.ModelProto:
+            if folded:
+                chunked_inference.as_constants(proto.graph, folded)
+            return onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+
         # call_onnx_api leaves large initializers out of the serialized copy (weights are not
         # needed for shapes) and restores them afterwards.
         inferred = _c_api_utils.call_onnx_api(infer, model)
@@ -224,7 +234,7 @@ def _infer_and_merge(model: ir.Model, folded: dict[str, np.ndarray]) -> bool:
         logger.warning(
             "shape inference failed: %s", str(error).splitlines()[0] if str(error) else error
         )
-        return False
+        return None
     _merge_shapes(model, inferred)
     return True
 
@@ -258,26 +268,9 @@ def _reset_loop_signature(body: ir.Graph) -> None:
 def _merge_shapes(model: ir.Model, inferred: onnx.ModelProto) -> None:
     """Take the inferred types and shapes of values that have none. The proto is read directly
     (deserializing the whole inferred model took half the time of inference on large models)."""
-    # most values share a few types: deserialize each distinct TypeProto once, and share its
-    # shape, frozen (a rule that needs another shape assigns a new one)
-    cache: dict[bytes, tuple[ir.Shape | None, ir.TypeProtocol]] = {}
+    reader = TypeReader()
     for graph, types in zip(iter_all_graphs(model), _inferred_types(inferred)):
-        for value in list(graph.inputs) + [o for n in graph for o in n.outputs]:
-            found = types.get(value.name or "")
-            if found is None or (value.shape is not None and value.type is not None):
-                continue
-            key = found.SerializeToString()
-            if key not in cache:
-                shape = ir.serde.deserialize_type_proto_for_shape(found)
-                cache[key] = (
-                    None if shape is None else ir.Shape(list(shape), frozen=True),
-                    ir.serde.deserialize_type_proto_for_type(found),
-                )
-            shape, type_ = cache[key]
-            if value.shape is None and shape is not None:
-                value.shape = shape
-            if value.type is None:
-                value.type = type_
+        merge_graph(reader, graph, types)
 
 
 def _inferred_types(model: onnx.ModelProto) -> Iterator[dict[str, onnx.TypeProto]]:
@@ -288,10 +281,7 @@ def _inferred_types(model: onnx.ModelProto) -> Iterator[dict[str, onnx.TypeProto
     )
     while queue:
         graph = queue.popleft()
-        infos = list(graph.value_info)
-        if isinstance(graph, onnx.GraphProto):
-            infos = [*graph.input, *infos, *graph.output]
-        yield {info.name: info.type for info in infos if info.HasField("type")}
+        yield graph_types(graph)
         for node in graph.node:
             for attr in node.attribute:
                 if attr.ref_attr_name:

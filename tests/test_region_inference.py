@@ -1,0 +1,101 @@
+"""Region inference (`seqlower.passes.region_inference`): after a sweep, the lowering infers only
+what it rewrote when that provably gives the shapes whole-model inference would. The output must
+be the same bytes either way (idempotence depends on it), and the shortcut must be taken on the
+models it is for (chains of SequenceMap blocks, as in the bench).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+from conformance.test_onnx_backend import CASES
+from support import parse
+
+import seqlower
+from seqlower.io import model_to_bytes
+from seqlower.passes import lower as lower_module
+from seqlower.passes import normalize, region_inference
+from seqlower.passes.chunked_inference import DATA_PROPAGATING_OPS
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
+from generator import generate
+
+BLOCK = """s{k} = SplitToSequence<axis = 0, keepdims = 0>({h})
+    m{k} = SequenceMap<body = b (float[4] e, float[4,4] w) => (float[4] o) {{
+        mm = MatMul(e, w)
+        o = Relu(mm)
+    }}>(s{k}, w)
+    c{k} = ConcatFromSequence<axis = 0, new_axis = 1>(m{k})
+    r{k} = Add(c{k}, {h})"""
+
+
+def _chain(blocks: int) -> onnx.ModelProto:
+    lines, h = [], "x"
+    for k in range(blocks):
+        lines.append(BLOCK.format(k=k, h=h))
+        h = f"r{k}"
+    body = "\n    ".join([*lines, f"y = Identity({h})"])
+    return parse(f"g (float[3,4] x, float[4,4] w) => (float[3,4] y) {{\n    {body}\n}}")
+
+
+def _whole_model_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(region_inference, "infer_region", lambda *args, **kwargs: False)
+
+
+def _corpus() -> dict[str, onnx.ModelProto]:
+    models = {name: case.model for name, case in sorted(CASES.items())}
+    models.update({f"fuzz_{seed}": generate(seed).model for seed in range(0, 300, 7)})
+    models["chain_3"] = _chain(3)
+    models["chain_80"] = _chain(80)  # beyond chunked_inference.SUBGRAPH_LIMIT: inferred in runs
+    return models
+
+
+CORPUS = _corpus()
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_same_bytes_as_whole_model_inference(name, monkeypatch):
+    model = CORPUS[name]
+    with_regions, _ = seqlower.optimize(model)
+    _whole_model_only(monkeypatch)
+    whole, _ = seqlower.optimize(model)
+    assert model_to_bytes(with_regions) == model_to_bytes(whole)
+
+
+@pytest.mark.parametrize("blocks", [3, 80])
+def test_a_chain_of_maps_is_inferred_as_a_whole_once(blocks, monkeypatch):
+    calls = []
+    infer = normalize.infer_shapes
+
+    def counted(model):
+        calls.append(model)
+        infer(model)
+
+    monkeypatch.setattr(normalize, "infer_shapes", counted)
+    monkeypatch.setattr(lower_module, "infer_shapes", counted)
+    lowered, report = seqlower.optimize(_chain(blocks))
+    assert report.rules_fired == {"sequence-map-batch": blocks}
+    assert len(calls) == 1  # normalize's; the lowering inferred the rewritten regions only
+    onnx.checker.check_model(lowered, full_check=True)
+    again, _ = seqlower.optimize(lowered)
+    assert model_to_bytes(again) == model_to_bytes(lowered)
+
+
+def test_a_stamp_is_dropped_when_the_graph_changes():
+    model = seqlower.io.load_model(_chain(2))
+    normalize.infer_shapes(model)
+    assert region_inference.current_stamp(model) is not None
+    model.graph.remove(model.graph[len(model.graph) - 1], safe=False)
+    assert region_inference.current_stamp(model) is None
+
+
+def test_data_propagating_ops_are_those_of_the_installed_onnx():
+    found = {
+        schema.name
+        for schema in onnx.defs.get_all_schemas_with_history()
+        if schema.domain == "" and schema.has_data_propagation_function
+    }
+    assert found == DATA_PROPAGATING_OPS
