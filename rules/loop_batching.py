@@ -7,19 +7,25 @@ applied once to the stack of the elements it reads (as `sequence-map-batch` does
     Loop(M, true, body(i, c): scan output f(Gather(x, i, axis=a)))      (M = dim a of x)
         -> f'(moveaxis(x, a, 0))
     ConcatFromSequence(<the appended list>, axis=0, new_axis=1) -> f'(...)        (no copy)
+    a running sum acc' = Add(acc, f(...)), acc of one static shape
+        -> final acc = Add(acc0, ReduceSum(f'(...), axis 0));
+           acc' appended or a scan output = Add(acc0, CumSum(f'(...), axis 0))
 
 f' is f batched over a new leading axis (`seqlower.batching`): the TorchScript forms
 `for t in x.unbind(0): out.append(f(t))`, `for s in x.split(1, 0): ...`, `for h in range(H):
 out.append(f(q[h]))` and `zip` of two such lists. What the body reads each iteration is an element
 of an outer list or tensor at the iteration number; everything else it reads is the same in
-every iteration. A loop-carried value must be passed on unchanged or be a list that starts empty
-and gets one append per iteration; the condition must stay true. The trip count must be the
-length of what is read (or the minimum of such lengths, as `zip` computes: then the stacks are
-cut to it), so that the batch holds exactly the elements the iterations would read.
+every iteration. A loop-carried value must be passed on unchanged, be a list that starts empty
+and gets one append per iteration, or be a running sum (`acc = acc + f(t)`, read by nothing else
+in the body but the append or scan output of its new value); the condition must stay true.
+Floating-point sums may round differently from the loop's own order (CumSum and ReduceSum). The
+trip count must be the length of what is read (or the minimum of such lengths, as `zip`
+computes: then the stacks are cut to it), so that the batch holds exactly the elements the
+iterations would read.
 
 Refused (the Loop is left to the other loop rules): a value carried from one iteration to the
-next (a running sum, an RNN state), an iteration number used as a number, a condition that may
-end the loop early, a body op without a batching rule, a trip count not known to match.
+next other than a running sum (an RNN state), an iteration number used as a number, a condition
+that may end the loop early, a body op without a batching rule, a trip count not known to match.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ __all__ = ["RULES"]
 import dataclasses
 from collections.abc import Callable
 
+import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.facts import element_dtype
@@ -68,6 +75,15 @@ class Read:
 
 
 @dataclasses.dataclass(frozen=True)
+class RunningSum:
+    """A carried value updated as acc' = Add(acc, term), acc' of the initial value's shape."""
+
+    index: int  # among the loop-carried values
+    update: ir.Value  # acc'
+    term: ir.Value  # what each iteration adds: computed from the elements read
+
+
+@dataclasses.dataclass(frozen=True)
 class LoopBatchPlan:
     reads: tuple[Read, ...]
     body: BodyPlan
@@ -75,6 +91,8 @@ class LoopBatchPlan:
     count: int | ir.SymbolicDim | None
     appends: tuple[tuple[int, ir.Value], ...]  # (carried index, the tensor appended)
     kept: tuple[int, ...]  # carried indices passed on unchanged
+    sums: tuple[RunningSum, ...] = ()
+    wanted: tuple[ir.Value, ...] = ()  # the body values batched, in the order of the results
 
 
 def _peel_identity(value: ir.Value) -> ir.Value:
@@ -265,14 +283,20 @@ def _chunk_cost(data: ir.Value | None, axis: int, unit: bool) -> int:
 
 def _carried(
     node: ir.Node, body: ir.Graph, ctx: Context
-) -> tuple[list[tuple[int, ir.Value]], list[int]] | Refusal:
-    """Split the loop-carried values into lists appended to and values passed on unchanged."""
+) -> tuple[list[tuple[int, ir.Value]], list[int], list[RunningSum]] | Refusal:
+    """Split the loop-carried values into lists appended to, values passed on unchanged and
+    running sums."""
     appends: list[tuple[int, ir.Value]] = []
     kept: list[int] = []
+    sums: list[RunningSum] = []
     for k, (initial, state) in enumerate(zip(node.inputs[2:], body.inputs[2:])):
         update = _peel_identity(body.outputs[1 + k])
         if update is state:
             kept.append(k)
+            continue
+        running = _running_sum(k, initial, state, update)
+        if running is not None:
+            sums.append(running)
             continue
         insert = update.producer()
         if (
@@ -290,7 +314,26 @@ def _carried(
         if ctx.known_elements(initial) != ():
             return Refusal(f"the list carried as value {k} does not start empty")
         appends.append((k, insert.inputs[1]))
-    return appends, kept
+    return appends, kept, sums
+
+
+def _running_sum(
+    k: int, initial: ir.Value | None, state: ir.Value, update: ir.Value
+) -> RunningSum | None:
+    """acc' = Add(acc, term) with acc read by nothing else and of one static shape throughout
+    (so that the sum of no term at all keeps the initial value's shape)."""
+    add = update.producer()
+    if add is None or add.op_type != "Add" or add.domain != "" or len(add.inputs) != 2:
+        return None
+    if len(state.uses()) != 1 or add.inputs.count(state) != 1:
+        return None
+    term = add.inputs[1] if add.inputs[0] is state else add.inputs[0]
+    shape = None if initial is None else initial.shape
+    if term is None or shape is None or not shape.is_static() or update.shape != shape:
+        return None
+    if any(use.node.op_type not in ("SequenceInsert", "Identity") for use in update.uses()):
+        return None
+    return RunningSum(k, update, term)
 
 
 def _region(body: ir.Graph, wanted: list[ir.Value], stops: set[ir.Value]) -> list[ir.Node]:
@@ -326,7 +369,7 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     found = _carried(node, body, ctx)
     if isinstance(found, Refusal):
         return found
-    appends, kept = found
+    appends, kept, sums = found
     reads: list[Read] = []
     for use in dict.fromkeys(u.node for u in body.inputs[0].uses()):
         read = _read(use, body, ctx)
@@ -343,12 +386,16 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     for k in kept:
         initial, state = node.inputs[2 + k], body.inputs[2 + k]
         seeds[state] = Operand(False, initial.shape if initial is not None else None)
-    wanted = [tensor for _, tensor in appends] + list(body.outputs[1 + carried :])
+    summed = {running.update: running.term for running in sums}
+    outputs = [tensor for _, tensor in appends] + list(body.outputs[1 + carried :])
+    wanted = list(dict.fromkeys(summed.get(_peel_identity(v), v) for v in outputs))
+    wanted += [term for term in summed.values() if term not in wanted]
     region = _region(body, wanted, set(seeds))
+    states = {body.inputs[1], *(body.inputs[2 + k] for k, _ in appends)}
+    states |= {body.inputs[2 + running.index] for running in sums}
     for region_node in region:
-        for value in region_node.inputs:
-            if value is body.inputs[1] or any(value is body.inputs[2 + k] for k, _ in appends):
-                return Refusal(f"body op {region_node.op_type} reads the loop state")
+        if any(value in states for value in region_node.inputs):
+            return Refusal(f"body op {region_node.op_type} reads the loop state")
     opset = ctx.rewriter.opset(node.graph)
     shapes = infer_region_shapes(region, {v: o.shape for v, o in seeds.items()}, {"": opset})
     plan = plan_region(body, seeds, region, wanted, ctx.facts.values, opset, shapes)
@@ -361,7 +408,9 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     if cheaper is not None:
         return Refusal(cheaper)
     dim = static if static is not None else (None if cut else reads[0].dim)
-    return LoopBatchPlan(tuple(reads), plan, cut, dim, tuple(appends), tuple(kept))
+    return LoopBatchPlan(
+        tuple(reads), plan, cut, dim, tuple(appends), tuple(kept), tuple(sums), tuple(wanted)
+    )
 
 
 def _unrolling_is_cheaper(
@@ -418,24 +467,53 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     arguments = stacks + [node.inputs[2 + k] for k in plan.kept]
     static_count = plan.count if isinstance(plan.count, int) else None
     emitter = Emitter(builder, stacks[0], static_count)
-    results = emit_body(plan.body, arguments, emitter, plan.count)  # type: ignore[arg-type]
+    batched = emit_body(plan.body, arguments, emitter, plan.count)  # type: ignore[arg-type]
+    results = dict(zip(plan.wanted, batched))
+    for running in plan.sums:  # each final sum, and the prefix sums where they are read
+        initial = node.inputs[2 + running.index]
+        assert initial is not None
+        terms = results[running.term]
+        axis = builder.constant(np.array(0, dtype=np.int64), "batch_axis")  # CumSum: 0-D
+        prefix = builder.op("Add", [initial, builder.op("CumSum", [terms, axis])])
+        prefix.type = initial.type
+        prefix.shape = ir.Shape([plan.count, *initial.shape])  # type: ignore[union-attr]
+        results[running.update] = prefix
+        total = builder.op("ReduceSum", [terms, builder.ints([0], "batch_axes")], {"keepdims": 0})
+        total = builder.op("Add", [initial, total], name="running_sum")
+        total.type, total.shape = initial.type, initial.shape
+        ctx.rewriter.replace(node.outputs[running.index], total)
+    updates = {running.update: len(_initial_shape(node, running)) for running in plan.sums}
+
+    def result_of(value: ir.Value) -> tuple[ir.Value, int | None]:
+        """The batched `value` and the rank of one of its elements."""
+        peeled = _peel_identity(value)
+        if peeled in updates:
+            return results[peeled], updates[peeled]
+        return results[value], plan.body.outputs[plan.wanted.index(value)].rank
+
     carried = len(node.inputs) - 2
-    for position, (k, _) in enumerate(plan.appends):
+    for k, tensor in plan.appends:
         output = node.outputs[k]
-        rank = plan.body.outputs[position].rank
+        result, rank = result_of(tensor)
         if output.type is None:
-            dtype = element_dtype(output) or results[position].dtype or ir.DataType.FLOAT
+            dtype = element_dtype(output) or result.dtype or ir.DataType.FLOAT
             output.type = ir.SequenceType(ir.TensorType(dtype))
-        _connect(output, results[position], rank, plan.count, builder, ctx)
+        _connect(output, result, rank, plan.count, builder, ctx)
     for k in plan.kept:
         initial = node.inputs[2 + k]
         assert initial is not None
         ctx.rewriter.replace(node.outputs[k], initial)
-    scans = results[len(plan.appends) :]
-    for output, result in zip(node.outputs[carried:], scans):
+    for output, value in zip(node.outputs[carried:], _body(node).outputs[1 + carried :]):
+        result, _ = result_of(value)
         if result.type is None:
             result.type = output.type
         ctx.rewriter.replace(output, result)
+
+
+def _initial_shape(node: ir.Node, running: RunningSum) -> ir.Shape:
+    initial = node.inputs[2 + running.index]
+    assert initial is not None and initial.shape is not None  # checked by _running_sum
+    return initial.shape
 
 
 RULES = RuleSet([Rule("loop-batch", "Loop", _check, _batch_loop, before_producers=True)])

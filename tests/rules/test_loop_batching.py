@@ -297,24 +297,40 @@ def test_refuses_below_opset_14_and_still_computes_the_same():
     assert "loop-batch" not in report.rules_fired
 
 
-def test_refuses_a_running_value_and_still_computes_the_same():
-    # running = running + x[i]; out.append(running): each iteration reads the last one's value
-    model = parse(
-        """g (float[N,3] x) => (float[N,3] y) {
-        t = Constant<value = bool {1}>()
-        shape = Shape(x)
-        zero = Constant<value = int64 {0}>()
-        n = Gather(shape, zero)
-        start = Constant<value = float[3] {0, 0, 0}>()
-        last, y = Loop(n, t, start) <body = body (int64 i, bool c, float[3] running)
-                                           => (bool c2, float[3] next, float[3] r) {
-            c2 = Identity(c)
-            row = Gather<axis = 0>(x, i)
-            next = Add(running, row)
-            r = Identity(next)
-        }>
-    }"""
-    )
+RUNNING = """g (DTYPE[N,3] x) => (DTYPE[3] last, DTYPE[N,3] y) {
+    t = Constant<value = bool {1}>()
+    shape = Shape(x)
+    zero = Constant<value = int64 {0}>()
+    n = Gather(shape, zero)
+    start = Constant<value = DTYPE[3] {1, 2, 3}>()
+    last, y = Loop(n, t, start) <body = body (int64 i, bool c, DTYPE[3] running)
+                                       => (bool c2, DTYPE[3] next, DTYPE[3] r) {
+        c2 = Identity(c)
+        row = Gather<axis = 0>(x, i)
+        term = UPDATE
+        next = Add(running, term)
+        r = Identity(next)
+    }>
+}"""
+
+
+@pytest.mark.parametrize("dtype", ["float", "int64"])
+def test_a_running_sum_becomes_a_cumsum_and_a_reduce_sum(dtype):
+    # running = running + 2 * x[i]; out.append(running): prefix sums, and the last one
+    model = parse(RUNNING.replace("DTYPE", dtype).replace("UPDATE", "Add(row, row)"))
+    numpy_type = np.float32 if dtype == "float" else np.int64
+    feeds = [{"x": (floats(n, 3) * 10).astype(numpy_type)} for n in (4, 1, 0)]
+    lowered = assert_loop_batched(model, feeds)
+    counts = op_counts(lowered)
+    assert counts["CumSum"] == 1 and counts["ReduceSum"] == 1 and "Loop" not in counts
+    (last, prefixes) = run_ort(lowered, {"x": np.zeros((0, 3), numpy_type)})
+    np.testing.assert_array_equal(last, [1, 2, 3])  # no iteration: the initial value
+    assert prefixes.shape == (0, 3)
+
+
+def test_refuses_a_value_carried_otherwise_and_still_computes_the_same():
+    # running = running + running * x[i]: the term reads the last iteration's value
+    model = parse(RUNNING.replace("DTYPE", "float").replace("UPDATE", "Mul(running, row)"))
     assert refusal(model) == "loop-carried value 0 feeds the next iteration"
     lowered, report, _ = lower_and_compare(model, {"x": floats(4, 3)})
     assert "loop-batch" not in report.rules_fired

@@ -36,7 +36,6 @@ FAILS = {
     # an If chain over elements of different shapes: tract types If only when branches agree
     ("tract", "test_sequence_model1"): "Condition failed: `self.then_body.output_fact(i)",
     # tract has no Loop and no If with a run-time condition (--target tract is the remedy)
-    ("tract", "torch/loop_append_dynamic"): "Unimplemented(Loop)",
     ("tract", "torch/split_sum_scripted"): "Unimplemented(Loop)",
     ("tract", "torch/list_in_if"): "If",
     # tract cannot evaluate a Slice whose bounds are computed from a run-time length
