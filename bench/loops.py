@@ -8,8 +8,9 @@ and as the hand-batched floor exported from the same weights.
 
 Real exports: every TorchScript fixture under `tests/fixtures/torch/` and
 `tests/fixtures/torch_loops/` on its first saved input set, as exported and as seqlower lowers it
-for the default target and for `--target onnxruntime` (which keeps an original whose lowering the
-cost model says costs more).
+for the default target (which keeps an original whose lowering the cost model says costs more)
+and for `--target portable` (which lowers anyway: the price of portability, measured, not a
+target).
 """
 
 from __future__ import annotations
@@ -138,8 +139,8 @@ def measure_real_exports(runs: int, min_seconds: float) -> list[dict]:
         for case in sorted(p for p in folder.iterdir() if (p / "model.onnx").exists()):
             original = onnx.load(case / "model.onnx")
             generic = seqlower.optimize(original).model
-            for_ort = seqlower.optimize(original, target="onnxruntime").model
-            models = {"original": original, "generic": generic, "onnxruntime": for_ort}
+            portable = seqlower.optimize(original, target="portable").model
+            models = {"original": original, "generic": generic, "portable": portable}
             measured = latency(
                 models, _saved_inputs(case, original), runs=runs, min_seconds=min_seconds
             )
@@ -149,7 +150,7 @@ def measure_real_exports(runs: int, min_seconds: float) -> list[dict]:
                 "seconds": seconds,
                 "sequence_ops": {name: _sequence_ops(model) for name, model in models.items()},
                 "speedup": seconds["original"] / seconds["generic"],
-                "speedup_onnxruntime": seconds["original"] / seconds["onnxruntime"],
+                "speedup_portable": seconds["original"] / seconds["portable"],
             }
             rows.append(row)
             print(real_export_line(row), flush=True)
@@ -158,18 +159,18 @@ def measure_real_exports(runs: int, min_seconds: float) -> list[dict]:
 
 def real_export_header() -> str:
     return (
-        f"{'case':<40}{'original':>10}{'generic':>10}{'--target ort':>14}"
-        f"{'seq ops':>12}{'speed-up':>10}{'ort speed-up':>14}"
+        f"{'case':<40}{'original':>10}{'default':>10}{'portable':>10}"
+        f"{'seq ops':>12}{'speed-up':>10}{'portable':>10}"
     )
 
 
 def real_export_line(row: dict) -> str:
     s, ops = row["seconds"], row["sequence_ops"]
-    counts = f"{ops['original']}/{ops['generic']}/{ops['onnxruntime']}"
+    counts = f"{ops['original']}/{ops['generic']}/{ops['portable']}"
     return (
         f"{row['case']:<40}{s['original'] * 1e6:>10.1f}{s['generic'] * 1e6:>10.1f}"
-        f"{s['onnxruntime'] * 1e6:>14.1f}{counts:>12}{row['speedup']:>9.2f}x"
-        f"{row['speedup_onnxruntime']:>13.2f}x"
+        f"{s['portable'] * 1e6:>10.1f}{counts:>12}{row['speedup']:>9.2f}x"
+        f"{row['speedup_portable']:>9.2f}x"
     )
 
 
@@ -193,34 +194,46 @@ def loop_targets(form_rows: list[dict], export_rows: list[dict]) -> list[dict]:
         at64 = [r for r in form_rows if r["n"] == 64]
         if at64:
             slowest = min(at64, key=lambda r: r["speedup_vs_original"])
+            floor = slowest["seconds"]["original"] / slowest["seconds"]["batched"]
             found.append(
                 {
                     "target": "loop forms >= 15x faster than the original at N=64",
                     "measured": f"lowest {slowest['speedup_vs_original']:.1f}x "
-                    f"({slowest['form']}, {slowest['kind']})",
+                    f"({slowest['form']}, {slowest['kind']}; the hand-batched floor itself is "
+                    f"{floor:.1f}x)",
                     "met": slowest["speedup_vs_original"] >= 15,
                 }
             )
-    for key, label in (
-        ("speedup", "default target"),
-        ("speedup_onnxruntime", "--target onnxruntime"),
-    ):
-        if not export_rows:
-            break
-        worst = min(export_rows, key=lambda r: r[key])
-        mean = _geomean([r[key] for r in export_rows])
+    groups = [("all", export_rows)]
+    torch = [r for r in export_rows if r["case"].startswith("torch/")]
+    if torch and len(torch) < len(export_rows):
+        groups.append(("tests/fixtures/torch", torch))
+    for scope, rows in groups if export_rows else []:
+        worst = min(rows, key=lambda r: r["speedup"])
+        mean = _geomean([r["speedup"] for r in rows])
         found.append(
             {
-                "target": f"real exports ({label}): no case slower than 0.95x",
-                "measured": f"worst {worst[key]:.2f}x ({worst['case']})",
-                "met": worst[key] >= 0.95,
+                "target": f"real exports, default target ({scope}): no case slower than 0.95x",
+                "measured": f"worst {worst['speedup']:.2f}x ({worst['case']})",
+                "met": worst["speedup"] >= 0.95,
             }
         )
         found.append(
             {
-                "target": f"real exports ({label}): geometric-mean speed-up >= 1.6x",
-                "measured": f"{mean:.2f}x over {len(export_rows)} models",
+                "target": f"real exports, default target ({scope}): geometric mean >= 1.6x",
+                "measured": f"{mean:.2f}x over {len(rows)} models",
                 "met": mean >= 1.6,
+            }
+        )
+    if export_rows:  # what portability costs: no target, for the record
+        worst = min(export_rows, key=lambda r: r["speedup_portable"])
+        mean = _geomean([r["speedup_portable"] for r in export_rows])
+        found.append(
+            {
+                "target": "real exports, --target portable (no target: the price of portability)",
+                "measured": f"geometric mean {mean:.2f}x, worst {worst['speedup_portable']:.2f}x "
+                f"({worst['case']})",
+                "met": None,
             }
         )
     return found
