@@ -9,9 +9,9 @@ __all__ = ["CleanupPass", "remove_unused_initializers"]
 import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedFunctionsPass
 
-from seqlower.ops import iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_nodes
 from seqlower.passes.region_inference import forget_stamp
+from seqlower.passes.walk import all_graphs
 
 
 def remove_unused_initializers(model: ir.Model) -> bool:
@@ -52,19 +52,20 @@ def _forget_inferred_dim_names(model: ir.Model) -> bool:
     the model; kept, they would make a second lowering number them differently (not
     idempotent). They become anonymous dims; the model inputs keep theirs.
 
-    The same walk reads each value's `meta`: onnx_ir creates that (empty) store the first time
-    it is read, and its serializer reads it. Made here, inside the pipeline's relaxed garbage
-    collector (`pipeline.collector_relaxed`), rather than during the caller's save, where 170k
-    new objects at 100k nodes set off hundreds of collections (a second and more)."""
+    The same walk reads each value's `meta` and `metadata_props`: onnx_ir creates them (empty)
+    the first time they are read, and its serializer reads them. Made here, inside the
+    pipeline's relaxed garbage collector (`pipeline.collector_relaxed`), rather than during the
+    caller's save, where 255k new objects at 100k nodes set off hundreds of collections, full
+    ones included (a second and more)."""
     modified = False
     main_inputs = set(model.graph.inputs)
     # values share shape objects (see normalize._merge_shapes): each is looked at once; the
     # entry keeps the shape alive so that its id is not reused
     anonymous: dict[int, tuple[ir.Shape, ir.Shape | None]] = {}
-    for graph in iter_all_graphs(model):
+    for graph in all_graphs(model):
         values = [*graph.inputs, *graph.outputs, *(o for node in graph for o in node.outputs)]
         for value in values:
-            value.meta  # noqa: B018 (created now; see the docstring)
+            value.meta, value.metadata_props  # noqa: B018 (created now; see the docstring)
             shape = value.shape
             if shape is None or value in main_inputs:
                 continue

@@ -24,12 +24,12 @@ import logging
 import onnx_ir as ir
 
 from seqlower.analysis import Facts
-from seqlower.ops import subgraphs
 from seqlower.options import Options
 from seqlower.passes import region_inference
 from seqlower.passes.dead_code import is_dead, remove_dead_nodes, remove_dead_upstream
 from seqlower.passes.normalize import SHAPE_ARGUMENTS, infer_shapes
 from seqlower.passes.outcomes import rewrite_tier
+from seqlower.passes.walk import held_subgraphs
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.rewriter import Rewriter
 from seqlower.rule import Context, Refusal, Rule, RuleSet
@@ -148,6 +148,7 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         them (the `last_resort` ones only when told; `_deferred` says whether one was left
         out on a node that no other rule rewrote)."""
         changed = False
+        rule_ops = {rule.op_type for rule in self.rules.rules}  # most nodes have no rule
         graphs, owners = _graphs_and_owners(model)
         for before_producers_only in (True, False):
             # patterns complete inside out: a map in a body is batched before the map around it
@@ -157,7 +158,7 @@ class LowerSequencesPass(ir.passes.InPlacePass):
                 if not _is_live(graph, owners):
                     continue
                 for node in list(graph):
-                    if node.domain != "":
+                    if node.op_type not in rule_ops or node.domain != "":
                         continue
                     rules = self.rules.for_op(
                         node.op_type,
@@ -213,7 +214,7 @@ def _graphs_and_owners(model: ir.Model) -> tuple[list[ir.Graph], dict[int, ir.No
     owners: dict[int, ir.Node] = {}
     for graph in graphs:  # grows while iterating: a breadth-first walk
         for node in graph:
-            for subgraph in subgraphs(node):
+            for subgraph in held_subgraphs(node):
                 owners[id(subgraph)] = node
                 graphs.append(subgraph)
     return graphs, owners

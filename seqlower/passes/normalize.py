@@ -27,11 +27,12 @@ from onnx_ir.passes.common import _c_api_utils
 
 from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.analysis.static_values import StaticValues
-from seqlower.ops import iter_all_graphs, subgraphs
+from seqlower.ops import subgraphs
 from seqlower.options import Options
 from seqlower.passes import chunked_inference, region_inference
 from seqlower.passes.bind_dims import BindDimsPass
 from seqlower.passes.inferred_types import TypeReader, graph_types, merge_graph
+from seqlower.passes.walk import all_graphs
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ class NormalizePass(ir.passes.InPlacePass):
     def _resolve_split_keepdims(self, model: ir.Model) -> bool:
         values = StaticValues()
         modified = False
-        for graph in iter_all_graphs(model):
+        for graph in all_graphs(model):
             for node in graph:
                 if node.op_type != "SplitToSequence" or node.domain != "":
                     continue
@@ -132,7 +133,7 @@ def _clear_shapes(model: ir.Model) -> tuple[list[ir.Node], list[ir.Node], list[i
         for node in graph:
             for output in node.outputs:
                 output.shape = None
-            if node.attributes:
+            if node.attributes.data:
                 inner = subgraphs(node)
                 if inner:
                     graphs.extend(inner)
@@ -269,7 +270,7 @@ def _merge_shapes(model: ir.Model, inferred: onnx.ModelProto) -> None:
     """Take the inferred types and shapes of values that have none. The proto is read directly
     (deserializing the whole inferred model took half the time of inference on large models)."""
     reader = TypeReader()
-    for graph, types in zip(iter_all_graphs(model), _inferred_types(inferred)):
+    for graph, types in zip(all_graphs(model), _inferred_types(inferred)):
         merge_graph(reader, graph, types)
 
 
