@@ -131,3 +131,19 @@ def test_target_onnxruntime_lowers_what_gets_cheaper():
     assert report.rules_fired.get("loop-batch") == 1
     assert not any("operator launches" in w for w in report.warnings)
     assert_same_outputs(model, lowered, feeds)
+
+
+def test_strict_on_a_kept_original_says_which_target_lowers_it(tmp_path):
+    from typer.testing import CliRunner
+
+    from seqlower.cli.app import app
+
+    path = tmp_path / "model.onnx"
+    onnx.save(_case("len_of_split")[0], path)
+    out = tmp_path / "out.onnx"
+    refused = CliRunner().invoke(app, ["optimize", str(path), str(out), "--strict", "-q"])
+    assert refused.exit_code == 1 and not out.exists()
+    assert "the original costs less); --target portable lowers it even so" in refused.stderr
+    args = ["optimize", str(path), str(out), "--strict", "-q", "--target", "portable"]
+    lowered = CliRunner().invoke(app, args)
+    assert lowered.exit_code == 0 and out.exists()

@@ -206,7 +206,13 @@ def optimize_command(
             len(summary.kept_interface), "sequence input/output", "sequence inputs/outputs"
         )
         verb = "remains" if len(summary.remaining) + len(summary.kept_interface) == 1 else "remain"
-        raise _fail(f"{ops} and {interface} {verb} (--strict); nothing written", EXIT_REFUSED)
+        kept = summary.stop_reason.startswith("kept the original")
+        hint = "; --target portable lowers it even so" if kept else ""
+        raise _fail(
+            f"{ops} and {interface} {verb} (--strict{', the original costs less' if kept else ''})"
+            f"{hint}; nothing written",
+            EXIT_REFUSED,
+        )
     if verify:
         _verify_or_exit(source, lowered, options, quiet, profile)
     try:
