@@ -8,7 +8,14 @@ types are kept, declared shapes were cleared before inference (`normalize.infer_
 
 from __future__ import annotations
 
-__all__ = ["TypeReader", "dim_names", "graph_types", "merge_graph", "paired_subgraphs"]
+__all__ = [
+    "TypeReader",
+    "dim_names",
+    "graph_types",
+    "merge_graph",
+    "paired_subgraphs",
+    "proto_subgraphs",
+]
 
 import collections
 from collections.abc import Callable, Iterable, Iterator
@@ -88,15 +95,16 @@ def paired_subgraphs(
 ) -> Iterator[tuple[ir.Graph, onnx.GraphProto]]:
     """The subgraphs of `node`, nested ones included, each with its counterpart in `proto` (the
     node serialized and inferred), breadth first; attributes keep their order when serialized."""
-    queue = collections.deque(zip(subgraphs(node), _proto_subgraphs(proto)))
+    queue = collections.deque(zip(subgraphs(node), proto_subgraphs(proto)))
     while queue:
         graph, graph_proto = queue.popleft()
         yield graph, graph_proto
         for inner, inner_proto in zip(graph, graph_proto.node):
-            queue.extend(zip(subgraphs(inner), _proto_subgraphs(inner_proto)))
+            queue.extend(zip(subgraphs(inner), proto_subgraphs(inner_proto)))
 
 
-def _proto_subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+def proto_subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    """The subgraphs a NodeProto holds (`seqlower.ops.subgraphs` for protobuf)."""
     found: list[onnx.GraphProto] = []
     for attr in node.attribute:
         if attr.ref_attr_name:

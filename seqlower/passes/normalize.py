@@ -31,7 +31,12 @@ from seqlower.ops import subgraphs
 from seqlower.options import Options
 from seqlower.passes import chunked_inference, region_inference
 from seqlower.passes.bind_dims import BindDimsPass
-from seqlower.passes.inferred_types import TypeReader, graph_types, merge_graph
+from seqlower.passes.inferred_types import (
+    TypeReader,
+    graph_types,
+    merge_graph,
+    proto_subgraphs,
+)
 from seqlower.passes.walk import all_graphs
 
 logger = logging.getLogger(__name__)
@@ -284,10 +289,4 @@ def _inferred_types(model: onnx.ModelProto) -> Iterator[dict[str, onnx.TypeProto
         graph = queue.popleft()
         yield graph_types(graph)
         for node in graph.node:
-            for attr in node.attribute:
-                if attr.ref_attr_name:
-                    continue
-                if attr.type == onnx.AttributeProto.GRAPH:
-                    queue.append(attr.g)
-                elif attr.type == onnx.AttributeProto.GRAPHS:
-                    queue.extend(attr.graphs)
+            queue.extend(proto_subgraphs(node))
