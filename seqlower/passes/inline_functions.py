@@ -61,6 +61,8 @@ def _sequence_functions(model: ir.Model) -> set[int]:
     at a call site, and those calling such functions."""
     functions = {function.identifier(): function for function in model.functions.values()}
     targets: set[int] = set()
+    if not functions:  # nothing to inline: no walk over the model
+        return targets
     for function in functions.values():
         if any(is_sequence_op(node) for node in function.graph.all_nodes()):
             targets.add(id(function))

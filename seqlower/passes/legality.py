@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 import onnx_ir as ir
 
-from seqlower.ops import is_sequence_op, node_subgraphs, subgraphs
+from seqlower.ops import is_sequence_op, iter_all_nodes, node_subgraphs, subgraphs
 from seqlower.passes.outcomes import deepest_reason, hint_for, reason_rank, stored_label
 from seqlower.report import RemainingOp
 
@@ -51,9 +51,9 @@ def walk_graphs(model: ir.Model, label: Label | None = None) -> Iterator[tuple[s
 
 def count_sequence_ops(model: ir.Model) -> dict[str, int]:
     """How many nodes of each sequence operator the model holds, subgraphs included."""
-    counts: collections.Counter[str] = collections.Counter()
-    for _, graph in walk_graphs(model):
-        counts.update(node.op_type for node in graph if is_sequence_op(node))
+    counts = collections.Counter(
+        node.op_type for node in iter_all_nodes(model) if is_sequence_op(node)
+    )
     return dict(sorted(counts.items()))
 
 
