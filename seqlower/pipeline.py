@@ -35,6 +35,8 @@ from seqlower.report import Report
 from seqlower.rule import RuleSet
 
 MIN_OPSET = 11
+# what to try about an operator kept because its lowering costs more (README, "Never slower")
+KEPT_ORIGINAL_HINT = "--target portable (lowers it even so, at a cost)"
 
 
 ModelT = TypeVar("ModelT", ir.Model, onnx.ModelProto)
@@ -250,8 +252,14 @@ def _kept_original(
     labels = NodeLabels()
     sites = collect_sites(model, labels)
     refusals = {site.node: [f"never-slower: {why}"] for site in sites}
-    report.remaining = remaining_sequence_ops(model, refusals, labels)
-    report.nodes = node_outcomes(model, sites, report.remaining, {}, {}, labels, interface)
+    remaining = remaining_sequence_ops(model, refusals, labels)
+    nodes = node_outcomes(model, sites, remaining, {}, {}, labels, interface)
+    hint = KEPT_ORIGINAL_HINT
+    report.remaining = [dataclasses.replace(op, hint=op.hint or hint) for op in remaining]
+    report.nodes = [
+        dataclasses.replace(node, hint=node.hint or hint) if node.tier == "kept" else node
+        for node in nodes
+    ]
     after = collections.Counter(op.op_type for op in report.remaining)
     report.sequence_ops_after = dict(sorted(after.items()))
     report.rules_fired = {}

@@ -89,6 +89,7 @@ def test_the_speed_first_targets_keep_an_original_whose_lowering_costs_more(targ
     kept, report = lower(model, target=target)
     assert sequence_op_count(kept) == sequence_op_count(model) > 0
     assert report.stop_reason.startswith("kept the original: the lowered model costs")
+    assert all(op.hint.startswith("--target portable") for op in report.remaining)
     assert_same_outputs(model, kept, feeds)
 
 
