@@ -277,7 +277,7 @@ def _concat_of(
         moved.shape = None if moved_dims is None else ir.Shape(moved_dims)
     if moved_dims is not None and moved_dims[axis + 1] == 1:  # one slice each (x.split(1))
         return b.squeeze(moved, [axis + 1])
-    target = merged_shape(b, moved, moved_dims, axis)
+    target = merged_shape(b, moved, rank + 1, moved_dims, axis)
     return b.op("Reshape", [moved, target], ALLOW_ZERO, name="concatenated")
 
 

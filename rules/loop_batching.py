@@ -81,6 +81,7 @@ class RunningSum:
     index: int  # among the loop-carried values
     update: ir.Value  # acc'
     term: ir.Value  # what each iteration adds: computed from the elements read
+    rank: int  # of acc
 
 
 @dataclasses.dataclass(frozen=True)
@@ -333,7 +334,7 @@ def _running_sum(
         return None
     if any(use.node.op_type not in ("SequenceInsert", "Identity") for use in update.uses()):
         return None
-    return RunningSum(k, update, term)
+    return RunningSum(k, update, term, len(shape))
 
 
 def _region(body: ir.Graph, wanted: list[ir.Value], stops: set[ir.Value]) -> list[ir.Node]:
@@ -482,7 +483,7 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
         total = builder.op("Add", [initial, total], name="running_sum")
         total.type, total.shape = initial.type, initial.shape
         ctx.rewriter.replace(node.outputs[running.index], total)
-    updates = {running.update: len(_initial_shape(node, running)) for running in plan.sums}
+    updates = {running.update: running.rank for running in plan.sums}
 
     def result_of(value: ir.Value) -> tuple[ir.Value, int | None]:
         """The batched `value` and the rank of one of its elements."""
@@ -508,12 +509,6 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
         if result.type is None:
             result.type = output.type
         ctx.rewriter.replace(output, result)
-
-
-def _initial_shape(node: ir.Node, running: RunningSum) -> ir.Shape:
-    initial = node.inputs[2 + running.index]
-    assert initial is not None and initial.shape is not None  # checked by _running_sum
-    return initial.shape
 
 
 RULES = RuleSet([Rule("loop-batch", "Loop", _check, _batch_loop, before_producers=True)])

@@ -233,7 +233,7 @@ def _concat_of_unbind(node: ir.Node, match: UnbindConcat, ctx: Context) -> None:
         shape: list | None = [static[i] for i in order]
     else:  # opset >= 14 (checked): the merged dim may be -1 or computed
         shape = None if data_shape is None else [data_shape[i] for i in order]
-    target = merged_shape(builder, moved, shape, a)
+    target = merged_shape(builder, moved, match.rank, shape, a)
     result = builder.op("Reshape", [moved, target], attrs)
     result.type = match.data.type
     ctx.rewriter.replace(node.outputs[0], result)

@@ -1,6 +1,7 @@
 """Stacks of a sequence's elements read from the tensor they were split from, without copying
-the elements one by one: the split axis moved to the front, or the chunks' axis cut in two by a
-Reshape. Shared by the batching rules and the readers of a split at a run-time position.
+the elements one by one (the split axis moved to the front, or the chunks' axis cut in two by a
+Reshape), and the Reshape target that concatenates a stack again (two axes merged). Shared by
+the batching rules (`batching`, `loop_batching`) and the unbind rules (`loops`).
 """
 
 from __future__ import annotations
@@ -78,12 +79,16 @@ def equal_split_size(split: ir.Node, data: ir.Value, axis: int, values: StaticVa
 
 
 def merged_shape(
-    builder: Builder, value: ir.Value, shape: list[int | ir.SymbolicDim | None] | None, axis: int
+    builder: Builder,
+    value: ir.Value,
+    rank: int,
+    shape: list[int | ir.SymbolicDim | None] | None,
+    axis: int,
 ) -> ir.Value:
-    """The target of a Reshape (allowzero=1) of `value`, whose dims are `shape`, that merges
-    its axes `axis` and `axis + 1`: a constant when the dims are static; a constant with -1 for
-    the merged dim when only the merged pair is not (the others multiply to more than 0, so -1
-    is exact, even for an empty tensor); else computed from Shape(value)."""
+    """The target of a Reshape (allowzero=1) of `value`, of `rank` and with the dims `shape`
+    when known, that merges its axes `axis` and `axis + 1`: a constant when the dims are static;
+    a constant with -1 for the merged dim when only the merged pair is not (the others multiply
+    to more than 0, so -1 is exact, even for an empty tensor); else computed from Shape(value)."""
     if shape is not None and all(isinstance(d, int) for d in shape):
         merged = int(shape[axis]) * int(shape[axis + 1])  # type: ignore[arg-type]
         return builder.ints([*shape[:axis], merged, *shape[axis + 2 :]], "merged_shape")  # type: ignore[list-item]
@@ -91,7 +96,6 @@ def merged_shape(
         others = [*shape[:axis], *shape[axis + 2 :]]
         if all(isinstance(d, int) for d in others) and int(np.prod(others, dtype=np.int64)) > 0:
             return builder.ints([*others[:axis], -1, *others[axis:]], "merged_shape")  # type: ignore[list-item]
-    rank = len(value.shape) if value.shape is not None else len(shape or [])
     count = dims(builder, value, axis, axis + 1)
     pieces = [builder.op("Mul", [count, dims(builder, value, axis + 1, axis + 2)])]
     if axis > 0:
