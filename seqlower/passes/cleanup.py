@@ -9,9 +9,9 @@ __all__ = ["CleanupPass", "remove_unused_initializers"]
 import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedFunctionsPass
 
+from seqlower.ops import iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_nodes
 from seqlower.passes.region_inference import forget_stamp
-from seqlower.passes.walk import all_graphs
 
 
 def remove_unused_initializers(model: ir.Model) -> bool:
@@ -62,7 +62,7 @@ def _forget_inferred_dim_names(model: ir.Model) -> bool:
     # values share shape objects (see normalize._merge_shapes): each is looked at once; the
     # entry keeps the shape alive so that its id is not reused
     anonymous: dict[int, tuple[ir.Shape, ir.Shape | None]] = {}
-    for graph in all_graphs(model):
+    for graph in list(iter_all_graphs(model)):
         values = [*graph.inputs, *graph.outputs, *(o for node in graph for o in node.outputs)]
         for value in values:
             value.meta, value.metadata_props  # noqa: B018 (created now; see the docstring)

@@ -17,8 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import onnx_ir as ir
 
-from seqlower.ops import has_subgraph, subgraphs
-from seqlower.passes.walk import all_graphs
+from seqlower.ops import has_subgraph, iter_all_graphs, subgraphs
 
 Holders = Mapping[int, Sequence[ir.Node]]  # id(subgraph) -> the nodes that hold it
 
@@ -52,7 +51,7 @@ def remove_dead_upstream(candidates: Iterable[ir.Node], holders: Holders | None 
 def remove_dead_nodes(model: ir.Model) -> bool:
     """Dead-code elimination over the whole model, subgraphs and functions included. True when
     something was removed."""
-    graphs = all_graphs(model)
+    graphs = list(iter_all_graphs(model))
     holders: Holders | None = None
     removed = 0
     for graph in graphs:

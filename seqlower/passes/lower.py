@@ -24,12 +24,12 @@ import logging
 import onnx_ir as ir
 
 from seqlower.analysis import Facts
+from seqlower.ops import subgraphs
 from seqlower.options import Options
 from seqlower.passes import region_inference
 from seqlower.passes.dead_code import is_dead, remove_dead_nodes, remove_dead_upstream
 from seqlower.passes.normalize import SHAPE_ARGUMENTS, infer_shapes
 from seqlower.passes.outcomes import rewrite_tier
-from seqlower.passes.walk import held_subgraphs
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.rewriter import Rewriter
 from seqlower.rule import Context, Refusal, Rule, RuleSet
@@ -214,7 +214,7 @@ def _graphs_and_owners(model: ir.Model) -> tuple[list[ir.Graph], dict[int, ir.No
     owners: dict[int, ir.Node] = {}
     for graph in graphs:  # grows while iterating: a breadth-first walk
         for node in graph:
-            for subgraph in held_subgraphs(node):
+            for subgraph in subgraphs(node):
                 owners[id(subgraph)] = node
                 graphs.append(subgraph)
     return graphs, owners

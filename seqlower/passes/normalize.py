@@ -27,7 +27,7 @@ from onnx_ir.passes.common import _c_api_utils
 
 from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.analysis.static_values import StaticValues
-from seqlower.ops import subgraphs
+from seqlower.ops import iter_all_graphs, subgraphs
 from seqlower.options import Options
 from seqlower.passes import chunked_inference, region_inference
 from seqlower.passes.bind_dims import BindDimsPass
@@ -37,7 +37,6 @@ from seqlower.passes.inferred_types import (
     merge_graph,
     proto_subgraphs,
 )
-from seqlower.passes.walk import all_graphs
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +58,7 @@ class NormalizePass(ir.passes.InPlacePass):
     def _resolve_split_keepdims(self, model: ir.Model) -> bool:
         values = StaticValues()
         modified = False
-        for graph in all_graphs(model):
+        for graph in list(iter_all_graphs(model)):
             for node in graph:
                 if node.op_type != "SplitToSequence" or node.domain != "":
                     continue
@@ -275,7 +274,7 @@ def _merge_shapes(model: ir.Model, inferred: onnx.ModelProto) -> None:
     """Take the inferred types and shapes of values that have none. The proto is read directly
     (deserializing the whole inferred model took half the time of inference on large models)."""
     reader = TypeReader()
-    for graph, types in zip(all_graphs(model), _inferred_types(inferred)):
+    for graph, types in zip(list(iter_all_graphs(model)), _inferred_types(inferred)):
         merge_graph(reader, graph, types)
 
 
