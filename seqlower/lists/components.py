@@ -1,0 +1,265 @@
+"""Which sequence values can become a pair of tensors, and with which element type and rank.
+
+Sequence values that flow into one another (through Identity, SequenceInsert, SequenceErase, a
+Loop's carried values and its body, an If's outputs and its branches) must change form together:
+they are one *list*, a connected component. A list can become tensors when
+
+- it is internal: none of its values is an input or output of the model (the interface);
+- every node that produces or reads one of its values is a sequence operator, an Identity, a
+  Loop carrying it or an If returning it (no Optional, no custom operator, no SequenceMap);
+- its elements have one known rank and one known element type (from the tensors put in, the
+  tensors read out, or the declared sequence type);
+- the model's opset is 14 or newer (elements are rebuilt by Reshape with `allowzero`, so that
+  an element with a zero-size dim keeps its shape).
+
+`find_lists` returns every list of the main graph and its subgraphs, each with its plan or the
+one reason it must stay.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MIN_OPSET", "ListPlan", "find_lists"]
+
+import dataclasses
+
+import onnx_ir as ir
+
+from seqlower.ops import is_sequence_value, subgraphs
+
+MIN_OPSET = 14  # Reshape's allowzero
+
+# the operators a list's values may flow through, or be read by, in the tensor form
+_READERS = frozenset(
+    {
+        "ConcatFromSequence",
+        "Identity",
+        "If",
+        "Loop",
+        "SequenceAt",
+        "SequenceErase",
+        "SequenceInsert",
+        "SequenceLength",
+    }
+)
+_PRODUCERS = frozenset(
+    {
+        "Identity",
+        "If",
+        "Loop",
+        "SequenceConstruct",
+        "SequenceEmpty",
+        "SequenceErase",
+        "SequenceInsert",
+        "SplitToSequence",
+    }
+)
+
+
+@dataclasses.dataclass
+class ListPlan:
+    """One list: its sequence values (in no particular order) and, when it can become tensors,
+    its element type and rank; otherwise `reason` says why it stays."""
+
+    values: list[ir.Value]
+    dtype: ir.DataType | None = None
+    rank: int | None = None
+    reason: str | None = None
+
+    @property
+    def convertible(self) -> bool:
+        return self.reason is None
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[int, int] = {}
+        self.values: dict[int, ir.Value] = {}
+
+    def add(self, value: ir.Value) -> None:
+        key = id(value)
+        if key not in self.parent:
+            self.parent[key] = key
+            self.values[key] = value
+
+    def find(self, key: int) -> int:
+        root = key
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[key] != root:
+            self.parent[key], key = root, self.parent[key]
+        return root
+
+    def union(self, a: ir.Value, b: ir.Value | None) -> None:
+        if b is None:
+            return
+        self.add(a)
+        self.add(b)
+        ra, rb = self.find(id(a)), self.find(id(b))
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def find_lists(model: ir.Model, opset: int) -> list[ListPlan]:
+    """Every list of the main graph and its subgraphs, in a deterministic order (the order in
+    which their first value is met walking the graphs)."""
+    sets = _UnionFind()
+    graphs: list[ir.Graph] = [model.graph]
+    for graph in graphs:  # grows while iterating: nested bodies are walked too
+        for value in graph.inputs:
+            if is_sequence_value(value):
+                sets.add(value)
+        for node in graph:
+            graphs.extend(subgraphs(node))
+            _connect(node, sets)
+        for value in graph.outputs:
+            if is_sequence_value(value):
+                sets.add(value)
+    members: dict[int, list[ir.Value]] = {}
+    for key in sets.parent:  # insertion order: deterministic
+        members.setdefault(sets.find(key), []).append(sets.values[key])
+    main = model.graph
+    plans = []
+    for values in members.values():
+        plan = ListPlan(values)
+        plan.reason = _blocker(values, main, opset)
+        if plan.reason is None:
+            _element_type(plan)
+        plans.append(plan)
+    return plans
+
+
+def _connect(node: ir.Node, sets: _UnionFind) -> None:
+    """Join the sequence values `node` makes one list of."""
+    for value in (*node.inputs, *node.outputs):
+        if is_sequence_value(value):
+            sets.add(value)  # type: ignore[arg-type]
+    if node.domain != "":
+        return
+    op = node.op_type
+    if op in ("Identity", "SequenceInsert", "SequenceErase") and is_sequence_value(node.outputs[0]):
+        sets.union(node.outputs[0], node.inputs[0])
+    elif op == "Loop":
+        body = node.attributes["body"].as_graph()
+        for k, output in enumerate(node.outputs[: len(node.inputs) - 2]):
+            if not is_sequence_value(output):
+                continue
+            sets.union(output, node.inputs[2 + k])
+            sets.union(output, body.inputs[2 + k])
+            sets.union(output, body.outputs[1 + k])
+    elif op == "If":
+        branches = subgraphs(node)
+        for j, output in enumerate(node.outputs):
+            if is_sequence_value(output):
+                for branch in branches:
+                    sets.union(output, branch.outputs[j])
+
+
+def _blocker(values: list[ir.Value], main: ir.Graph, opset: int) -> str | None:
+    """Why the list of `values` must stay a sequence, or None."""
+    for value in values:
+        if value.graph is main and value.is_graph_input():
+            return f"'{value.name}' is a sequence-typed model input (the model's interface)"
+        if value.is_graph_output() and value.graph is main:
+            return f"'{value.name}' is a sequence-typed model output (the model's interface)"
+    for value in values:
+        producer = value.producer()
+        if producer is not None and (producer.domain != "" or producer.op_type not in _PRODUCERS):
+            return f"it is made by {_describe(producer)}, which has no tensor form"
+        for use in value.uses():
+            reader = use.node
+            if reader.domain != "" or reader.op_type not in _READERS:
+                return f"it is read by {_describe(reader)}, which has no tensor form"
+            if reader.op_type == "Loop" and use.idx < 2:
+                return f"it is read by {_describe(reader)} as its trip count or condition"
+    if opset < MIN_OPSET:
+        return (
+            f"the model's opset is {opset}; the tensor form of a list needs opset {MIN_OPSET} "
+            "(Reshape with allowzero)"
+        )
+    return None
+
+
+def _describe(node: ir.Node) -> str:
+    op = node.op_type if node.domain == "" else f"{node.domain}::{node.op_type}"
+    return f"{op} '{node.name}'" if node.name else op
+
+
+def _element_type(plan: ListPlan) -> None:
+    """Set the plan's element type and rank from what flows in and out, or its reason."""
+    dtypes: set[ir.DataType] = set()
+    ranks: dict[int, str] = {}  # rank -> a value that shows it
+    declared_ranks: set[int] = set()
+    for value in plan.values:
+        if isinstance(value.type, ir.SequenceType) and isinstance(
+            value.type.elem_type, ir.TensorType
+        ):
+            dtypes.add(value.type.elem_type.dtype)
+        elem_shape = _declared_element_shape(value)
+        if elem_shape is not None:
+            declared_ranks.add(len(elem_shape))
+        producer = value.producer()
+        if producer is not None and producer.domain == "":
+            for rank, witness in _ranks_made(producer):
+                ranks.setdefault(rank, witness)
+        for use in value.uses():
+            for rank, witness in _ranks_read(use.node, use.idx):
+                ranks.setdefault(rank, witness)
+    if len(dtypes) != 1:
+        plan.reason = (
+            "its element type is unknown" if not dtypes else "its elements have different types"
+        )
+        return
+    plan.dtype = next(iter(dtypes))
+    if len(ranks) > 1:
+        shown = ", ".join(f"rank {r} ('{w}')" for r, w in sorted(ranks.items()))
+        plan.reason = f"its elements have different ranks: {shown}"
+        return
+    if ranks:
+        plan.rank = next(iter(ranks))
+    elif len(declared_ranks) == 1:
+        plan.rank = next(iter(declared_ranks))
+    else:
+        plan.reason = "the rank of its elements is unknown (even after shape inference)"
+
+
+def _declared_element_shape(value: ir.Value) -> ir.Shape | None:
+    seq_type = value.type
+    if not isinstance(seq_type, ir.SequenceType):
+        return None
+    elem = seq_type.elem_type
+    shape = getattr(elem, "shape", None)
+    return shape if isinstance(shape, ir.Shape) else None
+
+
+def _rank(value: ir.Value | None) -> int | None:
+    if value is None or value.shape is None:
+        return None
+    return len(value.shape)
+
+
+def _ranks_made(node: ir.Node) -> list[tuple[int, str]]:
+    """Element ranks shown by the node that makes a list value."""
+    op = node.op_type
+    found: list[tuple[int, str]] = []
+    if op == "SequenceConstruct":
+        found = [(r, v.name or "") for v in node.inputs if (r := _rank(v)) is not None]
+    elif op == "SplitToSequence":
+        rank = _rank(node.inputs[0])
+        if rank is not None:
+            squeezed = len(node.inputs) < 2 or node.inputs[1] is None
+            squeezed = squeezed and node.attributes.get_int("keepdims", 1) == 0
+            found = [(rank - 1 if squeezed else rank, node.inputs[0].name or "")]  # type: ignore[union-attr]
+    return found
+
+
+def _ranks_read(node: ir.Node, index: int) -> list[tuple[int, str]]:
+    """Element ranks shown by a node that reads a list value at input `index`."""
+    op = node.op_type
+    if op == "SequenceInsert" and index == 0 and (rank := _rank(node.inputs[1])) is not None:
+        return [(rank, node.inputs[1].name or "")]  # type: ignore[union-attr]
+    if op == "SequenceAt" and (rank := _rank(node.outputs[0])) is not None:
+        return [(rank, node.outputs[0].name or "")]
+    if op == "ConcatFromSequence" and (rank := _rank(node.outputs[0])) is not None:
+        new_axis = node.attributes.get_int("new_axis", 0)
+        return [(rank - new_axis, node.outputs[0].name or "")]
+    return []
