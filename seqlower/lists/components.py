@@ -64,6 +64,7 @@ class ListPlan:
     dtype: ir.DataType | None = None
     rank: int | None = None
     reason: str | None = None
+    interface: bool = False  # it is a model input or output (the report explains those)
 
     @property
     def convertible(self) -> bool:
@@ -121,6 +122,9 @@ def find_lists(model: ir.Model, opset: int) -> list[ListPlan]:
     plans = []
     for values in members.values():
         plan = ListPlan(values)
+        plan.interface = any(
+            v.graph is main and (v.is_graph_input() or v.is_graph_output()) for v in values
+        )
         plan.reason = _blocker(values, main, opset)
         if plan.reason is None:
             _element_type(plan)
@@ -165,6 +169,10 @@ def _blocker(values: list[ir.Value], main: ir.Graph, opset: int) -> str | None:
         producer = value.producer()
         if producer is not None and (producer.domain != "" or producer.op_type not in _PRODUCERS):
             return f"it is made by {_describe(producer)}, which has no tensor form"
+        if producer is not None and producer.op_type == "SplitToSequence":
+            unknown = _unknown_split_rank(producer)
+            if unknown:
+                return f"{_describe(producer)}: the rank of {unknown} is unknown"
         for use in value.uses():
             reader = use.node
             if reader.domain != "" or reader.op_type not in _READERS:
@@ -176,6 +184,17 @@ def _blocker(values: list[ir.Value], main: ir.Graph, opset: int) -> str | None:
             f"the model's opset is {opset}; the tensor form of a list needs opset {MIN_OPSET} "
             "(Reshape with allowzero)"
         )
+    return None
+
+
+def _unknown_split_rank(node: ir.Node) -> str | None:
+    """Which input of a SplitToSequence has a rank that is unknown (its tensor form differs
+    for a scalar and a 1-D `split`), if any."""
+    if _rank(node.inputs[0]) is None:
+        return "the input"
+    split = node.inputs[1] if len(node.inputs) > 1 else None
+    if split is not None and _rank(split) is None:
+        return "the 'split' input"
     return None
 
 

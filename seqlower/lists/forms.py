@@ -13,7 +13,7 @@ row. Each operator becomes a handful of tensor ops:
     SequenceEmpty()              -> data = [] ; shapes = [0, r] table
     SequenceConstruct(x0..xk)    -> Concat(Reshape(xi, [-1])..) ; Concat(Shape(xi)[None]..)
     SequenceInsert(s, x)         -> Concat(data, Reshape(x, [-1])) ; Concat(shapes, Shape(x)[None])
-    SequenceInsert(s, x, p)      -> the same, spliced in at starts[p] and row p (p < 0 counts from n)
+    SequenceInsert(s, x, p)      -> the same, spliced in at starts[p] and row p (p < 0: from n)
     SequenceErase(s, p)          -> data without [starts[p], ends[p]) ; shapes without row p
     SequenceAt(s, p)             -> Reshape(Slice(data, starts[p], ends[p]), shapes[p], allowzero=1)
     SequenceLength(s)            -> Shape(shapes)[0]
@@ -164,7 +164,13 @@ class ListForms:
         before = self._tiled(b, shape, 0, axis, count1)
         after = self._tiled(b, shape, axis + 1, rank, count1)
         middle = [] if squeeze else [b.unsqueeze(sizes, [1])]
-        shapes = self._concat(b, [*before, *middle, *after], 1)
+        columns = [*before, *middle, *after]
+        if columns:
+            shapes = self._concat(b, columns, 1)
+        else:  # scalar elements: a [count, 0] table
+            empty_row = b.op("Concat", [count1, b.ints([0], "zero1")], {"axis": 0})
+            zero = ir.Tensor(np.zeros((1,), np.int64))
+            shapes = b.op("ConstantOfShape", [empty_row], {"value": zero}, name="list_shapes")
         if squeeze or axis == 0:
             moved = x
             if axis != 0:

@@ -108,7 +108,7 @@ class LowerSequencesPass(ir.passes.InPlacePass):
             self.stop_reason = "fixpoint: no rule applies"
             self.dead_code_free = True
             break
-        if self.dead_code_free and self._lower_lists(model, rewriter):
+        if self.options.tensor_lists and self.dead_code_free and self._lower_lists(model, rewriter):
             modified = True
             infer_shapes(model)
             stamp = region_inference.current_stamp(model)
