@@ -65,6 +65,8 @@ class ListPlan:
     rank: int | None = None
     reason: str | None = None
     interface: bool = False  # it is a model input or output (the report explains those)
+    # the list stays because an operator on it stays, for that operator's own reasons
+    follows_operator: bool = False
 
     @property
     def convertible(self) -> bool:
@@ -126,6 +128,7 @@ def find_lists(model: ir.Model, opset: int) -> list[ListPlan]:
             v.graph is main and (v.is_graph_input() or v.is_graph_output()) for v in values
         )
         plan.reason = _blocker(values, main, opset)
+        plan.follows_operator = plan.reason is not None and "has no tensor form" in plan.reason
         if plan.reason is None:
             _element_type(plan)
         plans.append(plan)

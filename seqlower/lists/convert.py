@@ -39,7 +39,7 @@ def lower_lists(model: ir.Model, rewriter: Rewriter) -> ListsLowered:
     plans = find_lists(model, opset)
     outcome = ListsLowered()
     for plan in plans:
-        if not plan.convertible and not plan.interface:
+        if not (plan.convertible or plan.interface or plan.follows_operator):
             for node in _nodes_of(plan):
                 outcome.kept.setdefault(node, plan.reason or "")
     if any(plan.convertible for plan in plans):

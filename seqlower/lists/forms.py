@@ -85,8 +85,8 @@ class ListForms:
     # -- makers --------------------------------------------------------------------------
 
     def empty(self, b: Builder, rank: int, dtype: ir.DataType) -> FlatList:
-        data = b.op("Constant", [], {"value": _empty_tensor(dtype)}, name="list_data")
-        shapes = b.constant(np.zeros((0, rank), dtype=np.int64), name="list_shapes")
+        data = _empty(b, [0], dtype, "list_data")
+        shapes = _empty(b, [0, rank], ir.DataType.INT64, "list_shapes")
         return self.typed(FlatList(data, shapes, rank, dtype))
 
     def construct(
@@ -98,17 +98,23 @@ class ListForms:
 
     def insert(self, b: Builder, s: FlatList, x: ir.Value, p: ir.Value | None) -> FlatList:
         flat, row = self._flatten(b, x), self._row(b, x)
-        if p is None:
-            data = b.op("Concat", [s.data, flat], {"axis": 0}, name="list_data")
-            shapes = b.op("Concat", [s.shapes, row], {"axis": 0}, name="list_shapes")
+        static = _static_int(p)
+        if p is None or static == 0:  # an append, or a prepend (position 0 is always valid)
+            first = (flat, s.data) if static == 0 else (s.data, flat)
+            rows = (row, s.shapes) if static == 0 else (s.shapes, row)
+            data = b.op("Concat", list(first), {"axis": 0}, name="list_data")
+            shapes = b.op("Concat", list(rows), {"axis": 0}, name="list_shapes")
             return self.typed(dataclasses.replace(s, data=data, shapes=shapes))
         table = self._table(s)
-        p = self._int64(b, p)
-        index = self._from_end(b, p, table.n)
-        # p < -n: an index Gather refuses (p > n is refused by bounds, which has n + 1 entries)
-        negative = b.op("Less", [index, b.constant(np.array(0, np.int64), "zero")])
-        index = b.op("Where", [negative, self._oor(b), index])
-        index1 = b.op("Reshape", [index, b.ints([1], "one_d")])
+        if static is not None and static > 0:  # refused by bounds (n + 1 entries) when > n
+            index1 = b.ints([static], "position")
+        else:
+            p = self._int64(b, p)
+            index = self._from_end(b, p, table.n)
+            # p < -n: an index Gather refuses (p > n is refused by bounds)
+            negative = b.op("Less", [index, b.constant(np.array(0, np.int64), "zero")])
+            index = b.op("Where", [negative, self._oor(b), index])
+            index1 = b.op("Reshape", [index, b.ints([1], "one_d")])
         offset = b.op("Gather", [table.bounds, index1], name="offset")
         data = self._splice(b, s.data, offset, offset, flat)
         shapes = self._splice(b, s.shapes, index1, index1, row)
@@ -116,11 +122,22 @@ class ListForms:
 
     def erase(self, b: Builder, s: FlatList, p: ir.Value | None) -> FlatList:
         table = self._table(s)
-        p = self._int64(b, p) if p is not None else b.constant(np.array(-1, np.int64), "last")
-        p1 = b.op("Reshape", [p, b.ints([1], "one_d")])
+        static = -1 if p is None else _static_int(p)
+        if static is not None:
+            p1 = b.ints([static], "position")
+        else:
+            p1 = b.op("Reshape", [self._int64(b, p), b.ints([1], "one_d")])  # type: ignore[arg-type]
         start = b.op("Gather", [table.starts, p1], name="start")  # fails outside [-n, n-1]
         end = b.op("Gather", [table.ends, p1], name="end")
-        index1 = b.op("Reshape", [self._from_end(b, p, table.n), b.ints([1], "one_d")])
+        if static == -1:  # the last element: the table without its last row
+            data = b.op("Slice", [s.data, b.ints([0], "zero1"), start], name="list_data")
+            shapes = b.op("Slice", [s.shapes, b.ints([0], "zero1"), p1], name="list_shapes")
+            return self.typed(dataclasses.replace(s, data=data, shapes=shapes))
+        if static is not None and static >= 0:
+            index1 = p1
+        else:
+            index = self._from_end(b, b.op("Reshape", [p1, b.ints([], "scalar")]), table.n)
+            index1 = b.op("Reshape", [index, b.ints([1], "one_d")])
         after = b.op("Add", [index1, b.ints([1], "one")])
         data = self._splice(b, s.data, start, end, None)
         shapes = self._splice(b, s.shapes, index1, after, None)
@@ -141,8 +158,9 @@ class ListForms:
         squeeze = split is None and not keepdims
         shape = b.op("Shape", [x])
         dim = b.op("Gather", [shape, b.ints([axis], "axis")], name="dim")
+        sizes: ir.Value | None = None  # None: chunks of one, `dim` of them
         if split is None:
-            sizes = b.op("Expand", [b.ints([1], "one"), dim], name="sizes")
+            pass
         elif split.shape is not None and len(split.shape) == 1:
             sizes = self._int64(b, split)
         else:  # a scalar chunk size: ceil(dim / s) chunks, the last one smaller
@@ -160,10 +178,17 @@ class ListForms:
             )
             rest = b.op("Sub", [dim, b.op("Mul", [index, size])])
             sizes = b.op("Min", [size, rest], name="sizes")
-        count1 = b.op("Shape", [sizes], name="count")
+        count1 = dim if sizes is None else b.op("Shape", [sizes], name="count")
         before = self._tiled(b, shape, 0, axis, count1)
         after = self._tiled(b, shape, axis + 1, rank, count1)
-        middle = [] if squeeze else [b.unsqueeze(sizes, [1])]
+        if squeeze:
+            middle = []
+        elif sizes is None:
+            ones = b.op("Concat", [count1, b.ints([1], "one")], {"axis": 0})
+            one = ir.Tensor(np.ones((1,), np.int64))
+            middle = [b.op("ConstantOfShape", [ones], {"value": one}, name="unit_sizes")]
+        else:
+            middle = [b.unsqueeze(sizes, [1])]
         columns = [*before, *middle, *after]
         if columns:
             shapes = self._concat(b, columns, 1)
@@ -171,8 +196,8 @@ class ListForms:
             empty_row = b.op("Concat", [count1, b.ints([0], "zero1")], {"axis": 0})
             zero = ir.Tensor(np.zeros((1,), np.int64))
             shapes = b.op("ConstantOfShape", [empty_row], {"value": zero}, name="list_shapes")
-        if squeeze or axis == 0:
-            moved = x
+        if sizes is None or axis == 0:  # chunks of one row: each is contiguous once the
+            moved = x  # axis is moved first
             if axis != 0:
                 perm = [axis, *(i for i in range(rank) if i != axis)]
                 moved = b.op("Transpose", [x], {"perm": perm})
@@ -329,7 +354,7 @@ class ListForms:
         ends = b.op("CumSum", [sizes, b.constant(np.array(0, np.int64), "zero")], name="ends")
         starts = b.op("Sub", [ends, sizes], name="starts")
         trips = b.op("Reshape", [b.op("Shape", [sizes]), b.ints([], "scalar")])
-        initial = b.op("Constant", [], {"value": _empty_tensor(dtype)}, name="list_data")
+        initial = _empty(b, [0], dtype, "list_data")
         body = self.rewriter.new_graph(f"{b.hint}_chunks_body", b.opset)
         i, cond, acc = _body_inputs(body, dtype, "acc")
         i1 = body.op("Reshape", [i, body.ints([1], "one_d")])
@@ -362,7 +387,30 @@ def _body_outputs(body: Builder, cond: ir.Value, carried: ir.Value, dtype: ir.Da
     body.graph.outputs.extend([cond_out, carried])
 
 
-def _empty_tensor(dtype: ir.DataType) -> ir.TensorProtocol:
+def _static_int(value: ir.Value | None) -> int | None:
+    """The value of a scalar (or one-element) integer constant, else None."""
+    if value is None:
+        return None
+    tensor = value.const_value
+    producer = value.producer()
+    if tensor is None and producer is not None and producer.op_type == "Constant":
+        attr = producer.attributes.get("value")
+        tensor = attr.as_tensor() if attr is not None else None
+    if tensor is None:
+        return None
+    array = tensor.numpy()
+    if array.size != 1 or array.dtype.kind not in "iu":
+        return None
+    return int(array.reshape(-1)[0])
+
+
+def _empty(b: Builder, shape: list[int], dtype: ir.DataType, name: str) -> ir.Value:
+    """An empty tensor of `shape`. ConstantOfShape, not a Constant: OpenVINO 2026.4 cannot
+    convert a Loop whose carried value starts as an empty Constant ("Accessing out-of-range
+    dimension"), and accepts the same value made by ConstantOfShape. Strings, which
+    ConstantOfShape does not make, take a Constant."""
     if dtype == ir.DataType.STRING:
-        return ir.StringTensor(np.array([], dtype=object).astype(bytes), name="")
-    return ir.Tensor(np.zeros((0,), dtype=dtype.numpy()))
+        value = ir.StringTensor(np.zeros(shape, dtype=np.bytes_), shape=ir.Shape(shape))
+        return b.op("Constant", [], {"value": value}, name=name)
+    zero = ir.Tensor(np.zeros((1,), dtype=dtype.numpy()))
+    return b.op("ConstantOfShape", [b.ints(shape, "empty_shape")], {"value": zero}, name=name)

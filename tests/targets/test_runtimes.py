@@ -44,14 +44,10 @@ KNOWN = {
     ),
     ("torch:list_insert_pop", "tract"): (
         "load",
-        "Unimplemented(SplitToSequence)",
-        "sequence ops stay: an insert and an erase on a sequence of run-time length",
-    ),
-    ("torch:list_insert_pop", "openvino"): (
-        "load",
-        "unconverted_ops_report",
-        "sequence ops stay, among them a SplitToSequence over a dim of run-time size, which "
-        "OpenVINO's frontend does not convert",
+        "MultiBroadcastTo",
+        "an insert and an erase on a list of run-time length take the tensor form of lists, "
+        "whose elements are reshaped to shapes read from a table at run time: tract plans "
+        "Reshape only from shapes it can compute before running",
     ),
     ("torch:split_sum_scripted", "tract"): (
         "load",
