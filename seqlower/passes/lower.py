@@ -128,9 +128,9 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         if not any(is_sequence_value(v) for v in _sequence_candidates(model)):
             return False
         lowered = lower_lists(model, rewriter)
-        for node in lowered.converted:
+        for node, layout in lowered.converted:
             origin = self.origins.get(node, node)
-            self.rewrites.setdefault(origin, []).append((TENSOR_LIST_RULE, "flat"))
+            self.rewrites.setdefault(origin, []).append((TENSOR_LIST_RULE, layout))
         if lowered.converted:
             rewriter.fired[TENSOR_LIST_RULE] += len(lowered.converted)
             rewriter.take_touched()

@@ -42,13 +42,6 @@ KNOWN = {
         "the insert position is an overridable initializer and the elements differ in shape, so "
         "it is lowered to an If chain whose branches differ in shape, which tract cannot type",
     ),
-    ("torch:list_insert_pop", "tract"): (
-        "load",
-        "MultiBroadcastTo",
-        "an insert and an erase on a list of run-time length take the tensor form of lists, "
-        "whose elements are reshaped to shapes read from a table at run time: tract plans "
-        "Reshape only from shapes it can compute before running",
-    ),
     ("torch:split_sum_scripted", "tract"): (
         "load",
         "Unimplemented(Loop)",

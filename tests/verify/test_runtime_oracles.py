@@ -29,8 +29,6 @@ pytest.importorskip("tract", reason="the test extra installs tract")
 # (runtime, case) -> what the runtime says (a substring of its error), as measured with
 # OpenVINO 2026.4 and tract 0.23.9 on models lowered for the generic target.
 FAILS = {
-    # the tensor form of lists reshapes elements to shapes read from a table at run time
-    ("tract", "torch/list_insert_pop"): "Impossible to unify",
     # kept sequence ops (the positions are overridable initializers)
     # an If chain over elements of different shapes: tract types If only when branches agree
     ("tract", "test_sequence_model1"): "Condition failed: `self.then_body.output_fact(i)",
