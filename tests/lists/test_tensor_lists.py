@@ -471,7 +471,7 @@ agraph (float[3,2] x, float[4] z, int64 p) => (float[?] y, float[?] at) {
     at = SequenceAt (s2, p)
 }"""
     )
-    lowered, report = lower_tensor_form(model)
+    lowered, _ = lower_tensor_form(model)
     assert sequence_op_count(lowered) == 0
     x = np.arange(6, dtype=np.float32).reshape(3, 2)
     z = np.ones(4, np.float32)
