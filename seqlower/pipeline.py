@@ -24,14 +24,13 @@ from seqlower.options import PORTABILITY_TARGETS, Options
 from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
 from seqlower.passes.flatten_io import FlattenSequenceIOPass
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
-from seqlower.passes.legality import (
-    count_sequence_ops,
-    expanded_count,
-    remaining_sequence_ops,
-)
-from seqlower.passes.outcomes import NodeLabels, collect_sites, node_outcomes
+from seqlower.passes.legality import count_sequence_ops, expanded_count
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.report import Report
+from seqlower.report.labels import NodeLabels
+from seqlower.report.outcomes import node_outcomes
+from seqlower.report.reasons import remaining_sequence_ops
+from seqlower.report.sites import collect_sites
 from seqlower.rule import RuleSet
 
 MIN_OPSET = 11

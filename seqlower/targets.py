@@ -46,9 +46,9 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.errors import SeqlowerError
 from seqlower.ops import SEQUENCE_OPS, is_sequence_value
 from seqlower.passes.bind_dims import bindable_dims, dims_feeding
-from seqlower.passes.legality import remaining_sequence_ops, walk_graphs
-from seqlower.passes.outcomes import stored_label
 from seqlower.report import RemainingOp, Report
+from seqlower.report.labels import stored_label, walk_graphs
+from seqlower.report.reasons import remaining_sequence_ops
 
 Target = Literal["generic", "onnxruntime", "tensorrt", "openvino", "tract"]
 Severity = Literal["ignore", "warning", "error"]
