@@ -26,7 +26,7 @@ from seqlower.passes.flatten_io import FlattenSequenceIOPass
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
 from seqlower.passes.legality import count_sequence_ops, expanded_count
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
-from seqlower.report import Report
+from seqlower.report import KEPT_FOR_SPEED, Report
 from seqlower.report.labels import NodeLabels
 from seqlower.report.outcomes import node_outcomes
 from seqlower.report.reasons import remaining_sequence_ops
@@ -205,10 +205,9 @@ def _lower(
         if original is not None and _keeps_cheaper_original(options):
             return _kept_original(original(), report, costlier, interface)
         report.warnings.append(f"{costlier}; kept for portability (--target {options.target})")
-    report.remaining = remaining_sequence_ops(model, lower.refusals, labels)
-    report.nodes = node_outcomes(
-        model, sites, report.remaining, lower.rewrites, lower.origins, labels, interface
-    )
+    renamed = labels.trace(model, lower.origins)  # messages name the input's nodes only
+    report.remaining = remaining_sequence_ops(model, lower.refusals, labels, renamed)
+    report.nodes = node_outcomes(model, sites, report.remaining, lower.rewrites, labels, interface)
     after = collections.Counter(op.op_type for op in report.remaining)
     report.sequence_ops_after = dict(sorted(after.items()))
     report.rules_fired = lower.fired
@@ -250,9 +249,11 @@ def _kept_original(
     RuntimeWorkaroundsPass()(model)
     labels = NodeLabels()
     sites = collect_sites(model, labels)
-    refusals = {site.node: [f"never-slower: {why}"] for site in sites}
+    # the decision is the whole model's, said once in the stop reason; each node says only this
+    kept = f"{KEPT_FOR_SPEED}: the original model is kept as given (its lowering costs more)"
+    refusals = {site.node: [kept] for site in sites}
     remaining = remaining_sequence_ops(model, refusals, labels)
-    nodes = node_outcomes(model, sites, remaining, {}, {}, labels, interface)
+    nodes = node_outcomes(model, sites, remaining, {}, labels, interface)
     hint = KEPT_ORIGINAL_HINT
     report.remaining = [dataclasses.replace(op, hint=op.hint or hint) for op in remaining]
     report.nodes = [

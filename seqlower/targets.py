@@ -47,7 +47,7 @@ from seqlower.errors import SeqlowerError
 from seqlower.ops import SEQUENCE_OPS, is_sequence_value
 from seqlower.passes.bind_dims import bindable_dims, dims_feeding
 from seqlower.report import RemainingOp, Report
-from seqlower.report.labels import stored_label, walk_graphs
+from seqlower.report.labels import ORIGIN_KEY, describe, stored_label, walk_graphs
 from seqlower.report.reasons import remaining_sequence_ops
 
 Target = Literal["generic", "onnxruntime", "tensorrt", "openvino", "tract"]
@@ -236,8 +236,15 @@ def check_target(
     ]
     refused = {(j.graph, j.node, j.op_type) for j in judged}
     for op in remaining:
-        if (op.graph, op.node, op.op_type) not in refused:
-            _add(check, profile.sequence_ops, _leftover_message(profile, op))
+        if (op.graph, op.node, op.op_type) in refused:
+            continue
+        if (
+            op.kept_for_speed
+            and profile.sequence_ops == "warning"
+            and profile.name == "onnxruntime"
+        ):
+            continue  # kept because the tensor form costs more in onnxruntime: nothing to warn
+        _add(check, profile.sequence_ops, _leftover_message(profile, op))
     for judgement in judged:
         _add(check, judgement.severity, judgement.message)
     if profile.dynamic_scan_loops != "ignore":
@@ -247,7 +254,7 @@ def check_target(
             for node in graph:
                 problem = _dynamic_scan(node, values, bindable)
                 if problem:
-                    where = f"{path}: Loop '{stored_label(node)}'"
+                    where = f"{path}: {describe(node)}"
                     _add(check, profile.dynamic_scan_loops, f"{where} {problem}")
     return check
 
@@ -260,9 +267,13 @@ def _add(check: TargetCheck, severity: Severity, message: str) -> None:
 
 
 def _leftover_message(profile: TargetProfile, op: RemainingOp) -> str:
-    where = f"{op.graph}: {op.op_type} '{op.node}'"
+    """One line per leftover: what the target says of it, then its own cause."""
+    where = f"{op.graph}: {op.described}"
     if profile.name == "tensorrt":
         return f"{where}: TensorRT has no sequence operators (kept because {op.reason})"
+    if profile.name == "portable":
+        verdict = "a runtime without sequence operators cannot run it"
+        return f"{where}: {verdict} (kept because {op.reason})"
     if profile.name in ("tract", "openvino"):
         verdict = (
             "has no sequence operators"
@@ -274,8 +285,7 @@ def _leftover_message(profile: TargetProfile, op: RemainingOp) -> str:
         "its SequenceInsert into a loop-carried sequence copies the sequence every iteration "
         "(quadratic)"
         if op.op_type == "SequenceInsert" and "/" in op.graph
-        else "each sequence operator copies tensors in and out of a sequence (3x to 130x "
-        "slower than the tensor forms)"
+        else "each sequence operator copies tensors in and out of a sequence"
     )
     return f"{where} is kept: onnxruntime runs it, but {cost}; kept because {op.reason}"
 
@@ -346,10 +356,13 @@ class NodeJudgement:
     op_type: str
     severity: Severity
     reason: str
+    created_by: str = ""  # for a node the lowering made: the label of the node it came from
 
     @property
     def message(self) -> str:
-        return f"{self.graph}: {self.op_type} '{self.node or '(unnamed)'}': {self.reason}"
+        if self.created_by:
+            return f"{self.graph}: {self.op_type} made from '{self.created_by}': {self.reason}"
+        return f"{self.graph}: {self.op_type} '{self.node}': {self.reason}"
 
     def to_dict(self) -> dict[str, str]:
         return dataclasses.asdict(self)
@@ -375,7 +388,16 @@ def judge_nodes(model: ir.Model | onnx.ModelProto, target: str) -> list[NodeJudg
                 severity, reason = judged
                 if node.op_type == "Loop" and _is_while_loop(node, values):
                     reason += ": a data-dependent while loop, which tract cannot run"
-                found.append(NodeJudgement(path, node.name or "", node.op_type, severity, reason))
+                found.append(
+                    NodeJudgement(
+                        path,
+                        stored_label(node),
+                        node.op_type,
+                        severity,
+                        reason,
+                        node.meta.get(ORIGIN_KEY, ""),
+                    )
+                )
     return found
 
 

@@ -103,7 +103,8 @@ def format_inspect(report: InspectReport) -> str:
     if report.sites:
         rows = [("graph", "node", "op", "tier", "rules / why kept")]
         for site in report.sites:
-            rows.append((site.graph, site.node, site.op_type, site.tier, _detail(site)))
+            node = f"made from '{site.created_by}'" if site.created_by else site.node
+            rows.append((site.graph, node, site.op_type, site.tier, _detail(site)))
         widths = [max(len(row[i]) for row in rows) for i in range(4)]
         for index, row in enumerate(rows):
             cells = [cell.ljust(width) for cell, width in zip(row, widths)]
@@ -129,14 +130,12 @@ def format_inspect_footer(report: InspectReport) -> list[str]:
 def _detail(site: NodeOutcome) -> str:
     """One cell: the rules that rewrote the node, or why it is kept."""
     if site.tier == "kept":
-        detail = site.reason
-    elif site.rules:
-        detail = ", ".join(site.rules)
-    elif site.op_type in ("input", "output"):
-        detail = ""
-    else:
-        detail = "removed along with the nodes around it"
-    return f"[from {site.created_by}] {detail}" if site.created_by else detail
+        return site.reason
+    if site.rules:
+        return ", ".join(site.rules)
+    if site.op_type in ("input", "output"):
+        return ""
+    return "removed along with the nodes around it"
 
 
 def _describe_change(change: dict[str, Any]) -> str:

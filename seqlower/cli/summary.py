@@ -4,7 +4,11 @@ from __future__ import annotations
 
 __all__ = ["format_summary", "plural"]
 
+import textwrap
+
 from seqlower.report import Report
+
+_WIDTH = 100  # lines that list many nodes wrap here
 
 
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
@@ -54,8 +58,20 @@ def _kept_lines(report: Report, verbose: bool) -> list[str]:
     then what to try (each distinct hint once); every refusal under each line with `verbose`."""
     lines = []
     hints: list[str] = []
+    as_given = [op for op in report.remaining if op.kept_for_speed]
+    if as_given:  # one decision for them all, said once (the stop reason says why)
+        names = ", ".join(op.described for op in as_given)
+        text = f"kept as given, the original costing less: {names}"
+        lines.extend(textwrap.wrap(text, _WIDTH, subsequent_indent="    ", break_on_hyphens=False))
     for op in report.remaining:
-        lines.append(f"kept {op.op_type} '{op.node}' in {op.graph}: {op.reason}")
+        if op.kept_for_speed:
+            if verbose:
+                lines.append(f"kept {op.described} in {op.graph}: {op.reason}")
+                lines.extend(f"    {reason}" for reason in op.reasons)
+            if op.hint and op.hint not in hints:
+                hints.append(op.hint)
+            continue
+        lines.append(f"kept {op.described} in {op.graph}: {op.reason}")
         if verbose:
             lines.extend(f"    {reason}" for reason in op.reasons)
         if op.hint and op.hint not in hints:

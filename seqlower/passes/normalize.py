@@ -194,9 +194,10 @@ def _static_arguments(shape_readers: list[ir.Node]) -> tuple[dict[str, np.ndarra
             continue
         for value in (node.inputs[i] for i in positions if i < len(node.inputs)):
             producer = value.producer() if value is not None else None
+            # inference reads a Constant of the reader's own graph, not one of an outer scope
             if (
                 producer is None
-                or producer.op_type == "Constant"
+                or (producer.op_type == "Constant" and producer.graph is node.graph)
                 or len(producer.outputs) != 1
                 or value.dtype not in (ir.DataType.INT64, ir.DataType.INT32)  # type: ignore[union-attr]
                 or not value.name  # type: ignore[union-attr]

@@ -5,7 +5,7 @@ The report is plain dataclasses; `to_dict()` gives the JSON form written by `--r
 
 from __future__ import annotations
 
-__all__ = ["TIERS", "NodeOutcome", "RemainingOp", "Report"]
+__all__ = ["KEPT_FOR_SPEED", "TIERS", "NodeOutcome", "RemainingOp", "Report"]
 
 import dataclasses
 import json
@@ -17,6 +17,10 @@ from typing import Any
 # a sequence), kept (still there, with the reason), flattened (a sequence input or output that
 # became tensors on request).
 TIERS = ("direct", "batch", "unroll", "scan", "loop", "kept", "flattened")
+
+# The refusal prefix of an operator kept because its tensor form costs more in onnxruntime
+# (README, "Never slower"): a choice for speed, not a failure to lower.
+KEPT_FOR_SPEED = "never-slower"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +38,19 @@ class RemainingOp:
     hint: str = ""
     outputs: tuple[str, ...] = ()  # the names of its output values
     reasons: tuple[str, ...] = ()
+    created_by: str = ""  # for a node the lowering made: the label of the node it came from
+
+    @property
+    def kept_for_speed(self) -> bool:
+        """Kept because its tensor form costs more, not because no rule could lower it."""
+        return any(reason.startswith(f"{KEPT_FOR_SPEED}:") for reason in self.reasons)
+
+    @property
+    def described(self) -> str:
+        """The node as messages name it: `Op 'label'`, or `Op made from 'origin'`."""
+        if self.created_by:
+            return f"{self.op_type} made from '{self.created_by}'"
+        return f"{self.op_type} '{self.node}'"
 
     def to_dict(self) -> dict[str, Any]:
         entry = dataclasses.asdict(self)

@@ -33,7 +33,6 @@ def node_outcomes(
     sites: list[Site],
     remaining: list[RemainingOp],
     rewrites: Mapping[ir.Node, list[tuple[str, str]]],
-    origins: Mapping[ir.Node, ir.Node],
     labels: NodeLabels,
     interface: tuple[list[str], list[str]],
 ) -> list[NodeOutcome]:
@@ -67,13 +66,10 @@ def node_outcomes(
     for op in remaining:
         if op.node in original:
             continue
-        node = next((n for n in origins if labels(n) == op.node), None)
-        origin = origins.get(node) if node is not None else None
-        created_by = labels(origin) if origin is not None else ""
-        made.setdefault(created_by, []).append(
+        made.setdefault(op.created_by, []).append(
             NodeOutcome(
                 op.graph, op.node, op.op_type, "kept", op.outputs, (), op.reason, op.hint,
-                op.reasons, created_by,
+                op.reasons, op.created_by,
             )
         )  # fmt: skip
     if made:
@@ -186,4 +182,3 @@ def _interface(
 
 def _is_sequence_node(node: ir.Node) -> bool:
     return is_sequence_op(node) or any(is_sequence_value(v) for v in (*node.inputs, *node.outputs))
-

@@ -14,9 +14,17 @@ from collections.abc import Mapping
 import onnx_ir as ir
 
 from seqlower.ops import is_sequence_op
-from seqlower.report.data import RemainingOp
+from seqlower.report.data import KEPT_FOR_SPEED, RemainingOp
 from seqlower.report.hints import hint_for
-from seqlower.report.labels import Label, stored_label, subgraph_owners, walk_graphs
+from seqlower.report.labels import (
+    ORIGIN_KEY,
+    Label,
+    describe,
+    renamed_in,
+    stored_label,
+    subgraph_owners,
+    walk_graphs,
+)
 
 # refusals that say a rule's pattern does not match: true, but never the cause
 _MISMATCH = re.compile(
@@ -45,31 +53,34 @@ def deepest_reason(reasons: list[str]) -> str:
 
 
 def remaining_sequence_ops(
-    model: ir.Model, refusals: Mapping[ir.Node, list[str]], label: Label | None = None
+    model: ir.Model,
+    refusals: Mapping[ir.Node, list[str]],
+    label: Label | None = None,
+    renamed: Mapping[str, str] | None = None,
 ) -> list[RemainingOp]:
     """Every sequence operator left in `model`, with the reason it stays and what to try.
-    `label` names nodes (the pipeline's `NodeLabels`; default: the label the pipeline gave, the
-    name, or the op type)."""
+    `label` gives each node its label (the pipeline's `NodeLabels`; default: the label the
+    pipeline gave, the name, or the op type); messages name a node the lowering made by the
+    node it came from (`describe`; `renamed`, from `NodeLabels.trace`, for the rules' texts)."""
     label = label or stored_label
+    renamed = renamed or {}
     found = [
-        (path, node)
-        for path, graph in walk_graphs(model, label)
-        for node in graph
-        if is_sequence_op(node)
+        (path, node) for path, graph in walk_graphs(model) for node in graph if is_sequence_op(node)
     ]
     owners = subgraph_owners(model) if found else {}
     remaining = []
     for path, node in found:
-        reasons = _reasons(node, refusals, label) + _owner_reasons(node, owners, refusals, label)
+        reasons = _reasons(node, refusals) + _owner_reasons(node, owners, refusals)
         remaining.append(
             RemainingOp(
                 path,
                 label(node),
                 node.op_type,
-                _headline(node, refusals, owners, label),
+                renamed_in(_headline(node, refusals, owners), renamed),
                 hint_for(node, model, owners),
                 tuple(v.name or "" for v in node.outputs),
-                tuple(reasons),
+                tuple(renamed_in(reason, renamed) for reason in reasons),
+                node.meta.get(ORIGIN_KEY, ""),
             )
         )
     return remaining
@@ -79,35 +90,36 @@ def _headline(
     node: ir.Node,
     refusals: Mapping[ir.Node, list[str]],
     owners: Mapping[int, ir.Node],
-    label: Label,
     depth: int = 0,
 ) -> str:
     """The one reason that matters: the node's own deepest refusal; for a node that only builds
     a sequence, why the node reading it stays; for one on a body's edge, why the Loop or If
     around it stays, when that goes deeper."""
     own = refusals.get(node)
+    if own and all(r.startswith(f"{KEPT_FOR_SPEED}:") for r in own):
+        return deepest_reason(own)  # a choice for speed, its own cause
     if own:
         reason = deepest_reason(own)
         if reason_rank(reason) > 0 and depth < 8:  # a kept producer upstream goes deeper
             for value in node.inputs:
                 producer = value.producer() if value is not None else None
                 if producer is not None and producer in refusals and is_sequence_op(producer):
-                    why = _headline(producer, refusals, owners, label, depth + 1)
-                    return f"{producer.op_type} '{label(producer)}' stays: {why}"
+                    why = _headline(producer, refusals, owners, depth + 1)
+                    return f"{describe(producer)} stays: {why}"
         owner = owners.get(id(node.graph)) if node.graph is not None else None
         if owner is not None and owner in refusals and _touches_body_edge(node):
             around = deepest_reason(refusals[owner])
             if reason_rank(around) < reason_rank(reason):
-                return f"{owner.op_type} '{label(owner)}' stays: {around}"
+                return f"{describe(owner)} stays: {around}"
         return reason
     for output in node.outputs:
         if output.is_graph_output():
             return f"it feeds the sequence-typed output '{output.name}' (the interface is kept)"
         for consumer in output.consumers():
             if consumer in refusals and depth < 8:
-                why = _headline(consumer, refusals, owners, label, depth + 1)
-                return f"{consumer.op_type} '{label(consumer)}' reads it and stays: {why}"
-            return f"{consumer.op_type} '{label(consumer)}' reads it and stays"
+                why = _headline(consumer, refusals, owners, depth + 1)
+                return f"{describe(consumer)} reads it and stays: {why}"
+            return f"{describe(consumer)} reads it and stays"
     return "no rule applies"
 
 
@@ -118,10 +130,7 @@ def _touches_body_edge(node: ir.Node) -> bool:
 
 
 def _owner_reasons(
-    node: ir.Node,
-    owners: Mapping[int, ir.Node],
-    refusals: Mapping[ir.Node, list[str]],
-    label: Label,
+    node: ir.Node, owners: Mapping[int, ir.Node], refusals: Mapping[ir.Node, list[str]]
 ) -> list[str]:
     """For an operator on a body's inputs or outputs (a loop-carried sequence, a branch
     result): why the Loop or If around it stays."""
@@ -129,10 +138,10 @@ def _owner_reasons(
     owner = owners.get(id(graph)) if graph is not None else None
     if owner is None or owner not in refusals or not _touches_body_edge(node):
         return []
-    return [f"{owner.op_type} '{label(owner)}' stays: {why}" for why in _dedupe(refusals[owner])]
+    return [f"{describe(owner)} stays: {why}" for why in _dedupe(refusals[owner])]
 
 
-def _reasons(node: ir.Node, refusals: Mapping[ir.Node, list[str]], label: Label) -> list[str]:
+def _reasons(node: ir.Node, refusals: Mapping[ir.Node, list[str]]) -> list[str]:
     if node in refusals:
         return _dedupe(refusals[node])
     uses = []
@@ -142,7 +151,7 @@ def _reasons(node: ir.Node, refusals: Mapping[ir.Node, list[str]], label: Label)
         for consumer in output.consumers():
             why = refusals.get(consumer)  # a Loop or If that stays says why
             suffix = f" ({'; '.join(_dedupe(why))})" if why else ""
-            uses.append(f"read by {consumer.op_type} '{label(consumer)}', which stays{suffix}")
+            uses.append(f"read by {describe(consumer)}, which stays{suffix}")
     return _dedupe(uses) if uses else ["no rule applies"]
 
 
