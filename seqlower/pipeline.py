@@ -31,6 +31,7 @@ from seqlower.report.labels import NodeLabels
 from seqlower.report.outcomes import node_outcomes
 from seqlower.report.reasons import remaining_sequence_ops
 from seqlower.report.sites import collect_sites
+from seqlower.report.warnings import split_reading_warnings
 from seqlower.rule import RuleSet
 
 MIN_OPSET = 11
@@ -203,7 +204,9 @@ def _lower(
             f'more than the {cost_before:g} of the original (README, "Never slower")'
         )
         if original is not None and _keeps_cheaper_original(options):
-            return _kept_original(original(), report, costlier, interface)
+            # the hint is worth printing only if the lowering it asks for removes something
+            lowers = sum(count_sequence_ops(model).values()) < report.total_before
+            return _kept_original(original(), report, costlier, interface, lowers)
         report.warnings.append(f"{costlier}; kept for portability (--target {options.target})")
     renamed = labels.trace(model, lower.origins)  # messages name the input's nodes only
     report.remaining = remaining_sequence_ops(model, lower.refusals, labels, renamed)
@@ -218,6 +221,7 @@ def _lower(
     report.warnings = report.warnings + (
         inline.warnings
         + normalize.warnings
+        + split_reading_warnings(normalize.split_readings, labels)
         + flatten_inputs.warnings
         + flatten_outputs.warnings
         + lower.warnings
@@ -243,9 +247,12 @@ def _kept_original(
     report: Report,
     why: str,
     interface: tuple[list[str], list[str]],
+    lowers: bool,
 ) -> OptimizeResult[ir.Model]:
     """The original as given (only the runtime workarounds applied, so that it loads), returned
-    because its lowering costs more: every sequence operator stays, with `why` as the reason."""
+    because its lowering costs more: every sequence operator stays, with `why` as the reason,
+    and `--target portable` as the hint when the lowering removes sequence operators
+    (`lowers`)."""
     RuntimeWorkaroundsPass()(model)
     labels = NodeLabels()
     sites = collect_sites(model, labels)
@@ -254,7 +261,7 @@ def _kept_original(
     refusals = {site.node: [kept] for site in sites}
     remaining = remaining_sequence_ops(model, refusals, labels)
     nodes = node_outcomes(model, sites, remaining, {}, labels, interface)
-    hint = KEPT_ORIGINAL_HINT
+    hint = KEPT_ORIGINAL_HINT if lowers else ""
     report.remaining = [dataclasses.replace(op, hint=op.hint or hint) for op in remaining]
     report.nodes = [
         dataclasses.replace(node, hint=node.hint or hint) if node.tier == "kept" else node

@@ -209,22 +209,29 @@ def check_target(
         model = ir.from_proto(model)
     check = TargetCheck(profile.name)
     remaining = report.remaining if report is not None else remaining_sequence_ops(model, {})
+    hints = {
+        (node.op_type, node.node): node.hint
+        for node in (report.kept_interface if report is not None else [])
+    }
     for value in model.graph.inputs:
         if is_sequence_value(value):
-            hint = f"--flatten-sequence-io --seq-len {value.name}=<n>"
+            hint = hints.get(
+                ("input", value.name or ""), f"--flatten-sequence-io --seq-len {value.name}=<n>"
+            )
             _add(
                 check,
                 profile.sequence_io,
                 f"main: input '{value.name}' is a sequence; "
-                f"{profile.name} takes tensors only: try {hint}",
+                f"{profile.name} takes tensors only{_try(hint)}",
             )
     for value in model.graph.outputs:
         if is_sequence_value(value):
+            hint = hints.get(("output", value.name or ""), "--flatten-sequence-io")
             _add(
                 check,
                 profile.sequence_io,
                 f"main: output '{value.name}' is a sequence; "
-                f"{profile.name} gives tensors only: try --flatten-sequence-io",
+                f"{profile.name} gives tensors only{_try(hint)}",
             )
     # what the profile says of a node beyond "a leftover sequence op" (reported here, with the
     # reason it was kept): other operators, and sequence ops the target cannot load at all
@@ -257,6 +264,12 @@ def check_target(
                     where = f"{path}: {describe(node)}"
                     _add(check, profile.dynamic_scan_loops, f"{where} {problem}")
     return check
+
+
+def _try(hint: str) -> str:
+    """`: try <options>` for a hint (`--flag value (why)`); "" when no option helps."""
+    flags = hint.split(" (", 1)[0]
+    return f": try {flags}" if flags else " (no option makes its length static)"
 
 
 def _add(check: TargetCheck, severity: Severity, message: str) -> None:
