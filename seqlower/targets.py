@@ -45,6 +45,7 @@ import onnx_ir as ir
 from seqlower.analysis.static_values import StaticValues
 from seqlower.errors import SeqlowerError
 from seqlower.ops import SEQUENCE_OPS, is_sequence_value
+from seqlower.options import unknown_choice
 from seqlower.passes.bind_dims import bindable_dims, dims_feeding
 from seqlower.report import RemainingOp, Report
 from seqlower.report.labels import ORIGIN_KEY, describe, stored_label, walk_graphs
@@ -204,7 +205,7 @@ def check_target(
     """
     profile = PROFILES.get(target)
     if profile is None:
-        raise SeqlowerError(f"unknown target '{target}': choose one of {', '.join(PROFILES)}")
+        raise SeqlowerError(unknown_choice("target", target, tuple(PROFILES)))
     if isinstance(model, onnx.ModelProto):
         model = ir.from_proto(model)
     check = TargetCheck(profile.name)
@@ -387,7 +388,7 @@ def judge_nodes(model: ir.Model | onnx.ModelProto, target: str) -> list[NodeJudg
     read or make string tensors. Raises `SeqlowerError` for an unknown target."""
     profile = PROFILES.get(target)
     if profile is None:
-        raise SeqlowerError(f"unknown target '{target}': choose one of {', '.join(PROFILES)}")
+        raise SeqlowerError(unknown_choice("target", target, tuple(PROFILES)))
     if isinstance(model, onnx.ModelProto):
         model = ir.from_proto(model)
     found = []

@@ -103,6 +103,14 @@ class Report:
     # SequenceAt per sequence input, SequenceEmpty and SequenceInsert per output), the measure
     # against which a map lowered to a Loop adds nothing
     expanded_before: int = 0
+    # the target profile's judgement of the result (`seqlower.targets.check_target`): errors
+    # make it unfit for that runtime (the command line then writes nothing), warnings cost time
+    target: str = "generic"
+    target_errors: list[str] = dataclasses.field(default_factory=list)
+    target_warnings: list[str] = dataclasses.field(default_factory=list)
+    # every node of the input and of the output (subgraphs included)
+    nodes_before: int = 0
+    nodes_after: int = 0
 
     @property
     def total_before(self) -> int:
@@ -111,6 +119,11 @@ class Report:
     @property
     def total_after(self) -> int:
         return sum(self.sequence_ops_after.values())
+
+    @property
+    def fits_target(self) -> bool:
+        """True when the target profile found nothing the runtime cannot run."""
+        return not self.target_errors
 
     @property
     def kept_interface(self) -> list[NodeOutcome]:
@@ -133,6 +146,14 @@ class Report:
             "warnings": list(self.warnings),
             "interface_changes": [dict(change) for change in self.interface_changes],
             "nodes": [node.to_dict() for node in self.nodes],
+            "nodes_before": self.nodes_before,
+            "nodes_after": self.nodes_after,
+            "target": {
+                "name": self.target,
+                "ok": self.fits_target,
+                "errors": list(self.target_errors),
+                "warnings": list(self.target_warnings),
+            },
         }
 
     def to_json(self) -> str:

@@ -71,9 +71,12 @@ def test_flatten_options_reach_the_lowering(paths):
         (["--seq-len", "s=x"], "error: --seq-len expects NAME=SIZE"),
         (
             ["--target", "tpu"],
-            "error: --target must be one of generic, portable, onnxruntime, tensorrt",
+            "error: unknown target 'tpu': choose one of generic, portable, onnxruntime, tensorrt",
         ),
-        (["--split-keepdims", "numpy"], "error: --split-keepdims must be onnxruntime or spec"),
+        (
+            ["--split-keepdims", "numpy"],
+            "error: unknown split_keepdims 'numpy': choose one of onnxruntime, spec",
+        ),
     ],
 )
 def test_bad_options_exit_2_with_one_error_line(paths, args, message):
