@@ -14,6 +14,8 @@ import functools
 import json
 import logging
 import os
+import shutil
+import textwrap
 import time
 from pathlib import Path
 from typing import Annotated
@@ -92,6 +94,7 @@ def _root(
     ] = False,
 ) -> None:
     """Lower ONNX sequence operators to plain tensor ONNX."""
+    _configure_logging(verbose=False)  # every command: no library chatter before its errors
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
@@ -387,6 +390,9 @@ def _write_report(path: Path, text: str) -> None:
 )
 def rules_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print as a Markdown table (the README's).")
+    ] = False,
 ) -> None:
     """List the rewrite rules in priority order, each with its before -> after.
 
@@ -394,6 +400,7 @@ def rules_command(
     Examples:
       seqlower rules
       seqlower rules --json
+      seqlower rules --markdown
 
     Exit code: 0.
     """
@@ -401,8 +408,22 @@ def rules_command(
     if as_json:
         entries = [{"name": r.name, "op_type": r.op_type, "doc": r.doc} for r in rules]
         typer.echo(json.dumps(entries, indent=2))
-        return
-    typer.echo(rule_catalogue())
+    elif markdown:
+        typer.echo(rule_catalogue())
+    else:
+        typer.echo(rule_list(shutil.get_terminal_size().columns))
+
+
+def rule_list(width: int) -> str:
+    """The rules as text that fits `width` columns: each rule's name and operator, then its
+    before -> after, indented."""
+    width = max(width, 40)
+    lines = []
+    for rule in default_rules():
+        lines.append(f"{rule.name} ({rule.op_type})")
+        doc = " ".join(rule.doc.split())
+        lines.extend(textwrap.wrap(doc, width - 1, initial_indent="    ", subsequent_indent="    "))
+    return "\n".join(lines)
 
 
 def rule_catalogue() -> str:

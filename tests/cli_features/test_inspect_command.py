@@ -6,11 +6,10 @@ import json
 
 import onnx
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from cli_features.models import map_over_split, sequence_interface
-from seqlower.cli.inspect_command import inspect_command
+from seqlower.cli.app import app
 from seqlower.cli.options import parse_sizes
 from seqlower.errors import SeqlowerError
 
@@ -25,9 +24,6 @@ def paths(tmp_path):
 
 
 def invoke(*args: str):
-    app = typer.Typer()
-    app.command("inspect")(inspect_command)
-    app.command("other")(lambda: None)  # two commands: "inspect" stays a subcommand
     return CliRunner().invoke(app, ["inspect", *args])
 
 
