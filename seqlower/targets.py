@@ -159,7 +159,7 @@ PROFILES: dict[str, TargetProfile] = {
         dynamic_scan_loops="ignore",
         unsupported_ops={
             "Loop": "tract has no Loop (Unimplemented(Loop)); seqlower unrolls one with a static "
-            "trip count (within Options.unroll_budget) and makes one over a tensor axis a Scan, "
+            "trip count (within the unroll budget) and makes one over a tensor axis a Scan, "
             "but not this one",
         },
         doubtful_ops={
