@@ -37,10 +37,11 @@ class Options:
     """How to lower.
 
     split_keepdims: how to read SplitToSequence with a scalar `split` and keepdims=0 (README,
-        "Where the specification and onnxruntime disagree", item 1). "onnxruntime" (default)
+        "Where the specification and onnxruntime disagree"). "onnxruntime" (default)
         squeezes when the split is 1, as onnxruntime and PyTorch do and as PyTorch's exporter
         relies on for `unbind`; "spec" ignores keepdims, as the ONNX specification and
-        onnx.reference do. Either way the node is named in a warning.
+        onnx.reference do. A node lowered either way is named in a warning
+        where the two readings give different results.
     max_iterations: bound on the rewrite sweeps; reaching it is reported as the stop reason.
     dims: sizes for symbolic dims of the model inputs (`{"N": 8}`); the lowered model then
         accepts only those sizes (recorded in `Report.interface_changes`).

@@ -124,6 +124,18 @@ def test_dash_h_is_help(command):
     assert result.exit_code == 0 and result.stdout.startswith("Usage: seqlower")
 
 
+@pytest.mark.parametrize(
+    ("command", "usage"),
+    [
+        ("optimize", "{SOURCE} {OUTPUT}"),
+        ("inspect", "{MODEL}"),
+        ("verify", "{ORIGINAL} {CANDIDATE}"),
+    ],
+)
+def test_arguments_are_named_alike(command, usage):
+    assert _run(command, "--help").stdout.splitlines()[0].endswith(f"[OPTIONS] {usage}")
+
+
 def test_choices_are_listed_in_the_help():
     text = " ".join(_run("optimize", "--help").stdout.split())
     assert "--target [generic|portable|onnxruntime|tensorrt|openvino|tract]" in text
