@@ -164,7 +164,7 @@ def _measure_family(
             # at least linear: a size predicted over the budget is not run
             predicted = onnxscript_last[1] * nodes / onnxscript_last[0] if onnxscript_last else 0
             if importlib.util.find_spec("onnxscript") is None:
-                row["onnxscript"] = {"skipped": "not installed (the [bench] extra)"}
+                row["onnxscript"] = {"skipped": "not installed ([bench] extra)"}
             elif onnxscript_over:
                 row["onnxscript"] = {"skipped": "over the budget at a smaller size"}
             elif predicted > budget:

@@ -158,13 +158,12 @@ def as_constants(graph: onnx.GraphProto, folded: dict[str, np.ndarray]) -> None:
     Constant of its own for it: ONNX inference reads the content of a Constant or initializer
     of the subgraph's own scope only (a ReduceSum in a Loop body whose axes are a Constant of
     the main graph otherwise loses even its rank)."""
+    if not folded:
+        return
     graphs = [(graph, True)]
     while graphs:
         current, is_root = graphs.pop()
-        defined = {name for node in current.node for name in node.output}
-        defined.update(v.name for v in current.input)
-        defined.update(t.name for t in current.initializer)
-        captured: list[str] = []
+        read: list[str] = []  # folded values this subgraph reads
         for node in current.node:
             for attr in node.attribute:
                 inner = [attr.g] if attr.HasField("g") else list(attr.graphs)
@@ -172,11 +171,14 @@ def as_constants(graph: onnx.GraphProto, folded: dict[str, np.ndarray]) -> None:
             if len(node.output) == 1 and node.output[0] in folded and node.op_type != "Constant":
                 node.CopyFrom(_constant(node.output[0], folded[node.output[0]], node.name))
             if not is_root:
-                for name in node.input:
-                    if name in folded and name not in defined and name not in captured:
-                        captured.append(name)
-        for name in reversed(captured):
-            current.node.insert(0, _constant(name, folded[name]))
+                read.extend(name for name in node.input if name in folded and name not in read)
+        if read:
+            defined = {name for node in current.node for name in node.output}
+            defined.update(v.name for v in current.input)
+            defined.update(t.name for t in current.initializer)
+            captured = [name for name in read if name not in defined]
+            for name in reversed(captured):
+                current.node.insert(0, _constant(name, folded[name]))
 
 
 def _renamer(inherited: set[str], run: int) -> Callable[[str], str | None]:

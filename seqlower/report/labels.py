@@ -69,13 +69,11 @@ class NodeLabels:
         self._first: dict[str, ir.Node] = {}  # name -> the first node visited with it
         self._counters: dict[str, int] = {}
         self._inputs: set[ir.Node] = set()  # the nodes of the input (visited before `trace`)
-        self._names: set[str] = set()  # names of the input's nodes' outputs
         self._traced = False
 
     def visit(self, node: ir.Node) -> None:
         if not self._traced:
             self._inputs.add(node)
-            self._names.update(v.name for v in node.outputs if v.name)
         if node.name:
             self._first.setdefault(node.name, node)
 
@@ -86,6 +84,7 @@ class NodeLabels:
         (for `renamed_in`)."""
         self._traced = True
         renamed: dict[str, str] = {}
+        interface = set(model.graph.outputs)
         pending: list[tuple[ir.Graph, str]] = [(model.graph, "")]
         pending.extend((f.graph, "") for f in model.functions.values())
         while pending:
@@ -97,12 +96,15 @@ class NodeLabels:
                     origin = self(source) if source is not None else around
                     if origin:
                         node.meta[ORIGIN_KEY] = origin
-                        made = [node.name, *(v.name for v in node.outputs)]
-                        for name in made:  # a rewrite may give its result an input's name
-                            if name and name not in self._names:
-                                renamed.setdefault(name, origin)
-                inside = origin or (self(node) if node in self._inputs else around)
-                pending.extend((subgraph, inside) for _, subgraph in node_subgraphs(node))
+                        if node.name:
+                            renamed.setdefault(node.name, origin)
+                        for value in node.outputs:  # a model output keeps the user's name
+                            if value.name and value not in interface:
+                                renamed.setdefault(value.name, origin)
+                inner = node_subgraphs(node) if node.attributes.data else ()
+                if inner:
+                    inside = origin or (self(node) if node in self._inputs else around)
+                    pending.extend((subgraph, inside) for _, subgraph in inner)
         return renamed
 
     def __call__(self, node: ir.Node) -> str:
