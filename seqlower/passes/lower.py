@@ -30,8 +30,8 @@ from seqlower.options import Options
 from seqlower.passes import region_inference
 from seqlower.passes.dead_code import is_dead, remove_dead_nodes, remove_dead_upstream
 from seqlower.passes.normalize import SHAPE_ARGUMENTS, infer_shapes
-from seqlower.passes.outcomes import rewrite_tier
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
+from seqlower.report.sites import rewrite_tier
 from seqlower.rewriter import Rewriter
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 
