@@ -20,7 +20,7 @@ from seqlower.cost import launches
 from seqlower.errors import InvalidModelError, SeqlowerError
 from seqlower.io import ModelSource, load_model
 from seqlower.ops import is_sequence_value
-from seqlower.options import PORTABILITY_TARGETS, Options
+from seqlower.options import SPEED_FIRST_TARGETS, Options
 from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
 from seqlower.passes.flatten_io import FlattenSequenceIOPass
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
@@ -36,7 +36,7 @@ from seqlower.rule import RuleSet
 
 MIN_OPSET = 11
 # what to try about an operator kept because its lowering costs more (README, "Never slower")
-KEPT_ORIGINAL_HINT = "--target portable (lowers it even so, at a cost)"
+KEPT_ORIGINAL_HINT = "the default target (no --target) lowers it even so, at a cost"
 
 
 ModelT = TypeVar("ModelT", ir.Model, onnx.ModelProto)
@@ -205,7 +205,6 @@ def _lower(
         )
         if original is not None and _keeps_cheaper_original(options):
             return _kept_original(original(), report, costlier, interface)
-        report.warnings.append(f"{costlier}; kept for portability (--target {options.target})")
     report.remaining = remaining_sequence_ops(model, lower.refusals, labels)
     report.nodes = node_outcomes(
         model, sites, report.remaining, lower.rewrites, lower.origins, labels, interface
@@ -235,9 +234,9 @@ def _same(model: ir.Model) -> ir.Model:
 
 
 def _keeps_cheaper_original(options: Options) -> bool:
-    """Whether the target asks for speed, not portability (with flattened sequence inputs or
-    outputs, the interface asked for is not the original's, so the lowering stays)."""
-    return options.target not in PORTABILITY_TARGETS and not options.flatten_sequence_io
+    """Whether the target asks for speed first (with flattened sequence inputs or outputs, the
+    interface asked for is not the original's, so the lowering stays)."""
+    return options.target in SPEED_FIRST_TARGETS and not options.flatten_sequence_io
 
 
 def _kept_original(

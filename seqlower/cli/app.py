@@ -207,7 +207,7 @@ def optimize_command(
         )
         verb = "remains" if len(summary.remaining) + len(summary.kept_interface) == 1 else "remain"
         kept = summary.stop_reason.startswith("kept the original")
-        hint = "; --target portable lowers it even so" if kept else ""
+        hint = "; the default target (no --target) lowers it even so" if kept else ""
         raise _fail(
             f"{ops} and {interface} {verb} (--strict{', the original costs less' if kept else ''})"
             f"{hint}; nothing written",
