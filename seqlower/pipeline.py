@@ -16,7 +16,7 @@ from typing import Generic, TypeVar, overload
 import onnx
 import onnx_ir as ir
 
-from seqlower.cost import launches
+from seqlower.cost import node_costs
 from seqlower.errors import InvalidModelError, SeqlowerError
 from seqlower.io import ModelSource, load_model
 from seqlower.ops import is_sequence_value
@@ -33,6 +33,7 @@ from seqlower.passes.outcomes import NodeLabels, collect_sites, node_outcomes
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.report import Report
 from seqlower.rule import RuleSet
+from seqlower.speed_first import FROZEN_RULE, RegionCost, RegionPlan
 
 MIN_OPSET = 11
 # what to try about an operator kept because its lowering costs more (README, "Never slower")
@@ -164,69 +165,130 @@ def _lower(
 ) -> OptimizeResult[ir.Model]:
     observe = after_pass or (lambda name, model: None)
     _check_supported(model)
-
-    report = Report(sequence_ops_before=count_sequence_ops(model))
-    labels = NodeLabels()  # one name per node, for the report and every message
-    interface = (
-        [v.name or "" for v in model.graph.inputs if is_sequence_value(v)],
-        [v.name or "" for v in model.graph.outputs if is_sequence_value(v)],
+    speed_first = original is not None and _keeps_cheaper_original(options)
+    run = _Run(model, options, rules, observe, plan=speed_first)
+    if not speed_first or run.plan is None or original is None:
+        return run.result()
+    # speed first (README, "Never slower"): every region keeps the cheaper of its two forms
+    costlier = run.plan.costlier(run.model, run.lower.origins, run.costs)
+    if not costlier:
+        return run.result()
+    before, after = round(run.plan.total), round(run.cost_after)
+    whole = (
+        f"the lowered model costs an estimated {after} operator launches per run, more than "
+        f'the {before} of the original (README, "Never slower")'
+        if after > before
+        else f"each of its regions costs more lowered than as given (estimated launches: "
+        f"{', '.join(f'{c.lowered} against {c.as_given}' for c in costlier)}; README, "
+        '"Never slower")'
     )
-    declared_output_shapes = {value.name: value.shape for value in model.graph.outputs}
-    flatten_inputs, flatten_outputs = _flatten_passes(options)
-    flatten_inputs(model)
-    observe("flatten-inputs", model)
-    inline = InlineSequenceFunctionsPass()
-    inline(model)
-    observe("inline-functions", model)
-    normalize = NormalizePass(options)
-    normalize(model)
-    observe("normalize", model)
-    sites = collect_sites(model, labels)  # types are inferred now
-    cost_before = launches(model)
-    maps = (site.node for site in sites if site.op_type == "SequenceMap")
-    report.expanded_before = report.total_before + sum(expanded_count(m) - 1 for m in maps)
-    # the workarounds run once, last, below (a whole-model walk: 0.3 s at 100k nodes)
-    lower = LowerSequencesPass(rules, options, runtime_workarounds=False)
-    lower(model)
-    observe("lower", model)
-    if flatten_outputs(model).modified:
-        lower = _lower_again(lower, model)
-        observe("flatten-outputs", model)
-    CleanupPass(dead_nodes=not lower.dead_code_free)(model)
-    RuntimeWorkaroundsPass()(model)
-    _keep_declared_output_shapes(model, declared_output_shapes)
-    observe("cleanup", model)
+    best = run
+    if len(costlier) < len(run.plan.regions):  # else every region is kept: the original
+        mixed = _Run(original(), options, rules, observe, keep=(run.plan, costlier))
+        if mixed.frozen is not None and mixed.cost_after <= run.cost_after:
+            best = mixed
+    every_region = len(costlier) == len(run.plan.regions)
+    if (best is run and every_region) or round(best.cost_after) > round(run.plan.total):
+        return _kept_original(original(), run.report, whole, run.interface)
+    return best.result()
 
-    cost_after = launches(model)
-    if cost_after > cost_before:
-        costlier = (
-            f"the lowered model costs an estimated {cost_after:g} operator launches per run, "
-            f'more than the {cost_before:g} of the original (README, "Never slower")'
+
+class _Run:
+    """One pass of the pipeline over `model`: flatten inputs, inline, normalize, lower (leaving
+    the nodes of the `keep` regions alone), flatten outputs, clean up. `plan=True` records the
+    regions and their costs for a speed-first choice; `result()` completes the report."""
+
+    def __init__(
+        self,
+        model: ir.Model,
+        options: Options,
+        rules: RuleSet | None,
+        observe: Callable[[str, ir.Model], None],
+        *,
+        plan: bool = False,
+        keep: tuple[RegionPlan, list[RegionCost]] | None = None,
+    ) -> None:
+        self.model = model
+        self.report = report = Report(sequence_ops_before=count_sequence_ops(model))
+        self.labels = labels = NodeLabels()  # one name per node, for the report and messages
+        self.interface = (
+            [v.name or "" for v in model.graph.inputs if is_sequence_value(v)],
+            [v.name or "" for v in model.graph.outputs if is_sequence_value(v)],
         )
-        if original is not None and _keeps_cheaper_original(options):
-            return _kept_original(original(), report, costlier, interface)
-    report.remaining = remaining_sequence_ops(model, lower.refusals, labels)
-    report.nodes = node_outcomes(
-        model, sites, report.remaining, lower.rewrites, lower.origins, labels, interface
-    )
-    after = collections.Counter(op.op_type for op in report.remaining)
-    report.sequence_ops_after = dict(sorted(after.items()))
-    report.rules_fired = lower.fired
-    if inline.inlined:
-        report.rules_fired = {"inline-function": len(inline.inlined), **lower.fired}
-    report.stop_reason = lower.stop_reason
-    report.iterations = lower.iterations
-    report.warnings = report.warnings + (
-        inline.warnings
-        + normalize.warnings
-        + flatten_inputs.warnings
-        + flatten_outputs.warnings
-        + lower.warnings
-    )
-    report.interface_changes = (
-        normalize.bind_dims.changes + flatten_inputs.changes + flatten_outputs.changes
-    )
-    return OptimizeResult(model, report)
+        declared_output_shapes = {value.name: value.shape for value in model.graph.outputs}
+        self.flatten_inputs, self.flatten_outputs = _flatten_passes(options)
+        self.flatten_inputs(model)
+        observe("flatten-inputs", model)
+        self.inline = InlineSequenceFunctionsPass()
+        self.inline(model)
+        observe("inline-functions", model)
+        self.normalize = NormalizePass(options)
+        self.normalize(model)
+        observe("normalize", model)
+        self.sites = collect_sites(model, labels)  # types are inferred now
+        maps = (site.node for site in self.sites if site.op_type == "SequenceMap")
+        report.expanded_before = report.total_before + sum(expanded_count(m) - 1 for m in maps)
+        self.plan = RegionPlan.of(model) if plan else None
+        self.frozen: dict[ir.Node, str] | None = None
+        if keep is not None:
+            graph_of = {site.node: site.graph for site in self.sites}
+            found = keep[0].frozen(keep[1], model, labels, graph_of)
+            if found is not None:
+                self.frozen, report.kept_for_speed = found
+        # the workarounds run once, last, below (a whole-model walk: 0.3 s at 100k nodes)
+        lower = LowerSequencesPass(rules, options, runtime_workarounds=False, frozen=self.frozen)
+        lower(model)
+        observe("lower", model)
+        if self.flatten_outputs(model).modified:
+            lower = _lower_again(lower, model)
+            observe("flatten-outputs", model)
+        self.lower = lower
+        CleanupPass(dead_nodes=not lower.dead_code_free)(model)
+        RuntimeWorkaroundsPass()(model)
+        _keep_declared_output_shapes(model, declared_output_shapes)
+        observe("cleanup", model)
+        self.costs = node_costs(model) if plan or keep is not None else {}
+        self.cost_after = sum(self.costs.values())
+
+    def result(self) -> OptimizeResult[ir.Model]:
+        """The lowered model with its completed report."""
+        model, report, lower, labels = self.model, self.report, self.lower, self.labels
+        report.remaining = remaining_sequence_ops(model, lower.refusals, labels)
+        if self.frozen:
+            kept = {labels(node) for node in self.frozen}
+            report.remaining = [
+                dataclasses.replace(op, hint=KEPT_ORIGINAL_HINT) if op.node in kept else op
+                for op in report.remaining
+            ]
+        report.nodes = node_outcomes(
+            model,
+            self.sites,
+            report.remaining,
+            lower.rewrites,
+            lower.origins,
+            labels,
+            self.interface,
+        )
+        after = collections.Counter(op.op_type for op in report.remaining)
+        report.sequence_ops_after = dict(sorted(after.items()))
+        report.rules_fired = lower.fired
+        if self.inline.inlined:
+            report.rules_fired = {"inline-function": len(self.inline.inlined), **lower.fired}
+        report.stop_reason = lower.stop_reason
+        report.iterations = lower.iterations
+        report.warnings = report.warnings + (
+            self.inline.warnings
+            + self.normalize.warnings
+            + self.flatten_inputs.warnings
+            + self.flatten_outputs.warnings
+            + lower.warnings
+        )
+        report.interface_changes = (
+            self.normalize.bind_dims.changes
+            + self.flatten_inputs.changes
+            + self.flatten_outputs.changes
+        )
+        return OptimizeResult(model, report)
 
 
 def _same(model: ir.Model) -> ir.Model:
@@ -250,7 +312,7 @@ def _kept_original(
     RuntimeWorkaroundsPass()(model)
     labels = NodeLabels()
     sites = collect_sites(model, labels)
-    refusals = {site.node: [f"never-slower: {why}"] for site in sites}
+    refusals = {site.node: [f"{FROZEN_RULE}: {why}"] for site in sites}
     remaining = remaining_sequence_ops(model, refusals, labels)
     nodes = node_outcomes(model, sites, remaining, {}, {}, labels, interface)
     hint = KEPT_ORIGINAL_HINT

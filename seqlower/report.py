@@ -5,7 +5,7 @@ The report is plain dataclasses; `to_dict()` gives the JSON form written by `--r
 
 from __future__ import annotations
 
-__all__ = ["TIERS", "NodeOutcome", "RemainingOp", "Report"]
+__all__ = ["TIERS", "KeptRegion", "NodeOutcome", "RemainingOp", "Report"]
 
 import dataclasses
 import json
@@ -65,6 +65,23 @@ class NodeOutcome:
         return entry
 
 
+@dataclasses.dataclass(frozen=True)
+class KeptRegion:
+    """A region of sequence operators kept as given because its lowered form costs more
+    (`--target onnxruntime`): the node that names it, how many sequence nodes it has, and the
+    two estimates in whole operator launches per run (`seqlower.cost`)."""
+
+    graph: str
+    node: str  # the label of its first sequence node
+    op_type: str
+    sequence_nodes: int
+    as_given: int
+    lowered: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
 @dataclasses.dataclass
 class Report:
     """Facts about one run of the lowering pipeline."""
@@ -86,6 +103,8 @@ class Report:
     # SequenceAt per sequence input, SequenceEmpty and SequenceInsert per output), the measure
     # against which a map lowered to a Loop adds nothing
     expanded_before: int = 0
+    # regions kept as given because their lowered form costs more (`--target onnxruntime`)
+    kept_for_speed: list[KeptRegion] = dataclasses.field(default_factory=list)
 
     @property
     def total_before(self) -> int:
@@ -116,6 +135,7 @@ class Report:
             "warnings": list(self.warnings),
             "interface_changes": [dict(change) for change in self.interface_changes],
             "nodes": [node.to_dict() for node in self.nodes],
+            "kept_for_speed": [region.to_dict() for region in self.kept_for_speed],
         }
 
     def to_json(self) -> str:

@@ -50,6 +50,7 @@ from seqlower.passes.bind_dims import bindable_dims, dims_feeding
 from seqlower.passes.legality import remaining_sequence_ops, walk_graphs
 from seqlower.passes.outcomes import stored_label
 from seqlower.report import RemainingOp, Report
+from seqlower.speed_first import FROZEN_RULE
 
 Target = Literal["generic", "onnxruntime", "tensorrt", "openvino", "tract"]
 Severity = Literal["ignore", "warning", "error"]
@@ -236,6 +237,8 @@ def check_target(
     ]
     refused = {(j.graph, j.node, j.op_type) for j in judged}
     for op in remaining:
+        if profile.name == "onnxruntime" and _kept_for_speed(op):
+            continue  # kept because onnxruntime runs it faster: nothing to warn about
         if (op.graph, op.node, op.op_type) not in refused:
             _add(check, profile.sequence_ops, _leftover_message(profile, op))
     for judgement in judged:
@@ -250,6 +253,11 @@ def check_target(
                     where = f"{path}: Loop '{stored_label(node)}'"
                     _add(check, profile.dynamic_scan_loops, f"{where} {problem}")
     return check
+
+
+def _kept_for_speed(op: RemainingOp) -> bool:
+    """Whether `op` stays because its region runs faster as given (`seqlower.speed_first`)."""
+    return any(reason.startswith(f"{FROZEN_RULE}: ") for reason in op.reasons)
 
 
 def _add(check: TargetCheck, severity: Severity, message: str) -> None:

@@ -79,7 +79,7 @@ def test_target_onnxruntime_keeps_an_original_whose_lowering_costs_more():
     assert sequence_op_count(kept) == sequence_op_count(model) > 0
     assert report.rules_fired == {}
     assert report.stop_reason.startswith("kept the original: the lowered model costs")
-    assert all("never-slower" in " ".join(op.reasons) for op in report.remaining)
+    assert all("speed-first" in " ".join(op.reasons) for op in report.remaining)
     assert_same_outputs(model, kept, feeds)
 
 

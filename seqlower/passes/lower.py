@@ -20,6 +20,7 @@ from __future__ import annotations
 __all__ = ["LowerSequencesPass"]
 
 import logging
+from collections.abc import Mapping
 
 import onnx_ir as ir
 
@@ -45,7 +46,9 @@ class LowerSequencesPass(ir.passes.InPlacePass):
     `rewrites` maps each rewritten node to its (rule, tier) rewrites and `origins` each node a
     rewrite made to the node of the input it came from (for the report's per-node outcomes).
     `runtime_workarounds=False` leaves out the last step (`RuntimeWorkaroundsPass`), for a
-    pipeline that runs it itself at its very end.
+    pipeline that runs it itself at its very end. `frozen` maps nodes no rule may touch to the
+    reason (a region `--target onnxruntime` keeps as given: `seqlower.speed_first`); each stays
+    with that reason as its only refusal.
     """
 
     def __init__(
@@ -54,9 +57,11 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         options: Options | None = None,
         *,
         runtime_workarounds: bool = True,
+        frozen: Mapping[ir.Node, str] | None = None,
     ) -> None:
         super().__init__()
         self.runtime_workarounds = runtime_workarounds
+        self.frozen: Mapping[ir.Node, str] = frozen or {}
         if rules is None:
             from seqlower.rules import default_rules
 
@@ -158,6 +163,9 @@ class LowerSequencesPass(ir.passes.InPlacePass):
                 if not _is_live(graph, owners):
                     continue
                 for node in list(graph):
+                    if node in self.frozen:
+                        self.refusals[node] = [self.frozen[node]]
+                        continue
                     if node.op_type not in rule_ops or node.domain != "":
                         continue
                     rules = self.rules.for_op(

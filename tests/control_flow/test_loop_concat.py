@@ -56,8 +56,6 @@ def test_initial_elements_start_the_accumulator(m):
     assert sequence_op_count(lowered) == 0
 
 
-
-
 @pytest.mark.parametrize(
     ("initial", "x_type", "reader", "reason"),
     [
