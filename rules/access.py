@@ -7,6 +7,8 @@
     SequenceAt(SplitToSequence(x, sizes, axis=a), p) -> Slice(x, c[p] - sizes[p], c[p], a)
                                                         (c = CumSum(sizes))
     SequenceAt(SequenceConstruct(Squeeze(Split(x))...), p) -> Gather(x, p, axis=a)  (split undone)
+    SequenceAt(SequenceConstruct(Split(x, s, .., s, axis=a)...), p)
+        -> Gather(Reshape(x, [.., n, s, ..]), p, axis=a)          (n even chunks, run-time p)
     SequenceAt(SequenceConstruct(e0..en), p)  -> Gather(Concat(Unsqueeze(e)..), p)  (same shapes)
     SequenceAt(SequenceConstruct(e0..en), p)  -> If(p == 0, e0, If(p == 1, e1, ...))  (otherwise)
     SequenceLength(s)                                -> Constant(n)   (n static)
@@ -185,6 +187,52 @@ def _at_split_source(node: ir.Node, source, ctx: Context) -> None:  # type: igno
 # -- SequenceAt, run-time position ----------------------------------------------------------
 
 
+def _check_at_even_chunks(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
+    elements = _elements_or_refusal(node, ctx)
+    if isinstance(elements, Refusal):
+        return elements
+    source = split_source(elements, ctx.facts.values)
+    if source is None or source.squeezed:
+        return Refusal("the elements are not the chunks of one Split")
+    if _is_string(source.data):
+        return Refusal(_STRING_GATHER)
+    axis, shape = source.axis, source.data.shape
+    assert shape is not None
+    sizes = {e.shape[axis] if e.shape is not None else None for e in elements}
+    (size,) = sizes if len(sizes) == 1 else (None,)
+    if not isinstance(size, int) or size == 0:
+        return Refusal("the chunks do not share one static, non-zero size on the split axis")
+    trailing = list(shape)[axis + 1 :]
+    if not all(isinstance(d, int) for d in trailing):
+        return source.data, axis, len(elements), size, None
+    return source.data, axis, len(elements), size, [0] * axis + [len(elements), size, *trailing]
+
+
+def _at_even_chunks(node: ir.Node, match, ctx: Context) -> None:  # type: ignore[no-untyped-def]
+    """SequenceAt(SequenceConstruct(Split(x, s, .., s, axis=a)...), p)
+        -> Gather(Reshape(x, [0.., n, s, ..]), p, axis=a)      (the dims after a static)
+        -> Slice(x, Gather(S, p), Gather(S + s, p), a), S = [[0], [s], .., [(n-1)s]] (others)
+
+    The n chunks of size s are one Reshape away from an axis of n: a run-time position reads
+    its chunk with one Gather (which accepts exactly SequenceAt's positions, [-n, n-1]), not a
+    comparison per element. Where a dim after the axis is known at run time only, a Reshape
+    would need it (a -1 is ambiguous for an empty tensor): the chunk's bounds are read from
+    constant tables instead."""
+    data, axis, count, size, shape = match
+    builder = ctx.rewriter.before(node)
+    position = node.inputs[1]
+    if shape is not None:
+        chunked = builder.op("Reshape", [data, builder.ints(shape, "chunked_shape")])
+        result = builder.op("Gather", [chunked, position], {"axis": axis})
+    else:
+        starts = np.arange(0, count * size, size, dtype=np.int64).reshape(count, 1)
+        tables = (builder.constant(starts, "starts"), builder.constant(starts + size, "ends"))
+        bounds = [builder.op("Gather", [table, position], {"axis": 0}) for table in tables]
+        result = builder.op("Slice", [data, *bounds, builder.ints([axis], "axes")])
+    result.type = data.type
+    ctx.rewriter.replace(node.outputs[0], result)
+
+
 def _same_static_shape(elements: tuple[ir.Value, ...]) -> bool:
     shapes = {tuple(e.shape) if e.shape is not None else None for e in elements}
     if len(shapes) != 1:
@@ -327,6 +375,13 @@ RULES = RuleSet(
         Rule("at-of-split", "SequenceAt", _check_at_of_split, _at_of_split),
         Rule("at-of-chunks", "SequenceAt", _check_at_of_chunks, _at_of_chunks),
         Rule("at-split-source", "SequenceAt", _check_at_split_source, _at_split_source),
+        Rule(
+            "at-even-chunks",
+            "SequenceAt",
+            _check_at_even_chunks,
+            _at_even_chunks,
+            last_resort=True,
+        ),
         Rule("at-dynamic-gather", "SequenceAt", _check_at_gather, _at_gather, last_resort=True),
         Rule(
             "at-dynamic-if-chain", "SequenceAt", _check_at_if_chain, _at_if_chain, last_resort=True

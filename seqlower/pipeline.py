@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["OptimizeResult", "collector_relaxed", "lower_in_place", "optimize"]
+__all__ = [
+    "OptimizeResult",
+    "RegionForms",
+    "collector_relaxed",
+    "lower_in_place",
+    "optimize",
+    "region_forms",
+]
 
 import collections
 import contextlib
@@ -31,6 +38,7 @@ from seqlower.passes.legality import (
 )
 from seqlower.passes.outcomes import NodeLabels, collect_sites, node_outcomes
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
+from seqlower.regions import region_costs
 from seqlower.report import Report
 from seqlower.rule import RuleSet
 from seqlower.speed_first import FROZEN_RULE, RegionCost, RegionPlan
@@ -139,6 +147,46 @@ def lower_in_place(
         if original is None and _keeps_cheaper_original(options):
             original = functools.partial(_same, model.clone())  # `model` is about to change
         return _lower(model, options, rules, after_pass, original)
+
+
+@dataclasses.dataclass(frozen=True)
+class RegionForms:
+    """One region of a model in its two forms, for calibrating the cost model: `kept` is the
+    model lowered everywhere but in this region, left as given; `as_given` and `lowered` are the
+    region's estimates (`seqlower.cost`) in each form. `sequence_nodes` names it."""
+
+    sequence_nodes: tuple[str, ...]
+    as_given: float
+    lowered: float
+    kept: ir.Model
+
+
+def region_forms(
+    source: str | os.PathLike[str], options: Options | None = None
+) -> tuple[ir.Model, list[RegionForms]]:
+    """The model at `source` lowered everywhere (as the default target does), and each of its
+    regions (`seqlower.regions`) with the model lowered everywhere but there: the two forms
+    between which `--target onnxruntime` chooses, region by region (bench/calibrate.py times
+    them)."""
+    options = dataclasses.replace(options or Options(), target="generic")
+    with collector_relaxed():
+        run = _Run(load_model(source), options, None, _ignore, plan=True)
+        assert run.plan is not None
+        regions = list(run.plan.regions)
+        lowered = region_costs(run.model, regions, run.costs, run.lower.origins)
+        forms = []
+        for index, region in enumerate(regions):
+            cost = RegionCost(index, round(run.plan.as_given[index]), round(lowered[index]))
+            kept = _Run(load_model(source), options, None, _ignore, keep=(run.plan, [cost]))
+            if kept.frozen is None:
+                continue
+            names = tuple(f"{node.op_type} '{node.name}'" for node in region.sites)
+            forms.append(RegionForms(names, run.plan.as_given[index], lowered[index], kept.model))
+    return run.model, forms
+
+
+def _ignore(name: str, model: ir.Model) -> None:
+    pass
 
 
 @contextlib.contextmanager
