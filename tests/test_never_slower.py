@@ -10,54 +10,11 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from support import assert_same_outputs, lower, parse, sequence_op_count
+from support import assert_same_outputs, lower, sequence_op_count
 
 import seqlower
-from seqlower.cost import COPY_ELEMENTS, DYNAMIC_COUNT, launches
 
 FIXTURES = Path(__file__).parent / "fixtures" / "torch"
-
-
-def cost(text: str) -> float:
-    return launches(ir.from_proto(parse(text)))
-
-
-def test_constants_are_free_and_other_nodes_count_one():
-    assert (
-        cost("g (float[2] x) => (float[2] y) { c = Constant<value = float {1}>() y = Add(x, c) }")
-        == 1
-    )
-
-
-LOOP = """g (float[2] x, int64 n) => (float[2] y) {
-    t = Constant<value = bool {1}>()
-    count = COUNT
-    y = Loop(count, t, x) <body = body (int64 i, bool c, float[2] v) => (bool c2, float[2] w) {
-        c2 = Identity(c)
-        w = Neg(v)
-    }>
-}"""
-
-
-@pytest.mark.parametrize(
-    ("count", "expected"),
-    [
-        ("Constant<value = int64 {5}>()", 1 + 5 * 2),
-        ("Identity(n)", 1 + 1 + DYNAMIC_COUNT * 2),  # the Identity, the Loop, its body
-        ("Constant<value = int64 {9223372036854775807}>()", 1 + DYNAMIC_COUNT * 2),  # a while
-    ],
-    ids=["static", "run-time", "while"],
-)
-def test_a_loop_body_counts_once_per_iteration(count: str, expected: float):
-    assert cost(LOOP.replace("COUNT", count)) == expected
-
-
-def test_an_if_counts_its_costlier_branch():
-    text = """g (bool c, float[2] x) => (float[2] y) {
-        y = If(c) <then_branch = a () => (float[2] r) { r = Neg(x) },
-                   else_branch = b () => (float[2] s) { u = Abs(x) s = Neg(u) }>
-    }"""
-    assert cost(text) == 1 + 2
 
 
 def _case(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
@@ -100,19 +57,6 @@ def test_the_original_is_read_again_from_its_file_only_when_kept(tmp_path):
     assert report.stop_reason.startswith("kept the original")
     assert sequence_op_count(ir.to_proto(kept)) == sequence_op_count(model)
     assert_same_outputs(model, ir.to_proto(kept), feeds)
-
-
-def test_a_sequence_map_costs_its_function_expansion():
-    text = """g (float[N,2] x) => (float[M,2] y) {
-        s = SplitToSequence<axis = 0>(x)
-        m = SequenceMap<body = b (float[1,2] e) => (float[1,2] r) { r = Neg(e) }>(s)
-        y = ConcatFromSequence<axis = 0>(m)
-    }"""
-    model = ir.from_proto(onnx.shape_inference.infer_shapes(parse(text)))
-    # SplitToSequence, ConcatFromSequence; SequenceLength, SequenceEmpty, the Loop; per element
-    # a SequenceAt, the Neg and a SequenceInsert that copies DYNAMIC_COUNT / 2 elements on average
-    per_element = 1 + 1 + 1 + (DYNAMIC_COUNT / 2) / COPY_ELEMENTS
-    assert launches(model) == 2 + 3 + DYNAMIC_COUNT * per_element
 
 
 def test_target_onnxruntime_lowers_what_gets_cheaper():
