@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\nLoop forms (TorchScript exports; microseconds, onnxruntime CPU, 1 thread, median)")
         print(loop_form_header())
         form_rows = measure_loop_forms(lengths, runs, min_seconds)
-        print("\nReal exports (tests/fixtures; us; sequence ops original/default/portable)")
+        print("\nReal exports (tests/fixtures; us; sequence ops original/default/onnxruntime)")
         print(real_export_header())
         export_rows = measure_real_exports(runs, min_seconds)
     optimizer_rows: list[dict] = []

@@ -144,9 +144,10 @@ def _at_of_chunks(node: ir.Node, match, ctx: Context) -> None:  # type: ignore[n
     SequenceAt(SplitToSequence(x, sizes (1-D), axis=a), p)
         -> the same with E = Unsqueeze(CumSum(sizes), 1), S = E - Unsqueeze(sizes, 1)
 
-    The tables of chunk bounds are built where the split is (outside a loop that reads it);
-    a read is two Gathers, which accept exactly the positions SequenceAt does ([-n, n-1]) and
-    fail on the others, and a Slice, whose end clips the uneven last chunk."""
+    The tables of chunk bounds are built once, where the split is (outside a loop that reads
+    it), for every SequenceAt that reads the split, all rewritten at once: a read is two Gathers,
+    which accept exactly the positions SequenceAt does ([-n, n-1]) and fail on the others, and a
+    Slice, whose end clips the uneven last chunk."""
     data, axis, sizes, scalar = match
     split = node.inputs[0].producer()  # type: ignore[union-attr]
     tables = ctx.rewriter.before(split)
@@ -159,12 +160,23 @@ def _at_of_chunks(node: ir.Node, match, ctx: Context) -> None:  # type: ignore[n
         ends = tables.op("CumSum", [sizes, tables.constant(np.array(0))])
         starts = tables.op("Sub", [ends, sizes])
     starts, ends = (tables.unsqueeze(bound, [1]) for bound in (starts, ends))
-    builder = ctx.rewriter.before(node)
-    position = node.inputs[1]
-    bounds = [builder.op("Gather", [table, position], {"axis": 0}) for table in (starts, ends)]
-    result = builder.op("Slice", [data, *bounds, builder.ints([axis], "axes")])
-    result.type = data.type
-    ctx.rewriter.replace(node.outputs[0], result)
+    readers = [node] + [
+        use.node
+        for use in node.inputs[0].uses()  # type: ignore[union-attr]
+        if use.node is not node
+        and use.idx == 0
+        and use.node.op_type == "SequenceAt"
+        and use.node.domain == ""
+        and len(use.node.inputs) > 1
+        and use.node.inputs[1] is not None
+    ]
+    for reader in readers:
+        builder = ctx.rewriter.before(reader)
+        position = reader.inputs[1]
+        bounds = [builder.op("Gather", [table, position], {"axis": 0}) for table in (starts, ends)]
+        result = builder.op("Slice", [data, *bounds, builder.ints([axis], "axes")])
+        result.type = data.type
+        ctx.rewriter.replace(reader.outputs[0], result)
 
 
 def _check_at_split_source(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]

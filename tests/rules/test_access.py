@@ -181,6 +181,28 @@ def test_uneven_chunks_are_not_reshaped():
     assert "at-even-chunks" not in report.rules_fired
 
 
+@pytest.mark.parametrize("n", [1, 5, 6])
+def test_reads_of_uneven_chunks_share_one_table_of_bounds(n):
+    model = parse("""g (float[N,3] x, int64 p) => (float a, float b, float c) {
+        two = Constant<value = int64 {2}>()
+        s = SplitToSequence<axis = 0>(x, two)
+        last = Constant<value = int64 {-1}>()
+        first = Constant<value = int64 {0}>()
+        a = SequenceAt(s, p)
+        b = SequenceAt(s, last)
+        c = SequenceAt(s, first)
+    }""")
+    x = RNG.standard_normal((n, 3)).astype(np.float32)
+    chunks = [x[i : i + 2] for i in range(0, n, 2)]
+    p = -len(chunks)
+    lowered, report, (a, b, c) = lower_and_compare(model, {"x": x, "p": np.array(p)})
+    for got, want in ((a, chunks[p]), (b, chunks[-1]), (c, chunks[0])):
+        np.testing.assert_array_equal(got, want)
+    assert report.rules_fired["at-of-chunks"] == 1  # one rewrite reads for all three
+    counts = op_counts(lowered)
+    assert counts["Range"] == counts["Shape"] == 1 and counts["Slice"] == 3
+
+
 def test_runtime_position_into_an_unknown_length_sequence_is_kept_with_a_reason():
     model = parse("""g (seq(float[2]) s, int64 p) => (float y) {
         y = SequenceAt(s, p)
