@@ -21,7 +21,9 @@ added in the same unit, `BYTES_PER_LAUNCH` bytes read or written costing one lau
   ConcatFromSequence its result twice (read and written); SequenceInsert and SequenceErase copy
   the whole sequence: the elements it already holds on average (half the trip count inside a
   loop), each also one more launch per `COPY_ELEMENTS` elements (a tensor allocated and copied
-  per element: the quadratic copying of a list built in a loop). A scan output is written once
+  per element: the quadratic copying of a list built in a loop); SplitToSequence and
+  ConcatFromSequence also count one more launch per `COPY_ELEMENTS` elements they make or read
+  (the number of chunks when the split says, else `DYNAMIC_COUNT`). A scan output is written once
   by the body, not copied. A dim known only at run time counts `DYNAMIC_DIM`; a value of unknown
   shape moves no counted bytes.
 
@@ -143,6 +145,8 @@ class _Graph:
         moved = _bytes_moved(node, iterations, self.values) / BYTES_PER_LAUNCH
         if op in _COPIES_LIST:
             return 1.0 + (iterations / 2) / COPY_ELEMENTS + moved, 0.0
+        if op in ("SplitToSequence", "ConcatFromSequence"):
+            return 1.0 + _elements(node, self.values) / COPY_ELEMENTS + moved, 0.0
         if op == "If":
             branches = []
             for attr in node.attributes.values():
@@ -185,12 +189,29 @@ def _bytes_moved(node: ir.Node, iterations: float, values: StaticValues) -> floa
         return 2 * element * (iterations / 2 + 1)
     if op == "ConcatFromSequence":
         return 2 * sum(_bytes(v) for v in node.outputs)
+    if op in ("SplitToSequence", "SequenceConstruct"):  # reads its inputs, copies them in
+        return 2 * sum(_bytes(v) for v in node.inputs if v is not None)
     values = [*node.inputs, *node.outputs]
-    return sum(_bytes(v) for v in values if v is not None and not is_sequence_value(v)) + (
-        sum(_bytes(v) for v in values if v is not None and is_sequence_value(v))
-        if op in ("SplitToSequence", "SequenceConstruct")
-        else 0.0
-    )
+    return sum(_bytes(v) for v in values if v is not None and not is_sequence_value(v))
+
+
+def _elements(node: ir.Node, values: StaticValues) -> float:
+    """How many tensors a SplitToSequence makes (a ConcatFromSequence reads: `DYNAMIC_COUNT`)."""
+    data = node.inputs[0] if node.inputs else None
+    if node.op_type != "SplitToSequence" or data is None or data.shape is None:
+        return DYNAMIC_COUNT
+    axis = node.attributes.get_int("axis", 0) % max(len(data.shape), 1)
+    dim = data.shape[axis] if len(data.shape) > axis else None
+    split = node.inputs[1] if len(node.inputs) > 1 else None
+    if split is not None:
+        if split.shape is not None and len(split.shape) == 1:
+            length = split.shape[0]
+            return float(length) if isinstance(length, int) else DYNAMIC_COUNT
+        size = values.get_int(split)
+        if isinstance(dim, int) and size:
+            return float(-(-dim // size))
+        return DYNAMIC_COUNT
+    return float(dim) if isinstance(dim, int) else DYNAMIC_COUNT
 
 
 def _bytes(value: ir.Value | None) -> float:

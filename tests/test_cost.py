@@ -161,3 +161,22 @@ def test_a_sequence_map_costs_its_function_expansion():
     per_element = 1 + 1 + (DYNAMIC_COUNT / 2) / COPY_ELEMENTS + ITERATION_LAUNCHES
     launches_only = 3 + DYNAMIC_COUNT * per_element
     assert launches_only < costs[seq_map] < launches_only + 1  # and the few bytes it copies
+
+
+@pytest.mark.parametrize(
+    ("split", "chunks", "split_bytes"),
+    [("", 6, 0), (", two", 3, 8), (", sizes", 2, 16)],
+    ids=["unbind", "scalar", "sizes"],
+)
+def test_a_split_to_sequence_costs_a_share_per_tensor_it_makes(split, chunks, split_bytes):
+    text = f"""g (float[6,4] x) => (float[?,4] y) {{
+        two = Constant<value = int64 {{2}}>()
+        sizes = Constant<value = int64[2] {{2, 4}}>()
+        s = SplitToSequence<axis = 0>(x{split})
+        y = ConcatFromSequence<axis = 0>(s)
+    }}"""
+    model = _typed(text)
+    costs = node_costs(model)
+    (node,) = [n for n in costs if n.op_type == "SplitToSequence"]
+    moved = 2 * (6 * 4 * 4 + split_bytes) / BYTES_PER_LAUNCH  # reads x and the split, copies
+    assert costs[node] == pytest.approx(1 + chunks / COPY_ELEMENTS + moved)
