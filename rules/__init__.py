@@ -11,6 +11,7 @@ from seqlower.rules import (
     concat,
     construct,
     control_flow,
+    even_chunks,
     loop_appends,
     loop_batching,
     loop_concat,
@@ -30,6 +31,7 @@ def default_rules() -> RuleSet:
     return (
         split.RULES
         + construct.RULES
+        + even_chunks.RULES  # before the per-element runtime-position forms
         + runtime_position.RULES
         + access.RULES
         + concat.RULES
