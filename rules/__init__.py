@@ -15,6 +15,7 @@ from seqlower.rules import (
     loop_appends,
     loop_batching,
     loop_concat,
+    loop_induction,
     loops,
     runtime_position,
     sequence_map,
@@ -40,6 +41,7 @@ def default_rules() -> RuleSet:
         + loops.RULES
         + loop_appends.RULES
         + loop_concat.RULES
+        + loop_induction.RULES  # a Loop left with counters only
         + batching.RULES
         + sequence_map.RULES
         + unit_axes.RULES  # after batching: the unit axes of split(1) chunks
