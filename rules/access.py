@@ -140,18 +140,20 @@ def _check_at_of_chunks(node: ir.Node, ctx: Context):  # type: ignore[no-untyped
 
 def _at_of_chunks(node: ir.Node, match, ctx: Context) -> None:  # type: ignore[no-untyped-def]
     """SequenceAt(SplitToSequence(x, s (scalar), axis=a), p)
-        -> Slice(x, Gather(S, p), Gather(E, p), a), S = Unsqueeze(Range(0, d, s), 1), E = S + s
+        -> Slice(x, Gather(S, [p]), Gather(E, [p]), a), S = Range(0, d, s), E = S + s
     SequenceAt(SplitToSequence(x, sizes (1-D), axis=a), p)
-        -> the same with E = Unsqueeze(CumSum(sizes), 1), S = E - Unsqueeze(sizes, 1)
+        -> the same with E = CumSum(sizes), S = E - sizes
 
     The tables of chunk bounds are built once, where the split is (outside a loop that reads
     it), for every SequenceAt that reads the split, all rewritten at once: a read is two Gathers,
     which accept exactly the positions SequenceAt does ([-n, n-1]) and fail on the others, and a
-    Slice, whose end clips the uneven last chunk."""
+    Slice, whose end clips the uneven last chunk. A constant position is a 1-D index; a
+    position known at run time reads the tables as columns ([n, 1], made once)."""
     data, axis, sizes, scalar = match
     split = node.inputs[0].producer()  # type: ignore[union-attr]
     tables = ctx.rewriter.before(split)
-    sizes = tables.op("Cast", [sizes], {"to": int(ir.DataType.INT64)})
+    if sizes.dtype != ir.DataType.INT64:
+        sizes = tables.op("Cast", [sizes], {"to": int(ir.DataType.INT64)})
     if scalar:
         dim = tables.op("Gather", [tables.op("Shape", [data]), tables.constant(np.array(axis))])
         starts = tables.op("Range", [tables.constant(np.array(0, dtype=np.int64)), dim, sizes])
@@ -159,7 +161,6 @@ def _at_of_chunks(node: ir.Node, match, ctx: Context) -> None:  # type: ignore[n
     else:
         ends = tables.op("CumSum", [sizes, tables.constant(np.array(0))])
         starts = tables.op("Sub", [ends, sizes])
-    starts, ends = (tables.unsqueeze(bound, [1]) for bound in (starts, ends))
     readers = [node] + [
         use.node
         for use in node.inputs[0].uses()  # type: ignore[union-attr]
@@ -170,10 +171,17 @@ def _at_of_chunks(node: ir.Node, match, ctx: Context) -> None:  # type: ignore[n
         and len(use.node.inputs) > 1
         and use.node.inputs[1] is not None
     ]
+    columns: list[ir.Value] = []  # the tables as [n, 1], for positions known at run time
     for reader in readers:
         builder = ctx.rewriter.before(reader)
-        position = reader.inputs[1]
-        bounds = [builder.op("Gather", [table, position], {"axis": 0}) for table in (starts, ends)]
+        position = ctx.facts.values.get_int(reader.inputs[1])
+        if position is not None:  # a 1-D index into the 1-D tables gives 1-D bounds
+            index = builder.ints([position], "position")
+            bounds = [builder.op("Gather", [t, index], {"axis": 0}) for t in (starts, ends)]
+        else:
+            columns = columns or [tables.unsqueeze(bound, [1]) for bound in (starts, ends)]
+            where = reader.inputs[1]
+            bounds = [builder.op("Gather", [t, where], {"axis": 0}) for t in columns]
         result = builder.op("Slice", [data, *bounds, builder.ints([axis], "axes")])
         result.type = data.type
         ctx.rewriter.replace(reader.outputs[0], result)
@@ -346,6 +354,7 @@ def _check_length_of_split(node: ir.Node, ctx: Context):  # type: ignore[no-unty
 def _length_of_split(node: ir.Node, match, ctx: Context) -> None:  # type: ignore[no-untyped-def]
     """SequenceLength(SplitToSequence(x, axis=a)) -> Gather(Shape(x), a)
     SequenceLength(SplitToSequence(x, s, axis=a)) -> (Gather(Shape(x), a) + s - 1) / s
+        (s - 1 folded when s is static)
     SequenceLength(SplitToSequence(x, sizes (1-D), axis=a)) -> Gather(Shape(sizes), 0)
         (checked: fails when Sum(sizes) != Gather(Shape(x), a))"""
     data, axis, chunk = match
@@ -353,6 +362,9 @@ def _length_of_split(node: ir.Node, match, ctx: Context) -> None:  # type: ignor
     length = builder.op("Gather", [builder.op("Shape", [data]), builder.constant(np.array(axis))])
     if chunk is not None and len(chunk.shape) == 1:  # type: ignore[arg-type]
         length = _length_of_sizes(builder, length, chunk)
+    elif chunk is not None and (size := ctx.facts.values.get_int(chunk)) is not None:
+        rounded_up = builder.op("Add", [length, builder.constant(np.array(size - 1), "size")])
+        length = builder.op("Div", [rounded_up, builder.constant(np.array(size), "size")])
     elif chunk is not None:
         chunk64 = builder.op("Cast", [chunk], {"to": int(ir.DataType.INT64)})
         one = builder.constant(np.array(1, dtype=np.int64), "one")
