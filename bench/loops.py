@@ -21,6 +21,7 @@ __all__ = [
     "measure_loop_forms",
     "measure_real_exports",
     "random_feeds",
+    "real_export_table",
 ]
 
 import math
@@ -172,6 +173,32 @@ def real_export_line(row: dict) -> str:
         f"{s['onnxruntime'] * 1e6:>10.1f}{counts:>12}{row['speedup']:>9.2f}x"
         f"{row['speedup_onnxruntime']:>9.2f}x"
     )
+
+
+def real_export_table(rows: list[dict]) -> str:
+    """The real exports as the README's Markdown table: the default target and `--target
+    onnxruntime` side by side."""
+    lines = [
+        "| model | original (us) | default (us) | onnxruntime (us) | default | onnxruntime "
+        "| sequence ops (original / default / onnxruntime) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        s, ops = row["seconds"], row["sequence_ops"]
+        lines.append(
+            f"| `{row['case']}` | {s['original'] * 1e6:.1f} | {s['generic'] * 1e6:.1f} "
+            f"| {s['onnxruntime'] * 1e6:.1f} | {row['speedup']:.2f}x "
+            f"| {row['speedup_onnxruntime']:.2f}x "
+            f"| {ops['original']} / {ops['generic']} / {ops['onnxruntime']} |"
+        )
+    if rows:
+        means = [_geomean([r[key] for r in rows]) for key in ("speedup", "speedup_onnxruntime")]
+        worst = [min(r[key] for r in rows) for key in ("speedup", "speedup_onnxruntime")]
+        lines.append(
+            f"| geometric mean (worst) | | | | {means[0]:.2f}x ({worst[0]:.2f}x) "
+            f"| {means[1]:.2f}x ({worst[1]:.2f}x) | |"
+        )
+    return "\n".join(lines)
 
 
 def _geomean(values: list[float]) -> float:

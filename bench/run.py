@@ -37,6 +37,7 @@ from bench.loops import (
     measure_loop_forms,
     measure_real_exports,
     real_export_header,
+    real_export_table,
 )
 from bench.models import BODIES, batched_model, expanded_model, large_model, original_model
 from bench.timing import latency, run_tool
@@ -312,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
         print(_optimizer_header())
         optimizer_rows = measure_optimizer(sizes, budget, repeats)
 
+    if export_rows:
+        print("\nReal exports, as the README's table (Markdown)")
+        print(real_export_table(export_rows))
     print("\nTargets")
     found = targets(latency_rows, optimizer_rows) + loop_targets(form_rows, export_rows)
     for target in found:

@@ -88,7 +88,7 @@ def test_the_json_keeps_every_refusal(model1, tmp_path):
     (at,) = [
         op for op in json.loads(report.read_text())["remaining"] if op["op_type"] == "SequenceAt"
     ]
-    assert len(at["reasons"]) == 6 and at["reasons"][1].startswith("at-of-split: ")
+    assert len(at["reasons"]) == 7 and at["reasons"][1].startswith("at-of-split: ")
     assert at["hint"] == ""  # a split size that is a tensor input: no option helps
 
 
