@@ -45,7 +45,7 @@ from seqlower.speed_first import FROZEN_RULE, RegionCost, RegionPlan
 
 MIN_OPSET = 11
 # what to try about an operator kept because its lowering costs more (README, "Never slower")
-KEPT_ORIGINAL_HINT = "the default target (no --target) lowers it even so, at a cost"
+KEPT_ORIGINAL_HINT = "the default target, which lowers it even so, at a cost"
 
 
 ModelT = TypeVar("ModelT", ir.Model, onnx.ModelProto)

@@ -160,3 +160,17 @@ def test_a_kept_region_is_reported_once_with_whole_numbers(tmp_path):
     assert not [line for line in warnings if "'/SplitToSequence' is kept" in line]
     (entry,) = json.loads(report_path.read_text())["kept_for_speed"]
     assert entry["sequence_nodes"] == 3 and entry["as_given"] < entry["lowered"]
+
+
+def test_strict_on_a_kept_region_says_what_lowers_it_and_following_it_works(tmp_path):
+    from typer.testing import CliRunner
+
+    from seqlower.cli.app import app
+
+    out = tmp_path / "out.onnx"
+    args = ["optimize", str(FIXTURES / "two_regions" / "model.onnx"), str(out), "--strict", "-q"]
+    refused = CliRunner().invoke(app, [*args, "--target", "onnxruntime"])
+    assert refused.exit_code == 1 and not out.exists()
+    assert "the original costs less); the default target (no --target) lowers it" in refused.stderr
+    followed = CliRunner().invoke(app, args)
+    assert followed.exit_code == 0 and out.exists()
