@@ -237,6 +237,9 @@ def _lower(
             best = mixed
     every_region = len(costlier) == len(run.plan.regions)
     if (best is run and every_region) or round(best.cost_after) > round(run.plan.total):
+        graph_of = {site.node: site.graph for site in run.sites}
+        estimates = run.plan.estimates(run.model, run.lower.origins, run.costs)
+        run.report.kept_for_speed = run.plan.reported(estimates, run.labels, graph_of)
         return _kept_original(original(), run.report, whole, run.interface)
     return best.result()
 
@@ -356,11 +359,12 @@ def _kept_original(
     interface: tuple[list[str], list[str]],
 ) -> OptimizeResult[ir.Model]:
     """The original as given (only the runtime workarounds applied, so that it loads), returned
-    because its lowering costs more: every sequence operator stays, with `why` as the reason."""
+    because its lowering costs more (`why`, the stop reason): every sequence operator stays."""
     RuntimeWorkaroundsPass()(model)
     labels = NodeLabels()
     sites = collect_sites(model, labels)
-    refusals = {site.node: [f"{FROZEN_RULE}: {why}"] for site in sites}
+    reason = f"{FROZEN_RULE}: kept as given for speed: the model costs less as given"
+    refusals = {site.node: [reason] for site in sites}
     remaining = remaining_sequence_ops(model, refusals, labels)
     nodes = node_outcomes(model, sites, remaining, {}, {}, labels, interface)
     hint = KEPT_ORIGINAL_HINT

@@ -56,17 +56,48 @@ class RegionPlan:
         walk = tuple(iter_all_nodes(model))
         return cls(walk, tuple(regions), tuple(as_given), sum(costs.values()))
 
+    def estimates(
+        self, lowered: ir.Model, origins: Mapping[ir.Node, ir.Node], costs: Mapping[ir.Node, float]
+    ) -> list[RegionCost]:
+        """Every region's two estimates, in whole launches: as given, and in `lowered` (this
+        plan's model after lowering, whose per-node `costs` are given)."""
+        after = region_costs(lowered, list(self.regions), costs, origins)
+        return [
+            RegionCost(index, round(before), round(now))
+            for index, (before, now) in enumerate(zip(self.as_given, after, strict=True))
+        ]
+
     def costlier(
         self, lowered: ir.Model, origins: Mapping[ir.Node, ir.Node], costs: Mapping[ir.Node, float]
     ) -> list[RegionCost]:
-        """The regions that cost more in `lowered` (this plan's model after lowering, whose
-        per-node `costs` are given) than as given, in whole launches."""
-        after = region_costs(lowered, list(self.regions), costs, origins)
-        found = []
-        for index, (before, now) in enumerate(zip(self.as_given, after, strict=True)):
-            if round(now) > round(before):
-                found.append(RegionCost(index, round(before), round(now)))
-        return found
+        """The regions that cost more lowered than as given, in whole launches."""
+        return [c for c in self.estimates(lowered, origins, costs) if c.lowered > c.as_given]
+
+    def reported(
+        self,
+        kept: list[RegionCost],
+        label: Callable[[ir.Node], str],
+        graph_of: Mapping[ir.Node, str],
+        walk: tuple[ir.Node, ...] | None = None,
+    ) -> list[KeptRegion]:
+        """The `kept` regions as the report names them, by their first sequence node (in
+        `walk`, the same model prepared again, when given)."""
+        position = {node: index for index, node in enumerate(self.walk)}
+        regions = []
+        for cost in kept:
+            region = self.regions[cost.index]
+            anchor = region.sites[0] if walk is None else walk[position[region.sites[0]]]
+            regions.append(
+                KeptRegion(
+                    graph_of.get(anchor, "main"),
+                    label(anchor),
+                    anchor.op_type,
+                    len(region.sites),
+                    cost.as_given,
+                    cost.lowered,
+                )
+            )
+        return regions
 
     def frozen(
         self,
@@ -88,7 +119,6 @@ class RegionPlan:
             return None
         position = {node: index for index, node in enumerate(self.walk)}
         frozen: dict[ir.Node, str] = {}
-        regions = []
         for cost in kept:
             region = self.regions[cost.index]
             anchor = walk[position[region.sites[0]]]
@@ -103,14 +133,4 @@ class RegionPlan:
             for node in sorted(region.nodes, key=position.__getitem__):
                 mine = walk[position[node]]
                 frozen[mine] = headline if mine is anchor else member
-            regions.append(
-                KeptRegion(
-                    graph_of.get(anchor, "main"),
-                    label(anchor),
-                    anchor.op_type,
-                    len(region.sites),
-                    cost.as_given,
-                    cost.lowered,
-                )
-            )
-        return frozen, regions
+        return frozen, self.reported(kept, label, graph_of, walk)
