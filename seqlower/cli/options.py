@@ -46,9 +46,10 @@ TargetOption = Annotated[
     TargetName,
     typer.Option(
         "--target",
-        help="Runtime profile: generic accepts any leftover; onnxruntime warns about each "
-        "leftover sequence op (it runs them, slowly); the others fail (exit 1) on what that "
-        "runtime cannot run, such as sequence ops and dynamic scan lengths for tensorrt.",
+        help="Runtime profile: every target lowers all it can; generic accepts any leftover; "
+        "onnxruntime asks for speed first (keeps a region of sequence ops as given where that "
+        "is estimated faster) and warns about other leftovers; the others fail (exit 1) on what "
+        "that runtime cannot run, such as sequence ops and dynamic scan lengths for tensorrt.",
     ),
 ]
 
