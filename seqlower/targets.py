@@ -8,12 +8,13 @@ naming each node with its graph path; the CLI prints them and picks the exit cod
 tensorrt` fails on an error). `judge_nodes` gives the same judgement per node, as data, for
 `inspect --target` to show.
 
-- generic: any ONNX runtime; leftovers are already in the report, nothing more is said. Asks
-  for speed: an original whose lowering costs more is kept (README, "Never slower").
+- generic: any ONNX runtime; everything that can be lowered is; leftovers are already in the
+  report, nothing more is said.
 - portable: any runtime without sequence operators (onnx2tf, TVM, MIGraphX, NPU compilers):
-  every leftover is an error, and lowering is kept even where it costs more than the original.
-- onnxruntime: runs sequence operators, but each one copies tensors in and out of a sequence
-  (design.md: 3x to 130x slower than the tensor forms): a warning per leftover.
+  every leftover is an error.
+- onnxruntime: runs sequence operators, but each one copies tensors in and out of a sequence: a
+  warning per leftover. Asks for speed first: a region of sequence operators whose tensor form
+  costs more is kept as given (README, "Never slower").
 - tensorrt: has no sequence operators at all, and its loop outputs that concatenate iterations
   (ONNX scan outputs) need a length known when the engine is built: both are errors.
 - openvino: its ONNX frontend converts the sequence operators but not SequenceMap, nor a
@@ -75,7 +76,7 @@ class TargetProfile:
     strings: Severity = "ignore"  # a string tensor anywhere in the model
     source: str = ""  # where the support list comes from
     # what lowering does for the target
-    changes: str = "nothing more than generic: an original whose lowering costs more is kept"
+    changes: str = "nothing more than generic"
 
 
 _SEQUENCE_OPS_NOTE = "has no sequence operators"
@@ -103,10 +104,7 @@ _TENSORRT_SOURCE = (
 )
 
 
-_PORTABILITY_CHANGES = (
-    "rewrites that trade speed for portability apply (a tensor accumulator for a list built in "
-    "a loop), and a lowering that costs more than the original is kept, with a warning"
-)
+_PORTABILITY_CHANGES = "nothing more than generic"
 
 PROFILES: dict[str, TargetProfile] = {
     "generic": TargetProfile(
@@ -131,6 +129,8 @@ PROFILES: dict[str, TargetProfile] = {
         sequence_ops="warning",
         sequence_io="ignore",
         dynamic_scan_loops="ignore",
+        changes="speed first: a region of sequence operators whose tensor form costs more "
+        "than the original is kept as given",
     ),
     "tensorrt": TargetProfile(
         "tensorrt",
@@ -251,12 +251,8 @@ def check_target(
     for op in remaining:
         if (op.graph, op.node, op.op_type) in refused:
             continue
-        if (
-            op.kept_for_speed
-            and profile.sequence_ops == "warning"
-            and profile.name == "onnxruntime"
-        ):
-            continue  # kept because the tensor form costs more in onnxruntime: nothing to warn
+        if profile.name == "onnxruntime" and op.kept_for_speed:
+            continue  # kept because onnxruntime runs it faster: nothing to warn about
         _add(check, profile.sequence_ops, _leftover_message(profile, op))
     for judgement in judged:
         _add(check, judgement.severity, judgement.message)

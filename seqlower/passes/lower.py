@@ -20,6 +20,7 @@ from __future__ import annotations
 __all__ = ["LowerSequencesPass"]
 
 import logging
+from collections.abc import Mapping
 
 import onnx_ir as ir
 
@@ -31,13 +32,12 @@ from seqlower.passes import region_inference
 from seqlower.passes.dead_code import is_dead, remove_dead_nodes, remove_dead_upstream
 from seqlower.passes.normalize import SHAPE_ARGUMENTS, infer_shapes
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
+from seqlower.report import LIST_TIER
 from seqlower.report.sites import rewrite_tier
 from seqlower.rewriter import Rewriter
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 
 logger = logging.getLogger(__name__)
-
-TENSOR_LIST_RULE = "tensor-list"  # the last tier's name in the report (seqlower.lists)
 
 
 class LowerSequencesPass(ir.passes.InPlacePass):
@@ -48,7 +48,9 @@ class LowerSequencesPass(ir.passes.InPlacePass):
     `rewrites` maps each rewritten node to its (rule, tier) rewrites and `origins` each node a
     rewrite made to the node of the input it came from (for the report's per-node outcomes).
     `runtime_workarounds=False` leaves out the last step (`RuntimeWorkaroundsPass`), for a
-    pipeline that runs it itself at its very end.
+    pipeline that runs it itself at its very end. `frozen` maps nodes no rule may touch to the
+    reason (a region `--target onnxruntime` keeps as given: `seqlower.speed_first`); each stays
+    with that reason as its only refusal.
     """
 
     def __init__(
@@ -57,9 +59,11 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         options: Options | None = None,
         *,
         runtime_workarounds: bool = True,
+        frozen: Mapping[ir.Node, str] | None = None,
     ) -> None:
         super().__init__()
         self.runtime_workarounds = runtime_workarounds
+        self.frozen: Mapping[ir.Node, str] = frozen or {}
         if rules is None:
             from seqlower.rules import default_rules
 
@@ -127,15 +131,17 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         known rank (`seqlower.lists`). True when something changed."""
         if not any(is_sequence_value(v) for v in _sequence_candidates(model)):
             return False
-        lowered = lower_lists(model, rewriter)
+        lowered = lower_lists(model, rewriter, self.frozen)
         for node, layout in lowered.converted:
             origin = self.origins.get(node, node)
-            self.rewrites.setdefault(origin, []).append((TENSOR_LIST_RULE, layout))
+            self.rewrites.setdefault(origin, []).append((LIST_TIER, layout))
+        for made, node in lowered.made.items():
+            self.origins.setdefault(made, self.origins.get(node, node))
         if lowered.converted:
-            rewriter.fired[TENSOR_LIST_RULE] += len(lowered.converted)
+            rewriter.fired[LIST_TIER] += len(lowered.converted)
             rewriter.take_touched()
         for node, reason in lowered.kept.items():
-            self.refusals.setdefault(node, []).insert(0, f"{TENSOR_LIST_RULE}: {reason}")
+            self.refusals.setdefault(node, []).insert(0, f"{LIST_TIER}: {reason}")
         return bool(lowered.converted)
 
     def _infer(
@@ -181,6 +187,9 @@ class LowerSequencesPass(ir.passes.InPlacePass):
                 if not _is_live(graph, owners):
                     continue
                 for node in list(graph):
+                    if node in self.frozen:
+                        self.refusals[node] = [self.frozen[node]]
+                        continue
                     if node.op_type not in rule_ops or node.domain != "":
                         continue
                     rules = self.rules.for_op(

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import onnx_ir as ir
 
 from seqlower.ops import is_sequence_op
-from seqlower.report.data import KEPT_FOR_SPEED, RemainingOp
+from seqlower.report.data import KEPT_FOR_SPEED, LIST_TIER, RemainingOp
 from seqlower.report.hints import hint_for
 from seqlower.report.labels import (
     ORIGIN_KEY,
@@ -98,6 +98,9 @@ def _headline(
     own = refusals.get(node)
     if own and all(r.startswith(f"{KEPT_FOR_SPEED}:") for r in own):
         return deepest_reason(own)  # a choice for speed, its own cause
+    for reason in own or []:
+        if reason.startswith(f"{LIST_TIER}: "):  # why the whole list stays: the cause for each
+            return deepest_reason([reason])
     if own:
         reason = deepest_reason(own)
         if reason_rank(reason) > 0 and depth < 8:  # a kept producer upstream goes deeper

@@ -228,7 +228,7 @@ def test_python_refuses_what_the_command_line_refuses(options, message):
 
 
 def test_python_judges_the_target_as_the_command_line_does(tmp_path):
-    source = ROOT / "tests" / "fixtures" / "torch" / "list_insert_pop" / "model.onnx"
+    source = ROOT / "tests" / "fixtures" / "torch" / "return_list" / "model.onnx"  # list output
     _, report = seqlower.optimize(str(source), target="tensorrt")
     assert not report.fits_target and report.target_errors
     cli = _run("optimize", "--target", "tensorrt", str(source), str(tmp_path / "o.onnx"))

@@ -55,7 +55,7 @@ agraph (float[N,4] x, bool c) => (float[M,K] y) {
   }> (s)
   y = ConcatFromSequence <axis=0> (m)
 }""")
-    lowered, report = seqlower.optimize(ir.from_proto(model), target="portable")
+    lowered, report = seqlower.optimize(ir.from_proto(model), target="portable", tensor_lists=False)
     made = [op for op in report.remaining if op.created_by]
     assert made and all(op.created_by == "themap" for op in made)
     names = {node.name for node in ir.from_proto(model).graph}
@@ -102,6 +102,6 @@ def test_no_unbind_warning_for_a_kept_split():
             "(float[N,2] x)", "(float[N,2] x, float[2] v, int64 k)"
         )
     )
-    _, report = seqlower.optimize(ir.from_proto(model), target="portable")
+    _, report = seqlower.optimize(ir.from_proto(model), target="portable", tensor_lists=False)
     assert "SplitToSequence" in [op.op_type for op in report.remaining]
     assert not any("SplitToSequence" in w for w in report.warnings), report.warnings
