@@ -88,6 +88,17 @@ def test_small_weights_get_no_weights_file(tmp_path):
     assert "and its weights" not in result.stdout
 
 
+def test_small_external_weights_come_back_inline(tmp_path):
+    """An input whose small weights were stored apart: no flag asked for a weights file, and
+    none would hold anything."""
+    source = _with_external_data(tmp_path, elements=16)
+    out = tmp_path / "out.onnx"
+    result = _run("optimize", str(source), str(out))
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "out.onnx.data").exists()
+    onnx.checker.check_model(onnx.load(out), full_check=True)
+
+
 def test_the_summary_names_the_weights_file_it_wrote(tmp_path):
     source = _with_external_data(tmp_path)  # the input's weights are apart: so are the output's
     out = tmp_path / "out.onnx"
