@@ -60,6 +60,10 @@ class Options:
         static Loops unrolled, Loops over a tensor axis to Scan).
     unroll_budget: how many nodes a target-only unrolling may add to the model (body nodes
         times iterations); a Loop over the budget is kept, and the refusal says so.
+    tensor_lists: after the pattern rules, turn every list they left into tensors where its
+        elements have a known rank (`seqlower.lists`: a flat buffer and a table of shapes).
+        False keeps those lists as sequences, with the rules' reasons (what the pattern rules
+        alone achieve).
     """
 
     split_keepdims: SplitKeepdimsReading = "onnxruntime"
@@ -69,6 +73,7 @@ class Options:
     seq_lens: Mapping[str, int] = dataclasses.field(default_factory=dict)
     target: str = "generic"
     unroll_budget: int = DEFAULT_UNROLL_BUDGET
+    tensor_lists: bool = True
 
     def __post_init__(self) -> None:
         """Refuse values no option takes, with the message the command line gives."""

@@ -42,6 +42,7 @@ from typing import Any, Literal
 import onnx
 import onnx_ir as ir
 
+from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.analysis.static_values import StaticValues
 from seqlower.errors import SeqlowerError
 from seqlower.ops import SEQUENCE_OPS, is_sequence_value
@@ -64,6 +65,9 @@ class TargetProfile:
     sequence_ops: Severity  # any sequence operator left
     sequence_io: Severity  # a sequence-typed input or output of the model
     dynamic_scan_loops: Severity  # a Loop with scan outputs whose length is not static
+    # a Loop carrying a tensor whose shape changes between iterations (a tensor accumulator,
+    # or a list in its tensor form)
+    growing_loops: Severity = "ignore"
     # operators the runtime cannot load, each with why (checked in every graph)
     unsupported_ops: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # operators it loads but that are worth a warning (a known fault, a cost), with why
@@ -134,6 +138,7 @@ PROFILES: dict[str, TargetProfile] = {
         sequence_ops="error",
         sequence_io="error",
         dynamic_scan_loops="error",
+        growing_loops="error",
         strings="error",
         source=_TENSORRT_SOURCE,
         changes=_PORTABILITY_CHANGES,
@@ -255,6 +260,18 @@ def check_target(
         _add(check, profile.sequence_ops, _leftover_message(profile, op))
     for judgement in judged:
         _add(check, judgement.severity, judgement.message)
+    if profile.growing_loops != "ignore":
+        for path, graph in walk_graphs(model):
+            for node in graph:
+                grown = _growing_carries(node)
+                if grown:
+                    _add(
+                        check,
+                        profile.growing_loops,
+                        f"{path}: Loop '{stored_label(node)}' carries {grown}, whose shape may "
+                        f"change between iterations; {profile.name} needs loop-carried values "
+                        "of one shape",
+                    )
     if profile.dynamic_scan_loops != "ignore":
         bindable = bindable_dims(model)
         values = StaticValues()
@@ -302,6 +319,19 @@ def _leftover_message(profile: TargetProfile, op: RemainingOp) -> str:
         else "each sequence operator copies tensors in and out of a sequence"
     )
     return f"{where} is kept: onnxruntime runs it, but {cost}; kept because {op.reason}"
+
+
+def _growing_carries(node: ir.Node) -> str:
+    """The loop-carried tensors of a Loop whose shape the loop analysis cannot prove the same
+    in every iteration, quoted and joined ('' for none, or for a node that is no Loop)."""
+    if node.op_type != "Loop" or node.domain != "" or "body" not in node.attributes:
+        return ""
+    body = node.attributes["body"].as_graph()
+    carried = [v for v in body.inputs[2:] if isinstance(v.type, ir.TensorType)]
+    if not carried:
+        return ""
+    invariant = set(LoopShapes(node, StaticValues()).invariant_carried())
+    return ", ".join(f"'{v.name}'" for v in carried if v not in invariant)
 
 
 def _dynamic_scan(node: ir.Node, values: StaticValues, bindable: set[str]) -> str | None:

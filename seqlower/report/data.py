@@ -13,10 +13,23 @@ from typing import Any
 
 # How a node's sequence work ended, cheapest first (design.md, "SequenceMap lowering tiers"):
 # direct (tensor operators on the whole data), batch (a map body applied once to the stacked
-# elements), unroll (a copy per element), scan (a Loop with scan outputs), loop (a Loop carrying
-# a sequence), kept (still there, with the reason), flattened (a sequence input or output that
-# became tensors on request).
-TIERS = ("direct", "batch", "unroll", "scan", "loop", "kept", "flattened")
+# elements), unroll (a copy per element), scan (a Loop with scan outputs), then the list as
+# tensors (`seqlower.lists`): stacked (elements of one shape in one tensor), ragged (elements
+# concatenated on their first dim, plus their first dims), flat (elements flattened into one
+# buffer, plus a table of their shapes); loop (a Loop carrying a sequence), kept (still there,
+# with the reason), flattened (a sequence input or output that became tensors on request).
+TIERS = (
+    "direct",
+    "batch",
+    "unroll",
+    "scan",
+    "stacked",
+    "ragged",
+    "flat",
+    "loop",
+    "kept",
+    "flattened",
+)
 
 # The refusal prefix of an operator kept because its tensor form costs more in onnxruntime
 # (README, "Never slower"): a choice for speed, not a failure to lower.
