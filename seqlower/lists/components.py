@@ -177,8 +177,7 @@ def _blocker(values: list[ir.Value], main: ir.Graph, opset: int) -> str | None:
         if producer is not None and producer.op_type == "SplitToSequence":
             unknown = _unknown_split_rank(producer)
             if unknown:
-                where = _describe(producer)
-                return f"{where}: the rank of {unknown} is unknown, so no tensor holds its elements"
+                return f"the rank of {unknown} is unknown, so no tensor holds its elements"
         for use in value.uses():
             reader = use.node
             if reader.domain != "" or reader.op_type not in _READERS:
