@@ -11,6 +11,7 @@ from seqlower.rules import (
     concat,
     construct,
     control_flow,
+    loop_accumulators,
     loop_appends,
     loop_batching,
     loop_concat,
@@ -38,6 +39,7 @@ def default_rules() -> RuleSet:
         + loops.RULES
         + loop_appends.RULES
         + loop_concat.RULES
+        + loop_accumulators.RULES  # the other way: a tensor accumulator to a scan output
         + batching.RULES
         + sequence_map.RULES
         + unit_axes.RULES  # after batching: the unit axes of split(1) chunks

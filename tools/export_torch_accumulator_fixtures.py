@@ -2,7 +2,7 @@
 """Export loops that grow a tensor with `torch.cat` (no Python list) as test fixtures.
 
     python3 -m venv /tmp/torchvenv && /tmp/torchvenv/bin/pip install torch==2.13.0 onnx onnxruntime
-    /tmp/torchvenv/bin/python tools/export_torch_accumulator_fixtures.py      # all cases, or CASE...
+    /tmp/torchvenv/bin/python tools/export_torch_accumulator_fixtures.py   # all cases, or CASE...
 
 Scripted loops that write `acc = torch.cat((acc, piece))` export as a Loop that carries `acc`
 and concatenates in its body: no sequence operator at all. `paste_masks` and `keypoints` are
@@ -106,9 +106,7 @@ def _decode_one(
     xy = torch.stack([xs, ys, torch.ones(ys.shape, dtype=torch.float32)], 0)
     step = count * count + count + 1
     picks = torch.arange(count).to(dtype=torch.int64) * step
-    scores = (
-        roi_map.index_select(1, y_int).index_select(2, x_int).view(-1).index_select(0, picks)
-    )
+    scores = roi_map.index_select(1, y_int).index_select(2, x_int).view(-1).index_select(0, picks)
     return xy, scores
 
 
@@ -216,7 +214,8 @@ def _count(value: int):  # type: ignore[no-untyped-def]
 
 ROWS = {0: "N"}
 CASES = [
-    Case("paste_masks", PasteMasks, {"masks": (3, 1, 14, 14), "boxes": (3, 4)}, ["masks_out"], PasteMasks.__doc__ or "",
+    Case("paste_masks", PasteMasks, {"masks": (3, 1, 14, 14), "boxes": (3, 4)}, ["masks_out"],
+         PasteMasks.__doc__ or "",
          dynamic_axes={"masks": {0: "N"}, "boxes": {0: "N"}},
          alt_inputs={"masks": (1, 1, 14, 14), "boxes": (1, 4)},
          prepare=_boxes, lengths="dynamic (N detections)"),
