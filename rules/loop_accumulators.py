@@ -37,7 +37,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.loop_shapes import INVARIANT, LoopShapes
-from seqlower.cost import DYNAMIC_COUNT
+from seqlower.cost import COPY_ELEMENTS, DYNAMIC_COUNT
 from seqlower.ops import graphs_within, subgraphs
 from seqlower.options import PORTABILITY_TARGETS
 from seqlower.rewriter import Builder
@@ -202,22 +202,24 @@ def _plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) -> Accumu
             hoist, filler = (), True  # the other branch gives zeros of the piece's shape
     if dtype is None or (scanned.dtype is not None and scanned.dtype != dtype):
         return "the element type is unknown or changes"
-    if not _worth_it(node, ctx):
-        return (
-            "the trip count is 1 or less: the accumulator costs less than a scan output "
-            "and the Concat after the loop"
-        )
     shape = shapes.shape(scanned)
     static_dims = (
         tuple(shape)
         if isinstance(shape, tuple) and all(isinstance(d, int) for d in shape)
         else None
     )
-    return AccumulatorPlan(
+    plan = AccumulatorPlan(
         index, update, concat, scanned, axis, rank, size, unsqueezed, static_dims,  # type: ignore[arg-type]
         dtype, _static_dims(init, rank, ctx), prepend, keep, negate, hoist, filler,
         tuple(passed),
     )  # fmt: skip
+    saved, count = _launches_saved(node, plan, ctx)
+    if saved < 0 and ctx.options.target not in PORTABILITY_TARGETS:
+        return (
+            f"over {count:g} iterations the accumulator costs fewer operator launches than a "
+            'scan output and the reshaping after the loop (README, "Never slower")'
+        )
+    return plan
 
 
 def _static_dims(value: ir.Value, rank: int, ctx: Context) -> tuple[int | None, ...]:
@@ -281,13 +283,34 @@ def _branch_concat(
     return concat, negate, branch, passed
 
 
-def _worth_it(node: ir.Node, ctx: Context) -> bool:
-    """False when a static trip count of at most 1 leaves nothing to save (the speed-first
-    targets keep the original when the lowering costs more: README, "Never slower")."""
-    if ctx.options.target in PORTABILITY_TARGETS:
-        return True
-    count = ctx.facts.static_int(node.inputs[0]) if node.inputs and node.inputs[0] else None
-    return (count if count is not None and count >= 0 else DYNAMIC_COUNT) > 1
+def _launches_saved(node: ir.Node, plan: AccumulatorPlan, ctx: Context) -> tuple[float, float]:
+    """(operator launches the rewrite saves per run, estimated as `seqlower.cost` does, with
+    the copying of the growing accumulator counted as it counts a SequenceInsert's; the
+    iterations assumed)."""
+    trip = ctx.facts.static_int(node.inputs[0]) if node.inputs and node.inputs[0] else None
+    count = float(trip) if trip is not None and 0 <= trip <= 2**31 - 1 else DYNAMIC_COUNT
+    body = _body(node)
+    per_iteration = (count / 2) / COPY_ELEMENTS  # the copying
+    per_iteration += 0 if plan.filler else 1  # the Concat
+    per_iteration += sum(1 for passed in plan.passed if passed.graph is body)
+    producer = plan.piece.producer()
+    inside = producer is not None and (producer.graph is body or producer in plan.hoist)
+    if not (inside or plan.filler):
+        per_iteration -= 1  # an Identity gives it as a scan output
+    unsqueeze = _unsqueeze(plan)
+    if unsqueeze is not None and len(unsqueeze.outputs[0].uses()) == 1:
+        per_iteration += 1  # the Unsqueeze goes
+    if plan.keep is not None:  # the condition as a scalar scan output
+        scalar = plan.keep.shape is not None and len(plan.keep.shape) == 0
+        keep = plan.keep.producer()
+        inside = keep is not None and keep.graph is body and not plan.negate
+        per_iteration -= (not scalar) + plan.negate + (not inside)
+    after = 1 + (plan.keep is not None) + plan.prepend + (plan.axis != 0)
+    if not plan.unsqueezed or plan.static_dims is None:
+        after += 5  # Reshape to the shape made of the pieces' count and the initial dims
+    if plan.filler:
+        after += 3  # ConstantOfShape and its shape, before the loop
+    return count * per_iteration - after, count
 
 
 def _to_scan_output(node: ir.Node, plan: AccumulatorPlan, ctx: Context) -> None:
