@@ -54,6 +54,7 @@ from seqlower.options import Options
 from seqlower.pipeline import collector_relaxed, lower_in_place
 from seqlower.report import Report
 from seqlower.rules import default_rules
+from seqlower.runtime_check import check_in_runtime
 from seqlower.targets import check_target
 
 app = typer.Typer(
@@ -133,6 +134,13 @@ def optimize_command(
     in_place: Annotated[
         bool, typer.Option("--in-place", help="Allow TARGET to be the same file as SOURCE.")
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Write TARGET even when --target finds problems (they are printed as warnings).",
+        ),
+    ] = False,
     external_data: Annotated[
         bool,
         typer.Option(
@@ -171,7 +179,8 @@ def optimize_command(
     Exit codes:
       0  written
       1  refused, nothing written: --strict with sequence ops left, --target
-         problems, or --verify found a difference
+         problems (its profile, or its runtime cannot load or run the model),
+         or --verify found a difference
       2  bad input or usage (one error line), nothing written
       3  internal error, a bug in seqlower (one error line), nothing written
     """
@@ -190,15 +199,7 @@ def optimize_command(
         raise _fail(f"{_naming(source, str(error))}; {BUG_REPORT}", EXIT_INTERNAL) from None
     if report is not None:
         _write_report(report, summary.to_json() + "\n")
-    fit = check_target(lowered, summary, profile)
-    if not quiet:
-        for warning in fit.warnings:
-            typer.echo(f"warning: {warning}", err=True)
-    if not fit.ok:
-        for error in fit.errors:
-            typer.echo(f"  - {error}", err=True)
-        problems = plural(len(fit.errors), "problem")
-        raise _fail(f"{problems} for --target {profile}; nothing written", EXIT_REFUSED)
+    _check_fit(lowered, summary, profile, options, quiet, force)
     if strict and (summary.remaining or summary.kept_interface):
         # like --target tensorrt: a sequence-typed input or output counts as remaining
         ops = plural(len(summary.remaining), "sequence op")
@@ -221,6 +222,34 @@ def optimize_command(
         raise _fail(f"{target}: cannot write ({error})") from None
     except OSError as error:  # strerror: the temporary file's name is no concern of the user
         raise _fail(f"{target}: cannot write ({error.strerror or type(error).__name__})") from None
+
+
+def _check_fit(
+    lowered: ir.Model, summary: Report, target: str, options: Options, quiet: bool, force: bool
+) -> None:
+    """Judge the lowered model for `target`: by its profile, then, for a target whose runtime
+    is installed (OpenVINO, tract), by loading it there and running it once. Problems refuse
+    the model (exit 1, nothing written) unless `force`."""
+    fit = check_target(lowered, summary, target)
+    if not quiet:
+        for warning in fit.warnings:
+            typer.echo(f"warning: {warning}", err=True)
+    problems = list(fit.errors)
+    if fit.ok:
+        confirmed = check_in_runtime(lowered, target, dims=options.dims)
+        if confirmed is not None and not confirmed.ok:
+            problems.append(confirmed.message)
+        elif confirmed is not None and not quiet:
+            prefix = "" if confirmed.status == "confirmed" else "warning: "
+            typer.echo(f"{prefix}--target {target}: {confirmed.message}", err=True)
+    if not problems:
+        return
+    for problem in problems:
+        typer.echo(f"  - {problem}", err=True)
+    count = plural(len(problems), "problem")
+    if not force:
+        raise _fail(f"{count} for --target {target}; nothing written", EXIT_REFUSED)
+    typer.echo(f"warning: {count} for --target {target}; written anyway (--force)", err=True)
 
 
 def _naming(source: Path, message: str) -> str:

@@ -110,15 +110,54 @@ def test_string_tensors_are_errors_for_openvino_tract_and_tensorrt():
 
 
 def test_a_run_time_if_left_for_tract_is_a_warning():
-    model = parse("""g (float[4] x, bool c) => (float[?] y) {
-        y = If(c) <then_branch = t () => (float[8] a) { a = Concat<axis = 0>(x, x) },
-                   else_branch = e () => (float[4] b) { b = Neg(x) }>
+    model = parse("""g (float[2,4] x, bool c) => (float[4] y) {
+        y = If(c) <then_branch = t () => (float[4] a) {
+                       i = Constant<value = int64 {0}>()
+                       a = Gather(x, i) },
+                   else_branch = e () => (float[4] b) {
+                       j = Constant<value = int64 {1}>()
+                       b = Gather(x, j) }>
     }""")
     lowered, report = seqlower.optimize(model, target="tract")
     check = check_target(lowered, report, "tract")
     assert check.ok
     (warning,) = check.warnings
     assert warning.startswith("main: If '") and "then-branch's value" in warning
+
+
+def test_an_if_whose_branches_differ_in_shape_is_an_error_for_tract():
+    """tract 0.23.9 fails to load it ('Failed analyse for node ... If'): the probe
+    'If (branches of different shapes)' in `python -m bench.portability --probe`."""
+    model = parse("""g (float[4] x, bool c) => (float[?] y) {
+        y = If(c) <then_branch = t () => (float[8] a) { a = Concat<axis = 0>(x, x) },
+                   else_branch = e () => (float[4] b) { b = Neg(x) }>
+    }""")
+    lowered, report = seqlower.optimize(model, target="tract")
+    check = check_target(lowered, report, "tract")
+    (error,) = check.errors
+    assert "tract types an If only when both branches agree" in error
+    assert "shapes [8] and [4]" in error
+
+
+def test_a_loop_carrying_a_constant_of_size_0_is_an_error_for_openvino():
+    """OpenVINO 2026.4.1 cannot convert it: the probe 'Loop carrying a constant of size 0'."""
+    model = parse("""g (float[2,3] x, int64 m) => (float[?,3] y) {
+        c = Constant<value = bool {1}>()
+        e = Constant<value = float[0,3] {}>()
+        y = Loop(m, c, e) <body = b (int64 i, bool ci, float[?,3] a) => (bool co, float[?,3] a2)
+        {
+            co = Identity(ci)
+            one = Constant<value = int64[1] {1}>()
+            zero = Constant<value = int64[1] {0}>()
+            n = Unsqueeze(i, zero)
+            stop = Add(n, one)
+            p = Slice(x, zero, stop, zero)
+            a2 = Concat<axis = 0>(a, p)
+        }>
+    }""")
+    lowered, report = seqlower.optimize(model, target="openvino")
+    (error,) = check_target(lowered, report, "openvino").errors
+    assert "cannot convert a Loop that carries a constant of size 0" in error
 
 
 @pytest.fixture
