@@ -159,9 +159,9 @@ PROFILES: dict[str, TargetProfile] = {
         sequence_io="error",
         dynamic_scan_loops="ignore",
         unsupported_ops={
-            "Loop": "tract has no Loop (Unimplemented(Loop)); seqlower unrolls one with a static "
-            "trip count (within Options.unroll_budget) and makes one over a tensor axis a Scan, "
-            "but not this one",
+            "Loop": "tract has no Loop (Unimplemented(Loop)); seqlower makes a Loop that cannot "
+            "stop early a Scan (over a tensor axis, or over its iteration numbers when its "
+            "carried values keep their shape) or unrolls it, but not this one",
         },
         doubtful_ops={
             "If": "tract runs an If only when both branches infer the same shapes and values; "
@@ -170,7 +170,8 @@ PROFILES: dict[str, TargetProfile] = {
         strings="error",
         source=_TRACT_SOURCE,
         changes=f"{_PORTABILITY_CHANGES}; run-time If with cheap branches -> Where; static "
-        "Loops unrolled within the budget; Loops over a tensor axis -> Scan",
+        "Loops unrolled within the budget; Loops over a tensor axis, or with a run-time trip "
+        "count and no early exit, -> Scan",
     ),
 }
 

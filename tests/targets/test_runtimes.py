@@ -94,20 +94,23 @@ KNOWN = {
     **{
         (f"accumulator:{case}", "tract"): (
             "load",
-            "Unimplemented(Loop)",
-            "the Loop's trip count is a run-time value and its body reads more than one tensor "
-            "row by row (or grows a tensor whose pieces change size): neither a Scan nor "
-            "unrollable",
+            "Resize",
+            "the loop becomes a Scan over the detections, but its body resizes each mask to its "
+            "box, sizes computed at run time, which tract's Resize does not take",
         )
-        for case in (
-            "cat_columns",
-            "cat_pairs",
-            "cond_grow",
-            "growing",
-            "keypoints",
-            "paste_masks",
-        )
+        for case in ("keypoints", "paste_masks")
     },
+    ("accumulator:cond_grow", "tract"): (
+        "load",
+        "Compress can not be typed",
+        "the rows kept are chosen at run time (Compress), which tract cannot type",
+    ),
+    ("accumulator:growing", "tract"): (
+        "load",
+        "Unimplemented(Loop)",
+        "the pieces grow from one iteration to the next, so the accumulator stays and the Loop "
+        "cannot be a Scan (whose state keeps one shape)",
+    ),
     ("accumulator:prepend", "tract"): (
         "load",
         "Unifying shapes N,3 and 4,3",
