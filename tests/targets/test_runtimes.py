@@ -240,3 +240,58 @@ def test_the_profiles_agree_with_the_probes():
     assert tract_results["If (different constant per branch)"].status == "wrong"
     assert set(PROFILES["tract"].unsupported_ops) == {"Loop"}
     assert PROFILES["tract"].sequence_ops == "error" and "If" in PROFILES["tract"].doubtful_ops
+
+
+SCAN_PASSED_THROUGH = """g (float[3] x, int64[2] steps) => (float[3] y) {
+    y = Scan<num_scan_inputs = 1, body = b (float[3] kept, int64 i) => (float[3] kept) {}>(x, steps)
+}"""
+
+SCAN_OUTPUT_READ = """g (float[4] x, int64[3] steps) => (float[4] total, float[3,4] all) {
+    total, all = Scan<num_scan_inputs = 1, body = b (float[4] v, int64 i)
+                                                   => (float[4] w, float[4] step) {
+        f = Cast<to = 1>(i)
+        step = Mul(x, f)
+        w = Add(v, step)
+    }>(x, steps)
+}"""
+
+
+def test_onnxruntime_gives_zeros_for_a_scan_state_passed_through():
+    """onnxruntime 1.32: a Scan body whose state output is its state input gives zeros (memory
+    never written); the tract rules copy such a state with an Identity, which works."""
+    model = parse(SCAN_PASSED_THROUGH)
+    x = np.array([1, -2, 3], np.float32)
+    feeds = {"x": x, "steps": np.array([0, 1])}
+    (got,) = run_model("onnxruntime", model, feeds)
+    if np.array_equal(got, x):
+        pytest.skip("fixed in this onnxruntime: the Identity copies are no longer needed")
+    copied = parse(SCAN_PASSED_THROUGH.replace("{}", "{ out = Identity(kept) }").replace(
+        "=> (float[3] kept)", "=> (float[3] out)"))  # fmt: skip
+    (got,) = run_model("onnxruntime", copied, feeds)
+    np.testing.assert_array_equal(got, x)
+
+
+def test_tract_cannot_read_a_scan_output_inside_the_body():
+    """tract 0.23.9 gives a body value that is also a scan output the stacked shape [1, 4]
+    inside the body ("Unifying shapes 4 and 1,4"); the tract rules scan an Identity of it."""
+    model = parse(SCAN_OUTPUT_READ)
+    feeds = {"x": np.array([1, -2, 0.5, 3], np.float32), "steps": np.arange(3)}
+    try:
+        run_model("tract", model, feeds)
+    except Exception as error:
+        assert "Unifying shapes 4 and 1,4" in str(error)
+    else:
+        pytest.skip(f"fixed in tract {tract.version()}: the Identity copies are not needed")
+
+
+def test_openvino_reads_an_empty_shape_from_a_shape_slice_of_an_empty_constant():
+    """OpenVINO 2026.4.1: Shape(start=1, end=3) of a constant of shape (0, 24, 32) gives [];
+    loop-concat-to-scan writes such dims as constants when they are static."""
+    model = parse("""g (float[2] x) => (int64[?] s) {
+        e = Constant<value = float[0,24,32] {}>()
+        s = Shape<start = 1, end = 3>(e)
+    }""")
+    (got,) = run_model("openvino", model, {"x": np.zeros(2, np.float32)})
+    if got.tolist() == [24, 32]:
+        pytest.skip("fixed in this OpenVINO: the constant dims are no longer needed")
+    assert got.size == 0
