@@ -105,3 +105,14 @@ def test_no_detections_give_empty_results_of_the_right_shape(case):
     if HAS_OPENVINO:
         for got, want in zip(run_in_runtime("openvino", lowered, feeds), outputs):
             assert got.shape == want.shape
+
+
+def test_inspect_names_the_rewrite_of_a_model_with_no_sequence_site():
+    from typer.testing import CliRunner
+
+    from seqlower.cli import app
+
+    result = CliRunner().invoke(app, ["inspect", str(ROOT / "keypoints" / "model.onnx")])
+    assert result.exit_code == 0, result.output
+    assert "0 sequence sites (none)" in result.output
+    assert f"other rewrites: {RULE} x2" in result.output
