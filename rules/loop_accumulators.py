@@ -375,7 +375,8 @@ def _to_scan_output(node: ir.Node, plan: AccumulatorPlan, ctx: Context) -> None:
     stacked.type = ir.TensorType(plan.dtype)
     if not grown.uses() and not grown.is_graph_output():
         return
-    result = _after_loop(builder, plan, stacked, outputs[-1], init)
+    by_gather = ctx.options.target == "tract"
+    result = _after_loop(builder, plan, stacked, outputs[-1], init, by_gather)
     result.type = ir.TensorType(plan.dtype)
     ctx.rewriter.replace(grown, result)
 
@@ -459,12 +460,28 @@ def _remove_unread(nodes: list[ir.Node | None]) -> None:
 
 
 def _after_loop(
-    builder: Builder, plan: AccumulatorPlan, stacked: ir.Value, keep: ir.Value, init: ir.Value
+    builder: Builder,
+    plan: AccumulatorPlan,
+    stacked: ir.Value,
+    keep: ir.Value,
+    init: ir.Value,
+    by_gather: bool = False,
 ) -> ir.Value:
-    """The grown tensor from the stacked pieces (iterations first) and the initial value."""
+    """The grown tensor from the stacked pieces (iterations first) and the initial value; a
+    prepend is reversed by a Gather when `by_gather` (for tract), else by a Slice."""
     if plan.keep is not None:
         stacked = builder.op("Compress", [stacked, keep], {"axis": 0})
-    if plan.prepend:
+    if plan.prepend and by_gather:  # tract 0.23.9 slices no run-time dim with step -1 (probed)
+        count = builder.squeeze(_dims(builder, stacked, 0, 1), [0])
+        zero = builder.constant(np.array(0, np.int64), "zero")
+        one = builder.constant(np.array(1, np.int64), "one")
+        last = builder.op("Sub", [count, one])
+        # last - Range(0, n): onnxruntime 1.32's optimizer empties a Gather of Range(n - 1,
+        # -1, -1) (it reads the limit -1 as "the end", as Slice would: probed)
+        upward = builder.op("Range", [zero, count, one], name="order")
+        order = builder.op("Sub", [last, upward], name="reversed_order")
+        stacked = builder.op("Gather", [stacked, order], {"axis": 0}, name="reversed")
+    elif plan.prepend:
         reverse = [builder.ints([-1]), builder.ints([_INT64_MIN]), builder.ints([0])]
         stacked = builder.op("Slice", [stacked, *reverse, builder.ints([-1])], name="reversed")
     stacked_rank = plan.rank if plan.unsqueezed else plan.rank + 1
