@@ -18,7 +18,8 @@ when its iteration number only indexes one outer tensor along one axis whose siz
 in tract, so the rewrite warns unless the size is static); otherwise a tensor Loop with a static
 trip count is unrolled when its copies stay within `Options.unroll_budget` nodes, and any other
 Loop that cannot stop early (a trip count known only at run time, or over the budget) becomes a
-Scan over its iteration numbers, Range(0, M); a Scan must not be empty, so for a trip count that
+Scan over its iteration numbers, Range(0, M), when its body reads them (tract drops a Scan
+input that is not read); a Scan must not be empty, so for a trip count that
 may be 0 the Scan runs at least once and what that iteration gives is dropped (the body must then
 be able to run once on the loop's inputs). A loop whose condition is computed at run time (a
 data-dependent while loop) cannot run in tract, and the refusal says so. Loops that carry or read
@@ -371,6 +372,11 @@ def _check_loop_to_range_scan(
         return Refusal("the trip count is static: tract-loop-unroll unrolls it")
     if body.inputs[0].is_graph_output():
         return Refusal("the iteration number is a body output")
+    if not body.inputs[0].uses():
+        return Refusal(
+            "the body does not read the iteration number: tract 0.23.9 drops a Scan input "
+            "the body does not read, and then cannot plan a Scan left with none"
+        )
     kept = set(LoopShapes(node, ctx.facts.values).invariant_carried())
     for value in body.inputs[2:]:
         if value not in kept:

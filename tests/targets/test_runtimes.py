@@ -314,3 +314,21 @@ def test_onnxruntime_empties_a_gather_of_a_descending_range():
     if np.array_equal(y, x[::-1]):
         pytest.skip("fixed in this onnxruntime: a Range of step -1 would do")
     assert y.shape == (0, 3)
+
+
+def test_tract_cannot_plan_a_scan_whose_body_does_not_read_its_input():
+    """tract 0.23.9 drops a Scan input its body does not read, then fails ("No scan input"):
+    tract-loop-to-range-scan leaves a Loop that does not read its iteration number."""
+    model = parse("""g (float[3] x, int64[2] steps) => (float[3] y) {
+        y = Scan<num_scan_inputs = 1, body = b (float[3] v, int64 i) => (float[3] w) {
+            w = Add(v, v)
+        }>(x, steps)
+    }""")
+    feeds = {"x": np.ones(3, np.float32), "steps": np.arange(2)}
+    try:
+        (got,) = run_model("tract", model, feeds)
+    except Exception as error:
+        assert "No scan input" in str(error) or "declutter" in str(error)
+    else:
+        np.testing.assert_array_equal(got, 4 * feeds["x"])
+        pytest.skip(f"fixed in tract {tract.version()}: tract-loop-to-range-scan may take it")
