@@ -45,8 +45,6 @@ from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loop_appends import _hoistable
 from seqlower.rules.loops import _body
 
-_INT64_MIN = -(2**63)
-
 
 @dataclasses.dataclass(frozen=True)
 class AccumulatorPlan:
@@ -468,22 +466,12 @@ def _after_loop(
     by_gather: bool = False,
 ) -> ir.Value:
     """The grown tensor from the stacked pieces (iterations first) and the initial value; a
-    prepend is reversed by a Gather when `by_gather` (for tract), else by a Slice."""
+    prepend is reversed by a Gather when `by_gather` (for tract), else by a Slice
+    (`Builder.reverse`)."""
     if plan.keep is not None:
         stacked = builder.op("Compress", [stacked, keep], {"axis": 0})
-    if plan.prepend and by_gather:  # tract 0.23.9 slices no run-time dim with step -1 (probed)
-        count = builder.squeeze(_dims(builder, stacked, 0, 1), [0])
-        zero = builder.constant(np.array(0, np.int64), "zero")
-        one = builder.constant(np.array(1, np.int64), "one")
-        last = builder.op("Sub", [count, one])
-        # last - Range(0, n): onnxruntime 1.32's optimizer empties a Gather of Range(n - 1,
-        # -1, -1) (it reads the limit -1 as "the end", as Slice would: probed)
-        upward = builder.op("Range", [zero, count, one], name="order")
-        order = builder.op("Sub", [last, upward], name="reversed_order")
-        stacked = builder.op("Gather", [stacked, order], {"axis": 0}, name="reversed")
-    elif plan.prepend:
-        reverse = [builder.ints([-1]), builder.ints([_INT64_MIN]), builder.ints([0])]
-        stacked = builder.op("Slice", [stacked, *reverse, builder.ints([-1])], name="reversed")
+    if plan.prepend:
+        stacked = builder.reverse(stacked, by_gather=by_gather)
     stacked_rank = plan.rank if plan.unsqueezed else plan.rank + 1
     if plan.axis != 0:  # the iterations next to the piece's own axis
         perm = [*range(1, plan.axis + 1), 0, *range(plan.axis + 1, stacked_rank)]
