@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+from list_shapes import LIST_OPSETS, LIST_SEEDS, list_program_actions
 from onnx import TensorProto, helper, numpy_helper
 
 OPSETS = (11, 12, 13, 15, 16, 17, 18, 19, 20, 21)
@@ -119,6 +120,10 @@ class _Generator:
         self.seed = seed
         self.rng = random.Random(seed)
         self.opset = self.rng.choice(OPSETS)
+        # from LIST_SEEDS on, the shapes of list_shapes.py too (seeds below: programs unchanged)
+        self.list_programs = seed >= LIST_SEEDS
+        if self.list_programs:
+            self.opset = self.rng.choice(LIST_OPSETS)
         self.counter = 0
         self.node_stack: list[list[onnx.NodeProto]] = [[]]
         self.inputs: list[onnx.ValueInfoProto] = []
@@ -168,6 +173,9 @@ class _Generator:
         nrng = np.random.default_rng(self.rng.getrandbits(32))
         if dtype == np.bool_:
             return np.asarray(nrng.integers(0, 2, size=shape)).astype(np.bool_)
+        if dtype == np.object_:  # strings
+            words = nrng.integers(-5, 6, size=shape).astype(str).astype(object)
+            return np.asarray(words, dtype=object).reshape(shape)
         if dtype.kind == "f":
             return np.asarray(nrng.integers(-8, 9, size=shape) / 4).astype(dtype)
         return np.asarray(nrng.integers(-5, 6, size=shape)).astype(dtype)
@@ -329,6 +337,8 @@ class _Generator:
         if self.opset >= MAP_MIN_OPSET:
             actions.append((self.op_map, 4))
         actions += dynamic_program_actions(self)
+        if self.list_programs:
+            actions += list_program_actions(self)
         for _ in range(10):
             action = self.rng.choices([a for a, _ in actions], [w for _, w in actions])[0]
             if action():
@@ -495,6 +505,8 @@ class _Generator:
 
     def op_split(self) -> bool:
         candidates = [t for t in self.tensors if t.value.ndim > 0 and max(t.shape) > 0]
+        # onnxruntime has no SplitToSequence of int8 (only list programs make int8 tensors)
+        candidates = [t for t in candidates if t.dtype != np.int8]
         tensor = self.pick(candidates) if candidates else None
         if tensor is None or self.chance(0.15):
             tensor = self.new_input_tensor(self.rng.choice(self.dtype_pool), self.random_shape())
