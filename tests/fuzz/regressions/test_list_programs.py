@@ -1,0 +1,130 @@
+"""Bugs the list programs of the fuzzer found (seeds from 1,000,000 on, tests/fuzz/list_shapes.py),
+each minimised to a small model. Same contract as test_regressions.py: lower, check (full_check),
+run both under onnxruntime and compare, and check the property the seed broke. A bug not fixed
+yet is marked xfail(strict=True), so the fix must remove the mark.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness import check_properties, compare_outputs, run_ort
+
+import seqlower
+
+
+def parse(graph: str, opset: int = 18) -> onnx.ModelProto:
+    model = onnx.parser.parse_model(f'<ir_version: 8, opset_import: ["" : {opset}]>\n{graph}')
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def lower_and_compare(model: onnx.ModelProto, feeds: dict) -> ir.Model:
+    expected = run_ort(model, feeds)
+    lowered, _ = seqlower.optimize(ir.from_proto(model), target="portable")
+    proto = ir.to_proto(lowered)
+    onnx.checker.check_model(proto, full_check=True)
+    problem = compare_outputs(expected, run_ort(proto, feeds))
+    assert problem is None, problem
+    return lowered
+
+
+@functools.cache
+def _ort_splits_int8() -> bool:
+    """Whether this onnxruntime has a SplitToSequence kernel for int8 (1.32.0 has none)."""
+    model = parse("g (int8[2] x) => (seq(int8) s) { s = SplitToSequence <keepdims = 0> (x) }")
+    try:
+        run_ort(model, {"x": np.zeros(2, np.int8)})
+    except Exception:
+        return False
+    return True
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="SequenceAt of a list known to be empty raises InvalidModelError even inside a Loop "
+    "body that runs zero times (rules/access.py never_empty)",
+)
+def test_a_read_of_an_empty_list_in_a_loop_that_never_runs_is_not_an_error():
+    """Fuzz seeds 1000042, 1000170, 1000266, 1000296, 1000338, 1000430: the list is always empty,
+    but it is read only in a Loop body whose trip count (0 here) is known at run time: the
+    model is valid and onnxruntime runs it."""
+    model = parse("""g (int64 m) => (float y) {
+        s = SequenceEmpty <dtype = 1> ()
+        zero = Constant <value = float {0}> ()
+        y = Loop (m, , zero) <body = b (int64 i, bool c, float acc) => (bool co, float out) {
+            e = SequenceAt (s, i)
+            t = ReduceSum <keepdims = 0> (e)
+            out = Add (acc, t)
+            co = Identity (c)
+        }>
+    }""")
+    lower_and_compare(model, {"m": np.array(0)})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the tensor form of lists runs once after the rules: a list whose element rank shows "
+    "only once another list is tensors stays, and lowering the output again lowers it",
+)
+def test_a_list_filled_from_another_loop_built_list_is_lowered_in_one_pass():
+    """Fuzz seeds 1000016, 1000336, 1000509, 1000595: l2 takes elements of l1 (built from
+    slices of changing length); the rank of l1's elements shows only once l1 is tensors, so
+    the first lowering keeps l2 ("the rank of its elements is unknown") and the second lowers
+    it (loop-unroll, length-static): not idempotent."""
+    model = parse("""g (int64 m) => (int64 y) {
+        s0 = SequenceEmpty <dtype = 1> ()
+        x = Constant <value = float[3] {1, 2, 3}> ()
+        l1 = Loop (m, , s0) <body = b1 (int64 i, bool c, seq(float) acc)
+                                    => (bool co, seq(float) out) {
+            one = Constant <value = int64[1] {1}> ()
+            z = Constant <value = int64[1] {0}> ()
+            i1 = Reshape (i, one)
+            stop = Add (i1, one)
+            p = Slice (x, z, stop)
+            out = SequenceInsert (acc, p)
+            co = Identity (c)
+        }>
+        zero = Constant <value = int64 {0}> ()
+        s1 = SequenceEmpty <dtype = 1> ()
+        l2 = Loop (zero, , s1) <body = b2 (int64 j, bool c2, seq(float) acc2)
+                                       => (bool co2, seq(float) out2) {
+            e = SequenceAt (l1, j)
+            out2 = SequenceInsert (acc2, e)
+            co2 = Identity (c2)
+        }>
+        y = SequenceLength (l2)
+    }""")
+    lowered = lower_and_compare(model, {"m": np.array(2)})
+    assert check_properties(model, lowered, {"target": "portable"}) is None
+
+
+@pytest.mark.xfail(
+    condition=not _ort_splits_int8(),
+    strict=True,
+    reason=f"onnxruntime {ort.__version__} has no int8 SplitToSequence, and the loop-append rule "
+    "rebuilds a sequence output from scan outputs with one",
+)
+def test_an_int8_list_built_in_a_loop_and_returned_runs():
+    """Fuzz seeds 1000091, 1000340 (and 1000454 through a SequenceMap): the original runs (no
+    SplitToSequence); the lowered model's SplitToSequence of int8 does not load in onnxruntime
+    (nor of uint8, int16, uint16, uint32, uint64)."""
+    model = parse("""g (int8[2] x, int64 m) => (seq(int8) s) {
+        s0 = SequenceEmpty <dtype = 3> ()
+        s = Loop (m, , s0) <body = b (int64 i, bool c, seq(int8) acc) => (bool co, seq(int8) out) {
+            n = Neg (x)
+            out = SequenceInsert (acc, n)
+            co = Identity (c)
+        }>
+    }""")
+    lower_and_compare(model, {"x": np.array([1, -2], np.int8), "m": np.array(2)})
