@@ -81,7 +81,9 @@ def _save(out: Path, outcome: Outcome) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=1000, help="how many programs")
-    parser.add_argument("--seed", type=int, default=0, help="the first seed")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="the first seed (from 1000000 on: list programs too)"
+    )
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--out", type=Path, default=Path("fuzz-failures"), help="failures go here")
     parser.add_argument(

@@ -283,7 +283,22 @@ class _ListShapes:
         mode = self.rng.choice(["append", "prepend", "position", "conditional", "erase"])
         gen.feature(f"list-loop-{mode}")
         count = self.rng.randint(0, 4)
-        trip = self.trip(count)
+        starts_empty = not gen.chance(0.3)
+        # a while loop on the list's length: `while len(acc) < bound`, with or without a trip
+        # count (without one only where every iteration inserts)
+        bound: int | None = None
+        trip: str | None = None
+        if gen.chance(0.25):
+            gen.feature("list-loop-while-length")
+            n0 = 0 if starts_empty else 1
+            if mode in ("append", "prepend", "position") and gen.chance(0.5):
+                bound = self.rng.randint(n0 + 1, n0 + 4)
+                count = bound - n0
+                trip = ""
+            else:
+                bound = self.rng.randint(0, n0 + count + 1)
+        if trip is None:
+            trip = self.trip(count)
         flags_value = np.array([gen.chance(0.5) for _ in range(max(count, 1))])
         condition = self.rng.choice(["parity", "limit", "flags"])
         limit = self.rng.randint(0, count + 1)
@@ -296,7 +311,7 @@ class _ListShapes:
             with gen.in_main_graph():
                 outer = gen.model_input(flags_value, declared=[gen.fresh("flags")])
         initial: list[np.ndarray] = []
-        if gen.chance(0.3):
+        if not starts_empty:
             first = x if rank else self.source(dtype, ())
             start = gen.node("SequenceConstruct", [first.name])
             initial = [first.value]
@@ -319,10 +334,11 @@ class _ListShapes:
                 return value
             return np.negative(value).astype(value.dtype)
 
-        elements = list(initial)
+        step: Callable[[int, list[np.ndarray]], None]
         if mode == "append":
             result = gen.node("SequenceInsert", [acc, element])
-            for k in range(count):
+
+            def step(k: int, elements: list[np.ndarray]) -> None:
                 elements.append(value_of(k))
         elif mode == "prepend":
             if gen.chance(0.5):
@@ -330,7 +346,8 @@ class _ListShapes:
             else:
                 front = gen.constant(np.array(0, dtype=self.rng.choice([np.int64, np.int32])))
             result = gen.node("SequenceInsert", [acc, element, front])
-            for k in range(count):
+
+            def step(k: int, elements: list[np.ndarray]) -> None:
                 elements.insert(0, value_of(k))
         elif mode == "position":
             half = gen.node("Div", [i_name, self.int_const(2)])
@@ -346,7 +363,8 @@ class _ListShapes:
                 gen.feature("list-position-int32")
                 at = gen.node("Cast", [at], to=TensorProto.INT32)
             result = gen.node("SequenceInsert", [acc, element, at])
-            for k in range(count):
+
+            def step(k: int, elements: list[np.ndarray]) -> None:
                 n = len(elements)
                 p = {"half": k // 2, "negative-half": -(k // 2), "length": n}[form]
                 p = p + n if p < 0 else p
@@ -383,18 +401,32 @@ class _ListShapes:
             then_graph, _ = gen.branch(inserting)
             else_graph, _ = gen.branch(other)
             result = gen.node("If", [keep], then_branch=then_graph, else_branch=else_graph)
-            for k in range(count):
+
+            def step(k: int, elements: list[np.ndarray]) -> None:
                 if kept[k]:
                     elements.insert(0 if at_front else len(elements), value_of(k))
                 elif mode == "erase":
                     del elements[-1 if erase_at is None else erase_at]
-        cond_out = gen.node("Identity", [cond_name])
+
+        if bound is None:
+            cond_out = gen.node("Identity", [cond_name])
+        else:
+            with gen.in_main_graph():
+                limit_name = gen.model_input(np.array(bound, np.int64), declared=[])
+            cond_out = gen.node("Less", [gen.node("SequenceLength", [result]), limit_name])
+        elements = list(initial)
+        for k in range(count):
+            step(k, elements)
+            if bound is not None and len(elements) >= bound:
+                break
         body = self.body(
             gen.node_stack.pop(),
             [i_info, cond_info, _seq_info(acc, dtype)],
             [_tensor_info(cond_out, np.dtype(np.bool_), []), _seq_info(result, dtype)],
         )
-        final = gen.node("Loop", [trip, gen.loop_condition(), start], body=body)
+        # without a trip count the condition input is needed (with neither, the loop is endless)
+        first_cond = gen.loop_condition() if trip else gen.constant(np.array(True))
+        final = gen.node("Loop", [trip, first_cond, start], body=body)
         seq = gen.add_seq(final, elements, dtype)
         if read:
             self.read(seq)

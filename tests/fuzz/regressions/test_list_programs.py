@@ -128,3 +128,30 @@ def test_an_int8_list_built_in_a_loop_and_returned_runs():
         }>
     }""")
     lower_and_compare(model, {"x": np.array([1, -2], np.int8), "m": np.array(2)})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the concat accumulator of a loop (rules/loop_concat.py) starts from ConstantOfShape, "
+    "which has no string form: serialising the lowered model raises",
+)
+def test_a_loop_concatenating_growing_string_slices_lowers():
+    """Fuzz seed 1001340 (generator of commit 297588a): ConcatFromSequence on the last axis of
+    string slices of growing width, appended in a Loop; `optimize` raised SerdeError (a
+    ConstantOfShape whose value is a string tensor holding 0)."""
+    model = parse("""g (string[2,3] x, int64 m) => (string[?,?] y) {
+        s0 = SequenceEmpty <dtype = 8> ()
+        s = Loop (m, , s0) <body = b (int64 i, bool c, seq(string) acc)
+                                   => (bool co, seq(string) out) {
+            one = Constant <value = int64[1] {1}> ()
+            z = Constant <value = int64[1] {0}> ()
+            i1 = Reshape (i, one)
+            stop = Add (i1, one)
+            p = Slice (x, z, stop, one)
+            out = SequenceInsert (acc, p)
+            co = Identity (c)
+        }>
+        y = ConcatFromSequence <axis = -1> (s)
+    }""")
+    x = np.array([["a", "b", "c"], ["d", "e", "f"]], dtype=object)
+    lower_and_compare(model, {"x": x, "m": np.array(3)})
