@@ -155,3 +155,38 @@ def test_a_loop_concatenating_growing_string_slices_lowers():
     }""")
     x = np.array([["a", "b", "c"], ["d", "e", "f"]], dtype=object)
     lower_and_compare(model, {"x": x, "m": np.array(3)})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="onnx shape inference types a Loop's carried sequence with its initial element shape "
+    "([3, 2]) though the body appends [?, 2]; the stack rules trust it and reshape to [3, -1]",
+)
+def test_elements_appended_in_a_loop_keep_their_own_shape():
+    """Fuzz seed 1000136: l starts as [x] (x: [3, 2]) and gets x[:i+1] appended; onnx infers
+    l as seq(float[3, 2]). l2 collects l[-1] ([2, 2]) twice; ConcatFromSequence(l2, axis=-1)
+    became Reshape(Transpose(stack), [3, -1]), which onnxruntime refuses (8 values)."""
+    model = parse("""g (float[3,2] x, int64 m, int64 k) => (float[?,?] y) {
+        s0 = SequenceConstruct (x)
+        l = Loop (m, , s0) <body = b (int64 i, bool c, seq(float) acc)
+                                   => (bool co, seq(float) out) {
+            one = Constant <value = int64[1] {1}> ()
+            z = Constant <value = int64[1] {0}> ()
+            i1 = Reshape (i, one)
+            stop = Add (i1, one)
+            p = Slice (x, z, stop)
+            out = SequenceInsert (acc, p)
+            co = Identity (c)
+        }>
+        e0 = SequenceEmpty <dtype = 1> ()
+        l2 = Loop (k, , e0) <body = b2 (int64 j, bool c2, seq(float) acc2)
+                                    => (bool co2, seq(float) out2) {
+            last = Constant <value = int64 {-1}> ()
+            at = SequenceAt (l, last)
+            out2 = SequenceInsert (acc2, at)
+            co2 = Identity (c2)
+        }>
+        y = ConcatFromSequence <axis = -1> (l2)
+    }""")
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    lower_and_compare(model, {"x": x, "m": np.array(2), "k": np.array(2)})
