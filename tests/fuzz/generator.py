@@ -32,6 +32,11 @@ that are also model inputs (overridable: fed with a value that differs from the 
 arithmetic on SequenceLength. Dtypes are mostly float32, some float16/double/int32/int64/bool.
 Floats are small multiples of 1/4, so sums and products are exact in every float type.
 
+Seeds from LIST_SEEDS (1,000,000) on also draw the list programs of list_shapes.py (lists built
+in loops from tensors of changing shapes, passed between loops, returned from If branches, split
+at run time and edited at run-time positions; bool, int8, float16 and string elements), at opset
+14 or newer; seeds below it give the same programs as before those shapes existed.
+
 The ambiguous corner of design.md trap 1 (scalar split with keepdims=0) appears only with split=1,
 read as onnxruntime reads it (the axis squeezed), which is seqlower's default reading.
 """
