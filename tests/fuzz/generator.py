@@ -141,6 +141,9 @@ class _Generator:
         self.ort_may_reject: str | None = None
         self.keepdims_corner = False
         self.options: dict[str, Any] = {}
+        # tensors read from a list: onnx shape inference may give them the element shape of a
+        # loop's initial list, so no split with static sizes is checked against them
+        self.read_from_lists: set[str] = set()
         self.dtype_pool = [self._pick_dtype() for _ in range(2)]
         # onnx shape inference (the checker's) reads an overridable initializer as a constant, so
         # a program that has one declares no static shape that could depend on its value
@@ -514,6 +517,8 @@ class _Generator:
         candidates = [t for t in self.tensors if t.value.ndim > 0 and max(t.shape) > 0]
         # onnxruntime has no SplitToSequence of int8 (only list programs make int8 tensors)
         candidates = [t for t in candidates if t.dtype != np.int8]
+        if self.list_programs:  # (seeds below LIST_SEEDS keep their programs)
+            candidates = [t for t in candidates if t.name not in self.read_from_lists]
         tensor = self.pick(candidates) if candidates else None
         if tensor is None or self.chance(0.15):
             tensor = self.new_input_tensor(self.rng.choice(self.dtype_pool), self.random_shape())
@@ -589,6 +594,7 @@ class _Generator:
             self.feature("negative-position")
         name = self.node("SequenceAt", [seq.name, self.position(seq, at)])
         self.add_tensor(name, seq.elements[at], sink=True)
+        self.read_from_lists.add(name)
         return True
 
     def op_length(self) -> bool:

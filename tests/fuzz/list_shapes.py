@@ -228,6 +228,7 @@ class _ListShapes:
                 at = self.rng.randint(-n, n - 1)
                 name = gen.node("SequenceAt", [seq.name, self.position(at)])
                 gen.add_tensor(name, seq.elements[at], sink=True)
+                gen.read_from_lists.add(name)
             elif kind == "concat" and gen.concat_axes(seq.elements):
                 self.concat(seq)
             elif kind == "length":
@@ -261,6 +262,7 @@ class _ListShapes:
         name = gen.node("ConcatFromSequence", [seq.name], **attrs)
         value = np.stack(seq.elements, axis) if new_axis else np.concatenate(seq.elements, axis)
         gen.add_tensor(name, value, sink=True)
+        gen.read_from_lists.add(name)
         return True
 
     # -- shapes ----------------------------------------------------------------------------
@@ -731,6 +733,7 @@ class _ListShapes:
                 at = self.rng.randint(-n, n - 1)
                 name = gen.node("SequenceAt", [seq.name, self.position(at)])
                 gen.add_tensor(name, seq.elements[at], sink=True)
+                gen.read_from_lists.add(name)
         if not self.concat(seq):
             self.read(seq)
         return True

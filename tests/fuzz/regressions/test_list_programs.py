@@ -190,3 +190,39 @@ def test_elements_appended_in_a_loop_keep_their_own_shape():
     }""")
     x = np.arange(6, dtype=np.float32).reshape(3, 2)
     lower_and_compare(model, {"x": x, "m": np.array(2), "k": np.array(2)})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the lowered model declares the If branch output with onnx's inferred element shape "
+    "of the loop-built list ([3, 2], from its initial value); onnxruntime enforces it: [1, 2]",
+)
+def test_a_branch_reading_a_loop_built_list_declares_no_wrong_shape():
+    """Fuzz seed 1001339: l (a sequence output, so it stays) starts as [x] and gets x[:i+1]
+    appended; onnx infers seq(float[3, 2]). The lowered If's branch output is declared
+    float[3, 2], and onnxruntime refuses the [1, 2] that SequenceAt(l, 1) gives."""
+    model = parse("""g (float[3,2] x, int64 m, bool k) => (float[?,?] y, seq(float[?,?]) l) {
+        s0 = SequenceConstruct (x)
+        l = Loop (m, , s0) <body = b (int64 i, bool c, seq(float) acc)
+                                   => (bool co, seq(float) out) {
+            one = Constant <value = int64[1] {1}> ()
+            z = Constant <value = int64[1] {0}> ()
+            i1 = Reshape (i, one)
+            stop = Add (i1, one)
+            p = Slice (x, z, stop)
+            out = SequenceInsert (acc, p)
+            co = Identity (c)
+        }>
+        y = If (k) <
+            then_branch = t () => (float[?,?] u) {
+                one1 = Constant <value = int64 {1}> ()
+                u = SequenceAt (l, one1)
+            },
+            else_branch = e () => (float[?,?] v) {
+                zero = Constant <value = int64 {0}> ()
+                v = SequenceAt (l, zero)
+            }
+        >
+    }""")
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    lower_and_compare(model, {"x": x, "m": np.array(2), "k": np.array(True)})
