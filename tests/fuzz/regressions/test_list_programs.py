@@ -56,9 +56,9 @@ def _ort_splits_int8() -> bool:
     "body that runs zero times (rules/access.py never_empty)",
 )
 def test_a_read_of_an_empty_list_in_a_loop_that_never_runs_is_not_an_error():
-    """Fuzz seeds 1000042, 1000170, 1000266, 1000296, 1000338, 1000430: the list is always empty,
-    but it is read only in a Loop body whose trip count (0 here) is known at run time: the
-    model is valid and onnxruntime runs it."""
+    """Fuzz seeds 1000307, 1000338, 1000640, 1000767 and ten more in 1000000..1002999: the list
+    is always empty, but it is read only in a Loop body whose trip count (0 here) is known at
+    run time: the model is valid and onnxruntime runs it."""
     model = parse("""g (int64 m) => (float y) {
         s = SequenceEmpty <dtype = 1> ()
         zero = Constant <value = float {0}> ()
@@ -78,10 +78,12 @@ def test_a_read_of_an_empty_list_in_a_loop_that_never_runs_is_not_an_error():
     "only once another list is tensors stays, and lowering the output again lowers it",
 )
 def test_a_list_filled_from_another_loop_built_list_is_lowered_in_one_pass():
-    """Fuzz seeds 1000016, 1000336, 1000509, 1000595: l2 takes elements of l1 (built from
-    slices of changing length); the rank of l1's elements shows only once l1 is tensors, so
-    the first lowering keeps l2 ("the rank of its elements is unknown") and the second lowers
-    it (loop-unroll, length-static): not idempotent."""
+    """Fuzz seeds 1000060, 1000116, 1000389, 1000595 and 30 more in 1000000..1002999: l2 takes
+    elements of l1 (built from slices of changing length); the rank of l1's elements shows
+    only once l1 is tensors, so the first lowering keeps l2 ("the rank of its elements is
+    unknown") and the second lowers it (loop-unroll, length-static): not idempotent. The rules
+    do not run again after the tensor form either (tract-loop-unroll fires on a second pass
+    of seeds 1001869 and 1002099)."""
     model = parse("""g (int64 m) => (int64 y) {
         s0 = SequenceEmpty <dtype = 1> ()
         x = Constant <value = float[3] {1, 2, 3}> ()
@@ -116,9 +118,9 @@ def test_a_list_filled_from_another_loop_built_list_is_lowered_in_one_pass():
     "rebuilds a sequence output from scan outputs with one",
 )
 def test_an_int8_list_built_in_a_loop_and_returned_runs():
-    """Fuzz seeds 1000091, 1000340 (and 1000454 through a SequenceMap): the original runs (no
-    SplitToSequence); the lowered model's SplitToSequence of int8 does not load in onnxruntime
-    (nor of uint8, int16, uint16, uint32, uint64)."""
+    """Fuzz seeds 1000866, 1002437, 1002512 (and 1000454 through a SequenceMap): the original
+    runs (it has no SplitToSequence); the lowered model's SplitToSequence of int8 does not load
+    in onnxruntime (nor would one of uint8, int16, uint16, uint32 or uint64)."""
     model = parse("""g (int8[2] x, int64 m) => (seq(int8) s) {
         s0 = SequenceEmpty <dtype = 3> ()
         s = Loop (m, , s0) <body = b (int64 i, bool c, seq(int8) acc) => (bool co, seq(int8) out) {
@@ -136,7 +138,7 @@ def test_an_int8_list_built_in_a_loop_and_returned_runs():
     "which has no string form: serialising the lowered model raises",
 )
 def test_a_loop_concatenating_growing_string_slices_lowers():
-    """Fuzz seed 1001340 (generator of commit 297588a): ConcatFromSequence on the last axis of
+    """Fuzz seed 1000266: ConcatFromSequence on the last axis of
     string slices of growing width, appended in a Loop; `optimize` raised SerdeError (a
     ConstantOfShape whose value is a string tensor holding 0)."""
     model = parse("""g (string[2,3] x, int64 m) => (string[?,?] y) {
