@@ -1,4 +1,4 @@
-"""Latency of loops as real exports write them (issue 12), in one interleaved run each.
+"""Latency of loops as real exports write them, in one interleaved run each.
 
 Loop forms: the TorchScript exports committed under `bench/fixtures/loop_forms/` (made by
 `tools/export_loop_forms.py`): per-sample split loop, unbind loop, per-head attention loop, zip
@@ -179,7 +179,7 @@ def _geomean(values: list[float]) -> float:
 
 
 def loop_targets(form_rows: list[dict], export_rows: list[dict]) -> list[dict]:
-    """The targets of issue 12 that these measurements decide, met or not."""
+    """The targets these measurements decide, met or not."""
     found = []
     if form_rows:
         worst = max(form_rows, key=lambda r: r["vs_floor"])

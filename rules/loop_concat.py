@@ -105,8 +105,9 @@ def _plan(node: ir.Node, body: ir.Graph, index: int, ctx: Context) -> ConcatPlan
 def _to_accumulator(node: ir.Node, plan: ConcatPlan, ctx: Context) -> None:
     """Loop(.., s0=SequenceConstruct(e..), body: s1 = SequenceInsert(s, t)) read only by
     ConcatFromSequence(axis=a) -> Loop(.., Concat(e.., axis=a), body: Concat(acc, t, axis=a)).
-    Only for the portability targets (`seqlower.options.PORTABILITY_TARGETS`): the accumulator is
-    copied in every iteration, quadratic where onnxruntime's sequence form is linear."""
+    Only for the targets without sequence operators (portable, tensorrt, openvino, tract): the
+    accumulator is copied in every iteration, quadratic where onnxruntime's sequence form is
+    linear."""
     body = node.attributes["body"].as_graph()
     builder = ctx.rewriter.before(node)
     k = plan.index

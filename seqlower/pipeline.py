@@ -19,20 +19,21 @@ import onnx_ir as ir
 from seqlower.cost import launches
 from seqlower.errors import InvalidModelError, SeqlowerError
 from seqlower.io import ModelSource, load_model
-from seqlower.ops import is_sequence_value
-from seqlower.options import PORTABILITY_TARGETS, Options
+from seqlower.ops import is_sequence_value, iter_all_nodes
+from seqlower.options import PORTABILITY_TARGETS, Options, options_with
 from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
 from seqlower.passes.flatten_io import FlattenSequenceIOPass
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
-from seqlower.passes.legality import (
-    count_sequence_ops,
-    expanded_count,
-    remaining_sequence_ops,
-)
-from seqlower.passes.outcomes import NodeLabels, collect_sites, node_outcomes
+from seqlower.passes.legality import count_sequence_ops, expanded_count
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
-from seqlower.report import Report
+from seqlower.report import KEPT_FOR_SPEED, Report
+from seqlower.report.labels import NodeLabels
+from seqlower.report.outcomes import node_outcomes
+from seqlower.report.reasons import remaining_sequence_ops
+from seqlower.report.sites import collect_sites
+from seqlower.report.warnings import split_reading_warnings
 from seqlower.rule import RuleSet
+from seqlower.targets import check_target
 
 MIN_OPSET = 11
 # what to try about an operator kept because its lowering costs more (README, "Never slower")
@@ -105,7 +106,7 @@ def optimize(
     `after_pass(name, model)` is called after each pass (progress display, `--dump-dir`).
     Raises `SeqlowerError` (with a one-line message) for input it cannot lower.
     """
-    options = dataclasses.replace(options or Options(), **option_overrides)  # type: ignore[arg-type]
+    options = options_with(options, option_overrides)
     with collector_relaxed():  # loading builds most of the objects the collector would rescan
         model = load_model(source)
         if isinstance(source, ir.Model):
@@ -137,7 +138,26 @@ def lower_in_place(
     with collector_relaxed():
         if original is None and _keeps_cheaper_original(options):
             original = functools.partial(_same, model.clone())  # `model` is about to change
-        return _lower(model, options, rules, after_pass, original)
+        nodes_before = _node_count(model)
+        result = _lower(model, options, rules, after_pass, original)
+        result.report.nodes_before = nodes_before
+        result.report.nodes_after = _node_count(result.model)
+        _judge(result.model, result.report, options.target)
+        return result
+
+
+def _node_count(model: ir.Model) -> int:
+    return sum(1 for _ in iter_all_nodes(model))
+
+
+def _judge(model: ir.Model, report: Report, target: str) -> None:
+    """The target profile's verdict on the result, in the report (as `--target` prints it)."""
+    report.target = target
+    if target == "generic":
+        return  # any runtime: nothing to judge
+    check = check_target(model, report, target)
+    report.target_errors = check.errors
+    report.target_warnings = check.warnings
 
 
 @contextlib.contextmanager
@@ -192,7 +212,8 @@ def _lower(
     if flatten_outputs(model).modified:
         lower = _lower_again(lower, model)
         observe("flatten-outputs", model)
-    CleanupPass(dead_nodes=not lower.dead_code_free)(model)
+    cleanup = CleanupPass(dead_nodes=not lower.dead_code_free)
+    cleanup(model)
     RuntimeWorkaroundsPass()(model)
     _keep_declared_output_shapes(model, declared_output_shapes)
     observe("cleanup", model)
@@ -204,22 +225,26 @@ def _lower(
             f'more than the {cost_before:g} of the original (README, "Never slower")'
         )
         if original is not None and _keeps_cheaper_original(options):
-            return _kept_original(original(), report, costlier, interface)
+            # the hint is worth printing only if the lowering it asks for removes something
+            lowers = sum(count_sequence_ops(model).values()) < report.total_before
+            return _kept_original(original(), report, costlier, interface, lowers)
         report.warnings.append(f"{costlier}; kept for portability (--target {options.target})")
-    report.remaining = remaining_sequence_ops(model, lower.refusals, labels)
-    report.nodes = node_outcomes(
-        model, sites, report.remaining, lower.rewrites, lower.origins, labels, interface
-    )
+    renamed = labels.trace(model, lower.origins)  # messages name the input's nodes only
+    report.remaining = remaining_sequence_ops(model, lower.refusals, labels, renamed)
+    report.nodes = node_outcomes(model, sites, report.remaining, lower.rewrites, labels, interface)
     after = collections.Counter(op.op_type for op in report.remaining)
     report.sequence_ops_after = dict(sorted(after.items()))
     report.rules_fired = lower.fired
     if inline.inlined:
         report.rules_fired = {"inline-function": len(inline.inlined), **lower.fired}
+    if cleanup.folded:
+        report.rules_fired = {**report.rules_fired, "fold-constant-transpose": cleanup.folded}
     report.stop_reason = lower.stop_reason
     report.iterations = lower.iterations
     report.warnings = report.warnings + (
         inline.warnings
         + normalize.warnings
+        + split_reading_warnings(normalize.split_readings, labels)
         + flatten_inputs.warnings
         + flatten_outputs.warnings
         + lower.warnings
@@ -245,16 +270,21 @@ def _kept_original(
     report: Report,
     why: str,
     interface: tuple[list[str], list[str]],
+    lowers: bool,
 ) -> OptimizeResult[ir.Model]:
     """The original as given (only the runtime workarounds applied, so that it loads), returned
-    because its lowering costs more: every sequence operator stays, with `why` as the reason."""
+    because its lowering costs more: every sequence operator stays, with `why` as the reason,
+    and `--target portable` as the hint when the lowering removes sequence operators
+    (`lowers`)."""
     RuntimeWorkaroundsPass()(model)
     labels = NodeLabels()
     sites = collect_sites(model, labels)
-    refusals = {site.node: [f"never-slower: {why}"] for site in sites}
+    # the decision is the whole model's, said once in the stop reason; each node says only this
+    kept = f"{KEPT_FOR_SPEED}: the original model is kept as given (its lowering costs more)"
+    refusals = {site.node: [kept] for site in sites}
     remaining = remaining_sequence_ops(model, refusals, labels)
-    nodes = node_outcomes(model, sites, remaining, {}, {}, labels, interface)
-    hint = KEPT_ORIGINAL_HINT
+    nodes = node_outcomes(model, sites, remaining, {}, labels, interface)
+    hint = KEPT_ORIGINAL_HINT if lowers else ""
     report.remaining = [dataclasses.replace(op, hint=op.hint or hint) for op in remaining]
     report.nodes = [
         dataclasses.replace(node, hint=node.hint or hint) if node.tier == "kept" else node

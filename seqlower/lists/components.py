@@ -24,6 +24,7 @@ import dataclasses
 
 import onnx_ir as ir
 
+from seqlower.lists.tensors import Layout
 from seqlower.ops import is_sequence_value, subgraphs
 
 MIN_OPSET = 14  # Reshape's allowzero
@@ -64,7 +65,10 @@ class ListPlan:
     dtype: ir.DataType | None = None
     rank: int | None = None
     reason: str | None = None
+    layout: Layout | None = None
     interface: bool = False  # it is a model input or output (the report explains those)
+    # the list stays because an operator on it stays, for that operator's own reasons
+    follows_operator: bool = False
 
     @property
     def convertible(self) -> bool:
@@ -126,6 +130,7 @@ def find_lists(model: ir.Model, opset: int) -> list[ListPlan]:
             v.graph is main and (v.is_graph_input() or v.is_graph_output()) for v in values
         )
         plan.reason = _blocker(values, main, opset)
+        plan.follows_operator = plan.reason is not None and "has no tensor form" in plan.reason
         if plan.reason is None:
             _element_type(plan)
         plans.append(plan)
@@ -239,6 +244,100 @@ def _element_type(plan: ListPlan) -> None:
         plan.rank = next(iter(declared_ranks))
     else:
         plan.reason = "the rank of its elements is unknown (even after shape inference)"
+        return
+    plan.layout = _layout(plan.values, plan.rank, plan.dtype)
+
+
+def _layout(values: list[ir.Value], rank: int, dtype: ir.DataType) -> Layout:
+    """The cheapest layout the list's elements allow (`seqlower.lists.tensors`): stacked when
+    every element put in provably has one shape, ragged when they differ in the first dim only,
+    else flat. An empty list made by SequenceEmpty needs those dims static."""
+    sources: list[tuple[Dim, ...]] = []  # the element dims each maker or insert shows
+    splits: list[bool] = []  # per SplitToSequence: whether its chunks differ in the first dim
+    ragged_splits = True  # every SplitToSequence cuts axis 0 and keeps it (the ragged form)
+    has_empty = False
+    for value in values:
+        producer = value.producer()
+        if producer is None or producer.domain != "":
+            continue
+        op = producer.op_type
+        if op == "SequenceEmpty":
+            has_empty = True
+        elif op == "SequenceConstruct":
+            sources.extend(_dims(v) for v in producer.inputs)
+        elif op == "SequenceInsert":
+            sources.append(_dims(producer.inputs[1]))
+        elif op == "SplitToSequence":
+            dims, varies_first = _split_element_dims(producer)
+            if dims is None:
+                return Layout("flat", rank, dtype)
+            sources.append(dims)
+            splits.append(varies_first)
+            ragged_splits = ragged_splits and _cuts_axis_0(producer)
+    if not sources or any(len(dims) != rank for dims in sources):
+        return Layout("flat", rank, dtype)
+    # one split alone: its chunks share their shape (or all but the first dim) by construction
+    alone = len(sources) == 1 and len(splits) == 1
+    same = alone or (None not in sources[0] and len(set(sources)) == 1)
+    if same and not any(splits) and (not has_empty or _static(sources[0])):
+        return Layout("stacked", rank, dtype, sources[0])
+    rests = {dims[1:] for dims in sources}
+    same_rest = alone or (len(rests) == 1 and None not in sources[0][1:])
+    if rank >= 1 and same_rest and ragged_splits and (not has_empty or _static(sources[0][1:])):
+        return Layout("ragged", rank, dtype, sources[0][1:])
+    return Layout("flat", rank, dtype)
+
+
+def _cuts_axis_0(node: ir.Node) -> bool:
+    """A SplitToSequence along axis 0 that keeps the axis (the chunks are rows of its input)."""
+    rank = len(node.inputs[0].shape)  # type: ignore[union-attr, arg-type]
+    axis = node.attributes.get_int("axis", 0)
+    squeeze = len(node.inputs) < 2 or node.inputs[1] is None
+    squeeze = squeeze and node.attributes.get_int("keepdims", 1) == 0
+    return axis % rank == 0 and not squeeze
+
+
+def _static(dims: tuple[Dim, ...]) -> bool:
+    return all(isinstance(d, int) for d in dims)
+
+
+Dim = int | str | None  # a static size, a model dim's name, or unknown
+
+
+def _dims(value: ir.Value | None) -> tuple[Dim, ...]:
+    """The dims of a tensor as facts: ints, the names of model dims, None where unknown (and
+    for the names shape inference makes up, which may stand for different sizes)."""
+    if value is None or value.shape is None:
+        return (None,)
+    dims: list[Dim] = []
+    for dim in value.shape:
+        if isinstance(dim, int):
+            dims.append(dim)
+        else:
+            name = getattr(dim, "value", None)
+            dims.append(name if name and not name.startswith("unk__") else None)
+    return tuple(dims)
+
+
+def _split_element_dims(node: ir.Node) -> tuple[tuple[Dim, ...] | None, bool]:
+    """The dims of the elements of a SplitToSequence (the first one None when it differs), and
+    whether it differs: chunks of sizes along axis 0. None when chunks along another axis may
+    differ (only the flat layout holds them)."""
+    data = node.inputs[0]
+    if data is None or data.shape is None:
+        return None, False
+    dims = _dims(data)
+    rank = len(dims)
+    axis = node.attributes.get_int("axis", 0)
+    axis = axis + rank if axis < 0 else axis
+    split = node.inputs[1] if len(node.inputs) > 1 else None
+    if split is None:
+        if node.attributes.get_int("keepdims", 1) == 0:
+            return dims[:axis] + dims[axis + 1 :], False
+        return (*dims[:axis], 1, *dims[axis + 1 :]), False
+    if axis != 0:
+        return None, False
+    return (None, *dims[1:]), True
 
 
 def _declared_element_shape(value: ir.Value) -> ir.Shape | None:

@@ -18,7 +18,8 @@ import dataclasses
 import onnx_ir as ir
 
 from seqlower.lists.components import ListPlan, find_lists
-from seqlower.lists.forms import FlatList, ListForms
+from seqlower.lists.forms import ListForms
+from seqlower.lists.tensors import Layout, TensorList
 from seqlower.ops import is_sequence_value, subgraphs
 from seqlower.passes.dead_code import remove_dead_nodes
 from seqlower.rewriter import Builder, Rewriter
@@ -29,7 +30,8 @@ class ListsLowered:
     """What `lower_lists` did: the nodes it replaced, and for each list that stays a sequence,
     its nodes with the reason."""
 
-    converted: list[ir.Node] = dataclasses.field(default_factory=list)
+    # each replaced node, with the layout of the list it made or read (its tier in the report)
+    converted: list[tuple[ir.Node, str]] = dataclasses.field(default_factory=list)
     kept: dict[ir.Node, str] = dataclasses.field(default_factory=dict)
 
 
@@ -39,7 +41,7 @@ def lower_lists(model: ir.Model, rewriter: Rewriter) -> ListsLowered:
     plans = find_lists(model, opset)
     outcome = ListsLowered()
     for plan in plans:
-        if not plan.convertible and not plan.interface:
+        if not (plan.convertible or plan.interface or plan.follows_operator):
             for node in _nodes_of(plan):
                 outcome.kept.setdefault(node, plan.reason or "")
     if any(plan.convertible for plan in plans):
@@ -68,7 +70,7 @@ class _Converter:
         self.plan_of: dict[int, ListPlan] = {
             id(value): plan for plan in plans if plan.convertible for value in plan.values
         }
-        self.flat: dict[int, FlatList] = {}
+        self.flat: dict[int, TensorList] = {}
         self.owners: dict[int, ir.Node] = {}
         self.current: ir.Node | None = None
         self.forms = ListForms(rewriter, self._table_builder)
@@ -110,13 +112,11 @@ class _Converter:
         inputs = node.inputs
         result: ir.Value | None = None
         if op == "SequenceEmpty":
-            plan = self.plan_of[id(node.outputs[0])]
-            self._define(node.outputs[0], self.forms.empty(b, plan.rank, plan.dtype))  # type: ignore[arg-type]
+            self._define(node.outputs[0], self.forms.empty(b, self._layout(node.outputs[0])))
         elif op == "SequenceConstruct":
-            plan = self.plan_of[id(node.outputs[0])]
             elements = [v for v in inputs if v is not None]
-            flat = self.forms.construct(b, elements, plan.rank, plan.dtype)  # type: ignore[arg-type]
-            self._define(node.outputs[0], flat)
+            layout = self._layout(node.outputs[0])
+            self._define(node.outputs[0], self.forms.construct(b, elements, layout))
         elif op == "SequenceInsert":
             position = inputs[2] if len(inputs) > 2 else None
             flat = self.forms.insert(b, self._flat(inputs[0]), inputs[1], position)  # type: ignore[arg-type]
@@ -125,7 +125,8 @@ class _Converter:
             position = inputs[1] if len(inputs) > 1 else None
             self._define(node.outputs[0], self.forms.erase(b, self._flat(inputs[0]), position))
         elif op == "SplitToSequence":
-            self._define(node.outputs[0], self._split(node, b))
+            layout = self._layout(node.outputs[0])
+            self._define(node.outputs[0], self.forms.split(b, node, layout))
         elif op == "Identity":
             self._define(node.outputs[0], self._flat(inputs[0]))
         elif op == "SequenceAt":
@@ -140,27 +141,22 @@ class _Converter:
             raise AssertionError(f"no tensor form for {node.op_type}")
         if result is not None:
             self.rewriter.replace(node.outputs[0], result)
-        self.outcome.converted.append(node)
+        lists = [v for v in (*node.inputs, *node.outputs) if self._converting(v)]
+        self.outcome.converted.append((node, self._layout(lists[0]).kind))
 
-    def _split(self, node: ir.Node, b: Builder) -> FlatList:
-        data = node.inputs[0]
-        assert data is not None and data.shape is not None
-        rank = len(data.shape)
-        axis = node.attributes.get_int("axis", 0)
-        axis = axis + rank if axis < 0 else axis
-        split = node.inputs[1] if len(node.inputs) > 1 else None
-        keepdims = bool(node.attributes.get_int("keepdims", 1))
-        plan = self.plan_of[id(node.outputs[0])]
-        return self.forms.split(b, data, split, axis, keepdims, plan.dtype)  # type: ignore[arg-type]
+    def _layout(self, value: ir.Value) -> Layout:
+        layout = self.plan_of[id(value)].layout
+        assert layout is not None
+        return layout
 
-    def _flat(self, value: ir.Value | None) -> FlatList:
+    def _flat(self, value: ir.Value | None) -> TensorList:
         assert value is not None
         return self.flat[id(value)]
 
-    def _define(self, value: ir.Value, flat: FlatList) -> None:
+    def _define(self, value: ir.Value, flat: TensorList) -> None:
         self.flat[id(value)] = flat
 
-    def _table_builder(self, flat: FlatList) -> Builder:
+    def _table_builder(self, flat: TensorList) -> Builder:
         """A builder in the graph that defines `flat`, before the node of that graph that is
         (or holds) the node being converted."""
         producer = flat.data.producer()
@@ -185,9 +181,9 @@ class _Converter:
             param = body.inputs[2 + k]
             if k in lists:
                 outer = self._flat(node.inputs[2 + k])
-                pair = self._params(param, outer)
-                self._define(param, pair)
-                params.extend([pair.data, pair.shapes])
+                inner = self._params(param, outer)
+                self._define(param, inner)
+                params.extend(inner.parts)
             else:
                 params.append(param)
         body.inputs.clear()
@@ -198,8 +194,8 @@ class _Converter:
         for k in range(len(body.outputs) - 1):
             value = body.outputs[1 + k]
             if k in lists:
-                pair = self._flat(value)
-                results.extend(self._graph_outputs(body, [pair.data, pair.shapes], results))
+                inner = self._flat(value)
+                results.extend(self._graph_outputs(body, list(inner.parts), results))
             else:
                 results.append(value)
         body.outputs.clear()
@@ -208,16 +204,16 @@ class _Converter:
         inputs: list[ir.Value | None] = list(node.inputs[:2])
         for k in range(carried):
             if k in lists:
-                outer = self._flat(node.inputs[2 + k])
-                inputs.extend([outer.data, outer.shapes])
+                inputs.extend(self._flat(node.inputs[2 + k]).parts)
             else:
                 inputs.append(node.inputs[2 + k])
         b = self.rewriter.before(node)
+        extra = sum(self._parts_of(node.outputs[k]) - 1 for k in lists)
         new = b.ops(
-            "Loop", inputs, {"body": body}, num_outputs=len(node.outputs) + len(lists), name="loop"
+            "Loop", inputs, {"body": body}, num_outputs=len(node.outputs) + extra, name="loop"
         )
         self._map_outputs(node, new, set(lists))
-        self.outcome.converted.append(node)
+        self.outcome.converted.append((node, self._layout(node.inputs[2 + lists[0]]).kind))
 
     def _if(self, node: ir.Node) -> None:
         """If(c, then: .. -> s (a list), else: .. -> s) -> If(c, then: .. -> (data, shapes),
@@ -231,43 +227,43 @@ class _Converter:
             results: list[ir.Value] = []
             for j, value in enumerate(branch.outputs):
                 if j in lists:
-                    pair = self._flat(value)
-                    results.extend(self._graph_outputs(branch, [pair.data, pair.shapes], results))
+                    inner = self._flat(value)
+                    results.extend(self._graph_outputs(branch, list(inner.parts), results))
                 else:
                     results.append(value)
             branch.outputs.clear()
             branch.outputs.extend(results)
             attributes[name] = branch
         b = self.rewriter.before(node)
-        new = b.ops("If", list(node.inputs), attributes, num_outputs=len(node.outputs) + len(lists))
+        extra = sum(self._parts_of(node.outputs[j]) - 1 for j in lists)
+        new = b.ops("If", list(node.inputs), attributes, num_outputs=len(node.outputs) + extra)
         self._map_outputs(node, new, lists)
-        self.outcome.converted.append(node)
+        self.outcome.converted.append((node, self._layout(node.outputs[min(lists)]).kind))
+
+    def _parts_of(self, value: ir.Value) -> int:
+        """How many tensors stand for the list `value` (its layout's parts)."""
+        return 1 if self._layout(value).kind == "stacked" else 2
 
     def _map_outputs(self, old: ir.Node, new: list[ir.Value], lists: set[int]) -> None:
         position = 0
         for index, output in enumerate(old.outputs):
             if index in lists:
-                plan = self.plan_of[id(output)]
-                data, shapes = new[position], new[position + 1]
-                pair = FlatList(data, shapes, plan.rank, plan.dtype)  # type: ignore[arg-type]
-                self._define(output, self.forms.typed(pair))
-                position += 2
+                count = self._parts_of(output)
+                parts = tuple(new[position : position + count])
+                self._define(output, self.forms.typed(TensorList(parts, self._layout(output))))
+                position += count
             else:
                 new[position].type = output.type
                 new[position].shape = output.shape
                 self.rewriter.replace(output, new[position])
                 position += 1
 
-    def _params(self, param: ir.Value, outer: FlatList) -> FlatList:
+    def _params(self, param: ir.Value, outer: TensorList) -> TensorList:
         names = self.rewriter.names
         base = param.name or "list"
-        pair = FlatList(
-            ir.Value(name=names.fresh(f"{base}_data")),
-            ir.Value(name=names.fresh(f"{base}_shapes")),
-            outer.rank,
-            outer.dtype,
-        )
-        return self.forms.typed(pair)
+        suffixes = ("data", "table")[: len(outer.parts)]
+        parts = tuple(ir.Value(name=names.fresh(f"{base}_{suffix}")) for suffix in suffixes)
+        return self.forms.typed(TensorList(parts, outer.layout))
 
     def _graph_outputs(
         self, graph: ir.Graph, values: list[ir.Value], taken: list[ir.Value]

@@ -30,8 +30,8 @@ from seqlower.options import Options
 from seqlower.passes import region_inference
 from seqlower.passes.dead_code import is_dead, remove_dead_nodes, remove_dead_upstream
 from seqlower.passes.normalize import SHAPE_ARGUMENTS, infer_shapes
-from seqlower.passes.outcomes import rewrite_tier
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
+from seqlower.report.sites import rewrite_tier
 from seqlower.rewriter import Rewriter
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 
@@ -128,9 +128,9 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         if not any(is_sequence_value(v) for v in _sequence_candidates(model)):
             return False
         lowered = lower_lists(model, rewriter)
-        for node in lowered.converted:
+        for node, layout in lowered.converted:
             origin = self.origins.get(node, node)
-            self.rewrites.setdefault(origin, []).append((TENSOR_LIST_RULE, "flat"))
+            self.rewrites.setdefault(origin, []).append((TENSOR_LIST_RULE, layout))
         if lowered.converted:
             rewriter.fired[TENSOR_LIST_RULE] += len(lowered.converted)
             rewriter.take_touched()

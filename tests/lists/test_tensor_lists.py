@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from support import assert_outputs_equal, parse, reasons, run_ort, sequence_op_count
+from support import assert_outputs_equal, op_counts, parse, reasons, run_ort, sequence_op_count
 
 import seqlower
 from seqlower.rule import RuleSet
@@ -66,11 +66,51 @@ def test_runtime_positions_lower_to_tensors():
     lowered, report = lower_tensor_form(model)
     assert sequence_op_count(lowered) == 0
     assert report.rules_fired.get("tensor-list") == 6
-    assert {node.tier for node in report.nodes if node.op_type.startswith("Sequence")} == {"flat"}
+    assert {node.tier for node in report.nodes if node.op_type.startswith("Sequence")} == {"ragged"}
     feeds = _abc(np.random.default_rng(0))
     for p in range(-2, 3):  # insert: [-n, n] with n = 2
         for q in range(-2, 2):  # erase and read: [-n, n-1] with n = 3
             assert_same(model, lowered, {**feeds, "p": np.array(p), "q": np.array(q)})
+
+
+LAYOUTS = {
+    # elements' shapes, the concat axis, and what tells the layout apart in the output
+    "stacked": ((2, 3), (2, 3), (2, 3), 0, {"CumSum": 0}),
+    "ragged": ((2, 3), (1, 3), (4, 3), 0, {"ReduceProd": 0}),
+    "flat": ((2, 3), (2, 1), (2, 4), 1, {}),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_every_operator_in_every_layout(layout):
+    a, b, c, axis, absent = LAYOUTS[layout]
+    model = parse(
+        f"""
+agraph (float[{a[0]},{a[1]}] a, float[{b[0]},{b[1]}] b, float[{c[0]},{c[1]}] c, int64 p, int64 q)
+        => (float[?,?] y, int64 n, float[?,?] at, float[?,?] last) {{
+    s = SequenceConstruct (a, b)
+    s2 = SequenceInsert (s, c, p)
+    s3 = SequenceErase (s2, q)
+    y = ConcatFromSequence <axis={axis}> (s3)
+    n = SequenceLength (s3)
+    at = SequenceAt (s3, q)
+    s4 = SequenceErase (s3)
+    one = Constant <value=int64 {{1}}> ()
+    s5 = SequenceInsert (s4, a, one)
+    last = SequenceAt (s5, one)
+}}"""
+    )
+    lowered, _ = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    counts = op_counts(lowered)
+    assert all(counts[op] == count for op, count in absent.items()), counts
+    rng = np.random.default_rng(7)
+    feeds = {k: rng.standard_normal(v).astype(np.float32) for k, v in zip("abc", (a, b, c))}
+    for p in range(-2, 3):
+        for q in range(-2, 2):  # erase takes [-3, 2], the read after it [-2, 1]
+            assert_same(model, lowered, {**feeds, "p": np.array(p), "q": np.array(q)})
+    for p, q in ((3, 0), (-3, 0), (0, 3), (0, -4)):
+        assert_both_fail(model, lowered, {**feeds, "p": np.array(p), "q": np.array(q)})
 
 
 @pytest.mark.parametrize(("p", "q"), [(3, 0), (-3, 0), (0, 3), (0, -4)])
@@ -397,3 +437,43 @@ agraph (float[N,4] x, int64 p, int64 q) => (float[?,4] y, int64 n) {
     x = np.arange(20, dtype=np.float32).reshape(5, 4)
     for p, q in ((-1, 0), (0, -1), (3, 2), (-3, -4)):
         assert_same(model, lowered, {"x": x, "p": np.array(p), "q": np.array(q)})
+
+
+# -- regressions found by the fuzzer ------------------------------------------------------
+
+
+def test_an_overridable_initializer_is_no_static_position():
+    """Fuzz seed 542: an erase position that is an initializer and also a graph input may be
+    fed another value; it is read at run time."""
+    model = parse(
+        """
+agraph (float[N] x, int64 q) => (float[?] y) <int64 q = {1}> {
+    s = SplitToSequence <axis=0> (x)
+    s2 = SequenceErase (s, q)
+    y = ConcatFromSequence <axis=-1> (s2)
+}"""
+    )
+    lowered, _ = lower_tensor_form(model)
+    x = np.arange(5, dtype=np.float32)
+    for q in (1, -1, 0, 4):
+        assert_same(model, lowered, {"x": x, "q": np.array(q)})
+
+
+def test_rows_unbound_and_rows_inserted_take_the_flat_layout():
+    """Fuzz seed 29: an unbind (keepdims=0) feeds a list whose other elements differ in their
+    first dim; the ragged layout takes only splits that keep axis 0."""
+    model = parse(
+        """
+agraph (float[3,2] x, float[4] z, int64 p) => (float[?] y, float[?] at) {
+    s = SplitToSequence <axis=1, keepdims=0> (x)
+    s2 = SequenceInsert (s, z, p)
+    y = ConcatFromSequence <axis=0> (s2)
+    at = SequenceAt (s2, p)
+}"""
+    )
+    lowered, _ = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    z = np.ones(4, np.float32)
+    for p in (-2, -1, 0, 1):  # insert takes [-2, 2], the read after it [-3, 2]
+        assert_same(model, lowered, {"x": x, "z": z, "p": np.array(p)})
