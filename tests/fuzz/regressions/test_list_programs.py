@@ -228,3 +228,38 @@ def test_a_branch_reading_a_loop_built_list_declares_no_wrong_shape():
     }""")
     x = np.arange(6, dtype=np.float32).reshape(3, 2)
     lower_and_compare(model, {"x": x, "m": np.array(2), "k": np.array(True)})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the stacked layout takes the shape of SequenceAt(l, j) from onnx inference, which "
+    "gives l's elements the shape of its initial value: elements of other shapes do not stack",
+)
+def test_elements_read_from_a_loop_built_list_are_not_stacked_by_an_inferred_shape():
+    """Fuzz seed 1000147: l2 collects l[j] for every j; onnx infers SequenceAt(l, j) as
+    float[3, 2] (l starts as [x]), so lists/components.py chose the stacked layout for l2
+    and its Concat of Unsqueeze(l[j]) fails on the [1, 2] and [2, 2] elements."""
+    model = parse("""g (float[3,2] x, int64 m) => (float[?,?] y) {
+        s0 = SequenceConstruct (x)
+        l = Loop (m, , s0) <body = b (int64 i, bool c, seq(float) acc)
+                                   => (bool co, seq(float) out) {
+            one = Constant <value = int64[1] {1}> ()
+            z = Constant <value = int64[1] {0}> ()
+            i1 = Reshape (i, one)
+            stop = Add (i1, one)
+            p = Slice (x, z, stop)
+            out = SequenceInsert (acc, p)
+            co = Identity (c)
+        }>
+        n = SequenceLength (l)
+        e0 = SequenceEmpty <dtype = 1> ()
+        l2 = Loop (n, , e0) <body = b2 (int64 j, bool c2, seq(float) acc2)
+                                    => (bool co2, seq(float) out2) {
+            at = SequenceAt (l, j)
+            out2 = SequenceInsert (acc2, at)
+            co2 = Identity (c2)
+        }>
+        y = ConcatFromSequence <axis = 0> (l2)
+    }""")
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    lower_and_compare(model, {"x": x, "m": np.array(2)})
