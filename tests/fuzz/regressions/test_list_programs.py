@@ -50,11 +50,6 @@ def _ort_splits_int8() -> bool:
     return True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SequenceAt of a list known to be empty raises InvalidModelError even inside a Loop "
-    "body that runs zero times (rules/access.py never_empty)",
-)
 def test_a_read_of_an_empty_list_in_a_loop_that_never_runs_is_not_an_error():
     """Fuzz seeds 1000307, 1000338, 1000640, 1000767 and ten more in 1000000..1002999: the list
     is always empty, but it is read only in a Loop body whose trip count (0 here) is known at
@@ -72,11 +67,6 @@ def test_a_read_of_an_empty_list_in_a_loop_that_never_runs_is_not_an_error():
     lower_and_compare(model, {"m": np.array(0)})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the tensor form of lists runs once after the rules: a list whose element rank shows "
-    "only once another list is tensors stays, and lowering the output again lowers it",
-)
 def test_a_list_filled_from_another_loop_built_list_is_lowered_in_one_pass():
     """Fuzz seeds 1000060, 1000116, 1000389, 1000595 and 30 more in 1000000..1002999: l2 takes
     elements of l1 (built from slices of changing length); the rank of l1's elements shows
@@ -230,11 +220,6 @@ def test_a_branch_reading_a_loop_built_list_declares_no_wrong_shape():
     lower_and_compare(model, {"x": x, "m": np.array(2), "k": np.array(True)})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the stacked layout takes the shape of SequenceAt(l, j) from onnx inference, which "
-    "gives l's elements the shape of its initial value: elements of other shapes do not stack",
-)
 def test_elements_read_from_a_loop_built_list_are_not_stacked_by_an_inferred_shape():
     """Fuzz seed 1000147: l2 collects l[j] for every j; onnx infers SequenceAt(l, j) as
     float[3, 2] (l starts as [x]), so lists/components.py chose the stacked layout for l2
