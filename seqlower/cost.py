@@ -126,7 +126,11 @@ class _Graph:
                 tensor = attr.as_tensor()
                 if math.prod(tensor.shape.numpy()) > _SMALL_CONSTANT:
                     return None
-                value: Hashable = (str(tensor.dtype), tuple(tensor.shape.numpy()), tensor.tobytes())
+                if tensor.dtype == ir.DataType.STRING:
+                    content: Hashable = tuple(tensor.string_data())  # type: ignore[attr-defined]
+                else:
+                    content = tensor.tobytes()
+                value: Hashable = (str(tensor.dtype), tuple(tensor.shape.numpy()), content)
             elif isinstance(attr.value, list | tuple):
                 value = tuple(attr.value)
             else:
@@ -224,7 +228,17 @@ def _bytes(value: ir.Value | None) -> float:
     size = 1.0
     for dim in value.shape:
         size *= dim if isinstance(dim, int) else DYNAMIC_DIM
-    return size * max(dtype.itemsize, 1)
+    return size * _itemsize(dtype)
+
+
+def _itemsize(dtype: ir.DataType) -> float:
+    """Bytes per element; a string counts as a pointer's 8 (it has no fixed width)."""
+    if dtype == ir.DataType.STRING:
+        return 8.0
+    try:
+        return max(dtype.itemsize, 1)
+    except (TypeError, ValueError):  # a type onnx_ir gives no width
+        return 8.0
 
 
 def _element_dtype(value: ir.Value) -> ir.DataType | None:

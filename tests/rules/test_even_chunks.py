@@ -48,7 +48,12 @@ def test_insert_at_a_runtime_position_is_two_slices_around_the_tensor(p, dtype):
     x = (RNG.standard_normal((3, 8)) > 0).astype(numpy_type)
     t = np.ones((3, 2), numpy_type)
     feeds = {"x": x, "t": t, "p": np.array(p)}
-    lowered, report, (y,) = lower_and_compare(parse(_model(INSERT, dtype)), feeds)
+    model = parse(_model(INSERT, dtype))
+    if dtype == "bool":  # numpy is the oracle: onnxruntime 1.20 has no bool SplitToSequence
+        lowered, report = lower(model)
+        (y,) = run_ort(lowered, feeds)
+    else:
+        lowered, report, (y,) = lower_and_compare(model, feeds)
     chunks = _chunks(x)
     chunks.insert(p if p >= 0 else p + len(chunks), t)
     np.testing.assert_array_equal(y, np.concatenate(chunks, axis=1))
