@@ -5,7 +5,7 @@
 Builds (tensor by tensor, never holding the weights in memory) a model whose weights live in an
 external data file: SplitToSequence -> SequenceMap -> ConcatFromSequence on a small input, plus a
 chain that reads every large weight. Then runs the CLI in a child process and prints its peak
-resident memory next to the size of the weights and of the graph. The target (issue 6): peak
+resident memory next to the size of the weights and of the graph. The target: peak
 memory near the size of the graph plus the interpreter, not the size of the weights.
 """
 

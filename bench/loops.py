@@ -1,4 +1,4 @@
-"""Latency of loops as real exports write them (issue 12), in one interleaved run each.
+"""Latency of loops as real exports write them, in one interleaved run each.
 
 Loop forms: the TorchScript exports committed under `bench/fixtures/loop_forms/` (made by
 `tools/export_loop_forms.py`): per-sample split loop, unbind loop, per-head attention loop, zip

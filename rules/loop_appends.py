@@ -59,6 +59,9 @@ class AppendPlan:
     keep: ir.Value | None = None  # appended only when true (an If in the body)
     negate: bool = False  # `keep` is the condition of an If that appends in its else branch
     hoist: tuple[ir.Node, ...] = ()  # nodes of the appending branch that compute `tensor`
+    # the appended tensor's shape as the loop analysis proves it (None: a dim it names only
+    # symbolically), for the stacked scan output: shape inference cannot see through a body
+    element_shape: tuple[int | None, ...] | None = None
 
 
 def _unroll_pending(node: ir.Node, ctx: Context) -> bool:
@@ -257,7 +260,15 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
     dtype = tensor.dtype or element_dtype(init) or element_dtype(body_input)
     if dtype is None:
         return "the element type is unknown"
-    return AppendPlan(index, update, tensor, initial, dtype, prepend, keep, negate, hoist)
+    shape = shapes.shape(tensor)
+    element_shape = (
+        tuple(d if isinstance(d, int) else None for d in shape)
+        if isinstance(shape, tuple)
+        else None
+    )
+    return AppendPlan(
+        index, update, tensor, initial, dtype, prepend, keep, negate, hoist, element_shape
+    )
 
 
 def _to_scan(node: ir.Node, plan: AppendPlan, ctx: Context) -> None:
@@ -329,6 +340,8 @@ def _to_scan(node: ir.Node, plan: AppendPlan, ctx: Context) -> None:
         parts = [stacked, *initial] if plan.prepend else [*initial, stacked]
         stacked = builder.op("Concat", parts, {"axis": 0})
         stacked.type = ir.TensorType(plan.dtype)
+    if stacked.shape is None and plan.element_shape is not None:
+        stacked.shape = ir.Shape([None, *plan.element_shape])
     elements = builder.op("SplitToSequence", [stacked], {"axis": 0, "keepdims": 0}, name="elements")
     elements.type = sequence.type or ir.SequenceType(ir.TensorType(plan.dtype))
     ctx.rewriter.replace(sequence, elements)

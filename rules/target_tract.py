@@ -356,7 +356,9 @@ def _check_unroll(node: ir.Node, ctx: Context) -> int | Refusal:
         budget = ctx.options.unroll_budget
         count = _check_sequence_unroll(node, ctx, max_iterations=None, max_nodes=budget)
         if isinstance(count, Refusal) and count.reason.endswith("too many to unroll"):
-            return Refusal(f"{count.reason} (Options.unroll_budget is {budget} nodes)")
+            return Refusal(
+                f"{count.reason} (the unroll budget is {budget} nodes; unroll_budget= in Python)"
+            )
         return count
     problem = _while_problem(node, body, ctx)
     if problem:
@@ -373,15 +375,15 @@ def _check_unroll(node: ir.Node, ctx: Context) -> int | Refusal:
     if added > ctx.options.unroll_budget:
         return Refusal(
             f"unrolling {count} iterations of {body.num_nodes()} nodes adds {added} nodes, over "
-            f"the budget of {ctx.options.unroll_budget} (Options.unroll_budget)"
+            f"the unroll budget of {ctx.options.unroll_budget} (unroll_budget= in Python)"
         )
     return count
 
 
 def _unroll_tensor_loop(node: ir.Node, count: int, ctx: Context) -> None:
-    """Loop(M static, true, v.., body=f) -> f(0, v..); f(1, ..); ...; f(M-1, ..), within
-    Options.unroll_budget nodes (a tensor loop, or a sequence loop past loop-unroll's limits).
-    --target tract only."""
+    """Loop(M static, true, v.., body=f) -> f(0, v..); f(1, ..); ...; f(M-1, ..), within the
+    unroll budget (4096 nodes unless `unroll_budget=` says otherwise; a tensor loop, or a
+    sequence loop past loop-unroll's limits). --target tract only."""
     _unroll(node, count, ctx)
 
 

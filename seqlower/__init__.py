@@ -2,23 +2,41 @@
 
 import seqlower
 model, report = seqlower.optimize("in.onnx")
+
+The names below are imported when first used, so that `seqlower --version` and `import
+seqlower` alone stay quick.
 """
 
+from __future__ import annotations
+
+import importlib
 import sys
+from typing import TYPE_CHECKING, Any
 
 from seqlower._layout import bind_source_rules
 
 bind_source_rules(sys.modules[__name__])
 
-from seqlower.errors import InvalidModelError, ModelInputError, SeqlowerError
-from seqlower.inspect import InspectReport, inspect_model
-from seqlower.options import Options
-from seqlower.pipeline import OptimizeResult, optimize
-from seqlower.report import NodeOutcome, RemainingOp, Report
-from seqlower.targets import TargetCheck, check_target
-from seqlower.verification import VerifyReport, verify
-
 __version__ = "0.1.0"
+
+# public name -> the module that defines it
+_EXPORTS = {
+    "InspectReport": "seqlower.inspect",
+    "InvalidModelError": "seqlower.errors",
+    "ModelInputError": "seqlower.errors",
+    "NodeOutcome": "seqlower.report",
+    "OptimizeResult": "seqlower.pipeline",
+    "Options": "seqlower.options",
+    "RemainingOp": "seqlower.report",
+    "Report": "seqlower.report",
+    "SeqlowerError": "seqlower.errors",
+    "TargetCheck": "seqlower.targets",
+    "VerifyReport": "seqlower.verification",
+    "check_target": "seqlower.targets",
+    "inspect_model": "seqlower.inspect",
+    "optimize": "seqlower.pipeline",
+    "verify": "seqlower.verification",
+}
 
 __all__ = [
     "InspectReport",
@@ -38,3 +56,25 @@ __all__ = [
     "optimize",
     "verify",
 ]
+
+if TYPE_CHECKING:
+    from seqlower.errors import InvalidModelError, ModelInputError, SeqlowerError
+    from seqlower.inspect import InspectReport, inspect_model
+    from seqlower.options import Options
+    from seqlower.pipeline import OptimizeResult, optimize
+    from seqlower.report import NodeOutcome, RemainingOp, Report
+    from seqlower.targets import TargetCheck, check_target
+    from seqlower.verification import VerifyReport, verify
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'seqlower' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

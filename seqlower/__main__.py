@@ -1,5 +1,5 @@
 """`python -m seqlower` runs the command line."""
 
-from seqlower.cli import main
+from seqlower._entry import main
 
 main()

@@ -26,7 +26,7 @@ from typing import Any
 import onnx_ir as ir
 
 from seqlower.io import ModelSource
-from seqlower.options import Options
+from seqlower.options import Options, options_with
 from seqlower.pipeline import optimize
 from seqlower.report import TIERS, NodeOutcome, Report
 from seqlower.rule import RuleSet
@@ -81,7 +81,7 @@ def inspect_model(
     and keyword overrides are those of `optimize` (e.g. `dims={"N": 8}` to see what binding a
     symbolic dimension would change). Raises `SeqlowerError` on a bad model or option.
     """
-    options = dataclasses.replace(options or Options(), **option_overrides)  # type: ignore[arg-type]
+    options = options_with(options, option_overrides)
     options = dataclasses.replace(options, target=target)  # lowered as `optimize --target` would
     lowered, report = optimize(source, options, rules=rules)
     return InspectReport(

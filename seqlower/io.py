@@ -11,6 +11,7 @@ overwritten file keeps its own.
 from __future__ import annotations
 
 __all__ = [
+    "EXTERNAL_THRESHOLD_BYTES",
     "ModelSource",
     "has_external_data",
     "load_model",
@@ -118,7 +119,20 @@ def _set_external_data_base_dir(model: ir.Model, base_dir: Path) -> None:
                 f"{base_dir / location}: external data of '{value.name}' points outside the "
                 "model's folder; refused"
             )
+        _check_external_file(resolved, tensor, base_dir / location)
         tensor.base_dir = base_dir
+
+
+def _check_external_file(resolved: Path, tensor: ir.ExternalTensor, shown: Path) -> None:
+    """Refuse, before any work, a model whose external data file is missing or too short."""
+    if not resolved.is_file():
+        raise ModelInputError(f"external data file {shown} not found")
+    end = (tensor.offset or 0) + (tensor.length or 0)
+    if end and resolved.stat().st_size < end:
+        raise ModelInputError(
+            f"external data file {shown} is too short ({resolved.stat().st_size} bytes; "
+            f"'{tensor.name}' needs bytes up to {end})"
+        )
 
 
 def _all_initializers(model: ir.Model) -> list[ir.Value]:
@@ -135,33 +149,51 @@ def model_to_bytes(model: ir.Model | onnx.ModelProto) -> bytes:
     return proto.SerializeToString(deterministic=True)
 
 
+EXTERNAL_THRESHOLD_BYTES = 1024  # tensors this large or larger go to the external data file
+
+
 def save_model(
     model: ir.Model | onnx.ModelProto,
     path: str | os.PathLike,
     *,
     external_data: str | None = None,
-) -> None:
+) -> Path | None:
     """Write `model` to `path` atomically (temporary file in the same folder, then rename).
 
     With `external_data` (a file name beside `path`), or when the model's weights already live
-    in external files, the weights are written to that file, one tensor at a time, instead of
-    into the model file (the default name is `<path name>.data`). Raises `ModelInputError` when
-    the folder does not exist, `OSError` when the file cannot be written.
+    in external files, the weights of 1 kB or more are written to that file, one tensor at a
+    time, instead of into the model file (the default name is `<path name>.data`); when there
+    is no such weight, no weights file is written. Returns the weights file written, if any.
+    Raises `ModelInputError` when the folder does not exist, `OSError` when the file cannot be
+    written.
     """
     target = Path(path)
     if isinstance(model, onnx.ModelProto):
         model = ir.from_proto(model)
     if external_data is None and has_external_data(model):
         external_data = f"{target.name}.data"
+    if external_data is not None and not _has_large_weights(model):
+        external_data = None  # an empty weights file would only confuse
     if external_data is None:
         data = model_to_bytes(model)
         write_atomically(target, lambda temp: temp.write_bytes(data))
-    else:
-        weights = external_data
-        write_atomically(
-            target,
-            lambda temp: ir.save(model, temp, external_data=weights, size_threshold_bytes=1024),
-        )
+        return None
+    weights = external_data
+    write_atomically(
+        target,
+        lambda temp: ir.save(
+            model, temp, external_data=weights, size_threshold_bytes=EXTERNAL_THRESHOLD_BYTES
+        ),
+    )
+    return target.parent / weights
+
+
+def _has_large_weights(model: ir.Model) -> bool:
+    for value in _all_initializers(model):
+        tensor = value.const_value
+        if tensor is not None and tensor.nbytes >= EXTERNAL_THRESHOLD_BYTES:
+            return True
+    return False
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

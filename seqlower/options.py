@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_UNROLL_BUDGET", "SPEED_FIRST_TARGETS", "Options", "SplitKeepdimsReading"]
+__all__ = [
+    "DEFAULT_UNROLL_BUDGET",
+    "SPEED_FIRST_TARGETS",
+    "SPLIT_KEEPDIMS_READINGS",
+    "TARGET_NAMES",
+    "Options",
+    "SplitKeepdimsReading",
+    "options_with",
+    "unknown_choice",
+]
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
+from seqlower.errors import SeqlowerError
+
 SplitKeepdimsReading = Literal["onnxruntime", "spec"]
+SPLIT_KEEPDIMS_READINGS = ("onnxruntime", "spec")
+# the target profiles (seqlower.targets.PROFILES has one per name, in this order)
+TARGET_NAMES = ("generic", "portable", "onnxruntime", "tensorrt", "openvino", "tract")
 
 DEFAULT_UNROLL_BUDGET = 4096  # nodes an unrolled loop may add: body nodes times iterations
 
@@ -23,10 +37,11 @@ class Options:
     """How to lower.
 
     split_keepdims: how to read SplitToSequence with a scalar `split` and keepdims=0 (README,
-        "Where the specification and onnxruntime disagree", item 1). "onnxruntime" (default)
+        "Where the specification and onnxruntime disagree"). "onnxruntime" (default)
         squeezes when the split is 1, as onnxruntime and PyTorch do and as PyTorch's exporter
         relies on for `unbind`; "spec" ignores keepdims, as the ONNX specification and
-        onnx.reference do. Either way the node is named in a warning.
+        onnx.reference do. A node lowered either way is named in a warning
+        where the two readings give different results.
     max_iterations: bound on the rewrite sweeps; reaching it is reported as the stop reason.
     dims: sizes for symbolic dims of the model inputs (`{"N": 8}`); the lowered model then
         accepts only those sizes (recorded in `Report.interface_changes`).
@@ -44,6 +59,10 @@ class Options:
         Loops unrolled, Loops over a tensor axis to Scan).
     unroll_budget: how many nodes a target-only unrolling may add to the model (body nodes
         times iterations); a Loop over the budget is kept, and the refusal says so.
+    tensor_lists: after the pattern rules, turn every list they left into tensors where its
+        elements have a known rank (`seqlower.lists`: a flat buffer and a table of shapes).
+        False keeps those lists as sequences, with the rules' reasons (what the pattern rules
+        alone achieve).
     """
 
     split_keepdims: SplitKeepdimsReading = "onnxruntime"
@@ -53,3 +72,36 @@ class Options:
     seq_lens: Mapping[str, int] = dataclasses.field(default_factory=dict)
     target: str = "generic"
     unroll_budget: int = DEFAULT_UNROLL_BUDGET
+    tensor_lists: bool = True
+
+    def __post_init__(self) -> None:
+        """Refuse values no option takes, with the message the command line gives."""
+        if self.target not in TARGET_NAMES:
+            raise SeqlowerError(unknown_choice("target", self.target, TARGET_NAMES))
+        if self.split_keepdims not in SPLIT_KEEPDIMS_READINGS:
+            raise SeqlowerError(
+                unknown_choice("split_keepdims", self.split_keepdims, SPLIT_KEEPDIMS_READINGS)
+            )
+        for name in ("max_iterations", "unroll_budget"):
+            value = getattr(self, name)
+            if not _is_count(value):
+                raise SeqlowerError(f"{name} must be an integer >= 0, not {value!r}")
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def unknown_choice(option: str, value: object, choices: Sequence[str]) -> str:
+    """The one message for a value outside its choices, in Python and on the command line."""
+    return f"unknown {option} {value!r}: choose one of {', '.join(choices)}"
+
+
+def options_with(options: Options | None, overrides: Mapping[str, object]) -> Options:
+    """`options` (default `Options()`) with the keyword `overrides` given to `optimize`; an
+    unknown keyword or value is a `SeqlowerError` naming it."""
+    fields = [field.name for field in dataclasses.fields(Options)]
+    for name in overrides:
+        if name not in fields:
+            raise SeqlowerError(unknown_choice("option", name, fields))
+    return dataclasses.replace(options or Options(), **overrides)  # type: ignore[arg-type]

@@ -26,22 +26,23 @@ import onnx_ir as ir
 from seqlower.cost import node_costs
 from seqlower.errors import InvalidModelError, SeqlowerError
 from seqlower.io import ModelSource, load_model
-from seqlower.ops import is_sequence_value
-from seqlower.options import SPEED_FIRST_TARGETS, Options
+from seqlower.ops import is_sequence_value, iter_all_nodes
+from seqlower.options import SPEED_FIRST_TARGETS, Options, options_with
 from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
 from seqlower.passes.flatten_io import FlattenSequenceIOPass
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
-from seqlower.passes.legality import (
-    count_sequence_ops,
-    expanded_count,
-    remaining_sequence_ops,
-)
-from seqlower.passes.outcomes import NodeLabels, collect_sites, node_outcomes
+from seqlower.passes.legality import count_sequence_ops, expanded_count
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.regions import region_costs
-from seqlower.report import Report
+from seqlower.report import KEPT_FOR_SPEED, Report
+from seqlower.report.labels import NodeLabels
+from seqlower.report.outcomes import node_outcomes
+from seqlower.report.reasons import remaining_sequence_ops
+from seqlower.report.sites import collect_sites
+from seqlower.report.warnings import split_reading_warnings
 from seqlower.rule import RuleSet
-from seqlower.speed_first import FROZEN_RULE, RegionCost, RegionPlan
+from seqlower.speed_first import RegionCost, RegionPlan
+from seqlower.targets import check_target
 
 MIN_OPSET = 11
 # what to try about an operator kept because its lowering costs more (README, "Never slower")
@@ -114,7 +115,7 @@ def optimize(
     `after_pass(name, model)` is called after each pass (progress display, `--dump-dir`).
     Raises `SeqlowerError` (with a one-line message) for input it cannot lower.
     """
-    options = dataclasses.replace(options or Options(), **option_overrides)  # type: ignore[arg-type]
+    options = options_with(options, option_overrides)
     with collector_relaxed():  # loading builds most of the objects the collector would rescan
         model = load_model(source)
         if isinstance(source, ir.Model):
@@ -146,7 +147,26 @@ def lower_in_place(
     with collector_relaxed():
         if original is None and _keeps_cheaper_original(options):
             original = functools.partial(_same, model.clone())  # `model` is about to change
-        return _lower(model, options, rules, after_pass, original)
+        nodes_before = _node_count(model)
+        result = _lower(model, options, rules, after_pass, original)
+        result.report.nodes_before = nodes_before
+        result.report.nodes_after = _node_count(result.model)
+        _judge(result.model, result.report, options.target)
+        return result
+
+
+def _node_count(model: ir.Model) -> int:
+    return sum(1 for _ in iter_all_nodes(model))
+
+
+def _judge(model: ir.Model, report: Report, target: str) -> None:
+    """The target profile's verdict on the result, in the report (as `--target` prints it)."""
+    report.target = target
+    if target == "generic":
+        return  # any runtime: nothing to judge
+    check = check_target(model, report, target)
+    report.target_errors = check.errors
+    report.target_warnings = check.warnings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,7 +239,7 @@ def _lower(
         return run.result()
     # speed first (README, "Never slower"): every region keeps the cheaper of its two forms
     costlier = run.plan.costlier(run.model, run.lower.origins, run.costs)
-    if not costlier:
+    if not costlier and round(run.cost_after) <= round(run.plan.total):
         return run.result()
     before, after = round(run.plan.total), round(run.cost_after)
     whole = (
@@ -231,16 +251,19 @@ def _lower(
         '"Never slower")'
     )
     best = run
-    if len(costlier) < len(run.plan.regions):  # else every region is kept: the original
+    if costlier and len(costlier) < len(run.plan.regions):  # all of them: the original
         mixed = _Run(original(), options, rules, observe, keep=(run.plan, costlier))
         if mixed.frozen is not None and mixed.cost_after <= run.cost_after:
             best = mixed
-    every_region = len(costlier) == len(run.plan.regions)
+    every_region = bool(costlier) and len(costlier) == len(run.plan.regions)
     if (best is run and every_region) or round(best.cost_after) > round(run.plan.total):
         graph_of = {site.node: site.graph for site in run.sites}
-        estimates = run.plan.estimates(run.model, run.lower.origins, run.costs)
-        run.report.kept_for_speed = run.plan.reported(estimates, run.labels, graph_of)
-        return _kept_original(original(), run.report, whole, run.interface)
+        # the regions that cost more lowered; all of them when only the whole model does
+        named = costlier or run.plan.estimates(run.model, run.lower.origins, run.costs)
+        run.report.kept_regions = run.plan.reported(named, run.labels, graph_of)
+        # the hint is worth printing only if the lowering it asks for removes something
+        lowers = sum(count_sequence_ops(run.model).values()) < run.report.total_before
+        return _kept_original(original(), run.report, whole, run.interface, lowers)
     return best.result()
 
 
@@ -285,7 +308,7 @@ class _Run:
             graph_of = {site.node: site.graph for site in self.sites}
             found = keep[0].frozen(keep[1], model, labels, graph_of)
             if found is not None:
-                self.frozen, report.kept_for_speed = found
+                self.frozen, report.kept_regions = found
         # the workarounds run once, last, below (a whole-model walk: 0.3 s at 100k nodes)
         lower = LowerSequencesPass(rules, options, runtime_workarounds=False, frozen=self.frozen)
         lower(model)
@@ -294,7 +317,8 @@ class _Run:
             lower = _lower_again(lower, model)
             observe("flatten-outputs", model)
         self.lower = lower
-        CleanupPass(dead_nodes=not lower.dead_code_free)(model)
+        self.cleanup = CleanupPass(dead_nodes=not lower.dead_code_free)
+        self.cleanup(model)
         RuntimeWorkaroundsPass()(model)
         _keep_declared_output_shapes(model, declared_output_shapes)
         observe("cleanup", model)
@@ -304,7 +328,8 @@ class _Run:
     def result(self) -> OptimizeResult[ir.Model]:
         """The lowered model with its completed report."""
         model, report, lower, labels = self.model, self.report, self.lower, self.labels
-        report.remaining = remaining_sequence_ops(model, lower.refusals, labels)
+        renamed = labels.trace(model, lower.origins)  # messages name the input's nodes only
+        report.remaining = remaining_sequence_ops(model, lower.refusals, labels, renamed)
         if self.frozen:
             kept = {labels(node) for node in self.frozen}
             report.remaining = [
@@ -312,24 +337,22 @@ class _Run:
                 for op in report.remaining
             ]
         report.nodes = node_outcomes(
-            model,
-            self.sites,
-            report.remaining,
-            lower.rewrites,
-            lower.origins,
-            labels,
-            self.interface,
+            model, self.sites, report.remaining, lower.rewrites, labels, self.interface
         )
         after = collections.Counter(op.op_type for op in report.remaining)
         report.sequence_ops_after = dict(sorted(after.items()))
         report.rules_fired = lower.fired
         if self.inline.inlined:
             report.rules_fired = {"inline-function": len(self.inline.inlined), **lower.fired}
+        if self.cleanup.folded:
+            folded = {"fold-constant-transpose": self.cleanup.folded}
+            report.rules_fired = {**report.rules_fired, **folded}
         report.stop_reason = lower.stop_reason
         report.iterations = lower.iterations
         report.warnings = report.warnings + (
             self.inline.warnings
             + self.normalize.warnings
+            + split_reading_warnings(self.normalize.split_readings, labels)
             + self.flatten_inputs.warnings
             + self.flatten_outputs.warnings
             + lower.warnings
@@ -357,17 +380,21 @@ def _kept_original(
     report: Report,
     why: str,
     interface: tuple[list[str], list[str]],
+    lowers: bool,
 ) -> OptimizeResult[ir.Model]:
     """The original as given (only the runtime workarounds applied, so that it loads), returned
-    because its lowering costs more (`why`, the stop reason): every sequence operator stays."""
+    because its lowering costs more (`why`, the stop reason): every sequence operator stays,
+    with the default target as the hint when the lowering removes sequence operators
+    (`lowers`)."""
     RuntimeWorkaroundsPass()(model)
     labels = NodeLabels()
     sites = collect_sites(model, labels)
-    reason = f"{FROZEN_RULE}: kept as given for speed: the model costs less as given"
-    refusals = {site.node: [reason] for site in sites}
+    # the decision is the whole model's, said once in the stop reason; each node says only this
+    kept = f"{KEPT_FOR_SPEED}: the original model is kept as given (its lowering costs more)"
+    refusals = {site.node: [kept] for site in sites}
     remaining = remaining_sequence_ops(model, refusals, labels)
-    nodes = node_outcomes(model, sites, remaining, {}, {}, labels, interface)
-    hint = KEPT_ORIGINAL_HINT
+    nodes = node_outcomes(model, sites, remaining, {}, labels, interface)
+    hint = KEPT_ORIGINAL_HINT if lowers else ""
     report.remaining = [dataclasses.replace(op, hint=op.hint or hint) for op in remaining]
     report.nodes = [
         dataclasses.replace(node, hint=node.hint or hint) if node.tier == "kept" else node

@@ -228,7 +228,7 @@ QUIRKS: tuple[Quirk, ...] = (
         "for int8 and uint32 (1.20.0; present in 1.32.0)",
         "1.20.0 to 1.32.0",
         "run-time insert/erase positions are lowered to Where only for the element types "
-        "every supported release implements (WHERE_PORTABLE_TYPES)",
+        "every supported release implements",
         lambda: bool(missing_where_kernels()),
     ),
     Quirk(

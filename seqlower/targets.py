@@ -43,14 +43,15 @@ from typing import Any, Literal
 import onnx
 import onnx_ir as ir
 
+from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.analysis.static_values import StaticValues
 from seqlower.errors import SeqlowerError
 from seqlower.ops import SEQUENCE_OPS, is_sequence_value
+from seqlower.options import unknown_choice
 from seqlower.passes.bind_dims import bindable_dims, dims_feeding
-from seqlower.passes.legality import remaining_sequence_ops, walk_graphs
-from seqlower.passes.outcomes import stored_label
 from seqlower.report import RemainingOp, Report
-from seqlower.speed_first import FROZEN_RULE
+from seqlower.report.labels import ORIGIN_KEY, describe, stored_label, walk_graphs
+from seqlower.report.reasons import remaining_sequence_ops
 
 Target = Literal["generic", "onnxruntime", "tensorrt", "openvino", "tract"]
 Severity = Literal["ignore", "warning", "error"]
@@ -65,6 +66,9 @@ class TargetProfile:
     sequence_ops: Severity  # any sequence operator left
     sequence_io: Severity  # a sequence-typed input or output of the model
     dynamic_scan_loops: Severity  # a Loop with scan outputs whose length is not static
+    # a Loop carrying a tensor whose shape changes between iterations (a tensor accumulator,
+    # or a list in its tensor form)
+    growing_loops: Severity = "ignore"
     # operators the runtime cannot load, each with why (checked in every graph)
     unsupported_ops: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # operators it loads but that are worth a warning (a known fault, a cost), with why
@@ -134,6 +138,7 @@ PROFILES: dict[str, TargetProfile] = {
         sequence_ops="error",
         sequence_io="error",
         dynamic_scan_loops="error",
+        growing_loops="error",
         strings="error",
         source=_TENSORRT_SOURCE,
         changes=_PORTABILITY_CHANGES,
@@ -159,7 +164,7 @@ PROFILES: dict[str, TargetProfile] = {
         dynamic_scan_loops="ignore",
         unsupported_ops={
             "Loop": "tract has no Loop (Unimplemented(Loop)); seqlower unrolls one with a static "
-            "trip count (within Options.unroll_budget) and makes one over a tensor axis a Scan, "
+            "trip count (within the unroll budget) and makes one over a tensor axis a Scan, "
             "but not this one",
         },
         doubtful_ops={
@@ -205,27 +210,34 @@ def check_target(
     """
     profile = PROFILES.get(target)
     if profile is None:
-        raise SeqlowerError(f"unknown target '{target}': choose one of {', '.join(PROFILES)}")
+        raise SeqlowerError(unknown_choice("target", target, tuple(PROFILES)))
     if isinstance(model, onnx.ModelProto):
         model = ir.from_proto(model)
     check = TargetCheck(profile.name)
     remaining = report.remaining if report is not None else remaining_sequence_ops(model, {})
+    hints = {
+        (node.op_type, node.node): node.hint
+        for node in (report.kept_interface if report is not None else [])
+    }
     for value in model.graph.inputs:
         if is_sequence_value(value):
-            hint = f"--flatten-sequence-io --seq-len {value.name}=<n>"
+            hint = hints.get(
+                ("input", value.name or ""), f"--flatten-sequence-io --seq-len {value.name}=<n>"
+            )
             _add(
                 check,
                 profile.sequence_io,
                 f"main: input '{value.name}' is a sequence; "
-                f"{profile.name} takes tensors only: try {hint}",
+                f"{profile.name} takes tensors only{_try(hint)}",
             )
     for value in model.graph.outputs:
         if is_sequence_value(value):
+            hint = hints.get(("output", value.name or ""), "--flatten-sequence-io")
             _add(
                 check,
                 profile.sequence_io,
                 f"main: output '{value.name}' is a sequence; "
-                f"{profile.name} gives tensors only: try --flatten-sequence-io",
+                f"{profile.name} gives tensors only{_try(hint)}",
             )
     # what the profile says of a node beyond "a leftover sequence op" (reported here, with the
     # reason it was kept): other operators, and sequence ops the target cannot load at all
@@ -237,12 +249,29 @@ def check_target(
     ]
     refused = {(j.graph, j.node, j.op_type) for j in judged}
     for op in remaining:
-        if profile.name == "onnxruntime" and _kept_for_speed(op):
-            continue  # kept because onnxruntime runs it faster: nothing to warn about
-        if (op.graph, op.node, op.op_type) not in refused:
-            _add(check, profile.sequence_ops, _leftover_message(profile, op))
+        if (op.graph, op.node, op.op_type) in refused:
+            continue
+        if (
+            op.kept_for_speed
+            and profile.sequence_ops == "warning"
+            and profile.name == "onnxruntime"
+        ):
+            continue  # kept because the tensor form costs more in onnxruntime: nothing to warn
+        _add(check, profile.sequence_ops, _leftover_message(profile, op))
     for judgement in judged:
         _add(check, judgement.severity, judgement.message)
+    if profile.growing_loops != "ignore":
+        for path, graph in walk_graphs(model):
+            for node in graph:
+                grown = _growing_carries(node)
+                if grown:
+                    _add(
+                        check,
+                        profile.growing_loops,
+                        f"{path}: Loop '{stored_label(node)}' carries {grown}, whose shape may "
+                        f"change between iterations; {profile.name} needs loop-carried values "
+                        "of one shape",
+                    )
     if profile.dynamic_scan_loops != "ignore":
         bindable = bindable_dims(model)
         values = StaticValues()
@@ -250,14 +279,15 @@ def check_target(
             for node in graph:
                 problem = _dynamic_scan(node, values, bindable)
                 if problem:
-                    where = f"{path}: Loop '{stored_label(node)}'"
+                    where = f"{path}: {describe(node)}"
                     _add(check, profile.dynamic_scan_loops, f"{where} {problem}")
     return check
 
 
-def _kept_for_speed(op: RemainingOp) -> bool:
-    """Whether `op` stays because its region runs faster as given (`seqlower.speed_first`)."""
-    return any(reason.startswith(f"{FROZEN_RULE}: ") for reason in op.reasons)
+def _try(hint: str) -> str:
+    """`: try <options>` for a hint (`--flag value (why)`); "" when no option helps."""
+    flags = hint.split(" (", 1)[0]
+    return f": try {flags}" if flags else " (no option makes its length static)"
 
 
 def _add(check: TargetCheck, severity: Severity, message: str) -> None:
@@ -268,9 +298,13 @@ def _add(check: TargetCheck, severity: Severity, message: str) -> None:
 
 
 def _leftover_message(profile: TargetProfile, op: RemainingOp) -> str:
-    where = f"{op.graph}: {op.op_type} '{op.node}'"
+    """One line per leftover: what the target says of it, then its own cause."""
+    where = f"{op.graph}: {op.described}"
     if profile.name == "tensorrt":
         return f"{where}: TensorRT has no sequence operators (kept because {op.reason})"
+    if profile.name == "portable":
+        verdict = "a runtime without sequence operators cannot run it"
+        return f"{where}: {verdict} (kept because {op.reason})"
     if profile.name in ("tract", "openvino"):
         verdict = (
             "has no sequence operators"
@@ -282,10 +316,22 @@ def _leftover_message(profile: TargetProfile, op: RemainingOp) -> str:
         "its SequenceInsert into a loop-carried sequence copies the sequence every iteration "
         "(quadratic)"
         if op.op_type == "SequenceInsert" and "/" in op.graph
-        else "each sequence operator copies tensors in and out of a sequence (3x to 130x "
-        "slower than the tensor forms)"
+        else "each sequence operator copies tensors in and out of a sequence"
     )
     return f"{where} is kept: onnxruntime runs it, but {cost}; kept because {op.reason}"
+
+
+def _growing_carries(node: ir.Node) -> str:
+    """The loop-carried tensors of a Loop whose shape the loop analysis cannot prove the same
+    in every iteration, quoted and joined ('' for none, or for a node that is no Loop)."""
+    if node.op_type != "Loop" or node.domain != "" or "body" not in node.attributes:
+        return ""
+    body = node.attributes["body"].as_graph()
+    carried = [v for v in body.inputs[2:] if isinstance(v.type, ir.TensorType)]
+    if not carried:
+        return ""
+    invariant = set(LoopShapes(node, StaticValues()).invariant_carried())
+    return ", ".join(f"'{v.name}'" for v in carried if v not in invariant)
 
 
 def _dynamic_scan(node: ir.Node, values: StaticValues, bindable: set[str]) -> str | None:
@@ -354,10 +400,13 @@ class NodeJudgement:
     op_type: str
     severity: Severity
     reason: str
+    created_by: str = ""  # for a node the lowering made: the label of the node it came from
 
     @property
     def message(self) -> str:
-        return f"{self.graph}: {self.op_type} '{self.node or '(unnamed)'}': {self.reason}"
+        if self.created_by:
+            return f"{self.graph}: {self.op_type} made from '{self.created_by}': {self.reason}"
+        return f"{self.graph}: {self.op_type} '{self.node}': {self.reason}"
 
     def to_dict(self) -> dict[str, str]:
         return dataclasses.asdict(self)
@@ -369,7 +418,7 @@ def judge_nodes(model: ir.Model | onnx.ModelProto, target: str) -> list[NodeJudg
     read or make string tensors. Raises `SeqlowerError` for an unknown target."""
     profile = PROFILES.get(target)
     if profile is None:
-        raise SeqlowerError(f"unknown target '{target}': choose one of {', '.join(PROFILES)}")
+        raise SeqlowerError(unknown_choice("target", target, tuple(PROFILES)))
     if isinstance(model, onnx.ModelProto):
         model = ir.from_proto(model)
     found = []
@@ -383,7 +432,16 @@ def judge_nodes(model: ir.Model | onnx.ModelProto, target: str) -> list[NodeJudg
                 severity, reason = judged
                 if node.op_type == "Loop" and _is_while_loop(node, values):
                     reason += ": a data-dependent while loop, which tract cannot run"
-                found.append(NodeJudgement(path, node.name or "", node.op_type, severity, reason))
+                found.append(
+                    NodeJudgement(
+                        path,
+                        stored_label(node),
+                        node.op_type,
+                        severity,
+                        reason,
+                        node.meta.get(ORIGIN_KEY, ""),
+                    )
+                )
     return found
 
 

@@ -24,7 +24,7 @@ VERSION = runtime_quirks.onnxruntime_version()
 
 def _skip_unless_it_holds(key: str) -> None:
     if not runtime_quirks.holds(key):
-        pytest.skip(f"onnxruntime {VERSION} no longer shows quirk {key}: update its record")
+        pytest.skip(f"onnxruntime {VERSION} no longer shows quirk {key}")
 
 
 def test_every_quirk_has_a_record_the_readme_can_show():

@@ -28,19 +28,6 @@ KEEPS_SEQUENCE_OPS: dict[str, tuple[dict[str, int], str]] = {
         {"SequenceEmpty": 1, "SequenceInsert": 1},
         "may change shape between iterations",
     ),
-    # `xs = list(x.unbind(0)); xs.insert(0, ...); xs.pop(); stack(xs)` for a dynamic N: the
-    # count of the unbound rows is known only at run time, and no rule rewrites an insert or
-    # an erase on a sequence of unknown length.
-    "list_insert_pop": (
-        {
-            "ConcatFromSequence": 1,
-            "SequenceAt": 1,
-            "SequenceErase": 1,
-            "SequenceInsert": 1,
-            "SplitToSequence": 1,
-        },
-        "the split count depends on the size of dim 0, unknown before run time",
-    ),
 }
 
 

@@ -60,6 +60,21 @@ _RANDOM_OPS = frozenset(
 )
 
 
+def _peel_value(value: ir.Value | None) -> ir.Value | None:
+    """The value under any Identity and CastLike (exporters wrap counters in them)."""
+    while value is not None:
+        node = value.producer()
+        if node is None or node.domain != "" or node.op_type not in ("Identity", "CastLike"):
+            return value
+        value = node.inputs[0]
+    return value
+
+
+def _peel(value: ir.Value | None) -> ir.Node | None:
+    value = _peel_value(value)
+    return value.producer() if value is not None else None
+
+
 def _trusted_name(name: str | None) -> bool:
     return bool(name) and not name.startswith("unk__")  # type: ignore[union-attr]
 
@@ -82,6 +97,7 @@ class LoopShapes:
         trip = self.content(loop.inputs[0]) if loop.inputs and loop.inputs[0] else None
         if trip is not None and len(trip) == 1:
             self.bounds[_ITER] = (0, sym.sub(trip[0], 1))
+        self.counters = self._counters(loop)
         self.assumed: dict[ir.Value, ShapeFact] = {}
         carried = list(zip(self.body.inputs[2:], loop.inputs[2:]))
         for body_input, init in carried:
@@ -105,7 +121,11 @@ class LoopShapes:
         """The symbolic shape of `value` (a body value or an outer one)."""
         if value in self._shapes:
             return self._shapes[value]
-        return self.outer_shape(value) if self._is_outer(value) else None
+        if self._is_outer(value):
+            return self.outer_shape(value)
+        if value.const_value is not None:  # an initializer of a branch in the body
+            return tuple(int(d) for d in value.const_value.shape)
+        return None
 
     def is_invariant(self, value: ir.Value) -> bool:
         """True when `value` has the same shape in every iteration."""
@@ -124,6 +144,12 @@ class LoopShapes:
         array = self.values.get(value)
         if array is not None:
             return tuple(int(d) for d in array.shape)
+        if value.shape is None or not all(
+            isinstance(d, int) or _trusted_name(getattr(d, "value", None)) for d in value.shape
+        ):
+            derived = self._derived_outer_shape(value)
+            if derived is not None:
+                return derived
         if value.shape is None:
             return INVARIANT
         dims: list[Dim] = []
@@ -137,6 +163,27 @@ class LoopShapes:
             else:
                 dims.append(sym.symbol(("dim", id(value), axis)))
         return tuple(dims)
+
+    def _derived_outer_shape(self, value: ir.Value) -> tuple | None:
+        """The shape of an outer value whose inferred shape has dims without a name (a Concat
+        of two inputs: `unk__0`), from its producer's shape rule, when that relates it to the
+        model's named dims (`N + 1`)."""
+        producer = value.producer()
+        rule = SHAPE_RULES.get(producer.op_type) if producer is not None else None
+        if rule is None or producer.domain != "" or self._depth >= _MAX_DEPTH:  # type: ignore[union-attr]
+            return None
+        self._depth += 1
+        try:
+            shapes = rule(self, producer)  # type: ignore[arg-type]
+        except (ValueError, IndexError, TypeError, ZeroDivisionError):
+            return None
+        finally:
+            self._depth -= 1
+        index = list(producer.outputs).index(value)  # type: ignore[union-attr]
+        shape = shapes[index] if shapes is not None and index < len(shapes) else None
+        if isinstance(shape, tuple) and not any(d is None for d in shape):
+            return shape
+        return None
 
     def content(self, value: ir.Value | None) -> Content | None:
         """The elements of a small integer value (scalar or 1-D) as Dims, when known."""
@@ -168,6 +215,44 @@ class LoopShapes:
 
     # -- the analysis -----------------------------------------------------------------------
 
+    def _counters(self, loop: ir.Node) -> dict[ir.Value, int]:
+        """Loop-carried scalars that count the iterations: start at a constant c, and the body
+        returns `Add(v, 1)`; each holds `i + c` in iteration i. When the loop runs while such
+        a counter is below a value fixed for the loop (`cond = Less(v + 1, X)`, initial
+        `Less(c, X)`: a `while k < n` loop) and has no trip count, i is bounded by X - c - 1."""
+        counters: dict[ir.Value, int] = {}
+        step_of: dict[ir.Value, ir.Value] = {}  # the counter's next value -> the counter
+        for k, (param, init) in enumerate(zip(self.body.inputs[2:], loop.inputs[2:])):
+            start = self.values.get_int(init) if init is not None else None
+            if start is None or 1 + k >= len(self.body.outputs):
+                continue
+            update = _peel(self.body.outputs[1 + k])
+            if update is None or update.op_type != "Add" or param not in update.inputs:
+                continue
+            other = update.inputs[1] if update.inputs[0] is param else update.inputs[0]
+            if self.values.get_int(_peel_value(other)) == 1:
+                counters[param] = start
+                step_of[update.outputs[0]] = param
+        if _ITER in self.bounds or not loop.inputs or loop.inputs[0] is not None:
+            return counters
+        condition = _peel(self.body.outputs[0])
+        if condition is None or condition.op_type != "Less" or condition.inputs[0] is None:
+            return counters
+        counter = step_of.get(condition.inputs[0])
+        first = _peel(loop.inputs[1]) if len(loop.inputs) > 1 and loop.inputs[1] else None
+        limit = condition.inputs[1]
+        if counter is None or first is None or first.op_type != "Less" or limit is None:
+            return counters
+        if not self._is_outer(limit) or first.inputs[1] is not limit:
+            return counters
+        index = self.body.inputs.index(counter)
+        if _peel_value(first.inputs[0]) is not _peel_value(loop.inputs[index]):
+            return counters
+        bound = self.content(limit)
+        if bound is not None and len(bound) == 1:
+            self.bounds[_ITER] = (0, sym.sub(bound[0], counters[counter] + 1))
+        return counters
+
     def _is_outer(self, value: ir.Value) -> bool:
         return id(value.graph) not in self._inside
 
@@ -179,6 +264,8 @@ class LoopShapes:
                 self._shapes[value] = ()
                 self._contents[value] = (sym.symbol(_ITER),) if index == 0 else None
                 continue
+            if value in self.counters:
+                self._contents[value] = (sym.add(sym.symbol(_ITER), self.counters[value]),)
             self._shapes[value] = self.assumed.get(value)
             if self._shapes[value] is None:
                 self._reasons[value] = (

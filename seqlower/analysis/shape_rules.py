@@ -159,6 +159,20 @@ def _same_content(a: LoopShapes, node: ir.Node) -> Content | None:
     return a.content(node.inputs[0])
 
 
+def _cast_like_content(a: LoopShapes, node: ir.Node) -> Content | None:
+    target = node.inputs[1]
+    if target is None or target.dtype not in (ir.DataType.INT32, ir.DataType.INT64):
+        return None
+    return a.content(node.inputs[0])
+
+
+def _size_content(a: LoopShapes, node: ir.Node) -> Content | None:
+    shape = a.shape(node.inputs[0])  # type: ignore[arg-type]
+    if not isinstance(shape, tuple) or any(d is None for d in shape):
+        return None
+    return (_product(shape),)
+
+
 def _shape_content(a: LoopShapes, node: ir.Node) -> Content | None:
     shape = a.shape(node.inputs[0])  # type: ignore[arg-type]
     if not isinstance(shape, tuple):
@@ -223,6 +237,8 @@ CONTENT_RULES: dict[str, _ContentRule] = {
     "Div": _elementwise_content(sym.truncdiv),
     **dict.fromkeys(["Identity", "Cast", "Squeeze", "Unsqueeze", "Reshape"], _same_content),
     "Shape": _shape_content,
+    "Size": _size_content,
+    "CastLike": _cast_like_content,
     "Gather": _gather_content,
     "Concat": _concat_content,
     "Slice": _slice_content,
@@ -476,6 +492,14 @@ def _slice_size(a: LoopShapes, dim: Dim | None, start: Dim, end: Dim, step: int)
     return None
 
 
+def _static_length(a: LoopShapes, value: ir.Value | None) -> int | None:
+    """The static length of a 1-D value (the number of Slice starts), if known."""
+    shape = a.shape(value) if value is not None else None
+    if isinstance(shape, tuple) and len(shape) == 1 and isinstance(shape[0], int):
+        return shape[0]
+    return None
+
+
 def _slice(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
     params = [node.inputs[i] if len(node.inputs) > i else None for i in range(1, 5)]
     fixed = all(a.invariant_value(v) for v in params)
@@ -484,8 +508,9 @@ def _slice(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
         starts, ends = a.content(params[0]), a.content(params[1])
         axes = a.static_ints(params[2]) if params[2] is not None else None
         steps = a.static_ints(params[3]) if params[3] is not None else None
-        if params[2] is None and starts is not None:
-            axes = list(range(len(starts)))
+        if params[2] is None:  # as many leading axes as there are starts
+            count = len(starts) if starts is not None else _static_length(a, params[0])
+            axes = list(range(count)) if count is not None else None
         if axes is None or (params[3] is not None and steps is None):
             # which axes are sliced (or how) is not known: one symbol per dim
             return (

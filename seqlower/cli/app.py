@@ -10,11 +10,12 @@ from __future__ import annotations
 
 __all__ = ["app", "main"]
 
-import dataclasses
 import functools
 import json
 import logging
 import os
+import shutil
+import textwrap
 import time
 from pathlib import Path
 from typing import Annotated
@@ -39,14 +40,12 @@ from seqlower.cli.options import (
     DimOption,
     FlattenOption,
     SeqLenOption,
-    SplitKeepdims,
-    SplitKeepdimsChoice,
+    SplitKeepdimsOption,
     TargetOption,
-    check_target_name,
     lowering_options,
 )
 from seqlower.cli.progress import PassObserver
-from seqlower.cli.summary import format_summary, plural
+from seqlower.cli.summary import format_summary, format_written, plural
 from seqlower.cli.verify_command import verify_command
 from seqlower.errors import BUG_REPORT, InternalError, SeqlowerError
 from seqlower.io import load_model, save_model, write_text
@@ -54,10 +53,13 @@ from seqlower.options import Options
 from seqlower.pipeline import collector_relaxed, lower_in_place
 from seqlower.report import Report
 from seqlower.rules import default_rules
-from seqlower.targets import check_target
+
+# `-h` as well as `--help`, for the app and every command
+CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 app = typer.Typer(
     name="seqlower",
+    context_settings=CONTEXT,
     help="Lower ONNX sequence operators to plain tensor ONNX, and prove the result equivalent.",
     no_args_is_help=True,
     add_completion=True,
@@ -68,11 +70,13 @@ app = typer.Typer(
 app.command(
     "verify",
     cls=SeqlowerCommand,
+    context_settings=CONTEXT,
     short_help="Compare two models under onnxruntime on the same inputs.",
 )(verify_command)
 app.command(
     "inspect",
     cls=SeqlowerCommand,
+    context_settings=CONTEXT,
     short_help="Show the sequence ops of a model and how each would be lowered.",
 )(inspect_command)
 
@@ -90,6 +94,7 @@ def _root(
     ] = False,
 ) -> None:
     """Lower ONNX sequence operators to plain tensor ONNX."""
+    _configure_logging(verbose=False)  # every command: no library chatter before its errors
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
@@ -100,12 +105,13 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
 @app.command(
     "optimize",
     cls=SeqlowerCommand,
+    context_settings=CONTEXT,
     short_help="Lower the sequence ops of a model and write the result.",
 )
 def optimize_command(
     source: Annotated[Path, typer.Argument(metavar="SOURCE", help="The model to lower (.onnx).")],
-    target: Annotated[
-        Path, typer.Argument(metavar="TARGET", help="Where to write the lowered model.")
+    output: Annotated[
+        Path, typer.Argument(metavar="OUTPUT", help="Where to write the lowered model (.onnx).")
     ],
     strict: Annotated[
         bool,
@@ -129,15 +135,16 @@ def optimize_command(
     dim: DimOption = None,
     flatten_sequence_io: FlattenOption = False,
     seq_len: SeqLenOption = None,
-    split_keepdims: SplitKeepdimsChoice = SplitKeepdims.onnxruntime,
+    split_keepdims: SplitKeepdimsOption = "onnxruntime",
     in_place: Annotated[
-        bool, typer.Option("--in-place", help="Allow TARGET to be the same file as SOURCE.")
+        bool, typer.Option("--in-place", help="Allow OUTPUT to be the same file as SOURCE.")
     ] = False,
     external_data: Annotated[
         bool,
         typer.Option(
             "--external-data",
-            help="Write the weights to TARGET.data beside TARGET (for models over 2 GB).",
+            help="Write the weights of 1 kB or more to OUTPUT.data beside OUTPUT (for models "
+            "over 2 GB).",
         ),
     ] = False,
     dump_dir: Annotated[
@@ -159,7 +166,7 @@ def optimize_command(
         ),
     ] = False,
 ) -> None:
-    """Lower the sequence operators of SOURCE and write the result to TARGET.
+    """Lower the sequence operators of SOURCE and write the result to OUTPUT.
 
     \b
     Examples:
@@ -178,27 +185,28 @@ def optimize_command(
     if quiet and verbose:
         raise usage_error("--quiet and --verbose cannot be used together")
     _configure_logging(verbose)
+    started = time.perf_counter()
     try:
-        options = lowering_options(split_keepdims, dim, flatten_sequence_io, seq_len)
-        profile = check_target_name(runtime)
-        options = dataclasses.replace(options, target=profile)
-        _check_paths(source, target, in_place, external_data, report, dump_dir)
-        lowered, summary = _optimize(source, target, options, quiet, dump_dir, verbose)
+        options = lowering_options(split_keepdims, dim, flatten_sequence_io, seq_len, runtime)
+        _check_paths(source, output, in_place, external_data, report, dump_dir)
+    except SeqlowerError as error:
+        raise _fail(str(error)) from None  # names the option or the output path itself
+    try:
+        lowered, summary = _optimize(source, output, options, quiet, dump_dir, verbose)
     except SeqlowerError as error:
         raise _fail(_naming(source, str(error))) from None
     except InternalError as error:
         raise _fail(f"{_naming(source, str(error))}; {BUG_REPORT}", EXIT_INTERNAL) from None
     if report is not None:
         _write_report(report, summary.to_json() + "\n")
-    fit = check_target(lowered, summary, profile)
     if not quiet:
-        for warning in fit.warnings:
+        for warning in [*summary.warnings, *summary.target_warnings]:
             typer.echo(f"warning: {warning}", err=True)
-    if not fit.ok:
-        for error in fit.errors:
+    if not summary.fits_target:
+        for error in summary.target_errors:
             typer.echo(f"  - {error}", err=True)
-        problems = plural(len(fit.errors), "problem")
-        raise _fail(f"{problems} for --target {profile}; nothing written", EXIT_REFUSED)
+        problems = plural(len(summary.target_errors), "problem")
+        raise _fail(f"{problems} for --target {runtime}; nothing written", EXIT_REFUSED)
     if strict and (summary.remaining or summary.kept_interface):
         # like --target tensorrt: a sequence-typed input or output counts as remaining
         ops = plural(len(summary.remaining), "sequence op")
@@ -206,21 +214,26 @@ def optimize_command(
             len(summary.kept_interface), "sequence input/output", "sequence inputs/outputs"
         )
         verb = "remains" if len(summary.remaining) + len(summary.kept_interface) == 1 else "remain"
-        kept = summary.stop_reason.startswith("kept the original") or bool(summary.kept_for_speed)
-        hint = "; the default target (no --target) lowers it even so" if kept else ""
+        kept = summary.stop_reason.startswith("kept the original") or bool(summary.kept_regions)
+        lowers = any(op.hint for op in summary.remaining)
+        hint = "; the default target (no --target) lowers it even so" if kept and lowers else ""
         raise _fail(
             f"{ops} and {interface} {verb} (--strict{', the original costs less' if kept else ''})"
             f"{hint}; nothing written",
             EXIT_REFUSED,
         )
     if verify:
-        _verify_or_exit(source, lowered, options, quiet, profile)
+        _verify_or_exit(source, lowered, options, quiet, runtime)
+    weights_name = f"{output.name}.data" if external_data else None
     try:
-        save_model(lowered, target, external_data=f"{target.name}.data" if external_data else None)
+        weights = save_model(lowered, output, external_data=weights_name)
     except SeqlowerError as error:
-        raise _fail(f"{target}: cannot write ({error})") from None
+        raise _fail(f"{output}: cannot write ({error})") from None
     except OSError as error:  # strerror: the temporary file's name is no concern of the user
-        raise _fail(f"{target}: cannot write ({error.strerror or type(error).__name__})") from None
+        raise _fail(f"{output}: cannot write ({error.strerror or type(error).__name__})") from None
+    if not quiet:
+        seconds = time.perf_counter() - started
+        typer.echo(format_written(source, output, weights, summary, seconds))
 
 
 def _naming(source: Path, message: str) -> str:
@@ -229,20 +242,20 @@ def _naming(source: Path, message: str) -> str:
 
 def _check_paths(
     source: Path,
-    target: Path,
+    output: Path,
     in_place: bool,
     external_data: bool,
     report: Path | None,
     dump_dir: Path | None,
 ) -> None:
     """Every output path is checked before any work; `--dump-dir` is created here."""
-    if _same_file(source, target) and not in_place:
-        raise SeqlowerError(f"{target}: is the input file; pass --in-place to overwrite it")
-    _check_output_file(target, "the lowered model")
+    if _same_file(source, output) and not in_place:
+        raise SeqlowerError(f"{output}: is the input file; pass --in-place to overwrite it")
+    _check_output_file(output, "the lowered model")
     if external_data:
-        _check_output_file(target.with_name(f"{target.name}.data"), "the weights")
+        _check_output_file(output.with_name(f"{output.name}.data"), "the weights")
     if report is not None:
-        if _same_file(report, source) or _same_file(report, target):
+        if _same_file(report, source) or _same_file(report, output):
             raise SeqlowerError(f"{report}: --report must not be the input or output model")
         _check_output_file(report, "--report")
     if dump_dir is not None:
@@ -270,7 +283,7 @@ def _check_output_file(path: Path, what: str) -> None:
 
 def _optimize(
     source: Path,
-    target: Path,
+    output: Path,
     options: Options,
     quiet: bool,
     dump_dir: Path | None,
@@ -288,7 +301,7 @@ def _optimize(
         observer.stage("checking the output")
         _check_output(lowered)
     if not quiet:
-        typer.echo(format_summary(summary, str(source), str(target), seconds, verbose))
+        typer.echo(format_summary(summary, str(source), str(output), seconds, verbose))
     return lowered, summary
 
 
@@ -372,10 +385,14 @@ def _write_report(path: Path, text: str) -> None:
 @app.command(
     "rules",
     cls=SeqlowerCommand,
+    context_settings=CONTEXT,
     short_help="List the rewrite rules, each with its before -> after.",
 )
 def rules_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print as a Markdown table (the README's).")
+    ] = False,
 ) -> None:
     """List the rewrite rules in priority order, each with its before -> after.
 
@@ -383,6 +400,7 @@ def rules_command(
     Examples:
       seqlower rules
       seqlower rules --json
+      seqlower rules --markdown
 
     Exit code: 0.
     """
@@ -390,8 +408,22 @@ def rules_command(
     if as_json:
         entries = [{"name": r.name, "op_type": r.op_type, "doc": r.doc} for r in rules]
         typer.echo(json.dumps(entries, indent=2))
-        return
-    typer.echo(rule_catalogue())
+    elif markdown:
+        typer.echo(rule_catalogue())
+    else:
+        typer.echo(rule_list(shutil.get_terminal_size().columns))
+
+
+def rule_list(width: int) -> str:
+    """The rules as text that fits `width` columns: each rule's name and operator, then its
+    before -> after, indented."""
+    width = max(width, 40)
+    lines = []
+    for rule in default_rules():
+        lines.append(f"{rule.name} ({rule.op_type})")
+        doc = " ".join(rule.doc.split())
+        lines.extend(textwrap.wrap(doc, width - 1, initial_indent="    ", subsequent_indent="    "))
+    return "\n".join(lines)
 
 
 def rule_catalogue() -> str:

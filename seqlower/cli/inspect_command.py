@@ -10,7 +10,6 @@ from __future__ import annotations
 
 __all__ = ["format_inspect", "format_inspect_footer", "inspect_command"]
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -19,12 +18,12 @@ from typing import Annotated, Any
 import typer
 
 from seqlower.cli.options import (
-    TARGETS,
+    DEFAULT_TARGET,
     DimOption,
     FlattenOption,
     SeqLenOption,
     SplitKeepdimsOption,
-    check_target_name,
+    TargetOption,
     lowering_options,
 )
 from seqlower.errors import SeqlowerError
@@ -33,20 +32,23 @@ from seqlower.report import NodeOutcome
 
 
 def inspect_command(
-    model: Annotated[Path, typer.Argument(help="The model to inspect (.onnx).")],
+    model: Annotated[Path, typer.Argument(metavar="MODEL", help="The model to inspect (.onnx).")],
     dim: DimOption = None,
     flatten_sequence_io: FlattenOption = False,
     seq_len: SeqLenOption = None,
     split_keepdims: SplitKeepdimsOption = "onnxruntime",
-    target: Annotated[
-        str, typer.Option(help=f"Also judge the result for a runtime: {', '.join(TARGETS)}.")
-    ] = "generic",
+    target: TargetOption = DEFAULT_TARGET,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the report as JSON (docs/report-schema.md).")
     ] = False,
 ) -> None:
-    """Show where the sequence values of MODEL are, which tier would lower each (direct,
-    batch, unroll, scan, loop) and, for what would be kept, why and what to try.
+    """Show where the sequence values of MODEL are, which tier would lower each and, for what
+    would be kept, why and what to try.
+
+    Tiers, cheapest first: direct (tensor operators on the whole data), batch (a map's body
+    applied once to all elements), unroll (a copy per element), scan (a Loop collecting its
+    results as tensors), loop (a Loop carrying a sequence), kept (still a sequence, with the
+    reason), flattened (a sequence input or output turned into tensors on request).
 
     Nothing is written; the model is not changed. Exit codes: 0 inspected (also when something
     would be kept or the target check finds errors: `optimize --target` enforces), 2 bad input.
@@ -60,8 +62,7 @@ def inspect_command(
       seqlower inspect model.onnx --flatten-sequence-io --seq-len states=4 --json
     """
     try:
-        options = lowering_options(split_keepdims, dim, flatten_sequence_io, seq_len)
-        options = dataclasses.replace(options, target=check_target_name(target))
+        options = lowering_options(split_keepdims, dim, flatten_sequence_io, seq_len, target)
         report = inspect_model(model, options, target=options.target)
     except SeqlowerError as error:
         typer.echo(f"error: {error}", err=True)
@@ -87,7 +88,7 @@ def _show_rich(report: InspectReport) -> bool:
     for site in report.sites:
         detail = _detail(site) + (f"\ntry {site.hint}" if site.hint else "")
         style = "yellow" if site.tier == "kept" else None
-        cells = (site.graph, site.node, site.op_type, site.tier, detail)
+        cells = (site.graph, _node_cell(site), site.op_type, site.tier, detail)
         table.add_row(*(Text(cell) for cell in cells), style=style)  # no markup in names
     console = Console()
     console.print(table)
@@ -103,7 +104,7 @@ def format_inspect(report: InspectReport) -> str:
     if report.sites:
         rows = [("graph", "node", "op", "tier", "rules / why kept")]
         for site in report.sites:
-            rows.append((site.graph, site.node, site.op_type, site.tier, _detail(site)))
+            rows.append((site.graph, _node_cell(site), site.op_type, site.tier, _detail(site)))
         widths = [max(len(row[i]) for row in rows) for i in range(4)]
         for index, row in enumerate(rows):
             cells = [cell.ljust(width) for cell, width in zip(row, widths)]
@@ -126,17 +127,20 @@ def format_inspect_footer(report: InspectReport) -> list[str]:
     return lines
 
 
+def _node_cell(site: NodeOutcome) -> str:
+    """The node's label; for one the lowering made, the node of the model it came from."""
+    return f"made from '{site.created_by}'" if site.created_by else site.node
+
+
 def _detail(site: NodeOutcome) -> str:
     """One cell: the rules that rewrote the node, or why it is kept."""
     if site.tier == "kept":
-        detail = site.reason
-    elif site.rules:
-        detail = ", ".join(site.rules)
-    elif site.op_type in ("input", "output"):
-        detail = ""
-    else:
-        detail = "removed along with the nodes around it"
-    return f"[from {site.created_by}] {detail}" if site.created_by else detail
+        return site.reason
+    if site.rules:
+        return ", ".join(site.rules)
+    if site.op_type in ("input", "output"):
+        return ""
+    return "removed along with the nodes around it"
 
 
 def _describe_change(change: dict[str, Any]) -> str:

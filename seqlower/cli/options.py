@@ -8,48 +8,50 @@ __all__ = [
     "DimOption",
     "FlattenOption",
     "SeqLenOption",
-    "SplitKeepdims",
-    "SplitKeepdimsChoice",
     "SplitKeepdimsOption",
-    "TargetName",
     "TargetOption",
-    "check_target_name",
     "lowering_options",
     "parse_sizes",
 ]
 
-import enum
 from typing import Annotated
 
 import typer
 
 from seqlower.errors import SeqlowerError
-from seqlower.options import Options
-from seqlower.targets import PROFILES
+from seqlower.options import SPLIT_KEEPDIMS_READINGS, TARGET_NAMES, Options, unknown_choice
 
-TARGETS = tuple(PROFILES)
+try:  # typer 0.20+ carries its own copy of click
+    from typer import _click as click
+except ImportError:  # pragma: no cover - older typer depends on click itself
+    import click  # type: ignore[no-redef]
 
-# The choices of --target are the profiles seqlower.targets defines, so a new profile shows up
-# in the help and the parser by itself.
-TargetName = enum.Enum("TargetName", {name: name for name in TARGETS}, type=str)  # type: ignore[misc]
-DEFAULT_TARGET = TargetName("generic")
+TARGETS = TARGET_NAMES
+DEFAULT_TARGET = "generic"
 
 
-class SplitKeepdims(str, enum.Enum):
-    """The readings of SplitToSequence(scalar split, keepdims=0)."""
+def _choice(option: str, name: str, choices: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    """A callback that refuses a value outside `choices` with the message Python gives."""
 
-    onnxruntime = "onnxruntime"
-    spec = "spec"
+    def check(ctx: click.Context, value: str) -> str:
+        if value not in choices:
+            raise click.exceptions.UsageError(unknown_choice(name, value, choices), ctx)
+        return value
+
+    return check
 
 
 TargetOption = Annotated[
-    TargetName,
+    str,
     typer.Option(
         "--target",
-        help="Runtime profile: every target lowers all it can; generic accepts any leftover; "
-        "onnxruntime asks for speed first (keeps a region of sequence ops as given where that "
-        "is estimated faster) and warns about other leftovers; the others fail (exit 1) on what "
-        "that runtime cannot run, such as sequence ops and dynamic scan lengths for tensorrt.",
+        metavar="[" + "|".join(TARGETS) + "]",
+        callback=_choice("--target", "target", TARGETS),
+        help="The runtime the model is for (every target lowers all it can): generic accepts "
+        "any leftover; onnxruntime asks for speed first (keeps a region of sequence ops as "
+        "given where that is estimated faster) and warns about other leftovers; the others "
+        "fail (exit 1) on what that runtime cannot run, such as sequence ops and dynamic scan "
+        "lengths for tensorrt.",
     ),
 ]
 
@@ -81,9 +83,14 @@ _SPLIT_KEEPDIMS_HELP = (
     "Reading of SplitToSequence(scalar split, keepdims=0): onnxruntime squeezes the axis (as "
     "onnxruntime and PyTorch do), spec keeps it (the ONNX specification)."
 )
-SplitKeepdimsChoice = Annotated[SplitKeepdims, typer.Option(help=_SPLIT_KEEPDIMS_HELP)]
-# the same option as a plain string, checked by `lowering_options` (`inspect` uses it)
-SplitKeepdimsOption = Annotated[str, typer.Option(help=_SPLIT_KEEPDIMS_HELP)]
+SplitKeepdimsOption = Annotated[
+    str,
+    typer.Option(
+        metavar="[" + "|".join(SPLIT_KEEPDIMS_READINGS) + "]",
+        callback=_choice("--split-keepdims", "split_keepdims", SPLIT_KEEPDIMS_READINGS),
+        help=_SPLIT_KEEPDIMS_HELP,
+    ),
+]
 
 
 def parse_sizes(items: list[str] | None, option: str) -> dict[str, int]:
@@ -98,29 +105,18 @@ def parse_sizes(items: list[str] | None, option: str) -> dict[str, int]:
     return sizes
 
 
-def check_target_name(target: str | enum.Enum) -> str:
-    """The target name, or `SeqlowerError` listing the valid ones."""
-    if isinstance(target, enum.Enum):
-        target = str(target.value)
-    if target not in PROFILES:
-        raise SeqlowerError(f"--target must be one of {', '.join(TARGETS)}, not '{target}'")
-    return target
-
-
 def lowering_options(
-    split_keepdims: str | SplitKeepdims,
+    split_keepdims: str,
     dim: list[str] | None,
     flatten: bool,
     seq_len: list[str] | None,
+    target: str = DEFAULT_TARGET,
 ) -> Options:
     """The `Options` the shared command-line options ask for; `SeqlowerError` when malformed."""
-    if isinstance(split_keepdims, SplitKeepdims):
-        split_keepdims = split_keepdims.value
-    if split_keepdims not in ("onnxruntime", "spec"):
-        raise SeqlowerError(f"--split-keepdims must be onnxruntime or spec, not '{split_keepdims}'")
     return Options(
         split_keepdims=split_keepdims,  # type: ignore[arg-type]
         dims=parse_sizes(dim, "--dim"),
         flatten_sequence_io=flatten,
         seq_lens=parse_sizes(seq_len, "--seq-len"),
+        target=target,
     )

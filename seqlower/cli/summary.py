@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["format_summary", "plural"]
+__all__ = ["format_size", "format_summary", "format_written", "plural"]
+
+import textwrap
+from pathlib import Path
 
 from seqlower.report import Report
+
+_WIDTH = 100  # lines that list many nodes wrap here
 
 
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
@@ -34,15 +39,34 @@ def format_summary(
     if report.rules_fired:
         fired = ", ".join(f"{name} x{count}" for name, count in sorted(report.rules_fired.items()))
         lines.append(f"rules fired: {fired}")
-    for region in report.kept_for_speed:
-        lines.append(
-            f"kept as given for speed: the region of {region.op_type} '{region.node}' in "
-            f"{region.graph} ({plural(region.sequence_nodes, 'sequence node')}), an estimated "
-            f"{region.as_given} operator launches per run as given, {region.lowered} lowered"
-        )
     lines.extend(_kept_lines(report, verbose))
-    lines.extend(f"warning: {warning}" for warning in report.warnings)
     return "\n".join(lines)
+
+
+def format_size(size: int) -> str:
+    """`812 B`, `14.2 kB`, `3.1 MB`, `2.0 GB` (powers of 1000)."""
+    if size < 1000:
+        return f"{size} B"
+    for unit in ("kB", "MB", "GB"):
+        size /= 1000  # type: ignore[assignment]
+        if size < 1000 or unit == "GB":
+            return f"{size:.1f} {unit}"
+    raise AssertionError  # pragma: no cover
+
+
+def format_written(
+    source: Path, output: Path, weights: Path | None, report: Report, seconds: float
+) -> str:
+    """The last line: what was written (both files when the weights are apart), how large
+    against the input, the node counts before and after, and the time in all."""
+    written = f"{output} ({format_size(output.stat().st_size)})"
+    if weights is not None:
+        written += f" and its weights {weights} ({format_size(weights.stat().st_size)})"
+    size = source.stat().st_size if source.is_file() else 0
+    return (
+        f"wrote {written}; input {format_size(size)}; nodes {report.nodes_before} -> "
+        f"{report.nodes_after} ({seconds:.2f} s)"
+    )
 
 
 def _expansion_note(report: Report) -> str:
@@ -60,8 +84,26 @@ def _kept_lines(report: Report, verbose: bool) -> list[str]:
     then what to try (each distinct hint once); every refusal under each line with `verbose`."""
     lines = []
     hints: list[str] = []
+    as_given = [op for op in report.remaining if op.kept_for_speed]
+    for region in report.kept_regions:  # each region's decision, said once with its estimates
+        lines.append(
+            f"kept as given for speed: the region of {region.op_type} '{region.node}' in "
+            f"{region.graph} ({plural(region.sequence_nodes, 'sequence node')}), an estimated "
+            f"{region.as_given} operator launches per run as given, {region.lowered} lowered"
+        )
+    if as_given and not report.kept_regions:  # one decision for them all, said once
+        names = ", ".join(op.described for op in as_given)
+        text = f"kept as given, the original costing less: {names}"
+        lines.extend(textwrap.wrap(text, _WIDTH, subsequent_indent="    ", break_on_hyphens=False))
     for op in report.remaining:
-        lines.append(f"kept {op.op_type} '{op.node}' in {op.graph}: {op.reason}")
+        if op.kept_for_speed:
+            if verbose:
+                lines.append(f"kept {op.described} in {op.graph}: {op.reason}")
+                lines.extend(f"    {reason}" for reason in op.reasons)
+            if op.hint and op.hint not in hints:
+                hints.append(op.hint)
+            continue
+        lines.append(f"kept {op.described} in {op.graph}: {op.reason}")
         if verbose:
             lines.extend(f"    {reason}" for reason in op.reasons)
         if op.hint and op.hint not in hints:

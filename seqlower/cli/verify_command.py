@@ -26,8 +26,12 @@ _COLUMNS = ("trial", "output", "shape", "dtype", "max abs err", "max rel err", "
 
 
 def verify_command(
-    original: Annotated[Path, typer.Argument(help="The original model (.onnx).")],
-    candidate: Annotated[Path, typer.Argument(help="The rewritten model to check (.onnx).")],
+    original: Annotated[
+        Path, typer.Argument(metavar="ORIGINAL", help="The original model (.onnx).")
+    ],
+    candidate: Annotated[
+        Path, typer.Argument(metavar="CANDIDATE", help="The rewritten model to check (.onnx).")
+    ],
     trials: Annotated[int, typer.Option(min=1, help="Sets of random inputs to try.")] = 3,
     seed: Annotated[int, typer.Option(help="Seed of the random inputs.")] = 0,
     dim: Annotated[

@@ -154,15 +154,31 @@ def _constant(name: str, array: np.ndarray, node_name: str = "") -> onnx.NodePro
 
 def as_constants(graph: onnx.GraphProto, folded: dict[str, np.ndarray]) -> None:
     """In a copy given to inference, the nodes computing `folded` values become Constants
-    (subgraphs included)."""
-    graphs = [graph]
+    (subgraphs included), and a subgraph that reads a folded value of an outer scope gets a
+    Constant of its own for it: ONNX inference reads the content of a Constant or initializer
+    of the subgraph's own scope only (a ReduceSum in a Loop body whose axes are a Constant of
+    the main graph otherwise loses even its rank)."""
+    if not folded:
+        return
+    graphs = [(graph, True)]
     while graphs:
-        current = graphs.pop()
+        current, is_root = graphs.pop()
+        read: list[str] = []  # folded values this subgraph reads
         for node in current.node:
             for attr in node.attribute:
-                graphs.extend([attr.g] if attr.HasField("g") else list(attr.graphs))
+                inner = [attr.g] if attr.HasField("g") else list(attr.graphs)
+                graphs.extend((g, False) for g in inner)
             if len(node.output) == 1 and node.output[0] in folded and node.op_type != "Constant":
                 node.CopyFrom(_constant(node.output[0], folded[node.output[0]], node.name))
+            if not is_root:
+                read.extend(name for name in node.input if name in folded and name not in read)
+        if read:
+            defined = {name for node in current.node for name in node.output}
+            defined.update(v.name for v in current.input)
+            defined.update(t.name for t in current.initializer)
+            captured = [name for name in read if name not in defined]
+            for name in reversed(captured):
+                current.node.insert(0, _constant(name, folded[name]))
 
 
 def _renamer(inherited: set[str], run: int) -> Callable[[str], str | None]:

@@ -13,11 +13,12 @@ from __future__ import annotations
 __all__ = ["is_dead", "remove_dead_nodes", "remove_dead_upstream"]
 
 import collections
+import collections.abc
 from collections.abc import Iterable, Mapping, Sequence
 
 import onnx_ir as ir
 
-from seqlower.ops import has_subgraph, iter_all_graphs, subgraphs
+from seqlower.ops import iter_all_graphs, subgraphs
 
 Holders = Mapping[int, Sequence[ir.Node]]  # id(subgraph) -> the nodes that hold it
 
@@ -52,16 +53,38 @@ def remove_dead_nodes(model: ir.Model) -> bool:
     """Dead-code elimination over the whole model, subgraphs and functions included. True when
     something was removed."""
     graphs = list(iter_all_graphs(model))
-    holders: Holders | None = None
+    # built on first use: a node that dies upstream of the dead ones may hold a subgraph that
+    # a rewrite moved to a live node
+    holders = _LazyHolders(graphs)
     removed = 0
     for graph in graphs:
         dead = [node for node in graph if is_dead(node)]
-        if holders is None and any(has_subgraph(node) for node in dead):
-            holders = _holders(graphs)
         # users are taken before their producers (the last node first): whole dead chains go,
         # and what dies in other graphs follows from the subgraph reads released
         removed += remove_dead_upstream(dead, holders)
     return removed > 0
+
+
+class _LazyHolders(collections.abc.Mapping):
+    """The holders of every subgraph of `graphs`, walked for only when first asked."""
+
+    def __init__(self, graphs: list[ir.Graph]) -> None:
+        self._graphs = graphs
+        self._holders: dict[int, list[ir.Node]] | None = None
+
+    def _built(self) -> dict[int, list[ir.Node]]:
+        if self._holders is None:
+            self._holders = _holders(self._graphs)
+        return self._holders
+
+    def __getitem__(self, key: int) -> Sequence[ir.Node]:
+        return self._built()[key]
+
+    def __iter__(self):
+        return iter(self._built())
+
+    def __len__(self) -> int:
+        return len(self._built())
 
 
 def _holders(graphs: list[ir.Graph]) -> dict[int, list[ir.Node]]:

@@ -25,17 +25,20 @@ from collections.abc import Mapping
 import onnx_ir as ir
 
 from seqlower.analysis import Facts
-from seqlower.ops import subgraphs
+from seqlower.lists import lower_lists
+from seqlower.ops import is_sequence_value, subgraphs
 from seqlower.options import Options
 from seqlower.passes import region_inference
 from seqlower.passes.dead_code import is_dead, remove_dead_nodes, remove_dead_upstream
 from seqlower.passes.normalize import SHAPE_ARGUMENTS, infer_shapes
-from seqlower.passes.outcomes import rewrite_tier
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
+from seqlower.report.sites import rewrite_tier
 from seqlower.rewriter import Rewriter
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 
 logger = logging.getLogger(__name__)
+
+TENSOR_LIST_RULE = "tensor-list"  # the last tier's name in the report (seqlower.lists)
 
 
 class LowerSequencesPass(ir.passes.InPlacePass):
@@ -110,6 +113,10 @@ class LowerSequencesPass(ir.passes.InPlacePass):
             self.stop_reason = "fixpoint: no rule applies"
             self.dead_code_free = True
             break
+        if self.options.tensor_lists and self.dead_code_free and self._lower_lists(model, rewriter):
+            modified = True
+            infer_shapes(model)
+            stamp = region_inference.current_stamp(model)
         self.fired = dict(rewriter.fired)
         self.warnings = list(rewriter.warnings)
         if stamp is not None:  # dead code removed since: the shapes are still current
@@ -119,6 +126,25 @@ class LowerSequencesPass(ir.passes.InPlacePass):
             modified = True
             region_inference.forget_stamp(model)
         return ir.passes.PassResult(model, modified)
+
+    def _lower_lists(self, model: ir.Model, rewriter: _TrackingRewriter) -> bool:
+        """The last tier: every list the rules left becomes tensors where its elements have a
+        known rank (`seqlower.lists`). True when something changed."""
+        if not any(is_sequence_value(v) for v in _sequence_candidates(model)):
+            return False
+        lowered = lower_lists(model, rewriter, self.frozen.keys())
+        for node, layout in lowered.converted:
+            origin = self.origins.get(node, node)
+            self.rewrites.setdefault(origin, []).append((TENSOR_LIST_RULE, layout))
+        for made, node in lowered.origins.items():
+            if made is not node:
+                self.origins.setdefault(made, self.origins.get(node, node))
+        if lowered.converted:
+            rewriter.fired[TENSOR_LIST_RULE] += len(lowered.converted)
+            rewriter.take_touched()
+        for node, reason in lowered.kept.items():
+            self.refusals.setdefault(node, []).insert(0, f"{TENSOR_LIST_RULE}: {reason}")
+        return bool(lowered.converted)
 
     def _infer(
         self,
@@ -226,6 +252,16 @@ def _graphs_and_owners(model: ir.Model) -> tuple[list[ir.Graph], dict[int, ir.No
                 owners[id(subgraph)] = node
                 graphs.append(subgraph)
     return graphs, owners
+
+
+def _sequence_candidates(model: ir.Model):
+    """Sequence-typed values of the main graph and its subgraphs, lazily."""
+    graphs = [model.graph]
+    for graph in graphs:
+        yield from graph.inputs
+        for node in graph:
+            yield from node.outputs
+            graphs.extend(subgraphs(node))
 
 
 def _is_live(graph: ir.Graph, owners: dict[int, ir.Node]) -> bool:

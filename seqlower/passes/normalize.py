@@ -14,9 +14,10 @@ shape inference recomputes them from the graph inputs and constants. Symbolic in
 
 from __future__ import annotations
 
-__all__ = ["SHAPE_ARGUMENTS", "NormalizePass", "infer_shapes"]
+__all__ = ["SHAPE_ARGUMENTS", "NormalizePass", "SplitReading", "infer_shapes"]
 
 import collections
+import dataclasses
 import logging
 from collections.abc import Iterator
 
@@ -41,6 +42,28 @@ from seqlower.passes.inferred_types import (
 logger = logging.getLogger(__name__)
 
 
+@dataclasses.dataclass(frozen=True)
+class SplitReading:
+    """A SplitToSequence with a scalar split and keepdims=0, and how it was read: `squeezed`
+    as onnxruntime and PyTorch read a split of 1 (else keepdims ignored, as the specification
+    says); `counted_only` when only SequenceLength reads it (both readings give one count)."""
+
+    node: ir.Node
+    chunk: int
+    squeezed: bool
+    counted_only: bool
+
+
+def _counted_only(node: ir.Node) -> bool:
+    output = node.outputs[0]
+    readers = output.consumers()
+    return (
+        bool(readers)
+        and not output.is_graph_output()
+        and all(r.op_type == "SequenceLength" and r.domain == "" for r in readers)
+    )
+
+
 class NormalizePass(ir.passes.InPlacePass):
     """Resolve the scalar-split/keepdims ambiguity and recompute shapes by inference."""
 
@@ -48,6 +71,8 @@ class NormalizePass(ir.passes.InPlacePass):
         super().__init__()
         self.options = options or Options()
         self.warnings: list[str] = []
+        # the scalar-split/keepdims=0 nodes resolved, for the report to warn about
+        self.split_readings: list[SplitReading] = []
         self.bind_dims = BindDimsPass(self.options.dims)  # `.bound`: which inputs changed
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
@@ -72,21 +97,12 @@ class NormalizePass(ir.passes.InPlacePass):
                 if array is None or array.ndim != 0 or chunk is None:
                     continue
                 modified = True
-                if chunk == 1 and self.options.split_keepdims == "onnxruntime":
-                    node.resize_inputs(1)
-                    self.warnings.append(
-                        f"SplitToSequence '{node.name}': scalar split=1 with keepdims=0; the ONNX "
-                        "spec ignores keepdims here but onnxruntime and PyTorch squeeze the axis: "
-                        "lowered with the squeeze (--split-keepdims spec, or split_keepdims='spec' "
-                        "in Python, keeps the axis)"
-                    )
+                squeezed = chunk == 1 and self.options.split_keepdims == "onnxruntime"
+                if squeezed:
+                    node.resize_inputs(1)  # no split, keepdims=0: every runtime squeezes
                 else:
                     node.attributes["keepdims"] = ir.AttrInt64("keepdims", 1)
-                    self.warnings.append(
-                        f"SplitToSequence '{node.name}': scalar split={chunk} with keepdims=0; "
-                        "lowered as the ONNX spec reads it (keepdims ignored); onnxruntime "
-                        + ("squeezes here instead" if chunk == 1 else "fails on this node")
-                    )
+                self.split_readings.append(SplitReading(node, chunk, squeezed, _counted_only(node)))
         return modified
 
 
@@ -194,9 +210,10 @@ def _static_arguments(shape_readers: list[ir.Node]) -> tuple[dict[str, np.ndarra
             continue
         for value in (node.inputs[i] for i in positions if i < len(node.inputs)):
             producer = value.producer() if value is not None else None
+            # inference reads a Constant of the reader's own graph, not one of an outer scope
             if (
                 producer is None
-                or producer.op_type == "Constant"
+                or (producer.op_type == "Constant" and producer.graph is node.graph)
                 or len(producer.outputs) != 1
                 or value.dtype not in (ir.DataType.INT64, ir.DataType.INT32)  # type: ignore[union-attr]
                 or not value.name  # type: ignore[union-attr]

@@ -18,9 +18,12 @@ from seqlower.cli import app
 USAGE_ERRORS = {
     # click words it "no such option: --x" or "no such option '--x'" depending on its release
     "unknown option": (["optimize", "--frobnicate", "a", "b"], "--frobnicate"),
-    "missing argument": (["optimize", "a.onnx"], "missing argument 'TARGET'"),
+    "missing argument": (["optimize", "a.onnx"], "missing argument 'OUTPUT'"),
     "trials 0": (["verify", "--trials", "0", "a", "b"], "invalid value for '--trials'"),
-    "bad choice": (["optimize", "--split-keepdims", "numpy", "a", "b"], "'--split-keepdims'"),
+    "bad choice": (
+        ["optimize", "--split-keepdims", "numpy", "a", "b"],
+        "unknown split_keepdims 'numpy': choose one of onnxruntime, spec",
+    ),
     "unknown command": (["frobnicate"], "no such command 'frobnicate'"),
     "quiet and verbose": (["optimize", "-q", "-v", "a", "b"], "--quiet and --verbose cannot"),
 }

@@ -36,9 +36,18 @@ def test_a_dynamic_length_with_static_element_shapes_is_a_scan():
     assert tiers(inspect_model(map_over_split("N"), target="portable"))["SequenceMap"] == "scan"
 
 
-def test_dynamic_element_shapes_need_a_loop_and_what_stays_says_why_and_what_to_try():
+def test_dynamic_element_shapes_take_the_tensor_form_of_lists():
     report = inspect_model(
         map_over_split("N", body_out="float[1,K]", else_width=8), target="portable"
+    )
+    assert tiers(report)["SequenceMap"] == "flat" and report.kept == []
+
+
+def test_without_the_tensor_form_dynamic_element_shapes_need_a_loop_and_what_stays_says_why():
+    report = inspect_model(
+        map_over_split("N", body_out="float[1,K]", else_width=8),
+        target="portable",
+        tensor_lists=False,
     )
     assert tiers(report)["SequenceMap"] == "loop"
     kept = {site.op_type: site for site in report.kept}

@@ -6,11 +6,10 @@ import json
 
 import onnx
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from cli_features.models import map_over_split, sequence_interface
-from seqlower.cli.inspect_command import inspect_command
+from seqlower.cli.app import app
 from seqlower.cli.options import parse_sizes
 from seqlower.errors import SeqlowerError
 
@@ -25,9 +24,6 @@ def paths(tmp_path):
 
 
 def invoke(*args: str):
-    app = typer.Typer()
-    app.command("inspect")(inspect_command)
-    app.command("other")(lambda: None)  # two commands: "inspect" stays a subcommand
     return CliRunner().invoke(app, ["inspect", *args])
 
 
@@ -71,9 +67,12 @@ def test_flatten_options_reach_the_lowering(paths):
         (["--seq-len", "s=x"], "error: --seq-len expects NAME=SIZE"),
         (
             ["--target", "tpu"],
-            "error: --target must be one of generic, portable, onnxruntime, tensorrt",
+            "error: unknown target 'tpu': choose one of generic, portable, onnxruntime, tensorrt",
         ),
-        (["--split-keepdims", "numpy"], "error: --split-keepdims must be onnxruntime or spec"),
+        (
+            ["--split-keepdims", "numpy"],
+            "error: unknown split_keepdims 'numpy': choose one of onnxruntime, spec",
+        ),
     ],
 )
 def test_bad_options_exit_2_with_one_error_line(paths, args, message):

@@ -78,7 +78,8 @@ def test_the_headline_is_one_reason_and_verbose_lists_every_refusal(model1, tmp_
     refusals = verbose[start + 1 : start + 7]
     assert refusals[0] == f"    at-static-position: {WHY}"
     assert all(line.startswith("    at-") for line in refusals)
-    assert plain[-1].startswith("  (-v lists every rule's refusal")
+    assert plain[-2].startswith("  (-v lists every rule's refusal")
+    assert plain[-1].startswith("wrote ")
     assert all(len(line) < 200 for line in plain if line.startswith("kept "))
 
 

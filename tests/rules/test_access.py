@@ -348,12 +348,27 @@ def test_runtime_position_over_strings(build, p):
     assert op_counts(lowered)["Gather"] == 1  # only the one that checks the position's range
 
 
-def test_runtime_position_into_a_split_of_strings_of_unknown_length_is_kept():
+def test_runtime_position_into_a_split_of_strings_of_unknown_length_is_kept_by_the_rules():
     model = parse("""g (string[N,2] x, int64 p) => (string y) {
         s = SplitToSequence<axis = 0, keepdims = 0>(x)
         y = SequenceAt(s, p)
     }""")
-    lowered, report, (y,) = lower_and_compare(model, {"x": STRINGS, "p": np.array(1)})
+    lowered, report, (y,) = lower_and_compare(
+        model, {"x": STRINGS, "p": np.array(1)}, tensor_lists=False
+    )
     assert y.tolist() == ["c", "d"]
     assert op_counts(lowered)["Gather"] == 0
     assert "mis-copies string tensors" in reasons(report, "SequenceAt")
+
+
+def test_runtime_position_into_a_split_of_strings_of_unknown_length_becomes_tensors():
+    """The tensor form gathers only from its int64 tables and slices the strings."""
+    model = parse("""g (string[N,2] x, int64 p) => (string y) {
+        s = SplitToSequence<axis = 0, keepdims = 0>(x)
+        y = SequenceAt(s, p)
+    }""")
+    for p in (0, 1, -1, -3):
+        lowered, report, (y,) = lower_and_compare(model, {"x": STRINGS, "p": np.array(p)})
+        assert y.tolist() == STRINGS[p].tolist()
+    assert sequence_op_count(lowered) == 0
+    assert report.rules_fired.get("tensor-list") == 2

@@ -91,7 +91,9 @@ def test_refuses_a_reader_that_would_fail_in_a_branch_that_may_never_run():
                  else_branch = e2 () => (seq(float) se2) { se2 = SequenceEmpty<dtype = 1>() }>
       y = ConcatFromSequence<axis = 0>(e)
     }""")
-    lowered, report, (z, y) = lower_and_compare(model, {"c": np.array(True), "a": A, "b": B})
+    lowered, report, (z, y) = lower_and_compare(
+        model, {"c": np.array(True), "a": A, "b": B}, tensor_lists=False
+    )
     np.testing.assert_array_equal(z, B)
     np.testing.assert_array_equal(y, A)
     text = reasons(report)
@@ -153,7 +155,7 @@ def test_refuses_a_concat_that_cannot_fit_in_a_branch_that_never_runs():
     }""")
     b = np.arange(4, dtype=np.float32).reshape(4, 1)
     feeds = {"c": np.array(False), "a": np.zeros((2, 2), np.float32), "b": b}
-    lowered, report, (y,) = lower_and_compare(model, feeds)
+    lowered, report, (y,) = lower_and_compare(model, feeds, tensor_lists=False)
     np.testing.assert_array_equal(y, np.concatenate([b, b, b]))
     assert "'' cannot concatenate the elements of the then branch (dim 1)" in reasons(report)
     assert op_counts(lowered)["ConcatFromSequence"] == 1

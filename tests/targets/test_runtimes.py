@@ -42,17 +42,6 @@ KNOWN = {
         "the insert position is an overridable initializer and the elements differ in shape, so "
         "it is lowered to an If chain whose branches differ in shape, which tract cannot type",
     ),
-    ("torch:list_insert_pop", "tract"): (
-        "load",
-        "Unimplemented(SplitToSequence)",
-        "sequence ops stay: an insert and an erase on a sequence of run-time length",
-    ),
-    ("torch:list_insert_pop", "openvino"): (
-        "load",
-        "unconverted_ops_report",
-        "sequence ops stay, among them a SplitToSequence over a dim of run-time size, which "
-        "OpenVINO's frontend does not convert",
-    ),
     ("torch:split_sum_scripted", "tract"): (
         "load",
         "Unimplemented(Loop)",

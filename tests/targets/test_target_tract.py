@@ -282,8 +282,8 @@ def test_a_static_tensor_loop_is_unrolled_for_tract():
 def test_a_loop_over_the_budget_is_refused_with_the_numbers():
     refusal = _refusal(parse(STATIC), "Loop", target_tract._check_unroll, unroll_budget=5)
     assert refusal.reason == (
-        "unrolling 3 iterations of 3 nodes adds 9 nodes, over the budget of 5 "
-        "(Options.unroll_budget)"
+        "unrolling 3 iterations of 3 nodes adds 9 nodes, over the unroll budget of 5 "
+        "(unroll_budget= in Python)"
     )
     lowered, _ = lower(parse(STATIC), target="tract", unroll_budget=5)
     assert op_counts(lowered)["Loop"] == 1
@@ -329,7 +329,9 @@ def test_a_sequence_loop_over_the_budget_keeps_its_loop():
     model = parse(RAGGED.replace("TRIPS", str(loops.MAX_UNROLL + 8)))
     refusal = _refusal(model, "Loop", target_tract._check_unroll, unroll_budget=100)
     assert refusal.reason.startswith(f"{loops.MAX_UNROLL + 8} iterations of ")
-    assert refusal.reason.endswith("too many to unroll (Options.unroll_budget is 100 nodes)")
+    assert refusal.reason.endswith(
+        "too many to unroll (the unroll budget is 100 nodes; unroll_budget= in Python)"
+    )
 
 
 def test_a_branch_valid_only_when_taken_keeps_its_if():

@@ -29,9 +29,6 @@ pytest.importorskip("tract", reason="the test extra installs tract")
 # (runtime, case) -> what the runtime says (a substring of its error), as measured with
 # OpenVINO 2026.4 and tract 0.23.9 on models lowered for the generic target.
 FAILS = {
-    # a run-time split size: OpenVINO needs a static dim for a scalar split (kept: dynamic N)
-    ("openvino", "torch/list_insert_pop"): "SplitToSequence",
-    ("tract", "torch/list_insert_pop"): "Unimplemented(SplitToSequence)",
     # kept sequence ops (the positions are overridable initializers)
     # an If chain over elements of different shapes: tract types If only when branches agree
     ("tract", "test_sequence_model1"): "Condition failed: `self.then_body.output_fact(i)",

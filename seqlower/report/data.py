@@ -5,7 +5,7 @@ The report is plain dataclasses; `to_dict()` gives the JSON form written by `--r
 
 from __future__ import annotations
 
-__all__ = ["TIERS", "KeptRegion", "NodeOutcome", "RemainingOp", "Report"]
+__all__ = ["KEPT_FOR_SPEED", "TIERS", "KeptRegion", "NodeOutcome", "RemainingOp", "Report"]
 
 import dataclasses
 import json
@@ -13,10 +13,27 @@ from typing import Any
 
 # How a node's sequence work ended, cheapest first (design.md, "SequenceMap lowering tiers"):
 # direct (tensor operators on the whole data), batch (a map body applied once to the stacked
-# elements), unroll (a copy per element), scan (a Loop with scan outputs), loop (a Loop carrying
-# a sequence), kept (still there, with the reason), flattened (a sequence input or output that
-# became tensors on request).
-TIERS = ("direct", "batch", "unroll", "scan", "loop", "kept", "flattened")
+# elements), unroll (a copy per element), scan (a Loop with scan outputs), then the list as
+# tensors (`seqlower.lists`): stacked (elements of one shape in one tensor), ragged (elements
+# concatenated on their first dim, plus their first dims), flat (elements flattened into one
+# buffer, plus a table of their shapes); loop (a Loop carrying a sequence), kept (still there,
+# with the reason), flattened (a sequence input or output that became tensors on request).
+TIERS = (
+    "direct",
+    "batch",
+    "unroll",
+    "scan",
+    "stacked",
+    "ragged",
+    "flat",
+    "loop",
+    "kept",
+    "flattened",
+)
+
+# The refusal prefix of an operator kept because its tensor form costs more in onnxruntime
+# (README, "Never slower"): a choice for speed, not a failure to lower.
+KEPT_FOR_SPEED = "never-slower"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +51,19 @@ class RemainingOp:
     hint: str = ""
     outputs: tuple[str, ...] = ()  # the names of its output values
     reasons: tuple[str, ...] = ()
+    created_by: str = ""  # for a node the lowering made: the label of the node it came from
+
+    @property
+    def kept_for_speed(self) -> bool:
+        """Kept because its tensor form costs more, not because no rule could lower it."""
+        return any(reason.startswith(f"{KEPT_FOR_SPEED}:") for reason in self.reasons)
+
+    @property
+    def described(self) -> str:
+        """The node as messages name it: `Op 'label'`, or `Op made from 'origin'`."""
+        if self.created_by:
+            return f"{self.op_type} made from '{self.created_by}'"
+        return f"{self.op_type} '{self.node}'"
 
     def to_dict(self) -> dict[str, Any]:
         entry = dataclasses.asdict(self)
@@ -104,7 +134,15 @@ class Report:
     # against which a map lowered to a Loop adds nothing
     expanded_before: int = 0
     # regions kept as given because their lowered form costs more (`--target onnxruntime`)
-    kept_for_speed: list[KeptRegion] = dataclasses.field(default_factory=list)
+    kept_regions: list[KeptRegion] = dataclasses.field(default_factory=list)
+    # the target profile's judgement of the result (`seqlower.targets.check_target`): errors
+    # make it unfit for that runtime (the command line then writes nothing), warnings cost time
+    target: str = "generic"
+    target_errors: list[str] = dataclasses.field(default_factory=list)
+    target_warnings: list[str] = dataclasses.field(default_factory=list)
+    # every node of the input and of the output (subgraphs included)
+    nodes_before: int = 0
+    nodes_after: int = 0
 
     @property
     def total_before(self) -> int:
@@ -113,6 +151,11 @@ class Report:
     @property
     def total_after(self) -> int:
         return sum(self.sequence_ops_after.values())
+
+    @property
+    def fits_target(self) -> bool:
+        """True when the target profile found nothing the runtime cannot run."""
+        return not self.target_errors
 
     @property
     def kept_interface(self) -> list[NodeOutcome]:
@@ -135,7 +178,15 @@ class Report:
             "warnings": list(self.warnings),
             "interface_changes": [dict(change) for change in self.interface_changes],
             "nodes": [node.to_dict() for node in self.nodes],
-            "kept_for_speed": [region.to_dict() for region in self.kept_for_speed],
+            "kept_regions": [region.to_dict() for region in self.kept_regions],
+            "nodes_before": self.nodes_before,
+            "nodes_after": self.nodes_after,
+            "target": {
+                "name": self.target,
+                "ok": self.fits_target,
+                "errors": list(self.target_errors),
+                "warnings": list(self.target_warnings),
+            },
         }
 
     def to_json(self) -> str:

@@ -1,0 +1,383 @@
+"""Which sequence values can become a pair of tensors, and with which element type and rank.
+
+Sequence values that flow into one another (through Identity, SequenceInsert, SequenceErase, a
+Loop's carried values and its body, an If's outputs and its branches) must change form together:
+they are one *list*, a connected component. A list can become tensors when
+
+- it is internal: none of its values is an input or output of the model (the interface);
+- every node that produces or reads one of its values is a sequence operator, an Identity, a
+  Loop carrying it or an If returning it (no Optional, no custom operator, no SequenceMap);
+- its elements have one known rank and one known element type (from the tensors put in, the
+  tensors read out, or the declared sequence type);
+- the model's opset is 14 or newer (elements are rebuilt by Reshape with `allowzero`, so that
+  an element with a zero-size dim keeps its shape).
+
+`find_lists` returns every list of the main graph and its subgraphs, each with its plan or the
+one reason it must stay.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MIN_OPSET", "ListPlan", "find_lists"]
+
+import dataclasses
+
+import onnx_ir as ir
+
+from seqlower.lists.tensors import Layout
+from seqlower.ops import is_sequence_value, subgraphs
+
+MIN_OPSET = 14  # Reshape's allowzero
+
+# the operators a list's values may flow through, or be read by, in the tensor form
+_READERS = frozenset(
+    {
+        "ConcatFromSequence",
+        "Identity",
+        "If",
+        "Loop",
+        "SequenceAt",
+        "SequenceErase",
+        "SequenceInsert",
+        "SequenceLength",
+    }
+)
+_PRODUCERS = frozenset(
+    {
+        "Identity",
+        "If",
+        "Loop",
+        "SequenceConstruct",
+        "SequenceEmpty",
+        "SequenceErase",
+        "SequenceInsert",
+        "SplitToSequence",
+    }
+)
+
+
+@dataclasses.dataclass
+class ListPlan:
+    """One list: its sequence values (in no particular order) and, when it can become tensors,
+    its element type and rank; otherwise `reason` says why it stays."""
+
+    values: list[ir.Value]
+    dtype: ir.DataType | None = None
+    rank: int | None = None
+    reason: str | None = None
+    layout: Layout | None = None
+    interface: bool = False  # it is a model input or output (the report explains those)
+    # the list stays because an operator on it stays, for that operator's own reasons
+    follows_operator: bool = False
+
+    @property
+    def convertible(self) -> bool:
+        return self.reason is None
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[int, int] = {}
+        self.values: dict[int, ir.Value] = {}
+
+    def add(self, value: ir.Value) -> None:
+        key = id(value)
+        if key not in self.parent:
+            self.parent[key] = key
+            self.values[key] = value
+
+    def find(self, key: int) -> int:
+        root = key
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[key] != root:
+            self.parent[key], key = root, self.parent[key]
+        return root
+
+    def union(self, a: ir.Value, b: ir.Value | None) -> None:
+        if b is None:
+            return
+        self.add(a)
+        self.add(b)
+        ra, rb = self.find(id(a)), self.find(id(b))
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def find_lists(model: ir.Model, opset: int) -> list[ListPlan]:
+    """Every list of the main graph and its subgraphs, in a deterministic order (the order in
+    which their first value is met walking the graphs)."""
+    sets = _UnionFind()
+    graphs: list[ir.Graph] = [model.graph]
+    for graph in graphs:  # grows while iterating: nested bodies are walked too
+        for value in graph.inputs:
+            if is_sequence_value(value):
+                sets.add(value)
+        for node in graph:
+            graphs.extend(subgraphs(node))
+            _connect(node, sets)
+        for value in graph.outputs:
+            if is_sequence_value(value):
+                sets.add(value)
+    members: dict[int, list[ir.Value]] = {}
+    for key in sets.parent:  # insertion order: deterministic
+        members.setdefault(sets.find(key), []).append(sets.values[key])
+    main = model.graph
+    plans = []
+    for values in members.values():
+        plan = ListPlan(values)
+        plan.interface = any(
+            v.graph is main and (v.is_graph_input() or v.is_graph_output()) for v in values
+        )
+        plan.reason = _blocker(values, main, opset)
+        plan.follows_operator = plan.reason is not None and "has no tensor form" in plan.reason
+        if plan.reason is None:
+            _element_type(plan)
+        plans.append(plan)
+    return plans
+
+
+def _connect(node: ir.Node, sets: _UnionFind) -> None:
+    """Join the sequence values `node` makes one list of."""
+    for value in (*node.inputs, *node.outputs):
+        if is_sequence_value(value):
+            sets.add(value)  # type: ignore[arg-type]
+    if node.domain != "":
+        return
+    op = node.op_type
+    if op in ("Identity", "SequenceInsert", "SequenceErase") and is_sequence_value(node.outputs[0]):
+        sets.union(node.outputs[0], node.inputs[0])
+    elif op == "Loop":
+        body = node.attributes["body"].as_graph()
+        for k, output in enumerate(node.outputs[: len(node.inputs) - 2]):
+            if not is_sequence_value(output):
+                continue
+            sets.union(output, node.inputs[2 + k])
+            sets.union(output, body.inputs[2 + k])
+            sets.union(output, body.outputs[1 + k])
+    elif op == "If":
+        branches = subgraphs(node)
+        for j, output in enumerate(node.outputs):
+            if is_sequence_value(output):
+                for branch in branches:
+                    sets.union(output, branch.outputs[j])
+
+
+def _blocker(values: list[ir.Value], main: ir.Graph, opset: int) -> str | None:
+    """Why the list of `values` must stay a sequence, or None."""
+    for value in values:
+        if value.graph is main and value.is_graph_input():
+            return f"'{value.name}' is a sequence-typed model input (the model's interface)"
+        if value.is_graph_output() and value.graph is main:
+            return f"'{value.name}' is a sequence-typed model output (the model's interface)"
+    for value in values:
+        producer = value.producer()
+        if producer is not None and (producer.domain != "" or producer.op_type not in _PRODUCERS):
+            return f"it is made by {_describe(producer)}, which has no tensor form"
+        if producer is not None and producer.op_type == "SplitToSequence":
+            unknown = _unknown_split_rank(producer)
+            if unknown:
+                return f"{_describe(producer)}: the rank of {unknown} is unknown"
+        for use in value.uses():
+            reader = use.node
+            if reader.domain != "" or reader.op_type not in _READERS:
+                return f"it is read by {_describe(reader)}, which has no tensor form"
+            if reader.op_type == "Loop" and use.idx < 2:
+                return f"it is read by {_describe(reader)} as its trip count or condition"
+    if opset < MIN_OPSET:
+        return (
+            f"the model's opset is {opset}; the tensor form of a list needs opset {MIN_OPSET} "
+            "(Reshape with allowzero)"
+        )
+    return None
+
+
+def _unknown_split_rank(node: ir.Node) -> str | None:
+    """Which input of a SplitToSequence has a rank that is unknown (its tensor form differs
+    for a scalar and a 1-D `split`), if any."""
+    if _rank(node.inputs[0]) is None:
+        return "the input"
+    split = node.inputs[1] if len(node.inputs) > 1 else None
+    if split is not None and _rank(split) is None:
+        return "the 'split' input"
+    return None
+
+
+def _describe(node: ir.Node) -> str:
+    op = node.op_type if node.domain == "" else f"{node.domain}::{node.op_type}"
+    return f"{op} '{node.name}'" if node.name else op
+
+
+def _element_type(plan: ListPlan) -> None:
+    """Set the plan's element type and rank from what flows in and out, or its reason."""
+    dtypes: set[ir.DataType] = set()
+    ranks: dict[int, str] = {}  # rank -> a value that shows it
+    declared_ranks: set[int] = set()
+    for value in plan.values:
+        if isinstance(value.type, ir.SequenceType) and isinstance(
+            value.type.elem_type, ir.TensorType
+        ):
+            dtypes.add(value.type.elem_type.dtype)
+        elem_shape = _declared_element_shape(value)
+        if elem_shape is not None:
+            declared_ranks.add(len(elem_shape))
+        producer = value.producer()
+        if producer is not None and producer.domain == "":
+            for rank, witness in _ranks_made(producer):
+                ranks.setdefault(rank, witness)
+        for use in value.uses():
+            for rank, witness in _ranks_read(use.node, use.idx):
+                ranks.setdefault(rank, witness)
+    if len(dtypes) != 1:
+        plan.reason = (
+            "its element type is unknown" if not dtypes else "its elements have different types"
+        )
+        return
+    plan.dtype = next(iter(dtypes))
+    if len(ranks) > 1:
+        shown = ", ".join(f"rank {r} ('{w}')" for r, w in sorted(ranks.items()))
+        plan.reason = f"its elements have different ranks: {shown}"
+        return
+    if ranks:
+        plan.rank = next(iter(ranks))
+    elif len(declared_ranks) == 1:
+        plan.rank = next(iter(declared_ranks))
+    else:
+        plan.reason = "the rank of its elements is unknown (even after shape inference)"
+        return
+    plan.layout = _layout(plan.values, plan.rank, plan.dtype)
+
+
+def _layout(values: list[ir.Value], rank: int, dtype: ir.DataType) -> Layout:
+    """The cheapest layout the list's elements allow (`seqlower.lists.tensors`): stacked when
+    every element put in provably has one shape, ragged when they differ in the first dim only,
+    else flat. An empty list made by SequenceEmpty needs those dims static."""
+    sources: list[tuple[Dim, ...]] = []  # the element dims each maker or insert shows
+    splits: list[bool] = []  # per SplitToSequence: whether its chunks differ in the first dim
+    ragged_splits = True  # every SplitToSequence cuts axis 0 and keeps it (the ragged form)
+    has_empty = False
+    for value in values:
+        producer = value.producer()
+        if producer is None or producer.domain != "":
+            continue
+        op = producer.op_type
+        if op == "SequenceEmpty":
+            has_empty = True
+        elif op == "SequenceConstruct":
+            sources.extend(_dims(v) for v in producer.inputs)
+        elif op == "SequenceInsert":
+            sources.append(_dims(producer.inputs[1]))
+        elif op == "SplitToSequence":
+            dims, varies_first = _split_element_dims(producer)
+            if dims is None:
+                return Layout("flat", rank, dtype)
+            sources.append(dims)
+            splits.append(varies_first)
+            ragged_splits = ragged_splits and _cuts_axis_0(producer)
+    if not sources or any(len(dims) != rank for dims in sources):
+        return Layout("flat", rank, dtype)
+    # one split alone: its chunks share their shape (or all but the first dim) by construction
+    alone = len(sources) == 1 and len(splits) == 1
+    same = alone or (None not in sources[0] and len(set(sources)) == 1)
+    if same and not any(splits) and (not has_empty or _static(sources[0])):
+        return Layout("stacked", rank, dtype, sources[0])
+    rests = {dims[1:] for dims in sources}
+    same_rest = alone or (len(rests) == 1 and None not in sources[0][1:])
+    if rank >= 1 and same_rest and ragged_splits and (not has_empty or _static(sources[0][1:])):
+        return Layout("ragged", rank, dtype, sources[0][1:])
+    return Layout("flat", rank, dtype)
+
+
+def _cuts_axis_0(node: ir.Node) -> bool:
+    """A SplitToSequence along axis 0 that keeps the axis (the chunks are rows of its input)."""
+    rank = len(node.inputs[0].shape)  # type: ignore[union-attr, arg-type]
+    axis = node.attributes.get_int("axis", 0)
+    squeeze = len(node.inputs) < 2 or node.inputs[1] is None
+    squeeze = squeeze and node.attributes.get_int("keepdims", 1) == 0
+    return axis % rank == 0 and not squeeze
+
+
+def _static(dims: tuple[Dim, ...]) -> bool:
+    return all(isinstance(d, int) for d in dims)
+
+
+Dim = int | str | None  # a static size, a model dim's name, or unknown
+
+
+def _dims(value: ir.Value | None) -> tuple[Dim, ...]:
+    """The dims of a tensor as facts: ints, the names of model dims, None where unknown (and
+    for the names shape inference makes up, which may stand for different sizes)."""
+    if value is None or value.shape is None:
+        return (None,)
+    dims: list[Dim] = []
+    for dim in value.shape:
+        if isinstance(dim, int):
+            dims.append(dim)
+        else:
+            name = getattr(dim, "value", None)
+            dims.append(name if name and not name.startswith("unk__") else None)
+    return tuple(dims)
+
+
+def _split_element_dims(node: ir.Node) -> tuple[tuple[Dim, ...] | None, bool]:
+    """The dims of the elements of a SplitToSequence (the first one None when it differs), and
+    whether it differs: chunks of sizes along axis 0. None when chunks along another axis may
+    differ (only the flat layout holds them)."""
+    data = node.inputs[0]
+    if data is None or data.shape is None:
+        return None, False
+    dims = _dims(data)
+    rank = len(dims)
+    axis = node.attributes.get_int("axis", 0)
+    axis = axis + rank if axis < 0 else axis
+    split = node.inputs[1] if len(node.inputs) > 1 else None
+    if split is None:
+        if node.attributes.get_int("keepdims", 1) == 0:
+            return dims[:axis] + dims[axis + 1 :], False
+        return (*dims[:axis], 1, *dims[axis + 1 :]), False
+    if axis != 0:
+        return None, False
+    return (None, *dims[1:]), True
+
+
+def _declared_element_shape(value: ir.Value) -> ir.Shape | None:
+    seq_type = value.type
+    if not isinstance(seq_type, ir.SequenceType):
+        return None
+    elem = seq_type.elem_type
+    shape = getattr(elem, "shape", None)
+    return shape if isinstance(shape, ir.Shape) else None
+
+
+def _rank(value: ir.Value | None) -> int | None:
+    if value is None or value.shape is None:
+        return None
+    return len(value.shape)
+
+
+def _ranks_made(node: ir.Node) -> list[tuple[int, str]]:
+    """Element ranks shown by the node that makes a list value."""
+    op = node.op_type
+    found: list[tuple[int, str]] = []
+    if op == "SequenceConstruct":
+        found = [(r, v.name or "") for v in node.inputs if (r := _rank(v)) is not None]
+    elif op == "SplitToSequence":
+        rank = _rank(node.inputs[0])
+        if rank is not None:
+            squeezed = len(node.inputs) < 2 or node.inputs[1] is None
+            squeezed = squeezed and node.attributes.get_int("keepdims", 1) == 0
+            found = [(rank - 1 if squeezed else rank, node.inputs[0].name or "")]  # type: ignore[union-attr]
+    return found
+
+
+def _ranks_read(node: ir.Node, index: int) -> list[tuple[int, str]]:
+    """Element ranks shown by a node that reads a list value at input `index`."""
+    op = node.op_type
+    if op == "SequenceInsert" and index == 0 and (rank := _rank(node.inputs[1])) is not None:
+        return [(rank, node.inputs[1].name or "")]  # type: ignore[union-attr]
+    if op == "SequenceAt" and (rank := _rank(node.outputs[0])) is not None:
+        return [(rank, node.outputs[0].name or "")]
+    if op == "ConcatFromSequence" and (rank := _rank(node.outputs[0])) is not None:
+        new_axis = node.attributes.get_int("new_axis", 0)
+        return [(rank - new_axis, node.outputs[0].name or "")]
+    return []

@@ -1,0 +1,307 @@
+"""Turn every list that can be tensors into its tensor form (`seqlower.lists.forms`).
+
+The walk visits the main graph and its subgraphs in node order. Each sequence operator on a
+convertible list is emitted in its tensor form just before it; readers' results replace the old
+results; a Loop that carries a list is rebuilt to carry the pair of tensors instead (its body
+takes and returns both), and an If that returns a list returns the pair from both branches (the
+branches may build lists of different lengths). The old nodes are left dead and removed at the
+end. This is the last tier of the lowering: the pattern rules, which give cheaper forms, have
+already run to a fixpoint.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ListsLowered", "lower_lists"]
+
+import dataclasses
+from collections.abc import Collection
+
+import onnx_ir as ir
+
+from seqlower.lists.components import ListPlan, find_lists
+from seqlower.lists.forms import ListForms
+from seqlower.lists.tensors import Layout, TensorList
+from seqlower.ops import is_sequence_value, subgraphs
+from seqlower.passes.dead_code import remove_dead_nodes
+from seqlower.rewriter import Builder, Rewriter
+
+
+@dataclasses.dataclass
+class ListsLowered:
+    """What `lower_lists` did: the nodes it replaced, and for each list that stays a sequence,
+    its nodes with the reason."""
+
+    # each replaced node, with the layout of the list it made or read (its tier in the report)
+    converted: list[tuple[ir.Node, str]] = dataclasses.field(default_factory=list)
+    kept: dict[ir.Node, str] = dataclasses.field(default_factory=dict)
+    # each node made, with the node whose conversion made it (for costs per region)
+    origins: dict[ir.Node, ir.Node] = dataclasses.field(default_factory=dict)
+
+
+def lower_lists(
+    model: ir.Model, rewriter: Rewriter, frozen: Collection[ir.Node] = ()
+) -> ListsLowered:
+    """Lower every convertible list of `model` (main graph and subgraphs) to tensors, but the
+    lists made or read by a `frozen` node (a region kept as given: `seqlower.speed_first`)."""
+    opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
+    plans = find_lists(model, opset)
+    outcome = ListsLowered()
+    if frozen:
+        plans = [plan for plan in plans if not any(n in frozen for n in _nodes_of(plan))]
+    for plan in plans:
+        if not (plan.convertible or plan.interface or plan.follows_operator):
+            for node in _nodes_of(plan):
+                outcome.kept.setdefault(node, plan.reason or "")
+    if any(plan.convertible for plan in plans):
+        _Converter(model, rewriter, plans, outcome).run()
+    return outcome
+
+
+def _nodes_of(plan: ListPlan) -> list[ir.Node]:
+    nodes: dict[int, ir.Node] = {}
+    for value in plan.values:
+        producer = value.producer()
+        if producer is not None:
+            nodes.setdefault(id(producer), producer)
+        for use in value.uses():
+            nodes.setdefault(id(use.node), use.node)
+    return list(nodes.values())
+
+
+class _Converter:
+    def __init__(
+        self, model: ir.Model, rewriter: Rewriter, plans: list[ListPlan], outcome: ListsLowered
+    ) -> None:
+        self.model = model
+        self.rewriter = rewriter
+        self.outcome = outcome
+        self.plan_of: dict[int, ListPlan] = {
+            id(value): plan for plan in plans if plan.convertible for value in plan.values
+        }
+        self.flat: dict[int, TensorList] = {}
+        self.owners: dict[int, ir.Node] = {}
+        self.current: ir.Node | None = None
+        self.forms = ListForms(rewriter, self._table_builder)
+
+    def run(self) -> None:
+        graphs = [self.model.graph]
+        for graph in graphs:
+            for node in graph:
+                for subgraph in subgraphs(node):
+                    self.owners[id(subgraph)] = node
+                    graphs.append(subgraph)
+        self._graph(self.model.graph)
+        remove_dead_nodes(self.model)
+
+    # -- the walk ------------------------------------------------------------------------
+
+    def _converting(self, value: ir.Value | None) -> bool:
+        return value is not None and id(value) in self.plan_of and is_sequence_value(value)
+
+    def _graph(self, graph: ir.Graph) -> None:
+        for node in list(graph):
+            self._node(node)
+
+    def _node(self, node: ir.Node) -> None:
+        self.rewriter.take_touched()  # what was made before: attributed already
+        self._convert(node)
+        made, _ = self.rewriter.take_touched()
+        for new in made:
+            self.outcome.origins.setdefault(new, node)
+
+    def _convert(self, node: ir.Node) -> None:
+        self.current = node
+        op = node.op_type if node.domain == "" else ""
+        if op == "Loop" and any(self._converting(v) for v in node.inputs[2:]):
+            self._loop(node)
+            return
+        if op == "If" and any(self._converting(v) for v in node.outputs):
+            self._if(node)
+            return
+        for subgraph in subgraphs(node):
+            self._graph(subgraph)
+            self.current = node
+        if not any(self._converting(v) for v in (*node.inputs, *node.outputs)):
+            return
+        b = self.rewriter.before(node)
+        inputs = node.inputs
+        result: ir.Value | None = None
+        if op == "SequenceEmpty":
+            self._define(node.outputs[0], self.forms.empty(b, self._layout(node.outputs[0])))
+        elif op == "SequenceConstruct":
+            elements = [v for v in inputs if v is not None]
+            layout = self._layout(node.outputs[0])
+            self._define(node.outputs[0], self.forms.construct(b, elements, layout))
+        elif op == "SequenceInsert":
+            position = inputs[2] if len(inputs) > 2 else None
+            flat = self.forms.insert(b, self._flat(inputs[0]), inputs[1], position)  # type: ignore[arg-type]
+            self._define(node.outputs[0], flat)
+        elif op == "SequenceErase":
+            position = inputs[1] if len(inputs) > 1 else None
+            self._define(node.outputs[0], self.forms.erase(b, self._flat(inputs[0]), position))
+        elif op == "SplitToSequence":
+            layout = self._layout(node.outputs[0])
+            self._define(node.outputs[0], self.forms.split(b, node, layout))
+        elif op == "Identity":
+            self._define(node.outputs[0], self._flat(inputs[0]))
+        elif op == "SequenceAt":
+            result = self.forms.at(b, self._flat(inputs[0]), inputs[1])  # type: ignore[arg-type]
+        elif op == "SequenceLength":
+            result = self.forms.length(b, self._flat(inputs[0]))
+        elif op == "ConcatFromSequence":
+            axis = node.attributes.get_int("axis", 0)
+            new_axis = bool(node.attributes.get_int("new_axis", 0))
+            result = self.forms.concat(b, self._flat(inputs[0]), axis, new_axis)
+        else:  # find_lists admits no other operator
+            raise AssertionError(f"no tensor form for {node.op_type}")
+        if result is not None:
+            self.rewriter.replace(node.outputs[0], result)
+        lists = [v for v in (*node.inputs, *node.outputs) if self._converting(v)]
+        self.outcome.converted.append((node, self._layout(lists[0]).kind))
+
+    def _layout(self, value: ir.Value) -> Layout:
+        layout = self.plan_of[id(value)].layout
+        assert layout is not None
+        return layout
+
+    def _flat(self, value: ir.Value | None) -> TensorList:
+        assert value is not None
+        return self.flat[id(value)]
+
+    def _define(self, value: ir.Value, flat: TensorList) -> None:
+        self.flat[id(value)] = flat
+
+    def _table_builder(self, flat: TensorList) -> Builder:
+        """A builder in the graph that defines `flat`, before the node of that graph that is
+        (or holds) the node being converted."""
+        producer = flat.data.producer()
+        graph = producer.graph if producer is not None else flat.data.graph
+        anchor = self.current
+        assert anchor is not None
+        while anchor.graph is not graph:
+            anchor = self.owners[id(anchor.graph)]
+        return self.rewriter.before(anchor)
+
+    # -- control flow --------------------------------------------------------------------
+
+    def _loop(self, node: ir.Node) -> None:
+        """Loop(M, c, s0 (a list), v0, body(i, c, s, v) -> (c', s', v', scans))
+        -> Loop(M, c, data0, shapes0, v0, body(i, c, data, shapes, v) -> (c', data', shapes',
+        v', scans))"""
+        body = node.attributes["body"].as_graph()
+        carried = len(node.inputs) - 2
+        lists = [k for k in range(carried) if self._converting(node.inputs[2 + k])]
+        params: list[ir.Value] = list(body.inputs[:2])
+        for k in range(carried):
+            param = body.inputs[2 + k]
+            if k in lists:
+                outer = self._flat(node.inputs[2 + k])
+                inner = self._params(param, outer)
+                self._define(param, inner)
+                params.extend(inner.parts)
+            else:
+                params.append(param)
+        body.inputs.clear()
+        body.inputs.extend(params)
+        self._graph(body)
+        self.current = node
+        results: list[ir.Value] = [body.outputs[0]]
+        for k in range(len(body.outputs) - 1):
+            value = body.outputs[1 + k]
+            if k in lists:
+                inner = self._flat(value)
+                results.extend(self._graph_outputs(body, list(inner.parts), results))
+            else:
+                results.append(value)
+        body.outputs.clear()
+        body.outputs.extend(results)
+
+        inputs: list[ir.Value | None] = list(node.inputs[:2])
+        for k in range(carried):
+            if k in lists:
+                inputs.extend(self._flat(node.inputs[2 + k]).parts)
+            else:
+                inputs.append(node.inputs[2 + k])
+        b = self.rewriter.before(node)
+        extra = sum(self._parts_of(node.outputs[k]) - 1 for k in lists)
+        new = b.ops(
+            "Loop", inputs, {"body": body}, num_outputs=len(node.outputs) + extra, name="loop"
+        )
+        self._map_outputs(node, new, set(lists))
+        self.outcome.converted.append((node, self._layout(node.inputs[2 + lists[0]]).kind))
+
+    def _if(self, node: ir.Node) -> None:
+        """If(c, then: .. -> s (a list), else: .. -> s) -> If(c, then: .. -> (data, shapes),
+        else: .. -> (data, shapes))"""
+        lists = {j for j, v in enumerate(node.outputs) if self._converting(v)}
+        attributes = {}
+        for name in ("then_branch", "else_branch"):
+            branch = node.attributes[name].as_graph()
+            self._graph(branch)
+            self.current = node
+            results: list[ir.Value] = []
+            for j, value in enumerate(branch.outputs):
+                if j in lists:
+                    inner = self._flat(value)
+                    results.extend(self._graph_outputs(branch, list(inner.parts), results))
+                else:
+                    results.append(value)
+            branch.outputs.clear()
+            branch.outputs.extend(results)
+            attributes[name] = branch
+        b = self.rewriter.before(node)
+        extra = sum(self._parts_of(node.outputs[j]) - 1 for j in lists)
+        new = b.ops("If", list(node.inputs), attributes, num_outputs=len(node.outputs) + extra)
+        self._map_outputs(node, new, lists)
+        self.outcome.converted.append((node, self._layout(node.outputs[min(lists)]).kind))
+
+    def _parts_of(self, value: ir.Value) -> int:
+        """How many tensors stand for the list `value` (its layout's parts)."""
+        return 1 if self._layout(value).kind == "stacked" else 2
+
+    def _map_outputs(self, old: ir.Node, new: list[ir.Value], lists: set[int]) -> None:
+        position = 0
+        for index, output in enumerate(old.outputs):
+            if index in lists:
+                count = self._parts_of(output)
+                parts = tuple(new[position : position + count])
+                self._define(output, self.forms.typed(TensorList(parts, self._layout(output))))
+                position += count
+            else:
+                new[position].type = output.type
+                new[position].shape = output.shape
+                self.rewriter.replace(output, new[position])
+                position += 1
+
+    def _params(self, param: ir.Value, outer: TensorList) -> TensorList:
+        names = self.rewriter.names
+        base = param.name or "list"
+        suffixes = ("data", "table")[: len(outer.parts)]
+        parts = tuple(ir.Value(name=names.fresh(f"{base}_{suffix}")) for suffix in suffixes)
+        return self.forms.typed(TensorList(parts, outer.layout))
+
+    def _graph_outputs(
+        self, graph: ir.Graph, values: list[ir.Value], taken: list[ir.Value]
+    ) -> list[ir.Value]:
+        """`values` as outputs of `graph`: an Identity in the graph carries a value made
+        elsewhere (an outer value, a graph input) or already an output."""
+        outputs = []
+        for value in values:
+            producer = value.producer()
+            if (
+                producer is None
+                or producer.graph is not graph
+                or value in taken
+                or value in outputs
+            ):
+                builder = Builder(
+                    self.rewriter, graph, None, graph.name or "body", self._opset(graph)
+                )
+                carried = builder.op("Identity", [value], name="list_out")
+                carried.type, carried.shape = value.type, value.shape
+                value = carried
+            outputs.append(value)
+        return outputs
+
+    def _opset(self, graph: ir.Graph) -> int:
+        return self.rewriter.opset(graph)

@@ -1,0 +1,135 @@
+"""The tensor form of every sequence operator, in each layout (`seqlower.lists.tensors`).
+
+`ListForms` is the one entry point: it dispatches each operator to the emitter of the list's
+layout (`stacked`, `ragged`, `flat`), and keeps what every reader of one list needs (its length,
+the start and end of each element) in a table built once, where the list is defined. The
+`before -> after` of each layout is in its module's docstring.
+
+Positions are read with Gather, which accepts exactly `[-n, n-1]` and fails outside it, as
+SequenceAt and SequenceErase do; an insert position is checked against `[-n, n]` the same way.
+Where the original fails at run time, the tensor form fails too (a read from an empty list, an
+out-of-range position), with the exceptions the README lists: a ConcatFromSequence of an empty
+stacked or ragged list gives an empty tensor, and one of elements whose shapes do not fit
+together may give a result.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ListForms", "Placement"]
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.lists import flat, ragged, stacked
+from seqlower.lists.tensors import (
+    Layout,
+    Table,
+    TensorList,
+    body_inputs,
+    body_outputs,
+    scalar_int,
+)
+from seqlower.rewriter import Builder, Rewriter
+
+# Where to emit the table of a list: a builder in the graph that defines it, placed before the
+# node (of that graph) that holds the current reader.
+Placement = Callable[[TensorList], Builder]
+
+_EMITTERS = {"flat": flat, "ragged": ragged, "stacked": stacked}
+
+
+class ListForms:
+    """Emits the tensor form of each sequence operator. `placement(s)` gives a builder in the
+    graph where `s` is defined, before the current reader (or the node holding it)."""
+
+    def __init__(self, rewriter: Rewriter, placement: Placement) -> None:
+        self.rewriter = rewriter
+        self._placement = placement
+        self._tables: dict[int, Table] = {}
+
+    # -- makers --------------------------------------------------------------------------
+
+    def empty(self, b: Builder, layout: Layout) -> TensorList:
+        return self.typed(_EMITTERS[layout.kind].empty(b, layout))
+
+    def construct(self, b: Builder, elements: Sequence[ir.Value], layout: Layout) -> TensorList:
+        return self.typed(_EMITTERS[layout.kind].construct(b, elements, layout))
+
+    def insert(self, b: Builder, s: TensorList, x: ir.Value, p: ir.Value | None) -> TensorList:
+        return self.typed(_EMITTERS[s.layout.kind].insert(self, b, s, x, p))
+
+    def erase(self, b: Builder, s: TensorList, p: ir.Value | None) -> TensorList:
+        return self.typed(_EMITTERS[s.layout.kind].erase(self, b, s, p))
+
+    def split(self, b: Builder, node: ir.Node, layout: Layout) -> TensorList:
+        """A SplitToSequence whose chunk count is known at run time only."""
+        return self.typed(_EMITTERS[layout.kind].split(self, b, node, layout))
+
+    # -- readers -------------------------------------------------------------------------
+
+    def length(self, b: Builder, s: TensorList) -> ir.Value:
+        return self.table(s).n
+
+    def at(self, b: Builder, s: TensorList, p: ir.Value) -> ir.Value:
+        element = _EMITTERS[s.layout.kind].at(self, b, s, p)
+        element.type = ir.TensorType(s.layout.dtype)
+        return element
+
+    def concat(self, b: Builder, s: TensorList, axis: int, new_axis: bool) -> ir.Value:
+        rank = s.layout.rank
+        axis = axis + rank + int(new_axis) if axis < 0 else axis
+        result = _EMITTERS[s.layout.kind].concat(self, b, s, axis, new_axis)
+        if result is None:
+            result = self.concat_loop(b, s, axis)
+        result.type = ir.TensorType(s.layout.dtype)
+        return result
+
+    # -- shared --------------------------------------------------------------------------
+
+    def table(self, s: TensorList) -> Table:
+        table = self._tables.get(id(s.data))
+        if table is None:
+            b = self._placement(s)
+            table = self._tables[id(s.data)] = _EMITTERS[s.layout.kind].table(b, s)
+        return table
+
+    def positions(self, s: TensorList) -> ir.Value:
+        """Range(0, n), built once with the table: Gather(positions, p) is p made >= 0, and
+        fails outside [-n, n-1] as SequenceAt does."""
+        table = self.table(s)
+        if table.positions is None:
+            b = self._placement(s)
+            zero, one = scalar_int(b, 0, "zero"), scalar_int(b, 1, "one")
+            table.positions = b.op("Range", [zero, table.n, one], name="positions")
+        return table.positions
+
+    def typed(self, s: TensorList) -> TensorList:
+        layout = s.layout
+        s.data.type = ir.TensorType(layout.dtype)
+        if layout.kind == "flat":
+            s.data.shape = ir.Shape([None])
+            s.parts[1].type = ir.TensorType(ir.DataType.INT64)
+            s.parts[1].shape = ir.Shape([None, layout.rank])
+        elif layout.kind == "ragged":
+            s.data.shape = ir.Shape([None, *layout.dims])
+            s.parts[1].type = ir.TensorType(ir.DataType.INT64)
+            s.parts[1].shape = ir.Shape([None])
+        else:
+            s.data.shape = ir.Shape([None, *layout.dims])
+        return s
+
+    def concat_loop(self, b: Builder, s: TensorList, axis: int) -> ir.Value:
+        """ConcatFromSequence where no reshape of the data gives it: element 0, then a Loop
+        over 1..n-1 that concatenates element i to what it carries."""
+        table = self.table(s)
+        first = self.at(b, s, scalar_int(b, 0, "zero"))
+        trips = b.op("Sub", [table.n, scalar_int(b, 1, "one")])
+        body = self.rewriter.new_graph(f"{b.hint}_concat_body", b.opset)
+        i, cond, acc = body_inputs(body, s.layout.dtype, "acc")
+        index = body.op("Add", [i, body.constant(np.array(1, np.int64), "one")])
+        element = self.at(body, s, index)
+        grown = body.op("Concat", [acc, element], {"axis": axis}, name="grown")
+        body_outputs(body, cond, grown, s.layout.dtype)
+        return b.op("Loop", [trips, None, first], {"body": body.graph}, name="concat_loop")

@@ -1,0 +1,158 @@
+"""The ragged layout: elements that differ in their first dim only, as (data, firsts).
+
+`data` is the elements concatenated on axis 0 (`[sum of firsts, *rest]`), `firsts` a 1-D tensor
+of their first dims; `ends = CumSum(firsts)`, `starts = ends - firsts`, element i is
+`data[starts[i]:ends[i]]`. SplitToSequence on axis 0 already is this layout.
+
+    SequenceEmpty()              -> data = [0, *rest] ; firsts = []
+    SequenceConstruct(x0..xk)    -> Concat(x0..xk, axis=0) ; Concat(Shape(xi)[0:1]..)
+    SequenceInsert(s, x)         -> Concat(data, x) ; Concat(firsts, Shape(x)[0:1])
+    SequenceInsert(s, x, p)      -> the same, spliced in at starts[p] and entry p
+    SequenceErase(s, p)          -> data without rows [starts[p], ends[p]) ; firsts without entry p
+    SequenceAt(s, p)             -> Slice(data, starts[p], ends[p])
+    SequenceLength(s)            -> Shape(firsts)[0]
+    ConcatFromSequence(s, axis=0)             -> data
+    ConcatFromSequence(s, new_axis=1, axis=a) -> Transpose(Reshape(data, [n, firsts[0]..]), 0 -> a)
+    ConcatFromSequence(s, axis=a != 0)        -> a Loop over the elements (ListForms.concat_loop)
+    SplitToSequence(x, sizes?, axis=0)        -> x ; the chunk sizes
+"""
+
+from __future__ import annotations
+
+__all__ = ["at", "concat", "construct", "empty", "erase", "insert", "split", "table"]
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.lists.tensors import (
+    INT64_MAX,
+    Layout,
+    Table,
+    TensorList,
+    chunks,
+    dim0,
+    insert_index,
+    int64,
+    scalar_int,
+    splice,
+    static_int,
+)
+from seqlower.lists.tensors import (
+    concat as concat_parts,
+)
+from seqlower.lists.tensors import (
+    empty as empty_tensor,
+)
+from seqlower.rewriter import Builder
+
+if TYPE_CHECKING:
+    from seqlower.lists.forms import ListForms
+
+
+def empty(b: Builder, layout: Layout) -> TensorList:
+    rest = [d for d in layout.dims]
+    assert all(isinstance(d, int) for d in rest), "an empty ragged list needs static dims"
+    data = empty_tensor(b, [0, *rest], layout.dtype, "list_data")  # type: ignore[list-item]
+    firsts = empty_tensor(b, [0], ir.DataType.INT64, "list_firsts")
+    return TensorList((data, firsts), layout)
+
+
+def construct(b: Builder, elements: Sequence[ir.Value], layout: Layout) -> TensorList:
+    data = concat_parts(b, list(elements), 0, "list_data")
+    firsts = concat_parts(b, [dim0(b, x) for x in elements], 0, "list_firsts")
+    return TensorList((data, firsts), layout)
+
+
+def insert(
+    forms: ListForms, b: Builder, s: TensorList, x: ir.Value, p: ir.Value | None
+) -> TensorList:
+    data, firsts = s.parts
+    first = dim0(b, x)
+    static = static_int(p)
+    if p is None or static == 0:  # an append, or a prepend (position 0 is always valid)
+        pairs = ((x, data), (first, firsts)) if static == 0 else ((data, x), (firsts, first))
+        new_data = b.op("Concat", list(pairs[0]), {"axis": 0}, name="list_data")
+        new_firsts = b.op("Concat", list(pairs[1]), {"axis": 0}, name="list_firsts")
+        return TensorList((new_data, new_firsts), s.layout)
+    table = forms.table(s)
+    if static is not None and static > 0:  # refused by bounds (n + 1 entries) when > n
+        index1 = b.ints([static], "position")
+    else:
+        index1 = insert_index(b, p, table.n)
+    offset = b.op("Gather", [table.bounds, index1], name="offset")
+    new_data = splice(b, data, offset, offset, x)
+    new_firsts = splice(b, firsts, index1, index1, first)
+    return TensorList((new_data, new_firsts), s.layout)
+
+
+def erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> TensorList:
+    table = forms.table(s)
+    data, firsts = s.parts
+    static = -1 if p is None else static_int(p)
+    if static is not None:
+        p1 = b.ints([static], "position")
+    else:
+        p1 = b.op("Reshape", [int64(b, p), b.ints([1], "one_d")])  # type: ignore[arg-type]
+    start = b.op("Gather", [table.starts, p1], name="start")  # fails outside [-n, n-1]
+    end = b.op("Gather", [table.ends, p1], name="end")
+    if static == -1:  # the last element: everything before it
+        new_data = b.op("Slice", [data, b.ints([0], "zero1"), start], name="list_data")
+        new_firsts = b.op("Slice", [firsts, b.ints([0], "zero1"), p1], name="list_firsts")
+        return TensorList((new_data, new_firsts), s.layout)
+    index1 = p1 if static is not None else b.op("Gather", [forms.positions(s), p1])
+    after = b.op("Add", [index1, b.ints([1], "one")])
+    new_data = splice(b, data, start, end, None)
+    new_firsts = splice(b, firsts, index1, after, None)
+    return TensorList((new_data, new_firsts), s.layout)
+
+
+def split(forms: ListForms, b: Builder, node: ir.Node, layout: Layout) -> TensorList:
+    x = node.inputs[0]
+    assert x is not None
+    cut = chunks(b, node)
+    assert cut.axis == 0 and not cut.squeeze, "a ragged split is along axis 0, dims kept"
+    if cut.sizes is None:
+        one = ir.Tensor(np.ones((1,), np.int64))
+        sizes = b.op("ConstantOfShape", [cut.dim], {"value": one}, name="list_firsts")
+    else:
+        sizes = cut.sizes
+    return TensorList((x, sizes), layout)
+
+
+def table(b: Builder, s: TensorList) -> Table:
+    data, firsts = s.parts
+    n1 = b.op("Shape", [firsts], name="n1")
+    n = b.op("Reshape", [n1, b.ints([], "scalar")], name="n")
+    ends = b.op("CumSum", [firsts, scalar_int(b, 0, "zero")], name="ends")
+    starts = b.op("Sub", [ends, firsts], name="starts")
+    bounds = b.op("Concat", [starts, dim0(b, data)], {"axis": 0}, name="bounds")
+    return Table(n, n1, starts, ends, bounds)
+
+
+def at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Value:
+    table = forms.table(s)
+    p1 = b.op("Reshape", [int64(b, p), b.ints([1], "one_d")])
+    start = b.op("Gather", [table.starts, p1], name="start")  # fails outside [-n, n-1]
+    end = b.op("Gather", [table.ends, p1], name="end")
+    return b.op("Slice", [s.data, start, end], name="element")
+
+
+def concat(
+    forms: ListForms, b: Builder, s: TensorList, axis: int, new_axis: bool
+) -> ir.Value | None:
+    data, firsts = s.parts
+    if not new_axis:
+        return data if axis == 0 else None
+    table = forms.table(s)
+    first = b.op("Gather", [firsts, b.ints([0], "zero1")], name="first")  # fails when empty
+    rest = b.op("Slice", [b.op("Shape", [data]), b.ints([1], "one"), b.ints([INT64_MAX], "end")])
+    shape = b.op("Concat", [table.n1, first, rest], {"axis": 0})
+    result = b.op("Reshape", [data, shape], {"allowzero": 1}, name="stacked")
+    if axis != 0:
+        rank = s.layout.rank
+        perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
+        result = b.op("Transpose", [result], {"perm": perm})
+    return result

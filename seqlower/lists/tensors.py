@@ -1,0 +1,239 @@
+"""A list as tensors: the three layouts, and the tensor-op helpers every layout uses.
+
+A list of n tensors of rank r and element type T takes the cheapest layout its elements allow:
+
+- `stacked`: every element has one shape S (proved from the tensors put in). One tensor
+  `[n, *S]`, element i is `data[i]`: what `torch.stack` gives.
+- `ragged`: the elements differ in their first dim only. The elements concatenated on axis 0,
+  `[sum of firsts, *rest]`, and a 1-D tensor of their first dims: TensorFlow's RaggedTensor
+  (flat values + row lengths), and what SplitToSequence with run-time sizes already is.
+- `flat`: anything else. The elements flattened and concatenated into one 1-D tensor, and an
+  `[n, r]` table of their shapes (offsets are a CumSum of the rows' products).
+
+`TensorList.parts` are the tensors that stand for the list (one for stacked, two otherwise): a
+Loop carries them, an If returns them.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "INT64_MAX",
+    "Layout",
+    "Table",
+    "TensorList",
+    "body_inputs",
+    "body_outputs",
+    "empty",
+    "int64",
+    "splice",
+    "static_int",
+]
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.rewriter import Builder
+
+INT64_MAX = 2**63 - 1
+LayoutKind = Literal["stacked", "ragged", "flat"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """How one list is laid out. `dims` are the element dims the layout relies on (all of them
+    for stacked, all but the first for ragged; none for flat), ints where static."""
+
+    kind: LayoutKind
+    rank: int
+    dtype: ir.DataType
+    dims: tuple[int | str | None, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorList:
+    """The tensors that stand for a list, in its layout."""
+
+    parts: tuple[ir.Value, ...]
+    layout: Layout
+
+    @property
+    def data(self) -> ir.Value:
+        return self.parts[0]
+
+    @property
+    def table(self) -> ir.Value | None:
+        """The shapes table (flat) or the first dims (ragged); None when stacked."""
+        return self.parts[1] if len(self.parts) > 1 else None
+
+
+@dataclasses.dataclass
+class Table:
+    """What the readers of one list need, built once where the list is defined."""
+
+    n: ir.Value  # scalar
+    n1: ir.Value  # [1]
+    starts: ir.Value | None = None  # [n]: where each element starts (flat, ragged)
+    ends: ir.Value | None = None  # [n]
+    bounds: ir.Value | None = None  # [n + 1]: starts, then the total
+    positions: ir.Value | None = None  # Range(0, n): a position in [-n, n-1], made >= 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Chunks:
+    """How a SplitToSequence cuts its input along `axis`: `sizes` (1-D int64) or None for
+    chunks of one, `count1` ([1]: how many), `shape` (Shape of the input)."""
+
+    axis: int
+    rank: int
+    squeeze: bool
+    shape: ir.Value
+    dim: ir.Value  # [1]
+    sizes: ir.Value | None
+    count1: ir.Value
+
+
+def chunks(b: Builder, node: ir.Node) -> Chunks:
+    """The chunks of a SplitToSequence whose count is known at run time only."""
+    x = node.inputs[0]
+    assert x is not None and x.shape is not None
+    rank = len(x.shape)
+    axis = node.attributes.get_int("axis", 0)
+    axis = axis + rank if axis < 0 else axis
+    split = node.inputs[1] if len(node.inputs) > 1 else None
+    squeeze = split is None and node.attributes.get_int("keepdims", 1) == 0
+    shape = b.op("Shape", [x])
+    dim = b.op("Gather", [shape, b.ints([axis], "axis")], name="dim")
+    sizes: ir.Value | None = None
+    if split is not None and split.shape is not None and len(split.shape) == 1:
+        sizes = int64(b, split)
+    elif split is not None:  # a scalar chunk size: ceil(dim / s) chunks, the last one smaller
+        static = static_int(split)
+        if static is not None and static > 0:
+            size = b.ints([static], "chunk")
+            count = b.op("Div", [b.op("Add", [dim, b.ints([static - 1], "rounding")]), size])
+        else:
+            size = b.op("Reshape", [int64(b, split), b.ints([1], "one_d")])
+            size = b.op("Max", [size, b.ints([1], "one")])  # a size < 1 fails in the original
+            rounding = b.op("Sub", [size, b.ints([1], "one")])
+            count = b.op("Div", [b.op("Add", [dim, rounding]), size])
+        index = b.op(
+            "Range",
+            [
+                scalar_int(b, 0, "zero"),
+                b.op("Reshape", [count, b.ints([], "scalar")]),
+                scalar_int(b, 1, "one"),
+            ],
+        )
+        rest = b.op("Sub", [dim, b.op("Mul", [index, size])])
+        sizes = b.op("Min", [size, rest], name="sizes")
+    count1 = dim if sizes is None else b.op("Shape", [sizes], name="count")
+    return Chunks(axis, rank, squeeze, shape, dim, sizes, count1)
+
+
+def moved_first(b: Builder, x: ir.Value, axis: int, rank: int) -> ir.Value:
+    """x with `axis` moved first (the others in order)."""
+    if axis == 0:
+        return x
+    perm = [axis, *(i for i in range(rank) if i != axis)]
+    return b.op("Transpose", [x], {"perm": perm})
+
+
+def static_int(value: ir.Value | None) -> int | None:
+    """The value of a scalar (or one-element) integer constant, else None."""
+    if value is None or value.is_graph_input():  # an initializer a caller may override
+        return None
+    tensor = value.const_value
+    producer = value.producer()
+    if tensor is None and producer is not None and producer.op_type == "Constant":
+        attr = producer.attributes.get("value")
+        tensor = attr.as_tensor() if attr is not None else None
+    if tensor is None:
+        return None
+    array = tensor.numpy()
+    if array.size != 1 or array.dtype.kind not in "iu":
+        return None
+    return int(array.reshape(-1)[0])
+
+
+def int64(b: Builder, value: ir.Value) -> ir.Value:
+    if value.dtype == ir.DataType.INT64:
+        return value
+    return b.op("Cast", [value], {"to": int(ir.DataType.INT64)})
+
+
+def scalar_int(b: Builder, value: int, name: str) -> ir.Value:
+    return b.constant(np.array(value, np.int64), name)
+
+
+def from_end(b: Builder, p: ir.Value, n: ir.Value) -> ir.Value:
+    """p, counted from the end when negative: Where(p < 0, p + n, p)."""
+    negative = b.op("Less", [p, scalar_int(b, 0, "zero")])
+    return b.op("Where", [negative, b.op("Add", [p, n]), p])
+
+
+def insert_index(b: Builder, p: ir.Value, n: ir.Value) -> ir.Value:
+    """An insert position in `[-n, n]` as a 1-D index in `[0, n]`; below -n it becomes an index
+    that every Gather refuses (above n, the callers' tables of n + 1 entries refuse it)."""
+    index = from_end(b, int64(b, p), n)
+    negative = b.op("Less", [index, scalar_int(b, 0, "zero")])
+    index = b.op("Where", [negative, scalar_int(b, 2**62, "out_of_range"), index])
+    return b.op("Reshape", [index, b.ints([1], "one_d")])
+
+
+def splice(
+    b: Builder, x: ir.Value, start: ir.Value, end: ir.Value, middle: ir.Value | None
+) -> ir.Value:
+    """x[:start] + middle + x[end:] along axis 0 (start, end: 1-D of one entry)."""
+    head = b.op("Slice", [x, b.ints([0], "zero1"), start])
+    tail = b.op("Slice", [x, end, b.ints([INT64_MAX], "end")])
+    parts = [head, tail] if middle is None else [head, middle, tail]
+    return b.op("Concat", parts, {"axis": 0})
+
+
+def concat(b: Builder, parts: Sequence[ir.Value], axis: int, name: str = "concat") -> ir.Value:
+    if len(parts) == 1:
+        return parts[0]
+    return b.op("Concat", list(parts), {"axis": axis}, name=name)
+
+
+def dim0(b: Builder, x: ir.Value) -> ir.Value:
+    """Shape(x)[0:1]."""
+    if b.opset >= 15:
+        return b.op("Shape", [x], {"end": 1}, name="first_dim")
+    return b.op("Slice", [b.op("Shape", [x]), b.ints([0], "zero1"), b.ints([1], "one")])
+
+
+def empty(b: Builder, shape: Sequence[int], dtype: ir.DataType, name: str) -> ir.Value:
+    """An empty tensor of `shape`. ConstantOfShape, not a Constant: OpenVINO 2026.4 cannot
+    convert a Loop whose carried value starts as an empty Constant ("Accessing out-of-range
+    dimension"), and accepts the same value made by ConstantOfShape. Strings, which
+    ConstantOfShape does not make, take a Constant."""
+    if dtype == ir.DataType.STRING:
+        value = ir.StringTensor(np.zeros(shape, dtype=np.bytes_), shape=ir.Shape(list(shape)))
+        return b.op("Constant", [], {"value": value}, name=name)
+    zero = ir.Tensor(np.zeros((1,), dtype=dtype.numpy()))
+    return b.op("ConstantOfShape", [b.ints(list(shape), "empty_shape")], {"value": zero}, name=name)
+
+
+def body_inputs(body: Builder, dtype: ir.DataType, name: str) -> tuple[ir.Value, ...]:
+    """The inputs of a new Loop body that carries one tensor: (i, cond, carried)."""
+    names = body.rewriter.names
+    int64_type, bool_type = ir.TensorType(ir.DataType.INT64), ir.TensorType(ir.DataType.BOOL)
+    values = (
+        ir.Value(name=names.fresh("i"), type=int64_type, shape=ir.Shape([])),
+        ir.Value(name=names.fresh("cond"), type=bool_type, shape=ir.Shape([])),
+        ir.Value(name=names.fresh(name), type=ir.TensorType(dtype)),
+    )
+    body.graph.inputs.extend(values)
+    return values
+
+
+def body_outputs(body: Builder, cond: ir.Value, carried: ir.Value, dtype: ir.DataType) -> None:
+    cond_out = body.op("Identity", [cond], name="cond_out")
+    cond_out.type = ir.TensorType(ir.DataType.BOOL)
+    carried.type = ir.TensorType(dtype)
+    body.graph.outputs.extend([cond_out, carried])

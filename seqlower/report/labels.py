@@ -1,0 +1,173 @@
+"""How the report names nodes and graphs: one label per node, and the path of every graph.
+
+`NodeLabels` gives each node of the input one label, used in every message; `walk_graphs` yields
+every graph with a path such as `main/loop_1:body` built from those labels. A node the lowering
+made is never named by its own name in a message (the user's model has no such node): `describe`
+names the node of the input it came from (`SplitToSequence made from '/Loop'`), and a graph
+path names the origin of the node holding it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "LABEL_KEY",
+    "ORIGIN_KEY",
+    "Label",
+    "NodeLabels",
+    "describe",
+    "path_label",
+    "renamed_in",
+    "stored_label",
+    "subgraph_owners",
+    "walk_graphs",
+]
+
+import collections
+import re
+from collections.abc import Callable, Iterator, Mapping
+
+import onnx_ir as ir
+
+from seqlower.ops import node_subgraphs, subgraphs
+
+Label = Callable[[ir.Node], str]
+
+LABEL_KEY = "seqlower.label"  # a node's label in its (never serialized) `meta`
+# for a node the lowering made: the label of the node of the input it came from
+ORIGIN_KEY = "seqlower.origin"
+
+
+def stored_label(node: ir.Node) -> str:
+    """The label `NodeLabels` gave `node` during lowering, else its name, else its op type."""
+    return node.meta.get(LABEL_KEY) or node.name or node.op_type
+
+
+def describe(node: ir.Node) -> str:
+    """The node as a message names it: `Op 'label'`, or for a node the lowering made,
+    `Op made from 'origin'` (the node of the input it came from)."""
+    origin = node.meta.get(ORIGIN_KEY)
+    if origin:
+        return f"{node.op_type} made from '{origin}'"
+    return f"{node.op_type} '{stored_label(node)}'"
+
+
+def path_label(node: ir.Node) -> str:
+    """How a graph path names the node holding a subgraph: its origin for a node the lowering
+    made, else its label."""
+    return node.meta.get(ORIGIN_KEY) or stored_label(node)
+
+
+class NodeLabels:
+    """One label per node, used everywhere a node is named: its name when no node before it
+    has that name, else `<op_type>#<k> (<first output>)` for an unnamed node (`<name>#<k>` for
+    a repeated name), numbered per op type in the order labels are asked for (the pipeline asks
+    in the order of the graphs, once per sequence node, before lowering). `visit` each node in
+    that order first, so that the first of two nodes with one name keeps it."""
+
+    def __init__(self) -> None:
+        self._labels: dict[ir.Node, str] = {}
+        self._first: dict[str, ir.Node] = {}  # name -> the first node visited with it
+        self._counters: dict[str, int] = {}
+        self._inputs: set[ir.Node] = set()  # the nodes of the input (visited before `trace`)
+        self._traced = False
+
+    def visit(self, node: ir.Node) -> None:
+        if not self._traced:
+            self._inputs.add(node)
+        if node.name:
+            self._first.setdefault(node.name, node)
+
+    def trace(self, model: ir.Model, origins: Mapping[ir.Node, ir.Node]) -> dict[str, str]:
+        """After lowering: mark every node the lowering made with the label of the node of the
+        input it came from (`origins`, else that of the node holding its graph), for `describe`
+        and `path_label`. Returns the names of the nodes and values made -> the origin's label
+        (for `renamed_in`)."""
+        self._traced = True
+        renamed: dict[str, str] = {}
+        interface = set(model.graph.outputs)
+        pending: list[tuple[ir.Graph, str]] = [(model.graph, "")]
+        pending.extend((f.graph, "") for f in model.functions.values())
+        while pending:
+            graph, around = pending.pop()
+            for node in graph:
+                origin = ""
+                if node not in self._inputs:
+                    source = origins.get(node)
+                    origin = self(source) if source is not None else around
+                    if origin:
+                        node.meta[ORIGIN_KEY] = origin
+                        if node.name:
+                            renamed.setdefault(node.name, origin)
+                        for value in node.outputs:  # a model output keeps the user's name
+                            if value.name and value not in interface:
+                                renamed.setdefault(value.name, origin)
+                inner = node_subgraphs(node) if node.attributes.data else ()
+                if inner:
+                    inside = origin or (self(node) if node in self._inputs else around)
+                    pending.extend((subgraph, inside) for _, subgraph in inner)
+        return renamed
+
+    def __call__(self, node: ir.Node) -> str:
+        label = self._labels.get(node)
+        if label is None:
+            self.visit(node)
+            name = node.name
+            label = name if name and self._first[name] is node else self._fresh(node)
+            self._labels[node] = label
+            node.meta[LABEL_KEY] = label  # for what reads the lowered model later (targets)
+        return label
+
+    def _fresh(self, node: ir.Node) -> str:
+        base = node.name or node.op_type
+        while True:
+            self._counters[base] = self._counters.get(base, -1) + 1
+            label = f"{base}#{self._counters[base]}"
+            if label not in self._first:
+                break
+        first = node.outputs[0].name if node.outputs and not node.name else ""
+        return f"{label} ({first})" if first else label
+
+
+def walk_graphs(model: ir.Model, label: Label | None = None) -> Iterator[tuple[str, ir.Graph]]:
+    """(path, graph) for the main graph, every function and every subgraph, parents first.
+    `label` names the node holding a subgraph in the path (default: the pipeline's label, its
+    name or its op type)."""
+    label = label or path_label
+    queue: collections.deque[tuple[str, ir.Graph]] = collections.deque([("main", model.graph)])
+    queue.extend((f"function {f.domain}::{f.name}", f.graph) for f in model.functions.values())
+    while queue:
+        path, graph = queue.popleft()
+        yield path, graph
+        for node in graph:
+            for name, subgraph in node_subgraphs(node):
+                queue.append((f"{path}/{label(node)}:{name}", subgraph))
+
+
+def subgraph_owners(model: ir.Model) -> dict[int, ir.Node]:
+    """The node owning each subgraph (by the subgraph's id)."""
+    return {
+        id(subgraph): node
+        for _, graph in walk_graphs(model)
+        for node in graph
+        for subgraph in subgraphs(node)
+    }
+
+
+_QUOTED = re.compile(r"(?:\b([A-Z][A-Za-z]*) )?'([^']*)'")
+
+
+def renamed_in(text: str, renamed: Mapping[str, str]) -> str:
+    """`text` (a rule's refusal) with every quoted name of a node or value the lowering made
+    replaced by the node of the input it came from: `SplitToSequence '/Loop/elements'` ->
+    `SplitToSequence made from '/Loop'`."""
+    if not renamed or "'" not in text:
+        return text
+
+    def replace(match: re.Match[str]) -> str:
+        op, name = match.group(1), match.group(2)
+        origin = renamed.get(name)
+        if origin is None:
+            return match.group(0)
+        return f"{op} made from '{origin}'" if op else f"made from '{origin}'"
+
+    return _QUOTED.sub(replace, text)

@@ -1,0 +1,479 @@
+"""The tensor form of lists (seqlower.lists): the last tier, tested alone (no pattern rule runs,
+so every sequence operator takes its tensor form) and inside the whole lowering.
+
+Each case checks what is emitted (no sequence op left, full_check, loads in onnxruntime), the
+numbers (onnxruntime on the original and on the lowered model), and what is refused, with why.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from support import assert_outputs_equal, op_counts, parse, reasons, run_ort, sequence_op_count
+
+import seqlower
+from seqlower.rule import RuleSet
+
+ONLY_TENSOR_FORM = RuleSet([])  # no pattern rule: the tensor form lowers everything
+
+
+def lower_tensor_form(model: onnx.ModelProto) -> tuple[onnx.ModelProto, seqlower.Report]:
+    lowered, report = seqlower.optimize(model, rules=ONLY_TENSOR_FORM, target="portable")
+    onnx.checker.check_model(lowered, full_check=True)
+    return lowered, report
+
+
+def assert_same(original: onnx.ModelProto, lowered: onnx.ModelProto, feeds: dict) -> list:
+    want = run_ort(original, feeds)
+    got = run_ort(lowered, feeds)
+    assert_outputs_equal(want, got)
+    return got
+
+
+def assert_both_fail(original: onnx.ModelProto, lowered: onnx.ModelProto, feeds: dict) -> None:
+    with pytest.raises(Exception):  # noqa: B017 - onnxruntime raises its own error types
+        run_ort(original, feeds)
+    with pytest.raises(Exception):  # noqa: B017
+        run_ort(lowered, feeds)
+
+
+# -- every operator, run-time positions, lengths 0, 1 and several -------------------------
+
+RUNTIME_LIST = """
+agraph (float[2,3] a, float[1,3] b, float[4,3] c, int64 p, int64 q) => (float[?,3] y, int64 n,
+                                                                       float[?,3] at) {
+    s = SequenceConstruct (a, b)
+    s2 = SequenceInsert (s, c, p)
+    s3 = SequenceErase (s2, q)
+    y = ConcatFromSequence <axis=0> (s3)
+    n = SequenceLength (s3)
+    at = SequenceAt (s3, q)
+}
+"""
+
+
+def _abc(rng: np.random.Generator) -> dict:
+    return {
+        "a": rng.standard_normal((2, 3)).astype(np.float32),
+        "b": rng.standard_normal((1, 3)).astype(np.float32),
+        "c": rng.standard_normal((4, 3)).astype(np.float32),
+    }
+
+
+def test_runtime_positions_lower_to_tensors():
+    model = parse(RUNTIME_LIST)
+    lowered, report = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    assert report.rules_fired.get("tensor-list") == 6
+    assert {node.tier for node in report.nodes if node.op_type.startswith("Sequence")} == {"ragged"}
+    feeds = _abc(np.random.default_rng(0))
+    for p in range(-2, 3):  # insert: [-n, n] with n = 2
+        for q in range(-2, 2):  # erase and read: [-n, n-1] with n = 3
+            assert_same(model, lowered, {**feeds, "p": np.array(p), "q": np.array(q)})
+
+
+LAYOUTS = {
+    # elements' shapes, the concat axis, and what tells the layout apart in the output
+    "stacked": ((2, 3), (2, 3), (2, 3), 0, {"CumSum": 0}),
+    "ragged": ((2, 3), (1, 3), (4, 3), 0, {"ReduceProd": 0}),
+    "flat": ((2, 3), (2, 1), (2, 4), 1, {}),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_every_operator_in_every_layout(layout):
+    a, b, c, axis, absent = LAYOUTS[layout]
+    model = parse(
+        f"""
+agraph (float[{a[0]},{a[1]}] a, float[{b[0]},{b[1]}] b, float[{c[0]},{c[1]}] c, int64 p, int64 q)
+        => (float[?,?] y, int64 n, float[?,?] at, float[?,?] last) {{
+    s = SequenceConstruct (a, b)
+    s2 = SequenceInsert (s, c, p)
+    s3 = SequenceErase (s2, q)
+    y = ConcatFromSequence <axis={axis}> (s3)
+    n = SequenceLength (s3)
+    at = SequenceAt (s3, q)
+    s4 = SequenceErase (s3)
+    one = Constant <value=int64 {{1}}> ()
+    s5 = SequenceInsert (s4, a, one)
+    last = SequenceAt (s5, one)
+}}"""
+    )
+    lowered, _ = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    counts = op_counts(lowered)
+    assert all(counts[op] == count for op, count in absent.items()), counts
+    rng = np.random.default_rng(7)
+    feeds = {k: rng.standard_normal(v).astype(np.float32) for k, v in zip("abc", (a, b, c))}
+    for p in range(-2, 3):
+        for q in range(-2, 2):  # erase takes [-3, 2], the read after it [-2, 1]
+            assert_same(model, lowered, {**feeds, "p": np.array(p), "q": np.array(q)})
+    for p, q in ((3, 0), (-3, 0), (0, 3), (0, -4)):
+        assert_both_fail(model, lowered, {**feeds, "p": np.array(p), "q": np.array(q)})
+
+
+@pytest.mark.parametrize(("p", "q"), [(3, 0), (-3, 0), (0, 3), (0, -4)])
+def test_out_of_range_positions_fail_in_both(p, q):
+    model = parse(RUNTIME_LIST)
+    lowered, _ = lower_tensor_form(model)
+    feeds = {**_abc(np.random.default_rng(1)), "p": np.array(p), "q": np.array(q)}
+    assert_both_fail(model, lowered, feeds)
+
+
+GROWN_IN_LOOP = """
+agraph (float[N,3] x, int64 m) => (float[?,3] y, int64 n, float[?,3] last) {
+    e = SequenceEmpty <dtype=1> ()
+    s = Loop (m, , e) <body = body (int64 i, bool c, seq(float) acc) => (bool c2, seq(float) out) {
+        one = Constant <value=int64[1] {1}> ()
+        zero = Constant <value=int64[1] {0}> ()
+        i1 = Unsqueeze (i, zero)
+        end = Add (i1, one)
+        piece = Slice (x, zero, end, zero)
+        out = SequenceInsert (acc, piece, zero_s)
+        zero_s = Constant <value=int64 {0}> ()
+        c2 = Identity (c)
+    }>
+    y = ConcatFromSequence <axis=0> (s)
+    n = SequenceLength (s)
+    minus = Constant <value=int64 {-1}> ()
+    last = SequenceAt (s, minus)
+}
+"""
+
+
+def _grown_in_loop() -> onnx.ModelProto:
+    # the insert reads zero_s before it is made in the text: put the Constant first
+    text = GROWN_IN_LOOP.replace(
+        "        out = SequenceInsert (acc, piece, zero_s)\n"
+        "        zero_s = Constant <value=int64 {0}> ()\n",
+        "        zero_s = Constant <value=int64 {0}> ()\n"
+        "        out = SequenceInsert (acc, piece, zero_s)\n",
+    )
+    return parse(text)
+
+
+@pytest.mark.parametrize("trips", [1, 2, 5])
+def test_loop_prepends_pieces_of_growing_shape(trips):
+    model = _grown_in_loop()
+    lowered, _ = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    x = np.arange(18, dtype=np.float32).reshape(6, 3)
+    assert_same(model, lowered, {"x": x, "m": np.array(trips)})
+
+
+def test_loop_that_never_runs_reads_an_empty_list_and_fails_in_both():
+    model = _grown_in_loop()
+    lowered, _ = lower_tensor_form(model)
+    x = np.zeros((6, 3), np.float32)
+    assert_both_fail(model, lowered, {"x": x, "m": np.array(0)})
+
+
+IF_LISTS = """
+agraph (float[2,4] a, float[3,4] b, bool c) => (float[?,4] y, int64 n) {
+    s = If (c) <then_branch = tb () => (seq(float) o) { o = SequenceConstruct (a, b, a) },
+                else_branch = eb () => (seq(float) o2) { o2 = SequenceConstruct (b) }>
+    y = ConcatFromSequence <axis=0> (s)
+    n = SequenceLength (s)
+}
+"""
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_if_branches_return_lists_of_different_lengths(cond):
+    model = parse(IF_LISTS)
+    lowered, _ = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    rng = np.random.default_rng(2)
+    feeds = {
+        "a": rng.standard_normal((2, 4)).astype(np.float32),
+        "b": rng.standard_normal((3, 4)).astype(np.float32),
+        "c": np.array(cond),
+    }
+    assert_same(model, lowered, feeds)
+
+
+# -- ConcatFromSequence on every axis, stacks, ranks 0..4 ---------------------------------
+
+
+def _concat_model(rank: int, axis: int, new_axis: int) -> onnx.ModelProto:
+    dims = ",".join(["2"] * rank)
+    shape = f"[{dims}]" if rank else ""
+    return parse(
+        f"""
+agraph (float{shape} a, float{shape} b) => (float y) {{
+    s = SequenceConstruct (a, b, a)
+    y = ConcatFromSequence <axis={axis}, new_axis={new_axis}> (s)
+}}"""
+    )
+
+
+@pytest.mark.parametrize(
+    ("rank", "axis", "new_axis"),
+    [
+        (0, 0, 1),
+        (1, 0, 0),
+        (1, -1, 1),
+        (2, 1, 0),
+        (2, -1, 0),
+        (2, 1, 1),
+        (3, 2, 0),
+        (3, -4, 1),
+        (4, 3, 1),
+        (4, 1, 0),
+    ],
+)
+def test_concat_and_stack_on_every_axis(rank, axis, new_axis):
+    model = _concat_model(rank, axis, new_axis)
+    lowered, _ = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    rng = np.random.default_rng(rank)
+    shape = (2,) * rank
+    feeds = {
+        "a": rng.standard_normal(shape).astype(np.float32),
+        "b": rng.standard_normal(shape).astype(np.float32),
+    }
+    assert_same(model, lowered, feeds)
+
+
+# -- element types ---------------------------------------------------------------------
+
+DTYPES = {
+    "float": np.float32,
+    "double": np.float64,
+    "float16": np.float16,
+    "int8": np.int8,
+    "uint8": np.uint8,
+    "int32": np.int32,
+    "int64": np.int64,
+    "bool": np.bool_,
+    "string": np.str_,
+}
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+def test_every_element_type(dtype):
+    model = parse(
+        f"""
+agraph ({dtype}[2,2] a, {dtype}[3,2] b, int64 p) => ({dtype}[?,2] y, {dtype}[?,2] at) {{
+    s = SequenceConstruct (a, b)
+    s2 = SequenceInsert (s, a, p)
+    y = ConcatFromSequence <axis=0> (s2)
+    at = SequenceAt (s2, p)
+}}"""
+    )
+    lowered, _ = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    numpy_type = DTYPES[dtype]
+    a = np.arange(4).reshape(2, 2).astype(numpy_type)
+    b = np.arange(6).reshape(3, 2).astype(numpy_type)
+    for p in (-2, 0, 1):
+        assert_same(model, lowered, {"a": a, "b": b, "p": np.array(p)})
+
+
+def test_int32_positions():
+    model = parse(
+        """
+agraph (float[2] a, float[3] b, int32 p) => (float[?] at) {
+    s = SequenceConstruct (a, b)
+    at = SequenceAt (s, p)
+}"""
+    )
+    lowered, _ = lower_tensor_form(model)
+    a, b = np.ones(2, np.float32), np.zeros(3, np.float32)
+    for p in (-2, -1, 0, 1):
+        assert_same(model, lowered, {"a": a, "b": b, "p": np.array(p, np.int32)})
+
+
+def test_empty_elements_keep_their_shape():
+    model = parse(
+        """
+agraph (float[N,0,3] a, float[2,0,3] b, int64 p) => (float[?,?,?] at, float[?,?,?] y) {
+    s = SequenceConstruct (a, b)
+    at = SequenceAt (s, p)
+    y = ConcatFromSequence <axis=0> (s)
+}"""
+    )
+    lowered, _ = lower_tensor_form(model)
+    feeds = {"a": np.zeros((4, 0, 3), np.float32), "b": np.zeros((2, 0, 3), np.float32)}
+    for p in (0, 1, -1):
+        at, _ = assert_same(model, lowered, {**feeds, "p": np.array(p)})
+        assert at.shape == ((4, 0, 3) if p == 0 else (2, 0, 3))
+
+
+# -- SplitToSequence whose chunk count is known at run time only --------------------------
+
+
+@pytest.mark.parametrize(
+    ("attrs", "split", "concat_axis"),
+    [
+        ("axis=0", "s = Constant <value=int64 {2}> ()", 0),
+        ("axis=1", "s = Constant <value=int64 {2}> ()", 1),
+        ("axis=-1, keepdims=0", None, 0),
+        ("axis=1, keepdims=0", None, -1),
+        ("axis=0, keepdims=1", None, 0),
+    ],
+)
+def test_split_of_a_run_time_dim(attrs, split, concat_axis):
+    split_input = ", s" if split else ""
+    model = parse(
+        f"""
+agraph (float[N,M] x, int64 p) => (float y, int64 n, float at) {{
+    {split or ""}
+    parts = SplitToSequence <{attrs}> (x{split_input})
+    y = ConcatFromSequence <axis={concat_axis}> (parts)
+    n = SequenceLength (parts)
+    at = SequenceAt (parts, p)
+}}"""
+    )
+    lowered, _ = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    for rows, cols in ((5, 3), (1, 1), (4, 6)):
+        x = np.arange(rows * cols, dtype=np.float32).reshape(rows, cols)
+        for p in (0, -1):
+            assert_same(model, lowered, {"x": x, "p": np.array(p)})
+
+
+def test_split_by_sizes_fed_at_run_time():
+    model = parse(
+        """
+agraph (float[N,M] x, int64[K] sizes, int64 p) => (float[?,?] at, float[?,?] y) {
+    parts = SplitToSequence <axis=1> (x, sizes)
+    at = SequenceAt (parts, p)
+    y = ConcatFromSequence <axis=1> (parts)
+}"""
+    )
+    lowered, _ = lower_tensor_form(model)
+    x = np.arange(14, dtype=np.float32).reshape(2, 7)
+    for sizes in ([3, 0, 4], [7], [1, 1, 1, 1, 1, 1, 1]):
+        for p in (0, -1):
+            feeds = {"x": x, "sizes": np.array(sizes, np.int64), "p": np.array(p)}
+            assert_same(model, lowered, feeds)
+
+
+# -- refusals: what stays, and why --------------------------------------------------------
+
+
+def test_model_interface_stays():
+    model = parse(
+        """
+agraph (float[2] a, float[3] b) => (seq(float) s) {
+    s = SequenceConstruct (a, b)
+}"""
+    )
+    lowered, report = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 1
+    assert "feeds the sequence-typed output" in reasons(report)
+
+
+def test_elements_of_different_ranks_stay():
+    model = parse(
+        """
+agraph (float[2] a, float[3,2] b) => (int64 n) {
+    s = SequenceConstruct (a, b)
+    n = SequenceLength (s)
+}"""
+    )
+    lowered, report = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 2
+    assert "different ranks" in reasons(report)
+
+
+def test_opset_below_14_stays():
+    model = parse(
+        """
+agraph (float[2] a, float[3] b, int64 p) => (float[?] y) {
+    s = SequenceConstruct (a, b)
+    y = SequenceAt (s, p)
+}""",
+        opset=13,
+    )
+    lowered, report = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 2
+    assert "opset 14" in reasons(report)
+
+
+# -- properties ------------------------------------------------------------------------
+
+
+def test_deterministic_and_idempotent():
+    model = _grown_in_loop()
+    first, _ = lower_tensor_form(model)
+    second, _ = lower_tensor_form(model)
+    assert first.SerializeToString() == second.SerializeToString()
+    again, report = seqlower.optimize(first, target="portable")
+    assert report.rules_fired == {}
+    assert sequence_op_count(again) == 0
+
+
+def test_whole_lowering_prefers_the_pattern_rules():
+    """With every rule on, a list the rules lower never reaches the tensor form."""
+    model = parse(
+        """
+agraph (float[4,3] x) => (float[4,3] y) {
+    parts = SplitToSequence <axis=0> (x)
+    y = ConcatFromSequence <axis=0> (parts)
+}"""
+    )
+    _, report = seqlower.optimize(model, target="portable")
+    assert "tensor-list" not in report.rules_fired
+
+
+def test_whole_lowering_reaches_lists_of_run_time_length():
+    model = parse(
+        """
+agraph (float[N,4] x, int64 p, int64 q) => (float[?,4] y, int64 n) {
+    two = Constant <value=int64 {2}> ()
+    s = SplitToSequence <axis=0> (x, two)
+    s2 = SequenceInsert (s, x, p)
+    s3 = SequenceErase (s2, q)
+    y = ConcatFromSequence <axis=0> (s3)
+    n = SequenceLength (s3)
+}"""
+    )
+    lowered, report = seqlower.optimize(model, target="portable")
+    assert sequence_op_count(lowered) == 0
+    assert report.rules_fired.get("tensor-list", 0) > 0
+    x = np.arange(20, dtype=np.float32).reshape(5, 4)
+    for p, q in ((-1, 0), (0, -1), (3, 2), (-3, -4)):
+        assert_same(model, lowered, {"x": x, "p": np.array(p), "q": np.array(q)})
+
+
+# -- regressions found by the fuzzer ------------------------------------------------------
+
+
+def test_an_overridable_initializer_is_no_static_position():
+    """Fuzz seed 542: an erase position that is an initializer and also a graph input may be
+    fed another value; it is read at run time."""
+    model = parse(
+        """
+agraph (float[N] x, int64 q) => (float[?] y) <int64 q = {1}> {
+    s = SplitToSequence <axis=0> (x)
+    s2 = SequenceErase (s, q)
+    y = ConcatFromSequence <axis=-1> (s2)
+}"""
+    )
+    lowered, _ = lower_tensor_form(model)
+    x = np.arange(5, dtype=np.float32)
+    for q in (1, -1, 0, 4):
+        assert_same(model, lowered, {"x": x, "q": np.array(q)})
+
+
+def test_rows_unbound_and_rows_inserted_take_the_flat_layout():
+    """Fuzz seed 29: an unbind (keepdims=0) feeds a list whose other elements differ in their
+    first dim; the ragged layout takes only splits that keep axis 0."""
+    model = parse(
+        """
+agraph (float[3,2] x, float[4] z, int64 p) => (float[?] y, float[?] at) {
+    s = SplitToSequence <axis=1, keepdims=0> (x)
+    s2 = SequenceInsert (s, z, p)
+    y = ConcatFromSequence <axis=0> (s2)
+    at = SequenceAt (s2, p)
+}"""
+    )
+    lowered, _ = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    z = np.ones(4, np.float32)
+    for p in (-2, -1, 0, 1):  # insert takes [-2, 2], the read after it [-3, 2]
+        assert_same(model, lowered, {"x": x, "z": z, "p": np.array(p)})
