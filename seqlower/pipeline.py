@@ -34,14 +34,14 @@ from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
 from seqlower.passes.legality import count_sequence_ops, expanded_count
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.regions import region_costs
-from seqlower.report import KEPT_FOR_SPEED, Report
+from seqlower.report import Report
 from seqlower.report.labels import NodeLabels
 from seqlower.report.outcomes import node_outcomes
 from seqlower.report.reasons import remaining_sequence_ops
 from seqlower.report.sites import collect_sites
 from seqlower.report.warnings import split_reading_warnings
 from seqlower.rule import RuleSet
-from seqlower.speed_first import RegionCost, RegionPlan
+from seqlower.speed_first import FROZEN_RULE, RegionCost, RegionPlan
 from seqlower.targets import check_target
 
 MIN_OPSET = 11
@@ -260,10 +260,8 @@ def _lower(
         graph_of = {site.node: site.graph for site in run.sites}
         # the regions that cost more lowered; all of them when only the whole model does
         named = costlier or run.plan.estimates(run.model, run.lower.origins, run.costs)
-        run.report.kept_regions = run.plan.reported(named, run.labels, graph_of)
-        # the hint is worth printing only if the lowering it asks for removes something
-        lowers = sum(count_sequence_ops(run.model).values()) < run.report.total_before
-        return _kept_original(original(), run.report, whole, run.interface, lowers)
+        run.report.kept_for_speed = run.plan.reported(named, run.labels, graph_of)
+        return _kept_original(original(), run.report, whole, run.interface)
     return best.result()
 
 
@@ -308,7 +306,7 @@ class _Run:
             graph_of = {site.node: site.graph for site in self.sites}
             found = keep[0].frozen(keep[1], model, labels, graph_of)
             if found is not None:
-                self.frozen, report.kept_regions = found
+                self.frozen, report.kept_for_speed = found
         # the workarounds run once, last, below (a whole-model walk: 0.3 s at 100k nodes)
         lower = LowerSequencesPass(rules, options, runtime_workarounds=False, frozen=self.frozen)
         lower(model)
@@ -337,7 +335,12 @@ class _Run:
                 for op in report.remaining
             ]
         report.nodes = node_outcomes(
-            model, self.sites, report.remaining, lower.rewrites, labels, self.interface
+            model,
+            self.sites,
+            report.remaining,
+            lower.rewrites,
+            labels,
+            self.interface,
         )
         after = collections.Counter(op.op_type for op in report.remaining)
         report.sequence_ops_after = dict(sorted(after.items()))
@@ -380,21 +383,17 @@ def _kept_original(
     report: Report,
     why: str,
     interface: tuple[list[str], list[str]],
-    lowers: bool,
 ) -> OptimizeResult[ir.Model]:
     """The original as given (only the runtime workarounds applied, so that it loads), returned
-    because its lowering costs more (`why`, the stop reason): every sequence operator stays,
-    with the default target as the hint when the lowering removes sequence operators
-    (`lowers`)."""
+    because its lowering costs more (`why`, the stop reason): every sequence operator stays."""
     RuntimeWorkaroundsPass()(model)
     labels = NodeLabels()
     sites = collect_sites(model, labels)
-    # the decision is the whole model's, said once in the stop reason; each node says only this
-    kept = f"{KEPT_FOR_SPEED}: the original model is kept as given (its lowering costs more)"
-    refusals = {site.node: [kept] for site in sites}
+    reason = f"{FROZEN_RULE}: kept as given for speed: the model costs less as given"
+    refusals = {site.node: [reason] for site in sites}
     remaining = remaining_sequence_ops(model, refusals, labels)
     nodes = node_outcomes(model, sites, remaining, {}, labels, interface)
-    hint = KEPT_ORIGINAL_HINT if lowers else ""
+    hint = KEPT_ORIGINAL_HINT
     report.remaining = [dataclasses.replace(op, hint=op.hint or hint) for op in remaining]
     report.nodes = [
         dataclasses.replace(node, hint=node.hint or hint) if node.tier == "kept" else node

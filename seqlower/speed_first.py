@@ -15,7 +15,7 @@ keeps whichever of the two lowerings and the original costs least as a whole.
 
 from __future__ import annotations
 
-__all__ = ["RegionCost", "RegionPlan"]
+__all__ = ["FROZEN_RULE", "RegionCost", "RegionPlan"]
 
 import dataclasses
 from collections.abc import Callable, Mapping
@@ -26,6 +26,8 @@ from seqlower.cost import node_costs
 from seqlower.ops import iter_all_nodes
 from seqlower.regions import Region, find_regions, region_costs
 from seqlower.report import KEPT_FOR_SPEED, KeptRegion
+
+FROZEN_RULE = KEPT_FOR_SPEED  # the name the refusals of a kept region carry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,11 +123,11 @@ class RegionPlan:
             region = self.regions[cost.index]
             anchor = walk[position[region.sites[0]]]
             headline = (
-                f"{KEPT_FOR_SPEED}: kept as given for speed: its region's tensor form costs more "
+                f"{FROZEN_RULE}: kept as given for speed: its region's tensor form costs more "
                 "(--target onnxruntime)"
             )
             member = (
-                f"{KEPT_FOR_SPEED}: kept as given for speed with the region of {anchor.op_type} "
+                f"{FROZEN_RULE}: kept as given for speed with the region of {anchor.op_type} "
                 f"'{label(anchor)}'"
             )
             for node in sorted(region.nodes, key=position.__getitem__):

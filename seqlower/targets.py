@@ -251,12 +251,8 @@ def check_target(
     for op in remaining:
         if (op.graph, op.node, op.op_type) in refused:
             continue
-        if (
-            op.kept_for_speed
-            and profile.sequence_ops == "warning"
-            and profile.name == "onnxruntime"
-        ):
-            continue  # kept because the tensor form costs more in onnxruntime: nothing to warn
+        if profile.name == "onnxruntime" and op.kept_for_speed:
+            continue  # kept because onnxruntime runs it faster: nothing to warn about
         _add(check, profile.sequence_ops, _leftover_message(profile, op))
     for judgement in judged:
         _add(check, judgement.severity, judgement.message)

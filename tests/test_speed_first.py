@@ -123,7 +123,7 @@ def test_the_cheaper_region_is_lowered_and_the_costlier_kept():
     # torch.stack([relu(t @ w) for t in y.unbind(0)]): batched, no Loop left
     assert report.rules_fired.get("loop-batch") == 1
     assert op_counts(lowered)["Loop"] == 0
-    (region,) = report.kept_regions
+    (region,) = report.kept_for_speed
     assert (region.op_type, region.sequence_nodes) == ("SplitToSequence", 3)
     assert isinstance(region.as_given, int) and isinstance(region.lowered, int)
     assert region.as_given < region.lowered
@@ -137,7 +137,7 @@ def test_the_default_target_lowers_both_regions():
     model = onnx.load(FIXTURES / "two_regions" / "model.onnx")
     lowered, report = lower(model, target="generic")
     assert sequence_op_counts(lowered) == {}
-    assert report.kept_regions == []
+    assert report.kept_for_speed == []
     _matches_pytorch("two_regions", lowered)
 
 
@@ -158,7 +158,7 @@ def test_a_kept_region_is_reported_once_with_whole_numbers(tmp_path):
     # onnxruntime runs what it keeps for speed faster: no leftover warning for it
     warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
     assert not [line for line in warnings if "'/SplitToSequence' is kept" in line]
-    (entry,) = json.loads(report_path.read_text())["kept_regions"]
+    (entry,) = json.loads(report_path.read_text())["kept_for_speed"]
     assert entry["sequence_nodes"] == 3 and entry["as_given"] < entry["lowered"]
 
 

@@ -214,9 +214,8 @@ def optimize_command(
             len(summary.kept_interface), "sequence input/output", "sequence inputs/outputs"
         )
         verb = "remains" if len(summary.remaining) + len(summary.kept_interface) == 1 else "remain"
-        kept = summary.stop_reason.startswith("kept the original") or bool(summary.kept_regions)
-        lowers = any(op.hint for op in summary.remaining)
-        hint = "; the default target (no --target) lowers it even so" if kept and lowers else ""
+        kept = summary.stop_reason.startswith("kept the original") or bool(summary.kept_for_speed)
+        hint = "; the default target (no --target) lowers it even so" if kept else ""
         raise _fail(
             f"{ops} and {interface} {verb} (--strict{', the original costs less' if kept else ''})"
             f"{hint}; nothing written",

@@ -47,7 +47,7 @@ TargetOption = Annotated[
         "--target",
         metavar="[" + "|".join(TARGETS) + "]",
         callback=_choice("--target", "target", TARGETS),
-        help="The runtime the model is for (every target lowers all it can): generic accepts "
+        help="The runtime the model is for: every target lowers all it can; generic accepts "
         "any leftover; onnxruntime asks for speed first (keeps a region of sequence ops as "
         "given where that is estimated faster) and warns about other leftovers; the others "
         "fail (exit 1) on what that runtime cannot run, such as sequence ops and dynamic scan "

@@ -39,6 +39,12 @@ def format_summary(
     if report.rules_fired:
         fired = ", ".join(f"{name} x{count}" for name, count in sorted(report.rules_fired.items()))
         lines.append(f"rules fired: {fired}")
+    for region in report.kept_for_speed:
+        lines.append(
+            f"kept as given for speed: the region of {region.op_type} '{region.node}' in "
+            f"{region.graph} ({plural(region.sequence_nodes, 'sequence node')}), an estimated "
+            f"{region.as_given} operator launches per run as given, {region.lowered} lowered"
+        )
     lines.extend(_kept_lines(report, verbose))
     return "\n".join(lines)
 
@@ -85,13 +91,7 @@ def _kept_lines(report: Report, verbose: bool) -> list[str]:
     lines = []
     hints: list[str] = []
     as_given = [op for op in report.remaining if op.kept_for_speed]
-    for region in report.kept_regions:  # each region's decision, said once with its estimates
-        lines.append(
-            f"kept as given for speed: the region of {region.op_type} '{region.node}' in "
-            f"{region.graph} ({plural(region.sequence_nodes, 'sequence node')}), an estimated "
-            f"{region.as_given} operator launches per run as given, {region.lowered} lowered"
-        )
-    if as_given and not report.kept_regions:  # one decision for them all, said once
+    if as_given:  # one decision for them all, said once (the stop reason says why)
         names = ", ".join(op.described for op in as_given)
         text = f"kept as given, the original costing less: {names}"
         lines.extend(textwrap.wrap(text, _WIDTH, subsequent_indent="    ", break_on_hyphens=False))

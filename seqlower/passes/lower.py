@@ -32,13 +32,12 @@ from seqlower.passes import region_inference
 from seqlower.passes.dead_code import is_dead, remove_dead_nodes, remove_dead_upstream
 from seqlower.passes.normalize import SHAPE_ARGUMENTS, infer_shapes
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
+from seqlower.report import LIST_TIER
 from seqlower.report.sites import rewrite_tier
 from seqlower.rewriter import Rewriter
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 
 logger = logging.getLogger(__name__)
-
-TENSOR_LIST_RULE = "tensor-list"  # the last tier's name in the report (seqlower.lists)
 
 
 class LowerSequencesPass(ir.passes.InPlacePass):
@@ -132,18 +131,17 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         known rank (`seqlower.lists`). True when something changed."""
         if not any(is_sequence_value(v) for v in _sequence_candidates(model)):
             return False
-        lowered = lower_lists(model, rewriter, self.frozen.keys())
+        lowered = lower_lists(model, rewriter, self.frozen)
         for node, layout in lowered.converted:
             origin = self.origins.get(node, node)
-            self.rewrites.setdefault(origin, []).append((TENSOR_LIST_RULE, layout))
-        for made, node in lowered.origins.items():
-            if made is not node:
-                self.origins.setdefault(made, self.origins.get(node, node))
+            self.rewrites.setdefault(origin, []).append((LIST_TIER, layout))
+        for made, node in lowered.made.items():
+            self.origins.setdefault(made, self.origins.get(node, node))
         if lowered.converted:
-            rewriter.fired[TENSOR_LIST_RULE] += len(lowered.converted)
+            rewriter.fired[LIST_TIER] += len(lowered.converted)
             rewriter.take_touched()
         for node, reason in lowered.kept.items():
-            self.refusals.setdefault(node, []).insert(0, f"{TENSOR_LIST_RULE}: {reason}")
+            self.refusals.setdefault(node, []).insert(0, f"{LIST_TIER}: {reason}")
         return bool(lowered.converted)
 
     def _infer(

@@ -14,6 +14,7 @@ and the CLI and `inspect` only show it.
 
 from seqlower.report.data import (
     KEPT_FOR_SPEED,
+    LIST_TIER,
     TIERS,
     KeptRegion,
     NodeOutcome,
@@ -21,4 +22,12 @@ from seqlower.report.data import (
     Report,
 )
 
-__all__ = ["KEPT_FOR_SPEED", "TIERS", "KeptRegion", "NodeOutcome", "RemainingOp", "Report"]
+__all__ = [
+    "KEPT_FOR_SPEED",
+    "LIST_TIER",
+    "TIERS",
+    "KeptRegion",
+    "NodeOutcome",
+    "RemainingOp",
+    "Report",
+]

@@ -5,7 +5,15 @@ The report is plain dataclasses; `to_dict()` gives the JSON form written by `--r
 
 from __future__ import annotations
 
-__all__ = ["KEPT_FOR_SPEED", "TIERS", "KeptRegion", "NodeOutcome", "RemainingOp", "Report"]
+__all__ = [
+    "KEPT_FOR_SPEED",
+    "LIST_TIER",
+    "TIERS",
+    "KeptRegion",
+    "NodeOutcome",
+    "RemainingOp",
+    "Report",
+]
 
 import dataclasses
 import json
@@ -33,7 +41,9 @@ TIERS = (
 
 # The refusal prefix of an operator kept because its tensor form costs more in onnxruntime
 # (README, "Never slower"): a choice for speed, not a failure to lower.
-KEPT_FOR_SPEED = "never-slower"
+# the name of the last tier (seqlower.lists) in the report: its refusal is a whole list's cause
+LIST_TIER = "tensor-list"
+KEPT_FOR_SPEED = "speed-first"  # the rule name the refusals of a region kept for speed carry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,8 +143,6 @@ class Report:
     # SequenceAt per sequence input, SequenceEmpty and SequenceInsert per output), the measure
     # against which a map lowered to a Loop adds nothing
     expanded_before: int = 0
-    # regions kept as given because their lowered form costs more (`--target onnxruntime`)
-    kept_regions: list[KeptRegion] = dataclasses.field(default_factory=list)
     # the target profile's judgement of the result (`seqlower.targets.check_target`): errors
     # make it unfit for that runtime (the command line then writes nothing), warnings cost time
     target: str = "generic"
@@ -143,6 +151,8 @@ class Report:
     # every node of the input and of the output (subgraphs included)
     nodes_before: int = 0
     nodes_after: int = 0
+    # regions kept as given because their lowered form costs more (`--target onnxruntime`)
+    kept_for_speed: list[KeptRegion] = dataclasses.field(default_factory=list)
 
     @property
     def total_before(self) -> int:
@@ -178,7 +188,6 @@ class Report:
             "warnings": list(self.warnings),
             "interface_changes": [dict(change) for change in self.interface_changes],
             "nodes": [node.to_dict() for node in self.nodes],
-            "kept_regions": [region.to_dict() for region in self.kept_regions],
             "nodes_before": self.nodes_before,
             "nodes_after": self.nodes_after,
             "target": {
@@ -187,6 +196,7 @@ class Report:
                 "errors": list(self.target_errors),
                 "warnings": list(self.target_warnings),
             },
+            "kept_for_speed": [region.to_dict() for region in self.kept_for_speed],
         }
 
     def to_json(self) -> str:
