@@ -12,6 +12,7 @@ from seqlower.rules import (
     construct,
     control_flow,
     even_chunks,
+    loop_accumulators,
     loop_appends,
     loop_batching,
     loop_concat,
@@ -41,6 +42,7 @@ def default_rules() -> RuleSet:
         + loops.RULES
         + loop_appends.RULES
         + loop_concat.RULES
+        + loop_accumulators.RULES  # the other way: a tensor accumulator to a scan output
         + loop_induction.RULES  # a Loop left with counters only
         + batching.RULES
         + sequence_map.RULES

@@ -3,6 +3,7 @@
     python tools/fuzz.py --count 5000 --seed 0            # seeds 0..4999, properties included
     python tools/fuzz.py --seed 1234 --count 1 --show     # replay one seed, print the models
     python tools/fuzz.py --count 20000 --jobs 2 --out fuzz-failures
+    python tools/fuzz.py --count 3000 --seed 1000000     # list programs (see below)
 
 Each seed gives one program (tests/fuzz/generator.py), checked by tests/fuzz/harness.py: the
 original and the lowered model run under onnxruntime on the same inputs (or the numpy oracle where
@@ -12,6 +13,11 @@ Progress goes to stderr, a summary (pass / skip / fail, by reason) to stdout. Ev
 program is written to OUT/seed_<n>/: original.onnx, lowered.onnx (when lowering finished),
 feeds.npz (a sequence input `s` is stored as s.0, s.1, ...) and reason.txt. Exit code 1 when a
 program failed.
+
+Seeds from 1,000,000 on also generate list programs (tests/fuzz/list_shapes.py): lists built in
+loops from tensors of changing shapes, passed between loops, returned from If branches, split
+at run time and edited at run-time positions; the summary counts the passing programs that
+needed the tensor form of lists (the last tier of the lowering).
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 from generator import generate  # noqa: E402
 from harness import Outcome, check_program  # noqa: E402
+
+from seqlower.passes.lower import TENSOR_LIST_RULE  # noqa: E402
 
 
 def _check(seed: int, properties: bool) -> tuple[Outcome, list[str]]:
@@ -73,7 +81,9 @@ def _save(out: Path, outcome: Outcome) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=1000, help="how many programs")
-    parser.add_argument("--seed", type=int, default=0, help="the first seed")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="the first seed (from 1000000 on: list programs too)"
+    )
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--out", type=Path, default=Path("fuzz-failures"), help="failures go here")
     parser.add_argument(
@@ -88,12 +98,15 @@ def main(argv: list[str] | None = None) -> int:
     reasons: collections.Counter[tuple[str, str]] = collections.Counter()
     features: collections.Counter[str] = collections.Counter()
     oracle = 0
+    tensor_lists = fully_lowered = 0
     failures: list[tuple[Outcome, Path]] = []
     started = time.monotonic()
 
     def record(outcome: Outcome, used: list[str]) -> None:
-        nonlocal oracle
+        nonlocal oracle, tensor_lists, fully_lowered
         statuses[outcome.status] += 1
+        tensor_lists += outcome.status == "pass" and TENSOR_LIST_RULE in outcome.rules_fired
+        fully_lowered += outcome.status == "pass" and outcome.sequence_ops[1] == 0
         features.update(used)
         oracle += outcome.status == "pass" and outcome.oracle
         if outcome.status != "pass":
@@ -129,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
         f"seeds {seeds.start}..{seeds.stop - 1}: {statuses['pass']} passed "
         f"({oracle} against the numpy oracle), {statuses['skip']} skipped, "
         f"{statuses['fail']} failed in {elapsed:.0f} s"
+    )
+    print(
+        f"  of the passing programs, {fully_lowered} end with no sequence operator and "
+        f"{tensor_lists} used the tensor form of lists (the last tier)"
     )
     for (status, reason), count in reasons.most_common():
         print(f"  {status:4} x{count}: {reason}")

@@ -89,11 +89,44 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         # dead code holds rules back: a dead reader keeps a sequence in use, a dead body op
         # with no batching rule keeps a map from being batched
         modified = remove_dead_nodes(model)
+        changed, stamp = self._fixpoint(model, rewriter, stamp, first=0)
+        modified |= changed
+        if self.options.tensor_lists and self.dead_code_free:
+            kept = self._lower_lists(model, rewriter)
+            if kept is not None:
+                modified = True
+                infer_shapes(model)
+                stamp = region_inference.current_stamp(model)
+                # the rules again, on the tensors the lists became (a Loop that now grows a
+                # tensor by Concat, say), so that lowering the result again changes nothing
+                _, stamp = self._fixpoint(model, rewriter, stamp, first=self.iterations)
+                for node, reason in kept.items():
+                    self.refusals.setdefault(node, []).insert(0, f"{LIST_TIER}: {reason}")
+        self.fired = dict(rewriter.fired)
+        self.warnings = list(rewriter.warnings)
+        if stamp is not None:  # dead code removed since: the shapes are still current
+            region_inference.write_stamp(model, stamp.carriers)
+        # whatever runs after this pass, the model must load
+        if self.runtime_workarounds and RuntimeWorkaroundsPass()(model).modified:
+            modified = True
+            region_inference.forget_stamp(model)
+        return ir.passes.PassResult(model, modified)
+
+    def _fixpoint(
+        self,
+        model: ir.Model,
+        rewriter: _TrackingRewriter,
+        stamp: region_inference.ShapeStamp | None,
+        first: int,
+    ) -> tuple[bool, region_inference.ShapeStamp | None]:
+        """Sweep to a fixpoint (numbering the sweeps after `first`); (whether anything changed,
+        the stamp under which the shapes are current)."""
+        modified = False
         whole_model_clean = True  # no rewrite since the last whole-model dead-code removal
         self.stop_reason = f"iteration limit ({self.options.max_iterations}) reached"
         self.dead_code_free = False
         last_resort = False  # whether this sweep tries the last-resort rules too
-        for iteration in range(1, self.options.max_iterations + 1):
+        for iteration in range(first + 1, first + self.options.max_iterations + 1):
             self.iterations = iteration
             context = Context(Facts(model), rewriter, self.options)
             self.refusals = {}
@@ -112,37 +145,29 @@ class LowerSequencesPass(ir.passes.InPlacePass):
             self.stop_reason = "fixpoint: no rule applies"
             self.dead_code_free = True
             break
-        if self.options.tensor_lists and self.dead_code_free and self._lower_lists(model, rewriter):
-            modified = True
-            infer_shapes(model)
-            stamp = region_inference.current_stamp(model)
-        self.fired = dict(rewriter.fired)
-        self.warnings = list(rewriter.warnings)
-        if stamp is not None:  # dead code removed since: the shapes are still current
-            region_inference.write_stamp(model, stamp.carriers)
-        # whatever runs after this pass, the model must load
-        if self.runtime_workarounds and RuntimeWorkaroundsPass()(model).modified:
-            modified = True
-            region_inference.forget_stamp(model)
-        return ir.passes.PassResult(model, modified)
+        return modified, stamp
 
-    def _lower_lists(self, model: ir.Model, rewriter: _TrackingRewriter) -> bool:
+    def _lower_lists(
+        self, model: ir.Model, rewriter: _TrackingRewriter
+    ) -> dict[ir.Node, str] | None:
         """The last tier: every list the rules left becomes tensors where its elements have a
-        known rank (`seqlower.lists`). True when something changed."""
+        known rank (`seqlower.lists`). None when nothing changed; else the lists kept, each
+        with why (the caller records them as refusals once the rules have run again)."""
         if not any(is_sequence_value(v) for v in _sequence_candidates(model)):
-            return False
+            return None
         lowered = lower_lists(model, rewriter, self.frozen)
         for node, layout in lowered.converted:
             origin = self.origins.get(node, node)
             self.rewrites.setdefault(origin, []).append((LIST_TIER, layout))
         for made, node in lowered.made.items():
             self.origins.setdefault(made, self.origins.get(node, node))
-        if lowered.converted:
-            rewriter.fired[LIST_TIER] += len(lowered.converted)
-            rewriter.take_touched()
-        for node, reason in lowered.kept.items():
-            self.refusals.setdefault(node, []).insert(0, f"{LIST_TIER}: {reason}")
-        return bool(lowered.converted)
+        if not lowered.converted:
+            for node, reason in lowered.kept.items():
+                self.refusals.setdefault(node, []).insert(0, f"{LIST_TIER}: {reason}")
+            return None
+        rewriter.fired[LIST_TIER] += len(lowered.converted)
+        rewriter.take_touched()
+        return dict(lowered.kept)
 
     def _infer(
         self,

@@ -32,6 +32,11 @@ that are also model inputs (overridable: fed with a value that differs from the 
 arithmetic on SequenceLength. Dtypes are mostly float32, some float16/double/int32/int64/bool.
 Floats are small multiples of 1/4, so sums and products are exact in every float type.
 
+Seeds from LIST_SEEDS (1,000,000) on also draw the list programs of list_shapes.py (lists built
+in loops from tensors of changing shapes, passed between loops, returned from If branches, split
+at run time and edited at run-time positions; bool, int8, float16 and string elements), at opset
+14 or newer; seeds below it give the same programs as before those shapes existed.
+
 The ambiguous corner of design.md trap 1 (scalar split with keepdims=0) appears only with split=1,
 read as onnxruntime reads it (the axis squeezed), which is seqlower's default reading.
 """
@@ -48,6 +53,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+from list_shapes import LIST_OPSETS, LIST_SEEDS, list_program_actions
 from onnx import TensorProto, helper, numpy_helper
 
 OPSETS = (11, 12, 13, 15, 16, 17, 18, 19, 20, 21)
@@ -119,6 +125,10 @@ class _Generator:
         self.seed = seed
         self.rng = random.Random(seed)
         self.opset = self.rng.choice(OPSETS)
+        # from LIST_SEEDS on, the shapes of list_shapes.py too (seeds below: programs unchanged)
+        self.list_programs = seed >= LIST_SEEDS
+        if self.list_programs:
+            self.opset = self.rng.choice(LIST_OPSETS)
         self.counter = 0
         self.node_stack: list[list[onnx.NodeProto]] = [[]]
         self.inputs: list[onnx.ValueInfoProto] = []
@@ -131,6 +141,9 @@ class _Generator:
         self.ort_may_reject: str | None = None
         self.keepdims_corner = False
         self.options: dict[str, Any] = {}
+        # tensors read from a list: onnx shape inference may give them the element shape of a
+        # loop's initial list, so no split with static sizes is checked against them
+        self.read_from_lists: set[str] = set()
         self.dtype_pool = [self._pick_dtype() for _ in range(2)]
         # onnx shape inference (the checker's) reads an overridable initializer as a constant, so
         # a program that has one declares no static shape that could depend on its value
@@ -168,6 +181,9 @@ class _Generator:
         nrng = np.random.default_rng(self.rng.getrandbits(32))
         if dtype == np.bool_:
             return np.asarray(nrng.integers(0, 2, size=shape)).astype(np.bool_)
+        if dtype == np.object_:  # strings
+            words = nrng.integers(-5, 6, size=shape).astype(str).astype(object)
+            return np.asarray(words, dtype=object).reshape(shape)
         if dtype.kind == "f":
             return np.asarray(nrng.integers(-8, 9, size=shape) / 4).astype(dtype)
         return np.asarray(nrng.integers(-5, 6, size=shape)).astype(dtype)
@@ -329,6 +345,8 @@ class _Generator:
         if self.opset >= MAP_MIN_OPSET:
             actions.append((self.op_map, 4))
         actions += dynamic_program_actions(self)
+        if self.list_programs:
+            actions += list_program_actions(self)
         for _ in range(10):
             action = self.rng.choices([a for a, _ in actions], [w for _, w in actions])[0]
             if action():
@@ -369,7 +387,9 @@ class _Generator:
                 expected.append(list(value.elements))
             else:
                 dims: list[Any] | None = [None] * value.value.ndim
-                if self.chance(0.3) and not self.allow_overridable:
+                # onnx shape inference may read a loop-built list's element shape from its
+                # initial value, so list programs declare no static output shape
+                if self.chance(0.3) and not self.allow_overridable and not self.list_programs:
                     dims = list(value.shape)
 
                 output_infos.append(
@@ -495,6 +515,10 @@ class _Generator:
 
     def op_split(self) -> bool:
         candidates = [t for t in self.tensors if t.value.ndim > 0 and max(t.shape) > 0]
+        # onnxruntime has no SplitToSequence of int8 (only list programs make int8 tensors)
+        candidates = [t for t in candidates if t.dtype != np.int8]
+        if self.list_programs:  # (seeds below LIST_SEEDS keep their programs)
+            candidates = [t for t in candidates if t.name not in self.read_from_lists]
         tensor = self.pick(candidates) if candidates else None
         if tensor is None or self.chance(0.15):
             tensor = self.new_input_tensor(self.rng.choice(self.dtype_pool), self.random_shape())
@@ -570,6 +594,7 @@ class _Generator:
             self.feature("negative-position")
         name = self.node("SequenceAt", [seq.name, self.position(seq, at)])
         self.add_tensor(name, seq.elements[at], sink=True)
+        self.read_from_lists.add(name)
         return True
 
     def op_length(self) -> bool:

@@ -47,6 +47,7 @@ class Outcome:
     oracle: bool = False  # the reference was the numpy oracle, not onnxruntime on the original
     lowered: onnx.ModelProto | None = None
     sequence_ops: tuple[int, int] = (0, 0)  # before, after
+    rules_fired: dict[str, int] = dataclasses.field(default_factory=dict)  # by the lowering
 
 
 def sequence_op_total(model: ir.Model | onnx.ModelProto) -> int:
@@ -146,7 +147,7 @@ def check_program(program: Program, *, properties: bool = False) -> Outcome:
         return Outcome(seed, "fail", "optimize raised", _first_line(error), oracle)
     proto = lowered if isinstance(lowered, onnx.ModelProto) else ir.to_proto(lowered)
     counts = (sequence_op_total(original), sequence_op_total(lowered))
-    outcome = Outcome(seed, "fail", "", "", oracle, proto, counts)
+    outcome = Outcome(seed, "fail", "", "", oracle, proto, counts, dict(report.rules_fired))
 
     try:
         onnx.checker.check_model(proto, full_check=True)

@@ -13,12 +13,19 @@ import collections
 import pytest
 from generator import generate
 from harness import check_program
+from list_shapes import LIST_SEEDS
 
 # seed 4165 hit a bug, fixed since (regressions/test_sequence_map_batched_over_zero_size_elements)
-CI_SEEDS = [*range(1000), 4165]
+# from LIST_SEEDS on: the list programs of the last tier (list_shapes.py)
+LIST_CI_SEEDS = range(LIST_SEEDS, LIST_SEEDS + 150)
+CI_SEEDS = [*range(1000), 4165, *LIST_CI_SEEDS]
 
-# seed -> the bug it hits, named by its strict xfail in regressions/test_regressions.py
-KNOWN: dict[int, str] = {}
+# seed -> the bug it hits, named by its strict xfail in regressions/test_regressions.py or
+# regressions/test_list_programs.py
+KNOWN: dict[int, str] = {
+    1000136: "test_elements_appended_in_a_loop_keep_their_own_shape",
+    1000147: "test_elements_read_from_a_loop_built_list_are_not_stacked_by_an_inferred_shape",
+}
 
 
 def _params() -> list:
@@ -105,6 +112,45 @@ def test_ci_seeds_cover_the_generator_features() -> None:
         "loop-dynamic-conditional",
         "loop-dynamic-both-branches",
         "loop-dynamic-growing",
+        # list programs
+        "list-loop-append",
+        "list-loop-prepend",
+        "list-loop-position",
+        "list-loop-conditional",
+        "list-loop-erase",
+        "list-loop-fed-condition",
+        "list-loop-while-length",
+        "list-between-loops",
+        "list-trip-from-length",
+        "list-read-i",
+        "list-read-backwards",
+        "list-read-negative",
+        "list-read-runtime-index",
+        "list-later-loop-append",
+        "list-later-loop-sum",
+        "list-later-loop-scan",
+        "list-carried-read",
+        "list-if-different",
+        "list-if-construct",
+        "list-if-empty",
+        "list-if-split",
+        "list-if-loop",
+        "list-scalars",
+        "list-rank-3",
+        "list-rank-4",
+        "list-dtype-bool",
+        "list-dtype-int8",
+        "list-dtype-float16",
+        "list-dtype-string",
+        "list-position-int32",
+        "list-negative-position",
+        "list-zero-size-elements",
+        "list-split-none-keepdims0",
+        "list-split-none-keepdims1",
+        "list-split-scalar",
+        "list-split-list",
+        "list-concat-axis1",
+        "list-concat-new-axis",
     }
     missing = expected - set(seen)
     assert not missing, f"never generated in CI_SEEDS: {sorted(missing)}"

@@ -21,13 +21,15 @@ import onnx_ir as ir
 import pytest
 from generator import generate
 from harness import budget_of, sequence_op_total
+from list_shapes import LIST_SEEDS
 
 import seqlower
 from seqlower.cost import launches
 from seqlower.io import model_to_bytes
 
 # seeds 496 and 502 once added sequence ops (a SequenceMap over a sequence of unknown length)
-PROPERTY_SEEDS = [*range(300), 496, 502]
+# and list programs (list_shapes.py), whose lowering needs the tensor form of lists
+PROPERTY_SEEDS = [*range(300), 496, 502, *range(LIST_SEEDS, LIST_SEEDS + 40)]
 HASH_SEEDS = (0, 123)
 SUBPROCESS_SEEDS = (1, 2, 16, 46, 86, 482, 889, 1194)
 

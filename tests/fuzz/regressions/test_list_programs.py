@@ -1,0 +1,265 @@
+"""Bugs the list programs of the fuzzer found (seeds from 1,000,000 on, tests/fuzz/list_shapes.py),
+each minimised to a small model. Same contract as test_regressions.py: lower, check (full_check),
+run both under onnxruntime and compare, and check the property the seed broke. A bug not fixed
+yet is marked xfail(strict=True), so the fix must remove the mark.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness import check_properties, compare_outputs, run_ort
+
+import seqlower
+
+
+def parse(graph: str, opset: int = 18) -> onnx.ModelProto:
+    model = onnx.parser.parse_model(f'<ir_version: 8, opset_import: ["" : {opset}]>\n{graph}')
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def lower_and_compare(model: onnx.ModelProto, feeds: dict) -> ir.Model:
+    expected = run_ort(model, feeds)
+    lowered, _ = seqlower.optimize(ir.from_proto(model), target="portable")
+    proto = ir.to_proto(lowered)
+    onnx.checker.check_model(proto, full_check=True)
+    problem = compare_outputs(expected, run_ort(proto, feeds))
+    assert problem is None, problem
+    return lowered
+
+
+@functools.cache
+def _ort_splits_int8() -> bool:
+    """Whether this onnxruntime has a SplitToSequence kernel for int8 (1.32.0 has none)."""
+    model = parse("g (int8[2] x) => (seq(int8) s) { s = SplitToSequence <keepdims = 0> (x) }")
+    try:
+        run_ort(model, {"x": np.zeros(2, np.int8)})
+    except Exception:
+        return False
+    return True
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="SequenceAt of a list known to be empty raises InvalidModelError even inside a Loop "
+    "body that runs zero times (rules/access.py never_empty)",
+)
+def test_a_read_of_an_empty_list_in_a_loop_that_never_runs_is_not_an_error():
+    """Fuzz seeds 1000307, 1000338, 1000640, 1000767 and ten more in 1000000..1002999: the list
+    is always empty, but it is read only in a Loop body whose trip count (0 here) is known at
+    run time: the model is valid and onnxruntime runs it."""
+    model = parse("""g (int64 m) => (float y) {
+        s = SequenceEmpty <dtype = 1> ()
+        zero = Constant <value = float {0}> ()
+        y = Loop (m, , zero) <body = b (int64 i, bool c, float acc) => (bool co, float out) {
+            e = SequenceAt (s, i)
+            t = ReduceSum <keepdims = 0> (e)
+            out = Add (acc, t)
+            co = Identity (c)
+        }>
+    }""")
+    lower_and_compare(model, {"m": np.array(0)})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the tensor form of lists runs once after the rules: a list whose element rank shows "
+    "only once another list is tensors stays, and lowering the output again lowers it",
+)
+def test_a_list_filled_from_another_loop_built_list_is_lowered_in_one_pass():
+    """Fuzz seeds 1000060, 1000116, 1000389, 1000595 and 30 more in 1000000..1002999: l2 takes
+    elements of l1 (built from slices of changing length); the rank of l1's elements shows
+    only once l1 is tensors, so the first lowering keeps l2 ("the rank of its elements is
+    unknown") and the second lowers it (loop-unroll, length-static): not idempotent. The rules
+    do not run again after the tensor form either (tract-loop-unroll fires on a second pass
+    of seeds 1001869 and 1002099)."""
+    model = parse("""g (int64 m) => (int64 y) {
+        s0 = SequenceEmpty <dtype = 1> ()
+        x = Constant <value = float[3] {1, 2, 3}> ()
+        l1 = Loop (m, , s0) <body = b1 (int64 i, bool c, seq(float) acc)
+                                    => (bool co, seq(float) out) {
+            one = Constant <value = int64[1] {1}> ()
+            z = Constant <value = int64[1] {0}> ()
+            i1 = Reshape (i, one)
+            stop = Add (i1, one)
+            p = Slice (x, z, stop)
+            out = SequenceInsert (acc, p)
+            co = Identity (c)
+        }>
+        zero = Constant <value = int64 {0}> ()
+        s1 = SequenceEmpty <dtype = 1> ()
+        l2 = Loop (zero, , s1) <body = b2 (int64 j, bool c2, seq(float) acc2)
+                                       => (bool co2, seq(float) out2) {
+            e = SequenceAt (l1, j)
+            out2 = SequenceInsert (acc2, e)
+            co2 = Identity (c2)
+        }>
+        y = SequenceLength (l2)
+    }""")
+    lowered = lower_and_compare(model, {"m": np.array(2)})
+    assert check_properties(model, lowered, {"target": "portable"}) is None
+
+
+@pytest.mark.xfail(
+    condition=not _ort_splits_int8(),
+    strict=True,
+    reason=f"onnxruntime {ort.__version__} has no int8 SplitToSequence, and the loop-append rule "
+    "rebuilds a sequence output from scan outputs with one",
+)
+def test_an_int8_list_built_in_a_loop_and_returned_runs():
+    """Fuzz seeds 1000866, 1002437, 1002512 (and 1000454 through a SequenceMap): the original
+    runs (it has no SplitToSequence); the lowered model's SplitToSequence of int8 does not load
+    in onnxruntime (nor would one of uint8, int16, uint16, uint32 or uint64)."""
+    model = parse("""g (int8[2] x, int64 m) => (seq(int8) s) {
+        s0 = SequenceEmpty <dtype = 3> ()
+        s = Loop (m, , s0) <body = b (int64 i, bool c, seq(int8) acc) => (bool co, seq(int8) out) {
+            n = Neg (x)
+            out = SequenceInsert (acc, n)
+            co = Identity (c)
+        }>
+    }""")
+    lower_and_compare(model, {"x": np.array([1, -2], np.int8), "m": np.array(2)})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the concat accumulator of a loop (rules/loop_concat.py) starts from ConstantOfShape, "
+    "which has no string form: serialising the lowered model raises",
+)
+def test_a_loop_concatenating_growing_string_slices_lowers():
+    """Fuzz seed 1000266: ConcatFromSequence on the last axis of
+    string slices of growing width, appended in a Loop; `optimize` raised SerdeError (a
+    ConstantOfShape whose value is a string tensor holding 0)."""
+    model = parse("""g (string[2,3] x, int64 m) => (string[?,?] y) {
+        s0 = SequenceEmpty <dtype = 8> ()
+        s = Loop (m, , s0) <body = b (int64 i, bool c, seq(string) acc)
+                                   => (bool co, seq(string) out) {
+            one = Constant <value = int64[1] {1}> ()
+            z = Constant <value = int64[1] {0}> ()
+            i1 = Reshape (i, one)
+            stop = Add (i1, one)
+            p = Slice (x, z, stop, one)
+            out = SequenceInsert (acc, p)
+            co = Identity (c)
+        }>
+        y = ConcatFromSequence <axis = -1> (s)
+    }""")
+    x = np.array([["a", "b", "c"], ["d", "e", "f"]], dtype=object)
+    lower_and_compare(model, {"x": x, "m": np.array(3)})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="onnx shape inference types a Loop's carried sequence with its initial element shape "
+    "([3, 2]) though the body appends [?, 2]; the stack rules trust it and reshape to [3, -1]",
+)
+def test_elements_appended_in_a_loop_keep_their_own_shape():
+    """Fuzz seed 1000136: l starts as [x] (x: [3, 2]) and gets x[:i+1] appended; onnx infers
+    l as seq(float[3, 2]). l2 collects l[-1] ([2, 2]) twice; ConcatFromSequence(l2, axis=-1)
+    became Reshape(Transpose(stack), [3, -1]), which onnxruntime refuses (8 values)."""
+    model = parse("""g (float[3,2] x, int64 m, int64 k) => (float[?,?] y) {
+        s0 = SequenceConstruct (x)
+        l = Loop (m, , s0) <body = b (int64 i, bool c, seq(float) acc)
+                                   => (bool co, seq(float) out) {
+            one = Constant <value = int64[1] {1}> ()
+            z = Constant <value = int64[1] {0}> ()
+            i1 = Reshape (i, one)
+            stop = Add (i1, one)
+            p = Slice (x, z, stop)
+            out = SequenceInsert (acc, p)
+            co = Identity (c)
+        }>
+        e0 = SequenceEmpty <dtype = 1> ()
+        l2 = Loop (k, , e0) <body = b2 (int64 j, bool c2, seq(float) acc2)
+                                    => (bool co2, seq(float) out2) {
+            last = Constant <value = int64 {-1}> ()
+            at = SequenceAt (l, last)
+            out2 = SequenceInsert (acc2, at)
+            co2 = Identity (c2)
+        }>
+        y = ConcatFromSequence <axis = -1> (l2)
+    }""")
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    lower_and_compare(model, {"x": x, "m": np.array(2), "k": np.array(2)})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the lowered model declares the If branch output with onnx's inferred element shape "
+    "of the loop-built list ([3, 2], from its initial value); onnxruntime enforces it: [1, 2]",
+)
+def test_a_branch_reading_a_loop_built_list_declares_no_wrong_shape():
+    """Fuzz seed 1001339: l (a sequence output, so it stays) starts as [x] and gets x[:i+1]
+    appended; onnx infers seq(float[3, 2]). The lowered If's branch output is declared
+    float[3, 2], and onnxruntime refuses the [1, 2] that SequenceAt(l, 1) gives."""
+    model = parse("""g (float[3,2] x, int64 m, bool k) => (float[?,?] y, seq(float[?,?]) l) {
+        s0 = SequenceConstruct (x)
+        l = Loop (m, , s0) <body = b (int64 i, bool c, seq(float) acc)
+                                   => (bool co, seq(float) out) {
+            one = Constant <value = int64[1] {1}> ()
+            z = Constant <value = int64[1] {0}> ()
+            i1 = Reshape (i, one)
+            stop = Add (i1, one)
+            p = Slice (x, z, stop)
+            out = SequenceInsert (acc, p)
+            co = Identity (c)
+        }>
+        y = If (k) <
+            then_branch = t () => (float[?,?] u) {
+                one1 = Constant <value = int64 {1}> ()
+                u = SequenceAt (l, one1)
+            },
+            else_branch = e () => (float[?,?] v) {
+                zero = Constant <value = int64 {0}> ()
+                v = SequenceAt (l, zero)
+            }
+        >
+    }""")
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    lower_and_compare(model, {"x": x, "m": np.array(2), "k": np.array(True)})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the stacked layout takes the shape of SequenceAt(l, j) from onnx inference, which "
+    "gives l's elements the shape of its initial value: elements of other shapes do not stack",
+)
+def test_elements_read_from_a_loop_built_list_are_not_stacked_by_an_inferred_shape():
+    """Fuzz seed 1000147: l2 collects l[j] for every j; onnx infers SequenceAt(l, j) as
+    float[3, 2] (l starts as [x]), so lists/components.py chose the stacked layout for l2
+    and its Concat of Unsqueeze(l[j]) fails on the [1, 2] and [2, 2] elements."""
+    model = parse("""g (float[3,2] x, int64 m) => (float[?,?] y) {
+        s0 = SequenceConstruct (x)
+        l = Loop (m, , s0) <body = b (int64 i, bool c, seq(float) acc)
+                                   => (bool co, seq(float) out) {
+            one = Constant <value = int64[1] {1}> ()
+            z = Constant <value = int64[1] {0}> ()
+            i1 = Reshape (i, one)
+            stop = Add (i1, one)
+            p = Slice (x, z, stop)
+            out = SequenceInsert (acc, p)
+            co = Identity (c)
+        }>
+        n = SequenceLength (l)
+        e0 = SequenceEmpty <dtype = 1> ()
+        l2 = Loop (n, , e0) <body = b2 (int64 j, bool c2, seq(float) acc2)
+                                    => (bool co2, seq(float) out2) {
+            at = SequenceAt (l, j)
+            out2 = SequenceInsert (acc2, at)
+            co2 = Identity (c2)
+        }>
+        y = ConcatFromSequence <axis = 0> (l2)
+    }""")
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    lower_and_compare(model, {"x": x, "m": np.array(2)})
