@@ -72,8 +72,8 @@ def test_a_list_filled_from_another_loop_built_list_is_lowered_in_one_pass():
     elements of l1 (built from slices of changing length); the rank of l1's elements shows
     only once l1 is tensors, so the first lowering keeps l2 ("the rank of its elements is
     unknown") and the second lowers it (loop-unroll, length-static): not idempotent. The rules
-    do not run again after the tensor form either (tract-loop-unroll fires on a second pass
-    of seeds 1001869 and 1002099)."""
+    did not run again after the tensor form either (tract-loop-unroll fired on a second pass
+    of seeds 1001869 and 1002099). Both now happen in one lowering."""
     model = parse("""g (int64 m) => (int64 y) {
         s0 = SequenceEmpty <dtype = 1> ()
         x = Constant <value = float[3] {1, 2, 3}> ()
