@@ -10,7 +10,7 @@ is killed and reported the same way. Requests are sent before replies are awaite
 original and the candidate run side by side.
 
 Any other failure (the runtime rejects the model, a run raises) becomes a `RunOutcome` with the
-error's first line.
+whole error message, on one line.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from seqlower.verification.runtimes import ModelData, first_line
+from seqlower.verification.runtimes import ModelData, error_message, first_line
 from seqlower.verification.values import Feeds, RuntimeValue
 
 DEFAULT_TIMEOUT = 120.0
@@ -242,7 +242,7 @@ class ReferenceRunner:
         try:
             self._evaluator = ReferenceEvaluator(model)
         except Exception as error:  # the evaluator rejects some valid models
-            self.load_error = f"cannot load the model: {first_line(error)}"
+            self.load_error = f"cannot load the model: {error_message(error)}"
 
     def run(self, feeds: Feeds) -> RunOutcome:
         """Run on `feeds` (inputs the model does not declare are left out)."""
@@ -253,7 +253,7 @@ class ReferenceRunner:
         try:
             results = self._evaluator.run(None, {k: v for k, v in feeds.items() if k in declared})
         except Exception as error:  # the evaluator has bugs of its own; report them
-            return RunOutcome(error=first_line(error))
+            return RunOutcome(error=error_message(error))
         if isinstance(results, dict):
             results = [results[name] for name in names]
         return RunOutcome(outputs=_as_outputs(names, results))
