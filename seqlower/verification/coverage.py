@@ -84,7 +84,9 @@ def instrument(model: onnx.ModelProto) -> tuple[onnx.ModelProto, tuple[Probe, ..
         return model, ()
     probes = []
     for probe in inner:
-        copy.graph.output.append(helper.make_tensor_value_info(probe.value, onnx.TensorProto.INT64, []))
+        copy.graph.output.append(
+            helper.make_tensor_value_info(probe.value, onnx.TensorProto.INT64, [])
+        )
         probes.append(Probe(probe.value, probe.label, probe.kind, probe.aggregate))
     return copy, tuple(probes)
 
@@ -96,7 +98,9 @@ def _opset(model: onnx.ModelProto) -> int:
     return 11
 
 
-def _instrument_graph(graph: onnx.GraphProto, where: str, names: _Names, opset: int) -> list[_Inner]:
+def _instrument_graph(
+    graph: onnx.GraphProto, where: str, names: _Names, opset: int
+) -> list[_Inner]:
     probes: list[_Inner] = []
     added: list[onnx.NodeProto] = []
     counts = {"If": 0, "Loop": 0}
@@ -107,7 +111,7 @@ def _instrument_graph(graph: onnx.GraphProto, where: str, names: _Names, opset: 
         counts[node.op_type] += 1
         label = f"{node.op_type} '{node.name}'" if node.name else f"{node.op_type} #{number}"
         if where:
-            label += f" (in {where})"
+            label = f"{where} > {label}"
         if node.op_type == "If":
             probes.extend(_instrument_if(node, label, names, opset, added))
         else:
@@ -150,8 +154,7 @@ def _instrument_if(
     added.append(helper.make_node("Cast", [node.input[0]], [as_int], to=onnx.TensorProto.INT64))
     added.append(_constant(shape, None))
     added.append(helper.make_node("Reshape", [as_int, shape], [condition]))
-    probes.append(_Inner(condition, label, "if", "min"))
-    probes.append(_Inner(condition, label, "if", "max"))
+    probes.extend(_min_and_max(condition, label, "if", names, added))
     return probes
 
 
@@ -169,7 +172,7 @@ def _instrument_loop(
     node.output.append(outer_counter)
     count = names.fresh()
     added.append(helper.make_node("Size", [outer_counter], [count]))
-    probes = [_Inner(count, label, "loop", "min"), _Inner(count, label, "loop", "max")]
+    probes = _min_and_max(count, label, "loop", names, added)
     for inner in inners:
         scanned = names.fresh()
         body.node.append(helper.make_node("Identity", [inner.value], [scanned]))
@@ -187,12 +190,27 @@ def _instrument_loop(
     return probes
 
 
+def _min_and_max(
+    value: str,
+    label: str,
+    kind: Literal["if", "loop"],
+    names: _Names,
+    added: list[onnx.NodeProto],
+) -> list[_Inner]:
+    """Two probes of one value (each its own name: a graph yields a value once)."""
+    copy = names.fresh()
+    added.append(helper.make_node("Identity", [value], [copy]))
+    return [_Inner(value, label, kind, "min"), _Inner(copy, label, kind, "max")]
+
+
 def _constant(name: str, value: int | None, *, vector: bool = False) -> onnx.NodeProto:
     """An int64 constant: a scalar `value`, a 1-element vector, or the empty shape [] (None)."""
     if value is None:
         tensor = helper.make_tensor(name + "_value", onnx.TensorProto.INT64, [0], [])
     else:
-        tensor = helper.make_tensor(name + "_value", onnx.TensorProto.INT64, [1] if vector else [], [value])
+        tensor = helper.make_tensor(
+            name + "_value", onnx.TensorProto.INT64, [1] if vector else [], [value]
+        )
     return helper.make_node("Constant", [], [name], value=tensor)
 
 
@@ -236,7 +254,9 @@ class Coverage:
             else:
                 self.loops.setdefault(probe.label, set())
 
-    def taken(self, values: Mapping[str, np.ndarray]) -> tuple[set[tuple[str, bool]], set[tuple[str, int]]]:
+    def taken(
+        self, values: Mapping[str, np.ndarray]
+    ) -> tuple[set[tuple[str, bool]], set[tuple[str, int]]]:
         """The branches and loop counts that one run's probe values show."""
         branches: set[tuple[str, bool]] = set()
         counts: set[tuple[str, int]] = set()
@@ -291,7 +311,9 @@ class Coverage:
             taken = sum(len(seen) for seen in self.branches.values())
             parts.append(f"If: {taken}/{2 * len(self.branches)} branches")
         if self.loops:
-            parts.append(f"Loop trip counts {_span(c for seen in self.loops.values() for c in seen)}")
+            parts.append(
+                f"Loop trip counts {_span(c for seen in self.loops.values() for c in seen)}"
+            )
         if self.dims:
             parts.append(f"dims {_span(s for seen in self.dims.values() for s in seen)}")
         if self.lengths:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 __all__ = [
     "MIXED_SIZES",
+    "PROFILE_WORDS",
     "SCHEDULE",
     "SIZES",
     "Profile",
@@ -54,7 +55,7 @@ SIZES = (0, 1, 2, 3, 4, 5, 8)
 MIXED_SIZES = (2, 3, 5, 1, 4, 8)
 """In a mixed trial, the k-th named dimension takes `MIXED_SIZES[(trial + k) % 6]`."""
 
-_PROFILE_WORDS = {
+PROFILE_WORDS = {
     "typical": "typical values",
     "zeros": "exact zeros",
     "large": "large magnitudes",
@@ -84,7 +85,7 @@ class TrialPlan:
             sizes = f"sizes {'mixed' if self.mixed else self.size}"
         return (
             f"{sizes}, loops {self.iterations}, lengths {self.length}, "
-            f"{_PROFILE_WORDS[self.profile]}"
+            f"{PROFILE_WORDS[self.profile]}"
         )
 
 

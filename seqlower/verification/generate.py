@@ -112,10 +112,13 @@ def generate_inputs(
     plan: TrialPlan | None = None,
     pinned: Pinned | None = None,
     numbers: Sequence[float] | None = None,
+    attempt: int = 0,
 ) -> Feeds:
     """Values for every input of `model` that has no initializer, for one trial. `lengths`
     fixes the length of some sequence inputs; `plan` replaces the trial's scheduled plan;
-    `numbers` are the constants the model compares with (found in the model when None)."""
+    `pinned` fixes the size of some unnamed dims; `numbers` are the constants the model
+    compares with (found in the model when None); `attempt` > 0 draws other values for the
+    same trial (when searching for inputs that cover more)."""
     specs = feedable_inputs(model)
     if numbers is None:
         numbers = compared_numbers(model)
@@ -124,7 +127,7 @@ def generate_inputs(
     )
     shapes = dataclasses.replace(shapes, numbers=tuple(numbers))
     constraints = find_constraints(model.graph, shapes)
-    rng = np.random.default_rng([seed, trial])
+    rng = np.random.default_rng([seed, trial] if attempt == 0 else [seed, trial, attempt])
     feeds: Feeds = {}
     for spec in specs:
         shape = shapes.shapes[spec.name]
@@ -322,7 +325,9 @@ def _integers(
         low = -10 if signed else 0
         values = rng.integers(low, low + 20, size=shape, endpoint=True)
     elif profile == "zeros":
-        values = np.where(rng.random(shape) < 0.5, 0, rng.integers(-3, 3, size=shape, endpoint=True))
+        values = np.where(
+            rng.random(shape) < 0.5, 0, rng.integers(-3, 3, size=shape, endpoint=True)
+        )
         if rng.random() < 0.3:
             values = np.zeros(shape, dtype=np.int64)
     elif profile == "large":

@@ -1,0 +1,327 @@
+"""Run the trials of one verify call: choose each trial's inputs, run both models, compare, and
+record what the original did, steering later trials towards what no trial covered yet.
+
+The original runs as an instrumented copy (`seqlower.verification.coverage`) whose extra outputs
+say which If branches it took and how often its Loops ran; they are stripped before comparing.
+Should the copy fail where the candidate ran, or fail to load, the original itself is run instead
+(in a child process of its own, started only then), so that instrumenting never makes a verdict.
+
+Trials follow the schedule of `seqlower.verification.explore`. From trial `STEER_FROM` on, while
+something is not covered (an If branch no trial took, an output empty in every trial, fewer than
+three trials that ran both models), the session first tries `SEARCH_TRIES` random plans on the
+original alone and runs the trial on the inputs that cover most of it; when none does, it stops
+searching and goes on with random plans. The session stops early when `deadline` passes (at
+least one trial always runs).
+"""
+
+from __future__ import annotations
+
+__all__ = ["SEARCH_TRIES", "STEER_FROM", "Session"]
+
+import dataclasses
+import hashlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.verification.coverage import Coverage, Probe
+from seqlower.verification.explore import PROFILE_WORDS, TrialPlan, random_plan, scheduled_plan
+from seqlower.verification.flattened import Flattening
+from seqlower.verification.generate import Pinned, generate_inputs
+from seqlower.verification.loops import loop_iterations
+from seqlower.verification.report import MIN_COMPARED, TrialResult
+from seqlower.verification.runner import IsolatedRunner, ReferenceRunner, RunOutcome
+from seqlower.verification.signature import InputSpec, feedable_inputs
+from seqlower.verification.trial import compare_trial
+from seqlower.verification.values import Feeds, RuntimeValue
+
+STEER_FROM = 13
+"""The first trial that may be steered towards what earlier trials did not cover."""
+
+SEARCH_TRIES = 24
+"""Random input sets run on the original alone when looking for uncovered behaviour."""
+
+
+@dataclasses.dataclass
+class Generation:
+    """How to generate a trial's inputs."""
+
+    model: ir.Model
+    specs: list[InputSpec]
+    seed: int
+    dims: Mapping[str, int]
+    pinned: Pinned
+    lengths: Mapping[str, int]
+    numbers: tuple[float, ...]
+
+    def feeds(self, trial: int, plan: TrialPlan, attempt: int = 0) -> Feeds:
+        return generate_inputs(
+            self.model,
+            trial=trial,
+            seed=self.seed,
+            dims=self.dims,
+            lengths=self.lengths,
+            plan=plan,
+            pinned=self.pinned,
+            numbers=self.numbers,
+            attempt=attempt,
+        )
+
+
+class Session:
+    """The trials of one verify call. `original` runs the instrumented copy (with `probes`) or
+    the original itself (no probes); `plain` starts a runner of the original itself."""
+
+    def __init__(
+        self,
+        *,
+        model: ir.Model,
+        names: list[str],
+        flattening: Flattening,
+        original: IsolatedRunner,
+        probes: tuple[Probe, ...],
+        plain: Callable[[], IsolatedRunner],
+        candidates: Sequence[IsolatedRunner],
+        reference: ReferenceRunner | None,
+        rtol: float | None,
+        atol: float | None,
+        deadline: float,
+    ) -> None:
+        self._model = model
+        self._names = names
+        self._flattening = flattening
+        self._original = original
+        self._probes = probes
+        self._plain_factory = plain
+        self._plain: IsolatedRunner | None = None
+        self._candidates = candidates
+        self._reference = reference
+        self._rtol, self._atol = rtol, atol
+        self._deadline = deadline
+        self.coverage = Coverage(probes)
+        self.results: list[TrialResult] = []
+        self.notes: list[str] = []
+        self._nonempty: set[str] = set()
+        self._hashes: dict[str, set[str]] = {name: set() for name in names}
+        self._compared = 0
+        self._searching = True
+
+    # -- the trials ---------------------------------------------------------------------------
+
+    def run_generated(self, generation: Generation, trials: int) -> None:
+        """Run `trials` generated trials (fewer when the deadline passes)."""
+        has_loops = bool(_fed_loops(self._model))
+        for index in range(trials):
+            if index and time.monotonic() > self._deadline:
+                self.notes.append(
+                    f"stopped after {index} of {trials} trials: the time budget ran out "
+                    "(--time-budget gives more)"
+                )
+                break
+            plan = scheduled_plan(index, generation.seed)
+            feeds = None
+            if index >= STEER_FROM and self._searching and self._uncovered():
+                found = self._search(generation, index)
+                if found is None:
+                    self._searching = False
+                else:
+                    plan, feeds = found
+            if feeds is None:
+                feeds = generation.feeds(index, plan)
+            source = f"generated (seed {generation.seed}, trial {index})"
+            self._run(index, source, feeds, _describe(generation.specs, feeds, plan, has_loops))
+
+    def run_supplied(self, sets: Sequence[tuple[str, Feeds]]) -> None:
+        """Run one trial per supplied input set."""
+        for index, (source, feeds) in enumerate(sets):
+            self._run(index, source, feeds, "")
+
+    @property
+    def empty_outputs(self) -> tuple[str, ...]:
+        if not self._compared:
+            return ()
+        return tuple(name for name in self._names if name not in self._nonempty)
+
+    @property
+    def constant_outputs(self) -> tuple[str, ...]:
+        if self._compared < 2:
+            return ()
+        return tuple(
+            name for name in self._names if name in self._nonempty and len(self._hashes[name]) == 1
+        )
+
+    # -- one trial ----------------------------------------------------------------------------
+
+    def _run(self, index: int, source: str, feeds: Feeds, plan: str) -> None:
+        candidate_feeds = self._flattening.feeds(feeds)
+        self._original.submit(feeds)
+        for runner in self._candidates:
+            runner.submit(candidate_feeds)
+        third = self._reference.run(feeds) if self._reference is not None else None
+        first = self._original.result()
+        seconds = [_unflattened(runner.result(), self._flattening) for runner in self._candidates]
+        first, probe_values = self._checked(first, feeds, any(second.ok for second in seconds))
+        loops = loop_iterations(self._model, feeds)
+        compared = False
+        for runner, second in zip(self._candidates, seconds, strict=True):
+            result = compare_trial(
+                index, source, feeds, self._names, first, second, third, self._rtol, self._atol
+            )
+            result = dataclasses.replace(result, runtime=runner.runtime, loops=loops, plan=plan)
+            compared = compared or result.compared
+            self.results.append(result)
+        if compared and first.outputs is not None:
+            self._compared += 1
+            self.coverage.record(probe_values)
+            self.coverage.record_sizes(*_sizes(self._model, feeds))
+            self._track(first.outputs)
+
+    def _checked(
+        self, outcome: RunOutcome, feeds: Feeds, candidate_ran: bool
+    ) -> tuple[RunOutcome, dict[str, np.ndarray]]:
+        """The original's outcome without the probes, and the probes' values. The original
+        itself is run when the instrumented copy failed where it may not have."""
+        if not self._probes:
+            return outcome, {}
+        if outcome.ok and outcome.outputs is not None:
+            probes = {
+                name: np.asarray(value)
+                for name, value in outcome.outputs.items()
+                if name not in self._names
+            }
+            kept = {name: value for name, value in outcome.outputs.items() if name in self._names}
+            return dataclasses.replace(outcome, outputs=kept), probes
+        error = outcome.error or ""
+        if error.startswith("cannot load the model"):
+            self._stop_instrumenting(error)
+            return self._plain_runner().run(feeds), {}
+        if candidate_ran or outcome.crashed or "seqlower_probe" in error:
+            return self._plain_runner().run(feeds), {}
+        return outcome, {}
+
+    def _stop_instrumenting(self, error: str) -> None:
+        self.coverage.note = f"If and Loop coverage not recorded: {error}"
+        self._original = self._plain_runner()
+        self._probes = ()
+        self.coverage = Coverage(
+            (), dims=self.coverage.dims, lengths=self.coverage.lengths, note=self.coverage.note
+        )
+
+    def _plain_runner(self) -> IsolatedRunner:
+        if self._plain is None:
+            self._plain = self._plain_factory()
+        return self._plain
+
+    def _track(self, outputs: Mapping[str, RuntimeValue]) -> None:
+        for name in self._names:
+            value = outputs.get(name)
+            if value is None:
+                continue
+            if _size(value):
+                self._nonempty.add(name)
+            self._hashes[name].add(_digest(value))
+
+    # -- steering -----------------------------------------------------------------------------
+
+    def _uncovered(self) -> bool:
+        return bool(self.coverage.untaken() or self.empty_outputs or self._compared < MIN_COMPARED)
+
+    def _search(self, generation: Generation, index: int) -> tuple[TrialPlan, Feeds] | None:
+        """Inputs on which the original covers most of what is still uncovered, or None."""
+        if time.monotonic() > self._deadline:
+            return None
+        tries = []
+        for attempt in range(1, SEARCH_TRIES + 1):
+            plan = random_plan(np.random.default_rng([generation.seed, index, attempt, 1]))
+            feeds = generation.feeds(index, plan, attempt)
+            self._original.submit(feeds)
+            tries.append((plan, feeds))
+        best: tuple[int, TrialPlan, Feeds] | None = None
+        empty = set(self.empty_outputs)
+        for plan, feeds in tries:
+            outcome = self._original.result()
+            if not outcome.ok or outcome.outputs is None:
+                continue
+            score = 4 * len(self.coverage.new_branches(outcome.outputs))
+            score += 2 * sum(
+                1 for name in empty if name in outcome.outputs and _size(outcome.outputs[name])
+            )
+            score += 1 if self._compared < MIN_COMPARED else 0
+            if score and (best is None or score > best[0]):
+                best = (score, plan, feeds)
+        return None if best is None else (best[1], best[2])
+
+
+def _fed_loops(model: ir.Model) -> list[ir.Node]:
+    fed = {value.name for value in model.graph.inputs if value.name not in model.graph.initializers}
+    return [
+        node
+        for node in model.graph
+        if node.op_type == "Loop"
+        and any(value is not None and value.name in fed for value in node.inputs[:2])
+    ]
+
+
+def _describe(specs: list[InputSpec], feeds: Feeds, plan: TrialPlan, has_loops: bool) -> str:
+    """`N=5, M=2, sequences of 5, loops 5, large magnitudes`: what applies to this model."""
+    dims, lengths = _sizes_of(specs, feeds)
+    parts = [f"{name}={size}" for name, size in dims.items()]
+    if lengths:
+        counts = sorted(set(lengths.values()))
+        parts.append(f"sequences of {'/'.join(str(count) for count in counts)}")
+    if has_loops:
+        parts.append(f"loops {plan.iterations}")
+    parts.append(PROFILE_WORDS[plan.profile])
+    return ", ".join(parts)
+
+
+def _sizes(model: ir.Model, feeds: Feeds) -> tuple[dict[str, int], dict[str, int]]:
+    return _sizes_of(feedable_inputs(model), feeds)
+
+
+def _sizes_of(specs: list[InputSpec], feeds: Feeds) -> tuple[dict[str, int], dict[str, int]]:
+    """The size fed for every symbolic dim, and the length of every sequence input."""
+    dims: dict[str, int] = {}
+    lengths: dict[str, int] = {}
+    for spec in specs:
+        value = feeds.get(spec.name)
+        if value is None:
+            continue
+        if isinstance(value, list):
+            lengths[spec.name] = len(value)
+            if not value:
+                continue
+            value = value[0]
+        shape = np.shape(value)
+        for axis, dim in enumerate(spec.shape or ()):
+            if isinstance(dim, str) and dim and axis < len(shape):
+                dims.setdefault(dim, int(shape[axis]))
+    return dims, lengths
+
+
+def _unflattened(outcome: RunOutcome, flattening: Flattening) -> RunOutcome:
+    if outcome.outputs is None or not flattening:
+        return outcome
+    return dataclasses.replace(outcome, outputs=flattening.outputs_of(outcome.outputs))
+
+
+def _size(value: RuntimeValue) -> int:
+    if isinstance(value, list):
+        return len(value)
+    return int(np.size(value))
+
+
+def _digest(value: RuntimeValue) -> str:
+    digest = hashlib.sha256()
+    for array in value if isinstance(value, list) else [value]:
+        array = np.asarray(array)
+        digest.update(f"{array.dtype}{array.shape}".encode())
+        digest.update(
+            "\x00".join(map(str, array.reshape(-1))).encode()
+            if array.dtype.kind in "UO"
+            else np.ascontiguousarray(array).tobytes()
+        )
+    digest.update(f"len{len(value)}".encode() if isinstance(value, list) else b"t")
+    return digest.hexdigest()
