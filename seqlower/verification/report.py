@@ -12,8 +12,8 @@ exactly when it is empty. The policy it encodes:
 - a trial where both models raise ("both failed": they agree that the input is invalid, as with
   an empty sequence given to ConcatFromSequence) or both crash (a while loop that never ends on
   that input) is reported but is not a failure, unless `strict_errors` is set;
-- enough trials must run both models to completion (`required`: 3, or every trial when fewer
-  ran): otherwise the check is *inconclusive* (`inconclusive`), a failure of its own that says
+- enough trials must run both models to completion (`required`: 3, or half of them when fewer
+  than 6 ran): otherwise the check is *inconclusive* (`inconclusive`), a failure of its own that says
   how many trials compared anything (with no trial compared, the errors of every trial are
   listed);
 - with `strict_coverage`, an If branch no trial took and an output that compared nothing (empty
@@ -37,7 +37,7 @@ from typing import Any, Literal
 from seqlower.verification.coverage import Coverage
 
 MIN_COMPARED = 3
-"""Trials that must run both models to completion (or all of them, when fewer ran)."""
+"""Trials that must run both models to completion (or half of them, when fewer than 6 ran)."""
 
 Verdict = Literal[
     "ok",
@@ -156,8 +156,10 @@ class VerifyReport:
 
     @property
     def required(self) -> int:
-        """How many trials must run both models for a verdict of equivalence."""
-        return min(MIN_COMPARED, len({trial.index for trial in self.trials}))
+        """How many trials must run both models for a verdict of equivalence: 3, or half of
+        the trials (rounded up) when fewer than 6 ran."""
+        total = len({trial.index for trial in self.trials})
+        return min(MIN_COMPARED, (total + 1) // 2)
 
     @property
     def inconclusive(self) -> bool:
@@ -199,7 +201,7 @@ class VerifyReport:
                 where = "" if runtime == "onnxruntime" else f" ({runtime})"
                 indices = _ranges([trial.index for trial in trials])
                 lines.append(f"trials {indices}{where}{separator}{message}")
-        differences = len(lines) > len(self.problems)
+        differences = any(_trial_failures(trial, False) for trial in self.trials)
         if not self.trials:
             lines.append("no trial was run")
         elif nothing_ran and not differences:

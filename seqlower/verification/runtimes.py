@@ -80,8 +80,14 @@ _MAX_FULL_MESSAGE = 4000
 def error_message(error: BaseException) -> str:
     """The whole error message on one line (its non-empty lines joined by spaces), so that the
     part a runtime puts on a later line stays: `... for the following indices index: 0 Got: 2
-    Expected: 10 ...`. Only a message longer than a few thousand characters is shortened."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    Expected: 10 ...`. A stack backtrace (tract appends one) is left out, and only a message
+    longer than a few thousand characters is shortened."""
+    lines = []
+    for line in str(error).splitlines():
+        if line.strip().lower().startswith("stack backtrace"):
+            break
+        if line.strip():
+            lines.append(line.strip())
     text = " ".join(lines)
     if not text:
         return type(error).__name__

@@ -52,9 +52,13 @@ def test_equivalent_exits_0_with_a_table_and_a_report(paths, tmp_path):
     header = "trial output shape dtype max abs err max rel err verdict"
     assert lines[0].split() == header.split()
     assert lines[1].split() == ["0", "z", "[5,", "6]", "float32", "0", "0", "ok"]
-    assert lines[-1] == "equivalent (3 trials compared)"
+    assert lines[-2:] == [
+        "coverage (seed 0): dims 5",
+        "equivalent (16 trials compared; NaN equals NaN)",
+    ]
     data = json.loads(report.read_text())
     assert data["equivalent"] is True and data["settings"]["dims"] == {"N": 5}
+    assert data["coverage"]["dims"] == {"N": [5]}
 
 
 def test_not_equivalent_exits_1(paths, tmp_path):
@@ -137,13 +141,17 @@ LOOP = (
 )
 
 
-def test_the_iterations_of_each_loop_are_shown_per_trial(tmp_path):
+def test_the_iterations_of_each_loop_are_summed_up_and_in_the_report(tmp_path):
     path = str(tmp_path / "loop.onnx")
     onnx.save(onnx.parser.parse_model(LOOP), path)
-    result = _invoke(path, path)
+    report = tmp_path / "report.json"
+    result = _invoke(path, path, "--report", str(report))
     assert result.exit_code == 0, result.output
-    assert [line for line in result.stdout.splitlines() if "Loop" in line] == [
-        "trial 0: Loop #0 ran 3 iterations",
-        "trial 1: Loop #0 ran 1 iteration",
-        "trial 2: Loop #0 ran 0 iterations",
+    assert "coverage (seed 0): Loop trip counts 0..8" in result.stdout.splitlines()
+    data = json.loads(report.read_text())
+    assert data["coverage"]["loops"] == {"Loop #0": [0, 1, 2, 3, 4, 5, 6, 7, 8]}
+    assert [trial["loops"] for trial in data["trials"][:3]] == [
+        {"Loop #0": "3 iterations"},
+        {"Loop #0": "1 iteration"},
+        {"Loop #0": "0 iterations"},
     ]

@@ -37,23 +37,27 @@ def test_an_error_in_one_model_is_a_difference():
     assert trial.status == "candidate failed"
     assert "Reshape" in trial.candidate_error
     assert trial.outputs[0].verdict == "candidate failed"
-    assert report.failures()[0].startswith("trial 0: only the candidate failed: ")
+    # the same error in both trials is said once
+    assert report.failures()[0].startswith("trials 0-1: only the candidate failed: ")
+    assert len(report.failures()) == 1
     assert verify(NEG_BROKEN, NEG, trials=1).trials[0].status == "original failed"
 
 
 def test_both_failed_is_reported_and_tolerated_unless_strict():
-    report = verify(JOIN, JOIN_OTHER)  # trial 2 feeds an empty sequence: both raise
+    report = verify(JOIN, JOIN_OTHER, trials=3)  # trial 2 feeds an empty sequence: both raise
     assert [trial.status for trial in report.trials] == ["ok", "ok", "both failed"]
     assert report.trials[2].original_error and report.trials[2].candidate_error
-    assert report.equivalent
-    strict = verify(JOIN, JOIN_OTHER, strict_errors=True)
+    assert report.equivalent and not report.inconclusive
+    assert report.compared == 2 and report.required == 2
+    strict = verify(JOIN, JOIN_OTHER, trials=3, strict_errors=True)
     assert not strict.equivalent
-    assert strict.failures()[0].startswith("trial 2: both failed: original: ")
+    assert strict.failures()[0].startswith("trial 2 (sequences of 0, typical values): both failed")
 
 
 def test_nothing_compared_is_not_equivalent():
     report = verify(JOIN, JOIN_OTHER, inputs={"s": []})
-    assert not report.equivalent
+    assert not report.equivalent and not report
+    assert report.inconclusive
     assert report.failures()[-1] == "no trial ran both models to completion: nothing was compared"
 
 
