@@ -195,7 +195,7 @@ def _short(note: str) -> str:
 def _footer(result: VerifyReport) -> list[str]:
     failures = result.failures()
     lines = list(result.notes)
-    lines.extend(_skipped(result, failures))
+    lines.extend(_skipped(result))
     for trial in result.trials:
         if trial.reference_error:
             lines.append(f"{trial.head}: reference failed: {trial.reference_error}")
@@ -231,20 +231,23 @@ def _footer(result: VerifyReport) -> list[str]:
     return lines
 
 
-def _skipped(result: VerifyReport, failures: list[str]) -> list[str]:
+def _skipped(result: VerifyReport) -> list[str]:
     """Trials where both models failed, grouped by the error: `trials 4, 14 (skipped): both
     models failed: <error>`."""
+    if result.strict_errors or not result.compared:
+        return []  # the failures list these trials
     groups: dict[tuple[str, str], list[str]] = {}
     for trial in result.trials:
-        if trial.status not in ("both failed", "both crashed"):
+        if trial.status not in ("both failed", "both crashed", "original failed"):
             continue
-        if any(line.startswith(f"{trial.head}: ") for line in failures):
-            continue
-        key = (trial.status.split()[1], trial.original_error or "")
-        groups.setdefault(key, []).append(str(trial.index))
+        if trial.status == "original failed":
+            what = "only the original failed (the candidate gave a result)"
+        else:
+            what = f"both models {trial.status.split()[1]}"
+        groups.setdefault((what, trial.original_error or ""), []).append(str(trial.index))
     return [
         f"{'trial' if len(indices) == 1 else 'trials'} {', '.join(indices)} (skipped, not a "
-        f"difference): both models {what}: {error}"
+        f"difference): {what}: {error}"
         for (what, error), indices in groups.items()
     ]
 

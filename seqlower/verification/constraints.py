@@ -70,6 +70,7 @@ class TrialShapes:
     iterations: int = 1
     profile: Profile = "typical"
     numbers: tuple[float, ...] = ()
+    fill: float | None = None
 
 
 _POSITION_INPUTS = {"SequenceAt": 1, "SequenceInsert": 2, "SequenceErase": 1}

@@ -36,6 +36,7 @@ __all__ = [
     "Profile",
     "TrialPlan",
     "compared_numbers",
+    "neighbours",
     "random_plan",
     "scheduled_plan",
 ]
@@ -69,13 +70,15 @@ PROFILE_WORDS = {
 class TrialPlan:
     """What one trial explores. `size` None: the typical sizes (2, 3 or 4, varying per name and
     trial; 3 for an unnamed dim). `iterations`: the trip count of a Loop whose trip count or
-    condition is a graph input. `length`: the length of every sequence input."""
+    condition is a graph input. `length`: the length of every sequence input. `fill`: with the
+    "constant" profile, the value of every element (else one drawn per tensor)."""
 
     size: int | None
     iterations: int
     length: int
     profile: Profile = "typical"
     mixed: bool = False
+    fill: float | None = None
 
     def describe(self) -> str:
         """`sizes 5, loops 5, lengths 5, large magnitudes`."""
@@ -130,6 +133,16 @@ def random_plan(rng: np.random.Generator) -> TrialPlan:
         profile=_PROFILES[int(rng.integers(len(_PROFILES)))],
         mixed=bool(rng.integers(2)),
     )
+
+
+def neighbours(numbers: tuple[float, ...]) -> tuple[float, ...]:
+    """Each compared constant, one below it and one above it (for integers, and for floats
+    whose comparison `x > c` flips between c and c + 1)."""
+    result: dict[float, None] = {}
+    for number in numbers:
+        for value in (number, number - 1.0, number + 1.0):
+            result[value] = None
+    return tuple(result)
 
 
 def compared_numbers(model: ir.Model) -> tuple[float, ...]:

@@ -125,7 +125,7 @@ def generate_inputs(
     shapes = plan_trial(
         specs, trial=trial, dims=dims, lengths=lengths, plan=plan, pinned=pinned, seed=seed
     )
-    shapes = dataclasses.replace(shapes, numbers=tuple(numbers))
+    shapes = dataclasses.replace(shapes, numbers=tuple(numbers), fill=(plan.fill if plan else None))
     constraints = find_constraints(model.graph, shapes)
     rng = np.random.default_rng([seed, trial] if attempt == 0 else [seed, trial, attempt])
     feeds: Feeds = {}
@@ -337,7 +337,8 @@ def _integers(
     else:
         pool = np.array(_edge_numbers(trial, integers=True), dtype=np.float64)
         if profile == "constant":
-            values = np.full(shape, rng.choice(pool))
+            fill = trial.fill if trial is not None else None
+            values = np.full(shape, rng.choice(pool) if fill is None else np.floor(fill))
         else:
             values = rng.choice(pool, size=shape)
     values = np.asarray(values, dtype=np.float64)
@@ -372,7 +373,8 @@ def _floats(
     else:
         pool = np.array(_edge_numbers(trial, integers=False), dtype=np.float64)
         if profile == "constant":
-            values = np.full(shape, rng.choice(pool))
+            fill = trial.fill if trial is not None else None
+            values = np.full(shape, rng.choice(pool) if fill is None else fill)
         else:
             values = np.where(rng.random(shape) < 0.7, rng.choice(pool, size=shape), typical)
     with np.errstate(over="ignore"):

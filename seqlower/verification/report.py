@@ -4,7 +4,12 @@
 exactly when it is empty. The policy it encodes:
 
 - an interface problem (missing, extra or reordered outputs, changed inputs) is a failure;
-- a trial where an output differs, or where one model raises and the other does not, is a failure;
+- a trial where an output differs, or where the candidate raises and the original does not, is a
+  failure; so is an original that cannot be loaded while the candidate can;
+- a trial where the original raises at run time and the candidate returns a result is reported
+  but is not a failure, unless `strict_errors` is set: the input is one the original rejects,
+  and a rewrite may define a result there (seqlower's lowering does, where it no longer computes
+  the value that failed);
 - a model that crashes its runtime (the runtime's process dies on a signal, or is killed after
   the timeout) is a failure: "candidate crashed onnxruntime: signal 11 (SIGSEGV) while loading
   the model" (said once when loading crashed, else per trial); so is a candidate that a runtime
@@ -13,8 +18,8 @@ exactly when it is empty. The policy it encodes:
   an empty sequence given to ConcatFromSequence) or both crash (a while loop that never ends on
   that input) is reported but is not a failure, unless `strict_errors` is set;
 - enough trials must run both models to completion (`required`: 3, or half of them when fewer
-  than 6 ran): otherwise the check is *inconclusive* (`inconclusive`), a failure of its own that says
-  how many trials compared anything (with no trial compared, the errors of every trial are
+  than 6 ran): otherwise the check is *inconclusive* (`inconclusive`), a failure of its own that
+  says how many trials compared anything (with no trial compared, the errors of every trial are
   listed);
 - with `strict_coverage`, an If branch no trial took and an output that compared nothing (empty
   in every trial) are failures; otherwise they are `warnings()`.
@@ -254,6 +259,8 @@ def _trial_failures(trial: TrialResult, strict_errors: bool) -> list[tuple[str, 
             ("" if _while_loading(error) else ": ", f"{role} {error}") for role, error in crashed
         ]
     if trial.status == "original failed":
+        if not strict_errors and not _while_loading_failed(trial.original_error):
+            return []  # the candidate defines a result where the original raises
         return [(": ", f"only the original failed: {trial.original_error}")]
     if trial.status == "candidate failed":
         return [(": ", f"only the candidate failed: {trial.candidate_error}")]
@@ -293,6 +300,10 @@ def _ranges(indices: list[int]) -> str:
         if index is not None:
             start = previous = index
     return ", ".join(parts)
+
+
+def _while_loading_failed(error: str | None) -> bool:
+    return error is not None and error.startswith("cannot load the model")
 
 
 def _while_loading(error: str | None) -> bool:

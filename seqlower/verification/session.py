@@ -27,7 +27,13 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.verification.coverage import Coverage, Probe
-from seqlower.verification.explore import PROFILE_WORDS, TrialPlan, random_plan, scheduled_plan
+from seqlower.verification.explore import (
+    PROFILE_WORDS,
+    TrialPlan,
+    neighbours,
+    random_plan,
+    scheduled_plan,
+)
 from seqlower.verification.flattened import Flattening
 from seqlower.verification.generate import Pinned, generate_inputs
 from seqlower.verification.loops import loop_iterations
@@ -233,8 +239,11 @@ class Session:
         if time.monotonic() > self._deadline:
             return None
         tries = []
+        fills = neighbours(generation.numbers)
         for attempt in range(1, SEARCH_TRIES + 1):
             plan = random_plan(np.random.default_rng([generation.seed, index, attempt, 1]))
+            if attempt <= len(fills):  # first every tensor filled with a compared constant
+                plan = dataclasses.replace(plan, profile="constant", fill=fills[attempt - 1])
             feeds = generation.feeds(index, plan, attempt)
             self._original.submit(feeds)
             tries.append((plan, feeds))

@@ -111,7 +111,10 @@ def test_the_cli_optimizes_flattens_and_verifies(tmp_path):
     flatten = ["--flatten-sequence-io", "--seq-len", "s=3"]
     result = runner.invoke(app, ["optimize", str(source), str(target), *flatten, "--verify"])
     assert result.exit_code == 0, result.output
-    assert "verified: equivalent under onnxruntime (16 trials compared; sequence lengths 3)" in result.output
+    assert (
+        "verified: equivalent under onnxruntime (16 trials compared; sequence lengths 3)"
+        in result.output
+    )
     result = runner.invoke(app, ["verify", str(source), str(target)])
     assert result.exit_code == 0, result.output
     assert "equivalent (16 trials compared; NaN equals NaN)" in result.output

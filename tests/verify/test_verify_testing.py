@@ -51,5 +51,7 @@ def test_runtimes_are_passed_through():
     pytest.importorskip("tract", reason="the test extra installs tract")
     report = assert_equivalent(ADD, ADD, trials=1, runtimes=["tract"])
     assert [trial.runtime for trial in report.trials] == ["tract"]
-    with pytest.raises(AssertionError, match=r"trial 0 \(typical values; tract\), output 'z': values differ"):
+    with pytest.raises(
+        AssertionError, match=r"trial 0 \(typical values; tract\), output 'z': values differ"
+    ):
         assert_equivalent(ADD, SUB, trials=1, runtimes=["tract"])
