@@ -267,6 +267,8 @@ def _trial_failures(trial: TrialResult, strict_errors: bool) -> list[tuple[str, 
     if trial.status == "both failed":
         if not strict_errors:
             return []
+        if trial.original_error == trial.candidate_error:
+            return [(": ", f"both failed: {trial.original_error}")]
         return [
             (
                 ": ",

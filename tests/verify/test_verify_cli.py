@@ -155,3 +155,95 @@ def test_the_iterations_of_each_loop_are_summed_up_and_in_the_report(tmp_path):
         {"Loop #0": "1 iteration"},
         {"Loop #0": "0 iterations"},
     ]
+
+
+def _optimize(*args: str):
+    from seqlower.cli.app import app
+
+    return CliRunner().invoke(app, ["optimize", *args])
+
+
+def test_a_dim_the_candidate_fixes_is_bound_and_a_wrong_one_is_explained(paths, tmp_path):
+    fixed = str(tmp_path / "fixed.onnx")
+    assert _optimize(paths["seq"], fixed, "--dim", "N=10").exit_code == 0
+    result = _invoke(paths["seq"], fixed)
+    assert result.exit_code == 0, result.output
+    assert "N is 10 in every trial: the candidate's input 'x' fixes it" in result.stdout
+    assert "coverage (seed 0): dims 10" in result.stdout
+    # another size: the whole runtime message, and the --dim that matches the candidate
+    wrong = _invoke(paths["seq"], fixed, "--dim", "N=3")
+    assert wrong.exit_code == 1
+    assert "index: 0 Got: 3 Expected: 10" in wrong.stdout
+    hint = "(--dim N=10 matches it)"
+    assert hint in wrong.stdout
+    followed = _invoke(paths["seq"], fixed, "--dim", "N=10")
+    assert followed.exit_code == 0, followed.output
+
+
+ONLY_SIX = (
+    HEADER
+    + """g (float[N] x) => (float[2, 3] y) {
+    shape = Constant<value = int64[2] {2, 3}>()
+    y = Reshape(x, shape)
+}"""
+)
+
+
+def test_too_few_compared_trials_exit_2_with_a_hint_that_works(tmp_path):
+    path = str(tmp_path / "six.onnx")
+    onnx.save(onnx.parser.parse_model(ONLY_SIX), path)
+    result = _invoke(path, path)
+    assert result.exit_code == 2, result.output
+    lines = result.stdout.splitlines()
+    assert "inconclusive:" in lines
+    assert "  - no trial ran both models to completion: nothing was compared" in lines
+    assert any(
+        line.startswith("  - trials 0, 9: both failed: [ONNXRuntimeError]") for line in lines
+    )
+    hint = "  give --dim N=SIZE with a size both models accept, or --inputs with inputs they "
+    assert lines[-1].startswith(hint)
+    followed = _invoke(path, path, "--dim", "N=6")
+    assert followed.exit_code == 0, followed.output
+    assert followed.stdout.splitlines()[-1].startswith("equivalent (16 trials compared")
+
+
+NEVER = (
+    HEADER
+    + """g (float[N, 3] x) => (float[N, 3] y) {
+    total = ReduceSum<keepdims = 0>(x)
+    magic = Constant<value = float {12345.5}>()
+    hit = Equal(total, magic)
+    y = If(hit) <then_branch = t () => (float[N, 3] a) { a = Neg(x) },
+                 else_branch = e () => (float[N, 3] b) { b = Identity(x) }>
+}"""
+)
+
+
+def test_an_untaken_branch_warns_and_fails_with_strict_coverage(tmp_path):
+    path = str(tmp_path / "never.onnx")
+    onnx.save(onnx.parser.parse_model(NEVER), path)
+    result = _invoke(path, path, "--seed", "7")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[-3:] == [
+        "coverage (seed 7): If: 1/2 branches, dims 0..8",
+        "warning: If #0: no trial took its then branch",
+        "equivalent (16 trials compared; NaN equals NaN)",
+    ]
+    strict = _invoke(path, path, "--strict-coverage")
+    assert strict.exit_code == 1
+    assert strict.stdout.splitlines()[-2:] == [
+        "NOT equivalent:",
+        "  - If #0: no trial took its then branch (--strict-coverage)",
+    ]
+
+
+def test_the_time_budget_stops_starting_trials(paths):
+    result = _invoke(paths["seq"], paths["concat"], "--time-budget", "0")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert (
+        "stopped after 1 of 16 trials: the time budget ran out (--time-budget gives more)" in lines
+    )
+    assert lines[-1] == "equivalent (1 trial compared; NaN equals NaN)"
+    assert _invoke(paths["seq"], paths["concat"], "--time-budget", "-1").exit_code == 2
