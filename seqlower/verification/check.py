@@ -162,6 +162,7 @@ def verify(
             rtol=rtol,
             atol=atol,
             deadline=time.monotonic() + (math.inf if time_budget is None else time_budget),
+            timeout=timeout,
         )
         if supplied is None:
             session.run_generated(generation, trials)

@@ -19,7 +19,8 @@ Per trial:
   floats from a normal distribution of scale 3, complex from two of those, strings of 0 to 5
   characters. "zeros": half the elements exactly 0 (or -0.0), the rest small integers, and now
   and then a whole tensor of zeros. "large": magnitudes from 20 to 1000 of either sign.
-  "special": a third of the float elements NaN, +Inf, -Inf, a denormal, 0 or -0.0. "edge":
+  "special": a third of the float elements NaN, +Inf, -Inf, a denormal, 0 or -0.0 (and at
+  least one NaN or infinity per tensor). "edge":
   0, +-1, +-2, the trial's sizes and the constants the model compares with and their neighbours.
   "constant": each tensor filled with one of those values.
 - Integer inputs that are positions, split sizes or gather indices are kept valid (see
@@ -370,6 +371,9 @@ def _floats(
         specials = np.array([np.nan, np.inf, -np.inf, tiny, -tiny, 0.0, -0.0])
         picked = specials[rng.integers(len(specials), size=shape)]
         values = np.where(rng.random(shape) < 0.35, picked, typical)
+        if values.size and np.isfinite(values).all():  # at least one NaN or infinity
+            flat = values.reshape(-1)
+            flat[rng.integers(flat.size)] = specials[rng.integers(3)]
     else:
         pool = np.array(_edge_numbers(trial, integers=False), dtype=np.float64)
         if profile == "constant":

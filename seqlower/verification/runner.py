@@ -76,7 +76,8 @@ class IsolatedRunner:
         self._inbox: Connection | None = None
         self._outbox: Connection | None = None
         self._pending: list[str] = []  # "open" / "run", in the order replies will come
-        self._sent_at: list[float] = []  # when each request still unanswered was sent
+        # when each request still unanswered was sent, and the seconds it may take
+        self._sent_at: list[tuple[float, float]] = []
         self._answered_at = 0.0  # when the child last replied: it works on one at a time
         self._names: list[str] | None = None
         self._load_failure: RunOutcome | None = None
@@ -87,8 +88,9 @@ class IsolatedRunner:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def submit(self, feeds: Feeds) -> None:
-        """Start running on `feeds` (inputs the model does not declare are left out)."""
+    def submit(self, feeds: Feeds, *, timeout: float | None = None) -> None:
+        """Start running on `feeds` (inputs the model does not declare are left out); `timeout`
+        replaces the runner's for this run."""
         if self._load_failure is not None:
             self._pending.append("known")
             return
@@ -101,7 +103,7 @@ class IsolatedRunner:
                 )
                 self._pending.append("known")
                 return
-        self._send(("run", feeds))
+        self._send(("run", feeds), timeout)
         self._pending.append("run")
 
     def result(self) -> RunOutcome:
@@ -159,9 +161,9 @@ class IsolatedRunner:
         self._send(("open", self.runtime, self._model))
         self._pending.append("open")
 
-    def _send(self, message: tuple[Any, ...]) -> None:
+    def _send(self, message: tuple[Any, ...], timeout: float | None = None) -> None:
         assert self._outbox is not None
-        self._sent_at.append(time.monotonic())
+        self._sent_at.append((time.monotonic(), self._timeout if timeout is None else timeout))
         with contextlib.suppress(OSError):  # the child is gone; its reply will say how
             self._outbox.send(message)
 
@@ -170,16 +172,16 @@ class IsolatedRunner:
         assert self._inbox is not None
         when = "while loading the model" if kind == "open" else "while running"
         # the timeout runs from when the child could start on this request, not from now
-        started = max(self._sent_at.pop(0), self._answered_at)
-        remaining = max(started + self._timeout - time.monotonic(), 0.0)
+        sent, limit = self._sent_at.pop(0)
+        started = max(sent, self._answered_at)
+        remaining = max(started + limit - time.monotonic(), 0.0)
         try:
             if not self._inbox.poll(remaining):
                 assert self._process is not None
                 self._process.kill()
                 self._forget_process()
                 return RunOutcome(
-                    error=f"did not finish in {self._timeout:g} s in {self.runtime} {when} "
-                    "(killed)",
+                    error=f"did not finish in {limit:g} s in {self.runtime} {when} (killed)",
                     crashed=True,
                 )
             reply = self._inbox.recv()

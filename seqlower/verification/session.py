@@ -12,6 +12,10 @@ three trials that ran both models), the session first tries `SEARCH_TRIES` rando
 original alone and runs the trial on the inputs that cover most of it; when none does, it stops
 searching and goes on with random plans. The session stops early when `deadline` passes (at
 least one trial always runs).
+
+Exploring inputs can make a model loop for ever (a `while` loop over +Inf). A run from trial 3 on
+may therefore take at most 50 times the slowest of trials 1 and 2 (at least `EXPLORING_TIMEOUT`
+seconds, at most `timeout`) before it is killed; both models killed on an input is no difference.
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ from seqlower.verification.runner import IsolatedRunner, ReferenceRunner, RunOut
 from seqlower.verification.signature import InputSpec, feedable_inputs
 from seqlower.verification.trial import compare_trial
 from seqlower.verification.values import Feeds, RuntimeValue
+
+EXPLORING_TIMEOUT = 5.0
+"""Seconds an exploring run may take at least before it is killed (see `Session`)."""
 
 STEER_FROM = 13
 """The first trial that may be steered towards what earlier trials did not cover."""
@@ -94,6 +101,7 @@ class Session:
         rtol: float | None,
         atol: float | None,
         deadline: float,
+        timeout: float,
     ) -> None:
         self._model = model
         self._names = names
@@ -106,6 +114,8 @@ class Session:
         self._reference = reference
         self._rtol, self._atol = rtol, atol
         self._deadline = deadline
+        self._timeout = timeout
+        self._typical = 0.0  # the slowest of trials 1 and 2, in seconds
         self.coverage = Coverage(probes)
         self.results: list[TrialResult] = []
         self.notes: list[str] = []
@@ -160,15 +170,26 @@ class Session:
 
     # -- one trial ----------------------------------------------------------------------------
 
+    def _limit(self, index: int) -> float | None:
+        """The timeout of a run in trial `index` (None: the runner's own)."""
+        if index < 3:
+            return None
+        return min(self._timeout, max(EXPLORING_TIMEOUT, 50 * self._typical))
+
     def _run(self, index: int, source: str, feeds: Feeds, plan: str) -> None:
+        started = time.monotonic()
+        limit = self._limit(index) if plan else None
         candidate_feeds = self._flattening.feeds(feeds)
-        self._original.submit(feeds)
+        self._original.submit(feeds, timeout=limit)
         for runner in self._candidates:
-            runner.submit(candidate_feeds)
+            runner.submit(candidate_feeds, timeout=limit)
         third = self._reference.run(feeds) if self._reference is not None else None
         first = self._original.result()
         seconds = [_unflattened(runner.result(), self._flattening) for runner in self._candidates]
-        first, probe_values = self._checked(first, feeds, any(second.ok for second in seconds))
+        ran = any(second.ok for second in seconds)
+        first, probe_values = self._checked(first, feeds, ran, limit)
+        if index in (1, 2):
+            self._typical = max(self._typical, time.monotonic() - started)
         loops = loop_iterations(self._model, feeds)
         compared = False
         for runner, second in zip(self._candidates, seconds, strict=True):
@@ -185,7 +206,7 @@ class Session:
             self._track(first.outputs)
 
     def _checked(
-        self, outcome: RunOutcome, feeds: Feeds, candidate_ran: bool
+        self, outcome: RunOutcome, feeds: Feeds, candidate_ran: bool, limit: float | None
     ) -> tuple[RunOutcome, dict[str, np.ndarray]]:
         """The original's outcome without the probes, and the probes' values. The original
         itself is run when the instrumented copy failed where it may not have."""
@@ -202,10 +223,11 @@ class Session:
         error = outcome.error or ""
         if error.startswith("cannot load the model"):
             self._stop_instrumenting(error)
-            return self._plain_runner().run(feeds), {}
-        if candidate_ran or "seqlower_probe" in error:
-            return self._plain_runner().run(feeds), {}
-        return outcome, {}
+        elif not (candidate_ran or "seqlower_probe" in error):
+            return outcome, {}
+        plain = self._plain_runner()
+        plain.submit(feeds, timeout=limit)
+        return plain.result(), {}
 
     def _stop_instrumenting(self, error: str) -> None:
         self.coverage.note = f"If and Loop coverage not recorded: {error}"
@@ -245,7 +267,7 @@ class Session:
             if attempt <= len(fills):  # first every tensor filled with a compared constant
                 plan = dataclasses.replace(plan, profile="constant", fill=fills[attempt - 1])
             feeds = generation.feeds(index, plan, attempt)
-            self._original.submit(feeds)
+            self._original.submit(feeds, timeout=self._limit(index))
             tries.append((plan, feeds))
         best: tuple[int, TrialPlan, Feeds] | None = None
         empty = set(self.empty_outputs)

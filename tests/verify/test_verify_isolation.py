@@ -189,3 +189,27 @@ def test_the_worker_starts_without_importing_seqlower():
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd="/"
     )
     assert done.stdout.split("\n")[0] == "['onnxruntime', 'openvino', 'tract'] False"
+
+
+# A while loop that never ends when x holds an infinity: exploring trials feed some.
+UNTIL_FINITE = """g (float[N] x) => (float[N] y) {
+    inf = IsInf(x)
+    any = Cast<to = 1>(inf)
+    top = ReduceMax<keepdims = 0>(any)
+    half = Constant<value = float {0.5}>()
+    go = Greater(top, half)
+    y = Loop(, go, x) <body = b (int64 i, bool c, float[N] v) => (bool c_out, float[N] w) {
+        c_out = Identity(c)
+        w = Identity(v)
+    }>
+}"""
+
+
+def test_an_exploring_input_that_never_ends_costs_seconds_not_the_full_timeout():
+    model = onnx.parser.parse_model(HEADER + UNTIL_FINITE)
+    started = time.perf_counter()
+    report = verify(model, model, trials=10)  # trial 9 feeds NaN, Inf and denormals
+    assert time.perf_counter() - started < 60  # the run is killed after 5 s, not 120 s
+    assert report.trials[9].status == "both crashed"
+    assert report.trials[9].original_error.startswith("did not finish in 5 s")
+    assert report.equivalent
