@@ -54,7 +54,7 @@ def test_equivalent_exits_0_with_a_table_and_a_report(paths, tmp_path):
     assert lines[1].split() == ["0", "z", "[5,", "6]", "float32", "0", "0", "ok"]
     assert lines[-2:] == [
         "coverage (seed 0): dims 5",
-        "equivalent (16 trials compared; NaN equals NaN)",
+        "equivalent (16 trials compared); NaN counts as equal to NaN",
     ]
     data = json.loads(report.read_text())
     assert data["equivalent"] is True and data["settings"]["dims"] == {"N": 5}
@@ -228,7 +228,7 @@ def test_an_untaken_branch_warns_and_fails_with_strict_coverage(tmp_path):
     assert lines[-3:] == [
         "coverage (seed 7): If: 1/2 branches, dims 0..8",
         "warning: If #0: no trial took its then branch",
-        "equivalent (16 trials compared; NaN equals NaN)",
+        "equivalent (16 trials compared); NaN counts as equal to NaN",
     ]
     strict = _invoke(path, path, "--strict-coverage")
     assert strict.exit_code == 1
@@ -245,5 +245,5 @@ def test_the_time_budget_stops_starting_trials(paths):
     assert (
         "stopped after 1 of 16 trials: the time budget ran out (--time-budget gives more)" in lines
     )
-    assert lines[-1] == "equivalent (1 trial compared; NaN equals NaN)"
+    assert lines[-1] == "equivalent (1 trial compared); NaN counts as equal to NaN"
     assert _invoke(paths["seq"], paths["concat"], "--time-budget", "-1").exit_code == 2

@@ -117,6 +117,6 @@ def test_the_cli_optimizes_flattens_and_verifies(tmp_path):
     )
     result = runner.invoke(app, ["verify", str(source), str(target)])
     assert result.exit_code == 0, result.output
-    assert "equivalent (16 trials compared; NaN equals NaN)" in result.output
+    assert "equivalent (16 trials compared); NaN counts as equal to NaN" in result.output
     saved = {entry.key: entry.value for entry in onnx.load(target).metadata_props}
     assert json.loads(saved[FLATTENED_IO_KEY])["inputs"] == {"s": ["s_0", "s_1", "s_2"]}
