@@ -226,7 +226,8 @@ def _footer(result: VerifyReport) -> list[str]:
         both = len({trial.index for trial in result.trials}) - result.compared
         extra = f", {both} skipped: both models failed" if both else ""
         lines.append(
-            f"equivalent ({plural(result.compared, 'trial')} compared{extra}); NaN counts as equal to NaN"
+            f"equivalent ({plural(result.compared, 'trial')} compared{extra}); "
+            "NaN counts as equal to NaN"
         )
     return lines
 
