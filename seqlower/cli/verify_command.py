@@ -224,7 +224,7 @@ def _footer(result: VerifyReport) -> list[str]:
         lines.extend(f"  - {line}" for line in failures)
     else:
         both = len({trial.index for trial in result.trials}) - result.compared
-        extra = f", {both} skipped: both models failed" if both else ""
+        extra = f", {both} skipped" if both else ""
         lines.append(
             f"equivalent ({plural(result.compared, 'trial')} compared{extra}); "
             "NaN counts as equal to NaN"

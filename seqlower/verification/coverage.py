@@ -24,7 +24,7 @@ verifier uses to steer its later trials, and prints the summary
 
 from __future__ import annotations
 
-__all__ = ["Coverage", "Probe", "instrument"]
+__all__ = ["RARE", "Coverage", "Probe", "instrument"]
 
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
@@ -35,6 +35,9 @@ import onnx
 from onnx import helper
 
 _NEUTRAL = {"min": 1 << 40, "max": -1}
+
+RARE = 2
+"""A branch taken by fewer trials than this is one the verifier steers towards."""
 _PREFIX = "seqlower_probe_"
 
 
@@ -246,6 +249,7 @@ class Coverage:
     dims: dict[str, set[int]] = dataclasses.field(default_factory=dict)
     lengths: dict[str, set[int]] = dataclasses.field(default_factory=dict)
     note: str = ""
+    times: dict[tuple[str, bool], int] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for probe in self.probes:
@@ -281,6 +285,7 @@ class Coverage:
         branches, counts = self.taken(values)
         for label, branch in branches:
             self.branches.setdefault(label, set()).add(branch)
+            self.times[(label, branch)] = self.times.get((label, branch), 0) + 1
         for label, count in counts:
             self.loops.setdefault(label, set()).add(count)
 
@@ -299,10 +304,20 @@ class Coverage:
             if branch not in seen
         ]
 
+    def rare(self) -> list[tuple[str, bool]]:
+        """Every (If, branch) fewer than `RARE` trials took: a branch taken once may have been
+        taken on inputs that hide a difference (all zeros), so steering wants it again."""
+        return [
+            (label, branch)
+            for label in self.branches
+            for branch in (True, False)
+            if self.times.get((label, branch), 0) < RARE
+        ]
+
     def new_branches(self, values: Mapping[str, np.ndarray]) -> set[tuple[str, bool]]:
-        """The untaken branches one run would take."""
+        """The rarely taken branches one run would take."""
         branches, _ = self.taken(values)
-        return branches & set(self.untaken())
+        return branches & set(self.rare())
 
     def summary(self) -> str:
         """`If: 3/4 branches, Loop trip counts 0..8, dims 0..8, sequence lengths 0..5`."""

@@ -20,7 +20,7 @@ Per trial:
   characters. "zeros": half the elements exactly 0 (or -0.0), the rest small integers, and now
   and then a whole tensor of zeros. "large": magnitudes from 20 to 1000 of either sign.
   "special": a third of the float elements NaN, +Inf, -Inf, a denormal, 0 or -0.0 (and at
-  least one NaN or infinity per tensor). "edge":
+  least one NaN and, given two elements, one infinity per tensor). "edge":
   0, +-1, +-2, the trial's sizes and the constants the model compares with and their neighbours.
   "constant": each tensor filled with one of those values.
 - Integer inputs that are positions, split sizes or gather indices are kept valid (see
@@ -371,9 +371,13 @@ def _floats(
         specials = np.array([np.nan, np.inf, -np.inf, tiny, -tiny, 0.0, -0.0])
         picked = specials[rng.integers(len(specials), size=shape)]
         values = np.where(rng.random(shape) < 0.35, picked, typical)
-        if values.size and np.isfinite(values).all():  # at least one NaN or infinity
-            flat = values.reshape(-1)
-            flat[rng.integers(flat.size)] = specials[rng.integers(3)]
+        flat = values.reshape(-1)  # at least one NaN and, given room, one infinity
+        if flat.size and not np.isnan(flat).any():
+            flat[rng.integers(flat.size)] = np.nan
+        if flat.size > 1 and not np.isinf(flat).any():
+            free = np.flatnonzero(~np.isnan(flat))
+            if free.size:
+                flat[free[rng.integers(free.size)]] = specials[1 + rng.integers(2)]
     else:
         pool = np.array(_edge_numbers(trial, integers=False), dtype=np.float64)
         if profile == "constant":
