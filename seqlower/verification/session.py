@@ -11,8 +11,8 @@ something is not covered (an If branch fewer than two trials took, an output emp
 trial, fewer than three trials that ran both models), the session first tries `SEARCH_TRIES`
 input sets on the original alone (every tensor filled with each constant the model compares
 with, and its neighbours; then random plans) and runs the trial on the inputs that cover most
-of it; when none does, it stops searching and goes on with random plans. The session stops early when `deadline` passes (at
-least one trial always runs).
+of it; when none does, it stops searching and goes on with random plans. The session stops
+early when `deadline` passes (at least one trial always runs).
 
 Exploring inputs can make a model loop for ever (a `while` loop over +Inf). A run from trial 3 on
 may therefore take at most 50 times the slowest of trials 1 and 2 (at least `EXPLORING_TIMEOUT`
