@@ -7,12 +7,12 @@ Should the copy fail where the candidate ran, or fail to load, the original itse
 (in a child process of its own, started only then), so that instrumenting never makes a verdict.
 
 Trials follow the schedule of `seqlower.verification.explore`. From trial `STEER_FROM` on, while
-something is not covered (an If branch fewer than two trials took, an output empty in every
-trial, fewer than three trials that ran both models), the session first tries `SEARCH_TRIES`
-input sets on the original alone (every tensor filled with each constant the model compares
-with, and its neighbours; then random plans) and runs the trial on the inputs that cover most
-of it; when none does, it stops searching and goes on with random plans. The session stops
-early when `deadline` passes (at least one trial always runs).
+something is not covered (an If branch fewer than two trials took, an output empty in every trial,
+fewer than three trials that ran both models), the session first tries `SEARCH_TRIES` input sets on
+the original alone (every tensor filled with each constant the model compares with, and its
+neighbours; then with the size of the dims; then random plans) and runs the trial on the inputs
+that cover most of it; when none does, it stops searching and goes on with random plans. The
+session stops early when `deadline` passes (at least one trial always runs).
 
 Exploring inputs can make a model loop for ever (a `while` loop over +Inf). A run from trial 3 on
 may therefore take at most 50 times the slowest of trials 1 and 2 (at least `EXPLORING_TIMEOUT`
@@ -262,11 +262,15 @@ class Session:
         if time.monotonic() > self._deadline:
             return None
         tries = []
-        fills = neighbours(generation.numbers)
+        fills = neighbours(generation.numbers)[: SEARCH_TRIES // 2]
         for attempt in range(1, SEARCH_TRIES + 1):
             plan = random_plan(np.random.default_rng([generation.seed, index, attempt, 1]))
             if attempt <= len(fills):  # first every tensor filled with a compared constant
                 plan = dataclasses.replace(plan, profile="constant", fill=fills[attempt - 1])
+            elif attempt <= len(fills) + 4 and plan.size:  # then with the size of the dims
+                plan = dataclasses.replace(
+                    plan, profile="constant", fill=float(plan.size), mixed=False
+                )
             feeds = generation.feeds(index, plan, attempt)
             self._original.submit(feeds, timeout=self._limit(index))
             tries.append((plan, feeds))
