@@ -291,13 +291,24 @@ class Session:
 
 
 def _fed_loops(model: ir.Model) -> list[ir.Node]:
+    """The Loops of the main graph whose trip count or condition is a graph input (through
+    Identity and Cast): those the trial's loop count drives."""
     fed = {value.name for value in model.graph.inputs if value.name not in model.graph.initializers}
     return [
         node
         for node in model.graph
-        if node.op_type == "Loop"
-        and any(value is not None and value.name in fed for value in node.inputs[:2])
+        if node.op_type == "Loop" and any(_source(value) in fed for value in node.inputs[:2])
     ]
+
+
+def _source(value: ir.Value | None) -> str | None:
+    """The name of the value that `value` copies through Identity and Cast."""
+    for _ in range(32):
+        node = value.producer() if value is not None else None
+        if node is None or node.op_type not in ("Identity", "Cast") or not node.inputs:
+            break
+        value = node.inputs[0]
+    return None if value is None else value.name
 
 
 def _describe(specs: list[InputSpec], feeds: Feeds, plan: TrialPlan, has_loops: bool) -> str:
