@@ -80,17 +80,6 @@ class TrialPlan:
     mixed: bool = False
     fill: float | None = None
 
-    def describe(self) -> str:
-        """`sizes 5, loops 5, lengths 5, large magnitudes`."""
-        if self.size is None:
-            sizes = "sizes 2-4"
-        else:
-            sizes = f"sizes {'mixed' if self.mixed else self.size}"
-        return (
-            f"{sizes}, loops {self.iterations}, lengths {self.length}, "
-            f"{PROFILE_WORDS[self.profile]}"
-        )
-
 
 SCHEDULE: tuple[TrialPlan, ...] = (
     TrialPlan(None, 3, 3),
