@@ -43,7 +43,7 @@ def verify_command(
         list[str] | None,
         typer.Option(
             metavar="NAME=SIZE",
-            help="Size of a symbolic input dimension (repeatable).",
+            help="Size of a symbolic input dimension in every trial (repeatable).",
         ),
     ] = None,
     inputs: Annotated[
@@ -60,7 +60,11 @@ def verify_command(
         bool, typer.Option(help="Also run the original under onnx.reference and compare.")
     ] = False,
     strict_errors: Annotated[
-        bool, typer.Option(help="Count a trial where both models fail as a failure.")
+        bool,
+        typer.Option(
+            help="Count a trial where both models fail, or where only the original fails at "
+            "run time, as a failure."
+        ),
     ] = False,
     report: Annotated[
         Path | None, typer.Option(help="Write the full report as JSON to this file.")
@@ -102,11 +106,13 @@ def verify_command(
 
     Inputs are generated from --seed: trials 0-2 typical, later trials explore sizes 0 to 8,
     loop trip counts, sequence lengths, exact zeros, large magnitudes, NaN, Inf and edge
-    integers, and the last ones steer towards If branches no trial took. NaN equals NaN.
+    integers, and the last ones steer towards If branches no trial took. NaN counts as equal
+    to NaN.
 
     Exit codes: 0 equivalent, 1 not equivalent (a difference, a crash, a runtime that cannot run
-    the candidate; with --strict-coverage also an untaken If branch), 2 bad input (also: a
-    runtime that is not installed, too few trials that ran both models).
+    the candidate; with --strict-coverage also an untaken If branch or an output empty in every
+    trial), 2 bad input (also: a runtime that is not installed, too few trials that ran both
+    models).
 
     Examples:
 
