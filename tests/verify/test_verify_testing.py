@@ -55,3 +55,26 @@ def test_runtimes_are_passed_through():
         AssertionError, match=r"trial 0 \(typical values; tract\), output 'z': values differ"
     ):
         assert_equivalent(ADD, SUB, trials=1, runtimes=["tract"])
+
+
+ONLY_SIX = onnx.parser.parse_model(
+    HEADER
+    + """g (float[N] x) => (float[2, 3] y) {
+    shape = Constant<value = int64[2] {2, 3}>()
+    y = Reshape(x, shape)
+}"""
+)
+
+
+def test_too_few_compared_trials_fail_as_inconclusive():
+    with pytest.raises(AssertionError, match=r"^inconclusive: too few trials ran both models:\n"):
+        assert_equivalent(ONLY_SIX, ONLY_SIX)
+    report = assert_equivalent(ONLY_SIX, ONLY_SIX, dims={"N": 6}, time_budget=None)
+    assert report.compared == 16
+
+
+def test_strict_coverage_and_time_budget_are_passed_through():
+    with pytest.raises(ValueError, match="time budget"):
+        assert_equivalent(ADD, ADD, time_budget=-1)
+    report = assert_equivalent(ADD, ADD, strict_coverage=True, time_budget=0)
+    assert len(report.trials) == 1 and report.settings["strict_coverage"] is True
