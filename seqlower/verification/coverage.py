@@ -24,7 +24,7 @@ verifier uses to steer its later trials, and prints the summary
 
 from __future__ import annotations
 
-__all__ = ["RARE", "Coverage", "Probe", "instrument"]
+__all__ = ["LONG", "RARE", "Coverage", "Probe", "instrument"]
 
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
@@ -38,6 +38,9 @@ _NEUTRAL = {"min": 1 << 40, "max": -1}
 
 RARE = 2
 """A branch taken by fewer trials than this is one the verifier steers towards."""
+
+LONG = 5
+"""A Loop that never ran this many times is one the verifier steers towards longer runs."""
 _PREFIX = "seqlower_probe_"
 
 
@@ -313,6 +316,20 @@ class Coverage:
             for branch in (True, False)
             if self.times.get((label, branch), 0) < RARE
         ]
+
+    def short_loops(self) -> dict[str, int]:
+        """Per Loop that never ran `LONG` times or more, the most it ran (-1: never)."""
+        return {
+            label: max(seen, default=-1)
+            for label, seen in self.loops.items()
+            if max(seen, default=-1) < LONG
+        }
+
+    def longer_loops(self, values: Mapping[str, np.ndarray]) -> set[str]:
+        """The short Loops that one run would run more often than any trial did."""
+        short = self.short_loops()
+        _, counts = self.taken(values)
+        return {label for label, count in counts if label in short and count > short[label]}
 
     def new_branches(self, values: Mapping[str, np.ndarray]) -> set[tuple[str, bool]]:
         """The rarely taken branches one run would take."""

@@ -7,12 +7,12 @@ Should the copy fail where the candidate ran, or fail to load, the original itse
 (in a child process of its own, started only then), so that instrumenting never makes a verdict.
 
 Trials follow the schedule of `seqlower.verification.explore`. From trial `STEER_FROM` on, while
-something is not covered (an If branch fewer than two trials took, an output empty in every trial,
-fewer than three trials that ran both models), the session first tries `SEARCH_TRIES` input sets on
-the original alone (every tensor filled with each constant the model compares with, and its
-neighbours; then with the size of the dims; then random plans) and runs the trial on the inputs
-that cover most of it; when none does, it stops searching and goes on with random plans. The
-session stops early when `deadline` passes (at least one trial always runs).
+something is not covered (an If branch fewer than two trials took, a Loop that never ran 5 times,
+an output empty in every trial, fewer than three trials that ran both models), the session first
+tries `SEARCH_TRIES` input sets on the original alone (every tensor filled with each constant the
+model compares with, and its neighbours; then with the size of the dims; then random plans) and
+runs the trial on the inputs that cover most of it; when none does, it stops searching and goes on
+with random plans. The session stops early when `deadline` passes (at least one trial always runs).
 
 Exploring inputs can make a model loop for ever (a `while` loop over +Inf). A run from trial 3 on
 may therefore take at most 50 times the slowest of trials 1 and 2 (at least `EXPLORING_TIMEOUT`
@@ -255,7 +255,12 @@ class Session:
     # -- steering -----------------------------------------------------------------------------
 
     def _uncovered(self) -> bool:
-        return bool(self.coverage.rare() or self.empty_outputs or self._compared < MIN_COMPARED)
+        return bool(
+            self.coverage.rare()
+            or self.coverage.short_loops()
+            or self.empty_outputs
+            or self._compared < MIN_COMPARED
+        )
 
     def _search(self, generation: Generation, index: int) -> tuple[TrialPlan, Feeds] | None:
         """Inputs on which the original covers most of what is still uncovered, or None."""
@@ -281,6 +286,7 @@ class Session:
             if not outcome.ok or outcome.outputs is None:
                 continue
             score = 4 * len(self.coverage.new_branches(outcome.outputs))
+            score += 2 * len(self.coverage.longer_loops(outcome.outputs))
             score += 2 * sum(
                 1 for name in empty if name in outcome.outputs and _size(outcome.outputs[name])
             )

@@ -72,6 +72,24 @@ def _length(limit: str) -> onnx.ModelProto:
     }}""")
 
 
+def _halving(trip: str) -> onnx.ModelProto:
+    """Halve x while |sum(x)| > 1 (at most `trip` times): a count the data decides."""
+    return _model(f"""g (float[N] x) => (float[N] y) {{
+        one = Constant<value = float {{1.0}}>()
+        half = Constant<value = float {{0.5}}>()
+        s0 = ReduceSum<keepdims = 0>(x)
+        a0 = Abs(s0)
+        go = Greater(a0, one)
+        trip = Constant<value = int64 {{{trip}}}>()
+        y = Loop(trip, go, x) <body = b (int64 i, bool c, float[N] v) => (bool c_out, float[N] w) {{
+            w = Mul(v, half)
+            s = ReduceSum<keepdims = 0>(w)
+            a = Abs(s)
+            c_out = Greater(a, one)
+        }}>
+    }}""")
+
+
 IDENTITY = _model("g (float[N, 3] x) => (float[N, 3] y) { y = Identity(x) }")
 SIGN = _model("g (float[N, 3] x) => (float[N, 3] y) { y = Sign(x) }")
 SIGN_WITHOUT_ZERO = _model("""g (float[N, 3] x) => (float[N, 3] y) {
@@ -116,6 +134,7 @@ def _key(then: str) -> onnx.ModelProto:
 
 MISSES = {
     "loop-runs-5-times-or-more": (_loop("Identity(n)"), _loop("Min(n, four)")),
+    "loop-count-from-data-5-or-more": (_halving("100"), _halving("4")),
     "dim-above-4": (_tail("Identity"), _tail("Neg")),
     "dim-is-0": (_empty("0.0"), _empty("1.0")),
     "sequence-longer-than-4": (_length("1000"), _length("4")),
