@@ -16,6 +16,9 @@ So every probe ends as one int64 scalar that is the minimum or the maximum of wh
 inside: an If took its then branch when the maximum of its condition is 1, its else branch when
 the minimum is 0; a Loop's counts lie between the two. Scan bodies and SequenceMap bodies are not
 instrumented. The copy computes the same outputs as the original (the probes only read values).
+It is made on the protobuf, the exact model the runtime loads, rather than in onnx_ir: it only
+appends outputs to existing If and Loop nodes, which onnx_ir's nodes (outputs fixed when built)
+would have to be rebuilt and re-linked for.
 
 `Coverage` gathers the probes of every trial and answers what was not yet covered, which the
 verifier uses to steer its later trials, and prints the summary
@@ -41,6 +44,7 @@ RARE = 2
 
 LONG = 5
 """A Loop that never ran this many times is one the verifier steers towards longer runs."""
+
 _PREFIX = "seqlower_probe_"
 
 
