@@ -157,6 +157,7 @@ def verify(
             original=original_runner,
             probes=probes,
             plain=plain,
+            sources=(original_source, candidate_source),
             candidates=candidate_runners,
             reference=_reference_runner(original, original_ir) if reference else None,
             rtol=rtol,

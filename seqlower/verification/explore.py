@@ -71,7 +71,9 @@ class TrialPlan:
     """What one trial explores. `size` None: the typical sizes (2, 3 or 4, varying per name and
     trial; 3 for an unnamed dim). `iterations`: the trip count of a Loop whose trip count or
     condition is a graph input. `length`: the length of every sequence input. `fill`: with the
-    "constant" profile, the value of every element (else one drawn per tensor)."""
+    "constant" profile, the value of every element (else one drawn per tensor). `sizes`: in a
+    mixed plan, the sizes of the named dims in order (else `MIXED_SIZES` rotated by the trial;
+    the last size repeats when there are more names)."""
 
     size: int | None
     iterations: int
@@ -79,6 +81,7 @@ class TrialPlan:
     profile: Profile = "typical"
     mixed: bool = False
     fill: float | None = None
+    sizes: tuple[int, ...] = ()
 
 
 SCHEDULE: tuple[TrialPlan, ...] = (
@@ -115,12 +118,14 @@ def scheduled_plan(trial: int, seed: int = 0) -> TrialPlan:
 
 def random_plan(rng: np.random.Generator) -> TrialPlan:
     """A plan drawn from the spreads: any size, trip count and length of `SIZES`, any profile."""
+    mixed = bool(rng.integers(2))
     return TrialPlan(
         size=int(rng.choice(SIZES)),
         iterations=int(rng.choice(SIZES)),
         length=int(rng.choice(SIZES)),
         profile=_PROFILES[int(rng.integers(len(_PROFILES)))],
-        mixed=bool(rng.integers(2)),
+        mixed=mixed,
+        sizes=tuple(int(size) for size in rng.choice(SIZES[1:], size=8)) if mixed else (),
     )
 
 

@@ -206,6 +206,8 @@ def _shapes(
             continue
         if size is None:
             chosen[name] = 2 + (len(chosen) + trial) % 3
+        elif plan.mixed and plan.sizes:
+            chosen[name] = plan.sizes[min(len(chosen), len(plan.sizes) - 1)]
         elif plan.mixed:
             chosen[name] = MIXED_SIZES[(trial + len(chosen)) % len(MIXED_SIZES)]
         else:

@@ -17,8 +17,8 @@ exactly when it is empty. The policy it encodes:
 - a trial where both models raise ("both failed": they agree that the input is invalid, as with
   an empty sequence given to ConcatFromSequence) or both crash (a while loop that never ends on
   that input) is reported but is not a failure, unless `strict_errors` is set;
-- enough trials must run both models to completion (`required`: 3, or half of them when fewer
-  than 6 ran): otherwise the check is *inconclusive* (`inconclusive`), a failure of its own that
+- enough trials must run both models to completion (`required`: 2, or 1 when fewer than 3
+  ran): otherwise the check is *inconclusive* (`inconclusive`), a failure of its own that
   says how many trials compared anything (with no trial compared, the errors of every trial are
   listed);
 - with `strict_coverage`, an If branch no trial took and an output that compared nothing (empty
@@ -41,8 +41,8 @@ from typing import Any, Literal
 
 from seqlower.verification.coverage import Coverage
 
-MIN_COMPARED = 3
-"""Trials that must run both models to completion (or half of them, when fewer than 6 ran)."""
+MIN_COMPARED = 2
+"""Trials that must run both models to completion (1 when fewer than 3 ran)."""
 
 Verdict = Literal[
     "ok",
@@ -59,8 +59,11 @@ Verdict = Literal[
     "candidate crashed",
     "both crashed",
     "cannot run",
+    "unstable",
 ]
-"""The verdict on one output in one trial. "missing": the candidate lacks the output."""
+"""The verdict on one output in one trial. "missing": the candidate lacks the output.
+"unstable": the values differed, but a model gave other values when run again on the same
+inputs (a runtime that reads memory it never wrote), so the difference proves nothing."""
 
 TrialStatus = Literal[
     "ok",
@@ -72,6 +75,7 @@ TrialStatus = Literal[
     "candidate crashed",
     "both crashed",
     "cannot run",
+    "unstable",
 ]
 
 
@@ -161,8 +165,8 @@ class VerifyReport:
 
     @property
     def required(self) -> int:
-        """How many trials must run both models for a verdict of equivalence: 3, or half of
-        the trials (rounded up) when fewer than 6 ran."""
+        """How many trials must run both models for a verdict of equivalence: 2, or 1 when
+        fewer than 3 ran."""
         total = len({trial.index for trial in self.trials})
         return min(MIN_COMPARED, (total + 1) // 2)
 
@@ -178,6 +182,13 @@ class VerifyReport:
         """What the trials did not exercise: an If branch no trial took, an output that was
         empty in every trial or the same in every trial."""
         lines = list(self.coverage.warnings() if self.coverage is not None else [])
+        unstable = sorted({trial.index for trial in self.trials if trial.status == "unstable"})
+        if unstable:
+            lines.append(
+                f"{'trial' if len(unstable) == 1 else 'trials'} {_ranges(unstable)}: a model "
+                "gave other outputs when run again on the same inputs (the runtime read memory "
+                "it never wrote?): not compared"
+            )
         lines.extend(
             f"output '{name}' was empty in every trial: nothing was compared in it"
             for name in self.empty_outputs
@@ -248,6 +259,8 @@ def _trial_failures(trial: TrialResult, strict_errors: bool) -> list[tuple[str, 
     separator and the message; an empty separator means the message stands alone."""
     if trial.status == "cannot run":
         return [("", f"{trial.candidate_error}")]
+    if trial.status == "unstable":
+        return []  # said in warnings()
     if trial.status == "both crashed" and not strict_errors:
         return []
     if trial.status.endswith("crashed"):

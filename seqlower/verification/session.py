@@ -14,6 +14,11 @@ model compares with, and its neighbours; then with the size of the dims; then ra
 runs the trial on the inputs that cover most of it; when none does, it stops searching and goes on
 with random plans. The session stops early when `deadline` passes (at least one trial always runs).
 
+A trial whose outputs differ is run once more, each model in a fresh process: when a model then
+gives other outputs on the same inputs (onnxruntime reads memory it never wrote for some inputs a
+model does not accept, such as an empty tensor Concat takes with a mismatched dim), the trial is
+"unstable" and proves nothing. Once one difference held, later ones are not checked again.
+
 Exploring inputs can make a model loop for ever (a `while` loop over +Inf). A run from trial 3 on
 may therefore take at most 50 times the slowest of trials 1 and 2 (at least `EXPLORING_TIMEOUT`
 seconds, at most `timeout`) before it is killed; both models killed on an input is no difference.
@@ -31,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.verification.compare import compare_values
 from seqlower.verification.coverage import Coverage, Probe
 from seqlower.verification.explore import (
     PROFILE_WORDS,
@@ -42,8 +48,9 @@ from seqlower.verification.explore import (
 from seqlower.verification.flattened import Flattening
 from seqlower.verification.generate import Pinned, generate_inputs
 from seqlower.verification.loops import loop_iterations
-from seqlower.verification.report import MIN_COMPARED, TrialResult
+from seqlower.verification.report import TrialResult
 from seqlower.verification.runner import IsolatedRunner, ReferenceRunner, RunOutcome
+from seqlower.verification.runtimes import ModelData
 from seqlower.verification.signature import InputSpec, feedable_inputs
 from seqlower.verification.trial import compare_trial
 from seqlower.verification.values import Feeds, RuntimeValue
@@ -53,6 +60,10 @@ EXPLORING_TIMEOUT = 5.0
 
 STEER_FROM = 13
 """The first trial that may be steered towards what earlier trials did not cover."""
+
+WANTED_COMPARED = 3
+"""Fewer trials than this that ran both models make the verifier search for inputs they accept
+(a verdict of equivalence needs 2: `seqlower.verification.report.MIN_COMPARED`)."""
 
 SEARCH_TRIES = 24
 """Random input sets run on the original alone when looking for uncovered behaviour."""
@@ -97,6 +108,7 @@ class Session:
         original: IsolatedRunner,
         probes: tuple[Probe, ...],
         plain: Callable[[], IsolatedRunner],
+        sources: tuple[ModelData, ModelData],
         candidates: Sequence[IsolatedRunner],
         reference: ReferenceRunner | None,
         rtol: float | None,
@@ -111,6 +123,8 @@ class Session:
         self._probes = probes
         self._plain_factory = plain
         self._plain: IsolatedRunner | None = None
+        self._sources = sources
+        self._confirmed = False  # a difference held when both models ran again
         self._candidates = candidates
         self._reference = reference
         self._rtol, self._atol = rtol, atol
@@ -198,6 +212,10 @@ class Session:
                 index, source, feeds, self._names, first, second, third, self._rtol, self._atol
             )
             result = dataclasses.replace(result, runtime=runner.runtime, loops=loops, plan=plan)
+            if result.status == "differ" and not self._stable(
+                feeds, first, runner, candidate_feeds, second, limit
+            ):
+                result = _unstable(result)
             compared = compared or result.compared
             self.results.append(result)
         if compared and first.outputs is not None:
@@ -205,6 +223,44 @@ class Session:
             self.coverage.record(probe_values)
             self.coverage.record_sizes(*_sizes(self._model, feeds))
             self._track(first.outputs)
+
+    def _stable(
+        self,
+        feeds: Feeds,
+        first: RunOutcome,
+        runner: IsolatedRunner,
+        candidate_feeds: Feeds,
+        second: RunOutcome,
+        limit: float | None,
+    ) -> bool:
+        """Whether both models give the same outputs again on the same inputs, each run in a
+        fresh process (another history of memory). Once one difference held, later ones are
+        trusted: the verdict stands either way."""
+        if self._confirmed:
+            return True
+        timeout = self._timeout if limit is None else limit
+        with (
+            IsolatedRunner("onnxruntime", self._sources[0], timeout=timeout) as original,
+            IsolatedRunner(runner.runtime, self._sources[1], timeout=timeout) as candidate,
+        ):
+            original.submit(feeds)
+            candidate.submit(candidate_feeds)
+            again = original.result()
+            candidate_again = _unflattened(candidate.result(), self._flattening)
+        self._confirmed = self._same(first, again) and self._same(second, candidate_again)
+        return self._confirmed
+
+    def _same(self, outcome: RunOutcome, again: RunOutcome) -> bool:
+        if outcome.outputs is None or again.outputs is None:
+            return outcome.outputs is None and again.outputs is None
+        return all(
+            name in again.outputs
+            and compare_values(
+                outcome.outputs[name], again.outputs[name], rtol=self._rtol, atol=self._atol
+            ).ok
+            for name in self._names
+            if name in outcome.outputs
+        )
 
     def _checked(
         self, outcome: RunOutcome, feeds: Feeds, candidate_ran: bool, limit: float | None
@@ -259,7 +315,7 @@ class Session:
             self.coverage.rare()
             or self.coverage.short_loops()
             or self.empty_outputs
-            or self._compared < MIN_COMPARED
+            or self._compared < WANTED_COMPARED
         )
 
     def _search(self, generation: Generation, index: int) -> tuple[TrialPlan, Feeds] | None:
@@ -290,10 +346,33 @@ class Session:
             score += 2 * sum(
                 1 for name in empty if name in outcome.outputs and _size(outcome.outputs[name])
             )
-            score += 1 if self._compared < MIN_COMPARED else 0
+            if self._compared < WANTED_COMPARED and not _has_empty(feeds):
+                score += 1
+            if score:  # of two that cover as much, prefer one without empty inputs
+                score = 2 * score + (0 if _has_empty(feeds) else 1)
             if score and (best is None or score > best[0]):
                 best = (score, plan, feeds)
         return None if best is None else (best[1], best[2])
+
+
+def _has_empty(feeds: Feeds) -> bool:
+    """True when some input is an empty tensor (or holds one): inputs that many models reject
+    and on which onnxruntime sometimes returns what its memory held."""
+    return any(
+        any(np.size(element) == 0 for element in value)
+        if isinstance(value, list)
+        else np.size(value) == 0
+        for value in feeds.values()
+    )
+
+
+def _unstable(result: TrialResult) -> TrialResult:
+    """`result` with its differences marked as proving nothing (see `_stable`)."""
+    outputs = tuple(
+        output if output.ok else dataclasses.replace(output, verdict="unstable")
+        for output in result.outputs
+    )
+    return dataclasses.replace(result, status="unstable", outputs=outputs)
 
 
 def _fed_loops(model: ir.Model) -> list[ir.Node]:
