@@ -115,3 +115,18 @@ def test_unreadable_models_raise_model_input_error(tmp_path):
         verify(NEG, tmp_path / "missing.onnx")
     with pytest.raises(ValueError, match="trials"):
         verify(NEG, NEG, trials=0)
+
+
+RANDOM = _model("g (float[4] x) => (float[4] y) { y = RandomNormalLike(x) }")
+
+
+def test_outputs_that_change_from_run_to_run_prove_nothing():
+    # every run draws new numbers: each trial differs, and differs again when rerun
+    report = verify(RANDOM, RANDOM, trials=4)
+    assert {trial.status for trial in report.trials} == {"unstable"}
+    assert {trial.outputs[0].verdict for trial in report.trials} == {"unstable"}
+    assert report.warnings() == [
+        "trials 0-3: a model gave other outputs when run again on the same inputs (the runtime "
+        "read memory it never wrote?): not compared"
+    ]
+    assert report.inconclusive and not report.equivalent
