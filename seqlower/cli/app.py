@@ -349,8 +349,9 @@ def _verify_or_exit(
             typer.echo(f"  - {line}", err=True)
         if result.inconclusive:
             raise _fail(
-                "verification inconclusive: both models failed on too many generated inputs "
-                "(check them with `seqlower verify` and --dim or --inputs); nothing written",
+                "verification inconclusive: both models failed on too many generated inputs; "
+                "nothing written (give sizes the model accepts with --dim NAME=SIZE, or write "
+                "without --verify and run `seqlower verify` with --inputs)",
                 EXIT_BAD_INPUT,
             )
         raise _fail("verification failed: the lowered model differs; nothing written", EXIT_REFUSED)

@@ -247,3 +247,22 @@ def test_the_time_budget_stops_starting_trials(paths):
     )
     assert lines[-1] == "equivalent (1 trial compared); NaN counts as equal to NaN"
     assert _invoke(paths["seq"], paths["concat"], "--time-budget", "-1").exit_code == 2
+
+
+def test_optimize_verify_is_inconclusive_with_a_hint_that_works(tmp_path):
+    source, target = tmp_path / "six.onnx", tmp_path / "out.onnx"
+    onnx.save(onnx.parser.parse_model(ONLY_SIX), source)
+    result = _optimize(str(source), str(target), "--verify")
+    assert result.exit_code == 2
+    assert "verification inconclusive: both models failed on too many generated inputs" in (
+        result.stderr
+    )
+    assert not target.exists()
+    followed = _optimize(str(source), str(target), "--verify", "--dim", "N=6")
+    assert followed.exit_code == 0, followed.output
+    assert "verified: equivalent under onnxruntime (16 trials compared; dims 6)" in followed.stdout
+    written = tmp_path / "written.onnx"
+    assert _optimize(str(source), str(written)).exit_code == 0
+    inputs = tmp_path / "inputs.npz"
+    np.savez(inputs, x=np.arange(6, dtype=np.float32))
+    assert _invoke(str(source), str(written), "--inputs", str(inputs)).exit_code == 0
