@@ -122,11 +122,6 @@ def test_an_int8_list_built_in_a_loop_and_returned_runs():
     lower_and_compare(model, {"x": np.array([1, -2], np.int8), "m": np.array(2)})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the concat accumulator of a loop (rules/loop_concat.py) starts from ConstantOfShape, "
-    "which has no string form: serialising the lowered model raises",
-)
 def test_a_loop_concatenating_growing_string_slices_lowers():
     """Fuzz seed 1000266: ConcatFromSequence on the last axis of
     string slices of growing width, appended in a Loop; `optimize` raised SerdeError (a
