@@ -21,6 +21,7 @@ from __future__ import annotations
 __all__ = ["Outcome", "check_program", "compare_outputs", "run_ort", "sequence_op_total"]
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -173,7 +174,9 @@ def check_program(program: Program, *, properties: bool = False) -> Outcome:
         outcome.reason = "no warning for a scalar split with keepdims=0 (design.md trap 1)"
         return outcome
     if properties:
-        problem = check_properties(original, lowered, options)
+        problem = check_properties(original, lowered, options) or blames_run_time_loops(
+            report, options
+        )
         if problem:
             outcome.reason = problem
             return outcome
@@ -203,6 +206,22 @@ def _corner_read_beyond_length(model: onnx.ModelProto) -> bool:
     outputs = {o.name for o in model.graph.output}
     readers = [n.op_type for n in nodes for name in n.input if name in corners]
     return bool(corners & outputs) or any(op != "SequenceLength" for op in readers)
+
+
+# a run-time trip count or loop condition stops no list from becoming tensors: a reason that
+# blames one hides the real one (tract, which has no Loop, may say so)
+_RUN_TIME_LOOP = re.compile(r"(trip count|condition)( '[^']*')? is computed at run time")
+
+
+def blames_run_time_loops(report: Any, options: dict[str, Any]) -> str | None:
+    """The first reason for a node that stays which blames a run-time trip count or loop
+    condition (none for target tract), or None."""
+    if options.get("target") == "tract":
+        return None
+    for remaining in report.remaining:
+        if _RUN_TIME_LOOP.search(remaining.reason):
+            return f"a reason blames a run-time loop: {remaining.node}: {remaining.reason}"
+    return None
 
 
 def budget_of(model: onnx.ModelProto) -> int:
