@@ -287,3 +287,35 @@ def test_no_reason_blames_a_run_time_trip_count():
     }""")
     _, report = seqlower.optimize(ir.from_proto(model), target="portable")
     assert blames_run_time_loops(report, {"target": "portable"}) is None
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="as above, the stacked layout takes the inferred shape [1] of l[j]; l[1] is empty "
+    "and the lowered model silently gives a result of another shape",
+)
+def test_an_empty_element_read_from_a_loop_built_list_is_not_stacked():
+    """Fuzz seed 1001116: l = [x, x[:0]] (a Loop appending Slice(x, 0, i)); l2 collects both;
+    ConcatFromSequence(l2) is [5.0] in onnxruntime, the lowered model gives two values."""
+    model = parse("""g (float[1] x, int64 m) => (float[?] y) {
+        s0 = SequenceConstruct (x)
+        l = Loop (m, , s0) <body = b (int64 i, bool c, seq(float) acc)
+                                   => (bool co, seq(float) out) {
+            one = Constant <value = int64[1] {1}> ()
+            z = Constant <value = int64[1] {0}> ()
+            i1 = Reshape (i, one)
+            p = Slice (x, z, i1)
+            out = SequenceInsert (acc, p)
+            co = Identity (c)
+        }>
+        two = Constant <value = int64 {2}> ()
+        e0 = SequenceEmpty <dtype = 1> ()
+        l2 = Loop (two, , e0) <body = b2 (int64 j, bool c2, seq(float) acc2)
+                                     => (bool co2, seq(float) out2) {
+            at = SequenceAt (l, j)
+            out2 = SequenceInsert (acc2, at)
+            co2 = Identity (c2)
+        }>
+        y = ConcatFromSequence <axis = 0> (l2)
+    }""")
+    lower_and_compare(model, {"x": np.array([5], np.float32), "m": np.array(1)})
