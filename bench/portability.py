@@ -7,7 +7,8 @@ and tract, before and after lowering?
                                              # supports (the source of seqlower/targets.py)
 
 Cases: every ONNX node conformance case that uses a sequence (as tests/conformance selects them,
-onnx's `test_sequence_model*` included), every PyTorch fixture in tests/fixtures/torch, and the
+onnx's `test_sequence_model*` included), every PyTorch fixture in tests/fixtures/torch and
+tests/fixtures/torch_accumulators (loops that grow a tensor, no sequence operator), and the
 models in examples/. Expected outputs come from ONNX's test data and from PyTorch; an example
 model has none stored, so onnxruntime's result on the original stands in for it. Each original
 is run as it is; each lowered model is lowered with the `--target` of the runtime that runs it
@@ -192,6 +193,18 @@ def fixture_cases() -> list[Case]:
     return cases
 
 
+def accumulator_cases() -> list[Case]:
+    """The PyTorch exports in tests/fixtures/torch_accumulators (loops that grow a tensor with
+    `torch.cat`, no sequence operator), with PyTorch's outputs."""
+    cases = []
+    for folder in sorted((ROOT / "tests" / "fixtures" / "torch_accumulators").iterdir()):
+        if (folder / "model.onnx").is_file():
+            model = onnx.load(folder / "model.onnx")
+            data = _stored_sets(folder, model, list(model.graph.input))
+            cases.append(Case(folder.name, "accumulator", model, data))
+    return cases
+
+
 def example_cases() -> list[Case]:
     """The models in examples/, with onnxruntime's outputs on the original as the expectation
     (seeded inputs)."""
@@ -211,7 +224,7 @@ def example_cases() -> list[Case]:
 
 
 def all_cases() -> list[Case]:
-    return [*conformance_cases(), *fixture_cases(), *example_cases()]
+    return [*conformance_cases(), *fixture_cases(), *accumulator_cases(), *example_cases()]
 
 
 # -- lowering and running ------------------------------------------------------------------------
@@ -333,7 +346,8 @@ def _run_openvino(path: str, model: onnx.ModelProto, feeds: Mapping[str, Any]) -
     for index, port in enumerate(compiled.inputs):
         # a port has every name of its tensor (an input passed straight to an output has both)
         names = [name for name in fed if name in port.get_names()]
-        inputs[index] = np.asarray(feeds[names[0] if names else fed[index]])
+        # a copy: OpenVINO refuses a read-only array (as numpy_helper gives for a scalar)
+        inputs[index] = np.array(feeds[names[0] if names else fed[index]])
     results = compiled(inputs)
     return [np.asarray(results[output]) for output in compiled.outputs]
 
@@ -477,6 +491,11 @@ PROBES: dict[str, str] = {
         s = Loop(m, c, e) <body = b (int64 i, bool ci, seq(float) a) => (bool co, seq(float) a2)
             {{ co = Identity(ci) a2 = SequenceInsert(a, x) }}>
         y = ConcatFromSequence<axis = 0>(s) }}""",
+    "Loop carrying a constant of size 0": f"""({_X}) => (float[?,3] y) {{
+        m = Constant<value = int64 {{2}}>() c = Constant<value = bool {{1}}>()
+        e = Constant<value = float[0,3] {{}}>()
+        y = Loop(m, c, e) <body = b (int64 i, bool ci, float[?,3] a) => (bool co, float[?,3] a2)
+            {{ co = Identity(ci) a2 = Concat<axis = 0>(a, x) }}> }}""",
     "Scan": f"""({_X}) => (float[3] y, float[4,3] ys) {{
         z = Constant<value = float[3] {{0, 0, 0}}>()
         y, ys = Scan<num_scan_inputs = 1, body = b (float[3] acc, float[3] row)
@@ -489,6 +508,9 @@ PROBES: dict[str, str] = {
         k = If(c) <then_branch = t () => (float a) {{ a = Constant<value = float {{1}}>() }},
                    else_branch = e () => (float b) {{ b = Constant<value = float {{2}}>() }}>
         y = Mul(x, k) }}""",
+    "If (branches of different shapes)": f"""({_X}, bool c) => (float[?,3] y) {{
+        y = If(c) <then_branch = t () => (float[4,3] a) {{ a = Relu(x) }},
+                   else_branch = e () => (float[8,3] b) {{ b = Concat<axis = 0>(x, x) }}> }}""",
     "Where": f"""({_X}, bool c) => (float[4,3] y) {{ n = Neg(x) y = Where(c, x, n) }}""",
 }
 

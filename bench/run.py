@@ -38,6 +38,7 @@ from bench.loops import (
     measure_loop_forms,
     measure_real_exports,
     real_export_header,
+    real_export_table,
 )
 from bench.models import BODIES, batched_model, expanded_model, large_model, original_model
 from bench.timing import latency, run_tool
@@ -304,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\nLoop forms (TorchScript exports; microseconds, onnxruntime CPU, 1 thread, median)")
         print(loop_form_header())
         form_rows = measure_loop_forms(lengths, runs, min_seconds)
-        print("\nReal exports (tests/fixtures; us; sequence ops original/default/portable)")
+        print("\nReal exports (tests/fixtures; us; sequence ops original/default/onnxruntime)")
         print(real_export_header())
         export_rows = measure_real_exports(runs, min_seconds)
     optimizer_rows: list[dict] = []
@@ -315,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
         print(_optimizer_header())
         optimizer_rows = measure_optimizer(sizes, budget, repeats)
 
+    if export_rows:
+        print("\nReal exports, as the README's table (Markdown)")
+        print(real_export_table(export_rows))
     print("\nTargets")
     found = targets(latency_rows, optimizer_rows) + loop_targets(form_rows, export_rows)
     for target in found:

@@ -11,9 +11,12 @@ from seqlower.rules import (
     concat,
     construct,
     control_flow,
+    even_chunks,
+    loop_accumulators,
     loop_appends,
     loop_batching,
     loop_concat,
+    loop_induction,
     loops,
     runtime_position,
     sequence_map,
@@ -30,6 +33,7 @@ def default_rules() -> RuleSet:
     return (
         split.RULES
         + construct.RULES
+        + even_chunks.RULES  # before the per-element runtime-position forms
         + runtime_position.RULES
         + access.RULES
         + concat.RULES
@@ -38,6 +42,8 @@ def default_rules() -> RuleSet:
         + loops.RULES
         + loop_appends.RULES
         + loop_concat.RULES
+        + loop_accumulators.RULES  # the other way: a tensor accumulator to a scan output
+        + loop_induction.RULES  # a Loop left with counters only
         + batching.RULES
         + sequence_map.RULES
         + unit_axes.RULES  # after batching: the unit axes of split(1) chunks

@@ -7,6 +7,8 @@
     SequenceAt(SplitToSequence(x, sizes, axis=a), p) -> Slice(x, c[p] - sizes[p], c[p], a)
                                                         (c = CumSum(sizes))
     SequenceAt(SequenceConstruct(Squeeze(Split(x))...), p) -> Gather(x, p, axis=a)  (split undone)
+    SequenceAt(SequenceConstruct(Split(x, s, .., s, axis=a)...), p)
+        -> Gather(Reshape(x, [.., n, s, ..]), p, axis=a)          (n even chunks, run-time p)
     SequenceAt(SequenceConstruct(e0..en), p)  -> Gather(Concat(Unsqueeze(e)..), p)  (same shapes)
     SequenceAt(SequenceConstruct(e0..en), p)  -> If(p == 0, e0, If(p == 1, e1, ...))  (otherwise)
     SequenceLength(s)                                -> Constant(n)   (n static)
@@ -138,17 +140,20 @@ def _check_at_of_chunks(node: ir.Node, ctx: Context):  # type: ignore[no-untyped
 
 def _at_of_chunks(node: ir.Node, match, ctx: Context) -> None:  # type: ignore[no-untyped-def]
     """SequenceAt(SplitToSequence(x, s (scalar), axis=a), p)
-        -> Slice(x, Gather(S, p), Gather(E, p), a), S = Unsqueeze(Range(0, d, s), 1), E = S + s
+        -> Slice(x, Gather(S, [p]), Gather(E, [p]), a), S = Range(0, d, s), E = S + s
     SequenceAt(SplitToSequence(x, sizes (1-D), axis=a), p)
-        -> the same with E = Unsqueeze(CumSum(sizes), 1), S = E - Unsqueeze(sizes, 1)
+        -> the same with E = CumSum(sizes), S = E - sizes
 
-    The tables of chunk bounds are built where the split is (outside a loop that reads it);
-    a read is two Gathers, which accept exactly the positions SequenceAt does ([-n, n-1]) and
-    fail on the others, and a Slice, whose end clips the uneven last chunk."""
+    The tables of chunk bounds are built once, where the split is (outside a loop that reads
+    it), for every SequenceAt that reads the split, all rewritten at once: a read is two Gathers,
+    which accept exactly the positions SequenceAt does ([-n, n-1]) and fail on the others, and a
+    Slice, whose end clips the uneven last chunk. A constant position is a 1-D index; a
+    position known at run time reads the tables as columns ([n, 1], made once)."""
     data, axis, sizes, scalar = match
     split = node.inputs[0].producer()  # type: ignore[union-attr]
     tables = ctx.rewriter.before(split)
-    sizes = tables.op("Cast", [sizes], {"to": int(ir.DataType.INT64)})
+    if sizes.dtype != ir.DataType.INT64:
+        sizes = tables.op("Cast", [sizes], {"to": int(ir.DataType.INT64)})
     if scalar:
         dim = tables.op("Gather", [tables.op("Shape", [data]), tables.constant(np.array(axis))])
         starts = tables.op("Range", [tables.constant(np.array(0, dtype=np.int64)), dim, sizes])
@@ -156,13 +161,30 @@ def _at_of_chunks(node: ir.Node, match, ctx: Context) -> None:  # type: ignore[n
     else:
         ends = tables.op("CumSum", [sizes, tables.constant(np.array(0))])
         starts = tables.op("Sub", [ends, sizes])
-    starts, ends = (tables.unsqueeze(bound, [1]) for bound in (starts, ends))
-    builder = ctx.rewriter.before(node)
-    position = node.inputs[1]
-    bounds = [builder.op("Gather", [table, position], {"axis": 0}) for table in (starts, ends)]
-    result = builder.op("Slice", [data, *bounds, builder.ints([axis], "axes")])
-    result.type = data.type
-    ctx.rewriter.replace(node.outputs[0], result)
+    readers = [node] + [
+        use.node
+        for use in node.inputs[0].uses()  # type: ignore[union-attr]
+        if use.node is not node
+        and use.idx == 0
+        and use.node.op_type == "SequenceAt"
+        and use.node.domain == ""
+        and len(use.node.inputs) > 1
+        and use.node.inputs[1] is not None
+    ]
+    columns: list[ir.Value] = []  # the tables as [n, 1], for positions known at run time
+    for reader in readers:
+        builder = ctx.rewriter.before(reader)
+        position = ctx.facts.values.get_int(reader.inputs[1])
+        if position is not None:  # a 1-D index into the 1-D tables gives 1-D bounds
+            index = builder.ints([position], "position")
+            bounds = [builder.op("Gather", [t, index], {"axis": 0}) for t in (starts, ends)]
+        else:
+            columns = columns or [tables.unsqueeze(bound, [1]) for bound in (starts, ends)]
+            where = reader.inputs[1]
+            bounds = [builder.op("Gather", [t, where], {"axis": 0}) for t in columns]
+        result = builder.op("Slice", [data, *bounds, builder.ints([axis], "axes")])
+        result.type = data.type
+        ctx.rewriter.replace(reader.outputs[0], result)
 
 
 def _check_at_split_source(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
@@ -183,6 +205,52 @@ def _at_split_source(node: ir.Node, source, ctx: Context) -> None:  # type: igno
 
 
 # -- SequenceAt, run-time position ----------------------------------------------------------
+
+
+def _check_at_even_chunks(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
+    elements = _elements_or_refusal(node, ctx)
+    if isinstance(elements, Refusal):
+        return elements
+    source = split_source(elements, ctx.facts.values)
+    if source is None or source.squeezed:
+        return Refusal("the elements are not the chunks of one Split")
+    if _is_string(source.data):
+        return Refusal(_STRING_GATHER)
+    axis, shape = source.axis, source.data.shape
+    assert shape is not None
+    sizes = {e.shape[axis] if e.shape is not None else None for e in elements}
+    (size,) = sizes if len(sizes) == 1 else (None,)
+    if not isinstance(size, int) or size == 0:
+        return Refusal("the chunks do not share one static, non-zero size on the split axis")
+    trailing = list(shape)[axis + 1 :]
+    if not all(isinstance(d, int) for d in trailing):
+        return source.data, axis, len(elements), size, None
+    return source.data, axis, len(elements), size, [0] * axis + [len(elements), size, *trailing]
+
+
+def _at_even_chunks(node: ir.Node, match, ctx: Context) -> None:  # type: ignore[no-untyped-def]
+    """SequenceAt(SequenceConstruct(Split(x, s, .., s, axis=a)...), p)
+        -> Gather(Reshape(x, [0.., n, s, ..]), p, axis=a)      (the dims after a static)
+        -> Slice(x, Gather(S, p), Gather(S + s, p), a), S = [[0], [s], .., [(n-1)s]] (others)
+
+    The n chunks of size s are one Reshape away from an axis of n: a run-time position reads
+    its chunk with one Gather (which accepts exactly SequenceAt's positions, [-n, n-1]), not a
+    comparison per element. Where a dim after the axis is known at run time only, a Reshape
+    would need it (a -1 is ambiguous for an empty tensor): the chunk's bounds are read from
+    constant tables instead."""
+    data, axis, count, size, shape = match
+    builder = ctx.rewriter.before(node)
+    position = node.inputs[1]
+    if shape is not None:
+        chunked = builder.op("Reshape", [data, builder.ints(shape, "chunked_shape")])
+        result = builder.op("Gather", [chunked, position], {"axis": axis})
+    else:
+        starts = np.arange(0, count * size, size, dtype=np.int64).reshape(count, 1)
+        tables = (builder.constant(starts, "starts"), builder.constant(starts + size, "ends"))
+        bounds = [builder.op("Gather", [table, position], {"axis": 0}) for table in tables]
+        result = builder.op("Slice", [data, *bounds, builder.ints([axis], "axes")])
+    result.type = data.type
+    ctx.rewriter.replace(node.outputs[0], result)
 
 
 def _same_static_shape(elements: tuple[ir.Value, ...]) -> bool:
@@ -286,6 +354,7 @@ def _check_length_of_split(node: ir.Node, ctx: Context):  # type: ignore[no-unty
 def _length_of_split(node: ir.Node, match, ctx: Context) -> None:  # type: ignore[no-untyped-def]
     """SequenceLength(SplitToSequence(x, axis=a)) -> Gather(Shape(x), a)
     SequenceLength(SplitToSequence(x, s, axis=a)) -> (Gather(Shape(x), a) + s - 1) / s
+        (s - 1 folded when s is static)
     SequenceLength(SplitToSequence(x, sizes (1-D), axis=a)) -> Gather(Shape(sizes), 0)
         (checked: fails when Sum(sizes) != Gather(Shape(x), a))"""
     data, axis, chunk = match
@@ -293,6 +362,9 @@ def _length_of_split(node: ir.Node, match, ctx: Context) -> None:  # type: ignor
     length = builder.op("Gather", [builder.op("Shape", [data]), builder.constant(np.array(axis))])
     if chunk is not None and len(chunk.shape) == 1:  # type: ignore[arg-type]
         length = _length_of_sizes(builder, length, chunk)
+    elif chunk is not None and (size := ctx.facts.values.get_int(chunk)) is not None:
+        rounded_up = builder.op("Add", [length, builder.constant(np.array(size - 1), "size")])
+        length = builder.op("Div", [rounded_up, builder.constant(np.array(size), "size")])
     elif chunk is not None:
         chunk64 = builder.op("Cast", [chunk], {"to": int(ir.DataType.INT64)})
         one = builder.constant(np.array(1, dtype=np.int64), "one")
@@ -327,6 +399,13 @@ RULES = RuleSet(
         Rule("at-of-split", "SequenceAt", _check_at_of_split, _at_of_split),
         Rule("at-of-chunks", "SequenceAt", _check_at_of_chunks, _at_of_chunks),
         Rule("at-split-source", "SequenceAt", _check_at_split_source, _at_split_source),
+        Rule(
+            "at-even-chunks",
+            "SequenceAt",
+            _check_at_even_chunks,
+            _at_even_chunks,
+            last_resort=True,
+        ),
         Rule("at-dynamic-gather", "SequenceAt", _check_at_gather, _at_gather, last_resort=True),
         Rule(
             "at-dynamic-if-chain", "SequenceAt", _check_at_if_chain, _at_if_chain, last_resort=True

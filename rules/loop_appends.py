@@ -326,14 +326,8 @@ def _to_scan(node: ir.Node, plan: AppendPlan, ctx: Context) -> None:
         return
     if plan.keep is not None:
         stacked = builder.op("Compress", [stacked, new_outputs[-1]], {"axis": 0})
-    if plan.prepend:
-        reverse = [
-            builder.ints([-1]),
-            builder.ints([-(2**63)]),
-            builder.ints([0]),
-            builder.ints([-1]),
-        ]
-        stacked = builder.op("Slice", [stacked, *reverse], name="reversed")
+    if plan.prepend:  # by a Gather for tract, which slices no run-time dim with step -1
+        stacked = builder.reverse(stacked, by_gather=ctx.options.target == "tract")
     stacked.type = ir.TensorType(plan.dtype)
     if plan.initial:
         initial = [builder.unsqueeze(element, [0]) for element in plan.initial]

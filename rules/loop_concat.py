@@ -8,10 +8,9 @@ accumulator carried by the Loop (for targets without sequence operators):
 The scan output of `loop-append-to-scan` needs one shape per iteration; an uneven last chunk of
 `split(k)` with a run-time k, or the growing prefixes of a pyramid, are not. Concatenating as the
 loop goes is portable (TensorRT, OpenVINO and tract have no sequence operators) but copies the
-accumulator in every iteration, quadratic in its length, where onnxruntime runs the sequence
-form in linear time. So, per issue 12's rule that a rewrite trading speed for portability runs
-only where a target asks for it, this one applies only with `Options.target` one of
-`seqlower.options.PORTABILITY_TARGETS` (portable, tensorrt, openvino, tract).
+accumulator in every iteration, quadratic in its length. Every target applies it; where the
+accumulator costs more than the list (`seqlower.cost`), `--target onnxruntime` keeps the loop's
+region as given (README, "Never slower").
 
 A list that starts empty starts from an empty tensor (ConstantOfShape): the appended tensor's
 dims other than the concatenation axis must be static. If no iteration runs, the original fails
@@ -30,7 +29,6 @@ import onnx_ir as ir
 from seqlower.analysis.facts import element_dtype
 from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.ops import is_sequence_value
-from seqlower.options import PORTABILITY_TARGETS
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 
 
@@ -45,11 +43,6 @@ class ConcatPlan:
 
 
 def _check(node: ir.Node, ctx: Context) -> ConcatPlan | Refusal:
-    if ctx.options.target not in PORTABILITY_TARGETS:
-        return Refusal(
-            "a tensor accumulator trades speed for portability: only for targets "
-            f"{', '.join(sorted(PORTABILITY_TARGETS))} (the target is '{ctx.options.target}')"
-        )
     body = node.attributes["body"].as_graph()
     reasons = []
     for index, init in enumerate(node.inputs[2:]):
@@ -105,9 +98,7 @@ def _plan(node: ir.Node, body: ir.Graph, index: int, ctx: Context) -> ConcatPlan
 def _to_accumulator(node: ir.Node, plan: ConcatPlan, ctx: Context) -> None:
     """Loop(.., s0=SequenceConstruct(e..), body: s1 = SequenceInsert(s, t)) read only by
     ConcatFromSequence(axis=a) -> Loop(.., Concat(e.., axis=a), body: Concat(acc, t, axis=a)).
-    Only for the targets without sequence operators (portable, tensorrt, openvino, tract): the
-    accumulator is copied in every iteration, quadratic where onnxruntime's sequence form is
-    linear."""
+    The accumulator is copied in every iteration: quadratic in its length."""
     body = node.attributes["body"].as_graph()
     builder = ctx.rewriter.before(node)
     k = plan.index

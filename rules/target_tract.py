@@ -5,22 +5,27 @@ branches at once (probed with tract 0.23.9; see `seqlower.targets`).
     Loop(Gather(Shape(x), a), true, v.., body: f(i, v.., Gather(x, i, axis=a)))
         -> Scan(v.., x, scan_input_axes=[a], body: f(v.., x_i))
     Loop(M static, true, v.., body=f)               -> f(0, v..); f(1, ..); ...; f(M-1, ..)
+    Loop(M, true, v.., body: f(i, v..))             -> Scan(v.., Range(0, M, 1), body: f(v.., i))
+                                                       (at least one iteration, dropped if M <= 0)
 
-Each runs only when `Options.target == "tract"`: the default output never changes. An If
-becomes Where only when both branches are cheap (at most `MAX_BRANCH_NODES` nodes, no subgraph)
-and cannot fail or have effects (operators in `SAFE_OPS`, and `BROADCASTING_OPS` whose input
-shapes are known to fit: `x.size(1) == 4 ? x @ W : x` keeps its If), and each output has one
-dtype and one fully known shape in both branches: both branches are then computed, one result
-kept. A
-Loop becomes Scan when its iteration number only indexes one outer tensor along one axis whose
-size is the trip count (that size must not be 0: a Scan over an empty axis fails in onnxruntime
-and OpenVINO and is wrong in tract, so the rewrite warns unless the size is static); otherwise
-a tensor Loop with a static trip count is unrolled when its copies stay within
-`Options.unroll_budget` nodes. A loop whose condition is computed at run
-time (a data-dependent while loop) cannot run in tract, and the refusal says so. Loops that
-carry or read sequences are left to `loop-unroll` and `loop-append-to-scan` (whose tensor Loops
-these rules then take over), except that past `loop-unroll`'s own limits (`MAX_UNROLL`
-iterations) they are unrolled within `Options.unroll_budget` too.
+Each runs only when `Options.target == "tract"`: the default output never changes. An If becomes
+Where only when both branches are cheap (at most `MAX_BRANCH_NODES` nodes, no subgraph) and cannot
+fail or have effects (operators in `SAFE_OPS`, and `BROADCASTING_OPS` whose input shapes are known
+to fit: `x.size(1) == 4 ? x @ W : x` keeps its If), and each output has one dtype and one fully
+known shape in both branches: both branches are then computed, one result kept. A Loop becomes Scan
+when its iteration number only indexes one outer tensor along one axis whose size is the trip count
+(that size must not be 0: a Scan over an empty axis fails in onnxruntime and OpenVINO and is wrong
+in tract, so the rewrite warns unless the size is static); otherwise a tensor Loop with a static
+trip count is unrolled when its copies stay within `Options.unroll_budget` nodes, and any other
+Loop that cannot stop early (a trip count known only at run time, or over the budget) becomes a
+Scan over its iteration numbers, Range(0, M), when its body reads them (tract drops a Scan
+input that is not read); a Scan must not be empty, so for a trip count that
+may be 0 the Scan runs at least once and what that iteration gives is dropped (the body must then
+be able to run once on the loop's inputs). A loop whose condition is computed at run time (a
+data-dependent while loop) cannot run in tract, and the refusal says so. Loops that carry or read
+sequences are left to `loop-unroll` and `loop-append-to-scan` (whose tensor Loops these rules then
+take over), except that past `loop-unroll`'s own limits (`MAX_UNROLL` iterations) they are unrolled
+within `Options.unroll_budget` too.
 """
 
 from __future__ import annotations
@@ -29,8 +34,10 @@ __all__ = ["BROADCASTING_OPS", "MAX_BRANCH_NODES", "RULES", "SAFE_OPS"]
 
 import dataclasses
 
+import numpy as np
 import onnx_ir as ir
 
+from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.inline import inline_graph
 from seqlower.ops import graphs_within, has_subgraph
 from seqlower.rule import Context, Refusal, Rule, RuleSet
@@ -343,6 +350,132 @@ def _loop_to_scan(node: ir.Node, plan: ScanPlan, ctx: Context) -> None:
         ctx.rewriter.replace(old, new)
 
 
+# -- Loop -> Scan over the iteration numbers -----------------------------------------------------
+
+
+def _check_loop_to_range_scan(
+    node: ir.Node, ctx: Context
+) -> tuple[ir.Node | None, int | None] | Refusal:
+    """(the node that makes the body's condition, removed with it; the static trip count) or
+    why not."""
+    refused = _only_for_tract(ctx)
+    if refused:
+        return refused
+    body = node.attributes["body"].as_graph()
+    if _uses_sequences(node, body):
+        return Refusal("the loop carries or reads sequences (loop-unroll, loop-append-to-scan)")
+    problem = _while_problem(node, body, ctx)
+    if problem:
+        return Refusal(problem)
+    count = ctx.facts.static_int(node.inputs[0])
+    if count is not None and count * body.num_nodes() <= ctx.options.unroll_budget:
+        return Refusal("the trip count is static: tract-loop-unroll unrolls it")
+    if body.inputs[0].is_graph_output():
+        return Refusal("the iteration number is a body output")
+    if not body.inputs[0].uses():
+        return Refusal(
+            "the body does not read the iteration number: tract 0.23.9 drops a Scan input "
+            "the body does not read, and then cannot plan a Scan left with none"
+        )
+    kept = set(LoopShapes(node, ctx.facts.values).invariant_carried())
+    for value in body.inputs[2:]:
+        if value not in kept:
+            return Refusal(
+                f"the carried value '{value.name}' may change shape between iterations: a "
+                "Scan's state keeps one shape"
+            )
+    chain = _condition_node(body)
+    return chain if isinstance(chain, Refusal) else (chain, count)
+
+
+def _loop_to_range_scan(
+    node: ir.Node, plan: tuple[ir.Node | None, int | None], ctx: Context
+) -> None:
+    """Loop(M, true, v.., body: f(i, v..))
+        -> Scan(v.., Range(0, Max(M, 1), 1), body: f(v.., i)), then for M <= 0 the states
+           Where(M > 0, final, v..) and each scan output Gather(.., Range(0, Max(M, 0)))
+    (a trip count known only at run time, no early exit; a Scan must not be empty, so one
+    iteration runs even for M <= 0, its results dropped). --target tract only."""
+    condition_node, count = plan
+    body = node.attributes["body"].as_graph()
+    builder = ctx.rewriter.before(node)
+    trip = node.inputs[0]
+    assert trip is not None
+    if trip.shape is None or len(trip.shape) != 0:
+        trip = builder.op("Reshape", [trip, builder.ints([], "scalar_shape")])
+    trip.type, trip.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([])
+    zero = builder.constant(np.array(0, np.int64), "zero")
+    one = builder.constant(np.array(1, np.int64), "one")
+    maybe_empty = count is None or count <= 0
+    stop = builder.op("Max", [trip, one], name="at_least_one") if maybe_empty else trip
+    steps = builder.op("Range", [zero, stop, one], name="iterations")
+    steps.type, steps.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([None])
+    iteration = body.inputs[0]
+    iteration.type, iteration.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([])
+    if iteration.uses():  # tract 0.23.9 slices a 1-D scan input as shape [1]: made a scalar
+        element = ir.Value(name=ctx.rewriter.names.fresh(f"{iteration.name}_element"))
+        element.type, element.shape = iteration.type, iteration.shape
+        inner = ctx.rewriter.before(body[0])
+        scalar = inner.op("Reshape", [element, inner.ints([], "scalar_shape")], name="iteration")
+        scalar.type, scalar.shape = iteration.type, iteration.shape
+        iteration.replace_all_uses_with(scalar)
+        body.inputs[0] = iteration = element
+    body.outputs.pop(0)
+    if condition_node is not None:
+        body.remove(condition_node, safe=True)
+    del body.inputs[:2]
+    body.inputs.append(iteration)
+    _copy_passed_through(body, ctx)
+    states = node.inputs[2:]
+    _copy_read_scan_outputs(body, len(states), ctx)
+    attributes = {"body": body, "num_scan_inputs": 1}
+    outputs = builder.ops("Scan", [*states, steps], attributes, num_outputs=len(node.outputs))
+    # the body moves to the Scan; dead-code removal knows the new holder and leaves it
+    ran = builder.op("Greater", [trip, zero], name="ran") if maybe_empty else None
+    ran_steps = None
+    for index, (old, new) in enumerate(zip(node.outputs, outputs)):
+        new.type, new.shape = old.type, old.shape
+        if ran is not None and (old.uses() or old.is_graph_output()):
+            if index < len(states):  # the state the Loop would give: the initial one
+                new = builder.op("Where", [ran, new, states[index]], name="final")
+            else:  # the iterations the Loop would run: none
+                if ran_steps is None:  # a Gather: tract 0.23.9 fails on this Slice (probed)
+                    count_run = builder.op("Max", [trip, zero], name="count")
+                    ran_steps = builder.op("Range", [zero, count_run, one], name="ran_steps")
+                new = builder.op("Gather", [new, ran_steps], {"axis": 0}, name="run")
+            new.type = old.type
+        ctx.rewriter.replace(old, new)
+
+
+def _copy_read_scan_outputs(body: ir.Graph, states: int, ctx: Context) -> None:
+    """A scan output that the body also reads becomes an Identity of it: tract 0.23.9 gives
+    such a value the stacked shape inside the body too ("Unifying shapes 4 and 1,4": probed)."""
+    for index in range(states, len(body.outputs)):
+        value = body.outputs[index]
+        if value.uses() or body.outputs.count(value) > 1:
+            copy = ir.Node("", "Identity", [value], name=ctx.rewriter.names.fresh("scan_out"))
+            copy.outputs[0].name = ctx.rewriter.names.fresh(f"{value.name}_out")
+            copy.outputs[0].type, copy.outputs[0].shape = value.type, value.shape
+            body.append(copy)
+            body.outputs[index] = copy.outputs[0]
+
+
+def _copy_passed_through(body: ir.Graph, ctx: Context) -> None:
+    """A Scan body output that is a body input (a state passed through unchanged) becomes an
+    Identity of it: onnxruntime 1.32 gives zeros for such a state (probed)."""
+    inputs = {id(value) for value in body.inputs}
+    for index, value in enumerate(body.outputs):
+        if id(value) in inputs:
+            node = ir.Node("", "Identity", [value], name=ctx.rewriter.names.fresh("passed"))
+            node.outputs[0].name = ctx.rewriter.names.fresh(f"{value.name}_passed")
+            node.outputs[0].type, node.outputs[0].shape = value.type, value.shape
+            if len(body):
+                body.insert_before(body[0], node)
+            else:
+                body.append(node)
+            body.outputs[index] = node.outputs[0]
+
+
 # -- unrolling past the default ----------------------------------------------------------------
 
 
@@ -392,5 +525,6 @@ RULES = RuleSet(
         Rule("tract-if-to-where", "If", _check_if_to_where, _if_to_where),
         Rule("tract-loop-to-scan", "Loop", _check_loop_to_scan, _loop_to_scan),
         Rule("tract-loop-unroll", "Loop", _check_unroll, _unroll_tensor_loop),
+        Rule("tract-loop-to-range-scan", "Loop", _check_loop_to_range_scan, _loop_to_range_scan),
     ]
 )

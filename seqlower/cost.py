@@ -1,27 +1,51 @@
-"""How much work one run of a model is, estimated from the graph: the cost model behind "lowering
-never makes a model slower" (README, "Never slower").
+"""How much work one run of a model is, estimated from the graph: the cost model behind
+`--target onnxruntime`'s choice between a region as given and lowered (README, "Never slower").
 
-The unit is one operator launch. The models seqlower rewrites are dominated by many small ops
-(onnxruntime spends about as long launching a small kernel as running it), so:
+The unit is one operator launch: the models seqlower rewrites are dominated by many small ops,
+and onnxruntime spends about as long launching a small kernel as running it. Memory traffic is
+added in the same unit, `BYTES_PER_LAUNCH` bytes read or written costing one launch:
 
-- every node counts 1, except Constant (folded into an initializer when a session is created);
-- a Loop or Scan body counts once per iteration: the static trip count, or `DYNAMIC_COUNT` when it
-  is known only at run time;
+- every node counts 1, except Constant (folded into an initializer when a session is created)
+  and nodes that onnxruntime merges as common subexpressions (same operator, attributes and
+  inputs in one graph, small constants compared by value): the first counts, the others 0;
+- an If counts `IF_LAUNCHES` (running a branch is a subgraph call) plus its costlier branch;
+- a Loop or Scan body counts once per iteration, plus `ITERATION_LAUNCHES` per iteration for
+  moving the carried values: the static trip count, or `DYNAMIC_COUNT` when it is known only at
+  run time;
 - a SequenceMap counts as onnxruntime runs it, as its ONNX function expansion: a Loop whose body
   per element reads each sequence input (SequenceAt), runs the map's body and appends each output
   (SequenceInsert, which copies), after a SequenceLength and a SequenceEmpty per output;
-- an If counts its costlier branch;
-- an op that copies a whole sequence (SequenceInsert, SequenceErase, SequenceMap's output
-  building) in a Loop body counts one more launch per `COPY_ELEMENTS` elements the sequence
-  already holds on average (half the trip count): the quadratic copying of a list built in a
-  loop.
+- bytes: a tensor operator reads its inputs and writes its outputs (shape-only operators such as
+  Shape, Reshape, Squeeze and Identity move no data); a sequence operator copies what it moves:
+  SplitToSequence its input, SequenceAt its element, SequenceConstruct its elements,
+  ConcatFromSequence its result twice (read and written); SequenceInsert and SequenceErase copy
+  the whole sequence: the elements it already holds on average (half the trip count inside a
+  loop), each also one more launch per `COPY_ELEMENTS` elements (a tensor allocated and copied
+  per element: the quadratic copying of a list built in a loop); SplitToSequence and
+  ConcatFromSequence also count one more launch per `COPY_ELEMENTS` elements they make or read
+  (the number of chunks when the split says, else `DYNAMIC_COUNT`). A scan output is written once
+  by the body, not copied. A dim known only at run time counts `DYNAMIC_DIM`; a value of unknown
+  shape moves no counted bytes.
 
-It is an estimate for choosing between forms of one computation, not a prediction of time.
+It is an estimate for choosing between forms of one computation, not a prediction of time;
+`python -m bench.calibrate` measures how often it picks the faster form.
 """
 
 from __future__ import annotations
 
-__all__ = ["COPY_ELEMENTS", "DYNAMIC_COUNT", "launches"]
+__all__ = [
+    "BYTES_PER_LAUNCH",
+    "COPY_ELEMENTS",
+    "DYNAMIC_COUNT",
+    "DYNAMIC_DIM",
+    "IF_LAUNCHES",
+    "ITERATION_LAUNCHES",
+    "launches",
+    "node_costs",
+]
+
+import math
+from collections.abc import Hashable
 
 import onnx_ir as ir
 
@@ -29,57 +53,192 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.ops import is_sequence_value
 
 DYNAMIC_COUNT = 16  # iterations assumed for a loop or a sequence of run-time length
+DYNAMIC_DIM = 16  # size assumed for a dim known only at run time
+BYTES_PER_LAUNCH = 16384  # bytes moved in the time of one small kernel launch (about 0.3 us)
+IF_LAUNCHES = 3.0  # an If: the node and its subgraph call (measured: 0.7 to 0.9 us)
+ITERATION_LAUNCHES = 0.5  # a Loop iteration: moving the carried values between iterations
 COPY_ELEMENTS = 8  # list elements copied per launch's worth of work
 _LARGEST_STATIC_COUNT = 2**31 - 1  # larger trip counts are read as "until the condition ends it"
 _COPIES_LIST = frozenset({"SequenceInsert", "SequenceErase"})
+# operators that only read or rewrite shapes: no data moves (onnxruntime aliases the buffer)
+_NO_DATA = frozenset(
+    {"Shape", "Size", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Constant"}
+)
+_NOT_MERGED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike"})
+_SMALL_CONSTANT = 64  # elements: constants up to this size are compared by value
 
 
 def launches(model: ir.Model) -> float:
-    """The estimated operator launches of one run of `model`."""
+    """The estimated cost of one run of `model`, in operator launches."""
+    return sum(node_costs(model).values())
+
+
+def node_costs(model: ir.Model) -> dict[ir.Node, float]:
+    """Each node's share of `launches(model)`, for every node of every graph: its own cost
+    times how often its graph runs (a Loop body node counts once per iteration of every loop
+    around it); a node in the branch of an If that is not the costlier one, and a node merged
+    into an identical one, count 0."""
     opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
-    return _graph(model.graph, StaticValues(opset), 1.0)
+    costs: dict[ir.Node, float] = {}
+    _Graph(StaticValues(opset), costs, {}).run(model.graph, 1.0, 1.0)
+    return costs
 
 
-def _graph(graph: ir.Graph, values: StaticValues, iterations: float) -> float:
-    total = 0.0
-    for node in graph:
-        total += _node(node, values, iterations)
-    return total
+class _Graph:
+    """One walk of a graph and its subgraphs, recording the costs; `alias` maps a value to
+    the identical value onnxruntime keeps (common subexpressions), shared with the subgraphs."""
+
+    def __init__(
+        self, values: StaticValues, costs: dict[ir.Node, float], alias: dict[ir.Value, ir.Value]
+    ) -> None:
+        self.values, self.costs, self.alias = values, costs, alias
+
+    def run(self, graph: ir.Graph, iterations: float, runs: float) -> float:
+        """Adds the share of every node of `graph` (run `runs` times, `iterations` times in the
+        loop holding it) to the costs; returns their sum for one run."""
+        seen: dict[Hashable, ir.Node] = {}
+        total = 0.0
+        for node in graph:
+            key = self._key(node)
+            first = seen.get(key) if key is not None else None
+            if first is not None:
+                for mine, kept in zip(node.outputs, first.outputs, strict=True):
+                    self.alias[mine] = self.alias.get(kept, kept)
+                self.costs[node] = 0.0
+                continue
+            if key is not None:
+                seen[key] = node
+            own, inside = self._own(node, iterations, runs)
+            self.costs[node] = own * runs
+            total += own + inside
+        return total
+
+    def _key(self, node: ir.Node) -> Hashable | None:
+        """What makes `node` identical to another for onnxruntime's common subexpression
+        elimination, or None when it is never merged."""
+        if node.domain not in ("", "ai.onnx") or node.op_type in _NOT_MERGED or not node.outputs:
+            return None
+        attributes = []
+        for name, attr in sorted(node.attributes.items()):
+            if attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
+                return None
+            if attr.type == ir.AttributeType.TENSOR:
+                tensor = attr.as_tensor()
+                if math.prod(tensor.shape.numpy()) > _SMALL_CONSTANT:
+                    return None
+                value: Hashable = (str(tensor.dtype), tuple(tensor.shape.numpy()), tensor.tobytes())
+            elif isinstance(attr.value, list | tuple):
+                value = tuple(attr.value)
+            else:
+                value = attr.value if isinstance(attr.value, Hashable) else str(attr.value)
+            attributes.append((name, value))
+        inputs = tuple(id(self.alias.get(v, v)) if v is not None else None for v in node.inputs)
+        return (node.op_type, node.overload, inputs, tuple(attributes), len(node.outputs))
+
+    def _own(self, node: ir.Node, iterations: float, runs: float) -> tuple[float, float]:
+        """(the node's own cost, that of its subgraphs) for one run of `node`."""
+        if node.domain not in ("", "ai.onnx"):
+            return 1.0, 0.0
+        op = node.op_type
+        if op == "Constant":
+            return 0.0, 0.0
+        moved = _bytes_moved(node, iterations, self.values) / BYTES_PER_LAUNCH
+        if op in _COPIES_LIST:
+            return 1.0 + (iterations / 2) / COPY_ELEMENTS + moved, 0.0
+        if op in ("SplitToSequence", "ConcatFromSequence"):
+            return 1.0 + _elements(node, self.values) / COPY_ELEMENTS + moved, 0.0
+        if op == "If":
+            branches = []
+            for attr in node.attributes.values():
+                if attr.type == ir.AttributeType.GRAPH:
+                    shares: dict[ir.Node, float] = {}
+                    walk = _Graph(self.values, shares, dict(self.alias))
+                    branches.append((walk.run(attr.as_graph(), iterations, runs), shares))
+            if not branches:
+                return IF_LAUNCHES, 0.0
+            costliest = max(total for total, _ in branches)
+            chosen = next(i for i, (total, _) in enumerate(branches) if total == costliest)
+            for index, (_, shares) in enumerate(branches):
+                self.costs.update(shares if index == chosen else dict.fromkeys(shares, 0.0))
+            return IF_LAUNCHES, costliest
+        if op in ("Loop", "Scan", "SequenceMap"):
+            count = _count(node, self.values)
+            body = node.attributes.get("body")
+            if body is None or body.type != ir.AttributeType.GRAPH:
+                return 1.0, 0.0
+            walk = _Graph(self.values, self.costs, dict(self.alias))
+            per_iteration = walk.run(body.as_graph(), count, runs * count)
+            if op == "SequenceMap":
+                return _sequence_map(node, count) + moved, count * per_iteration
+            return 1.0 + count * ITERATION_LAUNCHES, count * per_iteration
+        return 1.0 + moved, 0.0
 
 
-def _node(node: ir.Node, values: StaticValues, iterations: float) -> float:
-    if node.domain not in ("", "ai.onnx"):
-        return 1.0
+def _bytes_moved(node: ir.Node, iterations: float, values: StaticValues) -> float:
+    """The bytes `node` reads and writes (see the module docstring)."""
     op = node.op_type
-    if op == "Constant":
+    if op in _NO_DATA or op in ("If", "Loop", "Scan", "SequenceLength", "SequenceEmpty"):
         return 0.0
-    if op in _COPIES_LIST:
-        return 1.0 + (iterations / 2) / COPY_ELEMENTS
-    if op == "If":
-        branches = [
-            _graph(attr.as_graph(), values, iterations)
-            for attr in node.attributes.values()
-            if attr.type == ir.AttributeType.GRAPH
-        ]
-        return 1.0 + max(branches, default=0.0)
-    if op in ("Loop", "Scan", "SequenceMap"):
+    if op == "SequenceMap":  # each element read in (SequenceAt) and appended (SequenceInsert)
         count = _count(node, values)
-        body = node.attributes.get("body")
-        if body is None or body.type != ir.AttributeType.GRAPH:
-            return 1.0
-        per_iteration = _graph(body.as_graph(), values, count)
-        if op == "SequenceMap":
-            return _sequence_map(node, per_iteration, count)
-        return 1.0 + count * per_iteration
-    return 1.0
+        reads = sum(2 * _bytes(v) for v in node.inputs if is_sequence_value(v))
+        appends = sum(2 * _bytes(v) * (count / 2 + 1) for v in node.outputs)
+        return count * (reads + appends)
+    if op in _COPIES_LIST:
+        element = _bytes(node.inputs[1] if op == "SequenceInsert" else node.inputs[0])
+        return 2 * element * (iterations / 2 + 1)
+    if op == "ConcatFromSequence":
+        return 2 * sum(_bytes(v) for v in node.outputs)
+    if op in ("SplitToSequence", "SequenceConstruct"):  # reads its inputs, copies them in
+        return 2 * sum(_bytes(v) for v in node.inputs if v is not None)
+    values = [*node.inputs, *node.outputs]
+    return sum(_bytes(v) for v in values if v is not None and not is_sequence_value(v))
 
 
-def _sequence_map(node: ir.Node, body: float, count: float) -> float:
-    """A SequenceMap's launches as its function expansion (see the module docstring)."""
+def _elements(node: ir.Node, values: StaticValues) -> float:
+    """How many tensors a SplitToSequence makes (a ConcatFromSequence reads: `DYNAMIC_COUNT`)."""
+    data = node.inputs[0] if node.inputs else None
+    if node.op_type != "SplitToSequence" or data is None or data.shape is None:
+        return DYNAMIC_COUNT
+    axis = node.attributes.get_int("axis", 0) % max(len(data.shape), 1)
+    dim = data.shape[axis] if len(data.shape) > axis else None
+    split = node.inputs[1] if len(node.inputs) > 1 else None
+    if split is not None:
+        if split.shape is not None and len(split.shape) == 1:
+            length = split.shape[0]
+            return float(length) if isinstance(length, int) else DYNAMIC_COUNT
+        size = values.get_int(split)
+        if isinstance(dim, int) and size:
+            return float(-(-dim // size))
+        return DYNAMIC_COUNT
+    return float(dim) if isinstance(dim, int) else DYNAMIC_COUNT
+
+
+def _bytes(value: ir.Value | None) -> float:
+    """The bytes of a tensor value, or of one element of a sequence value (0 if unknown)."""
+    if value is None or value.shape is None:
+        return 0.0
+    dtype = value.dtype if not is_sequence_value(value) else _element_dtype(value)
+    if dtype is None:
+        return 0.0
+    size = 1.0
+    for dim in value.shape:
+        size *= dim if isinstance(dim, int) else DYNAMIC_DIM
+    return size * max(dtype.itemsize, 1)
+
+
+def _element_dtype(value: ir.Value) -> ir.DataType | None:
+    element = getattr(value.type, "elem_type", None)
+    return getattr(element, "dtype", None)
+
+
+def _sequence_map(node: ir.Node, count: float) -> float:
+    """A SequenceMap's own launches as its function expansion, its body apart (see the module
+    docstring)."""
     reads = sum(1 for value in node.inputs if value is not None and is_sequence_value(value))
     appends = len(node.outputs) * (1.0 + (count / 2) / COPY_ELEMENTS)
     setup = 1.0 + len(node.outputs)  # SequenceLength, SequenceEmpty per output
-    return setup + 1.0 + count * (body + reads + appends)
+    return setup + 1.0 + count * (reads + appends + ITERATION_LAUNCHES)
 
 
 def _count(node: ir.Node, values: StaticValues) -> float:

@@ -36,6 +36,8 @@ from seqlower.ops import iter_all_graphs
 
 ModelSource = ir.Model | onnx.ModelProto | str | os.PathLike
 
+EXTERNAL_THRESHOLD_BYTES = 1024  # tensors this large or larger go to the external data file
+
 
 def load_model(source: ModelSource) -> ir.Model:
     """Return `source` as an `onnx_ir.Model`. An `ir.Model` is returned as is (not copied)."""
@@ -106,7 +108,9 @@ def _check_known_versions(proto: onnx.ModelProto, where: str) -> None:
 
 def _set_external_data_base_dir(model: ir.Model, base_dir: Path) -> None:
     """Point external tensors at the model's folder, refusing locations that lead out of it
-    (`../`, absolute paths, symlinks), as onnx's path-traversal advisories recommend."""
+    (`../`, absolute paths, symlinks), as onnx's path-traversal advisories recommend, and
+    files that are missing or too short. Tensors under `EXTERNAL_THRESHOLD_BYTES` are read
+    at once: they are saved inline, as they would have been written."""
     root = base_dir.resolve()
     for value in _all_initializers(model):
         tensor = value.const_value
@@ -121,6 +125,8 @@ def _set_external_data_base_dir(model: ir.Model, base_dir: Path) -> None:
             )
         _check_external_file(resolved, tensor, base_dir / location)
         tensor.base_dir = base_dir
+        if tensor.nbytes < EXTERNAL_THRESHOLD_BYTES:  # small: held like any other weight
+            value.const_value = ir.Tensor(tensor.numpy(), name=tensor.name)
 
 
 def _check_external_file(resolved: Path, tensor: ir.ExternalTensor, shown: Path) -> None:
@@ -147,9 +153,6 @@ def model_to_bytes(model: ir.Model | onnx.ModelProto) -> bytes:
     """Serialize deterministically: the same model always gives the same bytes."""
     proto = model if isinstance(model, onnx.ModelProto) else ir.to_proto(model)
     return proto.SerializeToString(deterministic=True)
-
-
-EXTERNAL_THRESHOLD_BYTES = 1024  # tensors this large or larger go to the external data file
 
 
 def save_model(

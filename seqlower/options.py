@@ -4,7 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "DEFAULT_UNROLL_BUDGET",
-    "PORTABILITY_TARGETS",
+    "SPEED_FIRST_TARGETS",
     "SPLIT_KEEPDIMS_READINGS",
     "TARGET_NAMES",
     "Options",
@@ -26,10 +26,10 @@ TARGET_NAMES = ("generic", "portable", "onnxruntime", "tensorrt", "openvino", "t
 
 DEFAULT_UNROLL_BUDGET = 4096  # nodes an unrolled loop may add: body nodes times iterations
 
-# Targets that ask for portability over speed: rewrites that cost more than the sequence
-# operators they replace apply only for them. The others ("generic", "onnxruntime") keep the
-# original when its lowering costs more (README, "Never slower").
-PORTABILITY_TARGETS = frozenset({"portable", "tensorrt", "openvino", "tract"})
+# Targets that ask for speed first: each region of sequence operators whose tensor form costs
+# more than the original (`seqlower.cost`) is kept as given (README, "Never slower"). Every other
+# target lowers everything it can.
+SPEED_FIRST_TARGETS = frozenset({"onnxruntime"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,13 +51,12 @@ class Options:
         works").
     seq_lens: the length of each sequence-typed model input to flatten (`{"s": 3}`); needs
         `flatten_sequence_io`.
-    target: the runtime the model is lowered for (`seqlower.targets.PROFILES`). "generic" (the
-        default) and "onnxruntime" ask for speed: when the lowered model costs more than the
-        original (`seqlower.cost`), the original is returned. The `PORTABILITY_TARGETS` ask
-        for portability: the lowering is kept, with a warning, and rewrites that trade speed
-        for portability (a tensor accumulator instead of a sequence) apply. "tract" also asks
-        for the target-only rewrites of `seqlower.rules.target_tract` (run-time If to Where,
-        static Loops unrolled, Loops over a tensor axis to Scan).
+    target: the runtime the model is lowered for (`seqlower.targets.PROFILES`). Every target
+        lowers every sequence operator it can, except "onnxruntime", which asks for speed
+        first: a region of sequence operators whose tensor form costs more than the original
+        (`seqlower.cost`) is kept as given, the others are lowered. "tract" also asks for the
+        target-only rewrites of `seqlower.rules.target_tract` (run-time If to Where, static
+        Loops unrolled, Loops over a tensor axis to Scan).
     unroll_budget: how many nodes a target-only unrolling may add to the model (body nodes
         times iterations); a Loop over the budget is kept, and the refusal says so.
     tensor_lists: after the pattern rules, turn every list they left into tensors where its

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["OptimizeResult", "collector_relaxed", "lower_in_place", "optimize"]
+__all__ = [
+    "OptimizeResult",
+    "RegionForms",
+    "collector_relaxed",
+    "lower_in_place",
+    "optimize",
+    "region_forms",
+]
 
 import collections
 import contextlib
@@ -16,28 +23,30 @@ from typing import Generic, TypeVar, overload
 import onnx
 import onnx_ir as ir
 
-from seqlower.cost import launches
+from seqlower.cost import node_costs
 from seqlower.errors import InvalidModelError, SeqlowerError
 from seqlower.io import ModelSource, load_model
 from seqlower.ops import is_sequence_value, iter_all_nodes
-from seqlower.options import PORTABILITY_TARGETS, Options, options_with
+from seqlower.options import SPEED_FIRST_TARGETS, Options, options_with
 from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
 from seqlower.passes.flatten_io import FlattenSequenceIOPass
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
 from seqlower.passes.legality import count_sequence_ops, expanded_count
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
-from seqlower.report import KEPT_FOR_SPEED, Report
+from seqlower.regions import region_costs
+from seqlower.report import Report
 from seqlower.report.labels import NodeLabels
 from seqlower.report.outcomes import node_outcomes
 from seqlower.report.reasons import remaining_sequence_ops
 from seqlower.report.sites import collect_sites
 from seqlower.report.warnings import split_reading_warnings
 from seqlower.rule import RuleSet
+from seqlower.speed_first import FROZEN_RULE, RegionCost, RegionPlan
 from seqlower.targets import check_target
 
 MIN_OPSET = 11
 # what to try about an operator kept because its lowering costs more (README, "Never slower")
-KEPT_ORIGINAL_HINT = "--target portable (lowers it even so, at a cost)"
+KEPT_ORIGINAL_HINT = "the default target, which lowers it even so, at a cost"
 
 
 ModelT = TypeVar("ModelT", ir.Model, onnx.ModelProto)
@@ -160,6 +169,46 @@ def _judge(model: ir.Model, report: Report, target: str) -> None:
     report.target_warnings = check.warnings
 
 
+@dataclasses.dataclass(frozen=True)
+class RegionForms:
+    """One region of a model in its two forms, for calibrating the cost model: `kept` is the
+    model lowered everywhere but in this region, left as given; `as_given` and `lowered` are the
+    region's estimates (`seqlower.cost`) in each form. `sequence_nodes` names it."""
+
+    sequence_nodes: tuple[str, ...]
+    as_given: float
+    lowered: float
+    kept: ir.Model
+
+
+def region_forms(
+    source: str | os.PathLike[str], options: Options | None = None
+) -> tuple[ir.Model, list[RegionForms]]:
+    """The model at `source` lowered everywhere (as the default target does), and each of its
+    regions (`seqlower.regions`) with the model lowered everywhere but there: the two forms
+    between which `--target onnxruntime` chooses, region by region (bench/calibrate.py times
+    them)."""
+    options = dataclasses.replace(options or Options(), target="generic")
+    with collector_relaxed():
+        run = _Run(load_model(source), options, None, _ignore, plan=True)
+        assert run.plan is not None
+        regions = list(run.plan.regions)
+        lowered = region_costs(run.model, regions, run.costs, run.lower.origins)
+        forms = []
+        for index, region in enumerate(regions):
+            cost = RegionCost(index, round(run.plan.as_given[index]), round(lowered[index]))
+            kept = _Run(load_model(source), options, None, _ignore, keep=(run.plan, [cost]))
+            if kept.frozen is None:
+                continue
+            names = tuple(f"{node.op_type} '{node.name}'" for node in region.sites)
+            forms.append(RegionForms(names, run.plan.as_given[index], lowered[index], kept.model))
+    return run.model, forms
+
+
+def _ignore(name: str, model: ir.Model) -> None:
+    pass
+
+
 @contextlib.contextmanager
 def collector_relaxed() -> Iterator[None]:
     """Run Python's cyclic garbage collector less often inside the block. Loading and rewriting
@@ -184,75 +233,138 @@ def _lower(
 ) -> OptimizeResult[ir.Model]:
     observe = after_pass or (lambda name, model: None)
     _check_supported(model)
-
-    report = Report(sequence_ops_before=count_sequence_ops(model))
-    labels = NodeLabels()  # one name per node, for the report and every message
-    interface = (
-        [v.name or "" for v in model.graph.inputs if is_sequence_value(v)],
-        [v.name or "" for v in model.graph.outputs if is_sequence_value(v)],
+    speed_first = original is not None and _keeps_cheaper_original(options)
+    run = _Run(model, options, rules, observe, plan=speed_first)
+    if not speed_first or run.plan is None or original is None:
+        return run.result()
+    # speed first (README, "Never slower"): every region keeps the cheaper of its two forms
+    costlier = run.plan.costlier(run.model, run.lower.origins, run.costs)
+    if not costlier:
+        return run.result()
+    before, after = round(run.plan.total), round(run.cost_after)
+    whole = (
+        f"the lowered model costs an estimated {after} operator launches per run, more than "
+        f'the {before} of the original (README, "Never slower")'
+        if after > before
+        else f"each of its regions costs more lowered than as given (estimated launches: "
+        f"{', '.join(f'{c.lowered} against {c.as_given}' for c in costlier)}; README, "
+        '"Never slower")'
     )
-    declared_output_shapes = {value.name: value.shape for value in model.graph.outputs}
-    flatten_inputs, flatten_outputs = _flatten_passes(options)
-    flatten_inputs(model)
-    observe("flatten-inputs", model)
-    inline = InlineSequenceFunctionsPass()
-    inline(model)
-    observe("inline-functions", model)
-    normalize = NormalizePass(options)
-    normalize(model)
-    observe("normalize", model)
-    sites = collect_sites(model, labels)  # types are inferred now
-    cost_before = launches(model)
-    maps = (site.node for site in sites if site.op_type == "SequenceMap")
-    report.expanded_before = report.total_before + sum(expanded_count(m) - 1 for m in maps)
-    # the workarounds run once, last, below (a whole-model walk: 0.3 s at 100k nodes)
-    lower = LowerSequencesPass(rules, options, runtime_workarounds=False)
-    lower(model)
-    observe("lower", model)
-    if flatten_outputs(model).modified:
-        lower = _lower_again(lower, model)
-        observe("flatten-outputs", model)
-    cleanup = CleanupPass(dead_nodes=not lower.dead_code_free)
-    cleanup(model)
-    RuntimeWorkaroundsPass()(model)
-    _keep_declared_output_shapes(model, declared_output_shapes)
-    observe("cleanup", model)
+    best = run
+    if len(costlier) < len(run.plan.regions):  # else every region is kept: the original
+        mixed = _Run(original(), options, rules, observe, keep=(run.plan, costlier))
+        if mixed.frozen is not None and mixed.cost_after <= run.cost_after:
+            best = mixed
+    every_region = len(costlier) == len(run.plan.regions)
+    if (best is run and every_region) or round(best.cost_after) > round(run.plan.total):
+        graph_of = {site.node: site.graph for site in run.sites}
+        estimates = run.plan.estimates(run.model, run.lower.origins, run.costs)
+        run.report.kept_for_speed = run.plan.reported(estimates, run.labels, graph_of)
+        return _kept_original(original(), run.report, whole, run.interface)
+    return best.result()
 
-    cost_after = launches(model)
-    if cost_after > cost_before:
-        costlier = (
-            f"the lowered model costs an estimated {cost_after:g} operator launches per run, "
-            f'more than the {cost_before:g} of the original (README, "Never slower")'
+
+class _Run:
+    """One pass of the pipeline over `model`: flatten inputs, inline, normalize, lower (leaving
+    the nodes of the `keep` regions alone), flatten outputs, clean up. `plan=True` records the
+    regions and their costs for a speed-first choice; `result()` completes the report."""
+
+    def __init__(
+        self,
+        model: ir.Model,
+        options: Options,
+        rules: RuleSet | None,
+        observe: Callable[[str, ir.Model], None],
+        *,
+        plan: bool = False,
+        keep: tuple[RegionPlan, list[RegionCost]] | None = None,
+    ) -> None:
+        self.model = model
+        self.report = report = Report(sequence_ops_before=count_sequence_ops(model))
+        self.labels = labels = NodeLabels()  # one name per node, for the report and messages
+        self.interface = (
+            [v.name or "" for v in model.graph.inputs if is_sequence_value(v)],
+            [v.name or "" for v in model.graph.outputs if is_sequence_value(v)],
         )
-        if original is not None and _keeps_cheaper_original(options):
-            # the hint is worth printing only if the lowering it asks for removes something
-            lowers = sum(count_sequence_ops(model).values()) < report.total_before
-            return _kept_original(original(), report, costlier, interface, lowers)
-        report.warnings.append(f"{costlier}; kept for portability (--target {options.target})")
-    renamed = labels.trace(model, lower.origins)  # messages name the input's nodes only
-    report.remaining = remaining_sequence_ops(model, lower.refusals, labels, renamed)
-    report.nodes = node_outcomes(model, sites, report.remaining, lower.rewrites, labels, interface)
-    after = collections.Counter(op.op_type for op in report.remaining)
-    report.sequence_ops_after = dict(sorted(after.items()))
-    report.rules_fired = lower.fired
-    if inline.inlined:
-        report.rules_fired = {"inline-function": len(inline.inlined), **lower.fired}
-    if cleanup.folded:
-        report.rules_fired = {**report.rules_fired, "fold-constant-transpose": cleanup.folded}
-    report.stop_reason = lower.stop_reason
-    report.iterations = lower.iterations
-    report.warnings = report.warnings + (
-        inline.warnings
-        + normalize.warnings
-        + split_reading_warnings(normalize.split_readings, labels)
-        + flatten_inputs.warnings
-        + flatten_outputs.warnings
-        + lower.warnings
-    )
-    report.interface_changes = (
-        normalize.bind_dims.changes + flatten_inputs.changes + flatten_outputs.changes
-    )
-    return OptimizeResult(model, report)
+        declared_output_shapes = {value.name: value.shape for value in model.graph.outputs}
+        self.flatten_inputs, self.flatten_outputs = _flatten_passes(options)
+        self.flatten_inputs(model)
+        observe("flatten-inputs", model)
+        self.inline = InlineSequenceFunctionsPass()
+        self.inline(model)
+        observe("inline-functions", model)
+        self.normalize = NormalizePass(options)
+        self.normalize(model)
+        observe("normalize", model)
+        self.sites = collect_sites(model, labels)  # types are inferred now
+        maps = (site.node for site in self.sites if site.op_type == "SequenceMap")
+        report.expanded_before = report.total_before + sum(expanded_count(m) - 1 for m in maps)
+        self.plan = RegionPlan.of(model) if plan else None
+        self.frozen: dict[ir.Node, str] | None = None
+        if keep is not None:
+            graph_of = {site.node: site.graph for site in self.sites}
+            found = keep[0].frozen(keep[1], model, labels, graph_of)
+            if found is not None:
+                self.frozen, report.kept_for_speed = found
+        # the workarounds run once, last, below (a whole-model walk: 0.3 s at 100k nodes)
+        lower = LowerSequencesPass(rules, options, runtime_workarounds=False, frozen=self.frozen)
+        lower(model)
+        observe("lower", model)
+        if self.flatten_outputs(model).modified:
+            lower = _lower_again(lower, model)
+            observe("flatten-outputs", model)
+        self.lower = lower
+        self.cleanup = CleanupPass(dead_nodes=not lower.dead_code_free)
+        self.cleanup(model)
+        RuntimeWorkaroundsPass()(model)
+        _keep_declared_output_shapes(model, declared_output_shapes)
+        observe("cleanup", model)
+        self.costs = node_costs(model) if plan or keep is not None else {}
+        self.cost_after = sum(self.costs.values())
+
+    def result(self) -> OptimizeResult[ir.Model]:
+        """The lowered model with its completed report."""
+        model, report, lower, labels = self.model, self.report, self.lower, self.labels
+        renamed = labels.trace(model, lower.origins)  # messages name the input's nodes only
+        report.remaining = remaining_sequence_ops(model, lower.refusals, labels, renamed)
+        if self.frozen:
+            kept = {labels(node) for node in self.frozen}
+            report.remaining = [
+                dataclasses.replace(op, hint=KEPT_ORIGINAL_HINT) if op.node in kept else op
+                for op in report.remaining
+            ]
+        report.nodes = node_outcomes(
+            model,
+            self.sites,
+            report.remaining,
+            lower.rewrites,
+            labels,
+            self.interface,
+        )
+        after = collections.Counter(op.op_type for op in report.remaining)
+        report.sequence_ops_after = dict(sorted(after.items()))
+        report.rules_fired = lower.fired
+        if self.inline.inlined:
+            report.rules_fired = {"inline-function": len(self.inline.inlined), **lower.fired}
+        if self.cleanup.folded:
+            folded = {"fold-constant-transpose": self.cleanup.folded}
+            report.rules_fired = {**report.rules_fired, **folded}
+        report.stop_reason = lower.stop_reason
+        report.iterations = lower.iterations
+        report.warnings = report.warnings + (
+            self.inline.warnings
+            + self.normalize.warnings
+            + split_reading_warnings(self.normalize.split_readings, labels)
+            + self.flatten_inputs.warnings
+            + self.flatten_outputs.warnings
+            + lower.warnings
+        )
+        report.interface_changes = (
+            self.normalize.bind_dims.changes
+            + self.flatten_inputs.changes
+            + self.flatten_outputs.changes
+        )
+        return OptimizeResult(model, report)
 
 
 def _same(model: ir.Model) -> ir.Model:
@@ -260,9 +372,9 @@ def _same(model: ir.Model) -> ir.Model:
 
 
 def _keeps_cheaper_original(options: Options) -> bool:
-    """Whether the target asks for speed, not portability (with flattened sequence inputs or
-    outputs, the interface asked for is not the original's, so the lowering stays)."""
-    return options.target not in PORTABILITY_TARGETS and not options.flatten_sequence_io
+    """Whether the target asks for speed first (with flattened sequence inputs or outputs, the
+    interface asked for is not the original's, so the lowering stays)."""
+    return options.target in SPEED_FIRST_TARGETS and not options.flatten_sequence_io
 
 
 def _kept_original(
@@ -270,21 +382,17 @@ def _kept_original(
     report: Report,
     why: str,
     interface: tuple[list[str], list[str]],
-    lowers: bool,
 ) -> OptimizeResult[ir.Model]:
     """The original as given (only the runtime workarounds applied, so that it loads), returned
-    because its lowering costs more: every sequence operator stays, with `why` as the reason,
-    and `--target portable` as the hint when the lowering removes sequence operators
-    (`lowers`)."""
+    because its lowering costs more (`why`, the stop reason): every sequence operator stays."""
     RuntimeWorkaroundsPass()(model)
     labels = NodeLabels()
     sites = collect_sites(model, labels)
-    # the decision is the whole model's, said once in the stop reason; each node says only this
-    kept = f"{KEPT_FOR_SPEED}: the original model is kept as given (its lowering costs more)"
-    refusals = {site.node: [kept] for site in sites}
+    reason = f"{FROZEN_RULE}: kept as given for speed: the model costs less as given"
+    refusals = {site.node: [reason] for site in sites}
     remaining = remaining_sequence_ops(model, refusals, labels)
     nodes = node_outcomes(model, sites, remaining, {}, labels, interface)
-    hint = KEPT_ORIGINAL_HINT if lowers else ""
+    hint = KEPT_ORIGINAL_HINT
     report.remaining = [dataclasses.replace(op, hint=op.hint or hint) for op in remaining]
     report.nodes = [
         dataclasses.replace(node, hint=node.hint or hint) if node.tier == "kept" else node

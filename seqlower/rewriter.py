@@ -300,6 +300,26 @@ class Builder:
             return self.op("Unsqueeze", [data], {"axes": list(axes)})
         return self.op("Unsqueeze", [data, self.ints(axes, "axes")])
 
+    def reverse(self, data: ir.Value, *, by_gather: bool = False) -> ir.Value:
+        """`data` with the order of its rows (axis 0) reversed: a Slice with step -1, or, when
+        `by_gather` (tract 0.23.9 slices no run-time dim with step -1), a Gather of
+        (n - 1) - Range(0, n): onnxruntime 1.32's optimizer empties a Gather of the plain
+        descending Range(n - 1, -1, -1), reading its limit -1 as "the end" (both probed)."""
+        if not by_gather:
+            bounds = [self.ints([-1]), self.ints([-(2**63)]), self.ints([0]), self.ints([-1])]
+            return self.op("Slice", [data, *bounds], name="reversed")
+        if self.opset >= 15:
+            first = self.op("Shape", [data], {"start": 0, "end": 1})
+        else:
+            first = self.op("Slice", [self.op("Shape", [data]), self.ints([0]), self.ints([1])])
+        count = self.squeeze(first, [0])
+        zero = self.constant(np.array(0, np.int64), "zero")
+        one = self.constant(np.array(1, np.int64), "one")
+        last = self.op("Sub", [count, one])
+        upward = self.op("Range", [zero, count, one], name="order")
+        order = self.op("Sub", [last, upward], name="reversed_order")
+        return self.op("Gather", [data, order], {"axis": 0}, name="reversed")
+
     def stack(self, elements: Sequence[ir.Value], axis: int = 0) -> ir.Value:
         """Concat of the elements, each unsqueezed at `axis` (numpy.stack)."""
         unsqueezed = [self.unsqueeze(e, [axis]) for e in elements]

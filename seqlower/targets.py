@@ -8,12 +8,13 @@ naming each node with its graph path; the CLI prints them and picks the exit cod
 tensorrt` fails on an error). `judge_nodes` gives the same judgement per node, as data, for
 `inspect --target` to show.
 
-- generic: any ONNX runtime; leftovers are already in the report, nothing more is said. Asks
-  for speed: an original whose lowering costs more is kept (README, "Never slower").
+- generic: any ONNX runtime; everything that can be lowered is; leftovers are already in the
+  report, nothing more is said.
 - portable: any runtime without sequence operators (onnx2tf, TVM, MIGraphX, NPU compilers):
-  every leftover is an error, and lowering is kept even where it costs more than the original.
-- onnxruntime: runs sequence operators, but each one copies tensors in and out of a sequence
-  (design.md: 3x to 130x slower than the tensor forms): a warning per leftover.
+  every leftover is an error.
+- onnxruntime: runs sequence operators, but each one copies tensors in and out of a sequence: a
+  warning per leftover. Asks for speed first: a region of sequence operators whose tensor form
+  costs more is kept as given (README, "Never slower").
 - tensorrt: has no sequence operators at all, and its loop outputs that concatenate iterations
   (ONNX scan outputs) need a length known when the engine is built: both are errors.
 - openvino: its ONNX frontend converts the sequence operators but not SequenceMap, nor a
@@ -75,7 +76,7 @@ class TargetProfile:
     strings: Severity = "ignore"  # a string tensor anywhere in the model
     source: str = ""  # where the support list comes from
     # what lowering does for the target
-    changes: str = "nothing more than generic: an original whose lowering costs more is kept"
+    changes: str = "nothing more than generic"
 
 
 _SEQUENCE_OPS_NOTE = "has no sequence operators"
@@ -83,7 +84,8 @@ _TRACT_SOURCE = (
     "probed with tract 0.23.9 (PyPI): SplitToSequence, SequenceConstruct, SequenceEmpty and "
     "every other sequence operator fail with Unimplemented(...) ToTypedTranslator; Loop fails "
     "with Unimplemented(Loop); Scan, Where and If run. An If whose branches compute different "
-    "constants gives the then-branch's value either way (README, Portability)."
+    "constants gives the then-branch's value either way (README, Portability); one whose "
+    "branches give different shapes fails to load ('Failed analyse for node ... If')."
 )
 _OPENVINO_SOURCE = (
     "probed with OpenVINO 2026.4.1 (CPU, INFERENCE_PRECISION_HINT=f32; python -m "
@@ -91,7 +93,8 @@ _OPENVINO_SOURCE = (
     "SequenceEmpty, SequenceInsert, SequenceErase, SequenceAt, SequenceLength and "
     "ConcatFromSequence, also carried by a Loop, but not SequenceMap, nor a SplitToSequence "
     "with a scalar or no split over a dim of run-time size ('scalar split input requires "
-    "static dimension on the split axis'); Loop, If and Scan run; no string tensors."
+    "static dimension on the split axis'), nor a Loop that carries a constant of size 0 "
+    "('Accessing out-of-range dimension'); Loop, If and Scan run; no string tensors."
 )
 _TENSORRT_SOURCE = (
     "the onnx-tensorrt operator support matrix (docs/operators.md, TensorRT 10.15): Loop "
@@ -103,10 +106,7 @@ _TENSORRT_SOURCE = (
 )
 
 
-_PORTABILITY_CHANGES = (
-    "rewrites that trade speed for portability apply (a tensor accumulator for a list built in "
-    "a loop), and a lowering that costs more than the original is kept, with a warning"
-)
+_PORTABILITY_CHANGES = "nothing more than generic"
 
 PROFILES: dict[str, TargetProfile] = {
     "generic": TargetProfile(
@@ -131,6 +131,8 @@ PROFILES: dict[str, TargetProfile] = {
         sequence_ops="warning",
         sequence_io="ignore",
         dynamic_scan_loops="ignore",
+        changes="speed first: a region of sequence operators whose tensor form costs more "
+        "than the original is kept as given",
     ),
     "tensorrt": TargetProfile(
         "tensorrt",
@@ -163,9 +165,9 @@ PROFILES: dict[str, TargetProfile] = {
         sequence_io="error",
         dynamic_scan_loops="ignore",
         unsupported_ops={
-            "Loop": "tract has no Loop (Unimplemented(Loop)); seqlower unrolls one with a static "
-            "trip count (within the unroll budget) and makes one over a tensor axis a Scan, "
-            "but not this one",
+            "Loop": "tract has no Loop (Unimplemented(Loop)); seqlower makes a Loop that cannot "
+            "stop early a Scan (over a tensor axis, or over its iteration numbers when its "
+            "carried values keep their shape) or unrolls it, but not this one",
         },
         doubtful_ops={
             "If": "tract runs an If only when both branches infer the same shapes and values; "
@@ -174,7 +176,8 @@ PROFILES: dict[str, TargetProfile] = {
         strings="error",
         source=_TRACT_SOURCE,
         changes=f"{_PORTABILITY_CHANGES}; run-time If with cheap branches -> Where; static "
-        "Loops unrolled within the budget; Loops over a tensor axis -> Scan",
+        "Loops unrolled within the budget; Loops over a tensor axis, or with a run-time trip "
+        "count and no early exit, -> Scan",
     ),
 }
 
@@ -251,12 +254,8 @@ def check_target(
     for op in remaining:
         if (op.graph, op.node, op.op_type) in refused:
             continue
-        if (
-            op.kept_for_speed
-            and profile.sequence_ops == "warning"
-            and profile.name == "onnxruntime"
-        ):
-            continue  # kept because the tensor form costs more in onnxruntime: nothing to warn
+        if profile.name == "onnxruntime" and op.kept_for_speed:
+            continue  # kept because onnxruntime runs it faster: nothing to warn about
         _add(check, profile.sequence_ops, _leftover_message(profile, op))
     for judgement in judged:
         _add(check, judgement.severity, judgement.message)
@@ -453,6 +452,15 @@ def _judge(profile: TargetProfile, node: ir.Node) -> tuple[Severity, str] | None
             "OpenVINO's ONNX frontend needs a static size on the split axis of a "
             "SplitToSequence with a scalar or no split"
         )
+    if profile.name == "openvino" and _carries_empty_constant(node):
+        return "error", (
+            "OpenVINO's ONNX frontend cannot convert a Loop that carries a constant of size 0 "
+            "('Accessing out-of-range dimension')"
+        )
+    if profile.name == "tract" and node.op_type == "If":
+        differ = _branch_output_shapes_differ(node)
+        if differ:
+            return "error", f"tract types an If only when both branches agree ({differ})"
     if profile.strings != "ignore" and any(
         v is not None and _is_string(v) for v in [*node.inputs, *node.outputs]
     ):
@@ -485,6 +493,48 @@ def _split_over_runtime_size(node: ir.Node) -> bool:
         return True
     axis = node.attributes.get_int("axis", 0)
     return not (-len(shape) <= axis < len(shape)) or not isinstance(shape[axis], int)
+
+
+def _carries_empty_constant(node: ir.Node) -> bool:
+    """A Loop one of whose carried values starts as a Constant (or an initializer) of size 0."""
+    if node.op_type != "Loop":
+        return False
+    for value in node.inputs[2:]:
+        if value is None:
+            continue
+        producer = value.producer()
+        if producer is not None and producer.op_type == "Constant" and producer.domain == "":
+            attr = producer.attributes.get("value")
+            if attr is not None and 0 in attr.as_tensor().shape:
+                return True
+        elif (
+            value.const_value is not None
+            and not value.is_graph_input()
+            and 0 in value.const_value.shape
+        ):
+            return True
+    return False
+
+
+def _branch_output_shapes_differ(node: ir.Node) -> str | None:
+    """'shapes [4, 3] and [8, 3] for output y' for the first output whose branches certainly
+    differ in shape (in rank, or in a static dim), or None."""
+    if "then_branch" not in node.attributes or "else_branch" not in node.attributes:
+        return None
+    then_branch = node.attributes["then_branch"].as_graph()
+    else_branch = node.attributes["else_branch"].as_graph()
+    for a, b, out in zip(then_branch.outputs, else_branch.outputs, node.outputs):
+        if a.shape is None or b.shape is None:
+            continue
+        dims_a, dims_b = list(a.shape), list(b.shape)
+        if len(dims_a) != len(dims_b) or any(
+            isinstance(x, int) and isinstance(y, int) and x != y for x, y in zip(dims_a, dims_b)
+        ):
+            shown = [
+                [d if isinstance(d, int) else str(d) for d in dims] for dims in (dims_a, dims_b)
+            ]
+            return f"shapes {shown[0]} and {shown[1]} for output '{out.name}'"
+    return None
 
 
 def _rank(value: ir.Value) -> int | None:

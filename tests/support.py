@@ -78,9 +78,9 @@ def lower(model: Model, *, load_ort: bool = True, **options: Any) -> tuple[onnx.
     """`seqlower.optimize`, then the ONNX checker (full_check) and, unless told not to,
     loading the result in onnxruntime. Returns the lowered ModelProto and the report.
 
-    The target is "portable" unless given: these tests check what the rules emit, which the
-    speed-first default targets would replace by the original wherever the lowering costs more
-    (that decision is tested in tests/test_never_slower.py)."""
+    The target is "portable" unless given (any sequence op left is then an error the report
+    names); `--target onnxruntime`'s choice of what to keep is tested in tests/test_speed_first.py
+    and tests/test_never_slower.py."""
     __tracebackhide__ = True
     options.setdefault("target", "portable")
     lowered, report = seqlower.optimize(model, **options)

@@ -53,6 +53,7 @@ from seqlower.options import Options
 from seqlower.pipeline import collector_relaxed, lower_in_place
 from seqlower.report import Report
 from seqlower.rules import default_rules
+from seqlower.runtime_check import check_in_runtime
 
 # `-h` as well as `--help`, for the app and every command
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -139,6 +140,13 @@ def optimize_command(
     in_place: Annotated[
         bool, typer.Option("--in-place", help="Allow OUTPUT to be the same file as SOURCE.")
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Write OUTPUT even when --target finds problems (they are printed as warnings).",
+        ),
+    ] = False,
     external_data: Annotated[
         bool,
         typer.Option(
@@ -178,7 +186,8 @@ def optimize_command(
     Exit codes:
       0  written
       1  refused, nothing written: --strict with sequence ops left, --target
-         problems, or --verify found a difference
+         problems (its profile, or its runtime cannot load or run the model),
+         or --verify found a difference
       2  bad input or usage (one error line), nothing written
       3  internal error, a bug in seqlower (one error line), nothing written
     """
@@ -197,16 +206,23 @@ def optimize_command(
         raise _fail(_naming(source, str(error))) from None
     except InternalError as error:
         raise _fail(f"{_naming(source, str(error))}; {BUG_REPORT}", EXIT_INTERNAL) from None
+    confirmed = _confirm_in_runtime(lowered, summary, options)
     if report is not None:
         _write_report(report, summary.to_json() + "\n")
     if not quiet:
         for warning in [*summary.warnings, *summary.target_warnings]:
             typer.echo(f"warning: {warning}", err=True)
+        if confirmed:
+            typer.echo(confirmed, err=True)
     if not summary.fits_target:
         for error in summary.target_errors:
             typer.echo(f"  - {error}", err=True)
         problems = plural(len(summary.target_errors), "problem")
-        raise _fail(f"{problems} for --target {runtime}; nothing written", EXIT_REFUSED)
+        if not force:
+            raise _fail(f"{problems} for --target {runtime}; nothing written", EXIT_REFUSED)
+        typer.echo(
+            f"warning: {problems} for --target {runtime}; written anyway (--force)", err=True
+        )
     if strict and (summary.remaining or summary.kept_interface):
         # like --target tensorrt: a sequence-typed input or output counts as remaining
         ops = plural(len(summary.remaining), "sequence op")
@@ -214,9 +230,8 @@ def optimize_command(
             len(summary.kept_interface), "sequence input/output", "sequence inputs/outputs"
         )
         verb = "remains" if len(summary.remaining) + len(summary.kept_interface) == 1 else "remain"
-        kept = summary.stop_reason.startswith("kept the original")
-        lowers = any(op.hint for op in summary.remaining)
-        hint = "; --target portable lowers it even so" if kept and lowers else ""
+        kept = summary.stop_reason.startswith("kept the original") or bool(summary.kept_for_speed)
+        hint = "; the default target (no --target) lowers it even so" if kept else ""
         raise _fail(
             f"{ops} and {interface} {verb} (--strict{', the original costs less' if kept else ''})"
             f"{hint}; nothing written",
@@ -234,6 +249,25 @@ def optimize_command(
     if not quiet:
         seconds = time.perf_counter() - started
         typer.echo(format_written(source, output, weights, summary, seconds))
+
+
+def _confirm_in_runtime(lowered: ir.Model, summary: Report, options: Options) -> str:
+    """For a target whose runtime is installed (OpenVINO, tract), and a model its profile
+    accepts: load it there and run it once. A failure becomes one of the report's target
+    errors, a check that could not be made (no runtime, inputs that onnxruntime rejects too)
+    a target warning. Returns the line that says it was confirmed, or ""."""
+    if not summary.fits_target:
+        return ""
+    checked = check_in_runtime(lowered, options.target, dims=options.dims)
+    if checked is None:
+        return ""
+    if checked.status == "confirmed":
+        return f"--target {options.target}: {checked.message}"
+    if checked.ok:
+        summary.target_warnings.append(checked.message)
+    else:
+        summary.target_errors.append(checked.message)
+    return ""
 
 
 def _naming(source: Path, message: str) -> str:

@@ -118,6 +118,11 @@ def format_inspect(report: InspectReport) -> str:
 def format_inspect_footer(report: InspectReport) -> list[str]:
     """The lines under the table: interface changes, warnings, the target's verdict."""
     lines = [f"interface: {_describe_change(c)}" for c in report.lowering.interface_changes]
+    # rewrites of nodes that are no sequence site (a Loop that grows a tensor, say)
+    named = {rule for site in report.sites for rule in site.rules}
+    others = [f"{r} x{n}" for r, n in report.lowering.rules_fired.items() if r not in named]
+    if others:
+        lines.append(f"other rewrites: {', '.join(others)}")
     lines.extend(f"warning: {warning}" for warning in report.lowering.warnings)
     if report.target.target != "generic":
         verdict = "ok" if report.target.ok else f"{len(report.target.errors)} error(s)"

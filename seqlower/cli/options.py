@@ -47,10 +47,11 @@ TargetOption = Annotated[
         "--target",
         metavar="[" + "|".join(TARGETS) + "]",
         callback=_choice("--target", "target", TARGETS),
-        help="The runtime the model is for: generic accepts any leftover; onnxruntime warns "
-        "about each leftover sequence op (it runs them, slowly); the others fail (exit 1) on "
-        "what that runtime cannot run, such as sequence ops and dynamic scan lengths for "
-        "tensorrt.",
+        help="The runtime the model is for: every target lowers all it can; generic accepts "
+        "any leftover; onnxruntime asks for speed first (keeps a region of sequence ops as "
+        "given where that is estimated faster) and warns about other leftovers; the others "
+        "fail (exit 1) on what that runtime cannot run, such as sequence ops and dynamic scan "
+        "lengths for tensorrt.",
     ),
 ]
 

@@ -39,6 +39,12 @@ def format_summary(
     if report.rules_fired:
         fired = ", ".join(f"{name} x{count}" for name, count in sorted(report.rules_fired.items()))
         lines.append(f"rules fired: {fired}")
+    for region in report.kept_for_speed:
+        lines.append(
+            f"kept as given for speed: the region of {region.op_type} '{region.node}' in "
+            f"{region.graph} ({plural(region.sequence_nodes, 'sequence node')}), an estimated "
+            f"{region.as_given} operator launches per run as given, {region.lowered} lowered"
+        )
     lines.extend(_kept_lines(report, verbose))
     return "\n".join(lines)
 

@@ -177,7 +177,7 @@ def _blocker(values: list[ir.Value], main: ir.Graph, opset: int) -> str | None:
         if producer is not None and producer.op_type == "SplitToSequence":
             unknown = _unknown_split_rank(producer)
             if unknown:
-                return f"{_describe(producer)}: the rank of {unknown} is unknown"
+                return f"the rank of {unknown} is unknown, so no tensor holds its elements"
         for use in value.uses():
             reader = use.node
             if reader.domain != "" or reader.op_type not in _READERS:
@@ -205,7 +205,9 @@ def _unknown_split_rank(node: ir.Node) -> str | None:
 
 def _describe(node: ir.Node) -> str:
     op = node.op_type if node.domain == "" else f"{node.domain}::{node.op_type}"
-    return f"{op} '{node.name}'" if node.name else op
+    if node.name:
+        return f"{op} '{node.name}'"
+    return f"{op} (output '{node.outputs[0].name}')" if node.outputs else op
 
 
 def _element_type(plan: ListPlan) -> None:

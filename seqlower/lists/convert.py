@@ -14,6 +14,7 @@ from __future__ import annotations
 __all__ = ["ListsLowered", "lower_lists"]
 
 import dataclasses
+from collections.abc import Mapping
 
 import onnx_ir as ir
 
@@ -32,13 +33,22 @@ class ListsLowered:
 
     # each replaced node, with the layout of the list it made or read (its tier in the report)
     converted: list[tuple[ir.Node, str]] = dataclasses.field(default_factory=list)
+    # each node emitted, with the node whose conversion emitted it
+    made: dict[ir.Node, ir.Node] = dataclasses.field(default_factory=dict)
     kept: dict[ir.Node, str] = dataclasses.field(default_factory=dict)
 
 
-def lower_lists(model: ir.Model, rewriter: Rewriter) -> ListsLowered:
-    """Lower every convertible list of `model` (main graph and subgraphs) to tensors."""
+def lower_lists(
+    model: ir.Model, rewriter: Rewriter, frozen: Mapping[ir.Node, str] | None = None
+) -> ListsLowered:
+    """Lower every convertible list of `model` (main graph and subgraphs) to tensors, but for
+    the lists a node of `frozen` makes or reads (those keep the reason `frozen` gives)."""
     opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
     plans = find_lists(model, opset)
+    for plan in plans:
+        held = [node for node in _nodes_of(plan) if frozen and node in frozen]
+        if plan.convertible and held:
+            plan.reason, plan.follows_operator = frozen[held[0]], True  # type: ignore[index]
     outcome = ListsLowered()
     for plan in plans:
         if not (plan.convertible or plan.interface or plan.follows_operator):
@@ -142,7 +152,15 @@ class _Converter:
         if result is not None:
             self.rewriter.replace(node.outputs[0], result)
         lists = [v for v in (*node.inputs, *node.outputs) if self._converting(v)]
-        self.outcome.converted.append((node, self._layout(lists[0]).kind))
+        self._converted(node, self._layout(lists[0]).kind)
+
+    def _converted(self, node: ir.Node, layout: str) -> None:
+        """Note that `node` was replaced, in `layout`, by the nodes emitted since the last call."""
+        self.outcome.converted.append((node, layout))
+        touched, _ = self.rewriter.take_touched()
+        for made in touched:
+            if made is not node:
+                self.outcome.made.setdefault(made, node)
 
     def _layout(self, value: ir.Value) -> Layout:
         layout = self.plan_of[id(value)].layout
@@ -213,7 +231,7 @@ class _Converter:
             "Loop", inputs, {"body": body}, num_outputs=len(node.outputs) + extra, name="loop"
         )
         self._map_outputs(node, new, set(lists))
-        self.outcome.converted.append((node, self._layout(node.inputs[2 + lists[0]]).kind))
+        self._converted(node, self._layout(node.inputs[2 + lists[0]]).kind)
 
     def _if(self, node: ir.Node) -> None:
         """If(c, then: .. -> s (a list), else: .. -> s) -> If(c, then: .. -> (data, shapes),
@@ -238,7 +256,7 @@ class _Converter:
         extra = sum(self._parts_of(node.outputs[j]) - 1 for j in lists)
         new = b.ops("If", list(node.inputs), attributes, num_outputs=len(node.outputs) + extra)
         self._map_outputs(node, new, lists)
-        self.outcome.converted.append((node, self._layout(node.outputs[min(lists)]).kind))
+        self._converted(node, self._layout(node.outputs[min(lists)]).kind)
 
     def _parts_of(self, value: ir.Value) -> int:
         """How many tensors stand for the list `value` (its layout's parts)."""

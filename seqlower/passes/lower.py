@@ -20,6 +20,7 @@ from __future__ import annotations
 __all__ = ["LowerSequencesPass"]
 
 import logging
+from collections.abc import Mapping
 
 import onnx_ir as ir
 
@@ -31,13 +32,12 @@ from seqlower.passes import region_inference
 from seqlower.passes.dead_code import is_dead, remove_dead_nodes, remove_dead_upstream
 from seqlower.passes.normalize import SHAPE_ARGUMENTS, infer_shapes
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
+from seqlower.report import LIST_TIER
 from seqlower.report.sites import rewrite_tier
 from seqlower.rewriter import Rewriter
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 
 logger = logging.getLogger(__name__)
-
-TENSOR_LIST_RULE = "tensor-list"  # the last tier's name in the report (seqlower.lists)
 
 
 class LowerSequencesPass(ir.passes.InPlacePass):
@@ -48,7 +48,9 @@ class LowerSequencesPass(ir.passes.InPlacePass):
     `rewrites` maps each rewritten node to its (rule, tier) rewrites and `origins` each node a
     rewrite made to the node of the input it came from (for the report's per-node outcomes).
     `runtime_workarounds=False` leaves out the last step (`RuntimeWorkaroundsPass`), for a
-    pipeline that runs it itself at its very end.
+    pipeline that runs it itself at its very end. `frozen` maps nodes no rule may touch to the
+    reason (a region `--target onnxruntime` keeps as given: `seqlower.speed_first`); each stays
+    with that reason as its only refusal.
     """
 
     def __init__(
@@ -57,9 +59,11 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         options: Options | None = None,
         *,
         runtime_workarounds: bool = True,
+        frozen: Mapping[ir.Node, str] | None = None,
     ) -> None:
         super().__init__()
         self.runtime_workarounds = runtime_workarounds
+        self.frozen: Mapping[ir.Node, str] = frozen or {}
         if rules is None:
             from seqlower.rules import default_rules
 
@@ -85,11 +89,44 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         # dead code holds rules back: a dead reader keeps a sequence in use, a dead body op
         # with no batching rule keeps a map from being batched
         modified = remove_dead_nodes(model)
+        changed, stamp = self._fixpoint(model, rewriter, stamp, first=0)
+        modified |= changed
+        if self.options.tensor_lists and self.dead_code_free:
+            kept = self._lower_lists(model, rewriter)
+            if kept is not None:
+                modified = True
+                infer_shapes(model)
+                stamp = region_inference.current_stamp(model)
+                # the rules again, on the tensors the lists became (a Loop that now grows a
+                # tensor by Concat, say), so that lowering the result again changes nothing
+                _, stamp = self._fixpoint(model, rewriter, stamp, first=self.iterations)
+                for node, reason in kept.items():
+                    self.refusals.setdefault(node, []).insert(0, f"{LIST_TIER}: {reason}")
+        self.fired = dict(rewriter.fired)
+        self.warnings = list(rewriter.warnings)
+        if stamp is not None:  # dead code removed since: the shapes are still current
+            region_inference.write_stamp(model, stamp.carriers)
+        # whatever runs after this pass, the model must load
+        if self.runtime_workarounds and RuntimeWorkaroundsPass()(model).modified:
+            modified = True
+            region_inference.forget_stamp(model)
+        return ir.passes.PassResult(model, modified)
+
+    def _fixpoint(
+        self,
+        model: ir.Model,
+        rewriter: _TrackingRewriter,
+        stamp: region_inference.ShapeStamp | None,
+        first: int,
+    ) -> tuple[bool, region_inference.ShapeStamp | None]:
+        """Sweep to a fixpoint (numbering the sweeps after `first`); (whether anything changed,
+        the stamp under which the shapes are current)."""
+        modified = False
         whole_model_clean = True  # no rewrite since the last whole-model dead-code removal
         self.stop_reason = f"iteration limit ({self.options.max_iterations}) reached"
         self.dead_code_free = False
         last_resort = False  # whether this sweep tries the last-resort rules too
-        for iteration in range(1, self.options.max_iterations + 1):
+        for iteration in range(first + 1, first + self.options.max_iterations + 1):
             self.iterations = iteration
             context = Context(Facts(model), rewriter, self.options)
             self.refusals = {}
@@ -108,35 +145,29 @@ class LowerSequencesPass(ir.passes.InPlacePass):
             self.stop_reason = "fixpoint: no rule applies"
             self.dead_code_free = True
             break
-        if self.options.tensor_lists and self.dead_code_free and self._lower_lists(model, rewriter):
-            modified = True
-            infer_shapes(model)
-            stamp = region_inference.current_stamp(model)
-        self.fired = dict(rewriter.fired)
-        self.warnings = list(rewriter.warnings)
-        if stamp is not None:  # dead code removed since: the shapes are still current
-            region_inference.write_stamp(model, stamp.carriers)
-        # whatever runs after this pass, the model must load
-        if self.runtime_workarounds and RuntimeWorkaroundsPass()(model).modified:
-            modified = True
-            region_inference.forget_stamp(model)
-        return ir.passes.PassResult(model, modified)
+        return modified, stamp
 
-    def _lower_lists(self, model: ir.Model, rewriter: _TrackingRewriter) -> bool:
+    def _lower_lists(
+        self, model: ir.Model, rewriter: _TrackingRewriter
+    ) -> dict[ir.Node, str] | None:
         """The last tier: every list the rules left becomes tensors where its elements have a
-        known rank (`seqlower.lists`). True when something changed."""
+        known rank (`seqlower.lists`). None when nothing changed; else the lists kept, each
+        with why (the caller records them as refusals once the rules have run again)."""
         if not any(is_sequence_value(v) for v in _sequence_candidates(model)):
-            return False
-        lowered = lower_lists(model, rewriter)
+            return None
+        lowered = lower_lists(model, rewriter, self.frozen)
         for node, layout in lowered.converted:
             origin = self.origins.get(node, node)
-            self.rewrites.setdefault(origin, []).append((TENSOR_LIST_RULE, layout))
-        if lowered.converted:
-            rewriter.fired[TENSOR_LIST_RULE] += len(lowered.converted)
-            rewriter.take_touched()
-        for node, reason in lowered.kept.items():
-            self.refusals.setdefault(node, []).insert(0, f"{TENSOR_LIST_RULE}: {reason}")
-        return bool(lowered.converted)
+            self.rewrites.setdefault(origin, []).append((LIST_TIER, layout))
+        for made, node in lowered.made.items():
+            self.origins.setdefault(made, self.origins.get(node, node))
+        if not lowered.converted:
+            for node, reason in lowered.kept.items():
+                self.refusals.setdefault(node, []).insert(0, f"{LIST_TIER}: {reason}")
+            return None
+        rewriter.fired[LIST_TIER] += len(lowered.converted)
+        rewriter.take_touched()
+        return dict(lowered.kept)
 
     def _infer(
         self,
@@ -181,6 +212,9 @@ class LowerSequencesPass(ir.passes.InPlacePass):
                 if not _is_live(graph, owners):
                     continue
                 for node in list(graph):
+                    if node in self.frozen:
+                        self.refusals[node] = [self.frozen[node]]
+                        continue
                     if node.op_type not in rule_ops or node.domain != "":
                         continue
                     rules = self.rules.for_op(

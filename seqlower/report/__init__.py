@@ -12,6 +12,22 @@ and the CLI and `inspect` only show it.
 - `outcomes`: the tier every sequence node ended in, for `inspect` and `--report`.
 """
 
-from seqlower.report.data import KEPT_FOR_SPEED, TIERS, NodeOutcome, RemainingOp, Report
+from seqlower.report.data import (
+    KEPT_FOR_SPEED,
+    LIST_TIER,
+    TIERS,
+    KeptRegion,
+    NodeOutcome,
+    RemainingOp,
+    Report,
+)
 
-__all__ = ["KEPT_FOR_SPEED", "TIERS", "NodeOutcome", "RemainingOp", "Report"]
+__all__ = [
+    "KEPT_FOR_SPEED",
+    "LIST_TIER",
+    "TIERS",
+    "KeptRegion",
+    "NodeOutcome",
+    "RemainingOp",
+    "Report",
+]

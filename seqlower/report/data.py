@@ -5,7 +5,15 @@ The report is plain dataclasses; `to_dict()` gives the JSON form written by `--r
 
 from __future__ import annotations
 
-__all__ = ["KEPT_FOR_SPEED", "TIERS", "NodeOutcome", "RemainingOp", "Report"]
+__all__ = [
+    "KEPT_FOR_SPEED",
+    "LIST_TIER",
+    "TIERS",
+    "KeptRegion",
+    "NodeOutcome",
+    "RemainingOp",
+    "Report",
+]
 
 import dataclasses
 import json
@@ -33,7 +41,9 @@ TIERS = (
 
 # The refusal prefix of an operator kept because its tensor form costs more in onnxruntime
 # (README, "Never slower"): a choice for speed, not a failure to lower.
-KEPT_FOR_SPEED = "never-slower"
+# the name of the last tier (seqlower.lists) in the report: its refusal is a whole list's cause
+LIST_TIER = "tensor-list"
+KEPT_FOR_SPEED = "speed-first"  # the rule name the refusals of a region kept for speed carry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +105,23 @@ class NodeOutcome:
         return entry
 
 
+@dataclasses.dataclass(frozen=True)
+class KeptRegion:
+    """A region of sequence operators kept as given because its lowered form costs more
+    (`--target onnxruntime`): the node that names it, how many sequence nodes it has, and the
+    two estimates in whole operator launches per run (`seqlower.cost`)."""
+
+    graph: str
+    node: str  # the label of its first sequence node
+    op_type: str
+    sequence_nodes: int
+    as_given: int
+    lowered: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
 @dataclasses.dataclass
 class Report:
     """Facts about one run of the lowering pipeline."""
@@ -124,6 +151,8 @@ class Report:
     # every node of the input and of the output (subgraphs included)
     nodes_before: int = 0
     nodes_after: int = 0
+    # regions kept as given because their lowered form costs more (`--target onnxruntime`)
+    kept_for_speed: list[KeptRegion] = dataclasses.field(default_factory=list)
 
     @property
     def total_before(self) -> int:
@@ -167,6 +196,7 @@ class Report:
                 "errors": list(self.target_errors),
                 "warnings": list(self.target_warnings),
             },
+            "kept_for_speed": [region.to_dict() for region in self.kept_for_speed],
         }
 
     def to_json(self) -> str:

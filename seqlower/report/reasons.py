@@ -90,37 +90,52 @@ def _headline(
     node: ir.Node,
     refusals: Mapping[ir.Node, list[str]],
     owners: Mapping[int, ir.Node],
-    depth: int = 0,
 ) -> str:
-    """The one reason that matters: the node's own deepest refusal; for a node that only builds
-    a sequence, why the node reading it stays; for one on a body's edge, why the Loop or If
-    around it stays, when that goes deeper."""
-    own = refusals.get(node)
-    if own and all(r.startswith(f"{KEPT_FOR_SPEED}:") for r in own):
-        return deepest_reason(own)  # a choice for speed, its own cause
-    if own:
-        reason = deepest_reason(own)
-        if reason_rank(reason) > 0 and depth < 8:  # a kept producer upstream goes deeper
-            for value in node.inputs:
-                producer = value.producer() if value is not None else None
-                if producer is not None and producer in refusals and is_sequence_op(producer):
-                    why = _headline(producer, refusals, owners, depth + 1)
-                    return f"{describe(producer)} stays: {why}"
-        owner = owners.get(id(node.graph)) if node.graph is not None else None
-        if owner is not None and owner in refusals and _touches_body_edge(node):
-            around = deepest_reason(refusals[owner])
-            if reason_rank(around) < reason_rank(reason):
-                return f"{describe(owner)} stays: {around}"
-        return reason
+    """The one reason that matters, said once: the node's own deepest refusal; or, where that
+    only follows from another kept node (a producer upstream, the Loop or If around it), that
+    node and its own reason (never a chain of "X stays: Y stays: ..."); for a node that only
+    builds a sequence, the node reading it and why that one stays."""
+    if refusals.get(node):
+        root, reason = _cause(node, refusals, owners)
+        reason = reason.removeprefix(f"{root.op_type}: ")  # the node is named already
+        return reason if root is node else f"{describe(root)} stays: {reason}"
     for output in node.outputs:
         if output.is_graph_output():
             return f"it feeds the sequence-typed output '{output.name}' (the interface is kept)"
         for consumer in output.consumers():
-            if consumer in refusals and depth < 8:
-                why = _headline(consumer, refusals, owners, depth + 1)
-                return f"{describe(consumer)} reads it and stays: {why}"
-            return f"{describe(consumer)} reads it and stays"
+            if not refusals.get(consumer):
+                return f"{describe(consumer)} reads it and stays"
+            root, reason = _cause(consumer, refusals, owners)
+            if root is consumer:
+                return f"{describe(consumer)} reads it and stays: {reason}"
+            return f"{describe(consumer)} reads it and stays, as {describe(root)} does: {reason}"
     return "no rule applies"
+
+
+def _cause(
+    node: ir.Node,
+    refusals: Mapping[ir.Node, list[str]],
+    owners: Mapping[int, ir.Node],
+    depth: int = 0,
+) -> tuple[ir.Node, str]:
+    """The kept node where the cause of `node`'s refusals lies, and its own deepest reason:
+    `node` itself, unless its reason names no root and a kept sequence producer upstream (or
+    the Loop or If around a node on a body's edge, whose reason goes deeper) explains it."""
+    own = refusals[node]
+    reason = deepest_reason(own)
+    if all(r.startswith(f"{KEPT_FOR_SPEED}:") for r in own) or depth >= 8:
+        return node, reason  # a choice for speed is its own cause
+    if reason_rank(reason) > 0:
+        for value in node.inputs:
+            producer = value.producer() if value is not None else None
+            if producer is not None and refusals.get(producer) and is_sequence_op(producer):
+                return _cause(producer, refusals, owners, depth + 1)
+    owner = owners.get(id(node.graph)) if node.graph is not None else None
+    if owner is not None and refusals.get(owner) and _touches_body_edge(node):
+        around = deepest_reason(refusals[owner])
+        if reason_rank(around) < reason_rank(reason):
+            return owner, around
+    return node, reason
 
 
 def _touches_body_edge(node: ir.Node) -> bool:

@@ -42,6 +42,7 @@ __all__ = [
 import contextlib
 import importlib.util
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -194,12 +195,21 @@ _OPENVINO_NOISE = (
 )
 
 
+_OPENVINO_NODE = re.compile(r"While validating ONNX node '(<Node\(\w+\): [^>]*>)'")
+
+
 def _openvino_message(error: BaseException) -> str:
     """OpenVINO's message without its source locations and check expressions, on one line:
     `Port for tensor name Y was not found.`, `FrontEnd API failed with OpConversionFailure: ...
     SplitToSequence: scalar 'split' input requires static dimension on the split axis ...`."""
     lines = [line.strip().lstrip("- ").strip() for line in str(error).splitlines()]
-    kept = [line for line in lines if line and not line.startswith(_OPENVINO_NOISE)]
+    kept = []
+    for line in lines:
+        node = _OPENVINO_NODE.match(line)  # the node it names, e.g. <Node(Loop): y>
+        if node is not None:
+            kept.append(f"at {node.group(1)}:")
+        elif line and not line.startswith(_OPENVINO_NOISE):
+            kept.append(line)
     return " ".join(kept) or first_line(error)
 
 

@@ -15,19 +15,20 @@ from seqlower.cli import app
 
 LABEL = "SequenceInsert#2 (Seq_3)"  # the third unnamed SequenceInsert, writing 'Seq_3'
 WHY = (
-    "SplitToSequence (output 'Seq_0'): the split size is computed at run time, so the split "
-    "count depends on data"
+    "SplitToSequence 'SplitToSequence#0 (Seq_0)' stays: the rank of the input is unknown, so no "
+    "tensor holds its elements"
 )
 
 
 @pytest.fixture
 def model1(tmp_path):
-    """ONNX's test_sequence_model1 (unnamed nodes), but over a split whose count depends on an
-    input, so that its sequence ops stay (the original now lowers fully)."""
+    """ONNX's test_sequence_model1 (unnamed nodes), but over a split of a tensor whose rank is
+    known only at run time, so that its sequence ops stay (the original now lowers fully)."""
     path = tmp_path / "model1.onnx"
     model = onnx.parser.parse_model("""<ir_version: 8, opset_import: ["" : 17]>
-    Sequence (float[4,3,4] W, int64 k, float[2,3,4] X, float[1,3,4] Y, float[3,3,4] Z,
-              int64 pos, int64 pos_at) => (float[?,3,4] out) {
+    Sequence (float[4,3,4] V, int64[R] shape, int64 k, float[2,3,4] X, float[1,3,4] Y,
+              float[3,3,4] Z, int64 pos, int64 pos_at) => (float[?,3,4] out) {
+        W = Reshape (V, shape)
         Seq_0 = SplitToSequence <axis = 0> (W, k)
         Seq_1 = SequenceInsert (Seq_0, X)
         Seq_2 = SequenceInsert (Seq_1, Y)
@@ -75,9 +76,11 @@ def test_the_headline_is_one_reason_and_verbose_lists_every_refusal(model1, tmp_
     assert kept == [f"kept SequenceAt 'SequenceAt#0 (out)' in main: {WHY}"]
     assert not any(line.startswith("    at-") for line in plain)
     start = verbose.index(kept[0])
-    refusals = verbose[start + 1 : start + 7]
-    assert refusals[0] == f"    at-static-position: {WHY}"
-    assert all(line.startswith("    at-") for line in refusals)
+    refusals = verbose[start + 1 : start + 8]
+    assert refusals[0] == (
+        "    tensor-list: the rank of the input is unknown, so no tensor holds its elements"
+    )
+    assert all(line.startswith("    at-") for line in refusals[1:])
     assert plain[-2].startswith("  (-v lists every rule's refusal")
     assert plain[-1].startswith("wrote ")
     assert all(len(line) < 200 for line in plain if line.startswith("kept "))
@@ -89,8 +92,9 @@ def test_the_json_keeps_every_refusal(model1, tmp_path):
     (at,) = [
         op for op in json.loads(report.read_text())["remaining"] if op["op_type"] == "SequenceAt"
     ]
-    assert len(at["reasons"]) == 6 and at["reasons"][1].startswith("at-of-split: ")
-    assert at["hint"] == ""  # a split size that is a tensor input: no option helps
+    assert len(at["reasons"]) == 8 and at["reasons"][0].startswith("tensor-list: ")
+    assert any(reason.startswith("at-of-split: ") for reason in at["reasons"])
+    assert at["hint"] == ""  # a rank known at run time only: no option helps
 
 
 def test_a_map_over_a_sequence_input_explains_its_count(tmp_path):

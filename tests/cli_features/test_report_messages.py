@@ -44,10 +44,12 @@ def test_onnxruntime_does_not_blame_operators_it_keeps_because_they_are_cheaper(
 
 
 def test_a_node_the_lowering_made_is_named_by_the_node_it_came_from():
-    """A SequenceMap over a split of run-time length whose body is not batchable becomes a
-    Loop carrying a sequence: the kept SequenceInsert and SequenceEmpty are seqlower's own."""
+    """A SequenceMap over a split of a tensor whose rank is known at run time only, with a body
+    that is not batchable, becomes a Loop carrying a sequence: the kept SequenceInsert and
+    SequenceEmpty are seqlower's own."""
     model = parse("""
-agraph (float[N,4] x, bool c) => (float[M,K] y) {
+agraph (float[N,4] v, int64[R] shape, bool c) => (float[M,K] y) {
+  x = Reshape (v, shape)
   s = SplitToSequence <axis=0> (x)
   [themap] m = SequenceMap <body = g (float[1,4] e) => (float[1,K] r) {
       r = If (c) <then_branch = t () => (float[1,4] a) { a = Relu(e) },
@@ -55,7 +57,7 @@ agraph (float[N,4] x, bool c) => (float[M,K] y) {
   }> (s)
   y = ConcatFromSequence <axis=0> (m)
 }""")
-    lowered, report = seqlower.optimize(ir.from_proto(model), target="portable")
+    lowered, report = seqlower.optimize(ir.from_proto(model), target="portable", tensor_lists=False)
     made = [op for op in report.remaining if op.created_by]
     assert made and all(op.created_by == "themap" for op in made)
     names = {node.name for node in ir.from_proto(model).graph}
@@ -92,16 +94,14 @@ def test_no_unbind_warning_for_a_split_that_is_only_counted():
 
 
 def test_no_unbind_warning_for_a_kept_split():
-    """A run-time insert position into a list of run-time length keeps the split; it still
-    computes what onnxruntime computed on the original."""
-    body = """p = Constant <value = int64 {0}> ()
-  t = SequenceInsert (s, v, k)
-  y = ConcatFromSequence <axis=0, new_axis=1> (t)"""
+    """A split of a tensor whose rank is known at run time only stays; it still computes what
+    onnxruntime computed on the original."""
+    body = """y = ConcatFromSequence <axis=0, new_axis=1> (s)"""
     model = parse(
-        UNBIND.format(rows="N", out="float[M,2] y", body=body).replace(
-            "(float[N,2] x)", "(float[N,2] x, float[2] v, int64 k)"
-        )
+        UNBIND.format(rows="N", out="float[M,2] y", body=body)
+        .replace("(float[N,2] x)", "(float[N,2] v, int64[R] shape)")
+        .replace("[unbind] s =", "x = Reshape (v, shape)\n  [unbind] s =")
     )
-    _, report = seqlower.optimize(ir.from_proto(model), target="portable")
+    _, report = seqlower.optimize(ir.from_proto(model), target="portable", tensor_lists=False)
     assert "SplitToSequence" in [op.op_type for op in report.remaining]
     assert not any("SplitToSequence" in w for w in report.warnings), report.warnings

@@ -16,14 +16,9 @@ from support import lower, reasons, run_ort, sequence_op_counts
 ROOT = pathlib.Path(__file__).parent.parent / "fixtures" / "torch_loops"
 CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
 
-# appends whose shape really varies (issue 16, pattern 2): for the generic target the sequence
-# stays, with its reason; a target without sequence operators gets a Concat accumulator. split_k's
-# partial lowering (a tensor read of the split around the Loop that stays) costs more than the
-# original, so the generic target keeps the original (README, "Never slower").
-KEEPS_SEQUENCE_OPS = {
-    "split_k": "operator launches per run, more than",
-    "pyramid": "operator launches per run, more than",
-}
+# appends whose shape really varies: every target lowers them to a Concat accumulator, which
+# --target onnxruntime weighs against the sequence form (tests/test_never_slower.py)
+KEEPS_SEQUENCE_OPS: dict[str, str] = {}
 TARGETS = {"split_k": "tensorrt", "pyramid": "tensorrt"}
 
 
@@ -59,3 +54,19 @@ def test_a_real_export_lowers_and_matches_pytorch(case, target):
             want = _tensor(folder / f"output_{i}.pb")
             assert got.shape == want.shape, f"{case} {folder.name} output {i}"
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_prepend_lowered_for_tract_runs_in_tract():
+    """The stack of prepended rows is reversed by a Gather for tract (which slices no
+    run-time dim with step -1), and tract computes what PyTorch did."""
+    pytest.importorskip("tract", reason="pip install tract")
+    from seqlower.verification.runtimes import run_in_runtime
+
+    model = onnx.load(ROOT / "prepend" / "model.onnx")
+    lowered, _ = lower(model, target="tract")
+    assert sequence_op_counts(lowered) == {}
+    assert "Slice" not in {n.op_type for n in lowered.graph.node if n.name.endswith("reversed")}
+    for folder in sorted((ROOT / "prepend").glob("test_data_set_*")):
+        feeds = {"x": _tensor(folder / "input_0.pb")}
+        (got,) = run_in_runtime("tract", lowered, feeds)
+        np.testing.assert_allclose(got, _tensor(folder / "output_0.pb"), rtol=1e-4, atol=1e-5)

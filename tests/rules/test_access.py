@@ -130,6 +130,79 @@ def test_runtime_position_into_a_split_of_static_length_reads_the_input():
     assert op_counts(lowered)["Split"] == 0  # Gather from x itself
 
 
+EVEN_CHUNKS = """g (float[N,8,M] x, int64 p) => (float y) {
+    two = Constant<value = int64 {2}>()
+    s = SplitToSequence<axis = 1>(x, two)
+    y = SequenceAt(s, p)
+}"""
+
+
+@pytest.mark.parametrize("p", [0, 2, 3, -1, -4])
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_runtime_position_into_even_chunks_is_one_gather_of_a_reshape(p, n):
+    """x.chunk(4, 1)[p]: the four [N, 2, M] chunks are one Reshape to [N, 4, 2, M] away."""
+    x = RNG.standard_normal((n, 8, 3)).astype(np.float32)
+    model = parse(EVEN_CHUNKS)
+    lowered, report, (y,) = lower_and_compare(model, {"x": x, "p": np.array(p, dtype=np.int64)})
+    np.testing.assert_array_equal(y, np.split(x, 4, axis=1)[p])
+    assert report.rules_fired["at-even-chunks"] == 1
+    assert sequence_op_count(lowered) == 0
+    assert op_counts(lowered)["If"] == op_counts(lowered)["Where"] == 0
+    # M is known at run time only: the bounds come from constant tables (two Gathers, a Slice)
+    assert op_counts(lowered)["Gather"] == 2 and op_counts(lowered)["Slice"] == 1
+
+
+@pytest.mark.parametrize("p", [1, -1])
+@pytest.mark.parametrize("n", [0, 2])
+def test_even_chunks_with_static_trailing_dims_are_one_reshape_and_one_gather(p, n):
+    x = RNG.standard_normal((n, 8, 3)).astype(np.float32)
+    model = parse(EVEN_CHUNKS.replace("float[N,8,M]", "float[N,8,3]"))
+    lowered, report, (y,) = lower_and_compare(model, {"x": x, "p": np.array(p, dtype=np.int64)})
+    np.testing.assert_array_equal(y, np.split(x, 4, axis=1)[p])
+    assert report.rules_fired["at-even-chunks"] == 1
+    assert op_counts(lowered)["Reshape"] == op_counts(lowered)["Gather"] == 1
+
+
+@pytest.mark.parametrize("p", [4, -5])
+def test_an_out_of_range_position_into_even_chunks_still_fails(p):
+    model = parse(EVEN_CHUNKS)
+    lowered, _ = lower(model)
+    feeds = {"x": np.zeros((2, 8, 3), np.float32), "p": np.array(p, dtype=np.int64)}
+    for candidate in (model, lowered):
+        with pytest.raises(Exception, match=r"(?i)out of|invalid|bound|range"):
+            run_ort(candidate, feeds)
+
+
+def test_uneven_chunks_are_not_reshaped():
+    model = parse(EVEN_CHUNKS.replace("float[N,8,M]", "float[N,7,M]"))
+    x = RNG.standard_normal((2, 7, 3)).astype(np.float32)
+    _, report, (y,) = lower_and_compare(model, {"x": x, "p": np.array(-1, dtype=np.int64)})
+    np.testing.assert_array_equal(y, x[:, 6:])
+    assert "at-even-chunks" not in report.rules_fired
+
+
+@pytest.mark.parametrize("n", [1, 5, 6])
+def test_reads_of_uneven_chunks_share_one_table_of_bounds(n):
+    model = parse("""g (float[N,3] x, int64 p) => (float a, float b, float c) {
+        two = Constant<value = int64 {2}>()
+        s = SplitToSequence<axis = 0>(x, two)
+        last = Constant<value = int64 {-1}>()
+        first = Constant<value = int64 {0}>()
+        a = SequenceAt(s, p)
+        b = SequenceAt(s, last)
+        c = SequenceAt(s, first)
+    }""")
+    x = RNG.standard_normal((n, 3)).astype(np.float32)
+    chunks = [x[i : i + 2] for i in range(0, n, 2)]
+    p = -len(chunks)
+    lowered, report, (a, b, c) = lower_and_compare(model, {"x": x, "p": np.array(p)})
+    for got, want in ((a, chunks[p]), (b, chunks[-1]), (c, chunks[0])):
+        np.testing.assert_array_equal(got, want)
+    assert report.rules_fired["at-of-chunks"] == 1  # one rewrite reads for all three
+    counts = op_counts(lowered)
+    assert counts["Range"] == counts["Shape"] == 1 and counts["Slice"] == 3
+
+
 def test_runtime_position_into_an_unknown_length_sequence_is_kept_with_a_reason():
     model = parse("""g (seq(float[2]) s, int64 p) => (float y) {
         y = SequenceAt(s, p)

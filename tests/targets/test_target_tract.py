@@ -286,7 +286,7 @@ def test_a_loop_over_the_budget_is_refused_with_the_numbers():
         "(unroll_budget= in Python)"
     )
     lowered, _ = lower(parse(STATIC), target="tract", unroll_budget=5)
-    assert op_counts(lowered)["Loop"] == 1
+    assert op_counts(lowered)["Loop"] == 1  # its body does not read the iteration number
 
 
 def test_the_default_target_does_not_unroll_tensor_loops():
@@ -399,3 +399,66 @@ def test_types_without_an_onnxruntime_where_keep_their_if(dtype):
     a, b = np.array([1, 0, 1]).astype(dtype), np.array([0, 1, 1]).astype(dtype)
     for c in (True, False):
         _same_as_original(model, lowered, {"a": a, "b": b, "c": np.array(c)})
+
+
+# -- Loop -> Scan over the iteration numbers -----------------------------------------------------
+
+RUN_TIME_TRIPS = """g (float[4] x, int64 m) => (float[4] total, float[4] same, float[?,4] steps) {
+    go = Constant<value = bool {1}>()
+    total, same, steps = Loop(m, go, x, x) <body = body (int64 i, bool c, float[4] v, float[4] k)
+                                      => (bool c2, float[4] w, float[4] k, float[4] step) {
+        c2 = Identity(c)
+        f = Cast<to = 1>(i)
+        step = Mul(x, f)
+        w = Add(v, step)
+    }>
+}"""
+
+
+@pytest.mark.parametrize("m", [-1, 0, 1, 3])
+def test_a_run_time_trip_count_becomes_a_scan_over_the_iteration_numbers(m):
+    """States, a state passed through unchanged and a scan output; for m <= 0 the Scan runs
+    once and drops what it gave."""
+    model = parse(RUN_TIME_TRIPS)
+    lowered, report = lower(model, target="tract")
+    assert report.rules_fired == {"tract-loop-to-range-scan": 1}
+    assert op_counts(lowered)["Loop"] == 0 and op_counts(lowered)["Scan"] == 1
+    x = np.array([1, -2, 0.5, 3], np.float32)
+    _total, same, steps = _same_as_original(model, lowered, {"x": x, "m": np.array(m)})
+    assert steps.shape == (max(m, 0), 4)
+    np.testing.assert_array_equal(same, x)
+
+
+def test_tract_runs_the_scan_over_the_iteration_numbers():
+    tract = pytest.importorskip("tract", reason="pip install tract")
+    from seqlower.verification.runtimes import run_in_runtime
+
+    lowered, _ = lower(parse(RUN_TIME_TRIPS), target="tract")
+    feeds = {"x": np.array([1, -2, 0.5, 3], np.float32), "m": np.array(3)}
+    for got, want in zip(run_in_runtime("tract", lowered, feeds), run_ort(lowered, feeds)):
+        np.testing.assert_allclose(got, want)
+    assert tract is not None
+
+
+def test_a_carried_value_that_grows_keeps_its_loop():
+    model = parse("""g (float[4] x, int64 m) => (float[?] y) {
+        go = Constant<value = bool {1}>()
+        y = Loop(m, go, x) <body = body (int64 i, bool c, float[?] v) => (bool c2, float[?] w) {
+            c2 = Identity(c)
+            f = Cast<to = 1>(i)
+            p = Mul(x, f)
+            w = Concat<axis = 0>(v, p)
+        }>
+    }""")
+    refusal = _refusal(model, "Loop", target_tract._check_loop_to_range_scan)
+    assert refusal.reason == (
+        "the carried value 'v' may change shape between iterations: a Scan's state keeps one shape"
+    )
+
+
+def test_a_loop_that_does_not_read_its_iteration_number_stays():
+    model = parse(
+        RUN_TIME_TRIPS.replace("f = Cast<to = 1>(i)", "f = Constant<value = float {2}>()")
+    )
+    refusal = _refusal(model, "Loop", target_tract._check_loop_to_range_scan)
+    assert refusal.reason.startswith("the body does not read the iteration number: tract 0.23.9")

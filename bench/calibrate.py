@@ -1,0 +1,133 @@
+"""Calibrate the cost model: does the estimate pick the faster form of each region?
+
+For every region (`seqlower.regions`) of every committed model with sequence operators
+(`tests/fixtures/torch`, `tests/fixtures/torch_loops`, `tests/fixtures/speed`, `examples`), time
+the model lowered everywhere against the same model with only that region left as given
+(`seqlower.pipeline.region_forms`), in onnxruntime (CPU, 1 thread, interleaved medians), and
+compare with the region's two estimates (`seqlower.cost`). A region whose two forms run within
+10% of each other is listed but not scored. Prints one line per region and the agreement:
+
+    python -m bench.calibrate [--runs 200] [--min-seconds 0.3] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from bench.timing import latency
+from seqlower.pipeline import region_forms
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDERS = [ROOT / "tests" / "fixtures" / name for name in ("torch", "torch_loops", "speed")]
+EXAMPLES = ROOT / "examples"
+MARGIN = 0.10  # forms closer than this are a tie: not scored
+
+
+def cases() -> list[tuple[str, Path, Path | None]]:
+    """(name, model, folder of saved inputs or None) for every committed model."""
+    found = []
+    for folder in FOLDERS:
+        for case in sorted(p for p in folder.iterdir() if (p / "model.onnx").exists()):
+            found.append((f"{folder.name}/{case.name}", case / "model.onnx", case))
+    for path in sorted(EXAMPLES.glob("*.onnx")):
+        found.append((f"examples/{path.stem}", path, None))
+    return found
+
+
+def feeds_for(model: onnx.ModelProto, case: Path | None) -> dict[str, np.ndarray]:
+    """The first saved input set, or random floats with every symbolic dim 8."""
+    if case is not None:
+        feeds = {}
+        for path in sorted((case / "test_data_set_0").glob("input_*.pb")):
+            tensor = onnx.load_tensor(str(path))
+            feeds[tensor.name] = onnx.numpy_helper.to_array(tensor)
+        return feeds
+    rng = np.random.default_rng(0)
+    return {
+        value.name: rng.standard_normal(
+            [
+                d.dim_value if d.HasField("dim_value") else 8
+                for d in value.type.tensor_type.shape.dim
+            ]
+        ).astype(np.float32)
+        for value in model.graph.input
+    }
+
+
+def measure(runs: int, min_seconds: float) -> list[dict]:
+    rows = []
+    for name, path, case in cases():
+        lowered, forms = region_forms(path)
+        feeds = feeds_for(onnx.load(path), case)
+        for index, form in enumerate(forms):
+            models = {"lowered": ir.to_proto(lowered), "kept": ir.to_proto(form.kept)}
+            timed = latency(models, feeds, runs=runs, min_seconds=min_seconds)
+            row = {
+                "case": name,
+                "region": index,
+                "sites": list(form.sequence_nodes),
+                "estimate_as_given": form.as_given,
+                "estimate_lowered": form.lowered,
+                "seconds_as_given": timed["kept"][0],
+                "seconds_lowered": timed["lowered"][0],
+            }
+            rows.append(row)
+            print(line(row), flush=True)
+    return rows
+
+
+def line(row: dict) -> str:
+    ratio = row["seconds_as_given"] / row["seconds_lowered"]
+    pick = "lowered" if _picks_lowered(row) else "as given"
+    verdict = "tie" if abs(ratio - 1) <= MARGIN else ("ok" if _agrees(row) else "WRONG")
+    return (
+        f"{row['case']:<36} region {row['region']} ({row['sites'][0]:.40}): estimate "
+        f"{row['estimate_as_given']:.0f} as given, {row['estimate_lowered']:.0f} lowered -> "
+        f"{pick}; measured {row['seconds_as_given'] * 1e6:.1f} / "
+        f"{row['seconds_lowered'] * 1e6:.1f} us (lowered {ratio:.2f}x) {verdict}"
+    )
+
+
+def _picks_lowered(row: dict) -> bool:
+    """The choice `--target onnxruntime` makes: lowered unless it costs more in whole launches."""
+    return round(row["estimate_lowered"]) <= round(row["estimate_as_given"])
+
+
+def _agrees(row: dict) -> bool:
+    lowered_faster = row["seconds_lowered"] < row["seconds_as_given"]
+    return lowered_faster == _picks_lowered(row)
+
+
+def agreement(rows: list[dict]) -> tuple[int, int]:
+    """(regions where the estimate picks the faster form, regions scored)."""
+    scored = [r for r in rows if abs(r["seconds_as_given"] / r["seconds_lowered"] - 1) > MARGIN]
+    return sum(_agrees(r) for r in scored), len(scored)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--min-seconds", type=float, default=0.3)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    rows = measure(args.runs, args.min_seconds)
+    agree, scored = agreement(rows)
+    share = agree / scored if scored else 1.0
+    print(
+        f"\nthe estimate picks the faster form in {agree} of {scored} regions whose forms differ "
+        f"by more than {MARGIN:.0%} ({share:.0%}; goal 90%); {len(rows) - scored} ties"
+    )
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,527 @@
+"""A tensor a Loop grows by concatenation becomes a scan output, concatenated once after the loop.
+
+    Loop(.., acc0, body: acc1 = Concat(acc, Unsqueeze(x, a), axis=a))
+        -> Concat(acc0, Transpose?(Loop(.., body: scan output x)), axis=a)
+    Loop(.., acc0, body: acc1 = Concat(acc, p, axis=a))          (p of one size k along a)
+        -> Concat(acc0, Reshape(Transpose?(Loop(.., body: scan output p))), axis=a)
+    body: acc1 = Concat(p, acc, axis=a)                           (prepends)
+        -> the scan output reversed once after the loop, before acc0
+    body: acc1 = If(c, then: Concat(acc, p, axis=a), else: acc)  (grows only sometimes)
+        -> scan outputs of p and c, then Compress(scan of p, scan of c, axis=0)
+
+This is the form a scripted `res = torch.cat((res, piece.unsqueeze(0)))` loop exports to
+(torchvision's Mask R-CNN and Keypoint R-CNN do it): no sequence operator, but a carried value
+whose shape grows, copied in every iteration (quadratic), which OpenVINO cannot convert when it
+starts as a constant of size 0. A scan output stacks the pieces in linear time and keeps the
+carried values of one shape. The Transpose moves the iteration axis to `a`; the Reshape merges it
+with the piece's own axis `a` (of a size k that is the same in every iteration) and, when the
+piece's other dims are not static, gives the result its true shape when no iteration runs
+(onnxruntime then stacks zero-size dims). The accumulator may pass through Identity and Casts
+to its own type on its way in.
+
+The Loop carries one value fewer. Only the Concat (or If) may read the accumulator in the body;
+after the loop anything may. A piece whose size along `a` may change between iterations stays an
+accumulator (a scan output needs one shape), and the refusal says so.
+
+`loop-append-to-concat` makes the opposite rewrite, from a list, for a piece whose shape changes
+between iterations: this rule refuses those, so the two never undo each other.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RULES"]
+
+import dataclasses
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.analysis.loop_shapes import INVARIANT, LoopShapes
+from seqlower.cost import COPY_ELEMENTS, DYNAMIC_COUNT
+from seqlower.ops import graphs_within, subgraphs
+from seqlower.options import SPEED_FIRST_TARGETS
+from seqlower.rewriter import Builder
+from seqlower.rule import Context, Refusal, Rule, RuleSet
+from seqlower.rules.loop_appends import _hoistable
+from seqlower.rules.loops import _body
+
+
+@dataclasses.dataclass(frozen=True)
+class AccumulatorPlan:
+    index: int  # among the loop-carried values
+    update: ir.Node  # what makes the next accumulator: the Concat, or an If around one
+    concat: ir.Node  # the Concat(acc, piece) (in a branch of `update` when that is an If)
+    piece: ir.Value  # what the scan output stacks: x of Unsqueeze(x, a), or the piece itself
+    axis: int  # normalized, among the accumulator's dims
+    rank: int  # of the accumulator
+    size: int | None  # of the piece along `axis` (1 when unsqueezed); None: not static
+    unsqueezed: bool  # `piece` lacks the axis (rank - 1 dims)
+    static_dims: tuple[int, ...] | None  # of `piece`, when all static
+    dtype: ir.DataType
+    init_dims: tuple[int | None, ...]  # of the initial value, None where not static
+    prepend: bool = False
+    keep: ir.Value | None = None  # grows only when true (an If in the body)
+    negate: bool = False  # `keep` is the condition of an If that grows in its else branch
+    hoist: tuple[ir.Node, ...] = ()  # nodes of the growing branch that compute the piece
+    filler: bool = False  # the If stays, its other branch giving zeros of the piece's shape
+    passed: tuple[ir.Node, ...] = ()  # Identity and Cast nodes the accumulator goes through
+
+
+def _check(node: ir.Node, ctx: Context) -> AccumulatorPlan | Refusal:
+    body = _body(node)
+    reasons = []
+    shapes: LoopShapes | None = None
+    for index, init in enumerate(node.inputs[2:]):
+        body_input = body.inputs[2 + index]
+        if init is None or not isinstance(body_input.type or init.type, ir.TensorType):
+            continue
+        if shapes is None:
+            shapes = LoopShapes(node, ctx.facts.values)
+        plan = _plan(node, index, shapes, ctx)
+        if isinstance(plan, AccumulatorPlan):
+            return plan
+        if plan:
+            reasons.append(f"carried tensor '{body_input.name}': {plan}")
+    return Refusal("; ".join(reasons) or "the loop grows no carried tensor by concatenation")
+
+
+def _transparent(node: ir.Node | None, dtype: ir.DataType | None) -> bool:
+    """Identity, or a Cast to the type its input already has."""
+    if node is None or node.domain != "":
+        return False
+    if node.op_type == "Identity":
+        return True
+    source = node.inputs[0] if node.inputs else None
+    return (
+        node.op_type == "Cast"
+        and dtype is not None
+        and source is not None
+        and source.dtype == dtype
+        and node.attributes.get_int("to", 0) == int(dtype)
+    )
+
+
+def _strip(value: ir.Value, dtype: ir.DataType | None) -> tuple[ir.Value, list[ir.Node]]:
+    """`value` with the Identity and same-type Casts that produced it peeled off."""
+    passed = []
+    producer = value.producer()
+    while _transparent(producer, dtype) and producer is not None and producer.inputs[0]:
+        passed.append(producer)
+        value = producer.inputs[0]  # type: ignore[assignment]
+        producer = value.producer()
+    return value, passed
+
+
+def _only_read_by(value: ir.Value, allowed: set[int]) -> bool:
+    """True when every reader of `value` (through the transparent nodes in `allowed`) is a node
+    in `allowed`."""
+    for use in value.uses():
+        if id(use.node) not in allowed:
+            return False
+        if use.node.op_type in ("Identity", "Cast") and not _only_read_by(
+            use.node.outputs[0], allowed
+        ):
+            return False
+    return True
+
+
+def _plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) -> AccumulatorPlan | str:
+    """The plan for carried value `index`, or why not ("" when it is plainly no accumulator:
+    no Concat or If makes its next value)."""
+    body = _body(node)
+    init = node.inputs[2 + index]
+    body_input, body_output = body.inputs[2 + index], body.outputs[1 + index]
+    assert init is not None
+    dtype = init.dtype or body_input.dtype
+    update = body_output.producer()
+    if update is None or update.graph is not body or update.domain != "":
+        return ""
+    if update.op_type not in ("Concat", "If"):
+        return ""
+    if [o for o in body.outputs if o is body_output] != [body_output] or body_output.uses():
+        return "its next value is also read in the body"
+    keep, negate, hoist = None, False, ()
+    if update.op_type == "If":
+        if len(update.outputs) != 1:
+            return f"If '{update.name}' that grows it gives more than one value"
+        found = _branch_concat(update, body_input, dtype)
+        if isinstance(found, str):
+            return found
+        concat, negate, branch, passed = found
+        keep = update.inputs[0]
+    else:
+        concat, passed = update, []
+    if len(concat.inputs) != 2 or None in concat.inputs:
+        return "its Concat joins more than two tensors"
+    first, first_passed = _strip(concat.inputs[0], dtype)  # type: ignore[arg-type]
+    second, second_passed = _strip(concat.inputs[1], dtype)  # type: ignore[arg-type]
+    if first is body_input and second is not body_input:
+        prepend, piece, passed = False, concat.inputs[1], [*passed, *first_passed]
+    elif second is body_input and first is not body_input:
+        prepend, piece, passed = True, concat.inputs[0], [*passed, *second_passed]
+    else:
+        return "its Concat does not join it with one other tensor"
+    allowed = {id(n) for n in (*passed, concat)}
+    if not _only_read_by(body_input, allowed):
+        readers = sorted({use.node.op_type for use in body_input.uses()})
+        return f"the body reads it ({', '.join(readers)}), not only concatenates"
+    assert piece is not None
+    rank = _rank(init, body_input, concat, shapes)
+    if rank is None:
+        return "its rank is not known"
+    axis = concat.attributes.get_int("axis", 0)
+    if not -rank <= axis < rank:
+        return f"axis {axis} is out of range for rank {rank}"
+    axis %= rank
+    core, _ = _strip(piece, dtype)
+    x = _unsqueezed_on(core, axis, rank, ctx)
+    if x is not None:
+        scanned, size, unsqueezed = x, 1, True
+    else:
+        shape = shapes.shape(piece)
+        if isinstance(shape, tuple):
+            dim = shape[axis] if len(shape) == rank else None
+            invariant = dim is not None
+        else:
+            dim, invariant = None, shape is INVARIANT
+        if not invariant:
+            return (
+                f"the size of the concatenated tensor '{piece.name}' along axis {axis} may "
+                "change between iterations (a scan output needs one shape)"
+            )
+        scanned, unsqueezed = piece, False
+        size = dim if isinstance(dim, int) else None
+    filler = False
+    if keep is not None:
+        hoist = _hoistable(scanned, branch, ctx)
+        if isinstance(hoist, str):
+            if size is None:
+                return f"If '{update.name}': {hoist}, and the piece's size is not static"
+            hoist, filler = (), True  # the other branch gives zeros of the piece's shape
+    if dtype is None or (scanned.dtype is not None and scanned.dtype != dtype):
+        return "the element type is unknown or changes"
+    shape = shapes.shape(scanned)
+    static_dims = (
+        tuple(shape)
+        if isinstance(shape, tuple) and all(isinstance(d, int) for d in shape)
+        else None
+    )
+    plan = AccumulatorPlan(
+        index, update, concat, scanned, axis, rank, size, unsqueezed, static_dims,  # type: ignore[arg-type]
+        dtype, _static_dims(init, rank, ctx), prepend, keep, negate, hoist, filler,
+        tuple(passed),
+    )  # fmt: skip
+    saved, count = _launches_saved(node, plan, ctx)
+    if saved < 0 and ctx.options.target in SPEED_FIRST_TARGETS:
+        return (
+            f"over {count:g} iterations the accumulator costs fewer operator launches than a "
+            'scan output and the reshaping after the loop (README, "Never slower")'
+        )
+    return plan
+
+
+def _static_dims(value: ir.Value, rank: int, ctx: Context) -> tuple[int | None, ...]:
+    array = ctx.facts.static(value)
+    if array is not None and array.ndim == rank:
+        return tuple(int(d) for d in array.shape)
+    if value.shape is not None and len(value.shape) == rank:
+        return tuple(d if isinstance(d, int) else None for d in value.shape)
+    return (None,) * rank
+
+
+def _rank(init: ir.Value, body_input: ir.Value, concat: ir.Node, shapes: LoopShapes) -> int | None:
+    for value in (init, concat.outputs[0], body_input):
+        if value.shape is not None:
+            return len(value.shape)
+    shape = shapes.outer_shape(init)
+    return len(shape) if isinstance(shape, tuple) else None
+
+
+def _unsqueezed_on(value: ir.Value, axis: int, rank: int, ctx: Context) -> ir.Value | None:
+    """x when `value` is Unsqueeze(x, [axis]) (axis among the `rank` dims of the result)."""
+    node = value.producer()
+    if node is None or node.op_type != "Unsqueeze" or node.domain != "" or not node.inputs[0]:
+        return None
+    if len(node.inputs) > 1:
+        axes = ctx.facts.static(node.inputs[1])
+        found = None if axes is None else [int(a) for a in axes.reshape(-1)]
+    else:
+        attr = node.attributes.get("axes")
+        found = None if attr is None else list(attr.as_ints())
+    if found is None or len(found) != 1 or found[0] % rank != axis:
+        return None
+    return node.inputs[0]
+
+
+def _branch_concat(
+    if_node: ir.Node, body_input: ir.Value, dtype: ir.DataType | None
+) -> tuple[ir.Node, bool, ir.Graph, list[ir.Node]] | str:
+    """(the Concat, True when it is in the else branch, that branch, the transparent nodes
+    passed) for an If whose one branch grows the accumulator and whose other passes it
+    through; else why not."""
+    grows = []
+    passed: list[ir.Node] = []
+    branches = {id(g) for b in subgraphs(if_node) for g in graphs_within(b)}
+    for negate, attr in ((False, "then_branch"), (True, "else_branch")):
+        branch = if_node.attributes[attr].as_graph()
+        (out,) = branch.outputs
+        value, stripped = _strip(out, dtype)
+        passed += stripped
+        if value is body_input:
+            continue
+        concat = value.producer()
+        if concat is None or concat.graph is not branch or concat.op_type != "Concat":
+            return f"a branch of If '{if_node.name}' gives neither it nor a Concat with it"
+        grows.append((concat, negate, branch))
+    if len(grows) != 1:
+        return f"both branches of If '{if_node.name}' change it" if grows else ""
+    concat, negate, branch = grows[0]
+    if any(id(use.node.graph) not in branches for use in body_input.uses()):
+        return "the body reads it outside the If that grows it"
+    return concat, negate, branch, passed
+
+
+def _launches_saved(node: ir.Node, plan: AccumulatorPlan, ctx: Context) -> tuple[float, float]:
+    """(operator launches the rewrite saves per run, estimated as `seqlower.cost` does, with
+    the copying of the growing accumulator counted as it counts a SequenceInsert's; the
+    iterations assumed)."""
+    trip = ctx.facts.static_int(node.inputs[0]) if node.inputs and node.inputs[0] else None
+    count = float(trip) if trip is not None and 0 <= trip <= 2**31 - 1 else DYNAMIC_COUNT
+    body = _body(node)
+    per_iteration = (count / 2) / COPY_ELEMENTS  # the copying
+    per_iteration += 0 if plan.filler else 1  # the Concat
+    per_iteration += sum(1 for passed in plan.passed if passed.graph is body)
+    producer = plan.piece.producer()
+    inside = producer is not None and (producer.graph is body or producer in plan.hoist)
+    if not (inside or plan.filler):
+        per_iteration -= 1  # an Identity gives it as a scan output
+    unsqueeze = _unsqueeze(plan)
+    if unsqueeze is not None and len(unsqueeze.outputs[0].uses()) == 1:
+        per_iteration += 1  # the Unsqueeze goes
+    if plan.keep is not None:  # the condition as a scalar scan output
+        scalar = plan.keep.shape is not None and len(plan.keep.shape) == 0
+        keep = plan.keep.producer()
+        inside = keep is not None and keep.graph is body and not plan.negate
+        per_iteration -= (not scalar) + plan.negate + (not inside)
+    after = 1 + (plan.keep is not None) + plan.prepend + (plan.axis != 0)
+    if not plan.unsqueezed or plan.static_dims is None:
+        after += 5  # Reshape to the shape made of the pieces' count and the initial dims
+    if plan.filler:
+        after += 3  # ConstantOfShape and its shape, before the loop
+    return count * per_iteration - after, count
+
+
+def _to_scan_output(node: ir.Node, plan: AccumulatorPlan, ctx: Context) -> None:
+    """Loop(.., acc0, body: acc1 = Concat(acc, Unsqueeze(x, a), axis=a))
+        -> Concat(acc0, Transpose?(Loop(.., body: scan output x)), axis=a)
+    body: acc1 = Concat(acc, p, axis=a)   (p of one size k along a in every iteration)
+        -> Concat(acc0, Reshape(Transpose?(scan of p), merging the iterations into a), axis=a)
+    body: acc1 = Concat(p, acc, axis=a)   (a prepend)
+        -> Concat(reversed scan of p, acc0, axis=a)
+    body: acc1 = If(c, then: Concat(acc, p, axis=a), else: acc)   (grows only sometimes)
+        -> Concat(acc0, Compress(scan of p, scan of c, axis=0) .., axis=a)
+    (p computed in the branch by ops that cannot fail is computed in every iteration)
+    """
+    body = _body(node)
+    k = plan.index
+    builder = ctx.rewriter.before(node)
+    inputs = list(node.inputs)
+    init = inputs.pop(2 + k)
+    assert init is not None
+    for hoisted in plan.hoist:  # from the growing branch to just before the If
+        hoisted.graph.remove(hoisted)  # type: ignore[union-attr]
+        body.insert_before(plan.update, hoisted)
+    inner = ctx.rewriter.before(plan.update)
+    if plan.filler:
+        scanned = _branch_pieces(plan, _filler(builder, plan, init), ctx)
+    else:
+        scanned = _body_output(plan.piece, body, inner, "scan_out")
+    scanned.type = ir.TensorType(plan.dtype)
+    if plan.static_dims is not None:
+        scanned.shape = ir.Shape(plan.static_dims)
+    scans = [scanned]
+    if plan.keep is not None:
+        keep = plan.keep
+        if keep.shape is None or len(keep.shape) != 0:
+            keep = inner.op("Reshape", [keep, inner.ints([], "scalar")])
+        if plan.negate:
+            keep = inner.op("Not", [keep])
+        keep = _body_output(keep, body, inner, "scan_keep")
+        keep.type = ir.TensorType(ir.DataType.BOOL)
+        scans.append(keep)
+    body.outputs.pop(1 + k)
+    body.outputs.extend(scans)
+    unsqueeze = _unsqueeze(plan)
+    if not plan.filler:
+        _remove_update(plan)
+    _remove_unread([plan.concat, *plan.passed, unsqueeze])
+    body.inputs.pop(2 + k)
+
+    outputs = builder.ops(
+        "Loop",
+        inputs,
+        {"body": body},
+        num_outputs=len(node.outputs) - 1 + len(scans),
+        name="scan_loop",
+    )
+    old_outputs = list(node.outputs)
+    grown = old_outputs.pop(k)
+    for old, new in zip(old_outputs, outputs):
+        new.type = old.type
+        ctx.rewriter.replace(old, new)
+    stacked = outputs[len(old_outputs)]
+    stacked.type = ir.TensorType(plan.dtype)
+    if not grown.uses() and not grown.is_graph_output():
+        return
+    by_gather = ctx.options.target == "tract"
+    result = _after_loop(builder, plan, stacked, outputs[-1], init, by_gather)
+    result.type = ir.TensorType(plan.dtype)
+    ctx.rewriter.replace(grown, result)
+
+
+def _body_output(value: ir.Value, body: ir.Graph, inner: Builder, name: str) -> ir.Value:
+    """`value` as a new output of `body`: itself when the body computes it and does not give it
+    already, else an Identity of it."""
+    producer = value.producer()
+    if producer is None or producer.graph is not body or value in body.outputs:
+        return inner.op("Identity", [value], name=name)
+    return value
+
+
+def _filler(builder: Builder, plan: AccumulatorPlan, init: ir.Value) -> ir.Value:
+    """Zeros of the piece's shape, made before the loop: the initial value's dims, with the
+    piece's size at the axis (or without the axis for an unsqueezed piece)."""
+    parts = []
+    if plan.axis > 0:
+        parts.append(_init_dims(builder, plan, init, 0, plan.axis))
+    if not plan.unsqueezed:
+        parts.append(builder.ints([plan.size or 0]))
+    if plan.axis + 1 < plan.rank:
+        parts.append(_init_dims(builder, plan, init, plan.axis + 1, plan.rank))
+    shape = parts[0] if len(parts) == 1 else builder.op("Concat", parts, {"axis": 0})
+    if not parts:
+        shape = builder.ints([])
+    zero = ir.Tensor(np.zeros(1, plan.dtype.numpy()))
+    filler = builder.op("ConstantOfShape", [shape], {"value": zero}, name="filler")
+    filler.type = ir.TensorType(plan.dtype)
+    return filler
+
+
+def _branch_pieces(plan: AccumulatorPlan, filler: ir.Value, ctx: Context) -> ir.Value:
+    """The If gives the piece where it grew the accumulator and `filler` where it passed it
+    through; its output is then what the scan output stacks."""
+    for attr in ("then_branch", "else_branch"):
+        branch = plan.update.attributes[attr].as_graph()
+        grows = plan.concat.graph is branch
+        anchor = plan.concat if grows else None
+        if anchor is None:
+            out = ir.Node("", "Identity", [filler], name=ctx.rewriter.names.fresh("filler"))
+            out.outputs[0].name = ctx.rewriter.names.fresh("filler")
+            branch.append(out)
+            value = out.outputs[0]
+        else:
+            value = ctx.rewriter.before(anchor).op("Identity", [plan.piece], name="piece")
+        value.type = ir.TensorType(plan.dtype)
+        branch.outputs[0] = value
+    result = plan.update.outputs[0]
+    result.type = ir.TensorType(plan.dtype)
+    result.shape = None
+    return result
+
+
+def _unsqueeze(plan: AccumulatorPlan) -> ir.Node | None:
+    if not plan.unsqueezed:
+        return None
+    piece = plan.concat.inputs[0 if plan.prepend else 1]
+    assert piece is not None
+    return _strip(piece, plan.dtype)[0].producer()
+
+
+def _remove_update(plan: AccumulatorPlan) -> None:
+    """Remove the Concat, or the If around it (whose branches then read nothing)."""
+    update = plan.update
+    for branch in subgraphs(update):
+        for inner in branch.all_nodes():
+            for i in range(len(inner.inputs)):
+                inner.replace_input_with(i, None)
+    update.graph.remove(update, safe=True)  # type: ignore[union-attr]
+
+
+def _remove_unread(nodes: list[ir.Node | None]) -> None:
+    """Remove those of `nodes` (in order: each may feed the ones before it) that are still in a
+    graph and whose outputs nothing reads any more."""
+    for node in nodes:
+        graph = node.graph if node is not None else None
+        if graph is None or any(o.uses() or o.is_graph_output() for o in node.outputs):  # type: ignore[union-attr]
+            continue
+        graph.remove(node, safe=True)  # type: ignore[arg-type]
+
+
+def _after_loop(
+    builder: Builder,
+    plan: AccumulatorPlan,
+    stacked: ir.Value,
+    keep: ir.Value,
+    init: ir.Value,
+    by_gather: bool = False,
+) -> ir.Value:
+    """The grown tensor from the stacked pieces (iterations first) and the initial value; a
+    prepend is reversed by a Gather when `by_gather` (for tract), else by a Slice
+    (`Builder.reverse`)."""
+    if plan.keep is not None:
+        stacked = builder.op("Compress", [stacked, keep], {"axis": 0})
+    if plan.prepend:
+        stacked = builder.reverse(stacked, by_gather=by_gather)
+    stacked_rank = plan.rank if plan.unsqueezed else plan.rank + 1
+    if plan.axis != 0:  # the iterations next to the piece's own axis
+        perm = [*range(1, plan.axis + 1), 0, *range(plan.axis + 1, stacked_rank)]
+        stacked = builder.op("Transpose", [stacked], {"perm": perm})
+    if not plan.unsqueezed or plan.static_dims is None:
+        stacked = builder.op("Reshape", [stacked, _grown_shape(builder, plan, stacked, init)])
+    stacked.type = ir.TensorType(plan.dtype)
+    parts = [stacked, init] if plan.prepend else [init, stacked]
+    return builder.op("Concat", parts, {"axis": plan.axis}, name="grown")
+
+
+def _grown_shape(
+    builder: Builder, plan: AccumulatorPlan, stacked: ir.Value, init: ir.Value
+) -> ir.Value:
+    """The shape of the stacked pieces merged along the axis: the initial value's dims, with
+    the iteration count times the piece's size at the axis."""
+    count = _dims(builder, stacked, plan.axis, plan.axis + 1)
+    if plan.size is None:  # the same in every iteration: read it from the stacked pieces
+        size = _dims(builder, stacked, plan.axis + 1, plan.axis + 2)
+        count = builder.op("Mul", [count, size])
+    elif plan.size != 1:
+        count = builder.op("Mul", [count, builder.ints([plan.size])])
+    parts = []
+    if plan.axis > 0:
+        parts.append(_init_dims(builder, plan, init, 0, plan.axis))
+    parts.append(count)
+    if plan.axis + 1 < plan.rank:
+        parts.append(_init_dims(builder, plan, init, plan.axis + 1, plan.rank))
+    if len(parts) == 1:
+        return parts[0]
+    return builder.op("Concat", parts, {"axis": 0}, name="grown_shape")
+
+
+def _init_dims(
+    builder: Builder, plan: AccumulatorPlan, init: ir.Value, start: int, end: int
+) -> ir.Value:
+    """Shape(init)[start:end], a constant where those dims are static (OpenVINO 2026.4.1 reads
+    an empty shape from a Shape with start and end of a constant of size 0: probed)."""
+    dims = plan.init_dims[start:end]
+    if all(isinstance(d, int) for d in dims):
+        return builder.ints(dims)  # type: ignore[arg-type]
+    return _dims(builder, init, start, end)
+
+
+def _dims(builder: Builder, value: ir.Value, start: int, end: int) -> ir.Value:
+    """Shape(value)[start:end]."""
+    if builder.opset >= 15:
+        return builder.op("Shape", [value], {"start": start, "end": end})
+    shape = builder.op("Shape", [value])
+    return builder.op("Slice", [shape, builder.ints([start]), builder.ints([end])])
+
+
+RULES = RuleSet([Rule("loop-concat-to-scan", "Loop", _check, _to_scan_output)])

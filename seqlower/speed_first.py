@@ -1,0 +1,136 @@
+"""Speed first (`--target onnxruntime`): each region keeps the cheaper of its two forms.
+
+Lowering runs once over the whole model. Each region (`seqlower.regions`) is then costed twice
+with `seqlower.cost.node_costs`: as given, before lowering, and as lowered, counting every node
+a rewrite made for the region of the node it came from. A region whose lowered form costs more
+(in whole launches) is kept: the pipeline lowers a fresh copy of the model again, with that
+region's nodes `frozen` (the driver refuses them, giving `reason` as the only refusal), and
+keeps whichever of the two lowerings and the original costs least as a whole.
+
+    plan = RegionPlan.of(model)                      # typed, before lowering
+    ... lower ...
+    costlier = plan.costlier(model, lower.origins)   # [RegionCost], empty if none
+    frozen = plan.frozen(costlier, fresh, label)     # nodes of `fresh` (the same model again)
+"""
+
+from __future__ import annotations
+
+__all__ = ["FROZEN_RULE", "RegionCost", "RegionPlan"]
+
+import dataclasses
+from collections.abc import Callable, Mapping
+
+import onnx_ir as ir
+
+from seqlower.cost import node_costs
+from seqlower.ops import iter_all_nodes
+from seqlower.regions import Region, find_regions, region_costs
+from seqlower.report import KEPT_FOR_SPEED, KeptRegion
+
+FROZEN_RULE = KEPT_FOR_SPEED  # the name the refusals of a kept region carry
+
+
+@dataclasses.dataclass(frozen=True)
+class RegionCost:
+    """A region whose lowered form costs more: its index and both estimates (whole launches)."""
+
+    index: int
+    as_given: int
+    lowered: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RegionPlan:
+    """The regions of a typed model before lowering, with their costs as given."""
+
+    walk: tuple[ir.Node, ...]  # every node in `iter_all_nodes` order: finds them in a copy
+    regions: tuple[Region, ...]
+    as_given: tuple[float, ...]  # per region
+    total: float  # the whole model
+
+    @classmethod
+    def of(cls, model: ir.Model) -> RegionPlan:
+        regions = find_regions(model)
+        costs = node_costs(model)
+        as_given = region_costs(model, regions, costs)
+        walk = tuple(iter_all_nodes(model))
+        return cls(walk, tuple(regions), tuple(as_given), sum(costs.values()))
+
+    def estimates(
+        self, lowered: ir.Model, origins: Mapping[ir.Node, ir.Node], costs: Mapping[ir.Node, float]
+    ) -> list[RegionCost]:
+        """Every region's two estimates, in whole launches: as given, and in `lowered` (this
+        plan's model after lowering, whose per-node `costs` are given)."""
+        after = region_costs(lowered, list(self.regions), costs, origins)
+        return [
+            RegionCost(index, round(before), round(now))
+            for index, (before, now) in enumerate(zip(self.as_given, after, strict=True))
+        ]
+
+    def costlier(
+        self, lowered: ir.Model, origins: Mapping[ir.Node, ir.Node], costs: Mapping[ir.Node, float]
+    ) -> list[RegionCost]:
+        """The regions that cost more lowered than as given, in whole launches."""
+        return [c for c in self.estimates(lowered, origins, costs) if c.lowered > c.as_given]
+
+    def reported(
+        self,
+        kept: list[RegionCost],
+        label: Callable[[ir.Node], str],
+        graph_of: Mapping[ir.Node, str],
+        walk: tuple[ir.Node, ...] | None = None,
+    ) -> list[KeptRegion]:
+        """The `kept` regions as the report names them, by their first sequence node (in
+        `walk`, the same model prepared again, when given)."""
+        position = {node: index for index, node in enumerate(self.walk)}
+        regions = []
+        for cost in kept:
+            region = self.regions[cost.index]
+            anchor = region.sites[0] if walk is None else walk[position[region.sites[0]]]
+            regions.append(
+                KeptRegion(
+                    graph_of.get(anchor, "main"),
+                    label(anchor),
+                    anchor.op_type,
+                    len(region.sites),
+                    cost.as_given,
+                    cost.lowered,
+                )
+            )
+        return regions
+
+    def frozen(
+        self,
+        kept: list[RegionCost],
+        fresh: ir.Model,
+        label: Callable[[ir.Node], str],
+        graph_of: Mapping[ir.Node, str],
+    ) -> tuple[dict[ir.Node, str], list[KeptRegion]] | None:
+        """The nodes of `fresh` (this plan's model loaded and prepared again) that belong to
+        the `kept` regions, each with the reason it is kept, and the regions for the report
+        (`graph_of` gives the graph path of a sequence node of `fresh`); None when `fresh` is
+        not the same graph (then the caller keeps the whole original)."""
+        walk = tuple(iter_all_nodes(fresh))
+        same = len(walk) == len(self.walk) and all(
+            a.op_type == b.op_type and a.domain == b.domain
+            for a, b in zip(walk, self.walk, strict=True)
+        )
+        if not same:
+            return None
+        position = {node: index for index, node in enumerate(self.walk)}
+        frozen: dict[ir.Node, str] = {}
+        for cost in kept:
+            region = self.regions[cost.index]
+            anchor = walk[position[region.sites[0]]]
+            headline = (
+                f"{FROZEN_RULE}: kept as given for speed: its region's tensor form costs more "
+                "(--target onnxruntime)"
+            )
+            member = (
+                f"{FROZEN_RULE}: kept as given for speed with the region of {anchor.op_type} "
+                f"'{label(anchor)}'"
+            )
+            for node in sorted(region.nodes, key=position.__getitem__):
+                mine = walk[position[node]]
+                frozen[mine] = headline if mine is anchor else member
+        return frozen, self.reported(kept, label, graph_of, walk)

@@ -1,0 +1,305 @@
+"""`loop-concat-to-scan`: a tensor a Loop grows by concatenation (no sequence operator at all)
+becomes a scan output, concatenated once with its initial value after the loop.
+
+Plain ONNX models here; the TorchScript exports (torchvision's mask pasting and keypoint
+decoding, and variants) are in tests/fixtures/torch_accumulators."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from support import assert_same_outputs, lower_and_compare, op_counts, parse
+
+import seqlower
+from seqlower.options import Options
+from seqlower.passes import NormalizePass
+from seqlower.passes.lower import LowerSequencesPass
+
+RULE = "loop-concat-to-scan"
+
+
+def _grow(
+    update: str,
+    start: str = "Identity(x0)",
+    piece: str = "Mul(x, scale)",
+    x_type: str = "float[N,3]",
+    y_type: str = "float[?,?]",
+    extra: str = "",
+    condition: str = "c2 = Identity(c)",
+    trip: str = "m",
+    prelude: str = "",
+) -> str:
+    """A Loop over i < `trip` that grows `acc` (starting as `start`) by `update`, where
+    `piece` is computed in the body from x and the float scale i + 1."""
+    return f"""g ({x_type} x, float[?,3] x0, int64 m) => ({y_type} y, int64 n) {{
+    t = Constant<value = bool {{1}}>()
+    {prelude}
+    start = {start}
+    y, n = Loop({trip}, t, start, m) <body = body (int64 i, bool c, float[?,?] acc, int64 k)
+                                    => (bool c2, float[?,?] grown, int64 k2) {{
+        {condition}
+        k2 = Identity(k)
+        one = Constant<value = int64 {{1}}>()
+        next = Add(i, one)
+        scale = Cast<to = 1>(next)
+        piece = {piece}
+        {extra}
+        {update}
+    }}>
+}}"""
+
+
+def _rows(reduce: str) -> str:
+    """The body computes row = Unsqueeze(reduce(piece, axis 0), 0)."""
+    return (
+        "axes = Constant<value = int64[1] {0}>()\n"
+        f"r = {reduce}<keepdims = 0>(piece, axes)\n row = Unsqueeze(r, axes)"
+    )
+
+
+X = np.arange(12, dtype=np.float32).reshape(4, 3) - 5
+X0 = np.full((2, 3), 7, np.float32)
+
+
+def _feeds(m: int, x: np.ndarray = X, x0: np.ndarray = X0) -> dict[str, np.ndarray]:
+    return {"x": x, "x0": x0, "m": np.array(m, np.int64)}
+
+
+def _loops(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    return [n for n in model.graph.node if n.op_type == "Loop"]
+
+
+def _refusals(model: onnx.ModelProto, **options: object) -> list[str]:
+    """The reasons the rule gives, on every node it looked at, at the fixpoint."""
+    lowered = ir.from_proto(model)
+    NormalizePass(Options(**options))(lowered)  # type: ignore[arg-type]
+    lowering = LowerSequencesPass(None, Options(**options))  # type: ignore[arg-type]
+    lowering(lowered)
+    return [r for rs in lowering.refusals.values() for r in rs if r.startswith(RULE)]
+
+
+@pytest.mark.parametrize("m", [0, 1, 3])
+def test_rows_appended_along_axis_0_become_a_scan_output(m):
+    model = parse(
+        _grow("grown = Concat<axis = 0>(acc, row)", extra=_rows("ReduceSum"))
+    )  # fmt: skip
+    lowered, report, (y, _) = lower_and_compare(model, _feeds(m), target="generic")
+    sums = [(X * (i + 1)).sum(0) for i in range(m)]
+    np.testing.assert_array_equal(y, np.concatenate([X0, *[s[None] for s in sums]]))
+    assert report.rules_fired == {RULE: 1}
+    (loop,) = _loops(lowered)
+    body = loop.attribute[0].g
+    assert len(loop.input) == 3  # m, cond, k: the accumulator is no longer carried
+    assert "Concat" not in {n.op_type for n in body.node}
+    assert len(body.output) == 3  # cond, k, and the scan output of the row
+
+
+@pytest.mark.parametrize("m", [0, 2])
+@pytest.mark.parametrize("axis", [1, -1])
+@pytest.mark.parametrize(
+    "column",
+    [
+        "col = ReduceSum<keepdims = 1>(piece, axes)",  # a piece of size 1 along the axis
+        "csum = ReduceSum<keepdims = 0>(piece, axes)\n col = Unsqueeze(csum, axes)",
+    ],
+)
+def test_columns_appended_along_axis_1_are_transposed_after_the_loop(m, axis, column):
+    update = f"grown = Concat<axis = {axis}>(acc, col)"
+    extra = f"axes = Constant<value = int64[1] {{1}}>()\n {column}"
+    model = parse(_grow(update, start="Transpose(x0)", extra=extra, x_type="float[3,4]"))
+    x = X.reshape(3, 4)
+    feeds = {"x": x, "x0": np.ones((4, 3), np.float32), "m": np.array(m)}
+    lowered, report, (y, _) = lower_and_compare(model, feeds, target="generic")
+    cols = [(x * (i + 1)).sum(1, keepdims=True) for i in range(m)]
+    np.testing.assert_array_equal(y, np.concatenate([np.ones((3, 4), np.float32), *cols], 1))
+    assert report.rules_fired == {RULE: 1}
+    assert op_counts(lowered)["Transpose"] == 2  # the initial value's, and the stacked columns'
+
+
+@pytest.mark.parametrize("m", [0, 1, 3])
+def test_pieces_of_two_rows_are_merged_into_the_axis(m):
+    update = "grown = Concat<axis = 0>(acc, two)"
+    extra = (
+        "s0 = Constant<value = int64[1] {0}>()\n s2 = Constant<value = int64[1] {2}>()\n"
+        "two = Slice(piece, s0, s2, s0)"
+    )
+    model = parse(_grow(update, extra=extra, x_type="float[4,3]"))
+    lowered, report, (y, _) = lower_and_compare(model, _feeds(m), target="generic")
+    np.testing.assert_array_equal(y, np.concatenate([X0, *[X[:2] * (i + 1) for i in range(m)]]))
+    assert report.rules_fired == {RULE: 1}
+    assert op_counts(lowered)["Reshape"] == 1
+
+
+@pytest.mark.parametrize("m", [0, 1, 3])
+def test_pieces_of_a_run_time_size_that_never_changes_are_merged_too(m):
+    update = "grown = Concat<axis = 0>(acc, piece)"  # N rows each time, N known at run time
+    model = parse(_grow(update))
+    lowered, report, (y, _) = lower_and_compare(model, _feeds(m), target="generic")
+    np.testing.assert_array_equal(y, np.concatenate([X0, *[X * (i + 1) for i in range(m)]]))
+    assert report.rules_fired == {RULE: 1}
+    x = X[:1]  # another N
+    assert_same_outputs(model, lowered, _feeds(m, x=x))
+
+
+@pytest.mark.parametrize("target", ["generic", "tract"])
+@pytest.mark.parametrize("m", [0, 1, 3])
+def test_a_prepend_is_reversed_once_after_the_loop(m, target):
+    model = parse(
+        _grow("grown = Concat<axis = 0>(row, acc)", extra=_rows("ReduceMax"))
+    )  # fmt: skip
+    lowered, report, (y, _) = lower_and_compare(model, _feeds(m), target=target)
+    rows = [(X * (i + 1)).max(0)[None] for i in reversed(range(m))]
+    np.testing.assert_array_equal(y, np.concatenate([*rows, X0]))
+    assert report.rules_fired[RULE] == 1
+    # tract cannot Slice a run-time dim with step -1: there the stack is reversed by a Gather
+    (reverse,) = [n.op_type for n in lowered.graph.node if n.name.endswith("/reversed")]
+    assert reverse == ("Gather" if target == "tract" else "Slice")
+
+
+def test_identity_and_casts_to_its_own_type_on_the_way_in_are_passed():
+    update = (
+        "same = Cast<to = 1>(acc)\n via = Identity(same)\n"
+        "row32 = Cast<to = 1>(row)\n grown = Concat<axis = 0>(via, row32)"
+    )
+    model = parse(_grow(update, extra=_rows("ReduceMin")))
+    lowered, report, _ = lower_and_compare(model, _feeds(3), target="generic")
+    assert report.rules_fired == {RULE: 1}
+    body = _loops(lowered)[0].attribute[0].g
+    ops = [n.op_type for n in body.node]
+    assert "Concat" not in ops and "Unsqueeze" not in ops
+    assert ops.count("Cast") == 1  # the scale's
+
+
+_IF_GROWS = """cond = Greater(total, zero)
+        grown = If(cond) <then_branch = then_graph () => (float[?,?] g1) {{
+            {piece}
+            g1 = Concat<axis = 0>(acc, row)
+        }}, else_branch = else_graph () => (float[?,?] g2) {{
+            g2 = Identity(acc)
+        }}>"""
+
+
+@pytest.mark.parametrize(
+    "piece",
+    [
+        "row = Relu(r)",  # cannot fail: computed in every iteration, the If goes
+        "idx = Constant<value = int64[1] {0}>()\n row = Gather(rows, idx)",  # stays in the If
+    ],
+)
+@pytest.mark.parametrize("m", [0, 1, 4])
+def test_a_conditional_growth_becomes_a_scan_output_and_a_mask(piece, m):
+    extra = (
+        "axes = Constant<value = int64[1] {0}>()\n r0 = ReduceSum<keepdims = 0>(piece, axes)\n"
+        "r = Unsqueeze(r0, axes)\n rows = Identity(r)\n total = ReduceSum<keepdims = 0>(r0)\n"
+        "ten = Constant<value = float {10}>()\n zero = Sub(total, ten)\n"
+        "zero2 = Constant<value = float {0}>()"
+    )
+    x = np.array([[1, -2, 3], [2, 0, -4], [1, 1, 1], [0, 0, 1]], np.float32)
+    update = _IF_GROWS.format(piece=piece).replace("Greater(total, zero)", "Greater(zero, zero2)")
+    model = parse(_grow(update, extra=extra, x_type="float[4,3]"))
+    lowered, report, (y, _) = lower_and_compare(model, _feeds(m, x=x), target="portable")
+    rows = [(x * (i + 1)).sum(0)[None] for i in range(m)]
+    kept = [np.maximum(r, 0) if "Relu" in piece else r for r in rows if r.sum() > 10]
+    np.testing.assert_array_equal(y, np.concatenate([X0, *kept]))
+    assert report.rules_fired == {RULE: 1}
+    assert op_counts(lowered)["Compress"] == 1
+
+
+def test_a_piece_whose_size_changes_keeps_the_accumulator_and_says_why():
+    extra = (
+        "s0 = Constant<value = int64[1] {0}>()\n ax = Constant<value = int64[1] {0}>()\n"
+        "stop = Unsqueeze(next, ax)\n prefix = Slice(piece, s0, stop, s0)"
+    )
+    model = parse(_grow("grown = Concat<axis = 0>(acc, prefix)", extra=extra))
+    lowered, report, _ = lower_and_compare(model, _feeds(3), target="portable")
+    assert RULE not in report.rules_fired
+    assert op_counts(lowered)["Concat"] == 1
+    assert any("may change between iterations" in r for r in _refusals(model, target="portable"))
+
+
+def test_an_accumulator_read_in_the_body_stays():
+    extra = (
+        "axes = Constant<value = int64[1] {0}>()\n r = ReduceSum<keepdims = 1>(acc, axes)\n"
+        "row = Add(r, scale)"
+    )
+    model = parse(_grow("grown = Concat<axis = 0>(acc, row)", extra=extra))
+    _, report, _ = lower_and_compare(model, _feeds(3), target="portable")
+    assert RULE not in report.rules_fired
+    assert any("not only concatenates" in r for r in _refusals(model, target="portable"))
+
+
+def test_a_while_loop_that_stops_early_stacks_only_the_iterations_run():
+    condition = "limit = Constant<value = int64 {2}>()\n c2 = Less(i, limit)"
+    model = parse(
+        _grow("grown = Concat<axis = 0>(acc, row)", extra=_rows("ReduceSum"),
+              condition=condition)
+    )  # fmt: skip
+    for m in (0, 1, 5):
+        _, report, (y, _) = lower_and_compare(model, _feeds(m), target="generic")
+        assert y.shape == (2 + min(m, 3), 3)
+        assert report.rules_fired == {RULE: 1}
+
+
+def test_int64_accumulators_and_a_model_output_are_kept_exact():
+    text = """g (int64[3] x, int64 m) => (int64[?,3] y) {
+        t = Constant<value = bool {1}>()
+        start = Constant<value = int64[1,3] {1, 2, 3}>()
+        y = Loop(m, t, start) <body = body (int64 i, bool c, int64[?,3] acc)
+                                          => (bool c2, int64[?,3] grown) {
+            c2 = Identity(c)
+            p = Mul(x, i)
+            axes = Constant<value = int64[1] {0}>()
+            row = Unsqueeze(p, axes)
+            grown = Concat<axis = 0>(acc, row)
+        }>
+    }"""
+    model = parse(text)
+    x = np.array([4, -5, 6], np.int64)
+    for m in (0, 3):
+        _, report, (y,) = lower_and_compare(model, {"x": x, "m": np.array(m)})
+        expected = np.concatenate([[[1, 2, 3]], *[(x * i)[None] for i in range(m)]])
+        np.testing.assert_array_equal(y, expected)
+        assert y.dtype == np.int64
+        assert report.rules_fired == {RULE: 1}
+
+
+def test_a_single_static_iteration_keeps_the_accumulator_for_speed_first_targets():
+    """One iteration saves one Concat; reshaping N rows after the loop costs more."""
+    model = parse(
+        _grow("grown = Concat<axis = 0>(acc, piece)", trip="once",
+              prelude="once = Constant<value = int64 {1}>()")
+    )  # fmt: skip
+    _, report, _ = lower_and_compare(model, _feeds(1), target="onnxruntime")
+    assert RULE not in report.rules_fired
+    reason = "over 1 iterations the accumulator costs fewer operator launches"
+    assert any(reason in r for r in _refusals(model, target="onnxruntime"))
+    for target in ("generic", "openvino"):  # every other target lowers all it can
+        _, report, _ = lower_and_compare(model, _feeds(1), target=target)
+        assert report.rules_fired == {RULE: 1}
+
+
+def test_lowering_twice_changes_nothing_more():
+    model = parse(
+        _grow("grown = Concat<axis = 0>(acc, row)", extra=_rows("ReduceSum"))
+    )  # fmt: skip
+    for target in ("generic", "openvino", "tract"):
+        once, _ = seqlower.optimize(model, target=target)
+        twice, report = seqlower.optimize(once, target=target)
+        assert report.rules_fired == {}
+        assert twice.SerializeToString() == once.SerializeToString()
+
+
+@pytest.mark.parametrize("case", ["pyramid", "split_k", "range_n", "prepend"])
+@pytest.mark.parametrize("target", ["generic", "tensorrt", "openvino"])
+def test_the_list_accumulator_and_this_rule_never_undo_each_other(case, target):
+    """`loop-append-to-concat` makes tensor accumulators of lists whose pieces change shape;
+    this rule refuses exactly those: a second run finds nothing to do."""
+    path = pathlib.Path(__file__).parent.parent / "fixtures" / "torch_loops" / case / "model.onnx"
+    once, _ = seqlower.optimize(onnx.load(path), target=target)
+    twice, report = seqlower.optimize(once, target=target)
+    assert report.rules_fired == {}
+    assert twice.SerializeToString() == once.SerializeToString()

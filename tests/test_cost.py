@@ -1,0 +1,182 @@
+"""The cost model (seqlower.cost): launches, bytes moved, and what onnxruntime merges."""
+
+from __future__ import annotations
+
+import onnx
+import onnx_ir as ir
+import pytest
+from support import parse
+
+from seqlower.cost import (
+    BYTES_PER_LAUNCH,
+    COPY_ELEMENTS,
+    DYNAMIC_COUNT,
+    DYNAMIC_DIM,
+    IF_LAUNCHES,
+    ITERATION_LAUNCHES,
+    launches,
+    node_costs,
+)
+
+
+def _typed(text: str) -> ir.Model:
+    return ir.from_proto(onnx.shape_inference.infer_shapes(parse(text)))
+
+
+def cost(text: str) -> float:
+    return launches(_typed(text))
+
+
+def test_constants_are_free_and_other_nodes_count_one_plus_their_bytes():
+    text = "g (float[2] x) => (float[2] y) { c = Constant<value = float {1}>() y = Add(x, c) }"
+    # Add reads x (8 bytes) and c (4) and writes y (8)
+    assert cost(text) == 1 + 20 / BYTES_PER_LAUNCH
+
+
+def test_shape_only_operators_move_no_bytes():
+    text = """g (float[64,64] x) => (float[4096] y) {
+        s = Constant<value = int64[1] {4096}>()
+        y = Reshape(x, s)
+    }"""
+    assert cost(text) == 1
+
+
+def test_bytes_count_a_run_time_dim_as_dynamic_dim():
+    text = "g (float[N,4] x) => (float[N,4] y) { y = Neg(x) }"
+    assert cost(text) == 1 + 2 * DYNAMIC_DIM * 4 * 4 / BYTES_PER_LAUNCH
+
+
+def test_large_tensors_cost_more_than_a_launch():
+    text = "g (float[256,1024] x) => (float[256,1024] y) { y = Neg(x) }"
+    assert cost(text) == 1 + 2 * 256 * 1024 * 4 / BYTES_PER_LAUNCH > 100
+
+
+LOOP = """g (float[2] x, int64 n) => (float[2] y) {
+    t = Constant<value = bool {1}>()
+    count = COUNT
+    y = Loop(count, t, x) <body = body (int64 i, bool c, float[2] v) => (bool c2, float[2] w) {
+        c2 = Identity(c)
+        w = Neg(v)
+    }>
+}"""
+NEG = 1 + 16 / BYTES_PER_LAUNCH  # Neg of float[2]: reads 8 bytes, writes 8
+
+
+@pytest.mark.parametrize(
+    ("count", "iterations", "extra"),
+    [
+        ("Constant<value = int64 {5}>()", 5, 0),
+        ("Identity(n)", DYNAMIC_COUNT, 1),  # and the Identity
+        ("Constant<value = int64 {9223372036854775807}>()", DYNAMIC_COUNT, 0),  # a while
+    ],
+    ids=["static", "run-time", "while"],
+)
+def test_a_loop_body_counts_once_per_iteration(count, iterations, extra):
+    expected = extra + 1 + iterations * (ITERATION_LAUNCHES + 1 + NEG)
+    assert cost(LOOP.replace("COUNT", count)) == pytest.approx(expected)
+
+
+def test_a_node_in_a_loop_body_carries_its_iterations():
+    model = _typed(LOOP.replace("COUNT", "Constant<value = int64 {5}>()"))
+    costs = node_costs(model)
+    (neg,) = [n for n in costs if n.op_type == "Neg"]
+    assert costs[neg] == pytest.approx(5 * NEG)
+    assert sum(costs.values()) == pytest.approx(launches(model))
+
+
+def test_an_if_counts_its_call_and_its_costlier_branch():
+    text = """g (bool c, float[2] x) => (float[2] y) {
+        y = If(c) <then_branch = a () => (float[2] r) { r = Neg(x) },
+                   else_branch = b () => (float[2] s) { u = Abs(x) s = Neg(u) }>
+    }"""
+    model = _typed(text)
+    assert launches(model) == pytest.approx(IF_LAUNCHES + 2 * NEG)
+    costs = node_costs(model)
+    assert [costs[n] for n in costs if n.op_type == "Neg"].count(0.0) == 1  # the cheaper branch
+
+
+def test_identical_nodes_count_once():
+    text = """g (float[2] x) => (float[2] y) {
+        one = Constant<value = float {1}>()
+        also_one = Constant<value = float {1}>()
+        a = Add(x, one)
+        b = Add(x, also_one)
+        y = Mul(a, b)
+    }"""
+    model = _typed(text)
+    costs = node_costs(model)
+    adds = [costs[n] for n in model.graph if n.op_type == "Add"]
+    assert adds[0] > 0 and adds[1] == 0  # same inputs (equal small constants), merged
+
+
+def test_different_attributes_are_not_merged():
+    text = """g (float[2,3] x) => (float[2,1] y, float[1,3] z) {
+        a0 = Constant<value = int64[1] {1}>()
+        a1 = Constant<value = int64[1] {0}>()
+        y = ReduceSum(x, a0)
+        z = ReduceSum(x, a1)
+    }"""
+    model = _typed(text)
+    costs = node_costs(model)
+    assert all(costs[n] > 0 for n in model.graph if n.op_type == "ReduceSum")
+
+
+def test_a_sequence_copy_costs_its_elements_bytes():
+    def inserts(shape: str) -> float:
+        text = f"""g ({shape} x, int64 n) => (float[?] y) {{
+            t = Constant<value = bool {{1}}>()
+            e = SequenceEmpty<dtype = 1>()
+            s = Loop(n, t, e) <body = b (int64 i, bool c, seq(float) acc)
+                                         => (bool c2, seq(float) grown) {{
+                c2 = Identity(c)
+                grown = SequenceInsert(acc, x)
+            }}>
+            y = ConcatFromSequence<axis = 0>(s)
+        }}"""
+        model = _typed(text)
+        costs = node_costs(model)
+        (insert,) = [n for n in costs if n.op_type == "SequenceInsert"]
+        return costs[insert]
+
+    small, large = inserts("float[2]"), inserts("float[4096]")
+    # per iteration one launch, the elements held (half the trip count) copied
+    per_launch = 1 + (DYNAMIC_COUNT / 2) / COPY_ELEMENTS
+    assert small == pytest.approx(DYNAMIC_COUNT * (per_launch + 2 * 8 * 9 / BYTES_PER_LAUNCH))
+    assert large == pytest.approx(
+        DYNAMIC_COUNT * (per_launch + 2 * 4096 * 4 * 9 / BYTES_PER_LAUNCH)
+    )
+
+
+def test_a_sequence_map_costs_its_function_expansion():
+    text = """g (float[N,2] x) => (float[M,2] y) {
+        s = SplitToSequence<axis = 0>(x)
+        m = SequenceMap<body = b (float[1,2] e) => (float[1,2] r) { r = Neg(e) }>(s)
+        y = ConcatFromSequence<axis = 0>(m)
+    }"""
+    model = _typed(text)
+    costs = node_costs(model)
+    (seq_map,) = [n for n in costs if n.op_type == "SequenceMap"]
+    # SequenceLength, SequenceEmpty, the Loop; per element a SequenceAt, a SequenceInsert that
+    # copies DYNAMIC_COUNT / 2 elements on average, and an iteration
+    per_element = 1 + 1 + (DYNAMIC_COUNT / 2) / COPY_ELEMENTS + ITERATION_LAUNCHES
+    launches_only = 3 + DYNAMIC_COUNT * per_element
+    assert launches_only < costs[seq_map] < launches_only + 1  # and the few bytes it copies
+
+
+@pytest.mark.parametrize(
+    ("split", "chunks", "split_bytes"),
+    [("", 6, 0), (", two", 3, 8), (", sizes", 2, 16)],
+    ids=["unbind", "scalar", "sizes"],
+)
+def test_a_split_to_sequence_costs_a_share_per_tensor_it_makes(split, chunks, split_bytes):
+    text = f"""g (float[6,4] x) => (float[?,4] y) {{
+        two = Constant<value = int64 {{2}}>()
+        sizes = Constant<value = int64[2] {{2, 4}}>()
+        s = SplitToSequence<axis = 0>(x{split})
+        y = ConcatFromSequence<axis = 0>(s)
+    }}"""
+    model = _typed(text)
+    costs = node_costs(model)
+    (node,) = [n for n in costs if n.op_type == "SplitToSequence"]
+    moved = 2 * (6 * 4 * 4 + split_bytes) / BYTES_PER_LAUNCH  # reads x and the split, copies
+    assert costs[node] == pytest.approx(1 + chunks / COPY_ELEMENTS + moved)

@@ -1,0 +1,176 @@
+"""`--target onnxruntime` decides per region (seqlower.regions, seqlower.speed_first): a region
+whose lowered form costs more is kept as given, the others are lowered; every other target lowers
+everything. Fixtures: tests/fixtures/speed (tools/export_speed_fixtures.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from support import lower, op_counts, parse, run_ort, sequence_op_counts
+
+from seqlower.cost import node_costs
+from seqlower.options import Options
+from seqlower.passes import LowerSequencesPass, NormalizePass
+from seqlower.regions import find_regions, region_costs
+
+FIXTURES = Path(__file__).parent / "fixtures" / "speed"
+
+
+def _data_sets(case: str) -> list[tuple[dict[str, np.ndarray], list[np.ndarray]]]:
+    sets = []
+    for folder in sorted((FIXTURES / case).glob("test_data_set_*")):
+        feeds, outputs = {}, []
+        for path in sorted(folder.glob("input_*.pb")):
+            tensor = onnx.load_tensor(str(path))
+            feeds[tensor.name] = onnx.numpy_helper.to_array(tensor)
+        for path in sorted(folder.glob("output_*.pb")):
+            outputs.append(onnx.numpy_helper.to_array(onnx.load_tensor(str(path))))
+        sets.append((feeds, outputs))
+    return sets
+
+
+def _matches_pytorch(case: str, model: onnx.ModelProto) -> None:
+    for feeds, want in _data_sets(case):
+        for got, expected in zip(run_ort(model, feeds), want, strict=True):
+            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+TWO_CHAINS = """g (float[N,3] x, float[4,3] y) => (float[M,3] a, float[4,3] b) {
+    two = Constant<value = int64 {2}>()
+    s = SplitToSequence<axis = 0>(x, two)
+    n = SequenceLength(s)
+    last = Constant<value = int64 {-1}>()
+    e = SequenceAt(s, last)
+    fn = Cast<to = 1>(n)
+    a = Mul(e, fn)
+    t = SplitToSequence<axis = 0>(y)
+    b = ConcatFromSequence<axis = 0>(t)
+}"""
+
+LOOP_LIST = """g (float[3] x, int64 m) => (float[?,3] y) {
+    t = Constant<value = bool {1}>()
+    empty = SequenceEmpty<dtype = 1>()
+    s = Loop(m, t, empty) <body = body (int64 i, bool c, seq(float) acc)
+                                       => (bool c2, seq(float) grown) {
+        c2 = Identity(c)
+        row = Neg(x)
+        grown = SequenceInsert(acc, row)
+    }>
+    y = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+}"""
+
+
+def _typed(text: str) -> ir.Model:
+    model = ir.from_proto(parse(text))
+    NormalizePass(Options())(model)
+    return model
+
+
+def test_independent_chains_are_two_regions_with_their_private_inputs():
+    model = _typed(TWO_CHAINS)
+    first, second = find_regions(model)
+    assert [n.op_type for n in first.sites] == ["SplitToSequence", "SequenceLength", "SequenceAt"]
+    assert [n.op_type for n in second.sites] == ["SplitToSequence", "ConcatFromSequence"]
+    # the split size and the position are its private inputs; what reads its tensors is not
+    owned = [n.op_type for n in first.nodes]
+    assert sorted(owned) == sorted([*(n.op_type for n in first.sites), "Constant", "Constant"])
+
+
+def test_a_loop_and_the_list_it_builds_are_one_region_with_its_body():
+    model = _typed(LOOP_LIST)
+    (region,) = find_regions(model)
+    assert [n.op_type for n in region.sites] == [
+        "SequenceEmpty",
+        "Loop",
+        "ConcatFromSequence",
+        "SequenceInsert",
+    ]
+    assert {"Neg", "Identity"} <= {n.op_type for n in region.nodes}  # the body's work
+
+
+def test_region_costs_add_up_to_the_regions_share_of_the_model():
+    model = _typed(LOOP_LIST)
+    costs = node_costs(model)
+    (cost,) = region_costs(model, find_regions(model), costs)
+    assert cost == pytest.approx(sum(costs.values()))  # every node belongs to the region
+
+
+def test_the_driver_leaves_frozen_nodes_alone_and_gives_the_reason():
+    model = _typed(TWO_CHAINS)
+    first, _ = find_regions(model)
+    frozen = dict.fromkeys(first.nodes, "speed-first: kept")
+    lower = LowerSequencesPass(frozen=frozen)
+    lower(model)
+    left = [n for n in model.graph if n.op_type.startswith(("Sequence", "SplitTo"))]
+    assert set(left) == set(first.sites)  # the second chain is lowered, the first untouched
+    assert all(lower.refusals[n] == ["speed-first: kept"] for n in first.sites)
+
+
+def test_the_cheaper_region_is_lowered_and_the_costlier_kept():
+    model = onnx.load(FIXTURES / "two_regions" / "model.onnx")
+    lowered, report = lower(model, target="onnxruntime")
+    # xs = x.split(2, 0); xs[-1] * len(xs): uneven chunks read at run-time positions, kept
+    assert sequence_op_counts(lowered) == {
+        "SequenceAt": 1,
+        "SequenceLength": 1,
+        "SplitToSequence": 1,
+    }
+    # torch.stack([relu(t @ w) for t in y.unbind(0)]): batched, no Loop left
+    assert report.rules_fired.get("loop-batch") == 1
+    assert op_counts(lowered)["Loop"] == 0
+    (region,) = report.kept_for_speed
+    assert (region.op_type, region.sequence_nodes) == ("SplitToSequence", 3)
+    assert isinstance(region.as_given, int) and isinstance(region.lowered, int)
+    assert region.as_given < region.lowered
+    kept = [op for op in report.remaining if "kept as given for speed" in op.reason]
+    assert len(kept) == 3
+    assert all(op.hint.startswith("the default target") for op in kept)
+    _matches_pytorch("two_regions", lowered)
+
+
+def test_the_default_target_lowers_both_regions():
+    model = onnx.load(FIXTURES / "two_regions" / "model.onnx")
+    lowered, report = lower(model, target="generic")
+    assert sequence_op_counts(lowered) == {}
+    assert report.kept_for_speed == []
+    _matches_pytorch("two_regions", lowered)
+
+
+def test_a_kept_region_is_reported_once_with_whole_numbers(tmp_path):
+    from typer.testing import CliRunner
+
+    from seqlower.cli.app import app
+
+    out, report_path = tmp_path / "out.onnx", tmp_path / "r.json"
+    source = str(FIXTURES / "two_regions" / "model.onnx")
+    args = ["optimize", source, str(out), "--target", "onnxruntime", "--report", str(report_path)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if "estimated" in line]
+    assert len(lines) == 1
+    assert lines[0].startswith("kept as given for speed: the region of SplitToSequence")
+    assert "." not in lines[0].split("estimated", 1)[1]  # whole numbers
+    # onnxruntime runs what it keeps for speed faster: no leftover warning for it
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
+    assert not [line for line in warnings if "'/SplitToSequence' is kept" in line]
+    (entry,) = json.loads(report_path.read_text())["kept_for_speed"]
+    assert entry["sequence_nodes"] == 3 and entry["as_given"] < entry["lowered"]
+
+
+def test_strict_on_a_kept_region_says_what_lowers_it_and_following_it_works(tmp_path):
+    from typer.testing import CliRunner
+
+    from seqlower.cli.app import app
+
+    out = tmp_path / "out.onnx"
+    args = ["optimize", str(FIXTURES / "two_regions" / "model.onnx"), str(out), "--strict", "-q"]
+    refused = CliRunner().invoke(app, [*args, "--target", "onnxruntime"])
+    assert refused.exit_code == 1 and not out.exists()
+    assert "the original costs less); the default target (no --target) lowers it" in refused.stderr
+    followed = CliRunner().invoke(app, args)
+    assert followed.exit_code == 0 and out.exists()
