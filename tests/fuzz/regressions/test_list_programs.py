@@ -72,18 +72,13 @@ def test_a_read_of_an_empty_list_in_a_loop_that_never_runs_is_not_an_error():
     lower_and_compare(model, {"m": np.array(0)})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the tensor form of lists runs once after the rules: a list whose element rank shows "
-    "only once another list is tensors stays, and lowering the output again lowers it",
-)
 def test_a_list_filled_from_another_loop_built_list_is_lowered_in_one_pass():
     """Fuzz seeds 1000060, 1000116, 1000389, 1000595 and 30 more in 1000000..1002999: l2 takes
     elements of l1 (built from slices of changing length); the rank of l1's elements shows
     only once l1 is tensors, so the first lowering keeps l2 ("the rank of its elements is
-    unknown") and the second lowers it (loop-unroll, length-static): not idempotent. The rules
-    do not run again after the tensor form either (tract-loop-unroll fires on a second pass
-    of seeds 1001869 and 1002099)."""
+    unknown") and the second lowered it (loop-unroll, length-static): not idempotent (also
+    tract-loop-unroll on seeds 1001869 and 1002099). Fixed since the rules run again after
+    the tensor form of lists."""
     model = parse("""g (int64 m) => (int64 y) {
         s0 = SequenceEmpty <dtype = 1> ()
         x = Constant <value = float[3] {1, 2, 3}> ()
@@ -232,13 +227,14 @@ def test_a_branch_reading_a_loop_built_list_declares_no_wrong_shape():
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the stacked layout takes the shape of SequenceAt(l, j) from onnx inference, which "
-    "gives l's elements the shape of its initial value: elements of other shapes do not stack",
+    reason="the shape of SequenceAt(l, j) comes from onnx inference, which gives l's elements "
+    "the shape of its initial value; l2 is built as if its elements had that one shape",
 )
 def test_elements_read_from_a_loop_built_list_are_not_stacked_by_an_inferred_shape():
-    """Fuzz seed 1000147: l2 collects l[j] for every j; onnx infers SequenceAt(l, j) as
-    float[3, 2] (l starts as [x]), so lists/components.py chose the stacked layout for l2
-    and its Concat of Unsqueeze(l[j]) fails on the [1, 2] and [2, 2] elements."""
+    """Fuzz seed 1000147 (and 1000412, 1000735, 1001299, 1001397, 1002973): l2 collects l[j]
+    for every j; onnx infers SequenceAt(l, j) as float[3, 2] (l starts as [x]), so l2 was
+    given the stacked layout (its Concat of Unsqueeze(l[j]) failed on the [1, 2] element)
+    and is now built as scan outputs (onnxruntime: "Inconsistent shape in loop output")."""
     model = parse("""g (float[3,2] x, int64 m) => (float[?,?] y) {
         s0 = SequenceConstruct (x)
         l = Loop (m, , s0) <body = b (int64 i, bool c, seq(float) acc)
@@ -291,12 +287,13 @@ def test_no_reason_blames_a_run_time_trip_count():
 
 @pytest.mark.xfail(
     strict=True,
-    reason="as above, the stacked layout takes the inferred shape [1] of l[j]; l[1] is empty "
-    "and the lowered model silently gives a result of another shape",
+    reason="as above, l2 is built as if every l[j] had the inferred shape [1]; l[1] is empty "
+    "(scan outputs: onnxruntime refuses; the stacked layout gave a wrong result silently)",
 )
 def test_an_empty_element_read_from_a_loop_built_list_is_not_stacked():
     """Fuzz seed 1001116: l = [x, x[:0]] (a Loop appending Slice(x, 0, i)); l2 collects both;
-    ConcatFromSequence(l2) is [5.0] in onnxruntime, the lowered model gives two values."""
+    ConcatFromSequence(l2) is [5.0] in onnxruntime; with the stacked layout the lowered model
+    gave two values, with scan outputs it fails at run time."""
     model = parse("""g (float[1] x, int64 m) => (float[?] y) {
         s0 = SequenceConstruct (x)
         l = Loop (m, , s0) <body = b (int64 i, bool c, seq(float) acc)
