@@ -316,3 +316,28 @@ def test_an_empty_element_read_from_a_loop_built_list_is_not_stacked():
         y = ConcatFromSequence <axis = 0> (l2)
     }""")
     lower_and_compare(model, {"x": np.array([5], np.float32), "m": np.array(1)})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the cost model (seqlower.cost) counts bytes with DataType.itemsize, which raises "
+    "TypeError for STRING: optimize(target='onnxruntime') crashes on any string tensor",
+)
+def test_the_speed_first_target_lowers_a_string_list():
+    """Fuzz seeds 1000005, 1000013, 1000017, 1000023, 1000027, 1000034 (test_never_costs_more):
+    a Loop appending a string tensor; `--target onnxruntime` raised TypeError ("Bitwidth not
+    available for ONNX data type: STRING") instead of lowering or keeping it."""
+    model = parse("""g (string[2] x, int64 m) => (string[?] y) {
+        s0 = SequenceEmpty <dtype = 8> ()
+        l = Loop (m, , s0) <body = b (int64 i, bool c, seq(string) acc)
+                                   => (bool co, seq(string) out) {
+            out = SequenceInsert (acc, x)
+            co = Identity (c)
+        }>
+        y = ConcatFromSequence <axis = 0> (l)
+    }""")
+    feeds = {"x": np.array(["a", "b"], dtype=object), "m": np.array(2)}
+    expected = run_ort(model, feeds)
+    lowered, _ = seqlower.optimize(ir.from_proto(model), target="onnxruntime")
+    problem = compare_outputs(expected, run_ort(ir.to_proto(lowered), feeds))
+    assert problem is None, problem
