@@ -38,7 +38,7 @@ import onnx  # noqa: E402
 from generator import generate  # noqa: E402
 from harness import Outcome, check_program  # noqa: E402
 
-from seqlower.passes.lower import TENSOR_LIST_RULE  # noqa: E402
+from seqlower.report import LIST_TIER  # noqa: E402
 
 
 def _check(seed: int, properties: bool) -> tuple[Outcome, list[str]]:
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     def record(outcome: Outcome, used: list[str]) -> None:
         nonlocal oracle, tensor_lists, fully_lowered
         statuses[outcome.status] += 1
-        tensor_lists += outcome.status == "pass" and TENSOR_LIST_RULE in outcome.rules_fired
+        tensor_lists += outcome.status == "pass" and LIST_TIER in outcome.rules_fired
         fully_lowered += outcome.status == "pass" and outcome.sequence_ops[1] == 0
         features.update(used)
         oracle += outcome.status == "pass" and outcome.oracle
