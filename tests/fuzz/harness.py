@@ -174,11 +174,14 @@ def check_program(program: Program, *, properties: bool = False) -> Outcome:
         outcome.reason = "no warning for a scalar split with keepdims=0 (design.md trap 1)"
         return outcome
     if properties:
-        problem = check_properties(original, lowered, options) or blames_run_time_loops(
-            report, options
-        )
+        problem = check_properties(original, lowered, options)
         if problem:
             outcome.reason = problem
+            return outcome
+        blamed = blames_run_time_loops(report, options)
+        if blamed:
+            outcome.reason = "a reason for what stays blames a run-time trip count or condition"
+            outcome.detail = blamed
             return outcome
     outcome.status = "pass"
     return outcome
@@ -220,7 +223,7 @@ def blames_run_time_loops(report: Any, options: dict[str, Any]) -> str | None:
         return None
     for remaining in report.remaining:
         if _RUN_TIME_LOOP.search(remaining.reason):
-            return f"a reason blames a run-time loop: {remaining.node}: {remaining.reason}"
+            return f"{remaining.node}: {remaining.reason}"
     return None
 
 
