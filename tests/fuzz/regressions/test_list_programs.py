@@ -341,3 +341,44 @@ def test_the_speed_first_target_lowers_a_string_list():
     lowered, _ = seqlower.optimize(ir.from_proto(model), target="onnxruntime")
     problem = compare_outputs(expected, run_ort(ir.to_proto(lowered), feeds))
     assert problem is None, problem
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="loop-concat-to-scan, run after the tensor form of lists, rebuilds the shape table of "
+    "a flat list of scalars ([n, 0]) as [n, 1]: the lowered model fails the checker",
+)
+def test_a_list_of_scalars_copied_in_a_loop_keeps_its_empty_shape_rows():
+    """Fuzz seeds 1001004, 1002311: l gets x[i] (a scalar) inserted at position len(l); l2
+    collects -l[j]; then an insert at 1 and a read. The Loop that builds l2's table of
+    shapes became scan outputs whose rows are declared [1, ?] and merged to width 1."""
+    model = parse("""g (int64[2] x, int64 m, int64 q) => (int64 y) {
+        s0 = SequenceEmpty <dtype = 7> ()
+        l = Loop (m, , s0) <body = b (int64 i, bool c, seq(int64) acc)
+                                   => (bool co, seq(int64) out) {
+            one = Constant <value = int64[1] {1}> ()
+            i1 = Reshape (i, one)
+            i2 = Add (i1, one)
+            z = Constant <value = int64[1] {0}> ()
+            p = Slice (x, i1, i2, z)
+            none = Constant <value = int64[0] {}> ()
+            e = Reshape (p, none)
+            len = SequenceLength (acc)
+            out = SequenceInsert (acc, e, len)
+            co = Identity (c)
+        }>
+        n = SequenceLength (l)
+        e0 = SequenceEmpty <dtype = 7> ()
+        l2 = Loop (n, , e0) <body = b2 (int64 j, bool c2, seq(int64) acc2)
+                                    => (bool co2, seq(int64) out2) {
+            at = SequenceAt (l, j)
+            ng = Neg (at)
+            out2 = SequenceInsert (acc2, ng)
+            co2 = Identity (c2)
+        }>
+        k = Constant <value = int64 {0}> ()
+        one0 = Constant <value = int64 {1}> ()
+        s3 = SequenceInsert (l2, k, one0)
+        y = SequenceAt (s3, q)
+    }""")
+    lower_and_compare(model, {"x": np.array([3, 1]), "m": np.array(1), "q": np.array(-1)})
