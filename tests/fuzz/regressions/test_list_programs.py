@@ -382,3 +382,42 @@ def test_a_list_of_scalars_copied_in_a_loop_keeps_its_empty_shape_rows():
         y = SequenceAt (s3, q)
     }""")
     lower_and_compare(model, {"x": np.array([3, 1]), "m": np.array(1), "q": np.array(-1)})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="after the tensor form of lists the rules run again, but the tier does not: the "
+    "SplitToSequence + SequenceAt that loop-append-to-scan makes for strings stays until a "
+    "second lowering",
+)
+def test_a_string_list_copied_in_a_loop_is_lowered_in_one_pass():
+    """Fuzz seeds 1000073, 1000426, 1000473, 1001522 and four more: l2 collects l[r] (strings);
+    once l is tensors, loop-append-to-scan turns l2 into scan outputs read back through
+    SplitToSequence + SequenceAt, which at-of-split refuses for strings (no Gather of
+    strings); lowering the output again fires tensor-list: not idempotent."""
+    model = parse("""g (string[2,3] x, int64 m, int32 r) => (string[?,?] y) {
+        s0 = SequenceEmpty <dtype = 8> ()
+        l = Loop (m, , s0) <body = b (int64 i, bool c, seq(string) acc)
+                                   => (bool co, seq(string) out) {
+            one = Constant <value = int64[1] {1}> ()
+            z = Constant <value = int64[1] {0}> ()
+            i1 = Reshape (i, one)
+            stop = Add (i1, one)
+            p = Slice (x, z, stop)
+            out = SequenceInsert (acc, p)
+            co = Identity (c)
+        }>
+        n = SequenceLength (l)
+        e0 = SequenceEmpty <dtype = 8> ()
+        l2 = Loop (n, , e0) <body = b2 (int64 j, bool c2, seq(string) acc2)
+                                    => (bool co2, seq(string) out2) {
+            at = SequenceAt (l, r)
+            out2 = SequenceInsert (acc2, at)
+            co2 = Identity (c2)
+        }>
+        zero = Constant <value = int64 {0}> ()
+        y = SequenceAt (l2, zero)
+    }""")
+    x = np.arange(6).reshape(2, 3).astype(str).astype(object)
+    lowered = lower_and_compare(model, {"x": x, "m": np.array(1), "r": np.array(0, np.int32)})
+    assert check_properties(model, lowered, {"target": "portable"}) is None
