@@ -13,7 +13,8 @@ rejection of the original is a skip with its reason, never a pass.
 
 With `properties=True` it also checks: the output never has more sequence ops than the input;
 lowering the output again fires no rule and gives byte-identical bytes (idempotence); lowering the
-same input twice gives byte-identical bytes (determinism).
+same input twice gives byte-identical bytes (determinism); no reason given for a node that stays
+blames a run-time trip count or loop condition (lists cross such loops as tensors).
 """
 
 from __future__ import annotations

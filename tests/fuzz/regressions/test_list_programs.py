@@ -113,7 +113,7 @@ def test_a_list_filled_from_another_loop_built_list_is_lowered_in_one_pass():
     "rebuilds a sequence output from scan outputs with one",
 )
 def test_an_int8_list_built_in_a_loop_and_returned_runs():
-    """Fuzz seeds 1000866, 1002437, 1002512 (and 1000454 through a SequenceMap): the original
+    """Fuzz seeds 1000649, 1000866, 1002437, 1002512 (1000454 through a SequenceMap): the original
     runs (it has no SplitToSequence); the lowered model's SplitToSequence of int8 does not load
     in onnxruntime (nor would one of uint8, int16, uint16, uint32 or uint64)."""
     model = parse("""g (int8[2] x, int64 m) => (seq(int8) s) {
@@ -231,10 +231,11 @@ def test_a_branch_reading_a_loop_built_list_declares_no_wrong_shape():
     "the shape of its initial value; l2 is built as if its elements had that one shape",
 )
 def test_elements_read_from_a_loop_built_list_are_not_stacked_by_an_inferred_shape():
-    """Fuzz seed 1000147 (and 1000412, 1000735, 1001299, 1001397, 1002973): l2 collects l[j]
-    for every j; onnx infers SequenceAt(l, j) as float[3, 2] (l starts as [x]), so l2 was
-    given the stacked layout (its Concat of Unsqueeze(l[j]) failed on the [1, 2] element)
-    and is now built as scan outputs (onnxruntime: "Inconsistent shape in loop output")."""
+    """Fuzz seed 1000147 (and 1000412, 1000735, 1001299, 1001397, 1002973, 1002984): l2
+    collects l[j] for every j; onnx infers SequenceAt(l, j) as float[3, 2] (l starts as
+    [x]), so l2 was given the stacked layout (its Concat of Unsqueeze(l[j]) failed on the
+    [1, 2] element) and is now built as scan outputs (onnxruntime: "Inconsistent shape in loop
+    output")."""
     model = parse("""g (float[3,2] x, int64 m) => (float[?,?] y) {
         s0 = SequenceConstruct (x)
         l = Loop (m, , s0) <body = b (int64 i, bool c, seq(float) acc)
