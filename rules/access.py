@@ -58,7 +58,7 @@ def _is_string(value: ir.Value | None) -> bool:
 def _elements_or_refusal(node: ir.Node, ctx: Context) -> tuple[ir.Value, ...] | Refusal:
     elements = ctx.known_elements(node.inputs[0])
     if not isinstance(elements, Refusal):
-        never_empty(node, elements, "reads from")
+        return never_empty(node, elements, "reads from", ctx) or elements
     return elements
 
 

@@ -37,7 +37,7 @@ def _normalized_axis(axis: int, element_rank: int | None, new_axis: bool) -> int
 def _check_known(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
     elements = ctx.known_elements(node.inputs[0])
     if not isinstance(elements, Refusal):
-        never_empty(node, elements, "concatenates")
+        return never_empty(node, elements, "concatenates", ctx) or elements
     return elements
 
 

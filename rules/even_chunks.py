@@ -8,10 +8,17 @@ index arithmetic on the position and one Slice each side, not a comparison per e
         -> SequenceConstruct(Split(Concat(Slice(x, 0, b), t, Slice(x, b, end)), s, .., s))
            b = Gather(B, q), B = [[0], [s], .., [ns]], q = p < 0 ? p - 1 : p
 
+    ConcatFromSequence(SplitToSequence(x, s (scalar), axis=a), axis=b, new_axis=1)
+        -> Transpose(Reshape(x, [d0.., -1, Min(d, s), ..]))   (a stack of chunks: a moved to b)
+
 The Gather over the table of bounds accepts exactly the positions the sequence operator does
 ([-n, n-1] for erase, [-n, n] for insert) and fails at run time on the others, as the original
 does. Readers of the result then see the chunks of one tensor again (a ConcatFromSequence of
-them is that tensor; a read at a run-time position is `at-even-chunks`).
+them is that tensor; a read at a run-time position is `at-even-chunks`). A stack needs chunks of
+one shape: s divides d, or d < s and there is one chunk of d (hence Min(d, s), a constant when d
+is static). Where neither holds, the Reshape fails at run time as the ConcatFromSequence does.
+Over a dim of run-time size that is 0, onnxruntime fails (a ConcatFromSequence of no chunk) where
+the Reshape gives an empty tensor (README, "Deliberate deviations").
 """
 
 from __future__ import annotations
@@ -131,9 +138,92 @@ def _insert(node: ir.Node, chunks: EvenChunks, ctx: Context) -> None:
     _rechunked(node, chunks, joined, chunks.count + 1, ctx)
 
 
+@dataclasses.dataclass(frozen=True)
+class StackPlan:
+    data: ir.Value
+    axis: int  # the split axis
+    size: int  # s
+    chunk: int | None  # Min(d, s) when d is static
+    perm: tuple[int, ...] | None  # the Transpose that moves the chunk axis to the stack axis
+
+
+def _check_stack(node: ir.Node, ctx: Context) -> StackPlan | Refusal:
+    if node.attributes.get_int("new_axis", 0) != 1:
+        return Refusal("not a stack (new_axis is 0)")
+    split = node.inputs[0].producer() if node.inputs and node.inputs[0] is not None else None
+    if split is None or split.op_type != "SplitToSequence" or split.domain != "":
+        return Refusal("the sequence does not come from SplitToSequence")
+    sizes = split.inputs[1] if len(split.inputs) > 1 else None
+    size = ctx.facts.values.get_int(sizes) if sizes is not None else None
+    static = ctx.facts.static(sizes) if sizes is not None else None
+    if size is None or static is None or static.ndim != 0 or size <= 0:
+        return Refusal("the split size is not one static scalar")
+    data = split.inputs[0]
+    if data is None or data.shape is None:
+        return Refusal("the rank of the split input is unknown")
+    rank = len(data.shape)
+    axis = split.attributes.get_int("axis", 0) % rank
+    others = [d for k, d in enumerate(data.shape) if k != axis]
+    if not all(isinstance(d, int) and d > 0 for d in others):
+        return Refusal("a dim other than the split axis is not static (or is 0)")
+    stack_axis = node.attributes.get_int("axis", 0)
+    if not -rank - 1 <= stack_axis <= rank:
+        return Refusal("the stack axis is out of range")
+    stack_axis %= rank + 1
+    dim = data.shape[axis]
+    chunk = None
+    if not isinstance(dim, int) and ctx.rewriter.opset(node.graph) < 12:
+        return Refusal("a dim of run-time size needs Min over int64 (opset 12)")
+    if isinstance(dim, int):
+        if dim == 0 or (dim > size and dim % size):
+            return Refusal("the chunks never share one shape: the original always fails here")
+        chunk = min(dim, size)
+    perm = None
+    if stack_axis != axis:
+        order = [k for k in range(rank + 1) if k != axis]
+        order.insert(stack_axis, axis)
+        perm = tuple(order)
+    return StackPlan(data, axis, size, chunk, perm)
+
+
+def _stack(node: ir.Node, plan: StackPlan, ctx: Context) -> None:
+    """ConcatFromSequence(SplitToSequence(x, s (scalar), axis=a), axis=b, new_axis=1)
+    -> Transpose(Reshape(x, [d0.., -1, Min(d, s), ..]), a moved to b)"""
+    builder = ctx.rewriter.before(node)
+    dims = list(plan.data.shape or ())
+    before = [int(d) for d in dims[: plan.axis]]
+    after = [int(d) for d in dims[plan.axis + 1 :]]
+    if plan.chunk is not None:
+        shape = builder.ints([*before, -1, plan.chunk, *after], "chunked_shape")
+    else:  # one chunk of d when d < s
+        if builder.opset >= 15:
+            d = builder.op("Shape", [plan.data], {"start": plan.axis, "end": plan.axis + 1})
+        else:
+            axes = builder.ints([plan.axis], "axis")
+            ends = builder.ints([plan.axis + 1], "axis_end")
+            d = builder.op("Slice", [builder.op("Shape", [plan.data]), axes, ends])
+        chunk = builder.op("Min", [d, builder.ints([plan.size], "size")])
+        parts = [builder.ints([*before, -1], "leading"), chunk, builder.ints(after, "trailing")]
+        shape = builder.op("Concat", parts, {"axis": 0}, name="chunked_shape")
+    # allowzero (opset 14): a 0 is a size, not "copy the input's dim"
+    attributes = {"allowzero": 1} if plan.chunk is None and builder.opset >= 14 else {}
+    result = builder.op("Reshape", [plan.data, shape], attributes)
+    if plan.perm is not None:
+        result = builder.op("Transpose", [result], {"perm": list(plan.perm)})
+    result.type = plan.data.type
+    ctx.rewriter.replace(node.outputs[0], result)
+
+
 RULES = RuleSet(
     [
         Rule("erase-even-chunks", "SequenceErase", _check_erase, _erase, last_resort=True),
         Rule("insert-even-chunks", "SequenceInsert", _check_insert, _insert, last_resort=True),
+        Rule(
+            "stack-of-even-split",
+            "ConcatFromSequence",
+            _check_stack,
+            _stack,
+            before_producers=True,  # one Reshape, before the split becomes n chunks
+        ),
     ]
 )

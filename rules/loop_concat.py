@@ -1,5 +1,5 @@
 """A list whose appended tensors change shape, built only to be concatenated, becomes a tensor
-accumulator carried by the Loop (for targets without sequence operators):
+accumulator carried by the Loop:
 
     Loop(.., s0=SequenceConstruct(e..), body: s1 = SequenceInsert(s, t)), read only by
     ConcatFromSequence(axis=a)

@@ -40,6 +40,7 @@ __all__ = [
     "DYNAMIC_DIM",
     "IF_LAUNCHES",
     "ITERATION_LAUNCHES",
+    "STRING_BYTES",
     "launches",
     "node_costs",
 ]
@@ -58,6 +59,7 @@ BYTES_PER_LAUNCH = 16384  # bytes moved in the time of one small kernel launch (
 IF_LAUNCHES = 3.0  # an If: the node and its subgraph call (measured: 0.7 to 0.9 us)
 ITERATION_LAUNCHES = 0.5  # a Loop iteration: moving the carried values between iterations
 COPY_ELEMENTS = 8  # list elements copied per launch's worth of work
+STRING_BYTES = 16  # bytes assumed per string element (strings have no fixed width)
 _LARGEST_STATIC_COUNT = 2**31 - 1  # larger trip counts are read as "until the condition ends it"
 _COPIES_LIST = frozenset({"SequenceInsert", "SequenceErase"})
 # operators that only read or rewrite shapes: no data moves (onnxruntime aliases the buffer)
@@ -126,7 +128,11 @@ class _Graph:
                 tensor = attr.as_tensor()
                 if math.prod(tensor.shape.numpy()) > _SMALL_CONSTANT:
                     return None
-                value: Hashable = (str(tensor.dtype), tuple(tensor.shape.numpy()), tensor.tobytes())
+                if tensor.dtype == ir.DataType.STRING:
+                    contents: Hashable = tuple(tensor.string_data())  # type: ignore[attr-defined]
+                else:
+                    contents = tensor.tobytes()
+                value: Hashable = (str(tensor.dtype), tuple(tensor.shape.numpy()), contents)
             elif isinstance(attr.value, list | tuple):
                 value = tuple(attr.value)
             else:
@@ -224,7 +230,18 @@ def _bytes(value: ir.Value | None) -> float:
     size = 1.0
     for dim in value.shape:
         size *= dim if isinstance(dim, int) else DYNAMIC_DIM
-    return size * max(dtype.itemsize, 1)
+    return size * _itemsize(dtype)
+
+
+def _itemsize(dtype: ir.DataType) -> float:
+    """Bytes per element: a string counts `STRING_BYTES` (it has no fixed width); sub-byte
+    types count a whole byte."""
+    if dtype == ir.DataType.STRING:
+        return STRING_BYTES
+    try:
+        return max(dtype.itemsize, 1)
+    except TypeError:  # a type without a fixed width
+        return STRING_BYTES
 
 
 def _element_dtype(value: ir.Value) -> ir.DataType | None:

@@ -239,7 +239,7 @@ def _lower(
         return run.result()
     # speed first (README, "Never slower"): every region keeps the cheaper of its two forms
     costlier = run.plan.costlier(run.model, run.lower.origins, run.costs)
-    if not costlier:
+    if not costlier and round(run.cost_after) <= round(run.plan.total):
         return run.result()
     before, after = round(run.plan.total), round(run.cost_after)
     whole = (
@@ -251,15 +251,16 @@ def _lower(
         '"Never slower")'
     )
     best = run
-    if len(costlier) < len(run.plan.regions):  # else every region is kept: the original
+    if costlier and len(costlier) < len(run.plan.regions):  # all of them: the original
         mixed = _Run(original(), options, rules, observe, keep=(run.plan, costlier))
         if mixed.frozen is not None and mixed.cost_after <= run.cost_after:
             best = mixed
-    every_region = len(costlier) == len(run.plan.regions)
+    every_region = bool(costlier) and len(costlier) == len(run.plan.regions)
     if (best is run and every_region) or round(best.cost_after) > round(run.plan.total):
         graph_of = {site.node: site.graph for site in run.sites}
-        estimates = run.plan.estimates(run.model, run.lower.origins, run.costs)
-        run.report.kept_for_speed = run.plan.reported(estimates, run.labels, graph_of)
+        # the regions that cost more lowered; all of them when only the whole model does
+        named = costlier or run.plan.estimates(run.model, run.lower.origins, run.costs)
+        run.report.kept_for_speed = run.plan.reported(named, run.labels, graph_of)
         return _kept_original(original(), run.report, whole, run.interface)
     return best.result()
 

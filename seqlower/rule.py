@@ -67,13 +67,19 @@ class Context:
         return new
 
 
-def never_empty(node: ir.Node, elements: tuple[ir.Value, ...], doing: str) -> None:
-    """Raise InvalidModelError when `node` `doing` (e.g. "reads from") an always-empty sequence."""
-    if not elements:
+def never_empty(
+    node: ir.Node, elements: tuple[ir.Value, ...], doing: str, ctx: Context
+) -> Refusal | None:
+    """When `node` `doing` (e.g. "reads from") an always-empty sequence: in the main graph, raise
+    InvalidModelError (the model always fails); in a subgraph, which may never run, refuse."""
+    if elements:
+        return None
+    if node.graph is ctx.rewriter.model.graph:
         raise InvalidModelError(
             f"{quoted_node(node)}: {doing} a sequence that is always empty "
             "(a run-time error in the ONNX spec)"
         )
+    return Refusal(f"it {doing} a sequence that is always empty (an error if its body runs)")
 
 
 Check = Callable[[ir.Node, Context], Any]

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from seqlower.io import ModelSource
 from seqlower.verification import InputSource, VerifyReport, verify
+from seqlower.verification.check import DEFAULT_TIME_BUDGET, DEFAULT_TRIALS
 from seqlower.verification.runner import DEFAULT_TIMEOUT
 
 
@@ -24,7 +25,7 @@ def assert_equivalent(
     original: ModelSource,
     candidate: ModelSource,
     *,
-    trials: int = 3,
+    trials: int = DEFAULT_TRIALS,
     seed: int = 0,
     dims: Mapping[str, int] | None = None,
     inputs: InputSource | None = None,
@@ -34,13 +35,16 @@ def assert_equivalent(
     strict_errors: bool = False,
     runtimes: Sequence[str] = ("onnxruntime",),
     timeout: float = DEFAULT_TIMEOUT,
+    time_budget: float | None = DEFAULT_TIME_BUDGET,
+    strict_coverage: bool = False,
 ) -> VerifyReport:
     """Run `seqlower.verification.verify` with the same arguments and return its report.
 
     Raises:
-        AssertionError: the models are not shown equivalent. The message has one line per
-            failure, naming the trial, the output and the error (the maximal absolute and relative
-            errors, the exception a model raised, or the signal that crashed its runtime).
+        AssertionError: the models are not shown equivalent (they differ, or too few trials ran
+            both to say). The message has one line per failure, naming the trial, the output and
+            the error (the maximal absolute and relative errors, the exception a model raised, or
+            the signal that crashed its runtime).
     """
     __tracebackhide__ = True  # pytest: show the caller's line, not this one
     report = verify(
@@ -56,11 +60,15 @@ def assert_equivalent(
         strict_errors=strict_errors,
         runtimes=runtimes,
         timeout=timeout,
+        time_budget=time_budget,
+        strict_coverage=strict_coverage,
     )
     failures = report.failures()
     if failures:
-        raise AssertionError(
-            "the candidate is not equivalent to the original:\n"
-            + "\n".join(f"  - {line}" for line in failures)
+        head = (
+            "inconclusive: too few trials ran both models"
+            if report.inconclusive
+            else "the candidate is not equivalent to the original"
         )
+        raise AssertionError(f"{head}:\n" + "\n".join(f"  - {line}" for line in failures))
     return report

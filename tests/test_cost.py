@@ -14,6 +14,7 @@ from seqlower.cost import (
     DYNAMIC_DIM,
     IF_LAUNCHES,
     ITERATION_LAUNCHES,
+    STRING_BYTES,
     launches,
     node_costs,
 )
@@ -180,3 +181,21 @@ def test_a_split_to_sequence_costs_a_share_per_tensor_it_makes(split, chunks, sp
     (node,) = [n for n in costs if n.op_type == "SplitToSequence"]
     moved = 2 * (6 * 4 * 4 + split_bytes) / BYTES_PER_LAUNCH  # reads x and the split, copies
     assert costs[node] == pytest.approx(1 + chunks / COPY_ELEMENTS + moved)
+
+
+def test_strings_count_a_nominal_size_per_element():
+    text = """g (string[3] x) => (string[6] y) { y = Concat<axis = 0>(x, x) }"""
+    assert cost(text) == 1 + (3 + 3 + 6) * STRING_BYTES / BYTES_PER_LAUNCH
+
+
+def test_equal_string_constants_are_merged_too():
+    text = """g (string[2] x) => (string[4] y, string[4] z) {
+        a = Constant<value = string[2] {"p", "q"}>()
+        b = Constant<value = string[2] {"p", "q"}>()
+        y = Concat<axis = 0>(x, a)
+        z = Concat<axis = 0>(x, b)
+    }"""
+    model = _typed(text)
+    costs = node_costs(model)
+    concats = [costs[n] for n in model.graph if n.op_type == "Concat"]
+    assert concats[0] > 0 and concats[1] == 0

@@ -394,10 +394,23 @@ def _verify_or_exit(
     if not result.equivalent:
         for line in result.failures():
             typer.echo(f"  - {line}", err=True)
+        if result.inconclusive:
+            raise _fail(
+                "verification inconclusive: both models failed on too many generated inputs; "
+                "nothing written (give sizes the model accepts with --dim NAME=SIZE, or write "
+                "without --verify and run `seqlower verify` with --inputs)",
+                EXIT_BAD_INPUT,
+            )
         raise _fail("verification failed: the lowered model differs; nothing written", EXIT_REFUSED)
     if not quiet:
-        trials = plural(len(result.trials), "trial")
-        typer.echo(f"verified: equivalent under {runtime} ({trials})")
+        trials = plural(result.compared, "trial")
+        coverage = result.coverage.summary() if result.coverage is not None else ""
+        typer.echo(
+            f"verified: equivalent under {runtime} ({trials} compared"
+            + (f"; {coverage})" if coverage else ")")
+        )
+        for line in result.warnings():
+            typer.echo(f"warning: {line}", err=True)
 
 
 def _same_file(a: Path, b: Path) -> bool:

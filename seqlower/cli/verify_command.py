@@ -1,9 +1,10 @@
 """`seqlower verify`: show that a lowered model computes what the original computes.
 
 A thin layer over `seqlower.verification.verify`: it parses options, prints a table (with rich when
-it is installed and stdout is a terminal, as plain text otherwise), writes the JSON report, and
-exits 0 when the models are equivalent, 1 when they are not, 2 on bad input (one `error:` line on
-stderr). Register it with `app.command("verify")(verify_command)`.
+it is installed and stdout is a terminal, as plain text otherwise), then what the trials covered,
+and writes the JSON report. It exits 0 when the models are equivalent, 1 when they are not, 2 on
+bad input (one `error:` line on stderr) and when too few trials ran both models to say (the inputs
+tried were ones both models reject). Register it with `app.command("verify")(verify_command)`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import typer
 from seqlower.cli.summary import plural
 from seqlower.errors import SeqlowerError
 from seqlower.verification import VerifyReport, verify
+from seqlower.verification.check import DEFAULT_TIME_BUDGET, DEFAULT_TRIALS
 from seqlower.verification.runner import DEFAULT_TIMEOUT
 from seqlower.verification.runtimes import RUNTIMES
 
@@ -32,13 +34,20 @@ def verify_command(
     candidate: Annotated[
         Path, typer.Argument(metavar="CANDIDATE", help="The rewritten model to check (.onnx).")
     ],
-    trials: Annotated[int, typer.Option(min=1, help="Sets of random inputs to try.")] = 3,
-    seed: Annotated[int, typer.Option(help="Seed of the random inputs.")] = 0,
+    trials: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Sets of generated inputs to try: the first 3 typical, later ones exploring "
+            "sizes 0 to 8, loop counts, sequence lengths, zeros, large values, NaN and Inf.",
+        ),
+    ] = DEFAULT_TRIALS,
+    seed: Annotated[int, typer.Option(help="Seed of the generated inputs.")] = 0,
     dim: Annotated[
         list[str] | None,
         typer.Option(
             metavar="NAME=SIZE",
-            help="Size of a symbolic input dimension (repeatable).",
+            help="Size of a symbolic input dimension in every trial (repeatable).",
         ),
     ] = None,
     inputs: Annotated[
@@ -55,7 +64,11 @@ def verify_command(
         bool, typer.Option(help="Also run the original under onnx.reference and compare.")
     ] = False,
     strict_errors: Annotated[
-        bool, typer.Option(help="Count a trial where both models fail as a failure.")
+        bool,
+        typer.Option(
+            help="Count a trial where both models fail, or where only the original fails at "
+            "run time, as a failure."
+        ),
     ] = False,
     report: Annotated[
         Path | None, typer.Option(help="Write the full report as JSON to this file.")
@@ -74,14 +87,36 @@ def verify_command(
             min=0.1, help="Seconds a model may take to load or to run once before it is killed."
         ),
     ] = DEFAULT_TIMEOUT,
+    time_budget: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            metavar="SECONDS",
+            help="Start no new trial after this many seconds (at least one runs).",
+        ),
+    ] = DEFAULT_TIME_BUDGET,
+    strict_coverage: Annotated[
+        bool,
+        typer.Option(
+            help="Fail (exit 1) when an If branch of the original was never taken or an "
+            "output was empty in every trial."
+        ),
+    ] = False,
 ) -> None:
     """Run ORIGINAL and CANDIDATE on the same inputs and compare every output.
 
     Each model runs in a child process: a runtime that crashes (or runs past --timeout) is a
     verdict ("candidate crashed onnxruntime: signal 11 (SIGSEGV)"), not the end of the command.
 
+    Inputs are generated from --seed: trials 0-2 typical, later trials explore sizes 0 to 8,
+    loop trip counts, sequence lengths, exact zeros, large magnitudes, NaN, Inf and edge
+    integers, and the last ones steer towards If branches no trial took. NaN counts as equal
+    to NaN.
+
     Exit codes: 0 equivalent, 1 not equivalent (a difference, a crash, a runtime that cannot run
-    the candidate), 2 bad input (also: a runtime that is not installed).
+    the candidate; with --strict-coverage also an untaken If branch or an output empty in every
+    trial), 2 bad input (also: a runtime that is not installed, too few trials that ran both
+    models).
 
     Examples:
 
@@ -107,6 +142,8 @@ def verify_command(
             strict_errors=strict_errors,
             runtimes=runtime or ["onnxruntime"],
             timeout=timeout,
+            time_budget=time_budget,
+            strict_coverage=strict_coverage,
         )
         if report is not None:
             _write(report, result.to_json() + "\n")
@@ -114,7 +151,9 @@ def verify_command(
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
     _show(result)
-    raise typer.Exit(0 if result.equivalent else 1)
+    if result.equivalent:
+        raise typer.Exit(0)
+    raise typer.Exit(2 if result.inconclusive else 1)
 
 
 def _parse_dims(items: list[str]) -> dict[str, int]:
@@ -165,41 +204,69 @@ def _short(note: str) -> str:
 
 def _footer(result: VerifyReport) -> list[str]:
     failures = result.failures()
-    lines = []
-    shown_loops: set[int] = set()
+    lines = list(result.notes)
+    lines.extend(_skipped(result))
     for trial in result.trials:
-        if trial.loops and trial.index not in shown_loops:
-            shown_loops.add(trial.index)
-            lines.extend(
-                f"trial {trial.index}: {name} ran {count}" for name, count in trial.loops.items()
-            )
-        head = f"trial {trial.index}"
-        if trial.runtime != "onnxruntime":
-            head += f" ({trial.runtime})"
-        if trial.status in ("both failed", "both crashed") and not any(
-            line.startswith(f"{head}: ") for line in failures
-        ):
-            what = trial.status.split()[1]
-            lines.append(
-                f"{head}: both models {what} (not counted as a difference): {trial.original_error}"
-            )
         if trial.reference_error:
-            lines.append(f"trial {trial.index}: reference failed: {trial.reference_error}")
+            lines.append(f"{trial.head}: reference failed: {trial.reference_error}")
             continue
         lines.extend(
-            f"trial {trial.index}, output '{output.name}': reference {output.reference}"
+            f"{trial.head}, output '{output.name}': reference {output.reference}"
             for output in trial.outputs
             if output.reference and output.reference != "agrees"
         )
-    if failures:
+    seed = result.settings.get("seed", 0)
+    summary = result.coverage.summary() if result.coverage is not None else ""
+    inputs = "supplied inputs" if result.settings.get("inputs") else f"seed {seed}"
+    if not summary:
+        summary = "nothing compared" if not result.compared else "no If, Loop or size to vary"
+    lines.append(f"coverage ({inputs}): {summary}")
+    if result.coverage is not None and result.coverage.note:
+        lines.append(f"note: {result.coverage.note}")
+    if not result.strict_coverage:
+        lines.extend(f"warning: {line}" for line in result.warnings())
+    if result.inconclusive:
+        lines.append("inconclusive:")
+        lines.extend(f"  - {line}" for line in failures)
+        lines.append(f"  {_inconclusive_hint(result)}")
+    elif failures:
         lines.append("NOT equivalent:")
         lines.extend(f"  - {line}" for line in failures)
     else:
-        both = sum(trial.status in ("both failed", "both crashed") for trial in result.trials)
-        compared = len(result.trials) - both
-        extra = f", {both} failed in both models" if both else ""
-        lines.append(f"equivalent ({plural(compared, 'trial')} compared{extra})")
+        both = len({trial.index for trial in result.trials}) - result.compared
+        extra = f", {both} skipped" if both else ""
+        lines.append(
+            f"equivalent ({plural(result.compared, 'trial')} compared{extra}); "
+            "NaN counts as equal to NaN"
+        )
     return lines
+
+
+def _skipped(result: VerifyReport) -> list[str]:
+    """Trials where both models failed, grouped by the error: `trials 4, 14 (skipped): both
+    models failed: <error>`."""
+    if result.strict_errors or not result.compared:
+        return []  # the failures list these trials
+    groups: dict[tuple[str, str], list[str]] = {}
+    for trial in result.trials:
+        if trial.status not in ("both failed", "both crashed", "original failed"):
+            continue
+        if trial.status == "original failed":
+            what = "only the original failed (the candidate gave a result)"
+        else:
+            what = f"both models {trial.status.split()[1]}"
+        groups.setdefault((what, trial.original_error or ""), []).append(str(trial.index))
+    return [
+        f"{'trial' if len(indices) == 1 else 'trials'} {', '.join(indices)} (skipped, not a "
+        f"difference): {what}: {error}"
+        for (what, error), indices in groups.items()
+    ]
+
+
+def _inconclusive_hint(result: VerifyReport) -> str:
+    named = result.settings.get("symbolic_dims", [])
+    dims = f"--dim {named[0]}=SIZE with a size both models accept, or " if named else ""
+    return f"give {dims}--inputs with inputs they accept (an ONNX test-data folder or .npz)"
 
 
 def _show(result: VerifyReport) -> None:

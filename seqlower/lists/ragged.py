@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.lists import paired
 from seqlower.lists.tensors import (
     INT64_MAX,
     Layout,
@@ -34,11 +35,8 @@ from seqlower.lists.tensors import (
     TensorList,
     chunks,
     dim0,
-    insert_index,
     int64,
     scalar_int,
-    splice,
-    static_int,
 )
 from seqlower.lists.tensors import (
     concat as concat_parts,
@@ -69,44 +67,11 @@ def construct(b: Builder, elements: Sequence[ir.Value], layout: Layout) -> Tenso
 def insert(
     forms: ListForms, b: Builder, s: TensorList, x: ir.Value, p: ir.Value | None
 ) -> TensorList:
-    data, firsts = s.parts
-    first = dim0(b, x)
-    static = static_int(p)
-    if p is None or static == 0:  # an append, or a prepend (position 0 is always valid)
-        pairs = ((x, data), (first, firsts)) if static == 0 else ((data, x), (firsts, first))
-        new_data = b.op("Concat", list(pairs[0]), {"axis": 0}, name="list_data")
-        new_firsts = b.op("Concat", list(pairs[1]), {"axis": 0}, name="list_firsts")
-        return TensorList((new_data, new_firsts), s.layout)
-    table = forms.table(s)
-    if static is not None and static > 0:  # refused by bounds (n + 1 entries) when > n
-        index1 = b.ints([static], "position")
-    else:
-        index1 = insert_index(b, p, table.n)
-    offset = b.op("Gather", [table.bounds, index1], name="offset")
-    new_data = splice(b, data, offset, offset, x)
-    new_firsts = splice(b, firsts, index1, index1, first)
-    return TensorList((new_data, new_firsts), s.layout)
+    return paired.insert(forms, b, s, x, dim0(b, x), p)
 
 
 def erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> TensorList:
-    table = forms.table(s)
-    data, firsts = s.parts
-    static = -1 if p is None else static_int(p)
-    if static is not None:
-        p1 = b.ints([static], "position")
-    else:
-        p1 = b.op("Reshape", [int64(b, p), b.ints([1], "one_d")])  # type: ignore[arg-type]
-    start = b.op("Gather", [table.starts, p1], name="start")  # fails outside [-n, n-1]
-    end = b.op("Gather", [table.ends, p1], name="end")
-    if static == -1:  # the last element: everything before it
-        new_data = b.op("Slice", [data, b.ints([0], "zero1"), start], name="list_data")
-        new_firsts = b.op("Slice", [firsts, b.ints([0], "zero1"), p1], name="list_firsts")
-        return TensorList((new_data, new_firsts), s.layout)
-    index1 = p1 if static is not None else b.op("Gather", [forms.positions(s), p1])
-    after = b.op("Add", [index1, b.ints([1], "one")])
-    new_data = splice(b, data, start, end, None)
-    new_firsts = splice(b, firsts, index1, after, None)
-    return TensorList((new_data, new_firsts), s.layout)
+    return paired.erase(forms, b, s, p)
 
 
 def split(forms: ListForms, b: Builder, node: ir.Node, layout: Layout) -> TensorList:

@@ -13,11 +13,12 @@ never mutates a model.
 
 from __future__ import annotations
 
-__all__ = ["InputSource", "verify"]
+__all__ = ["DEFAULT_TIME_BUDGET", "DEFAULT_TRIALS", "InputSource", "verify"]
 
 import contextlib
-import dataclasses
+import math
 import os
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,33 +28,23 @@ import onnx_ir as ir
 
 from seqlower.errors import SeqlowerError
 from seqlower.io import ModelSource, load_model, model_to_bytes
-from seqlower.verification.compare import compare_values, tolerance_for
+from seqlower.verification.compare import tolerance_for
+from seqlower.verification.coverage import Probe, instrument
+from seqlower.verification.explore import compared_numbers, scheduled_plan
 from seqlower.verification.flattened import Flattening
-from seqlower.verification.generate import generate_inputs
-from seqlower.verification.loops import loop_iterations
-from seqlower.verification.report import (
-    OutputResult,
-    TrialResult,
-    TrialStatus,
-    Verdict,
-    VerifyReport,
-)
-from seqlower.verification.runner import (
-    DEFAULT_TIMEOUT,
-    IsolatedRunner,
-    ReferenceRunner,
-    RunOutcome,
-)
+from seqlower.verification.report import VerifyReport
+from seqlower.verification.runner import DEFAULT_TIMEOUT, IsolatedRunner, ReferenceRunner
 from seqlower.verification.runtimes import RUNTIMES, RuntimeUnavailableError, check_available
+from seqlower.verification.session import Generation, Session
 from seqlower.verification.signature import InputSpec, feedable_inputs, output_names
 from seqlower.verification.supplied import check_feeds, load_supplied
-from seqlower.verification.values import (
-    Feeds,
-    RuntimeValue,
-    describe_dtype,
-    describe_shape,
-    describe_value,
-)
+from seqlower.verification.values import Feeds, RuntimeValue
+
+DEFAULT_TRIALS = 16
+"""Trials of generated inputs by default: 3 typical, 10 exploring, 3 exploring or steered."""
+
+DEFAULT_TIME_BUDGET = 10.0
+"""Seconds after which no new trial starts, by default."""
 
 InputSource = (
     str | os.PathLike[str] | Mapping[str, RuntimeValue] | Sequence[Mapping[str, RuntimeValue]]
@@ -65,7 +56,7 @@ def verify(
     original: ModelSource,
     candidate: ModelSource,
     *,
-    trials: int = 3,
+    trials: int = DEFAULT_TRIALS,
     seed: int = 0,
     dims: Mapping[str, int] | None = None,
     inputs: InputSource | None = None,
@@ -75,14 +66,20 @@ def verify(
     strict_errors: bool = False,
     runtimes: Sequence[str] = ("onnxruntime",),
     timeout: float = DEFAULT_TIMEOUT,
+    time_budget: float | None = DEFAULT_TIME_BUDGET,
+    strict_coverage: bool = False,
 ) -> VerifyReport:
     """Check that `candidate` computes the same outputs as `original`.
 
     Args:
         original, candidate: a path, an `onnx.ModelProto` or an `onnx_ir.Model`.
-        trials: how many sets of random inputs to try (ignored when `inputs` is given).
-        seed: the seed of the random inputs; the same seed gives the same inputs.
-        dims: sizes of symbolic dimensions of the inputs, by name.
+        trials: how many sets of generated inputs to try (ignored when `inputs` is given):
+            trials 0-2 typical, later ones exploring sizes 0 to 8, loop counts, sequence
+            lengths and edge values (see `seqlower.verification.explore`), the last ones
+            steered towards If branches no trial took yet.
+        seed: the seed of the generated inputs; the same seed gives the same inputs.
+        dims: sizes of symbolic dimensions of the inputs, by name (fixed in every trial). A dim
+            the candidate fixes (a candidate made with `--dim N=10`) is bound to its size.
         inputs: inputs to use instead of random ones (see `InputSource`); each set is a trial.
         rtol, atol: tolerances for every float type, replacing the defaults of
             `seqlower.verification.compare`.
@@ -92,15 +89,21 @@ def verify(
             the original always runs under onnxruntime. Each trial is compared once per runtime.
         timeout: seconds one model may take to load or to run once before it is killed (and
             reported as crashed).
+        time_budget: seconds after which no new trial starts (at least one runs); None for no
+            limit. The report's `notes` say when it cut the run short.
+        strict_coverage: count an If branch no trial took, and an output empty in every
+            trial, as failures (they are `warnings()` otherwise).
 
     Raises:
         ModelInputError: a model or a supplied input cannot be read, or an input cannot be
             generated (its type is not supported, or `dims` names an unknown dimension).
         SeqlowerError: a runtime is unknown or not installed (the message names the extra).
-        ValueError: `trials` is below 1 or a tolerance is negative.
+        ValueError: `trials` is below 1, a tolerance or the time budget is negative.
     """
     if trials < 1:
         raise ValueError(f"trials must be at least 1, got {trials}")
+    if time_budget is not None and time_budget < 0:
+        raise ValueError(f"the time budget must not be negative, got {time_budget}")
     if (rtol is not None and rtol < 0) or (atol is not None and atol < 0):
         raise ValueError("tolerances must not be negative")
     candidate_runtimes = _checked_runtimes(runtimes)
@@ -109,46 +112,71 @@ def verify(
     flattening = Flattening.of(original_ir, candidate_ir)
     specs = feedable_inputs(original_ir)
     problems = _interface_problems(original_ir, candidate_ir, flattening)
+    given = dict(dims or {})
+    named, pinned, notes = _fixed_by_candidate(specs, candidate_ir, given)
+    generation = Generation(
+        model=original_ir,
+        specs=specs,
+        seed=seed,
+        dims={**named, **given},
+        pinned=pinned,
+        lengths=flattening.lengths,
+        numbers=compared_numbers(original_ir),
+    )
+    supplied = None
     if inputs is None:
-        trial_inputs = [
-            (
-                f"generated (seed {seed}, trial {index})",
-                generate_inputs(
-                    original_ir, trial=index, seed=seed, dims=dims, lengths=flattening.lengths
-                ),
-            )
-            for index in range(trials)
-        ]
+        generation.feeds(0, scheduled_plan(0, seed))  # bad input fails here, before any run
     else:
-        trial_inputs = _supplied(inputs, specs)
-    candidate_feeds = [flattening.feeds(feeds) for _, feeds in trial_inputs]
+        supplied = _supplied(inputs, specs)
     names = output_names(original_ir)
-    results = []
+    instrumented, probes = _instrumented(original, original_ir)
     with contextlib.ExitStack() as stack:
+        original_source = _source(original, original_ir)
         original_runner = stack.enter_context(
-            IsolatedRunner("onnxruntime", _source(original, original_ir), timeout=timeout)
+            IsolatedRunner(
+                "onnxruntime",
+                instrumented if instrumented is not None else original_source,
+                timeout=timeout,
+            )
         )
         candidate_source = _source(candidate, candidate_ir)
         candidate_runners = [
             stack.enter_context(IsolatedRunner(runtime, candidate_source, timeout=timeout))
             for runtime in candidate_runtimes
         ]
-        reference_runner = _reference_runner(original, original_ir) if reference else None
-        for index, (source, feeds) in enumerate(trial_inputs):
-            original_runner.submit(feeds)
-            for runner in candidate_runners:
-                runner.submit(candidate_feeds[index])
-            third = reference_runner.run(feeds) if reference_runner else None
-            first = original_runner.result()
-            loops = loop_iterations(original_ir, feeds)
-            for runner in candidate_runners:
-                second = _unflattened(runner.result(), flattening)
-                result = _trial(index, source, feeds, names, first, second, third, rtol, atol)
-                results.append(dataclasses.replace(result, runtime=runner.runtime, loops=loops))
+
+        def plain() -> IsolatedRunner:
+            return stack.enter_context(
+                IsolatedRunner("onnxruntime", original_source, timeout=timeout)
+            )
+
+        session = Session(
+            model=original_ir,
+            names=names,
+            flattening=flattening,
+            original=original_runner,
+            probes=probes,
+            plain=plain,
+            sources=(original_source, candidate_source),
+            candidates=candidate_runners,
+            reference=_reference_runner(original, original_ir) if reference else None,
+            rtol=rtol,
+            atol=atol,
+            deadline=time.monotonic() + (math.inf if time_budget is None else time_budget),
+            timeout=timeout,
+        )
+        if supplied is None:
+            session.run_generated(generation, trials)
+        else:
+            session.run_supplied(supplied)
     settings: dict[str, Any] = {
-        "trials": len(trial_inputs),
+        "trials": len({trial.index for trial in session.results}),
         "seed": seed,
-        "dims": dict(dims or {}),
+        "dims": given,
+        "pinned": named,
+        "symbolic_dims": sorted(
+            {dim for spec in specs for dim in spec.shape or () if isinstance(dim, str) and dim}
+        ),
         "inputs": None if inputs is None else _source_name(inputs),
         "rtol": rtol,
         "atol": atol,
@@ -158,6 +186,8 @@ def verify(
         },
         "reference": reference,
         "strict_errors": strict_errors,
+        "strict_coverage": strict_coverage,
+        "time_budget": time_budget,
         "runtimes": list(candidate_runtimes),
         "timeout": timeout,
         "flattened": {"inputs": dict(flattening.inputs), "outputs": dict(flattening.outputs)}
@@ -165,11 +195,77 @@ def verify(
         else None,
     }
     return VerifyReport(
-        trials=tuple(results),
+        trials=tuple(session.results),
         problems=tuple(problems),
         strict_errors=strict_errors,
         settings=settings,
+        coverage=session.coverage,
+        strict_coverage=strict_coverage,
+        notes=tuple([*notes, *session.notes]),
+        empty_outputs=session.empty_outputs,
+        constant_outputs=session.constant_outputs,
     )
+
+
+def _fixed_by_candidate(
+    specs: list[InputSpec], candidate: ir.Model, given: Mapping[str, int]
+) -> tuple[dict[str, int], dict[tuple[str, int], int], list[str]]:
+    """The dims the original leaves open and the candidate fixes (a candidate made with
+    `--dim N=10`): by name, and by (input, axis) for unnamed dims; with a note for each name."""
+    declared = {value.name: value for value in candidate.graph.inputs}
+    named: dict[str, int] = {}
+    pinned: dict[tuple[str, int], int] = {}
+    where: dict[str, str] = {}
+    conflicts: dict[str, str] = {}
+    for spec in specs:
+        value = declared.get(spec.name)
+        if value is None or value.shape is None or spec.shape is None or spec.is_sequence:
+            continue
+        if len(value.shape) != len(spec.shape):
+            continue
+        for axis, (mine, theirs) in enumerate(zip(spec.shape, value.shape.dims, strict=True)):
+            if isinstance(mine, int) or not isinstance(theirs, int):
+                continue
+            if mine and mine in given and given[mine] != theirs and mine not in conflicts:
+                conflicts[mine] = (
+                    f"--dim {mine}={given[mine]}: the candidate's input '{spec.name}' fixes "
+                    f"{mine} to {theirs}, so it fails on any other size (--dim {mine}={theirs} "
+                    "matches it)"
+                )
+            elif mine and mine not in given:
+                if mine not in named:
+                    named[mine], where[mine] = theirs, spec.name
+            elif not mine:
+                pinned[(spec.name, axis)] = theirs
+    notes = [
+        f"{name} is {size} in every trial: the candidate's input '{where[name]}' fixes it"
+        for name, size in named.items()
+    ]
+    return named, pinned, [*notes, *conflicts.values()]
+
+
+def _instrumented(source: ModelSource, model: ir.Model) -> tuple[bytes | None, tuple[Probe, ...]]:
+    """The original with its If conditions and Loop counts as extra outputs (see `coverage`),
+    or None when it has neither or cannot be copied in memory (its weights are external)."""
+    try:
+        if isinstance(source, onnx.ModelProto):
+            proto = source
+        elif isinstance(source, (str, os.PathLike)):
+            proto = onnx.load(os.fspath(source), load_external_data=False)
+        else:
+            proto = ir.to_proto(model)
+        if any(_is_external(tensor) for tensor in proto.graph.initializer):
+            return None, ()
+        copy, probes = instrument(proto)
+        if not probes:
+            return None, ()
+        return copy.SerializeToString(), probes
+    except Exception:  # coverage is a bonus: never let it stop a verification
+        return None, ()
+
+
+def _is_external(tensor: onnx.TensorProto) -> bool:
+    return tensor.data_location == onnx.TensorProto.EXTERNAL
 
 
 def _checked_runtimes(runtimes: Sequence[str]) -> list[str]:
@@ -184,12 +280,6 @@ def _checked_runtimes(runtimes: Sequence[str]) -> list[str]:
         except (ValueError, RuntimeUnavailableError) as error:
             raise SeqlowerError(str(error)) from None
     return chosen
-
-
-def _unflattened(outcome: RunOutcome, flattening: Flattening) -> RunOutcome:
-    if outcome.outputs is None or not flattening:
-        return outcome
-    return dataclasses.replace(outcome, outputs=flattening.outputs_of(outcome.outputs))
 
 
 def _interface_problems(
@@ -257,114 +347,3 @@ def _reference_runner(source: ModelSource, model: ir.Model) -> ReferenceRunner:
     if isinstance(source, (str, os.PathLike)):
         return ReferenceRunner(os.fspath(source))
     return ReferenceRunner(ir.to_proto(model))
-
-
-def _trial(
-    index: int,
-    source: str,
-    feeds: Feeds,
-    names: list[str],
-    original: RunOutcome,
-    candidate: RunOutcome,
-    reference: RunOutcome | None,
-    rtol: float | None,
-    atol: float | None,
-) -> TrialResult:
-    status: TrialStatus
-    failed: Verdict
-    if original.ok and candidate.ok:
-        outputs = tuple(_compared(name, original, candidate, rtol, atol) for name in names)
-        status = "ok" if all(output.ok for output in outputs) else "differ"
-    else:
-        if original.crashed and candidate.crashed:
-            status = failed = "both crashed"
-        elif original.crashed:
-            status = failed = "original crashed"
-        elif candidate.crashed:
-            status = failed = "candidate crashed"
-        elif candidate.cannot_run:
-            status = failed = "cannot run"
-        elif original.ok:
-            status = failed = "candidate failed"
-        elif candidate.ok:
-            status = failed = "original failed"
-        else:
-            status = failed = "both failed"
-        outputs = tuple(_uncompared(name, original, candidate, failed) for name in names)
-    if reference is not None:
-        outputs = tuple(
-            _with_reference(output, original, candidate, reference, rtol, atol)
-            for output in outputs
-        )
-    return TrialResult(
-        index=index,
-        source=source,
-        inputs={name: describe_value(value) for name, value in feeds.items()},
-        status=status,
-        outputs=outputs,
-        original_error=original.error,
-        candidate_error=candidate.error,
-        reference_error=None if reference is None else reference.error,
-    )
-
-
-def _compared(
-    name: str, original: RunOutcome, candidate: RunOutcome, rtol: float | None, atol: float | None
-) -> OutputResult:
-    expected = (original.outputs or {})[name]
-    actual = (candidate.outputs or {}).get(name)
-    shape, dtype = describe_shape(expected), describe_dtype(expected)
-    if actual is None:
-        return OutputResult(
-            name, shape, dtype, None, None, "missing", "the candidate has no such output"
-        )
-    result = compare_values(expected, actual, rtol=rtol, atol=atol)
-    return OutputResult(
-        name, shape, dtype, result.max_abs_err, result.max_rel_err, result.verdict, result.detail
-    )
-
-
-def _uncompared(
-    name: str, original: RunOutcome, candidate: RunOutcome, verdict: Verdict
-) -> OutputResult:
-    value = (original.outputs or candidate.outputs or {}).get(name)
-    shape = "-" if value is None else describe_shape(value)
-    dtype = "-" if value is None else describe_dtype(value)
-    blamed = candidate if verdict in ("candidate crashed", "cannot run") else original
-    error = blamed.error if blamed.error is not None else candidate.error
-    return OutputResult(name, shape, dtype, None, None, verdict, error or "")
-
-
-def _with_reference(
-    output: OutputResult,
-    original: RunOutcome,
-    candidate: RunOutcome,
-    reference: RunOutcome,
-    rtol: float | None,
-    atol: float | None,
-) -> OutputResult:
-    note = _reference_note(output.name, original, candidate, reference, rtol, atol)
-    return dataclasses.replace(output, reference=note)
-
-
-def _reference_note(
-    name: str,
-    original: RunOutcome,
-    candidate: RunOutcome,
-    reference: RunOutcome,
-    rtol: float | None,
-    atol: float | None,
-) -> str:
-    if reference.outputs is None:
-        return f"reference failed: {reference.error}"
-    expected = reference.outputs.get(name)
-    if expected is None:
-        return "reference failed: it gave no such output"
-    if original.outputs is not None:
-        result = compare_values(expected, original.outputs[name], rtol=rtol, atol=atol)
-        return "agrees" if result.ok else f"disagrees: {result.verdict}: {result.detail}"
-    if candidate.outputs is not None and name in candidate.outputs:
-        result = compare_values(expected, candidate.outputs[name], rtol=rtol, atol=atol)
-        verdict = "agrees" if result.ok else "disagrees"
-        return f"onnxruntime failed on the original; the candidate {verdict} with the reference"
-    return "onnxruntime failed on the original"

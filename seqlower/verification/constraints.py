@@ -28,6 +28,8 @@ from collections.abc import Iterator, Mapping
 
 import onnx_ir as ir
 
+from seqlower.verification.explore import Profile
+
 
 @dataclasses.dataclass(frozen=True)
 class IntRange:
@@ -59,13 +61,16 @@ Constraint = IntRange | SplitSizes | Fixed
 @dataclasses.dataclass(frozen=True)
 class TrialShapes:
     """What a trial has already chosen: input shapes (element shapes for sequences), sequence
-    lengths, the size of every symbolic dimension and how often a Loop with a fed trip count or
-    condition runs."""
+    lengths, the size of every symbolic dimension, how often a Loop with a fed trip count or
+    condition runs, the kind of values to draw and the constants the model compares with."""
 
     shapes: Mapping[str, tuple[int, ...]]
     lengths: Mapping[str, int]
     dims: Mapping[str, int]
     iterations: int = 1
+    profile: Profile = "typical"
+    numbers: tuple[float, ...] = ()
+    fill: float | None = None
 
 
 _POSITION_INPUTS = {"SequenceAt": 1, "SequenceInsert": 2, "SequenceErase": 1}

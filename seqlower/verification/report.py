@@ -4,7 +4,12 @@
 exactly when it is empty. The policy it encodes:
 
 - an interface problem (missing, extra or reordered outputs, changed inputs) is a failure;
-- a trial where an output differs, or where one model raises and the other does not, is a failure;
+- a trial where an output differs, or where the candidate raises and the original does not, is a
+  failure; so is an original that cannot be loaded while the candidate can;
+- a trial where the original raises at run time and the candidate returns a result is reported
+  but is not a failure, unless `strict_errors` is set: the input is one the original rejects,
+  and a rewrite may define a result there (seqlower's lowering does, where it no longer computes
+  the value that failed);
 - a model that crashes its runtime (the runtime's process dies on a signal, or is killed after
   the timeout) is a failure: "candidate crashed onnxruntime: signal 11 (SIGSEGV) while loading
   the model" (said once when loading crashed, else per trial); so is a candidate that a runtime
@@ -12,8 +17,15 @@ exactly when it is empty. The policy it encodes:
 - a trial where both models raise ("both failed": they agree that the input is invalid, as with
   an empty sequence given to ConcatFromSequence) or both crash (a while loop that never ends on
   that input) is reported but is not a failure, unless `strict_errors` is set;
-- at least one trial must run both models to completion, otherwise nothing was compared (and
-  the errors of every trial are listed).
+- enough trials must run both models to completion (`required`: 2, or 1 when fewer than 3
+  ran): otherwise the check is *inconclusive* (`inconclusive`), a failure of its own that
+  says how many trials compared anything (with no trial compared, the errors of every trial are
+  listed);
+- with `strict_coverage`, an If branch no trial took and an output that compared nothing (empty
+  in every trial) are failures; otherwise they are `warnings()`.
+
+A report is truthy exactly when the models were shown equivalent: `assert verify(a, b)` and
+`if verify(a, b): deploy()` do what they read as.
 
 `to_dict()` gives the JSON form; infinite errors are written as the string "inf".
 """
@@ -26,6 +38,11 @@ import dataclasses
 import json
 import math
 from typing import Any, Literal
+
+from seqlower.verification.coverage import Coverage
+
+MIN_COMPARED = 2
+"""Trials that must run both models to completion (1 when fewer than 3 ran)."""
 
 Verdict = Literal[
     "ok",
@@ -42,8 +59,11 @@ Verdict = Literal[
     "candidate crashed",
     "both crashed",
     "cannot run",
+    "unstable",
 ]
-"""The verdict on one output in one trial. "missing": the candidate lacks the output."""
+"""The verdict on one output in one trial. "missing": the candidate lacks the output.
+"unstable": the values differed, but a model gave other values when run again on the same
+inputs (a runtime that reads memory it never wrote), so the difference proves nothing."""
 
 TrialStatus = Literal[
     "ok",
@@ -55,6 +75,7 @@ TrialStatus = Literal[
     "candidate crashed",
     "both crashed",
     "cannot run",
+    "unstable",
 ]
 
 
@@ -94,6 +115,23 @@ class TrialResult:
     reference_error: str | None = None
     runtime: str = "onnxruntime"
     loops: dict[str, str] = dataclasses.field(default_factory=dict)
+    plan: str = ""
+
+    @property
+    def compared(self) -> bool:
+        """Both models ran to completion, so the outputs were compared."""
+        return self.status in ("ok", "differ")
+
+    @property
+    def head(self) -> str:
+        """`trial 3 (sizes 5, loops 5, lengths 5, typical values)`, with the runtime when it is
+        not onnxruntime."""
+        inside = [
+            part
+            for part in (self.plan, "" if self.runtime == "onnxruntime" else self.runtime)
+            if part
+        ]
+        return f"trial {self.index}" + (f" ({'; '.join(inside)})" if inside else "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,30 +142,110 @@ class VerifyReport:
     problems: tuple[str, ...] = ()
     strict_errors: bool = False
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)
+    coverage: Coverage | None = None
+    strict_coverage: bool = False
+    notes: tuple[str, ...] = ()
+    empty_outputs: tuple[str, ...] = ()
+    constant_outputs: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        """True exactly when the models were shown equivalent (`equivalent`)."""
+        return self.equivalent
 
     @property
     def equivalent(self) -> bool:
-        """True when the candidate computed the same outputs as the original in every trial."""
+        """True when the candidate computed the same outputs as the original in every trial
+        that ran both, and enough trials did."""
         return not self.failures()
 
+    @property
+    def compared(self) -> int:
+        """How many trials ran both models to completion (in at least one runtime)."""
+        return len({trial.index for trial in self.trials if trial.compared})
+
+    @property
+    def required(self) -> int:
+        """How many trials must run both models for a verdict of equivalence: 2, or 1 when
+        fewer than 3 ran."""
+        total = len({trial.index for trial in self.trials})
+        return min(MIN_COMPARED, (total + 1) // 2)
+
+    @property
+    def inconclusive(self) -> bool:
+        """True when nothing differed but too few trials ran both models to say more: the
+        inputs tried were ones both models reject (give sizes or inputs they accept)."""
+        if self.problems or any(_trial_failures(t, self.strict_errors) for t in self.trials):
+            return False
+        return not self.trials or self.compared < self.required
+
+    def warnings(self) -> list[str]:
+        """What the trials did not exercise: an If branch no trial took, an output that was
+        empty in every trial or the same in every trial."""
+        lines = list(self.coverage.warnings() if self.coverage is not None else [])
+        unstable = sorted({trial.index for trial in self.trials if trial.status == "unstable"})
+        if unstable:
+            lines.append(
+                f"{'trial' if len(unstable) == 1 else 'trials'} {_ranges(unstable)}: a model "
+                "gave other outputs when run again on the same inputs (the runtime read memory "
+                "it never wrote?): not compared"
+            )
+        lines.extend(
+            f"output '{name}' was empty in every trial: nothing was compared in it"
+            for name in self.empty_outputs
+        )
+        lines.extend(
+            f"output '{name}' was the same in every trial: it did not depend on the inputs tried"
+            for name in self.constant_outputs
+        )
+        return lines
+
     def failures(self) -> list[str]:
-        """One line per reason the models are not shown equivalent (empty when they are)."""
+        """One line per reason the models are not shown equivalent (empty when they are). A
+        reason met in several trials is said once: `trials 3, 6: only the candidate failed`."""
         lines = list(self.problems)
-        nothing_ran = all(trial.status in ("both failed", "both crashed") for trial in self.trials)
+        nothing_ran = bool(self.trials) and self.compared == 0
+        found: dict[tuple[str, str, str], list[TrialResult]] = {}
         for trial in self.trials:
-            lines.extend(_trial_failures(trial, self.strict_errors or nothing_ran))
-        if self.trials and nothing_ran:
-            lines.append("no trial ran both models to completion: nothing was compared")
+            for separator, message in _trial_failures(trial, self.strict_errors or nothing_ran):
+                found.setdefault((separator, message, trial.runtime), []).append(trial)
+        for (separator, message, runtime), trials in found.items():
+            if not separator:
+                lines.append(message)
+            elif len(trials) == 1:
+                lines.append(f"{trials[0].head}{separator}{message}")
+            else:
+                where = "" if runtime == "onnxruntime" else f" ({runtime})"
+                indices = _ranges([trial.index for trial in trials])
+                lines.append(f"trials {indices}{where}{separator}{message}")
+        differences = any(_trial_failures(trial, False) for trial in self.trials)
         if not self.trials:
             lines.append("no trial was run")
+        elif nothing_ran and not differences:
+            lines.append("no trial ran both models to completion: nothing was compared")
+        elif self.compared < self.required and not differences:
+            total = len({trial.index for trial in self.trials})
+            lines.append(
+                f"only {self.compared} of {total} trials ran both models to completion (both "
+                f"failed in the others): too few to show equivalence"
+            )
+        if self.strict_coverage:
+            lines.extend(
+                f"{line} (--strict-coverage)"
+                for line in self.warnings()
+                if "the same in every trial" not in line
+            )
         return list(dict.fromkeys(lines))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {
             "equivalent": self.equivalent,
+            "inconclusive": self.inconclusive,
             "failures": self.failures(),
+            "warnings": self.warnings(),
+            "notes": list(self.notes),
             "problems": list(self.problems),
+            "coverage": None if self.coverage is None else self.coverage.to_dict(),
             "settings": dict(self.settings),
             "trials": [_jsonable(dataclasses.asdict(trial)) for trial in self.trials],
         }
@@ -136,12 +254,13 @@ class VerifyReport:
         return json.dumps(self.to_dict(), indent=2)
 
 
-def _trial_failures(trial: TrialResult, strict_errors: bool) -> list[str]:
-    head = f"trial {trial.index}"
-    if trial.runtime != "onnxruntime":
-        head += f" ({trial.runtime})"
+def _trial_failures(trial: TrialResult, strict_errors: bool) -> list[tuple[str, str]]:
+    """(separator, message) per failure of one trial: the line is the trial's head, the
+    separator and the message; an empty separator means the message stands alone."""
     if trial.status == "cannot run":
-        return [f"{trial.candidate_error}"]
+        return [("", f"{trial.candidate_error}")]
+    if trial.status == "unstable":
+        return []  # said in warnings()
     if trial.status == "both crashed" and not strict_errors:
         return []
     if trial.status.endswith("crashed"):
@@ -150,32 +269,56 @@ def _trial_failures(trial: TrialResult, strict_errors: bool) -> list[str]:
             crashed = [item for item in crashed if trial.status.startswith(item[0])]
         # a crash while loading happens in every trial: say it once
         return [
-            f"{'' if _while_loading(error) else head + ': '}{role} {error}"
-            for role, error in crashed
+            ("" if _while_loading(error) else ": ", f"{role} {error}") for role, error in crashed
         ]
     if trial.status == "original failed":
-        return [f"{head}: only the original failed: {trial.original_error}"]
+        if not strict_errors and not _while_loading_failed(trial.original_error):
+            return []  # the candidate defines a result where the original raises
+        return [(": ", f"only the original failed: {trial.original_error}")]
     if trial.status == "candidate failed":
-        return [f"{head}: only the candidate failed: {trial.candidate_error}"]
+        return [(": ", f"only the candidate failed: {trial.candidate_error}")]
     if trial.status == "both failed":
         if not strict_errors:
             return []
+        if trial.original_error == trial.candidate_error:
+            return [(": ", f"both failed: {trial.original_error}")]
         return [
-            f"{head}: both failed: original: {trial.original_error}; "
-            f"candidate: {trial.candidate_error}"
+            (
+                ": ",
+                f"both failed: original: {trial.original_error}; "
+                f"candidate: {trial.candidate_error}",
+            )
         ]
     lines = []
     for output in trial.outputs:
         if output.ok:
             continue
-        line = f"{head}, output '{output.name}': {output.verdict}"
+        line = f"output '{output.name}': {output.verdict}"
         if output.verdict == "values differ":
             line += f" (max abs err {_number(output.max_abs_err)}, "
             line += f"max rel err {_number(output.max_rel_err)})"
         if output.detail:
             line += f": {output.detail}"
-        lines.append(line)
+        lines.append((", ", line))
     return lines
+
+
+def _ranges(indices: list[int]) -> str:
+    """`0-3, 7, 9-10` for [0, 1, 2, 3, 7, 9, 10]."""
+    parts: list[str] = []
+    start = previous = indices[0]
+    for index in [*indices[1:], None]:
+        if index is not None and index == previous + 1:
+            previous = index
+            continue
+        parts.append(str(start) if start == previous else f"{start}-{previous}")
+        if index is not None:
+            start = previous = index
+    return ", ".join(parts)
+
+
+def _while_loading_failed(error: str | None) -> bool:
+    return error is not None and error.startswith("cannot load the model")
 
 
 def _while_loading(error: str | None) -> bool:

@@ -10,7 +10,7 @@ is killed and reported the same way. Requests are sent before replies are awaite
 original and the candidate run side by side.
 
 Any other failure (the runtime rejects the model, a run raises) becomes a `RunOutcome` with the
-error's first line.
+whole error message, on one line.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from seqlower.verification.runtimes import ModelData, first_line
+from seqlower.verification.runtimes import ModelData, error_message, first_line
 from seqlower.verification.values import Feeds, RuntimeValue
 
 DEFAULT_TIMEOUT = 120.0
@@ -76,7 +76,8 @@ class IsolatedRunner:
         self._inbox: Connection | None = None
         self._outbox: Connection | None = None
         self._pending: list[str] = []  # "open" / "run", in the order replies will come
-        self._sent_at: list[float] = []  # when each request still unanswered was sent
+        # when each request still unanswered was sent, and the seconds it may take
+        self._sent_at: list[tuple[float, float]] = []
         self._answered_at = 0.0  # when the child last replied: it works on one at a time
         self._names: list[str] | None = None
         self._load_failure: RunOutcome | None = None
@@ -87,8 +88,9 @@ class IsolatedRunner:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def submit(self, feeds: Feeds) -> None:
-        """Start running on `feeds` (inputs the model does not declare are left out)."""
+    def submit(self, feeds: Feeds, *, timeout: float | None = None) -> None:
+        """Start running on `feeds` (inputs the model does not declare are left out); `timeout`
+        replaces the runner's for this run."""
         if self._load_failure is not None:
             self._pending.append("known")
             return
@@ -101,7 +103,7 @@ class IsolatedRunner:
                 )
                 self._pending.append("known")
                 return
-        self._send(("run", feeds))
+        self._send(("run", feeds), timeout)
         self._pending.append("run")
 
     def result(self) -> RunOutcome:
@@ -159,9 +161,9 @@ class IsolatedRunner:
         self._send(("open", self.runtime, self._model))
         self._pending.append("open")
 
-    def _send(self, message: tuple[Any, ...]) -> None:
+    def _send(self, message: tuple[Any, ...], timeout: float | None = None) -> None:
         assert self._outbox is not None
-        self._sent_at.append(time.monotonic())
+        self._sent_at.append((time.monotonic(), self._timeout if timeout is None else timeout))
         with contextlib.suppress(OSError):  # the child is gone; its reply will say how
             self._outbox.send(message)
 
@@ -170,16 +172,16 @@ class IsolatedRunner:
         assert self._inbox is not None
         when = "while loading the model" if kind == "open" else "while running"
         # the timeout runs from when the child could start on this request, not from now
-        started = max(self._sent_at.pop(0), self._answered_at)
-        remaining = max(started + self._timeout - time.monotonic(), 0.0)
+        sent, limit = self._sent_at.pop(0)
+        started = max(sent, self._answered_at)
+        remaining = max(started + limit - time.monotonic(), 0.0)
         try:
             if not self._inbox.poll(remaining):
                 assert self._process is not None
                 self._process.kill()
                 self._forget_process()
                 return RunOutcome(
-                    error=f"did not finish in {self._timeout:g} s in {self.runtime} {when} "
-                    "(killed)",
+                    error=f"did not finish in {limit:g} s in {self.runtime} {when} (killed)",
                     crashed=True,
                 )
             reply = self._inbox.recv()
@@ -242,7 +244,7 @@ class ReferenceRunner:
         try:
             self._evaluator = ReferenceEvaluator(model)
         except Exception as error:  # the evaluator rejects some valid models
-            self.load_error = f"cannot load the model: {first_line(error)}"
+            self.load_error = f"cannot load the model: {error_message(error)}"
 
     def run(self, feeds: Feeds) -> RunOutcome:
         """Run on `feeds` (inputs the model does not declare are left out)."""
@@ -253,7 +255,7 @@ class ReferenceRunner:
         try:
             results = self._evaluator.run(None, {k: v for k, v in feeds.items() if k in declared})
         except Exception as error:  # the evaluator has bugs of its own; report them
-            return RunOutcome(error=first_line(error))
+            return RunOutcome(error=error_message(error))
         if isinstance(results, dict):
             results = [results[name] for name in names]
         return RunOutcome(outputs=_as_outputs(names, results))

@@ -34,6 +34,7 @@ __all__ = [
     "RuntimeSession",
     "RuntimeUnavailableError",
     "check_available",
+    "error_message",
     "first_line",
     "open_session",
     "run_in_runtime",
@@ -74,6 +75,24 @@ _TRACT_TYPES = {
 
 
 _MAX_MESSAGE = 300
+_MAX_FULL_MESSAGE = 4000
+
+
+def error_message(error: BaseException) -> str:
+    """The whole error message on one line (its non-empty lines joined by spaces), so that the
+    part a runtime puts on a later line stays: `... for the following indices index: 0 Got: 2
+    Expected: 10 ...`. A stack backtrace (tract appends one) is left out, and only a message
+    longer than a few thousand characters is shortened."""
+    lines = []
+    for line in str(error).splitlines():
+        if line.strip().lower().startswith("stack backtrace"):
+            break
+        if line.strip():
+            lines.append(line.strip())
+    text = " ".join(lines)
+    if not text:
+        return type(error).__name__
+    return text if len(text) <= _MAX_FULL_MESSAGE else text[: _MAX_FULL_MESSAGE - 3] + "..."
 
 
 def first_line(error: BaseException) -> str:

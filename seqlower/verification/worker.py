@@ -52,7 +52,7 @@ def main(argv: list[str]) -> int:
                 session, failure = None, ("cannot run", str(error))
                 reply = failure
             except Exception as error:  # the runtime rejects the model: report its words
-                session, failure = None, ("error", runtimes.first_line(error))
+                session, failure = None, ("error", runtimes.error_message(error))
                 reply = failure
         elif session is None:
             reply = failure
@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
             try:
                 reply = ("ok", session.run(message[1]))
             except Exception as error:  # every failure of a run is a result to report
-                reply = ("error", runtimes.first_line(error))
+                reply = ("error", runtimes.error_message(error))
         outbox.send((*reply, time.monotonic()))
 
 

@@ -24,7 +24,6 @@ CI_SEEDS = [*range(1000), 4165, *LIST_CI_SEEDS]
 # regressions/test_list_programs.py
 KNOWN: dict[int, str] = {
     1000136: "test_elements_appended_in_a_loop_keep_their_own_shape",
-    1000147: "test_elements_read_from_a_loop_built_list_are_not_stacked_by_an_inferred_shape",
 }
 
 

@@ -36,15 +36,6 @@ SUBPROCESS_SEEDS = (1, 2, 16, 46, 86, 482, 889, 1194)
 # seed -> the bug it hits, named by its strict xfail in regressions/test_regressions.py or
 # regressions/test_list_programs.py
 KNOWN: dict[int, str] = {}
-# the same for test_never_costs_more only (it lowers with --target onnxruntime)
-COST_KNOWN: dict[int, str] = {
-    1000005: "test_the_speed_first_target_lowers_a_string_list",
-    1000013: "test_the_speed_first_target_lowers_a_string_list",
-    1000017: "test_the_speed_first_target_lowers_a_string_list",
-    1000023: "test_the_speed_first_target_lowers_a_string_list",
-    1000027: "test_the_speed_first_target_lowers_a_string_list",
-    1000034: "test_the_speed_first_target_lowers_a_string_list",
-}
 
 
 def _params(known: dict[int, str]) -> list:
@@ -71,7 +62,7 @@ def test_never_more_sequence_ops(seed: int) -> None:
     assert after <= before, f"seed {seed}: {before} sequence ops before, {after} after"
 
 
-@pytest.mark.parametrize("seed", _params(COST_KNOWN))
+@pytest.mark.parametrize("seed", _params(KNOWN))
 def test_never_costs_more(seed: int) -> None:
     program = generate(seed)
     typed = ir.from_proto(onnx.shape_inference.infer_shapes(program.model))

@@ -52,9 +52,13 @@ def test_equivalent_exits_0_with_a_table_and_a_report(paths, tmp_path):
     header = "trial output shape dtype max abs err max rel err verdict"
     assert lines[0].split() == header.split()
     assert lines[1].split() == ["0", "z", "[5,", "6]", "float32", "0", "0", "ok"]
-    assert lines[-1] == "equivalent (3 trials compared)"
+    assert lines[-2:] == [
+        "coverage (seed 0): dims 5",
+        "equivalent (16 trials compared); NaN counts as equal to NaN",
+    ]
     data = json.loads(report.read_text())
     assert data["equivalent"] is True and data["settings"]["dims"] == {"N": 5}
+    assert data["coverage"]["dims"] == {"N": [5]}
 
 
 def test_not_equivalent_exits_1(paths, tmp_path):
@@ -137,13 +141,128 @@ LOOP = (
 )
 
 
-def test_the_iterations_of_each_loop_are_shown_per_trial(tmp_path):
+def test_the_iterations_of_each_loop_are_summed_up_and_in_the_report(tmp_path):
     path = str(tmp_path / "loop.onnx")
     onnx.save(onnx.parser.parse_model(LOOP), path)
-    result = _invoke(path, path)
+    report = tmp_path / "report.json"
+    result = _invoke(path, path, "--report", str(report))
     assert result.exit_code == 0, result.output
-    assert [line for line in result.stdout.splitlines() if "Loop" in line] == [
-        "trial 0: Loop #0 ran 3 iterations",
-        "trial 1: Loop #0 ran 1 iteration",
-        "trial 2: Loop #0 ran 0 iterations",
+    assert "coverage (seed 0): Loop trip counts 0..8" in result.stdout.splitlines()
+    data = json.loads(report.read_text())
+    assert data["coverage"]["loops"] == {"Loop #0": [0, 1, 2, 3, 4, 5, 6, 7, 8]}
+    assert [trial["loops"] for trial in data["trials"][:3]] == [
+        {"Loop #0": "3 iterations"},
+        {"Loop #0": "1 iteration"},
+        {"Loop #0": "0 iterations"},
     ]
+
+
+def _optimize(*args: str):
+    from seqlower.cli.app import app
+
+    return CliRunner().invoke(app, ["optimize", *args])
+
+
+def test_a_dim_the_candidate_fixes_is_bound_and_a_wrong_one_is_explained(paths, tmp_path):
+    fixed = str(tmp_path / "fixed.onnx")
+    assert _optimize(paths["seq"], fixed, "--dim", "N=10").exit_code == 0
+    result = _invoke(paths["seq"], fixed)
+    assert result.exit_code == 0, result.output
+    assert "N is 10 in every trial: the candidate's input 'x' fixes it" in result.stdout
+    assert "coverage (seed 0): dims 10" in result.stdout
+    # another size: the whole runtime message, and the --dim that matches the candidate
+    wrong = _invoke(paths["seq"], fixed, "--dim", "N=3")
+    assert wrong.exit_code == 1
+    assert "index: 0 Got: 3 Expected: 10" in wrong.stdout
+    hint = "(--dim N=10 matches it)"
+    assert hint in wrong.stdout
+    followed = _invoke(paths["seq"], fixed, "--dim", "N=10")
+    assert followed.exit_code == 0, followed.output
+
+
+ONLY_SIX = (
+    HEADER
+    + """g (float[N] x) => (float[2, 3] y) {
+    shape = Constant<value = int64[2] {2, 3}>()
+    y = Reshape(x, shape)
+}"""
+)
+
+
+def test_too_few_compared_trials_exit_2_with_a_hint_that_works(tmp_path):
+    path = str(tmp_path / "six.onnx")
+    onnx.save(onnx.parser.parse_model(ONLY_SIX), path)
+    result = _invoke(path, path)
+    assert result.exit_code == 2, result.output
+    lines = result.stdout.splitlines()
+    assert "inconclusive:" in lines
+    assert "  - no trial ran both models to completion: nothing was compared" in lines
+    assert any(
+        line.startswith("  - trials 0, 9: both failed: [ONNXRuntimeError]") for line in lines
+    )
+    hint = "  give --dim N=SIZE with a size both models accept, or --inputs with inputs they "
+    assert lines[-1].startswith(hint)
+    followed = _invoke(path, path, "--dim", "N=6")
+    assert followed.exit_code == 0, followed.output
+    assert followed.stdout.splitlines()[-1].startswith("equivalent (16 trials compared")
+
+
+NEVER = (
+    HEADER
+    + """g (float[N, 3] x) => (float[N, 3] y) {
+    total = ReduceSum<keepdims = 0>(x)
+    magic = Constant<value = float {12345.5}>()
+    hit = Equal(total, magic)
+    y = If(hit) <then_branch = t () => (float[N, 3] a) { a = Neg(x) },
+                 else_branch = e () => (float[N, 3] b) { b = Identity(x) }>
+}"""
+)
+
+
+def test_an_untaken_branch_warns_and_fails_with_strict_coverage(tmp_path):
+    path = str(tmp_path / "never.onnx")
+    onnx.save(onnx.parser.parse_model(NEVER), path)
+    result = _invoke(path, path, "--seed", "7")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[-3:] == [
+        "coverage (seed 7): If: 1/2 branches, dims 0..8",
+        "warning: If #0: no trial took its then branch",
+        "equivalent (16 trials compared); NaN counts as equal to NaN",
+    ]
+    strict = _invoke(path, path, "--strict-coverage")
+    assert strict.exit_code == 1
+    assert strict.stdout.splitlines()[-2:] == [
+        "NOT equivalent:",
+        "  - If #0: no trial took its then branch (--strict-coverage)",
+    ]
+
+
+def test_the_time_budget_stops_starting_trials(paths):
+    result = _invoke(paths["seq"], paths["concat"], "--time-budget", "0")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert (
+        "stopped after 1 of 16 trials: the time budget ran out (--time-budget gives more)" in lines
+    )
+    assert lines[-1] == "equivalent (1 trial compared); NaN counts as equal to NaN"
+    assert _invoke(paths["seq"], paths["concat"], "--time-budget", "-1").exit_code == 2
+
+
+def test_optimize_verify_is_inconclusive_with_a_hint_that_works(tmp_path):
+    source, target = tmp_path / "six.onnx", tmp_path / "out.onnx"
+    onnx.save(onnx.parser.parse_model(ONLY_SIX), source)
+    result = _optimize(str(source), str(target), "--verify")
+    assert result.exit_code == 2
+    assert "verification inconclusive: both models failed on too many generated inputs" in (
+        result.stderr
+    )
+    assert not target.exists()
+    followed = _optimize(str(source), str(target), "--verify", "--dim", "N=6")
+    assert followed.exit_code == 0, followed.output
+    assert "verified: equivalent under onnxruntime (16 trials compared; dims 6)" in followed.stdout
+    written = tmp_path / "written.onnx"
+    assert _optimize(str(source), str(written)).exit_code == 0
+    inputs = tmp_path / "inputs.npz"
+    np.savez(inputs, x=np.arange(6, dtype=np.float32))
+    assert _invoke(str(source), str(written), "--inputs", str(inputs)).exit_code == 0

@@ -66,8 +66,11 @@ def _at(position: int) -> onnx.ModelProto:
 def test_broken_candidates_are_caught(original, candidate, verdict):
     report = verify(original, candidate)
     assert not report.equivalent
-    assert {trial.status for trial in report.trials} == {"differ"}
-    assert all(trial.outputs[0].verdict == verdict for trial in report.trials)
+    # the typical trials differ; a later one may not (N=0, all zeros, one constant value)
+    assert {trial.status for trial in report.trials} <= {"ok", "differ"}
+    assert [trial.status for trial in report.trials[:3]] == ["differ"] * 3
+    assert all(trial.outputs[0].verdict == verdict for trial in report.trials[:3])
+    assert sum(trial.status == "differ" for trial in report.trials) >= 10
 
 
 def test_permuted_sequence_names_the_element():

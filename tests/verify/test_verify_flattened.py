@@ -44,7 +44,7 @@ def test_the_flatten_pass_records_its_mapping_in_the_metadata():
 def test_a_flattened_model_is_equivalent_to_its_original():
     report = verify(ORIGINAL, _flattened())
     assert report.equivalent, report.failures()
-    assert [trial.status for trial in report.trials] == ["ok", "ok", "ok"]
+    assert {trial.status for trial in report.trials} == {"ok"}
     # every trial feeds the flattened length, and compares the gathered output as a sequence
     assert {trial.inputs["s"] for trial in report.trials} == {"seq[3] of float32 [2]"}
     assert [output.shape for output in report.trials[0].outputs] == ["[2]", "seq[3] of [1, 4]"]
@@ -69,7 +69,9 @@ def _swap_outputs(model: ir.Model, first: str, second: str) -> ir.Model:
 def test_a_wrong_element_in_a_flattened_output_is_caught():
     report = verify(ORIGINAL, _swap_outputs(_flattened(), "y_0", "y_2"))
     assert not report.equivalent
-    assert report.failures()[0].startswith("trial 0, output 'y': values differ")
+    assert report.failures()[0].startswith(
+        "trial 0 (sequences of 3, typical values), output 'y': values differ"
+    )
     assert "element 0" in report.failures()[0]
 
 
@@ -109,9 +111,12 @@ def test_the_cli_optimizes_flattens_and_verifies(tmp_path):
     flatten = ["--flatten-sequence-io", "--seq-len", "s=3"]
     result = runner.invoke(app, ["optimize", str(source), str(target), *flatten, "--verify"])
     assert result.exit_code == 0, result.output
-    assert "verified: equivalent under onnxruntime (3 trials)" in result.output
+    assert (
+        "verified: equivalent under onnxruntime (16 trials compared; sequence lengths 3)"
+        in result.output
+    )
     result = runner.invoke(app, ["verify", str(source), str(target)])
     assert result.exit_code == 0, result.output
-    assert "equivalent (3 trials compared)" in result.output
+    assert "equivalent (16 trials compared); NaN counts as equal to NaN" in result.output
     saved = {entry.key: entry.value for entry in onnx.load(target).metadata_props}
     assert json.loads(saved[FLATTENED_IO_KEY])["inputs"] == {"s": ["s_0", "s_1", "s_2"]}

@@ -9,7 +9,7 @@ import onnx
 import onnx_ir as ir
 import pytest
 
-from seqlower.verification import LOOP_ITERATIONS, generate_inputs, verify
+from seqlower.verification import LOOP_ITERATIONS, SEQUENCE_LENGTHS, generate_inputs, verify
 
 LOOP13_SEQ = """<ir_version: 7, opset_import: ["": 13]>
 test_loop13_seq (int64 trip_count, bool cond, seq(float) seq_empty) => (seq(float) seq_res) {
@@ -40,27 +40,32 @@ def test_the_loop13_seq_mutant_with_sub_for_add_is_caught():
     report = verify(original, mutant)
     assert not report.equivalent
     assert report.trials[0].status == "differ"
-    assert report.failures()[0].startswith("trial 0, output 'seq_res': ")
+    # trials with the same difference are named together
+    assert report.failures()[0].startswith("trials 0, 9, 13, output 'seq_res': shape differs")
     assert report.trials[0].loops == {"Loop #0": "3 iterations"}
 
 
-def test_trip_counts_and_conditions_run_the_body_1_to_5_times_and_0_once():
+def test_trip_counts_and_conditions_run_the_body_0_to_8_times():
     model = ir.from_proto(_loop13("Add"))
     seen = []
-    for trial in range(6):
+    for trial in range(16):
         feeds = generate_inputs(model, trial=trial, seed=trial)
         assert feeds["trip_count"].dtype == np.int64 and feeds["trip_count"].shape == ()
         assert feeds["cond"].dtype == np.bool_ and bool(feeds["cond"])
         seen.append(int(feeds["trip_count"]))
-    assert seen == list(LOOP_ITERATIONS) == [3, 1, 0, 5, 2, 4]
-    report = verify(_loop13("Add"), _loop13("Add"), trials=6)
+    assert seen == list(LOOP_ITERATIONS)
+    assert set(seen) == {0, 1, 2, 3, 4, 5, 6, 7, 8}
+    report = verify(_loop13("Add"), _loop13("Add"))
     assert [trial.loops["Loop #0"] for trial in report.trials] == [
         f"{count} iteration{'' if count == 1 else 's'}" for count in seen
     ]
-    # the output shows it: the input sequence (3, 1, 0 elements) and one slice per iteration
+    # the output shows it: the input sequence and one slice per iteration
     assert [trial.outputs[0].shape.split(" ")[0] for trial in report.trials] == [
-        f"seq[{(3, 1, 0)[trial % 3] + count}]" for trial, count in enumerate(seen)
+        f"seq[{length + count}]" for length, count in zip(SEQUENCE_LENGTHS, seen, strict=True)
     ]
+    # and the instrumented original counted the same iterations
+    assert report.coverage.loops == {"Loop #0": set(seen)}
+    assert report.coverage.summary() == "Loop trip counts 0..8, sequence lengths 0..8"
 
 
 WHILE = """<ir_version: 9, opset_import: ["": 18]>
@@ -76,7 +81,7 @@ g (bool go, float[2] x) => (float[2] y) {
 def test_a_condition_without_trip_count_is_false_only_in_the_zero_trial():
     model = ir.from_proto(onnx.parser.parse_model(WHILE))
     conditions = [bool(generate_inputs(model, trial=trial)["go"]) for trial in range(6)]
-    assert conditions == [True, True, False, True, True, True]
+    assert conditions == [count > 0 for count in LOOP_ITERATIONS[:6]]
     report = verify(onnx.parser.parse_model(WHILE), onnx.parser.parse_model(WHILE), trials=3)
     assert report.equivalent
     assert [trial.loops for trial in report.trials] == [

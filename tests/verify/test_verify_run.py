@@ -37,23 +37,27 @@ def test_an_error_in_one_model_is_a_difference():
     assert trial.status == "candidate failed"
     assert "Reshape" in trial.candidate_error
     assert trial.outputs[0].verdict == "candidate failed"
-    assert report.failures()[0].startswith("trial 0: only the candidate failed: ")
+    # the same error in both trials is said once
+    assert report.failures()[0].startswith("trials 0-1: only the candidate failed: ")
+    assert len(report.failures()) == 1
     assert verify(NEG_BROKEN, NEG, trials=1).trials[0].status == "original failed"
 
 
 def test_both_failed_is_reported_and_tolerated_unless_strict():
-    report = verify(JOIN, JOIN_OTHER)  # trial 2 feeds an empty sequence: both raise
+    report = verify(JOIN, JOIN_OTHER, trials=3)  # trial 2 feeds an empty sequence: both raise
     assert [trial.status for trial in report.trials] == ["ok", "ok", "both failed"]
     assert report.trials[2].original_error and report.trials[2].candidate_error
-    assert report.equivalent
-    strict = verify(JOIN, JOIN_OTHER, strict_errors=True)
+    assert report.equivalent and not report.inconclusive
+    assert report.compared == 2 and report.required == 2
+    strict = verify(JOIN, JOIN_OTHER, trials=3, strict_errors=True)
     assert not strict.equivalent
-    assert strict.failures()[0].startswith("trial 2: both failed: original: ")
+    assert strict.failures()[0].startswith("trial 2 (sequences of 0, typical values): both failed")
 
 
 def test_nothing_compared_is_not_equivalent():
     report = verify(JOIN, JOIN_OTHER, inputs={"s": []})
-    assert not report.equivalent
+    assert not report.equivalent and not report
+    assert report.inconclusive
     assert report.failures()[-1] == "no trial ran both models to completion: nothing was compared"
 
 
@@ -111,3 +115,18 @@ def test_unreadable_models_raise_model_input_error(tmp_path):
         verify(NEG, tmp_path / "missing.onnx")
     with pytest.raises(ValueError, match="trials"):
         verify(NEG, NEG, trials=0)
+
+
+RANDOM = _model("g (float[4] x) => (float[4] y) { y = RandomNormalLike(x) }")
+
+
+def test_outputs_that_change_from_run_to_run_prove_nothing():
+    # every run draws new numbers: each trial differs, and differs again when rerun
+    report = verify(RANDOM, RANDOM, trials=4)
+    assert {trial.status for trial in report.trials} == {"unstable"}
+    assert {trial.outputs[0].verdict for trial in report.trials} == {"unstable"}
+    assert report.warnings() == [
+        "trials 0-3: a model gave other outputs when run again on the same inputs (the runtime "
+        "read memory it never wrote?): not compared"
+    ]
+    assert report.inconclusive and not report.equivalent

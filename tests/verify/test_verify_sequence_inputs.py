@@ -69,7 +69,7 @@ def test_sequence_elements_are_arrays_of_the_declared_type_and_rank(dtype, rank)
 def test_a_sequence_map_over_a_sequence_input_is_equivalent_to_itself(dtype, rank):
     model = _map_model(dtype, rank)
     report = verify(model, model)
-    assert [trial.status for trial in report.trials] == ["ok", "ok", "ok"], report.failures()
+    assert {trial.status for trial in report.trials} == {"ok"}, report.failures()
     assert report.equivalent
 
 
@@ -120,8 +120,10 @@ def test_equivalent_rewrites_of_a_sequence_map_are_accepted(tmp_path):
     for candidate in (SEQUENCE_MAP, WITH_IDENTITIES, RELAXED_DIMS):
         report = verify(SEQUENCE_MAP, candidate)
         assert report.equivalent, report.failures()
-        # the empty sequence of trial 2 fails ConcatFromSequence in both; the others compare
-        assert [trial.status for trial in report.trials] == ["ok", "ok", "both failed"]
+        # an empty sequence fails ConcatFromSequence in both; the others compare
+        for trial in report.trials:
+            assert trial.status == ("both failed" if "sequences of 0" in trial.plan else "ok")
+        assert report.trials[2].status == "both failed"
     optimized = _basic_optimized(SEQUENCE_MAP, tmp_path)
     report = verify(SEQUENCE_MAP, optimized, trials=5)
     assert report.equivalent, report.failures()
@@ -130,4 +132,5 @@ def test_equivalent_rewrites_of_a_sequence_map_are_accepted(tmp_path):
 def test_a_changed_sequence_map_body_is_caught():
     report = verify(SEQUENCE_MAP, WRONG)
     assert not report.equivalent
-    assert report.failures()[0].startswith("trial 0, output 't': values differ")
+    assert report.failures()[0].startswith("trial 0 (sequences of 3, typical values), output 't'")
+    assert "values differ" in report.failures()[0]

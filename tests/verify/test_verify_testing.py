@@ -34,14 +34,15 @@ def test_message_names_output_trial_and_errors():
         assert_equivalent(ADD, SUB, trials=2)
     message = str(caught.value)
     assert message.startswith("the candidate is not equivalent to the original:\n")
-    assert "  - trial 0, output 'z': values differ (max abs err " in message
+    assert "  - trial 0 (typical values), output 'z': values differ (max abs err " in message
     assert "max rel err " in message
-    assert "trial 1, output 'z'" in message
+    assert "trial 1 (typical values), output 'z'" in message
 
 
 def test_message_names_the_exception():
     with pytest.raises(
-        AssertionError, match=r"trial 0: only the candidate failed: .*ONNXRuntimeError.*"
+        AssertionError,
+        match=r"trial 0 \(typical values\): only the candidate failed: .*ONNXRuntimeError.*",
     ):
         assert_equivalent(ADD, BROKEN, trials=1)
 
@@ -50,5 +51,30 @@ def test_runtimes_are_passed_through():
     pytest.importorskip("tract", reason="the test extra installs tract")
     report = assert_equivalent(ADD, ADD, trials=1, runtimes=["tract"])
     assert [trial.runtime for trial in report.trials] == ["tract"]
-    with pytest.raises(AssertionError, match=r"trial 0 \(tract\), output 'z': values differ"):
+    with pytest.raises(
+        AssertionError, match=r"trial 0 \(typical values; tract\), output 'z': values differ"
+    ):
         assert_equivalent(ADD, SUB, trials=1, runtimes=["tract"])
+
+
+ONLY_SIX = onnx.parser.parse_model(
+    HEADER
+    + """g (float[N] x) => (float[2, 3] y) {
+    shape = Constant<value = int64[2] {2, 3}>()
+    y = Reshape(x, shape)
+}"""
+)
+
+
+def test_too_few_compared_trials_fail_as_inconclusive():
+    with pytest.raises(AssertionError, match=r"^inconclusive: too few trials ran both models:\n"):
+        assert_equivalent(ONLY_SIX, ONLY_SIX)
+    report = assert_equivalent(ONLY_SIX, ONLY_SIX, dims={"N": 6}, time_budget=None)
+    assert report.compared == 16
+
+
+def test_strict_coverage_and_time_budget_are_passed_through():
+    with pytest.raises(ValueError, match="time budget"):
+        assert_equivalent(ADD, ADD, time_budget=-1)
+    report = assert_equivalent(ADD, ADD, strict_coverage=True, time_budget=0)
+    assert len(report.trials) == 1 and report.settings["strict_coverage"] is True

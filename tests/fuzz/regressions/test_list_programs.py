@@ -50,11 +50,6 @@ def _ort_splits_int8() -> bool:
     return True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SequenceAt of a list known to be empty raises InvalidModelError even inside a Loop "
-    "body that runs zero times (rules/access.py never_empty)",
-)
 def test_a_read_of_an_empty_list_in_a_loop_that_never_runs_is_not_an_error():
     """Fuzz seeds 1000307, 1000338, 1000640, 1000767 and ten more in 1000000..1002999: the list
     is always empty, but it is read only in a Loop body whose trip count (0 here) is known at
@@ -76,9 +71,9 @@ def test_a_list_filled_from_another_loop_built_list_is_lowered_in_one_pass():
     """Fuzz seeds 1000060, 1000116, 1000389, 1000595 and 30 more in 1000000..1002999: l2 takes
     elements of l1 (built from slices of changing length); the rank of l1's elements shows
     only once l1 is tensors, so the first lowering keeps l2 ("the rank of its elements is
-    unknown") and the second lowered it (loop-unroll, length-static): not idempotent (also
-    tract-loop-unroll on seeds 1001869 and 1002099). Fixed since the rules run again after
-    the tensor form of lists."""
+    unknown") and the second lowers it (loop-unroll, length-static): not idempotent. The rules
+    did not run again after the tensor form either (tract-loop-unroll fired on a second pass
+    of seeds 1001869 and 1002099). Both now happen in one lowering."""
     model = parse("""g (int64 m) => (int64 y) {
         s0 = SequenceEmpty <dtype = 1> ()
         x = Constant <value = float[3] {1, 2, 3}> ()
@@ -225,17 +220,11 @@ def test_a_branch_reading_a_loop_built_list_declares_no_wrong_shape():
     lower_and_compare(model, {"x": x, "m": np.array(2), "k": np.array(True)})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the shape of SequenceAt(l, j) comes from onnx inference, which gives l's elements "
-    "the shape of its initial value; l2 is built as if its elements had that one shape",
-)
 def test_elements_read_from_a_loop_built_list_are_not_stacked_by_an_inferred_shape():
     """Fuzz seed 1000147 (and 1000412, 1000735, 1001299, 1001397, 1002973, 1002984): l2
     collects l[j] for every j; onnx infers SequenceAt(l, j) as float[3, 2] (l starts as
     [x]), so l2 was given the stacked layout (its Concat of Unsqueeze(l[j]) failed on the
-    [1, 2] element) and is now built as scan outputs (onnxruntime: "Inconsistent shape in loop
-    output")."""
+    [1, 2] element), later scan outputs (onnxruntime: "Inconsistent shape in loop output")."""
     model = parse("""g (float[3,2] x, int64 m) => (float[?,?] y) {
         s0 = SequenceConstruct (x)
         l = Loop (m, , s0) <body = b (int64 i, bool c, seq(float) acc)
@@ -286,15 +275,10 @@ def test_no_reason_blames_a_run_time_trip_count():
     assert blames_run_time_loops(report, {"target": "portable"}) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="as above, l2 is built as if every l[j] had the inferred shape [1]; l[1] is empty "
-    "(scan outputs: onnxruntime refuses; the stacked layout gave a wrong result silently)",
-)
 def test_an_empty_element_read_from_a_loop_built_list_is_not_stacked():
     """Fuzz seed 1001116: l = [x, x[:0]] (a Loop appending Slice(x, 0, i)); l2 collects both;
     ConcatFromSequence(l2) is [5.0] in onnxruntime; with the stacked layout the lowered model
-    gave two values, with scan outputs it fails at run time."""
+    gave two values, with scan outputs it failed at run time."""
     model = parse("""g (float[1] x, int64 m) => (float[?] y) {
         s0 = SequenceConstruct (x)
         l = Loop (m, , s0) <body = b (int64 i, bool c, seq(float) acc)
@@ -319,15 +303,31 @@ def test_an_empty_element_read_from_a_loop_built_list_is_not_stacked():
     lower_and_compare(model, {"x": np.array([5], np.float32), "m": np.array(1)})
 
 
+@functools.cache
+def _ort_scans_strings() -> bool:
+    """Whether this onnxruntime's Loop keeps every iteration's strings in a scan output (1.32.0
+    keeps the first iteration's only: the later rows are empty strings)."""
+    model = parse("""g (string[1] x, int64 m) => (string[?,?] y) {
+        y = Loop (m, "") <body = b (int64 i, bool c) => (bool co, string[1] s) {
+            s = Identity (x)
+            co = Identity (c)
+        }>
+    }""")
+    (result,) = run_ort(model, {"x": np.array(["a"], dtype=object), "m": np.array(2)})
+    return result.ravel().tolist() == ["a", "a"]
+
+
 @pytest.mark.xfail(
+    condition=not _ort_scans_strings(),
     strict=True,
-    reason="the cost model (seqlower.cost) counts bytes with DataType.itemsize, which raises "
-    "TypeError for STRING: optimize(target='onnxruntime') crashes on any string tensor",
+    reason=f"onnxruntime {ort.__version__} keeps only the first iteration's strings in a Loop's "
+    "scan output, and loop-append-to-scan makes one for a string list: later elements are ''",
 )
-def test_the_speed_first_target_lowers_a_string_list():
+def test_a_string_list_appended_in_a_loop_keeps_every_element():
     """Fuzz seeds 1000005, 1000013, 1000017, 1000023, 1000027, 1000034 (test_never_costs_more):
-    a Loop appending a string tensor; `--target onnxruntime` raised TypeError ("Bitwidth not
-    available for ONNX data type: STRING") instead of lowering or keeping it."""
+    a Loop appending a string tensor. `--target onnxruntime` first raised TypeError (the cost
+    model sized strings by bit width; fixed); every target now gives ['a', 'b', '', ''] where
+    onnxruntime runs the original as ['a', 'b', 'a', 'b']: a silent difference."""
     model = parse("""g (string[2] x, int64 m) => (string[?] y) {
         s0 = SequenceEmpty <dtype = 8> ()
         l = Loop (m, , s0) <body = b (int64 i, bool c, seq(string) acc)

@@ -1,0 +1,80 @@
+"""Insert and erase for the layouts that hold a list as two tensors (ragged, flat): the data,
+whose element i spans `[starts[i], ends[i])` along axis 0, and a table with one entry per
+element (the first dims, or the shapes). Both are spliced at once:
+
+    SequenceInsert(s, x)      -> Concat(data, piece(x)) ; Concat(table, entry(x))
+    SequenceInsert(s, x, 0)   -> Concat(piece(x), data) ; Concat(entry(x), table)
+    SequenceInsert(s, x, p)   -> data spliced at bounds[p] ; table spliced at p (p < 0: from n)
+    SequenceErase(s)          -> data[:starts[-1]] ; table[:-1]
+    SequenceErase(s, p)       -> data without [starts[p], ends[p]) ; table without entry p
+"""
+
+from __future__ import annotations
+
+__all__ = ["erase", "insert"]
+
+from typing import TYPE_CHECKING
+
+import onnx_ir as ir
+
+from seqlower.lists.tensors import TensorList, insert_index, int64, splice, static_int
+from seqlower.rewriter import Builder
+
+if TYPE_CHECKING:
+    from seqlower.lists.forms import ListForms
+
+
+def insert(
+    forms: ListForms,
+    b: Builder,
+    s: TensorList,
+    piece: ir.Value,
+    entry: ir.Value,
+    p: ir.Value | None,
+) -> TensorList:
+    """`s` with an element inserted at `p`: `piece` is its data, `entry` its table entry."""
+    data, table_part = s.parts
+    static = static_int(p)
+    if p is None or static == 0:  # an append, or a prepend (position 0 is always valid)
+        pairs = (
+            ((piece, data), (entry, table_part))
+            if static == 0
+            else (
+                (data, piece),
+                (table_part, entry),
+            )
+        )
+        new_data = b.op("Concat", list(pairs[0]), {"axis": 0}, name="list_data")
+        new_table = b.op("Concat", list(pairs[1]), {"axis": 0}, name="list_table")
+        return TensorList((new_data, new_table), s.layout)
+    table = forms.table(s)
+    if static is not None and static > 0:  # refused by bounds (n + 1 entries) when > n
+        index1 = b.ints([static], "position")
+    else:
+        index1 = insert_index(b, p, table.n)
+    offset = b.op("Gather", [table.bounds, index1], name="offset")
+    new_data = splice(b, data, offset, offset, piece)
+    new_table = splice(b, table_part, index1, index1, entry)
+    return TensorList((new_data, new_table), s.layout)
+
+
+def erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> TensorList:
+    """`s` without its element at `p` (the last one when `p` is None)."""
+    table = forms.table(s)
+    data, table_part = s.parts
+    static = -1 if p is None else static_int(p)
+    if static is not None:
+        p1 = b.ints([static], "position")
+    else:
+        p1 = b.op("Reshape", [int64(b, p), b.ints([1], "one_d")])  # type: ignore[arg-type]
+    start = b.op("Gather", [table.starts, p1], name="start")  # fails outside [-n, n-1]
+    end = b.op("Gather", [table.ends, p1], name="end")
+    if static == -1:  # the last element: everything before it
+        new_data = b.op("Slice", [data, b.ints([0], "zero1"), start], name="list_data")
+        new_table = b.op("Slice", [table_part, b.ints([0], "zero1"), p1], name="list_table")
+        return TensorList((new_data, new_table), s.layout)
+    index1 = p1 if static is not None else b.op("Gather", [forms.positions(s), p1])
+    after = b.op("Add", [index1, b.ints([1], "one")])
+    new_data = splice(b, data, start, end, None)
+    new_table = splice(b, table_part, index1, after, None)
+    return TensorList((new_data, new_table), s.layout)

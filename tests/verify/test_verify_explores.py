@@ -1,0 +1,260 @@
+"""The verifier finds differences that typical inputs hide: each candidate below differs from its
+original only on one kind of input (a Loop run 5 times or more, a dim above 4, an empty dim, a
+long sequence, exact zeros, NaN, magnitudes above 20, a rarely taken If branch, an integer equal
+to a constant), and the default `verify` catches every one. True equivalents, the repository's
+PyTorch fixtures against their lowered forms, are still accepted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import pytest
+
+from seqlower import optimize
+from seqlower.verification import verify
+from seqlower.verification.explore import SCHEDULE
+
+HEADER = '<ir_version: 9, opset_import: ["": 18]>\n'
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+
+
+def _model(text: str) -> onnx.ModelProto:
+    model = onnx.parser.parse_model(HEADER + text)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _loop(trip: str) -> onnx.ModelProto:
+    return _model(f"""g (int64 n, float[2] x) => (float[2] y) {{
+        four = Constant<value = int64 {{4}}>()
+        m = {trip}
+        go = Constant<value = bool {{1}}>()
+        y = Loop(m, go, x) <body = b (int64 i, bool c, float[2] v) => (bool c_out, float[2] w) {{
+            c_out = Identity(c)
+            one = Constant<value = float {{1.0}}>()
+            w = Add(v, one)
+        }}>
+    }}""")
+
+
+def _tail(op: str) -> onnx.ModelProto:
+    """x with the elements from index 4 on passed through `op`."""
+    return _model(f"""g (float[N] x) => (float[N] y) {{
+        zero = Constant<value = int64[1] {{0}}>()
+        four = Constant<value = int64[1] {{4}}>()
+        end = Constant<value = int64[1] {{1000000}}>()
+        head = Slice(x, zero, four)
+        rest = Slice(x, four, end)
+        changed = {op}(rest)
+        y = Concat<axis = 0>(head, changed)
+    }}""")
+
+
+def _empty(extra: str) -> onnx.ModelProto:
+    return _model(f"""g (float[N] x) => (float s) {{
+        total = ReduceSum<keepdims = 0>(x)
+        size = Size(x)
+        none = Constant<value = int64 {{0}}>()
+        empty = Equal(size, none)
+        flag = Cast<to = 1>(empty)
+        weight = Constant<value = float {{{extra}}}>()
+        bump = Mul(flag, weight)
+        s = Add(total, bump)
+    }}""")
+
+
+def _length(limit: str) -> onnx.ModelProto:
+    return _model(f"""g (seq(float[2]) q) => (int64 n) {{
+        length = SequenceLength(q)
+        cap = Constant<value = int64 {{{limit}}}>()
+        n = Min(length, cap)
+    }}""")
+
+
+def _halving(trip: str) -> onnx.ModelProto:
+    """Halve x while |sum(x)| > 1 (at most `trip` times): a count the data decides."""
+    return _model(f"""g (float[N] x) => (float[N] y) {{
+        one = Constant<value = float {{1.0}}>()
+        half = Constant<value = float {{0.5}}>()
+        s0 = ReduceSum<keepdims = 0>(x)
+        a0 = Abs(s0)
+        go = Greater(a0, one)
+        trip = Constant<value = int64 {{{trip}}}>()
+        y = Loop(trip, go, x) <body = b (int64 i, bool c, float[N] v) => (bool c_out, float[N] w) {{
+            w = Mul(v, half)
+            s = ReduceSum<keepdims = 0>(w)
+            a = Abs(s)
+            c_out = Greater(a, one)
+        }}>
+    }}""")
+
+
+IDENTITY = _model("g (float[N, 3] x) => (float[N, 3] y) { y = Identity(x) }")
+SIGN = _model("g (float[N, 3] x) => (float[N, 3] y) { y = Sign(x) }")
+SIGN_WITHOUT_ZERO = _model("""g (float[N, 3] x) => (float[N, 3] y) {
+    zero = Constant<value = float {0.0}>()
+    one = Constant<value = float {1.0}>()
+    minus = Constant<value = float {-1.0}>()
+    negative = Less(x, zero)
+    y = Where(negative, minus, one)
+}""")
+NAN_TO_ZERO = _model("""g (float[N, 3] x) => (float[N, 3] y) {
+    nan = IsNaN(x)
+    zero = Constant<value = float {0.0}>()
+    y = Where(nan, zero, x)
+}""")
+CLIPPED = _model("""g (float[N, 3] x) => (float[N, 3] y) {
+    low = Constant<value = float {-20.0}>()
+    high = Constant<value = float {20.0}>()
+    y = Clip(x, low, high)
+}""")
+
+
+def _rare_branch(then: str) -> onnx.ModelProto:
+    """A branch taken only when some element of x exceeds 50."""
+    return _model(f"""g (float[N, 3] x) => (float[N, 3] y) {{
+        top = ReduceMax<keepdims = 0>(x)
+        limit = Constant<value = float {{50.0}}>()
+        big = Greater(top, limit)
+        y = If(big) <then_branch = t () => (float[N, 3] a) {{ a = {then}(x) }},
+                     else_branch = e () => (float[N, 3] b) {{ b = Identity(x) }}>
+    }}""")
+
+
+def _key(then: str) -> onnx.ModelProto:
+    """A branch taken only when the integer k is exactly 7."""
+    return _model(f"""g (float[3] x, int64 k) => (float[3] y) {{
+        seven = Constant<value = int64 {{7}}>()
+        hit = Equal(k, seven)
+        y = If(hit) <then_branch = t () => (float[3] a) {{ a = {then}(x) }},
+                     else_branch = e () => (float[3] b) {{ b = Identity(x) }}>
+    }}""")
+
+
+MISSES = {
+    "loop-runs-5-times-or-more": (_loop("Identity(n)"), _loop("Min(n, four)")),
+    "loop-count-from-data-5-or-more": (_halving("100"), _halving("4")),
+    "dim-above-4": (_tail("Identity"), _tail("Neg")),
+    "dim-is-0": (_empty("0.0"), _empty("1.0")),
+    "sequence-longer-than-4": (_length("1000"), _length("4")),
+    "exact-zeros": (SIGN, SIGN_WITHOUT_ZERO),
+    "nan": (IDENTITY, NAN_TO_ZERO),
+    "magnitude-above-20": (IDENTITY, CLIPPED),
+    "rare-if-branch": (_rare_branch("Neg"), _rare_branch("Abs")),
+    "integer-equal-to-a-constant": (_key("Neg"), _key("Abs")),
+}
+
+
+@pytest.mark.parametrize(("original", "candidate"), MISSES.values(), ids=MISSES.keys())
+def test_each_hidden_difference_is_caught_and_hidden_from_typical_trials(original, candidate):
+    report = verify(original, candidate)
+    assert not report.equivalent and not report
+    assert not report.inconclusive
+    # the first three (typical) trials do not show it: only exploring them does
+    assert [trial.status for trial in report.trials[:3]] == ["ok"] * 3
+    assert any(trial.status == "differ" for trial in report.trials[3:])
+    assert verify(original, original).equivalent
+
+
+@pytest.mark.parametrize(
+    ("original", "branches"),
+    [(_rare_branch("Neg"), "If: 2/2 branches"), (_key("Neg"), "If: 2/2 branches")],
+    ids=["large-values", "compared-constant"],
+)
+def test_both_branches_of_a_rare_if_are_covered(original, branches):
+    report = verify(original, original)
+    assert report.equivalent
+    assert report.coverage.summary().startswith(branches)
+    assert report.warnings() == []
+
+
+NEVER = _model("""g (float[N, 3] x) => (float[N, 3] y) {
+    total = ReduceSum<keepdims = 0>(x)
+    magic = Constant<value = float {12345.5}>()
+    hit = Equal(total, magic)
+    y = If(hit) <then_branch = t () => (float[N, 3] a) { a = Neg(x) },
+                 else_branch = e () => (float[N, 3] b) { b = Identity(x) }>
+}""")
+
+
+def test_an_untaken_branch_is_a_warning_and_a_failure_under_strict_coverage():
+    report = verify(NEVER, NEVER)
+    assert report.equivalent
+    assert report.warnings() == ["If #0: no trial took its then branch"]
+    assert report.coverage.summary() == "If: 1/2 branches, dims 0..8"
+    strict = verify(NEVER, NEVER, strict_coverage=True)
+    assert not strict.equivalent and not strict.inconclusive
+    assert strict.failures() == ["If #0: no trial took its then branch (--strict-coverage)"]
+
+
+DETECTIONS = _model("""g (float[N] x) => (float[M] y) {
+    one = Constant<value = float {1.0}>()
+    above = Add(x, one)
+    hit = Greater(x, above)
+    y = Compress(x, hit)
+}""")
+CONSTANT = _model("""g (float[N] x) => (int64[1] y) {
+    y = Constant<value = int64[1] {4}>()
+}""")
+
+
+def test_an_output_empty_or_the_same_in_every_trial_is_said():
+    report = verify(DETECTIONS, DETECTIONS)
+    assert report.equivalent
+    assert report.warnings() == ["output 'y' was empty in every trial: nothing was compared in it"]
+    assert not verify(DETECTIONS, DETECTIONS, strict_coverage=True).equivalent
+    constant = verify(CONSTANT, CONSTANT)
+    assert constant.warnings() == [
+        "output 'y' was the same in every trial: it did not depend on the inputs tried"
+    ]
+
+
+def test_the_schedule_spans_the_sizes_and_every_kind_of_value():
+    assert {plan.size for plan in SCHEDULE} >= {0, 1, 2, 3, 5, 8}
+    assert {plan.iterations for plan in SCHEDULE} >= {0, 1, 2, 3, 5, 8}
+    assert {plan.length for plan in SCHEDULE} >= {0, 1, 2, 3, 5, 8}
+    assert {plan.profile for plan in SCHEDULE} == {
+        "typical",
+        "zeros",
+        "large",
+        "special",
+        "edge",
+        "constant",
+    }
+
+
+def test_the_seed_changes_the_values_and_the_same_seed_repeats_them():
+    first = verify(IDENTITY, IDENTITY, seed=5)
+    again = verify(IDENTITY, IDENTITY, seed=5)
+    other = verify(IDENTITY, IDENTITY, seed=6)
+    assert [trial.inputs for trial in first.trials] == [trial.inputs for trial in again.trials]
+    assert first.settings["seed"] == 5
+    assert first.to_dict()["trials"][5] == again.to_dict()["trials"][5]
+    assert first.to_dict()["trials"][5]["outputs"] != other.to_dict()["trials"][5]["outputs"] or (
+        first.trials[5].inputs == other.trials[5].inputs
+    )
+
+
+def test_the_report_is_truthy_exactly_when_equivalent():
+    assert verify(IDENTITY, IDENTITY)
+    assert bool(verify(IDENTITY, NAN_TO_ZERO)) is False
+    with pytest.raises(AssertionError):
+        assert verify(IDENTITY, NAN_TO_ZERO)
+    deployed = []
+    if verify(IDENTITY, CLIPPED):
+        deployed.append("clipped")
+    if verify(IDENTITY, IDENTITY):
+        deployed.append("identity")
+    assert deployed == ["identity"]
+
+
+FIXTURE_MODELS = sorted(FIXTURES.glob("torch*/*/model.onnx"))
+
+
+@pytest.mark.parametrize("path", FIXTURE_MODELS, ids=[path.parent.name for path in FIXTURE_MODELS])
+def test_fixtures_and_their_lowered_forms_are_accepted(path):
+    model = onnx.load(path)
+    report = verify(model, optimize(model).model)
+    assert report.equivalent, report.failures()
+    assert report.compared >= 10
