@@ -392,7 +392,8 @@ def test_a_list_of_scalars_copied_in_a_loop_keeps_its_empty_shape_rows():
     "second lowering",
 )
 def test_a_string_list_copied_in_a_loop_is_lowered_in_one_pass():
-    """Fuzz seeds 1000073, 1000426, 1000473, 1001522 and four more: l2 collects l[r] (strings);
+    """Fuzz seeds 1001522, 1001991 (strings; 1000073, 1000426, 1000473, 1000595, 1001169,
+    1001405 and 1002461 reach the same through loop-concat-to-scan): l2 collects l[r];
     once l is tensors, loop-append-to-scan turns l2 into scan outputs read back through
     SplitToSequence + SequenceAt, which at-of-split refuses for strings (no Gather of
     strings); lowering the output again fires tensor-list: not idempotent."""
