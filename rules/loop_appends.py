@@ -260,6 +260,11 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
     dtype = tensor.dtype or element_dtype(init) or element_dtype(body_input)
     if dtype is None:
         return "the element type is unknown"
+    if _feeds_model_output(node.outputs[index]) and dtype not in SPLITTABLE_TYPES:
+        return (
+            f"it is a model output, rebuilt by SplitToSequence, which onnxruntime 1.20 to "
+            f"1.32 cannot run for {dtype.name.lower()} elements"
+        )
     shape = shapes.shape(tensor)
     element_shape = (
         tuple(d if isinstance(d, int) else None for d in shape)
@@ -268,6 +273,29 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
     )
     return AppendPlan(
         index, update, tensor, initial, dtype, prepend, keep, negate, hoist, element_shape
+    )
+
+
+# Element types every supported onnxruntime release (1.20 to 1.32) runs SplitToSequence for: a
+# list that stays a sequence (a model output) is rebuilt by one, so only for these
+SPLITTABLE_TYPES = frozenset(
+    {
+        ir.DataType.FLOAT,
+        ir.DataType.DOUBLE,
+        ir.DataType.INT32,
+        ir.DataType.INT64,
+        ir.DataType.STRING,
+    }
+)
+
+
+def _feeds_model_output(sequence: ir.Value) -> bool:
+    """Whether `sequence` is, or is copied by Identity to, an output of the model."""
+    if sequence.is_graph_output():
+        return True
+    return any(
+        use.node.op_type == "Identity" and _feeds_model_output(use.node.outputs[0])
+        for use in sequence.uses()
     )
 
 

@@ -92,6 +92,8 @@ def _plan(node: ir.Node, body: ir.Graph, index: int, ctx: Context) -> ConcatPlan
     dtype = element_dtype(init) or insert.inputs[1].dtype  # type: ignore[union-attr]
     if dtype is None:
         return "the element type is unknown"
+    if not initial and dtype == ir.DataType.STRING:
+        return "it starts empty, and ConstantOfShape makes no empty string tensor"
     return ConcatPlan(index, insert, axis, initial, None if initial else empty, dtype)  # type: ignore[arg-type]
 
 

@@ -39,6 +39,8 @@ from seqlower.rule import Context, Refusal, Rule, RuleSet
 
 logger = logging.getLogger(__name__)
 
+_LIST_ROUNDS = 4  # rounds of the tensor-list tier and the rules after it, at most
+
 
 class LowerSequencesPass(ir.passes.InPlacePass):
     """Lower sequence operators with `rules` to a fixpoint.
@@ -91,17 +93,21 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         modified = remove_dead_nodes(model)
         changed, stamp = self._fixpoint(model, rewriter, stamp, first=0)
         modified |= changed
-        if self.options.tensor_lists and self.dead_code_free:
+        # the last tier, then the rules again on the tensors the lists became (a Loop that now
+        # grows a tensor by Concat, say), until neither changes anything: lowering the result
+        # again then changes nothing (a rule may make a list anew, a scan output's elements)
+        rounds = 0
+        while self.options.tensor_lists and self.dead_code_free and rounds < _LIST_ROUNDS:
+            rounds += 1
             kept = self._lower_lists(model, rewriter)
-            if kept is not None:
-                modified = True
-                infer_shapes(model)
-                stamp = region_inference.current_stamp(model)
-                # the rules again, on the tensors the lists became (a Loop that now grows a
-                # tensor by Concat, say), so that lowering the result again changes nothing
-                _, stamp = self._fixpoint(model, rewriter, stamp, first=self.iterations)
-                for node, reason in kept.items():
-                    self.refusals.setdefault(node, []).insert(0, f"{LIST_TIER}: {reason}")
+            if kept is None:
+                break
+            modified = True
+            infer_shapes(model)
+            stamp = region_inference.current_stamp(model)
+            _, stamp = self._fixpoint(model, rewriter, stamp, first=self.iterations)
+            for node, reason in kept.items():
+                self.refusals.setdefault(node, []).insert(0, f"{LIST_TIER}: {reason}")
         self.fired = dict(rewriter.fired)
         self.warnings = list(rewriter.warnings)
         if stamp is not None:  # dead code removed since: the shapes are still current

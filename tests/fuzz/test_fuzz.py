@@ -22,18 +22,25 @@ CI_SEEDS = [*range(1000), 4165, *LIST_CI_SEEDS]
 
 # seed -> the bug it hits, named by its strict xfail in regressions/test_regressions.py or
 # regressions/test_list_programs.py
-KNOWN: dict[int, str] = {
+KNOWN: dict[int, str] = {}
+# seeds of a known bug whose lowered model onnxruntime 1.20 aborts on (the process, not the run):
+# not run here; the regression test runs it in a child process
+CRASHES: dict[int, str] = {
     1000136: "test_elements_appended_in_a_loop_keep_their_own_shape",
 }
 
 
 def _params() -> list:
-    return [
-        pytest.param(seed, marks=pytest.mark.xfail(strict=False, reason=KNOWN[seed]))
-        if seed in KNOWN
-        else seed
-        for seed in CI_SEEDS
-    ]
+    params = []
+    for seed in CI_SEEDS:
+        if seed in CRASHES:
+            params.append(pytest.param(seed, marks=pytest.mark.skip(reason=CRASHES[seed])))
+        elif seed in KNOWN:
+            mark = pytest.mark.xfail(strict=False, reason=KNOWN[seed])
+            params.append(pytest.param(seed, marks=mark))
+        else:
+            params.append(seed)
+    return params
 
 
 @pytest.mark.parametrize("seed", _params())
