@@ -13,7 +13,8 @@ rejection of the original is a skip with its reason, never a pass.
 
 With `properties=True` it also checks: the output never has more sequence ops than the input;
 lowering the output again fires no rule and gives byte-identical bytes (idempotence); lowering the
-same input twice gives byte-identical bytes (determinism).
+same input twice gives byte-identical bytes (determinism); no reason given for a node that stays
+blames a run-time trip count or loop condition (lists cross such loops as tensors).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 __all__ = ["Outcome", "check_program", "compare_outputs", "run_ort", "sequence_op_total"]
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -177,6 +179,11 @@ def check_program(program: Program, *, properties: bool = False) -> Outcome:
         if problem:
             outcome.reason = problem
             return outcome
+        blamed = blames_run_time_loops(report, options)
+        if blamed:
+            outcome.reason = "a reason for what stays blames a run-time trip count or condition"
+            outcome.detail = blamed
+            return outcome
     outcome.status = "pass"
     return outcome
 
@@ -203,6 +210,22 @@ def _corner_read_beyond_length(model: onnx.ModelProto) -> bool:
     outputs = {o.name for o in model.graph.output}
     readers = [n.op_type for n in nodes for name in n.input if name in corners]
     return bool(corners & outputs) or any(op != "SequenceLength" for op in readers)
+
+
+# a run-time trip count or loop condition stops no list from becoming tensors: a reason that
+# blames one hides the real one (tract, which has no Loop, may say so)
+_RUN_TIME_LOOP = re.compile(r"(trip count|condition)( '[^']*')? is computed at run time")
+
+
+def blames_run_time_loops(report: Any, options: dict[str, Any]) -> str | None:
+    """The first reason for a node that stays which blames a run-time trip count or loop
+    condition (none for target tract), or None."""
+    if options.get("target") == "tract":
+        return None
+    for remaining in report.remaining:
+        if _RUN_TIME_LOOP.search(remaining.reason):
+            return f"{remaining.node}: {remaining.reason}"
+    return None
 
 
 def budget_of(model: onnx.ModelProto) -> int:

@@ -56,7 +56,7 @@ def test_lowered_program_computes_the_same(seed: int) -> None:
 
 
 def test_generator_is_deterministic() -> None:
-    for seed in (0, 7, 123, 4242):
+    for seed in (0, 7, 123, 4242, LIST_SEEDS + 7):
         first, second = generate(seed), generate(seed)
         assert first.model.SerializeToString(deterministic=True) == (
             second.model.SerializeToString(deterministic=True)

@@ -33,7 +33,8 @@ PROPERTY_SEEDS = [*range(300), 496, 502, *range(LIST_SEEDS, LIST_SEEDS + 40)]
 HASH_SEEDS = (0, 123)
 SUBPROCESS_SEEDS = (1, 2, 16, 46, 86, 482, 889, 1194)
 
-# seed -> the bug it hits, named by its strict xfail in regressions/test_regressions.py
+# seed -> the bug it hits, named by its strict xfail in regressions/test_regressions.py or
+# regressions/test_list_programs.py
 KNOWN: dict[int, str] = {}
 
 
