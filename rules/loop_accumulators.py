@@ -42,7 +42,7 @@ from seqlower.ops import graphs_within, subgraphs
 from seqlower.options import SPEED_FIRST_TARGETS
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-from seqlower.rules.loop_appends import _hoistable
+from seqlower.rules.loop_appends import STRING_SCANS, _hoistable
 from seqlower.rules.loops import _body
 
 
@@ -200,7 +200,11 @@ def _plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) -> Accumu
             hoist, filler = (), True  # the other branch gives zeros of the piece's shape
     if dtype is None or (scanned.dtype is not None and scanned.dtype != dtype):
         return "the element type is unknown or changes"
+    if dtype == ir.DataType.STRING:
+        return STRING_SCANS
     shape = shapes.shape(scanned)
+    if isinstance(shape, tuple) and any(d == 0 for d in shape):
+        return "the piece has a dim of size 0 (nothing to scan)"
     static_dims = (
         tuple(shape)
         if isinstance(shape, tuple) and all(isinstance(d, int) for d in shape)

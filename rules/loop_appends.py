@@ -258,6 +258,8 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
         if not isinstance(shape, tuple) or any(shapes.outer_shape(e) != shape for e in initial):
             return "its initial elements may differ in shape from the appended tensor"
     dtype = tensor.dtype or element_dtype(init) or element_dtype(body_input)
+    if dtype == ir.DataType.STRING:
+        return STRING_SCANS
     if dtype is None:
         return "the element type is unknown"
     if _feeds_model_output(node.outputs[index]) and dtype not in SPLITTABLE_TYPES:
@@ -275,6 +277,10 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
         index, update, tensor, initial, dtype, prepend, keep, negate, hoist, element_shape
     )
 
+
+# onnxruntime 1.32.0 keeps only the first iteration's strings in a Loop's scan output (the later
+# rows come out empty): a list of strings is never scanned (the tensor form of lists takes it)
+STRING_SCANS = "onnxruntime's Loop loses strings in scan outputs, so strings are not scanned"
 
 # Element types every supported onnxruntime release (1.20 to 1.32) runs SplitToSequence for: a
 # list that stays a sequence (a model output) is rebuilt by one, so only for these

@@ -288,26 +288,6 @@ def test_an_empty_element_read_from_a_loop_built_list_is_not_stacked():
     lower_and_compare(model, {"x": np.array([5], np.float32), "m": np.array(1)})
 
 
-@functools.cache
-def _ort_scans_strings() -> bool:
-    """Whether this onnxruntime's Loop keeps every iteration's strings in a scan output (1.32.0
-    keeps the first iteration's only: the later rows are empty strings)."""
-    model = parse("""g (string[1] x, int64 m) => (string[?,?] y) {
-        y = Loop (m, "") <body = b (int64 i, bool c) => (bool co, string[1] s) {
-            s = Identity (x)
-            co = Identity (c)
-        }>
-    }""")
-    (result,) = run_ort(model, {"x": np.array(["a"], dtype=object), "m": np.array(2)})
-    return result.ravel().tolist() == ["a", "a"]
-
-
-@pytest.mark.xfail(
-    condition=not _ort_scans_strings(),
-    strict=True,
-    reason=f"onnxruntime {ort.__version__} keeps only the first iteration's strings in a Loop's "
-    "scan output, and loop-append-to-scan makes one for a string list: later elements are ''",
-)
 def test_a_string_list_appended_in_a_loop_keeps_every_element():
     """Fuzz seeds 1000005, 1000013, 1000017, 1000023, 1000027, 1000034 (test_never_costs_more):
     a Loop appending a string tensor. `--target onnxruntime` first raised TypeError (the cost
@@ -370,12 +350,6 @@ def test_a_list_of_scalars_copied_in_a_loop_keeps_its_empty_shape_rows():
     lower_and_compare(model, {"x": np.array([3, 1]), "m": np.array(1), "q": np.array(-1)})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="after the tensor form of lists the rules run again, but the tier does not: the "
-    "SplitToSequence + SequenceAt that loop-append-to-scan makes for strings stays until a "
-    "second lowering",
-)
 def test_a_string_list_copied_in_a_loop_is_lowered_in_one_pass():
     """Fuzz seeds 1001522, 1001991 (strings; 1000073, 1000426, 1000473, 1000595, 1001169,
     1001405 and 1002461 reach the same through loop-concat-to-scan): l2 collects l[r];
