@@ -262,10 +262,10 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
         return STRING_SCANS
     if dtype is None:
         return "the element type is unknown"
-    if _feeds_model_output(node.outputs[index]) and dtype not in SPLITTABLE_TYPES:
+    if dtype not in SPLITTABLE_TYPES:  # the SplitToSequence it leaves may stay
         return (
-            f"it is a model output, rebuilt by SplitToSequence, which onnxruntime 1.20 to "
-            f"1.32 cannot run for {dtype.name.lower()} elements"
+            f"the scanned list is read back through SplitToSequence, which onnxruntime 1.20 "
+            f"to 1.32 cannot run for {dtype.name.lower()} elements"
         )
     shape = shapes.shape(tensor)
     element_shape = (
@@ -282,8 +282,8 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
 # rows come out empty): a list of strings is never scanned (the tensor form of lists takes it)
 STRING_SCANS = "onnxruntime's Loop loses strings in scan outputs, so strings are not scanned"
 
-# Element types every supported onnxruntime release (1.20 to 1.32) runs SplitToSequence for: a
-# list that stays a sequence (a model output) is rebuilt by one, so only for these
+# Element types every supported onnxruntime release (1.20 to 1.32) runs SplitToSequence for:
+# the scanned list is read back through one, which may stay, so only these are scanned
 SPLITTABLE_TYPES = frozenset(
     {
         ir.DataType.FLOAT,
@@ -293,16 +293,6 @@ SPLITTABLE_TYPES = frozenset(
         ir.DataType.STRING,
     }
 )
-
-
-def _feeds_model_output(sequence: ir.Value) -> bool:
-    """Whether `sequence` is, or is copied by Identity to, an output of the model."""
-    if sequence.is_graph_output():
-        return True
-    return any(
-        use.node.op_type == "Identity" and _feeds_model_output(use.node.outputs[0])
-        for use in sequence.uses()
-    )
 
 
 def _to_scan(node: ir.Node, plan: AppendPlan, ctx: Context) -> None:

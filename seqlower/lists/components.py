@@ -167,9 +167,9 @@ def _blocker(values: list[ir.Value], main: ir.Graph, opset: int) -> str | None:
     """Why the list of `values` must stay a sequence, or None."""
     for value in values:
         if value.graph is main and value.is_graph_input():
-            return f"'{value.name}' is a sequence-typed model input (the model's interface)"
+            return f"'{value.name}' is a sequence-typed model input (the interface is kept)"
         if value.is_graph_output() and value.graph is main:
-            return f"'{value.name}' is a sequence-typed model output (the model's interface)"
+            return f"it feeds the sequence-typed output '{value.name}' (the interface is kept)"
     for value in values:
         producer = value.producer()
         if producer is not None and (producer.domain != "" or producer.op_type not in _PRODUCERS):

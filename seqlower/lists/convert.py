@@ -51,7 +51,7 @@ def lower_lists(
             plan.reason, plan.follows_operator = frozen[held[0]], True  # type: ignore[index]
     outcome = ListsLowered()
     for plan in plans:
-        if not (plan.convertible or plan.interface or plan.follows_operator):
+        if not (plan.convertible or plan.follows_operator):
             for node in _nodes_of(plan):
                 outcome.kept.setdefault(node, plan.reason or "")
     if any(plan.convertible for plan in plans):

@@ -37,8 +37,16 @@ _ROOT = re.compile(r"model input|computed at run time|depends on|run-time|symbol
 _RULE_PREFIX = re.compile(r"^[a-z0-9-]+: ")
 
 
+# a Loop's trip count or an If's condition known at run time only: why a rule that needs it
+# static does not apply, never why a list stays (the tensor form of lists runs through them)
+_RUN_TIME_CONTROL = re.compile(r"(trip count|condition)[^;]* (is )?computed at run time")
+
+
 def reason_rank(text: str) -> int:
-    """0 for a reason naming the root of an unknown, 1 for another cause, 2 for a mismatch."""
+    """0 for a reason naming the root of an unknown, 1 for another cause, 2 for a mismatch (or
+    a run-time trip count or condition, which stops no list)."""
+    if _RUN_TIME_CONTROL.search(text):
+        return 2
     if _ROOT.search(text):
         return 0
     return 2 if _MISMATCH.search(text) else 1

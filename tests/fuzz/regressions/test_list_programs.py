@@ -236,11 +236,6 @@ def test_elements_read_from_a_loop_built_list_are_not_stacked_by_an_inferred_sha
     lower_and_compare(model, {"x": x, "m": np.array(2)})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the headline reason of what stays picks the loop-unroll refusal (a run-time trip "
-    "count) over the real blocker (the list is a sequence-typed model output)",
-)
 def test_no_reason_blames_a_run_time_trip_count():
     """Fuzz seeds 61, 102, 240, 288 (and list seeds) with the reasons property of
     tools/fuzz.py: a run-time trip count or condition stops no list from becoming tensors
