@@ -274,6 +274,18 @@ def _walks_axis(trip: ir.Value, data: ir.Value, axis: int, ctx: Context) -> bool
     return index is not None and index.shape == () and int(index) % len(data.shape) == axis  # type: ignore[arg-type]
 
 
+def _unknown_output_rank(body: ir.Graph) -> Refusal | None:
+    """Why a Loop body cannot be a Scan body for onnxruntime: an output of unknown rank (its
+    Scan needs the shape of every body output)."""
+    unknown = [v.name for v in body.outputs[1:] if v.shape is None]
+    if not unknown:
+        return None
+    return Refusal(
+        f"the rank of the body output '{unknown[0]}' is unknown; onnxruntime runs a Scan only "
+        "with the shape of every body output"
+    )
+
+
 def _check_loop_to_scan(node: ir.Node, ctx: Context) -> ScanPlan | Refusal:
     refused = _only_for_tract(ctx)
     if refused:
@@ -309,7 +321,7 @@ def _check_loop_to_scan(node: ir.Node, ctx: Context) -> ScanPlan | Refusal:
     ((data, axis),) = walked
     if not _walks_axis(node.inputs[0], data, axis, ctx):  # type: ignore[arg-type]
         return Refusal(f"the trip count is not the size of dim {axis} of '{data.name}'")
-    return ScanPlan(data, axis, tuple(gathers), chain)
+    return _unknown_output_rank(body) or ScanPlan(data, axis, tuple(gathers), chain)
 
 
 def _loop_to_scan(node: ir.Node, plan: ScanPlan, ctx: Context) -> None:
@@ -385,7 +397,9 @@ def _check_loop_to_range_scan(
                 "Scan's state keeps one shape"
             )
     chain = _condition_node(body)
-    return chain if isinstance(chain, Refusal) else (chain, count)
+    if isinstance(chain, Refusal):
+        return chain
+    return _unknown_output_rank(body) or (chain, count)
 
 
 def _loop_to_range_scan(
