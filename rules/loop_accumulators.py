@@ -43,7 +43,7 @@ from seqlower.options import SPEED_FIRST_TARGETS
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loop_appends import STRING_SCANS, _hoistable
-from seqlower.rules.loops import _body
+from seqlower.rules.loops import _body, rebuild_with_scans
 
 
 @dataclasses.dataclass(frozen=True)
@@ -329,8 +329,7 @@ def _to_scan_output(node: ir.Node, plan: AccumulatorPlan, ctx: Context) -> None:
     body = _body(node)
     k = plan.index
     builder = ctx.rewriter.before(node)
-    inputs = list(node.inputs)
-    init = inputs.pop(2 + k)
+    init = node.inputs[2 + k]
     assert init is not None
     for hoisted in plan.hoist:  # from the growing branch to just before the If
         hoisted.graph.remove(hoisted)  # type: ignore[union-attr]
@@ -361,19 +360,8 @@ def _to_scan_output(node: ir.Node, plan: AccumulatorPlan, ctx: Context) -> None:
     _remove_unread([plan.concat, *plan.passed, unsqueeze])
     body.inputs.pop(2 + k)
 
-    outputs = builder.ops(
-        "Loop",
-        inputs,
-        {"body": body},
-        num_outputs=len(node.outputs) - 1 + len(scans),
-        name="scan_loop",
-    )
-    old_outputs = list(node.outputs)
-    grown = old_outputs.pop(k)
-    for old, new in zip(old_outputs, outputs):
-        new.type = old.type
-        ctx.rewriter.replace(old, new)
-    stacked = outputs[len(old_outputs)]
+    grown, outputs = rebuild_with_scans(node, k, len(scans), ctx)
+    stacked = outputs[len(node.outputs) - 1]
     stacked.type = ir.TensorType(plan.dtype)
     if not grown.uses() and not grown.is_graph_output():
         return

@@ -45,6 +45,7 @@ from seqlower.rules.loops import (
     _body_always_continues,
     _outer_sequences,
     _static_bool,
+    rebuild_with_scans,
 )
 
 
@@ -329,22 +330,8 @@ def _to_scan(node: ir.Node, plan: AppendPlan, ctx: Context) -> None:
                 inner_node.replace_input_with(i, None)
     body.inputs.pop(2 + k)
 
-    inputs = list(node.inputs)
-    del inputs[2 + k]
-    new_outputs = builder.ops(
-        "Loop",
-        inputs,
-        {"body": body},
-        num_outputs=len(node.outputs) - 1 + len(scans),
-        name="scan_loop",
-    )
-    # the body moves to the new Loop; dead-code removal knows the new holder and leaves it
-    old_outputs = list(node.outputs)
-    sequence = old_outputs.pop(k)
-    for old, new in zip(old_outputs, new_outputs):
-        new.type = old.type
-        ctx.rewriter.replace(old, new)
-    stacked = new_outputs[len(old_outputs)]
+    sequence, new_outputs = rebuild_with_scans(node, k, len(scans), ctx)
+    stacked = new_outputs[len(node.outputs) - 1]
     stacked.type = ir.TensorType(plan.dtype)
     if not sequence.uses() and not sequence.is_graph_output():
         return

@@ -36,6 +36,31 @@ def _body(node: ir.Node) -> ir.Graph:
     return node.attributes["body"].as_graph()
 
 
+def rebuild_with_scans(
+    node: ir.Node, index: int, scans: int, ctx: Context
+) -> tuple[ir.Value, list[ir.Value]]:
+    """Replace Loop `node` by one without its carried value `index` and with `scans` more scan
+    outputs, over the same body (its input and output for `index` already taken out, the new
+    scan outputs appended). The readers of the other outputs read the new Loop's. Returns the
+    dropped carried output (still read where it was) and the new Loop's outputs."""
+    inputs = list(node.inputs)
+    del inputs[2 + index]
+    new_outputs = ctx.rewriter.before(node).ops(
+        "Loop",
+        inputs,
+        {"body": _body(node)},
+        num_outputs=len(node.outputs) - 1 + scans,
+        name="scan_loop",
+    )
+    # the body moves to the new Loop; dead-code removal knows the new holder and leaves it
+    old_outputs = list(node.outputs)
+    dropped = old_outputs.pop(index)
+    for old, new in zip(old_outputs, new_outputs):
+        new.type = old.type
+        ctx.rewriter.replace(old, new)
+    return dropped, new_outputs
+
+
 def _outer_sequences(body: ir.Graph) -> list[ir.Value]:
     """Sequence values defined outside `body` that the body (or a graph nested in it) reads."""
     inside = {id(g) for g in graphs_within(body)}

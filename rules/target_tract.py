@@ -286,16 +286,23 @@ def _unknown_output_rank(body: ir.Graph) -> Refusal | None:
     )
 
 
-def _check_loop_to_scan(node: ir.Node, ctx: Context) -> ScanPlan | Refusal:
+def _scan_refusal(node: ir.Node, body: ir.Graph, ctx: Context) -> Refusal | None:
+    """Why no Loop-to-Scan rewrite applies to `node` at all (the target, sequences, an early
+    exit), or None."""
     refused = _only_for_tract(ctx)
     if refused:
         return refused
-    body = node.attributes["body"].as_graph()
     if _uses_sequences(node, body):
         return Refusal("the loop carries or reads sequences (loop-unroll, loop-append-to-scan)")
     problem = _while_problem(node, body, ctx)
-    if problem:
-        return Refusal(problem)
+    return Refusal(problem) if problem else None
+
+
+def _check_loop_to_scan(node: ir.Node, ctx: Context) -> ScanPlan | Refusal:
+    body = node.attributes["body"].as_graph()
+    refused = _scan_refusal(node, body, ctx)
+    if refused:
+        return refused
     chain = _condition_node(body)
     if isinstance(chain, Refusal):
         return chain
@@ -370,15 +377,10 @@ def _check_loop_to_range_scan(
 ) -> tuple[ir.Node | None, int | None] | Refusal:
     """(the node that makes the body's condition, removed with it; the static trip count) or
     why not."""
-    refused = _only_for_tract(ctx)
+    body = node.attributes["body"].as_graph()
+    refused = _scan_refusal(node, body, ctx)
     if refused:
         return refused
-    body = node.attributes["body"].as_graph()
-    if _uses_sequences(node, body):
-        return Refusal("the loop carries or reads sequences (loop-unroll, loop-append-to-scan)")
-    problem = _while_problem(node, body, ctx)
-    if problem:
-        return Refusal(problem)
     count = ctx.facts.static_int(node.inputs[0])
     if count is not None and count * body.num_nodes() <= ctx.options.unroll_budget:
         return Refusal("the trip count is static: tract-loop-unroll unrolls it")

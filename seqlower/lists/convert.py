@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 import onnx_ir as ir
 
+from seqlower.analysis.static_values import StaticValues
 from seqlower.lists.components import ListPlan, find_lists
 from seqlower.lists.forms import ListForms
 from seqlower.lists.tensors import Layout, TensorList
@@ -83,7 +84,8 @@ class _Converter:
         self.flat: dict[int, TensorList] = {}
         self.owners: dict[int, ir.Node] = {}
         self.current: ir.Node | None = None
-        self.forms = ListForms(rewriter, self._table_builder)
+        opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
+        self.forms = ListForms(rewriter, self._table_builder, StaticValues(opset))
 
     def run(self) -> None:
         graphs = [self.model.graph]

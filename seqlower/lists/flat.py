@@ -78,7 +78,7 @@ def erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> Te
 def split(forms: ListForms, b: Builder, node: ir.Node, layout: Layout) -> TensorList:
     x = node.inputs[0]
     assert x is not None
-    cut = chunks(b, node)
+    cut = chunks(b, node, forms.values)
     before = _tiled(b, cut.shape, 0, cut.axis, cut.count1)
     after = _tiled(b, cut.shape, cut.axis + 1, cut.rank, cut.count1)
     if cut.squeeze:

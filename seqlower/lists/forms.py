@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.analysis.static_values import StaticValues
 from seqlower.lists import flat, ragged, stacked
 from seqlower.lists.tensors import (
     Layout,
@@ -44,8 +45,9 @@ class ListForms:
     """Emits the tensor form of each sequence operator. `placement(s)` gives a builder in the
     graph where `s` is defined, before the current reader (or the node holding it)."""
 
-    def __init__(self, rewriter: Rewriter, placement: Placement) -> None:
+    def __init__(self, rewriter: Rewriter, placement: Placement, values: StaticValues) -> None:
         self.rewriter = rewriter
+        self.values = values  # static positions and chunk sizes
         self._placement = placement
         self._tables: dict[int, Table] = {}
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import onnx_ir as ir
 
-from seqlower.lists.tensors import TensorList, insert_index, int64, splice, static_int
+from seqlower.lists.tensors import TensorList, insert_index, int64, splice
 from seqlower.rewriter import Builder
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def insert(
 ) -> TensorList:
     """`s` with an element inserted at `p`: `piece` is its data, `entry` its table entry."""
     data, table_part = s.parts
-    static = static_int(p)
+    static = forms.values.get_int(p)
     if p is None or static == 0:  # an append, or a prepend (position 0 is always valid)
         pairs = (
             ((piece, data), (entry, table_part))
@@ -62,7 +62,7 @@ def erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> Te
     """`s` without its element at `p` (the last one when `p` is None)."""
     table = forms.table(s)
     data, table_part = s.parts
-    static = -1 if p is None else static_int(p)
+    static = -1 if p is None else forms.values.get_int(p)
     if static is not None:
         p1 = b.ints([static], "position")
     else:

@@ -77,7 +77,7 @@ def erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> Te
 def split(forms: ListForms, b: Builder, node: ir.Node, layout: Layout) -> TensorList:
     x = node.inputs[0]
     assert x is not None
-    cut = chunks(b, node)
+    cut = chunks(b, node, forms.values)
     assert cut.axis == 0 and not cut.squeeze, "a ragged split is along axis 0, dims kept"
     if cut.sizes is None:
         one = ir.Tensor(np.ones((1,), np.int64))

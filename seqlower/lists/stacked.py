@@ -33,7 +33,6 @@ from seqlower.lists.tensors import (
     moved_first,
     scalar_int,
     splice,
-    static_int,
 )
 from seqlower.lists.tensors import (
     concat as concat_parts,
@@ -62,7 +61,7 @@ def insert(
     forms: ListForms, b: Builder, s: TensorList, x: ir.Value, p: ir.Value | None
 ) -> TensorList:
     row = b.unsqueeze(x, [0])
-    static = static_int(p)
+    static = forms.values.get_int(p)
     if p is None or static == 0:  # an append, or a prepend (position 0 is always valid)
         parts = [row, s.data] if static == 0 else [s.data, row]
         return TensorList((b.op("Concat", parts, {"axis": 0}, name="list_data"),), s.layout)
@@ -78,7 +77,7 @@ def insert(
 
 
 def erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> TensorList:
-    static = -1 if p is None else static_int(p)
+    static = -1 if p is None else forms.values.get_int(p)
     if static is not None:
         p1 = b.ints([static], "position")
     else:

@@ -26,7 +26,6 @@ __all__ = [
     "empty",
     "int64",
     "splice",
-    "static_int",
 ]
 
 import dataclasses
@@ -36,6 +35,7 @@ from typing import Literal
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.analysis.static_values import StaticValues
 from seqlower.rewriter import Builder
 
 INT64_MAX = 2**63 - 1
@@ -96,7 +96,7 @@ class Chunks:
     count1: ir.Value
 
 
-def chunks(b: Builder, node: ir.Node) -> Chunks:
+def chunks(b: Builder, node: ir.Node, values: StaticValues) -> Chunks:
     """The chunks of a SplitToSequence whose count is known at run time only."""
     x = node.inputs[0]
     assert x is not None and x.shape is not None
@@ -111,7 +111,7 @@ def chunks(b: Builder, node: ir.Node) -> Chunks:
     if split is not None and split.shape is not None and len(split.shape) == 1:
         sizes = int64(b, split)
     elif split is not None:  # a scalar chunk size: ceil(dim / s) chunks, the last one smaller
-        static = static_int(split)
+        static = values.get_int(split)
         if static is not None and static > 0:
             size = b.ints([static], "chunk")
             count = b.op("Div", [b.op("Add", [dim, b.ints([static - 1], "rounding")]), size])
@@ -140,23 +140,6 @@ def moved_first(b: Builder, x: ir.Value, axis: int, rank: int) -> ir.Value:
         return x
     perm = [axis, *(i for i in range(rank) if i != axis)]
     return b.op("Transpose", [x], {"perm": perm})
-
-
-def static_int(value: ir.Value | None) -> int | None:
-    """The value of a scalar (or one-element) integer constant, else None."""
-    if value is None or value.is_graph_input():  # an initializer a caller may override
-        return None
-    tensor = value.const_value
-    producer = value.producer()
-    if tensor is None and producer is not None and producer.op_type == "Constant":
-        attr = producer.attributes.get("value")
-        tensor = attr.as_tensor() if attr is not None else None
-    if tensor is None:
-        return None
-    array = tensor.numpy()
-    if array.size != 1 or array.dtype.kind not in "iu":
-        return None
-    return int(array.reshape(-1)[0])
 
 
 def int64(b: Builder, value: ir.Value) -> ir.Value:
