@@ -23,7 +23,6 @@ from seqlower.lists.components import ListPlan, find_lists
 from seqlower.lists.forms import ListForms
 from seqlower.lists.tensors import Layout, TensorList
 from seqlower.ops import is_sequence_value, subgraphs
-from seqlower.passes.dead_code import remove_dead_nodes
 from seqlower.rewriter import Builder, Rewriter
 
 
@@ -95,6 +94,9 @@ class _Converter:
                     self.owners[id(subgraph)] = node
                     graphs.append(subgraph)
         self._graph(self.model.graph)
+        # imported here: seqlower.passes imports this package (the driver runs the tier)
+        from seqlower.passes.dead_code import remove_dead_nodes
+
         remove_dead_nodes(self.model)
 
     # -- the walk ------------------------------------------------------------------------

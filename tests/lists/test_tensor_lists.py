@@ -484,3 +484,15 @@ agraph (float[3,2] x, float[4] z, int64 p) => (float[?] y, float[?] at) {
     z = np.ones(4, np.float32)
     for p in (-2, -1, 0, 1):  # insert takes [-2, 2], the read after it [-3, 2]
         assert_same(model, lowered, {"x": x, "z": z, "p": np.array(p)})
+
+
+def test_the_package_imports_on_its_own():
+    """`import seqlower.lists` first, in a fresh interpreter: the driver imports this package,
+    and this package must not import the driver's package at import time."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-c", "import seqlower.lists"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
