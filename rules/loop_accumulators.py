@@ -215,6 +215,11 @@ def _plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) -> Accumu
         dtype, _static_dims(init, rank, ctx), prepend, keep, negate, hoist, filler,
         tuple(passed),
     )  # fmt: skip
+    if ctx.rewriter.opset(node.graph) < 14 and _may_reshape_to_zero(plan):
+        return (
+            "a dim of the result may be 0, and before opset 14 a Reshape reads 0 as "
+            '"copy the input\'s dim" (allowzero is opset 14)'
+        )
     saved, count = _launches_saved(node, plan, ctx)
     if saved < 0 and ctx.options.target in SPEED_FIRST_TARGETS:
         return (
@@ -222,6 +227,15 @@ def _plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) -> Accumu
             'scan output and the reshaping after the loop (README, "Never slower")'
         )
     return plan
+
+
+def _may_reshape_to_zero(plan: AccumulatorPlan) -> bool:
+    """Whether the Reshape after the loop (`_after_loop`) may be given a dim of 0 other than
+    the iteration count: the piece's size along the axis, or a dim of the initial value."""
+    if plan.unsqueezed and plan.static_dims is not None:
+        return False  # no Reshape
+    others = [d for axis, d in enumerate(plan.init_dims) if axis != plan.axis]
+    return not (plan.size or 0) > 0 or any(not isinstance(d, int) or d == 0 for d in others)
 
 
 def _static_dims(value: ir.Value, rank: int, ctx: Context) -> tuple[int | None, ...]:
@@ -469,7 +483,11 @@ def _after_loop(
         perm = [*range(1, plan.axis + 1), 0, *range(plan.axis + 1, stacked_rank)]
         stacked = builder.op("Transpose", [stacked], {"perm": perm})
     if not plan.unsqueezed or plan.static_dims is None:
-        stacked = builder.op("Reshape", [stacked, _grown_shape(builder, plan, stacked, init)])
+        # allowzero (opset 14): a dim of 0 (an empty table row, a piece of size 0) is a size,
+        # not "copy the input's dim"
+        allowzero = {"allowzero": 1} if builder.opset >= 14 else {}
+        shape = _grown_shape(builder, plan, stacked, init)
+        stacked = builder.op("Reshape", [stacked, shape], allowzero)
     stacked.type = ir.TensorType(plan.dtype)
     parts = [stacked, init] if plan.prepend else [init, stacked]
     return builder.op("Concat", parts, {"axis": plan.axis}, name="grown")

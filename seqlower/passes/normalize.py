@@ -32,6 +32,7 @@ from seqlower.ops import iter_all_graphs, subgraphs
 from seqlower.options import Options
 from seqlower.passes import chunked_inference, region_inference
 from seqlower.passes.bind_dims import BindDimsPass
+from seqlower.passes.carried_sequences import correct_loop_built_sequences
 from seqlower.passes.inferred_types import (
     TypeReader,
     graph_types,
@@ -126,6 +127,9 @@ def infer_shapes(model: ir.Model) -> None:
     exact = _infer_and_merge(model, {}, carriers)
     if exact is None:
         return
+    builds_lists = any(isinstance(out.type, ir.SequenceType) for n in loops for out in n.outputs)
+    if builds_lists:
+        correct_loop_built_sequences(model)
     folded: dict[str, np.ndarray] = {}
     for _ in range(_MAX_ROUNDS):
         declared = _declare_invariant_carried_shapes(loops)
@@ -139,6 +143,8 @@ def infer_shapes(model: ir.Model) -> None:
         exact = _infer_and_merge(model, folded, carriers)
         if exact is None:
             return
+        if builds_lists:
+            correct_loop_built_sequences(model)
 
 
 def _clear_shapes(model: ir.Model) -> tuple[list[ir.Node], list[ir.Node], list[ir.Node]]:

@@ -145,6 +145,29 @@ def test_pieces_of_a_run_time_size_that_never_changes_are_merged_too(m):
     assert_same_outputs(model, lowered, _feeds(m, x=x))
 
 
+@pytest.mark.parametrize("m", [0, 2])
+def test_pieces_of_zero_rows_at_run_time_are_merged_as_zero_rows(m):
+    """The Reshape after the loop gets a 0 (m pieces of 0 rows): allowzero makes it a size,
+    not "copy the input's dim"."""
+    model = parse(_grow("grown = Concat<axis = 0>(acc, piece)"))
+    lowered, report, (y, _) = lower_and_compare(model, _feeds(m, x=X[:0]), target="generic")
+    np.testing.assert_array_equal(y, X0)
+    assert report.rules_fired == {RULE: 1}
+    (reshape,) = [n for n in lowered.graph.node if n.op_type == "Reshape"]
+    assert onnx.helper.get_attribute_value(reshape.attribute[0]) == 1  # allowzero
+
+
+def test_before_opset_14_a_dim_that_may_be_0_keeps_the_accumulator_and_says_why():
+    old = parse(_grow("grown = Concat<axis = 0>(acc, piece)"), 13)
+    (reason,) = _refusals(old)
+    assert "before opset 14 a Reshape reads 0" in reason
+    _, report, _ = lower_and_compare(old, _feeds(2, x=X[:0]), target="generic")
+    assert RULE not in report.rules_fired
+    # pieces of one static row need no Reshape: opset 13 is enough
+    rows = parse(_grow("grown = Concat<axis = 0>(acc, row)", extra=_rows("ReduceSum")), 13)
+    assert lower_and_compare(rows, _feeds(2), target="generic")[1].rules_fired == {RULE: 1}
+
+
 @pytest.mark.parametrize("target", ["generic", "tract"])
 @pytest.mark.parametrize("m", [0, 1, 3])
 def test_a_prepend_is_reversed_once_after_the_loop(m, target):

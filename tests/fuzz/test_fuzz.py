@@ -25,9 +25,7 @@ CI_SEEDS = [*range(1000), 4165, *LIST_CI_SEEDS]
 KNOWN: dict[int, str] = {}
 # seeds of a known bug whose lowered model onnxruntime 1.20 aborts on (the process, not the run):
 # not run here; the regression test runs it in a child process
-CRASHES: dict[int, str] = {
-    1000136: "test_elements_appended_in_a_loop_keep_their_own_shape",
-}
+CRASHES: dict[int, str] = {}
 
 
 def _params() -> list:

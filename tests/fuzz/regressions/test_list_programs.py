@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnx_ir as ir
-import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -126,15 +125,12 @@ def test_a_loop_concatenating_growing_string_slices_lowers():
     lower_and_compare(model, {"x": x, "m": np.array(3)})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="onnx shape inference types a Loop's carried sequence with its initial element shape "
-    "([3, 2]) though the body appends [?, 2]; the stack rules trust it and reshape to [3, -1]",
-)
 def test_elements_appended_in_a_loop_keep_their_own_shape():
     """Fuzz seed 1000136: l starts as [x] (x: [3, 2]) and gets x[:i+1] appended; onnx infers
     l as seq(float[3, 2]). l2 collects l[-1] ([2, 2]) twice; ConcatFromSequence(l2, axis=-1)
-    became Reshape(Transpose(stack), [3, -1]), which onnxruntime refuses (8 values)."""
+    became Reshape(Transpose(stack), [3, -1]), which onnxruntime refuses (8 values). The
+    element shape of a loop-built list is now the join of what it holds (passes/
+    carried_sequences.py)."""
     model = parse("""g (float[3,2] x, int64 m, int64 k) => (float[?,?] y) {
         s0 = SequenceConstruct (x)
         l = Loop (m, , s0) <body = b (int64 i, bool c, seq(float) acc)
@@ -158,7 +154,7 @@ def test_elements_appended_in_a_loop_keep_their_own_shape():
         y = ConcatFromSequence <axis = -1> (l2)
     }""")
     x = np.arange(6, dtype=np.float32).reshape(3, 2)
-    # in a child process: onnxruntime 1.20 aborts the process on this lowered model
+    # in a child process: the wrong lowering this test pins aborted onnxruntime 1.20
     feeds = {"x": x, "m": np.array(2), "k": np.array(2)}
     expected = run_ort(model, feeds)
     lowered, _ = seqlower.optimize(ir.from_proto(model), target="portable")
@@ -169,11 +165,6 @@ def test_elements_appended_in_a_loop_keep_their_own_shape():
     assert problem is None, problem
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the lowered model declares the If branch output with onnx's inferred element shape "
-    "of the loop-built list ([3, 2], from its initial value); onnxruntime enforces it: [1, 2]",
-)
 def test_a_branch_reading_a_loop_built_list_declares_no_wrong_shape():
     """Fuzz seed 1001339: l (a sequence output, so it stays) starts as [x] and gets x[:i+1]
     appended; onnx infers seq(float[3, 2]). The lowered If's branch output is declared
@@ -304,15 +295,11 @@ def test_a_string_list_appended_in_a_loop_keeps_every_element():
     assert problem is None, problem
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="loop-concat-to-scan, run after the tensor form of lists, rebuilds the shape table of "
-    "a flat list of scalars ([n, 0]) as [n, 1]: the lowered model fails the checker",
-)
 def test_a_list_of_scalars_copied_in_a_loop_keeps_its_empty_shape_rows():
     """Fuzz seeds 1001004, 1002311: l gets x[i] (a scalar) inserted at position len(l); l2
     collects -l[j]; then an insert at 1 and a read. The Loop that builds l2's table of
-    shapes became scan outputs whose rows are declared [1, ?] and merged to width 1."""
+    shapes became scan outputs whose rows ([1, 0]) were merged by a Reshape that read the 0 as
+    "copy the input's dim" (it now has allowzero)."""
     model = parse("""g (int64[2] x, int64 m, int64 q) => (int64 y) {
         s0 = SequenceEmpty <dtype = 7> ()
         l = Loop (m, , s0) <body = b (int64 i, bool c, seq(int64) acc)
