@@ -1,0 +1,83 @@
+"""List idioms transcribed from popular model code, exported with PyTorch's TorchScript exporter
+(tests/fixtures/torch_idioms, made by tools/export_torch_idiom_fixtures.py): SSD's multibox
+head, padding a packed batch of variable-length sequences, a greedy decoder loop. Each lowers
+to no sequence operator and computes what PyTorch computed on every stored input set, in
+onnxruntime and, where installed, in the runtimes the README says run it."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+from support import lower, reasons, run_ort, sequence_op_counts
+
+ROOT = pathlib.Path(__file__).parent.parent / "fixtures" / "torch_idioms"
+CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
+
+
+def _tensor(path: pathlib.Path) -> np.ndarray:
+    proto = onnx.TensorProto()
+    proto.ParseFromString(path.read_bytes())
+    return numpy_helper.to_array(proto)
+
+
+def _data_sets(case: str, model: onnx.ModelProto):
+    for folder in sorted((ROOT / case).glob("test_data_set_*")):
+        feeds = {
+            value.name: _tensor(folder / f"input_{i}.pb")
+            for i, value in enumerate(model.graph.input)
+        }
+        outputs = [_tensor(folder / f"output_{i}.pb") for i in range(len(model.graph.output))]
+        yield folder.name, feeds, outputs
+
+
+def _assert_matches(got: list[np.ndarray], want: list[np.ndarray], where: str) -> None:
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g.shape == w.shape, f"{where} output {i}: {g.shape} != {w.shape}"
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"{where} output {i}")
+
+
+def test_the_fixtures_are_there():
+    assert CASES == ["greedy_decode", "pad_batch", "ssd_multibox"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_an_idiom_lowers_to_tensors_and_matches_pytorch(case):
+    model = onnx.load(ROOT / case / "model.onnx")
+    assert sum(sequence_op_counts(model).values()) > 0
+    lowered, report = lower(model)
+    assert sequence_op_counts(lowered) == {}, reasons(report)
+    onnx.checker.check_model(lowered, full_check=True)
+    for name, feeds, want in _data_sets(case, model):
+        _assert_matches(run_ort(lowered, feeds), want, f"{case} {name}")
+
+
+def test_the_decoder_loop_declares_the_rank_of_its_hidden_state():
+    """`h = tanh(cell(embed(tokens[-1])) + h)` keeps the rank of h in every iteration: the
+    body declares it (dims unknown), so that the ArgMax over axis -1 is typed (OpenVINO cannot
+    convert it otherwise)."""
+    model = onnx.load(ROOT / "greedy_decode" / "model.onnx")
+    lowered, _ = lower(model)
+    (loop,) = [n for n in lowered.graph.node if n.op_type == "Loop"]
+    body = loop.attribute[0].g
+    hidden = body.input[2]
+    assert hidden.type.tensor_type.HasField("shape")
+    assert len(hidden.type.tensor_type.shape.dim) == 2
+
+
+@pytest.mark.parametrize(
+    ("case", "runtime"),
+    [("pad_batch", "openvino"), ("ssd_multibox", "openvino"), ("ssd_multibox", "tract")],
+)
+def test_an_idiom_lowered_for_a_runtime_runs_there(case, runtime):
+    pytest.importorskip(runtime, reason=f"pip install {runtime}")
+    from seqlower.verification.runtimes import run_in_runtime
+
+    model = onnx.load(ROOT / case / "model.onnx")
+    lowered, report = lower(model, target=runtime)
+    assert sequence_op_counts(lowered) == {}, reasons(report)
+    for name, feeds, want in _data_sets(case, model):
+        _assert_matches(run_in_runtime(runtime, lowered, feeds), want, f"{case} {name}")
