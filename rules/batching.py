@@ -32,6 +32,7 @@ from seqlower.batching.core import Emitter, Operand
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.access import _producer
+from seqlower.rules.loop_appends import splittable
 from seqlower.rules.stacks import (
     ALLOW_ZERO,
     chunks,
@@ -199,6 +200,13 @@ def _check(node: ir.Node, ctx: Context) -> BatchPlan | Refusal:
             )
         sources.append(source)
         operands.append(Operand(True, shape))
+    for output in node.outputs:
+        dtype = element_dtype(output)
+        if output.is_graph_output() and not splittable(dtype):
+            return Refusal(
+                f"the model returns the list '{output.name}', and onnxruntime cannot split "
+                f"{dtype.name.lower() if dtype else 'its'} elements back out of one tensor"
+            )
     plan = plan_body(body, operands, ctx.facts.values, ctx.rewriter.opset(node.graph))
     if isinstance(plan, Refusal):
         return plan

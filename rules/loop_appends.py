@@ -47,6 +47,7 @@ from seqlower.rules.loops import (
     _static_bool,
     rebuild_with_scans,
 )
+from seqlower.runtime_quirks import SPLIT_TO_SEQUENCE_TYPES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -263,7 +264,7 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
         return STRING_SCANS
     if dtype is None:
         return "the element type is unknown"
-    if dtype not in SPLITTABLE_TYPES:  # the SplitToSequence it leaves may stay
+    if not splittable(dtype):  # the SplitToSequence it leaves may stay
         return (
             f"the scanned list is read back through SplitToSequence, which onnxruntime 1.20 "
             f"to 1.32 cannot run for {dtype.name.lower()} elements"
@@ -283,17 +284,9 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
 # rows come out empty): a list of strings is never scanned (the tensor form of lists takes it)
 STRING_SCANS = "onnxruntime's Loop loses strings in scan outputs, so strings are not scanned"
 
-# Element types every supported onnxruntime release (1.20 to 1.32) runs SplitToSequence for:
-# the scanned list is read back through one, which may stay, so only these are scanned
-SPLITTABLE_TYPES = frozenset(
-    {
-        ir.DataType.FLOAT,
-        ir.DataType.DOUBLE,
-        ir.DataType.INT32,
-        ir.DataType.INT64,
-        ir.DataType.STRING,
-    }
-)
+def splittable(dtype: ir.DataType | None) -> bool:
+    """Whether every supported onnxruntime runs SplitToSequence for elements of `dtype`."""
+    return dtype is not None and dtype.name.lower() in SPLIT_TO_SEQUENCE_TYPES
 
 
 def _to_scan(node: ir.Node, plan: AppendPlan, ctx: Context) -> None:

@@ -26,6 +26,7 @@ from seqlower.analysis.facts import element_dtype
 from seqlower.errors import InvalidModelError
 from seqlower.inline import inline_graph
 from seqlower.rule import Context, Refusal, Rule, RuleSet
+from seqlower.rules.loop_appends import splittable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,12 +110,16 @@ def _static_shape(value: ir.Value) -> bool:
 
 def _to_loop(node: ir.Node, plan: MapPlan, ctx: Context) -> None:
     """SequenceMap(s, t, body=f) -> Loop(SequenceLength(s), body: f(SequenceAt(s, i), t)),
-    collecting results as scan outputs when their shape is static, else by SequenceInsert."""
+    collecting results as scan outputs when their shape is static (and onnxruntime splits
+    their element type back into a list), else by SequenceInsert."""
     builder = ctx.rewriter.before(node)
-    as_scan = all(_static_shape(output) for output in plan.body.outputs)
+    dtypes = [_output_dtype(node, plan, i) or ir.DataType.FLOAT for i in range(len(node.outputs))]
+    # scan outputs are split back into lists: only for element types onnxruntime splits
+    as_scan = all(_static_shape(output) for output in plan.body.outputs) and all(
+        splittable(dtype) for dtype in dtypes
+    )
     sequences = [v for v, is_seq in zip(node.inputs, plan.is_sequence) if is_seq]
     trip_count = builder.op("SequenceLength", [sequences[0]], name="trip_count")
-    dtypes = [_output_dtype(node, plan, i) or ir.DataType.FLOAT for i in range(len(node.outputs))]
 
     body = ctx.rewriter.new_graph(f"{builder.hint}_loop_body", builder.opset)
     names = ctx.rewriter.names

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 __all__ = [
     "QUIRKS",
+    "SPLIT_TO_SEQUENCE_TYPES",
     "WHERE_PORTABLE_TYPES",
     "Limits",
     "Quirk",
@@ -126,6 +127,11 @@ def _string_gather_miscopies() -> bool:
 WHERE_PORTABLE_TYPES = frozenset(
     {"float", "double", "float16", "int32", "int64", "uint8", "string"}
 )
+
+# Element types every supported onnxruntime release (1.20 to 1.32) runs SplitToSequence for: a
+# rule that rebuilds a list a model returns (or that may stay) by splitting a stacked tensor
+# does so only for these (a list of int8 rebuilt that way would not load).
+SPLIT_TO_SEQUENCE_TYPES = frozenset({"float", "double", "int32", "int64", "string"})
 
 # The element types the sequence operators allow that Where may lack a kernel for.
 _WHERE_PROBE_TYPES = ("bool", "int16", "uint16", "uint64", "int8", "uint8", "uint32", "float16")

@@ -95,10 +95,33 @@ class GreedyDecode(nn.Module):
         return torch.cat(tokens)
 
 
+class DetectionPostprocess(nn.Module):
+    """Per-image detection post-processing (torchvision's `postprocess_detections`, YOLO's
+    `non_max_suppression` loop, without the suppression): for each image, keep the boxes whose
+    score passes a threshold, the best `k` of them by score, append; the kept boxes of every
+    image joined and each image's count."""
+
+    def forward(self, boxes: Tensor, scores: Tensor) -> tuple[Tensor, Tensor]:
+        kept: list[Tensor] = []
+        counts: list[Tensor] = []
+        for b in range(boxes.size(0)):
+            keep = scores[b] > 0.5
+            image_boxes, image_scores = boxes[b][keep], scores[b][keep]
+            k = min(3, image_scores.size(0))
+            _, order = image_scores.topk(k)
+            kept.append(image_boxes[order])
+            counts.append(torch.tensor(k))
+        return torch.cat(kept, 0), torch.stack(counts)
+
+
 def _lengths(k: int, ts: list[Tensor]) -> list[Tensor]:
     lengths = [torch.tensor([3, 1, 4]), torch.tensor([2, 0, 5, 1])][k]
     total = int(lengths.sum())
     return [ts[0][:total].contiguous(), lengths]
+
+
+def _scores(k: int, ts: list[Tensor]) -> list[Tensor]:
+    return [ts[0], torch.sigmoid(ts[1] * 2)]
 
 
 def _max_len(k: int, ts: list[Tensor]) -> list[Tensor]:
@@ -111,6 +134,11 @@ CASES = [
          ["loc", "conf"], SsdMultibox.__doc__ or "",
          dynamic_axes={"s1": IMAGE, "s2": {0: "N", 2: "H2", 3: "W2"}},
          alt_inputs={"s1": (2, 4, 5, 4), "s2": (2, 8, 2, 2)}, lengths="static (2 levels)"),
+    Case("detection_postprocess", DetectionPostprocess, {"boxes": (2, 6, 4), "scores": (2, 6)},
+         ["kept", "counts"], DetectionPostprocess.__doc__ or "",
+         dynamic_axes={"boxes": {0: "B", 1: "N"}, "scores": {0: "B", 1: "N"}},
+         alt_inputs={"boxes": (3, 2, 4), "scores": (3, 2)}, prepare=_scores,
+         lengths="dynamic (B), elements of data-dependent sizes"),
     Case("pad_batch", PadBatch, {"x": (8, 3), "lengths": (3,)}, ["padded", "mask"],
          PadBatch.__doc__ or "", dynamic_axes={"x": {0: "T"}, "lengths": {0: "B"}},
          alt_inputs={"x": (8, 3), "lengths": (4,)}, prepare=_lengths,

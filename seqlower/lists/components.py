@@ -308,13 +308,11 @@ Dim = int | str | None  # a static size, a model dim's name, or unknown
 
 def _dims(value: ir.Value | None) -> tuple[Dim, ...]:
     """The dims of a tensor as facts: ints, the names of model dims, None where unknown (and
-    for the names shape inference makes up, which may stand for different sizes). A tensor read
-    from a list has its rank only: onnx shape inference types the elements of a list a Loop
-    builds with the shape of its initial element, whatever the body appends."""
+    for the names shape inference makes up, which may stand for different sizes). The shapes
+    of elements read from a list a Loop builds are the join of what it holds
+    (passes/carried_sequences.py), not onnx's shape of its initial element."""
     if value is None or value.shape is None:
         return (None,)
-    if _read_from_a_list(value):
-        return (None,) * len(value.shape)
     dims: list[Dim] = []
     for dim in value.shape:
         if isinstance(dim, int):
@@ -323,22 +321,6 @@ def _dims(value: ir.Value | None) -> tuple[Dim, ...]:
             name = getattr(dim, "value", None)
             dims.append(name if name and not name.startswith("unk__") else None)
     return tuple(dims)
-
-
-def _read_from_a_list(value: ir.Value, limit: int = 64) -> bool:
-    """Whether `value` is computed from an element read out of a list (SequenceAt), looking
-    `limit` producers upstream (further than that: assumed so)."""
-    seen: set[int] = set()
-    stack = [value]
-    while stack:
-        node = stack.pop().producer()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        if len(seen) > limit or (node.domain == "" and node.op_type == "SequenceAt"):
-            return True
-        stack.extend(v for v in node.inputs if v is not None)
-    return False
 
 
 def _split_element_dims(node: ir.Node) -> tuple[tuple[Dim, ...] | None, bool]:

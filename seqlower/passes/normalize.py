@@ -19,7 +19,7 @@ __all__ = ["SHAPE_ARGUMENTS", "NormalizePass", "SplitReading", "infer_shapes"]
 import collections
 import dataclasses
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import onnx
@@ -33,6 +33,7 @@ from seqlower.options import Options
 from seqlower.passes import chunked_inference, region_inference
 from seqlower.passes.bind_dims import BindDimsPass
 from seqlower.passes.carried_sequences import correct_loop_built_sequences
+from seqlower.passes.carried_shapes import settle_carried_shapes
 from seqlower.passes.inferred_types import (
     TypeReader,
     graph_types,
@@ -151,52 +152,7 @@ def infer_shapes(model: ir.Model) -> None:
         if exact is None:
             return
     if loops:
-        _settle_carried_ranks(loops, lambda: infer_again(folded))
-
-
-def _settle_carried_ranks(loops: list[ir.Node], infer_again: Callable[[], bool | None]) -> None:
-    """Declare the rank of each loop-carried tensor whose shape is not known where it keeps
-    its initial value's rank (dims unknown), so that the body's values get ranks too (OpenVINO
-    cannot convert an ArgMax over axis -1, say, of a tensor of unknown rank).
-
-    The ranks are assumed, inferred, and each checked against the body's output: a rank that
-    the body does not give back is withdrawn, and the rest checked again (an assumption may
-    hold only because of another). What is left is an inductive proof: every iteration starts
-    with the ranks it ends with. If the checks do not settle, every assumption is withdrawn."""
-    assumed: dict[ir.Value, ir.Value] = {}  # body input -> the body output it must match
-    for node in loops:
-        body = node.attributes["body"].as_graph()
-        for body_input, init, body_output in zip(
-            body.inputs[2:], node.inputs[2:], body.outputs[1:]
-        ):
-            if (
-                body_input.shape is None
-                and init is not None
-                and init.shape is not None
-                and isinstance(init.type, ir.TensorType)
-            ):
-                body_input.shape = ir.Shape([None] * len(init.shape))
-                assumed[body_input] = body_output
-    if not assumed:
-        return
-    for _ in range(_MAX_ROUNDS):
-        if infer_again() is None:
-            break
-        refuted = [
-            body_input
-            for body_input, body_output in assumed.items()
-            if body_output.shape is None or len(body_output.shape) != len(body_input.shape)  # type: ignore[arg-type]
-        ]
-        if not refuted:
-            return
-        for body_input in refuted:
-            body_input.shape = None
-            del assumed[body_input]
-        if not assumed:
-            break
-    for body_input in assumed:
-        body_input.shape = None
-    infer_again()
+        settle_carried_shapes(loops, lambda: infer_again(folded))
 
 
 def _clear_shapes(model: ir.Model) -> tuple[list[ir.Node], list[ir.Node], list[ir.Node]]:

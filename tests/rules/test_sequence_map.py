@@ -307,3 +307,27 @@ def test_map_over_a_dynamic_sequence_with_symbolic_element_shapes():
         feeds = {"s": [floats(5) for _ in range(length)], "t": floats(5)}
         lowered, _, _ = lower_and_compare(model, feeds)
         assert op_counts(lowered)["SequenceMap"] == 0
+
+
+@pytest.mark.parametrize("body", ["z = Identity(x)", "z = Neg(x)"])
+def test_an_int8_list_the_model_returns_is_not_split_back_from_a_tensor(body):
+    """onnxruntime (1.20 to 1.32) has no SplitToSequence for int8: a mapped list the model
+    returns is collected by SequenceInsert (the loop form) and not batched (fuzz seed
+    1000454), so the lowered model still loads."""
+    model = parse(
+        f"""g (int8 a, int8 b, bool c, int64 p) => (int8 y, seq(int8) ys) {{
+            s = If(c) <
+                then_branch = t () => (seq(int8) st) {{ st = SequenceConstruct(a, b, a) }},
+                else_branch = e () => (seq(int8) se) {{ se = SequenceConstruct(b) }}
+            >
+            ys = SequenceMap<body = f (int8 x) => (int8 z) {{ {body} }}>(s)
+            y = SequenceAt(ys, p)
+        }}""",
+        opset=OPSET,
+    )
+    lowered, report = lower(model, target="generic")  # the returned list stays a sequence
+    assert "SplitToSequence" not in op_counts(lowered), reasons(report)
+    for c, p in ((True, -1), (True, 1), (False, 0)):
+        feeds = {"a": np.array(1, np.int8), "b": np.array(-2, np.int8), "c": np.array(c),
+                 "p": np.array(p)}  # fmt: skip
+        assert_outputs_equal(run_ort(model, feeds), run_ort(lowered, feeds))

@@ -1,6 +1,7 @@
-"""Ranks of loop-carried tensors (normalize._settle_carried_ranks): declared on the body input
-where every iteration ends with the rank it started with, never where the rank changes. The
-body declares [7, 7, 7], a lie of the kind real exports tell: it is never trusted."""
+"""Shapes of loop-carried tensors (passes/carried_shapes.py): declared on the body input where
+every iteration ends with the shape it started with; a dim that changes becomes unknown (the
+rest kept), a rank that changes is not declared at all. The body declares [7, 7, 7], a lie
+of the kind real exports tell: it is never trusted."""
 
 from __future__ import annotations
 
@@ -21,24 +22,25 @@ g (float[N,5] h0, int64 m) => (float[?] y) {{
 }}"""
 
 
-def body_input_rank(update: str) -> int | None:
+def body_input_shape(update: str) -> list | None:
     model = ir.from_proto(onnx.parser.parse_model(LOOP.format(update=update)))
     infer_shapes(model)
     loop = next(node for node in model.graph if node.op_type == "Loop")
     shape = loop.attributes["body"].as_graph().inputs[2].shape
-    return None if shape is None else len(shape)
+    return None if shape is None else [d if isinstance(d, int) else d.value for d in shape]
 
 
 @pytest.mark.parametrize(
-    "update",
+    ("update", "shape"),
     [
-        "out = Tanh (h)",
-        "two = Constant <value = int64[2] {2, 0}> ()\n out = Tile (h, two)",  # dims change
-        "k = Constant <value = int64[1] {0}> ()\n out = Concat <axis = 0> (h, h)",
+        ("out = Tanh (h)", ["N", 5]),
+        ("two = Constant <value = int64[2] {2, 1}> ()\n out = Tile (h, two)", [None, 5]),
+        ("out = Concat <axis = 0> (h, h)", [None, 5]),
+        ("t = Transpose (h)\n out = MatMul (h, t)", ["N", None]),  # [N, 5], then [N, N]
     ],
 )
-def test_a_rank_every_iteration_keeps_is_declared_with_unknown_dims(update):
-    assert body_input_rank(update) == 2
+def test_what_every_iteration_gives_back_is_declared(update, shape):
+    assert body_input_shape(update) == shape
 
 
 @pytest.mark.parametrize(
@@ -49,4 +51,4 @@ def test_a_rank_every_iteration_keeps_is_declared_with_unknown_dims(update):
     ],
 )
 def test_a_rank_that_changes_is_not_declared(update):
-    assert body_input_rank(update) is None
+    assert body_input_shape(update) is None
