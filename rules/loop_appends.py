@@ -284,6 +284,7 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
 # rows come out empty): a list of strings is never scanned (the tensor form of lists takes it)
 STRING_SCANS = "onnxruntime's Loop loses strings in scan outputs, so strings are not scanned"
 
+
 def splittable(dtype: ir.DataType | None) -> bool:
     """Whether every supported onnxruntime runs SplitToSequence for elements of `dtype`."""
     return dtype is not None and dtype.name.lower() in SPLIT_TO_SEQUENCE_TYPES
