@@ -1,6 +1,8 @@
 """Runtime workarounds: Transpose -> Cast is emitted as Cast -> Transpose, because onnxruntime
 segfaults creating a session for Transpose -> Cast -> MatMul (microsoft/onnxruntime#28392).
-Loading happens in a child process, so that a crash fails the test instead of killing pytest."""
+Loading happens in a child process, so that a crash fails the test instead of killing pytest.
+Two for OpenVINO: a Loop starts from ConstantOfShape, not an empty constant, and a body returns
+a copy of a value a nested branch reads."""
 
 from __future__ import annotations
 
@@ -134,3 +136,84 @@ def test_a_batched_cast_matmul_body_loads_and_computes_the_same(tmp_path):
     assert _loads_in_a_child_process(lowered, tmp_path)  # before running it in this process
     feeds = {"x": np.arange(16, dtype=np.float32).reshape(2, 8), "w": np.ones((4, 3))}
     assert_same_outputs(model, lowered, feeds)
+
+
+def _remade(text: str) -> tuple[onnx.ModelProto, int]:
+    model = ir.from_proto(parse(text))
+    workaround = RuntimeWorkaroundsPass()
+    workaround(model)
+    again = RuntimeWorkaroundsPass()
+    again(model)
+    assert again.remade == 0 and again.swapped == 0  # a fixpoint at once
+    proto = ir.to_proto(model)
+    onnx.checker.check_model(proto, full_check=True)
+    return proto, workaround.remade
+
+
+EMPTY_START = """g (float[N,2] x, int64 m) => (float[?,2] y) {
+    e = Constant <value = float[0,2] {}> ()
+    y = Loop (m, , e) <body = b (int64 i, bool c, float[?,2] acc) => (bool co, float[?,2] grown) {
+        co = Identity (c)
+        grown = Concat <axis = 0> (acc, x)
+    }>
+}"""
+
+
+def test_a_loop_starting_from_an_empty_constant_starts_from_constant_of_shape():
+    """OpenVINO 2026.4.1 cannot convert a Loop that carries a constant of size 0; the same
+    empty tensor made by ConstantOfShape converts (tests/targets/test_runtimes.py)."""
+    model, remade = _remade(EMPTY_START)
+    assert remade == 1
+    loop = next(node for node in model.graph.node if node.op_type == "Loop")
+    made = next(node for node in model.graph.node if node.output[0] == loop.input[2])
+    assert made.op_type == "ConstantOfShape"
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    for m in (0, 2):
+        assert_same_outputs(parse(EMPTY_START), model, {"x": x, "m": np.array(m)})
+
+
+def test_a_string_or_non_empty_constant_start_is_left_alone():
+    strings = (
+        EMPTY_START.replace("float", "string")
+        .replace("{}>", "{}>")
+        .replace("grown = Concat <axis = 0> (acc, x)", "grown = Identity (acc)")
+    )
+    assert _remade(strings)[1] == 0  # ConstantOfShape makes no strings
+    full = EMPTY_START.replace("float[0,2] {}", "float[1,2] {1, 2}")
+    assert _remade(full)[1] == 0
+
+
+RETURNED_AND_READ = """g (int64[?] x, int64 n) => (int64 last, int64[?] y, int64[?] z) {
+    p0 = Constant <value = int64 {0}> ()
+    d0 = Constant <value = int64[1] {5}> ()
+    t0 = Constant <value = int64[1] {1}> ()
+    last, y, z = Loop (n, , p0, d0, t0) <body = b (int64 i, bool c, int64 prev, int64[?] d,
+            int64[?] t) => (bool co, int64 g, int64[?] d2, int64[?] t2) {
+        g = Gather (x, i)
+        nz = Greater (g, prev)
+        d2, t2 = If (nz) <then_branch = a () => (int64[?] p, int64[?] q) {
+                ax = Constant <value = int64[1] {0}> ()
+                u = Unsqueeze (g, ax)
+                fd = Shape <end = 1> (u)
+                p = Concat <axis = 0> (d, u)
+                q = Concat <axis = 0> (t, fd)
+            }, else_branch = e () => (int64[?] r, int64[?] s) {
+                r = Identity (d)
+                s = Identity (t)
+            }>
+        co = Identity (c)
+    }>
+}"""
+
+
+def test_a_body_output_a_branch_reads_is_returned_as_a_copy():
+    """OpenVINO 2026.4.1, reading from a file, fails on an If of two outputs whose branch reads
+    a value the Loop body also returns (tests/targets/test_runtimes.py)."""
+    model, remade = _remade(RETURNED_AND_READ)
+    assert remade == 1
+    body = next(node for node in model.graph.node if node.op_type == "Loop").attribute[0].g
+    returned = next(node for node in body.node if node.output[0] == body.output[1].name)
+    assert returned.op_type == "Identity" and returned.input[0] == "g"
+    for n in (0, 3, 5):
+        assert_same_outputs(parse(RETURNED_AND_READ), model,
+                            {"x": np.array([1, 0, 2, 0, 3]), "n": np.array(n)})  # fmt: skip

@@ -120,6 +120,40 @@ def _lengths(k: int, ts: list[Tensor]) -> list[Tensor]:
     return [ts[0][:total].contiguous(), lengths]
 
 
+class CtcGreedyCollapse(nn.Module):
+    """CTC greedy decoding (torchaudio's tutorial decoder, wav2vec2 pipelines): the best class
+    per frame, consecutive repeats and the blank dropped, `out.append(c)` only for a new
+    non-blank class; the decoded labels joined."""
+
+    def forward(self, emissions: Tensor) -> Tensor:
+        best = emissions.argmax(-1)
+        out = [torch.zeros(0, dtype=torch.long)]
+        prev = torch.tensor(-1)
+        for t in range(best.size(0)):
+            c = best[t]
+            if bool(c != prev) and bool(c != 0):
+                out.append(c.unsqueeze(0))
+            prev = c
+        return torch.cat(out, 0)
+
+
+class MaskedMeanPool(nn.Module):
+    """Sentence embeddings by mean pooling over each sequence's real tokens (sentence-transformers
+    style, written per item as model code often does): `for i in range(B):
+    pooled.append(h[i, :lengths[i]].mean(0))`; `torch.stack(pooled)`."""
+
+    def forward(self, h: Tensor, lengths: Tensor) -> Tensor:
+        pooled: list[Tensor] = []
+        for i in range(h.size(0)):
+            n = int(lengths[i])
+            pooled.append(h[i, :n].mean(0))
+        return torch.stack(pooled)
+
+
+def _pool_lengths(k: int, ts: list[Tensor]) -> list[Tensor]:
+    return [ts[0], [torch.tensor([3, 1, 5]), torch.tensor([2, 4])][k]]
+
+
 def _scores(k: int, ts: list[Tensor]) -> list[Tensor]:
     return [ts[0], torch.sigmoid(ts[1] * 2)]
 
@@ -139,6 +173,13 @@ CASES = [
          dynamic_axes={"boxes": {0: "B", 1: "N"}, "scores": {0: "B", 1: "N"}},
          alt_inputs={"boxes": (3, 2, 4), "scores": (3, 2)}, prepare=_scores,
          lengths="dynamic (B), elements of data-dependent sizes"),
+    Case("ctc_greedy_collapse", CtcGreedyCollapse, {"emissions": (9, 4)}, ["labels"],
+         CtcGreedyCollapse.__doc__ or "", dynamic_axes={"emissions": {0: "T"}},
+         alt_inputs={"emissions": (3, 4)}, lengths="dynamic (data-dependent appends)"),
+    Case("masked_mean_pool", MaskedMeanPool, {"h": (3, 5, 4), "lengths": (3,)}, ["pooled"],
+         MaskedMeanPool.__doc__ or "", dynamic_axes={"h": {0: "B", 1: "T"}, "lengths": {0: "B"}},
+         alt_inputs={"h": (2, 4, 4), "lengths": (2,)}, prepare=_pool_lengths,
+         lengths="dynamic (B), slices of run-time lengths"),
     Case("pad_batch", PadBatch, {"x": (8, 3), "lengths": (3,)}, ["padded", "mask"],
          PadBatch.__doc__ or "", dynamic_axes={"x": {0: "T"}, "lengths": {0: "B"}},
          alt_inputs={"x": (8, 3), "lengths": (4,)}, prepare=_lengths,

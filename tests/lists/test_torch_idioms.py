@@ -1,7 +1,8 @@
 """List idioms transcribed from popular model code, exported with PyTorch's TorchScript exporter
 (tests/fixtures/torch_idioms, made by tools/export_torch_idiom_fixtures.py): SSD's multibox
 head, per-image detection post-processing, padding a packed batch of variable-length
-sequences, a greedy decoder loop. Each lowers
+sequences, mean pooling over each sequence's real tokens, a greedy decoder loop, CTC greedy
+decoding. Each lowers
 to no sequence operator and computes what PyTorch computed on every stored input set, in
 onnxruntime and, where installed, in the runtimes the README says run it."""
 
@@ -42,7 +43,14 @@ def _assert_matches(got: list[np.ndarray], want: list[np.ndarray], where: str) -
 
 
 def test_the_fixtures_are_there():
-    assert CASES == ["detection_postprocess", "greedy_decode", "pad_batch", "ssd_multibox"]
+    assert CASES == [
+        "ctc_greedy_collapse",
+        "detection_postprocess",
+        "greedy_decode",
+        "masked_mean_pool",
+        "pad_batch",
+        "ssd_multibox",
+    ]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -75,8 +83,10 @@ def test_the_decoder_loop_keeps_its_shapes_and_its_tokens_are_one_stacked_tensor
 @pytest.mark.parametrize(
     ("case", "runtime"),
     [
+        ("ctc_greedy_collapse", "openvino"),
         ("detection_postprocess", "openvino"),
         ("greedy_decode", "openvino"),
+        ("masked_mean_pool", "openvino"),
         ("pad_batch", "openvino"),
         ("ssd_multibox", "openvino"),
         ("ssd_multibox", "tract"),

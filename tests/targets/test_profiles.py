@@ -12,6 +12,8 @@ from typer.testing import CliRunner
 
 import seqlower
 from seqlower.cli.app import app
+from seqlower.options import Options
+from seqlower.passes.lower import LowerSequencesPass
 from seqlower.targets import PROFILES, check_target, judge_nodes
 
 WHILE = """g (float[T,4] x) => (float[4] h) {
@@ -142,8 +144,10 @@ def test_an_if_whose_branches_differ_in_shape_is_an_error_for_tract():
     assert "shapes [8] and [4]" in error
 
 
-def test_a_loop_carrying_a_constant_of_size_0_is_an_error_for_openvino():
-    """OpenVINO 2026.4.1 cannot convert it: the probe 'Loop carrying a constant of size 0'."""
+def test_a_loop_carrying_a_constant_of_size_0_starts_from_constant_of_shape_for_openvino():
+    """OpenVINO 2026.4.1 cannot convert it (the probe 'Loop carrying a constant of size 0');
+    every lowering makes the empty start with ConstantOfShape (seqlower/passes/workarounds.py),
+    so the profile has nothing to say, unless that step is left out."""
     model = parse("""g (float[2,3] x, int64 m) => (float[?,3] y) {
         c = Constant<value = bool {1}>()
         e = Constant<value = float[0,3] {}>()
@@ -159,7 +163,13 @@ def test_a_loop_carrying_a_constant_of_size_0_is_an_error_for_openvino():
         }>
     }""")
     lowered, report = seqlower.optimize(model, target="openvino")
-    (error,) = check_target(lowered, report, "openvino").errors
+    assert not check_target(lowered, report, "openvino").errors
+    loop = next(node for node in lowered.graph.node if node.op_type == "Loop")
+    start = next(node for node in lowered.graph.node if loop.input[2] in node.output)
+    assert start.op_type == "ConstantOfShape"
+    kept = ir.from_proto(model)
+    LowerSequencesPass(None, Options(target="openvino"), runtime_workarounds=False)(kept)
+    (error,) = check_target(kept, report, "openvino").errors
     assert "cannot convert a Loop that carries a constant of size 0" in error
 
 
