@@ -14,10 +14,12 @@ model compares with, and its neighbours; then with the size of the dims; then ra
 runs the trial on the inputs that cover most of it; when none does, it stops searching and goes on
 with random plans. The session stops early when `deadline` passes (at least one trial always runs).
 
-A trial whose outputs differ is run once more, each model in a fresh process: when a model then
-gives other outputs on the same inputs (onnxruntime reads memory it never wrote for some inputs a
-model does not accept, such as an empty tensor Concat takes with a mismatched dim), the trial is
-"unstable" and proves nothing. Once one difference held, later ones are not checked again.
+A trial whose outputs differ is run once more, each model in a fresh process: when the original
+then gives other outputs on the same inputs (onnxruntime reads memory it never wrote for some
+inputs a model does not accept, such as an empty tensor Concat takes with a mismatched dim), the
+trial is "unstable" and proves nothing. When only the candidate changes, the difference holds:
+a steady original and a candidate that changes from run to run are not equivalent. Once one
+difference held, later ones are not checked again.
 
 Exploring inputs can make a model loop for ever (a `while` loop over +Inf). A run from trial 3 on
 may therefore take at most 50 times the slowest of trials 1 and 2 (at least `EXPLORING_TIMEOUT`
@@ -233,9 +235,11 @@ class Session:
         second: RunOutcome,
         limit: float | None,
     ) -> bool:
-        """Whether both models give the same outputs again on the same inputs, each run in a
-        fresh process (another history of memory). Once one difference held, later ones are
-        trusted: the verdict stands either way."""
+        """Whether the difference holds: run again on the same inputs, each model in a fresh
+        process (another history of memory), the original gives the same outputs, and the
+        candidate either does too or is the one model that changes (a candidate that reads
+        memory it never wrote differs from a steady original). Once one difference held, later
+        ones are trusted: the verdict stands either way."""
         if self._confirmed:
             return True
         timeout = self._timeout if limit is None else limit
@@ -247,7 +251,10 @@ class Session:
             candidate.submit(candidate_feeds)
             again = original.result()
             candidate_again = _unflattened(candidate.result(), self._flattening)
-        self._confirmed = self._same(first, again) and self._same(second, candidate_again)
+        original_same = self._same(first, again)
+        if original_same and not self._same(second, candidate_again):
+            return True  # the candidate alone changes: it cannot be relied on, the difference holds
+        self._confirmed = original_same
         return self._confirmed
 
     def _same(self, outcome: RunOutcome, again: RunOutcome) -> bool:

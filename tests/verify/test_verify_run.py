@@ -130,3 +130,15 @@ def test_outputs_that_change_from_run_to_run_prove_nothing():
         "read memory it never wrote?): not compared"
     ]
     assert report.inconclusive and not report.equivalent
+
+
+STEADY = _model("g (float[4] x) => (float[4] y) { y = Neg(x) }")
+
+
+def test_a_candidate_that_changes_from_run_to_run_differs_from_a_steady_original():
+    """Only the candidate gives other outputs when run again (a runtime reading memory it never
+    wrote, say): the difference holds, it is not put down to the runtime."""
+    report = verify(STEADY, RANDOM, trials=3)
+    assert not report.equivalent and not report.inconclusive
+    assert "differ" in {trial.status for trial in report.trials}
+    assert not report.warnings()
