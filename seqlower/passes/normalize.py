@@ -48,12 +48,18 @@ logger = logging.getLogger(__name__)
 class SplitReading:
     """A SplitToSequence with a scalar split and keepdims=0, and how it was read: `squeezed`
     as onnxruntime and PyTorch read a split of 1 (else keepdims ignored, as the specification
-    says); `counted_only` when only SequenceLength reads it (both readings give one count)."""
+    says); `counted_only` when only SequenceLength reads it (both readings give one count);
+    `readers`, the nodes that read it then (those gone after lowering were rewritten)."""
 
     node: ir.Node
     chunk: int
     squeezed: bool
     counted_only: bool
+    readers: tuple[ir.Node, ...] = ()
+
+    def readers_rewritten(self) -> bool:
+        """Whether a node that read the split has been rewritten (is no longer in a graph)."""
+        return any(reader.graph is None for reader in self.readers)
 
 
 def _counted_only(node: ir.Node) -> bool:
@@ -104,7 +110,10 @@ class NormalizePass(ir.passes.InPlacePass):
                     node.resize_inputs(1)  # no split, keepdims=0: every runtime squeezes
                 else:
                     node.attributes["keepdims"] = ir.AttrInt64("keepdims", 1)
-                self.split_readings.append(SplitReading(node, chunk, squeezed, _counted_only(node)))
+                readers = tuple(dict.fromkeys(node.outputs[0].consumers()))
+                self.split_readings.append(
+                    SplitReading(node, chunk, squeezed, _counted_only(node), readers)
+                )
         return modified
 
 

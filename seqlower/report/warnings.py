@@ -23,9 +23,9 @@ _SPEC_OPTION = "--split-keepdims spec, or split_keepdims='spec' in Python"
 def split_reading_warnings(readings: Iterable[SplitReading], labels: NodeLabels) -> list[str]:
     """One warning per resolved scalar-split/keepdims=0 node whose two readings differ here
     (not one only counted by SequenceLength), saying what was done to it: lowered (the node is
-    gone), or kept with the other reading. A split of 1 kept with the squeeze computes in
-    onnxruntime what the original did (written without its split input, every runtime reads it
-    so): nothing to warn about."""
+    gone), or kept with the other reading. A split of 1 kept with the squeeze, and read only by
+    what was kept, computes in onnxruntime what the original did (written without its split
+    input, every runtime reads it so): nothing to warn about."""
     warnings = []
     for reading in readings:
         if reading.counted_only:
@@ -43,11 +43,12 @@ def split_reading_warnings(readings: Iterable[SplitReading], labels: NodeLabels)
                 f"fails; {done}"
             )
         elif reading.squeezed:
-            if not lowered:  # kept, computing what onnxruntime computed on the original
-                continue
+            if not lowered and not reading.readers_rewritten():
+                continue  # kept as it was read, computing what onnxruntime computed
+            done = "lowered" if lowered else "kept, and what reads it lowered,"
             warnings.append(
                 f"{node}: scalar split=1 with keepdims=0 (as PyTorch exports unbind); the ONNX "
-                "specification keeps the axis here, onnxruntime and PyTorch squeeze it: lowered "
+                f"specification keeps the axis here, onnxruntime and PyTorch squeeze it: {done} "
                 f"with the squeeze ({_SPEC_OPTION}, keeps the axis)"
             )
         else:

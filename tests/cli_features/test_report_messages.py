@@ -78,9 +78,9 @@ agraph (float[{rows},2] x) => ({out}) {{
 }}"""
 
 
-def _warnings(rows, out, body):
+def _warnings(rows, out, body, **options):
     model = parse(UNBIND.format(rows=rows, out=out, body=body))
-    _, report = seqlower.optimize(ir.from_proto(model), target="portable")
+    _, report = seqlower.optimize(ir.from_proto(model), target="portable", **options)
     return [w for w in report.warnings if "SplitToSequence" in w]
 
 
@@ -105,3 +105,15 @@ def test_no_unbind_warning_for_a_kept_split():
     _, report = seqlower.optimize(ir.from_proto(model), target="portable", tensor_lists=False)
     assert "SplitToSequence" in [op.op_type for op in report.remaining]
     assert not any("SplitToSequence" in w for w in report.warnings), report.warnings
+
+
+def test_the_unbind_warning_names_a_kept_split_whose_reader_was_lowered():
+    """Fuzz seed 1276: the split stays (the model returns a list built from it), but the
+    ConcatFromSequence reading it is lowered with the squeeze: the readings differ there."""
+    (warning,) = _warnings(
+        "N",
+        "float[N,2] y, seq(float) kept",
+        "y = ConcatFromSequence <axis=0, new_axis=1> (s)\n  kept = Identity (s)",
+        tensor_lists=False,  # the rules alone keep the split for the list returned
+    )
+    assert "'unbind'" in warning and "kept, and what reads it lowered, with the squeeze" in warning
