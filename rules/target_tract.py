@@ -40,6 +40,7 @@ import onnx_ir as ir
 from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.inline import inline_graph
 from seqlower.ops import graphs_within, has_subgraph
+from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loops import _body_always_continues, _static_bool, _unroll, _uses_sequences
 from seqlower.rules.loops import _check_unroll as _check_sequence_unroll
@@ -387,10 +388,15 @@ def _check_loop_to_range_scan(
     if body.inputs[0].is_graph_output():
         return Refusal("the iteration number is a body output")
     if not body.inputs[0].uses():
-        return Refusal(
-            "the body does not read the iteration number: tract 0.23.9 drops a Scan input "
-            "the body does not read, and then cannot plan a Scan left with none"
-        )
+        # tract 0.23.9 drops a Scan input the body does not read, then cannot plan the Scan:
+        # the carried values are masked with the iteration number (Where(i < M, new, old))
+        maskable = [v for v in body.inputs[2:] if v.dtype in WHERE_TYPES]
+        if not maskable:
+            return Refusal(
+                "the body does not read the iteration number and carries no value of a type "
+                "Where takes: tract 0.23.9 drops a Scan input the body does not read, and then "
+                "cannot plan a Scan left with none"
+            )
     kept = set(LoopShapes(node, ctx.facts.values).invariant_carried())
     for value in body.inputs[2:]:
         if value not in kept:
@@ -428,6 +434,7 @@ def _loop_to_range_scan(
     steps.type, steps.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([None])
     iteration = body.inputs[0]
     iteration.type, iteration.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([])
+    within: set[int] = set()
     if iteration.uses():  # tract 0.23.9 slices a 1-D scan input as shape [1]: made a scalar
         element = ir.Value(name=ctx.rewriter.names.fresh(f"{iteration.name}_element"))
         element.type, element.shape = iteration.type, iteration.shape
@@ -436,6 +443,9 @@ def _loop_to_range_scan(
         scalar.type, scalar.shape = iteration.type, iteration.shape
         iteration.replace_all_uses_with(scalar)
         body.inputs[0] = iteration = element
+    else:  # read, or tract drops it: a carried value is kept where i >= M (no iteration runs)
+        within = _mask_with_iteration(body, trip, ctx)
+        iteration = body.inputs[0]
     body.outputs.pop(0)
     if condition_node is not None:
         body.remove(condition_node, safe=True)
@@ -452,7 +462,9 @@ def _loop_to_range_scan(
     for index, (old, new) in enumerate(zip(node.outputs, outputs)):
         new.type, new.shape = old.type, old.shape
         if ran is not None and (old.uses() or old.is_graph_output()):
-            if index < len(states):  # the state the Loop would give: the initial one
+            if index < len(states) and index in within:  # masked in the body already
+                pass
+            elif index < len(states):  # the state the Loop would give: the initial one
                 new = builder.op("Where", [ran, new, states[index]], name="final")
             else:  # the iterations the Loop would run: none
                 if ran_steps is None:  # a Gather: tract 0.23.9 fails on this Slice (probed)
@@ -461,6 +473,32 @@ def _loop_to_range_scan(
                 new = builder.op("Gather", [new, ran_steps], {"axis": 0}, name="run")
             new.type = old.type
         ctx.rewriter.replace(old, new)
+
+
+def _mask_with_iteration(body: ir.Graph, trip: ir.Value, ctx: Context) -> set[int]:
+    """Make the body of a Loop read its iteration number i, which it does not: each carried
+    value of a type Where takes becomes Where(i < M, new, old). Returns the indices (among the
+    carried values) of those masked. The body is still the Loop's (i, cond, v.. -> cond, ..)."""
+    iteration = body.inputs[0]
+    element = ir.Value(name=ctx.rewriter.names.fresh(f"{iteration.name}_element"))
+    element.type, element.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([])
+    anchor = body[0] if len(body) else None
+    inner = Builder(ctx.rewriter, body, anchor, "masked", ctx.rewriter.opset(body))
+    scalar = inner.op("Reshape", [element, inner.ints([], "scalar_shape")], name="iteration")
+    within = inner.op("Less", [scalar, trip], name="within")
+    within.type, within.shape = ir.TensorType(ir.DataType.BOOL), ir.Shape([])
+    masked = set()
+    for index, (old, new) in enumerate(zip(body.inputs[2:], body.outputs[1:])):
+        if old.dtype not in WHERE_TYPES:
+            continue
+        node = ir.Node("", "Where", [within, new, old], name=ctx.rewriter.names.fresh("masked"))
+        node.outputs[0].name = ctx.rewriter.names.fresh(f"{old.name}_masked")
+        node.outputs[0].type, node.outputs[0].shape = old.type, old.shape
+        body.append(node)
+        body.outputs[1 + index] = node.outputs[0]
+        masked.add(index)
+    body.inputs[0] = element
+    return masked
 
 
 def _copy_read_scan_outputs(body: ir.Graph, states: int, ctx: Context) -> None:

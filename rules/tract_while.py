@@ -1,0 +1,197 @@
+"""A bounded `while` loop becomes a masked Scan over its bound, for `--target tract` only (tract
+has no Loop; probed with tract 0.23.9).
+
+    Loop(M, c0, v.., body: (i, c, v..) -> (c', v'.., s..))
+        -> active, count, v.., s_all.. = Scan(c0, 0, v.., Range(0, Max(M, 1), 1),
+               body: (active, count, v.., i) ->
+                   run = And(active, Less(i, M))
+                   c', v'.., s.. = the loop body, its condition input read as `run`
+                   (And(run, c'), count + Cast(run), Where(run, v', v).., s..))
+           each s = Gather(s_all, Range(0, count), axis=0)
+
+The Scan runs every iteration up to the trip count M (at least one: a Scan must not be empty);
+an iteration runs for real while the loop would still be running (`run`, which stays false once
+the condition is false, so the real iterations come first), the carried values keep what the
+last real iteration gave (a bool one with And/Or/Not: onnxruntime has no Where for bool), and
+the scan outputs keep their first `count` rows. The body is thus also computed after the loop
+would have stopped, on the values it stopped with: the rewrite applies only when that cannot
+fail or blow up, judged conservatively from the operators (`seqlower.analysis.masked_loops`:
+no positions, sizes or shapes computed from the values the loop changes, no integer division
+by them, carried values that keep their shape, a bound M that is given and, when static, at
+most `MAX_MASKED_ITERATIONS`). Otherwise the Loop stays, and the reason says which condition
+failed: PyTorch's unbounded `while` (M = 2**63 - 1), say. A loop that cannot stop early is
+left to `seqlower.rules.target_tract` (Scan over a tensor axis, unrolling, Scan over Range).
+A Gather at the iteration number of an outer tensor whose dim is the trip count reads the same
+rows in the Scan; that dim must not be 0 (the one iteration a Scan runs would read row 0), so
+the rewrite warns unless it is static.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RULES"]
+
+import dataclasses
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.analysis.masked_loops import gathers_at_iteration, masked_scan_problem
+from seqlower.rewriter import Builder
+from seqlower.rule import Context, Refusal, Rule, RuleSet
+from seqlower.rules.loops import _uses_sequences
+from seqlower.rules.runtime_position import WHERE_TYPES
+from seqlower.rules.target_tract import (
+    _copy_read_scan_outputs,
+    _only_for_tract,
+    _unknown_output_rank,
+    _while_problem,
+)
+
+_BOOL = ir.DataType.BOOL
+_INT64 = ir.DataType.INT64
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskedPlan:
+    count: int | None  # the static trip count, or None
+    walked: tuple[str, ...]  # the outer tensors read at the iteration number, not of static size
+
+
+def _check_masked_scan(node: ir.Node, ctx: Context) -> MaskedPlan | Refusal:
+    refused = _only_for_tract(ctx)
+    if refused:
+        return refused
+    body = node.attributes["body"].as_graph()
+    if _uses_sequences(node, body):
+        return Refusal("the loop carries or reads sequences (loop-unroll, loop-append-to-scan)")
+    if _while_problem(node, body, ctx) is None:
+        return Refusal("the loop cannot stop early (tract-loop-to-scan, tract-loop-unroll, "
+                       "tract-loop-to-range-scan)")  # fmt: skip
+    problem = masked_scan_problem(node, ctx.facts.values)
+    if problem:
+        return Refusal(problem)
+    if body.inputs[0].is_graph_output():
+        return Refusal("the iteration number is a body output")
+    for value in body.inputs[2:]:
+        if value.dtype != _BOOL and value.dtype not in WHERE_TYPES:
+            name = value.dtype.name.lower() if value.dtype is not None else "unknown"
+            return Refusal(
+                f"the carried value '{value.name}' is {name}: onnxruntime has no Where for it"
+            )
+    unknown = _unknown_output_rank(body)
+    if unknown:
+        return unknown
+    walked = []
+    for gather in gathers_at_iteration(node, ctx.facts.values):
+        data = gather.inputs[0]
+        assert data is not None and data.shape is not None
+        dim = data.shape[gather.attributes.get_int("axis", 0) % len(data.shape)]
+        if not (isinstance(dim, int) and dim > 0):
+            walked.append(data.name or "")
+    return MaskedPlan(ctx.facts.static_int(node.inputs[0]), tuple(dict.fromkeys(walked)))
+
+
+def _scalar(builder: Builder, value: ir.Value, dtype: ir.DataType) -> ir.Value:
+    if value.shape is None or len(value.shape) != 0:
+        value = builder.op("Reshape", [value, builder.ints([], "scalar_shape")])
+    value.type, value.shape = ir.TensorType(dtype), ir.Shape([])
+    return value
+
+
+def _typed(value: ir.Value, like: ir.Value | ir.DataType) -> ir.Value:
+    if isinstance(like, ir.DataType):
+        value.type, value.shape = ir.TensorType(like), ir.Shape([])
+    else:
+        value.type, value.shape = like.type, like.shape
+    return value
+
+
+def _fresh_input(ctx: Context, hint: str, dtype: ir.DataType) -> ir.Value:
+    return _typed(ir.Value(name=ctx.rewriter.names.fresh(hint)), dtype)
+
+
+def _keep(end: Builder, run: ir.Value, new: ir.Value, old: ir.Value) -> ir.Value:
+    """`new` where the iteration runs, else `old`."""
+    if old.dtype != _BOOL:
+        return _typed(end.op("Where", [run, new, old], name="masked"), old)
+    taken = end.op("And", [run, new], name="taken")
+    stopped = end.op("Not", [run], name="stopped")
+    kept = end.op("And", [stopped, old], name="kept")
+    return _typed(end.op("Or", [taken, kept], name="masked"), old)
+
+
+def _masked_scan(node: ir.Node, plan: MaskedPlan, ctx: Context) -> None:
+    """Loop(M, c0, v.., body) -> Scan(c0, 0, v.., Range(0, Max(M, 1), 1), masked body), the
+    scan outputs cut to the iterations that ran. --target tract only."""
+    body = node.attributes["body"].as_graph()
+    builder = ctx.rewriter.before(node)
+    trip = _scalar(builder, node.inputs[0], _INT64)  # type: ignore[arg-type]
+    zero = builder.constant(np.array(0, np.int64), "zero")
+    one = builder.constant(np.array(1, np.int64), "one")
+    maybe_empty = plan.count is None or plan.count <= 0
+    stop = builder.op("Max", [trip, one], name="at_least_one") if maybe_empty else trip
+    steps = builder.op("Range", [zero, stop, one], name="iterations")
+    steps.type, steps.shape = ir.TensorType(_INT64), ir.Shape([None])
+    start = node.inputs[1] if len(node.inputs) > 1 else None
+    if start is None:
+        start = builder.constant(np.array(True), "true")
+    start = _scalar(builder, start, _BOOL)
+    n_carried = len(node.inputs) - 2
+    n_scan = len(body.outputs) - 1 - n_carried
+    for name in plan.walked:
+        ctx.rewriter.warn(
+            f"Loop '{node.name}' became a Scan that reads '{name}' at each iteration number; "
+            "it runs at least once, so that dim must not be 0 where the Loop ran zero times"
+        )
+
+    # the body: its iteration number scanned, its condition input the mask
+    iteration, condition, carried = body.inputs[0], body.inputs[1], list(body.inputs[2:])
+    outputs = list(body.outputs)
+    element = _fresh_input(ctx, f"{iteration.name}_element", _INT64)
+    active = _fresh_input(ctx, "active", _BOOL)
+    count = _fresh_input(ctx, "count", _INT64) if n_scan else None
+    head = Builder(ctx.rewriter, body, body[0], node.name or "Loop", ctx.rewriter.opset(body))
+    index = _typed(head.op("Reshape", [element, head.ints([], "scalar_shape")]), _INT64)
+    within = _typed(head.op("Less", [index, trip], name="within"), _BOOL)
+    run = _typed(head.op("And", [active, within], name="run"), _BOOL)
+    renamed = {id(iteration): index, id(condition): run}
+    iteration.replace_all_uses_with(index)
+    condition.replace_all_uses_with(run)
+    outputs = [renamed.get(id(value), value) for value in outputs]
+    end = Builder(ctx.rewriter, body, None, node.name or "Loop", ctx.rewriter.opset(body))
+    new_outputs = [_typed(end.op("And", [run, outputs[0]], name="still"), _BOOL)]
+    if count is not None:
+        ran = end.op("Cast", [run], {"to": _INT64}, name="ran")
+        new_outputs.append(_typed(end.op("Add", [count, ran], name="counted"), _INT64))
+    new_outputs += [_keep(end, run, new, old) for new, old in zip(outputs[1:], carried)]
+    new_outputs += outputs[1 + n_carried :]
+    body.inputs.clear()
+    body.inputs.extend([active, *([count] if count is not None else []), *carried, element])
+    body.outputs.clear()
+    body.outputs.extend(new_outputs)
+    n_states = len(new_outputs) - n_scan
+    _copy_read_scan_outputs(body, n_states, ctx)
+
+    initial = [start, *([zero] if count is not None else []), *node.inputs[2:]]
+    results = builder.ops(
+        "Scan",
+        [*initial, steps],
+        {"body": body, "num_scan_inputs": 1},
+        num_outputs=n_states + n_scan,
+    )
+    # the body moves to the Scan; dead-code removal knows the new holder and leaves it
+    finals, stacked = results[n_states - n_carried : n_states], results[n_states:]
+    for old, new in zip(node.outputs[:n_carried], finals):
+        new.type, new.shape = old.type, old.shape
+        ctx.rewriter.replace(old, new)
+    if not stacked:
+        return
+    ran_steps = builder.op("Range", [zero, results[1], one], name="ran_steps")
+    for old, new in zip(node.outputs[n_carried:], stacked):
+        new.type = old.type
+        kept = builder.op("Gather", [new, ran_steps], {"axis": 0}, name="ran")
+        kept.type = old.type
+        ctx.rewriter.replace(old, kept)
+
+
+RULES = RuleSet([Rule("tract-while-to-masked-scan", "Loop", _check_masked_scan, _masked_scan)])
