@@ -7,6 +7,8 @@ branches at once (probed with tract 0.23.9; see `seqlower.targets`).
     Loop(M static, true, v.., body=f)               -> f(0, v..); f(1, ..); ...; f(M-1, ..)
     Loop(M, true, v.., body: f(i, v..))             -> Scan(v.., Range(0, M, 1), body: f(v.., i))
                                                        (at least one iteration, dropped if M <= 0)
+    Loop(M, true, v.., body: f(v..))  (i not read)  -> Scan(v.., Range(0, M, 1),
+                                                         body: Where(i < M, f(v..), v..))
 
 Each runs only when `Options.target == "tract"`: the default output never changes. An If becomes
 Where only when both branches are cheap (at most `MAX_BRANCH_NODES` nodes, no subgraph) and cannot
@@ -18,11 +20,13 @@ when its iteration number only indexes one outer tensor along one axis whose siz
 in tract, so the rewrite warns unless the size is static); otherwise a tensor Loop with a static
 trip count is unrolled when its copies stay within `Options.unroll_budget` nodes, and any other
 Loop that cannot stop early (a trip count known only at run time, or over the budget) becomes a
-Scan over its iteration numbers, Range(0, M), when its body reads them (tract drops a Scan
-input that is not read); a Scan must not be empty, so for a trip count that
+Scan over its iteration numbers, Range(0, M) (a body that does not read them keeps each carried
+value where i >= M, Where(i < M, new, old): tract 0.23.9 drops a Scan input that is not read,
+then cannot plan the Scan); a Scan must not be empty, so for a trip count that
 may be 0 the Scan runs at least once and what that iteration gives is dropped (the body must then
 be able to run once on the loop's inputs). A loop whose condition is computed at run time (a
-data-dependent while loop) cannot run in tract, and the refusal says so. Loops that carry or read
+data-dependent while loop) is left to `seqlower.rules.tract_while` (a masked Scan over its
+bound, when its body is safe to run past the exit). Loops that carry or read
 sequences are left to `loop-unroll` and `loop-append-to-scan` (whose tensor Loops these rules then
 take over), except that past `loop-unroll`'s own limits (`MAX_UNROLL` iterations) they are unrolled
 within `Options.unroll_budget` too.

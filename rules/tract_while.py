@@ -6,7 +6,7 @@ has no Loop; probed with tract 0.23.9).
                body: (active, count, v.., i) ->
                    run = And(active, Less(i, M))
                    c', v'.., s.. = the loop body, its condition input read as `run`
-                   (And(run, c'), count + Cast(run), Where(run, v', v).., s..))
+                   (And(run, c'), count + Where(run, 1, 0), Where(run, v', v).., s..))
            each s = Gather(s_all, Range(0, count), axis=0)
 
 The Scan runs every iteration up to the trip count M (at least one: a Scan must not be empty);
@@ -161,7 +161,10 @@ def _masked_scan(node: ir.Node, plan: MaskedPlan, ctx: Context) -> None:
     end = Builder(ctx.rewriter, body, None, node.name or "Loop", ctx.rewriter.opset(body))
     new_outputs = [_typed(end.op("And", [run, outputs[0]], name="still"), _BOOL)]
     if count is not None:
-        ran = end.op("Cast", [run], {"to": _INT64}, name="ran")
+        # Where, not Cast: tract types these int64 constants as dims (TDim), a Cast as I64
+        yes = end.constant(np.array(1, np.int64), "one")
+        no = end.constant(np.array(0, np.int64), "zero")
+        ran = _typed(end.op("Where", [run, yes, no], name="ran"), _INT64)
         new_outputs.append(_typed(end.op("Add", [count, ran], name="counted"), _INT64))
     new_outputs += [_keep(end, run, new, old) for new, old in zip(outputs[1:], carried)]
     new_outputs += outputs[1 + n_carried :]
@@ -172,7 +175,8 @@ def _masked_scan(node: ir.Node, plan: MaskedPlan, ctx: Context) -> None:
     n_states = len(new_outputs) - n_scan
     _copy_read_scan_outputs(body, n_states, ctx)
 
-    initial = [start, *([zero] if count is not None else []), *node.inputs[2:]]
+    counted = [builder.constant(np.array(0, np.int64), "none_yet")] if count is not None else []
+    initial = [start, *counted, *node.inputs[2:]]
     results = builder.ops(
         "Scan",
         [*initial, steps],

@@ -44,6 +44,7 @@ import onnx
 import onnx_ir as ir
 
 from seqlower.analysis.loop_shapes import LoopShapes
+from seqlower.analysis.masked_loops import masked_scan_problem
 from seqlower.analysis.static_values import StaticValues
 from seqlower.errors import SeqlowerError
 from seqlower.ops import SEQUENCE_OPS, is_sequence_value
@@ -167,7 +168,8 @@ PROFILES: dict[str, TargetProfile] = {
         unsupported_ops={
             "Loop": "tract has no Loop (Unimplemented(Loop)); seqlower makes a Loop that cannot "
             "stop early a Scan (over a tensor axis, or over its iteration numbers when its "
-            "carried values keep their shape) or unrolls it, but not this one",
+            "carried values keep their shape) or unrolls it, and a bounded while loop a masked "
+            "Scan, but not this one",
         },
         doubtful_ops={
             "If": "tract runs an If only when both branches infer the same shapes and values; "
@@ -177,7 +179,7 @@ PROFILES: dict[str, TargetProfile] = {
         source=_TRACT_SOURCE,
         changes=f"{_PORTABILITY_CHANGES}; run-time If with cheap branches -> Where; static "
         "Loops unrolled within the budget; Loops over a tensor axis, or with a run-time trip "
-        "count and no early exit, -> Scan",
+        "count and no early exit, -> Scan; bounded while loops -> masked Scan",
     ),
 }
 
@@ -431,6 +433,9 @@ def judge_nodes(model: ir.Model | onnx.ModelProto, target: str) -> list[NodeJudg
                 severity, reason = judged
                 if node.op_type == "Loop" and _is_while_loop(node, values):
                     reason += ": a data-dependent while loop, which tract cannot run"
+                    problem = masked_scan_problem(node, values)
+                    if problem:
+                        reason += f", nor a masked Scan over its bound: {problem}"
                 found.append(
                     NodeJudgement(
                         path,

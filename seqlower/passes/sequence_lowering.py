@@ -3,7 +3,7 @@
 
     SequenceLoweringPass(options)
         == InlineSequenceFunctionsPass -> NormalizePass -> LowerSequencesPass -> CleanupPass
-           -> RuntimeWorkaroundsPass (-> DropShapeHintsPass, for target="tract")
+           -> RuntimeWorkaroundsPass (-> RelaxShapeHintsPass, for target="tract")
 
 The last pass matters: without it, some batched models crash onnxruntime while it loads them
 (README, "Where the specification and onnxruntime disagree", item 7). `LowerSequencesPass` applies
@@ -23,7 +23,7 @@ from seqlower.passes.cleanup import CleanupPass
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
 from seqlower.passes.lower import LowerSequencesPass
 from seqlower.passes.normalize import NormalizePass
-from seqlower.passes.shape_hints import DropShapeHintsPass
+from seqlower.passes.shape_hints import RelaxShapeHintsPass
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.rule import RuleSet
 
@@ -41,7 +41,7 @@ def default_passes(
         RuntimeWorkaroundsPass(),
     ]
     if options.target == "tract":  # tract holds a model to its declared shapes
-        passes.append(DropShapeHintsPass())
+        passes.append(RelaxShapeHintsPass())
     return passes
 
 

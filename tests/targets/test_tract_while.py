@@ -1,0 +1,339 @@
+"""`--target tract`: a bounded while loop becomes a masked Scan (`tract-while-to-masked-scan`),
+a Loop whose body does not read its iteration number masks its carried values with it, and
+declared intermediate shapes are dropped. What each emits, what each refuses and why, the same
+results as the original under onnxruntime (no iteration, an exit after the first, a run to the
+bound) and, where tract is installed, in tract."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from support import lower, op_counts, parse, run_ort
+
+from seqlower.analysis import Facts
+from seqlower.options import Options
+from seqlower.passes import NormalizePass
+from seqlower.rewriter import Rewriter
+from seqlower.rule import Context, Refusal
+from seqlower.rules import target_tract, tract_while
+
+
+def _refusal(model, check) -> Refusal:
+    """What `check` says about the only Loop of `model` (normalized first)."""
+    model = ir.from_proto(model)
+    NormalizePass()(model)
+    ctx = Context(Facts(model), Rewriter(model), Options(target="tract"))
+    (node,) = [n for n in model.graph if n.op_type == "Loop"]
+    result = check(node, ctx)
+    assert isinstance(result, Refusal), result
+    return result
+
+
+def _same_as_original(model, lowered, feeds) -> list:
+    expected, actual = run_ort(model, feeds), run_ort(lowered, feeds)
+    assert len(expected) == len(actual)
+    for want, got in zip(expected, actual):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    return actual
+
+
+RUN_TIME_TRIPS = """g (float[4] x, int64 m) => (float[4] total, float[4] same, float[?,4] steps) {
+    go = Constant<value = bool {1}>()
+    total, same, steps = Loop(m, go, x, x) <body = body (int64 i, bool c, float[4] v, float[4] k)
+                                      => (bool c2, float[4] w, float[4] k, float[4] step) {
+        c2 = Identity(c)
+        f = Cast<to = 1>(i)
+        step = Mul(x, f)
+        w = Add(v, step)
+    }>
+}"""
+
+# halves x while its sum of magnitudes exceeds 1, at most m times; also carries a flag that
+# flips, a counter, and stacks each step plus its iteration number
+HALVE = """g (float[4] x, int64 m, bool go) => (float[4] h, bool f, int64 k, float[?,4] ys) {
+    no = Constant<value = bool {0}>()
+    zero = Constant<value = int64 {0}>()
+    h, f, k, ys = Loop(m, go, x, no, zero) <body = body (int64 i, bool cond, float[4] v,
+                                                       bool flag, int64 n)
+                    => (bool more, float[4] next, bool flipped, int64 n2, float[4] out) {
+        half = Constant<value = float {0.5}>()
+        next = Mul(v, half)
+        flipped = Not(flag)
+        two = Constant<value = int64 {2}>()
+        n2 = Add(n, two)
+        fi = Cast<to = 1>(i)
+        out = Add(next, fi)
+        a = Abs(next)
+        total = ReduceSum<keepdims = 0>(a)
+        one = Constant<value = float {1}>()
+        more = Greater(total, one)
+    }>
+}"""
+
+# sums the rows of x until the sum reaches 3: the trip count is the number of rows
+ROWS = """g (float[T,4] x) => (float[4] h) {
+    shape = Shape(x)
+    axis = Constant<value = int64 {0}>()
+    n = Gather(shape, axis)
+    go = Constant<value = bool {1}>()
+    h0 = Constant<value = float[4] {0, 0, 0, 0}>()
+    h = Loop(n, go, h0) <body = body (int64 i, bool cond, float[4] state)
+                                => (bool more, float[4] next) {
+        row = Gather(x, i)
+        next = Add(row, state)
+        total = ReduceSum<keepdims = 0>(next)
+        limit = Constant<value = float {3}>()
+        more = Less(total, limit)
+    }>
+}"""
+
+X_CASES = {
+    "runs to the bound": np.array([8, -8, 8, 8], np.float32),
+    "exits after the first iteration": np.array([1, -1, 0.5, 0], np.float32),
+    "exits after a few": np.array([2, -1, 0.5, 0], np.float32),
+}
+
+
+def _halve_feeds(x, m, go):
+    return {"x": x, "m": np.array(m, np.int64), "go": np.array(go)}
+
+
+@pytest.mark.parametrize("go", [True, False])
+@pytest.mark.parametrize("m", [-1, 0, 1, 3, 40])
+@pytest.mark.parametrize("x", list(X_CASES.values()), ids=list(X_CASES))
+def test_a_bounded_while_loop_becomes_a_masked_scan(x, m, go):
+    model = parse(HALVE)
+    lowered, report = lower(model, target="tract")
+    assert report.rules_fired == {"tract-while-to-masked-scan": 1}
+    counts = op_counts(lowered)
+    assert counts["Loop"] == 0 and counts["Scan"] == 1
+    # float and int64 masked, the count kept; a bool masked by logic
+    assert counts["Where"] == 3 and counts["Or"] == 1
+    _same_as_original(model, lowered, _halve_feeds(x, m, go))
+
+
+def test_the_scan_stops_counting_at_the_exit():
+    model = parse(HALVE)
+    lowered, _ = lower(model, target="tract")
+    x = X_CASES["exits after a few"]  # |x| sums to 3.5: halved twice to 0.875
+    h, flag, k, ys = _same_as_original(model, lowered, _halve_feeds(x, 40, True))
+    assert ys.shape == (2, 4) and int(k) == 4 and not bool(flag)
+    np.testing.assert_array_equal(h, x / 4)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 6])
+@pytest.mark.parametrize("value", [5.0, 1.0, 0.1])
+def test_a_while_loop_over_the_rows_of_a_tensor(rows, value):
+    """The trip count is the number of rows; the body reads row i, which the masked Scan reads
+    too (the exit comes at the first row for 5.0, later for 1.0, never for 0.1)."""
+    model = parse(ROWS)
+    lowered, report = lower(model, target="tract")
+    assert report.rules_fired == {"tract-while-to-masked-scan": 1}
+    assert op_counts(lowered)["Loop"] == 0
+    assert any("must not be 0" in warning for warning in report.warnings)
+    _same_as_original(model, lowered, {"x": np.full((rows, 4), value, np.float32)})
+
+
+def test_the_default_target_keeps_the_while_loop():
+    for text in (HALVE, ROWS):
+        lowered, report = lower(parse(text), target="generic")
+        assert op_counts(lowered)["Loop"] == 1 and "tract-while-to-masked-scan" not in (
+            report.rules_fired
+        )
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (
+            ("Loop(m, go,", "Loop(, go,"),
+            "a while loop with no trip count: there is no bound to scan over",
+        ),
+        (
+            ("h, f, k, ys = Loop(m,", "big = Constant<value = int64 {9223372036854775807}>()\n"
+             "h, f, k, ys = Loop(big,"),
+            "a while loop whose only bound is its trip count 9223372036854775807: too many "
+            "iterations to run each one masked (at most 65536)",
+        ),
+        (
+            ("out = Add(next, fi)", "row = Gather(x, n) out = Add(next, row)"),
+            "the body computes Gather '' at positions or sizes that change between iterations "
+            "(input 'n'), which may fail after the loop would have stopped",
+        ),
+        (
+            ("n2 = Add(n, two)", "n2 = Div(two, n)"),
+            "the body computes Div '' of integers by a value that changes between iterations, "
+            "which may fail after the loop would have stopped",
+        ),
+        (
+            ("out = Add(next, fi)", "s = Shape(next) z = ConstantOfShape(s) out = Add(z, fi)"),
+            "the body computes ConstantOfShape '' at positions or sizes that change between "
+            "iterations (input 's'), which may fail after the loop would have stopped",
+        ),
+        (
+            ("a = Abs(next)", "a0 = Abs(next) a = LpNormalization(a0)"),
+            "the body computes LpNormalization '', which may fail after the loop would have "
+            "stopped",
+        ),
+    ],
+    ids=["no trip count", "unbounded", "gather", "integer div", "shape", "unknown op"],
+)  # fmt: skip
+def test_what_is_refused_and_why(edit, reason):
+    model = parse(HALVE.replace(*edit))
+    refusal = _refusal(model, tract_while._check_masked_scan)
+    assert refusal.reason == reason
+    lowered, report = lower(model, target="tract")
+    assert op_counts(lowered)["Loop"] == 1 and "tract-while-to-masked-scan" not in (
+        report.rules_fired
+    )
+
+
+def test_a_carried_value_that_grows_is_refused():
+    model = parse(
+        HALVE.replace("float[4] v,", "float[?] v,")
+        .replace("next = Mul(v, half)", "h2 = Mul(v, half) next = Concat<axis = 0>(h2, h2)")
+        .replace("=> (float[4] h,", "=> (float[?] h,")
+        .replace("out = Add(next, fi)", "out = Add(h2, fi)")
+    )
+    refusal = _refusal(model, tract_while._check_masked_scan)
+    assert refusal.reason == (
+        "the carried value 'v' may change shape between iterations: a Scan's state keeps one shape"
+    )
+
+
+def test_a_loop_that_cannot_stop_early_is_left_to_the_other_rules():
+    refusal = _refusal(parse(RUN_TIME_TRIPS), tract_while._check_masked_scan)
+    assert refusal.reason.startswith("the loop cannot stop early")
+
+
+@pytest.mark.parametrize("m", [0, 1, 3, 40])
+@pytest.mark.parametrize("go", [True, False])
+def test_tract_runs_the_masked_scan(m, go):
+    tract = pytest.importorskip("tract", reason="the tract oracle: pip install tract")
+    from seqlower.verification.runtimes import run_in_runtime
+
+    model = parse(HALVE)
+    lowered, _ = lower(model, target="tract")
+    for x in X_CASES.values():
+        feeds = _halve_feeds(x, m, go)
+        got = run_in_runtime("tract", lowered, feeds)
+        for g, want in zip(got, run_ort(model, feeds)):
+            assert np.asarray(g).shape == want.shape, tract.version()
+            np.testing.assert_array_equal(g, want)
+
+
+# -- a Loop whose body does not read its iteration number ----------------------------------------
+
+UNREAD = RUN_TIME_TRIPS.replace("f = Cast<to = 1>(i)", "f = Constant<value = float {2}>()")
+
+
+@pytest.mark.parametrize("m", [-1, 0, 1, 3])
+def test_a_loop_that_does_not_read_its_iteration_number_masks_its_carried_values(m):
+    model = parse(UNREAD)
+    lowered, report = lower(model, target="tract")
+    assert report.rules_fired == {"tract-loop-to-range-scan": 1}
+    counts = op_counts(lowered)
+    assert counts["Loop"] == 0 and counts["Scan"] == 1 and counts["Where"] == 2
+    x = np.array([1, -2, 0.5, 3], np.float32)
+    _total, same, steps = _same_as_original(model, lowered, {"x": x, "m": np.array(m)})
+    assert steps.shape == (max(m, 0), 4)
+    np.testing.assert_array_equal(same, x)
+
+
+@pytest.mark.parametrize("m", [0, 1, 3])
+def test_tract_runs_a_scan_whose_body_did_not_read_the_iteration_number(m):
+    pytest.importorskip("tract", reason="the tract oracle: pip install tract")
+    from seqlower.verification.runtimes import run_in_runtime
+
+    model = parse(UNREAD)
+    lowered, _ = lower(model, target="tract")
+    feeds = {"x": np.array([1, -2, 0.5, 3], np.float32), "m": np.array(m)}
+    for got, want in zip(run_in_runtime("tract", lowered, feeds), run_ort(model, feeds)):
+        assert np.asarray(got).shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_loop_with_nothing_to_mask_is_refused():
+    model = parse("""g (float[4] x, int64 m) => (float[?,4] steps) {
+        go = Constant<value = bool {1}>()
+        steps = Loop(m, go) <body = body (int64 i, bool c) => (bool c2, float[4] step) {
+            c2 = Identity(c)
+            f = Constant<value = float {2}>()
+            step = Mul(x, f)
+        }>
+    }""")
+    refusal = _refusal(model, target_tract._check_loop_to_range_scan)
+    assert refusal.reason.startswith(
+        "the body does not read the iteration number and carries no value of a type Where takes"
+    )
+
+
+# -- declared intermediate shapes ----------------------------------------------------------------
+
+DECLARED = """<ir_version: 9, opset_import: ["" : 17]>
+g (float[N,3] x) => (float[N,3] y) <float[N,3] a> {
+    a = Relu(x)
+    y = Neg(a)
+}"""
+
+
+def _value_info(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
+    return {v.name: v for v in model.graph.value_info}
+
+
+def _dims(value: onnx.ValueInfoProto) -> list[int | str | None]:
+    return [
+        d.dim_param or (d.dim_value if d.HasField("dim_value") else None)
+        for d in value.type.tensor_type.shape.dim
+    ]
+
+
+def test_tract_makes_named_dims_of_intermediate_shapes_unknown_and_keeps_the_interface():
+    model = onnx.parser.parse_model(DECLARED)
+    lowered, _ = lower(model, target="tract")
+    assert _dims(_value_info(lowered)["a"]) == [None, 3]
+    for value in (*lowered.graph.input, *lowered.graph.output):
+        assert _dims(value) == ["N", 3]
+    kept, _ = lower(model, target="generic")
+    assert _dims(_value_info(kept)["a"]) == ["N", 3]
+
+
+def test_subgraph_inputs_and_outputs_keep_their_rank_and_static_dims_for_tract():
+    lowered, _ = lower(parse(HALVE.replace("float[4]", "float[N]")), target="tract")
+    (scan,) = [n for n in lowered.graph.node if n.op_type == "Scan"]
+    body = next(a.g for a in scan.attribute if a.name == "body")
+    assert [_dims(v) for v in body.output] == [[], [], [None], [], [], [None]]
+    assert all(None in _dims(v) or not _dims(v) for v in body.input)
+    assert not any(isinstance(d, str) for v in body.value_info for d in _dims(v))
+    static, _ = lower(parse(HALVE), target="tract")
+    (scan,) = [n for n in static.graph.node if n.op_type == "Scan"]
+    body = next(a.g for a in scan.attribute if a.name == "body")
+    assert _dims(body.output[-1]) == [4]
+
+
+def test_tract_runs_with_concrete_input_facts_once_the_hints_are_gone():
+    tract = pytest.importorskip("tract", reason="the tract oracle: pip install tract")
+    import tempfile
+
+    model = onnx.parser.parse_model(DECLARED)
+    lowered, _ = lower(model, target="tract")
+    x = np.arange(12, dtype=np.float32).reshape(4, 3) - 5
+    with tempfile.TemporaryDirectory() as folder:
+        results = {}
+        for name, proto in (("declared", model), ("lowered", lowered)):
+            path = f"{folder}/{name}.onnx"
+            onnx.save(proto, path)
+            try:
+                loaded = tract.onnx().load(path)
+                loaded.set_input_fact(0, "4,3,f32")
+                runnable = loaded.into_model().into_runnable()
+                results[name] = runnable.run([x])[0].to_numpy()
+            except Exception as error:
+                results[name] = error
+    np.testing.assert_array_equal(results["lowered"], -np.maximum(x, 0))
+    if not isinstance(results["declared"], Exception):
+        pytest.skip(f"tract {tract.version()} takes the declared shape N,3 with concrete facts")
+    assert "Impossible to unify" in str(results["declared"])
