@@ -279,16 +279,47 @@ def _walks_axis(trip: ir.Value, data: ir.Value, axis: int, ctx: Context) -> bool
     return index is not None and index.shape == () and int(index) % len(data.shape) == axis  # type: ignore[arg-type]
 
 
+def _branch_rank(value: ir.Value) -> int | None:
+    """The rank of a value of unknown shape that is an If's output (through Identity), when the
+    branches that know it agree: a Loop body output keeps one rank (onnxruntime fails
+    otherwise), so the branch whose shape inference knew it tells."""
+    producer = value.producer()
+    while producer is not None and producer.op_type == "Identity" and producer.domain == "":
+        value = producer.inputs[0]  # type: ignore[assignment]
+        if value.shape is not None:
+            return len(value.shape)
+        producer = value.producer()
+    if producer is None or producer.op_type != "If" or producer.domain != "":
+        return None
+    index = list(producer.outputs).index(value)
+    ranks = {
+        len(out.shape)
+        for key in ("then_branch", "else_branch")
+        if (out := producer.attributes[key].as_graph().outputs[index]).shape is not None
+    }
+    return ranks.pop() if len(ranks) == 1 else None
+
+
 def _unknown_output_rank(body: ir.Graph) -> Refusal | None:
     """Why a Loop body cannot be a Scan body for onnxruntime: an output of unknown rank (its
     Scan needs the shape of every body output)."""
-    unknown = [v.name for v in body.outputs[1:] if v.shape is None]
+    unknown = [v.name for v in body.outputs[1:] if v.shape is None and _branch_rank(v) is None]
     if not unknown:
         return None
     return Refusal(
         f"the rank of the body output '{unknown[0]}' is unknown; onnxruntime runs a Scan only "
         "with the shape of every body output"
     )
+
+
+def _give_ranks(body: ir.Graph) -> None:
+    """Each body output of unknown shape takes the rank its If's branches give it (checked by
+    `_unknown_output_rank`), unknown dims."""
+    for value in body.outputs:
+        if value.shape is None:
+            rank = _branch_rank(value)
+            if rank is not None:
+                value.shape = ir.Shape([None] * rank)
 
 
 def _scan_refusal(node: ir.Node, body: ir.Graph, ctx: Context) -> Refusal | None:
@@ -340,6 +371,7 @@ def _loop_to_scan(node: ir.Node, plan: ScanPlan, ctx: Context) -> None:
     """Loop(Gather(Shape(x), a), true, v.., body: f(i, v.., Gather(x, i, axis=a)))
     -> Scan(v.., x, scan_input_axes=[a], body: f(v.., x_i)). --target tract only."""
     body = node.attributes["body"].as_graph()
+    _give_ranks(body)
     builder = ctx.rewriter.before(node)
     dims = list(plan.data.shape or [])
     element = ir.Value(
@@ -424,6 +456,7 @@ def _loop_to_range_scan(
     iteration runs even for M <= 0, its results dropped). --target tract only."""
     condition_node, count = plan
     body = node.attributes["body"].as_graph()
+    _give_ranks(body)
     builder = ctx.rewriter.before(node)
     trip = node.inputs[0]
     assert trip is not None

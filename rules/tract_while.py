@@ -35,13 +35,19 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.analysis.masked_loops import gathers_at_iteration, masked_scan_problem
+from seqlower.analysis.masked_loops import (
+    MAX_MASKED_ITERATIONS,
+    gathers_at_iteration,
+    masked_scan_problem,
+)
+from seqlower.ops import graphs_within
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loops import _uses_sequences
 from seqlower.rules.runtime_position import WHERE_TYPES
 from seqlower.rules.target_tract import (
     _copy_read_scan_outputs,
+    _give_ranks,
     _only_for_tract,
     _unknown_output_rank,
     _while_problem,
@@ -124,6 +130,7 @@ def _masked_scan(node: ir.Node, plan: MaskedPlan, ctx: Context) -> None:
     """Loop(M, c0, v.., body) -> Scan(c0, 0, v.., Range(0, Max(M, 1), 1), masked body), the
     scan outputs cut to the iterations that ran. --target tract only."""
     body = node.attributes["body"].as_graph()
+    _give_ranks(body)
     builder = ctx.rewriter.before(node)
     trip = _scalar(builder, node.inputs[0], _INT64)  # type: ignore[arg-type]
     zero = builder.constant(np.array(0, np.int64), "zero")
@@ -198,4 +205,120 @@ def _masked_scan(node: ir.Node, plan: MaskedPlan, ctx: Context) -> None:
         ctx.rewriter.replace(old, kept)
 
 
-RULES = RuleSet([Rule("tract-while-to-masked-scan", "Loop", _check_masked_scan, _masked_scan)])
+# -- a while loop that counts: its trip count -------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class CountedPlan:
+    start: ir.Value  # the counter's initial value
+    bound: ir.Value  # the loop stops once the counter reaches it
+    step: int  # added to the counter each iteration (positive)
+    checked_first: bool  # the initial condition is start < bound (else the first always runs)
+
+
+def _producer(value: ir.Value | None, op_type: str, graph: ir.Graph) -> ir.Node | None:
+    node = value.producer() if value is not None else None
+    if node is None or node.op_type != op_type or node.domain != "" or node.graph is not graph:
+        return None
+    return node
+
+
+def _static_step(value: ir.Value | None, ctx: Context) -> int | None:
+    """A static int, looking through CastLike (which dynamo exports put around constants)."""
+    while value is not None and value.producer() is not None:
+        producer = value.producer()
+        if producer.op_type != "CastLike" or producer.domain != "":  # type: ignore[union-attr]
+            break
+        value = producer.inputs[0]  # type: ignore[union-attr]
+    return ctx.facts.static_int(value)
+
+
+def _check_counted(node: ir.Node, ctx: Context) -> CountedPlan | Refusal:
+    refused = _only_for_tract(ctx)
+    if refused:
+        return refused
+    body = node.attributes["body"].as_graph()
+    if _uses_sequences(node, body):
+        return Refusal("the loop carries or reads sequences (loop-unroll, loop-append-to-scan)")
+    trip = node.inputs[0] if node.inputs else None
+    count = ctx.facts.static_int(trip) if trip is not None else None
+    if trip is not None and (count is None or count <= MAX_MASKED_ITERATIONS):
+        return Refusal("the loop has a trip count (tract-while-to-masked-scan)")
+    less = _producer(body.outputs[0], "Less", body)
+    if less is None:
+        return Refusal("the body's condition is not `counter < bound`")
+    following, bound = less.inputs
+    inside = {id(graph) for graph in graphs_within(body)}
+    if bound is None or bound.graph is None or id(bound.graph) in inside:
+        return Refusal("the bound of the body's condition is computed in the body")
+    add = _producer(following, "Add", body)
+    carried = list(body.inputs[2:])
+    if add is None or following not in body.outputs[1 : 1 + len(carried)]:
+        return Refusal("the counter is not a carried value plus a step")
+    counter, step = add.inputs
+    if counter not in carried:
+        counter, step = step, counter
+    index = carried.index(counter) if counter in carried else -1
+    if index < 0 or body.outputs[1 + index] is not following:
+        return Refusal("the counter is not a carried value plus a step")
+    increment = _static_step(step, ctx)
+    if increment is None or increment <= 0:
+        return Refusal("the counter's step is not a static positive integer")
+    if counter.dtype != _INT64:
+        return Refusal("the counter is not int64")
+    start = node.inputs[2 + index]
+    assert start is not None
+    first = node.inputs[1] if len(node.inputs) > 1 else None
+    if first is None or ctx.facts.static(first) is not None:
+        if first is not None and not bool(ctx.facts.static(first).reshape(-1)[0]):  # type: ignore[union-attr]
+            return Refusal("the loop never runs")
+        return CountedPlan(start, bound, increment, checked_first=False)
+    checked = _producer(first, "Less", node.graph)  # type: ignore[arg-type]
+    if checked is None or list(checked.inputs) != [start, bound]:
+        return Refusal("the initial condition is not `start < bound` with the body's bound")
+    return CountedPlan(start, bound, increment, checked_first=True)
+
+
+def _counted(node: ir.Node, plan: CountedPlan, ctx: Context) -> None:
+    """Loop(M?, s < B, s, .., body: k' = k + c, cond = k' < B)
+    -> Loop(Max(B - s, 0) ceil-divided by c, true, s, .., body: cond = cond_in) (a first
+    iteration that runs unconditionally: at least 1). --target tract only."""
+    body = node.attributes["body"].as_graph()
+    builder = ctx.rewriter.before(node)
+    start = _scalar(builder, plan.start, _INT64)
+    bound = _scalar(builder, plan.bound, _INT64)
+    left = builder.op("Sub", [bound, start], name="left")
+    zero = builder.constant(np.array(0, np.int64), "zero")
+    trips = builder.op("Max", [left, zero], name="left_or_none")
+    if plan.step > 1:
+        extra = builder.constant(np.array(plan.step - 1, np.int64), "round_up")
+        step = builder.constant(np.array(plan.step, np.int64), "step")
+        trips = builder.op("Div", [builder.op("Add", [trips, extra]), step], name="trips")
+    if not plan.checked_first:
+        trips = builder.op("Max", [trips, builder.constant(np.array(1, np.int64), "one")])
+    trips.type, trips.shape = ir.TensorType(_INT64), ir.Shape([])
+    true = builder.constant(np.array(True), "true")
+    carry = ir.Node("", "Identity", [body.inputs[1]], name=ctx.rewriter.names.fresh("go_on"))
+    carry.outputs[0].name = ctx.rewriter.names.fresh("go_on")
+    carry.outputs[0].type, carry.outputs[0].shape = ir.TensorType(_BOOL), ir.Shape([])
+    body.append(carry)
+    body.outputs[0] = carry.outputs[0]
+    outputs = builder.ops(
+        "Loop",
+        [trips, true, *node.inputs[2:]],
+        {"body": body},
+        num_outputs=len(node.outputs),
+        name="counted",
+    )
+    # the body moves to the new Loop; dead-code removal knows the new holder and leaves it
+    for old, new in zip(node.outputs, outputs):
+        new.type, new.shape = old.type, old.shape
+        ctx.rewriter.replace(old, new)
+
+
+RULES = RuleSet(
+    [
+        Rule("tract-counted-while", "Loop", _check_counted, _counted),
+        Rule("tract-while-to-masked-scan", "Loop", _check_masked_scan, _masked_scan),
+    ]
+)

@@ -337,3 +337,140 @@ def test_tract_runs_with_concrete_input_facts_once_the_hints_are_gone():
     if not isinstance(results["declared"], Exception):
         pytest.skip(f"tract {tract.version()} takes the declared shape N,3 with concrete facts")
     assert "Impossible to unify" in str(results["declared"])
+
+
+# -- a while loop that counts ------------------------------------------------------------------
+
+# dynamo's form of `while k < n`: no trip count, the condition checked before and in the body
+COUNTED = """g (float[4] x, int64 n) => (int64 k, float[4] h, float[?,4] ys) {
+    start = Constant<value = int64 {START}>()
+    first = Less(start, n)
+    k, h, ys = Loop(, first, start, x) <body = body (int64 i, bool cond, int64 k0, float[4] v)
+                                       => (bool more, int64 k1, float[4] w, float[4] out) {
+        step = Constant<value = int64 {STEP}>()
+        like = CastLike(step, k0)
+        k1 = Add(k0, like)
+        more = Less(k1, n)
+        half = Constant<value = float {0.5}>()
+        w = Mul(v, half)
+        fk = Cast<to = 1>(k0)
+        out = Add(w, fk)
+    }>
+}"""
+
+
+def _counted(start: int, step: int) -> onnx.ModelProto:
+    return parse(COUNTED.replace("START", str(start)).replace("STEP", str(step)))
+
+
+@pytest.mark.parametrize(("start", "step"), [(0, 1), (2, 3), (-1, 2)])
+@pytest.mark.parametrize("n", [-3, 0, 1, 2, 7])
+def test_a_counting_while_loop_takes_its_trip_count(start, step, n):
+    model = _counted(start, step)
+    lowered, report = lower(model, target="tract")
+    assert report.rules_fired == {"tract-counted-while": 1, "tract-loop-to-range-scan": 1}
+    assert op_counts(lowered)["Loop"] == 0
+    x = np.array([1, -2, 0.5, 3], np.float32)
+    k, _h, ys = _same_as_original(model, lowered, {"x": x, "n": np.array(n)})
+    assert ys.shape[0] == max(0, -(-(n - start) // step))
+    assert int(k) == start + step * ys.shape[0]
+
+
+def test_a_first_iteration_without_a_check_runs_once_at_least():
+    model = parse(
+        COUNTED.replace("START", "5").replace("STEP", "1").replace("Loop(, first,", "Loop(, ,")
+    )
+    lowered, report = lower(model, target="tract")
+    assert "tract-counted-while" in report.rules_fired
+    x = np.array([1, -2, 0.5, 3], np.float32)
+    for n in (0, 5, 6, 9):
+        _k, _h, ys = _same_as_original(model, lowered, {"x": x, "n": np.array(n)})
+        assert ys.shape[0] == max(1, n - 5)
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (("more = Less(k1, n)", "more = Greater(n, k1)"), "the body's condition is not"),
+        (("k1 = Add(k0, like)", "k1 = Sub(k0, like)"), "the counter is not a carried value"),
+        (("STEP", "0"), "the counter's step is not a static positive integer"),
+        (("first = Less(start, n)", "first = Greater(n, start)"), "the initial condition is"),
+        (("more = Less(k1, n)", "m2 = Add(n, k0) more = Less(k1, m2)"), "the bound of the"),
+    ],
+)
+def test_what_the_counter_rule_refuses(edit, reason):
+    model = parse(COUNTED.replace(*edit).replace("START", "0").replace("STEP", "1"))
+    refusal = _refusal(model, tract_while._check_counted)
+    assert refusal.reason.startswith(reason)
+
+
+def test_tract_runs_the_counting_loop():
+    pytest.importorskip("tract", reason="the tract oracle: pip install tract")
+    from seqlower.verification.runtimes import run_in_runtime
+
+    model = _counted(2, 3)
+    lowered, _ = lower(model, target="tract")
+    x = np.array([1, -2, 0.5, 3], np.float32)
+    for n in (0, 3, 10):
+        feeds = {"x": x, "n": np.array(n)}
+        for got, want in zip(run_in_runtime("tract", lowered, feeds), run_ort(model, feeds)):
+            assert np.asarray(got).shape == want.shape
+            np.testing.assert_array_equal(got, want)
+
+
+# -- Compress ------------------------------------------------------------------------------------
+
+COMPRESS = """g (float[N,3] x, bool[K] c) => (float[?,?] y) {
+    y = Compress<axis = AXIS>(x, c)
+}"""
+
+
+@pytest.mark.parametrize(
+    ("axis", "shape", "mask"),
+    [
+        ("0", (4, 3), [True, False, True, True]),
+        ("0", (4, 3), [False, False, False, False]),
+        ("0", (4, 3), [False, True]),  # shorter than the axis
+        ("0", (0, 3), []),
+        ("-1", (4, 3), [True, False, True]),
+        ("1", (4, 3), [False, True, True]),
+    ],
+)
+def test_compress_becomes_a_gather_at_nonzero_for_tract(axis, shape, mask):
+    text = COMPRESS.replace("AXIS", axis)
+    if axis != "0":
+        text = text.replace("bool[K]", "bool[3]")
+    model = parse(text)
+    lowered, report = lower(model, target="tract")
+    assert report.rules_fired == {"tract-compress-to-gather": 1}
+    counts = op_counts(lowered)
+    assert counts["Compress"] == 0 and counts["NonZero"] == 1 and counts["Gather"] == 1
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    _same_as_original(model, lowered, {"x": x, "c": np.array(mask, bool)})
+    default, _ = lower(model, target="generic")
+    assert op_counts(default)["Compress"] == 1
+
+
+def test_compress_without_an_axis_flattens_first():
+    model = parse("""g (float[2,3] x, bool[5] c) => (float[?] y) { y = Compress(x, c) }""")
+    lowered, _ = lower(model, target="tract")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (y,) = _same_as_original(model, lowered, {"x": x, "c": np.array([1, 0, 0, 1, 1], bool)})
+    np.testing.assert_array_equal(y, [0, 3, 4])
+
+
+def test_tract_runs_the_gather_it_cannot_run_as_compress():
+    tract = pytest.importorskip("tract", reason="the tract oracle: pip install tract")
+    from seqlower.verification.runtimes import run_in_runtime
+
+    model = parse(COMPRESS.replace("AXIS", "0"))
+    lowered, _ = lower(model, target="tract")
+    feeds = {"x": np.arange(12, dtype=np.float32).reshape(4, 3), "c": np.array([1, 0, 1, 1], bool)}
+    (got,) = run_in_runtime("tract", lowered, feeds)
+    np.testing.assert_array_equal(got, run_ort(model, feeds)[0])
+    try:
+        run_in_runtime("tract", model, feeds)
+    except Exception as error:
+        assert "Compress" in str(error)
+    else:
+        pytest.skip(f"tract {tract.version()} runs Compress: the rewrite is no longer needed")
