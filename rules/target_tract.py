@@ -453,7 +453,9 @@ def _loop_to_range_scan(
         -> Scan(v.., Range(0, Max(M, 1), 1), body: f(v.., i)), then for M <= 0 the states
            Where(M > 0, final, v..) and each scan output Gather(.., Range(0, Max(M, 0)))
     (a trip count known only at run time, no early exit; a Scan must not be empty, so one
-    iteration runs even for M <= 0, its results dropped). --target tract only."""
+    iteration runs even for M <= 0, its results dropped); a body that does not read i keeps
+    each carried value as Where(i < M, new, old) instead (tract drops a Scan input that is not
+    read). --target tract only."""
     condition_node, count = plan
     body = node.attributes["body"].as_graph()
     _give_ranks(body)

@@ -127,8 +127,11 @@ def _keep(end: Builder, run: ir.Value, new: ir.Value, old: ir.Value) -> ir.Value
 
 
 def _masked_scan(node: ir.Node, plan: MaskedPlan, ctx: Context) -> None:
-    """Loop(M, c0, v.., body) -> Scan(c0, 0, v.., Range(0, Max(M, 1), 1), masked body), the
-    scan outputs cut to the iterations that ran. --target tract only."""
+    """Loop(M, c0, v.., body: (i, c, v..) -> (c', v'.., s..)) -> Scan(c0, 0, v..,
+    Range(0, Max(M, 1), 1)) whose body runs the loop's with run = And(active, i < M), keeps
+    Where(run, v', v).., carries And(run, c') and counts the iterations that ran; each scan
+    output cut to that count (a while loop with a bound, whose body cannot fail on the values
+    it sees after the exit). --target tract only."""
     body = node.attributes["body"].as_graph()
     _give_ranks(body)
     builder = ctx.rewriter.before(node)
@@ -281,8 +284,8 @@ def _check_counted(node: ir.Node, ctx: Context) -> CountedPlan | Refusal:
 
 def _counted(node: ir.Node, plan: CountedPlan, ctx: Context) -> None:
     """Loop(M?, s < B, s, .., body: k' = k + c, cond = k' < B)
-    -> Loop(Max(B - s, 0) ceil-divided by c, true, s, .., body: cond = cond_in) (a first
-    iteration that runs unconditionally: at least 1). --target tract only."""
+    -> Loop(Max(B - s, 0) ceil-divided by c (at most M), true, s, .., body: cond = cond_in)
+    (a first iteration that runs unconditionally: at least 1). --target tract only."""
     body = node.attributes["body"].as_graph()
     builder = ctx.rewriter.before(node)
     start = _scalar(builder, plan.start, _INT64)
@@ -296,6 +299,9 @@ def _counted(node: ir.Node, plan: CountedPlan, ctx: Context) -> None:
         trips = builder.op("Div", [builder.op("Add", [trips, extra]), step], name="trips")
     if not plan.checked_first:
         trips = builder.op("Max", [trips, builder.constant(np.array(1, np.int64), "one")])
+    given = node.inputs[0] if node.inputs else None
+    if given is not None:  # a static trip count too large to be the bound
+        trips = builder.op("Min", [trips, _scalar(builder, given, _INT64)], name="bounded")
     trips.type, trips.shape = ir.TensorType(_INT64), ir.Shape([])
     true = builder.constant(np.array(True), "true")
     carry = ir.Node("", "Identity", [body.inputs[1]], name=ctx.rewriter.names.fresh("go_on"))

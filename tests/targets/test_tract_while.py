@@ -474,3 +474,20 @@ def test_tract_runs_the_gather_it_cannot_run_as_compress():
         assert "Compress" in str(error)
     else:
         pytest.skip(f"tract {tract.version()} runs Compress: the rewrite is no longer needed")
+
+
+def test_an_unbounded_trip_count_is_kept_as_a_limit():
+    model = parse(
+        COUNTED.replace("START", "0")
+        .replace("STEP", "1")
+        .replace("Loop(, first,", "Loop(big, first,")
+        .replace(
+            "first = Less(start, n)",
+            "first = Less(start, n)\n    big = Constant<value = int64 {9223372036854775807}>()",
+        )
+    )
+    lowered, report = lower(model, target="tract")
+    assert "tract-counted-while" in report.rules_fired and op_counts(lowered)["Min"] == 1
+    x = np.array([1, -2, 0.5, 3], np.float32)
+    for n in (0, 4):
+        _same_as_original(model, lowered, {"x": x, "n": np.array(n)})
