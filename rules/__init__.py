@@ -22,7 +22,7 @@ from seqlower.rules import (
     sequence_map,
     split,
     target_tract,
-    tract_compress,
+    tract_gather,
     tract_while,
     unit_axes,
 )
@@ -51,5 +51,5 @@ def default_rules() -> RuleSet:
         + unit_axes.RULES  # after batching: the unit axes of split(1) chunks
         + target_tract.RULES  # only with Options.target == "tract"
         + tract_while.RULES  # only with Options.target == "tract"
-        + tract_compress.RULES  # only with Options.target == "tract"
+        + tract_gather.RULES  # only with Options.target == "tract"
     )

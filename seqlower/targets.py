@@ -23,7 +23,7 @@ tensorrt` fails on an error). `judge_nodes` gives the same judgement per node, a
 - tract: no sequence operator, no Loop, no strings; Scan and If run. Lowering for tract also
   runs the rewrites of `seqlower.rules.target_tract` (If to Where, Loop unrolled or to Scan),
   `seqlower.rules.tract_while` (a bounded while loop to a masked Scan) and
-  `seqlower.rules.tract_compress` (Compress to Gather), and leaves out the named dims of
+  `seqlower.rules.tract_gather` (Compress to Gather), and leaves out the named dims of
   declared intermediate shapes (`seqlower.passes.shape_hints`).
 """
 

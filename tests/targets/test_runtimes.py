@@ -53,12 +53,6 @@ KNOWN = {
         "Unsupported DatumType in the public API TDim",
         "tract's Python API cannot return an output computed from shapes only",
     ),
-    ("onnx:test_split_to_sequence_2", "tract"): (
-        # how far tract gets depends on the shapes the installed onnx inferred
-        ("load", "run"),
-        ("Need splits to be a constant", "TDim is not a number", "SymbolScope"),
-        "the split sizes are a model input (flattened); tract needs constant Split sizes",
-    ),
     **{
         (f"onnx:test_sequence_map_extract_shapes{suffix}", "tract"): (
             "run",

@@ -491,3 +491,52 @@ def test_an_unbounded_trip_count_is_kept_as_a_limit():
     x = np.array([1, -2, 0.5, 3], np.float32)
     for n in (0, 4):
         _same_as_original(model, lowered, {"x": x, "n": np.array(n)})
+
+
+# -- Split with run-time sizes -------------------------------------------------------------------
+
+SPLIT = """g (float[6,4] x, int64[3] s) => (float[?,?] a, float[?,?] b, float[?,?] c) {
+    a, b, c = Split<axis = AXIS>(x, s)
+}"""
+
+
+@pytest.mark.parametrize(
+    ("axis", "sizes"),
+    [("0", [1, 2, 3]), ("0", [0, 6, 0]), ("0", [6, 0, 0]), ("1", [2, 1, 1]), ("-1", [0, 0, 4])],
+)
+def test_a_split_with_run_time_sizes_becomes_gathers_for_tract(axis, sizes):
+    model = parse(SPLIT.replace("AXIS", axis))
+    lowered, report = lower(model, target="tract")
+    assert report.rules_fired == {"tract-split-to-gathers": 1}
+    counts = op_counts(lowered)
+    assert counts["Split"] == 0 and counts["Range"] == 3 and counts["CumSum"] == 0
+    x = np.arange(24, dtype=np.float32).reshape(6, 4)
+    _same_as_original(model, lowered, {"x": x, "s": np.array(sizes, np.int64)})
+    default, _ = lower(model, target="generic")
+    assert op_counts(default)["Split"] == 1
+
+
+def test_a_split_with_static_sizes_is_left_to_tract():
+    model = parse("""g (float[6,4] x) => (float[2,4] a, float[4,4] b) {
+        s = Constant<value = int64[2] {2, 4}>()
+        a, b = Split<axis = 0>(x, s)
+    }""")
+    lowered, report = lower(model, target="tract")
+    assert "tract-split-to-gathers" not in report.rules_fired and op_counts(lowered)["Split"] == 1
+
+
+def test_tract_runs_the_gathers_of_a_split():
+    tract = pytest.importorskip("tract", reason="the tract oracle: pip install tract")
+    from seqlower.verification.runtimes import run_in_runtime
+
+    model = parse(SPLIT.replace("AXIS", "0"))
+    lowered, _ = lower(model, target="tract")
+    feeds = {"x": np.arange(24, dtype=np.float32).reshape(6, 4), "s": np.array([1, 2, 3])}
+    for got, want in zip(run_in_runtime("tract", lowered, feeds), run_ort(model, feeds)):
+        np.testing.assert_array_equal(got, want)
+    try:
+        run_in_runtime("tract", model, feeds)
+    except Exception as error:
+        assert "Need splits to be a constant" in str(error)
+    else:
+        pytest.skip(f"tract {tract.version()} runs Split with run-time sizes")
