@@ -182,7 +182,8 @@ PROFILES: dict[str, TargetProfile] = {
         source=_TRACT_SOURCE,
         changes=f"{_PORTABILITY_CHANGES}; run-time If with cheap branches -> Where; static "
         "Loops unrolled within the budget; Loops over a tensor axis, or with a run-time trip "
-        "count and no early exit, -> Scan; bounded while loops -> masked Scan",
+        "count and no early exit, -> Scan; bounded while loops -> masked Scan; Compress and "
+        "Split with run-time sizes -> Gather",
     ),
 }
 

@@ -540,3 +540,40 @@ def test_tract_runs_the_gathers_of_a_split():
         assert "Need splits to be a constant" in str(error)
     else:
         pytest.skip(f"tract {tract.version()} runs Split with run-time sizes")
+
+
+def test_a_body_that_reads_its_condition_input_reads_whether_it_runs():
+    """In an iteration the loop runs, the condition input is true; the masked Scan gives the
+    body `run`, true exactly then."""
+    model = parse(HALVE.replace("flipped = Not(flag)", "flipped = Xor(flag, cond)"))
+    lowered, report = lower(model, target="tract")
+    assert report.rules_fired == {"tract-while-to-masked-scan": 1}
+    for x in X_CASES.values():
+        for m, go in ((0, True), (5, True), (5, False)):
+            _same_as_original(model, lowered, _halve_feeds(x, m, go))
+
+
+IF_BODY = HALVE.replace(
+    "out = Add(next, fi)",
+    """zero_f = Constant<value = float {0}>()
+        big = Greater(fi, zero_f)
+        out = If(big) <then_branch = t () => (float[4] p) { p = Add(next, fi) },
+                       else_branch = e () => (float[4] q) { q = Neg(next) }>""",
+)
+
+
+def test_an_if_with_safe_branches_may_stay_in_the_masked_body():
+    model = parse(IF_BODY)
+    lowered, report = lower(model, target="tract")
+    assert "tract-while-to-masked-scan" in report.rules_fired
+    for x in X_CASES.values():
+        _same_as_original(model, lowered, _halve_feeds(x, 6, True))
+
+
+def test_an_if_with_an_unsafe_branch_is_refused():
+    model = parse(IF_BODY.replace("q = Neg(next)", "k = Cast<to = 7>(fi) q = Gather(x, k)"))
+    refusal = _refusal(model, tract_while._check_masked_scan)
+    assert refusal.reason == (
+        "the body computes Gather '' at positions or sizes that change between iterations "
+        "(input 'k'), which may fail after the loop would have stopped"
+    )
