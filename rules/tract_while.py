@@ -217,6 +217,7 @@ class CountedPlan:
     bound: ir.Value  # the loop stops once the counter reaches it
     step: int  # added to the counter each iteration (positive)
     checked_first: bool  # the initial condition is start < bound (else the first always runs)
+    strict: bool  # counter < bound (else counter <= bound)
 
 
 def _producer(value: ir.Value | None, op_type: str, graph: ir.Graph) -> ir.Node | None:
@@ -247,10 +248,10 @@ def _check_counted(node: ir.Node, ctx: Context) -> CountedPlan | Refusal:
     count = ctx.facts.static_int(trip) if trip is not None else None
     if trip is not None and (count is None or count <= MAX_MASKED_ITERATIONS):
         return Refusal("the loop has a trip count (tract-while-to-masked-scan)")
-    less = _producer(body.outputs[0], "Less", body)
-    if less is None:
-        return Refusal("the body's condition is not `counter < bound`")
-    following, bound = less.inputs
+    compared = _comparison(body.outputs[0], body)
+    if compared is None:
+        return Refusal("the body's condition is not `counter < bound` (nor <=)")
+    following, bound, strict = compared
     inside = {id(graph) for graph in graphs_within(body)}
     if bound is None or bound.graph is None or id(bound.graph) in inside:
         return Refusal("the bound of the body's condition is computed in the body")
@@ -275,22 +276,47 @@ def _check_counted(node: ir.Node, ctx: Context) -> CountedPlan | Refusal:
     if first is None or ctx.facts.static(first) is not None:
         if first is not None and not bool(ctx.facts.static(first).reshape(-1)[0]):  # type: ignore[union-attr]
             return Refusal("the loop never runs")
-        return CountedPlan(start, bound, increment, checked_first=False)
-    checked = _producer(first, "Less", node.graph)  # type: ignore[arg-type]
-    if checked is None or list(checked.inputs) != [start, bound]:
-        return Refusal("the initial condition is not `start < bound` with the body's bound")
-    return CountedPlan(start, bound, increment, checked_first=True)
+        return CountedPlan(start, bound, increment, checked_first=False, strict=strict)
+    checked = _comparison(first, node.graph)  # type: ignore[arg-type]
+    if checked != (start, bound, strict):
+        return Refusal("the initial condition is not the body's, `start < bound` (or <=)")
+    return CountedPlan(start, bound, increment, checked_first=True, strict=strict)
+
+
+_FLIPPED = {"Less": (0, 1, True), "Greater": (1, 0, True)}
+_FLIPPED |= {"LessOrEqual": (0, 1, False), "GreaterOrEqual": (1, 0, False)}
+
+
+def _comparison(value: ir.Value | None, graph: ir.Graph) -> tuple[ir.Value, ir.Value, bool] | None:
+    """(a, b, strict) when `value` is a < b (strict) or a <= b, through Identity and Cast to
+    bool (TorchScript casts its conditions), else None."""
+    node = value.producer() if value is not None else None
+    while node is not None and node.graph is graph and node.domain == "":
+        if node.op_type == "Identity" or (
+            node.op_type == "Cast" and node.attributes.get_int("to", 0) == _BOOL
+        ):
+            node = node.inputs[0].producer() if node.inputs[0] is not None else None
+            continue
+        if node.op_type not in _FLIPPED:
+            return None
+        left, right, strict = _FLIPPED[node.op_type]
+        a, b = node.inputs[left], node.inputs[right]
+        return None if a is None or b is None else (a, b, strict)
+    return None
 
 
 def _counted(node: ir.Node, plan: CountedPlan, ctx: Context) -> None:
     """Loop(M?, s < B, s, .., body: k' = k + c, cond = k' < B)
     -> Loop(Max(B - s, 0) ceil-divided by c (at most M), true, s, .., body: cond = cond_in)
-    (a first iteration that runs unconditionally: at least 1). --target tract only."""
+    (k' <= B: B - s + 1; a first iteration that runs unconditionally: at least 1). --target
+    tract only."""
     body = node.attributes["body"].as_graph()
     builder = ctx.rewriter.before(node)
     start = _scalar(builder, plan.start, _INT64)
     bound = _scalar(builder, plan.bound, _INT64)
     left = builder.op("Sub", [bound, start], name="left")
+    if not plan.strict:  # k <= B: one more
+        left = builder.op("Add", [left, builder.constant(np.array(1, np.int64), "one_more")])
     zero = builder.constant(np.array(0, np.int64), "zero")
     trips = builder.op("Max", [left, zero], name="left_or_none")
     if plan.step > 1:

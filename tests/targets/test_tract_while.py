@@ -391,10 +391,10 @@ def test_a_first_iteration_without_a_check_runs_once_at_least():
 @pytest.mark.parametrize(
     ("edit", "reason"),
     [
-        (("more = Less(k1, n)", "more = Greater(n, k1)"), "the body's condition is not"),
+        (("more = Less(k1, n)", "more = Equal(k1, n)"), "the body's condition is not"),
         (("k1 = Add(k0, like)", "k1 = Sub(k0, like)"), "the counter is not a carried value"),
         (("STEP", "0"), "the counter's step is not a static positive integer"),
-        (("first = Less(start, n)", "first = Greater(n, start)"), "the initial condition is"),
+        (("first = Less(start, n)", "first = Less(n, start)"), "the initial condition is"),
         (("more = Less(k1, n)", "m2 = Add(n, k0) more = Less(k1, m2)"), "the bound of the"),
     ],
 )
@@ -577,3 +577,37 @@ def test_an_if_with_an_unsafe_branch_is_refused():
         "the body computes Gather '' at positions or sizes that change between iterations "
         "(input 'k'), which may fail after the loop would have stopped"
     )
+
+
+@pytest.mark.parametrize(
+    ("body_condition", "first_condition", "strict"),
+    [
+        ("more = Greater(n, k1)", "first = Greater(n, start)", True),
+        ("more = LessOrEqual(k1, n)", "first = LessOrEqual(start, n)", False),
+        ("more = GreaterOrEqual(n, k1)", "first = GreaterOrEqual(n, start)", False),
+        (
+            "m0 = Less(k1, n) more = Cast<to = 9>(m0)",
+            "f0 = Less(start, n) first = Cast<to = 9>(f0)",
+            True,
+        ),
+    ],
+)
+def test_the_counter_may_be_compared_either_way_and_cast(body_condition, first_condition, strict):
+    """TorchScript's `while k < n` (or <=): an unbounded trip count, conditions cast to bool."""
+    model = parse(
+        COUNTED.replace("START", "1")
+        .replace("STEP", "2")
+        .replace("more = Less(k1, n)", body_condition)
+        .replace(
+            "first = Less(start, n)",
+            first_condition + "\n    big = Constant<value = int64 {9223372036854775807}>()",
+        )
+        .replace("Loop(, first,", "Loop(big, first,")
+    )
+    lowered, report = lower(model, target="tract")
+    assert report.rules_fired == {"tract-counted-while": 1, "tract-loop-to-range-scan": 1}
+    x = np.array([1, -2, 0.5, 3], np.float32)
+    for n in (-1, 0, 1, 2, 3, 8):
+        _k, _h, ys = _same_as_original(model, lowered, {"x": x, "n": np.array(n)})
+        rows = max(0, -(-(n - 1 + (0 if strict else 1)) // 2))
+        assert ys.shape[0] == rows
