@@ -23,6 +23,7 @@ from seqlower.rules import (
     split,
     target_tract,
     tract_gather,
+    tract_if,
     tract_while,
     unit_axes,
 )
@@ -50,6 +51,7 @@ def default_rules() -> RuleSet:
         + sequence_map.RULES
         + unit_axes.RULES  # after batching: the unit axes of split(1) chunks
         + target_tract.RULES  # only with Options.target == "tract"
+        + tract_if.RULES  # only with Options.target == "tract"
         + tract_while.RULES  # only with Options.target == "tract"
         + tract_gather.RULES  # only with Options.target == "tract"
     )

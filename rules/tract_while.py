@@ -216,15 +216,11 @@ class CountedPlan:
     start: ir.Value  # the counter's initial value
     bound: ir.Value  # the loop stops once the counter reaches it
     step: int  # added to the counter each iteration (positive)
-    checked_first: bool  # the initial condition is start < bound (else the first always runs)
     strict: bool  # counter < bound (else counter <= bound)
-
-
-def _producer(value: ir.Value | None, op_type: str, graph: ir.Graph) -> ir.Node | None:
-    node = value.producer() if value is not None else None
-    if node is None or node.op_type != op_type or node.domain != "" or node.graph is not graph:
-        return None
-    return node
+    checked_first: bool  # the initial condition is start < bound (else the first may run)
+    keep_condition: bool  # the condition tests more than the counter: it stays
+    counter: ir.Value  # the carried counter, in the body
+    add: ir.Node  # counter + step
 
 
 def _static_step(value: ir.Value | None, ctx: Context) -> int | None:
@@ -235,6 +231,14 @@ def _static_step(value: ir.Value | None, ctx: Context) -> int | None:
             break
         value = producer.inputs[0]  # type: ignore[union-attr]
     return ctx.facts.static_int(value)
+
+
+def _same(a: ir.Value | None, b: ir.Value | None, ctx: Context) -> bool:
+    """The same value, or two static values equal."""
+    if a is b:
+        return True
+    x, y = ctx.facts.static(a), ctx.facts.static(b)
+    return x is not None and y is not None and x.shape == y.shape and bool((x == y).all())
 
 
 def _check_counted(node: ir.Node, ctx: Context) -> CountedPlan | Refusal:
@@ -248,13 +252,10 @@ def _check_counted(node: ir.Node, ctx: Context) -> CountedPlan | Refusal:
     count = ctx.facts.static_int(trip) if trip is not None else None
     if trip is not None and (count is None or count <= MAX_MASKED_ITERATIONS):
         return Refusal("the loop has a trip count (tract-while-to-masked-scan)")
-    compared = _comparison(body.outputs[0], body)
-    if compared is None:
-        return Refusal("the body's condition is not `counter < bound` (nor <=)")
-    following, bound, strict = compared
-    inside = {id(graph) for graph in graphs_within(body)}
-    if bound is None or bound.graph is None or id(bound.graph) in inside:
-        return Refusal("the bound of the body's condition is computed in the body")
+    found = _counter_test(body.outputs[0], body, body)
+    if isinstance(found, Refusal):
+        return found
+    (following, bound, strict), keep = found
     add = _producer(following, "Add", body)
     carried = list(body.inputs[2:])
     if add is None or following not in body.outputs[1 : 1 + len(carried)]:
@@ -271,25 +272,37 @@ def _check_counted(node: ir.Node, ctx: Context) -> CountedPlan | Refusal:
     if counter.dtype != _INT64:
         return Refusal("the counter is not int64")
     start = node.inputs[2 + index]
-    assert start is not None
+    assert start is not None and counter is not None
     first = node.inputs[1] if len(node.inputs) > 1 else None
-    if first is None or ctx.facts.static(first) is not None:
-        if first is not None and not bool(ctx.facts.static(first).reshape(-1)[0]):  # type: ignore[union-attr]
+    if first is not None and ctx.facts.static(first) is not None:
+        if not bool(ctx.facts.static(first).reshape(-1)[0]):  # type: ignore[union-attr]
             return Refusal("the loop never runs")
-        return CountedPlan(start, bound, increment, checked_first=False, strict=strict)
-    checked = _comparison(first, node.graph)  # type: ignore[arg-type]
-    if checked != (start, bound, strict):
-        return Refusal("the initial condition is not the body's, `start < bound` (or <=)")
-    return CountedPlan(start, bound, increment, checked_first=True, strict=strict)
+        first = None
+    checked = False
+    if first is not None:
+        tested = _counter_test(first, node.graph, None)  # type: ignore[arg-type]
+        if not isinstance(tested, Refusal):
+            (a, b, first_strict), extra = tested
+            checked = _same(a, start, ctx) and b is bound and first_strict == strict
+            keep = keep or extra
+        keep = keep or not checked  # a first condition of its own: it stays
+    return CountedPlan(start, bound, increment, strict, checked, keep, counter, add)
 
 
 _FLIPPED = {"Less": (0, 1, True), "Greater": (1, 0, True)}
 _FLIPPED |= {"LessOrEqual": (0, 1, False), "GreaterOrEqual": (1, 0, False)}
 
 
-def _comparison(value: ir.Value | None, graph: ir.Graph) -> tuple[ir.Value, ir.Value, bool] | None:
-    """(a, b, strict) when `value` is a < b (strict) or a <= b, through Identity and Cast to
-    bool (TorchScript casts its conditions), else None."""
+def _producer(value: ir.Value | None, op_type: str, graph: ir.Graph) -> ir.Node | None:
+    node = value.producer() if value is not None else None
+    if node is None or node.op_type != op_type or node.domain != "" or node.graph is not graph:
+        return None
+    return node
+
+
+def _peeled(value: ir.Value | None, graph: ir.Graph) -> ir.Node | None:
+    """The node that makes `value` in `graph`, through Identity and Cast to bool (TorchScript
+    casts its conditions)."""
     node = value.producer() if value is not None else None
     while node is not None and node.graph is graph and node.domain == "":
         if node.op_type == "Identity" or (
@@ -297,47 +310,86 @@ def _comparison(value: ir.Value | None, graph: ir.Graph) -> tuple[ir.Value, ir.V
         ):
             node = node.inputs[0].producer() if node.inputs[0] is not None else None
             continue
-        if node.op_type not in _FLIPPED:
-            return None
-        left, right, strict = _FLIPPED[node.op_type]
-        a, b = node.inputs[left], node.inputs[right]
-        return None if a is None or b is None else (a, b, strict)
+        return node
     return None
+
+
+def _comparison(node: ir.Node | None) -> tuple[ir.Value, ir.Value, bool] | None:
+    """(a, b, strict) when `node` is a < b (strict) or a <= b, else None."""
+    if node is None or node.op_type not in _FLIPPED:
+        return None
+    left, right, strict = _FLIPPED[node.op_type]
+    a, b = node.inputs[left], node.inputs[right]
+    return None if a is None or b is None else (a, b, strict)
+
+
+def _counter_test(
+    value: ir.Value | None, graph: ir.Graph, body: ir.Graph | None
+) -> tuple[tuple[ir.Value, ir.Value, bool], bool] | Refusal:
+    """((k, B, strict), more) when `value` is k < B or k <= B, with B defined outside `body`
+    when given (`more`: False), or that And something else (`more`: True), else why not."""
+    node = _peeled(value, graph)
+    more = False
+    if node is not None and node.op_type == "And":
+        more = True
+        for side in node.inputs:
+            if _comparison(_peeled(side, graph)) is not None:
+                node = _peeled(side, graph)
+                break
+    compared = _comparison(node)
+    if compared is None:
+        return Refusal("the body's condition is not `counter < bound` (nor <=), alone or in an And")
+    if body is not None:
+        inside = {id(g) for g in graphs_within(body)}
+        if compared[1].graph is None or id(compared[1].graph) in inside:
+            return Refusal("the bound of the body's condition is computed in the body")
+    return compared, more
 
 
 def _counted(node: ir.Node, plan: CountedPlan, ctx: Context) -> None:
     """Loop(M?, s < B, s, .., body: k' = k + c, cond = k' < B)
-    -> Loop(Max(B - s, 0) ceil-divided by c (at most M), true, s, .., body: cond = cond_in)
-    (k' <= B: B - s + 1; a first iteration that runs unconditionally: at least 1). --target
-    tract only."""
+    -> Loop(Max(B - s, 0) ceil-divided by c (at most M), true, s, .., body: cond = cond_in,
+            k read as s + c * i)
+    (k' <= B: B - s + 1; a first iteration whose condition is not s < B: at least 1; a
+    condition that tests more, `And(k' < B, other)`, stays, the trip count a bound for the
+    masked Scan). --target tract only."""
     body = node.attributes["body"].as_graph()
     builder = ctx.rewriter.before(node)
-    start = _scalar(builder, plan.start, _INT64)
     bound = _scalar(builder, plan.bound, _INT64)
-    left = builder.op("Sub", [bound, start], name="left")
-    if not plan.strict:  # k <= B: one more
-        left = builder.op("Add", [left, builder.constant(np.array(1, np.int64), "one_more")])
-    zero = builder.constant(np.array(0, np.int64), "zero")
-    trips = builder.op("Max", [left, zero], name="left_or_none")
-    if plan.step > 1:
-        extra = builder.constant(np.array(plan.step - 1, np.int64), "round_up")
-        step = builder.constant(np.array(plan.step, np.int64), "step")
-        trips = builder.op("Div", [builder.op("Add", [trips, extra]), step], name="trips")
-    if not plan.checked_first:
-        trips = builder.op("Max", [trips, builder.constant(np.array(1, np.int64), "one")])
+    start = ctx.facts.static_int(plan.start)
+    simple = start == 0 and plan.step == 1 and plan.strict and plan.checked_first
+    if simple:  # Loop reads a trip count B <= 0 as no iteration
+        trips = bound
+    else:
+        left = builder.op("Sub", [bound, _scalar(builder, plan.start, _INT64)], name="left")
+        if not plan.strict:  # k <= B: one more
+            left = builder.op("Add", [left, builder.constant(np.array(1, np.int64), "one_more")])
+        zero = builder.constant(np.array(0, np.int64), "zero")
+        trips = builder.op("Max", [left, zero], name="left_or_none")
+        if plan.step > 1:
+            extra = builder.constant(np.array(plan.step - 1, np.int64), "round_up")
+            step = builder.constant(np.array(plan.step, np.int64), "step")
+            trips = builder.op("Div", [builder.op("Add", [trips, extra]), step], name="trips")
+        if not plan.checked_first:
+            trips = builder.op("Max", [trips, builder.constant(np.array(1, np.int64), "one")])
     given = node.inputs[0] if node.inputs else None
-    if given is not None:  # a static trip count too large to be the bound
+    limit = ctx.facts.static_int(given) if given is not None else None
+    if given is not None and limit != np.iinfo(np.int64).max:  # a trip count, large: kept
         trips = builder.op("Min", [trips, _scalar(builder, given, _INT64)], name="bounded")
     trips.type, trips.shape = ir.TensorType(_INT64), ir.Shape([])
-    true = builder.constant(np.array(True), "true")
-    carry = ir.Node("", "Identity", [body.inputs[1]], name=ctx.rewriter.names.fresh("go_on"))
-    carry.outputs[0].name = ctx.rewriter.names.fresh("go_on")
-    carry.outputs[0].type, carry.outputs[0].shape = ir.TensorType(_BOOL), ir.Shape([])
-    body.append(carry)
-    body.outputs[0] = carry.outputs[0]
+    if start is not None:  # the counter is s + c * i in every iteration that runs
+        _count_with_iteration(body, plan, start, ctx)
+    condition = node.inputs[1] if len(node.inputs) > 1 else None
+    if not plan.keep_condition:
+        condition = builder.constant(np.array(True), "true")
+        carry = ir.Node("", "Identity", [body.inputs[1]], name=ctx.rewriter.names.fresh("go_on"))
+        carry.outputs[0].name = ctx.rewriter.names.fresh("go_on")
+        carry.outputs[0].type, carry.outputs[0].shape = ir.TensorType(_BOOL), ir.Shape([])
+        body.append(carry)
+        body.outputs[0] = carry.outputs[0]
     outputs = builder.ops(
         "Loop",
-        [trips, true, *node.inputs[2:]],
+        [trips, condition, *node.inputs[2:]],
         {"body": body},
         num_outputs=len(node.outputs),
         name="counted",
@@ -346,6 +398,23 @@ def _counted(node: ir.Node, plan: CountedPlan, ctx: Context) -> None:
     for old, new in zip(node.outputs, outputs):
         new.type, new.shape = old.type, old.shape
         ctx.rewriter.replace(old, new)
+
+
+def _count_with_iteration(body: ir.Graph, plan: CountedPlan, start: int, ctx: Context) -> None:
+    """The body reads its counter as start + step * i (the iteration number itself for 0 and
+    1), so that a row read at the counter is a row read at the iteration number."""
+    iteration = body.inputs[0]
+    value = iteration
+    if start != 0 or plan.step != 1:
+        head = Builder(ctx.rewriter, body, body[0], "counter", ctx.rewriter.opset(body))
+        scaled = head.op("Mul", [iteration, head.constant(np.array(plan.step, np.int64), "step")])
+        value = head.op("Add", [scaled, head.constant(np.array(start, np.int64), "start")])
+        value.type, value.shape = ir.TensorType(_INT64), ir.Shape([])
+    # the Add that counts still reads it: tract 0.23.9 cannot plan a Scan whose body reads
+    # not one of its states (it drops the input, not the output: probed)
+    for use in list(plan.counter.uses()):
+        if use.node is not plan.add:
+            use.node.replace_input_with(use.idx, value)
 
 
 RULES = RuleSet(

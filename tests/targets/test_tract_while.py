@@ -392,9 +392,9 @@ def test_a_first_iteration_without_a_check_runs_once_at_least():
     ("edit", "reason"),
     [
         (("more = Less(k1, n)", "more = Equal(k1, n)"), "the body's condition is not"),
+        (("more = Less(k1, n)", "e = Equal(k1, n) more = And(e, e)"), "the body's condition"),
         (("k1 = Add(k0, like)", "k1 = Sub(k0, like)"), "the counter is not a carried value"),
         (("STEP", "0"), "the counter's step is not a static positive integer"),
-        (("first = Less(start, n)", "first = Less(n, start)"), "the initial condition is"),
         (("more = Less(k1, n)", "m2 = Add(n, k0) more = Less(k1, m2)"), "the bound of the"),
     ],
 )
@@ -476,18 +476,21 @@ def test_tract_runs_the_gather_it_cannot_run_as_compress():
         pytest.skip(f"tract {tract.version()} runs Compress: the rewrite is no longer needed")
 
 
-def test_an_unbounded_trip_count_is_kept_as_a_limit():
+@pytest.mark.parametrize(("limit", "kept"), [(9223372036854775807, False), (100000, True)])
+def test_a_large_trip_count_is_kept_as_a_limit(limit, kept):
+    """2**63 - 1 (TorchScript's `while`) bounds nothing; another large trip count stays."""
     model = parse(
         COUNTED.replace("START", "0")
         .replace("STEP", "1")
         .replace("Loop(, first,", "Loop(big, first,")
         .replace(
             "first = Less(start, n)",
-            "first = Less(start, n)\n    big = Constant<value = int64 {9223372036854775807}>()",
+            f"first = Less(start, n)\n    big = Constant<value = int64 {{{limit}}}>()",
         )
     )
     lowered, report = lower(model, target="tract")
-    assert "tract-counted-while" in report.rules_fired and op_counts(lowered)["Min"] == 1
+    assert "tract-counted-while" in report.rules_fired
+    assert op_counts(lowered)["Min"] == int(kept)
     x = np.array([1, -2, 0.5, 3], np.float32)
     for n in (0, 4):
         _same_as_original(model, lowered, {"x": x, "n": np.array(n)})
@@ -611,3 +614,108 @@ def test_the_counter_may_be_compared_either_way_and_cast(body_condition, first_c
         _k, _h, ys = _same_as_original(model, lowered, {"x": x, "n": np.array(n)})
         rows = max(0, -(-(n - 1 + (0 if strict else 1)) // 2))
         assert ys.shape[0] == rows
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ("first = Less(start, n)", "first = Less(n, start)"),  # a first test of its own
+        (
+            "more = Less(k1, n)",
+            "k2 = Less(k1, n) a0 = Abs(v) t0 = ReduceSum<keepdims = 0>(a0) "
+            "lim = Constant<value = float {4}>() small = Less(t0, lim) more = And(k2, small)",
+        ),
+    ],
+    ids=["first condition", "counter and data"],
+)
+def test_a_condition_that_tests_more_than_the_counter_stays_under_the_bound(edit):
+    """`for i in range(n): ... if ...: break` (TorchScript: an unbounded Loop whose condition
+    is And(i + 1 < n, not broken)): the count bounds it, the masked Scan runs it."""
+    model = parse(COUNTED.replace("START", "0").replace("STEP", "1").replace(*edit))
+    lowered, report = lower(model, target="tract")
+    assert report.rules_fired == {"tract-counted-while": 1, "tract-while-to-masked-scan": 1}
+    for x in (*X_CASES.values(), np.full(4, 0.5, np.float32), np.full(4, 3, np.float32)):
+        for n in (-1, 0, 1, 2, 9):
+            _same_as_original(model, lowered, {"x": x, "n": np.array(n)})
+
+
+# -- If outputs that are constants in both branches ----------------------------------------------
+
+IF_MIXED = """g (float[N,3] x, int64 i, bool c) => (bool taken, float[3] row, float k) {
+    taken, row, k = If(c) <
+        then_branch = t () => (bool a, float[3] r, float ka) {
+            a = Constant<value = bool {1}>()
+            r = Gather(x, i)
+            ka = Constant<value = float {1}>()
+        },
+        else_branch = e () => (bool b, float[3] s, float kb) {
+            b = Constant<value = bool {0}>()
+            ax = Constant<value = int64[1] {0}>()
+            s = ReduceSum<keepdims = 0>(x, ax)
+            kb = Constant<value = float {2}>()
+        }>
+}"""
+
+
+def _if_mixed():
+    return onnx.parser.parse_model('<ir_version: 9, opset_import: ["" : 17]>\n' + IF_MIXED)
+
+
+@pytest.mark.parametrize("c", [True, False])
+def test_constant_outputs_of_an_if_leave_it_as_where(c):
+    """The Gather runs only when taken (i may be out of range otherwise): the If stays, with
+    the row only; the flag and the scale become a logical choice and a Where."""
+    model = _if_mixed()
+    lowered, report = lower(model, target="tract")
+    assert report.rules_fired == {"tract-if-constants-to-where": 1}
+    counts = op_counts(lowered)
+    assert counts["If"] == 1 and counts["Where"] == 1 and counts["Or"] == 1
+    (if_node,) = [n for n in lowered.graph.node if n.op_type == "If"]
+    assert len(if_node.output) == 1
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    _same_as_original(model, lowered, {"x": x, "i": np.array(9 if not c else 2), "c": np.array(c)})
+    default, _ = lower(model, target="generic")
+    assert op_counts(default)["Where"] == 0
+
+
+def test_an_if_without_plain_outputs_is_refused():
+    from seqlower.rules import tract_if
+
+    model = onnx.parser.parse_model(
+        '<ir_version: 9, opset_import: ["" : 17]>\n'
+        + IF_MIXED.replace("=> (bool taken, float[3] row, float k)", "=> (float[3] row)")
+        .replace("taken, row, k = If(c)", "row = If(c)")
+        .replace("(bool a, float[3] r, float ka)", "(float[3] r)")
+        .replace("(bool b, float[3] s, float kb)", "(float[3] s)")
+        .replace("a = Constant<value = bool {1}>()", "")
+        .replace("b = Constant<value = bool {0}>()", "")
+        .replace("ka = Constant<value = float {1}>()", "")
+        .replace("kb = Constant<value = float {2}>()", "")
+    )
+    refusal = _refusal_if(model, tract_if._check)
+    assert refusal.reason == "no output is a constant or an outer value in both branches"
+
+
+def _refusal_if(model, check) -> Refusal:
+    model = ir.from_proto(model)
+    NormalizePass()(model)
+    ctx = Context(Facts(model), Rewriter(model), Options(target="tract"))
+    (node,) = [n for n in model.graph if n.op_type == "If"]
+    result = check(node, ctx)
+    assert isinstance(result, Refusal), result
+    return result
+
+
+def test_tract_runs_the_if_with_its_constants_taken_out():
+    tract = pytest.importorskip("tract", reason="the tract oracle: pip install tract")
+    from seqlower.verification.runtimes import run_in_runtime
+
+    model = _if_mixed()
+    lowered, _ = lower(model, target="tract")
+    feeds = {"x": np.arange(12, dtype=np.float32).reshape(4, 3), "i": np.array(1)}
+    for c in (True, False):
+        feeds["c"] = np.array(c)
+        got = run_in_runtime("tract", lowered, feeds)
+        for g, want in zip(got, run_ort(model, feeds)):
+            np.testing.assert_array_equal(g, want)
+    assert tract is not None
