@@ -9,8 +9,9 @@ and tract, before and after lowering?
 Cases: every ONNX node conformance case that uses a sequence (as tests/conformance selects them,
 onnx's `test_sequence_model*` included), every PyTorch fixture in tests/fixtures/torch,
 tests/fixtures/torch_accumulators (loops that grow a tensor, no sequence operator),
-tests/fixtures/torch_loops (scripted loops that build lists, `while` loops among them) and
-tests/fixtures/torch_dynamo (EmbeddingBag, a `while` loop), and the models in examples/.
+tests/fixtures/torch_loops (scripted loops that build lists, `while` loops among them),
+tests/fixtures/torch_while (TorchScript `while` loops, a `break`) and tests/fixtures/torch_dynamo
+(EmbeddingBag, a `while` loop), and the models in examples/.
 Expected outputs come from ONNX's test data and from PyTorch; an example model or a dynamo
 export has none stored, so onnxruntime's result on the original stands in for it. Each original
 is run as it is; each lowered model is lowered with the `--target` of the runtime that runs it
@@ -211,13 +212,15 @@ def accumulator_cases() -> list[Case]:
 
 def loop_cases() -> list[Case]:
     """The PyTorch exports in tests/fixtures/torch_loops (scripted loops that build a list, some
-    `while` loops), with PyTorch's outputs."""
+    `while` loops) and tests/fixtures/torch_while (TorchScript `while` loops, a `break`), with
+    PyTorch's outputs."""
     cases = []
-    for folder in sorted((ROOT / "tests" / "fixtures" / "torch_loops").iterdir()):
-        if (folder / "model.onnx").is_file():
-            model = onnx.load(folder / "model.onnx")
-            data = _stored_sets(folder, model, list(model.graph.input))
-            cases.append(Case(folder.name, "loop", model, data))
+    for folder_name, source in (("torch_loops", "loop"), ("torch_while", "while")):
+        for folder in sorted((ROOT / "tests" / "fixtures" / folder_name).iterdir()):
+            if (folder / "model.onnx").is_file():
+                model = onnx.load(folder / "model.onnx")
+                data = _stored_sets(folder, model, list(model.graph.input))
+                cases.append(Case(folder.name, source, model, data))
     return cases
 
 
