@@ -106,7 +106,7 @@ KNOWN = {
     ),
     ("while:break_append", "tract"): (
         "load",
-        "inconsistent fact",
+        "declutter_body",  # then: "inconsistent fact: body input 1 is 3,F32 ..."
         "the loop with a break becomes a masked Scan over its count, which tract 0.23.9 cannot "
         "plan: it finds the facts of a carried value inconsistent between the body's input and "
         "output",
