@@ -7,10 +7,13 @@ and tract, before and after lowering?
                                              # supports (the source of seqlower/targets.py)
 
 Cases: every ONNX node conformance case that uses a sequence (as tests/conformance selects them,
-onnx's `test_sequence_model*` included), every PyTorch fixture in tests/fixtures/torch and
-tests/fixtures/torch_accumulators (loops that grow a tensor, no sequence operator), and the
-models in examples/. Expected outputs come from ONNX's test data and from PyTorch; an example
-model has none stored, so onnxruntime's result on the original stands in for it. Each original
+onnx's `test_sequence_model*` included), every PyTorch fixture in tests/fixtures/torch,
+tests/fixtures/torch_accumulators (loops that grow a tensor, no sequence operator),
+tests/fixtures/torch_loops (scripted loops that build lists, `while` loops among them),
+tests/fixtures/torch_while (TorchScript `while` loops, a `break`) and tests/fixtures/torch_dynamo
+(EmbeddingBag, a `while` loop), and the models in examples/.
+Expected outputs come from ONNX's test data and from PyTorch; an example model or a dynamo
+export has none stored, so onnxruntime's result on the original stands in for it. Each original
 is run as it is; each lowered model is lowered with the `--target` of the runtime that runs it
 (`generic` for onnxruntime, `openvino`, `tract`).
 
@@ -30,6 +33,8 @@ __all__ = [
     "Case",
     "Outcome",
     "all_cases",
+    "dynamo_cases",
+    "loop_cases",
     "evaluate",
     "evaluate_lowered",
     "lower_for",
@@ -205,6 +210,44 @@ def accumulator_cases() -> list[Case]:
     return cases
 
 
+def loop_cases() -> list[Case]:
+    """The PyTorch exports in tests/fixtures/torch_loops (scripted loops that build a list, some
+    `while` loops) and tests/fixtures/torch_while (TorchScript `while` loops, a `break`), with
+    PyTorch's outputs."""
+    cases = []
+    for folder_name, source in (("torch_loops", "loop"), ("torch_while", "while")):
+        for folder in sorted((ROOT / "tests" / "fixtures" / folder_name).iterdir()):
+            if (folder / "model.onnx").is_file():
+                model = onnx.load(folder / "model.onnx")
+                data = _stored_sets(folder, model, list(model.graph.input))
+                cases.append(Case(folder.name, source, model, data))
+    return cases
+
+
+# (indices, offsets) fed to the EmbeddingBag exports: an empty bag, one bag, one row per bag
+_BAGS = (
+    ([1, 2, 4, 5, 4, 3, 2, 9], [0, 4]),
+    ([1, 2, 4, 5, 4, 3, 2, 9], [0, 3, 3, 7]),
+    ([7], [0]),
+    ([3, 3, 3, 3, 3], [0, 1, 2, 3, 4]),
+)
+
+
+def dynamo_cases() -> list[Case]:
+    """The exports of torch's default (dynamo) exporter in tests/fixtures/torch_dynamo
+    (nn.EmbeddingBag: a `while` loop over the bags), with onnxruntime's outputs on the
+    original as the expectation (no PyTorch outputs are stored)."""
+    cases = []
+    for path in sorted((ROOT / "tests" / "fixtures" / "torch_dynamo").glob("*.onnx")):
+        model = onnx.load(path)
+        sets = []
+        for indices, offsets in _BAGS:
+            feeds = {"indices": np.array(indices, np.int64), "offsets": np.array(offsets, np.int64)}
+            sets.append((feeds, run_model("onnxruntime", model, feeds)))
+        cases.append(Case(path.stem, "dynamo", model, tuple(sets)))
+    return cases
+
+
 def example_cases() -> list[Case]:
     """The models in examples/, with onnxruntime's outputs on the original as the expectation
     (seeded inputs)."""
@@ -224,7 +267,14 @@ def example_cases() -> list[Case]:
 
 
 def all_cases() -> list[Case]:
-    return [*conformance_cases(), *fixture_cases(), *accumulator_cases(), *example_cases()]
+    return [
+        *conformance_cases(),
+        *fixture_cases(),
+        *accumulator_cases(),
+        *loop_cases(),
+        *dynamo_cases(),
+        *example_cases(),
+    ]
 
 
 # -- lowering and running ------------------------------------------------------------------------

@@ -22,6 +22,9 @@ from seqlower.rules import (
     sequence_map,
     split,
     target_tract,
+    tract_gather,
+    tract_if,
+    tract_while,
     unit_axes,
 )
 
@@ -48,4 +51,7 @@ def default_rules() -> RuleSet:
         + sequence_map.RULES
         + unit_axes.RULES  # after batching: the unit axes of split(1) chunks
         + target_tract.RULES  # only with Options.target == "tract"
+        + tract_if.RULES  # only with Options.target == "tract"
+        + tract_while.RULES  # only with Options.target == "tract"
+        + tract_gather.RULES  # only with Options.target == "tract"
     )

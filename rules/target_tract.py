@@ -7,6 +7,8 @@ branches at once (probed with tract 0.23.9; see `seqlower.targets`).
     Loop(M static, true, v.., body=f)               -> f(0, v..); f(1, ..); ...; f(M-1, ..)
     Loop(M, true, v.., body: f(i, v..))             -> Scan(v.., Range(0, M, 1), body: f(v.., i))
                                                        (at least one iteration, dropped if M <= 0)
+    Loop(M, true, v.., body: f(v..))  (i not read)  -> Scan(v.., Range(0, M, 1),
+                                                         body: Where(i < M, f(v..), v..))
 
 Each runs only when `Options.target == "tract"`: the default output never changes. An If becomes
 Where only when both branches are cheap (at most `MAX_BRANCH_NODES` nodes, no subgraph) and cannot
@@ -18,11 +20,13 @@ when its iteration number only indexes one outer tensor along one axis whose siz
 in tract, so the rewrite warns unless the size is static); otherwise a tensor Loop with a static
 trip count is unrolled when its copies stay within `Options.unroll_budget` nodes, and any other
 Loop that cannot stop early (a trip count known only at run time, or over the budget) becomes a
-Scan over its iteration numbers, Range(0, M), when its body reads them (tract drops a Scan
-input that is not read); a Scan must not be empty, so for a trip count that
+Scan over its iteration numbers, Range(0, M) (a body that does not read them keeps each carried
+value where i >= M, Where(i < M, new, old): tract 0.23.9 drops a Scan input that is not read,
+then cannot plan the Scan); a Scan must not be empty, so for a trip count that
 may be 0 the Scan runs at least once and what that iteration gives is dropped (the body must then
 be able to run once on the loop's inputs). A loop whose condition is computed at run time (a
-data-dependent while loop) cannot run in tract, and the refusal says so. Loops that carry or read
+data-dependent while loop) is left to `seqlower.rules.tract_while` (a masked Scan over its
+bound, when its body is safe to run past the exit). Loops that carry or read
 sequences are left to `loop-unroll` and `loop-append-to-scan` (whose tensor Loops these rules then
 take over), except that past `loop-unroll`'s own limits (`MAX_UNROLL` iterations) they are unrolled
 within `Options.unroll_budget` too.
@@ -40,6 +44,7 @@ import onnx_ir as ir
 from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.inline import inline_graph
 from seqlower.ops import graphs_within, has_subgraph
+from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loops import _body_always_continues, _static_bool, _unroll, _uses_sequences
 from seqlower.rules.loops import _check_unroll as _check_sequence_unroll
@@ -274,16 +279,47 @@ def _walks_axis(trip: ir.Value, data: ir.Value, axis: int, ctx: Context) -> bool
     return index is not None and index.shape == () and int(index) % len(data.shape) == axis  # type: ignore[arg-type]
 
 
+def _branch_rank(value: ir.Value) -> int | None:
+    """The rank of a value of unknown shape that is an If's output (through Identity), when the
+    branches that know it agree: a Loop body output keeps one rank (onnxruntime fails
+    otherwise), so the branch whose shape inference knew it tells."""
+    producer = value.producer()
+    while producer is not None and producer.op_type == "Identity" and producer.domain == "":
+        value = producer.inputs[0]  # type: ignore[assignment]
+        if value.shape is not None:
+            return len(value.shape)
+        producer = value.producer()
+    if producer is None or producer.op_type != "If" or producer.domain != "":
+        return None
+    index = list(producer.outputs).index(value)
+    ranks = {
+        len(out.shape)
+        for key in ("then_branch", "else_branch")
+        if (out := producer.attributes[key].as_graph().outputs[index]).shape is not None
+    }
+    return ranks.pop() if len(ranks) == 1 else None
+
+
 def _unknown_output_rank(body: ir.Graph) -> Refusal | None:
     """Why a Loop body cannot be a Scan body for onnxruntime: an output of unknown rank (its
     Scan needs the shape of every body output)."""
-    unknown = [v.name for v in body.outputs[1:] if v.shape is None]
+    unknown = [v.name for v in body.outputs[1:] if v.shape is None and _branch_rank(v) is None]
     if not unknown:
         return None
     return Refusal(
         f"the rank of the body output '{unknown[0]}' is unknown; onnxruntime runs a Scan only "
         "with the shape of every body output"
     )
+
+
+def _give_ranks(body: ir.Graph) -> None:
+    """Each body output of unknown shape takes the rank its If's branches give it (checked by
+    `_unknown_output_rank`), unknown dims."""
+    for value in body.outputs:
+        if value.shape is None:
+            rank = _branch_rank(value)
+            if rank is not None:
+                value.shape = ir.Shape([None] * rank)
 
 
 def _scan_refusal(node: ir.Node, body: ir.Graph, ctx: Context) -> Refusal | None:
@@ -335,6 +371,7 @@ def _loop_to_scan(node: ir.Node, plan: ScanPlan, ctx: Context) -> None:
     """Loop(Gather(Shape(x), a), true, v.., body: f(i, v.., Gather(x, i, axis=a)))
     -> Scan(v.., x, scan_input_axes=[a], body: f(v.., x_i)). --target tract only."""
     body = node.attributes["body"].as_graph()
+    _give_ranks(body)
     builder = ctx.rewriter.before(node)
     dims = list(plan.data.shape or [])
     element = ir.Value(
@@ -387,10 +424,15 @@ def _check_loop_to_range_scan(
     if body.inputs[0].is_graph_output():
         return Refusal("the iteration number is a body output")
     if not body.inputs[0].uses():
-        return Refusal(
-            "the body does not read the iteration number: tract 0.23.9 drops a Scan input "
-            "the body does not read, and then cannot plan a Scan left with none"
-        )
+        # tract 0.23.9 drops a Scan input the body does not read, then cannot plan the Scan:
+        # the carried values are masked with the iteration number (Where(i < M, new, old))
+        maskable = [v for v in body.inputs[2:] if v.dtype in WHERE_TYPES]
+        if not maskable:
+            return Refusal(
+                "the body does not read the iteration number and carries no value of a type "
+                "Where takes: tract 0.23.9 drops a Scan input the body does not read, and then "
+                "cannot plan a Scan left with none"
+            )
     kept = set(LoopShapes(node, ctx.facts.values).invariant_carried())
     for value in body.inputs[2:]:
         if value not in kept:
@@ -411,9 +453,12 @@ def _loop_to_range_scan(
         -> Scan(v.., Range(0, Max(M, 1), 1), body: f(v.., i)), then for M <= 0 the states
            Where(M > 0, final, v..) and each scan output Gather(.., Range(0, Max(M, 0)))
     (a trip count known only at run time, no early exit; a Scan must not be empty, so one
-    iteration runs even for M <= 0, its results dropped). --target tract only."""
+    iteration runs even for M <= 0, its results dropped); a body that does not read i keeps
+    each carried value as Where(i < M, new, old) instead (tract drops a Scan input that is not
+    read). --target tract only."""
     condition_node, count = plan
     body = node.attributes["body"].as_graph()
+    _give_ranks(body)
     builder = ctx.rewriter.before(node)
     trip = node.inputs[0]
     assert trip is not None
@@ -428,6 +473,7 @@ def _loop_to_range_scan(
     steps.type, steps.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([None])
     iteration = body.inputs[0]
     iteration.type, iteration.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([])
+    within: set[int] = set()
     if iteration.uses():  # tract 0.23.9 slices a 1-D scan input as shape [1]: made a scalar
         element = ir.Value(name=ctx.rewriter.names.fresh(f"{iteration.name}_element"))
         element.type, element.shape = iteration.type, iteration.shape
@@ -436,6 +482,9 @@ def _loop_to_range_scan(
         scalar.type, scalar.shape = iteration.type, iteration.shape
         iteration.replace_all_uses_with(scalar)
         body.inputs[0] = iteration = element
+    else:  # read, or tract drops it: a carried value is kept where i >= M (no iteration runs)
+        within = _mask_with_iteration(body, trip, ctx)
+        iteration = body.inputs[0]
     body.outputs.pop(0)
     if condition_node is not None:
         body.remove(condition_node, safe=True)
@@ -452,7 +501,9 @@ def _loop_to_range_scan(
     for index, (old, new) in enumerate(zip(node.outputs, outputs)):
         new.type, new.shape = old.type, old.shape
         if ran is not None and (old.uses() or old.is_graph_output()):
-            if index < len(states):  # the state the Loop would give: the initial one
+            if index < len(states) and index in within:  # masked in the body already
+                pass
+            elif index < len(states):  # the state the Loop would give: the initial one
                 new = builder.op("Where", [ran, new, states[index]], name="final")
             else:  # the iterations the Loop would run: none
                 if ran_steps is None:  # a Gather: tract 0.23.9 fails on this Slice (probed)
@@ -461,6 +512,32 @@ def _loop_to_range_scan(
                 new = builder.op("Gather", [new, ran_steps], {"axis": 0}, name="run")
             new.type = old.type
         ctx.rewriter.replace(old, new)
+
+
+def _mask_with_iteration(body: ir.Graph, trip: ir.Value, ctx: Context) -> set[int]:
+    """Make the body of a Loop read its iteration number i, which it does not: each carried
+    value of a type Where takes becomes Where(i < M, new, old). Returns the indices (among the
+    carried values) of those masked. The body is still the Loop's (i, cond, v.. -> cond, ..)."""
+    iteration = body.inputs[0]
+    element = ir.Value(name=ctx.rewriter.names.fresh(f"{iteration.name}_element"))
+    element.type, element.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([])
+    anchor = body[0] if len(body) else None
+    inner = Builder(ctx.rewriter, body, anchor, "masked", ctx.rewriter.opset(body))
+    scalar = inner.op("Reshape", [element, inner.ints([], "scalar_shape")], name="iteration")
+    within = inner.op("Less", [scalar, trip], name="within")
+    within.type, within.shape = ir.TensorType(ir.DataType.BOOL), ir.Shape([])
+    masked = set()
+    for index, (old, new) in enumerate(zip(body.inputs[2:], body.outputs[1:])):
+        if old.dtype not in WHERE_TYPES:
+            continue
+        node = ir.Node("", "Where", [within, new, old], name=ctx.rewriter.names.fresh("masked"))
+        node.outputs[0].name = ctx.rewriter.names.fresh(f"{old.name}_masked")
+        node.outputs[0].type, node.outputs[0].shape = old.type, old.shape
+        body.append(node)
+        body.outputs[1 + index] = node.outputs[0]
+        masked.add(index)
+    body.inputs[0] = element
+    return masked
 
 
 def _copy_read_scan_outputs(body: ir.Graph, states: int, ctx: Context) -> None:

@@ -56,7 +56,8 @@ class Options:
         first: a region of sequence operators whose tensor form costs more than the original
         (`seqlower.cost`) is kept as given, the others are lowered. "tract" also asks for the
         target-only rewrites of `seqlower.rules.target_tract` (run-time If to Where, static
-        Loops unrolled, Loops over a tensor axis to Scan).
+        Loops unrolled, Loops over a tensor axis to Scan), `seqlower.rules.tract_while`
+        (bounded while loops to a masked Scan) and `seqlower.rules.tract_gather`.
     unroll_budget: how many nodes a target-only unrolling may add to the model (body nodes
         times iterations); a Loop over the budget is kept, and the refusal says so.
     tensor_lists: after the pattern rules, turn every list they left into tensors where its

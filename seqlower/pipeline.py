@@ -32,6 +32,7 @@ from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
 from seqlower.passes.flatten_io import FlattenSequenceIOPass
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
 from seqlower.passes.legality import count_sequence_ops, expanded_count
+from seqlower.passes.shape_hints import RelaxShapeHintsPass
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.regions import region_costs
 from seqlower.report import Report
@@ -319,6 +320,8 @@ class _Run:
         self.cleanup(model)
         RuntimeWorkaroundsPass()(model)
         _keep_declared_output_shapes(model, declared_output_shapes)
+        if options.target == "tract":  # tract holds a model to its declared shapes
+            RelaxShapeHintsPass()(model)
         observe("cleanup", model)
         self.costs = node_costs(model) if plan or keep is not None else {}
         self.cost_after = sum(self.costs.values())

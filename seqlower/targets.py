@@ -21,7 +21,10 @@ tensorrt` fails on an error). `judge_nodes` gives the same judgement per node, a
   SplitToSequence without 1-D sizes over a dim of run-time size, and no strings; Loop, If and
   Scan run.
 - tract: no sequence operator, no Loop, no strings; Scan and If run. Lowering for tract also
-  runs the rewrites of `seqlower.rules.target_tract` (If to Where, Loop unrolled or to Scan).
+  runs the rewrites of `seqlower.rules.target_tract` (If to Where, Loop unrolled or to Scan),
+  `seqlower.rules.tract_while` (a bounded while loop to a masked Scan) and
+  `seqlower.rules.tract_gather` (Compress to Gather), and leaves out the named dims of
+  declared intermediate shapes (`seqlower.passes.shape_hints`).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ import onnx
 import onnx_ir as ir
 
 from seqlower.analysis.loop_shapes import LoopShapes
+from seqlower.analysis.masked_loops import masked_scan_problem
 from seqlower.analysis.static_values import StaticValues
 from seqlower.errors import SeqlowerError
 from seqlower.ops import SEQUENCE_OPS, is_sequence_value
@@ -167,7 +171,8 @@ PROFILES: dict[str, TargetProfile] = {
         unsupported_ops={
             "Loop": "tract has no Loop (Unimplemented(Loop)); seqlower makes a Loop that cannot "
             "stop early a Scan (over a tensor axis, or over its iteration numbers when its "
-            "carried values keep their shape) or unrolls it, but not this one",
+            "carried values keep their shape) or unrolls it, and a bounded while loop a masked "
+            "Scan, but not this one",
         },
         doubtful_ops={
             "If": "tract runs an If only when both branches infer the same shapes and values; "
@@ -177,7 +182,8 @@ PROFILES: dict[str, TargetProfile] = {
         source=_TRACT_SOURCE,
         changes=f"{_PORTABILITY_CHANGES}; run-time If with cheap branches -> Where; static "
         "Loops unrolled within the budget; Loops over a tensor axis, or with a run-time trip "
-        "count and no early exit, -> Scan",
+        "count and no early exit, -> Scan; bounded while loops -> masked Scan; Compress and "
+        "Split with run-time sizes -> Gather",
     ),
 }
 
@@ -431,6 +437,9 @@ def judge_nodes(model: ir.Model | onnx.ModelProto, target: str) -> list[NodeJudg
                 severity, reason = judged
                 if node.op_type == "Loop" and _is_while_loop(node, values):
                     reason += ": a data-dependent while loop, which tract cannot run"
+                    problem = masked_scan_problem(node, values)
+                    if problem:
+                        reason += f", nor a masked Scan over its bound: {problem}"
                 found.append(
                     NodeJudgement(
                         path,

@@ -8,11 +8,13 @@ from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
 from seqlower.passes.lower import LowerSequencesPass
 from seqlower.passes.normalize import NormalizePass, infer_shapes
 from seqlower.passes.sequence_lowering import SequenceLoweringPass, default_passes
+from seqlower.passes.shape_hints import RelaxShapeHintsPass
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 
 __all__ = [
     "BindDimsPass",
     "CleanupPass",
+    "RelaxShapeHintsPass",
     "FlattenSequenceIOPass",
     "InlineSequenceFunctionsPass",
     "LowerSequencesPass",

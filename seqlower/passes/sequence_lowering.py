@@ -3,7 +3,7 @@
 
     SequenceLoweringPass(options)
         == InlineSequenceFunctionsPass -> NormalizePass -> LowerSequencesPass -> CleanupPass
-           -> RuntimeWorkaroundsPass
+           -> RuntimeWorkaroundsPass (-> RelaxShapeHintsPass, for target="tract")
 
 The last pass matters: without it, some batched models crash onnxruntime while it loads them
 (README, "Where the specification and onnxruntime disagree", item 7). `LowerSequencesPass` applies
@@ -23,6 +23,7 @@ from seqlower.passes.cleanup import CleanupPass
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
 from seqlower.passes.lower import LowerSequencesPass
 from seqlower.passes.normalize import NormalizePass
+from seqlower.passes.shape_hints import RelaxShapeHintsPass
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.rule import RuleSet
 
@@ -32,13 +33,16 @@ def default_passes(
 ) -> list[ir.passes.PassBase]:
     """Fresh instances of the passes `seqlower.optimize` runs, in its order."""
     options = options or Options()
-    return [
+    passes: list[ir.passes.PassBase] = [
         InlineSequenceFunctionsPass(),
         NormalizePass(options),
         LowerSequencesPass(rules, options),
         CleanupPass(),
         RuntimeWorkaroundsPass(),
     ]
+    if options.target == "tract":  # tract holds a model to its declared shapes
+        passes.append(RelaxShapeHintsPass())
+    return passes
 
 
 class SequenceLoweringPass(ir.passes.InPlacePass):
