@@ -10,7 +10,8 @@ Cases: every ONNX node conformance case that uses a sequence (as tests/conforman
 onnx's `test_sequence_model*` included), every PyTorch fixture in tests/fixtures/torch,
 tests/fixtures/torch_accumulators (loops that grow a tensor, no sequence operator),
 tests/fixtures/torch_loops (scripted loops that build lists, `while` loops among them),
-tests/fixtures/torch_while (TorchScript `while` loops, a `break`) and tests/fixtures/torch_dynamo
+tests/fixtures/torch_while (TorchScript `while` loops, a `break`), tests/fixtures/torch_idioms
+(list idioms from model code) and tests/fixtures/torch_dynamo
 (EmbeddingBag, a `while` loop), and the models in examples/.
 Expected outputs come from ONNX's test data and from PyTorch; an example model or a dynamo
 export has none stored, so onnxruntime's result on the original stands in for it. Each original
@@ -212,10 +213,14 @@ def accumulator_cases() -> list[Case]:
 
 def loop_cases() -> list[Case]:
     """The PyTorch exports in tests/fixtures/torch_loops (scripted loops that build a list, some
-    `while` loops) and tests/fixtures/torch_while (TorchScript `while` loops, a `break`), with
-    PyTorch's outputs."""
+    `while` loops), tests/fixtures/torch_while (TorchScript `while` loops, a `break`) and
+    tests/fixtures/torch_idioms (list idioms from model code), with PyTorch's outputs."""
     cases = []
-    for folder_name, source in (("torch_loops", "loop"), ("torch_while", "while")):
+    for folder_name, source in (
+        ("torch_loops", "loop"),
+        ("torch_while", "while"),
+        ("torch_idioms", "idiom"),
+    ):
         for folder in sorted((ROOT / "tests" / "fixtures" / folder_name).iterdir()):
             if (folder / "model.onnx").is_file():
                 model = onnx.load(folder / "model.onnx")
