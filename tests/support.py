@@ -11,7 +11,8 @@ A sequence value (input or output) is a Python list of numpy arrays.
 from __future__ import annotations
 
 import collections
-from collections.abc import Mapping, Sequence
+import pathlib
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -230,3 +231,23 @@ def assert_same_outputs(original: Model, lowered: Model, feeds: Feeds) -> list[A
     actual = run_ort(lowered, feeds)
     assert_outputs_equal(expected, actual)
     return actual
+
+
+def read_tensor(path: pathlib.Path) -> np.ndarray:
+    """A TensorProto file (`input_0.pb`, `output_0.pb` of an ONNX test data set)."""
+    proto = onnx.TensorProto()
+    proto.ParseFromString(path.read_bytes())
+    return onnx.numpy_helper.to_array(proto)
+
+
+def stored_data_sets(
+    folder: pathlib.Path, model: onnx.ModelProto
+) -> Iterator[tuple[str, dict[str, np.ndarray], list[np.ndarray]]]:
+    """(name, feeds by input name, expected outputs) of each `test_data_set_*` in `folder`."""
+    for data in sorted(folder.glob("test_data_set_*")):
+        feeds = {
+            value.name: read_tensor(data / f"input_{i}.pb")
+            for i, value in enumerate(model.graph.input)
+        }
+        outputs = [read_tensor(data / f"output_{i}.pb") for i in range(len(model.graph.output))]
+        yield data.name, feeds, outputs

@@ -12,8 +12,7 @@ import pathlib
 import numpy as np
 import onnx
 import pytest
-from onnx import numpy_helper
-from support import assert_same_outputs, lower, op_counts, run_ort
+from support import assert_same_outputs, lower, op_counts, run_ort, stored_data_sets
 
 from seqlower.verification.runtimes import run_in_runtime
 
@@ -24,22 +23,6 @@ RULE = "loop-concat-to-scan"
 # accumulators made scan outputs per case; `growing` appends x[: i + 1], whose size changes
 FIRED = {"keypoints": 2, "growing": 0}
 HAS_OPENVINO = importlib.util.find_spec("openvino") is not None
-
-
-def _tensor(path: pathlib.Path) -> np.ndarray:
-    proto = onnx.TensorProto()
-    proto.ParseFromString(path.read_bytes())
-    return numpy_helper.to_array(proto)
-
-
-def _data_sets(case: str, model: onnx.ModelProto):
-    for folder in sorted((ROOT / case).glob("test_data_set_*")):
-        feeds = {
-            value.name: _tensor(folder / f"input_{i}.pb")
-            for i, value in enumerate(model.graph.input)
-        }
-        outputs = [_tensor(folder / f"output_{i}.pb") for i in range(len(model.graph.output))]
-        yield folder.name, feeds, outputs
 
 
 def _assert_matches(got: list[np.ndarray], want: list[np.ndarray], where: str) -> None:
@@ -72,7 +55,7 @@ def test_a_real_export_lowers_and_matches_pytorch(case, target):
     assert op_counts(model)["Loop"] == 1
     lowered, report = lower(model, target=target)
     assert report.rules_fired.get(RULE, 0) == FIRED.get(case, 1)
-    for name, feeds, want in _data_sets(case, model):
+    for name, feeds, want in stored_data_sets(ROOT / case, model):
         _assert_matches(run_ort(lowered, feeds), want, f"{case} {name}")
 
 
@@ -81,7 +64,7 @@ def test_a_real_export_lowers_and_matches_pytorch(case, target):
 def test_openvino_runs_the_lowered_export(case):
     model = onnx.load(ROOT / case / "model.onnx")
     lowered, _ = lower(model, target="openvino")
-    for name, feeds, want in _data_sets(case, model):
+    for name, feeds, want in stored_data_sets(ROOT / case, model):
         _assert_matches(run_in_runtime("openvino", lowered, feeds), want, f"{case} {name}")
 
 

@@ -10,8 +10,7 @@ import pathlib
 import numpy as np
 import onnx
 import pytest
-from onnx import numpy_helper
-from support import lower, reasons, run_ort, sequence_op_counts
+from support import lower, read_tensor, reasons, run_ort, sequence_op_counts
 
 ROOT = pathlib.Path(__file__).parent.parent / "fixtures" / "torch_loops"
 CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
@@ -20,12 +19,6 @@ CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
 # --target onnxruntime weighs against the sequence form (tests/test_never_slower.py)
 KEEPS_SEQUENCE_OPS: dict[str, str] = {}
 TARGETS = {"split_k": "tensorrt", "pyramid": "tensorrt"}
-
-
-def _tensor(path: pathlib.Path) -> np.ndarray:
-    proto = onnx.TensorProto()
-    proto.ParseFromString(path.read_bytes())
-    return numpy_helper.to_array(proto)
 
 
 def test_the_fixtures_are_there():
@@ -47,11 +40,11 @@ def test_a_real_export_lowers_and_matches_pytorch(case, target):
         assert sequence_op_counts(lowered) == {}, reasons(report)
     for folder in sorted((ROOT / case).glob("test_data_set_*")):
         feeds = {
-            value.name: _tensor(folder / f"input_{i}.pb")
+            value.name: read_tensor(folder / f"input_{i}.pb")
             for i, value in enumerate(model.graph.input)
         }
         for i, got in enumerate(run_ort(lowered, feeds)):
-            want = _tensor(folder / f"output_{i}.pb")
+            want = read_tensor(folder / f"output_{i}.pb")
             assert got.shape == want.shape, f"{case} {folder.name} output {i}"
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
@@ -67,6 +60,6 @@ def test_a_prepend_lowered_for_tract_runs_in_tract():
     assert sequence_op_counts(lowered) == {}
     assert "Slice" not in {n.op_type for n in lowered.graph.node if n.name.endswith("reversed")}
     for folder in sorted((ROOT / "prepend").glob("test_data_set_*")):
-        feeds = {"x": _tensor(folder / "input_0.pb")}
+        feeds = {"x": read_tensor(folder / "input_0.pb")}
         (got,) = run_in_runtime("tract", lowered, feeds)
-        np.testing.assert_allclose(got, _tensor(folder / "output_0.pb"), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got, read_tensor(folder / "output_0.pb"), rtol=1e-4, atol=1e-5)

@@ -13,27 +13,10 @@ import pathlib
 import numpy as np
 import onnx
 import pytest
-from onnx import numpy_helper
-from support import lower, reasons, run_ort, sequence_op_counts
+from support import lower, reasons, run_ort, sequence_op_counts, stored_data_sets
 
 ROOT = pathlib.Path(__file__).parent.parent / "fixtures" / "torch_idioms"
 CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
-
-
-def _tensor(path: pathlib.Path) -> np.ndarray:
-    proto = onnx.TensorProto()
-    proto.ParseFromString(path.read_bytes())
-    return numpy_helper.to_array(proto)
-
-
-def _data_sets(case: str, model: onnx.ModelProto):
-    for folder in sorted((ROOT / case).glob("test_data_set_*")):
-        feeds = {
-            value.name: _tensor(folder / f"input_{i}.pb")
-            for i, value in enumerate(model.graph.input)
-        }
-        outputs = [_tensor(folder / f"output_{i}.pb") for i in range(len(model.graph.output))]
-        yield folder.name, feeds, outputs
 
 
 def _assert_matches(got: list[np.ndarray], want: list[np.ndarray], where: str) -> None:
@@ -60,7 +43,7 @@ def test_an_idiom_lowers_to_tensors_and_matches_pytorch(case):
     lowered, report = lower(model)
     assert sequence_op_counts(lowered) == {}, reasons(report)
     onnx.checker.check_model(lowered, full_check=True)
-    for name, feeds, want in _data_sets(case, model):
+    for name, feeds, want in stored_data_sets(ROOT / case, model):
         _assert_matches(run_ort(lowered, feeds), want, f"{case} {name}")
 
 
@@ -99,5 +82,5 @@ def test_an_idiom_lowered_for_a_runtime_runs_there(case, runtime):
     model = onnx.load(ROOT / case / "model.onnx")
     lowered, report = lower(model, target=runtime)
     assert sequence_op_counts(lowered) == {}, reasons(report)
-    for name, feeds, want in _data_sets(case, model):
+    for name, feeds, want in stored_data_sets(ROOT / case, model):
         _assert_matches(run_in_runtime(runtime, lowered, feeds), want, f"{case} {name}")
