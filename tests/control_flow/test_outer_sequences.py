@@ -76,14 +76,14 @@ def test_the_chunk_bounds_of_a_split_read_in_a_loop_are_built_outside_it(split, 
     lowered, _, _ = lower_and_compare(model, feeds)
     (loop,) = [node for node in lowered.graph.node if node.op_type == "Loop"]
     body_ops = sorted(node.op_type for node in loop.attribute[0].g.node)
-    # a read is two Gathers of the bound tables and a Slice; Range or CumSum stay outside
-    assert [op for op in body_ops if op != "Constant"] == [
-        "Add",
-        "Gather",
-        "Gather",
-        "Identity",
-        "Slice",
-    ]
+    # a read is a Slice from the start read in a column of starts to its end: the end read in
+    # a column of ends, or start + 2 for the scalar split; Range or CumSum stay outside
+    end = ["Gather"] if sizes is not None else ["Add"]
+    assert [op for op in body_ops if op != "Constant"] == sorted(
+        ["Add", "Gather", *end, "Identity", "Slice"]
+    )
+    outside = [node.op_type for node in lowered.graph.node]
+    assert ("Range" in outside) == (sizes is None) and ("CumSum" in outside) == (sizes is not None)
 
 
 LAST_AND_LENGTH = parse(
