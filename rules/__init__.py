@@ -15,6 +15,7 @@ from seqlower.rules import (
     loop_accumulators,
     loop_appends,
     loop_batching,
+    loop_chunks,
     loop_concat,
     loop_induction,
     loops,
@@ -39,6 +40,7 @@ def default_rules() -> RuleSet:
         + concat.RULES
         + control_flow.RULES
         + loop_batching.RULES
+        + loop_chunks.RULES  # chunks of any sizes, mapped elementwise
         + loops.RULES
         + loop_appends.RULES
         + loop_concat.RULES

@@ -211,7 +211,8 @@ class _ChunkBounds:
         self._built: dict[str, ir.Value] = {}
 
     def table(self, name: str) -> ir.Value:
-        """"starts" or "ends" (1-D, one entry per chunk), or "start_rows" / "end_rows" ([n, 1])."""
+        """The table `name`: "starts" or "ends" (one entry per chunk), or as columns ([n, 1]):
+        "start_rows", "end_rows"."""
         if name in self._built:
             return self._built[name]
         b = self.tables
