@@ -12,6 +12,7 @@ from seqlower.rules import (
     construct,
     control_flow,
     even_chunks,
+    if_select,
     loop_accumulators,
     loop_appends,
     loop_batching,
@@ -39,6 +40,7 @@ def default_rules() -> RuleSet:
         + access.RULES
         + concat.RULES
         + control_flow.RULES
+        + if_select.RULES  # an If in a body picking one of two small tensors
         + loop_batching.RULES
         + loop_chunks.RULES  # chunks of any sizes, mapped elementwise
         + loops.RULES
