@@ -12,9 +12,11 @@ from seqlower.rules import (
     construct,
     control_flow,
     even_chunks,
+    if_select,
     loop_accumulators,
     loop_appends,
     loop_batching,
+    loop_chunks,
     loop_concat,
     loop_induction,
     loops,
@@ -41,7 +43,9 @@ def default_rules() -> RuleSet:
         + access.RULES
         + concat.RULES
         + control_flow.RULES
+        + if_select.RULES  # an If in a body picking one of two small tensors
         + loop_batching.RULES
+        + loop_chunks.RULES  # chunks of any sizes, mapped elementwise
         + loops.RULES
         + loop_appends.RULES
         + loop_concat.RULES

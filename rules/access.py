@@ -13,6 +13,8 @@
     SequenceAt(SequenceConstruct(e0..en), p)  -> If(p == 0, e0, If(p == 1, e1, ...))  (otherwise)
     SequenceLength(s)                                -> Constant(n)   (n static)
     SequenceLength(SplitToSequence(x, axis=a))       -> Gather(Shape(x), a)
+    SequenceLength(SplitToSequence(x, s, axis=a))    -> Size(Range(0, Gather(Shape(x), a), s))
+                                                        (s static; Gather(Shape(x), a) for s = 1)
     SequenceLength(SplitToSequence(x, sizes (1-D)))  -> Gather(Shape(sizes), 0)  (+ a check)
 
 A run-time position out of range stays a run-time error: Gather checks its indices, and the If
@@ -33,6 +35,8 @@ from seqlower.analysis.provenance import split_source
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet, never_empty
 from seqlower.rules.construct import static_position
+
+_END = np.iinfo(np.int64).max  # a Slice end past any dim
 
 
 def _producer(value: ir.Value | None, op_type: str) -> ir.Node | None:
@@ -140,27 +144,23 @@ def _check_at_of_chunks(node: ir.Node, ctx: Context):  # type: ignore[no-untyped
 
 def _at_of_chunks(node: ir.Node, match, ctx: Context) -> None:  # type: ignore[no-untyped-def]
     """SequenceAt(SplitToSequence(x, s (scalar), axis=a), p)
-        -> Slice(x, Gather(S, [p]), Gather(E, [p]), a), S = Range(0, d, s), E = S + s
+        -> Slice(x, S[p], E[p], a), S = Range(0, d, s), E = S + s
     SequenceAt(SplitToSequence(x, sizes (1-D), axis=a), p)
-        -> the same with E = CumSum(sizes), S = E - sizes
+        -> the same with S = CumSum(sizes, exclusive), E = CumSum(sizes)
 
     The tables of chunk bounds are built once, where the split is (outside a loop that reads
-    it), for every SequenceAt that reads the split, all rewritten at once: a read is two Gathers,
-    which accept exactly the positions SequenceAt does ([-n, n-1]) and fail on the others, and a
-    Slice, whose end clips the uneven last chunk. A constant position is a 1-D index; a
-    position known at run time reads the tables as columns ([n, 1], made once)."""
+    it), for every SequenceAt that reads the split, all rewritten at once. Every read takes its
+    start from S with a Gather, which accepts exactly the positions SequenceAt does ([-n, n-1])
+    and fails on the others; the Slice's end clips the uneven last chunk. A constant position
+    needs no more than that one entry where the end is known without a table: the last chunk
+    ends at the end of x (p = -1), a chunk before the last where the next one starts
+    (p < -1: S[p + 1]), and chunk p >= 0 of a static size s at (p + 1) * s. The constant reads
+    in the split's own graph (all of which run) take their entries from one Gather of a table
+    (and one Split of its result), not one Gather each. A position known at run time reads the
+    tables as columns ([n, 1], made once), its end S[p] + s for a static s."""
     data, axis, sizes, scalar = match
     split = node.inputs[0].producer()  # type: ignore[union-attr]
-    tables = ctx.rewriter.before(split)
-    if sizes.dtype != ir.DataType.INT64:
-        sizes = tables.op("Cast", [sizes], {"to": int(ir.DataType.INT64)})
-    if scalar:
-        dim = tables.op("Gather", [tables.op("Shape", [data]), tables.constant(np.array(axis))])
-        starts = tables.op("Range", [tables.constant(np.array(0, dtype=np.int64)), dim, sizes])
-        ends = tables.op("Add", [starts, sizes])
-    else:
-        ends = tables.op("CumSum", [sizes, tables.constant(np.array(0))])
-        starts = tables.op("Sub", [ends, sizes])
+    bounds = _ChunkBounds(ctx.rewriter.before(split), data, axis, sizes, scalar, ctx)
     readers = [node] + [
         use.node
         for use in node.inputs[0].uses()  # type: ignore[union-attr]
@@ -171,20 +171,120 @@ def _at_of_chunks(node: ir.Node, match, ctx: Context) -> None:  # type: ignore[n
         and len(use.node.inputs) > 1
         and use.node.inputs[1] is not None
     ]
-    columns: list[ir.Value] = []  # the tables as [n, 1], for positions known at run time
+    plans = {}
+    for reader in readers:
+        position = ctx.facts.values.get_int(reader.inputs[1])
+        if position is not None:
+            plans[reader] = bounds.static_plan(position)
+    grouped = [reader for reader in plans if reader.graph is split.graph]
+    entries = bounds.entries([ref for r in grouped for ref in plans[r] if isinstance(ref, tuple)])
     for reader in readers:
         builder = ctx.rewriter.before(reader)
-        position = ctx.facts.values.get_int(reader.inputs[1])
-        if position is not None:  # a 1-D index into the 1-D tables gives 1-D bounds
-            index = builder.ints([position], "position")
-            bounds = [builder.op("Gather", [t, index], {"axis": 0}) for t in (starts, ends)]
+        if reader in plans:
+            taken = entries if reader in grouped else {}
+            start = bounds.value(builder, plans[reader][0], taken)
+            end = bounds.end(builder, start, plans[reader][1], taken)
         else:
-            columns = columns or [tables.unsqueeze(bound, [1]) for bound in (starts, ends)]
-            where = reader.inputs[1]
-            bounds = [builder.op("Gather", [t, where], {"axis": 0}) for t in columns]
-        result = builder.op("Slice", [data, *bounds, builder.ints([axis], "axes")])
+            start, end = bounds.runtime(builder, reader.inputs[1])  # type: ignore[arg-type]
+        result = builder.op("Slice", [data, start, end, builder.ints([axis], "axes")])
         result.type = data.type
         ctx.rewriter.replace(reader.outputs[0], result)
+
+
+# A bound of a chunk at a constant position: an entry of a table ("starts" or "ends", index),
+# a constant, or (an end) the start plus the run-time size of a scalar split.
+_PLUS_SIZE = "start + s"
+_Bound = tuple[str, int] | int | str
+
+
+class _ChunkBounds:
+    """The tables of one split's chunk bounds, each built (where the split is) when first used."""
+
+    def __init__(self, tables: Builder, data, axis, sizes, scalar, ctx) -> None:  # type: ignore[no-untyped-def]
+        self.tables = tables
+        self.data, self.axis, self.scalar = data, axis, scalar
+        static = ctx.facts.values.get_int(sizes) if scalar else None
+        self.size = static if static is not None and static > 0 else None  # s, when static
+        if sizes.dtype != ir.DataType.INT64:
+            sizes = tables.op("Cast", [sizes], {"to": int(ir.DataType.INT64)})
+        self.sizes = sizes
+        self._built: dict[str, ir.Value] = {}
+
+    def table(self, name: str) -> ir.Value:
+        """The table `name`: "starts" or "ends" (one entry per chunk), or as columns ([n, 1]):
+        "start_rows", "end_rows"."""
+        if name in self._built:
+            return self._built[name]
+        b = self.tables
+        if name.endswith("_rows"):
+            table = b.unsqueeze(self.table(name.removesuffix("_rows") + "s"), [1])
+        elif self.scalar and name == "starts":
+            shape = b.op("Shape", [self.data])
+            dim = b.op("Gather", [shape, b.constant(np.array(self.axis))])
+            table = b.op("Range", [b.constant(np.array(0, dtype=np.int64)), dim, self.sizes])
+        elif self.scalar:
+            table = b.op("Add", [self.table("starts"), self.sizes])
+        else:
+            exclusive = int(name == "starts")
+            zero = b.constant(np.array(0))
+            table = b.op("CumSum", [self.sizes, zero], {"exclusive": exclusive})
+        self._built[name] = table
+        return table
+
+    def static_plan(self, p: int) -> tuple[_Bound, _Bound]:
+        """Where the chunk at constant position p starts and ends."""
+        if p == -1:
+            end: _Bound = _END
+        elif p < -1:
+            end = ("starts", p + 1)
+        elif self.size is not None:
+            end = (p + 1) * self.size
+        elif self.scalar:
+            end = _PLUS_SIZE
+        else:
+            end = ("ends", p)
+        return ("starts", p), end
+
+    def entries(self, refs: list[tuple[str, int]]) -> dict[tuple[str, int], ir.Value]:
+        """The table entries `refs` as 1-D values of one entry, built where the tables are: one
+        Gather per table and a Split of its result (a Gather per entry for one or two)."""
+        b = self.tables
+        found: dict[tuple[str, int], ir.Value] = {}
+        for name in ("starts", "ends"):
+            wanted = list(dict.fromkeys(i for t, i in refs if t == name))
+            if len(wanted) > 2:
+                picked = b.op("Gather", [self.table(name), b.ints(wanted, "positions")])
+                parts = b.split(picked, 0, [1] * len(wanted), len(wanted))
+                found.update(((name, i), part) for i, part in zip(wanted, parts))
+            else:
+                found.update(((name, i), self.value(b, (name, i), {})) for i in wanted)
+        return found
+
+    def value(self, b: Builder, ref: _Bound, found: dict[tuple[str, int], ir.Value]) -> ir.Value:
+        """A bound as a 1-D value of one entry: `found` holds the table entries already read."""
+        if isinstance(ref, int):
+            return b.ints([ref], "bound")
+        assert isinstance(ref, tuple), ref
+        if ref not in found:
+            name, index = ref
+            found[ref] = b.op("Gather", [self.table(name), b.ints([index], "position")])
+        return found[ref]
+
+    def runtime(self, b: Builder, position: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """The bounds of the chunk at a run-time position: Gathers of the columns."""
+        start = b.op("Gather", [self.table("start_rows"), position], {"axis": 0})
+        if self.scalar:
+            return start, self.end(b, start, _PLUS_SIZE, {})
+        return start, b.op("Gather", [self.table("end_rows"), position], {"axis": 0})
+
+    def end(
+        self, b: Builder, start: ir.Value, ref: _Bound, found: dict[tuple[str, int], ir.Value]
+    ) -> ir.Value:
+        """The end of the chunk that begins at `start`: `ref`, or start + s (scalar splits)."""
+        if ref != _PLUS_SIZE:
+            return self.value(b, ref, found)
+        size = b.ints([self.size], "size") if self.size is not None else self.sizes
+        return b.op("Add", [start, size])
 
 
 def _check_at_split_source(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
@@ -354,7 +454,7 @@ def _check_length_of_split(node: ir.Node, ctx: Context):  # type: ignore[no-unty
 def _length_of_split(node: ir.Node, match, ctx: Context) -> None:  # type: ignore[no-untyped-def]
     """SequenceLength(SplitToSequence(x, axis=a)) -> Gather(Shape(x), a)
     SequenceLength(SplitToSequence(x, s, axis=a)) -> (Gather(Shape(x), a) + s - 1) / s
-        (s - 1 folded when s is static)
+        (s static: Size(Range(0, Gather(Shape(x), a), s)), the table at-of-chunks reads)
     SequenceLength(SplitToSequence(x, sizes (1-D), axis=a)) -> Gather(Shape(sizes), 0)
         (checked: fails when Sum(sizes) != Gather(Shape(x), a))"""
     data, axis, chunk = match
@@ -362,9 +462,13 @@ def _length_of_split(node: ir.Node, match, ctx: Context) -> None:  # type: ignor
     length = builder.op("Gather", [builder.op("Shape", [data]), builder.constant(np.array(axis))])
     if chunk is not None and len(chunk.shape) == 1:  # type: ignore[arg-type]
         length = _length_of_sizes(builder, length, chunk)
-    elif chunk is not None and (size := ctx.facts.values.get_int(chunk)) is not None:
-        rounded_up = builder.op("Add", [length, builder.constant(np.array(size - 1), "size")])
-        length = builder.op("Div", [rounded_up, builder.constant(np.array(size), "size")])
+    elif chunk is not None and (size := ctx.facts.values.get_int(chunk)) == 1:
+        pass  # chunks of one: as many as the dim
+    elif chunk is not None and size is not None and size > 1:
+        # the size of at-of-chunks' table of chunk starts, the one node both rules emit
+        zero = builder.constant(np.array(0, dtype=np.int64))
+        size64 = builder.constant(np.array(size, dtype=np.int64))
+        length = builder.op("Size", [builder.op("Range", [zero, length, size64])])
     elif chunk is not None:
         chunk64 = builder.op("Cast", [chunk], {"to": int(ir.DataType.INT64)})
         one = builder.constant(np.array(1, dtype=np.int64), "one")

@@ -290,9 +290,13 @@ def splittable(dtype: ir.DataType | None) -> bool:
     return dtype is not None and dtype.name.lower() in SPLIT_TO_SEQUENCE_TYPES
 
 
+def _for_tract(ctx: Context) -> bool:
+    return ctx.options.target == "tract"
+
+
 def _to_scan(node: ir.Node, plan: AppendPlan, ctx: Context) -> None:
     """Loop(.., s0=SequenceConstruct(e..), body: s1 = SequenceInsert(s, t))
-        -> SplitToSequence(Concat(Stack(e..), Loop(.., body: scan output Identity(t))), keepdims=0)
+        -> SplitToSequence(Concat(Stack(e..), Loop(.., body: scan output t)), keepdims=0)
     body: s1 = SequenceInsert(s, t, 0)   (a prepend)
         -> SplitToSequence(Concat(Reverse(scan of t), Stack(e..)), keepdims=0)
     body: s1 = If(c, then: SequenceInsert(s, t), else: s)   (a conditional append)
@@ -307,8 +311,16 @@ def _to_scan(node: ir.Node, plan: AppendPlan, ctx: Context) -> None:
     builder = ctx.rewriter.before(node)
     inner = ctx.rewriter.before(plan.update)
     k = plan.index
-    scans = [inner.op("Identity", [plan.tensor], name="scan_out")]
-    scans[0].type = ir.TensorType(plan.dtype)
+    # the appended tensor is the scan output itself where the body computes it, one launch less
+    # per iteration; an Identity of a body input or an outer value. A tensor also carried stays
+    # an Identity for tract, whose Scan then gives the carried value the stacked shape
+    producer = plan.tensor.producer()
+    carried = plan.tensor in body.outputs
+    if producer is not None and producer.graph is body and not (carried and _for_tract(ctx)):
+        scans = [plan.tensor]
+    else:
+        scans = [inner.op("Identity", [plan.tensor], name="scan_out")]
+        scans[0].type = ir.TensorType(plan.dtype)
     if plan.keep is not None:
         keep = inner.op("Reshape", [plan.keep, inner.ints([], "scalar")])
         if plan.negate:

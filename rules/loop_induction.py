@@ -145,11 +145,12 @@ def _induction(node: ir.Node, plan: InductionPlan, ctx: Context) -> None:
     count = builder.op("Cast", [node.inputs[0]], {"to": int64})  # type: ignore[list-item]
     zero = builder.constant(np.array(0, dtype=np.int64), "zero")
     one = builder.constant(np.array(1, dtype=np.int64), "one")
-    count = builder.op("Max", [count, zero])
+    # a Range from 0 or 1 has max(M, 0) entries by itself; the finals need max(M, 0)
     steps = {
         True: builder.op("Range", [one, builder.op("Add", [count, one]), one]),
         False: builder.op("Range", [zero, count, one]),
     }
+    count = builder.op("Max", [count, zero])
     carried = len(node.inputs) - 2
     by_index = {counter.index: counter for counter in plan.counters}
     body = _body(node)

@@ -344,6 +344,7 @@ class _Run:
             lower.rewrites,
             labels,
             self.interface,
+            renamed,
         )
         after = collections.Counter(op.op_type for op in report.remaining)
         report.sequence_ops_after = dict(sorted(after.items()))

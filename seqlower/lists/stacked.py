@@ -3,7 +3,8 @@
 SequenceEmpty()              -> ConstantOfShape([0, *S])            (S static)
 SequenceConstruct(x0..xk)    -> Concat(Unsqueeze(x0, 0)..)
 SequenceInsert(s, x, p?)     -> Concat(data[:p], Unsqueeze(x, 0), data[p:])
-SequenceErase(s, p)          -> Concat(data[:p], data[p+1:])
+SequenceErase(s, p)          -> Concat(data[:p], data[p+1:])  (data[:n-1] for p = -1 or none,
+                                data[1:] for p = 0; p checked by Gather(Range(n), p) first)
 SequenceAt(s, p)             -> Gather(data, p)
 SequenceLength(s)            -> Shape(data)[0]
 ConcatFromSequence(s, new_axis=1, axis=a) -> data, or Transpose(data, 0 -> a)
@@ -83,7 +84,13 @@ def erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> Te
     else:
         p1 = b.op("Reshape", [int64(b, p), b.ints([1], "one_d")])  # type: ignore[arg-type]
     index1 = b.op("Gather", [forms.positions(s), p1])  # p >= 0; fails outside [-n, n-1]
+    if static == -1:  # the last element (a pop): everything before it
+        head = b.op("Slice", [s.data, b.ints([0], "zero1"), index1], name="list_data")
+        return TensorList((head,), s.layout)
     after = b.op("Add", [index1, b.ints([1], "one")])
+    if static == 0:  # the first element: everything after it
+        tail = b.op("Slice", [s.data, after, b.ints([INT64_MAX], "end")], name="list_data")
+        return TensorList((tail,), s.layout)
     return TensorList((splice(b, s.data, index1, after, None),), s.layout)
 
 

@@ -22,7 +22,7 @@ from seqlower.analysis import Facts, Unknown
 from seqlower.ops import is_sequence_op, is_sequence_value
 from seqlower.report.data import TIERS, NodeOutcome, RemainingOp
 from seqlower.report.hints import hint_for, hint_for_value
-from seqlower.report.labels import NodeLabels, walk_graphs
+from seqlower.report.labels import NodeLabels, renamed_in, walk_graphs
 from seqlower.report.sites import Site
 
 _COST = {tier: rank for rank, tier in enumerate(TIERS)}
@@ -35,9 +35,11 @@ def node_outcomes(
     rewrites: Mapping[ir.Node, list[tuple[str, str]]],
     labels: NodeLabels,
     interface: tuple[list[str], list[str]],
+    renamed: Mapping[str, str] | None = None,
 ) -> list[NodeOutcome]:
     """The outcome of every site, of the model's sequence inputs and outputs, and of each kept
-    node the lowering made (placed after the site it came from)."""
+    node the lowering made (placed after the site it came from). `renamed` maps the names the
+    lowering made to the input's nodes they came from (`NodeLabels.trace`)."""
 
     final: set[ir.Node] | None = None  # the nodes left, walked for only when needed
     kept_ops = {op.node: op for op in remaining}
@@ -59,7 +61,8 @@ def node_outcomes(
             outcomes[site.node] = NodeOutcome(
                 site.graph, site.label, site.op_type, tier, site.outputs, fired
             )
-    result = _interface(model, interface, labels) + [outcomes[site.node] for site in sites]
+    result = _interface(model, interface, labels, renamed or {})
+    result += [outcomes[site.node] for site in sites]
 
     original = {site.label for site in sites}
     made: dict[str, list[NodeOutcome]] = {}
@@ -139,7 +142,10 @@ def _resolved_tier(
 
 
 def _interface(
-    model: ir.Model, interface: tuple[list[str], list[str]], labels: NodeLabels
+    model: ir.Model,
+    interface: tuple[list[str], list[str]],
+    labels: NodeLabels,
+    renamed: Mapping[str, str],
 ) -> list[NodeOutcome]:
     """The outcome of the sequence-typed inputs and outputs the input model had."""
     inputs, outputs = interface
@@ -166,7 +172,7 @@ def _interface(
         facts = facts or Facts(model)
         fact = facts.sequence(value)
         if isinstance(fact, Unknown):
-            reason = f"its length is unknown: {fact.reason}"
+            reason = renamed_in(f"its length is unknown: {fact.reason}", renamed)
             hint = hint_for_value(value, model)
             if hint and "--flatten-sequence-io" not in hint:  # static then, but still a sequence
                 flags, why = hint.split(" (", 1)

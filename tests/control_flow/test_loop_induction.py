@@ -108,3 +108,15 @@ def test_a_step_must_not_broadcast_the_counter_to_another_shape(step, value, kee
         return ir.Value(name="v", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape(shape))
 
     assert _no_larger(typed(step), typed(value)) is keeps
+
+
+@pytest.mark.parametrize("m", [-2, 0, 3])
+def test_scans_alone_need_no_clamp_of_the_trip_count(m):
+    """Range(1, M + 1) has max(M, 0) entries by itself: only the final counter reads Max(M, 0)."""
+    text = _counter(scanned="nx").replace("(float[2,3] last, ", "(")
+    model = parse(text.replace("last, all = Loop", "unused, all = Loop"))  # no final read
+    feeds = {"x": X, "m": np.array(m), "o": np.array(0, np.float32)}
+    lowered, report, (everything,) = lower_and_compare(model, feeds)
+    np.testing.assert_allclose(everything, _expected(X, m, np.float32(1), True)[1], rtol=1e-6)
+    assert report.rules_fired == {"loop-induction": 1}
+    assert "Max" not in op_counts(lowered) and op_counts(lowered)["Range"] == 1

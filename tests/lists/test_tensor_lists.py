@@ -496,3 +496,35 @@ def test_the_package_imports_on_its_own():
         [sys.executable, "-c", "import seqlower.lists"], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
+
+
+# x.unbind(0) of a dynamic N, then the first, the last or no position erased: a stacked list
+ERASE_END = """
+agraph (float[N,3] x) => (float[?,3] y, int64 n) {{
+    s = SplitToSequence <axis=0, keepdims=0> (x)
+    {position}
+    s2 = SequenceErase (s{argument})
+    y = ConcatFromSequence <axis=0, new_axis=1> (s2)
+    n = SequenceLength (s2)
+}}"""
+
+
+@pytest.mark.parametrize(
+    ("position", "kept"), [(None, slice(None, -1)), (-1, slice(None, -1)), (0, slice(1, None))]
+)
+def test_erasing_an_end_of_a_stacked_list_is_one_slice(position, kept):
+    declared = "" if position is None else f"p = Constant <value=int64 {{{position}}}> ()"
+    text = ERASE_END.format(position=declared, argument="" if position is None else ", p")
+    model = parse(text)
+    lowered, _ = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    counts = op_counts(lowered)
+    # Gather(Range(n), p) checks the position, one Slice keeps the rest (no Concat of two)
+    assert counts["Slice"] == 1 and "Concat" not in counts and counts["Range"] == 1
+    rng = np.random.default_rng(3)
+    for rows in (2, 3, 5):  # (one row leaves none, whose concat fails in onnxruntime only)
+        x = rng.standard_normal((rows, 3)).astype(np.float32)
+        y, n = assert_same(model, lowered, {"x": x})
+        np.testing.assert_array_equal(y, x[kept])
+        assert int(n) == rows - 1
+    assert_both_fail(model, lowered, {"x": np.zeros((0, 3), np.float32)})  # nothing to erase
