@@ -94,3 +94,32 @@ def test_a_loop_built_list_of_slices_lowers_and_computes_the_same(trips: int) ->
     got = ort.InferenceSession(lowered_proto.SerializeToString()).run(None, feeds)
     for want, have in zip(expected, got):
         np.testing.assert_array_equal(want, have)
+
+
+def test_a_sequence_map_over_a_loop_built_list_types_its_body_by_the_join():
+    """Fuzz seed 1004112: the body of a SequenceMap over l is typed by l's elements; with
+    onnx's [3, 2] it was lowered to a Loop declaring scan outputs of the wrong shape."""
+    text = LOOP.format(piece="Slice (x, zero, stop)").replace(
+        "    w = Neg (x)\n",
+        "    w0 = SequenceMap (l) <body = f (float[?,?] e) => (float[?,?] o) {"
+        " o = Identity (e) }>\n"
+        "    w = ConcatFromSequence <axis = 0> (w0)\n",
+    )
+    model = ir.from_proto(onnx.parser.parse_model(text))
+    infer_shapes(model)
+    mapped = next(node for node in model.graph if node.op_type == "SequenceMap")
+    body_input = mapped.attributes["body"].as_graph().inputs[0]
+    assert (
+        body_input.shape is not None and [d for d in body_input.shape if isinstance(d, int)] == []
+    )
+    feeds = {
+        "x": np.arange(6, dtype=np.float32).reshape(3, 2),
+        "m": np.array(2),
+        "k": np.array(True),
+    }
+    proto = onnx.parser.parse_model(text)
+    expected = ort.InferenceSession(proto.SerializeToString()).run(None, feeds)
+    lowered, _ = seqlower.optimize(ir.from_proto(proto))
+    got = ort.InferenceSession(ir.to_proto(lowered).SerializeToString()).run(None, feeds)
+    for want, have in zip(expected, got):
+        np.testing.assert_array_equal(want, have)

@@ -154,7 +154,14 @@ class _Converter:
         else:  # find_lists admits no other operator
             raise AssertionError(f"no tensor form for {node.op_type}")
         if result is not None:
-            self.rewriter.replace(node.outputs[0], result)
+            old = node.outputs[0]
+            # the tensor computed is the one read: a later reader in this walk (a split of it)
+            # relies on its shape as the analysis saw it
+            if result.type is None:
+                result.type = old.type
+            if result.shape is None and old.shape is not None:
+                result.shape = ir.Shape(list(old.shape))
+            self.rewriter.replace(old, result)
         lists = [v for v in (*node.inputs, *node.outputs) if self._converting(v)]
         self._converted(node, self._layout(lists[0]).kind)
 

@@ -43,6 +43,11 @@ def correct_loop_built_sequences(model: ir.Model) -> None:
 def _walk(graph: ir.Graph, tainted: dict[ir.Value, bool]) -> None:
     for node in graph:
         inner = subgraphs(node)
+        if node.op_type == "SequenceMap" and node.domain == "" and inner:
+            # the body's inputs are typed by the elements of the sequences it maps
+            for value, body_input in zip(node.inputs, inner[0].inputs):
+                if value is not None and value in tainted and body_input not in tainted:
+                    _weaken(body_input, tainted[value], tainted)
         for subgraph in inner:
             _walk(subgraph, tainted)
         if node.op_type == "Loop" and node.domain == "" and inner:

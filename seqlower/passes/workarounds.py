@@ -155,11 +155,16 @@ def _remake_empty_constants(graph: ir.Graph, loop: ir.Node, names: Callable[[], 
         shape.outputs[0].name = _unique(f"{base}_shape", names())
         made.outputs[0].name = _unique(base, names())
         shape.name, made.name = shape.outputs[0].name, made.outputs[0].name
+        shape.outputs[0].type = ir.TensorType(ir.DataType.INT64)
+        shape.outputs[0].shape = ir.Shape([len(empty.shape)])
         made.outputs[0].type = ir.TensorType(empty.dtype)
         made.outputs[0].shape = ir.Shape(list(empty.shape.numpy()))
         graph.insert_before(loop, [shape, made])
         loop.replace_input_with(index, made.outputs[0])
         remade += 1
+        producer = value.producer()  # type: ignore[union-attr]
+        if producer is not None and not value.uses() and not value.is_graph_output():  # type: ignore[union-attr]
+            producer.graph.remove(producer, safe=True)  # type: ignore[union-attr]
     return remade
 
 
