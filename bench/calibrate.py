@@ -1,7 +1,8 @@
 """Calibrate the cost model: does the estimate pick the faster form of each region?
 
 For every region (`seqlower.regions`) of every committed model with sequence operators
-(`tests/fixtures/torch`, `tests/fixtures/torch_loops`, `tests/fixtures/speed`, `examples`), time
+(`tests/fixtures/torch`, `tests/fixtures/torch_loops`, `tests/fixtures/torch_idioms`,
+`tests/fixtures/speed`, `examples`), time
 the model lowered everywhere against the same model with only that region left as given
 (`seqlower.pipeline.region_forms`), in onnxruntime (CPU, 1 thread, interleaved medians), and
 compare with the region's two estimates (`seqlower.cost`). A region whose two forms run within
@@ -25,7 +26,9 @@ from bench.timing import latency
 from seqlower.pipeline import region_forms
 
 ROOT = Path(__file__).resolve().parent.parent
-FOLDERS = [ROOT / "tests" / "fixtures" / name for name in ("torch", "torch_loops", "speed")]
+FOLDERS = [
+    ROOT / "tests" / "fixtures" / name for name in ("torch", "torch_loops", "torch_idioms", "speed")
+]
 EXAMPLES = ROOT / "examples"
 MARGIN = 0.10  # forms closer than this are a tie: not scored
 

@@ -7,7 +7,8 @@ and with N dynamic (the dynamic model run at each N), timed as exported, as seql
 and as the hand-batched floor exported from the same weights.
 
 Real exports: every TorchScript fixture under `tests/fixtures/torch/`,
-`tests/fixtures/torch_loops/` and `tests/fixtures/speed/` on its first saved input set, as
+`tests/fixtures/torch_loops/`, `tests/fixtures/torch_idioms/` and `tests/fixtures/speed/` on its
+first saved input set, as
 exported and as seqlower lowers it for the default target (which lowers everything it can) and
 for `--target onnxruntime` (which keeps each region whose lowered form the cost model says costs
 more).
@@ -36,7 +37,9 @@ from seqlower.ops import SEQUENCE_OPS
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOP_FORMS = ROOT / "bench" / "fixtures" / "loop_forms"
-REAL_EXPORTS = [ROOT / "tests" / "fixtures" / name for name in ("torch", "torch_loops", "speed")]
+REAL_EXPORTS = [
+    ROOT / "tests" / "fixtures" / name for name in ("torch", "torch_loops", "torch_idioms", "speed")
+]
 FORMS = ("split_loop", "unbind_loop", "per_head", "zip_split", "enumerate_comp")
 
 

@@ -318,7 +318,7 @@ class _Run:
         self.lower = lower
         self.cleanup = CleanupPass(dead_nodes=not lower.dead_code_free)
         self.cleanup(model)
-        RuntimeWorkaroundsPass()(model)
+        RuntimeWorkaroundsPass(speed_first=options.target in SPEED_FIRST_TARGETS)(model)
         _keep_declared_output_shapes(model, declared_output_shapes)
         if options.target == "tract":  # tract holds a model to its declared shapes
             RelaxShapeHintsPass()(model)
@@ -390,7 +390,7 @@ def _kept_original(
 ) -> OptimizeResult[ir.Model]:
     """The original as given (only the runtime workarounds applied, so that it loads), returned
     because its lowering costs more (`why`, the stop reason): every sequence operator stays."""
-    RuntimeWorkaroundsPass()(model)
+    RuntimeWorkaroundsPass(speed_first=True)(model)
     labels = NodeLabels()
     sites = collect_sites(model, labels)
     reason = f"{FROZEN_RULE}: kept as given for speed: the model costs less as given"

@@ -27,7 +27,7 @@ import onnx_ir as ir
 from seqlower.analysis import Facts
 from seqlower.lists import lower_lists
 from seqlower.ops import is_sequence_value, subgraphs
-from seqlower.options import Options
+from seqlower.options import SPEED_FIRST_TARGETS, Options
 from seqlower.passes import region_inference
 from seqlower.passes.dead_code import is_dead, remove_dead_nodes, remove_dead_upstream
 from seqlower.passes.normalize import SHAPE_ARGUMENTS, infer_shapes
@@ -113,7 +113,8 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         if stamp is not None:  # dead code removed since: the shapes are still current
             region_inference.write_stamp(model, stamp.carriers)
         # whatever runs after this pass, the model must load
-        if self.runtime_workarounds and RuntimeWorkaroundsPass()(model).modified:
+        workarounds = RuntimeWorkaroundsPass(self.options.target in SPEED_FIRST_TARGETS)
+        if self.runtime_workarounds and workarounds(model).modified:
             modified = True
             region_inference.forget_stamp(model)
         return ir.passes.PassResult(model, modified)

@@ -18,7 +18,7 @@ __all__ = ["SequenceLoweringPass", "default_passes"]
 
 import onnx_ir as ir
 
-from seqlower.options import Options
+from seqlower.options import SPEED_FIRST_TARGETS, Options
 from seqlower.passes.cleanup import CleanupPass
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
 from seqlower.passes.lower import LowerSequencesPass
@@ -38,7 +38,7 @@ def default_passes(
         NormalizePass(options),
         LowerSequencesPass(rules, options),
         CleanupPass(),
-        RuntimeWorkaroundsPass(),
+        RuntimeWorkaroundsPass(speed_first=options.target in SPEED_FIRST_TARGETS),
     ]
     if options.target == "tract":  # tract holds a model to its declared shapes
         passes.append(RelaxShapeHintsPass())
