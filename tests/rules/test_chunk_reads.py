@@ -99,7 +99,9 @@ def test_edge_element_types(dtype, numpy_type):
         c = SequenceAt(s, m1)
     }}""")
     x = (RNG.standard_normal((7, 2)) * 10).astype(numpy_type)
-    lowered, _, (a, b, c) = lower_and_compare(model, {"x": x})
+    # numpy is the oracle: onnxruntime 1.20 has no bool SplitToSequence for the original
+    lowered, _ = lower(model)
+    a, b, c = run_ort(lowered, {"x": x})
     chunks = _chunks(x, 3)
     for got, want in ((a, chunks[0]), (b, chunks[1]), (c, chunks[-1])):
         assert np.asarray(got).astype(str).tolist() == want.astype(str).tolist()

@@ -125,7 +125,9 @@ def test_edge_element_types(dtype, code, body, numpy_type, want):
     model = _model(body, dtype=dtype, code=code, out=f"{dtype}[?,3]")
     x = (RNG.standard_normal((5, 3)) * 4).astype(numpy_type)
     w = (RNG.standard_normal(3) * 4).astype(numpy_type)
-    _, report, (y,) = lower_and_compare(model, {"x": x, "w": w})
+    # numpy is the oracle: onnxruntime 1.20 has no bool SplitToSequence for the original
+    lowered, report = lower(model)
+    (y,) = run_ort(lowered, {"x": x, "w": w})
     np.testing.assert_array_equal(y, want(x, w))
     assert report.rules_fired["loop-batch-chunks"] == 1
 

@@ -168,6 +168,21 @@ def test_every_case_is_collected():
     assert {name for name, _ in KNOWN} <= set(CASES), "a listed case is no longer collected"
 
 
+def _opset(model) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+# onnx before 1.19 ships this conformance case at opset 12, where a Split takes no run-time sizes
+# (opset 13): its chunks become Slices at run-time bounds, which tract cannot run
+if _opset(CASES["onnx:test_split_to_sequence_2"].model) < 13:
+    KNOWN[("onnx:test_split_to_sequence_2", "tract")] = (
+        "run",
+        "SymbolScope",
+        "at opset 12 (onnx's copy of the case before 1.19) a Split takes no run-time sizes, so "
+        "the chunks are Slices at run-time bounds, which tract 0.23.9 cannot run",
+    )
+
+
 @pytest.mark.parametrize("runtime", ["openvino", "tract"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_lowered_case_runs_and_matches(name, runtime):
