@@ -316,7 +316,11 @@ class _Run:
             lower = _lower_again(lower, model)
             observe("flatten-outputs", model)
         self.lower = lower
-        self.cleanup = CleanupPass(dead_nodes=not lower.dead_code_free)
+        # tract's Scans may carry a list that grows, declared (by ONNX inference) with the
+        # shape it starts with: no shape of theirs is read as a constant
+        self.cleanup = CleanupPass(
+            dead_nodes=not lower.dead_code_free, fold_shapes=options.target != "tract"
+        )
         self.cleanup(model)
         RuntimeWorkaroundsPass()(model)
         _keep_declared_output_shapes(model, declared_output_shapes)
