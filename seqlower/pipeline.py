@@ -316,7 +316,11 @@ class _Run:
             lower = _lower_again(lower, model)
             observe("flatten-outputs", model)
         self.lower = lower
-        self.cleanup = CleanupPass(dead_nodes=not lower.dead_code_free)
+        # tract's Scans may carry a list that grows, declared (by ONNX inference) with the
+        # shape it starts with: no shape of theirs is read as a constant
+        self.cleanup = CleanupPass(
+            dead_nodes=not lower.dead_code_free, fold_shapes=options.target != "tract"
+        )
         self.cleanup(model)
         RuntimeWorkaroundsPass(speed_first=options.target in SPEED_FIRST_TARGETS)(model)
         _keep_declared_output_shapes(model, declared_output_shapes)
@@ -411,12 +415,45 @@ def _kept_original(
 
 
 def _keep_declared_output_shapes(model: ir.Model, declared: dict[str, ir.Shape | None]) -> None:
-    """A model output whose shape inference could not recompute keeps its declared shape: the
-    checker requires a shape on every tensor output of the main graph (rank at least)."""
+    """Give a shape to each model output whose shape inference could not recompute: the checker
+    requires one on every tensor output of the main graph (rank at least). ONNX inference
+    forgets the shape of a Loop's carried outputs (they may change between iterations) and
+    keeps a declared one unchecked, even of another rank. So the shape is the one the Loop
+    proves (`_carried_shape`) when it does; else the declared one, with its dims made
+    anonymous: a declared dim can lie (an export declares the sizes it was traced with)."""
     for value in model.graph.outputs:
-        shape = declared.get(value.name or "")
-        if value.shape is None and shape is not None and isinstance(value.type, ir.TensorType):
+        if value.shape is not None or not isinstance(value.type, ir.TensorType):
+            continue
+        shape = _carried_shape(value)
+        if shape is None:
+            shape = declared.get(value.name or "")
+            if shape is not None:
+                shape = ir.Shape([None] * len(shape))
+        if shape is not None:
             value.shape = shape
+
+
+def _carried_shape(value: ir.Value) -> ir.Shape | None:
+    """The shape of a Loop's carried output, when its initial value, the body's input and the
+    body's output all have one of the same rank: the output is one of them (the initial value
+    after no iteration). Dims on which they differ are anonymous."""
+    loop = value.producer()
+    if loop is None or loop.op_type != "Loop" or loop.domain != "" or "body" not in loop.attributes:
+        return None
+    body = loop.attributes["body"].as_graph()
+    k = value.index()
+    carried = len(loop.inputs) - 2
+    if k is None or k >= carried or len(body.inputs) != carried + 2:
+        return None
+    if len(body.outputs) < carried + 1:
+        return None
+    initial = loop.inputs[k + 2]
+    shapes = [v.shape if v is not None else None for v in (initial, body.inputs[k + 2])]
+    shapes.append(body.outputs[k + 1].shape)
+    if any(s is None for s in shapes) or len({len(s) for s in shapes}) != 1:  # type: ignore[arg-type]
+        return None
+    dims = [d[0] if all(x == d[0] for x in d) else None for d in zip(*shapes)]  # type: ignore[misc]
+    return ir.Shape(dims)
 
 
 def _flatten_passes(options: Options) -> tuple[FlattenSequenceIOPass, FlattenSequenceIOPass]:

@@ -32,6 +32,7 @@ __all__ = [
     "SEQUENCE_OPS",
     "assert_outputs_equal",
     "assert_same_outputs",
+    "declared_shape_mismatches",
     "lower",
     "lower_and_compare",
     "reasons",
@@ -231,6 +232,48 @@ def assert_same_outputs(original: Model, lowered: Model, feeds: Feeds) -> list[A
     actual = run_ort(lowered, feeds)
     assert_outputs_equal(expected, actual)
     return actual
+
+
+def declared_shape_mismatches(model: Model, feeds: Feeds) -> list[str]:
+    """Each value of the main graph whose declared shape (`value_info`, or a graph output's)
+    disagrees with what onnxruntime computes on `feeds`: another rank, or a static dim of
+    another size. Every node output is made a model output for the run, with onnxruntime's
+    graph optimizations off (it computes each value as the model writes it). Values in
+    subgraphs are not seen; `onnx.shape_inference.infer_shapes(..., strict_mode=True)` checks
+    what inference can prove there."""
+    proto = onnx.ModelProto()
+    proto.CopyFrom(to_proto(model))
+    declared = {}
+    for info in [*proto.graph.value_info, *proto.graph.output]:
+        tensor = info.type.tensor_type
+        if info.type.HasField("tensor_type") and tensor.HasField("shape"):
+            declared[info.name] = [
+                d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim
+            ]
+    outputs = {info.name for info in proto.graph.output}
+    for node in proto.graph.node:
+        for name in node.output:
+            if name and name not in outputs:
+                proto.graph.output.append(onnx.ValueInfoProto(name=name))
+                outputs.add(name)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.intra_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(
+        proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    names = [output.name for output in session.get_outputs()]
+    found = []
+    for name, value in zip(names, session.run(None, _named_feeds(proto, feeds))):
+        dims = declared.get(name)
+        if dims is None or not isinstance(value, np.ndarray):
+            continue
+        wrong_rank = len(dims) != value.ndim
+        if wrong_rank or any(d is not None and d != n for d, n in zip(dims, value.shape)):
+            shown = ",".join("?" if d is None else str(d) for d in dims)
+            found.append(f"'{name}': declared [{shown}], computed {list(value.shape)}")
+    return found
 
 
 def read_tensor(path: pathlib.Path) -> np.ndarray:

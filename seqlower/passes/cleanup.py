@@ -1,7 +1,7 @@
-"""Remove what lowering left unused: dead nodes (subgraphs included), Transposes of constant
-weights (folded into the weight), unused initializers and functions; forget the dim names that
-shape inference made up. Nodes that stay are not touched (their unused optional outputs and
-trailing empty inputs are theirs)."""
+"""Remove what lowering left unused: dead nodes (subgraphs included), static shape arithmetic
+(folded into constants), Transposes of constant weights (folded into the weight), unused
+initializers and functions; forget the dim names that shape inference made up. Nodes that stay
+are not touched (their unused optional outputs and trailing empty inputs are theirs)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from onnx_ir.passes.common import RemoveUnusedFunctionsPass
 
 from seqlower.ops import iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_nodes
+from seqlower.passes.fold_shapes import fold_static_shapes
 from seqlower.passes.fold_transpose import fold_constant_transposes
 from seqlower.passes.region_inference import forget_stamp
 
@@ -32,18 +33,24 @@ def remove_unused_initializers(model: ir.Model) -> bool:
 
 
 class CleanupPass(ir.passes.InPlacePass):
-    """Dead nodes, Transposes of constant weights folded (`fold_transpose`; `folded` counts
-    them), then unused initializers and functions. `dead_nodes=False` skips the walk for dead
-    nodes when the caller knows there are none (after a lowering fixpoint)."""
+    """Dead nodes, static shape arithmetic folded (`fold_shapes`; `shapes_folded` counts the
+    nodes), Transposes of constant weights folded (`fold_transpose`; `folded` counts them), then
+    unused initializers and functions. `dead_nodes=False` skips the walk for dead nodes when the
+    caller knows there are none (after a lowering fixpoint). `fold_shapes=False` folds no shape
+    (for a model whose declared intermediate shapes are not all trusted)."""
 
-    def __init__(self, *, dead_nodes: bool = True) -> None:
+    def __init__(self, *, dead_nodes: bool = True, fold_shapes: bool = True) -> None:
         super().__init__()
         self.dead_nodes = dead_nodes
+        self.fold_shapes = fold_shapes
         self.folded = 0
+        self.shapes_folded = 0
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         forget_stamp(model)  # dim names are forgotten below: shapes are no longer inference's
         modified = remove_dead_nodes(model) if self.dead_nodes else False
+        self.shapes_folded = fold_static_shapes(model) if self.fold_shapes else 0
+        modified |= bool(self.shapes_folded)
         self.folded = fold_constant_transposes(model)
         modified |= bool(self.folded)
         modified |= remove_unused_initializers(model)
