@@ -14,6 +14,7 @@ from seqlower.ops import iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_nodes
 from seqlower.passes.fold_shapes import fold_static_shapes
 from seqlower.passes.fold_transpose import fold_constant_transposes
+from seqlower.passes.normalize import infer_shapes
 from seqlower.passes.region_inference import forget_stamp
 
 
@@ -49,7 +50,16 @@ class CleanupPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         forget_stamp(model)  # dim names are forgotten below: shapes are no longer inference's
         modified = remove_dead_nodes(model) if self.dead_nodes else False
-        self.shapes_folded = fold_static_shapes(model) if self.fold_shapes else 0
+        self.shapes_folded = 0
+        for _ in range(_FOLD_ROUNDS) if self.fold_shapes else ():
+            folded = fold_static_shapes(model)
+            if not folded:
+                break
+            self.shapes_folded += folded
+            # constants where shape arithmetic was: inference can now say more (a carried
+            # value's shape, say); infer again so that lowering the result changes nothing
+            infer_shapes(model)
+            forget_stamp(model)
         modified |= bool(self.shapes_folded)
         self.folded = fold_constant_transposes(model)
         modified |= bool(self.folded)
@@ -58,6 +68,9 @@ class CleanupPass(ir.passes.InPlacePass):
             modified |= RemoveUnusedFunctionsPass()(model).modified
         modified |= _forget_inferred_dim_names(model)
         return ir.passes.PassResult(model, modified)
+
+
+_FOLD_ROUNDS = 3
 
 
 def _forget_inferred_dim_names(model: ir.Model) -> bool:

@@ -19,9 +19,10 @@ from list_shapes import LIST_SEEDS
 # from LIST_SEEDS on: the list programs of the last tier (list_shapes.py); 1003655 (a split of
 # an element read from a list, both in their tensor form: the read lost its shape) and 1004087
 # (the empty constant a Loop started from was left behind: lowering twice changed the bytes)
-# and 1004112 (a SequenceMap over a loop-built list: its body typed by the wrong element shape)
-# hit bugs fixed since
-LIST_CI_SEEDS = [*range(LIST_SEEDS, LIST_SEEDS + 150), 1003655, 1004087, 1004112]
+# and 1004112 (a SequenceMap over a loop-built list: its body typed by the wrong element shape),
+# 1004335 (shapes folded after lowering let inference prove a carried shape on a second
+# lowering only) hit bugs fixed since
+LIST_CI_SEEDS = [*range(LIST_SEEDS, LIST_SEEDS + 150), 1003655, 1004087, 1004112, 1004335]
 CI_SEEDS = [*range(1000), 4165, *LIST_CI_SEEDS]
 
 # seed -> the bug it hits, named by its strict xfail in regressions/test_regressions.py or
