@@ -52,6 +52,7 @@ from seqlower.rules.loops import (
     _body,
     _body_always_continues,
     _static_bool,
+    single_append,
 )
 from seqlower.rules.stacks import moveaxis_to_front
 
@@ -299,18 +300,8 @@ def _carried(
         if running is not None:
             sums.append(running)
             continue
-        insert = update.producer()
-        if (
-            insert is None
-            or insert.op_type != "SequenceInsert"
-            or insert.domain != ""
-            or insert.graph is not body
-            or insert.inputs[0] is not state
-            or (len(insert.inputs) > 2 and insert.inputs[2] is not None)
-            or insert.inputs[1] is None
-            or len(state.uses()) != 1
-            or len(update.uses()) > 1
-        ):
+        insert = single_append(update, state, body)
+        if insert is None or len(update.uses()) > 1:
             return Refusal(f"loop-carried value {k} feeds the next iteration")
         if ctx.known_elements(initial) != ():
             return Refusal(f"the list carried as value {k} does not start empty")

@@ -27,7 +27,7 @@ import dataclasses
 import onnx_ir as ir
 
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-from seqlower.rules.loops import _body, _body_always_continues, _static_bool
+from seqlower.rules.loops import _body, _body_always_continues, _static_bool, single_append
 
 UNARY = frozenset(
     {
@@ -74,17 +74,8 @@ def _check(node: ir.Node, ctx: Context) -> ChunkMap | Refusal:
     if initial is None or ctx.known_elements(initial) != ():
         return Refusal("the list does not start empty")
     index, _, state = body.inputs
-    insert = _peel_identity(body.outputs[1]).producer()
-    if (
-        insert is None
-        or insert.op_type != "SequenceInsert"
-        or insert.domain != ""
-        or insert.graph is not body
-        or insert.inputs[0] is not state
-        or (len(insert.inputs) > 2 and insert.inputs[2] is not None)
-        or insert.inputs[1] is None
-        or len(state.uses()) != 1
-    ):
+    insert = single_append(_peel_identity(body.outputs[1]), state, body)
+    if insert is None:
         return Refusal("the body does not append once to the list it carries")
     reads = [use.node for use in index.uses()]
     if len(reads) != 1 or reads[0].op_type != "SequenceAt" or reads[0].domain != "":

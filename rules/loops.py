@@ -85,6 +85,24 @@ def _static_bool(value: ir.Value | None, ctx: Context) -> bool | None:
     return bool(array.reshape(()))
 
 
+def single_append(update: ir.Value, state: ir.Value, body: ir.Graph) -> ir.Node | None:
+    """The SequenceInsert that makes `update` by appending one tensor at the end of the carried
+    list `state`, which nothing else in `body` reads; None when `update` is not made so."""
+    insert = update.producer()
+    if (
+        insert is None
+        or insert.op_type != "SequenceInsert"
+        or insert.domain != ""
+        or insert.graph is not body
+        or insert.inputs[0] is not state
+        or (len(insert.inputs) > 2 and insert.inputs[2] is not None)
+        or insert.inputs[1] is None
+        or len(state.uses()) != 1
+    ):
+        return None
+    return insert
+
+
 def _body_always_continues(body: ir.Graph, ctx: Context) -> bool:
     """True when the body's condition output is always true, given a true condition input."""
     cond_out = body.outputs[0]
