@@ -43,6 +43,7 @@ from seqlower.analysis.provenance import split_source
 from seqlower.batching.body import BodyPlan, emit_body, plan_region
 from seqlower.batching.core import Emitter, Operand
 from seqlower.batching.shapes import infer_region_shapes
+from seqlower.ops import peel_identity
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.batching import _connect, _merge_shapes, _source
@@ -95,14 +96,6 @@ class LoopBatchPlan:
     kept: tuple[int, ...]  # carried indices passed on unchanged
     sums: tuple[RunningSum, ...] = ()
     wanted: tuple[ir.Value, ...] = ()  # the body values batched, in the order of the results
-
-
-def _peel_identity(value: ir.Value) -> ir.Value:
-    while (producer := value.producer()) is not None and producer.op_type == "Identity":
-        if producer.domain != "" or producer.inputs[0] is None:
-            break
-        value = producer.inputs[0]
-    return value
 
 
 def _outer(value: ir.Value, body: ir.Graph) -> bool:
@@ -292,7 +285,7 @@ def _carried(
     kept: list[int] = []
     sums: list[RunningSum] = []
     for k, (initial, state) in enumerate(zip(node.inputs[2:], body.inputs[2:])):
-        update = _peel_identity(body.outputs[1 + k])
+        update = peel_identity(body.outputs[1 + k])
         if update is state:
             kept.append(k)
             continue
@@ -380,7 +373,7 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
         seeds[state] = Operand(False, initial.shape if initial is not None else None)
     summed = {running.update: running.term for running in sums}
     outputs = [tensor for _, tensor in appends] + list(body.outputs[1 + carried :])
-    wanted = list(dict.fromkeys(summed.get(_peel_identity(v), v) for v in outputs))
+    wanted = list(dict.fromkeys(summed.get(peel_identity(v), v) for v in outputs))
     wanted += [term for term in summed.values() if term not in wanted]
     region = _region(body, wanted, set(seeds))
     states = {body.inputs[1], *(body.inputs[2 + k] for k, _ in appends)}
@@ -478,7 +471,7 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
 
     def result_of(value: ir.Value) -> tuple[ir.Value, int | None]:
         """The batched `value` and the rank of one of its elements."""
-        peeled = _peel_identity(value)
+        peeled = peel_identity(value)
         if peeled in updates:
             return results[peeled], updates[peeled]
         return results[value], plan.body.outputs[plan.wanted.index(value)].rank

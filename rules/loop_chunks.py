@@ -26,6 +26,7 @@ import dataclasses
 
 import onnx_ir as ir
 
+from seqlower.ops import peel_identity
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loops import _body, _body_always_continues, _static_bool, single_append
 
@@ -54,14 +55,6 @@ class ChunkMap:
     region: tuple[ir.Node, ...]  # the body nodes of f, in body order
 
 
-def _peel_identity(value: ir.Value) -> ir.Value:
-    while (producer := value.producer()) is not None and producer.op_type == "Identity":
-        if producer.domain != "" or producer.inputs[0] is None:
-            break
-        value = producer.inputs[0]
-    return value
-
-
 def _check(node: ir.Node, ctx: Context) -> ChunkMap | Refusal:
     body = _body(node)
     if len(node.inputs) != 3 or len(node.outputs) != 1 or len(body.outputs) != 2:
@@ -74,7 +67,7 @@ def _check(node: ir.Node, ctx: Context) -> ChunkMap | Refusal:
     if initial is None or ctx.known_elements(initial) != ():
         return Refusal("the list does not start empty")
     index, _, state = body.inputs
-    insert = single_append(_peel_identity(body.outputs[1]), state, body)
+    insert = single_append(peel_identity(body.outputs[1]), state, body)
     if insert is None:
         return Refusal("the body does not append once to the list it carries")
     reads = [use.node for use in index.uses()]
@@ -87,7 +80,7 @@ def _check(node: ir.Node, ctx: Context) -> ChunkMap | Refusal:
     split = sequence.producer()
     if split is None or split.op_type != "SplitToSequence" or split.domain != "":
         return Refusal("the list read is not a SplitToSequence")
-    length = None if count is None else _peel_identity(count).producer()
+    length = None if count is None else peel_identity(count).producer()
     if length is None or length.op_type != "SequenceLength" or length.inputs[0] is not sequence:
         return Refusal("the trip count is not the length of the list read")
     return _plan(body, split, read.outputs[0], insert.inputs[1], insert, ctx)

@@ -11,6 +11,7 @@ __all__ = [
     "iter_all_graphs",
     "iter_all_nodes",
     "node_subgraphs",
+    "peel_identity",
     "quoted_node",
     "subgraphs",
 ]
@@ -106,3 +107,12 @@ def quoted_node(node: ir.Node) -> str:
         return f"{node.op_type} '{node.name}'"
     first = node.outputs[0].name if node.outputs else None
     return f"{node.op_type} (output '{first}')" if first else f"{node.op_type} (unnamed)"
+
+
+def peel_identity(value: ir.Value) -> ir.Value:
+    """`value` with the Identity nodes that pass it on looked through."""
+    while (producer := value.producer()) is not None and producer.op_type == "Identity":
+        if producer.domain != "" or producer.inputs[0] is None:
+            break
+        value = producer.inputs[0]
+    return value

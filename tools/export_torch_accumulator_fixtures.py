@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from export_torch_fixtures import REPO_ROOT, Case, export_case
+from export_torch_fixtures import REPO_ROOT, Case, export_cases
 
 OUT = REPO_ROOT / "tests" / "fixtures" / "torch_accumulators"
 
@@ -239,12 +239,7 @@ CASES = [
 
 
 def main(names: list[str]) -> int:
-    for case in CASES:
-        if names and case.name not in names:
-            continue
-        report = export_case(case, OUT)
-        print(case.name, report["ops"], report["seq_ops"], report["bytes"])
-    return 0
+    return export_cases(CASES, OUT, names)
 
 
 if __name__ == "__main__":

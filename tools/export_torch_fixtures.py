@@ -316,6 +316,18 @@ def export_case(case: Case, out_root: Path) -> dict[str, Any]:
     return report
 
 
+def export_cases(cases: list[Case], out_root: Path, names: list[str]) -> int:
+    """Export `cases` (those named, or all) under `out_root`, a line per case; the `main` of the
+    other export scripts."""
+    for case in cases:
+        if names and case.name not in names:
+            continue
+        report = export_case(case, out_root)
+        mismatch = report.get("seq_ops_mismatch", "")
+        print(case.name, report["seq_ops"], mismatch, report["full_check"], report["bytes"])
+    return 0
+
+
 def _type_str(t: onnx.TypeProto) -> str:
     if t.HasField("tensor_type"):
         tt = t.tensor_type

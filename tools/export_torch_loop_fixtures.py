@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from export_torch_fixtures import REPO_ROOT, Case, export_case
+from export_torch_fixtures import REPO_ROOT, Case, export_cases
 
 OUT = REPO_ROOT / "tests" / "fixtures" / "torch_loops"
 
@@ -173,12 +173,7 @@ CASES = [
 
 
 def main(names: list[str]) -> int:
-    for case in CASES:
-        if names and case.name not in names:
-            continue
-        report = export_case(case, OUT)
-        print(case.name, report["seq_ops"], report.get("seq_ops_mismatch", ""), report["bytes"])
-    return 0
+    return export_cases(CASES, OUT, names)
 
 
 if __name__ == "__main__":

@@ -69,6 +69,25 @@ def run_ort(model: onnx.ModelProto, feeds: dict[str, Any]) -> list[Any]:
     return session.run(None, feeds)
 
 
+def parse(graph: str, opset: int = 18) -> onnx.ModelProto:
+    """A minimised regression model from ONNX text (the graph, without the header), checked."""
+    model = onnx.parser.parse_model(f'<ir_version: 8, opset_import: ["" : {opset}]>\n{graph}')
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def lower_and_compare(model: onnx.ModelProto, feeds: dict) -> ir.Model:
+    """Lower for the portable target, check the result (full_check) and compare it with the
+    original under onnxruntime."""
+    expected = run_ort(model, feeds)
+    lowered, _ = seqlower.optimize(ir.from_proto(model), target="portable")
+    proto = ir.to_proto(lowered)
+    onnx.checker.check_model(proto, full_check=True)
+    problem = compare_outputs(expected, run_ort(proto, feeds))
+    assert problem is None, problem
+    return lowered
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"[:300]

@@ -10,31 +10,21 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import onnx
 import onnx_ir as ir
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import blames_run_time_loops, check_properties, compare_outputs, run_ort
+from harness import (
+    blames_run_time_loops,
+    check_properties,
+    compare_outputs,
+    lower_and_compare,
+    parse,
+    run_ort,
+)
 
 import seqlower
 from seqlower.verification.runner import IsolatedRunner
-
-
-def parse(graph: str, opset: int = 18) -> onnx.ModelProto:
-    model = onnx.parser.parse_model(f'<ir_version: 8, opset_import: ["" : {opset}]>\n{graph}')
-    onnx.checker.check_model(model, full_check=True)
-    return model
-
-
-def lower_and_compare(model: onnx.ModelProto, feeds: dict) -> ir.Model:
-    expected = run_ort(model, feeds)
-    lowered, _ = seqlower.optimize(ir.from_proto(model), target="portable")
-    proto = ir.to_proto(lowered)
-    onnx.checker.check_model(proto, full_check=True)
-    problem = compare_outputs(expected, run_ort(proto, feeds))
-    assert problem is None, problem
-    return lowered
 
 
 def test_a_read_of_an_empty_list_in_a_loop_that_never_runs_is_not_an_error():

@@ -11,32 +11,15 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import onnx
 import onnx_ir as ir
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import budget_of, compare_outputs, run_ort, sequence_op_total
+from harness import budget_of, lower_and_compare, parse, sequence_op_total
 
 import seqlower
 from seqlower.io import model_to_bytes
 from seqlower.passes.legality import count_sequence_ops
-
-
-def parse(graph: str, opset: int = 18) -> onnx.ModelProto:
-    model = onnx.parser.parse_model(f'<ir_version: 8, opset_import: ["" : {opset}]>\n{graph}')
-    onnx.checker.check_model(model, full_check=True)
-    return model
-
-
-def lower_and_compare(model: onnx.ModelProto, feeds: dict) -> ir.Model:
-    expected = run_ort(model, feeds)
-    lowered, _ = seqlower.optimize(ir.from_proto(model), target="portable")
-    proto = ir.to_proto(lowered)
-    onnx.checker.check_model(proto, full_check=True)
-    problem = compare_outputs(expected, run_ort(proto, feeds))
-    assert problem is None, problem
-    return lowered
 
 
 def assert_idempotent(lowered: ir.Model) -> None:
