@@ -42,8 +42,14 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.loop_shapes import LoopShapes
+from seqlower.analysis.scan_forms import (
+    condition_chain,
+    give_ranks,
+    unknown_output_rank,
+    walked_tensor,
+)
 from seqlower.inline import inline_graph
-from seqlower.ops import graphs_within, has_subgraph
+from seqlower.ops import has_subgraph
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loops import _body_always_continues, _static_bool, _unroll, _uses_sequences
@@ -249,79 +255,6 @@ def _while_problem(node: ir.Node, body: ir.Graph, ctx: Context) -> str | None:
     return None
 
 
-def _condition_node(body: ir.Graph) -> ir.Node | Refusal | None:
-    """The Identity in the body that makes its (always true) condition output, removed with the
-    output, or None; a refusal when the body reads its condition input."""
-    cond_in, cond_out = body.inputs[1], body.outputs[0]
-    producer = cond_out.producer()
-    chain = None
-    if producer is not None and producer.op_type == "Identity" and producer.graph is body:
-        chain = producer if not cond_out.uses() and body.outputs.count(cond_out) == 1 else None
-    if cond_out is cond_in or any(use.node is not chain for use in cond_in.uses()):
-        return Refusal("the body reads its condition input")
-    return chain
-
-
-def _walks_axis(trip: ir.Value, data: ir.Value, axis: int, ctx: Context) -> bool:
-    """True when `trip` is the size of `data`'s dim `axis`."""
-    static, shape = ctx.facts.static_int(trip), ctx.facts.static_shape(data)
-    if static is not None and shape is not None:
-        return shape[axis] == static
-    gather = trip.producer()
-    if gather is None or gather.op_type != "Gather" or gather.domain != "":
-        return False
-    source = gather.inputs[0].producer() if gather.inputs[0] is not None else None
-    if source is None or source.op_type != "Shape" or source.inputs[0] is not data:
-        return False
-    if source.attributes.get_int("start", 0) != 0 or "end" in source.attributes:
-        return False
-    index = ctx.facts.static(gather.inputs[1])
-    return index is not None and index.shape == () and int(index) % len(data.shape) == axis  # type: ignore[arg-type]
-
-
-def _branch_rank(value: ir.Value) -> int | None:
-    """The rank of a value of unknown shape that is an If's output (through Identity), when the
-    branches that know it agree: a Loop body output keeps one rank (onnxruntime fails
-    otherwise), so the branch whose shape inference knew it tells."""
-    producer = value.producer()
-    while producer is not None and producer.op_type == "Identity" and producer.domain == "":
-        value = producer.inputs[0]  # type: ignore[assignment]
-        if value.shape is not None:
-            return len(value.shape)
-        producer = value.producer()
-    if producer is None or producer.op_type != "If" or producer.domain != "":
-        return None
-    index = list(producer.outputs).index(value)
-    ranks = {
-        len(out.shape)
-        for key in ("then_branch", "else_branch")
-        if (out := producer.attributes[key].as_graph().outputs[index]).shape is not None
-    }
-    return ranks.pop() if len(ranks) == 1 else None
-
-
-def _unknown_output_rank(body: ir.Graph) -> Refusal | None:
-    """Why a Loop body cannot be a Scan body for onnxruntime: an output of unknown rank (its
-    Scan needs the shape of every body output)."""
-    unknown = [v.name for v in body.outputs[1:] if v.shape is None and _branch_rank(v) is None]
-    if not unknown:
-        return None
-    return Refusal(
-        f"the rank of the body output '{unknown[0]}' is unknown; onnxruntime runs a Scan only "
-        "with the shape of every body output"
-    )
-
-
-def _give_ranks(body: ir.Graph) -> None:
-    """Each body output of unknown shape takes the rank its If's branches give it (checked by
-    `_unknown_output_rank`), unknown dims."""
-    for value in body.outputs:
-        if value.shape is None:
-            rank = _branch_rank(value)
-            if rank is not None:
-                value.shape = ir.Shape([None] * rank)
-
-
 def _scan_refusal(node: ir.Node, body: ir.Graph, ctx: Context) -> Refusal | None:
     """Why no Loop-to-Scan rewrite applies to `node` at all (the target, sequences, an early
     exit), or None."""
@@ -339,39 +272,23 @@ def _check_loop_to_scan(node: ir.Node, ctx: Context) -> ScanPlan | Refusal:
     refused = _scan_refusal(node, body, ctx)
     if refused:
         return refused
-    chain = _condition_node(body)
-    if isinstance(chain, Refusal):
-        return chain
-    inside = {id(g) for g in graphs_within(body)}
-    gathers, walked = [], set()
-    for use in body.inputs[0].uses():
-        gather = use.node
-        data = gather.inputs[0]
-        if gather.op_type != "Gather" or use.idx != 1 or gather.graph is not body or data is None:
-            return Refusal(f"the iteration number is read by {gather.op_type}, not only Gather")
-        if id(data.graph) in inside or data.shape is None:
-            return Refusal(f"'{data.name}' is not an outer tensor of known rank")
-        walked.add((data, gather.attributes.get_int("axis", 0) % len(data.shape)))
-        gathers.append(gather)
-    if body.inputs[0].is_graph_output():
-        return Refusal("the iteration number is a body output")
-    if len(walked) != 1:
-        return Refusal(
-            "the body indexes no tensor with the iteration number"
-            if not walked
-            else "the body indexes more than one tensor (or axis) with the iteration number"
-        )
-    ((data, axis),) = walked
-    if not _walks_axis(node.inputs[0], data, axis, ctx):  # type: ignore[arg-type]
-        return Refusal(f"the trip count is not the size of dim {axis} of '{data.name}'")
-    return _unknown_output_rank(body) or ScanPlan(data, axis, tuple(gathers), chain)
+    chain = condition_chain(body)
+    if isinstance(chain, str):
+        return Refusal(chain)
+    walked = walked_tensor(node, body, ctx.facts.values)
+    if isinstance(walked, str):
+        return Refusal(walked)
+    unknown = unknown_output_rank(body)
+    if unknown:
+        return Refusal(unknown)
+    return ScanPlan(walked.data, walked.axis, walked.gathers, chain)
 
 
 def _loop_to_scan(node: ir.Node, plan: ScanPlan, ctx: Context) -> None:
     """Loop(Gather(Shape(x), a), true, v.., body: f(i, v.., Gather(x, i, axis=a)))
     -> Scan(v.., x, scan_input_axes=[a], body: f(v.., x_i)). --target tract only."""
     body = node.attributes["body"].as_graph()
-    _give_ranks(body)
+    give_ranks(body)
     builder = ctx.rewriter.before(node)
     dims = list(plan.data.shape or [])
     element = ir.Value(
@@ -440,10 +357,11 @@ def _check_loop_to_range_scan(
                 f"the carried value '{value.name}' may change shape between iterations: a "
                 "Scan's state keeps one shape"
             )
-    chain = _condition_node(body)
-    if isinstance(chain, Refusal):
-        return chain
-    return _unknown_output_rank(body) or (chain, count)
+    chain = condition_chain(body)
+    if isinstance(chain, str):
+        return Refusal(chain)
+    unknown = unknown_output_rank(body)
+    return Refusal(unknown) if unknown else (chain, count)
 
 
 def _loop_to_range_scan(
@@ -458,7 +376,7 @@ def _loop_to_range_scan(
     read). --target tract only."""
     condition_node, count = plan
     body = node.attributes["body"].as_graph()
-    _give_ranks(body)
+    give_ranks(body)
     builder = ctx.rewriter.before(node)
     trip = node.inputs[0]
     assert trip is not None

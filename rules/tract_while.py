@@ -40,18 +40,13 @@ from seqlower.analysis.masked_loops import (
     gathers_at_iteration,
     masked_scan_problem,
 )
+from seqlower.analysis.scan_forms import give_ranks, unknown_output_rank
 from seqlower.ops import graphs_within
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loops import _uses_sequences
 from seqlower.rules.runtime_position import WHERE_TYPES
-from seqlower.rules.target_tract import (
-    _copy_read_scan_outputs,
-    _give_ranks,
-    _only_for_tract,
-    _unknown_output_rank,
-    _while_problem,
-)
+from seqlower.rules.target_tract import _copy_read_scan_outputs, _only_for_tract, _while_problem
 
 _BOOL = ir.DataType.BOOL
 _INT64 = ir.DataType.INT64
@@ -84,9 +79,9 @@ def _check_masked_scan(node: ir.Node, ctx: Context) -> MaskedPlan | Refusal:
             return Refusal(
                 f"the carried value '{value.name}' is {name}: onnxruntime has no Where for it"
             )
-    unknown = _unknown_output_rank(body)
+    unknown = unknown_output_rank(body)
     if unknown:
-        return unknown
+        return Refusal(unknown)
     walked = []
     for gather in gathers_at_iteration(node, ctx.facts.values):
         data = gather.inputs[0]
@@ -133,7 +128,7 @@ def _masked_scan(node: ir.Node, plan: MaskedPlan, ctx: Context) -> None:
     output cut to that count (a while loop with a bound, whose body cannot fail on the values
     it sees after the exit). --target tract only."""
     body = node.attributes["body"].as_graph()
-    _give_ranks(body)
+    give_ranks(body)
     builder = ctx.rewriter.before(node)
     trip = _scalar(builder, node.inputs[0], _INT64)  # type: ignore[arg-type]
     zero = builder.constant(np.array(0, np.int64), "zero")

@@ -32,6 +32,7 @@ from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
 from seqlower.passes.flatten_io import FlattenSequenceIOPass
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
 from seqlower.passes.legality import count_sequence_ops, expanded_count
+from seqlower.passes.onnxruntime_loops import LoopConditionPass, LoopsToScansPass
 from seqlower.passes.shape_hints import RelaxShapeHintsPass
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.regions import region_costs
@@ -297,6 +298,9 @@ class _Run:
         observe("inline-functions", model)
         self.normalize = NormalizePass(options)
         self.normalize(model)
+        self.conditions = LoopConditionPass()
+        if options.target in SPEED_FIRST_TARGETS:  # before the estimates: both forms have it
+            self.conditions(model)
         observe("normalize", model)
         self.sites = collect_sites(model, labels)  # types are inferred now
         maps = (site.node for site in self.sites if site.op_type == "SequenceMap")
@@ -322,6 +326,11 @@ class _Run:
             dead_nodes=not lower.dead_code_free, fold_shapes=options.target != "tract"
         )
         self.cleanup(model)
+        self.scans = LoopsToScansPass()
+        if options.target in SPEED_FIRST_TARGETS:
+            self.scans(model)
+            for made, loop in self.scans.made.items():
+                lower.origins.setdefault(made, lower.origins.get(loop, loop))
         RuntimeWorkaroundsPass(speed_first=options.target in SPEED_FIRST_TARGETS)(model)
         _keep_declared_output_shapes(model, declared_output_shapes)
         if options.target == "tract":  # tract holds a model to its declared shapes
@@ -358,6 +367,10 @@ class _Run:
         if self.cleanup.folded:
             folded = {"fold-constant-transpose": self.cleanup.folded}
             report.rules_fired = {**report.rules_fired, **folded}
+        report.rules_fired = {
+            **report.rules_fired,
+            **_loop_counts(model, self.conditions, self.scans),
+        }
         report.stop_reason = lower.stop_reason
         report.iterations = lower.iterations
         report.warnings = report.warnings + (
@@ -394,6 +407,9 @@ def _kept_original(
 ) -> OptimizeResult[ir.Model]:
     """The original as given (only the runtime workarounds applied, so that it loads), returned
     because its lowering costs more (`why`, the stop reason): every sequence operator stays."""
+    conditions, scans = LoopConditionPass(), LoopsToScansPass()
+    conditions(model)
+    scans(model)
     RuntimeWorkaroundsPass(speed_first=True)(model)
     labels = NodeLabels()
     sites = collect_sites(model, labels)
@@ -409,9 +425,21 @@ def _kept_original(
     ]
     after = collections.Counter(op.op_type for op in report.remaining)
     report.sequence_ops_after = dict(sorted(after.items()))
-    report.rules_fired = {}
+    report.rules_fired = _loop_counts(model, conditions, scans)
     report.stop_reason = f"kept the original: {why}"
     return OptimizeResult(model, report)
+
+
+def _loop_counts(
+    model: ir.Model, conditions: LoopConditionPass, scans: LoopsToScansPass
+) -> dict[str, int]:
+    """What the passes for onnxruntime's Loops did to the Loops `model` has, as rule counts
+    for the report."""
+    counts = {
+        "loop-condition-passthrough": conditions.still_loops(model),
+        "loop-to-scan": scans.count,
+    }
+    return {name: count for name, count in counts.items() if count}
 
 
 def _keep_declared_output_shapes(model: ir.Model, declared: dict[str, ir.Shape | None]) -> None:

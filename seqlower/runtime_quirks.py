@@ -204,6 +204,37 @@ def _transposed_double_matmul_refused() -> bool:
     return not _loads(_model(TRANSPOSED_DOUBLE_MATMUL))
 
 
+SCAN_SHARED_OUTPUTS = """g (float[4,3] x, float[3] a0, float[3] b0) => (float[3] a, float[3] b,
+                                                                 float[4,3] sums) {
+    a, b, sums = Scan<num_scan_inputs = 1, body = body (float[3] a_in, float[3] b_in,
+                                                         float[3] row)
+                                                        => (float[3] a_in, float[3] b_out,
+                                                            float[3] b_out) {
+        b_out = Add(b_in, row)
+    }>(a0, b0, x)
+}"""
+
+
+def _scan_shared_outputs_wrong() -> bool:
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    a0, b0 = np.ones(3, np.float32), np.zeros(3, np.float32)
+    outputs = _runs(_model(SCAN_SHARED_OUTPUTS), {"x": x, "a0": a0, "b0": b0})
+    expected = [a0, x.sum(0), np.cumsum(x, 0)]
+    return outputs is None or not all(np.array_equal(o, e) for o, e in zip(outputs, expected))
+
+
+EMPTY_SCAN = """g (float[N,3] x) => (float[3] total) {
+    zero = Constant<value = float[3] {0, 0, 0}>()
+    total = Scan<num_scan_inputs = 1, body = body (float[3] acc, float[3] row) => (float[3] out) {
+        out = Add(acc, row)
+    }>(zero, x)
+}"""
+
+
+def _empty_scan_fails() -> bool:
+    return _runs(_model(EMPTY_SCAN), {"x": np.zeros((0, 3), np.float32)}) is None
+
+
 def _limits_below_onnx() -> bool:
     found = limits()
     return found.max_ir_version < onnx.IR_VERSION or found.newest_opset < _onnx_newest_opset()
@@ -278,6 +309,23 @@ QUIRKS: tuple[Quirk, ...] = (
         "1.20.0; not on 1.32.0",
         "nothing: batching keeps the attribute, so the lowered model fails where the original does",
         _reduce_noop_fails,
+    ),
+    Quirk(
+        "scan-shared-outputs",
+        "a Scan whose body returns one of its inputs as an output, or one value as two "
+        "outputs (a state and a scan output), returns wrong values: zeros for the first, a "
+        "copy of the scanned input for the second",
+        "1.20.0 to 1.32.0",
+        "a Loop that becomes a Scan (--target onnxruntime) returns each such output as a copy",
+        _scan_shared_outputs_wrong,
+    ),
+    Quirk(
+        "empty-scan",
+        "a Scan over an axis of size 0 fails ('Invalid dim0_offset of 0'); the specification "
+        "runs its body zero times",
+        "1.20.0 to 1.32.0",
+        "a Loop becomes a Scan (--target onnxruntime) only when it runs at least once",
+        _empty_scan_fails,
     ),
 )
 

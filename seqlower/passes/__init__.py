@@ -7,6 +7,7 @@ from seqlower.passes.flatten_io import FlattenSequenceIOPass
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
 from seqlower.passes.lower import LowerSequencesPass
 from seqlower.passes.normalize import NormalizePass, infer_shapes
+from seqlower.passes.onnxruntime_loops import LoopConditionPass, LoopsToScansPass
 from seqlower.passes.sequence_lowering import SequenceLoweringPass, default_passes
 from seqlower.passes.shape_hints import RelaxShapeHintsPass
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
@@ -18,6 +19,8 @@ __all__ = [
     "FlattenSequenceIOPass",
     "InlineSequenceFunctionsPass",
     "LowerSequencesPass",
+    "LoopConditionPass",
+    "LoopsToScansPass",
     "NormalizePass",
     "RuntimeWorkaroundsPass",
     "SequenceLoweringPass",

@@ -2,8 +2,11 @@
 `onnx_ir` pipeline:
 
     SequenceLoweringPass(options)
-        == InlineSequenceFunctionsPass -> NormalizePass -> LowerSequencesPass -> CleanupPass
-           -> RuntimeWorkaroundsPass (-> RelaxShapeHintsPass, for target="tract")
+        == InlineSequenceFunctionsPass -> NormalizePass (-> LoopConditionPass)
+           -> LowerSequencesPass -> CleanupPass (-> LoopsToScansPass) -> RuntimeWorkaroundsPass
+           (-> RelaxShapeHintsPass)
+
+(the passes in parentheses for target="onnxruntime", the last for target="tract")
 
 The last pass matters: without it, some batched models crash onnxruntime while it loads them
 (README, "Where the specification and onnxruntime disagree", item 7). `LowerSequencesPass` applies
@@ -23,6 +26,7 @@ from seqlower.passes.cleanup import CleanupPass
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
 from seqlower.passes.lower import LowerSequencesPass
 from seqlower.passes.normalize import NormalizePass
+from seqlower.passes.onnxruntime_loops import LoopConditionPass, LoopsToScansPass
 from seqlower.passes.shape_hints import RelaxShapeHintsPass
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.rule import RuleSet
@@ -33,12 +37,15 @@ def default_passes(
 ) -> list[ir.passes.PassBase]:
     """Fresh instances of the passes `seqlower.optimize` runs, in its order."""
     options = options or Options()
+    speed_first = options.target in SPEED_FIRST_TARGETS
     passes: list[ir.passes.PassBase] = [
         InlineSequenceFunctionsPass(),
         NormalizePass(options),
+        *([LoopConditionPass()] if speed_first else []),
         LowerSequencesPass(rules, options),
         CleanupPass(),
-        RuntimeWorkaroundsPass(speed_first=options.target in SPEED_FIRST_TARGETS),
+        *([LoopsToScansPass()] if speed_first else []),
+        RuntimeWorkaroundsPass(speed_first=speed_first),
     ]
     if options.target == "tract":  # tract holds a model to its declared shapes
         passes.append(RelaxShapeHintsPass())
