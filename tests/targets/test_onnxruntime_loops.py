@@ -148,7 +148,7 @@ def test_a_loop_that_reads_its_iteration_number_becomes_a_scan_over_a_range():
 def test_a_loop_that_runs_zero_times_stays_a_loop():
     """A Scan over zero iterations fails in onnxruntime (quirk `empty-scan`)."""
     model = parse(WEIGHTED.format(N=0))
-    lowered, report = lower(model, target="onnxruntime")
+    lowered, _ = lower(model, target="onnxruntime")
     assert op_counts(lowered)["Scan"] == 0 and op_counts(lowered)["Loop"] == 1
     assert_same_outputs(model, lowered, {"x": np.array([1.0, -2.0, 0.5], np.float32)})
 
