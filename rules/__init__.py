@@ -28,6 +28,7 @@ from seqlower.rules import (
     tract_if,
     tract_while,
     unit_axes,
+    unrolled_maps,
 )
 
 __all__ = ["default_rules"]
@@ -52,6 +53,7 @@ def default_rules() -> RuleSet:
         + loop_accumulators.RULES  # the other way: a tensor accumulator to a scan output
         + loop_induction.RULES  # a Loop left with counters only
         + batching.RULES
+        + unrolled_maps.RULES  # a map written out per element: applied once to the stack
         + sequence_map.RULES
         + unit_axes.RULES  # after batching: the unit axes of split(1) chunks
         + target_tract.RULES  # only with Options.target == "tract"

@@ -1,0 +1,299 @@
+"""A map written out once per element is applied once to the whole stack (as `jax.vmap` does):
+what a traced export makes of `torch.stack([f(t) for t in x.unbind(a)], b)`, of a loop over
+`x.split(1, a)` unrolled, or of `zip` of two such lists.
+
+    Concat(Unsqueeze(f(e_0), b), .., Unsqueeze(f(e_n), b), axis=b)
+        (e_i: chunk i of one Split of x along a, in order, squeezed or not; or row i of x,
+     Gather(x, i, axis=a), for every row of a static axis)
+        -> Transpose(f'(stack(e)), axis 0 to b)           (no Transpose when b = 0)
+    Concat(f(e_0), .., f(e_n), axis=b)                    (`torch.cat`, not `torch.stack`)
+        -> Reshape(Transpose(f'(stack(e)), axis 0 to b), axes b and b + 1 merged)
+
+f' is f batched over a new leading axis (`seqlower.batching`), and stack(e) is x with axis a
+moved first (reshaped when the chunks are larger than 1). The copies of f must be the same
+computation, node for node: the same operators and attributes, reading the same values
+elsewhere (constants compared by value: a traced export writes one Constant per copy), and
+chunk i of each Split read where the first copy reads chunk 0. The chunks must be all the
+chunks of their Split, in order, of one static size. Every op of f that reads a chunk needs a
+batching rule; what reads no chunk is computed once.
+
+Refused: opsets before 14 (the batched form reshapes with allowzero); fewer than two copies;
+copies that differ in an operator, an attribute or what they read; chunks or rows out of order,
+of different sizes, or not all of them; a body op without a batching rule.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RULES"]
+
+import dataclasses
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.batching.body import BodyPlan, emit_body, plan_region
+from seqlower.batching.core import Emitter, Operand
+from seqlower.ops import has_subgraph
+from seqlower.rule import Context, Refusal, Rule, RuleSet
+from seqlower.rules.batching import Source, _source_of_elements
+from seqlower.rules.loop_batching import MIN_OPSET
+from seqlower.rules.stacks import ALLOW_ZERO, merged_shape, moveaxis_to_front
+
+MAX_COPY_NODES = 256  # nodes in one copy of f, at most
+
+
+@dataclasses.dataclass(frozen=True)
+class UnrolledMap:
+    axis: int  # the stack axis b, non-negative
+    stacked: bool  # Unsqueeze'd results (stack); else concatenated as they are (cat)
+    plan: BodyPlan  # the first copy, fed the first chunk of each list
+    sources: tuple[Source, ...]  # per seed of the plan: how to build its stack
+    count: int
+
+
+class _Mismatch(Exception):
+    """Two copies of f differ (the message says where)."""
+
+
+class _Matcher:
+    """Matches copy k of f against copy 0, value by value, from their results upwards."""
+
+    def __init__(self, graph: ir.Graph, count: int) -> None:
+        self.graph = graph
+        self.count = count
+        self.pairs: dict[ir.Value, ir.Value] = {}  # a value of copy k -> its value in copy 0
+        self.nodes: set[ir.Node] = set()  # the nodes of copy 0
+        self.seeds: dict[ir.Value, list[ir.Value | None]] = {}  # chunk 0 -> chunk i per copy
+        self.rows: dict[ir.Value, tuple[ir.Value, int]] = {}  # row 0 -> (data, axis) read
+
+    def match(self, first: ir.Value, other: ir.Value, k: int) -> None:
+        known = self.pairs.get(other)
+        if known is not None:
+            if known is not first:
+                raise _Mismatch(f"'{other.name}' stands for two values of the first copy")
+            return
+        self.pairs[other] = first
+        if first is other:
+            return  # the same value, read by both copies
+        a, b = first.producer(), other.producer()
+        if a is None or b is None or a.graph is not self.graph or b.graph is not self.graph:
+            if _same_constant(first, other):
+                return
+            raise _Mismatch(f"'{first.name}' and '{other.name}' are different inputs")
+        if _same_constant(first, other):
+            return
+        if a is b:
+            self._chunk(a, first, other, k)
+            return
+        if self._row(a, b, first, other, k):
+            return
+        if a.op_type != b.op_type or a.domain != b.domain or len(a.inputs) != len(b.inputs):
+            raise _Mismatch(f"{_label(a)} and {_label(b)} differ")
+        if list(a.outputs).index(first) != list(b.outputs).index(other):
+            raise _Mismatch(f"'{first.name}' and '{other.name}' are different outputs")
+        if has_subgraph(a) or _attributes(a) != _attributes(b):
+            raise _Mismatch(f"the attributes of {_label(a)} and {_label(b)} differ")
+        if k == 1:
+            self.nodes.add(a)
+            if len(self.nodes) > MAX_COPY_NODES:
+                raise _Mismatch(f"a copy has more than {MAX_COPY_NODES} nodes")
+        for x, y in zip(a.inputs, b.inputs):
+            if (x is None) != (y is None):
+                raise _Mismatch(f"{_label(a)} and {_label(b)} read different optional inputs")
+            if x is not None and y is not None:
+                self.match(x, y, k)
+
+    def _row(self, a: ir.Node, b: ir.Node, first: ir.Value, other: ir.Value, k: int) -> bool:
+        """Whether copy k reads row k of a tensor where copy 0 reads row 0 (Gather at a
+        constant, what tracing makes of `x[i]`): then both are rows of one stack."""
+        if not (a.op_type == b.op_type == "Gather" and a.domain == b.domain == ""):
+            return False
+        data = a.inputs[0]
+        if data is None or data is not b.inputs[0] or data.shape is None:
+            return False
+        axis = a.attributes.get_int("axis", 0)
+        if axis != b.attributes.get_int("axis", 0) or not -len(data.shape) <= axis < len(
+            data.shape
+        ):
+            return False
+        axis %= len(data.shape)
+        index_a, index_b = _constant(a.inputs[1]), _constant(b.inputs[1])  # type: ignore[arg-type]
+        if index_a is None or index_b is None or index_a.shape != () or index_b.shape != ():
+            return False
+        if int(index_a) != 0 or int(index_b) != k:
+            raise _Mismatch(f"copy {k} does not read row {k} of '{data.name}'")
+        if data.shape[axis] != self.count:
+            raise _Mismatch(f"the copies read {self.count} of the rows of '{data.name}', not all")
+        self.rows[first] = (data, axis)
+        self.seeds.setdefault(first, [None] * self.count)[0] = first
+        self.seeds[first][k] = other
+        return True
+
+    def _chunk(self, split: ir.Node, first: ir.Value, other: ir.Value, k: int) -> None:
+        """Copy k reads chunk k of the Split where copy 0 reads chunk 0."""
+        outputs = list(split.outputs)
+        if split.op_type != "Split" or split.domain != "" or len(outputs) != self.count:
+            raise _Mismatch(f"'{first.name}' and '{other.name}' are different outputs")
+        if outputs.index(first) != 0 or outputs.index(other) != k:
+            raise _Mismatch(f"copy {k} does not read chunk {k} of {_label(split)}")
+        self.seeds.setdefault(first, [None] * self.count)[0] = first
+        self.seeds[first][k] = other
+
+
+def _label(node: ir.Node) -> str:
+    return f"{node.op_type} '{node.name}'" if node.name else node.op_type
+
+
+def _attributes(node: ir.Node) -> list[tuple[str, object]]:
+    found: list[tuple[str, object]] = []
+    for name, attr in sorted(node.attributes.items()):
+        value = attr.value
+        if isinstance(value, ir.TensorProtocol):
+            value = (str(value.dtype), tuple(value.shape.numpy()), value.tobytes())
+        elif isinstance(value, list | tuple):
+            value = tuple(value)
+        found.append((name, value))
+    return found
+
+
+def _same_constant(a: ir.Value, b: ir.Value) -> bool:
+    """True when both are small constants of one type, shape and content."""
+    x, y = _constant(a), _constant(b)
+    return x is not None and y is not None and x.dtype == y.dtype and np.array_equal(x, y)
+
+
+def _constant(value: ir.Value) -> np.ndarray | None:
+    producer = value.producer()
+    tensor = None
+    if producer is not None and producer.op_type == "Constant" and producer.domain == "":
+        attr = producer.attributes.get("value")
+        tensor = attr.value if attr is not None and not attr.is_ref() else None
+    elif producer is None and value.is_initializer() and not value.is_graph_input():
+        tensor = value.const_value
+    if tensor is None or np.prod(tensor.shape.numpy()) > 64:
+        return None
+    return tensor.numpy()
+
+
+def _rows(data: ir.Value, axis: int, count: int) -> Source:
+    """The stack of all the rows of `data` along `axis`: `data` with that axis first."""
+    dims = list(data.shape or [])
+    rank = len(dims)
+    element = ir.Shape(dims[:axis] + dims[axis + 1 :])
+    return Source(element, count, lambda b: moveaxis_to_front(b, data, axis, rank))
+
+
+def _squeezes(chunks: list[ir.Value], nodes: set[ir.Node]) -> list[ir.Value] | None:
+    """The Squeeze of each chunk, when each chunk is read by one Squeeze only, and the first is
+    in the first copy; else None."""
+    found = []
+    for chunk in chunks:
+        readers = chunk.consumers()
+        if len(chunk.uses()) != 1 or readers[0].op_type != "Squeeze" or readers[0].domain != "":
+            return None
+        found.append(readers[0].outputs[0])
+    return found if found[0].producer() in nodes else None
+
+
+def _unsqueezed(value: ir.Value, axis: int, ctx: Context) -> ir.Value | None:
+    """x when `value` is Unsqueeze(x, [axis]) read only here, else None."""
+    node = value.producer()
+    if node is None or node.op_type != "Unsqueeze" or node.domain != "" or len(value.uses()) != 1:
+        return None
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        axes = ctx.facts.values.get_ints(node.inputs[1])
+    else:
+        found = node.attributes.get_ints("axes")
+        axes = None if found is None else list(found)
+    source = node.inputs[0]
+    if axes is None or len(axes) != 1 or source is None or source.shape is None:
+        return None
+    return source if axes[0] % (len(source.shape) + 1) == axis else None
+
+
+def _check(node: ir.Node, ctx: Context) -> UnrolledMap | Refusal:
+    if ctx.rewriter.opset(node.graph) < MIN_OPSET:
+        # the batched form reshapes with allowzero (the emitters shared with loop-batch)
+        return Refusal(f"batching needs Reshape with allowzero (opset {MIN_OPSET} or newer)")
+    output = node.outputs[0]
+    if len(node.inputs) < 2 or output.shape is None:
+        return Refusal("not a stack of two or more copies of one computation")
+    axis = node.attributes.get_int("axis", 0) % len(output.shape)
+    results = [_unsqueezed(v, axis, ctx) if v is not None else None for v in node.inputs]
+    stacked = all(r is not None for r in results)
+    if not stacked:  # a cat: the copies' results as they are
+        results = list(node.inputs)
+        if any(r is None or r.shape is None or len(r.uses()) != 1 for r in results):
+            return Refusal("an input is of unknown rank or read elsewhere too")
+    graph = node.graph
+    assert graph is not None
+    matcher = _Matcher(graph, len(results))
+    try:
+        for k, result in enumerate(results[1:], start=1):
+            matcher.match(results[0], result, k)  # type: ignore[arg-type]
+    except _Mismatch as mismatch:
+        return Refusal(f"the stacked values are not copies of one computation: {mismatch}")
+    if not matcher.seeds:
+        return Refusal("the copies read no chunk of a Split")
+    if any(v is None for chunks in matcher.seeds.values() for v in chunks):
+        return Refusal("a copy does not read every list")
+    made = {v for n in matcher.nodes for v in n.outputs}
+    if any(
+        first is other and (first in made or first in matcher.seeds)
+        for other, first in matcher.pairs.items()
+    ):
+        return Refusal("a copy reads what the first copy computes from its chunk")
+    sources, seeds = [], {}
+    nodes = set(matcher.nodes)
+    for first, chunks in matcher.seeds.items():
+        if first in matcher.rows:
+            data, row_axis = matcher.rows[first]
+            sources.append(_rows(data, row_axis, len(chunks)))
+            seeds[first] = Operand(True, sources[-1].element_shape)
+            continue
+        squeezes = _squeezes(chunks, nodes)  # elements read squeezed: no reshape needed
+        if squeezes is not None:
+            nodes.discard(squeezes[0].producer())  # type: ignore[arg-type]
+            first, chunks = squeezes[0], squeezes
+        source = _source_of_elements(chunks, ctx)  # type: ignore[arg-type]
+        if isinstance(source, Refusal):
+            return source
+        sources.append(source)
+        seeds[first] = Operand(True, source.element_shape)
+    nodes = [n for n in graph if n in nodes]  # in graph order
+    opset = ctx.rewriter.opset(graph)
+    plan = plan_region(graph, seeds, nodes, [results[0]], ctx.facts.values, opset)  # type: ignore[list-item]
+    if isinstance(plan, Refusal):
+        return plan
+    return UnrolledMap(axis, stacked, plan, tuple(sources), len(results))
+
+
+def _rewrite(node: ir.Node, found: UnrolledMap, ctx: Context) -> None:
+    """Concat(Unsqueeze(f(e_0), b), .., Unsqueeze(f(e_n), b), axis=b)
+    -> Transpose(f'(stack(e)), axis 0 to b); a Concat of the f(e_i) themselves merges axis 0
+    into b (Transpose, then Reshape)"""
+    builder = ctx.rewriter.before(node)
+    stacks = []
+    for source in found.sources:
+        stack = source.build(builder)
+        if stack.shape is None:
+            stack.shape = ir.Shape([found.count, *source.element_shape])
+        stacks.append(stack)
+    emitter = Emitter(builder, stacks[0], found.count)
+    (batched,) = emit_body(found.plan, stacks, emitter, found.count)
+    rank = len(node.outputs[0].shape or []) + (0 if found.stacked else 1)  # of the stack
+    if found.axis:
+        perm = [*range(1, found.axis + 1), 0, *range(found.axis + 1, rank)]
+        batched = builder.op("Transpose", [batched], {"perm": perm}, name="stacked")
+    if not found.stacked:
+        result = found.plan.results[0]
+        dims = list(result.shape) if result.shape is not None else None
+        if dims is not None:
+            dims.insert(found.axis, found.count)
+        target = merged_shape(builder, batched, rank, dims, found.axis)  # type: ignore[arg-type]
+        batched = builder.op("Reshape", [batched, target], ALLOW_ZERO, name="concatenated")
+    batched.type = node.outputs[0].type
+    ctx.rewriter.replace(node.outputs[0], batched)
+
+
+RULES = RuleSet([Rule("unrolled-map-batch", "Concat", _check, _rewrite)])
