@@ -1,7 +1,8 @@
 """Remove what lowering left unused: dead nodes (subgraphs included), static shape arithmetic
-(folded into constants), Transposes of constant weights (folded into the weight), unused
-initializers and functions; forget the dim names that shape inference made up. Nodes that stay
-are not touched (their unused optional outputs and trailing empty inputs are theirs)."""
+(folded into constants), Transposes of constant weights (folded into the weight), Casts to the
+type their input has, unused initializers and functions; forget the dim names that shape
+inference made up. Nodes that stay are not touched (their unused optional outputs and trailing
+empty inputs are theirs)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from seqlower.ops import iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_nodes
 from seqlower.passes.fold_shapes import fold_static_shapes
 from seqlower.passes.fold_transpose import fold_constant_transposes
+from seqlower.passes.noop_casts import remove_noop_casts
 from seqlower.passes.normalize import infer_shapes
 from seqlower.passes.region_inference import forget_stamp
 
@@ -35,8 +37,9 @@ def remove_unused_initializers(model: ir.Model) -> bool:
 
 class CleanupPass(ir.passes.InPlacePass):
     """Dead nodes, static shape arithmetic folded (`fold_shapes`; `shapes_folded` counts the
-    nodes), Transposes of constant weights folded (`fold_transpose`; `folded` counts them), then
-    unused initializers and functions. `dead_nodes=False` skips the walk for dead nodes when the
+    nodes), Transposes of constant weights folded (`fold_transpose`; `folded` counts them), Casts
+    to the type they have removed (`noop_casts`; `casts_removed`), then unused initializers and
+    functions. `dead_nodes=False` skips the walk for dead nodes when the
     caller knows there are none (after a lowering fixpoint). `fold_shapes=False` folds no shape
     (for a model whose declared intermediate shapes are not all trusted)."""
 
@@ -46,6 +49,7 @@ class CleanupPass(ir.passes.InPlacePass):
         self.fold_shapes = fold_shapes
         self.folded = 0
         self.shapes_folded = 0
+        self.casts_removed = 0
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         forget_stamp(model)  # dim names are forgotten below: shapes are no longer inference's
@@ -63,6 +67,8 @@ class CleanupPass(ir.passes.InPlacePass):
         modified |= bool(self.shapes_folded)
         self.folded = fold_constant_transposes(model)
         modified |= bool(self.folded)
+        self.casts_removed = remove_noop_casts(model)
+        modified |= bool(self.casts_removed)
         modified |= remove_unused_initializers(model)
         if model.functions:
             modified |= RemoveUnusedFunctionsPass()(model).modified
