@@ -8,6 +8,8 @@ what a traced export makes of `torch.stack([f(t) for t in x.unbind(a)], b)`, of 
         -> Transpose(f'(stack(e)), axis 0 to b)           (no Transpose when b = 0)
     Concat(f(e_0), .., f(e_n), axis=b)                    (`torch.cat`, not `torch.stack`)
         -> Reshape(Transpose(f'(stack(e)), axis 0 to b), axes b and b + 1 merged)
+    Add(..Add(Add(c, f(e_0)), f(e_1)).., f(e_n))         (`acc = acc + f(t)` in a traced loop)
+        -> Add(c, ReduceSum(f'(stack(e)), axis 0))
 
 f' is f batched over a new leading axis (`seqlower.batching`), and stack(e) is x with axis a
 moved first (reshaped when the chunks are larger than 1). The copies of f must be the same
@@ -15,7 +17,8 @@ computation, node for node: the same operators and attributes, reading the same 
 elsewhere (constants compared by value: a traced export writes one Constant per copy), and
 chunk i of each Split read where the first copy reads chunk 0. The chunks must be all the
 chunks of their Split, in order, of one static size. Every op of f that reads a chunk needs a
-batching rule; what reads no chunk is computed once.
+batching rule; what reads no chunk is computed once. A sum is added up in another order
+(ReduceSum), so float results may round differently, as `loop-batch` does for a running sum.
 
 Refused: opsets before 14 (the batched form reshapes with allowzero); fewer than two copies;
 copies that differ in an operator, an attribute or what they read; chunks or rows out of order,
@@ -34,6 +37,7 @@ import onnx_ir as ir
 from seqlower.batching.body import BodyPlan, emit_body, plan_region
 from seqlower.batching.core import Emitter, Operand
 from seqlower.ops import has_subgraph
+from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.batching import Source, _source_of_elements
 from seqlower.rules.loop_batching import MIN_OPSET
@@ -46,9 +50,7 @@ MAX_COPY_NODES = 256  # nodes in one copy of f, at most
 class UnrolledMap:
     axis: int  # the stack axis b, non-negative
     stacked: bool  # Unsqueeze'd results (stack); else concatenated as they are (cat)
-    plan: BodyPlan  # the first copy, fed the first chunk of each list
-    sources: tuple[Source, ...]  # per seed of the plan: how to build its stack
-    count: int
+    copies: Copies
 
 
 class _Mismatch(Exception):
@@ -211,28 +213,25 @@ def _unsqueezed(value: ir.Value, axis: int, ctx: Context) -> ir.Value | None:
     return source if axes[0] % (len(source.shape) + 1) == axis else None
 
 
-def _check(node: ir.Node, ctx: Context) -> UnrolledMap | Refusal:
-    if ctx.rewriter.opset(node.graph) < MIN_OPSET:
-        # the batched form reshapes with allowzero (the emitters shared with loop-batch)
-        return Refusal(f"batching needs Reshape with allowzero (opset {MIN_OPSET} or newer)")
-    output = node.outputs[0]
-    if len(node.inputs) < 2 or output.shape is None:
-        return Refusal("not a stack of two or more copies of one computation")
-    axis = node.attributes.get_int("axis", 0) % len(output.shape)
-    results = [_unsqueezed(v, axis, ctx) if v is not None else None for v in node.inputs]
-    stacked = all(r is not None for r in results)
-    if not stacked:  # a cat: the copies' results as they are
-        results = list(node.inputs)
-        if any(r is None or r.shape is None or len(r.uses()) != 1 for r in results):
-            return Refusal("an input is of unknown rank or read elsewhere too")
-    graph = node.graph
-    assert graph is not None
+@dataclasses.dataclass(frozen=True)
+class Copies:
+    """The copies of f, batched: the plan of the first (fed the first chunk of each list) and
+    how to build the stack of each list it reads."""
+
+    plan: BodyPlan
+    sources: tuple[Source, ...]  # per seed of the plan
+    count: int
+
+
+def _copies(results: list[ir.Value], graph: ir.Graph, ctx: Context) -> Copies | Refusal:
+    """The copies of one computation whose results are `results` (copy k reads chunk k of
+    each list where the first reads chunk 0), batched; else why not."""
     matcher = _Matcher(graph, len(results))
     try:
         for k, result in enumerate(results[1:], start=1):
-            matcher.match(results[0], result, k)  # type: ignore[arg-type]
+            matcher.match(results[0], result, k)
     except _Mismatch as mismatch:
-        return Refusal(f"the stacked values are not copies of one computation: {mismatch}")
+        return Refusal(f"the values are not copies of one computation: {mismatch}")
     if not matcher.seeds:
         return Refusal("the copies read no chunk of a Split")
     if any(v is None for chunks in matcher.seeds.values() for v in chunks):
@@ -260,12 +259,46 @@ def _check(node: ir.Node, ctx: Context) -> UnrolledMap | Refusal:
             return source
         sources.append(source)
         seeds[first] = Operand(True, source.element_shape)
-    nodes = [n for n in graph if n in nodes]  # in graph order
+    in_order = [n for n in graph if n in nodes]
     opset = ctx.rewriter.opset(graph)
-    plan = plan_region(graph, seeds, nodes, [results[0]], ctx.facts.values, opset)  # type: ignore[list-item]
+    plan = plan_region(graph, seeds, in_order, [results[0]], ctx.facts.values, opset)
     if isinstance(plan, Refusal):
         return plan
-    return UnrolledMap(axis, stacked, plan, tuple(sources), len(results))
+    return Copies(plan, tuple(sources), len(results))
+
+
+def _emit(copies: Copies, builder: Builder) -> ir.Value:
+    """f'(stack(e)): [count, *the shape of f's result]."""
+    stacks = []
+    for source in copies.sources:
+        stack = source.build(builder)
+        if stack.shape is None:
+            stack.shape = ir.Shape([copies.count, *source.element_shape])
+        stacks.append(stack)
+    emitter = Emitter(builder, stacks[0], copies.count)
+    (batched,) = emit_body(copies.plan, stacks, emitter, copies.count)
+    return batched
+
+
+def _check(node: ir.Node, ctx: Context) -> UnrolledMap | Refusal:
+    if ctx.rewriter.opset(node.graph) < MIN_OPSET:
+        # the batched form reshapes with allowzero (the emitters shared with loop-batch)
+        return Refusal(f"batching needs Reshape with allowzero (opset {MIN_OPSET} or newer)")
+    output = node.outputs[0]
+    if len(node.inputs) < 2 or output.shape is None:
+        return Refusal("not a stack of two or more copies of one computation")
+    axis = node.attributes.get_int("axis", 0) % len(output.shape)
+    results = [_unsqueezed(v, axis, ctx) if v is not None else None for v in node.inputs]
+    stacked = all(r is not None for r in results)
+    if not stacked:  # a cat: the copies' results as they are
+        results = list(node.inputs)
+        if any(r is None or r.shape is None or len(r.uses()) != 1 for r in results):
+            return Refusal("an input is of unknown rank or read elsewhere too")
+    assert node.graph is not None
+    copies = _copies(results, node.graph, ctx)  # type: ignore[arg-type]
+    if isinstance(copies, Refusal):
+        return copies
+    return UnrolledMap(axis, stacked, copies)
 
 
 def _rewrite(node: ir.Node, found: UnrolledMap, ctx: Context) -> None:
@@ -273,27 +306,110 @@ def _rewrite(node: ir.Node, found: UnrolledMap, ctx: Context) -> None:
     -> Transpose(f'(stack(e)), axis 0 to b); a Concat of the f(e_i) themselves merges axis 0
     into b (Transpose, then Reshape)"""
     builder = ctx.rewriter.before(node)
-    stacks = []
-    for source in found.sources:
-        stack = source.build(builder)
-        if stack.shape is None:
-            stack.shape = ir.Shape([found.count, *source.element_shape])
-        stacks.append(stack)
-    emitter = Emitter(builder, stacks[0], found.count)
-    (batched,) = emit_body(found.plan, stacks, emitter, found.count)
+    batched = _emit(found.copies, builder)
     rank = len(node.outputs[0].shape or []) + (0 if found.stacked else 1)  # of the stack
     if found.axis:
         perm = [*range(1, found.axis + 1), 0, *range(found.axis + 1, rank)]
         batched = builder.op("Transpose", [batched], {"perm": perm}, name="stacked")
     if not found.stacked:
-        result = found.plan.results[0]
+        result = found.copies.plan.results[0]
         dims = list(result.shape) if result.shape is not None else None
         if dims is not None:
-            dims.insert(found.axis, found.count)
+            dims.insert(found.axis, found.copies.count)
         target = merged_shape(builder, batched, rank, dims, found.axis)  # type: ignore[arg-type]
         batched = builder.op("Reshape", [batched, target], ALLOW_ZERO, name="concatenated")
     batched.type = node.outputs[0].type
     ctx.rewriter.replace(node.outputs[0], batched)
 
 
-RULES = RuleSet([Rule("unrolled-map-batch", "Concat", _check, _rewrite)])
+# -- a running sum of the copies ------------------------------------------------------------------
+
+_SUMMABLE = frozenset(
+    {
+        ir.DataType.FLOAT,
+        ir.DataType.DOUBLE,
+        ir.DataType.FLOAT16,
+        ir.DataType.INT32,
+        ir.DataType.INT64,
+    }
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class UnrolledSum:
+    start: ir.Value  # what the sum starts from
+    copies: Copies
+
+
+def _sum_terms(node: ir.Node) -> list[tuple[ir.Value, list[ir.Value]]]:
+    """Each way to read `node` as start + t_0 + .. + t_k (Add(Add(start, t_0), t_1)..., either
+    operand order), longest first: (start, [t_0, .., t_k]) with at least two terms."""
+    terms: list[ir.Value] = []
+    accumulators: list[ir.Value] = []
+    current = node
+    while True:
+        left, right = current.inputs
+        inner = [v for v in (left, right) if _is_add(v) and len(v.uses()) == 1]  # type: ignore[arg-type]
+        if not inner:
+            break
+        accumulator = inner[0]
+        terms.append(right if accumulator is left else left)  # type: ignore[arg-type]
+        accumulators.append(accumulator)
+        current = accumulator.producer()  # type: ignore[assignment]
+    terms.reverse()
+    accumulators.reverse()
+    readings = []
+    for start, first in ((left, right), (right, left)):  # the innermost Add: either order
+        found = [start, *accumulators], [first, *terms]
+        readings += [(found[0][i], found[1][i:]) for i in range(len(found[1]) - 1)]
+    readings.sort(key=lambda reading: -len(reading[1]))
+    return readings  # type: ignore[return-value]
+
+
+def _is_add(value: ir.Value | None) -> bool:
+    producer = value.producer() if value is not None else None
+    return producer is not None and producer.op_type == "Add" and producer.domain == ""
+
+
+def _check_sum(node: ir.Node, ctx: Context) -> UnrolledSum | Refusal:
+    if ctx.rewriter.opset(node.graph) < MIN_OPSET:
+        return Refusal(f"batching needs Reshape with allowzero (opset {MIN_OPSET} or newer)")
+    if node.outputs[0].dtype not in _SUMMABLE:
+        return Refusal("not a sum of a type ReduceSum takes")
+    assert node.graph is not None
+    refusal = Refusal("not a sum of two or more copies of one computation")
+    for start, terms in _sum_terms(node):
+        if any(len(term.uses()) != 1 for term in terms):
+            continue
+        copies = _copies(terms, node.graph, ctx)
+        if not isinstance(copies, Refusal):
+            return UnrolledSum(start, copies)
+        refusal = copies
+    return refusal
+
+
+def _rewrite_sum(node: ir.Node, found: UnrolledSum, ctx: Context) -> None:
+    """Add(..Add(Add(c, f(e_0)), f(e_1)).., f(e_n)) -> Add(c, ReduceSum(f'(stack(e)), axis 0))"""
+    builder = ctx.rewriter.before(node)
+    batched = _emit(found.copies, builder)
+    axis = 0
+    moved = batched.producer()
+    if moved is not None and moved.op_type == "Transpose" and len(batched.uses()) == 0:
+        perm = list(moved.attributes.get_ints("perm") or [])
+        if perm and perm[1:] == sorted(perm[1:]):  # the stack itself: sum where it lies
+            batched, axis = moved.inputs[0], perm[0]  # type: ignore[assignment]
+    summed = builder.op(
+        "ReduceSum", [batched, builder.ints([axis], "axes")], {"keepdims": 0}, name="summed"
+    )
+    summed.type = batched.type
+    total = builder.op("Add", [found.start, summed], name="total")
+    total.type = node.outputs[0].type
+    ctx.rewriter.replace(node.outputs[0], total)
+
+
+RULES = RuleSet(
+    [
+        Rule("unrolled-map-batch", "Concat", _check, _rewrite),
+        Rule("unrolled-sum-batch", "Add", _check_sum, _rewrite_sum),
+    ]
+)

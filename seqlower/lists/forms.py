@@ -17,6 +17,7 @@ from __future__ import annotations
 
 __all__ = ["ListForms", "Placement"]
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -57,13 +58,24 @@ class ListForms:
         return self.typed(_EMITTERS[layout.kind].empty(b, layout))
 
     def construct(self, b: Builder, elements: Sequence[ir.Value], layout: Layout) -> TensorList:
-        return self.typed(_EMITTERS[layout.kind].construct(b, elements, layout))
+        made = _EMITTERS[layout.kind].construct(b, elements, layout)
+        return self.typed(dataclasses.replace(made, min_length=len(elements)))
 
     def insert(self, b: Builder, s: TensorList, x: ir.Value, p: ir.Value | None) -> TensorList:
-        return self.typed(_EMITTERS[s.layout.kind].insert(self, b, s, x, p))
+        made = _EMITTERS[s.layout.kind].insert(self, b, s, x, p)
+        return self.typed(dataclasses.replace(made, min_length=s.min_length + 1))
 
     def erase(self, b: Builder, s: TensorList, p: ir.Value | None) -> TensorList:
-        return self.typed(_EMITTERS[s.layout.kind].erase(self, b, s, p))
+        made = _EMITTERS[s.layout.kind].erase(self, b, s, p)
+        return self.typed(dataclasses.replace(made, min_length=max(s.min_length - 1, 0)))
+
+    def within(self, s: TensorList, p: ir.Value | None) -> int | None:
+        """The static position `p` (SequenceErase's default: -1), when it is known to be in
+        range, inside `[-min_length, min_length - 1]`; else None (a run-time check is due)."""
+        static = -1 if p is None else self.values.get_int(p)
+        if static is None or not -s.min_length <= static < s.min_length:
+            return None
+        return static
 
     def split(self, b: Builder, node: ir.Node, layout: Layout) -> TensorList:
         """A SplitToSequence whose chunk count is known at run time only."""

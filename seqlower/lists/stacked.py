@@ -4,7 +4,8 @@ SequenceEmpty()              -> ConstantOfShape([0, *S])            (S static)
 SequenceConstruct(x0..xk)    -> Concat(Unsqueeze(x0, 0)..)
 SequenceInsert(s, x, p?)     -> Concat(data[:p], Unsqueeze(x, 0), data[p:])
 SequenceErase(s, p)          -> Concat(data[:p], data[p+1:])  (data[:n-1] for p = -1 or none,
-                                data[1:] for p = 0; p checked by Gather(Range(n), p) first)
+                                data[1:] for p = 0; p checked by Gather(Range(n), p) first,
+                                unless the list is known to hold element p: after an insert)
 SequenceAt(s, p)             -> Gather(data, p)
 SequenceLength(s)            -> Shape(data)[0]
 ConcatFromSequence(s, new_axis=1, axis=a) -> data, or Transpose(data, 0 -> a)
@@ -78,6 +79,9 @@ def insert(
 
 
 def erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> TensorList:
+    known = forms.within(s, p)
+    if known is not None:  # in range for sure: Slice reads a negative position as Gather does
+        return _erase_at(b, s, known)
     static = -1 if p is None else forms.values.get_int(p)
     if static is not None:
         p1 = b.ints([static], "position")
@@ -92,6 +96,18 @@ def erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> Te
         tail = b.op("Slice", [s.data, after, b.ints([INT64_MAX], "end")], name="list_data")
         return TensorList((tail,), s.layout)
     return TensorList((splice(b, s.data, index1, after, None),), s.layout)
+
+
+def _erase_at(b: Builder, s: TensorList, p: int) -> TensorList:
+    """Erase element p, known to exist: data[:p] + data[p+1:] (one Slice at either end)."""
+    if p == -1:
+        kept = b.op("Slice", [s.data, b.ints([0], "zero1"), b.ints([-1], "last")], name="list_data")
+    elif p == 0:
+        end = b.ints([INT64_MAX], "end")
+        kept = b.op("Slice", [s.data, b.ints([1], "one"), end], name="list_data")
+    else:
+        kept = splice(b, s.data, b.ints([p], "position"), b.ints([p + 1], "after"), None)
+    return TensorList((kept,), s.layout)
 
 
 def split(forms: ListForms, b: Builder, node: ir.Node, layout: Layout) -> TensorList:

@@ -55,10 +55,13 @@ class Layout:
 
 @dataclasses.dataclass(frozen=True)
 class TensorList:
-    """The tensors that stand for a list, in its layout."""
+    """The tensors that stand for a list, in its layout. `min_length` is a length the list is
+    known to have at least (what SequenceConstruct and SequenceInsert prove; 0 otherwise): a
+    constant position within it needs no run-time check."""
 
     parts: tuple[ir.Value, ...]
     layout: Layout
+    min_length: int = 0
 
     @property
     def data(self) -> ir.Value:

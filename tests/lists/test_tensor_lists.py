@@ -528,3 +528,46 @@ def test_erasing_an_end_of_a_stacked_list_is_one_slice(position, kept):
         np.testing.assert_array_equal(y, x[kept])
         assert int(n) == rows - 1
     assert_both_fail(model, lowered, {"x": np.zeros((0, 3), np.float32)})  # nothing to erase
+
+
+# the same list after one insert (at the front) holds at least one element: no check needed
+ERASE_AFTER_INSERT = """
+agraph (float[N,3] x, float[3] r) => (float[?,3] y, float[3] last) {{
+    s = SplitToSequence <axis=0, keepdims=0> (x)
+    zero = Constant <value=int64 {{0}}> ()
+    s1 = SequenceInsert (s, r, zero)
+    {inserts}
+    p = Constant <value=int64 {{{position}}}> ()
+    last = SequenceAt (s2, p)
+    s3 = SequenceErase (s2, p)
+    y = ConcatFromSequence <axis=0, new_axis=1> (s3)
+}}"""
+
+
+@pytest.mark.parametrize(
+    ("inserts", "position"),
+    [(1, -1), (1, 0), (2, -2), (2, 1)],
+    ids=["pop-after-one", "first-after-one", "second-last-after-two", "second-after-two"],
+)
+def test_erasing_a_position_an_insert_proved_needs_no_check(inserts, position):
+    lines = "s2 = Identity (s1)" if inserts == 1 else "s2 = SequenceInsert (s1, r)"
+    model = parse(ERASE_AFTER_INSERT.format(inserts=lines, position=position))
+    lowered, _ = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    assert "Range" not in op_counts(lowered)  # no Gather(Range(n), p): the position exists
+    rng = np.random.default_rng(5)
+    r = rng.standard_normal(3).astype(np.float32)
+    for rows in (0, 1, 4):  # the split may be empty: the inserts alone hold the position
+        x = rng.standard_normal((rows, 3)).astype(np.float32)
+        if rows + inserts == 1:
+            continue  # nothing is left to concatenate, which fails in onnxruntime only
+        assert_same(model, lowered, {"x": x, "r": r})
+
+
+def test_a_position_beyond_what_the_inserts_prove_is_still_checked():
+    model = parse(ERASE_AFTER_INSERT.format(inserts="s2 = Identity (s1)", position=-2))
+    lowered, _ = lower_tensor_form(model)
+    assert op_counts(lowered)["Range"] == 1  # Gather(Range(n), -2) keeps the run-time error
+    r = np.ones(3, np.float32)
+    assert_same(model, lowered, {"x": np.ones((3, 3), np.float32), "r": r})
+    assert_both_fail(model, lowered, {"x": np.zeros((0, 3), np.float32), "r": r})

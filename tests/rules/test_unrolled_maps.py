@@ -263,3 +263,56 @@ def test_before_opset_14_the_copies_are_kept():
     lowered, report = lower(model, target="generic")
     assert "unrolled-map-batch" not in report.rules_fired
     assert op_counts(lowered)["Concat"] == 1
+
+
+# -- a running sum of the copies ---------------------------------------------------------------
+
+
+def _sum(term: str, count: int = 3, start: str = "zeros", order: str = "acc_first") -> str:
+    """Traced `acc = zeros; for p in x.split(2, 1): acc = acc + f(p)`."""
+    sizes = ", ".join(["2"] * count)
+    lines = [
+        f"sizes = Constant <value = int64[{count}] {{{sizes}}}> ()",
+        f"{', '.join(f'e{i}' for i in range(count))} = Split <axis = 1> (x, sizes)",
+        "zeros = Constant <value = float[2,2] {0, 0, 0, 0}> ()",
+        f"acc0 = Identity ({start})",
+    ]
+    for i in range(count):
+        if term:
+            lines.append(term.format(i=i))
+        read = f"r{i}" if term else f"e{i}"
+        pair = f"acc{i}, {read}" if order == "acc_first" else f"{read}, acc{i}"
+        lines.append(f"acc{i + 1} = Add ({pair})")
+    lines.append(f"y = Identity (acc{count})")
+    body = "\n  ".join(lines)
+    return f"agraph (float[2,{2 * count}] x, float[2,2] z) => (float[2,2] y) {{\n  {body}\n}}"
+
+
+@pytest.mark.parametrize("order", ["acc_first", "term_first"])
+def test_a_running_sum_over_the_chunks_is_one_reduce_sum(order):
+    model = parse(_sum("", order=order))  # the chunks themselves
+    feeds = {"x": _x((2, 6)), "z": _x((2, 2))}
+    lowered, report, _ = lower_and_compare(model, feeds)
+    assert report.rules_fired == {"unrolled-sum-batch": 1}
+    ops = op_counts(lowered)
+    assert ops["ReduceSum"] == 1 and ops["Split"] == 0 and ops["Add"] == 1
+    assert "Transpose" not in ops  # the chunks are summed where they lie
+
+
+def test_a_running_sum_of_mapped_chunks_from_a_start_value():
+    model = parse(_sum("r{i} = Tanh (e{i})", start="z"))
+    feeds = {"x": _x((2, 6)), "z": _x((2, 2))}
+    lowered, _, _ = lower_and_compare(model, feeds)
+    assert op_counts(lowered)["Tanh"] == 1
+
+
+def test_a_sum_whose_terms_differ_is_kept():
+    text = _sum("r{i} = Relu (e{i})").replace("r2 = Relu (e2)", "r2 = Neg (e2)")
+    model = ir.from_proto(parse(text))
+    infer_shapes(model)
+    root = [node for node in model.graph if node.op_type == "Add"][-1]
+    ctx = Context(Facts(model), Rewriter(model), Options())
+    refusal = unrolled_maps.RULES.rules[1].check(root, ctx)
+    assert isinstance(refusal, Refusal) and "not copies of one computation" in refusal.reason
+    _, report = lower(parse(text), target="generic")
+    assert "unrolled-sum-batch" not in report.rules_fired
