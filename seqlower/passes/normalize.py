@@ -40,6 +40,7 @@ from seqlower.passes.inferred_types import (
     merge_graph,
     proto_subgraphs,
 )
+from seqlower.passes.noop_casts import remove_noop_casts
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +87,12 @@ class NormalizePass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         modified = self.bind_dims(model).modified | self._resolve_split_keepdims(model)
         infer_shapes(model)
+        # before any estimate: the form as given and the lowered one are costed without them
+        stamp = region_inference.current_stamp(model)
+        if remove_noop_casts(model):
+            modified = True
+            if stamp is not None:  # removing them changed no shape
+                region_inference.write_stamp(model, stamp.carriers)
         return ir.passes.PassResult(model, modified)
 
     def _resolve_split_keepdims(self, model: ir.Model) -> bool:
