@@ -15,7 +15,7 @@ differently: `v0 + k * d` rounds once where the loop rounds after each addition.
 
 from __future__ import annotations
 
-__all__ = ["RULES"]
+__all__ = ["NUMERIC", "RULES"]
 
 import dataclasses
 
@@ -26,7 +26,7 @@ from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loops import _body, _body_always_continues, _static_bool
 
 _ALLOWED = frozenset({"Add", "Identity", "Constant"})
-_NUMERIC = frozenset(
+NUMERIC = frozenset(
     {
         ir.DataType.FLOAT,
         ir.DataType.DOUBLE,
@@ -90,7 +90,7 @@ def _check(node: ir.Node, ctx: Context) -> InductionPlan | Refusal:
     for k in range(carried):
         before, after = body.inputs[2 + k], _peel(body.outputs[1 + k])
         dtype = before.dtype
-        if dtype not in _NUMERIC or before.shape is None:
+        if dtype not in NUMERIC or before.shape is None:
             return Refusal(f"carried value '{before.name}' is not a numeric tensor of known rank")
         if after is before:
             counters.append(Counter(k, None, dtype, len(before.shape)))

@@ -41,6 +41,7 @@ from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.batching import Source, _source_of_elements
 from seqlower.rules.loop_batching import MIN_OPSET
+from seqlower.rules.loop_induction import NUMERIC
 from seqlower.rules.stacks import ALLOW_ZERO, merged_shape, moveaxis_to_front
 
 MAX_COPY_NODES = 256  # nodes in one copy of f, at most
@@ -324,15 +325,7 @@ def _rewrite(node: ir.Node, found: UnrolledMap, ctx: Context) -> None:
 
 # -- a running sum of the copies ------------------------------------------------------------------
 
-_SUMMABLE = frozenset(
-    {
-        ir.DataType.FLOAT,
-        ir.DataType.DOUBLE,
-        ir.DataType.FLOAT16,
-        ir.DataType.INT32,
-        ir.DataType.INT64,
-    }
-)
+_SUMMABLE = NUMERIC  # the types ReduceSum takes, as a running sum in a loop
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,7 @@ replaced, and counts what each rule did.
 
 from __future__ import annotations
 
-__all__ = ["Builder", "NameAllocator", "Rewriter"]
+__all__ = ["Builder", "NameAllocator", "Rewriter", "can_take_name"]
 
 import collections
 from collections.abc import Iterable, Mapping, Sequence
@@ -131,7 +131,7 @@ class Rewriter:
         assert graph is not None
         name = old.name
         old.name = self.names.fresh(f"{name}_replaced")
-        if _can_take_name(new, graph):
+        if can_take_name(new, graph):
             new.name = name
             if new.type is None:
                 new.type = old.type
@@ -173,7 +173,9 @@ def _attribute(name: str, value: Any) -> ir.Attr:
     return _convenience.convert_attribute(name, value)
 
 
-def _can_take_name(value: ir.Value, graph: ir.Graph) -> bool:
+def can_take_name(value: ir.Value, graph: ir.Graph) -> bool:
+    """Whether `value` may be renamed to an output name of `graph`: a value a node of that graph
+    computes, not already one of its inputs or outputs."""
     producer = value.producer()
     return (
         producer is not None

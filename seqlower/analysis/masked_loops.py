@@ -36,6 +36,7 @@ __all__ = [
 import onnx_ir as ir
 
 from seqlower.analysis.loop_shapes import LoopShapes
+from seqlower.analysis.scan_forms import walks_axis
 from seqlower.analysis.static_values import StaticValues
 from seqlower.ops import has_subgraph
 
@@ -128,22 +129,7 @@ def _walked(node: ir.Node, values: StaticValues) -> set[int]:
 
 def _is_dim(trip: ir.Value | None, data: ir.Value, axis: int, values: StaticValues) -> bool:
     """True when `trip` is the size of `data`'s dim `axis`."""
-    if trip is None:
-        return False
-    count = values.get_int(trip)
-    dim = data.shape[axis] if data.shape is not None else None
-    if count is not None and isinstance(dim, int):
-        return dim == count
-    gather = trip.producer()
-    if gather is None or gather.op_type != "Gather" or gather.domain != "":
-        return False
-    shape = gather.inputs[0].producer() if gather.inputs[0] is not None else None
-    if shape is None or shape.op_type != "Shape" or shape.inputs[0] is not data:
-        return False
-    if shape.attributes.get_int("start", 0) != 0 or "end" in shape.attributes:
-        return False
-    index = values.get_int(gather.inputs[1])
-    return index is not None and index % len(data.shape) == axis  # type: ignore[arg-type]
+    return trip is not None and walks_axis(trip, data, axis, values)
 
 
 def _graph_problem(graph: ir.Graph, changing: set[int], walked: set[int]) -> str | None:

@@ -15,6 +15,7 @@ __all__ = ["remove_noop_casts"]
 import onnx_ir as ir
 
 from seqlower.ops import iter_all_graphs
+from seqlower.rewriter import can_take_name
 
 
 def remove_noop_casts(model: ir.Model) -> int:
@@ -29,7 +30,7 @@ def remove_noop_casts(model: ir.Model) -> int:
             if source is None or source.dtype is None or to is None or source.dtype.value != to:
                 continue
             if result.is_graph_output():
-                if not _can_take_name(source, graph):
+                if not can_take_name(source, graph):
                     continue
                 name = result.name
                 result.name = None
@@ -40,14 +41,3 @@ def remove_noop_casts(model: ir.Model) -> int:
             graph.remove(node, safe=True)
             removed += 1
     return removed
-
-
-def _can_take_name(value: ir.Value, graph: ir.Graph) -> bool:
-    producer = value.producer()
-    return (
-        producer is not None
-        and producer.graph is graph
-        and not value.is_graph_output()
-        and not value.is_graph_input()
-        and not value.is_initializer()
-    )
