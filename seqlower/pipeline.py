@@ -32,6 +32,7 @@ from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
 from seqlower.passes.flatten_io import FlattenSequenceIOPass
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
 from seqlower.passes.legality import count_sequence_ops, expanded_count
+from seqlower.passes.noop_casts import inferred_types, remove_noop_casts
 from seqlower.passes.onnxruntime_loops import LoopConditionPass, LoopsToScansPass
 from seqlower.passes.shape_hints import RelaxShapeHintsPass
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
@@ -410,6 +411,7 @@ def _kept_original(
     conditions, scans = LoopConditionPass(), LoopsToScansPass()
     conditions(model)
     scans(model)
+    remove_noop_casts(model, inferred_types(model))  # as the estimate of it assumed
     RuntimeWorkaroundsPass(speed_first=True)(model)
     labels = NodeLabels()
     sites = collect_sites(model, labels)

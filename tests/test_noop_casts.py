@@ -71,3 +71,22 @@ agraph (float[2] x) => (float[2] y) {
     cleanup(model)
     assert cleanup.casts_removed == 1
     assert [node.op_type for node in model.graph] == ["Relu", "Neg"]
+
+
+def test_an_original_kept_for_speed_loses_its_no_op_cast_too():
+    """`n = Cast<to=int64>(SequenceLength(xs))`: the original is kept as given for speed, its
+    Cast removed (the estimate of it assumed so); `n` keeps its name and type."""
+    from pathlib import Path
+
+    import onnx
+
+    path = Path(__file__).parent / "fixtures" / "torch" / "len_of_split" / "model.onnx"
+    model = onnx.load(path)
+    kept, report = seqlower.optimize(model, target="onnxruntime")
+    assert report.stop_reason.startswith("kept the original")
+    onnx.checker.check_model(kept, full_check=True)
+    assert op_counts(kept)["Cast"] == 0 and op_counts(kept)["SequenceLength"] == 1
+    assert [o.name for o in kept.graph.output] == ["n", "last_sum"]
+    assert kept.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.INT64
+    x = np.random.default_rng(2).standard_normal((7, 2)).astype(np.float32)
+    assert_same_outputs(model, kept, {"x": x})

@@ -12,14 +12,19 @@ from __future__ import annotations
 
 __all__ = ["remove_noop_casts"]
 
+from collections.abc import Mapping
+
+import onnx
 import onnx_ir as ir
 
 from seqlower.ops import iter_all_graphs
 from seqlower.rewriter import can_take_name
 
 
-def remove_noop_casts(model: ir.Model) -> int:
-    """Remove every Cast whose input has its target type already; returns how many."""
+def remove_noop_casts(model: ir.Model, types: Mapping[str, int] | None = None) -> int:
+    """Remove every Cast whose input has its target type already; returns how many. `types`
+    gives element types by value name where the model declares none (a model not inferred)."""
+    types = types or {}
     removed = 0
     for graph in list(iter_all_graphs(model)):
         for node in list(graph):
@@ -27,7 +32,10 @@ def remove_noop_casts(model: ir.Model) -> int:
                 continue
             source, result = node.inputs[0], node.outputs[0]
             to = node.attributes.get_int("to")
-            if source is None or source.dtype is None or to is None or source.dtype.value != to:
+            if source is None or to is None:
+                continue
+            dtype = source.dtype.value if source.dtype is not None else types.get(source.name or "")
+            if dtype != to:
                 continue
             if result.is_graph_output():
                 if not can_take_name(source, graph):
@@ -35,9 +43,25 @@ def remove_noop_casts(model: ir.Model) -> int:
                 name = result.name
                 result.name = None
                 source.name = name
+                source.type = source.type or result.type  # an output keeps its declaration
+                source.shape = source.shape or result.shape
                 result.replace_all_uses_with(source, replace_graph_outputs=True)
             else:
                 result.replace_all_uses_with(source)
             graph.remove(node, safe=True)
             removed += 1
     return removed
+
+
+def inferred_types(model: ir.Model) -> dict[str, int]:
+    """The element types ONNX inference gives the values of `model` (a copy is inferred; the
+    model keeps its declarations), by name."""
+    try:
+        proto = onnx.shape_inference.infer_shapes(ir.to_proto(model))
+    except Exception:  # an original inference cannot type: its Casts stay
+        return {}
+    found: dict[str, int] = {}
+    for info in [*proto.graph.value_info, *proto.graph.input, *proto.graph.output]:
+        if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type:
+            found[info.name] = info.type.tensor_type.elem_type
+    return found
