@@ -30,6 +30,7 @@ from __future__ import annotations
 __all__ = ["RULES"]
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import onnx_ir as ir
@@ -37,7 +38,7 @@ import onnx_ir as ir
 from seqlower.batching.body import BodyPlan, emit_body, plan_region
 from seqlower.batching.core import Emitter, Operand
 from seqlower.ops import has_subgraph
-from seqlower.rewriter import Builder
+from seqlower.rewriter import Builder, Rewriter
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.batching import Source, _source_of_elements
 from seqlower.rules.loop_batching import MIN_OPSET
@@ -281,6 +282,39 @@ def _emit(copies: Copies, builder: Builder) -> ir.Value:
     return batched
 
 
+def _smaller(
+    copies: Copies, before: int, build: Callable[[Builder], ir.Value], ctx: Context
+) -> Refusal | None:
+    """Why the batched form would not take fewer nodes than the copies (`before`: each copy
+    runs the nodes of the first, and what joins it to the result), or None. The batched form
+    is what `build` emits, counted in a scratch graph. Constants and static shape arithmetic
+    are not counted (folded)."""
+    probe = Rewriter(ctx.rewriter.model).new_graph("probe", ctx.rewriter.opset(copies.plan.body))
+    result = build(probe)
+    live = {result.producer()}
+    for node in reversed(list(probe.graph)):  # what the result depends on (no dead node)
+        if node in live:
+            live.update(v.producer() for v in node.inputs if v is not None)
+    values = ctx.facts.values  # shape arithmetic on static shapes is folded after lowering
+    after = sum(1 for node in probe.graph if node in live and values.get(node.outputs[0]) is None)
+    for node in reversed(list(probe.graph)):  # the scratch nodes let go of what they read
+        node.resize_inputs(0)
+        probe.graph.remove(node)
+    if after < before:
+        return None
+    return Refusal(
+        f"batching the {copies.count} copies takes {after} nodes, not fewer than the "
+        f"{before} of the copies"
+    )
+
+
+def _copy_nodes(copies: Copies, joins: int) -> int:
+    """The nodes the copies take: each runs the first one's nodes and `joins` more; each list
+    is split (or its rows gathered) once."""
+    per_copy = sum(1 for node, _ in copies.plan.steps if node.op_type != "Constant")
+    return copies.count * (per_copy + joins) + len(copies.sources)
+
+
 def _check(node: ir.Node, ctx: Context) -> UnrolledMap | Refusal:
     if ctx.rewriter.opset(node.graph) < MIN_OPSET:
         # the batched form reshapes with allowzero (the emitters shared with loop-batch)
@@ -299,16 +333,27 @@ def _check(node: ir.Node, ctx: Context) -> UnrolledMap | Refusal:
     copies = _copies(results, node.graph, ctx)  # type: ignore[arg-type]
     if isinstance(copies, Refusal):
         return copies
-    return UnrolledMap(axis, stacked, copies)
+    found = UnrolledMap(axis, stacked, copies)
+    rank = len(output.shape)
+    before = _copy_nodes(copies, int(stacked)) + 1  # and the Concat
+    build = lambda builder: _build_map(found, rank, builder)  # noqa: E731
+    return _smaller(copies, before, build, ctx) or found
 
 
 def _rewrite(node: ir.Node, found: UnrolledMap, ctx: Context) -> None:
     """Concat(Unsqueeze(f(e_0), b), .., Unsqueeze(f(e_n), b), axis=b)
     -> Transpose(f'(stack(e)), axis 0 to b); a Concat of the f(e_i) themselves merges axis 0
     into b (Transpose, then Reshape)"""
-    builder = ctx.rewriter.before(node)
+    output = node.outputs[0]
+    result = _build_map(found, len(output.shape or []), ctx.rewriter.before(node))
+    result.type = output.type
+    ctx.rewriter.replace(output, result)
+
+
+def _build_map(found: UnrolledMap, rank: int, builder: Builder) -> ir.Value:
+    """The batched copies, as the Concat of rank `rank` gives them."""
     batched = _emit(found.copies, builder)
-    rank = len(node.outputs[0].shape or []) + (0 if found.stacked else 1)  # of the stack
+    rank += 0 if found.stacked else 1  # the rank of the stack
     if found.axis:
         perm = [*range(1, found.axis + 1), 0, *range(found.axis + 1, rank)]
         batched = builder.op("Transpose", [batched], {"perm": perm}, name="stacked")
@@ -319,8 +364,7 @@ def _rewrite(node: ir.Node, found: UnrolledMap, ctx: Context) -> None:
             dims.insert(found.axis, found.copies.count)
         target = merged_shape(builder, batched, rank, dims, found.axis)  # type: ignore[arg-type]
         batched = builder.op("Reshape", [batched, target], ALLOW_ZERO, name="concatenated")
-    batched.type = node.outputs[0].type
-    ctx.rewriter.replace(node.outputs[0], batched)
+    return batched
 
 
 # -- a running sum of the copies ------------------------------------------------------------------
@@ -376,14 +420,21 @@ def _check_sum(node: ir.Node, ctx: Context) -> UnrolledSum | Refusal:
             continue
         copies = _copies(terms, node.graph, ctx)
         if not isinstance(copies, Refusal):
-            return UnrolledSum(start, copies)
+            found = UnrolledSum(start, copies)
+            build = lambda builder, found=found: _build_sum(found, builder)  # noqa: E731
+            return _smaller(copies, _copy_nodes(copies, 1), build, ctx) or found
         refusal = copies
     return refusal
 
 
 def _rewrite_sum(node: ir.Node, found: UnrolledSum, ctx: Context) -> None:
     """Add(..Add(Add(c, f(e_0)), f(e_1)).., f(e_n)) -> Add(c, ReduceSum(f'(stack(e)), axis 0))"""
-    builder = ctx.rewriter.before(node)
+    total = _build_sum(found, ctx.rewriter.before(node))
+    total.type = node.outputs[0].type
+    ctx.rewriter.replace(node.outputs[0], total)
+
+
+def _build_sum(found: UnrolledSum, builder: Builder) -> ir.Value:
     batched = _emit(found.copies, builder)
     axis = 0
     moved = batched.producer()
@@ -395,9 +446,7 @@ def _rewrite_sum(node: ir.Node, found: UnrolledSum, ctx: Context) -> None:
         "ReduceSum", [batched, builder.ints([axis], "axes")], {"keepdims": 0}, name="summed"
     )
     summed.type = batched.type
-    total = builder.op("Add", [found.start, summed], name="total")
-    total.type = node.outputs[0].type
-    ctx.rewriter.replace(node.outputs[0], total)
+    return builder.op("Add", [found.start, summed], name="total")
 
 
 RULES = RuleSet(
