@@ -19,10 +19,14 @@ chunk i of each Split read where the first copy reads chunk 0. The chunks must b
 chunks of their Split, in order, of one static size. Every op of f that reads a chunk needs a
 batching rule; what reads no chunk is computed once. A sum is added up in another order
 (ReduceSum), so float results may round differently, as `loop-batch` does for a running sum.
+The batched form must take fewer nodes than the copies (Constants and static shape arithmetic
+not counted): two copies of an attention head whose chunks must be transposed to be stacked
+and back stay copies, as they run faster so.
 
 Refused: opsets before 14 (the batched form reshapes with allowzero); fewer than two copies;
-copies that differ in an operator, an attribute or what they read; chunks or rows out of order,
-of different sizes, or not all of them; a body op without a batching rule.
+copies that differ in an operator, an attribute or what they read, or that read what the first
+copy computes from its chunk; chunks or rows out of order, of different sizes, or not all of
+them; a body op without a batching rule; a batched form no smaller than the copies.
 """
 
 from __future__ import annotations
