@@ -22,6 +22,7 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.analysis.scan_forms import always_continues, static_bool
 from seqlower.inline import inline_graph
 from seqlower.ops import graphs_within, is_sequence_op, is_sequence_value
 from seqlower.rule import Context, Refusal, Rule, RuleSet
@@ -79,10 +80,7 @@ def _uses_sequences(node: ir.Node, body: ir.Graph) -> bool:
 
 
 def _static_bool(value: ir.Value | None, ctx: Context) -> bool | None:
-    array = ctx.facts.static(value)
-    if array is None or array.size != 1:
-        return None
-    return bool(array.reshape(()))
+    return static_bool(value, ctx.facts.values)
 
 
 def single_append(update: ir.Value, state: ir.Value, body: ir.Graph) -> ir.Node | None:
@@ -105,15 +103,7 @@ def single_append(update: ir.Value, state: ir.Value, body: ir.Graph) -> ir.Node 
 
 def _body_always_continues(body: ir.Graph, ctx: Context) -> bool:
     """True when the body's condition output is always true, given a true condition input."""
-    cond_out = body.outputs[0]
-    while True:
-        if cond_out is body.inputs[1]:
-            return True
-        producer = cond_out.producer()
-        if producer is None or producer.op_type != "Identity" or producer.domain != "":
-            break
-        cond_out = producer.inputs[0]  # type: ignore[assignment]
-    return _static_bool(cond_out, ctx) is True
+    return always_continues(body, ctx.facts.values)
 
 
 # -- unrolling ------------------------------------------------------------------------------

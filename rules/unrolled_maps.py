@@ -39,6 +39,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.analysis.static_values import StaticValues
 from seqlower.batching.body import BodyPlan, emit_body, plan_region
 from seqlower.batching.core import Emitter, Operand
 from seqlower.ops import has_subgraph
@@ -66,9 +67,10 @@ class _Mismatch(Exception):
 class _Matcher:
     """Matches copy k of f against copy 0, value by value, from their results upwards."""
 
-    def __init__(self, graph: ir.Graph, count: int) -> None:
+    def __init__(self, graph: ir.Graph, count: int, values: StaticValues) -> None:
         self.graph = graph
         self.count = count
+        self.values = values
         self.pairs: dict[ir.Value, ir.Value] = {}  # a value of copy k -> its value in copy 0
         self.nodes: set[ir.Node] = set()  # the nodes of copy 0
         self.seeds: dict[ir.Value, list[ir.Value | None]] = {}  # chunk 0 -> chunk i per copy
@@ -85,10 +87,10 @@ class _Matcher:
             return  # the same value, read by both copies
         a, b = first.producer(), other.producer()
         if a is None or b is None or a.graph is not self.graph or b.graph is not self.graph:
-            if _same_constant(first, other):
+            if _same_constant(first, other, self.values):
                 return
             raise _Mismatch(f"'{first.name}' and '{other.name}' are different inputs")
-        if _same_constant(first, other):
+        if _same_constant(first, other, self.values):
             return
         if a is b:
             self._chunk(a, first, other, k)
@@ -125,7 +127,8 @@ class _Matcher:
         ):
             return False
         axis %= len(data.shape)
-        index_a, index_b = _constant(a.inputs[1]), _constant(b.inputs[1])  # type: ignore[arg-type]
+        index_a = _constant(a.inputs[1], self.values)  # type: ignore[arg-type]
+        index_b = _constant(b.inputs[1], self.values)  # type: ignore[arg-type]
         if index_a is None or index_b is None or index_a.shape != () or index_b.shape != ():
             return False
         if int(index_a) != 0 or int(index_b) != k:
@@ -164,23 +167,18 @@ def _attributes(node: ir.Node) -> list[tuple[str, object]]:
     return found
 
 
-def _same_constant(a: ir.Value, b: ir.Value) -> bool:
+def _same_constant(a: ir.Value, b: ir.Value, values: StaticValues) -> bool:
     """True when both are small constants of one type, shape and content."""
-    x, y = _constant(a), _constant(b)
+    x, y = _constant(a, values), _constant(b, values)
     return x is not None and y is not None and x.dtype == y.dtype and np.array_equal(x, y)
 
 
-def _constant(value: ir.Value) -> np.ndarray | None:
+def _constant(value: ir.Value, values: StaticValues) -> np.ndarray | None:
+    """The content of a small Constant node or fixed initializer (not of a computed value)."""
     producer = value.producer()
-    tensor = None
-    if producer is not None and producer.op_type == "Constant" and producer.domain == "":
-        attr = producer.attributes.get("value")
-        tensor = attr.value if attr is not None and not attr.is_ref() else None
-    elif producer is None and value.is_initializer() and not value.is_graph_input():
-        tensor = value.const_value
-    if tensor is None or np.prod(tensor.shape.numpy()) > 64:
-        return None
-    return tensor.numpy()
+    is_constant = producer.op_type == "Constant" if producer is not None else True
+    array = values.get(value) if is_constant else None
+    return array if array is not None and array.size <= 64 else None
 
 
 def _rows(data: ir.Value, axis: int, count: int) -> Source:
@@ -232,7 +230,7 @@ class Copies:
 def _copies(results: list[ir.Value], graph: ir.Graph, ctx: Context) -> Copies | Refusal:
     """The copies of one computation whose results are `results` (copy k reads chunk k of
     each list where the first reads chunk 0), batched; else why not."""
-    matcher = _Matcher(graph, len(results))
+    matcher = _Matcher(graph, len(results), ctx.facts.values)
     try:
         for k, result in enumerate(results[1:], start=1):
             matcher.match(results[0], result, k)
@@ -293,7 +291,8 @@ def _smaller(
     runs the nodes of the first, and what joins it to the result), or None. The batched form
     is what `build` emits, counted in a scratch graph. Constants and static shape arithmetic
     are not counted (folded)."""
-    probe = Rewriter(ctx.rewriter.model).new_graph("probe", ctx.rewriter.opset(copies.plan.body))
+    opset = ctx.rewriter.opset(copies.plan.body)
+    probe = Rewriter(ir.Model(ir.Graph([], [], nodes=[]), ir_version=10)).new_graph("probe", opset)
     result = build(probe)
     live = {result.producer()}
     for node in reversed(list(probe.graph)):  # what the result depends on (no dead node)

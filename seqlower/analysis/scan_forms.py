@@ -11,8 +11,10 @@ from __future__ import annotations
 
 __all__ = [
     "WalkedTensor",
+    "always_continues",
     "condition_chain",
     "give_ranks",
+    "static_bool",
     "unknown_output_rank",
     "walked_tensor",
     "walks_axis",
@@ -33,6 +35,26 @@ class WalkedTensor:
     data: ir.Value
     axis: int  # non-negative
     gathers: tuple[ir.Node, ...]
+
+
+def static_bool(value: ir.Value | None, values: StaticValues) -> bool | None:
+    """The value of a static boolean of one element, else None."""
+    array = values.get(value)
+    if array is None or array.size != 1:
+        return None
+    return bool(array.reshape(()))
+
+
+def always_continues(body: ir.Graph, values: StaticValues) -> bool:
+    """True when a Loop body's condition output is always true, given a true condition input:
+    its condition input, or a static true, through Identity nodes."""
+    cond_out = body.outputs[0]
+    while cond_out is not body.inputs[1]:
+        producer = cond_out.producer()
+        if producer is None or producer.op_type != "Identity" or producer.domain != "":
+            return static_bool(cond_out, values) is True
+        cond_out = producer.inputs[0]  # type: ignore[assignment]
+    return True
 
 
 def condition_chain(body: ir.Graph) -> ir.Node | str | None:

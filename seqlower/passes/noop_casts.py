@@ -18,6 +18,7 @@ import onnx
 import onnx_ir as ir
 
 from seqlower.ops import iter_all_graphs
+from seqlower.passes.inferred_types import graph_types
 from seqlower.rewriter import can_take_name
 
 
@@ -54,14 +55,11 @@ def remove_noop_casts(model: ir.Model, types: Mapping[str, int] | None = None) -
 
 
 def inferred_types(model: ir.Model) -> dict[str, int]:
-    """The element types ONNX inference gives the values of `model` (a copy is inferred; the
-    model keeps its declarations), by name."""
+    """The element types ONNX inference gives the values of `model`'s main graph (a copy is
+    inferred; the model keeps its declarations), by name."""
     try:
         proto = onnx.shape_inference.infer_shapes(ir.to_proto(model))
     except Exception:  # an original inference cannot type: its Casts stay
         return {}
-    found: dict[str, int] = {}
-    for info in [*proto.graph.value_info, *proto.graph.input, *proto.graph.output]:
-        if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type:
-            found[info.name] = info.type.tensor_type.elem_type
-    return found
+    found = graph_types(proto.graph)
+    return {name: t.tensor_type.elem_type for name, t in found.items() if t.tensor_type.elem_type}

@@ -39,8 +39,10 @@ from seqlower.analysis import Facts
 from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.analysis.scan_forms import (
     WalkedTensor,
+    always_continues,
     condition_chain,
     give_ranks,
+    static_bool,
     unknown_output_rank,
     walked_tensor,
 )
@@ -162,20 +164,7 @@ def _scan_plan(loop: ir.Node, facts: Facts) -> _ScanPlan | None:
 def _always_runs_through(loop: ir.Node, body: ir.Graph, facts: Facts) -> bool:
     """True when the loop's condition is true to begin with and the body keeps it true."""
     condition = loop.inputs[1] if len(loop.inputs) > 1 else None
-    if condition is None or not _is_true(condition, facts):
-        return False
-    cond_out = body.outputs[0]
-    while cond_out is not body.inputs[1]:
-        producer = cond_out.producer()
-        if producer is None or producer.op_type != "Identity" or producer.domain != "":
-            return _is_true(cond_out, facts)
-        cond_out = producer.inputs[0]  # type: ignore[assignment]
-    return True
-
-
-def _is_true(value: ir.Value, facts: Facts) -> bool:
-    array = facts.static(value)
-    return array is not None and array.size == 1 and bool(array.reshape(()))
+    return static_bool(condition, facts.values) is True and always_continues(body, facts.values)
 
 
 def _scan(builder: Builder, loop: ir.Node, plan: _ScanPlan) -> list[ir.Value]:
