@@ -264,7 +264,7 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
         return STRING_SCANS
     if dtype is None:
         return "the element type is unknown"
-    if not splittable(dtype):  # the SplitToSequence it leaves may stay
+    if not splittable(dtype) and not _split_folds(node.outputs[index]):
         return (
             f"the scanned list is read back through SplitToSequence, which onnxruntime 1.20 "
             f"to 1.32 cannot run for {dtype.name.lower()} elements"
@@ -283,6 +283,19 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
 # onnxruntime 1.32.0 keeps only the first iteration's strings in a Loop's scan output (the later
 # rows come out empty): a list of strings is never scanned (the tensor form of lists takes it)
 STRING_SCANS = "onnxruntime's Loop loses strings in scan outputs, so strings are not scanned"
+
+
+# readers of SplitToSequence(S, axis=0, keepdims=0) that read S instead (rules/concat.py,
+# rules/access.py) or, failing that, take the tensor form of the list: no SplitToSequence runs
+_FOLDING_READERS = frozenset({"ConcatFromSequence", "SequenceAt", "SequenceLength"})
+
+
+def _split_folds(output: ir.Value) -> bool:
+    """Whether the SplitToSequence left for the loop's list `output` goes away: every reader
+    reads the stacked tensor instead, and the model does not return the list."""
+    return not output.is_graph_output() and all(
+        use.node.domain == "" and use.node.op_type in _FOLDING_READERS for use in output.uses()
+    )
 
 
 def splittable(dtype: ir.DataType | None) -> bool:

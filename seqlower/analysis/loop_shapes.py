@@ -40,6 +40,7 @@ from seqlower.analysis import symbolic as sym
 from seqlower.analysis.shape_rules import (
     CONTENT_RULES,
     INVARIANT,
+    ND_CONTENT_RULES,
     SHAPE_RULES,
     SIZED_BY_CONTENT,
     Content,
@@ -91,6 +92,10 @@ class LoopShapes:
         self._outer_contents: dict[ir.Value, Content | None] = {}
         self._depth = 0  # of the producers followed outside the body
         self._shapes: dict[ir.Value, ShapeFact] = {}
+        # shapes whose dims mention symbols that change between iterations (the dims of an
+        # element read from a list of unequal elements): consistent within one iteration, so
+        # `n + (m - n)` is `m`; `_shapes` holds them with those dims None
+        self._exact: dict[ir.Value, tuple] = {}
         self._contents: dict[ir.Value, Content | None] = {}
         self._invariant: dict[ir.Value, bool] = {}
         self._reasons: dict[ir.Value, str] = {}
@@ -169,6 +174,8 @@ class LoopShapes:
         of two inputs: `unk__0`), from its producer's shape rule, when that relates it to the
         model's named dims (`N + 1`)."""
         producer = value.producer()
+        if producer is not None and producer.op_type == "Loop" and producer.domain == "":
+            return self._carried_outer_shape(producer, value)
         rule = SHAPE_RULES.get(producer.op_type) if producer is not None else None
         if rule is None or producer.domain != "" or self._depth >= _MAX_DEPTH:  # type: ignore[union-attr]
             return None
@@ -184,6 +191,25 @@ class LoopShapes:
         if isinstance(shape, tuple) and not any(d is None for d in shape):
             return shape
         return None
+
+    def _carried_outer_shape(self, loop: ir.Node, value: ir.Value) -> tuple | None:
+        """The shape of a tensor another Loop carries out, when its body keeps the shape of
+        the initial value (the final `max_len` of a `max_len = max(max_len, n)` loop)."""
+        index = list(loop.outputs).index(value)
+        body = loop.attributes["body"].as_graph()
+        carried = len(loop.inputs) - 2
+        if index >= carried or self._depth >= _MAX_DEPTH:
+            return None
+        init = loop.inputs[2 + index]
+        if init is None or not isinstance(body.inputs[2 + index].type, ir.TensorType):
+            return None
+        self._depth += 1
+        try:
+            kept = body.inputs[2 + index] in LoopShapes(loop, self.values).invariant_carried()
+            shape = self.outer_shape(init) if kept else None
+        finally:
+            self._depth -= 1
+        return shape if isinstance(shape, tuple) and not any(d is None for d in shape) else None
 
     def content(self, value: ir.Value | None) -> Content | None:
         """The elements of a small integer value (scalar or 1-D) as Dims, when known."""
@@ -258,6 +284,7 @@ class LoopShapes:
 
     def _run(self) -> None:
         self._shapes, self._contents, self._invariant, self._reasons = {}, {}, {}, {}
+        self._exact = {}
         for index, value in enumerate(self.body.inputs):
             self._invariant[value] = False
             if index < 2:
@@ -279,7 +306,63 @@ class LoopShapes:
             self._visit(node)
 
     def input_shape(self, value: ir.Value | None) -> ShapeFact:
-        return () if value is None else self.shape(value)
+        """The shape of `value` as the shape rules read it: its dims may mention symbols that
+        change between iterations (see `_exact`)."""
+        if value is None:
+            return ()
+        exact = self._exact.get(value)
+        return exact if exact is not None else self.shape(value)
+
+    def element_dims(self, sequence: ir.Value) -> tuple | None:
+        """The dims that every element of `sequence` shares, None where elements may differ;
+        None when not even their rank is known."""
+        node = _peel(sequence)
+        if node is not None and node.domain == "" and self._depth < _MAX_DEPTH:
+            self._depth += 1
+            try:
+                found = self._produced_element_dims(node, _peel_value(sequence))
+            finally:
+                self._depth -= 1
+            if found is not None:
+                return found
+        return None
+
+    def _produced_element_dims(self, node: ir.Node, sequence: ir.Value | None) -> tuple | None:
+        if node.op_type == "SplitToSequence" and len(node.inputs) > 1 and node.inputs[1]:
+            data = self.outer_shape(node.inputs[0]) if node.inputs[0] is not None else None
+            if not isinstance(data, tuple) or not data:
+                return None
+            axis = node.attributes.get_int("axis", 0) % len(data)
+            return (*data[:axis], None, *data[axis + 1 :])
+        if node.op_type != "Loop" or sequence is None or not self._is_outer(sequence):
+            return None
+        # a list a Loop builds: its initial elements and what the body appends
+        index = list(node.outputs).index(sequence)
+        body = node.attributes["body"].as_graph()
+        if index + 1 >= len(body.outputs) or index + 2 >= len(node.inputs):
+            return None
+        insert = _peel(body.outputs[1 + index])
+        if (
+            insert is None
+            or insert.op_type != "SequenceInsert"
+            or insert.inputs[0] is not body.inputs[2 + index]
+            or insert.inputs[1] is None
+        ):
+            return None
+        appended = LoopShapes(node, self.values).shape(insert.inputs[1])
+        if not isinstance(appended, tuple):
+            return None
+        initial = _peel(node.inputs[2 + index])
+        if initial is not None and initial.op_type == "SequenceEmpty":
+            return appended
+        before = self.element_dims(node.inputs[2 + index])  # type: ignore[arg-type]
+        return merge(before, appended)  # type: ignore[return-value]
+
+    def element_symbol(self, value: ir.Value, axis: int) -> Dim:
+        """A size that holds in this iteration only: dim `axis` of `value`."""
+        atom = ("size", "element", id(value), axis)
+        self.varying.add(atom)
+        return sym.symbol(atom)
 
     def invariant_value(self, value: ir.Value | None) -> bool:
         """True when `value` (not only its shape) is the same in every iteration."""
@@ -311,6 +394,8 @@ class LoopShapes:
             else:
                 shape = shapes[index] if shapes is not None and index < len(shapes) else None
                 if isinstance(shape, tuple):
+                    if any(d is not None and self.varies(d) for d in shape):
+                        self._exact[output] = shape
                     shape = tuple(None if d is None or self.varies(d) else d for d in shape)
                 if invariant and not fixed(shape):
                     # computed from values fixed for the whole loop: so is its shape
@@ -349,11 +434,19 @@ class LoopShapes:
                 return None
             return tuple(int(x) for x in array.reshape(-1))
         shape = self.outer_shape(value) if outer else self._shapes.get(value)
-        if not isinstance(shape, tuple) or len(shape) > 1:
-            return None  # contents are those of scalars and 1-D tensors
+        if not isinstance(shape, tuple):
+            return None
+        if len(shape) > 1 and not (
+            all(isinstance(d, int) for d in shape) and math.prod(shape) <= _MAX_CONTENT
+        ):
+            return None  # contents are those of scalars, 1-D and small static tensors
         producer = value.producer()
         if producer is not None and producer.domain == "" and producer.outputs[0] is value:
             rule = CONTENT_RULES.get(producer.op_type)
+            if producer.op_type not in ND_CONTENT_RULES and any(
+                self._rank(v) != 0 and self._rank(v) != 1 for v in producer.inputs
+            ):
+                rule = None  # the rule reads its inputs' contents as vectors
             try:
                 found = rule(self, producer) if rule is not None else None
             except (ValueError, IndexError, TypeError, ZeroDivisionError):
@@ -364,6 +457,10 @@ class LoopShapes:
             # a value fixed for the whole loop, its content unknown: one symbol per element
             return tuple(sym.symbol(("value", id(value), k)) for k in range(math.prod(shape)))
         return None
+
+    def _rank(self, value: ir.Value | None) -> int | None:
+        shape = self.input_shape(value) if value is not None else ()
+        return len(shape) if isinstance(shape, tuple) else None
 
     def _why(self, node: ir.Node, output: ir.Value) -> str:
         for value in node.inputs:

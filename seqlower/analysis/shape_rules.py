@@ -13,6 +13,7 @@ from __future__ import annotations
 __all__ = [
     "CONTENT_RULES",
     "INVARIANT",
+    "ND_CONTENT_RULES",
     "SHAPE_RULES",
     "SIZED_BY_CONTENT",
     "Content",
@@ -22,9 +23,11 @@ __all__ = [
     "uniform_element_shape",
 ]
 
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis import symbolic as sym
@@ -167,14 +170,14 @@ def _cast_like_content(a: LoopShapes, node: ir.Node) -> Content | None:
 
 
 def _size_content(a: LoopShapes, node: ir.Node) -> Content | None:
-    shape = a.shape(node.inputs[0])  # type: ignore[arg-type]
+    shape = a.input_shape(node.inputs[0])  # type: ignore[arg-type]
     if not isinstance(shape, tuple) or any(d is None for d in shape):
         return None
     return (_product(shape),)
 
 
 def _shape_content(a: LoopShapes, node: ir.Node) -> Content | None:
-    shape = a.shape(node.inputs[0])  # type: ignore[arg-type]
+    shape = a.input_shape(node.inputs[0])  # type: ignore[arg-type]
     if not isinstance(shape, tuple):
         return None
     start = node.attributes.get_int("start", 0)
@@ -212,14 +215,53 @@ def _concat_content(a: LoopShapes, node: ir.Node) -> Content | None:
     return tuple(d for p in parts for d in p)  # type: ignore[union-attr]
 
 
-def _slice_content(a: LoopShapes, node: ir.Node) -> Content | None:
-    data = a.content(node.inputs[0])
-    params = [a.static_ints(v) for v in node.inputs[1:]]
-    if data is None or len(params) < 2 or any(p is None or len(p) != 1 for p in params):
+def _array(a: LoopShapes, value: ir.Value | None) -> np.ndarray | None:
+    """The content of `value` as an array of Dims in its shape (a static one past 1-D)."""
+    content = a.content(value)
+    shape = a.input_shape(value)
+    if content is None or not isinstance(shape, tuple):
         return None
-    start, end, *rest = (p[0] for p in params)  # type: ignore[index]
-    step = rest[1] if len(rest) > 1 else 1
-    return data[slice(start, end, step)]
+    array = np.empty(len(content), dtype=object)
+    array[:] = content
+    if len(shape) <= 1:
+        return array.reshape(()) if not shape and len(content) == 1 else array
+    if not all(isinstance(d, int) for d in shape) or math.prod(shape) != len(content):
+        return None
+    return array.reshape(shape)
+
+
+def _slice_content(a: LoopShapes, node: ir.Node) -> Content | None:
+    data = _array(a, node.inputs[0])
+    params = [a.static_ints(v) for v in node.inputs[1:]]
+    if data is None or data.ndim == 0 or len(params) < 2 or any(p is None for p in params):
+        return None
+    starts, ends = params[0], params[1]
+    axes = params[2] if len(params) > 2 else list(range(len(starts)))  # type: ignore[arg-type]
+    steps = params[3] if len(params) > 3 else [1] * len(starts)  # type: ignore[arg-type]
+    if not len(starts) == len(ends) == len(axes) == len(steps) or 0 in steps:  # type: ignore[arg-type]
+        return None
+    index = [slice(None)] * data.ndim
+    for start, end, axis, step in zip(starts, ends, axes, steps):  # type: ignore[arg-type]
+        index[axis % data.ndim] = slice(start, end, step)  # numpy clamps as Slice does
+    return tuple(data[tuple(index)].reshape(-1))
+
+
+def _transpose_content(a: LoopShapes, node: ir.Node) -> Content | None:
+    data = _array(a, node.inputs[0])
+    if data is None:
+        return None
+    perm = node.attributes.get_ints("perm")
+    return tuple(np.transpose(data, perm).reshape(-1))
+
+
+def _constant_of_shape_content(a: LoopShapes, node: ir.Node) -> Content | None:
+    count = a.static_ints(node.inputs[0])
+    attribute = node.attributes.get("value")
+    fill = attribute.as_tensor().numpy() if attribute is not None else np.zeros(1, np.float32)
+    if count is None or fill.dtype not in (np.int32, np.int64):
+        return None
+    total = math.prod(count)
+    return (int(fill.reshape(-1)[0]),) * total if total <= 16 else None
 
 
 def _minmax_content(a: LoopShapes, node: ir.Node) -> Content | None:
@@ -242,9 +284,17 @@ CONTENT_RULES: dict[str, _ContentRule] = {
     "Gather": _gather_content,
     "Concat": _concat_content,
     "Slice": _slice_content,
+    "Transpose": _transpose_content,
+    "ConstantOfShape": _constant_of_shape_content,
     "Max": _minmax_content,
     "Min": _minmax_content,
 }
+# the content rules that read contents in their shapes (a Reshape keeps the order of the
+# elements; Shape and Size read no content), so they accept inputs past 1-D
+ND_CONTENT_RULES = frozenset(
+    {"Identity", "Cast", "Squeeze", "Unsqueeze", "Reshape", "Shape", "Size", "Slice",
+     "Transpose", "ConstantOfShape"}
+)  # fmt: skip
 
 
 # -- shape rules: (analysis, node) -> one ShapeFact per output, or None ---------------------
@@ -548,11 +598,40 @@ def _range(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
     return [(sym.symbol(("range", id(node))),) if fixed else None]
 
 
+def _pad(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    pads = a.content(node.inputs[1]) if len(node.inputs) > 1 else None
+    axes_given = len(node.inputs) > 3 and node.inputs[3] is not None
+    axes = a.static_ints(node.inputs[3]) if axes_given else None
+
+    def compute(data: tuple) -> ShapeFact:
+        picked = list(range(len(data))) if not axes_given else axes
+        if pads is None or picked is None or len(pads) != 2 * len(picked):
+            return None
+        dims = list(data)
+        for j, axis in enumerate(picked):
+            k = axis % len(data)
+            dims[k] = sym.add(sym.add(dims[k], pads[j]), pads[j + len(picked)])
+        return tuple(dims)
+
+    return [_combine([a.input_shape(node.inputs[0])], compute)]
+
+
 def _sequence_at(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
     sequence = node.inputs[0]
     if sequence is None:
         return [None]
-    return [uniform_element_shape(sequence, a.shape, a.values)]
+    shape = uniform_element_shape(sequence, a.shape, a.values)
+    if shape is not None:
+        return [shape]
+    # elements that may differ: a dim they share stays, the others are sizes of this element,
+    # which hold for one iteration only (a per-element `n` cancels in `n + (m - n)`)
+    output = node.outputs[0]
+    shared = a.element_dims(sequence)
+    if shared is None and output.shape is not None:
+        shared = (None,) * len(output.shape)  # the rank shape inference gives
+    if shared is None:
+        return [None]
+    return [tuple(a.element_symbol(output, k) if d is None else d for k, d in enumerate(shared))]
 
 
 SHAPE_RULES: dict[str, Callable[[LoopShapes, ir.Node], Sequence[ShapeFact] | None]] = {
@@ -577,5 +656,6 @@ SHAPE_RULES: dict[str, Callable[[LoopShapes, ir.Node], Sequence[ShapeFact] | Non
     "Slice": _slice,
     "Tile": _tile,
     "Range": _range,
+    "Pad": _pad,
     "SequenceAt": _sequence_at,
 }

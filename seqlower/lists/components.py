@@ -24,6 +24,8 @@ import dataclasses
 
 import onnx_ir as ir
 
+from seqlower.analysis.loop_shapes import LoopShapes
+from seqlower.analysis.static_values import StaticValues
 from seqlower.lists.tensors import Layout
 from seqlower.ops import is_sequence_value, subgraphs
 
@@ -109,12 +111,15 @@ def find_lists(model: ir.Model, opset: int) -> list[ListPlan]:
     which their first value is met walking the graphs)."""
     sets = _UnionFind()
     graphs: list[ir.Graph] = [model.graph]
+    owners: dict[int, ir.Node] = {}  # id of a subgraph -> the node that holds it
     for graph in graphs:  # grows while iterating: nested bodies are walked too
         for value in graph.inputs:
             if is_sequence_value(value):
                 sets.add(value)
         for node in graph:
-            graphs.extend(subgraphs(node))
+            for subgraph in subgraphs(node):
+                owners[id(subgraph)] = node
+                graphs.append(subgraph)
             _connect(node, sets)
         for value in graph.outputs:
             if is_sequence_value(value):
@@ -132,7 +137,7 @@ def find_lists(model: ir.Model, opset: int) -> list[ListPlan]:
         plan.reason = _blocker(values, main, opset)
         plan.follows_operator = plan.reason is not None and "has no tensor form" in plan.reason
         if plan.reason is None:
-            _element_type(plan)
+            _element_type(plan, owners)
         plans.append(plan)
     return plans
 
@@ -210,7 +215,7 @@ def _describe(node: ir.Node) -> str:
     return f"{op} (output '{node.outputs[0].name}')" if node.outputs else op
 
 
-def _element_type(plan: ListPlan) -> None:
+def _element_type(plan: ListPlan, owners: dict[int, ir.Node]) -> None:
     """Set the plan's element type and rank from what flows in and out, or its reason."""
     dtypes: set[ir.DataType] = set()
     ranks: dict[int, str] = {}  # rank -> a value that shows it
@@ -247,10 +252,12 @@ def _element_type(plan: ListPlan) -> None:
     else:
         plan.reason = "the rank of its elements is unknown (even after shape inference)"
         return
-    plan.layout = _layout(plan.values, plan.rank, plan.dtype)
+    plan.layout = _layout(plan.values, plan.rank, plan.dtype, owners)
 
 
-def _layout(values: list[ir.Value], rank: int, dtype: ir.DataType) -> Layout:
+def _layout(
+    values: list[ir.Value], rank: int, dtype: ir.DataType, owners: dict[int, ir.Node]
+) -> Layout:
     """The cheapest layout the list's elements allow (`seqlower.lists.tensors`): stacked when
     every element put in provably has one shape, ragged when they differ in the first dim only,
     else flat. An empty list made by SequenceEmpty needs those dims static."""
@@ -268,7 +275,7 @@ def _layout(values: list[ir.Value], rank: int, dtype: ir.DataType) -> Layout:
         elif op == "SequenceConstruct":
             sources.extend(_dims(v) for v in producer.inputs)
         elif op == "SequenceInsert":
-            sources.append(_dims(producer.inputs[1]))
+            sources.append(_inserted_dims(producer.inputs[1], owners))
         elif op == "SplitToSequence":
             dims, varies_first = _split_element_dims(producer)
             if dims is None:
@@ -321,6 +328,20 @@ def _dims(value: ir.Value | None) -> tuple[Dim, ...]:
             name = getattr(dim, "value", None)
             dims.append(name if name and not name.startswith("unk__") else None)
     return tuple(dims)
+
+
+def _inserted_dims(value: ir.Value | None, owners: dict[int, ir.Node]) -> tuple[Dim, ...]:
+    """The dims of a tensor put into a list; in a Loop body, a dim shape inference leaves
+    unknown is the one the loop analysis proves the same in every iteration (`x[s:e]` of an
+    `x` of shape [T, 3] keeps its 3 columns)."""
+    dims = _dims(value)
+    owner = owners.get(id(value.graph)) if value is not None and value.graph else None
+    if value is None or owner is None or owner.op_type != "Loop" or None not in dims:
+        return dims
+    proved = LoopShapes(owner, StaticValues()).shape(value)
+    if not isinstance(proved, tuple) or len(proved) != len(dims):
+        return dims
+    return tuple(p if d is None and isinstance(p, int) else d for d, p in zip(dims, proved))
 
 
 def _split_element_dims(node: ir.Node) -> tuple[tuple[Dim, ...] | None, bool]:

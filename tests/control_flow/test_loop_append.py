@@ -297,3 +297,42 @@ def test_concatenations_of_unbound_rows(shape, opset, axis, new_axis):
         assert "Reshape before opset 14 reads a 0" in reasons(report, "ConcatFromSequence")
     else:
         assert sequence_op_count(lowered) == 0
+
+
+BOOL_MASKS = """g (int64 m, float[4] x) => ({outputs}) {{
+    t = Constant<value = bool {{1}}>()
+    empty = SequenceEmpty<dtype = 9>()
+    s = Loop(m, t, empty) <body = body (int64 i, bool c, seq(bool) acc)
+                                => (bool c2, seq(bool) grown) {{
+        c2 = Identity(c)
+        fi = Cast<to = 1>(i)
+        above = Greater(x, fi)
+        grown = SequenceInsert(acc, above)
+    }}>
+    {readers}
+}}"""
+
+
+@pytest.mark.parametrize("trips", [1, 3])
+def test_a_list_of_masks_read_only_as_a_stack_becomes_a_scan_output(trips):
+    """onnxruntime runs no SplitToSequence of bool; none is left when every reader folds."""
+    model = parse(
+        BOOL_MASKS.format(
+            outputs="bool[?,4] masks, int64 n",
+            readers="""masks = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+    n = SequenceLength(s)""",
+        )
+    )
+    x = np.array([0.5, 2.5, -1.0, 1.5], np.float32)
+    lowered, report, (masks, n) = lower_and_compare(model, {"m": np.array(trips), "x": x})
+    np.testing.assert_array_equal(masks, np.stack([x > i for i in range(trips)]))
+    assert n == trips
+    assert report.rules_fired["loop-append-to-scan"] == 1
+    assert sequence_op_count(lowered) == 0
+
+
+def test_a_returned_list_of_masks_is_not_scanned():
+    model = parse(BOOL_MASKS.format(outputs="seq(bool[4]) s", readers=""))
+    lowered, report = lower(model, target="generic", tensor_lists=False)
+    assert "onnxruntime 1.20 to 1.32 cannot run for bool elements" in reasons(report)
+    assert op_counts(lowered)["SequenceInsert"] == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import onnx_ir as ir
 from support import parse
 
+from seqlower.analysis import symbolic as sym
 from seqlower.analysis.loop_shapes import INVARIANT, LoopShapes
 from seqlower.analysis.static_values import StaticValues
 from seqlower.analysis.symbolic import symbol
@@ -82,7 +83,9 @@ def test_uneven_chunks_of_an_outer_split_are_not_invariant():
             out = Relu(e)""",
     )
     out = _value(shapes, "out")
-    assert shapes.shape(out) is None
+    # the chunks share their columns; their rows differ (the last chunk is smaller)
+    assert shapes.shape(out) == (None, 3)
+    assert not shapes.is_invariant(out)
     assert "'e' is an element of a sequence whose elements may differ in shape" in shapes.reason(
         out
     )
@@ -222,3 +225,126 @@ def test_a_broadcast_with_a_moving_dim_may_change():
             out = Expand(x, target)""",
     )
     assert shapes.shape(_value(shapes, "out")) == (None, 3)
+
+
+# `F.pad(e, (0, 0, 0, L - e.size(0)))` as TorchScript exports it: the pads vector is built in
+# torch's order, reshaped to pairs, the pairs reversed and transposed into ONNX's order
+_TORCH_PAD = """e = SequenceAt(parts, i)
+            shape_e = Shape(e)
+            zero = Constant<value = int64 {0}>()
+            rows = Gather<axis = 0>(shape_e, zero)
+            extra = Sub(length, rows)
+            axes0 = Constant<value = int64[1] {0}>()
+            z = Constant<value = int64[1] {0}>()
+            d = Unsqueeze(extra, axes0)
+            torch_pads = Concat<axis = 0>(z, z, z, d)
+            four = Constant<value = int64[1] {4}>()
+            have = Shape(torch_pads)
+            missing = Sub(four, have)
+            fill = ConstantOfShape<value = int64[1] {0}>(missing)
+            padded_pads = Concat<axis = 0>(torch_pads, fill)
+            pairs_shape = Constant<value = int64[2] {-1, 2}>()
+            pairs = Reshape(padded_pads, pairs_shape)
+            start = Constant<value = int64[1] {-1}>()
+            stop = Constant<value = int64[1] {-9223372036854775807}>()
+            step = Constant<value = int64[1] {-1}>()
+            reversed = Slice(pairs, start, stop, axes0, step)
+            onnx_order = Transpose<perm = [1, 0]>(reversed)
+            flat = Constant<value = int64[1] {-1}>()
+            pads = Reshape(onnx_order, flat)
+            out = Pad(e, pads)"""
+
+
+def test_padding_each_uneven_chunk_to_a_fixed_length_keeps_one_shape():
+    """The rows of an element differ from one iteration to the next, but `rows + (L - rows)`
+    does not: the padded elements can be stacked."""
+    shapes = _analyse(
+        inputs="float[N,3] x, int64 length",
+        before="""two = Constant<value = int64 {2}>()
+        parts = SplitToSequence<axis = 0>(x, two)""",
+        body=_TORCH_PAD,
+    )
+    assert shapes.content(_value(shapes, "reversed")) == (0, _only_content(shapes, "extra"), 0, 0)
+    assert shapes.content(_value(shapes, "pads")) == (0, 0, _only_content(shapes, "extra"), 0)
+    out = _value(shapes, "out")
+    assert shapes.shape(out) == (symbol(("value", id(_input(shapes, "length")), 0)), 3)
+    assert shapes.is_invariant(out)
+
+
+def test_padding_each_uneven_chunk_by_a_fixed_amount_does_not():
+    shapes = _analyse(
+        inputs="float[N,3] x, int64 length",
+        before="""two = Constant<value = int64 {2}>()
+        parts = SplitToSequence<axis = 0>(x, two)""",
+        body=_TORCH_PAD.replace("extra = Sub(length, rows)", "extra = Identity(length)"),
+    )
+    out = _value(shapes, "out")
+    assert shapes.shape(out) == (None, 3)
+    assert not shapes.is_invariant(out)
+
+
+def _only_content(shapes: LoopShapes, name: str):  # type: ignore[no-untyped-def]
+    (content,) = shapes.content(_value(shapes, name))  # type: ignore[misc]
+    return content
+
+
+def _input(shapes: LoopShapes, name: str) -> ir.Value:
+    """An outer value the body reads."""
+    for node in shapes.body:
+        for value in node.inputs:
+            if value is not None and value.name == name:
+                return value
+    raise KeyError(name)
+
+
+def test_elements_of_a_list_another_loop_builds_share_what_every_append_shares():
+    """`seqs.append(x[s:s + n])` in one loop; in a second loop, each element keeps 3 columns,
+    and `longest` (carried out of another loop as a scalar) is fixed for the whole loop."""
+    text = """g (float[T,3] x, int64[B] lengths) => (float[?,?] y) {
+        t = Constant<value = bool {1}>()
+        zero = Constant<value = int64 {0}>()
+        shape_l = Shape(lengths)
+        b = Gather<axis = 0>(shape_l, zero)
+        empty = SequenceEmpty<dtype = 1>()
+        end, seqs = Loop(b, t, zero, empty) <body = build (int64 i, bool c, int64 s,
+                seq(float) acc) => (bool c1, int64 s2, seq(float) grown) {
+            c1 = Identity(c)
+            n = Gather<axis = 0>(lengths, i)
+            s2 = Add(s, n)
+            axis = Constant<value = int64[1] {0}>()
+            from = Unsqueeze(s, axis)
+            to = Unsqueeze(s2, axis)
+            piece = Slice(x, from, to, axis)
+            grown = SequenceInsert(acc, piece)
+        }>
+        longest = Loop(b, t, zero) <body = longest (int64 j, bool c, int64 m)
+                => (bool c2, int64 m2) {
+            c2 = Identity(c)
+            e = SequenceAt(seqs, j)
+            shape_e = Shape(e)
+            rows = Gather<axis = 0>(shape_e, zero)
+            m2 = Max(m, rows)
+        }>
+        y = Loop(b, t) <body = read (int64 k, bool c) => (bool c3, float[?,?] out) {
+            c3 = Identity(c)
+            f = SequenceAt(seqs, k)
+            shape_f = Shape(f)
+            rows_f = Gather<axis = 0>(shape_f, zero)
+            extra = Sub(longest, rows_f)
+            out = Relu(f)
+        }>
+    }"""
+    model = ir.from_proto(parse(text))
+    NormalizePass()(model)
+    read = [n for n in model.graph if n.op_type == "Loop"][-1]
+    shapes = LoopShapes(read, StaticValues())
+    f = _value(shapes, "f")
+    assert shapes.shape(f) == (None, 3)
+    assert shapes.input_shape(f)[1] == 3 and shapes.varies(shapes.input_shape(f)[0])
+    # `longest` is a scalar: the Loop that carries it keeps the shape of its initial 0
+    extra = _value(shapes, "extra")
+    assert shapes.shape(extra) == ()
+    (padding,) = shapes.content(extra)  # type: ignore[misc]
+    assert padding == sym.sub(
+        symbol(("value", id(_input(shapes, "longest")), 0)), shapes.input_shape(f)[0]
+    )

@@ -169,6 +169,45 @@ def test_loop_that_never_runs_reads_an_empty_list_and_fails_in_both():
     assert_both_fail(model, lowered, {"x": x, "m": np.array(0)})
 
 
+SPLIT_BY_LENGTHS = """
+agraph (float[T,3] x, int64[B] lengths, int64 p) => (float[?,3] y, float[?,3] at) {
+    zero = Constant <value=int64 {0}> ()
+    shape_l = Shape (lengths)
+    b = Gather <axis=0> (shape_l, zero)
+    e = SequenceEmpty <dtype=1> ()
+    end, s = Loop (b, , zero, e) <body = body (int64 i, bool c, int64 start, seq(float) acc)
+            => (bool c2, int64 stop, seq(float) out) {
+        n = Gather <axis=0> (lengths, i)
+        stop = Add (start, n)
+        axis = Constant <value=int64[1] {0}> ()
+        from = Unsqueeze (start, axis)
+        to = Unsqueeze (stop, axis)
+        piece = Slice (x, from, to, axis)
+        out = SequenceInsert (acc, piece)
+        c2 = Identity (c)
+    }>
+    y = ConcatFromSequence <axis=0> (s)
+    at = SequenceAt (s, p)
+}
+"""
+
+
+@pytest.mark.parametrize(("lengths", "p"), [([2, 0, 3], 1), ([2, 0, 3], -1), ([4], 0)])
+def test_a_loop_cutting_rows_by_run_time_lengths_builds_a_ragged_list(lengths, p):
+    """Shape inference gives the pieces no dim (their Slice bounds are computed); the loop
+    analysis shows that each keeps x's 3 columns, so the list is rows and row counts."""
+    model = parse(SPLIT_BY_LENGTHS)
+    lowered, report = lower_tensor_form(model)
+    assert {node.tier for node in report.nodes if node.op_type.startswith("Sequence")} == {"ragged"}
+    assert op_counts(lowered)["ReduceProd"] == 0  # no table of element shapes
+    x = np.arange(15, dtype=np.float32).reshape(5, 3)
+    feeds = {"x": x, "lengths": np.array(lengths), "p": np.array(p)}
+    y, element = assert_same(model, lowered, feeds)
+    np.testing.assert_array_equal(y, x[: sum(lengths)])
+    starts = np.cumsum([0, *lengths])[:-1]
+    np.testing.assert_array_equal(element, x[starts[p] : starts[p] + lengths[p]])
+
+
 IF_LISTS = """
 agraph (float[2,4] a, float[3,4] b, bool c) => (float[?,4] y, int64 n) {
     s = If (c) <then_branch = tb () => (seq(float) o) { o = SequenceConstruct (a, b, a) },

@@ -143,9 +143,9 @@ KNOWN = {
     ),
     ("idiom:pad_batch", "tract"): (
         "load",
-        "Unimplemented(Loop)",
-        "the sequences are slices of run-time lengths (x[start:start + n]), padded by run-time "
-        "amounts: their lists are built by Loops whose carried tensors grow",
+        '"/Max" MaxNary',  # then: "Impossible to unify I64 with TDim"
+        "the loops become Scans, but tract 0.23.9 cannot type `max(max_len, s.size(0))`: the "
+        "Max of a carried integer and the row count of a slice of run-time length",
     ),
     **{
         (f"dynamo:embedding_bag_{mode}", "tract"): (
