@@ -29,10 +29,16 @@ The per-operator transfer functions live in `seqlower.analysis.shape_rules`.
 
 from __future__ import annotations
 
-__all__ = ["INVARIANT", "LoopShapes", "ShapeFact", "uniform_element_shape"]
+__all__ = [
+    "INVARIANT",
+    "LoopShapes",
+    "ShapeFact",
+    "carried_output_shape",
+    "uniform_element_shape",
+]
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 import onnx_ir as ir
 
@@ -74,6 +80,34 @@ def _peel_value(value: ir.Value | None) -> ir.Value | None:
 def _peel(value: ir.Value | None) -> ir.Node | None:
     value = _peel_value(value)
     return value.producer() if value is not None else None
+
+
+def carried_output_shape(
+    loop: ir.Node,
+    value: ir.Value,
+    values: StaticValues,
+    shape_of: Callable[[ir.Value], ShapeFact] | None = None,
+) -> tuple | None:
+    """The shape of a tensor `loop` carries out (`value`, one of its outputs), when its body
+    keeps the shape of the initial value (the final `max_len` of `max_len = max(max_len, n)`),
+    as `shape_of` (default: the declared dims, ints only) gives the initial value's."""
+    index = list(loop.outputs).index(value)
+    body = loop.attributes["body"].as_graph()
+    if index >= len(loop.inputs) - 2:
+        return None  # a scan output
+    init = loop.inputs[2 + index]
+    if init is None or not isinstance(body.inputs[2 + index].type, ir.TensorType):
+        return None
+    if body.inputs[2 + index] not in LoopShapes(loop, values).invariant_carried():
+        return None
+    if shape_of is not None:
+        shape = shape_of(init)
+    elif init.shape is not None and all(isinstance(d, int) for d in init.shape):
+        shape = tuple(int(d) for d in init.shape)  # type: ignore[arg-type]
+    else:
+        array = values.get(init)
+        shape = tuple(array.shape) if array is not None else None
+    return shape if isinstance(shape, tuple) and not any(d is None for d in shape) else None
 
 
 def _trusted_name(name: str | None) -> bool:
@@ -193,23 +227,13 @@ class LoopShapes:
         return None
 
     def _carried_outer_shape(self, loop: ir.Node, value: ir.Value) -> tuple | None:
-        """The shape of a tensor another Loop carries out, when its body keeps the shape of
-        the initial value (the final `max_len` of a `max_len = max(max_len, n)` loop)."""
-        index = list(loop.outputs).index(value)
-        body = loop.attributes["body"].as_graph()
-        carried = len(loop.inputs) - 2
-        if index >= carried or self._depth >= _MAX_DEPTH:
-            return None
-        init = loop.inputs[2 + index]
-        if init is None or not isinstance(body.inputs[2 + index].type, ir.TensorType):
+        if self._depth >= _MAX_DEPTH:
             return None
         self._depth += 1
         try:
-            kept = body.inputs[2 + index] in LoopShapes(loop, self.values).invariant_carried()
-            shape = self.outer_shape(init) if kept else None
+            return carried_output_shape(loop, value, self.values, self.outer_shape)
         finally:
             self._depth -= 1
-        return shape if isinstance(shape, tuple) and not any(d is None for d in shape) else None
 
     def content(self, value: ir.Value | None) -> Content | None:
         """The elements of a small integer value (scalar or 1-D) as Dims, when known."""

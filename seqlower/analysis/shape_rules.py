@@ -471,6 +471,63 @@ def _expand(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
     return [_combine([a.input_shape(node.inputs[0])], lambda d: _broadcast(d, target))]
 
 
+def _resize(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    """Resize to `sizes` (`F.interpolate(x, size=(h, w))`); scales give sizes that are not
+    linear in the input's dims, so they are not analysed."""
+    sizes = a.content(node.inputs[3]) if len(node.inputs) > 3 and node.inputs[3] else None
+    policy = node.attributes.get_string("keep_aspect_ratio_policy", "stretch")
+    if sizes is None or policy != "stretch":
+        return [None]
+    axes = node.attributes.get_ints("axes")
+
+    def compute(data: tuple) -> ShapeFact:
+        picked = list(axes) if axes is not None else list(range(len(data)))
+        if len(picked) != len(sizes):
+            return None
+        dims = list(data)
+        for axis, size in zip(picked, sizes):
+            dims[axis % len(data)] = size
+        return tuple(dims)
+
+    return [_combine([a.input_shape(node.inputs[0])], compute)]
+
+
+def _top_k(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    k = a.content(node.inputs[1]) if len(node.inputs) > 1 else None
+    axis = node.attributes.get_int("axis", -1)
+
+    def compute(data: tuple) -> ShapeFact:
+        if k is None or len(k) != 1:
+            return None
+        j = axis % len(data)
+        return (*data[:j], k[0], *data[j + 1 :])
+
+    shape = _combine([a.input_shape(node.inputs[0])], compute)
+    return [shape, shape]
+
+
+def _split(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    """Split at sizes known to the analysis, or into equal parts of a static dim."""
+    axis = node.attributes.get_int("axis", 0)
+    given = len(node.inputs) > 1 and node.inputs[1] is not None
+    sizes = a.content(node.inputs[1]) if given else node.attributes.get_ints("split")
+    count = len(node.outputs)
+
+    def compute(data: tuple) -> list[ShapeFact]:
+        j = axis % len(data)
+        parts = list(sizes) if sizes is not None else None
+        if parts is None and not given and isinstance(data[j], int) and data[j] % count == 0:
+            parts = [data[j] // count] * count
+        if parts is None or len(parts) != count:
+            return [None] * count
+        return [(*data[:j], size, *data[j + 1 :]) for size in parts]
+
+    data = a.input_shape(node.inputs[0])
+    if data is None or data == INVARIANT:
+        return [data] * count
+    return compute(data)  # type: ignore[arg-type]
+
+
 def _constant_of_shape(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
     return [a.content(node.inputs[0])]
 
@@ -651,6 +708,9 @@ SHAPE_RULES: dict[str, Callable[[LoopShapes, ir.Node], Sequence[ShapeFact] | Non
     "Size": _size,
     "Reshape": _reshape,
     "Expand": _expand,
+    "Resize": _resize,
+    "TopK": _top_k,
+    "Split": _split,
     "ConstantOfShape": _constant_of_shape,
     "Flatten": _flatten,
     "Slice": _slice,

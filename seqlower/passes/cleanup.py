@@ -15,6 +15,7 @@ from seqlower.ops import iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_nodes
 from seqlower.passes.fold_shapes import fold_static_shapes
 from seqlower.passes.fold_transpose import fold_constant_transposes
+from seqlower.passes.index_vectors import fold_index_vectors
 from seqlower.passes.noop_casts import remove_noop_casts
 from seqlower.passes.normalize import infer_shapes
 from seqlower.passes.region_inference import forget_stamp
@@ -37,7 +38,8 @@ def remove_unused_initializers(model: ir.Model) -> bool:
 
 class CleanupPass(ir.passes.InPlacePass):
     """Dead nodes, static shape arithmetic folded (`fold_shapes`; `shapes_folded` counts the
-    nodes), Transposes of constant weights folded (`fold_transpose`; `folded` counts them), Casts
+    nodes), index vectors built from their pieces (`index_vectors`; `vectors_built`), Transposes
+    of constant weights folded (`fold_transpose`; `folded` counts them), Casts
     to the type they have removed (`noop_casts`; `casts_removed`), then unused initializers and
     functions. `dead_nodes=False` skips the walk for dead nodes when the
     caller knows there are none (after a lowering fixpoint). `fold_shapes=False` folds no shape
@@ -50,6 +52,7 @@ class CleanupPass(ir.passes.InPlacePass):
         self.folded = 0
         self.shapes_folded = 0
         self.casts_removed = 0
+        self.vectors_built = 0
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         forget_stamp(model)  # dim names are forgotten below: shapes are no longer inference's
@@ -65,6 +68,9 @@ class CleanupPass(ir.passes.InPlacePass):
             infer_shapes(model)
             forget_stamp(model)
         modified |= bool(self.shapes_folded)
+        if self.fold_shapes:
+            self.vectors_built = fold_index_vectors(model)
+            modified |= bool(self.vectors_built)
         self.folded = fold_constant_transposes(model)
         modified |= bool(self.folded)
         self.casts_removed = remove_noop_casts(model)

@@ -165,8 +165,12 @@ def _remake_empty_constants(graph: ir.Graph, loop: ir.Node, names: Callable[[], 
         loop.replace_input_with(index, made.outputs[0])
         remade += 1
         producer = value.producer()  # type: ignore[union-attr]
-        if producer is not None and not value.uses() and not value.is_graph_output():  # type: ignore[union-attr]
+        if value.uses() or value.is_graph_output():  # type: ignore[union-attr]
+            continue
+        if producer is not None:
             producer.graph.remove(producer, safe=True)  # type: ignore[union-attr]
+        elif graph.initializers.get(value.name) is value:  # type: ignore[union-attr]
+            del graph.initializers[value.name]  # type: ignore[union-attr, arg-type]
     return remade
 
 

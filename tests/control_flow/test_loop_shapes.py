@@ -127,11 +127,11 @@ def test_shapes_computed_from_the_iteration_number_vary_but_loop_invariant_code_
 def test_unknown_operators_on_invariant_values_are_invariant():
     shapes = _analyse(
         inputs="float[4] x",
-        body="""k = Constant<value = int64[1] {2}>()
-            top, idx = TopK(x, k)
-            out = Identity(top)""",
+        body="""positive = Greater(x, x)
+            where = NonZero(positive)
+            out = Identity(x)""",
     )
-    assert shapes.shape(_value(shapes, "top")) == INVARIANT
+    assert shapes.shape(_value(shapes, "where")) == INVARIANT
 
 
 def test_constants_in_the_body_keep_a_carried_shape():
@@ -348,3 +348,33 @@ def test_elements_of_a_list_another_loop_builds_share_what_every_append_shares()
     assert padding == sym.sub(
         symbol(("value", id(_input(shapes, "longest")), 0)), shapes.input_shape(f)[0]
     )
+
+
+def test_resize_to_sizes_top_k_and_split_keep_one_shape_when_their_sizes_do():
+    """A mask resized to a fixed size, the k best of a row and the halves of a fixed-width row
+    keep one shape, whatever the element they come from; Resize by scales is not analysed."""
+    shapes = _analyse(
+        inputs="float[N,6] x, int64[2] hw, int64[1] k",
+        before="""two = Constant<value = int64 {2}>()
+        parts = SplitToSequence<axis = 0>(x, two)""",
+        body="""e = SequenceAt(parts, i)
+            axes01 = Constant<value = int64[2] {0, 1}>()
+            e4 = Unsqueeze(e, axes01)
+            lead = Constant<value = int64[2] {1, 1}>()
+            sizes = Concat<axis = 0>(lead, hw)
+            resized = Resize<mode = "linear">(e4, , , sizes)
+            scales = Constant<value = float[4] {1, 1, 2, 2}>()
+            scaled = Resize(e4, , scales)
+            best, where = TopK<axis = 1>(e, k)
+            halves = Constant<value = int64[2] {3, 3}>()
+            left, right = Split<axis = 1>(e, halves)
+            out = Relu(right)""",
+    )
+    param = lambda v: symbol(("value", id(_input(shapes, "hw")), v))  # noqa: E731
+    assert shapes.shape(_value(shapes, "resized")) == (1, 1, param(0), param(1))
+    assert shapes.is_invariant(_value(shapes, "resized"))
+    assert shapes.shape(_value(shapes, "scaled")) is None
+    k = symbol(("value", id(_input(shapes, "k")), 0))
+    assert shapes.shape(_value(shapes, "best")) == (None, k)
+    assert shapes.shape(_value(shapes, "where")) == (None, k)
+    assert shapes.shape(_value(shapes, "right")) == (None, 3)

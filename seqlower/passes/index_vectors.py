@@ -1,0 +1,450 @@
+"""Index vectors assembled by a chain of shape operators are built from their pieces directly.
+
+    pads = [0, 0, 0, d]; pairs = Reshape(pads, [-1, 2]); Slice(pairs, -1::-1); Transpose;
+    Reshape(., [-1]); Cast                          ->  Concat([0, 0], Unsqueeze(d), [0])
+
+TorchScript writes `F.pad(x, (0, 0, 0, L - n))` with pads known at run time only as about
+twelve small operators: torch's pads are padded with ConstantOfShape to twice the rank, cut into
+pairs, the pairs reversed and transposed into ONNX's order. Every element of the result is a
+constant or an element of a value computed elsewhere (`d`), so the same vector is one Concat of
+constants and of those elements. In a loop body the chain runs once per iteration.
+
+The analysis follows the elements of small int64 values (at most `MAX_ELEMENTS`) through
+Identity, Cast, Reshape, Squeeze, Unsqueeze, Flatten, Concat, Slice, Transpose, Gather at
+constant positions, ConstantOfShape, Shape (a dim inference gives as a number is a constant)
+and Add, Sub and Mul where a constant operand changes nothing (`d - 0`). A value it cannot see
+through stays a value: its elements are read from it. Where such a vector is read by any other
+operator (a Pad, a Reshape's shape, a Slice's bounds) and building it from its pieces takes
+fewer operator launches than the chain did (the chain's nodes that nothing else reads, not
+counting Constants), the reader takes the built vector, and the chain goes.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MAX_ELEMENTS", "fold_index_vectors"]
+
+import dataclasses
+import math
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.analysis.loop_shapes import carried_output_shape
+from seqlower.analysis.static_values import StaticValues
+from seqlower.ops import iter_all_graphs
+from seqlower.passes.dead_code import remove_dead_upstream
+from seqlower.rewriter import Builder, Rewriter
+
+MAX_ELEMENTS = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class Leaf:
+    """Element `index` (flattened) of a value the analysis does not see through, whose
+    shape is `shape` (static)."""
+
+    value: ir.Value
+    index: int
+    shape: tuple[int, ...]
+
+
+Element = int | Leaf
+
+_RESHAPES = frozenset({"Identity", "Cast", "Reshape", "Squeeze", "Unsqueeze", "Flatten"})
+_SEEN_THROUGH = _RESHAPES | {
+    "Concat", "Slice", "Transpose", "Gather", "ConstantOfShape", "Shape", "Add", "Sub", "Mul",
+}  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Vector:
+    elements: tuple[Element, ...]  # in row-major order
+    shape: tuple[int, ...]
+
+    def array(self) -> np.ndarray:
+        array = np.empty(len(self.elements), dtype=object)
+        array[:] = list(self.elements)
+        return array.reshape(self.shape)
+
+
+def fold_index_vectors(model: ir.Model) -> int:
+    """Build every index vector that a chain of shape operators assembles from its pieces,
+    where that takes fewer launches (see the module docstring); returns how many."""
+    values = StaticValues(model.opset_imports.get(""))
+    analysis = _Elements(values)
+    rewriter: Rewriter | None = None
+    folded = 0
+    for graph in list(iter_all_graphs(model)):
+        for node in list(graph):
+            if node.graph is None:
+                continue
+            read = [v for i, v in enumerate(node.inputs) if v is not None and not _flows(node, i)]
+            for value in dict.fromkeys(read):
+                vector = _foldable(value, analysis, values)
+                if vector is None:
+                    continue
+                rewriter = rewriter or Rewriter(model)
+                built = _build(rewriter.before(node), vector)
+                chain = value.producer()
+                value.replace_all_uses_with(built)
+                remove_dead_upstream([chain] if chain is not None else [])
+                folded += 1
+    return folded
+
+
+def _foldable(value: ir.Value, analysis: _Elements, values: StaticValues) -> Vector | None:
+    """The elements of `value` when building it from them saves launches, else None."""
+    producer = value.producer()
+    if producer is None or producer.domain != "" or producer.op_type not in _SEEN_THROUGH:
+        return None
+    if values.get(value) is not None or value.is_graph_output():
+        return None  # static: fold_static_shapes makes it a constant
+    if any(_flows(use.node, use.idx) for use in value.uses()):
+        return None  # an inner link of a longer chain: its reader folds it
+    vector = analysis.vector(value)
+    if vector is None or len(vector.shape) > 1:
+        return None
+    launches = _launches(vector)
+    if launches is None or launches >= _chain_launches(value, vector):
+        return None
+    return vector
+
+
+def _flows(node: ir.Node, index: int) -> bool:
+    """Whether the elements of input `index` of `node` flow into its output (a link of a
+    chain), rather than being read as what they are (a Reshape's target shape, a Gather's
+    positions, the input of a Shape, any input of another operator)."""
+    if node.domain != "" or node.op_type not in _SEEN_THROUGH:
+        return False
+    if node.op_type in ("Shape", "ConstantOfShape"):
+        return False  # they read the shape, or the elements as a shape
+    return node.op_type in ("Concat", "Add", "Sub", "Mul") or index == 0
+
+
+def _pieces(vector: Vector) -> list[list[Element]]:
+    """Runs of constants, and runs of consecutive elements of one leaf."""
+    runs: list[list[Element]] = []
+    for element in vector.elements:
+        last = runs[-1][-1] if runs else None
+        constants = isinstance(element, int) and isinstance(last, int)
+        consecutive = (
+            isinstance(element, Leaf)
+            and isinstance(last, Leaf)
+            and element.value is last.value
+            and element.index == last.index + 1
+        )
+        if constants or consecutive:
+            runs[-1].append(element)
+        else:
+            runs.append([element])
+    return runs
+
+
+def _whole(run: list[Element]) -> bool:
+    """A run that is all of a 1-D leaf, in order."""
+    first = run[0]
+    assert isinstance(first, Leaf)
+    return first.shape == (len(run),) and first.index == 0
+
+
+def _launches(vector: Vector) -> int | None:
+    """Operator launches that build the vector: one per piece of a leaf (none for a whole
+    1-D leaf) and the Concat of several pieces (constants cost none). None for a scalar that
+    is not a scalar leaf (`_build` makes only vectors)."""
+    runs = _pieces(vector)
+    if not vector.shape:
+        element = vector.elements[0]
+        return 0 if isinstance(element, Leaf) and _scalar(element) else None
+    reads = sum(1 for run in runs if isinstance(run[0], Leaf) and not _whole(run))
+    return reads + (1 if len(runs) > 1 else 0)
+
+
+def _scalar(leaf: Leaf) -> bool:
+    return leaf.shape == ()
+
+
+def _chain_launches(value: ir.Value, vector: Vector) -> int:
+    """The launches of the nodes that compute `value` and nothing else, up to the leaves the
+    vector reads, which stay (Constants cost none)."""
+    leaves = {id(e.value) for e in vector.elements if isinstance(e, Leaf)}
+    dead: set[int] = set()
+    count = 0
+    pending = [value.producer()]
+    while pending:
+        node = pending.pop()
+        if node is None or id(node) in dead or node.op_type not in _SEEN_THROUGH:
+            continue
+        if any(id(output) in leaves for output in node.outputs):
+            continue
+        readers = [use.node for output in node.outputs for use in output.uses()]
+        outputs_read_elsewhere = any(
+            id(reader) not in dead for reader in readers if node.outputs[0] is not value
+        )
+        if outputs_read_elsewhere or any(o.is_graph_output() for o in node.outputs):
+            continue
+        dead.add(id(node))
+        count += node.op_type != "Constant"
+        pending.extend(v.producer() for v in node.inputs if v is not None)
+    return count
+
+
+def _build(b: Builder, vector: Vector) -> ir.Value:
+    parts: list[ir.Value] = []
+    for run in _pieces(vector):
+        if isinstance(run[0], int):
+            parts.append(b.ints([int(e) for e in run], "elements"))  # type: ignore[arg-type]
+            continue
+        first = run[0]
+        assert isinstance(first, Leaf)
+        if _scalar(first):
+            parts.append(first.value if not vector.shape else b.unsqueeze(first.value, [0]))
+        elif _whole(run):
+            parts.append(first.value)
+        else:
+            bounds = b.ints([first.index], "start"), b.ints([first.index + len(run)], "end")
+            parts.append(b.op("Slice", [first.value, *bounds]))
+    if not vector.shape:
+        return parts[0]  # a scalar leaf (`_launches`)
+    built = parts[0] if len(parts) == 1 else b.op("Concat", parts, {"axis": 0}, name="vector")
+    built.type = ir.TensorType(ir.DataType.INT64)
+    built.shape = ir.Shape(list(vector.shape))
+    return built
+
+
+class _Elements:
+    """The elements of small int64 values, memoized."""
+
+    def __init__(self, values: StaticValues) -> None:
+        self.values = values
+        # keyed by the value itself: an id could be reused by a value made after a fold
+        self._found: dict[ir.Value, Vector | None] = {}
+
+    def vector(self, value: ir.Value | None) -> Vector | None:
+        if value is None or value.dtype != ir.DataType.INT64:
+            return None
+        if value not in self._found:
+            self._found[value] = None  # guards against cycles
+            self._found[value] = self._compute(value)
+        return self._found[value]
+
+    def _compute(self, value: ir.Value) -> Vector | None:
+        array = self.values.get(value)
+        if array is not None:
+            if array.size > MAX_ELEMENTS or array.dtype.kind not in "iu":
+                return None
+            return Vector(tuple(int(x) for x in array.reshape(-1)), tuple(array.shape))
+        node = value.producer()
+        seen = None
+        if (
+            node is not None
+            and node.domain == ""
+            and node.op_type in _SEEN_THROUGH
+            and node.outputs[0] is value
+        ):
+            try:
+                seen = self._through(node)
+            except (ValueError, IndexError, TypeError):
+                seen = None
+        return seen if seen is not None else _leaf(value, self.values)
+
+    def _through(self, node: ir.Node) -> Vector | None:
+        op = node.op_type
+        inputs = [self.vector(v) if v is not None else None for v in node.inputs]
+        out = node.outputs[0]
+        if op in _RESHAPES:
+            source = inputs[0]
+            if source is None or (op == "Cast" and node.attributes.get_int("to") != 7):
+                return None
+            shape = _static_shape(out)
+            shape = shape if shape is not None else self._reshaped(node, source)
+            if shape is None or math.prod(shape) != len(source.elements):
+                return None
+            return Vector(source.elements, shape)
+        if op == "Concat":
+            if any(v is None or len(v.shape) != 1 for v in inputs):
+                return None
+            elements = tuple(e for v in inputs for e in v.elements)  # type: ignore[union-attr]
+            return _small(elements, (len(elements),))
+        if op == "Slice":
+            return self._slice(node, inputs[0])
+        if op == "Transpose":
+            if inputs[0] is None:
+                return None
+            moved = np.transpose(inputs[0].array(), node.attributes.get_ints("perm"))
+            return Vector(tuple(moved.reshape(-1)), moved.shape)
+        if op == "Gather":
+            picks = self.values.get(node.inputs[1])
+            data = inputs[0]
+            if picks is None or data is None or len(data.shape) != 1:
+                return None
+            if node.attributes.get_int("axis", 0) != 0:
+                return None
+            n = len(data.elements)
+            if not all(-n <= int(p) < n for p in picks.reshape(-1)):
+                return None  # Gather fails there: the chain stays, and fails as it did
+            chosen = tuple(data.elements[int(p)] for p in picks.reshape(-1))
+            return _small(chosen, tuple(picks.shape))
+        if op == "ConstantOfShape":
+            return self._constant_of_shape(node, inputs[0])
+        if op == "Shape":
+            return self._shape(node)
+        return self._arithmetic(node, inputs)
+
+    def _reshaped(self, node: ir.Node, source: Vector) -> tuple[int, ...] | None:
+        """The output shape of a node of `_RESHAPES` from its input's."""
+        op = node.op_type
+        if op in ("Identity", "Cast"):
+            return source.shape
+        if op == "Flatten":
+            axis = node.attributes.get_int("axis", 1) % (len(source.shape) + 1)
+            return (math.prod(source.shape[:axis]), math.prod(source.shape[axis:]))
+        if op in ("Squeeze", "Unsqueeze"):
+            given = len(node.inputs) > 1 and node.inputs[1] is not None
+            axes = (
+                self.values.get_ints(node.inputs[1]) if given else node.attributes.get_ints("axes")
+            )
+            if axes is None:
+                return None
+            if op == "Squeeze":
+                dropped = {a % len(source.shape) for a in axes}
+                return tuple(d for i, d in enumerate(source.shape) if i not in dropped)
+            rank = len(source.shape) + len(axes)
+            inserted = {a % rank for a in axes}
+            rest = iter(source.shape)
+            return tuple(1 if i in inserted else next(rest) for i in range(rank))
+        target = self.values.get_ints(node.inputs[1])
+        if target is None or (node.attributes.get_int("allowzero", 0) == 1 and 0 in target):
+            return None
+        dims = [source.shape[i] if d == 0 else d for i, d in enumerate(target)]
+        if dims.count(-1) == 1:
+            known = math.prod(d for d in dims if d != -1)
+            if known == 0 or len(source.elements) % known:
+                return None
+            dims[dims.index(-1)] = len(source.elements) // known
+        return tuple(dims) if -1 not in dims else None
+
+    def _slice(self, node: ir.Node, data: Vector | None) -> Vector | None:
+        params = [self.values.get_ints(v) for v in node.inputs[1:]]
+        if data is None or not data.shape or len(params) < 2 or any(p is None for p in params):
+            return None
+        starts, ends = params[0], params[1]
+        axes = params[2] if len(params) > 2 else list(range(len(starts)))  # type: ignore[arg-type]
+        steps = params[3] if len(params) > 3 else [1] * len(starts)  # type: ignore[arg-type]
+        if 0 in steps:  # type: ignore[operator]
+            return None
+        index = [slice(None)] * len(data.shape)
+        for start, end, axis, step in zip(starts, ends, axes, steps):  # type: ignore[arg-type]
+            index[axis % len(data.shape)] = slice(start, end, step)  # clamped as Slice does
+        cut = data.array()[tuple(index)]
+        return Vector(tuple(cut.reshape(-1)), cut.shape)
+
+    def _shape(self, node: ir.Node) -> Vector | None:
+        source = node.inputs[0]
+        vector = self.vector(source)  # an index vector's shape is known here
+        dims = vector.shape if vector is not None else source.shape if source else None
+        if dims is None:
+            return None
+        rank = len(dims)
+        start, end = node.attributes.get_int("start", 0), node.attributes.get_int("end", rank)
+        kept = range(rank)[slice(start, end)]
+        out = node.outputs[0]
+        elements = tuple(
+            d if isinstance(d := dims[axis], int) else Leaf(out, k, (len(kept),))
+            for k, axis in enumerate(kept)
+        )
+        return _small(elements, (len(elements),))
+
+    def _constant_of_shape(self, node: ir.Node, count: Vector | None) -> Vector | None:
+        attribute = node.attributes.get("value")
+        fill = attribute.as_tensor().numpy() if attribute is not None else None
+        if count is None or fill is None or fill.dtype != np.int64:
+            return None
+        if not all(isinstance(d, int) for d in count.elements):
+            return None
+        shape = tuple(int(d) for d in count.elements)  # type: ignore[arg-type]
+        return _small((int(fill.reshape(-1)[0]),) * math.prod(shape), shape)
+
+    def _arithmetic(self, node: ir.Node, inputs: list[Vector | None]) -> Vector | None:
+        """Add, Sub, Mul of two vectors, element by element: constants combine; a constant
+        that changes nothing (`d + 0`, `d - 0`, `d * 1`) keeps the other element."""
+        if len(inputs) != 2 or inputs[0] is None or inputs[1] is None:
+            return None
+        left, right = inputs
+        n = max(len(left.elements), len(right.elements))
+        if len(left.shape) > 1 or len(right.shape) > 1:
+            return None
+        if {len(left.elements), len(right.elements)} - {1, n}:
+            return None  # no broadcast of unequal lengths
+        shape = (n,) if left.shape or right.shape else ()
+        combined = []
+        for a, b in zip(_spread(left, n), _spread(right, n)):
+            element = _combine(node.op_type, a, b)
+            if element is None:  # computed here: read from the result, of a known shape
+                return _leaf_of_shape(node.outputs[0], shape)
+            combined.append(element)
+        return Vector(tuple(combined), shape)
+
+
+def _spread(vector: Vector, n: int) -> tuple[Element, ...]:
+    return vector.elements * n if len(vector.elements) == 1 else vector.elements
+
+
+def _combine(op: str, a: Element, b: Element) -> Element | None:
+    """`a op b`, where it is a constant or one of the two."""
+    if isinstance(a, int) and isinstance(b, int):
+        result = {"Add": a + b, "Sub": a - b, "Mul": a * b}[op]
+        return result if -(2**63) <= result < 2**63 else None
+    if op == "Add":
+        return a if b == 0 else b if a == 0 else None
+    if op == "Sub":
+        return a if b == 0 else None
+    return a if b == 1 else b if a == 1 else None
+
+
+def _static_shape(value: ir.Value, values: StaticValues | None = None) -> tuple[int, ...] | None:
+    """The declared shape of `value` when its dims are numbers; for a tensor a Loop carries
+    out (onnx inference gives it no shape), the one its loop keeps, when `values` is given."""
+    shape = value.shape
+    if shape is not None and all(isinstance(d, int) for d in shape):
+        return tuple(int(d) for d in shape)  # type: ignore[arg-type]
+    loop = value.producer()
+    if shape is None and values is not None and loop is not None and loop.op_type == "Loop":
+        kept = _kept_by_loop(loop, value)
+        return kept if kept is not None else carried_output_shape(loop, value, values)  # type: ignore[return-value]
+    return None
+
+
+def _kept_by_loop(loop: ir.Node, value: ir.Value) -> tuple[int, ...] | None:
+    """The shape of a value a Loop carries out, when its initial value, the body's input and
+    the body's output all declare it (the body's input shapes are proved by induction in
+    `seqlower.passes.carried_shapes`): ONNX inference gives carried outputs no shape at all."""
+    index = list(loop.outputs).index(value)
+    body = loop.attributes["body"].as_graph()
+    if index >= len(loop.inputs) - 2:
+        return None  # a scan output
+    shapes = {
+        _static_shape(v)
+        for v in (loop.inputs[2 + index], body.inputs[2 + index], body.outputs[1 + index])
+        if v is not None
+    }
+    if len(shapes) != 1:
+        return None
+    return shapes.pop()
+
+
+def _small(elements: tuple[Element, ...], shape: tuple[int, ...]) -> Vector | None:
+    return Vector(elements, shape) if len(elements) <= MAX_ELEMENTS else None
+
+
+def _leaf(value: ir.Value, values: StaticValues) -> Vector | None:
+    """A value the analysis does not see through: its elements are read from it."""
+    shape = _static_shape(value, values)
+    if shape is None:
+        return None
+    return _leaf_of_shape(value, shape)
+
+
+def _leaf_of_shape(value: ir.Value, shape: tuple[int, ...]) -> Vector | None:
+    if len(shape) > 1 or math.prod(shape) > MAX_ELEMENTS:
+        return None
+    return Vector(tuple(Leaf(value, k, shape) for k in range(math.prod(shape))), shape)

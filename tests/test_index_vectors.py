@@ -1,0 +1,171 @@
+"""Index vectors that a chain of shape operators assembles are built from their pieces: what the
+pass emits, where it leaves a chain alone, and the same results under onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from support import assert_same_outputs, op_counts, parse
+
+import seqlower
+from seqlower.passes.index_vectors import fold_index_vectors
+
+# `F.pad(x, (0, 0, 0, length - x.size(0)))` as TorchScript exports it
+TORCH_PAD = """
+agraph (float[N,3] x, int64 length) => (float[?,3] y) {
+  shape_x = Shape (x)
+  zero = Constant <value = int64 {0}> ()
+  rows = Gather <axis = 0> (shape_x, zero)
+  extra = Sub (length, rows)
+  axes0 = Constant <value = int64[1] {0}> ()
+  z = Constant <value = int64[1] {0}> ()
+  d = Unsqueeze (extra, axes0)
+  torch_pads = Concat <axis = 0> (z, z, z, d)
+  four = Constant <value = int64[1] {4}> ()
+  have = Shape (torch_pads)
+  missing = Sub (four, have)
+  fill = ConstantOfShape <value = int64[1] {0}> (missing)
+  padded_pads = Concat <axis = 0> (torch_pads, fill)
+  pairs_shape = Constant <value = int64[2] {-1, 2}> ()
+  pairs = Reshape (padded_pads, pairs_shape)
+  start = Constant <value = int64[1] {-1}> ()
+  stop = Constant <value = int64[1] {-9223372036854775807}> ()
+  step = Constant <value = int64[1] {-1}> ()
+  reversed = Slice (pairs, start, stop, axes0, step)
+  onnx_order = Transpose <perm = [1, 0]> (reversed)
+  flat = Constant <value = int64[1] {-1}> ()
+  flattened = Reshape (onnx_order, flat)
+  pads = Cast <to = 7> (flattened)
+  y = Pad (x, pads)
+}"""
+
+
+def _folded(text: str) -> tuple[onnx.ModelProto, onnx.ModelProto, int]:
+    original = parse(text)
+    model = ir.from_proto(original)
+    seqlower.passes.infer_shapes(model)
+    count = fold_index_vectors(model)
+    folded = ir.to_proto(model)
+    onnx.checker.check_model(folded, full_check=True)
+    return original, folded, count
+
+
+def test_torchs_pads_become_one_concat_of_constants_and_the_padding():
+    original, folded, count = _folded(TORCH_PAD)
+    assert count == 1
+    counts = op_counts(folded)
+    for op in ("Transpose", "ConstantOfShape", "Slice", "Cast"):
+        assert counts[op] == 0, counts
+    assert counts["Concat"] == 1 and counts["Unsqueeze"] == 1
+    (pad,) = [n for n in folded.graph.node if n.op_type == "Pad"]
+    (concat,) = [n for n in folded.graph.node if n.output[0] == pad.input[1]]
+    constants = {
+        n.output[0]: onnx.numpy_helper.to_array(n.attribute[0].t).tolist()
+        for n in folded.graph.node
+        if n.op_type == "Constant"
+    }
+    assert [constants.get(name, name) for name in concat.input][0::2] == [[0, 0], [0]]
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    for length in (4, 6, 2):  # no padding, two rows of padding, a crop (negative pads)
+        assert_same_outputs(original, folded, {"x": x, "length": np.array(length)})
+
+
+def test_a_chain_no_longer_than_its_pieces_stays():
+    """`Concat(Unsqueeze(n), [-1])` is already one launch per piece."""
+    _, folded, count = _folded("""
+agraph (float[N,3] x, int64 n) => (float[?,?] y) {
+  axes0 = Constant <value = int64[1] {0}> ()
+  lead = Unsqueeze (n, axes0)
+  rest = Constant <value = int64[1] {-1}> ()
+  target = Concat <axis = 0> (lead, rest)
+  y = Reshape (x, target)
+}""")
+    assert count == 0
+    assert op_counts(folded)["Concat"] == 1
+
+
+def test_a_shape_cut_and_glued_back_is_the_shape():
+    """`Concat(Shape(x)[0:1], Shape(x)[1:])`: the pieces are the whole shape, read as it is."""
+    original, folded, count = _folded("""
+agraph (float[N,M] x, float[P] z) => (float[?,?] y) {
+  s = Shape (x)
+  zero = Constant <value = int64[1] {0}> ()
+  one = Constant <value = int64[1] {1}> ()
+  two = Constant <value = int64[1] {2}> ()
+  head = Slice (s, zero, one)
+  tail = Slice (s, one, two)
+  again = Concat <axis = 0> (head, tail)
+  y = Reshape (z, again)
+}""")
+    assert count == 1
+    (reshape,) = [n for n in folded.graph.node if n.op_type == "Reshape"]
+    (shape,) = [n for n in folded.graph.node if n.op_type == "Shape"]
+    assert reshape.input[1] == shape.output[0]
+    assert op_counts(folded)["Concat"] == 0
+    z = np.arange(6, dtype=np.float32)
+    assert_same_outputs(original, folded, {"x": np.zeros((2, 3), np.float32), "z": z})
+
+
+def test_a_vector_also_read_by_another_shape_operator_is_left_to_its_last_reader():
+    """`pads` is read by the Pad and by a Concat: only whole chains are rebuilt, at their
+    end; the inner link stays for the Concat."""
+    text = TORCH_PAD.replace("=> (float[?,3] y) {", "=> (float[?,3] y, int64[?] both) {").replace(
+        "  y = Pad (x, pads)", "  y = Pad (x, pads)\n  both = Concat <axis = 0> (pads, pads)"
+    )
+    original, folded, _ = _folded(text)
+    assert op_counts(folded)["Transpose"] == 1
+    x = np.ones((2, 3), np.float32)
+    assert_same_outputs(original, folded, {"x": x, "length": np.array(5)})
+
+
+@pytest.mark.parametrize("length", [3, 5])
+def test_pads_built_in_a_loop_body_from_a_length_another_loop_carries(length):
+    """The longest row count is carried out of one Loop (onnx inference gives it no shape;
+    the body keeps it a scalar); each row block is padded to it in a second Loop."""
+    model = parse(
+        """
+agraph (float[N,3] x, int64[B] lengths) => (float[?,?,?] y) {
+  zero = Constant <value = int64 {0}> ()
+  t = Constant <value = bool {1}> ()
+  shape_l = Shape (lengths)
+  b = Gather <axis = 0> (shape_l, zero)
+  longest = Loop (b, t, zero) <body = longest (int64 j, bool c, int64 m) => (bool c2, int64 m2) {
+    n = Gather <axis = 0> (lengths, j)
+    m2 = Max (m, n)
+    c2 = Identity (c)
+  }>
+  y = Loop (b, t) <body = pad (int64 k, bool c) => (bool c3, float[?,3] out) {
+    one = Constant <value = int64 {1}> ()
+    n1 = Gather <axis = 0> (lengths, k)
+    axes0 = Constant <value = int64[1] {0}> ()
+    upto = Unsqueeze (n1, axes0)
+    zero1 = Constant <value = int64[1] {0}> ()
+    block = Slice (x, zero1, upto, axes0)
+    shape_x = Shape (block)
+    rows = Gather <axis = 0> (shape_x, zero)
+    extra = Sub (longest, rows)
+    z = Constant <value = int64[1] {0}> ()
+    d = Unsqueeze (extra, axes0)
+    torch_pads = Concat <axis = 0> (z, z, z, d)
+    pairs_shape = Constant <value = int64[2] {-1, 2}> ()
+    pairs = Reshape (torch_pads, pairs_shape)
+    start = Constant <value = int64[1] {-1}> ()
+    stop = Constant <value = int64[1] {-9223372036854775807}> ()
+    step = Constant <value = int64[1] {-1}> ()
+    reversed = Slice (pairs, start, stop, axes0, step)
+    onnx_order = Transpose <perm = [1, 0]> (reversed)
+    flat = Constant <value = int64[1] {-1}> ()
+    pads = Reshape (onnx_order, flat)
+    out = Pad (block, pads)
+    c3 = Identity (c)
+  }>
+}"""
+    )
+    lowered, _ = seqlower.optimize(model)
+    onnx.checker.check_model(lowered, full_check=True)
+    assert op_counts(lowered)["Transpose"] == 0
+    x = np.arange(15, dtype=np.float32).reshape(5, 3)
+    feeds = {"x": x, "lengths": np.array([2, length, 1])}
+    assert_same_outputs(model, lowered, feeds)
