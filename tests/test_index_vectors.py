@@ -169,3 +169,23 @@ agraph (float[N,3] x, int64[B] lengths) => (float[?,?,?] y) {
     x = np.arange(15, dtype=np.float32).reshape(5, 3)
     feeds = {"x": x, "lengths": np.array([2, length, 1])}
     assert_same_outputs(model, lowered, feeds)
+
+
+def test_a_vector_made_outside_a_loop_and_read_in_its_body_is_built_outside():
+    """Built where the chain ends (once a run), not where it is read (once an iteration)."""
+    text = TORCH_PAD.replace("=> (float[?,3] y) {", "=> (float[?,?,3] y) {").replace(
+        "  y = Pad (x, pads)",
+        """  t = Constant <value = bool {1}> ()
+  two = Constant <value = int64 {2}> ()
+  y = Loop (two, t) <body = body (int64 i, bool c) => (bool c2, float[?,3] out) {
+    out = Pad (x, pads)
+    c2 = Identity (c)
+  }>""",
+    )
+    original, folded, count = _folded(text)
+    assert count == 1
+    (loop,) = [n for n in folded.graph.node if n.op_type == "Loop"]
+    assert [n.op_type for n in loop.attribute[0].g.node] == ["Pad", "Identity"]
+    assert op_counts(folded)["Transpose"] == 0
+    x = np.ones((2, 3), np.float32)
+    assert_same_outputs(original, folded, {"x": x, "length": np.array(4)})

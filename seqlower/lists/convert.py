@@ -21,7 +21,7 @@ import onnx_ir as ir
 from seqlower.analysis.static_values import StaticValues
 from seqlower.lists.components import ListPlan, find_lists
 from seqlower.lists.forms import ListForms
-from seqlower.lists.tensors import Layout, TensorList
+from seqlower.lists.tensors import INT64_MAX, Layout, TensorList
 from seqlower.ops import is_sequence_value, subgraphs
 from seqlower.rewriter import Builder, Rewriter
 
@@ -144,7 +144,9 @@ class _Converter:
         elif op == "Identity":
             self._define(node.outputs[0], self._flat(inputs[0]))
         elif op == "SequenceAt":
-            result = self.forms.at(b, self._flat(inputs[0]), inputs[1])  # type: ignore[arg-type]
+            self._shapes_read(b, node)
+            if node.outputs[0].uses() or node.outputs[0].is_graph_output():
+                result = self.forms.at(b, self._flat(inputs[0]), inputs[1])  # type: ignore[arg-type]
         elif op == "SequenceLength":
             result = self.forms.length(b, self._flat(inputs[0]))
         elif op == "ConcatFromSequence":
@@ -164,6 +166,31 @@ class _Converter:
             self.rewriter.replace(old, result)
         lists = [v for v in (*node.inputs, *node.outputs) if self._converting(v)]
         self._converted(node, self._layout(lists[0]).kind)
+
+    def _shapes_read(self, b: Builder, node: ir.Node) -> None:
+        """A Shape of the element read takes it from the list's sizes (the element itself may
+        then not be read at all: `max(len(s) for s in seqs)`)."""
+        readers = [
+            use.node
+            for use in node.outputs[0].uses()
+            if use.node.op_type == "Shape" and use.node.domain == "" and use.idx == 0
+        ]
+        shape = None
+        for reader in dict.fromkeys(readers):
+            shape = shape or self.forms.shape_at(b, self._flat(node.inputs[0]), node.inputs[1])  # type: ignore[arg-type]
+            if shape is None:
+                return  # a stacked list: its element is one Gather
+            start = reader.attributes.get_int("start", 0)
+            end = reader.attributes.get_int("end")
+            read = shape
+            if start != 0 or end is not None:  # Slice clamps and counts from the end as Shape
+                bounds = [
+                    b.ints([start], "start"),
+                    b.ints([INT64_MAX if end is None else end], "end"),
+                ]
+                read = b.op("Slice", [shape, *bounds], name="shape_part")
+                read.type = ir.TensorType(ir.DataType.INT64)
+            self.rewriter.replace(reader.outputs[0], read)
 
     def _converted(self, node: ir.Node, layout: str) -> None:
         """Note that `node` was replaced, in `layout`, by the nodes emitted since the last call."""

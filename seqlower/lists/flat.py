@@ -10,6 +10,7 @@ i the shape of element i. `sizes = ReduceProd(shapes, axis 1)`, `ends = CumSum(s
     SequenceInsert(s, x, p)      -> the same, spliced in at starts[p] and row p (p < 0: from n)
     SequenceErase(s, p)          -> data without [starts[p], ends[p]) ; shapes without row p
     SequenceAt(s, p)             -> Reshape(Slice(data, starts[p], ends[p]), shapes[p], allowzero=1)
+    Shape(SequenceAt(s, p))      -> shapes[p]
     SequenceLength(s)            -> Shape(shapes)[0]
     ConcatFromSequence(s, axis=0)             -> Reshape(data, [sum(shapes[:, 0]), shapes[0, 1:]])
     ConcatFromSequence(s, new_axis=1, axis=a) -> Transpose(Reshape(data, [n, shapes[0]]), 0 -> a)
@@ -20,7 +21,17 @@ i the shape of element i. `sizes = ReduceProd(shapes, axis 1)`, `ends = CumSum(s
 
 from __future__ import annotations
 
-__all__ = ["at", "concat", "construct", "empty", "erase", "insert", "split", "table"]
+__all__ = [
+    "at",
+    "concat",
+    "construct",
+    "empty",
+    "erase",
+    "insert",
+    "shape_at",
+    "split",
+    "table",
+]
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -118,6 +129,11 @@ def table(b: Builder, s: TensorList) -> Table:
     total = b.op("Shape", [s.data], name="total")
     bounds = b.op("Concat", [starts, total], {"axis": 0}, name="bounds")
     return Table(n, n1, starts, ends, bounds)
+
+
+def shape_at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Value:
+    """Shape(SequenceAt(s, p)): row p of the table of shapes."""
+    return b.op("Gather", [s.parts[1], int64(b, p)], name="shape")  # fails outside [-n, n-1]
 
 
 def at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Value:

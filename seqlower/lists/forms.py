@@ -91,6 +91,17 @@ class ListForms:
         element.type = ir.TensorType(s.layout.dtype)
         return element
 
+    def shape_at(self, b: Builder, s: TensorList, p: ir.Value) -> ir.Value | None:
+        """Shape(SequenceAt(s, p)) read from the list's table of sizes, without the element;
+        None for a stacked list (the element is one Gather)."""
+        emitter = _EMITTERS[s.layout.kind]
+        if not hasattr(emitter, "shape_at"):
+            return None
+        shape = emitter.shape_at(self, b, s, p)
+        shape.type = ir.TensorType(ir.DataType.INT64)
+        shape.shape = ir.Shape([s.layout.rank])
+        return shape
+
     def concat(self, b: Builder, s: TensorList, axis: int, new_axis: bool) -> ir.Value:
         rank = s.layout.rank
         axis = axis + rank + int(new_axis) if axis < 0 else axis

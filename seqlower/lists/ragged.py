@@ -10,6 +10,7 @@ of their first dims; `ends = CumSum(firsts)`, `starts = ends - firsts`, element 
     SequenceInsert(s, x, p)      -> the same, spliced in at starts[p] and entry p
     SequenceErase(s, p)          -> data without rows [starts[p], ends[p]) ; firsts without entry p
     SequenceAt(s, p)             -> Slice(data, starts[p], ends[p])
+    Shape(SequenceAt(s, p))      -> Concat(firsts[p], the other dims)
     SequenceLength(s)            -> Shape(firsts)[0]
     ConcatFromSequence(s, axis=0)             -> data
     ConcatFromSequence(s, new_axis=1, axis=a) -> Transpose(Reshape(data, [n, firsts[0]..]), 0 -> a)
@@ -19,7 +20,17 @@ of their first dims; `ends = CumSum(firsts)`, `starts = ends - firsts`, element 
 
 from __future__ import annotations
 
-__all__ = ["at", "concat", "construct", "empty", "erase", "insert", "split", "table"]
+__all__ = [
+    "at",
+    "concat",
+    "construct",
+    "empty",
+    "erase",
+    "insert",
+    "shape_at",
+    "split",
+    "table",
+]
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -95,6 +106,18 @@ def table(b: Builder, s: TensorList) -> Table:
     starts = b.op("Sub", [ends, firsts], name="starts")
     bounds = b.op("Concat", [starts, dim0(b, data)], {"axis": 0}, name="bounds")
     return Table(n, n1, starts, ends, bounds)
+
+
+def shape_at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Value:
+    """Shape(SequenceAt(s, p)) from the row counts: Concat(firsts[p], the other dims)."""
+    data, firsts = s.parts
+    p1 = b.op("Reshape", [int64(b, p), b.ints([1], "one_d")])
+    first = b.op("Gather", [firsts, p1], name="first")  # fails outside [-n, n-1]
+    rest = s.layout.dims
+    if all(isinstance(d, int) for d in rest):
+        return b.op("Concat", [first, b.ints(list(rest), "rest")], {"axis": 0}, name="shape")  # type: ignore[arg-type]
+    dims = b.op("Slice", [b.op("Shape", [data]), b.ints([1], "one"), b.ints([INT64_MAX], "end")])
+    return b.op("Concat", [first, dims], {"axis": 0}, name="shape")
 
 
 def at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Value:

@@ -84,10 +84,12 @@ def fold_index_vectors(model: ir.Model) -> int:
                 if vector is None:
                     continue
                 rewriter = rewriter or Rewriter(model)
-                built = _build(rewriter.before(node), vector)
                 chain = value.producer()
+                assert chain is not None  # `_foldable` checked
+                # where the chain ends, not in a loop body that reads it: built once
+                built = _build(rewriter.before(chain), vector)
                 value.replace_all_uses_with(built)
-                remove_dead_upstream([chain] if chain is not None else [])
+                remove_dead_upstream([chain])
                 folded += 1
     return folded
 
@@ -149,12 +151,12 @@ def _whole(run: list[Element]) -> bool:
 
 def _launches(vector: Vector) -> int | None:
     """Operator launches that build the vector: one per piece of a leaf (none for a whole
-    1-D leaf) and the Concat of several pieces (constants cost none). None for a scalar that
-    is not a scalar leaf (`_build` makes only vectors)."""
+    1-D leaf) and the Concat of several pieces (constants cost none); a scalar is a scalar
+    leaf, or one Gather from a 1-D one. None for a constant scalar (StaticValues folds it)."""
     runs = _pieces(vector)
     if not vector.shape:
         element = vector.elements[0]
-        return 0 if isinstance(element, Leaf) and _scalar(element) else None
+        return None if isinstance(element, int) else 0 if _scalar(element) else 1
     reads = sum(1 for run in runs if isinstance(run[0], Leaf) and not _whole(run))
     return reads + (1 if len(runs) > 1 else 0)
 
@@ -189,6 +191,16 @@ def _chain_launches(value: ir.Value, vector: Vector) -> int:
 
 
 def _build(b: Builder, vector: Vector) -> ir.Value:
+    if not vector.shape:  # one element (`_launches`)
+        element = vector.elements[0]
+        assert isinstance(element, Leaf)
+        if _scalar(element):
+            return element.value
+        index = b.constant(np.array(element.index, np.int64), "index")
+        picked = b.op("Gather", [element.value, index], name="element")
+        picked.type = ir.TensorType(ir.DataType.INT64)
+        picked.shape = ir.Shape([])
+        return picked
     parts: list[ir.Value] = []
     for run in _pieces(vector):
         if isinstance(run[0], int):
@@ -197,15 +209,15 @@ def _build(b: Builder, vector: Vector) -> ir.Value:
         first = run[0]
         assert isinstance(first, Leaf)
         if _scalar(first):
-            parts.append(first.value if not vector.shape else b.unsqueeze(first.value, [0]))
+            parts.append(b.unsqueeze(first.value, [0]))
         elif _whole(run):
             parts.append(first.value)
         else:
             bounds = b.ints([first.index], "start"), b.ints([first.index + len(run)], "end")
             parts.append(b.op("Slice", [first.value, *bounds]))
-    if not vector.shape:
-        return parts[0]  # a scalar leaf (`_launches`)
-    built = parts[0] if len(parts) == 1 else b.op("Concat", parts, {"axis": 0}, name="vector")
+    if len(parts) == 1:
+        return parts[0]
+    built = b.op("Concat", parts, {"axis": 0}, name="vector")
     built.type = ir.TensorType(ir.DataType.INT64)
     built.shape = ir.Shape(list(vector.shape))
     return built

@@ -208,6 +208,42 @@ def test_a_loop_cutting_rows_by_run_time_lengths_builds_a_ragged_list(lengths, p
     np.testing.assert_array_equal(element, x[starts[p] : starts[p] + lengths[p]])
 
 
+SIZES_READ = """
+agraph (float[A,3] a, float[B,3] b, float[C,2] c, int64 p) => (int64[?] rows, int64[?] last,
+                                                              int64[?] whole) {{
+    s = SequenceConstruct ({elements})
+    e = SequenceAt (s, p)
+    rows = Shape <end = 1> (e)
+    last = Shape <start = -1> (e)
+    whole = Shape (e)
+}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("elements", "layout"), [("a, b", "ragged"), ("a, c", "flat"), ("c, a, b", "flat")]
+)
+def test_the_shape_of_an_element_read_comes_from_the_sizes_of_the_list(elements, layout):
+    """`len(seqs[p])`: the element itself is not read (no Slice of the data), only its row
+    count (ragged) or its row of the table of shapes (flat)."""
+    model = parse(SIZES_READ.format(elements=elements))
+    lowered, report = lower_tensor_form(model)
+    assert {node.tier for node in report.nodes if node.op_type.startswith("Sequence")} == {layout}
+    counts = op_counts(lowered)
+    assert counts["CumSum"] == 0, counts  # no bounds of elements: none is read
+    rng = np.random.default_rng(3)
+    feeds = {
+        "a": rng.standard_normal((2, 3)).astype(np.float32),
+        "b": rng.standard_normal((4, 3)).astype(np.float32),
+        "c": rng.standard_normal((1, 2)).astype(np.float32),
+    }
+    n = elements.count(",") + 1
+    for p in range(-n, n):
+        assert_same(model, lowered, {**feeds, "p": np.array(p)})
+    for p in (n, -n - 1):
+        assert_both_fail(model, lowered, {**feeds, "p": np.array(p)})
+
+
 IF_LISTS = """
 agraph (float[2,4] a, float[3,4] b, bool c) => (float[?,4] y, int64 n) {
     s = If (c) <then_branch = tb () => (seq(float) o) { o = SequenceConstruct (a, b, a) },
