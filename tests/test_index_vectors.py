@@ -189,3 +189,11 @@ def test_a_vector_made_outside_a_loop_and_read_in_its_body_is_built_outside():
     assert op_counts(folded)["Transpose"] == 0
     x = np.ones((2, 3), np.float32)
     assert_same_outputs(original, folded, {"x": x, "length": np.array(4)})
+
+
+def test_what_is_built_declares_its_type_so_lowering_again_changes_nothing():
+    model = parse(TORCH_PAD)
+    once, _ = seqlower.optimize(model)
+    twice, _ = seqlower.optimize(once)
+    assert op_counts(once)["Transpose"] == 0
+    assert once.SerializeToString() == twice.SerializeToString()

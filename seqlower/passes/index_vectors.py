@@ -208,13 +208,17 @@ def _build(b: Builder, vector: Vector) -> ir.Value:
             continue
         first = run[0]
         assert isinstance(first, Leaf)
-        if _scalar(first):
-            parts.append(b.unsqueeze(first.value, [0]))
-        elif _whole(run):
+        if _whole(run):
             parts.append(first.value)
+            continue
+        if _scalar(first):
+            part = b.unsqueeze(first.value, [0])
         else:
             bounds = b.ints([first.index], "start"), b.ints([first.index + len(run)], "end")
-            parts.append(b.op("Slice", [first.value, *bounds]))
+            part = b.op("Slice", [first.value, *bounds])
+        part.type = ir.TensorType(ir.DataType.INT64)
+        part.shape = ir.Shape([len(run)])
+        parts.append(part)
     if len(parts) == 1:
         return parts[0]
     built = b.op("Concat", parts, {"axis": 0}, name="vector")
