@@ -264,7 +264,7 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
         return STRING_SCANS
     if dtype is None:
         return "the element type is unknown"
-    if not splittable(dtype) and not _split_folds(node.outputs[index]):
+    if not splittable(dtype) and not _split_folds(node.outputs[index], tensor):
         return (
             f"the scanned list is read back through SplitToSequence, which onnxruntime 1.20 "
             f"to 1.32 cannot run for {dtype.name.lower()} elements"
@@ -290,11 +290,16 @@ STRING_SCANS = "onnxruntime's Loop loses strings in scan outputs, so strings are
 _FOLDING_READERS = frozenset({"ConcatFromSequence", "SequenceAt", "SequenceLength"})
 
 
-def _split_folds(output: ir.Value) -> bool:
+def _split_folds(output: ir.Value, appended: ir.Value) -> bool:
     """Whether the SplitToSequence left for the loop's list `output` goes away: every reader
-    reads the stacked tensor instead, and the model does not return the list."""
-    return not output.is_graph_output() and all(
-        use.node.domain == "" and use.node.op_type in _FOLDING_READERS for use in output.uses()
+    reads the stacked tensor instead (those folds need its rank: the appended tensor's, plus
+    one), and the model does not return the list."""
+    return (
+        appended.shape is not None
+        and not output.is_graph_output()
+        and all(
+            use.node.domain == "" and use.node.op_type in _FOLDING_READERS for use in output.uses()
+        )
     )
 
 

@@ -52,3 +52,39 @@ def test_what_every_iteration_gives_back_is_declared(update, shape):
 )
 def test_a_rank_that_changes_is_not_declared(update):
     assert body_input_shape(update) is None
+
+
+def _loop_result_shapes(update: str) -> tuple[list | None, list | None]:
+    """The shapes of the Loop's result and of a Neg of it, after inference."""
+    text = LOOP.format(update=update).replace("ReduceSum <keepdims = 0> (y0)", "Neg (y0)")
+    model = ir.from_proto(onnx.parser.parse_model(text))
+    infer_shapes(model)
+    loop, negate = list(model.graph)
+
+    def dims(value: ir.Value) -> list | None:
+        shape = value.shape
+        if shape is None:
+            return None
+        return [d if isinstance(d, int) else d.value for d in shape]
+
+    return dims(loop.outputs[0]), dims(negate.outputs[0])
+
+
+@pytest.mark.parametrize(
+    ("update", "result"),
+    [
+        ("out = Tanh (h)", ["N", 5]),
+        ("out = Concat <axis = 0> (h, h)", [None, 5]),  # the rows grow: dim 0 unknown
+    ],
+)
+def test_a_loop_result_has_the_dims_its_initial_value_and_the_body_agree_on(update, result):
+    """ONNX inference gives a Loop's carried result no shape at all; it is the initial value
+    or the body's last output, so it has the dims both give, and what reads it a rank."""
+    found, negated = _loop_result_shapes(update)
+    assert found == result
+    assert negated is not None and len(negated) == 2 and negated[1] == 5
+
+
+def test_a_loop_result_whose_rank_changes_has_no_shape():
+    zero = "zero = Constant <value = int64[1] {0}> ()\n out = Unsqueeze (h, zero)"
+    assert _loop_result_shapes(zero) == (None, None)

@@ -220,6 +220,7 @@ def _element_type(plan: ListPlan, owners: dict[int, ir.Node]) -> None:
     dtypes: set[ir.DataType] = set()
     ranks: dict[int, str] = {}  # rank -> a value that shows it
     declared_ranks: set[int] = set()
+    unranked: list[str] = []  # tensors put in whose rank is not known
     for value in plan.values:
         if isinstance(value.type, ir.SequenceType) and isinstance(
             value.type.elem_type, ir.TensorType
@@ -232,6 +233,7 @@ def _element_type(plan: ListPlan, owners: dict[int, ir.Node]) -> None:
         if producer is not None and producer.domain == "":
             for rank, witness in _ranks_made(producer):
                 ranks.setdefault(rank, witness)
+            unranked += _unranked_put_in(producer)
         for use in value.uses():
             for rank, witness in _ranks_read(use.node, use.idx):
                 ranks.setdefault(rank, witness)
@@ -244,6 +246,10 @@ def _element_type(plan: ListPlan, owners: dict[int, ir.Node]) -> None:
     if len(ranks) > 1:
         shown = ", ".join(f"rank {r} ('{w}')" for r, w in sorted(ranks.items()))
         plan.reason = f"its elements have different ranks: {shown}"
+        return
+    if ranks and unranked:
+        # the rank of the others is no proof of its rank: a table of one width cannot hold it
+        plan.reason = f"the rank of '{unranked[0]}', put into it, is unknown"
         return
     if ranks:
         plan.rank = next(iter(ranks))
@@ -393,6 +399,17 @@ def _ranks_made(node: ir.Node) -> list[tuple[int, str]]:
             squeezed = squeezed and node.attributes.get_int("keepdims", 1) == 0
             found = [(rank - 1 if squeezed else rank, node.inputs[0].name or "")]  # type: ignore[union-attr]
     return found
+
+
+def _unranked_put_in(node: ir.Node) -> list[str]:
+    """The tensors `node` puts into a list whose rank is unknown."""
+    if node.op_type == "SequenceConstruct":
+        put = list(node.inputs)
+    elif node.op_type == "SequenceInsert":
+        put = [node.inputs[1]]
+    else:
+        return []
+    return [v.name or "" for v in put if v is not None and _rank(v) is None]
 
 
 def _ranks_read(node: ir.Node, index: int) -> list[tuple[int, str]]:

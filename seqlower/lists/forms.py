@@ -89,6 +89,8 @@ class ListForms:
     def at(self, b: Builder, s: TensorList, p: ir.Value) -> ir.Value:
         element = _EMITTERS[s.layout.kind].at(self, b, s, p)
         element.type = ir.TensorType(s.layout.dtype)
+        if element.shape is None:  # its rank, for the lists it is put into next
+            element.shape = ir.Shape([None] * s.layout.rank)
         return element
 
     def shape_at(self, b: Builder, s: TensorList, p: ir.Value) -> ir.Value | None:

@@ -169,6 +169,39 @@ def infer_shapes(model: ir.Model) -> None:
             return
     if loops:
         settle_carried_shapes(loops, lambda: infer_again(folded))
+        # not cleared first: what reads a Loop's result takes its rank now
+        declared = _declare_carried_outputs(loops)
+        if declared and _infer_and_merge(model, folded, carriers) is not None and builds_lists:
+            correct_loop_built_sequences(model)
+
+
+def _declare_carried_outputs(loops: list[ir.Node]) -> bool:
+    """ONNX inference gives the tensors a Loop carries out no shape at all. Each is its
+    initial value (no iteration) or the body's last output, so it has the dims both declare
+    alike (the body's output is inferred from its input, whose shape is proved by induction or
+    unknown). True when a shape was declared."""
+    declared = False
+    for node in loops:
+        body = node.attributes["body"].as_graph()
+        carried = zip(node.outputs, node.inputs[2:], body.outputs[1:])
+        for output, init, body_output in carried:
+            if output.shape is not None or not isinstance(output.type, ir.TensorType):
+                continue
+            if init is None or init.shape is None or body_output.shape is None:
+                continue
+            if len(init.shape) != len(body_output.shape):
+                continue
+            output.shape = ir.Shape(
+                [a if _same_dim(a, b) else None for a, b in zip(init.shape, body_output.shape)]
+            )
+            declared = True
+    return declared
+
+
+def _same_dim(a: int | ir.SymbolicDim, b: int | ir.SymbolicDim) -> bool:
+    if isinstance(a, int) or isinstance(b, int):
+        return a == b
+    return a.value is not None and a.value == b.value and not a.value.startswith("unk__")
 
 
 def _clear_shapes(model: ir.Model) -> tuple[list[ir.Node], list[ir.Node], list[ir.Node]]:

@@ -336,3 +336,23 @@ def test_a_returned_list_of_masks_is_not_scanned():
     lowered, report = lower(model, target="generic", tensor_lists=False)
     assert "onnxruntime 1.20 to 1.32 cannot run for bool elements" in reasons(report)
     assert op_counts(lowered)["SequenceInsert"] == 1
+
+
+def test_masks_of_unknown_rank_are_not_scanned():
+    """Reading back the stack of bool tensors of unknown rank takes a SplitToSequence that
+    stays (its folds need the rank), and onnxruntime cannot run it for bool."""
+    model = parse(
+        BOOL_MASKS.format(
+            outputs="int64 n",
+            readers="n = SequenceLength(s)",
+        )
+        .replace(
+            "above = Greater(x, fi)",
+            "shaped = Reshape(x, target)\n        above = Greater(shaped, fi)",
+        )
+        .replace("(int64 m, float[4] x)", "(int64 m, float[4] x, int64[?] target)")
+    )
+    lowered, report = lower(model, target="generic", tensor_lists=False)
+    assert "cannot run for bool elements" in reasons(report)
+    feeds = {"m": np.array(3), "x": np.ones(4, np.float32), "target": np.array([2, 2])}
+    assert run_ort(lowered, feeds)[0] == 3
