@@ -70,6 +70,9 @@ class CleanupPass(ir.passes.InPlacePass):
         modified |= bool(self.shapes_folded)
         if self.fold_shapes:
             self.vectors_built = fold_index_vectors(model)
+            if self.vectors_built:  # the shapes a second lowering infers for what was built
+                infer_shapes(model)
+                forget_stamp(model)
             modified |= bool(self.vectors_built)
         self.folded = fold_constant_transposes(model)
         modified |= bool(self.folded)

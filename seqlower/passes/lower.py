@@ -30,6 +30,7 @@ from seqlower.ops import is_sequence_value, subgraphs
 from seqlower.options import SPEED_FIRST_TARGETS, Options
 from seqlower.passes import region_inference
 from seqlower.passes.dead_code import is_dead, remove_dead_nodes, remove_dead_upstream
+from seqlower.passes.index_vectors import fold_index_vectors
 from seqlower.passes.normalize import SHAPE_ARGUMENTS, infer_shapes
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.report import LIST_TIER
@@ -104,6 +105,9 @@ class LowerSequencesPass(ir.passes.InPlacePass):
                 break
             modified = True
             infer_shapes(model)
+            # as cleanup will: the rules then see what a second lowering would see
+            if fold_index_vectors(model):
+                infer_shapes(model)
             stamp = region_inference.current_stamp(model)
             _, stamp = self._fixpoint(model, rewriter, stamp, first=self.iterations)
             for node, reason in kept.items():
