@@ -27,6 +27,7 @@ from seqlower.ops import SEQUENCE_OPS
 from seqlower.report import Report
 
 __all__ = [
+    "torch_pad_nodes",
     "MAX_ORT_IR_VERSION",
     "NEWEST_ORT_OPSET",
     "SEQUENCE_OPS",
@@ -294,3 +295,29 @@ def stored_data_sets(
         }
         outputs = [read_tensor(data / f"output_{i}.pb") for i in range(len(model.graph.output))]
         yield data.name, feeds, outputs
+
+
+def torch_pad_nodes(tensor: str, extra: str, result: str) -> str:
+    """The nodes TorchScript exports for `result = F.pad(tensor, (0, 0, 0, extra))` with
+    `extra` (a scalar value) known at run time only: the pads vector is built in torch's order,
+    padded to twice the rank, cut into pairs, the pairs reversed and transposed into ONNX's."""
+    return f"""axes0 = Constant <value = int64[1] {{0}}> ()
+    z = Constant <value = int64[1] {{0}}> ()
+    d = Unsqueeze ({extra}, axes0)
+    torch_pads = Concat <axis = 0> (z, z, z, d)
+    four = Constant <value = int64[1] {{4}}> ()
+    have = Shape (torch_pads)
+    missing = Sub (four, have)
+    fill = ConstantOfShape <value = int64[1] {{0}}> (missing)
+    padded_pads = Concat <axis = 0> (torch_pads, fill)
+    pairs_shape = Constant <value = int64[2] {{-1, 2}}> ()
+    pairs = Reshape (padded_pads, pairs_shape)
+    start = Constant <value = int64[1] {{-1}}> ()
+    stop = Constant <value = int64[1] {{-9223372036854775807}}> ()
+    step = Constant <value = int64[1] {{-1}}> ()
+    reversed = Slice (pairs, start, stop, axes0, step)
+    onnx_order = Transpose <perm = [1, 0]> (reversed)
+    flat = Constant <value = int64[1] {{-1}}> ()
+    flattened = Reshape (onnx_order, flat)
+    pads = Cast <to = 7> (flattened)
+    {result} = Pad ({tensor}, pads)"""

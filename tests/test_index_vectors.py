@@ -7,39 +7,20 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from support import assert_same_outputs, op_counts, parse
+from support import assert_same_outputs, op_counts, parse, torch_pad_nodes
 
 import seqlower
 from seqlower.passes.index_vectors import fold_index_vectors
 
 # `F.pad(x, (0, 0, 0, length - x.size(0)))` as TorchScript exports it
-TORCH_PAD = """
-agraph (float[N,3] x, int64 length) => (float[?,3] y) {
-  shape_x = Shape (x)
-  zero = Constant <value = int64 {0}> ()
-  rows = Gather <axis = 0> (shape_x, zero)
-  extra = Sub (length, rows)
-  axes0 = Constant <value = int64[1] {0}> ()
-  z = Constant <value = int64[1] {0}> ()
-  d = Unsqueeze (extra, axes0)
-  torch_pads = Concat <axis = 0> (z, z, z, d)
-  four = Constant <value = int64[1] {4}> ()
-  have = Shape (torch_pads)
-  missing = Sub (four, have)
-  fill = ConstantOfShape <value = int64[1] {0}> (missing)
-  padded_pads = Concat <axis = 0> (torch_pads, fill)
-  pairs_shape = Constant <value = int64[2] {-1, 2}> ()
-  pairs = Reshape (padded_pads, pairs_shape)
-  start = Constant <value = int64[1] {-1}> ()
-  stop = Constant <value = int64[1] {-9223372036854775807}> ()
-  step = Constant <value = int64[1] {-1}> ()
-  reversed = Slice (pairs, start, stop, axes0, step)
-  onnx_order = Transpose <perm = [1, 0]> (reversed)
-  flat = Constant <value = int64[1] {-1}> ()
-  flattened = Reshape (onnx_order, flat)
-  pads = Cast <to = 7> (flattened)
-  y = Pad (x, pads)
-}"""
+TORCH_PAD = f"""
+agraph (float[N,3] x, int64 length) => (float[?,3] y) {{
+    shape_x = Shape (x)
+    zero = Constant <value = int64 {{0}}> ()
+    rows = Gather <axis = 0> (shape_x, zero)
+    extra = Sub (length, rows)
+    {torch_pad_nodes("x", "extra", "y")}
+}}"""
 
 
 def _folded(text: str) -> tuple[onnx.ModelProto, onnx.ModelProto, int]:
@@ -137,28 +118,16 @@ agraph (float[N,3] x, int64[B] lengths) => (float[?,?,?] y) {
     c2 = Identity (c)
   }>
   y = Loop (b, t) <body = pad (int64 k, bool c) => (bool c3, float[?,3] out) {
-    one = Constant <value = int64 {1}> ()
     n1 = Gather <axis = 0> (lengths, k)
-    axes0 = Constant <value = int64[1] {0}> ()
-    upto = Unsqueeze (n1, axes0)
-    zero1 = Constant <value = int64[1] {0}> ()
-    block = Slice (x, zero1, upto, axes0)
+    first = Constant <value = int64[1] {0}> ()
+    upto = Unsqueeze (n1, first)
+    block = Slice (x, first, upto, first)
     shape_x = Shape (block)
     rows = Gather <axis = 0> (shape_x, zero)
     extra = Sub (longest, rows)
-    z = Constant <value = int64[1] {0}> ()
-    d = Unsqueeze (extra, axes0)
-    torch_pads = Concat <axis = 0> (z, z, z, d)
-    pairs_shape = Constant <value = int64[2] {-1, 2}> ()
-    pairs = Reshape (torch_pads, pairs_shape)
-    start = Constant <value = int64[1] {-1}> ()
-    stop = Constant <value = int64[1] {-9223372036854775807}> ()
-    step = Constant <value = int64[1] {-1}> ()
-    reversed = Slice (pairs, start, stop, axes0, step)
-    onnx_order = Transpose <perm = [1, 0]> (reversed)
-    flat = Constant <value = int64[1] {-1}> ()
-    pads = Reshape (onnx_order, flat)
-    out = Pad (block, pads)
+    """
+        + torch_pad_nodes("block", "extra", "out")
+        + """
     c3 = Identity (c)
   }>
 }"""
@@ -174,8 +143,8 @@ agraph (float[N,3] x, int64[B] lengths) => (float[?,?,?] y) {
 def test_a_vector_made_outside_a_loop_and_read_in_its_body_is_built_outside():
     """Built where the chain ends (once a run), not where it is read (once an iteration)."""
     text = TORCH_PAD.replace("=> (float[?,3] y) {", "=> (float[?,?,3] y) {").replace(
-        "  y = Pad (x, pads)",
-        """  t = Constant <value = bool {1}> ()
+        "y = Pad (x, pads)",
+        """t = Constant <value = bool {1}> ()
   two = Constant <value = int64 {2}> ()
   y = Loop (two, t) <body = body (int64 i, bool c) => (bool c2, float[?,3] out) {
     out = Pad (x, pads)

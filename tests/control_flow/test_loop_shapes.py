@@ -4,7 +4,7 @@ needs), and which carried tensors keep the shape of their initial value."""
 from __future__ import annotations
 
 import onnx_ir as ir
-from support import parse
+from support import parse, torch_pad_nodes
 
 from seqlower.analysis import symbolic as sym
 from seqlower.analysis.loop_shapes import INVARIANT, LoopShapes
@@ -227,32 +227,13 @@ def test_a_broadcast_with_a_moving_dim_may_change():
     assert shapes.shape(_value(shapes, "out")) == (None, 3)
 
 
-# `F.pad(e, (0, 0, 0, L - e.size(0)))` as TorchScript exports it: the pads vector is built in
-# torch's order, reshaped to pairs, the pairs reversed and transposed into ONNX's order
+# `F.pad(e, (0, 0, 0, L - e.size(0)))` as TorchScript exports it
 _TORCH_PAD = """e = SequenceAt(parts, i)
             shape_e = Shape(e)
             zero = Constant<value = int64 {0}>()
             rows = Gather<axis = 0>(shape_e, zero)
             extra = Sub(length, rows)
-            axes0 = Constant<value = int64[1] {0}>()
-            z = Constant<value = int64[1] {0}>()
-            d = Unsqueeze(extra, axes0)
-            torch_pads = Concat<axis = 0>(z, z, z, d)
-            four = Constant<value = int64[1] {4}>()
-            have = Shape(torch_pads)
-            missing = Sub(four, have)
-            fill = ConstantOfShape<value = int64[1] {0}>(missing)
-            padded_pads = Concat<axis = 0>(torch_pads, fill)
-            pairs_shape = Constant<value = int64[2] {-1, 2}>()
-            pairs = Reshape(padded_pads, pairs_shape)
-            start = Constant<value = int64[1] {-1}>()
-            stop = Constant<value = int64[1] {-9223372036854775807}>()
-            step = Constant<value = int64[1] {-1}>()
-            reversed = Slice(pairs, start, stop, axes0, step)
-            onnx_order = Transpose<perm = [1, 0]>(reversed)
-            flat = Constant<value = int64[1] {-1}>()
-            pads = Reshape(onnx_order, flat)
-            out = Pad(e, pads)"""
+            """ + torch_pad_nodes("e", "extra", "out")
 
 
 def test_padding_each_uneven_chunk_to_a_fixed_length_keeps_one_shape():
@@ -265,7 +246,7 @@ def test_padding_each_uneven_chunk_to_a_fixed_length_keeps_one_shape():
         body=_TORCH_PAD,
     )
     assert shapes.content(_value(shapes, "reversed")) == (0, _only_content(shapes, "extra"), 0, 0)
-    assert shapes.content(_value(shapes, "pads")) == (0, 0, _only_content(shapes, "extra"), 0)
+    assert shapes.content(_value(shapes, "flattened")) == (0, 0, _only_content(shapes, "extra"), 0)
     out = _value(shapes, "out")
     assert shapes.shape(out) == (symbol(("value", id(_input(shapes, "length")), 0)), 3)
     assert shapes.is_invariant(out)
