@@ -70,7 +70,7 @@ agraph (float[N,3] x, int64 n) => (float[?,?] y) {
 def test_a_shape_cut_and_glued_back_is_the_shape():
     """`Concat(Shape(x)[0:1], Shape(x)[1:])`: the pieces are the whole shape, read as it is."""
     original, folded, count = _folded("""
-agraph (float[N,M] x, float[P] z) => (float[?,?] y) {
+agraph (float[N,M] x) => (float[?,?] y) {
   s = Shape (x)
   zero = Constant <value = int64[1] {0}> ()
   one = Constant <value = int64[1] {1}> ()
@@ -78,15 +78,48 @@ agraph (float[N,M] x, float[P] z) => (float[?,?] y) {
   head = Slice (s, zero, one)
   tail = Slice (s, one, two)
   again = Concat <axis = 0> (head, tail)
-  y = Reshape (z, again)
+  y = ConstantOfShape <value = float[1] {1}> (again)
 }""")
     assert count == 1
-    (reshape,) = [n for n in folded.graph.node if n.op_type == "Reshape"]
+    (fill,) = [n for n in folded.graph.node if n.op_type == "ConstantOfShape"]
     (shape,) = [n for n in folded.graph.node if n.op_type == "Shape"]
-    assert reshape.input[1] == shape.output[0]
+    assert fill.input[0] == shape.output[0]
     assert op_counts(folded)["Concat"] == 0
-    z = np.arange(6, dtype=np.float32)
-    assert_same_outputs(original, folded, {"x": np.zeros((2, 3), np.float32), "z": z})
+    assert_same_outputs(original, folded, {"x": np.zeros((2, 3), np.float32)})
+
+
+RESHAPE_BY_ROWS = """
+agraph (float[N,3,4] x, float[N,12] z) => (float[?,?] y) {{
+  s = Shape (x)
+  zero = Constant <value = int64 {{0}}> ()
+  rows = Gather <axis = 0> (s, zero)
+  axes0 = Constant <value = int64[1] {{0}}> ()
+  lead = Unsqueeze (rows, axes0)
+  rest = Constant <value = int64[1] {{-1}}> ()
+  target = Concat <axis = 0> (lead, rest)
+  y = Reshape ({data}, target)
+}}"""
+
+
+def test_a_reshape_to_its_own_leading_dims_gets_a_constant_target():
+    """`x.view(x.size(0), -1)`: the target becomes [0, -1] (0 copies the dim), which is what
+    onnxruntime's own fusion makes of the chain."""
+    original, folded, count = _folded(RESHAPE_BY_ROWS.format(data="x"))
+    assert count == 1
+    assert {n.op_type for n in folded.graph.node} == {"Constant", "Reshape"}
+    (reshape,) = [n for n in folded.graph.node if n.op_type == "Reshape"]
+    (target,) = [n for n in folded.graph.node if n.output[0] == reshape.input[1]]
+    assert onnx.numpy_helper.to_array(target.attribute[0].t).tolist() == [0, -1]
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    assert_same_outputs(original, folded, {"x": x, "z": np.zeros((2, 12), np.float32)})
+
+
+def test_any_other_reshape_target_is_left_to_onnxruntime():
+    """Rebuilt, a chain onnxruntime fuses into its Reshape would run as kernels again: a
+    target read from another tensor's shape stays as it is."""
+    _, folded, count = _folded(RESHAPE_BY_ROWS.format(data="z"))
+    assert count == 0
+    assert op_counts(folded)["Unsqueeze"] == 1 and op_counts(folded)["Gather"] == 1
 
 
 def test_a_vector_also_read_by_another_shape_operator_is_left_to_its_last_reader():

@@ -81,6 +81,9 @@ def fold_index_vectors(model: ir.Model) -> int:
             read = [v for i, v in enumerate(node.inputs) if v is not None and not _flows(node, i)]
             for value in dict.fromkeys(read):
                 vector = _foldable(value, analysis, values)
+                if vector is not None and _is_reshape_target(node, value):
+                    alone = all(use.node is node for use in value.uses())
+                    vector = _copied_dims(node, vector) if alone else None
                 if vector is None:
                     continue
                 rewriter = rewriter or Rewriter(model)
@@ -110,6 +113,37 @@ def _foldable(value: ir.Value, analysis: _Elements, values: StaticValues) -> Vec
     if launches is None or launches >= _chain_launches(value, vector):
         return None
     return vector
+
+
+def _is_reshape_target(node: ir.Node, value: ir.Value) -> bool:
+    return node.op_type == "Reshape" and node.domain == "" and node.inputs[1] is value
+
+
+def _copied_dims(reshape: ir.Node, vector: Vector) -> Vector | None:
+    """A Reshape's target whose dims are constants or dims of the Reshape's own input at the
+    same place, those written 0 (copied): a constant. onnxruntime fuses the chains that build
+    such a target itself (its ReshapeFusion: Shape, Gather, Unsqueeze, Concat), so any other
+    target is left as it is: rebuilt, it would no longer be fused, and cost more."""
+    if reshape.attributes.get_int("allowzero", 0) != 0:
+        return None
+    source = reshape.inputs[0]
+    dims: list[int] = []
+    for position, element in enumerate(vector.elements):
+        if isinstance(element, int):
+            dims.append(element)
+            continue
+        shape = element.value.producer()
+        copied = (
+            shape is not None
+            and shape.op_type == "Shape"
+            and shape.inputs[0] is source
+            and shape.attributes.get_int("start", 0) == 0
+            and element.index == position
+        )
+        if not copied:
+            return None
+        dims.append(0)
+    return Vector(tuple(dims), vector.shape)
 
 
 def _flows(node: ir.Node, index: int) -> bool:
