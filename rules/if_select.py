@@ -13,6 +13,18 @@ Div on floats only), each reading values of fully static shapes that broadcast t
 results have one static shape and one element type that onnxruntime's Where takes (`SELECTABLE`),
 and the condition is a scalar. An If elsewhere is left alone (outside a loop it runs once, and
 skipping a branch may save more than the call costs).
+
+A scalar flag chosen by an If is logic on the condition (`if-to-logic`): onnxruntime has no
+Where for bools, but it needs none.
+
+    If(c, then: false, else: true)           -> Not(c)          (anywhere: no branch to run)
+    If(c, then: true,  else: false)          -> c
+    If(c, then: t = f(..), else: false)      -> And(c, f(..))   (in a Loop body, as above)
+    If(c, then: true,  else: e = g(..))      -> Or(c, g(..))
+    If(c, then: t, else: e)                  -> Or(And(c, t), And(Not(c), e))
+
+TorchScript writes `if tok == end: break` as such an If (`cond = If(tok == end, false, true)`),
+and `if a and b` as an If whose else branch is false.
 """
 
 from __future__ import annotations
@@ -22,7 +34,9 @@ __all__ = ["RULES"]
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.analysis.scan_forms import static_bool
 from seqlower.inline import inline_graph
+from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 
 MAX_BRANCH_NODES = 4
@@ -123,4 +137,76 @@ def _select(node: ir.Node, branches: tuple[ir.Graph, ir.Graph], ctx: Context) ->
     ctx.rewriter.replace(node.outputs[0], result)
 
 
-RULES = RuleSet([Rule("if-to-where", "If", _check, _select)])
+def _check_flag(node: ir.Node, ctx: Context) -> tuple[ir.Graph, ir.Graph] | Refusal:
+    if len(node.outputs) != 1 or node.outputs[0].dtype != ir.DataType.BOOL:
+        return Refusal("the If does not give one bool")
+    cond = node.inputs[0]
+    if cond is None or cond.shape is None or len(cond.shape) != 0:
+        return Refusal("the condition is not known to be a scalar")
+    branches = (
+        node.attributes["then_branch"].as_graph(),
+        node.attributes["else_branch"].as_graph(),
+    )
+    computed = False
+    for branch in branches:
+        if len(branch.inputs) != 0 or len(branch.outputs) != 1:
+            return Refusal("a branch has inputs or more than one output")
+        if _static_dims(branch.outputs[0]) != ():
+            return Refusal("a branch's result is not known to be a scalar")
+        if _constant_flag(branch, ctx) is None:
+            why = _branch_refusal(branch)
+            if why is not None:
+                return Refusal(why)
+            computed = True
+    if computed and not _in_loop_body(node, ctx):
+        return Refusal("a branch computes its flag and the If is not in a Loop body")
+    return branches
+
+
+def _constant_flag(branch: ir.Graph, ctx: Context) -> bool | None:
+    """The value of a branch that returns a constant scalar bool, else None."""
+    return static_bool(branch.outputs[0], ctx.facts.values)
+
+
+def _flag(node: ir.Node, branches: tuple[ir.Graph, ir.Graph], ctx: Context) -> None:
+    """If(c, then: false, else: true) -> Not(c); If(c, then: t, else: false) -> And(c, t);
+    If(c, then: true, else: e) -> Or(c, e) (scalar bools)"""
+    builder = ctx.rewriter.before(node)
+    cond = node.inputs[0]
+    assert cond is not None
+    then_flag, else_flag = (_constant_flag(branch, ctx) for branch in branches)
+
+    def computed(index: int) -> ir.Value:
+        key = ("then", "else")[index]
+        return inline_graph(branches[index], [], builder, f"{builder.hint}_{key}")[0]
+
+    def negated() -> ir.Value:
+        return builder.op("Not", [cond], name="negated")
+
+    if then_flag is not None and else_flag is not None:
+        result = _both_constant(builder, cond, then_flag, else_flag)
+    elif then_flag is not None:  # c ? const : e
+        e = computed(1)
+        result = builder.op("Or", [cond, e]) if then_flag else builder.op("And", [negated(), e])
+    elif else_flag is not None:  # c ? t : const
+        t = computed(0)
+        result = builder.op("Or", [negated(), t]) if else_flag else builder.op("And", [cond, t])
+    else:
+        t, e = computed(0), computed(1)
+        picked = builder.op("And", [cond, t]), builder.op("And", [negated(), e])
+        result = builder.op("Or", list(picked))
+    result.type, result.shape = ir.TensorType(ir.DataType.BOOL), ir.Shape([])
+    ctx.rewriter.replace(node.outputs[0], result)
+
+
+def _both_constant(builder: Builder, cond: ir.Value, then_flag: bool, else_flag: bool) -> ir.Value:
+    if then_flag == else_flag:
+        return builder.constant(np.array(then_flag), "flag")
+    if then_flag:
+        return builder.op("Identity", [cond], name="flag")
+    return builder.op("Not", [cond], name="flag")
+
+
+RULES = RuleSet(
+    [Rule("if-to-where", "If", _check, _select), Rule("if-to-logic", "If", _check_flag, _flag)]
+)

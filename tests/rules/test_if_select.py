@@ -137,3 +137,100 @@ def test_refuses_bool_results_unknown_shapes_and_an_if_of_the_main_graph():
     dynamic = STATE.format(t="float").replace("float[3]", "float[N]")
     dynamic = dynamic.replace("three = Constant<value = float[N] {3, 1, 2}>()", "three = Abs(h)")
     assert "reads a value of a shape not fully static" in _refusal(dynamic)
+
+
+# --- if-to-logic: a scalar flag chosen by an If ---------------------------------------------
+
+# `while` with `if tok == end: break`: the loop continues while the token is not the end token
+BREAK_FLAG = """g (int64[N] tokens, int64 end) => (int64 steps) {{
+    t = Constant<value = bool {{1}}>()
+    zero = Constant<value = int64 {{0}}>()
+    big = Constant<value = int64 {{9223372036854775807}}>()
+    steps = Loop(big, t, zero) <body = b (int64 i, bool c, int64 k) => (bool c2, int64 k2) {{
+        one = Constant<value = int64 {{1}}>()
+        k2 = Add(k, one)
+        tok = Gather<axis = 0>(tokens, i)
+        hit = Equal(tok, end)
+        c2 = If(hit) <then_branch = g1 () => (bool a) {{
+            {then}
+        }}, else_branch = g2 () => (bool b) {{
+            {else_}
+        }}>
+    }}>
+}}"""
+
+FALSE = "a = Constant<value = bool {0}>()"
+TRUE_B = "b = Constant<value = bool {1}>()"
+
+
+def _tokens_until(end_at: int) -> dict:
+    tokens = np.arange(10, dtype=np.int64)
+    return {"tokens": tokens, "end": np.array(end_at, np.int64)}
+
+
+def test_a_break_flag_of_constants_is_the_negated_condition():
+    model = parse(BREAK_FLAG.format(then=FALSE, else_=TRUE_B))
+    for end_at in (0, 3, 9):
+        lowered, report, (steps,) = lower_and_compare(model, _tokens_until(end_at))
+        assert steps == end_at + 1
+    assert report.rules_fired["if-to-logic"] == 1
+    counts = op_counts(lowered)
+    assert "If" not in counts and counts["Not"] == 1
+
+
+def test_a_flag_computed_in_one_branch_is_an_and_in_a_loop_body():
+    """`keep = (tok != prev) and (tok != 0)`: the else branch is false, the then branch a
+    comparison that cannot fail, computed every time instead of through the If."""
+    then = """blank = Constant<value = int64 {0}>()
+            same = Equal(tok, blank)
+            a = Not(same)"""
+    model = parse(BREAK_FLAG.format(then=then, else_=FALSE.replace("a =", "b =")))
+    for end_at in (0, 4, 9):  # the loop stops at token 0 whatever `end` is
+        lowered, report, (steps,) = lower_and_compare(model, _tokens_until(end_at))
+        assert steps == 1
+    assert report.rules_fired["if-to-logic"] == 1
+    counts = op_counts(lowered)
+    assert "If" not in counts and counts["And"] == 1
+
+
+def _flag_check(text: str):  # type: ignore[no-untyped-def]
+    model = ir.from_proto(parse(text))
+    infer_shapes(model)
+    context = Context(Facts(model), Rewriter(model), Options())
+    (node,) = [n for n in model.graph.all_nodes() if n.op_type == "If"]
+    return if_select._check_flag(node, context)
+
+
+def test_a_computed_flag_outside_a_loop_body_keeps_its_if():
+    """Outside a loop the If runs once, and skipping the branch may save more than the call."""
+    match = _flag_check("""g (int64 tok, bool hit) => (bool flag) {
+        flag = If(hit) <then_branch = g1 () => (bool a) {
+            zero = Constant<value = int64 {0}>()
+            same = Equal(tok, zero)
+            a = Not(same)
+        }, else_branch = g2 () => (bool b) {
+            b = Constant<value = bool {0}>()
+        }>
+    }""")
+    assert isinstance(match, Refusal)
+    assert match.reason == "a branch computes its flag and the If is not in a Loop body"
+
+
+def test_constant_flags_outside_a_loop_body_are_rewritten_too():
+    model = parse("""g (bool hit) => (bool flag, bool same) {
+        flag = If(hit) <then_branch = g1 () => (bool a) {
+            a = Constant<value = bool {1}>()
+        }, else_branch = g2 () => (bool b) {
+            b = Constant<value = bool {0}>()
+        }>
+        same = If(hit) <then_branch = g3 () => (bool c) {
+            c = Constant<value = bool {1}>()
+        }, else_branch = g4 () => (bool d) {
+            d = Constant<value = bool {1}>()
+        }>
+    }""")
+    for hit in (True, False):
+        lowered, report, (flag, same) = lower_and_compare(model, {"hit": np.array(hit)})
+        assert flag == hit and same
+    assert report.rules_fired["if-to-logic"] == 2
+    assert "If" not in op_counts(lowered)
