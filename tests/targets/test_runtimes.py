@@ -104,13 +104,6 @@ KNOWN = {
         "Unimplemented(Loop)",
         "a while loop with no bound but its trip count 2**63 - 1: not a masked Scan",
     ),
-    ("while:break_append", "tract"): (
-        "load",
-        "declutter_body",  # then: "inconsistent fact: body input 1 is 3,F32 ..."
-        "the loop with a break becomes a masked Scan over its count, which tract 0.23.9 cannot "
-        "plan: it finds the facts of a carried value inconsistent between the body's input and "
-        "output",
-    ),
     ("loop:while_halve", "openvino"): (
         "run",
         "Concat node with name 'y'",
