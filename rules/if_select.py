@@ -101,18 +101,25 @@ def _in_loop_body(node: ir.Node, ctx: Context) -> bool:
     )
 
 
+def _branches_of_scalar_choice(node: ir.Node) -> tuple[ir.Graph, ir.Graph] | Refusal:
+    """The then and else branches of an If whose condition is a scalar, else why not."""
+    cond = node.inputs[0]
+    if cond is None or cond.shape is None or len(cond.shape) != 0:
+        return Refusal("the condition is not known to be a scalar")
+    return (
+        node.attributes["then_branch"].as_graph(),
+        node.attributes["else_branch"].as_graph(),
+    )
+
+
 def _check(node: ir.Node, ctx: Context) -> tuple[ir.Graph, ir.Graph] | Refusal:
     if not _in_loop_body(node, ctx):
         return Refusal("the If is not in a Loop body: it runs once where it is")
     if len(node.outputs) != 1 or not isinstance(node.outputs[0].type, ir.TensorType):
         return Refusal("the If gives more than one value, or not a tensor")
-    cond = node.inputs[0]
-    if cond is None or cond.shape is None or len(cond.shape) != 0:
-        return Refusal("the condition is not known to be a scalar")
-    branches = (
-        node.attributes["then_branch"].as_graph(),
-        node.attributes["else_branch"].as_graph(),
-    )
+    branches = _branches_of_scalar_choice(node)
+    if isinstance(branches, Refusal):
+        return branches
     for branch in branches:
         why = _branch_refusal(branch)
         if why is not None:
@@ -140,13 +147,9 @@ def _select(node: ir.Node, branches: tuple[ir.Graph, ir.Graph], ctx: Context) ->
 def _check_flag(node: ir.Node, ctx: Context) -> tuple[ir.Graph, ir.Graph] | Refusal:
     if len(node.outputs) != 1 or node.outputs[0].dtype != ir.DataType.BOOL:
         return Refusal("the If does not give one bool")
-    cond = node.inputs[0]
-    if cond is None or cond.shape is None or len(cond.shape) != 0:
-        return Refusal("the condition is not known to be a scalar")
-    branches = (
-        node.attributes["then_branch"].as_graph(),
-        node.attributes["else_branch"].as_graph(),
-    )
+    branches = _branches_of_scalar_choice(node)
+    if isinstance(branches, Refusal):
+        return branches
     computed = False
     for branch in branches:
         if len(branch.inputs) != 0 or len(branch.outputs) != 1:
