@@ -130,6 +130,7 @@ class LoopShapes:
         # element read from a list of unequal elements): consistent within one iteration, so
         # `n + (m - n)` is `m`; `_shapes` holds them with those dims None
         self._exact: dict[ir.Value, tuple] = {}
+        self._producers: dict[int, LoopShapes] = {}  # the Loops that build the lists read
         self._contents: dict[ir.Value, Content | None] = {}
         self._invariant: dict[ir.Value, bool] = {}
         self._reasons: dict[ir.Value, str] = {}
@@ -373,7 +374,9 @@ class LoopShapes:
             or insert.inputs[1] is None
         ):
             return None
-        appended = LoopShapes(node, self.values).shape(insert.inputs[1])
+        if id(node) not in self._producers:
+            self._producers[id(node)] = LoopShapes(node, self.values)
+        appended = self._producers[id(node)].shape(insert.inputs[1])
         if not isinstance(appended, tuple):
             return None
         initial = _peel(node.inputs[2 + index])

@@ -24,7 +24,7 @@ import dataclasses
 
 import onnx_ir as ir
 
-from seqlower.analysis.loop_shapes import LoopShapes
+from seqlower.analysis.loop_shapes import LoopShapes, ShapeFact
 from seqlower.analysis.static_values import StaticValues
 from seqlower.lists.tensors import Layout
 from seqlower.ops import is_sequence_value, subgraphs
@@ -129,6 +129,7 @@ def find_lists(model: ir.Model, opset: int) -> list[ListPlan]:
         members.setdefault(sets.find(key), []).append(sets.values[key])
     main = model.graph
     plans = []
+    bodies = _BodyShapes(owners)
     for values in members.values():
         plan = ListPlan(values)
         plan.interface = any(
@@ -137,7 +138,7 @@ def find_lists(model: ir.Model, opset: int) -> list[ListPlan]:
         plan.reason = _blocker(values, main, opset)
         plan.follows_operator = plan.reason is not None and "has no tensor form" in plan.reason
         if plan.reason is None:
-            _element_type(plan, owners)
+            _element_type(plan, bodies)
         plans.append(plan)
     return plans
 
@@ -215,7 +216,7 @@ def _describe(node: ir.Node) -> str:
     return f"{op} (output '{node.outputs[0].name}')" if node.outputs else op
 
 
-def _element_type(plan: ListPlan, owners: dict[int, ir.Node]) -> None:
+def _element_type(plan: ListPlan, bodies: _BodyShapes) -> None:
     """Set the plan's element type and rank from what flows in and out, or its reason."""
     dtypes: set[ir.DataType] = set()
     ranks: dict[int, str] = {}  # rank -> a value that shows it
@@ -258,12 +259,10 @@ def _element_type(plan: ListPlan, owners: dict[int, ir.Node]) -> None:
     else:
         plan.reason = "the rank of its elements is unknown (even after shape inference)"
         return
-    plan.layout = _layout(plan.values, plan.rank, plan.dtype, owners)
+    plan.layout = _layout(plan.values, plan.rank, plan.dtype, bodies)
 
 
-def _layout(
-    values: list[ir.Value], rank: int, dtype: ir.DataType, owners: dict[int, ir.Node]
-) -> Layout:
+def _layout(values: list[ir.Value], rank: int, dtype: ir.DataType, bodies: _BodyShapes) -> Layout:
     """The cheapest layout the list's elements allow (`seqlower.lists.tensors`): stacked when
     every element put in provably has one shape, ragged when they differ in the first dim only,
     else flat. An empty list made by SequenceEmpty needs those dims static."""
@@ -281,7 +280,7 @@ def _layout(
         elif op == "SequenceConstruct":
             sources.extend(_dims(v) for v in producer.inputs)
         elif op == "SequenceInsert":
-            sources.append(_inserted_dims(producer.inputs[1], owners))
+            sources.append(_inserted_dims(producer.inputs[1], bodies))
         elif op == "SplitToSequence":
             dims, varies_first = _split_element_dims(producer)
             if dims is None:
@@ -336,15 +335,31 @@ def _dims(value: ir.Value | None) -> tuple[Dim, ...]:
     return tuple(dims)
 
 
-def _inserted_dims(value: ir.Value | None, owners: dict[int, ir.Node]) -> tuple[Dim, ...]:
+class _BodyShapes:
+    """The loop analysis of each Loop body a list is put into from, made once per Loop."""
+
+    def __init__(self, owners: dict[int, ir.Node]) -> None:
+        self._owners = owners  # id of a subgraph -> the node that holds it
+        self._analyses: dict[int, LoopShapes] = {}
+
+    def shape(self, value: ir.Value) -> ShapeFact:
+        """The shape the loop analysis proves for `value`, when a Loop body computes it."""
+        owner = self._owners.get(id(value.graph)) if value.graph is not None else None
+        if owner is None or owner.op_type != "Loop" or owner.domain != "":
+            return None
+        if id(owner) not in self._analyses:
+            self._analyses[id(owner)] = LoopShapes(owner, StaticValues())
+        return self._analyses[id(owner)].shape(value)
+
+
+def _inserted_dims(value: ir.Value | None, bodies: _BodyShapes) -> tuple[Dim, ...]:
     """The dims of a tensor put into a list; in a Loop body, a dim shape inference leaves
     unknown is the one the loop analysis proves the same in every iteration (`x[s:e]` of an
     `x` of shape [T, 3] keeps its 3 columns)."""
     dims = _dims(value)
-    owner = owners.get(id(value.graph)) if value is not None and value.graph else None
-    if value is None or owner is None or owner.op_type != "Loop" or None not in dims:
+    if value is None or None not in dims:
         return dims
-    proved = LoopShapes(owner, StaticValues()).shape(value)
+    proved = bodies.shape(value)
     if not isinstance(proved, tuple) or len(proved) != len(dims):
         return dims
     return tuple(p if d is None and isinstance(p, int) else d for d, p in zip(dims, proved))

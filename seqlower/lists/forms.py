@@ -96,10 +96,9 @@ class ListForms:
     def shape_at(self, b: Builder, s: TensorList, p: ir.Value) -> ir.Value | None:
         """Shape(SequenceAt(s, p)) read from the list's table of sizes, without the element;
         None for a stacked list (the element is one Gather)."""
-        emitter = _EMITTERS[s.layout.kind]
-        if not hasattr(emitter, "shape_at"):
+        shape = _EMITTERS[s.layout.kind].shape_at(self, b, s, p)
+        if shape is None:
             return None
-        shape = emitter.shape_at(self, b, s, p)
         shape.type = ir.TensorType(ir.DataType.INT64)
         shape.shape = ir.Shape([s.layout.rank])
         return shape

@@ -17,7 +17,17 @@ SplitToSequence(x, axis=a), chunks of one -> the same, unsqueezed at a + 1
 
 from __future__ import annotations
 
-__all__ = ["at", "concat", "construct", "empty", "erase", "insert", "split", "table"]
+__all__ = [
+    "at",
+    "concat",
+    "construct",
+    "empty",
+    "erase",
+    "insert",
+    "shape_at",
+    "split",
+    "table",
+]
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -127,6 +137,11 @@ def table(b: Builder, s: TensorList) -> Table:
     n1 = dim0(b, s.data)
     n = b.op("Reshape", [n1, b.ints([], "scalar")], name="n")
     return Table(n, n1)
+
+
+def shape_at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Value | None:
+    """None: the element is one Gather; the Shape read from it stays as it is."""
+    return None
 
 
 def at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Value:

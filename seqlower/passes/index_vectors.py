@@ -453,33 +453,15 @@ def _combine(op: str, a: Element, b: Element) -> Element | None:
 
 def _static_shape(value: ir.Value, values: StaticValues | None = None) -> tuple[int, ...] | None:
     """The declared shape of `value` when its dims are numbers; for a tensor a Loop carries
-    out (onnx inference gives it no shape), the one its loop keeps, when `values` is given."""
+    out that has none yet (ONNX inference gives it none), the one the loop analysis proves its
+    body keeps, when `values` is given."""
     shape = value.shape
     if shape is not None and all(isinstance(d, int) for d in shape):
         return tuple(int(d) for d in shape)  # type: ignore[arg-type]
     loop = value.producer()
     if shape is None and values is not None and loop is not None and loop.op_type == "Loop":
-        kept = _kept_by_loop(loop, value)
-        return kept if kept is not None else carried_output_shape(loop, value, values)  # type: ignore[return-value]
+        return carried_output_shape(loop, value, values)  # type: ignore[return-value]
     return None
-
-
-def _kept_by_loop(loop: ir.Node, value: ir.Value) -> tuple[int, ...] | None:
-    """The shape of a value a Loop carries out, when its initial value, the body's input and
-    the body's output all declare it (the body's input shapes are proved by induction in
-    `seqlower.passes.carried_shapes`): ONNX inference gives carried outputs no shape at all."""
-    index = list(loop.outputs).index(value)
-    body = loop.attributes["body"].as_graph()
-    if index >= len(loop.inputs) - 2:
-        return None  # a scan output
-    shapes = {
-        _static_shape(v)
-        for v in (loop.inputs[2 + index], body.inputs[2 + index], body.outputs[1 + index])
-        if v is not None
-    }
-    if len(shapes) != 1:
-        return None
-    return shapes.pop()
 
 
 def _small(elements: tuple[Element, ...], shape: tuple[int, ...]) -> Vector | None:

@@ -179,7 +179,8 @@ def _declare_carried_outputs(loops: list[ir.Node]) -> bool:
     """ONNX inference gives the tensors a Loop carries out no shape at all. Each is its
     initial value (no iteration) or the body's last output, so it has the dims both declare
     alike (the body's output is inferred from its input, whose shape is proved by induction or
-    unknown). True when a shape was declared."""
+    unknown). True when a shape was declared on a value that something reads (only then is
+    inferring again worth it)."""
     declared = False
     for node in loops:
         body = node.attributes["body"].as_graph()
@@ -194,7 +195,7 @@ def _declare_carried_outputs(loops: list[ir.Node]) -> bool:
             output.shape = ir.Shape(
                 [a if _same_dim(a, b) else None for a, b in zip(init.shape, body_output.shape)]
             )
-            declared = True
+            declared = declared or bool(output.uses())
     return declared
 
 
