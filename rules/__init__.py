@@ -19,6 +19,7 @@ from seqlower.rules import (
     loop_chunks,
     loop_concat,
     loop_induction,
+    loop_last_element,
     loops,
     runtime_position,
     sequence_map,
@@ -48,6 +49,7 @@ def default_rules() -> RuleSet:
         + loop_batching.RULES
         + loop_chunks.RULES  # chunks of any sizes, mapped elementwise
         + loops.RULES
+        + loop_last_element.RULES  # a list read at its end: its last element carried
         + loop_appends.RULES
         + loop_concat.RULES
         + loop_accumulators.RULES  # the other way: a tensor accumulator to a scan output

@@ -1,0 +1,146 @@
+"""A list a Loop appends to and reads only at its end carries its last element instead.
+
+    Loop(M, c, v.., s0, body: e = SequenceAt(s, -1); ..; s1 = SequenceInsert(s, t))
+        -> Loop(M, c, v.., s0, last0 = SequenceAt(s0, -1),
+                body: e = last; ..; s1 = SequenceInsert(s, t); last' = t)
+
+The element read at position -1 is the one appended by the previous iteration, or the last of
+the initial elements in the first: a value the Loop can carry. A greedy decoder's
+`emb = embed(tokens[-1]); ..; tokens.append(tok)` reads its list so. Once the body no longer
+reads the list, `loop-append-to-scan` makes the appends scan outputs, where a list read at its
+end stays a tensor that grows by one copy per iteration.
+
+The initial list must hold at least one element: SequenceAt(s0, -1) runs before the loop, even
+when the loop runs no iteration, where an empty list would make it fail.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RULES"]
+
+import dataclasses
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.analysis.facts import element_dtype
+from seqlower.ops import is_sequence_value
+from seqlower.rule import Context, Refusal, Rule, RuleSet
+from seqlower.rules.loops import _body
+
+
+@dataclasses.dataclass(frozen=True)
+class LastElementPlan:
+    index: int  # among the loop-carried values
+    reads: tuple[ir.Node, ...]  # the SequenceAt(s, -1) nodes of the body
+    appended: ir.Value  # t of SequenceInsert(s, t)
+    dtype: ir.DataType
+
+
+def _check(node: ir.Node, ctx: Context) -> LastElementPlan | Refusal:
+    body = _body(node)
+    reasons = []
+    for index, init in enumerate(node.inputs[2:]):
+        body_input = body.inputs[2 + index]
+        if init is None or not (is_sequence_value(init) or is_sequence_value(body_input)):
+            continue
+        plan = _plan(node, index, ctx)
+        if isinstance(plan, LastElementPlan):
+            return plan
+        reasons.append(f"carried sequence '{body_input.name}': {plan}")
+    return Refusal("; ".join(reasons) or "the loop carries no sequence")
+
+
+def _plan(node: ir.Node, index: int, ctx: Context) -> LastElementPlan | str:
+    body = _body(node)
+    init = node.inputs[2 + index]
+    body_input = body.inputs[2 + index]
+    assert init is not None
+    insert = _append(body.outputs[1 + index], body_input, body)
+    if insert is None:
+        return "the body does not append one tensor at its end"
+    reads = []
+    for use in body_input.uses():
+        reader = use.node
+        if reader is insert:
+            continue
+        if reader.op_type != "SequenceAt" or reader.domain != "" or use.idx != 0:
+            return f"the body reads it with {reader.op_type}, not only at position -1"
+        if ctx.facts.static_int(reader.inputs[1]) != -1:
+            return "the body reads it at a position other than -1"
+        reads.append(reader)
+    if not reads:
+        return "the body reads no element of it"
+    length = ctx.facts.length(init)
+    if length is None or length < 1:
+        return "its initial elements are not known to be at least one (-1 may not exist)"
+    appended = insert.inputs[1]
+    assert appended is not None
+    dtype = appended.dtype or element_dtype(init) or element_dtype(body_input)
+    if dtype is None:
+        return "the element type is unknown"
+    return LastElementPlan(index, tuple(reads), appended, dtype)
+
+
+def _append(update: ir.Value, state: ir.Value, body: ir.Graph) -> ir.Node | None:
+    """The SequenceInsert(state, t) of `body` that makes `update`, read by nothing but the
+    body's outputs; None when `update` is not made so."""
+    insert = update.producer()
+    if (
+        insert is None
+        or insert.op_type != "SequenceInsert"
+        or insert.domain != ""
+        or insert.graph is not body
+        or insert.inputs[0] is not state
+        or (len(insert.inputs) > 2 and insert.inputs[2] is not None)
+        or insert.inputs[1] is None
+        or update.uses()
+        or [o for o in body.outputs if o is update] != [update]
+    ):
+        return None
+    return insert
+
+
+def _carry_last(node: ir.Node, plan: LastElementPlan, ctx: Context) -> None:
+    """Loop(M, c, v.., s0, body: e = SequenceAt(s, -1); ..; s1 = SequenceInsert(s, t))
+    -> Loop(M, c, v.., s0, SequenceAt(s0, -1), body: e = last; ..; s1 = SequenceInsert(s, t);
+    last' = t)"""
+    body = _body(node)
+    carried = len(node.inputs) - 2
+    builder = ctx.rewriter.before(node)
+    init = node.inputs[2 + plan.index]
+    assert init is not None
+    position = builder.constant(np.array(-1, np.int64), "last_position")
+    first = builder.op("SequenceAt", [init, position], name="last_initial")
+    first.type = ir.TensorType(plan.dtype)
+    last = ir.Value(name=ctx.rewriter.names.fresh(f"{body.name or 'body'}_last"), type=first.type)
+    body.inputs.append(last)
+    for read in plan.reads:
+        ctx.rewriter.replace(read.outputs[0], last)
+        read.graph.remove(read, safe=True)  # type: ignore[union-attr]
+    appended = plan.appended
+    if appended.producer() is None or appended.producer().graph is not body:  # type: ignore[union-attr]
+        # a body input or an outer value: a body output of its own
+        appended = ctx.rewriter.before(_anchor(body)).op("Identity", [appended], name="last")
+        appended.type = first.type
+    body.outputs.insert(1 + carried, appended)
+    outputs = builder.ops(
+        "Loop",
+        [*node.inputs, first],
+        {"body": body},
+        num_outputs=len(node.outputs) + 1,
+    )
+    outputs[carried].type = first.type
+    old = list(node.outputs)
+    for position, value in enumerate(old):
+        new = outputs[position if position < carried else position + 1]
+        new.type = value.type
+        ctx.rewriter.replace(value, new)
+
+
+def _anchor(body: ir.Graph) -> ir.Node:
+    """A node of `body` to build before: its last one (every body output is made by then)."""
+    return list(body)[-1]
+
+
+RULES = RuleSet([Rule("loop-last-element", "Loop", _check, _carry_last)])
