@@ -64,6 +64,9 @@ class AppendPlan:
     # the appended tensor's shape as the loop analysis proves it (None: a dim it names only
     # symbolically), for the stacked scan output: shape inference cannot see through a body
     element_shape: tuple[int | None, ...] | None = None
+    # the axis of the concatenations that alone read a list whose initial elements differ in
+    # shape from the appended tensors: they are concatenated apart, not stacked with them
+    apart_axis: int | None = None
 
 
 def _unroll_pending(node: ir.Node, ctx: Context) -> bool:
@@ -164,6 +167,8 @@ def _hoistable(tensor: ir.Value, branch: ir.Graph, ctx: Context) -> tuple[ir.Nod
         )
         if op == "Cast":
             total = present[0].dtype not in (None, ir.DataType.STRING)
+        if op == "Unsqueeze":
+            total = _valid_unsqueeze(node, ctx)
         if not total or node.attributes.get("value_string") is not None:
             return (
                 f"a branch computes the appended tensor with {op}, which could fail in "
@@ -172,6 +177,20 @@ def _hoistable(tensor: ir.Value, branch: ir.Graph, ctx: Context) -> tuple[ir.Nod
         needed.add(id(node))
         pending.extend(present)
     return tuple(node for node in branch if id(node) in needed)
+
+
+def _valid_unsqueeze(node: ir.Node, ctx: Context) -> bool:
+    """An Unsqueeze whose axes are constants within range for its input's known rank."""
+    data = node.inputs[0]
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        axes = ctx.facts.values.get_ints(node.inputs[1])
+    else:
+        axes = node.attributes.get_ints("axes")
+    if data is None or data.shape is None or axes is None:
+        return False
+    rank = len(data.shape) + len(axes)
+    normal = [a % rank for a in axes if -rank <= a < rank]
+    return len(normal) == len(axes) == len(set(normal))
 
 
 def _branch_update(
@@ -255,10 +274,16 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
             f"the appended tensor '{tensor.name}' may change shape between iterations "
             f"({shapes.reason(tensor)}); a scan output needs one shape"
         )
+    apart_axis = None
     if initial:
         shape = shapes.shape(tensor)
         if not isinstance(shape, tuple) or any(shapes.outer_shape(e) != shape for e in initial):
-            return "its initial elements may differ in shape from the appended tensor"
+            apart_axis = _concatenated_apart(node, index, shape, initial, shapes, ctx)
+            if apart_axis is None:
+                return (
+                    "its initial elements may differ in shape from the appended tensor, and "
+                    "the list is not only concatenated (ConcatFromSequence, new_axis=0)"
+                )
     dtype = tensor.dtype or element_dtype(init) or element_dtype(body_input)
     if dtype == ir.DataType.STRING:
         return STRING_SCANS
@@ -276,8 +301,57 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
         else None
     )
     return AppendPlan(
-        index, update, tensor, initial, dtype, prepend, keep, negate, hoist, element_shape
+        index,
+        update,
+        tensor,
+        initial,
+        dtype,
+        prepend,
+        keep,
+        negate,
+        hoist,
+        element_shape,
+        apart_axis,
     )
+
+
+def _concatenated_apart(
+    node: ir.Node,
+    index: int,
+    shape: object,
+    initial: tuple[ir.Value, ...],
+    shapes: LoopShapes,
+    ctx: Context,
+) -> int | None:
+    """The axis a when the loop's list is read only by ConcatFromSequence(axis=a, new_axis=0)
+    and its initial elements can be concatenated on their own before the appended tensors:
+    of their rank, with the same dims except along a (`out = [torch.zeros(0)]` before
+    `out.append(c.unsqueeze(0))` and `torch.cat(out)`). Else None."""
+    output = node.outputs[index]
+    if not isinstance(shape, tuple) or not shape or output.is_graph_output():
+        return None
+    if ctx.rewriter.opset(node.graph) < 14:  # the scanned part is merged by a Reshape with 0s
+        return None
+    rank = len(shape)
+    axes = set()
+    for use in output.uses():
+        reader = use.node
+        if reader.op_type != "ConcatFromSequence" or reader.domain != "":
+            return None
+        axis = reader.attributes.get_int("axis", 0)
+        if reader.attributes.get_int("new_axis", 0) != 0 or not -rank <= axis < rank:
+            return None
+        axes.add(axis % rank)
+    if len(axes) != 1:
+        return None
+    (axis,) = axes
+    for element in initial:
+        dims = shapes.outer_shape(element)
+        if not isinstance(dims, tuple) or len(dims) != rank:
+            return None
+        if any(d != e for i, (d, e) in enumerate(zip(dims, shape)) if i != axis):
+            return None
+    return axis
 
 
 # onnxruntime 1.32.0 keeps only the first iteration's strings in a Loop's scan output (the later
@@ -364,6 +438,9 @@ def _to_scan(node: ir.Node, plan: AppendPlan, ctx: Context) -> None:
     if plan.prepend:  # by a Gather for tract, which slices no run-time dim with step -1
         stacked = builder.reverse(stacked, by_gather=ctx.options.target == "tract")
     stacked.type = ir.TensorType(plan.dtype)
+    if plan.apart_axis is not None:  # the concatenations read the initial elements apart
+        _concatenate_apart(sequence, stacked, plan, ctx)
+        return
     if plan.initial:
         initial = [builder.unsqueeze(element, [0]) for element in plan.initial]
         parts = [stacked, *initial] if plan.prepend else [*initial, stacked]
@@ -374,6 +451,30 @@ def _to_scan(node: ir.Node, plan: AppendPlan, ctx: Context) -> None:
     elements = builder.op("SplitToSequence", [stacked], {"axis": 0, "keepdims": 0}, name="elements")
     elements.type = sequence.type or ir.SequenceType(ir.TensorType(plan.dtype))
     ctx.rewriter.replace(sequence, elements)
+
+
+def _concatenate_apart(
+    sequence: ir.Value, stacked: ir.Value, plan: AppendPlan, ctx: Context
+) -> None:
+    """ConcatFromSequence(<the loop's list>, axis=a)
+    -> Concat(e0..em, ConcatFromSequence(SplitToSequence(stacked, keepdims=0), axis=a), axis=a)
+    (the appended tensors after the initial elements; before them for prepends). The inner
+    concatenation of the stacked rows is a Reshape (`concat-of-unbind`)."""
+    axis = plan.apart_axis
+    assert axis is not None
+    if stacked.shape is None and plan.element_shape is not None:
+        stacked.shape = ir.Shape([None, *plan.element_shape])
+    for use in list(sequence.uses()):
+        reader = use.node
+        builder = ctx.rewriter.before(reader)
+        rows = builder.op("SplitToSequence", [stacked], {"axis": 0, "keepdims": 0}, name="rows")
+        rows.type = sequence.type or ir.SequenceType(ir.TensorType(plan.dtype))
+        joined = builder.op("ConcatFromSequence", [rows], {"axis": axis}, name="appended")
+        joined.type = ir.TensorType(plan.dtype)
+        parts = [joined, *plan.initial] if plan.prepend else [*plan.initial, joined]
+        result = builder.op("Concat", parts, {"axis": axis}, name="with_initial")
+        result.type = reader.outputs[0].type or ir.TensorType(plan.dtype)
+        ctx.rewriter.replace(reader.outputs[0], result)
 
 
 # -- an If whose branches both append ------------------------------------------------------

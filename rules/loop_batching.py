@@ -10,6 +10,8 @@ applied once to the stack of the elements it reads (as `sequence-map-batch` does
     a running sum acc' = Add(acc, f(...)), acc of one static shape
         -> final acc = Add(acc0, ReduceSum(f'(...), axis 0));
            acc' appended or a scan output = Add(acc0, CumSum(f'(...), axis 0))
+    a carried value passed the element read, prev' = Gather(x, i) (`prev = x[t]` in a loop)
+        -> prev in every iteration = Slice(Concat(Unsqueeze(prev0, 0), x), 0, M) (one row late)
 
 f' is f batched over a new leading axis (`seqlower.batching`): the TorchScript forms
 `for t in x.unbind(0): out.append(f(t))`, `for s in x.split(1, 0): ...`, `for h in range(H):
@@ -17,15 +19,18 @@ out.append(f(q[h]))` and `zip` of two such lists. What the body reads each itera
 of an outer list or tensor at the iteration number; everything else it reads is the same in
 every iteration. A loop-carried value must be passed on unchanged, be a list that starts empty
 and gets one append per iteration, or be a running sum (`acc = acc + f(t)`, read by nothing else
-in the body but the append or scan output of its new value); the condition must stay true.
+in the body but the append or scan output of its new value), or take the element read in this
+iteration (`prev = x[t]`: the next iteration sees element t, the first the initial value, of the
+element's type and static shape); the condition must stay true.
 Floating-point sums may round differently from the loop's own order (CumSum and ReduceSum). The
 trip count must be the length of what is read (or the minimum of such lengths, as `zip`
 computes: then the stacks are cut to it), so that the batch holds exactly the elements the
 iterations would read.
 
 Refused (the Loop is left to the other loop rules): a value carried from one iteration to the
-next other than a running sum (an RNN state), an iteration number used as a number, a condition
-that may end the loop early, a body op without a batching rule, a trip count not known to match.
+next other than a running sum or the element read (an RNN state), an iteration number used as a
+number, a condition that may end the loop early, a body op without a batching rule, a trip count
+not known to match.
 """
 
 from __future__ import annotations
@@ -87,6 +92,15 @@ class RunningSum:
 
 
 @dataclasses.dataclass(frozen=True)
+class LaggedRead:
+    """A carried value whose next value is the element the iteration reads (`prev = x[t]`): in
+    iteration i it holds element i - 1, or the initial value in the first."""
+
+    index: int  # among the loop-carried values
+    read: ir.Node  # the Gather or SequenceAt whose output the body passes on
+
+
+@dataclasses.dataclass(frozen=True)
 class LoopBatchPlan:
     reads: tuple[Read, ...]
     body: BodyPlan
@@ -96,6 +110,7 @@ class LoopBatchPlan:
     kept: tuple[int, ...]  # carried indices passed on unchanged
     sums: tuple[RunningSum, ...] = ()
     wanted: tuple[ir.Value, ...] = ()  # the body values batched, in the order of the results
+    lagged: tuple[LaggedRead, ...] = ()
 
 
 def _outer(value: ir.Value, body: ir.Graph) -> bool:
@@ -145,6 +160,8 @@ def _count_terms(count: ir.Value, ctx: Context) -> frozenset[Term] | None:
         return _count_terms(first, ctx)
     if producer.op_type == "SequenceLength" and first is not None:
         return frozenset([_sequence_length_term(first, ctx)])
+    if producer.op_type == "Size" and first is not None and first.shape is not None:
+        return frozenset([_dim_term(first, 0)]) if len(first.shape) == 1 else None
     if producer.op_type == "Min":
         parts = [None if v is None else _count_terms(v, ctx) for v in producer.inputs]
         if any(part is None for part in parts):
@@ -276,14 +293,16 @@ def _chunk_cost(data: ir.Value | None, axis: int, unit: bool) -> int:
     return 1 + moved + (0 if data.shape.is_static() else 3)
 
 
-def _carried(
-    node: ir.Node, body: ir.Graph, ctx: Context
-) -> tuple[list[tuple[int, ir.Value]], list[int], list[RunningSum]] | Refusal:
-    """Split the loop-carried values into lists appended to, values passed on unchanged and
-    running sums."""
+Carried = tuple[list[tuple[int, ir.Value]], list[int], list[RunningSum], list[LaggedRead]]
+
+
+def _carried(node: ir.Node, body: ir.Graph, ctx: Context) -> Carried | Refusal:
+    """Split the loop-carried values into lists appended to, values passed on unchanged, running
+    sums and values that pass on the element read in this iteration."""
     appends: list[tuple[int, ir.Value]] = []
     kept: list[int] = []
     sums: list[RunningSum] = []
+    lagged: list[LaggedRead] = []
     for k, (initial, state) in enumerate(zip(node.inputs[2:], body.inputs[2:])):
         update = peel_identity(body.outputs[1 + k])
         if update is state:
@@ -293,13 +312,33 @@ def _carried(
         if running is not None:
             sums.append(running)
             continue
+        read = _lagged_read(update, initial, body, ctx)
+        if read is not None:
+            lagged.append(LaggedRead(k, read))
+            continue
         insert = single_append(update, state, body)
         if insert is None or len(update.uses()) > 1:
             return Refusal(f"loop-carried value {k} feeds the next iteration")
         if ctx.known_elements(initial) != ():
             return Refusal(f"the list carried as value {k} does not start empty")
         appends.append((k, insert.inputs[1]))
-    return appends, kept, sums
+    return appends, kept, sums, lagged
+
+
+def _lagged_read(
+    update: ir.Value, initial: ir.Value | None, body: ir.Graph, ctx: Context
+) -> ir.Node | None:
+    """The read of element i that `update` is, when the initial value can stand before those
+    elements in one stack: a tensor of the same type and the same known shape."""
+    reader = update.producer()
+    if reader is None or initial is None or isinstance(_read(reader, body, ctx), Refusal):
+        return None
+    if initial.dtype is None or initial.dtype != update.dtype:
+        return None
+    shape, element = initial.shape, update.shape
+    if shape is None or element is None or not shape.is_static() or shape != element:
+        return None
+    return reader
 
 
 def _running_sum(
@@ -354,7 +393,7 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     found = _carried(node, body, ctx)
     if isinstance(found, Refusal):
         return found
-    appends, kept, sums = found
+    appends, kept, sums, lagged = found
     reads: list[Read] = []
     for use in dict.fromkeys(u.node for u in body.inputs[0].uses()):
         read = _read(use, body, ctx)
@@ -371,6 +410,8 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     for k in kept:
         initial, state = node.inputs[2 + k], body.inputs[2 + k]
         seeds[state] = Operand(False, initial.shape if initial is not None else None)
+    for lag in lagged:  # element i - 1, batched as the stack read one row late
+        seeds[body.inputs[2 + lag.index]] = Operand(True, lag.read.outputs[0].shape)
     summed = {running.update: running.term for running in sums}
     outputs = [tensor for _, tensor in appends] + list(body.outputs[1 + carried :])
     wanted = list(dict.fromkeys(summed.get(peel_identity(v), v) for v in outputs))
@@ -394,7 +435,15 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
         return Refusal(cheaper)
     dim = static if static is not None else (None if cut else reads[0].dim)
     return LoopBatchPlan(
-        tuple(reads), plan, cut, dim, tuple(appends), tuple(kept), tuple(sums), tuple(wanted)
+        tuple(reads),
+        plan,
+        cut,
+        dim,
+        tuple(appends),
+        tuple(kept),
+        tuple(sums),
+        tuple(wanted),
+        tuple(lagged),
     )
 
 
@@ -431,6 +480,27 @@ def _unrolling_is_cheaper(
     return None
 
 
+def _lagged_stack(node: ir.Node, lag: LaggedRead, stack: ir.Value, builder: Builder) -> ir.Value:
+    """What the carried value holds in each iteration: Concat(initial, stack) cut to the trip
+    count's rows (the last element read is never passed to an iteration). The value after the
+    loop is row M of the same Concat, when something reads it."""
+    initial = node.inputs[2 + lag.index]
+    count = node.inputs[0]
+    assert initial is not None and count is not None
+    shifted = builder.op("Concat", [builder.unsqueeze(initial, [0]), stack], {"axis": 0})
+    shifted.type = initial.type
+    end = builder.op("Reshape", [count, builder.ints([1])], name="trip_count")
+    zero = builder.ints([0])
+    lagged = builder.op("Slice", [shifted, zero, end, zero], name="previous_elements")
+    lagged.type = initial.type
+    output = node.outputs[lag.index]
+    if output.uses() or output.is_graph_output():
+        last = builder.op("Gather", [shifted, count], {"axis": 0}, name="last_element")
+        last.type, last.shape = initial.type, initial.shape
+        builder.rewriter.replace(output, last)
+    return lagged
+
+
 def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     """Loop(M, true, [], body(i, c, s): s' = SequenceInsert(s, f(SequenceAt(xs, i))))
     -> SplitToSequence(f'(stack(xs)), axis=0, keepdims=0); scan outputs of f(Gather(x, i))
@@ -450,6 +520,9 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
             stack.shape = ir.Shape([plan.count, *read.element])
         stacks.append(stack)
     arguments = stacks + [node.inputs[2 + k] for k in plan.kept]
+    for lag in plan.lagged:
+        stack = stacks[[read.node for read in plan.reads].index(lag.read)]
+        arguments.append(_lagged_stack(node, lag, stack, builder))
     static_count = plan.count if isinstance(plan.count, int) else None
     emitter = Emitter(builder, stacks[0], static_count)
     batched = emit_body(plan.body, arguments, emitter, plan.count)  # type: ignore[arg-type]

@@ -356,3 +356,99 @@ def test_masks_of_unknown_rank_are_not_scanned():
     assert "cannot run for bool elements" in reasons(report)
     feeds = {"m": np.array(3), "x": np.ones(4, np.float32), "target": np.array([2, 2])}
     assert run_ort(lowered, feeds)[0] == 3
+
+
+# -- initial elements of another shape, read only by concatenations -----------------------------
+
+APART = """g (int64 m, float[2,3] x) => (float[2,?] cat) {{
+    t = Constant<value = bool {{1}}>()
+    {start}
+    s = Loop(m, t, start) <body = body (int64 i, bool c, seq(float) acc)
+                                   => (bool c2, seq(float) grown) {{
+        c2 = Identity(c)
+        fi = Cast<to = 1>(i)
+        {append}
+    }}>
+    cat = ConcatFromSequence<axis = {axis}>(s)
+}}"""
+X2 = np.arange(6, dtype=np.float32).reshape(2, 3)
+HEAD = "head = Constant<value = float[2,1] {7, 8}>()\n    start = SequenceConstruct(head)"
+EMPTY_HEAD = "head = Constant<value = float[2,0] {}>()\n    start = SequenceConstruct(head)"
+
+
+@pytest.mark.parametrize("trips", [0, 1, 3])
+@pytest.mark.parametrize(
+    ("start", "append", "order"),
+    [
+        (HEAD, "row = Mul(x, fi)\n        grown = SequenceInsert(acc, row)", "append"),
+        (EMPTY_HEAD, "row = Mul(x, fi)\n        grown = SequenceInsert(acc, row)", "append"),
+        (
+            HEAD,
+            "row = Mul(x, fi)\n        zero = Constant<value = int64 {0}>()\n"
+            "        grown = SequenceInsert(acc, row, zero)",
+            "prepend",
+        ),
+    ],
+    ids=["head", "empty-head", "prepend"],
+)
+def test_initial_elements_of_another_shape_are_concatenated_apart(trips, start, append, order):
+    """`out = [head]` (a [2, 1] or an empty [2, 0] tensor), then [2, 3] tensors appended and
+    `torch.cat(out, 1)`: the appends are scanned, the head concatenated on its own."""
+    model = parse(APART.format(start=start, append=append, axis=-1))
+    lowered, report, (cat,) = lower_and_compare(model, {"m": np.array(trips), "x": X2})
+    head = np.array([[7], [8]], np.float32) if "{7, 8}" in start else np.zeros((2, 0), np.float32)
+    rows = [X2 * i for i in range(trips)]
+    parts = [head, *rows] if order == "append" else [*reversed(rows), head]
+    np.testing.assert_array_equal(cat, np.concatenate(parts, 1))
+    assert report.rules_fired["loop-append-to-scan"] == 1
+    assert sequence_op_count(lowered) == 0
+
+
+def test_a_conditional_append_of_an_unsqueezed_label_after_an_empty_head():
+    """CTC greedy decoding: `out = [torch.zeros(0)]`; `if c != 0: out.append(c.unsqueeze(0))`;
+    `torch.cat(out)`. The Unsqueeze of the appending branch runs in every iteration."""
+    model = parse(
+        """g (int64[T] labels) => (int64[?] cat) {
+        t = Constant<value = bool {1}>()
+        zero = Constant<value = int64 {0}>()
+        n = Size(labels)
+        head = Constant<value = int64[0] {}>()
+        start = SequenceConstruct(head)
+        s = Loop(n, t, start) <body = body (int64 i, bool c, seq(int64) acc)
+                                       => (bool c2, seq(int64) grown) {
+            c2 = Identity(c)
+            label = Gather<axis = 0>(labels, i)
+            keep = Greater(label, zero)
+            grown = If(keep) <then_branch = g1 () => (seq(int64) a) {
+                axes = Constant<value = int64[1] {0}>()
+                one = Unsqueeze(label, axes)
+                a = SequenceInsert(acc, one)
+            }, else_branch = g2 () => (seq(int64) b) {
+                b = Identity(acc)
+            }>
+        }>
+        cat = ConcatFromSequence<axis = 0>(s)
+    }"""
+    )
+    for labels in ([0, 3, 0, 5, 5], [0, 0], []):
+        feeds = {"labels": np.array(labels, np.int64)}
+        lowered, report, (cat,) = lower_and_compare(model, feeds)
+        np.testing.assert_array_equal(cat, [v for v in labels if v > 0])
+        assert report.rules_fired["loop-append-to-scan"] == 1
+        assert "Loop" not in op_counts(lowered)  # and loop-batch takes the scanned loop
+
+
+def test_initial_elements_of_another_shape_read_otherwise_are_refused():
+    text = (
+        APART.format(
+            start=HEAD, append="row = Mul(x, fi)\n        grown = SequenceInsert(acc, row)", axis=1
+        )
+        .replace("(float[2,?] cat)", "(float[2,?] cat, int64 n)")
+        .replace("cat = ConcatFromSequence", "n = SequenceLength(s)\n    cat = ConcatFromSequence")
+    )
+    model = parse(text)
+    lowered, report = lower(model, target="generic", tensor_lists=False)
+    assert "the list is not only concatenated" in reasons(report)
+    feeds = {"m": np.array(2), "x": X2}
+    for want, got in zip(run_ort(model, feeds), run_ort(lowered, feeds)):
+        np.testing.assert_array_equal(got, want)

@@ -371,3 +371,51 @@ def test_refuses_a_list_that_does_not_start_empty():
     model = _variant("empty = SequenceEmpty<dtype = 1>()", "empty = SequenceConstruct(b)")
     assert refusal(model) == "the list carried as value 0 does not start empty"
     lower_and_compare(model, {"x": floats(3, 4)})
+
+
+# -- a value carried one element late: `prev = x[t]` ------------------------------------------
+
+LAGGED = """g (DTYPE[N,3] x) => (DTYPE[N,3] d, DTYPE[3] last) {
+    t = Constant<value = bool {1}>()
+    shape = Shape(x)
+    zero = Constant<value = int64 {0}>()
+    n = Gather(shape, zero)
+    start = Constant<value = DTYPE[3] {1, 2, 3}>()
+    last, d = Loop(n, t, start) <body = body (int64 i, bool c, DTYPE[3] prev)
+                                       => (bool c2, DTYPE[3] cur, DTYPE[3] diff) {
+        c2 = Identity(c)
+        cur = Gather<axis = 0>(x, i)
+        diff = Sub(cur, prev)
+    }>
+}"""
+
+
+@pytest.mark.parametrize("dtype", ["float", "int64"])
+def test_a_value_carried_one_element_late_is_the_stack_shifted_by_one(dtype):
+    """`prev = x[t]` at the end of an iteration: the next reads element t, the first the initial
+    value. The differences are x minus x shifted down one row; `last` is x[-1] or, with no
+    iteration, the initial value."""
+    model = parse(LAGGED.replace("DTYPE", dtype))
+    numpy_type = np.float32 if dtype == "float" else np.int64
+    feeds = [{"x": (floats(n, 3) * 10).astype(numpy_type)} for n in (4, 1, 0)]
+    lowered = assert_loop_batched(model, feeds)
+    x = feeds[0]["x"]
+    d, last = run_ort(lowered, feeds[0])
+    np.testing.assert_array_equal(d, x - np.concatenate([[[1, 2, 3]], x[:-1]]).astype(numpy_type))
+    np.testing.assert_array_equal(last, x[-1])
+    _, last = run_ort(lowered, feeds[2])
+    np.testing.assert_array_equal(last, [1, 2, 3])
+
+
+def test_refuses_a_late_value_whose_initial_shape_differs():
+    """A [1, 3] initial value broadcasts in the first iteration but cannot head the stack."""
+    model = parse(
+        LAGGED.replace("DTYPE", "float")
+        .replace("float[3] {1, 2, 3}", "float[1,3] {1, 2, 3}")
+        .replace("float[3] prev", "float[?,3] prev")
+        .replace("float[3] diff", "float[?,3] diff")
+        .replace("=> (float[N,3] d", "=> (float[N,?,3] d")
+    )
+    assert refusal(model) == "loop-carried value 0 feeds the next iteration"
+    _, report, _ = lower_and_compare(model, {"x": floats(3, 3)})
+    assert "loop-batch" not in report.rules_fired
