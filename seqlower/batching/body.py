@@ -85,20 +85,79 @@ def plan_region(
             return Refusal(f"body op {label} has no batching rule")
         output_shapes = tuple(shape_of(o) for o in node.outputs)
         view = OpView(node, node_operands, output_shapes, opset, values)
+        passed_on = _ragged_passed_on(view)
+        if isinstance(passed_on, Refusal):
+            return Refusal(f"body op {label}: {passed_on.reason}")
         batched = rule(view)
         if isinstance(batched, Refusal):
             return Refusal(f"body op {label}: {batched.reason}")
         flags = batched.outputs_batched or (True,) * len(node.outputs)
         for output, flag in zip(node.outputs, flags):
             operands[output] = Operand(flag, shape_of(output))
+        if batched.ragged_axis is not None:  # padded: the shape of the sliced input
+            operands[node.outputs[0]] = Operand(True, node_operands[0].shape, batched.ragged_axis)  # type: ignore[union-attr]
+        elif passed_on is not None:
+            source, axis = passed_on
+            operands[node.outputs[0]] = Operand(True, operands[source].shape, axis)
+            batched = _passing_mask_on(batched, source, node.outputs[0])
         steps.append((node, batched))
     outputs = []
     for index, output in enumerate(results):
         found = operand(output)
         if not found.batched and found.rank is None:
             return Refusal(f"the rank of body output {index} is unknown")
+        if found.ragged_axis is not None:
+            return Refusal(f"body output {index} is a slice whose bounds differ per element")
         outputs.append(found)
     return BodyPlan(body, tuple(seeds), tuple(steps), operands, tuple(results), tuple(outputs))
+
+
+# ops that read a ragged value position by position, keeping its shape: the result is ragged
+# along the same axis, padded the same way
+_KEEPS_RAGGED_SHAPE = frozenset(
+    """Abs Ceil Cos Erf Exp Floor Identity IsInf IsNaN Log Neg Not Reciprocal Relu Round Sigmoid
+    Sign Sin Softplus Sqrt Tanh Cast Add Sub Mul Div Pow Max Min""".split()  # noqa: SIM905
+)
+_READS_RAGGED = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"})
+
+
+def _ragged_passed_on(view: OpView) -> tuple[ir.Value, int] | Refusal | None:
+    """For an op that reads a ragged value: (that value, its ragged axis) when the op keeps its
+    shape position by position (the other operands scalars or of one element); None when the
+    op reads it itself (a reduction, checked by its rule) or reads none; else why not."""
+    ragged = [
+        (value, operand)
+        for value, operand in zip(view.node.inputs, view.operands)
+        if operand is not None and operand.ragged_axis is not None
+    ]
+    if not ragged:
+        return None
+    if view.op_type in _READS_RAGGED and len(ragged) == 1 and view.operands[0] is ragged[0][1]:
+        return None
+    if view.op_type not in _KEEPS_RAGGED_SHAPE or len(ragged) != 1:
+        return Refusal(
+            f"{view.op_type} reads a slice whose bounds differ per element (only reductions "
+            "over its sliced axis and elementwise ops read one)"
+        )
+    value, operand = ragged[0]
+    for other in view.operands:
+        if other is operand or other is None:
+            continue
+        if other.shape is None or not all(d == 1 for d in other.shape):
+            return Refusal(f"{view.op_type} broadcasts a ragged slice against a tensor")
+        if other.rank > operand.rank:  # type: ignore[operator]
+            return Refusal(f"{view.op_type} raises the rank of a ragged slice")
+    return value, operand.ragged_axis  # type: ignore[return-value]
+
+
+def _passing_mask_on(batched: Batched, source: ir.Value, result: ir.Value) -> Batched:
+    """`batched` emitting also the mask of `source` as the mask of `result`."""
+
+    def emit(em: Emitter, inputs: list[ir.Value | None]) -> list[ir.Value]:
+        em.masks[result] = em.masks[source]
+        return batched.emit(em, inputs)
+
+    return dataclasses.replace(batched, emit=emit)
 
 
 def emit_body(

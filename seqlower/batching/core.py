@@ -40,10 +40,17 @@ INT64_MAX = np.iinfo(np.int64).max
 @dataclasses.dataclass(frozen=True)
 class Operand:
     """One input of a body op: batched or not, and its element shape (its own shape when
-    unbatched). `shape` is None when not even the rank is known."""
+    unbatched). `shape` is None when not even the rank is known.
+
+    `ragged_axis`: the element is a slice along that axis whose bounds differ per element (a
+    ragged value). It is held padded, as the unsliced tensor of shape `shape`, and the Emitter
+    keeps the mask of the positions inside each element's bounds (`Emitter.masks`); only the ops
+    that can read it so (reductions over that axis, elementwise ops that keep its shape) accept
+    it."""
 
     batched: bool
     shape: ir.Shape | None
+    ragged_axis: int | None = None
 
     @property
     def rank(self) -> int | None:
@@ -120,6 +127,8 @@ class Batched:
 
     emit: Emit
     outputs_batched: tuple[bool, ...] | None = None
+    # the first output is ragged along this element axis, padded to the shape of the first input
+    ragged_axis: int | None = None
 
 
 OpRule = Callable[[OpView], "Batched | Refusal"]
@@ -139,6 +148,9 @@ class Emitter:
         self._count_source = count_source
         self.static_count = static_count
         self._count: ir.Value | None = None
+        # per ragged body value: the bool mask [N, 1.., d, 1..] of the positions each element
+        # holds (d along its ragged axis, 1 along every other element axis)
+        self.masks: dict[ir.Value, ir.Value] = {}
 
     # -- plain emission ------------------------------------------------------------------
 

@@ -17,6 +17,9 @@ X is the batched input [N, *S] of element shape S (rank r); U an unbatched input
     Squeeze(x, axes) / Unsqueeze(x, axes) -> the same with axes + 1
     Concat(x, U, axis=a)                -> Concat(X, Expand(U, [N, ...]), axis=a % r + 1)
     Slice(x, starts, ends, axes, steps) -> Slice(X, starts, ends, axes % r + 1, steps)
+    Slice(x, s, t, [a]), s or t per element -> X itself and a mask of [s, t) along a + 1 (ragged)
+    ReduceSum(ragged, axes with a)      -> ReduceSum(Where(mask, X, 0))  (Max/Min: lowest/highest;
+                                            Mean: the masked sum over the count, at least 1)
     Gather(x, I, axis=a)                -> Gather(X, I, axis=a % r + 1)
     Gather(U, i, axis=a)                -> Transpose(Gather(U, I, axis=a), [a, 0..])
     GatherElements / GatherND           -> with the unbatched side expanded; axis/batch_dims + 1
@@ -33,8 +36,9 @@ X is the batched input [N, *S] of element shape S (rank r); U an unbatched input
     Einsum("ij,jk->ik", x, U)           -> Einsum("Zij,jk->Zik", X, U)
 
 Extra inputs that decide a shape (Reshape's target, Slice bounds, Expand's shape...) must be
-unbatched: all elements then keep one shape. A rule refuses, with the reason, whatever it cannot
-batch exactly.
+unbatched: all elements then keep one shape. The one exception is a ragged Slice (`h[i, :n_i]`),
+held padded with a mask until a reduction over its sliced axis reads it. A rule refuses, with the
+reason, whatever it cannot batch exactly.
 """
 
 from __future__ import annotations
@@ -238,6 +242,7 @@ def _reduce(view: OpView) -> Batched | Refusal:
     rank = _first_batched_rank(view)
     if isinstance(rank, Refusal):
         return rank
+    ragged_axis = view.operand(0).ragged_axis
     axes_as_input = view.present(1)
     axes = view.static_ints(1) if axes_as_input else view.attr_ints("axes")
     if axes_as_input and axes is None:
@@ -259,11 +264,22 @@ def _reduce(view: OpView) -> Batched | Refusal:
         not view.node.attributes.get("axes")
         and view.opset >= (13 if view.op_type == "ReduceSum" else 18)
     )
+    masked = None
+    if ragged_axis is not None:
+        masked = _ragged_reduction(view, ragged_axis, shifted)
+        if isinstance(masked, Refusal):
+            return masked
 
     def emit(em: Emitter, inputs: list[ir.Value | None]) -> list[ir.Value]:
         data = inputs[0]
         assert data is not None
         overrides: dict[str, object] = {}
+        if masked is not None:
+            data = masked.fill(em, data)
+            if masked.mean:  # the sum over each element's positions, divided by their count
+                keepdims = {"keepdims": masked.keepdims}
+                total = em.op("ReduceSum", [data, em.ints(shifted)], keepdims)
+                return [masked.divide(em, total)]
         if scalar_element:
             data = em.unsqueeze(data, [1])
             overrides["keepdims"] = 0
@@ -275,6 +291,71 @@ def _reduce(view: OpView) -> Batched | Refusal:
         return em.copy(view.node, rest, overrides)
 
     return Batched(emit)
+
+
+class _MaskedReduction:
+    """How a reduction over the ragged axis reads the padded value: the positions outside each
+    element's bounds filled with the reduction's identity (0 for a sum, the lowest value for a
+    max, the highest for a min); a mean is the masked sum over the count of positions, at least
+    1 (onnxruntime 1.20 to 1.32 gives 0 for the mean of nothing; the specification leaves it
+    undefined)."""
+
+    def __init__(self, view: OpView, ragged_axis: int, op_type: str, dtype: np.dtype) -> None:
+        self.source = view.node.inputs[0]
+        self.axis = ragged_axis
+        self.keepdims = view.attr_int("keepdims", 1)
+        self.mean = op_type == "ReduceMean"
+        if op_type in ("ReduceSum", "ReduceMean"):
+            self.identity = np.zeros((), dtype)
+        elif dtype.kind == "f":
+            sign = -1 if op_type == "ReduceMax" else 1
+            self.identity = np.array(sign * np.inf, dtype)
+        else:
+            limits = np.iinfo(dtype)
+            self.identity = np.array(limits.min if op_type == "ReduceMax" else limits.max, dtype)
+
+    def mask(self, em: Emitter) -> ir.Value:
+        return em.masks[self.source]  # type: ignore[index]
+
+    def fill(self, em: Emitter, data: ir.Value) -> ir.Value:
+        return em.op("Where", [self.mask(em), data, em.scalar(self.identity)])
+
+    def divide(self, em: Emitter, total: ir.Value) -> ir.Value:
+        count = em.op(
+            "ReduceSum",
+            [
+                em.op("Cast", [self.mask(em)], {"to": int(ir.DataType.INT64)}),
+                em.ints([self.axis + 1]),
+            ],
+            {"keepdims": self.keepdims},
+        )
+        count = em.op("Max", [count, em.scalar(np.array(1, np.int64))])
+        count = (
+            em.op("CastLike", [count, total])
+            if em.opset >= 15
+            else em.op("Cast", [count], {"to": int(total.dtype or ir.DataType.FLOAT)})
+        )
+        return em.op("Div", [total, count])
+
+
+_MASKED_REDUCTIONS = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"})
+
+
+def _ragged_reduction(
+    view: OpView, ragged_axis: int, shifted: list[int]
+) -> _MaskedReduction | Refusal:
+    """The masked form of a reduction of a ragged value, or why there is none."""
+    if view.op_type not in _MASKED_REDUCTIONS:
+        return Refusal(f"{view.op_type} of a slice whose bounds differ per element")
+    if ragged_axis + 1 not in shifted:
+        return Refusal("a reduction of a ragged slice that keeps its ragged axis")
+    dtype = view.node.inputs[0].dtype  # type: ignore[union-attr]
+    numpy_type = None if dtype is None else dtype.numpy()
+    if numpy_type is None or numpy_type.kind not in "fiu":
+        return Refusal("a reduction of a ragged slice of a type other than numbers")
+    if view.op_type == "ReduceMean" and (numpy_type.kind != "f" or shifted != [ragged_axis + 1]):
+        return Refusal("a mean of a ragged slice over more axes, or of integers")
+    return _MaskedReduction(view, ragged_axis, view.op_type, numpy_type)
 
 
 def _axis_attr(default: int | None) -> OpRule:
@@ -501,6 +582,8 @@ def _concat(view: OpView) -> Batched | Refusal:
 
 
 def _slice(view: OpView) -> Batched | Refusal:
+    if view.batched(0) and (view.batched(1) or view.batched(2)):
+        return _ragged_slice(view)
     rank = _first_batched_rank(view)
     if isinstance(rank, Refusal):
         return rank
@@ -523,6 +606,64 @@ def _slice(view: OpView) -> Batched | Refusal:
         return em.copy(view.node, [inputs[0], inputs[1], inputs[2], em.ints(shifted), *steps])
 
     return Batched(emit)
+
+
+def _ragged_slice(view: OpView) -> Batched | Refusal:
+    """Slice(x, s, t, [a]) with bounds that differ per element: a ragged value, held as X
+    itself with the mask of each element's positions [start, end) along a (a negative bound
+    counts from the end; no clamping is needed, as positions run over [0, d) only); only its
+    readers that accept a ragged value (reductions over a) read it."""
+    rank = view.rank(0)
+    if rank is None or rank == 0:
+        return Refusal("the element rank is unknown or 0")
+    if view.batched(3) or (view.present(4) and view.batched(4)):
+        return Refusal("the sliced axes or steps differ per element")
+    for index in (1, 2):
+        shape = view.operand(index).shape
+        if shape is None or list(shape) != [1]:
+            return Refusal("bounds that differ per element slice more than one axis")
+    axes = view.static_ints(3) if view.present(3) else [0]
+    if axes is None or len(axes) != 1 or normalize_axis(axes[0], rank) is None:
+        return Refusal("the sliced axis is computed at run time or out of range")
+    if view.present(4) and view.static_ints(4) != [1]:
+        return Refusal("bounds that differ per element with a step other than 1")
+    axis = normalize_axis(axes[0], rank)
+    assert axis is not None
+    static_bounds = (view.static_ints(1), view.static_ints(2))
+    ragged_value = view.node.outputs[0]
+
+    def emit(em: Emitter, inputs: list[ir.Value | None]) -> list[ir.Value]:
+        data, starts, ends = inputs[0], inputs[1], inputs[2]
+        assert data is not None and starts is not None and ends is not None
+        dim = em.dims(data, axis + 1, axis + 2)  # [d]
+        zero, one = em.scalar(np.array(0, np.int64)), em.scalar(np.array(1, np.int64))
+        positions = em.op("Range", [zero, em.squeeze(dim, [0]), one])  # [d]
+        mask = None
+        if static_bounds[0] != [0]:  # every position is at or after 0
+            lower = _resolved_bound(em, starts, static_bounds[0], dim)
+            mask = em.op("GreaterOrEqual", [positions, lower])
+        upper = _resolved_bound(em, ends, static_bounds[1], dim)
+        below = em.op("Less", [positions, upper])
+        mask = below if mask is None else em.op("And", [mask, below])  # [N, d]
+        # [N, 1.., d, 1..]: d at the element axis, after the batch axis
+        mask = em.unsqueeze(mask, [*range(1, axis + 1), *range(axis + 2, rank + 1)])
+        em.masks[ragged_value] = mask
+        return [data]
+
+    return Batched(emit, ragged_axis=axis)
+
+
+def _resolved_bound(
+    em: Emitter, bound: ir.Value, static: list[int] | None, dim: ir.Value
+) -> ir.Value:
+    """A Slice bound ([N, 1] when it differs per element, [1] otherwise) as a position: a
+    negative bound counts from the end of the axis (of size d)."""
+    if bound.dtype is not None and bound.dtype != ir.DataType.INT64:
+        bound = em.op("Cast", [bound], {"to": int(ir.DataType.INT64)})
+    if static is not None and all(b >= 0 for b in static):
+        return bound
+    negative = em.op("Less", [bound, em.scalar(np.array(0, np.int64))])
+    return em.op("Where", [negative, em.op("Add", [bound, dim]), bound])
 
 
 def _split(view: OpView) -> Batched | Refusal:

@@ -1,0 +1,171 @@
+"""Slices whose bounds differ per element (`h[i, :lengths[i]]`) batch as the unsliced stack and a
+mask, read by reductions over the sliced axis: masked mean pooling, sums, maxima and minima of
+variable-length rows, and elementwise ops in between. Each loop is batched (no Loop left) and
+computes what the original does under onnxruntime, empty slices and negative bounds included."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from support import lower, lower_and_compare, op_counts, parse, sequence_op_count
+
+from seqlower.analysis import Facts
+from seqlower.options import Options
+from seqlower.passes.normalize import infer_shapes
+from seqlower.rewriter import Rewriter
+from seqlower.rule import Context, Refusal
+from seqlower.rules import loop_batching
+
+RNG = np.random.default_rng(23)
+
+# for i in range(B): out.append(REDUCE(f(h[i, START:END]), 0)); stack(out)
+POOL = """g ({dtype}[B,T,4] h, int64[B] lengths) => ({dtype}[B,4] y) {{
+    t = Constant<value = bool {{1}}>()
+    shape = Shape(h)
+    zero = Constant<value = int64 {{0}}>()
+    n = Gather(shape, zero)
+    empty = SequenceEmpty<dtype = {code}>()
+    s = Loop(n, t, empty) <body = body (int64 i, bool c, seq({dtype}) acc)
+                                   => (bool c2, seq({dtype}) grown) {{
+        c2 = Identity(c)
+        length = Gather<axis = 0>(lengths, i)
+        row = Gather<axis = 0>(h, i)
+        axes = Constant<value = int64[1] {{0}}>()
+        {bounds}
+        part = Slice(row, starts, ends, axes)
+        {body}
+        grown = SequenceInsert(acc, pooled)
+    }}>
+    y = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+}}"""
+UP_TO_LENGTH = """starts = Constant<value = int64[1] {0}>()
+        ends = Unsqueeze(length, axes)"""
+FROM_LENGTH = """starts = Unsqueeze(length, axes)
+        ends = Constant<value = int64[1] {9223372036854775807}>()"""
+LAST_LENGTH = """negative = Neg(length)
+        starts = Unsqueeze(negative, axes)
+        ends = Constant<value = int64[1] {9223372036854775807}>()"""
+BETWEEN = """starts = Unsqueeze(length, axes)
+        gap = Constant<value = int64 {2}>()
+        past = Add(length, gap)
+        ends = Unsqueeze(past, axes)"""
+
+
+def _model(body: str, bounds: str = UP_TO_LENGTH, dtype: str = "float"):  # type: ignore[no-untyped-def]
+    code = 1 if dtype == "float" else 7
+    return parse(POOL.format(body=body, bounds=bounds, dtype=dtype, code=code), opset=17)
+
+
+def _feeds(dtype: str, lengths: list[int]) -> dict[str, np.ndarray]:
+    h = RNG.standard_normal((len(lengths), 5, 4)) * 10
+    return {
+        "h": h.astype(np.float32 if dtype == "float" else np.int64),
+        "lengths": np.array(lengths, np.int64),
+    }
+
+
+LENGTHS = [[3, 5, 1], [0, 2], [4], [-2, 7, 0]]  # an empty slice; beyond the end; negative
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "pooled = ReduceMean<axes = [0], keepdims = 0>(part)",
+        "pooled = ReduceSum<keepdims = 0>(part, axes)",
+        "pooled = ReduceMax<axes = [0], keepdims = 0>(part)",
+        "pooled = ReduceMin<axes = [-2], keepdims = 0>(part)",
+        "kept = ReduceSum<keepdims = 1>(part, axes)\n        pooled = Squeeze(kept, axes)",
+        "a = Abs(part)\n        two = Constant<value = float {2}>()\n"
+        "        b = Mul(a, two)\n        pooled = ReduceMax<axes = [0], keepdims = 0>(b)",
+    ],
+    ids=["mean", "sum", "max", "min-negative-axis", "keepdims", "elementwise-then-max"],
+)
+@pytest.mark.parametrize("bounds", [UP_TO_LENGTH, FROM_LENGTH, LAST_LENGTH, BETWEEN])
+def test_reductions_of_ragged_slices_are_masked(body, bounds):
+    model = _model(body, bounds)
+    for lengths in LENGTHS:
+        lowered, report, _ = lower_and_compare(model, _feeds("float", lengths))
+        assert report.rules_fired.get("loop-batch") == 1, report.rules_fired
+        assert "Loop" not in op_counts(lowered) and sequence_op_count(lowered) == 0
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "pooled = ReduceSum<keepdims = 0>(part, axes)",
+        "pooled = ReduceMax<axes = [0], keepdims = 0>(part)",
+        "pooled = ReduceMin<axes = [0], keepdims = 0>(part)",
+    ],
+    ids=["sum", "max", "min"],
+)
+def test_integer_rows(body):
+    model = _model(body, dtype="int64")
+    for lengths in LENGTHS:
+        lowered, _, _ = lower_and_compare(model, _feeds("int64", lengths))
+        assert "Loop" not in op_counts(lowered)
+
+
+def test_the_mean_of_an_empty_slice_is_what_onnxruntime_gives():
+    """The specification leaves the mean of nothing undefined; onnxruntime answers 0, and so
+    does the masked form (its count is at least 1)."""
+    model = _model("pooled = ReduceMean<axes = [0], keepdims = 0>(part)")
+    lowered, _ = lower(model)
+    _, _, (y,) = lower_and_compare(model, _feeds("float", [0, 2]))
+    np.testing.assert_array_equal(y[0], np.zeros(4, np.float32))
+    assert "Where" in op_counts(lowered)
+
+
+def _refusal(model) -> str:  # type: ignore[no-untyped-def]
+    graph_model = ir.from_proto(onnx.shape_inference.infer_shapes(model))
+    infer_shapes(graph_model)
+    loop = next(node for node in graph_model.graph if node.op_type == "Loop")
+    ctx = Context(Facts(graph_model), Rewriter(graph_model), Options())
+    found = loop_batching._check(loop, ctx)
+    assert isinstance(found, Refusal), "loop-batch accepts the loop"
+    return found.reason
+
+
+@pytest.mark.parametrize(
+    ("body", "dtype", "why"),
+    [
+        ("pooled = Identity(part)", "float", "body output 0 is a slice whose bounds differ"),
+        (
+            "w = Constant<value = float[4,4] {1,0,0,0, 0,1,0,0, 0,0,1,0, 0,0,0,1}>()\n"
+            "        m = MatMul(part, w)\n        pooled = ReduceSum<keepdims = 0>(m, axes)",
+            "float",
+            "MatMul reads a slice whose bounds differ per element",
+        ),
+        (
+            "one = Constant<value = int64[1] {1}>()\n"
+            "        kept = ReduceSum<keepdims = 1>(part, one)\n"
+            "        pooled = ReduceMax<axes = [0, 1], keepdims = 0>(kept)",
+            "float",
+            "a reduction of a ragged slice that keeps its ragged axis",
+        ),
+        (
+            "pooled = ReduceMean<axes = [0], keepdims = 0>(part)",
+            "int64",
+            "a mean of a ragged slice over more axes, or of integers",
+        ),
+        (
+            "pooled = ReduceProd<axes = [0], keepdims = 0>(part)",
+            "float",
+            "ReduceProd reads a slice whose bounds differ per element",
+        ),
+        (
+            "scale = Constant<value = float[4] {1, 2, 3, 4}>()\n        m = Mul(part, scale)\n"
+            "        pooled = ReduceSum<keepdims = 0>(m, axes)",
+            "float",
+            "Mul broadcasts a ragged slice against a tensor",
+        ),
+    ],
+    ids=["returned", "matmul", "keeps-ragged-axis", "integer-mean", "prod", "broadcast"],
+)
+def test_other_readers_of_a_ragged_slice_are_refused(body, dtype, why):
+    model = _model(body, dtype=dtype)
+    assert why in _refusal(model)
+    lowered, report, _ = lower_and_compare(model, _feeds(dtype, [3, 3, 3]))
+    assert "loop-batch" not in report.rules_fired
+    assert sequence_op_count(lowered) == 0
