@@ -52,6 +52,7 @@ from seqlower.ops import peel_identity
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.batching import _connect, _merge_shapes, _source
+from seqlower.rules.loop_appends import splittable
 from seqlower.rules.loops import (
     MAX_UNROLL,
     MAX_UNROLLED_NODES,
@@ -111,6 +112,7 @@ class LoopBatchPlan:
     sums: tuple[RunningSum, ...] = ()
     wanted: tuple[ir.Value, ...] = ()  # the body values batched, in the order of the results
     lagged: tuple[LaggedRead, ...] = ()
+    counter: bool = False  # the iteration number is used as a number
 
 
 def _outer(value: ir.Value, body: ir.Graph) -> bool:
@@ -226,16 +228,11 @@ def _min_of_stacked(reduce: ir.Node, data: ir.Value, ctx: Context) -> frozenset[
 
 
 def _read(node: ir.Node, body: ir.Graph, ctx: Context) -> Read | Refusal:
-    """The element read `node` does with the iteration number, or why it is not one."""
-    index = body.inputs[0]
+    """The element read `node` (of `_read_form`) does with the iteration number, or why it
+    cannot be batched as one."""
     label = f"{node.op_type} '{node.name}'" if node.name else node.op_type
-    if node.domain != "" or node.op_type not in ("SequenceAt", "Gather") or node.graph is not body:
-        return Refusal(f"the iteration number is used as a number (by {label})")
     source = node.inputs[0]
-    if len(node.inputs) != 2 or node.inputs[1] is not index or source is None:
-        return Refusal(f"the iteration number is used as a number (by {label})")
-    if not _outer(source, body):
-        return Refusal(f"{label} reads a value computed in the body")
+    assert source is not None
     if node.op_type == "SequenceAt":
         found = _source(source, ctx)
         if isinstance(found, Refusal):
@@ -394,15 +391,23 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     if isinstance(found, Refusal):
         return found
     appends, kept, sums, lagged = found
+    for k, tensor in appends:
+        refusal = _unsplittable(node.outputs[k], tensor)
+        if refusal is not None:
+            return refusal
     reads: list[Read] = []
+    counter = False  # the iteration number is used as a number: batched as Range(0, M)
     for use in dict.fromkeys(u.node for u in body.inputs[0].uses()):
+        if not _read_form(use, body):
+            counter = True
+            continue
         read = _read(use, body, ctx)
         if isinstance(read, Refusal):
             return read
         reads.append(read)
-    if not reads:
-        return Refusal("the body reads no element at the iteration number")
-    terms = _count_terms(count, ctx)
+    if not reads and not counter:
+        return Refusal("the body does not read the iteration number")
+    terms = _count_terms(count, ctx) if reads else frozenset()
     if terms is None or any(read.length not in terms for read in reads):
         return Refusal("the trip count is not known to be the length of what the body reads")
     cut = len(terms) > 1
@@ -412,6 +417,8 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
         seeds[state] = Operand(False, initial.shape if initial is not None else None)
     for lag in lagged:  # element i - 1, batched as the stack read one row late
         seeds[body.inputs[2 + lag.index]] = Operand(True, lag.read.outputs[0].shape)
+    if counter:
+        seeds[body.inputs[0]] = Operand(True, ir.Shape([]))
     summed = {running.update: running.term for running in sums}
     outputs = [tensor for _, tensor in appends] + list(body.outputs[1 + carried :])
     wanted = list(dict.fromkeys(summed.get(peel_identity(v), v) for v in outputs))
@@ -428,12 +435,12 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     if isinstance(plan, Refusal):
         return plan
     static = ctx.facts.static_int(count)
-    if static is None and not cut and isinstance(reads[0].dim, int):
+    if static is None and not cut and reads and isinstance(reads[0].dim, int):
         static = reads[0].dim  # the length of what is read, before the trip count folds to it
     cheaper = _unrolling_is_cheaper(node, static, reads, region, appends)
     if cheaper is not None:
         return Refusal(cheaper)
-    dim = static if static is not None else (None if cut else reads[0].dim)
+    dim = static if static is not None else (None if cut or not reads else reads[0].dim)
     return LoopBatchPlan(
         tuple(reads),
         plan,
@@ -444,6 +451,7 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
         tuple(sums),
         tuple(wanted),
         tuple(lagged),
+        counter,
     )
 
 
@@ -478,6 +486,48 @@ def _unrolling_is_cheaper(
             f"({batched})"
         )
     return None
+
+
+def _unsplittable(output: ir.Value, tensor: ir.Value) -> Refusal | None:
+    """Why the list `output` of appended `tensor`s cannot be given back as a list: its readers
+    other than concatenations read a SplitToSequence of the stack, which onnxruntime runs for
+    some element types only."""
+    dtype = tensor.dtype or element_dtype(output)
+    as_list = output.is_graph_output() or any(
+        use.node.op_type != "ConcatFromSequence" for use in output.uses()
+    )
+    if as_list and not splittable(dtype):
+        name = dtype.name.lower() if dtype is not None else "unknown"
+        return Refusal(
+            f"the batched list is read back through SplitToSequence, which onnxruntime 1.20 "
+            f"to 1.32 cannot run for {name} elements"
+        )
+    return None
+
+
+def _iteration_numbers(builder: Builder, count: ir.Value) -> ir.Value:
+    """Range(0, M): the iteration numbers of a loop that runs M times (none when M <= 0)."""
+    if count.shape is None or len(count.shape) != 0:
+        count = builder.op("Reshape", [count, builder.ints([], "scalar")], name="trip_count")
+    zero = builder.constant(np.array(0, np.int64), "zero")
+    one = builder.constant(np.array(1, np.int64), "one")
+    numbers = builder.op("Range", [zero, count, one], name="iteration_numbers")
+    numbers.type = ir.TensorType(ir.DataType.INT64)
+    return numbers
+
+
+def _read_form(node: ir.Node, body: ir.Graph) -> bool:
+    """Whether `node` reads element i of an outer list or tensor (`_read` checks the rest)."""
+    index = body.inputs[0]
+    return (
+        node.domain == ""
+        and node.op_type in ("SequenceAt", "Gather")
+        and node.graph is body
+        and len(node.inputs) == 2
+        and node.inputs[1] is index
+        and node.inputs[0] is not None
+        and _outer(node.inputs[0], body)
+    )
 
 
 def _lagged_stack(node: ir.Node, lag: LaggedRead, stack: ir.Value, builder: Builder) -> ir.Value:
@@ -524,6 +574,10 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
         stack = stacks[[read.node for read in plan.reads].index(lag.read)]
         arguments.append(_lagged_stack(node, lag, stack, builder))
     static_count = plan.count if isinstance(plan.count, int) else None
+    if plan.counter:  # the iteration numbers, after the other arguments (as seeded)
+        numbers = _iteration_numbers(builder, count)
+        arguments.append(numbers)
+        stacks.append(numbers)
     emitter = Emitter(builder, stacks[0], static_count)
     batched = emit_body(plan.body, arguments, emitter, plan.count)  # type: ignore[arg-type]
     results = dict(zip(plan.wanted, batched))

@@ -25,6 +25,7 @@ import seqlower
 from seqlower import runtime_quirks
 from seqlower.ops import SEQUENCE_OPS
 from seqlower.report import Report
+from seqlower.rule import RuleSet
 
 __all__ = [
     "torch_pad_nodes",
@@ -37,6 +38,7 @@ __all__ = [
     "lower",
     "lower_and_compare",
     "reasons",
+    "rules_without",
     "op_counts",
     "ort_session",
     "parse",
@@ -112,6 +114,16 @@ def reasons(report: Report, op_type: str | None = None) -> str:
         for op in report.remaining
         if op_type is None or op.op_type == op_type
     )
+
+
+def rules_without(*names: str) -> RuleSet:
+    """Every rule but the named ones: to test what a rule emits where a later rule (loop-batch,
+    say) would take its result further."""
+    from seqlower.rules import default_rules
+
+    rules = default_rules()
+    assert set(names) <= {rule.name for rule in rules}, names
+    return RuleSet(rule for rule in rules if rule.name not in names)
 
 
 # -- counting ----------------------------------------------------------------------------------

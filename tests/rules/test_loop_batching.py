@@ -268,11 +268,6 @@ def _variant(old: str, new: str) -> onnx.ModelProto:
             "body op NonZero has no batching rule",
         ),
         (
-            "m = MatMul(e, w)",
-            "f = Cast<to = 1>(i)\n        g = Mul(e, f)\n        m = MatMul(g, w)",
-            "the iteration number is used as a number (by Cast)",
-        ),
-        (
             "out = Loop(n, t, empty)",
             "k = Constant<value = int64 {2}>()\n    out = Loop(k, t, empty)",
             "the trip count is not known to be the length of what the body reads",
@@ -284,7 +279,7 @@ def _variant(old: str, new: str) -> onnx.ModelProto:
             "the body may end the loop early",
         ),
     ],
-    ids=["no-batching-rule", "index-as-number", "trip-count", "early-exit"],
+    ids=["no-batching-rule", "trip-count", "early-exit"],
 )
 def test_refuses(old: str, new: str, why: str):
     assert refusal(_variant(old, new)) == why
@@ -419,3 +414,41 @@ def test_refuses_a_late_value_whose_initial_shape_differs():
     assert refusal(model) == "loop-carried value 0 feeds the next iteration"
     _, report, _ = lower_and_compare(model, {"x": floats(3, 3)})
     assert "loop-batch" not in report.rules_fired
+
+
+# -- the iteration number used as a number: Range(0, M) ---------------------------------------
+
+
+def test_the_iteration_number_as_a_number_is_a_range():
+    """`out.append(x[i] * i)`: the element read and the number itself, batched together."""
+    model = _variant(
+        "m = MatMul(e, w)", "f = Cast<to = 1>(i)\n        g = Mul(e, f)\n        m = MatMul(g, w)"
+    )
+    lowered = assert_loop_batched(model, [{"x": floats(n, 4)} for n in (5, 1)])
+    assert op_counts(lowered)["Range"] == 1
+
+
+COUNTED = """g (int64 m, float[3] x) => (float[?,3] y, int64[?] ids) {
+    t = Constant<value = bool {1}>()
+    y, ids = Loop(m, t) <body = body (int64 i, bool c) => (bool c2, float[3] row, int64 id) {
+        c2 = Identity(c)
+        one = Constant<value = int64 {1}>()
+        next = Add(i, one)
+        scale = Cast<to = 1>(next)
+        row = Mul(x, scale)
+        id = Mul(i, i)
+    }>
+}"""
+
+
+@pytest.mark.parametrize("trips", [0, 1, 4, -2])
+def test_a_loop_that_reads_nothing_but_its_iteration_number(trips):
+    """`for i in range(m): rows.append(x * (i + 1))`: no element read, any trip count (a
+    negative one runs no iteration, and Range(0, M) is then empty)."""
+    model = parse(COUNTED)
+    x = np.array([1.0, -2.0, 0.5], np.float32)
+    lowered = assert_loop_batched(model, [{"m": np.array(trips), "x": x}])
+    y, ids = run_ort(lowered, {"m": np.array(trips), "x": x})
+    count = max(trips, 0)
+    np.testing.assert_array_equal(y, np.array([x * (i + 1) for i in range(count)]).reshape(-1, 3))
+    np.testing.assert_array_equal(ids, np.arange(count) ** 2)

@@ -110,12 +110,6 @@ KNOWN = {
         "OpenVINO gives the scan output of a Loop that runs zero times the shape (0, 0, 3), "
         "not (0, 2, 3), so the Concat after it fails (the original gives a wrong shape too)",
     ),
-    ("idiom:ctc_greedy_collapse", "tract"): (
-        "load",
-        "Impossible to unify I64 with TDim",
-        "a label is appended only for a new non-blank frame: the If that appends gives the list "
-        "shapes [n + 1] and [n] in its two branches, which tract cannot type",
-    ),
     ("idiom:detection_postprocess", "tract"): (
         "load",
         "Unimplemented(Loop)",
@@ -125,14 +119,8 @@ KNOWN = {
     ("idiom:greedy_decode", "tract"): (
         "load",
         "Unimplemented(Loop)",
-        "a decoder loop that stops at the end token and reads its last token: the tokens are a "
-        "carried tensor that grows each step, so the loop is neither a Scan nor a masked Scan",
-    ),
-    ("idiom:masked_mean_pool", "tract"): (
-        "run",
-        "start + len == end",
-        "the loop becomes a Scan over the items, but tract 0.23.9 fails evaluating the Slice of "
-        "a run-time length (h[i, :lengths[i]]) in its body",
+        "a decoder loop that stops at the end token: a masked Scan would go on embedding tokens "
+        "after the stop, and the embedding's Gather could then fail, so the loop stays a Loop",
     ),
     ("idiom:pad_batch", "tract"): (
         "load",
