@@ -61,7 +61,7 @@ from seqlower.rules.loops import (
     _static_bool,
     single_append,
 )
-from seqlower.rules.stacks import moveaxis_to_front
+from seqlower.rules.stacks import merged_shape, moveaxis_to_front
 
 # What a length is known to equal: a static count, a named dim, a dim of one value, or the length
 # of one sequence value.
@@ -113,6 +113,10 @@ class LoopBatchPlan:
     wanted: tuple[ir.Value, ...] = ()  # the body values batched, in the order of the results
     lagged: tuple[LaggedRead, ...] = ()
     counter: bool = False  # the iteration number is used as a number
+    # lists given back as one concatenation (carried index -> element axis), with their initial
+    # elements first (`heads`): ragged appends, or lists that do not start empty
+    joined: tuple[tuple[int, int], ...] = ()
+    heads: tuple[tuple[int, tuple[ir.Value, ...]], ...] = ()
 
 
 def _outer(value: ir.Value, body: ir.Graph) -> bool:
@@ -290,7 +294,13 @@ def _chunk_cost(data: ir.Value | None, axis: int, unit: bool) -> int:
     return 1 + moved + (0 if data.shape.is_static() else 3)
 
 
-Carried = tuple[list[tuple[int, ir.Value]], list[int], list[RunningSum], list[LaggedRead]]
+Carried = tuple[
+    list[tuple[int, ir.Value]],
+    list[int],
+    list[RunningSum],
+    list[LaggedRead],
+    dict[int, tuple[ir.Value, ...]],
+]
 
 
 def _carried(node: ir.Node, body: ir.Graph, ctx: Context) -> Carried | Refusal:
@@ -300,6 +310,7 @@ def _carried(node: ir.Node, body: ir.Graph, ctx: Context) -> Carried | Refusal:
     kept: list[int] = []
     sums: list[RunningSum] = []
     lagged: list[LaggedRead] = []
+    heads: dict[int, tuple[ir.Value, ...]] = {}  # the initial elements of a list appended to
     for k, (initial, state) in enumerate(zip(node.inputs[2:], body.inputs[2:])):
         update = peel_identity(body.outputs[1 + k])
         if update is state:
@@ -316,10 +327,62 @@ def _carried(node: ir.Node, body: ir.Graph, ctx: Context) -> Carried | Refusal:
         insert = single_append(update, state, body)
         if insert is None or len(update.uses()) > 1:
             return Refusal(f"loop-carried value {k} feeds the next iteration")
-        if ctx.known_elements(initial) != ():
-            return Refusal(f"the list carried as value {k} does not start empty")
+        elements = ctx.known_elements(initial)
+        if elements != () and (
+            isinstance(elements, Refusal) or _concatenation_axis(node.outputs[k]) is None
+        ):
+            return Refusal(
+                f"the list carried as value {k} does not start empty, and is read otherwise "
+                "than concatenated (ConcatFromSequence, new_axis=0)"
+            )
+        if elements:
+            heads[k] = elements  # type: ignore[assignment]
         appends.append((k, insert.inputs[1]))
-    return appends, kept, sums, lagged
+    return appends, kept, sums, lagged, heads
+
+
+def _concatenation_axis(output: ir.Value) -> int | None:
+    """The axis of the concatenations that alone read the list `output`, as written (each
+    ConcatFromSequence with new_axis=0 and the same axis), or None."""
+    if output.is_graph_output():
+        return None
+    axes = set()
+    for use in output.uses():
+        reader = use.node
+        if reader.op_type != "ConcatFromSequence" or reader.domain != "":
+            return None
+        if reader.attributes.get_int("new_axis", 0) != 0:
+            return None
+        axes.add(reader.attributes.get_int("axis", 0))
+    return axes.pop() if len(axes) == 1 else None
+
+
+def _joined_axis(output: ir.Value, operand: Operand, heads: tuple[ir.Value, ...]) -> int | Refusal:
+    """The element axis along which the list `output` is concatenated, when its appended
+    elements (`operand`) are ragged or it starts with `heads`: the concatenation of the heads
+    and of the batched elements (the positions each holds, for ragged ones) then stands for
+    it."""
+    axis = _concatenation_axis(output)
+    rank = operand.rank
+    if axis is None or rank is None or not -rank <= axis < rank:
+        return Refusal(
+            "a list of ragged slices, or one that does not start empty, is read "
+            "otherwise than concatenated along one axis"
+        )
+    axis %= rank
+    if operand.ragged_axis is not None and operand.ragged_axis != axis:
+        return Refusal("a list of ragged slices is concatenated along another axis")
+    for head in heads:  # of the element's rank and dims, but along the axis
+        dims = head.shape
+        if dims is None or operand.shape is None or len(dims) != rank:
+            return Refusal("the initial elements of a list may differ in rank from its appends")
+        for i, (d, e) in enumerate(zip(dims, operand.shape)):
+            if i != axis and not (d == e and (isinstance(d, int) or d.value is not None)):
+                return Refusal(
+                    "the initial elements of a list may differ in shape from its "
+                    "appends beyond the concatenation axis"
+                )
+    return axis
 
 
 def _lagged_read(
@@ -390,7 +453,7 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     found = _carried(node, body, ctx)
     if isinstance(found, Refusal):
         return found
-    appends, kept, sums, lagged = found
+    appends, kept, sums, lagged, heads = found
     for k, tensor in appends:
         refusal = _unsplittable(node.outputs[k], tensor)
         if refusal is not None:
@@ -431,9 +494,23 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
             return Refusal(f"body op {region_node.op_type} reads the loop state")
     opset = ctx.rewriter.opset(node.graph)
     shapes = infer_region_shapes(region, {v: o.shape for v, o in seeds.items()}, {"": opset})
-    plan = plan_region(body, seeds, region, wanted, ctx.facts.values, opset, shapes)
+    plan = plan_region(
+        body, seeds, region, wanted, ctx.facts.values, opset, shapes, ragged_results=True
+    )
     if isinstance(plan, Refusal):
         return plan
+    joined: dict[int, int] = {}  # carried index -> the element axis its list is joined along
+    for k, tensor in appends:
+        operand = plan.outputs[wanted.index(tensor)]
+        if operand.ragged_axis is None and k not in heads:
+            continue
+        axis = _joined_axis(node.outputs[k], operand, heads.get(k, ()))
+        if isinstance(axis, Refusal):
+            return axis
+        joined[k] = axis
+    for index, value in enumerate(wanted):
+        if plan.outputs[index].ragged_axis is not None and all(t is not value for _, t in appends):
+            return Refusal(f"body output '{value.name}' is a slice whose bounds differ per element")
     static = ctx.facts.static_int(count)
     if static is None and not cut and reads and isinstance(reads[0].dim, int):
         static = reads[0].dim  # the length of what is read, before the trip count folds to it
@@ -452,6 +529,8 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
         tuple(wanted),
         tuple(lagged),
         counter,
+        tuple(joined.items()),
+        tuple(heads.items()),
     )
 
 
@@ -530,6 +609,36 @@ def _read_form(node: ir.Node, body: ir.Graph) -> bool:
     )
 
 
+def _join(
+    result: ir.Value,
+    rank: int,
+    axis: int,
+    heads: tuple[ir.Value, ...],
+    mask: ir.Value | None,
+    builder: Builder,
+) -> ir.Value:
+    """The concatenation along element axis `axis` of `heads` and of the elements of `result`
+    [N, *S]: the batch axis moved next to `axis` and merged with it; for ragged elements, only
+    the positions their `mask` [N, 1.., d, 1..] holds (a Compress of the merged axis)."""
+    perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
+    moved = result
+    if axis:
+        moved = builder.op("Transpose", [result], {"perm": perm}, name="moved")
+        moved.type = result.type
+    dims = None if result.shape is None else [result.shape[i] for i in perm]
+    target = merged_shape(builder, moved, rank + 1, dims, axis)
+    whole = builder.op("Reshape", [moved, target], {"allowzero": 1}, name="joined")
+    whole.type = result.type
+    if mask is not None:
+        flat = builder.op("Reshape", [mask, builder.ints([-1])], name="positions")
+        whole = builder.op("Compress", [whole, flat], {"axis": axis}, name="joined")
+        whole.type = result.type
+    if heads:
+        whole = builder.op("Concat", [*heads, whole], {"axis": axis}, name="with_initial")
+        whole.type = result.type
+    return whole
+
+
 def _lagged_stack(node: ir.Node, lag: LaggedRead, stack: ir.Value, builder: Builder) -> ir.Value:
     """What the carried value holds in each iteration: Concat(initial, stack) cut to the trip
     count's rows (the last element read is never passed to an iteration). The value after the
@@ -604,12 +713,20 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
         return results[value], plan.body.outputs[plan.wanted.index(value)].rank
 
     carried = len(node.inputs) - 2
+    joined, heads = dict(plan.joined), dict(plan.heads)
     for k, tensor in plan.appends:
         output = node.outputs[k]
         result, rank = result_of(tensor)
         if output.type is None:
             dtype = element_dtype(output) or result.dtype or ir.DataType.FLOAT
             output.type = ir.SequenceType(ir.TensorType(dtype))
+        if k in joined:
+            assert rank is not None
+            mask = emitter.masks.get(tensor)
+            whole = _join(result, rank, joined[k], heads.get(k, ()), mask, builder)
+            for use in list(output.uses()):
+                ctx.rewriter.replace(use.node.outputs[0], whole)
+            continue
         _connect(output, result, rank, plan.count, builder, ctx)
     for k in plan.kept:
         initial = node.inputs[2 + k]

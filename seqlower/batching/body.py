@@ -52,10 +52,13 @@ def plan_region(
     values: StaticValues,
     opset: int,
     shapes: Mapping[ir.Value, ir.Shape] | None = None,
+    ragged_results: bool = False,
 ) -> BodyPlan | Refusal:
     """Check that `nodes` of `body` (in order), fed the values `seeds` (batched or not), can be
     batched to compute `results`; the refusal names the first op that cannot. `shapes` gives
-    element shapes known better than the body declares them (`infer_region_shapes`)."""
+    element shapes known better than the body declares them (`infer_region_shapes`).
+    `ragged_results`: the caller reads results that are ragged (their operands say so) with
+    their masks (`Emitter.masks`); otherwise a ragged result is refused."""
     operands: dict[ir.Value, Operand] = dict(seeds)
     known = shapes or {}
 
@@ -106,7 +109,7 @@ def plan_region(
         found = operand(output)
         if not found.batched and found.rank is None:
             return Refusal(f"the rank of body output {index} is unknown")
-        if found.ragged_axis is not None:
+        if found.ragged_axis is not None and not ragged_results:
             return Refusal(f"body output {index} is a slice whose bounds differ per element")
         outputs.append(found)
     return BodyPlan(body, tuple(seeds), tuple(steps), operands, tuple(results), tuple(outputs))

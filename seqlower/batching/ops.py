@@ -582,7 +582,7 @@ def _concat(view: OpView) -> Batched | Refusal:
 
 
 def _slice(view: OpView) -> Batched | Refusal:
-    if view.batched(0) and (view.batched(1) or view.batched(2)):
+    if view.batched(1) or view.batched(2):
         return _ragged_slice(view)
     rank = _first_batched_rank(view)
     if isinstance(rank, Refusal):
@@ -630,11 +630,14 @@ def _ragged_slice(view: OpView) -> Batched | Refusal:
     axis = normalize_axis(axes[0], rank)
     assert axis is not None
     static_bounds = (view.static_ints(1), view.static_ints(2))
+    data_batched = view.batched(0)
     ragged_value = view.node.outputs[0]
 
     def emit(em: Emitter, inputs: list[ir.Value | None]) -> list[ir.Value]:
         data, starts, ends = inputs[0], inputs[1], inputs[2]
         assert data is not None and starts is not None and ends is not None
+        if not data_batched:  # x[:n_i] of one x: every element slices the same tensor
+            data = em.broadcast(data, rank)
         dim = em.dims(data, axis + 1, axis + 2)  # [d]
         zero, one = em.scalar(np.array(0, np.int64)), em.scalar(np.array(1, np.int64))
         positions = em.op("Range", [zero, em.squeeze(dim, [0]), one])  # [d]

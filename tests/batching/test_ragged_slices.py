@@ -130,7 +130,7 @@ def _refusal(model) -> str:  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize(
     ("body", "dtype", "why"),
     [
-        ("pooled = Identity(part)", "float", "body output 0 is a slice whose bounds differ"),
+        ("pooled = Identity(part)", "float", "a list of ragged slices, or one that does not"),
         (
             "w = Constant<value = float[4,4] {1,0,0,0, 0,1,0,0, 0,0,1,0, 0,0,0,1}>()\n"
             "        m = MatMul(part, w)\n        pooled = ReduceSum<keepdims = 0>(m, axes)",
@@ -167,5 +167,82 @@ def test_other_readers_of_a_ragged_slice_are_refused(body, dtype, why):
     model = _model(body, dtype=dtype)
     assert why in _refusal(model)
     lowered, report, _ = lower_and_compare(model, _feeds(dtype, [3, 3, 3]))
+    assert "loop-batch" not in report.rules_fired
+    assert sequence_op_count(lowered) == 0
+
+
+# -- lists of ragged slices, concatenated ------------------------------------------------------
+
+GROWING = """g (float[N,3] x) => (float[?,3] y) {{
+    t = Constant<value = bool {{1}}>()
+    shape = Shape(x)
+    zero = Constant<value = int64 {{0}}>()
+    n = Gather(shape, zero)
+    axes = Constant<value = int64[1] {{{axis}}}>()
+    {start}
+    s = Loop(n, t, start) <body = body (int64 i, bool c, seq(float) acc)
+                                   => (bool c2, seq(float) grown) {{
+        c2 = Identity(c)
+        one = Constant<value = int64 {{1}}>()
+        next = Add(i, one)
+        front = Constant<value = int64[1] {{0}}>()
+        ends = Unsqueeze(next, front)
+        begin = Constant<value = int64[1] {{0}}>()
+        part = Slice(x, begin, ends, axes)
+        two = Constant<value = float {{2}}>()
+        doubled = Mul(part, two)
+        grown = SequenceInsert(acc, doubled)
+    }}>
+    y = ConcatFromSequence<axis = {axis}>(s)
+}}"""
+FIRST_ROW = """b0 = Constant<value = int64[1] {0}>()
+    e0 = Constant<value = int64[1] {1}>()
+    head = Slice(x, b0, e0, axes)
+    start = SequenceConstruct(head)"""
+
+
+@pytest.mark.parametrize("start", [FIRST_ROW, "start = SequenceEmpty<dtype = 1>()"])
+def test_growing_prefixes_concatenated_are_one_compress(start):
+    """`outs = [x[:1]]; for i in range(len(x)): outs.append(x[:i + 1] * 2); torch.cat(outs)`:
+    the prefixes, padded to x and masked, then compressed into their concatenation."""
+    model = parse(GROWING.format(axis=0, start=start), opset=17)
+    for rows in (4, 1, 0):
+        x = RNG.standard_normal((rows, 3)).astype(np.float32)
+        if rows == 0 and "Slice" not in start:
+            continue  # the original concatenates an empty list: an error in onnxruntime
+        lowered, report, (y,) = lower_and_compare(model, {"x": x})
+        want = [x[:1]] if "Slice" in start else []
+        want += [x[: i + 1] * 2 for i in range(rows)]
+        np.testing.assert_array_equal(y, np.concatenate(want, 0))
+        assert report.rules_fired.get("loop-batch") == 1, report.rules_fired
+        assert "Loop" not in op_counts(lowered) and op_counts(lowered)["Compress"] == 1
+
+
+def test_prefixes_along_axis_1_concatenated_along_axis_1():
+    model = parse(
+        GROWING.format(axis=1, start=FIRST_ROW)
+        .replace("float[N,3] x) => (float[?,3] y)", "float[3,N] x) => (float[3,?] y)")
+        .replace("zero = Constant<value = int64 {0}>()", "zero = Constant<value = int64 {1}>()"),
+        opset=17,
+    )
+    x = RNG.standard_normal((3, 4)).astype(np.float32)
+    lowered, report, (y,) = lower_and_compare(model, {"x": x})
+    want = [x[:, :1]] + [x[:, : i + 1] * 2 for i in range(4)]
+    np.testing.assert_array_equal(y, np.concatenate(want, 1))
+    assert report.rules_fired.get("loop-batch") == 1
+    assert "Loop" not in op_counts(lowered)
+
+
+def test_a_list_of_ragged_slices_read_otherwise_is_refused():
+    text = (
+        GROWING.format(axis=0, start="start = SequenceEmpty<dtype = 1>()")
+        .replace("=> (float[?,3] y)", "=> (float[?,3] y, int64 count)")
+        .replace("y = ConcatFromSequence", "count = SequenceLength(s)\n    y = ConcatFromSequence")
+    )
+    model = parse(text, opset=17)
+    assert "read otherwise than concatenated" in _refusal(model)
+    lowered, report, _ = lower_and_compare(
+        model, {"x": RNG.standard_normal((3, 3)).astype(np.float32)}
+    )
     assert "loop-batch" not in report.rules_fired
     assert sequence_op_count(lowered) == 0
