@@ -84,12 +84,14 @@ class Read:
 
 @dataclasses.dataclass(frozen=True)
 class RunningSum:
-    """A carried value updated as acc' = Add(acc, term), acc' of the initial value's shape."""
+    """A carried value updated as acc' = Add(acc, term), acc' of the initial value's shape; or
+    acc' = Max(acc, term) (Min), read after the loop only (ONNX has no running maximum)."""
 
     index: int  # among the loop-carried values
     update: ir.Value  # acc'
     term: ir.Value  # what each iteration adds: computed from the elements read
     rank: int  # of acc
+    op: str = "Add"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -405,9 +407,12 @@ def _running_sum(
     k: int, initial: ir.Value | None, state: ir.Value, update: ir.Value
 ) -> RunningSum | None:
     """acc' = Add(acc, term) with acc read by nothing else and of one static shape throughout
-    (so that the sum of no term at all keeps the initial value's shape)."""
+    (so that the sum of no term at all keeps the initial value's shape); or Max or Min, whose
+    acc' nothing reads in the body."""
     add = update.producer()
-    if add is None or add.op_type != "Add" or add.domain != "" or len(add.inputs) != 2:
+    if add is None or add.op_type not in _RUNNING or add.domain != "" or len(add.inputs) != 2:
+        return None
+    if add.op_type != "Add" and update.uses():
         return None
     if len(state.uses()) != 1 or add.inputs.count(state) != 1:
         return None
@@ -417,7 +422,10 @@ def _running_sum(
         return None
     if any(use.node.op_type not in ("SequenceInsert", "Identity") for use in update.uses()):
         return None
-    return RunningSum(k, update, term, len(shape))
+    return RunningSum(k, update, term, len(shape), add.op_type)
+
+
+_RUNNING = {"Add": "ReduceSum", "Max": "ReduceMax", "Min": "ReduceMin"}
 
 
 def _region(body: ir.Graph, wanted: list[ir.Value], stops: set[ir.Value]) -> list[ir.Node]:
@@ -499,8 +507,19 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     )
     if isinstance(plan, Refusal):
         return plan
+    for running in sums:  # a maximum stacks its terms after the initial value
+        term_shape = plan.outputs[wanted.index(running.term)].shape
+        initial = node.inputs[2 + running.index]
+        if running.op != "Add" and (initial is None or term_shape != initial.shape):
+            return Refusal(
+                f"a running {running.op.lower()} whose term may differ in shape from its value"
+            )
     joined: dict[int, int] = {}  # carried index -> the element axis its list is joined along
     for k, tensor in appends:
+        if tensor not in wanted:  # a running sum appended: its prefix sums, of one shape
+            if k in heads:
+                return Refusal("a list of running sums does not start empty")
+            continue
         operand = plan.outputs[wanted.index(tensor)]
         if operand.ragged_axis is None and k not in heads:
             continue
@@ -639,6 +658,21 @@ def _join(
     return whole
 
 
+def _extremum(
+    running: RunningSum, initial: ir.Value, terms: ir.Value, builder: Builder
+) -> ir.Value:
+    """The final value of acc' = Max(acc, term): ReduceMax over the initial value and every
+    term, stacked (never an empty reduction, which onnxruntime 1.20 fails)."""
+    stacked = builder.op("Concat", [builder.unsqueeze(initial, [0]), terms], {"axis": 0})
+    reduce = _RUNNING[running.op]
+    if builder.opset >= 18:
+        extremum = builder.op(reduce, [stacked, builder.ints([0], "batch_axes")], {"keepdims": 0})
+    else:
+        extremum = builder.op(reduce, [stacked], {"axes": [0], "keepdims": 0})
+    extremum.type, extremum.shape = initial.type, initial.shape
+    return extremum
+
+
 def _lagged_stack(node: ir.Node, lag: LaggedRead, stack: ir.Value, builder: Builder) -> ir.Value:
     """What the carried value holds in each iteration: Concat(initial, stack) cut to the trip
     count's rows (the last element read is never passed to an iteration). The value after the
@@ -694,6 +728,11 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
         initial = node.inputs[2 + running.index]
         assert initial is not None
         terms = results[running.term]
+        if running.op != "Add":
+            ctx.rewriter.replace(
+                node.outputs[running.index], _extremum(running, initial, terms, builder)
+            )
+            continue
         axis = builder.constant(np.array(0, dtype=np.int64), "batch_axis")  # CumSum: 0-D
         prefix = builder.op("Add", [initial, builder.op("CumSum", [terms, axis])])
         prefix.type = initial.type

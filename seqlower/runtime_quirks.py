@@ -235,6 +235,22 @@ def _empty_scan_fails() -> bool:
     return _runs(_model(EMPTY_SCAN), {"x": np.zeros((0, 3), np.float32)}) is None
 
 
+EMPTY_REDUCTIONS = """g (float[N,3] x, int64[N,3] k) => (float[3] top, int64[3] low) {
+    axes = Constant<value = int64[1] {0}>()
+    top = ReduceMax<keepdims = 0>(x, axes)
+    low = ReduceMin<keepdims = 0>(k, axes)
+}"""
+
+
+def _empty_reductions_wrong() -> bool:
+    outputs = _runs(
+        _model(EMPTY_REDUCTIONS),
+        {"x": np.zeros((0, 3), np.float32), "k": np.zeros((0, 3), np.int64)},
+    )
+    expected = [np.full(3, -np.inf, np.float32), np.full(3, np.iinfo(np.int64).max)]
+    return outputs is None or not all(np.array_equal(o, e) for o, e in zip(outputs, expected))
+
+
 def _limits_below_onnx() -> bool:
     found = limits()
     return found.max_ir_version < onnx.IR_VERSION or found.newest_opset < _onnx_newest_opset()
@@ -318,6 +334,16 @@ QUIRKS: tuple[Quirk, ...] = (
         "1.20.0 to 1.32.0",
         "a Loop that becomes a Scan (--target onnxruntime) returns each such output as a copy",
         _scan_shared_outputs_wrong,
+    ),
+    Quirk(
+        "empty-reductions",
+        "ReduceMax over an axis of size 0 fails and ReduceMin of integers gives 0; the "
+        "specification gives the lowest and the highest value of the type",
+        "1.20.0; not on 1.32.0",
+        "a running maximum reduces its initial value with its terms (never nothing); a "
+        "maximum of a slice that may be empty, batched, gives the specification's value "
+        "where the original fails",
+        _empty_reductions_wrong,
     ),
     Quirk(
         "empty-scan",

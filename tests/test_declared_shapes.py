@@ -19,6 +19,7 @@ import pytest
 from support import declared_shape_mismatches, lower, parse, read_tensor, run_ort
 
 import seqlower
+from seqlower.passes.chunked_inference import hide_overridable_initializers
 
 ROOT = pathlib.Path(__file__).parent.parent
 FIXTURES = sorted((ROOT / "tests" / "fixtures").glob("*/*/model.onnx"))
@@ -89,7 +90,13 @@ def test_a_lowered_program_declares_no_wrong_shape(seed):
     if any(isinstance(value, list) for value in program.feeds.values()):
         pytest.skip("a sequence-typed input")
     lowered, _ = seqlower.optimize(program.model, target="portable")
-    onnx.shape_inference.infer_shapes(lowered, check_type=True, strict_mode=True, data_prop=True)
+    # ONNX data propagation reads the default of an overridable initializer as a constant, and
+    # then fails on a valid model (Add(x[3], Unsqueeze(Range(0, n = 5), 1)): "Invalid rank for
+    # Add broadcasting: (3) vs (5)"): such defaults are hidden from it, as seqlower hides them
+    copy = onnx.ModelProto()
+    copy.CopyFrom(lowered)
+    hide_overridable_initializers(copy.graph)
+    onnx.shape_inference.infer_shapes(copy, check_type=True, strict_mode=True, data_prop=True)
     assert declared_shape_mismatches(lowered, program.feeds) == []
 
 

@@ -68,6 +68,7 @@ def infer_in_runs(model: ir.Model, folded: dict[str, np.ndarray]) -> bool:
         run = nodes[start : start + CHUNK_NODES]
         proto, inherited, crossing = _run_model(model, run, folded, functions)
         exact = exact and not crossing
+        hide_overridable_initializers(proto.graph)
         inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
         reader = TypeReader(_renamer(inherited, start))
         types = graph_types(inferred.graph)
@@ -150,6 +151,17 @@ def _outer_reads(subgraph: ir.Graph, graph: ir.Graph, reads: dict[ir.Value, None
 def _constant(name: str, array: np.ndarray, node_name: str = "") -> onnx.NodeProto:
     value = onnx.numpy_helper.from_array(array)
     return onnx.helper.make_node("Constant", [], [name], name=node_name, value=value)
+
+
+def hide_overridable_initializers(graph: onnx.GraphProto) -> None:
+    """In a copy given to inference, drop the initializers that are also graph inputs: the
+    caller may feed another value, but ONNX data propagation would compute shapes from the
+    default (Range(0, n) of an overridable n = 5 inferred as [5])."""
+    inputs = {value.name for value in graph.input}
+    kept = [tensor for tensor in graph.initializer if tensor.name not in inputs]
+    if len(kept) != len(graph.initializer):
+        del graph.initializer[:]
+        graph.initializer.extend(kept)
 
 
 def as_constants(graph: onnx.GraphProto, folded: dict[str, np.ndarray]) -> None:

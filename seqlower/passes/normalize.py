@@ -311,6 +311,7 @@ def _infer_and_merge(
         def infer(proto: onnx.ModelProto) -> onnx.ModelProto:
             if folded:
                 chunked_inference.as_constants(proto.graph, folded)
+            chunked_inference.hide_overridable_initializers(proto.graph)
             return onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
 
         # call_onnx_api leaves large initializers out of the serialized copy (weights are not

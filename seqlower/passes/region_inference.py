@@ -201,7 +201,9 @@ def _infer(
             continue  # unknown to whole-model inference too
         ir.serde.serialize_value_into(region_graph.input.add(), value)
         inherited.update(dim_names(value.shape))
-        tensor = value.const_value if value.is_initializer() else None
+        # an overridable initializer (also a model input) is not a constant to inference
+        overridable = value.is_graph_input()
+        tensor = value.const_value if value.is_initializer() and not overridable else None
         if tensor is not None and tensor.nbytes <= SMALL_INITIALIZER_BYTES:
             ir.serde.serialize_tensor_into(region_graph.initializer.add(), tensor)
     for node in [*constants, *ordered]:

@@ -11,6 +11,7 @@ import onnx_ir as ir
 import pytest
 from support import lower, lower_and_compare, op_counts, parse, sequence_op_count
 
+from seqlower import runtime_quirks
 from seqlower.analysis import Facts
 from seqlower.options import Options
 from seqlower.passes.normalize import infer_shapes
@@ -67,6 +68,21 @@ def _feeds(dtype: str, lengths: list[int]) -> dict[str, np.ndarray]:
 
 
 LENGTHS = [[3, 5, 1], [0, 2], [4], [-2, 7, 0]]  # an empty slice; beyond the end; negative
+PYTHON_SLICES = {  # the same slices in Python, which clamps its bounds as Slice does
+    UP_TO_LENGTH: lambda n: slice(0, n),
+    FROM_LENGTH: lambda n: slice(n, None),
+    LAST_LENGTH: lambda n: slice(-n, None),
+    BETWEEN: lambda n: slice(n, n + 2),
+}
+
+
+def _runs_in_onnxruntime(body: str, bounds: str, lengths: list[int]) -> bool:
+    """Whether the original runs: onnxruntime 1.20 fails the maximum of an empty slice (and
+    gives 0 for the minimum of an empty integer one); the batched form gives the
+    specification's value, so such feeds are compared only where onnxruntime follows it."""
+    extremum = "ReduceMax" in body or "ReduceMin" in body
+    empty = any(not range(5)[PYTHON_SLICES[bounds](n)] for n in lengths)
+    return not (extremum and empty and runtime_quirks.holds("empty-reductions"))
 
 
 @pytest.mark.parametrize(
@@ -86,6 +102,8 @@ LENGTHS = [[3, 5, 1], [0, 2], [4], [-2, 7, 0]]  # an empty slice; beyond the end
 def test_reductions_of_ragged_slices_are_masked(body, bounds):
     model = _model(body, bounds)
     for lengths in LENGTHS:
+        if not _runs_in_onnxruntime(body, bounds, lengths):
+            continue
         lowered, report, _ = lower_and_compare(model, _feeds("float", lengths))
         assert report.rules_fired.get("loop-batch") == 1, report.rules_fired
         assert "Loop" not in op_counts(lowered) and sequence_op_count(lowered) == 0
@@ -103,6 +121,8 @@ def test_reductions_of_ragged_slices_are_masked(body, bounds):
 def test_integer_rows(body):
     model = _model(body, dtype="int64")
     for lengths in LENGTHS:
+        if not _runs_in_onnxruntime(body, UP_TO_LENGTH, lengths):
+            continue
         lowered, _, _ = lower_and_compare(model, _feeds("int64", lengths))
         assert "Loop" not in op_counts(lowered)
 

@@ -15,7 +15,8 @@ def floats(*shape: int) -> np.ndarray:
 def map_over_split(rows: str = "N", body_out: str = "float[1,4]", else_width: int = 4):
     """ConcatFromSequence(SequenceMap(SplitToSequence(x[rows, 4]), body=If(c, Relu, ...))).
 
-    The If makes the body unbatchable, so the tier is decided by the length alone: unroll when
+    The If makes the body unbatchable (its Softmax is no elementwise choice that a Where could
+    make), so the tier is decided by the length alone: unroll when
     `rows` is static, a Loop otherwise. With `else_width` != 4 the branches disagree on the
     element shape, so the body output has no static shape and the Loop must carry a sequence.
     """
@@ -24,7 +25,7 @@ def map_over_split(rows: str = "N", body_out: str = "float[1,4]", else_width: in
 agraph (float[{rows},4] x, bool c) => (float[M,K] y) {{
   s = SplitToSequence <axis=0> (x)
   m = SequenceMap <body = g (float[1,4] e) => ({body_out} r) {{
-      r = If (c) <then_branch = t () => (float[1,4] a) {{ a = Relu(e) }},
+      r = If (c) <then_branch = t () => (float[1,4] a) {{ a = Softmax <axis=1> (e) }},
                   else_branch = f () => (float[1,{else_width}] b) {{ b = {other} }}>
   }}> (s)
   y = ConcatFromSequence <axis=0> (m)

@@ -45,7 +45,7 @@ agraph (float[N,4] x, bool c) => (float[M,4] y) {
   y = If (c) <then_branch = t () => (float[M,4] a) {
         s = SplitToSequence <axis=0> (x)
         m = SequenceMap <body = g (float[1,4] e) => (float[1,4] r) {
-            r = If (c) <then_branch = t2 () => (float[1,4] p) { p = Relu(e) },
+            r = If (c) <then_branch = t2 () => (float[1,4] p) { p = Softmax <axis=1> (e) },
                         else_branch = f2 () => (float[1,4] q) { q = Neg(e) }>
         }> (s)
         a = ConcatFromSequence <axis=0> (m)

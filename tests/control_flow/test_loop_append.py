@@ -247,7 +247,7 @@ def test_appends_that_change_shape_become_a_tensor_accumulator_instead():
             row = Slice(x, start, stop)
             grown = SequenceInsert(acc, row)"""
     model = parse(_refusing(body, "float[?] stacked"))
-    lowered, report = lower(model, target="generic")
+    lowered, report = lower(model, target="generic", rules=WITHOUT_BATCHING)
     assert report.rules_fired.get("loop-append-to-scan") is None
     assert report.rules_fired["loop-append-to-concat"] == 1
     assert sequence_op_count(lowered) == 0
@@ -403,7 +403,8 @@ def test_initial_elements_of_another_shape_are_concatenated_apart(trips, start, 
     """`out = [head]` (a [2, 1] or an empty [2, 0] tensor), then [2, 3] tensors appended and
     `torch.cat(out, 1)`: the appends are scanned, the head concatenated on its own."""
     model = parse(APART.format(start=start, append=append, axis=-1))
-    lowered, report, (cat,) = lower_and_compare(model, {"m": np.array(trips), "x": X2})
+    feeds = {"m": np.array(trips), "x": X2}
+    lowered, report, (cat,) = lower_and_compare(model, feeds, rules=WITHOUT_BATCHING)
     head = np.array([[7], [8]], np.float32) if "{7, 8}" in start else np.zeros((2, 0), np.float32)
     rows = [X2 * i for i in range(trips)]
     parts = [head, *rows] if order == "append" else [*reversed(rows), head]

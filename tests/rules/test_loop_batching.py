@@ -364,7 +364,10 @@ def test_batches_more_iterations_over_the_same_chunks():
 
 def test_refuses_a_list_that_does_not_start_empty():
     model = _variant("empty = SequenceEmpty<dtype = 1>()", "empty = SequenceConstruct(b)")
-    assert refusal(model) == "the list carried as value 0 does not start empty"
+    assert refusal(model) == (
+        "the list carried as value 0 does not start empty, and is read otherwise than "
+        "concatenated (ConcatFromSequence, new_axis=0)"
+    )
     lower_and_compare(model, {"x": floats(3, 4)})
 
 
@@ -452,3 +455,87 @@ def test_a_loop_that_reads_nothing_but_its_iteration_number(trips):
     count = max(trips, 0)
     np.testing.assert_array_equal(y, np.array([x * (i + 1) for i in range(count)]).reshape(-1, 3))
     np.testing.assert_array_equal(ids, np.arange(count) ** 2)
+
+
+# -- a running maximum or minimum, read after the loop ----------------------------------------
+
+EXTREMUM = """g (DTYPE[N,3] x) => (DTYPE[3] best) {
+    t = Constant<value = bool {1}>()
+    shape = Shape(x)
+    zero = Constant<value = int64 {0}>()
+    n = Gather(shape, zero)
+    start = Constant<value = DTYPE[3] {-5, 0, 5}>()
+    best = Loop(n, t, start) <body = body (int64 i, bool c, DTYPE[3] running)
+                                    => (bool c2, DTYPE[3] next) {
+        c2 = Identity(c)
+        row = Gather<axis = 0>(x, i)
+        next = OP(running, row)
+    }>
+}"""
+
+
+@pytest.mark.parametrize("op", ["Max", "Min"])
+@pytest.mark.parametrize(("dtype", "numpy_type"), [("float", np.float32), ("int64", np.int64)])
+def test_a_running_maximum_is_one_reduction_over_the_initial_value_and_the_terms(
+    op, dtype, numpy_type
+):
+    """`best = max(best, x[i])`: ReduceMax over [best0, x[0], x[1], ...], never an empty
+    reduction (no iteration gives the initial value)."""
+    model = parse(EXTREMUM.replace("DTYPE", dtype).replace("OP", op))
+    feeds = [{"x": (floats(n, 3) * 10).astype(numpy_type)} for n in (4, 1, 0)]
+    lowered = assert_loop_batched(model, feeds)
+    assert op_counts(lowered)[f"Reduce{op}"] == 1
+    reduce = np.max if op == "Max" else np.min
+    for feed in feeds:
+        (best,) = run_ort(lowered, feed)
+        start = np.array([-5, 0, 5], numpy_type)
+        np.testing.assert_array_equal(best, reduce(np.concatenate([[start], feed["x"]]), 0))
+
+
+def test_refuses_a_running_maximum_read_in_every_iteration():
+    """Its prefix maxima would need a running maximum op, which ONNX lacks."""
+    model = parse(
+        EXTREMUM.replace("DTYPE", "float")
+        .replace("OP", "Max")
+        .replace("=> (float[3] best)", "=> (float[3] best, float[N,3] prefix)")
+        .replace("best = Loop", "best, prefix = Loop")
+        .replace("=> (bool c2, float[3] next)", "=> (bool c2, float[3] next, float[3] seen)")
+        .replace(
+            "next = Max(running, row)", "next = Max(running, row)\n        seen = Identity(next)"
+        )
+    )
+    assert refusal(model) == "loop-carried value 0 feeds the next iteration"
+    lower_and_compare(model, {"x": floats(3, 3)})
+
+
+OVERRIDABLE = """g (int64[3] x, int64 m) => (int64[3] total) <int64 m = {5}> {
+    t = Constant<value = bool {1}>()
+    empty = SequenceEmpty<dtype = 7>()
+    rows = Loop(m, t, empty) <body = body (int64 i, bool c, seq(int64) acc)
+                                       => (bool c2, seq(int64) grown) {
+        c2 = Identity(c)
+        row = Add(x, i)
+        grown = SequenceInsert(acc, row)
+    }>
+    five = Constant<value = int64 {5}>()
+    start = Constant<value = int64[3] {0, 0, 0}>()
+    total = Loop(five, t, start) <body = sum (int64 j, bool d, int64[3] acc)
+                                       => (bool d2, int64[3] more) {
+        d2 = Identity(d)
+        row = SequenceAt(rows, j)
+        more = Add(acc, row)
+    }>
+}"""
+
+
+def test_an_overridable_trip_count_is_not_read_as_its_default():
+    """The first loop's trip count is an initializer that is also a model input (default 5);
+    the second loop sums the first 5 rows. Fed m = 7, the batched rows are 7, not 5: ONNX
+    inference would compute Range(0, 5) from the default, and the sum would then read all the
+    rows as if they were the first 5 (seqlower hides overridable defaults from inference)."""
+    model = parse(OVERRIDABLE)
+    x = np.array([1, -2, 3], np.int64)
+    for trips in (5, 7):
+        _, report, (total,) = lower_and_compare(model, {"x": x, "m": np.array(trips)})
+        np.testing.assert_array_equal(total, 5 * x + sum(range(5)))
+    assert report.rules_fired.get("loop-batch", 0) >= 1

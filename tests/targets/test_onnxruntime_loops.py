@@ -29,6 +29,7 @@ agraph (float[{T},3] x) => (float[3] last, float[{T},3] hs) {{
 }}"""
 
 # y = x * i summed over i in range(n): the body computes with its iteration number
+# acc = acc * x + x * i: a state no batching can take (a running sum alone, loop-batch would)
 WEIGHTED = """
 agraph (float[3] x) => (float[3] total, float[{N},3] parts) {{
   n = Constant <value = int64 {{{N}}}> ()
@@ -38,7 +39,8 @@ agraph (float[3] x) => (float[3] total, float[{N},3] parts) {{
                                      => (bool c_out, float[3] acc_new, float[3] part) {{
     f = Cast <to = 1> (i)
     part = Mul (x, f)
-    acc_new = Add (acc, part)
+    decayed = Mul (acc, x)
+    acc_new = Add (decayed, part)
     c_out = Identity (c)
   }}>
 }}"""

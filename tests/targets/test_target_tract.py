@@ -414,9 +414,10 @@ RUN_TIME_TRIPS = """g (float[4] x, int64 m) => (float[4] total, float[4] same, f
         c2 = Identity(c)
         f = Cast<to = 1>(i)
         step = Mul(x, f)
-        w = Add(v, step)
+        decayed = Mul(v, x)
+        w = Add(decayed, step)
     }>
-}"""
+}"""  # w = v * x + x * i: a state no batching can take (loop-batch would take a running sum)
 
 
 @pytest.mark.parametrize("m", [-1, 0, 1, 3])
