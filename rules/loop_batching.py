@@ -119,6 +119,7 @@ class LoopBatchPlan:
     # elements first (`heads`): ragged appends, or lists that do not start empty
     joined: tuple[tuple[int, int], ...] = ()
     heads: tuple[tuple[int, tuple[ir.Value, ...]], ...] = ()
+    accumulated: tuple[int, ...] = ()  # carried tensors grown by Concat (the rest are lists)
 
 
 def _outer(value: ir.Value, body: ir.Graph) -> bool:
@@ -302,6 +303,7 @@ Carried = tuple[
     list[RunningSum],
     list[LaggedRead],
     dict[int, tuple[ir.Value, ...]],
+    dict[int, int],
 ]
 
 
@@ -313,6 +315,7 @@ def _carried(node: ir.Node, body: ir.Graph, ctx: Context) -> Carried | Refusal:
     sums: list[RunningSum] = []
     lagged: list[LaggedRead] = []
     heads: dict[int, tuple[ir.Value, ...]] = {}  # the initial elements of a list appended to
+    accumulated: dict[int, int] = {}  # a tensor grown by Concat: the axis, as written
     for k, (initial, state) in enumerate(zip(node.inputs[2:], body.inputs[2:])):
         update = peel_identity(body.outputs[1 + k])
         if update is state:
@@ -325,6 +328,13 @@ def _carried(node: ir.Node, body: ir.Graph, ctx: Context) -> Carried | Refusal:
         read = _lagged_read(update, initial, body, ctx)
         if read is not None:
             lagged.append(LaggedRead(k, read))
+            continue
+        grown = _concat_accumulator(update, state, body)
+        if grown is not None and initial is not None:  # acc' = Concat(acc, t): [acc0, t..]
+            tensor, axis = grown
+            appends.append((k, tensor))
+            heads[k] = (initial,)
+            accumulated[k] = axis
             continue
         insert = single_append(update, state, body)
         if insert is None or len(update.uses()) > 1:
@@ -340,7 +350,23 @@ def _carried(node: ir.Node, body: ir.Graph, ctx: Context) -> Carried | Refusal:
         if elements:
             heads[k] = elements  # type: ignore[assignment]
         appends.append((k, insert.inputs[1]))
-    return appends, kept, sums, lagged, heads
+    return appends, kept, sums, lagged, heads, accumulated
+
+
+def _concat_accumulator(
+    update: ir.Value, state: ir.Value, body: ir.Graph
+) -> tuple[ir.Value, int] | None:
+    """(t, axis) when `update` = Concat(state, t, axis) and the body reads `state` nowhere else
+    (`acc = torch.cat((acc, t))`), else None."""
+    concat = update.producer()
+    if concat is None or concat.op_type != "Concat" or concat.domain != "":
+        return None
+    if concat.graph is not body or len(concat.inputs) != 2 or concat.inputs[0] is not state:
+        return None
+    tensor = concat.inputs[1]
+    if tensor is None or tensor is state or len(state.uses()) != 1 or update.uses():
+        return None
+    return tensor, concat.attributes.get_int("axis", 0)
 
 
 def _concatenation_axis(output: ir.Value) -> int | None:
@@ -359,12 +385,11 @@ def _concatenation_axis(output: ir.Value) -> int | None:
     return axes.pop() if len(axes) == 1 else None
 
 
-def _joined_axis(output: ir.Value, operand: Operand, heads: tuple[ir.Value, ...]) -> int | Refusal:
-    """The element axis along which the list `output` is concatenated, when its appended
-    elements (`operand`) are ragged or it starts with `heads`: the concatenation of the heads
-    and of the batched elements (the positions each holds, for ragged ones) then stands for
-    it."""
-    axis = _concatenation_axis(output)
+def _joined_axis(axis: int | None, operand: Operand, heads: tuple[ir.Value, ...]) -> int | Refusal:
+    """The element axis `axis` (as written; None when the list is read otherwise than
+    concatenated) normalized, when the appended elements (`operand`) are ragged or the list
+    starts with `heads`: the concatenation of the heads and of the batched elements (the
+    positions each holds, for ragged ones) then stands for the list."""
     rank = operand.rank
     if axis is None or rank is None or not -rank <= axis < rank:
         return Refusal(
@@ -461,7 +486,7 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     found = _carried(node, body, ctx)
     if isinstance(found, Refusal):
         return found
-    appends, kept, sums, lagged, heads = found
+    appends, kept, sums, lagged, heads, accumulated = found
     for k, tensor in appends:
         refusal = _unsplittable(node.outputs[k], tensor)
         if refusal is not None:
@@ -523,7 +548,8 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
         operand = plan.outputs[wanted.index(tensor)]
         if operand.ragged_axis is None and k not in heads:
             continue
-        axis = _joined_axis(node.outputs[k], operand, heads.get(k, ()))
+        written = accumulated.get(k, _concatenation_axis(node.outputs[k]))
+        axis = _joined_axis(written, operand, heads.get(k, ()))
         if isinstance(axis, Refusal):
             return axis
         joined[k] = axis
@@ -550,6 +576,7 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
         counter,
         tuple(joined.items()),
         tuple(heads.items()),
+        tuple(accumulated),
     )
 
 
@@ -756,16 +783,19 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     for k, tensor in plan.appends:
         output = node.outputs[k]
         result, rank = result_of(tensor)
-        if output.type is None:
-            dtype = element_dtype(output) or result.dtype or ir.DataType.FLOAT
-            output.type = ir.SequenceType(ir.TensorType(dtype))
         if k in joined:
             assert rank is not None
             mask = emitter.masks.get(tensor)
             whole = _join(result, rank, joined[k], heads.get(k, ()), mask, builder)
+            if k in plan.accumulated:  # the grown tensor itself
+                ctx.rewriter.replace(output, whole)
+                continue
             for use in list(output.uses()):
                 ctx.rewriter.replace(use.node.outputs[0], whole)
             continue
+        if output.type is None:
+            dtype = element_dtype(output) or result.dtype or ir.DataType.FLOAT
+            output.type = ir.SequenceType(ir.TensorType(dtype))
         _connect(output, result, rank, plan.count, builder, ctx)
     for k in plan.kept:
         initial = node.inputs[2 + k]

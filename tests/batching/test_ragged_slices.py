@@ -266,3 +266,38 @@ def test_a_list_of_ragged_slices_read_otherwise_is_refused():
     )
     assert "loop-batch" not in report.rules_fired
     assert sequence_op_count(lowered) == 0
+
+
+def test_a_tensor_grown_by_concatenating_prefixes_is_one_compress():
+    """`acc = x[:1]; for i in range(len(x)): acc = torch.cat((acc, x[: i + 1] * 2))`: the same
+    as a list of prefixes concatenated, with the initial value first."""
+    model = parse(
+        """g (float[N,3] x) => (float[?,3] y) {
+        t = Constant<value = bool {1}>()
+        shape = Shape(x)
+        zero = Constant<value = int64 {0}>()
+        n = Gather(shape, zero)
+        front = Constant<value = int64[1] {0}>()
+        one_row = Constant<value = int64[1] {1}>()
+        start = Slice(x, front, one_row, front)
+        y = Loop(n, t, start) <body = body (int64 i, bool c, float[?,3] acc)
+                                      => (bool c2, float[?,3] grown) {
+            c2 = Identity(c)
+            one = Constant<value = int64 {1}>()
+            next = Add(i, one)
+            ends = Unsqueeze(next, front)
+            part = Slice(x, front, ends, front)
+            two = Constant<value = float {2}>()
+            doubled = Mul(part, two)
+            grown = Concat<axis = 0>(acc, doubled)
+        }>
+    }""",
+        opset=17,
+    )
+    for rows in (4, 1, 0):
+        x = RNG.standard_normal((rows, 3)).astype(np.float32)
+        lowered, report, (y,) = lower_and_compare(model, {"x": x})
+        want = [x[:1]] + [x[: i + 1] * 2 for i in range(rows)]
+        np.testing.assert_array_equal(y, np.concatenate(want, 0))
+        assert report.rules_fired.get("loop-batch") == 1, report.rules_fired
+        assert "Loop" not in op_counts(lowered)

@@ -22,10 +22,20 @@ from seqlower.passes.lower import LowerSequencesPass
 RULE = "loop-concat-to-scan"
 
 
+# loop-batch takes most of these loops whole (their accumulators grow by one piece computed from
+# the iteration number): what loop-concat-to-scan emits is seen without it; the batched forms
+# are tested with loop-batch (tests/rules/test_loop_batching.py, tests/batching)
+WITHOUT_BATCHING = rules_without("loop-batch")
+
+
 def _fired(report) -> dict[str, int]:  # type: ignore[no-untyped-def]
-    """The rules fired, but loop-batch: the scanned loops here use the iteration number only as
-    a number, and loop-batch then batches them (what it emits is tested with it)."""
+    """The rules fired, but loop-batch, which batches a loop once it has scan outputs."""
     return {name: n for name, n in report.rules_fired.items() if name != "loop-batch"}
+
+
+def _lower_and_compare(model, feeds, **options):  # type: ignore[no-untyped-def]
+    options.setdefault("rules", WITHOUT_BATCHING)
+    return lower_and_compare(model, feeds, **options)
 
 
 def _grow(
@@ -83,7 +93,7 @@ def _refusals(model: onnx.ModelProto, **options: object) -> list[str]:
     """The reasons the rule gives, on every node it looked at, at the fixpoint."""
     lowered = ir.from_proto(model)
     NormalizePass(Options(**options))(lowered)  # type: ignore[arg-type]
-    lowering = LowerSequencesPass(None, Options(**options))  # type: ignore[arg-type]
+    lowering = LowerSequencesPass(WITHOUT_BATCHING, Options(**options))  # type: ignore[arg-type]
     lowering(lowered)
     return [r for rs in lowering.refusals.values() for r in rs if r.startswith(RULE)]
 
@@ -93,9 +103,7 @@ def test_rows_appended_along_axis_0_become_a_scan_output(m):
     model = parse(
         _grow("grown = Concat<axis = 0>(acc, row)", extra=_rows("ReduceSum"))
     )  # fmt: skip
-    lowered, report, (y, _) = lower_and_compare(
-        model, _feeds(m), target="generic", rules=rules_without("loop-batch")
-    )
+    lowered, report, (y, _) = _lower_and_compare(model, _feeds(m), target="generic")
     sums = [(X * (i + 1)).sum(0) for i in range(m)]
     np.testing.assert_array_equal(y, np.concatenate([X0, *[s[None] for s in sums]]))
     assert _fired(report) == {RULE: 1}
@@ -121,7 +129,7 @@ def test_columns_appended_along_axis_1_are_transposed_after_the_loop(m, axis, co
     model = parse(_grow(update, start="Transpose(x0)", extra=extra, x_type="float[3,4]"))
     x = X.reshape(3, 4)
     feeds = {"x": x, "x0": np.ones((4, 3), np.float32), "m": np.array(m)}
-    lowered, report, (y, _) = lower_and_compare(model, feeds, target="generic")
+    lowered, report, (y, _) = _lower_and_compare(model, feeds, target="generic")
     cols = [(x * (i + 1)).sum(1, keepdims=True) for i in range(m)]
     np.testing.assert_array_equal(y, np.concatenate([np.ones((3, 4), np.float32), *cols], 1))
     assert _fired(report) == {RULE: 1}
@@ -136,7 +144,7 @@ def test_pieces_of_two_rows_are_merged_into_the_axis(m):
         "two = Slice(piece, s0, s2, s0)"
     )
     model = parse(_grow(update, extra=extra, x_type="float[4,3]"))
-    lowered, report, (y, _) = lower_and_compare(model, _feeds(m), target="generic")
+    lowered, report, (y, _) = _lower_and_compare(model, _feeds(m), target="generic")
     np.testing.assert_array_equal(y, np.concatenate([X0, *[X[:2] * (i + 1) for i in range(m)]]))
     assert _fired(report) == {RULE: 1}
     assert op_counts(lowered)["Reshape"] == 1
@@ -146,7 +154,7 @@ def test_pieces_of_two_rows_are_merged_into_the_axis(m):
 def test_pieces_of_a_run_time_size_that_never_changes_are_merged_too(m):
     update = "grown = Concat<axis = 0>(acc, piece)"  # N rows each time, N known at run time
     model = parse(_grow(update))
-    lowered, report, (y, _) = lower_and_compare(model, _feeds(m), target="generic")
+    lowered, report, (y, _) = _lower_and_compare(model, _feeds(m), target="generic")
     np.testing.assert_array_equal(y, np.concatenate([X0, *[X * (i + 1) for i in range(m)]]))
     assert _fired(report) == {RULE: 1}
     x = X[:1]  # another N
@@ -158,7 +166,7 @@ def test_pieces_of_zero_rows_at_run_time_are_merged_as_zero_rows(m):
     """The Reshape after the loop gets a 0 (m pieces of 0 rows): allowzero makes it a size,
     not "copy the input's dim"."""
     model = parse(_grow("grown = Concat<axis = 0>(acc, piece)"))
-    lowered, report, (y, _) = lower_and_compare(model, _feeds(m, x=X[:0]), target="generic")
+    lowered, report, (y, _) = _lower_and_compare(model, _feeds(m, x=X[:0]), target="generic")
     np.testing.assert_array_equal(y, X0)
     assert _fired(report) == {RULE: 1}
     (reshape,) = [n for n in lowered.graph.node if n.op_type == "Reshape"]
@@ -169,11 +177,11 @@ def test_before_opset_14_a_dim_that_may_be_0_keeps_the_accumulator_and_says_why(
     old = parse(_grow("grown = Concat<axis = 0>(acc, piece)"), 13)
     (reason,) = _refusals(old)
     assert "before opset 14 a Reshape reads 0" in reason
-    _, report, _ = lower_and_compare(old, _feeds(2, x=X[:0]), target="generic")
+    _, report, _ = _lower_and_compare(old, _feeds(2, x=X[:0]), target="generic")
     assert RULE not in report.rules_fired
     # pieces of one static row need no Reshape: opset 13 is enough
     rows = parse(_grow("grown = Concat<axis = 0>(acc, row)", extra=_rows("ReduceSum")), 13)
-    assert _fired(lower_and_compare(rows, _feeds(2), target="generic")[1]) == {RULE: 1}
+    assert _fired(_lower_and_compare(rows, _feeds(2), target="generic")[1]) == {RULE: 1}
 
 
 @pytest.mark.parametrize("target", ["generic", "tract"])
@@ -182,7 +190,7 @@ def test_a_prepend_is_reversed_once_after_the_loop(m, target):
     model = parse(
         _grow("grown = Concat<axis = 0>(row, acc)", extra=_rows("ReduceMax"))
     )  # fmt: skip
-    lowered, report, (y, _) = lower_and_compare(model, _feeds(m), target=target)
+    lowered, report, (y, _) = _lower_and_compare(model, _feeds(m), target=target)
     rows = [(X * (i + 1)).max(0)[None] for i in reversed(range(m))]
     np.testing.assert_array_equal(y, np.concatenate([*rows, X0]))
     assert report.rules_fired[RULE] == 1
@@ -197,8 +205,7 @@ def test_identity_and_casts_to_its_own_type_on_the_way_in_are_passed():
         "row32 = Cast<to = 1>(row)\n grown = Concat<axis = 0>(via, row32)"
     )
     model = parse(_grow(update, extra=_rows("ReduceMin")))
-    without = rules_without("loop-batch")  # the body of the scanned loop, not its batched form
-    lowered, report, _ = lower_and_compare(model, _feeds(3), target="generic", rules=without)
+    lowered, report, _ = _lower_and_compare(model, _feeds(3), target="generic")
     assert _fired(report) == {RULE: 1}
     body = _loops(lowered)[0].attribute[0].g
     ops = [n.op_type for n in body.node]
@@ -233,7 +240,7 @@ def test_a_conditional_growth_becomes_a_scan_output_and_a_mask(piece, m):
     x = np.array([[1, -2, 3], [2, 0, -4], [1, 1, 1], [0, 0, 1]], np.float32)
     update = _IF_GROWS.format(piece=piece).replace("Greater(total, zero)", "Greater(zero, zero2)")
     model = parse(_grow(update, extra=extra, x_type="float[4,3]"))
-    lowered, report, (y, _) = lower_and_compare(model, _feeds(m, x=x), target="portable")
+    lowered, report, (y, _) = _lower_and_compare(model, _feeds(m, x=x), target="portable")
     rows = [(x * (i + 1)).sum(0)[None] for i in range(m)]
     kept = [np.maximum(r, 0) if "Relu" in piece else r for r in rows if r.sum() > 10]
     np.testing.assert_array_equal(y, np.concatenate([X0, *kept]))
@@ -247,7 +254,7 @@ def test_a_piece_whose_size_changes_keeps_the_accumulator_and_says_why():
         "stop = Unsqueeze(next, ax)\n prefix = Slice(piece, s0, stop, s0)"
     )
     model = parse(_grow("grown = Concat<axis = 0>(acc, prefix)", extra=extra))
-    lowered, report, _ = lower_and_compare(model, _feeds(3), target="portable")
+    lowered, report, _ = _lower_and_compare(model, _feeds(3), target="portable")
     assert RULE not in report.rules_fired
     assert op_counts(lowered)["Concat"] == 1
     assert any("may change between iterations" in r for r in _refusals(model, target="portable"))
@@ -259,7 +266,7 @@ def test_an_accumulator_read_in_the_body_stays():
         "row = Add(r, scale)"
     )
     model = parse(_grow("grown = Concat<axis = 0>(acc, row)", extra=extra))
-    _, report, _ = lower_and_compare(model, _feeds(3), target="portable")
+    _, report, _ = _lower_and_compare(model, _feeds(3), target="portable")
     assert RULE not in report.rules_fired
     assert any("not only concatenates" in r for r in _refusals(model, target="portable"))
 
@@ -271,7 +278,7 @@ def test_a_while_loop_that_stops_early_stacks_only_the_iterations_run():
               condition=condition)
     )  # fmt: skip
     for m in (0, 1, 5):
-        _, report, (y, _) = lower_and_compare(model, _feeds(m), target="generic")
+        _, report, (y, _) = _lower_and_compare(model, _feeds(m), target="generic")
         assert y.shape == (2 + min(m, 3), 3)
         assert _fired(report) == {RULE: 1}
 
@@ -292,7 +299,7 @@ def test_int64_accumulators_and_a_model_output_are_kept_exact():
     model = parse(text)
     x = np.array([4, -5, 6], np.int64)
     for m in (0, 3):
-        _, report, (y,) = lower_and_compare(model, {"x": x, "m": np.array(m)})
+        _, report, (y,) = _lower_and_compare(model, {"x": x, "m": np.array(m)})
         expected = np.concatenate([[[1, 2, 3]], *[(x * i)[None] for i in range(m)]])
         np.testing.assert_array_equal(y, expected)
         assert y.dtype == np.int64
@@ -305,12 +312,12 @@ def test_a_single_static_iteration_keeps_the_accumulator_for_speed_first_targets
         _grow("grown = Concat<axis = 0>(acc, piece)", trip="once",
               prelude="once = Constant<value = int64 {1}>()")
     )  # fmt: skip
-    _, report, _ = lower_and_compare(model, _feeds(1), target="onnxruntime")
+    _, report, _ = _lower_and_compare(model, _feeds(1), target="onnxruntime")
     assert RULE not in report.rules_fired
     reason = "over 1 iterations the accumulator costs fewer operator launches"
     assert any(reason in r for r in _refusals(model, target="onnxruntime"))
     for target in ("generic", "openvino"):  # every other target lowers all it can
-        _, report, _ = lower_and_compare(model, _feeds(1), target=target)
+        _, report, _ = _lower_and_compare(model, _feeds(1), target=target)
         assert _fired(report) == {RULE: 1}
 
 

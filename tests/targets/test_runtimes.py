@@ -84,21 +84,12 @@ KNOWN = {
         )
         for case in ("keypoints", "paste_masks")
     },
-    ("accumulator:growing", "tract"): (
+    ("loop:split_k", "tract"): (
         "load",
         "Unimplemented(Loop)",
-        "the pieces grow from one iteration to the next, so the accumulator stays and the Loop "
-        "cannot be a Scan (whose state keeps one shape)",
+        "the pieces appended change shape from one iteration to the next, so the list is "
+        "a Concat accumulator and the Loop cannot be a Scan (whose state keeps one shape)",
     ),
-    **{
-        (f"loop:{case}", "tract"): (
-            "load",
-            "Unimplemented(Loop)",
-            "the pieces appended change shape from one iteration to the next, so the list is "
-            "a Concat accumulator and the Loop cannot be a Scan (whose state keeps one shape)",
-        )
-        for case in ("pyramid", "split_k")
-    },
     ("loop:while_halve", "tract"): (
         "load",
         "Unimplemented(Loop)",
@@ -124,9 +115,9 @@ KNOWN = {
     ),
     ("idiom:pad_batch", "tract"): (
         "load",
-        '"/Max" MaxNary',  # then: "Impossible to unify I64 with TDim"
-        "the loops become Scans, but tract 0.23.9 cannot type `max(max_len, s.size(0))`: the "
-        "Max of a carried integer and the row count of a slice of run-time length",
+        "InferenceConcat",
+        "the loop that cuts the row ranges becomes a Scan whose state is the rows cut so far, a "
+        "Concat that grows each iteration, which tract 0.23.9 cannot type",
     ),
     **{
         (f"dynamo:embedding_bag_{mode}", "tract"): (
