@@ -4,6 +4,7 @@
         -> final v = Add(v0, Mul(Cast(max(M, 0)), d))
            scan of v' = Add(Unsqueeze(v0, 0), Mul(K, d)), K = Range(1, max(M, 0) + 1) (as [M, 1..])
            scan of v  = the same with K = Range(0, max(M, 0))
+        (no Mul where d is 1)
 
 PyTorch's `for _ in range(n): x = x + 1; outs.append(x)` exports as such a Loop once its list is
 a scan output (`loop-append-to-scan`). Every carried value must be a counter (`v' = v + d`,
@@ -22,6 +23,7 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loops import _body, _body_always_continues, _static_bool
 
@@ -163,7 +165,7 @@ def _induction(node: ir.Node, plan: InductionPlan, ctx: Context) -> None:
         final = start
         if counter.step is not None:
             times = builder.op("Cast", [count], {"to": int(counter.dtype)})
-            final = builder.op("Add", [start, builder.op("Mul", [times, outer[counter.index]])])
+            final = builder.op("Add", [start, _times(times, outer[counter.index], builder, ctx)])
             final.type, final.shape = start.type, start.shape
         ctx.rewriter.replace(node.outputs[counter.index], final)
     for position, (index, after) in enumerate(plan.scans):
@@ -173,10 +175,18 @@ def _induction(node: ir.Node, plan: InductionPlan, ctx: Context) -> None:
         ks = builder.op("Cast", [steps[after]], {"to": int(counter.dtype)})
         ks = builder.unsqueeze(ks, list(range(1, counter.rank + 1))) if counter.rank else ks
         scan = builder.op(
-            "Add", [builder.unsqueeze(start, [0]), builder.op("Mul", [ks, outer[index]])]
+            "Add", [builder.unsqueeze(start, [0]), _times(ks, outer[index], builder, ctx)]
         )
         scan.type = start.type
         ctx.rewriter.replace(node.outputs[carried + position], scan)
+
+
+def _times(ks: ir.Value, step: ir.Value, builder: Builder, ctx: Context) -> ir.Value:
+    """ks * step; ks itself for a step of one element, 1 (`x = x + 1`: no Mul to run)."""
+    value = ctx.facts.values.get(step)
+    if value is not None and value.size == 1 and value.reshape(-1)[0] == 1:
+        return ks
+    return builder.op("Mul", [ks, step])
 
 
 RULES = RuleSet([Rule("loop-induction", "Loop", _check, _induction)])
