@@ -21,6 +21,7 @@ from seqlower.rules import (
     loop_induction,
     loop_last_element,
     loops,
+    mask_indexing,
     runtime_position,
     sequence_map,
     split,
@@ -56,6 +57,7 @@ def default_rules() -> RuleSet:
         + loop_induction.RULES  # a Loop left with counters only
         + batching.RULES
         + unrolled_maps.RULES  # a map written out per element: applied once to the stack
+        + mask_indexing.RULES  # x[m] as TorchScript writes it: one Compress
         + sequence_map.RULES
         + unit_axes.RULES  # after batching: the unit axes of split(1) chunks
         + target_tract.RULES  # only with Options.target == "tract"
