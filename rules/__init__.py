@@ -31,6 +31,7 @@ from seqlower.rules import (
     tract_while,
     unit_axes,
     unrolled_maps,
+    whole_split,
 )
 
 __all__ = ["default_rules"]
@@ -58,6 +59,7 @@ def default_rules() -> RuleSet:
         + batching.RULES
         + unrolled_maps.RULES  # a map written out per element: applied once to the stack
         + mask_indexing.RULES  # x[m] as TorchScript writes it: one Compress
+        + whole_split.RULES  # every chunk of a Split joined again: the tensor itself
         + sequence_map.RULES
         + unit_axes.RULES  # after batching: the unit axes of split(1) chunks
         + target_tract.RULES  # only with Options.target == "tract"
