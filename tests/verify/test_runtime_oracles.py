@@ -34,7 +34,6 @@ FAILS = {
     ("tract", "test_sequence_model1"): "Condition failed: `self.then_body.output_fact(i)",
     # tract has no Loop and no If with a run-time condition (--target tract is the remedy)
     ("tract", "torch/split_sum_scripted"): "Unimplemented(Loop)",
-    ("tract", "torch/list_in_if"): "If",
     # tract cannot evaluate a Slice whose bounds are computed from a run-time length
     ("tract", "torch/len_neg_index"): "DynSlice",
     ("tract", "torch/len_of_split"): "DynSlice",
