@@ -26,7 +26,7 @@ import onnx_ir as ir
 from seqlower.analysis.facts import element_dtype
 from seqlower.ops import is_sequence_value
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-from seqlower.rules.loops import _body
+from seqlower.rules.loops import _body, appending_insert
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,18 +85,8 @@ def _plan(node: ir.Node, index: int, ctx: Context) -> LastElementPlan | str:
 def _append(update: ir.Value, state: ir.Value, body: ir.Graph) -> ir.Node | None:
     """The SequenceInsert(state, t) of `body` that makes `update`, read by nothing but the
     body's outputs; None when `update` is not made so."""
-    insert = update.producer()
-    if (
-        insert is None
-        or insert.op_type != "SequenceInsert"
-        or insert.domain != ""
-        or insert.graph is not body
-        or insert.inputs[0] is not state
-        or (len(insert.inputs) > 2 and insert.inputs[2] is not None)
-        or insert.inputs[1] is None
-        or update.uses()
-        or [o for o in body.outputs if o is update] != [update]
-    ):
+    insert = appending_insert(update, state, body)
+    if insert is None or update.uses() or [o for o in body.outputs if o is update] != [update]:
         return None
     return insert
 

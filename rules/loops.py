@@ -86,6 +86,13 @@ def _static_bool(value: ir.Value | None, ctx: Context) -> bool | None:
 def single_append(update: ir.Value, state: ir.Value, body: ir.Graph) -> ir.Node | None:
     """The SequenceInsert that makes `update` by appending one tensor at the end of the carried
     list `state`, which nothing else in `body` reads; None when `update` is not made so."""
+    insert = appending_insert(update, state, body)
+    return insert if insert is not None and len(state.uses()) == 1 else None
+
+
+def appending_insert(update: ir.Value, state: ir.Value, body: ir.Graph) -> ir.Node | None:
+    """The SequenceInsert of `body` that makes `update` by appending one tensor at the end of
+    the carried list `state` (which the body may read elsewhere too); else None."""
     insert = update.producer()
     if (
         insert is None
@@ -95,7 +102,6 @@ def single_append(update: ir.Value, state: ir.Value, body: ir.Graph) -> ir.Node 
         or insert.inputs[0] is not state
         or (len(insert.inputs) > 2 and insert.inputs[2] is not None)
         or insert.inputs[1] is None
-        or len(state.uses()) != 1
     ):
         return None
     return insert

@@ -38,6 +38,7 @@ __all__ = [
     "lower",
     "lower_and_compare",
     "reasons",
+    "rule_check",
     "rules_without",
     "op_counts",
     "ort_session",
@@ -114,6 +115,22 @@ def reasons(report: Report, op_type: str | None = None) -> str:
         for op in report.remaining
         if op_type is None or op.op_type == op_type
     )
+
+
+def rule_check(model: onnx.ModelProto, check: Any, op_type: str, **options: Any) -> Any:
+    """What a rule's `check` gives for the first node of `op_type` in the main graph, once the
+    model's shapes are inferred as the lowering infers them (a match, or a `Refusal`)."""
+    from seqlower.analysis import Facts
+    from seqlower.options import Options
+    from seqlower.passes.normalize import infer_shapes
+    from seqlower.rewriter import Rewriter
+    from seqlower.rule import Context
+
+    graph_model = ir.from_proto(model)
+    infer_shapes(graph_model)
+    context = Context(Facts(graph_model), Rewriter(graph_model), Options(**options))
+    node = next(n for n in graph_model.graph if n.op_type == op_type)
+    return check(node, context)
 
 
 def rules_without(*names: str) -> RuleSet:

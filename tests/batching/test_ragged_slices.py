@@ -6,17 +6,11 @@ computes what the original does under onnxruntime, empty slices and negative bou
 from __future__ import annotations
 
 import numpy as np
-import onnx
-import onnx_ir as ir
 import pytest
-from support import lower, lower_and_compare, op_counts, parse, sequence_op_count
+from support import lower, lower_and_compare, op_counts, parse, rule_check, sequence_op_count
 
 from seqlower import runtime_quirks
-from seqlower.analysis import Facts
-from seqlower.options import Options
-from seqlower.passes.normalize import infer_shapes
-from seqlower.rewriter import Rewriter
-from seqlower.rule import Context, Refusal
+from seqlower.rule import Refusal
 from seqlower.rules import loop_batching
 
 RNG = np.random.default_rng(23)
@@ -138,11 +132,7 @@ def test_the_mean_of_an_empty_slice_is_what_onnxruntime_gives():
 
 
 def _refusal(model) -> str:  # type: ignore[no-untyped-def]
-    graph_model = ir.from_proto(onnx.shape_inference.infer_shapes(model))
-    infer_shapes(graph_model)
-    loop = next(node for node in graph_model.graph if node.op_type == "Loop")
-    ctx = Context(Facts(graph_model), Rewriter(graph_model), Options())
-    found = loop_batching._check(loop, ctx)
+    found = rule_check(model, loop_batching._check, "Loop")
     assert isinstance(found, Refusal), "loop-batch accepts the loop"
     return found.reason
 

@@ -4,15 +4,10 @@
 from __future__ import annotations
 
 import numpy as np
-import onnx_ir as ir
 import pytest
-from support import lower_and_compare, op_counts, parse, sequence_op_count
+from support import lower_and_compare, op_counts, parse, rule_check, sequence_op_count
 
-from seqlower.analysis import Facts
-from seqlower.options import Options
-from seqlower.passes.normalize import infer_shapes
-from seqlower.rewriter import Rewriter
-from seqlower.rule import Context, Refusal
+from seqlower.rule import Refusal
 from seqlower.rules import loop_last_element
 
 _START = "first = Identity(x)\n    start = SequenceConstruct(first)"
@@ -97,11 +92,7 @@ def test_two_reads_of_the_last_element_read_one_carried_value():
 
 
 def _refusal(text: str) -> str:
-    model = ir.from_proto(parse(text))
-    infer_shapes(model)
-    context = Context(Facts(model), Rewriter(model), Options())
-    (loop,) = [n for n in model.graph if n.op_type == "Loop"]
-    found = loop_last_element._check(loop, context)
+    found = rule_check(parse(text), loop_last_element._check, "Loop")
     assert isinstance(found, Refusal), "loop-last-element accepts the Loop"
     return found.reason
 

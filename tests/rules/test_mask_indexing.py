@@ -4,15 +4,10 @@ one Compress: what it emits, what it refuses, and the same rows under onnxruntim
 from __future__ import annotations
 
 import numpy as np
-import onnx_ir as ir
 import pytest
-from support import lower, lower_and_compare, op_counts, parse
+from support import lower, lower_and_compare, op_counts, parse, rule_check
 
-from seqlower.analysis import Facts
-from seqlower.options import Options
-from seqlower.passes.normalize import infer_shapes
-from seqlower.rewriter import Rewriter
-from seqlower.rule import Context, Refusal
+from seqlower.rule import Refusal
 from seqlower.rules import mask_indexing
 
 INDEXED = """g ({dtype}[N,4] x, float[M] scores) => ({dtype}[?,4] kept) {{
@@ -43,11 +38,7 @@ def test_boolean_mask_indexing_is_one_compress(dtype, numpy_type, scores):
 
 
 def _refusal(text: str, target: str = "generic") -> str:
-    model = ir.from_proto(parse(text))
-    infer_shapes(model)
-    context = Context(Facts(model), Rewriter(model), Options(target=target))  # type: ignore[arg-type]
-    (node,) = [n for n in model.graph if n.op_type == "GatherND"]
-    found = mask_indexing._check(node, context)
+    found = rule_check(parse(text), mask_indexing._check, "GatherND", target=target)
     assert isinstance(found, Refusal), "mask-index-to-compress accepts the GatherND"
     return found.reason
 

@@ -4,15 +4,10 @@ reads the split tensor: what it emits, what it refuses, and the same values unde
 from __future__ import annotations
 
 import numpy as np
-import onnx_ir as ir
 import pytest
-from support import lower_and_compare, op_counts, parse
+from support import lower_and_compare, op_counts, parse, rule_check
 
-from seqlower.analysis import Facts
-from seqlower.options import Options
-from seqlower.passes.normalize import infer_shapes
-from seqlower.rewriter import Rewriter
-from seqlower.rule import Context, Refusal
+from seqlower.rule import Refusal
 from seqlower.rules import whole_split
 
 # torch.cat(list(x.split(sizes, axis)) + [t], axis), as it lowers
@@ -45,11 +40,7 @@ def test_every_chunk_joined_again_is_the_tensor(inputs, want, axes):
 
 
 def _refusal(text: str) -> str:
-    model = ir.from_proto(parse(text))
-    infer_shapes(model)
-    context = Context(Facts(model), Rewriter(model), Options())
-    (node,) = [n for n in model.graph if n.op_type == "Concat"]
-    found = whole_split._check(node, context)
+    found = rule_check(parse(text), whole_split._check, "Concat")
     assert isinstance(found, Refusal), "concat-of-whole-split accepts the Concat"
     return found.reason
 
