@@ -251,6 +251,16 @@ def _empty_reductions_wrong() -> bool:
     return outputs is None or not all(np.array_equal(o, e) for o, e in zip(outputs, expected))
 
 
+EMPTY_ARGMAX = """g (float[N,4] x) => (int64[N] best) {
+    best = ArgMax<axis = -1, keepdims = 0>(x)
+}"""
+
+
+def _empty_argmax_keeps_shape() -> bool:
+    outputs = _runs(_model(EMPTY_ARGMAX), {"x": np.zeros((0, 4), np.float32)})
+    return outputs is None or outputs[0].shape != (0,)
+
+
 def _limits_below_onnx() -> bool:
     found = limits()
     return found.max_ir_version < onnx.IR_VERSION or found.newest_opset < _onnx_newest_opset()
@@ -344,6 +354,15 @@ QUIRKS: tuple[Quirk, ...] = (
         "maximum of a slice that may be empty, batched, gives the specification's value "
         "where the original fails",
         _empty_reductions_wrong,
+    ),
+    Quirk(
+        "empty-argmax",
+        "ArgMax over an input with a dim of size 0 returns a tensor of the input's shape "
+        "(`ArgMax<axis=-1, keepdims=0>` of [0, 4] gives [0, 4], not [0])",
+        "1.20.0; not on 1.32.0",
+        "nothing: a lowered model that combines such a result with another tensor fails there "
+        "(`ctc_greedy_collapse` for no frame), where the original never read it",
+        _empty_argmax_keeps_shape,
     ),
     Quirk(
         "empty-scan",
