@@ -27,10 +27,17 @@ trip count must be the length of what is read (or the minimum of such lengths, a
 computes: then the stacks are cut to it), so that the batch holds exactly the elements the
 iterations would read.
 
+It also takes the iteration number used as a number (it is Range(0, M), and the loop need read
+nothing else); a running maximum or minimum read after the loop (one reduction over the initial
+value and the terms); a tensor grown by Concat (`acc = cat((acc, t))`, a list that starts with
+acc) and a list that starts with elements, when only concatenations read it (the initial
+elements first); and slices whose bounds differ per element (`seqlower.batching`: held padded
+with a mask), appended to a list that is concatenated along the sliced axis (one Compress of
+the padded stack).
+
 Refused (the Loop is left to the other loop rules): a value carried from one iteration to the
-next other than a running sum or the element read (an RNN state), an iteration number used as a
-number, a condition that may end the loop early, a body op without a batching rule, a trip count
-not known to match.
+next otherwise (an RNN state), a condition that may end the loop early, a body op without a
+batching rule, a trip count not known to match what is read.
 """
 
 from __future__ import annotations
@@ -297,25 +304,25 @@ def _chunk_cost(data: ir.Value | None, axis: int, unit: bool) -> int:
     return 1 + moved + (0 if data.shape.is_static() else 3)
 
 
-Carried = tuple[
-    list[tuple[int, ir.Value]],
-    list[int],
-    list[RunningSum],
-    list[LaggedRead],
-    dict[int, tuple[ir.Value, ...]],
-    dict[int, int],
-]
+@dataclasses.dataclass
+class Carried:
+    """The loop-carried values, by what each iteration does with them."""
+
+    appends: list[tuple[int, ir.Value]] = dataclasses.field(default_factory=list)  # (k, tensor)
+    kept: list[int] = dataclasses.field(default_factory=list)  # passed on unchanged
+    sums: list[RunningSum] = dataclasses.field(default_factory=list)
+    lagged: list[LaggedRead] = dataclasses.field(default_factory=list)
+    # the initial elements of a list appended to (a tensor grown by Concat: its initial value)
+    heads: dict[int, tuple[ir.Value, ...]] = dataclasses.field(default_factory=dict)
+    accumulated: dict[int, int] = dataclasses.field(default_factory=dict)  # k -> Concat axis
 
 
 def _carried(node: ir.Node, body: ir.Graph, ctx: Context) -> Carried | Refusal:
-    """Split the loop-carried values into lists appended to, values passed on unchanged, running
-    sums and values that pass on the element read in this iteration."""
-    appends: list[tuple[int, ir.Value]] = []
-    kept: list[int] = []
-    sums: list[RunningSum] = []
-    lagged: list[LaggedRead] = []
-    heads: dict[int, tuple[ir.Value, ...]] = {}  # the initial elements of a list appended to
-    accumulated: dict[int, int] = {}  # a tensor grown by Concat: the axis, as written
+    """Split the loop-carried values into lists appended to (or tensors grown by Concat), values
+    passed on unchanged, running sums and values that pass on the element read."""
+    found = Carried()
+    appends, kept, sums, lagged = found.appends, found.kept, found.sums, found.lagged
+    heads, accumulated = found.heads, found.accumulated
     for k, (initial, state) in enumerate(zip(node.inputs[2:], body.inputs[2:])):
         update = peel_identity(body.outputs[1 + k])
         if update is state:
@@ -350,7 +357,7 @@ def _carried(node: ir.Node, body: ir.Graph, ctx: Context) -> Carried | Refusal:
         if elements:
             heads[k] = elements  # type: ignore[assignment]
         appends.append((k, insert.inputs[1]))
-    return appends, kept, sums, lagged, heads, accumulated
+    return found
 
 
 def _concat_accumulator(
@@ -486,7 +493,8 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     found = _carried(node, body, ctx)
     if isinstance(found, Refusal):
         return found
-    appends, kept, sums, lagged, heads, accumulated = found
+    appends, kept, sums, lagged = found.appends, found.kept, found.sums, found.lagged
+    heads, accumulated = found.heads, found.accumulated
     for k, tensor in appends:
         refusal = _unsplittable(node.outputs[k], tensor)
         if refusal is not None:
