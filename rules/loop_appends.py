@@ -45,6 +45,7 @@ from seqlower.rules.loops import (
     _body_always_continues,
     _outer_sequences,
     _static_bool,
+    concatenation_axes,
     rebuild_with_scans,
 )
 from seqlower.runtime_quirks import SPLIT_TO_SEQUENCE_TYPES
@@ -290,10 +291,7 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
     if dtype is None:
         return "the element type is unknown"
     if not splittable(dtype) and not _split_folds(node.outputs[index], tensor):
-        return (
-            f"the scanned list is read back through SplitToSequence, which onnxruntime 1.20 "
-            f"to 1.32 cannot run for {dtype.name.lower()} elements"
-        )
+        return unsplittable("scanned", dtype)
     shape = shapes.shape(tensor)
     element_shape = (
         tuple(d if isinstance(d, int) else None for d in shape)
@@ -333,15 +331,10 @@ def _concatenated_apart(
     if ctx.rewriter.opset(node.graph) < 14:  # the scanned part is merged by a Reshape with 0s
         return None
     rank = len(shape)
-    axes = set()
-    for use in output.uses():
-        reader = use.node
-        if reader.op_type != "ConcatFromSequence" or reader.domain != "":
-            return None
-        axis = reader.attributes.get_int("axis", 0)
-        if reader.attributes.get_int("new_axis", 0) != 0 or not -rank <= axis < rank:
-            return None
-        axes.add(axis % rank)
+    written = concatenation_axes(output)
+    if written is None or any(not -rank <= axis < rank for axis in written):
+        return None
+    axes = {axis % rank for axis in written}
     if len(axes) != 1:
         return None
     (axis,) = axes
@@ -374,6 +367,15 @@ def _split_folds(output: ir.Value, appended: ir.Value) -> bool:
         and all(
             use.node.domain == "" and use.node.op_type in _FOLDING_READERS for use in output.uses()
         )
+    )
+
+
+def unsplittable(kind: str, dtype: ir.DataType | None) -> str:
+    """Why a `kind` ("scanned", "batched") list of `dtype` elements is not given back as a list."""
+    name = dtype.name.lower() if dtype is not None else "unknown"
+    return (
+        f"the {kind} list is read back through SplitToSequence, which onnxruntime 1.20 to 1.32 "
+        f"cannot run for {name} elements"
     )
 
 

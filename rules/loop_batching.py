@@ -59,13 +59,14 @@ from seqlower.ops import peel_identity
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.batching import _connect, _merge_shapes, _source
-from seqlower.rules.loop_appends import splittable
+from seqlower.rules.loop_appends import splittable, unsplittable
 from seqlower.rules.loops import (
     MAX_UNROLL,
     MAX_UNROLLED_NODES,
     _body,
     _body_always_continues,
     _static_bool,
+    concatenation_axes,
     single_append,
 )
 from seqlower.rules.stacks import merged_shape, moveaxis_to_front
@@ -377,19 +378,9 @@ def _concat_accumulator(
 
 
 def _concatenation_axis(output: ir.Value) -> int | None:
-    """The axis of the concatenations that alone read the list `output`, as written (each
-    ConcatFromSequence with new_axis=0 and the same axis), or None."""
-    if output.is_graph_output():
-        return None
-    axes = set()
-    for use in output.uses():
-        reader = use.node
-        if reader.op_type != "ConcatFromSequence" or reader.domain != "":
-            return None
-        if reader.attributes.get_int("new_axis", 0) != 0:
-            return None
-        axes.add(reader.attributes.get_int("axis", 0))
-    return axes.pop() if len(axes) == 1 else None
+    """The one axis, as written, of the concatenations that alone read the list `output`."""
+    axes = concatenation_axes(output)
+    return axes.pop() if axes is not None and len(axes) == 1 else None
 
 
 def _joined_axis(axis: int | None, operand: Operand, heads: tuple[ir.Value, ...]) -> int | Refusal:
@@ -630,11 +621,7 @@ def _unsplittable(output: ir.Value, tensor: ir.Value) -> Refusal | None:
         use.node.op_type != "ConcatFromSequence" for use in output.uses()
     )
     if as_list and not splittable(dtype):
-        name = dtype.name.lower() if dtype is not None else "unknown"
-        return Refusal(
-            f"the batched list is read back through SplitToSequence, which onnxruntime 1.20 "
-            f"to 1.32 cannot run for {name} elements"
-        )
+        return Refusal(unsplittable("batched", dtype))
     return None
 
 
@@ -708,7 +695,9 @@ def _extremum(
     return extremum
 
 
-def _lagged_stack(node: ir.Node, lag: LaggedRead, stack: ir.Value, builder: Builder) -> ir.Value:
+def _lagged_stack(
+    node: ir.Node, lag: LaggedRead, stack: ir.Value, end: ir.Value, builder: Builder
+) -> ir.Value:
     """What the carried value holds in each iteration: Concat(initial, stack) cut to the trip
     count's rows (the last element read is never passed to an iteration). The value after the
     loop is row M of the same Concat, when something reads it."""
@@ -717,7 +706,6 @@ def _lagged_stack(node: ir.Node, lag: LaggedRead, stack: ir.Value, builder: Buil
     assert initial is not None and count is not None
     shifted = builder.op("Concat", [builder.unsqueeze(initial, [0]), stack], {"axis": 0})
     shifted.type = initial.type
-    end = builder.op("Reshape", [count, builder.ints([1])], name="trip_count")
     zero = builder.ints([0])
     lagged = builder.op("Slice", [shifted, zero, end, zero], name="previous_elements")
     lagged.type = initial.type
@@ -736,11 +724,15 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     builder = ctx.rewriter.before(node)
     count = node.inputs[0]
     assert count is not None
-    end = builder.op("Reshape", [count, builder.ints([1])], name="trip_count") if plan.cut else None
+    # the trip count as a Slice end: where the stacks are cut to it, and for values read late
+    end = None
+    if plan.cut or plan.lagged:
+        end = builder.op("Reshape", [count, builder.ints([1])], name="trip_count")
     stacks: list[ir.Value] = []
     for read in plan.reads:
         stack = read.build(builder)
-        if end is not None:
+        if plan.cut:
+            assert end is not None
             zero = builder.ints([0])
             stack = builder.op("Slice", [stack, zero, end, zero], name="first_elements")
         if stack.producer() is not None and stack.graph is builder.graph and stack.shape is None:
@@ -750,7 +742,8 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     arguments = stacks + [node.inputs[2 + k] for k in plan.kept]
     for lag in plan.lagged:
         stack = stacks[[read.node for read in plan.reads].index(lag.read)]
-        arguments.append(_lagged_stack(node, lag, stack, builder))
+        assert end is not None
+        arguments.append(_lagged_stack(node, lag, stack, end, builder))
     static_count = plan.count if isinstance(plan.count, int) else None
     if plan.counter:  # the iteration numbers, after the other arguments (as seeded)
         numbers = _iteration_numbers(builder, count)

@@ -107,6 +107,22 @@ def appending_insert(update: ir.Value, state: ir.Value, body: ir.Graph) -> ir.No
     return insert
 
 
+def concatenation_axes(output: ir.Value) -> set[int] | None:
+    """The axes, as written, of the ConcatFromSequence(new_axis=0) nodes that alone read the list
+    `output`; None when anything else reads it or the model returns it."""
+    if output.is_graph_output():
+        return None
+    axes = set()
+    for use in output.uses():
+        reader = use.node
+        if reader.op_type != "ConcatFromSequence" or reader.domain != "":
+            return None
+        if reader.attributes.get_int("new_axis", 0) != 0:
+            return None
+        axes.add(reader.attributes.get_int("axis", 0))
+    return axes
+
+
 def _body_always_continues(body: ir.Graph, ctx: Context) -> bool:
     """True when the body's condition output is always true, given a true condition input."""
     return always_continues(body, ctx.facts.values)
