@@ -143,6 +143,11 @@ def _ragged_passed_on(view: OpView) -> tuple[ir.Value, int] | Refusal | None:
             "over its sliced axis and elementwise ops read one)"
         )
     value, operand = ragged[0]
+    divisor = view.op_type in ("Div", "Mod") and view.node.inputs.index(value) != 0
+    if divisor and not (value.dtype is not None and value.dtype.is_floating_point()):
+        # the padded positions hold what the slice left out (zeros, often): the original never
+        # divides by them, an integer division of the padded stack would
+        return Refusal(f"{view.op_type} divides by a slice whose bounds differ per element")
     for other in view.operands:
         if other is operand or other is None:
             continue
