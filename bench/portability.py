@@ -2,7 +2,7 @@
 and tract, before and after lowering?
 
     python -m bench.portability              # print the table (Markdown)
-    python -m bench.portability --readme     # ... and replace the table in README.md
+    python -m bench.portability --docs       # ... and replace the tables in docs/portability.md
     python -m bench.portability --probe      # one small model per operator: what each runtime
                                              # supports (the source of seqlower/targets.py)
 
@@ -690,7 +690,9 @@ def _failures(rows: Mapping[str, dict[str, tuple[Outcome, Outcome]]]) -> list[st
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.portability", description=__doc__)
-    parser.add_argument("--readme", action="store_true", help="rewrite the table in README.md")
+    parser.add_argument(
+        "--docs", action="store_true", help="rewrite the tables in docs/portability.md"
+    )
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument("--only", default="", help="run only cases whose name contains this")
     parser.add_argument("--probe", action="store_true", help="print the operator probes only")
@@ -709,9 +711,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(text)
     for line in _failures(rows):
         print(line, file=sys.stderr)
-    if args.readme:
-        _write_readme(text, _BEGIN, _END)
-        _write_readme(probe_text(), _PROBE_BEGIN, _PROBE_END)
+    if args.docs:
+        _write_docs(text, _BEGIN, _END)
+        _write_docs(probe_text(), _PROBE_BEGIN, _PROBE_END)
     return 0
 
 
@@ -729,8 +731,8 @@ _BEGIN, _END = "<!-- portability:begin -->", "<!-- portability:end -->"
 _PROBE_BEGIN, _PROBE_END = "<!-- probes:begin -->", "<!-- probes:end -->"
 
 
-def _write_readme(text: str, begin: str, end_marker: str) -> None:
-    path = ROOT / "README.md"
+def _write_docs(text: str, begin: str, end_marker: str) -> None:
+    path = ROOT / "docs" / "portability.md"
     readme = path.read_text(encoding="utf-8")
     start, end = readme.index(begin) + len(begin), readme.index(end_marker)
     path.write_text(readme[:start] + "\n" + text + "\n" + readme[end:], encoding="utf-8")

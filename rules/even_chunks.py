@@ -18,7 +18,7 @@ them is that tensor; a read at a run-time position is `at-even-chunks`). A stack
 one shape: s divides d, or d < s and there is one chunk of d (hence Min(d, s), a constant when d
 is static). Where neither holds, the Reshape fails at run time as the ConcatFromSequence does.
 Over a dim of run-time size that is 0, onnxruntime fails (a ConcatFromSequence of no chunk) where
-the Reshape gives an empty tensor (README, "Deliberate deviations").
+the Reshape gives an empty tensor (docs/design.md, "Deliberate deviations").
 """
 
 from __future__ import annotations

@@ -224,7 +224,7 @@ def _plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) -> Accumu
     if saved < 0 and ctx.options.target in SPEED_FIRST_TARGETS:
         return (
             f"over {count:g} iterations the accumulator costs fewer operator launches than a "
-            'scan output and the reshaping after the loop (README, "Never slower")'
+            'scan output and the reshaping after the loop (docs/performance.md, "Never slower")'
         )
     return plan
 

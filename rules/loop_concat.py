@@ -10,7 +10,7 @@ The scan output of `loop-append-to-scan` needs one shape per iteration; an uneve
 loop goes is portable (TensorRT, OpenVINO and tract have no sequence operators) but copies the
 accumulator in every iteration, quadratic in its length. Every target applies it; where the
 accumulator costs more than the list (`seqlower.cost`), `--target onnxruntime` keeps the loop's
-region as given (README, "Never slower").
+region as given (docs/performance.md, "Never slower").
 
 A list that starts empty starts from an empty tensor (ConstantOfShape): the appended tensor's
 dims other than the concatenation axis must be static. If no iteration runs, the original fails

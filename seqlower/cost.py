@@ -1,5 +1,6 @@
 """How much work one run of a model is, estimated from the graph: the cost model behind
-`--target onnxruntime`'s choice between a region as given and lowered (README, "Never slower").
+`--target onnxruntime`'s choice between a region as given and lowered (docs/performance.md,
+"Never slower").
 
 The unit is one operator launch: the models seqlower rewrites are dominated by many small ops,
 and onnxruntime spends about as long launching a small kernel as running it. Memory traffic is

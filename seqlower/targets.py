@@ -14,7 +14,7 @@ tensorrt` fails on an error). `judge_nodes` gives the same judgement per node, a
   every leftover is an error.
 - onnxruntime: runs sequence operators, but each one copies tensors in and out of a sequence: a
   warning per leftover. Asks for speed first: a region of sequence operators whose tensor form
-  costs more is kept as given (README, "Never slower").
+  costs more is kept as given (docs/performance.md, "Never slower").
 - tensorrt: has no sequence operators at all, and its loop outputs that concatenate iterations
   (ONNX scan outputs) need a length known when the engine is built: both are errors.
 - openvino: its ONNX frontend converts the sequence operators but not SequenceMap, nor a

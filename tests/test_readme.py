@@ -1,7 +1,8 @@
-"""The README stays true: its rule catalogue is the rules' own docstrings, its quick start names
-files that exist, its sample summary is what `seqlower optimize` prints, its Python examples run
-(and the pass recipe gives a model onnxruntime loads), and it says how to install and under
-which license."""
+"""The README and docs/ stay true: the rule catalogue (docs/rules.md) is the rules' own
+docstrings, the README's quick start names files that exist, its sample summary is what
+`seqlower optimize` prints, its Python examples run (and the pass recipe gives a model
+onnxruntime loads), it says how to install and under which license, and every link in the
+README, CONTRIBUTING.md and docs/ leads to a file that exists."""
 
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ from typer.testing import CliRunner
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
-import update_readme  # noqa: E402
+import update_docs  # noqa: E402
 
 from seqlower.cli import app  # noqa: E402
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+PERFORMANCE = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
 
 # SplitToSequence -> SequenceMap(Cast -> MatMul) -> ConcatFromSequence: batched, it needs the
 # runtime workaround to load in onnxruntime (issue 14)
@@ -36,12 +38,16 @@ g (float[4,2,3] x, double[3,5] w) => (double[2,4,5] y) {
 }"""
 
 
-def _section(title: str) -> str:
-    return README.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+def _section(title: str, text: str = README) -> str:
+    return text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
 
 
-def test_rule_catalogue_is_generated_from_the_rules() -> None:
-    assert update_readme.regenerated(README) == README, "run: python tools/update_readme.py"
+def test_the_generated_docs_are_up_to_date() -> None:
+    for path in (update_docs.RULES, update_docs.QUIRKS):
+        text = path.read_text(encoding="utf-8")
+        assert update_docs.regenerated(text) == text, "run: python tools/update_docs.py"
+    assert "<!-- rules:begin -->" in update_docs.RULES.read_text(encoding="utf-8")
+    assert "<!-- quirks:begin -->" in update_docs.QUIRKS.read_text(encoding="utf-8")
 
 
 def test_quick_start_has_two_commands_and_the_example_exists() -> None:
@@ -119,24 +125,27 @@ def test_install_and_license_are_stated() -> None:
 
 
 def test_no_reference_to_files_that_are_not_in_the_repository() -> None:
-    texts = {"README.md": README, "seqlower/options.py": (ROOT / "seqlower/options.py").read_text()}
-    texts.update({str(p): p.read_text() for p in (ROOT / "docs").glob("*.md")})
-    for name, text in texts.items():
-        assert "design.md" not in text.lower(), name
-        for link in re.findall(r"\]\(([^)#:]+)\)", text):
-            assert (ROOT / link).exists(), (name, link)
+    paths = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "seqlower" / "options.py"]
+    paths += sorted((ROOT / "docs").glob("*.md"))
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        assert "shared/design.md" not in text.lower(), path  # the maintainers' notes, not shipped
+        for link in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", text):
+            assert (path.parent / link).exists(), (path, link)
 
 
 def test_the_bench_durations_agree_with_bench_readme() -> None:
     bench = (ROOT / "bench" / "README.md").read_text()
-    quick = re.search(r"--quick`? takes (under \d+ minutes?)", README)
-    assert quick is not None and quick.group(1) in bench
-    full = re.search(r"full run, (about \d+ minutes)", README)
-    assert full is not None and full.group(1).replace("about ", "~") in bench
+    for text in (PERFORMANCE, (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")):
+        quick = re.search(r"--quick`? takes (under \d+ minutes?)", text)
+        assert quick is not None and quick.group(1) in bench
+        full = re.search(r"full run, (about \d+ minutes)", text)
+        assert full is not None and full.group(1).replace("about ", "~") in bench
 
 
 def test_the_performance_claims_match_the_table() -> None:
-    speedups = [float(x) for x in re.findall(r"\| (\d+\.\d)x \|$", _section("Performance"), re.M)]
+    table = PERFORMANCE.split("\n## ", 1)[0]  # the first table: SequenceMap latency
+    speedups = [float(x) for x in re.findall(r"\| (\d+\.\d)x \|$", table, re.M)]
     assert speedups, "no original / ours column found"
     claim = re.search(r"(\d+)x to (\d+)x slower than seqlower's output", README)
     assert claim is not None

@@ -1,7 +1,7 @@
 """What seqlower knows about onnxruntime is probed, not assumed (seqlower.runtime_quirks).
 
 Tripwires: each quirk the installed onnxruntime still shows is asserted with a concrete model;
-once a release fixes one, its test skips and names the version, so the README (generated from
+once a release fixes one, its test skips and names the version, so docs/design.md (generated from
 the same records) and the quirk can be updated, and no user's install fails because of it.
 """
 
@@ -93,11 +93,11 @@ def test_a_nested_sequence_map_is_refused_at_load():
         ort_session(model)
 
 
-def test_readme_lists_every_quirk_with_its_versions():
-    import update_readme
+def test_the_docs_list_every_quirk_with_its_versions():
+    import update_docs
 
-    text = update_readme.README.read_text(encoding="utf-8")
-    assert update_readme.regenerated(text) == text, "run: python tools/update_readme.py"
+    text = update_docs.QUIRKS.read_text(encoding="utf-8")
+    assert update_docs.regenerated(text) == text, "run: python tools/update_docs.py"
     for quirk in runtime_quirks.QUIRKS:
         assert f"`{quirk.key}`" in text and quirk.seen_on in text, quirk.key
 

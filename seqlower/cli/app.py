@@ -328,7 +328,7 @@ def _optimize(
         observer.stage("checking the input")
         _check_input(model, source)
         started = time.perf_counter()
-        # the file is read again only if the original is kept (README, "Never slower")
+        # the file is read again only if the original is kept (docs/performance.md, "Never slower")
         original = functools.partial(load_model, source)
         lowered, summary = lower_in_place(model, options, after_pass=observer, original=original)
         seconds = time.perf_counter() - started

@@ -3,8 +3,8 @@
     SplitToSequence(x, 1, keepdims=0) -> SplitToSequence(x, keepdims=0)     (onnxruntime's reading)
     SplitToSequence(x, s, keepdims=0) -> SplitToSequence(x, s, keepdims=1)  (the spec's reading)
 
-README, "Where the specification and onnxruntime disagree", item 1: the spec ignores keepdims
-when `split` is given, onnxruntime squeezes for a scalar split of 1 (and fails for a larger one).
+docs/design.md, "Where the specification and onnxruntime disagree", item 1: the spec ignores
+keepdims when `split` is given, onnxruntime squeezes for a scalar split of 1 (and fails for a larger one).
 Each such node is named in a warning.
 
 Declared shapes of intermediate values can lie in real exports (trap 10), so they are cleared and

@@ -9,8 +9,8 @@
 (the passes in parentheses for target="onnxruntime", the last for target="tract")
 
 The last pass matters: without it, some batched models crash onnxruntime while it loads them
-(README, "Where the specification and onnxruntime disagree", item 7). `LowerSequencesPass` applies
-it too, so any order a user composes from the public passes gives a model that loads. What
+(docs/design.md, "Where the specification and onnxruntime disagree", item 7).
+`LowerSequencesPass` applies it too, so any order a user composes from the public passes gives a model that loads. What
 `seqlower.optimize` adds on top is the report (rules fired, what remains and why) and
 `--flatten-sequence-io`.
 """

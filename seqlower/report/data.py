@@ -40,7 +40,7 @@ TIERS = (
 )
 
 # The refusal prefix of an operator kept because its tensor form costs more in onnxruntime
-# (README, "Never slower"): a choice for speed, not a failure to lower.
+# (docs/performance.md, "Never slower"): a choice for speed, not a failure to lower.
 # the name of the last tier (seqlower.lists) in the report: its refusal is a whole list's cause
 LIST_TIER = "tensor-list"
 KEPT_FOR_SPEED = "speed-first"  # the rule name the refusals of a region kept for speed carry

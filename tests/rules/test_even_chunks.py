@@ -135,7 +135,7 @@ def test_a_stack_of_uneven_chunks_still_fails_at_run_time():
 
 
 def test_a_stack_over_an_empty_dim_is_empty_where_onnxruntime_raises():
-    """The documented deviation (README, "Deliberate deviations")."""
+    """The documented deviation (docs/design.md, "Deliberate deviations")."""
     model = parse(_stack("float[N,3]", 0, 0))
     lowered, _ = lower(model)
     with pytest.raises(Exception, match=r"(?i)1 or more inputs"):

@@ -1,8 +1,9 @@
-"""Regenerate the generated parts of README.md from the code: the rule catalogue (from the rules'
-docstrings) and the table of onnxruntime quirks (from seqlower.runtime_quirks).
+"""Regenerate the generated parts of the docs from the code: the rule catalogue in docs/rules.md
+(from the rules' docstrings) and the table of onnxruntime quirks in docs/design.md (from
+seqlower.runtime_quirks).
 
-    python tools/update_readme.py          # rewrite README.md in place
-    python tools/update_readme.py --check  # exit 1 if README.md is out of date
+    python tools/update_docs.py          # rewrite those files in place
+    python tools/update_docs.py --check  # exit 1 if either is out of date
 
 tests/test_readme.py runs the check, so neither can drift from the code.
 """
@@ -15,7 +16,9 @@ from pathlib import Path
 from seqlower import runtime_quirks
 from seqlower.cli.app import rule_catalogue
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+RULES = DOCS / "rules.md"
+QUIRKS = DOCS / "design.md"
 
 
 def quirk_table() -> str:
@@ -32,23 +35,29 @@ def quirk_table() -> str:
 
 def _replace_between(text: str, name: str, body: str) -> str:
     begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    if begin not in text:
+        return text
     head, _, rest = text.partition(begin)
     _, _, tail = rest.partition(end)
     return f"{head}{begin}\n{body}\n{end}{tail}"
 
 
 def regenerated(text: str) -> str:
+    """`text` with every generated block it holds (rules, quirks) made from the code."""
     text = _replace_between(text, "rules", rule_catalogue())
     return _replace_between(text, "quirks", quirk_table())
 
 
 def main() -> int:
-    text = README.read_text(encoding="utf-8")
-    fresh = regenerated(text)
-    if "--check" in sys.argv:
-        return 0 if fresh == text else 1
-    README.write_text(fresh, encoding="utf-8")
-    return 0
+    stale = []
+    for path in (RULES, QUIRKS):
+        text = path.read_text(encoding="utf-8")
+        fresh = regenerated(text)
+        if fresh != text:
+            stale.append(path)
+            if "--check" not in sys.argv:
+                path.write_text(fresh, encoding="utf-8")
+    return 1 if stale and "--check" in sys.argv else 0
 
 
 if __name__ == "__main__":
