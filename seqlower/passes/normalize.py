@@ -4,8 +4,8 @@
     SplitToSequence(x, s, keepdims=0) -> SplitToSequence(x, s, keepdims=1)  (the spec's reading)
 
 docs/design.md, "Where the specification and onnxruntime disagree", item 1: the spec ignores
-keepdims when `split` is given, onnxruntime squeezes for a scalar split of 1 (and fails for a larger one).
-Each such node is named in a warning.
+keepdims when `split` is given, onnxruntime squeezes for a scalar split of 1 (and fails for a
+larger one).
 
 Declared shapes of intermediate values can lie in real exports (trap 10), so they are cleared and
 shape inference recomputes them from the graph inputs and constants. Symbolic input dims named in

@@ -10,9 +10,9 @@
 
 The last pass matters: without it, some batched models crash onnxruntime while it loads them
 (docs/design.md, "Where the specification and onnxruntime disagree", item 7).
-`LowerSequencesPass` applies it too, so any order a user composes from the public passes gives a model that loads. What
-`seqlower.optimize` adds on top is the report (rules fired, what remains and why) and
-`--flatten-sequence-io`.
+`LowerSequencesPass` applies it too, so any order a user composes from the public passes gives
+a model that loads. What `seqlower.optimize` adds on top is the report (rules fired, what remains
+and why) and `--flatten-sequence-io`.
 """
 
 from __future__ import annotations
