@@ -3,8 +3,10 @@
 import seqlower
 model, report = seqlower.optimize("in.onnx")
 
-The names below are imported when first used, so that `seqlower --version` and `import
-seqlower` alone stay quick.
+The names below, and the documented submodules (`seqlower.io`, `seqlower.passes`,
+`seqlower.testing`, `seqlower.verification`...), are imported when first used, so that
+`seqlower --version` and `import seqlower` alone stay quick, and `seqlower.verification.verify`
+works after `import seqlower` alone.
 """
 
 from __future__ import annotations
@@ -38,6 +40,23 @@ _EXPORTS = {
     "verify": "seqlower.verification",
 }
 
+# submodules a user may reach as attributes of `seqlower` without importing them first
+_SUBMODULES = frozenset(
+    {
+        "errors",
+        "inspect",
+        "io",
+        "options",
+        "passes",
+        "pipeline",
+        "report",
+        "rules",
+        "targets",
+        "testing",
+        "verification",
+    }
+)
+
 __all__ = [
     "InspectReport",
     "InvalidModelError",
@@ -68,6 +87,8 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")  # the import binds the attribute
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'seqlower' has no attribute {name!r}")
@@ -77,4 +98,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+    return sorted({*globals(), *_EXPORTS, *_SUBMODULES})

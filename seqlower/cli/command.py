@@ -1,7 +1,9 @@
 """The click classes behind the `seqlower` app: how help and errors look.
 
 - Help is click's plain layout (wrapped, never cut, no type placeholders on flags); flags that
-  default to off do not show `[default: no-...]`; example command lines are not rewrapped.
+  default to off do not show `[default: no-...]`; example command lines are not rewrapped; the
+  usage line names arguments plainly (`SOURCE OUTPUT`: typer writes `{SOURCE}`, which reads as
+  a choice).
 - A usage error (an unknown option, a missing argument, a value out of range) is one line on
   stderr, `error: <problem>; see '<command> --help'`, exit code 2; rich's boxed panel is used
   only when stderr is a terminal.
@@ -24,6 +26,7 @@ __all__ = [
 
 import inspect
 import logging
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -56,6 +59,13 @@ class SeqlowerCommand(TyperCommand):
         for param in self.params:
             if getattr(param, "is_flag", False) and not param.default:
                 param.show_default = False
+
+    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+        """The usage line's pieces, a required argument as `NAME`, not typer's `{NAME}`."""
+        return [_REQUIRED.sub(r"\1", piece) for piece in super().collect_usage_pieces(ctx)]
+
+
+_REQUIRED = re.compile(r"^\{([A-Z_][A-Z0-9_]*)\}")
 
 
 class SeqlowerGroup(TyperGroup):

@@ -19,11 +19,11 @@ import typer
 
 from seqlower.cli.options import (
     DEFAULT_TARGET,
-    DimOption,
     FlattenOption,
+    InspectDimOption,
+    InspectTargetOption,
     SeqLenOption,
     SplitKeepdimsOption,
-    TargetOption,
     lowering_options,
 )
 from seqlower.errors import SeqlowerError
@@ -33,25 +33,34 @@ from seqlower.report import NodeOutcome
 
 def inspect_command(
     model: Annotated[Path, typer.Argument(metavar="MODEL", help="The model to inspect (.onnx).")],
-    dim: DimOption = None,
+    dim: InspectDimOption = None,
     flatten_sequence_io: FlattenOption = False,
     seq_len: SeqLenOption = None,
     split_keepdims: SplitKeepdimsOption = "onnxruntime",
-    target: TargetOption = DEFAULT_TARGET,
+    target: InspectTargetOption = DEFAULT_TARGET,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the report as JSON (docs/report-schema.md).")
     ] = False,
 ) -> None:
     """Show where the sequence values of MODEL are, which tier would lower each and, for what
-    would be kept, why and what to try.
+    would be kept, why and what to try. A dry run of `seqlower optimize` with the same options:
+    it lowers a copy and shows the report, so the two never disagree.
 
     Tiers, cheapest first: direct (tensor operators on the whole data), batch (a map's body
     applied once to all elements), unroll (a copy per element), scan (a Loop collecting its
-    results as tensors), loop (a Loop carrying a sequence), kept (still a sequence, with the
-    reason), flattened (a sequence input or output turned into tensors on request).
+    results as tensors); a list as tensors: stacked (elements of one shape in one tensor),
+    ragged (elements concatenated on their first dim, plus those dims), flat (elements
+    flattened into one buffer, plus a table of their shapes); loop (a Loop carrying a
+    sequence), kept (still a sequence, with the reason), flattened (a sequence input or output
+    turned into tensors on request).
 
-    Nothing is written; the model is not changed. Exit codes: 0 inspected (also when something
-    would be kept or the target check finds errors: `optimize --target` enforces), 2 bad input.
+    Nothing is written; the model is not changed.
+
+    \b
+    Exit codes:
+      0  inspected, also when something would be kept or the target check
+         lists errors (`seqlower optimize --target` refuses those)
+      2  bad input or usage (one error line)
 
     Examples:
 

@@ -7,6 +7,8 @@ __all__ = [
     "TARGETS",
     "DimOption",
     "FlattenOption",
+    "InspectDimOption",
+    "InspectTargetOption",
     "SeqLenOption",
     "SplitKeepdimsOption",
     "TargetOption",
@@ -55,12 +57,33 @@ TargetOption = Annotated[
     ),
 ]
 
+InspectTargetOption = Annotated[
+    str,
+    typer.Option(
+        "--target",
+        metavar="[" + "|".join(TARGETS) + "]",
+        callback=_choice("--target", "target", TARGETS),
+        help="Lower the copy as `optimize --target` would, and list what that runtime's profile "
+        "refuses. The check reads the operators only: it does not load the model in OpenVINO or "
+        "tract, which `optimize --target` does when they are installed. The exit code stays 0.",
+    ),
+]
+
 DimOption = Annotated[
     list[str] | None,
     typer.Option(
         metavar="NAME=SIZE",
         help="Give a symbolic input dimension a size (repeatable); the lowered model then "
         "accepts only that size.",
+    ),
+]
+InspectDimOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        metavar="NAME=SIZE",
+        help="Give a symbolic input dimension a size (repeatable), as `optimize --dim` would: "
+        "lengths and positions that follow it become static, and inspect shows how that "
+        "changes the lowering.",
     ),
 ]
 FlattenOption = Annotated[
