@@ -2,10 +2,18 @@
 
 SequenceEmpty()              -> ConstantOfShape([0, *S])            (S static)
 SequenceConstruct(x0..xk)    -> Concat(Unsqueeze(x0, 0)..)
-SequenceInsert(s, x, p?)     -> Concat(data[:p], Unsqueeze(x, 0), data[p:])
-SequenceErase(s, p)          -> Concat(data[:p], data[p+1:])  (data[:n-1] for p = -1 or none,
-                                data[1:] for p = 0; p checked by Gather(Range(n), p) first,
-                                unless the list is known to hold element p: after an insert)
+SequenceInsert(s, x)         -> Concat(data, Unsqueeze(x, 0))  (p = 0: Concat(row, data))
+SequenceInsert(s, x, p)      -> a, b = Split(data, [p, n - p]); Concat(a, Unsqueeze(x, 0), b)
+                                (p < 0: [n + p, -p]; a position outside [-n, n] makes a size
+                                negative, and Split fails as SequenceInsert does)
+SequenceErase(s, p)          -> a, _, b = Split(data, [p, 1, n - p - 1]); Concat(a, b)
+                                (p = -1 or none: the first of Split(data, [n - 1, 1]); p = 0: the
+                                second of Split(data, [1, n - 1]); outside [-n, n-1] a size is
+                                negative and Split fails; a position the list is known to hold,
+                                after an insert: Slices, no check)
+SequenceInsert(SequenceErase(s, p), x, p), p a constant >= 0 (what `xs[p] = x` exports)
+                             -> ScatterND(data, [[p]], Unsqueeze(x, 0))  (fails for p >= n, as
+                                the erase does)
 SequenceAt(s, p)             -> Gather(data, p)
 SequenceLength(s)            -> Shape(data)[0]
 ConcatFromSequence(s, new_axis=1, axis=a) -> data, or Transpose(data, 0 -> a)
@@ -29,17 +37,21 @@ __all__ = [
     "table",
 ]
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 import onnx_ir as ir
 
+from seqlower.lists.signs import never_negative
 from seqlower.lists.tensors import (
     INT64_MAX,
     Layout,
     Table,
     TensorList,
     dim0,
+    from_end,
     insert_index,
     int64,
     moved_first,
@@ -77,6 +89,28 @@ def insert(
     if p is None or static == 0:  # an append, or a prepend (position 0 is always valid)
         parts = [row, s.data] if static == 0 else [s.data, row]
         return TensorList((b.op("Concat", parts, {"axis": 0}, name="list_data"),), s.layout)
+    if s.erased is not None and static == s.erased[1] and _splits(b, s):
+        base = s.erased[0]  # `xs[p] = x`: element p of the list before the erase, replaced
+        index = b.constant(np.array([[static]], np.int64), "position")
+        return TensorList((b.op("ScatterND", [base.data, index, row], name="list_data"),), s.layout)
+    if not _splits(b, s):
+        return _insert_sliced(forms, b, s, row, p, static)
+    n1 = forms.table(s).n1
+    if static is not None and static > 0:
+        sizes = [b.ints([static], "position"), b.op("Sub", [n1, b.ints([static], "position")])]
+    elif static is not None:  # -n <= p < 0: n + p before, -p after
+        sizes = [b.op("Add", [n1, b.ints([static], "position")]), b.ints([-static], "after")]
+    else:
+        index1 = _position(forms, b, p, n1)  # type: ignore[arg-type]
+        sizes = [index1, b.op("Sub", [n1, index1])]
+    head, tail = _cut(b, s.data, sizes)
+    return TensorList((b.op("Concat", [head, row, tail], {"axis": 0}, name="list_data"),), s.layout)
+
+
+def _insert_sliced(
+    forms: ListForms, b: Builder, s: TensorList, row: ir.Value, p: ir.Value, static: int | None
+) -> TensorList:
+    """The insert of a string list: Gather(Range(n + 1), p) checks p, Slices cut."""
     table = forms.table(s)
     if static is not None and static > 0:
         index1 = b.ints([static], "position")
@@ -89,14 +123,51 @@ def insert(
 
 
 def erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> TensorList:
+    erased = _erase(forms, b, s, p)
+    static = -1 if p is None else forms.values.get_int(p)
+    if static is not None and static >= 0:
+        return dataclasses.replace(erased, erased=(s, static))
+    return erased
+
+
+def _erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> TensorList:
     known = forms.within(s, p)
     if known is not None:  # in range for sure: Slice reads a negative position as Gather does
         return _erase_at(b, s, known)
     static = -1 if p is None else forms.values.get_int(p)
-    if static is not None:
-        p1 = b.ints([static], "position")
+    if not _splits(b, s):
+        return _erase_sliced(forms, b, s, p, static)
+    n1 = forms.table(s).n1
+    one = b.ints([1], "one")
+    if static == -1:  # the last element (a pop): everything before it
+        return _kept(b, _cut(b, s.data, [b.op("Sub", [n1, one]), one])[:1], s)
+    if static == 0:  # the first element: everything after it
+        return _kept(b, _cut(b, s.data, [one, b.op("Sub", [n1, one])])[1:], s)
+    if static is not None and static > 0:
+        sizes = [
+            b.ints([static], "position"),
+            one,
+            b.op("Sub", [n1, b.ints([static + 1], "after")]),
+        ]
+    elif static is not None:  # -n <= p < -1: n + p before, -p - 1 after
+        sizes = [
+            b.op("Add", [n1, b.ints([static], "position")]),
+            one,
+            b.ints([-static - 1], "after"),
+        ]
     else:
-        p1 = b.op("Reshape", [int64(b, p), b.ints([1], "one_d")])  # type: ignore[arg-type]
+        index1 = _position(forms, b, p, n1)  # type: ignore[arg-type]
+        rest = b.op("Sub", [b.op("Sub", [n1, index1]), one])
+        sizes = [index1, one, rest]
+    head, _, tail = _cut(b, s.data, sizes)
+    return _kept(b, [head, tail], s)
+
+
+def _erase_sliced(
+    forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None, static: int | None
+) -> TensorList:
+    """The erase of a string list: Gather(Range(n), p) checks p, Slices cut."""
+    p1 = b.ints([static], "position") if static is not None else _one_d(b, p)  # type: ignore[arg-type]
     index1 = b.op("Gather", [forms.positions(s), p1])  # p >= 0; fails outside [-n, n-1]
     if static == -1:  # the last element (a pop): everything before it
         head = b.op("Slice", [s.data, b.ints([0], "zero1"), index1], name="list_data")
@@ -106,6 +177,36 @@ def erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> Te
         tail = b.op("Slice", [s.data, after, b.ints([INT64_MAX], "end")], name="list_data")
         return TensorList((tail,), s.layout)
     return TensorList((splice(b, s.data, index1, after, None),), s.layout)
+
+
+def _splits(b: Builder, s: TensorList) -> bool:
+    """Whether the Split and ScatterND forms apply: not to strings, which keep the Slice forms
+    (the tensor form of a list needs opset 14, where Split takes run-time sizes)."""
+    return s.layout.dtype != ir.DataType.STRING
+
+
+def _position(forms: ListForms, b: Builder, p: ir.Value, n1: ir.Value) -> ir.Value:
+    """A run-time position as a 1-D index, counted from the end when negative (not needed
+    when it is proved never negative)."""
+    p1 = _one_d(b, p)
+    return p1 if never_negative(p, forms.values) else from_end(b, p1, n1)
+
+
+def _one_d(b: Builder, p: ir.Value) -> ir.Value:
+    return b.op("Reshape", [int64(b, p), b.ints([1], "one_d")])
+
+
+def _cut(b: Builder, data: ir.Value, sizes: list[ir.Value]) -> list[ir.Value]:
+    """Split on axis 0 into pieces of `sizes` (1-D of one entry each); a negative size, or
+    sizes that do not add up to n, make Split fail at run time."""
+    split = b.op("Concat", sizes, {"axis": 0}, name="sizes")
+    return b.ops("Split", [data, split], {"axis": 0}, num_outputs=len(sizes), name="cut")
+
+
+def _kept(b: Builder, pieces: list[ir.Value], s: TensorList) -> TensorList:
+    if len(pieces) == 1:
+        return TensorList((pieces[0],), s.layout)
+    return TensorList((b.op("Concat", pieces, {"axis": 0}, name="list_data"),), s.layout)
 
 
 def _erase_at(b: Builder, s: TensorList, p: int) -> TensorList:

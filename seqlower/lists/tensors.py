@@ -62,6 +62,9 @@ class TensorList:
     parts: tuple[ir.Value, ...]
     layout: Layout
     min_length: int = 0
+    # (the list before, p) when this list is that list with its element p (a constant >= 0)
+    # erased: an insert at p that follows is an assignment (stacked: one ScatterND)
+    erased: tuple[TensorList, int] | None = None
 
     @property
     def data(self) -> ir.Value:

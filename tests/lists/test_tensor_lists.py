@@ -587,15 +587,17 @@ agraph (float[N,3] x) => (float[?,3] y, int64 n) {{
 @pytest.mark.parametrize(
     ("position", "kept"), [(None, slice(None, -1)), (-1, slice(None, -1)), (0, slice(1, None))]
 )
-def test_erasing_an_end_of_a_stacked_list_is_one_slice(position, kept):
+def test_erasing_an_end_of_a_stacked_list_is_one_split(position, kept):
     declared = "" if position is None else f"p = Constant <value=int64 {{{position}}}> ()"
     text = ERASE_END.format(position=declared, argument="" if position is None else ", p")
     model = parse(text)
     lowered, _ = lower_tensor_form(model)
     assert sequence_op_count(lowered) == 0
     counts = op_counts(lowered)
-    # Gather(Range(n), p) checks the position, one Slice keeps the rest (no Concat of two)
-    assert counts["Slice"] == 1 and "Concat" not in counts and counts["Range"] == 1
+    # Split(data, [1, n - 1]) or [n - 1, 1] keeps the rest and checks the position (a size of
+    # -1 on an empty list fails): one Concat (of the two sizes), no Slice, no Range
+    assert counts["Split"] == 1 and counts["Concat"] == 1
+    assert "Slice" not in counts and "Range" not in counts
     rng = np.random.default_rng(3)
     for rows in (2, 3, 5):  # (one row leaves none, whose concat fails in onnxruntime only)
         x = rng.standard_normal((rows, 3)).astype(np.float32)
@@ -642,7 +644,7 @@ def test_erasing_a_position_an_insert_proved_needs_no_check(inserts, position):
 def test_a_position_beyond_what_the_inserts_prove_is_still_checked():
     model = parse(ERASE_AFTER_INSERT.format(inserts="s2 = Identity (s1)", position=-2))
     lowered, _ = lower_tensor_form(model)
-    assert op_counts(lowered)["Range"] == 1  # Gather(Range(n), -2) keeps the run-time error
+    assert op_counts(lowered)["Split"] == 1  # Split(data, [n - 2, 1, 1]) keeps the run-time error
     r = np.ones(3, np.float32)
     assert_same(model, lowered, {"x": np.ones((3, 3), np.float32), "r": r})
     assert_both_fail(model, lowered, {"x": np.zeros((0, 3), np.float32), "r": r})

@@ -1,0 +1,255 @@
+"""Editing a stacked list at a position: insert, erase and assign (`xs[p] = x`, which PyTorch
+exports as an erase then an insert at p) as one Split and one Concat, or one ScatterND.
+
+Each form is checked three ways: what it emits (operator counts), what it does not take and why
+(the fallback it leaves to: negative positions, strings, old opsets), and the numbers against
+the original under onnxruntime, positions out of range (both fail), empty lists and dtypes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from support import assert_outputs_equal, op_counts, parse, run_ort, sequence_op_count
+
+import seqlower
+from seqlower.analysis.static_values import StaticValues
+from seqlower.lists.signs import never_negative
+from seqlower.rule import RuleSet
+
+
+def lower_tensor_form(model: onnx.ModelProto) -> tuple[onnx.ModelProto, seqlower.Report]:
+    """No pattern rule: every sequence operator takes its tensor form."""
+    lowered, report = seqlower.optimize(model, rules=RuleSet([]), target="portable")
+    onnx.checker.check_model(lowered, full_check=True)
+    return lowered, report
+
+
+def assert_same(original: onnx.ModelProto, lowered: onnx.ModelProto, fed: dict) -> None:
+    assert_outputs_equal(run_ort(original, fed), run_ort(lowered, fed))
+
+
+def assert_both_fail(original: onnx.ModelProto, lowered: onnx.ModelProto, fed: dict) -> None:
+    with pytest.raises(Exception):  # noqa: B017 - onnxruntime raises its own error types
+        run_ort(original, fed)
+    with pytest.raises(Exception):  # noqa: B017
+        run_ort(lowered, fed)
+
+
+# x.unbind(0) of a dynamic N, edited at a run-time position p
+EDIT = """
+agraph ({dtype}[N,3] x, {dtype}[3] r, int64 p) => ({dtype}[?,3] y, int64 n) {{
+    s = SplitToSequence <axis=0, keepdims=0> (x)
+    {position}
+    s2 = {edit}
+    y = ConcatFromSequence <axis=0, new_axis=1> (s2)
+    n = SequenceLength (s2)
+}}"""
+
+
+def edit_model(edit: str, position: str = "", dtype: str = "float") -> onnx.ModelProto:
+    return parse(EDIT.format(edit=edit, position=position, dtype=dtype))
+
+
+def feeds(rows: int, p: int, dtype: type = np.float32) -> dict:
+    rng = np.random.default_rng(abs(rows + 7 * p))
+    x = (rng.standard_normal((rows, 3)) * 10).astype(dtype)
+    return {"x": x, "r": np.arange(3).astype(dtype), "p": np.array(p, np.int64)}
+
+
+def check_every_position(model: onnx.ModelProto, lowered: onnx.ModelProto, valid, dtype=np.float32):
+    """Every position from -n-2 to n+2 for n in 0, 1, 4: equal where `valid(p, n)`, both
+    failing where it is False (None: a valid edit that leaves an empty list, whose
+    concatenation fails in onnxruntime only, as the module docstring of seqlower.lists.forms
+    says)."""
+    for rows in (0, 1, 4):
+        for p in range(-rows - 2, rows + 3):
+            fed = feeds(rows, p, dtype)
+            verdict = valid(p, rows)
+            if verdict:
+                assert_same(model, lowered, fed)
+            elif verdict is not None:
+                assert_both_fail(model, lowered, fed)
+
+
+# -- insert ---------------------------------------------------------------------------------
+
+
+def test_an_insert_at_a_run_time_position_is_one_split_and_one_concat():
+    model = edit_model("SequenceInsert (s, r, p)")
+    lowered, _ = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    counts = op_counts(lowered)
+    # the sizes [p, n - p], the pieces, and the pieces around the new row: no Range of slots
+    assert counts["Split"] == 1 and counts["Concat"] == 2
+    assert "Range" not in counts and "Slice" not in counts
+    assert counts["Where"] == 1  # p < 0 counts from the end
+    check_every_position(model, lowered, lambda p, n: -n <= p <= n)
+
+
+@pytest.mark.parametrize("position", [2, -1, -3])
+def test_an_insert_at_a_constant_position_splits_without_counting_from_the_end(position):
+    model = edit_model("SequenceInsert (s, r, q)", f"q = Constant <value=int64 {{{position}}}> ()")
+    lowered, _ = lower_tensor_form(model)
+    counts = op_counts(lowered)
+    assert counts["Split"] == 1 and "Where" not in counts and "Range" not in counts
+    for rows in (0, 1, 2, 3, 5):
+        fed = feeds(rows, 0)
+        if -rows <= position <= rows:
+            assert_same(model, lowered, fed)
+        else:
+            assert_both_fail(model, lowered, fed)
+
+
+def test_a_position_made_from_a_shape_is_not_counted_from_the_end():
+    """`k = x.size(0) // 2` can never be negative: no Where(p < 0, p + n, p)."""
+    position = """dims = Shape (x)
+    zero = Constant <value=int64 {0}> ()
+    n0 = Gather <axis=0> (dims, zero)
+    two = Constant <value=int64 {2}> ()
+    k = Div (n0, two)"""
+    model = edit_model("SequenceInsert (s, r, k)", position)
+    lowered, _ = lower_tensor_form(model)
+    assert "Where" not in op_counts(lowered) and op_counts(lowered)["Split"] == 1
+    for rows in (0, 1, 4, 5):
+        assert_same(model, lowered, feeds(rows, 0))
+
+
+@pytest.mark.parametrize(
+    ("dtype", "numpy_type"),
+    [("int32", np.int32), ("bool", np.bool_), ("float16", np.float16), ("double", np.float64)],
+)
+def test_edits_keep_every_dtype(dtype, numpy_type):
+    model = edit_model("SequenceInsert (s, r, p)", dtype=dtype)
+    lowered, _ = lower_tensor_form(model)
+    assert op_counts(lowered)["Split"] == 1
+    check_every_position(model, lowered, lambda p, n: -n <= p <= n, numpy_type)
+
+
+# -- erase ----------------------------------------------------------------------------------
+
+
+def test_an_erase_at_a_run_time_position_is_one_split_and_one_concat():
+    model = edit_model("SequenceErase (s, p)")
+    lowered, _ = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    counts = op_counts(lowered)
+    assert counts["Split"] == 1 and counts["Concat"] == 2  # the sizes, the two pieces kept
+    assert "Range" not in counts and "Slice" not in counts
+    check_every_position(model, lowered, lambda p, n: (-n <= p < n) and (n > 1 or None))
+
+
+@pytest.mark.parametrize("position", [1, -2, 3])
+def test_an_erase_at_a_constant_position_fails_where_the_original_does(position):
+    model = edit_model("SequenceErase (s, q)", f"q = Constant <value=int64 {{{position}}}> ()")
+    lowered, _ = lower_tensor_form(model)
+    counts = op_counts(lowered)
+    assert counts["Split"] == 1 and "Where" not in counts and "Range" not in counts
+    for rows in (0, 1, 2, 3, 4, 6):
+        fed = feeds(rows, 0)
+        if -rows <= position < rows and rows > 1:  # (one row leaves none to concatenate)
+            assert_same(model, lowered, fed)
+        elif not -rows <= position < rows:
+            assert_both_fail(model, lowered, fed)
+
+
+# -- assign: erase then insert at the same position -------------------------------------------
+
+
+def test_an_assignment_at_a_constant_position_is_one_scatter():
+    """`xs[2] = r` exports as SequenceErase(s, 2) then SequenceInsert(., r, 2)."""
+    model = edit_model(
+        "SequenceInsert (e, r, q)",
+        "q = Constant <value=int64 {2}> ()\n    e = SequenceErase (s, q)",
+    )
+    lowered, _ = lower_tensor_form(model)
+    counts = op_counts(lowered)
+    assert counts["ScatterND"] == 1 and "Split" not in counts and "Concat" not in counts
+    for rows in (0, 1, 2, 3, 5):
+        fed = feeds(rows, 0)
+        if rows > 2:
+            assert_same(model, lowered, fed)
+        else:  # no element 2 to replace: the erase fails, and so does the ScatterND
+            assert_both_fail(model, lowered, fed)
+
+
+@pytest.mark.parametrize(
+    ("erase_at", "insert_at", "why"),
+    [(-1, -1, "negative: the insert lands before the last"), (1, 2, "two positions")],
+)
+def test_an_erase_and_insert_that_are_no_assignment_stay_two_splits(erase_at, insert_at, why):
+    """Not one ScatterND: after erasing position -1 an insert at -1 goes before the new last
+    element, not where the erased one was; different positions are no assignment either."""
+    model = edit_model(
+        "SequenceInsert (e, r, q2)",
+        f"q = Constant <value=int64 {{{erase_at}}}> ()\n    e = SequenceErase (s, q)\n"
+        f"    q2 = Constant <value=int64 {{{insert_at}}}> ()",
+    )
+    lowered, _ = lower_tensor_form(model)
+    counts = op_counts(lowered)
+    assert "ScatterND" not in counts, why
+    assert counts["Split"] == 2
+    for rows in (0, 1, 2, 3, 5):
+        fed = feeds(rows, 0)
+        try:
+            run_ort(model, fed)
+        except Exception:  # onnxruntime raises its own error types
+            assert_both_fail(model, lowered, fed)
+            continue
+        assert_same(model, lowered, fed)
+
+
+# -- what keeps the Slice forms ----------------------------------------------------------------
+
+
+STRINGS = """
+agraph (string[3] a, string[3] b, int64 p) => (string[3] first, int64 n) {
+    s = SequenceConstruct (a, b, a, b)
+    s2 = SequenceErase (s, p)
+    zero = Constant <value=int64 {0}> ()
+    first = SequenceAt (s2, zero)
+    n = SequenceLength (s2)
+}"""
+
+
+def test_string_lists_keep_the_slice_forms():
+    """Strings keep Gather(Range(n), p) and Slices: the Split and ScatterND forms are for
+    numbers (onnxruntime's Gather mis-copies strings: seqlower.runtime_quirks)."""
+    model = parse(STRINGS)
+    lowered, _ = lower_tensor_form(model)
+    counts = op_counts(lowered)
+    assert "Split" not in counts and counts["Range"] == 1
+    a, b = np.array(["a", "bb", ""], object), np.array(["x", "y", "zz"], object)
+    for p in range(-6, 6):
+        fed = {"a": a, "b": b, "p": np.array(p, np.int64)}
+        if -4 <= p < 4:
+            assert_same(model, lowered, fed)
+        else:
+            assert_both_fail(model, lowered, fed)
+
+
+# -- never_negative ------------------------------------------------------------------------------
+
+
+def test_never_negative_follows_shapes_and_refuses_what_may_be_negative():
+    model = parse("""
+g (float[N,3] x, int64 p) => (int64 a, int64 b, int64 c, int64 d) {
+    dims = Shape (x)
+    zero = Constant <value=int64 {0}> ()
+    n = Gather <axis=0> (dims, zero)
+    two = Constant <value=int64 {2}> ()
+    a = Div (n, two)
+    b = Sub (n, two)
+    c = Add (n, p)
+    m = Constant <value=int64 {-1}> ()
+    d = Mod (p, n)
+}""")
+    graph = ir.serde.deserialize_model(model).graph
+    out = {v.name: v for v in graph.outputs}
+    values = StaticValues()
+    assert never_negative(out["a"], values)  # a dim halved
+    assert not never_negative(out["b"], values)  # a dim minus 2 may be negative
+    assert not never_negative(out["c"], values)  # p is anything
+    assert never_negative(out["d"], values)  # Mod takes the divisor's sign
