@@ -23,6 +23,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.facts import element_dtype
+from seqlower.budget import over_budget
 from seqlower.errors import InvalidModelError
 from seqlower.inline import inline_graph
 from seqlower.rule import Context, Refusal, Rule, RuleSet
@@ -78,6 +79,10 @@ def _check_unroll(node: ir.Node, ctx: Context) -> MapPlan | Refusal:
     plan = _plan(node, ctx)
     if isinstance(plan, MapPlan) and plan.length is None:
         return Refusal("the sequence length is not static")
+    if isinstance(plan, MapPlan):
+        nodes = plan.length * max(plan.body.num_nodes(), 1)  # type: ignore[operator]
+        if (too_many := over_budget(nodes, "nodes (elements times body nodes)")) is not None:
+            return Refusal(too_many)
     return plan
 
 

@@ -64,6 +64,9 @@ class Options:
         elements have a known rank (`seqlower.lists`: a flat buffer and a table of shapes).
         False keeps those lists as sequences, with the rules' reasons (what the pattern rules
         alone achieve).
+    time_limit: seconds the lowering may take (None: no limit). Once they have passed, no
+        further rewrite starts: the model is cleaned up and returned as lowered so far (a valid
+        model), and the report's stop reason says the time limit was reached.
     """
 
     split_keepdims: SplitKeepdimsReading = "onnxruntime"
@@ -74,6 +77,7 @@ class Options:
     target: str = "generic"
     unroll_budget: int = DEFAULT_UNROLL_BUDGET
     tensor_lists: bool = True
+    time_limit: float | None = None
 
     def __post_init__(self) -> None:
         """Refuse values no option takes, with the message the command line gives."""
@@ -87,6 +91,11 @@ class Options:
             value = getattr(self, name)
             if not _is_count(value):
                 raise SeqlowerError(f"{name} must be an integer >= 0, not {value!r}")
+        limit = self.time_limit
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0
+        ):
+            raise SeqlowerError(f"time_limit must be a number of seconds > 0, not {limit!r}")
 
 
 def _is_count(value: object) -> bool:

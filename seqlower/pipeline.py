@@ -24,6 +24,8 @@ import onnx
 import onnx_ir as ir
 
 from seqlower.cost import node_costs
+from seqlower.deadline import Deadline
+from seqlower.declared_sizes import check_declared_sizes
 from seqlower.errors import InvalidModelError, SeqlowerError
 from seqlower.io import ModelSource, load_model
 from seqlower.ops import is_sequence_value, iter_all_nodes
@@ -151,7 +153,14 @@ def lower_in_place(
         if original is None and _keeps_cheaper_original(options):
             original = functools.partial(_same, model.clone())  # `model` is about to change
         nodes_before = _node_count(model)
-        result = _lower(model, options, rules, after_pass, original)
+        deadline = Deadline(options.time_limit)  # the clock starts here
+        result = _lower(model, options, rules, after_pass, original, deadline)
+        if deadline.reached:
+            result.report.warnings.append(
+                f"the time limit of {deadline.seconds:g} s was reached: the model is lowered "
+                "only as far as the rewrites done by then (a larger --time-limit, or "
+                "time_limit= in Python, lowers more)"
+            )
         result.report.nodes_before = nodes_before
         result.report.nodes_after = _node_count(result.model)
         _judge(result.model, result.report, options.target)
@@ -233,12 +242,14 @@ def _lower(
     rules: RuleSet | None,
     after_pass: Callable[[str, ir.Model], None] | None,
     original: Callable[[], ir.Model] | None,
+    deadline: Deadline,
 ) -> OptimizeResult[ir.Model]:
     observe = after_pass or (lambda name, model: None)
     _check_supported(model)
     speed_first = original is not None and _keeps_cheaper_original(options)
-    run = _Run(model, options, rules, observe, plan=speed_first)
-    if not speed_first or run.plan is None or original is None:
+    run = _Run(model, options, rules, observe, plan=speed_first, deadline=deadline)
+    # out of time, the regions are not weighed: a second run would start after the limit
+    if not speed_first or run.plan is None or original is None or deadline.reached:
         return run.result()
     # speed first (README, "Never slower"): every region keeps the cheaper of its two forms
     costlier = run.plan.costlier(run.model, run.lower.origins, run.costs)
@@ -255,7 +266,9 @@ def _lower(
     )
     best = run
     if costlier and len(costlier) < len(run.plan.regions):  # all of them: the original
-        mixed = _Run(original(), options, rules, observe, keep=(run.plan, costlier))
+        mixed = _Run(
+            original(), options, rules, observe, keep=(run.plan, costlier), deadline=deadline
+        )
         if mixed.frozen is not None and mixed.cost_after <= run.cost_after:
             best = mixed
     every_region = bool(costlier) and len(costlier) == len(run.plan.regions)
@@ -282,6 +295,7 @@ class _Run:
         *,
         plan: bool = False,
         keep: tuple[RegionPlan, list[RegionCost]] | None = None,
+        deadline: Deadline | None = None,
     ) -> None:
         self.model = model
         self.report = report = Report(sequence_ops_before=count_sequence_ops(model))
@@ -314,7 +328,9 @@ class _Run:
             if found is not None:
                 self.frozen, report.kept_for_speed = found
         # the workarounds run once, last, below (a whole-model walk: 0.3 s at 100k nodes)
-        lower = LowerSequencesPass(rules, options, runtime_workarounds=False, frozen=self.frozen)
+        lower = LowerSequencesPass(
+            rules, options, runtime_workarounds=False, frozen=self.frozen, deadline=deadline
+        )
         lower(model)
         observe("lower", model)
         if self.flatten_outputs(model).modified:
@@ -502,7 +518,9 @@ def _flatten_passes(options: Options) -> tuple[FlattenSequenceIOPass, FlattenSeq
 def _lower_again(first: LowerSequencesPass, model: ir.Model) -> LowerSequencesPass:
     """Lower once more (flattened outputs may read elements the first run left), counting both
     runs in the returned pass's `fired`, `iterations` and `warnings`."""
-    again = LowerSequencesPass(first.rules, first.options, runtime_workarounds=False)
+    again = LowerSequencesPass(
+        first.rules, first.options, runtime_workarounds=False, deadline=first.deadline
+    )
     again(model)
     for name, count in first.fired.items():
         again.fired[name] = again.fired.get(name, 0) + count
@@ -514,6 +532,7 @@ def _lower_again(first: LowerSequencesPass, model: ir.Model) -> LowerSequencesPa
 
 
 def _check_supported(model: ir.Model) -> None:
+    check_declared_sizes(model)  # before anything reads a weight
     opset = model.opset_imports.get("")
     if opset is None:
         opset = model.opset_imports.get("ai.onnx")

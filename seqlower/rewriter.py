@@ -72,12 +72,22 @@ class Rewriter:
         # dead code may start), and the new holder of each subgraph attached to a new node
         self._touched: list[ir.Node] = []
         self._holders: dict[int, list[ir.Node]] = collections.defaultdict(list)
+        # since the last `take_consumed`: nodes a rewrite folded in beyond its anchor, by rule
+        self._consumed: list[tuple[ir.Node, str]] = []
+        self._generation = 0
         self._model_opset = model.opset_imports.get("", _DEFAULT_OPSET)
         self._function_opsets: dict[int, int] = {}
         for function in model.functions.values():
             opset = function.opset_imports.get("", self._model_opset)
             for graph in graphs_within(function.graph):
                 self._function_opsets[id(graph)] = opset
+
+    def generation(self) -> int:
+        """A number that changes whenever the model may have changed through this rewriter: a
+        node emitted, a value replaced, a rewrite done (`take_touched`, which the driver calls
+        after each). Analyses that cache provisional answers (`StaticValues`) drop them when it
+        changes."""
+        return self._generation
 
     def opset(self, graph: ir.Graph | None) -> int:
         """The default-domain opset in force in `graph` (a function may declare its own)."""
@@ -100,10 +110,22 @@ class Rewriter:
         new nodes (see `seqlower.passes.dead_code`); both are then forgotten."""
         touched, holders = self._touched, self._holders
         self._touched, self._holders = [], collections.defaultdict(list)
+        self._generation += 1
         return touched, holders
+
+    def consumed(self, node: ir.Node, rule: str) -> None:
+        """Note that the current rewrite also did to `node` what `rule` would have done to it (a
+        chain of inserts folded at once): the driver counts and reports it as rewritten."""
+        self._consumed.append((node, rule))
+
+    def take_consumed(self) -> list[tuple[ir.Node, str]]:
+        """The nodes `consumed` noted since the last call, each with its rule; then forgotten."""
+        consumed, self._consumed = self._consumed, []
+        return consumed
 
     def record_emitted(self, node: ir.Node) -> None:
         """Note a node a Builder inserted (its subgraphs now have it as a holder)."""
+        self._generation += 1
         self._touched.append(node)
         for subgraph in subgraphs(node):
             for graph in graphs_within(subgraph):
@@ -121,6 +143,7 @@ class Rewriter:
         """
         if old is new:
             return
+        self._generation += 1
         producer = old.producer()
         if producer is not None:
             self._touched.append(producer)

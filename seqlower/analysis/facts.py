@@ -19,6 +19,7 @@ from __future__ import annotations
 __all__ = ["Facts", "KnownElements", "KnownLength", "SequenceFact", "Unknown", "element_dtype"]
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import onnx_ir as ir
@@ -59,10 +60,11 @@ def element_dtype(sequence: ir.Value) -> ir.DataType | None:
 
 
 class Facts:
-    """The analysis object rules consult: static tensors, static shapes and sequence facts."""
+    """The analysis object rules consult: static tensors, static shapes and sequence facts.
+    `generation` (see `StaticValues`) lets provisional answers last until the model changes."""
 
-    def __init__(self, model: ir.Model) -> None:
-        self.values = StaticValues(model.opset_imports.get(""))
+    def __init__(self, model: ir.Model, generation: Callable[[], int] | None = None) -> None:
+        self.values = StaticValues(model.opset_imports.get(""), generation)
         self._main_graph = model.graph
 
     # -- tensors -------------------------------------------------------------------------

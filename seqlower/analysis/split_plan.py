@@ -14,6 +14,7 @@ import dataclasses
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
+from seqlower.budget import over_budget
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +53,8 @@ def plan_split(node: ir.Node, values: StaticValues) -> SplitPlan | str:
     if split is None:
         if not isinstance(dim, int):
             return f"the split count depends on the size of dim {axis}, unknown before run time"
+        if (too_many := over_budget(dim, "chunks")) is not None:
+            return too_many
         return SplitPlan(axis, dim, (1,) * dim, squeeze=keepdims == 0)
 
     if split.shape is not None and len(split.shape) == 1:
@@ -62,6 +65,8 @@ def plan_split(node: ir.Node, values: StaticValues) -> SplitPlan | str:
             return SplitPlan(axis, len(sizes), tuple(sizes), squeeze=False)
         length = split.shape[0]
         if isinstance(length, int):
+            if (too_many := over_budget(length, "chunks")) is not None:
+                return too_many
             return SplitPlan(axis, length, None, squeeze=False, runtime_sizes=split)
         return "the number of split sizes depends on data"
 
@@ -73,5 +78,7 @@ def plan_split(node: ir.Node, values: StaticValues) -> SplitPlan | str:
     if not isinstance(dim, int):
         return f"the split count depends on the size of dim {axis}, unknown before run time"
     full, rest = divmod(dim, chunk)
+    if (too_many := over_budget(full + (rest > 0), "chunks")) is not None:
+        return too_many
     sizes = (chunk,) * full + ((rest,) if rest else ())
     return SplitPlan(axis, len(sizes), sizes, squeeze=False)

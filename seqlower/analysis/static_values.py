@@ -11,9 +11,9 @@ dims they pick are static, even if others are not. Only small tensors are folded
 results of at most `MAX_FOLD_ELEMENTS` elements); this is for positions, split sizes, trip
 counts and lengths, not for weights.
 
-Answers are cached (see `StaticValues` for which "not static" ones), an operator is answered
-"not static" as soon as one operand it needs is, and the walk up the producers is iterative, so
-deep chains cannot overflow the stack.
+Answers are cached (see `StaticValues` for which "not static" ones, and for how long), an
+operator is answered "not static" as soon as one operand it needs is, and the walk up the
+producers is iterative, so deep chains cannot overflow the stack.
 """
 
 from __future__ import annotations
@@ -43,15 +43,22 @@ class StaticValues:
     Static contents are cached, and so are the "not static" answers that no rewrite can change
     (the value reads a model input, an overridable initializer, a random operator...). A value
     that is not static only because it reads something a rule may still replace by a constant
-    (a SequenceLength, an If, a shape not inferred yet) is looked at again at the next question,
-    so what a rewrite makes static is seen at once, by rules that ask after it.
+    (a SequenceLength, an If, a shape not inferred yet) gets a provisional answer. Without
+    `generation`, provisional answers last one question: what a rewrite makes static is seen at
+    once. With it (a callable whose result changes whenever the model may have changed, such as
+    `Rewriter.generation`), they last until it changes: a chain of 10,000 Identity nodes after
+    a SequenceAt is then walked once, not once per node (quadratic: minutes).
     `opset` is the default-domain opset that `onnx.reference` evaluates other operators in.
     """
 
-    def __init__(self, opset: int | None = None) -> None:
+    def __init__(
+        self, opset: int | None = None, generation: Callable[[], int] | None = None
+    ) -> None:
         self._cache: dict[ir.Value, np.ndarray | None] = {}
         self._opset = opset
-        self._soft: set[ir.Value] | None = None  # during one question: not static, for now
+        self._generation = generation
+        self._seen = generation() if generation is not None else 0
+        self._soft: set[ir.Value] | None = None  # not static, for now (provisional answers)
 
     def get(self, value: ir.Value | None) -> np.ndarray | None:
         """The content of `value` if it is static, else None."""
@@ -59,15 +66,20 @@ class StaticValues:
             return None
         if value in self._cache:
             return self._cache[value]
-        if self._soft is not None:  # asked by a folder while answering another question
-            if value not in self._soft:
+        if self._soft is not None and self._generation is not None:
+            seen = self._generation()
+            if seen != self._seen:  # the model changed: provisional answers may have too
+                self._seen, self._soft = seen, None
+        if self._soft is not None:  # asked by a folder while answering another question,
+            if value not in self._soft:  # or provisional answers kept since the last change
                 self._resolve(value, self._soft)
             return self._cache.get(value)
         self._soft = set()
         try:
             self._resolve(value, self._soft)
         finally:
-            self._soft = None
+            if self._generation is None:
+                self._soft = None
         return self._cache.get(value)
 
     def get_int(self, value: ir.Value | None) -> int | None:

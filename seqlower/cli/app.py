@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = ["app", "main"]
 
+import dataclasses
 import functools
 import json
 import logging
@@ -162,6 +163,15 @@ def optimize_command(
             help="Write the model after each pass into this folder (created if missing).",
         ),
     ] = None,
+    time_limit: Annotated[
+        float | None,
+        typer.Option(
+            "--time-limit",
+            metavar="SECONDS",
+            help="Stop rewriting after this many seconds and write the model as lowered so "
+            "far (the summary says the limit was reached).",
+        ),
+    ] = None,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Print nothing on success (not with -v).")
     ] = False,
@@ -197,6 +207,12 @@ def optimize_command(
     started = time.perf_counter()
     try:
         options = lowering_options(split_keepdims, dim, flatten_sequence_io, seq_len, runtime)
+        if time_limit is not None:
+            if not time_limit > 0:  # nan too
+                raise SeqlowerError(
+                    f"--time-limit must be a number of seconds > 0, not {time_limit:g}"
+                )
+            options = dataclasses.replace(options, time_limit=time_limit)
         _check_paths(source, output, in_place, external_data, report, dump_dir)
     except SeqlowerError as error:
         raise _fail(str(error)) from None  # names the option or the output path itself

@@ -48,8 +48,10 @@ SHAPE_ARITHMETIC = frozenset(
 def fold_static_shapes(model: ir.Model) -> int:
     """Make every node of the model whose one output is a small static value a Constant (see
     the module docstring); returns how many were folded."""
-    values = StaticValues(model.opset_imports.get(""))
     folded = 0
+    # provisional "not static" answers last until a fold gives a shape: a long chain after a
+    # SequenceAt is walked once, not once per node
+    values = StaticValues(model.opset_imports.get(""), lambda: folded)
     upstream: list[ir.Node] = []
     for graph in list(iter_all_graphs(model)):
         for node in list(graph):

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 import onnx_ir as ir
 
 from seqlower.analysis import Facts
+from seqlower.deadline import Deadline
 from seqlower.lists import lower_lists
 from seqlower.ops import is_sequence_value, subgraphs
 from seqlower.options import SPEED_FIRST_TARGETS, Options
@@ -53,7 +54,9 @@ class LowerSequencesPass(ir.passes.InPlacePass):
     `runtime_workarounds=False` leaves out the last step (`RuntimeWorkaroundsPass`), for a
     pipeline that runs it itself at its very end. `frozen` maps nodes no rule may touch to the
     reason (a region `--target onnxruntime` keeps as given: `seqlower.speed_first`); each stays
-    with that reason as its only refusal.
+    with that reason as its only refusal. `deadline` is the run's time limit (by default one of
+    `Options.time_limit` seconds from the start of the pass): once it expires no rewrite
+    starts, and the stop reason says so.
     """
 
     def __init__(
@@ -63,8 +66,10 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         *,
         runtime_workarounds: bool = True,
         frozen: Mapping[ir.Node, str] | None = None,
+        deadline: Deadline | None = None,
     ) -> None:
         super().__init__()
+        self.deadline = deadline
         self.runtime_workarounds = runtime_workarounds
         self.frozen: Mapping[ir.Node, str] = frozen or {}
         if rules is None:
@@ -86,6 +91,8 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         self._elsewhere = False  # since the last inference: a rewrite outside the main graph
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
+        if self.deadline is None:
+            self.deadline = Deadline(self.options.time_limit)
         # shapes are current (normalize's inference): a sweep's rewrites may be inferred alone
         stamp = region_inference.current_stamp(model)
         rewriter = _TrackingRewriter(model)
@@ -98,7 +105,12 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         # grows a tensor by Concat, say), until neither changes anything: lowering the result
         # again then changes nothing (a rule may make a list anew, a scan output's elements)
         rounds = 0
-        while self.options.tensor_lists and self.dead_code_free and rounds < _LIST_ROUNDS:
+        while (
+            self.options.tensor_lists
+            and self.dead_code_free
+            and rounds < _LIST_ROUNDS
+            and not self.deadline.expired()
+        ):
             rounds += 1
             kept = self._lower_lists(model, rewriter)
             if kept is None:
@@ -139,12 +151,19 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         last_resort = False  # whether this sweep tries the last-resort rules too
         for iteration in range(first + 1, first + self.options.max_iterations + 1):
             self.iterations = iteration
-            context = Context(Facts(model), rewriter, self.options)
-            self.refusals = {}
+            context = Context(Facts(model, rewriter.generation), rewriter, self.options)
+            previous, self.refusals = self.refusals, {}
             self._deferred = False
-            if self._sweep(model, context, last_resort):
+            changed = self._sweep(model, context, last_resort)
+            if changed:
                 modified, whole_model_clean, last_resort = True, False, False
                 stamp = self._infer(model, rewriter, stamp)
+            if self.deadline.expired():  # type: ignore[union-attr]
+                # the nodes this sweep did not reach keep the reasons of the one before
+                self.refusals = {**previous, **self.refusals}
+                self.stop_reason = self.deadline.stop_reason  # type: ignore[union-attr]
+                break
+            if changed:
                 continue
             # a fixpoint, unless dead code that the local removals missed holds a rule back
             if not whole_model_clean and remove_dead_nodes(model):
@@ -223,6 +242,8 @@ class LowerSequencesPass(ir.passes.InPlacePass):
                 if not _is_live(graph, owners):
                     continue
                 for node in list(graph):
+                    if self.deadline is not None and self.deadline.expired():
+                        return changed  # every rewrite so far is complete
                     if node in self.frozen:
                         self.refusals[node] = [self.frozen[node]]
                         continue
@@ -257,6 +278,9 @@ class LowerSequencesPass(ir.passes.InPlacePass):
             context.rewriter.fired[rule.name] += 1
             touched, holders = context.rewriter.take_touched()
             self._record(node, rule.name, touched)
+            for other, name in context.rewriter.take_consumed():
+                context.rewriter.fired[name] += 1
+                self._record(other, name, touched)
             main = context.rewriter.model.graph
             self._elsewhere = self._elsewhere or any(n.graph is not main for n in (node, *touched))
             self._touched += [node, *touched]

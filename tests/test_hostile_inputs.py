@@ -1,0 +1,236 @@
+"""Tiny files that used to hang the optimizer or exhaust memory: each now gives a model or a
+one-line refusal. Only outcomes are checked here (the refusal text, the exit code, the numbers
+the lowered model computes); bench/scaling.py times them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import seqlower
+from seqlower.analysis.split_plan import plan_split
+from seqlower.analysis.static_values import StaticValues
+from seqlower.budget import MAX_EXPANSION
+from seqlower.errors import InvalidModelError, SeqlowerError
+from seqlower.io import load_model
+from tests.support import assert_same_outputs, lower, sequence_op_count
+
+OPSET = [helper.make_opsetid("", 17)]
+
+
+def _model(nodes, inputs, outputs, initializers=()) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "hostile", inputs, outputs, initializer=list(initializers))
+    return helper.make_model(graph, opset_imports=OPSET)
+
+
+def _float(name: str, shape) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def chunks_at_runtime_position(count: int) -> onnx.ModelProto:
+    """SplitToSequence of x[count] into `count` chunks, one read at a run-time position."""
+    return _model(
+        [
+            helper.make_node("SplitToSequence", ["x"], ["s"], axis=0),
+            helper.make_node("SequenceAt", ["s", "i"], ["y"]),
+        ],
+        [_float("x", [count]), helper.make_tensor_value_info("i", TensorProto.INT64, [])],
+        [_float("y", ["d"])],
+    )
+
+
+def identities_after_at(count: int) -> onnx.ModelProto:
+    """A SequenceAt at a run-time position, then `count` Identity nodes in a chain."""
+    nodes = [
+        helper.make_node("SplitToSequence", ["x"], ["s"], axis=0),
+        helper.make_node("SequenceAt", ["s", "i"], ["t0"]),
+    ]
+    nodes += [helper.make_node("Identity", [f"t{k}"], [f"t{k + 1}"]) for k in range(count)]
+    return _model(
+        nodes,
+        [_float("x", [4, 3]), helper.make_tensor_value_info("i", TensorProto.INT64, [])],
+        [_float(f"t{count}", ["d"])],
+    )
+
+
+def inserts_in_a_row(count: int) -> onnx.ModelProto:
+    """`count` SequenceInserts of x into an empty sequence, then their concatenation."""
+    nodes = [helper.make_node("SequenceEmpty", [], ["s0"], dtype=TensorProto.FLOAT)]
+    nodes += [
+        helper.make_node("SequenceInsert", [f"s{k}", "x"], [f"s{k + 1}"]) for k in range(count)
+    ]
+    nodes.append(helper.make_node("ConcatFromSequence", [f"s{count}"], ["y"], axis=0))
+    return _model(nodes, [_float("x", [2])], [_float("y", ["d"])])
+
+
+def split_declaring_more_than_it_holds() -> onnx.ModelProto:
+    """A `split` initializer that declares 10^12 int64 elements and holds one (8 bytes)."""
+    split = helper.make_tensor("split", TensorProto.INT64, [1], [1])
+    split.dims[0] = 10**12
+    return _model(
+        [
+            helper.make_node("SplitToSequence", ["x", "split"], ["s"], axis=0),
+            helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0),
+        ],
+        [_float("x", [4])],
+        [_float("y", ["d"])],
+        [split],
+    )
+
+
+def test_a_million_chunks_read_at_a_runtime_position_become_one_gather() -> None:
+    model = chunks_at_runtime_position(10**6)
+    lowered, report = lower(model)
+    assert sequence_op_count(lowered) == 0
+    assert report.rules_fired == {"at-of-split": 1}
+    x = np.arange(10**6, dtype=np.float32)
+    for position in (0, 123_456, -1):
+        assert_same_outputs(model, lowered, {"x": x, "i": np.array(position, np.int64)})
+
+
+def test_a_split_over_the_budget_is_refused_with_the_reason() -> None:
+    model = load_model(chunks_at_runtime_position(MAX_EXPANSION + 1))
+    split = next(node for node in model.graph if node.op_type == "SplitToSequence")
+    reason = plan_split(split, StaticValues())
+    assert reason == (
+        f"{MAX_EXPANSION + 1} chunks are more than one rewrite writes out (at most {MAX_EXPANSION})"
+    )
+    fitting = load_model(chunks_at_runtime_position(MAX_EXPANSION))
+    split = next(node for node in fitting.graph if node.op_type == "SplitToSequence")
+    assert plan_split(split, StaticValues()).count == MAX_EXPANSION  # type: ignore[union-attr]
+
+
+def test_a_chain_of_ten_thousand_identities_after_a_sequence_at() -> None:
+    model = identities_after_at(10_000)
+    lowered, _ = lower(model)
+    assert sequence_op_count(lowered) == 0
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    assert_same_outputs(model, lowered, {"x": x, "i": np.array(-2, np.int64)})
+
+
+def test_three_thousand_inserts_in_a_row_fold_into_one_list() -> None:
+    model = inserts_in_a_row(3000)
+    lowered, report = lower(model)
+    assert sequence_op_count(lowered) == 0
+    # each insert is counted, and reported as folded, as if folded one at a time
+    assert report.rules_fired["insert-into-known"] == 3000
+    outcomes = [n for n in report.nodes if n.op_type == "SequenceInsert"]
+    assert len(outcomes) == 3000
+    assert {n.rules for n in outcomes} == {("insert-into-known",)}
+    x = np.array([1.5, -2.0], np.float32)
+    (y,) = assert_same_outputs(model, lowered, {"x": x})
+    np.testing.assert_array_equal(y, np.tile(x, 3000))
+
+
+def test_a_chain_of_inserts_and_erases_at_static_positions_folds_in_order() -> None:
+    """insert a, insert b at 0, insert c at -1 (before b's neighbour), erase 0: [c, a]"""
+    position = [helper.make_tensor(f"p{v}", TensorProto.INT64, [], [v]) for v in (0, -1)]
+    model = _model(
+        [
+            helper.make_node("SequenceEmpty", [], ["s0"], dtype=TensorProto.FLOAT),
+            helper.make_node("SequenceInsert", ["s0", "a"], ["s1"]),
+            helper.make_node("SequenceInsert", ["s1", "b", "p0"], ["s2"]),
+            helper.make_node("SequenceInsert", ["s2", "c", "p-1"], ["s3"]),
+            helper.make_node("SequenceErase", ["s3", "p0"], ["s4"]),
+            helper.make_node("ConcatFromSequence", ["s4"], ["y"], axis=0),
+        ],
+        [_float(name, [1]) for name in "abc"],
+        [_float("y", [2])],
+        position,
+    )
+    lowered, report = lower(model)
+    assert report.rules_fired == {
+        "insert-into-known": 3,
+        "erase-from-known": 1,
+        "concat-known": 1,
+    }
+    feeds = {name: np.array([value], np.float32) for name, value in zip("abc", (1, 2, 3))}
+    (y,) = assert_same_outputs(model, lowered, feeds)
+    np.testing.assert_array_equal(y, [3, 1])
+
+
+def test_an_initializer_declaring_more_than_it_holds_is_refused() -> None:
+    with pytest.raises(InvalidModelError) as error:
+        seqlower.optimize(split_declaring_more_than_it_holds())
+    assert str(error.value) == (
+        "initializer 'split' declares shape [1000000000000] (1000000000000 elements) but holds "
+        "1 value, not 1000000000000: the model is corrupt"
+    )
+
+
+def test_raw_bytes_shorter_than_the_declared_shape_are_refused() -> None:
+    model = split_declaring_more_than_it_holds()
+    split = model.graph.initializer[0]
+    del split.int64_data[:]
+    split.raw_data = np.array([1], np.int64).tobytes()
+    with pytest.raises(InvalidModelError, match="holds 8 bytes of data, not 8000000000000"):
+        seqlower.optimize(model)
+
+
+def test_the_command_line_refuses_the_declared_size_in_one_line(tmp_path) -> None:
+    source = tmp_path / "split.onnx"
+    onnx.save(split_declaring_more_than_it_holds(), source)
+    done = subprocess.run(
+        [sys.executable, "-m", "seqlower", "optimize", str(source), str(tmp_path / "out.onnx")],
+        capture_output=True,
+        text=True,
+        timeout=120,  # against a hang only
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"error: {source}: initializer 'split' declares shape [1000000000000] (1000000000000 "
+        "elements) but holds 1 value, not 1000000000000: the model is corrupt"
+    ]
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_a_time_limit_returns_a_valid_model_and_says_it_stopped() -> None:
+    model = inserts_in_a_row(3)
+    lowered, report = lower(model, target="generic", time_limit=1e-9)
+    assert report.stop_reason == ("time limit (1e-09 s) reached: the rewrites done so far are kept")
+    assert sequence_op_count(lowered) == 5  # nothing was rewritten in time
+    assert (
+        "the time limit of 1e-09 s was reached: the model is lowered only as far as the "
+        "rewrites done by then (a larger --time-limit, or time_limit= in Python, lowers more)"
+    ) in report.warnings
+    x = np.array([1.0, 2.0], np.float32)
+    assert_same_outputs(model, lowered, {"x": x})
+    # the hint works: with a larger limit, everything is lowered
+    lowered, report = lower(model, target="generic", time_limit=600)
+    assert report.stop_reason == "fixpoint: no rule applies"
+    assert sequence_op_count(lowered) == 0
+
+
+@pytest.mark.parametrize("limit", [0, -1.0, float("nan"), "5", True])
+def test_a_time_limit_must_be_a_positive_number(limit) -> None:
+    with pytest.raises(SeqlowerError, match="time_limit must be a number of seconds > 0"):
+        seqlower.optimize(inserts_in_a_row(1), time_limit=limit)
+
+
+def test_the_command_line_time_limit(tmp_path) -> None:
+    source, out = tmp_path / "inserts.onnx", tmp_path / "out.onnx"
+    onnx.save(inserts_in_a_row(3), source)
+    command = [sys.executable, "-m", "seqlower", "optimize", str(source), str(out)]
+    done = subprocess.run(
+        [*command, "--time-limit", "0.000000001"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "time limit (1e-09 s) reached: the rewrites done so far are kept" in done.stdout
+    onnx.checker.check_model(onnx.load(out), full_check=True)
+    done = subprocess.run(
+        [*command, "--time-limit", "0"], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "error: --time-limit must be a number of seconds > 0, not 0"
+    ]
