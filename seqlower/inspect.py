@@ -82,7 +82,8 @@ def inspect_model(
     symbolic dimension would change). Raises `SeqlowerError` on a bad model or option.
     """
     options = options_with(options, option_overrides)
-    options = dataclasses.replace(options, target=target)  # lowered as `optimize --target` would
+    # lowered as `optimize --target` would; judged from the operators only (no runtime is loaded)
+    options = dataclasses.replace(options, target=target, runtime_check=False)
     lowered, report = optimize(source, options, rules=rules)
     return InspectReport(
         model=_describe_source(source),

@@ -67,6 +67,12 @@ class Options:
     time_limit: seconds the lowering may take (None: no limit). Once they have passed, no
         further rewrite starts: the model is cleaned up and returned as lowered so far (a valid
         model), and the report's stop reason says the time limit was reached.
+    runtime_check: for target "openvino" or "tract", when that runtime is installed and the
+        profile accepts the result, also load the lowered model in the runtime and run it once
+        on generated inputs, in a child process (`seqlower.runtime_check`; about a second), as
+        `seqlower optimize --target` always does: a failure is a target error, so
+        `Report.fits_target` gives the command line's verdict. By default the target is judged
+        from the operators alone; `Report.target_check` says which check was made.
     """
 
     split_keepdims: SplitKeepdimsReading = "onnxruntime"
@@ -78,6 +84,7 @@ class Options:
     unroll_budget: int = DEFAULT_UNROLL_BUDGET
     tensor_lists: bool = True
     time_limit: float | None = None
+    runtime_check: bool = False
 
     def __post_init__(self) -> None:
         """Refuse values no option takes, with the message the command line gives."""

@@ -40,12 +40,13 @@ from seqlower.passes.shape_hints import RelaxShapeHintsPass
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.regions import region_costs
 from seqlower.report import Report
-from seqlower.report.labels import NodeLabels
+from seqlower.report.labels import NodeLabels, in_user_names, user_node_label
 from seqlower.report.outcomes import node_outcomes
 from seqlower.report.reasons import remaining_sequence_ops
 from seqlower.report.sites import collect_sites
 from seqlower.report.warnings import split_reading_warnings
 from seqlower.rule import RuleSet
+from seqlower.runtime_check import check_in_runtime
 from seqlower.speed_first import FROZEN_RULE, RegionCost, RegionPlan
 from seqlower.targets import check_target
 
@@ -163,7 +164,7 @@ def lower_in_place(
             )
         result.report.nodes_before = nodes_before
         result.report.nodes_after = _node_count(result.model)
-        _judge(result.model, result.report, options.target)
+        _judge(result.model, result.report, options)
         return result
 
 
@@ -171,14 +172,33 @@ def _node_count(model: ir.Model) -> int:
     return sum(1 for _ in iter_all_nodes(model))
 
 
-def _judge(model: ir.Model, report: Report, target: str) -> None:
-    """The target profile's verdict on the result, in the report (as `--target` prints it)."""
-    report.target = target
+def _judge(model: ir.Model, report: Report, options: Options) -> None:
+    """The target's verdict on the result, in the report (as `--target` prints it): its
+    profile's, then, for a target whose runtime is installed (`Options.runtime_check`), the
+    runtime's own on loading the model and running it once."""
+    target = report.target = options.target
     if target == "generic":
         return  # any runtime: nothing to judge
     check = check_target(model, report, target)
     report.target_errors = check.errors
     report.target_warnings = check.warnings
+    report.target_check = "operators"
+    if not options.runtime_check or report.target_errors:
+        return
+    checked = check_in_runtime(model, target, dims=options.dims)
+    if checked is None:
+        return  # no runtime to run for this target
+    message = checked.message
+    if checked.node:  # a node the lowering made is named by the node of the input it came from
+        message = message.replace(f"node '{checked.node}'", user_node_label(model, checked.node))
+    if checked.ok and checked.status != "confirmed":  # not installed, or inputs that fail anyway
+        report.target_warnings.append(message)
+        return
+    report.target_check = "operators and runtime"
+    if checked.status == "confirmed":
+        report.target_confirmed = message
+    else:
+        report.target_errors.append(message)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -396,7 +416,7 @@ class _Run:
             + split_reading_warnings(self.normalize.split_readings, labels)
             + self.flatten_inputs.warnings
             + self.flatten_outputs.warnings
-            + lower.warnings
+            + [in_user_names(warning, renamed) for warning in lower.warnings]
         )
         report.interface_changes = (
             self.normalize.bind_dims.changes

@@ -54,7 +54,13 @@ from seqlower.ops import SEQUENCE_OPS, is_sequence_value
 from seqlower.options import unknown_choice
 from seqlower.passes.bind_dims import bindable_dims, dims_feeding
 from seqlower.report import RemainingOp, Report
-from seqlower.report.labels import ORIGIN_KEY, describe, stored_label, walk_graphs
+from seqlower.report.labels import (
+    ORIGIN_KEY,
+    describe,
+    stored_label,
+    user_value_label,
+    walk_graphs,
+)
 from seqlower.report.reasons import remaining_sequence_ops
 
 Target = Literal["generic", "onnxruntime", "tensorrt", "openvino", "tract"]
@@ -273,7 +279,7 @@ def check_target(
                     _add(
                         check,
                         profile.growing_loops,
-                        f"{path}: Loop '{stored_label(node)}' carries {grown}, whose shape may "
+                        f"{path}: {describe(node)} carries {grown}, whose shape may "
                         f"change between iterations; {profile.name} needs loop-carried values "
                         "of one shape",
                     )
@@ -336,7 +342,7 @@ def _growing_carries(node: ir.Node) -> str:
     if not carried:
         return ""
     invariant = set(LoopShapes(node, StaticValues()).invariant_carried())
-    return ", ".join(f"'{v.name}'" for v in carried if v not in invariant)
+    return ", ".join(user_value_label(v) for v in carried if v not in invariant)
 
 
 def _dynamic_scan(node: ir.Node, values: StaticValues, bindable: set[str]) -> str | None:

@@ -54,7 +54,6 @@ from seqlower.options import Options
 from seqlower.pipeline import collector_relaxed, lower_in_place
 from seqlower.report import Report
 from seqlower.rules import default_rules
-from seqlower.runtime_check import check_in_runtime
 
 # `-h` as well as `--help`, for the app and every command
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -206,7 +205,9 @@ def optimize_command(
     _configure_logging(verbose)
     started = time.perf_counter()
     try:
-        options = lowering_options(split_keepdims, dim, flatten_sequence_io, seq_len, runtime)
+        options = lowering_options(
+            split_keepdims, dim, flatten_sequence_io, seq_len, runtime, runtime_check=True
+        )
         if time_limit is not None:
             if not time_limit > 0:  # nan too
                 raise SeqlowerError(
@@ -222,7 +223,7 @@ def optimize_command(
         raise _fail(_naming(source, str(error))) from None
     except InternalError as error:
         raise _fail(f"{_naming(source, str(error))}; {BUG_REPORT}", EXIT_INTERNAL) from None
-    confirmed = _confirm_in_runtime(lowered, summary, options)
+    confirmed = summary.target_confirmed and f"--target {runtime}: {summary.target_confirmed}"
     if report is not None:
         _write_report(report, summary.to_json() + "\n")
     if not quiet:
@@ -265,25 +266,6 @@ def optimize_command(
     if not quiet:
         seconds = time.perf_counter() - started
         typer.echo(format_written(source, output, weights, summary, seconds))
-
-
-def _confirm_in_runtime(lowered: ir.Model, summary: Report, options: Options) -> str:
-    """For a target whose runtime is installed (OpenVINO, tract), and a model its profile
-    accepts: load it there and run it once. A failure becomes one of the report's target
-    errors, a check that could not be made (no runtime, inputs that onnxruntime rejects too)
-    a target warning. Returns the line that says it was confirmed, or ""."""
-    if not summary.fits_target:
-        return ""
-    checked = check_in_runtime(lowered, options.target, dims=options.dims)
-    if checked is None:
-        return ""
-    if checked.status == "confirmed":
-        return f"--target {options.target}: {checked.message}"
-    if checked.ok:
-        summary.target_warnings.append(checked.message)
-    else:
-        summary.target_errors.append(checked.message)
-    return ""
 
 
 def _naming(source: Path, message: str) -> str:

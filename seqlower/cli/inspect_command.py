@@ -26,9 +26,11 @@ from seqlower.cli.options import (
     SplitKeepdimsOption,
     lowering_options,
 )
+from seqlower.cli.summary import plural
 from seqlower.errors import SeqlowerError
 from seqlower.inspect import InspectReport, inspect_model
 from seqlower.report import NodeOutcome
+from seqlower.runtime_check import RUNTIME_TARGETS
 
 
 def inspect_command(
@@ -133,9 +135,15 @@ def format_inspect_footer(report: InspectReport) -> list[str]:
     if others:
         lines.append(f"other rewrites: {', '.join(others)}")
     lines.extend(f"warning: {warning}" for warning in report.lowering.warnings)
-    if report.target.target != "generic":
-        verdict = "ok" if report.target.ok else f"{len(report.target.errors)} error(s)"
-        lines.append(f"target {report.target.target}: {verdict}")
+    target = report.target.target
+    if target != "generic":
+        verdict = "ok" if report.target.ok else plural(len(report.target.errors), "error")
+        if target in RUNTIME_TARGETS:  # optimize also loads the model in the runtime
+            verdict += (
+                f" (operators only; `seqlower optimize --target {target}` also loads the "
+                f"model in {target} and runs it once, when {target} is installed)"
+            )
+        lines.append(f"target {target}: {verdict}")
         lines.extend(f"  error: {error}" for error in report.target.errors)
         lines.extend(f"  warning: {warning}" for warning in report.target.warnings)
     return lines

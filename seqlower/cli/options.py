@@ -134,6 +134,7 @@ def lowering_options(
     flatten: bool,
     seq_len: list[str] | None,
     target: str = DEFAULT_TARGET,
+    runtime_check: bool = False,
 ) -> Options:
     """The `Options` the shared command-line options ask for; `SeqlowerError` when malformed."""
     return Options(
@@ -142,4 +143,5 @@ def lowering_options(
         flatten_sequence_io=flatten,
         seq_lens=parse_sizes(seq_len, "--seq-len"),
         target=target,
+        runtime_check=runtime_check,
     )

@@ -148,6 +148,12 @@ class Report:
     target: str = "generic"
     target_errors: list[str] = dataclasses.field(default_factory=list)
     target_warnings: list[str] = dataclasses.field(default_factory=list)
+    # how the target was judged: "operators" (its profile, from the operators alone), or
+    # "operators and runtime" (the model was also loaded in the target's runtime and run once);
+    # "" for the generic target, which judges nothing
+    target_check: str = ""
+    # what the target's runtime said when it loaded and ran the model ("" when it did not)
+    target_confirmed: str = ""
     # every node of the input and of the output (subgraphs included)
     nodes_before: int = 0
     nodes_after: int = 0
@@ -164,7 +170,8 @@ class Report:
 
     @property
     def fits_target(self) -> bool:
-        """True when the target profile found nothing the runtime cannot run."""
+        """True when the target profile found nothing the runtime cannot run (and, when
+        `target_check` says so, the runtime loaded and ran the model)."""
         return not self.target_errors
 
     @property
@@ -193,6 +200,8 @@ class Report:
             "target": {
                 "name": self.target,
                 "ok": self.fits_target,
+                "checked": self.target_check,
+                "confirmed": self.target_confirmed,
                 "errors": list(self.target_errors),
                 "warnings": list(self.target_warnings),
             },

@@ -15,10 +15,13 @@ __all__ = [
     "Label",
     "NodeLabels",
     "describe",
+    "in_user_names",
     "path_label",
     "renamed_in",
     "stored_label",
     "subgraph_owners",
+    "user_node_label",
+    "user_value_label",
     "walk_graphs",
 ]
 
@@ -49,6 +52,47 @@ def describe(node: ir.Node) -> str:
     if origin:
         return f"{node.op_type} made from '{origin}'"
     return f"{node.op_type} '{stored_label(node)}'"
+
+
+def user_node_label(model: ir.Model, name: str) -> str:
+    """How a message names the node called `name` in a lowered model: `node 'name'` for a node
+    of the input, `a node made from 'origin'` for one the lowering made."""
+    for _, graph in walk_graphs(model):
+        for node in graph:
+            if node.name == name and node.meta.get(ORIGIN_KEY):
+                return f"a node made from '{node.meta[ORIGIN_KEY]}'"
+    return f"node '{name}'"
+
+
+def user_value_label(value: ir.Value) -> str:
+    """How a message names a value of a lowered model: `'name'` for a value of the input, `a
+    value made from 'origin'` for one the lowering made (a Loop body's input is judged by the
+    nodes that give it its value: the Loop's, and the body's)."""
+    givers = [value.producer()]
+    graph = value.graph
+    if givers[0] is None and graph is not None and value in graph.inputs:
+        index = graph.inputs.index(value)  # a body's carried input k + 2 is its output k + 1
+        if 2 <= index <= len(graph.outputs):
+            givers.append(graph.outputs[index - 1].producer())
+    for node in givers:
+        if node is not None and node.meta.get(ORIGIN_KEY):
+            return f"a value made from '{node.meta[ORIGIN_KEY]}'"
+    return f"'{value.name}'"
+
+
+_NAMED_NODE = re.compile(r"\b([A-Z][A-Za-z]*) '([^']+)'")
+
+
+def in_user_names(message: str, renamed: Mapping[str, str]) -> str:
+    """`message` with each node the lowering made (`Loop '/Loop/scan_loop'`) named by the node
+    of the input it came from (`Loop made from '/Loop'`); `renamed` maps a made node's name to
+    that label (`NodeLabels.trace`)."""
+
+    def named(found: re.Match[str]) -> str:
+        origin = renamed.get(found.group(2))
+        return f"{found.group(1)} made from '{origin}'" if origin else found.group(0)
+
+    return _NAMED_NODE.sub(named, message)
 
 
 def path_label(node: ir.Node) -> str:

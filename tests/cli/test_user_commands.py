@@ -5,6 +5,7 @@ inspect."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -92,3 +93,60 @@ def test_inspect_help_is_its_own() -> None:
     assert "exit 1" not in text and "fail (exit 1)" not in text  # inspect never exits 1
     assert "operators only" in text  # --target: no runtime is loaded
     assert "0 inspected" in text and "2 bad input" in text
+
+
+# -- the target's verdict: the same from Python as from the command line -------------------------
+
+LEN_OF_SPLIT = ROOT / "tests" / "fixtures" / "torch" / "len_of_split" / "model.onnx"
+PAD_BATCH = ROOT / "tests" / "fixtures" / "torch_idioms" / "pad_batch" / "model.onnx"
+
+
+def test_python_gives_the_command_lines_verdict_for_tract_when_asked(tmp_path) -> None:
+    """The operators of the lowered len_of_split suit tract's profile, but tract cannot run
+    it: the command line refuses it, and Python says its own check read the operators only,
+    or, with runtime_check=True, refuses it in the command line's words."""
+    pytest.importorskip("tract")
+    done = seqlower("optimize", str(LEN_OF_SPLIT), str(tmp_path / "o.onnx"), "--target", "tract")
+    assert done.returncode == 1, done.stderr
+    refusal = [line[4:] for line in done.stderr.splitlines() if line.startswith("  - ")]
+    assert refusal and refusal[-1].startswith("tract fails")
+    code = (
+        "import seqlower, sys\n"
+        f"_, static = seqlower.optimize({str(LEN_OF_SPLIT)!r}, target='tract')\n"
+        "print(static.fits_target, static.target_check)\n"
+        f"_, full = seqlower.optimize({str(LEN_OF_SPLIT)!r}, target='tract', runtime_check=True)\n"
+        "print(full.fits_target, full.target_check)\n"
+        "print(full.target_errors[-1])\n"
+    )
+    ran = python(code)
+    assert ran.returncode == 0, ran.stderr
+    static, full, error = ran.stdout.splitlines()
+    assert static == "True operators"  # said plainly: the operators only
+    assert full == "False operators and runtime"
+    assert error == refusal[-1]
+
+
+def test_inspect_says_its_target_check_read_the_operators_only() -> None:
+    done = seqlower("inspect", str(LEN_OF_SPLIT), "--target", "tract")
+    assert done.returncode == 0, done.stderr
+    (verdict,) = [line for line in done.stdout.splitlines() if line.startswith("target tract:")]
+    assert verdict.startswith("target tract: ok (operators only;")
+    assert "seqlower optimize --target tract" in verdict
+
+
+def test_target_errors_name_what_the_users_model_has(tmp_path) -> None:
+    """pad_batch's Loops carry lists that became tensors the lowering named; the refusal names
+    the node of the user's model each came from."""
+    import onnx_ir as ir
+
+    from seqlower.ops import iter_all_nodes
+
+    names = {node.name for node in iter_all_nodes(ir.load(PAD_BATCH))}
+    done = seqlower("optimize", str(PAD_BATCH), str(tmp_path / "o.onnx"), "--target", "tensorrt")
+    assert done.returncode == 1, done.stderr
+    problems = [line for line in done.stderr.splitlines() if line.startswith("  - ")]
+    assert any("carries a value made from '/SequenceInsert'" in p for p in problems), problems
+    for problem in problems:
+        for quoted in re.findall(r"made from '([^']+)'", problem):
+            assert quoted in names, (quoted, problem)
+        assert "_data'" not in problem

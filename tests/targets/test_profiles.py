@@ -211,7 +211,7 @@ def test_cli_target_tract_lowers_and_writes_what_tract_can_run(files, tmp_path):
 def test_cli_inspect_shows_the_target_judgement_per_node(files):
     result = CliRunner().invoke(app, ["inspect", str(files["while"]), "--target", "tract"])
     assert result.exit_code == 0, result.output
-    assert "target tract: 1 error(s)" in result.output
+    assert "target tract: 1 error (operators only;" in result.output
     assert "error: main: Loop '" in result.output
 
 

@@ -22,7 +22,7 @@ from seqlower.runtime_check import RuntimeCheck, check_in_runtime
 from seqlower.verification.runner import RunOutcome
 from seqlower.verification.runtimes import RuntimeUnavailableError, run_in_runtime
 
-cli_app = importlib.import_module("seqlower.cli.app")  # the module (`seqlower.cli.app` is the app)
+pipeline = importlib.import_module("seqlower.pipeline")
 ROOT = pathlib.Path(__file__).parent.parent / "fixtures" / "torch_accumulators"
 HAS = {name: importlib.util.find_spec(name) is not None for name in ("openvino", "tract")}
 
@@ -155,7 +155,7 @@ def _optimize(tmp_path, text: str, *options: str):
 
 def _failed(monkeypatch) -> None:
     failed = RuntimeCheck("tract", "failed", "tract fails at node 'pick': cannot type it", "pick")
-    monkeypatch.setattr(cli_app, "check_in_runtime", lambda *args, **kwargs: failed)
+    monkeypatch.setattr(pipeline, "check_in_runtime", lambda *args, **kwargs: failed)
 
 
 def test_cli_refuses_what_the_runtime_cannot_load_and_writes_nothing(tmp_path, monkeypatch):
