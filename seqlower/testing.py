@@ -37,6 +37,7 @@ def assert_equivalent(
     timeout: float = DEFAULT_TIMEOUT,
     time_budget: float | None = DEFAULT_TIME_BUDGET,
     strict_coverage: bool = False,
+    edges: bool = True,
 ) -> VerifyReport:
     """Run `seqlower.verification.verify` with the same arguments and return its report.
 
@@ -62,6 +63,7 @@ def assert_equivalent(
         timeout=timeout,
         time_budget=time_budget,
         strict_coverage=strict_coverage,
+        edges=edges,
     )
     failures = report.failures()
     if failures:

@@ -78,7 +78,8 @@ def verify_command(
         typer.Option(
             metavar="NAME",
             help=f"Run the candidate in this runtime ({', '.join(RUNTIMES)}; repeatable; "
-            "default onnxruntime). The original always runs under onnxruntime.",
+            "default onnxruntime). It is compared with the original run in the same runtime "
+            "where the original loads there, else with onnxruntime's on inputs without NaN.",
         ),
     ] = None,
     timeout: Annotated[

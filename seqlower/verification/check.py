@@ -5,7 +5,8 @@ positions, same inputs; a candidate made by `--flatten-sequence-io` is matched t
 mapping in its metadata, see `flattened`), builds the inputs of every trial (generated, or
 supplied by the user), runs the original under onnxruntime and the candidate in each runtime
 asked for (onnxruntime by default; openvino, tract), each model in its own child process, and
-compares every output. A runtime that crashes is a verdict, not the end of the verifier. With
+compares every output: in another runtime, with the original run there too where it loads. A
+runtime that crashes is a verdict, not the end of the verifier. With
 `reference=True` it also runs the original under `onnx.reference` and notes, per output, whether
 the two agree on it, so that a disagreement of the runtimes is not blamed on the rewrite. It
 never mutates a model.
@@ -26,10 +27,11 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from seqlower.errors import SeqlowerError
+from seqlower.errors import ModelInputError, SeqlowerError
 from seqlower.io import ModelSource, load_model, model_to_bytes
 from seqlower.verification.compare import tolerance_for
 from seqlower.verification.coverage import Probe, instrument
+from seqlower.verification.edges import edge_cases
 from seqlower.verification.explore import compared_numbers, scheduled_plan
 from seqlower.verification.flattened import Flattening
 from seqlower.verification.report import VerifyReport
@@ -68,6 +70,7 @@ def verify(
     timeout: float = DEFAULT_TIMEOUT,
     time_budget: float | None = DEFAULT_TIME_BUDGET,
     strict_coverage: bool = False,
+    edges: bool = True,
 ) -> VerifyReport:
     """Check that `candidate` computes the same outputs as `original`.
 
@@ -85,18 +88,27 @@ def verify(
             `seqlower.verification.compare`.
         reference: also run the original under `onnx.reference` and say whether it agrees.
         strict_errors: count a trial where both models raise as a failure.
-        runtimes: the runtimes to run the candidate in ("onnxruntime", "openvino", "tract");
-            the original always runs under onnxruntime. Each trial is compared once per runtime.
+        runtimes: the runtimes to run the candidate in ("onnxruntime", "openvino", "tract").
+            In another runtime than onnxruntime the candidate is compared with the original
+            run in that same runtime where the original loads there (a difference between
+            runtimes is not one made by the rewrite); where it does not, with the original in
+            onnxruntime, on inputs without NaN only (the notes and `settings["compared_with"]`
+            say which). Each trial is compared once per runtime.
         timeout: seconds one model may take to load or to run once before it is killed (and
             reported as crashed).
         time_budget: seconds after which no new trial starts (at least one runs); None for no
             limit. The report's `notes` say when it cut the run short.
+        edges: after the generated trials, run one trial per edge case of the original's
+            operators and inputs (at most `trials` of them; see
+            `seqlower.verification.edges`).
         strict_coverage: count an If branch no trial took, and an output empty in every
             trial, as failures (they are `warnings()` otherwise).
 
     Raises:
-        ModelInputError: a model or a supplied input cannot be read, or an input cannot be
-            generated (its type is not supported, or `dims` names an unknown dimension).
+        ModelInputError: the two models take different inputs (names, kinds, element types or
+            ranks; said before any trial), a model or a supplied input cannot be read, or an
+            input cannot be generated (its type is not supported, or `dims` names an unknown
+            dimension).
         SeqlowerError: a runtime is unknown or not installed (the message names the extra).
         ValueError: `trials` is below 1, a tolerance or the time budget is negative.
     """
@@ -112,6 +124,11 @@ def verify(
     flattening = Flattening.of(original_ir, candidate_ir)
     specs = feedable_inputs(original_ir)
     problems = _interface_problems(original_ir, candidate_ir, flattening)
+    mismatch = _input_mismatch(original_ir, candidate_ir, flattening)
+    if mismatch:
+        raise ModelInputError(
+            f"the models take different inputs, so they cannot be compared: {'; '.join(mismatch)}"
+        )
     given = dict(dims or {})
     named, pinned, notes = _fixed_by_candidate(specs, candidate_ir, given)
     generation = Generation(
@@ -145,6 +162,12 @@ def verify(
             for runtime in candidate_runtimes
         ]
 
+        natives = {
+            runtime: stack.enter_context(IsolatedRunner(runtime, original_source, timeout=timeout))
+            for runtime in candidate_runtimes
+            if runtime != "onnxruntime"
+        }
+
         def plain() -> IsolatedRunner:
             return stack.enter_context(
                 IsolatedRunner("onnxruntime", original_source, timeout=timeout)
@@ -159,6 +182,7 @@ def verify(
             plain=plain,
             sources=(original_source, candidate_source),
             candidates=candidate_runners,
+            natives=natives,
             reference=_reference_runner(original, original_ir) if reference else None,
             rtol=rtol,
             atol=atol,
@@ -167,6 +191,9 @@ def verify(
         )
         if supplied is None:
             session.run_generated(generation, trials)
+            if edges:
+                found = edge_cases(original_ir, specs, generation.dims)
+                session.run_edges(generation, found[:trials], trials)
         else:
             session.run_supplied(supplied)
     settings: dict[str, Any] = {
@@ -189,6 +216,7 @@ def verify(
         "strict_coverage": strict_coverage,
         "time_budget": time_budget,
         "runtimes": list(candidate_runtimes),
+        "compared_with": session.comparisons,
         "timeout": timeout,
         "flattened": {"inputs": dict(flattening.inputs), "outputs": dict(flattening.outputs)}
         if flattening
@@ -201,7 +229,7 @@ def verify(
         settings=settings,
         coverage=session.coverage,
         strict_coverage=strict_coverage,
-        notes=tuple([*notes, *session.notes]),
+        notes=tuple([*notes, *session.notes, *session.runtime_notes()]),
         empty_outputs=session.empty_outputs,
         constant_outputs=session.constant_outputs,
     )
@@ -299,17 +327,70 @@ def _interface_problems(
     problems.extend(
         f"the candidate has an extra output '{name}'" for name in second if name not in first
     )
-    needed = flattening.input_names([spec.name for spec in feedable_inputs(original)])
-    declared = {value.name for value in candidate.graph.inputs}
-    problems.extend(
-        f"the candidate has no input '{name}'" for name in needed if name not in declared
-    )
+    return problems
+
+
+def _input_mismatch(original: ir.Model, candidate: ir.Model, flattening: Flattening) -> list[str]:
+    """How the inputs of the two models differ: names, kinds, element types and ranks (a
+    symbolic dim the candidate fixes is no difference)."""
+    specs = feedable_inputs(original)
+    needed = flattening.input_names([spec.name for spec in specs])
+    declared = {value.name: value for value in candidate.graph.inputs}
+    problems = [f"the candidate has no input '{name}'" for name in needed if name not in declared]
     problems.extend(
         f"the candidate needs an input '{value.name}' that the original does not have"
         for value in candidate.graph.inputs
         if value.name not in candidate.graph.initializers and value.name not in needed
     )
+    for spec in specs:
+        value = declared.get(spec.name)
+        if value is None or value.name in candidate.graph.initializers:
+            continue
+        theirs = _describe_input(value)
+        mine = _describe_spec(spec)
+        if theirs is not None and mine != theirs and _comparable(mine, theirs):
+            problems.append(
+                f"input '{spec.name}': {_words(mine)}, in the original; "
+                f"{_words(theirs)}, in the candidate"
+            )
     return problems
+
+
+_Kind = tuple[bool, str, int | None]  # (is a sequence, element type, rank or None)
+
+
+def _describe_spec(spec: InputSpec) -> _Kind:
+    return (
+        spec.is_sequence,
+        spec.dtype.name.lower(),
+        None if spec.shape is None else len(spec.shape),
+    )
+
+
+def _describe_input(value: ir.Value) -> _Kind | None:
+    value_type = value.type
+    if isinstance(value_type, ir.SequenceType) and isinstance(value_type.elem_type, ir.TensorType):
+        is_sequence = True
+    elif isinstance(value_type, ir.TensorType):
+        is_sequence = False
+    else:
+        return None
+    rank = None if value.shape is None else len(value.shape)
+    return (is_sequence, value_type.dtype.name.lower(), rank)
+
+
+def _comparable(mine: _Kind, theirs: _Kind) -> bool:
+    """Differs in kind or type, or in rank where both declare one."""
+    if mine[:2] != theirs[:2]:
+        return True
+    return mine[2] is not None and theirs[2] is not None and mine[2] != theirs[2]
+
+
+def _words(kind: _Kind) -> str:
+    """`tensor of float, rank 2`, `sequence of int64 tensors, rank 1`."""
+    is_sequence, dtype, rank = kind
+    ranked = "" if rank is None else f", rank {rank}"
+    return f"sequence of {dtype} tensors{ranked}" if is_sequence else f"tensor of {dtype}{ranked}"
 
 
 def _supplied(inputs: InputSource, specs: list[InputSpec]) -> list[tuple[str, Feeds]]:

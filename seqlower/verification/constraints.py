@@ -4,9 +4,10 @@ Random integers make most models fail when an input is a position or a size. Thi
 at each integer graph input of the main graph and follows it forward through Identity and Cast to
 its consumers. When it reaches
 
-- the position of SequenceAt, SequenceInsert or SequenceErase, values are drawn in [-n, n-1],
-  where n is the sequence length if it can be read off the graph (a sequence graph input, a
-  SequenceConstruct, SequenceEmpty, an untouched SplitToSequence, Insert/Erase of those), else 0;
+- the position of SequenceAt or SequenceErase, values are drawn in [-n, n-1] (in [-n, n] for
+  SequenceInsert, which appends at n), where n is the sequence length if it can be read off
+  the graph (a sequence graph input, a SequenceConstruct, SequenceEmpty, an untouched
+  SplitToSequence, Insert/Erase of those), else 0;
 - the `split` input of SplitToSequence or Split, a 1-D input gets sizes that sum to the split
   dimension (as many sizes as Split has outputs) and a scalar gets a chunk size in [1, dim];
 - the indices of Gather, every index is drawn in [-d, d-1] for the gathered dimension d;
@@ -112,7 +113,8 @@ class _Context:
                 return Fixed(self._trial.iterations > 0 or self.is_fed(trip))
             if _POSITION_INPUTS.get(node.op_type) == index:
                 length = self.sequence_length(node.inputs[0], _MAX_DEPTH)
-                ranges.append(IntRange(-length, length - 1) if length else IntRange(0, 0))
+                top = length if node.op_type == "SequenceInsert" else (length or 0) - 1
+                ranges.append(IntRange(-length, top) if length else IntRange(0, 0))
             elif node.op_type in ("Split", "SplitToSequence") and index == 1:
                 total = self.dim(node.inputs[0], _int_attr(node, "axis", 0))
                 count = len(node.outputs) if node.op_type == "Split" else None

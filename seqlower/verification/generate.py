@@ -35,7 +35,9 @@ __all__ = [
     "LOOP_ITERATIONS",
     "MAX_ELEMENTS",
     "SEQUENCE_LENGTHS",
+    "EDGE_PLAN",
     "draw_tensor",
+    "generate_edge",
     "generate_inputs",
     "plan_trial",
 ]
@@ -55,6 +57,7 @@ from seqlower.verification.constraints import (
     TrialShapes,
     find_constraints,
 )
+from seqlower.verification.edges import Edge, TrialView
 from seqlower.verification.explore import (
     MIXED_SIZES,
     SCHEDULE,
@@ -77,6 +80,10 @@ SEQUENCE_LENGTHS = tuple(plan.length for plan in SCHEDULE)
 
 LOOP_ITERATIONS = tuple(plan.iterations for plan in SCHEDULE)
 """Iterations of a Loop whose trip count is an input, in the scheduled trials 0, 1, 2, ..."""
+
+EDGE_PLAN = TrialPlan(3, 3, 3)
+"""The plan an edge trial starts from: every free dim 3, sequences of 3, loops of 3, typical
+values."""
 
 Pinned = Mapping[tuple[str, int], int]
 """Sizes fixed per (input name, axis): an unnamed dim of the original the candidate fixes."""
@@ -120,6 +127,40 @@ def generate_inputs(
     `pinned` fixes the size of some unnamed dims; `numbers` are the constants the model
     compares with (found in the model when None); `attempt` > 0 draws other values for the
     same trial (when searching for inputs that cover more)."""
+    feeds, _ = _generate(model, trial, seed, dims, lengths, plan, pinned, numbers, attempt)
+    return feeds
+
+
+def generate_edge(
+    model: ir.Model,
+    edge: Edge,
+    *,
+    trial: int,
+    seed: int = 0,
+    dims: Mapping[str, int] | None = None,
+    lengths: Mapping[str, int] | None = None,
+    pinned: Pinned | None = None,
+    numbers: Sequence[float] | None = None,
+) -> Feeds | None:
+    """The inputs of one edge trial: typical values (every free dim `EDGE_PLAN.size`, sequences
+    and loops of 3, and the edge's own dims) changed by `edge`; None when the edge cannot apply
+    to them (see `seqlower.verification.edges`)."""
+    given = {**dict(edge.dims), **dict(dims or {})}
+    feeds, view = _generate(model, trial, seed, given, lengths, EDGE_PLAN, pinned, numbers, 0)
+    return feeds if edge.change(feeds, view) else None
+
+
+def _generate(
+    model: ir.Model,
+    trial: int,
+    seed: int,
+    dims: Mapping[str, int] | None,
+    lengths: Mapping[str, int] | None,
+    plan: TrialPlan | None,
+    pinned: Pinned | None,
+    numbers: Sequence[float] | None,
+    attempt: int,
+) -> tuple[Feeds, TrialView]:
     specs = feedable_inputs(model)
     if numbers is None:
         numbers = compared_numbers(model)
@@ -143,7 +184,14 @@ def generate_inputs(
             feeds[spec.name] = draw_tensor(
                 rng, spec.dtype, shape, constraint, name=spec.name, trial=shapes
             )
-    return feeds
+    view = TrialView(
+        specs={spec.name: spec for spec in specs},
+        shapes=shapes,
+        constraints=constraints,
+        rng=rng,
+        draw=lambda dtype, shape: draw_tensor(rng, dtype, shape),
+    )
+    return feeds, view
 
 
 def plan_trial(

@@ -40,6 +40,7 @@ import onnx_ir as ir
 
 from seqlower.verification.compare import compare_values
 from seqlower.verification.coverage import Coverage, Probe
+from seqlower.verification.edges import Edge
 from seqlower.verification.explore import (
     PROFILE_WORDS,
     TrialPlan,
@@ -48,7 +49,7 @@ from seqlower.verification.explore import (
     scheduled_plan,
 )
 from seqlower.verification.flattened import Flattening
-from seqlower.verification.generate import Pinned, generate_inputs
+from seqlower.verification.generate import Pinned, generate_edge, generate_inputs
 from seqlower.verification.loops import loop_iterations
 from seqlower.verification.report import TrialResult
 from seqlower.verification.runner import IsolatedRunner, ReferenceRunner, RunOutcome
@@ -96,6 +97,18 @@ class Generation:
             attempt=attempt,
         )
 
+    def edge_feeds(self, trial: int, edge: Edge) -> Feeds | None:
+        return generate_edge(
+            self.model,
+            edge,
+            trial=trial,
+            seed=self.seed,
+            dims=self.dims,
+            lengths=self.lengths,
+            pinned=self.pinned,
+            numbers=self.numbers,
+        )
+
 
 class Session:
     """The trials of one verify call. `original` runs the instrumented copy (with `probes`) or
@@ -112,6 +125,7 @@ class Session:
         plain: Callable[[], IsolatedRunner],
         sources: tuple[ModelData, ModelData],
         candidates: Sequence[IsolatedRunner],
+        natives: Mapping[str, IsolatedRunner] | None = None,
         reference: ReferenceRunner | None,
         rtol: float | None,
         atol: float | None,
@@ -128,6 +142,10 @@ class Session:
         self._sources = sources
         self._confirmed = False  # a difference held when both models ran again
         self._candidates = candidates
+        self._natives = dict(natives or {})  # the original in each other runtime
+        self._not_native: dict[str, str] = {}  # runtimes the original does not load in
+        self._nan_skipped: dict[str, list[int]] = {}
+        self._runtime_differs: dict[str, list[int]] = {}
         self._reference = reference
         self._rtol, self._atol = rtol, atol
         self._deadline = deadline
@@ -166,6 +184,24 @@ class Session:
             source = f"generated (seed {generation.seed}, trial {index})"
             self._run(index, source, feeds, _describe(generation.specs, feeds, plan, has_loops))
 
+    def run_edges(self, generation: Generation, edges: Sequence[Edge], first: int) -> None:
+        """One trial per edge case (numbered from `first`), while the deadline allows; an
+        edge that cannot apply to its trial is left out."""
+        index = first
+        for edge in edges:
+            if time.monotonic() > self._deadline:
+                self.notes.append(
+                    f"stopped before the edge case {edge.label!r}: the time budget ran out "
+                    "(--time-budget gives more)"
+                )
+                break
+            feeds = generation.edge_feeds(index, edge)
+            if feeds is None:
+                continue
+            source = f"generated (seed {generation.seed}, trial {index}, edge case)"
+            self._run(index, source, feeds, f"edge case: {edge.label}")
+            index += 1
+
     def run_supplied(self, sets: Sequence[tuple[str, Feeds]]) -> None:
         """Run one trial per supplied input set."""
         for index, (source, feeds) in enumerate(sets):
@@ -198,10 +234,15 @@ class Session:
         limit = self._limit(index) if plan else None
         candidate_feeds = self._flattening.feeds(feeds)
         self._original.submit(feeds, timeout=limit)
+        natives = [self._natives.get(runner.runtime) for runner in self._candidates]
+        for native in natives:
+            if native is not None:
+                native.submit(feeds, timeout=limit)
         for runner in self._candidates:
             runner.submit(candidate_feeds, timeout=limit)
         third = self._reference.run(feeds) if self._reference is not None else None
         first = self._original.result()
+        native_outcomes = [None if native is None else native.result() for native in natives]
         seconds = [_unflattened(runner.result(), self._flattening) for runner in self._candidates]
         ran = any(second.ok for second in seconds)
         first, probe_values = self._checked(first, feeds, ran, limit)
@@ -209,13 +250,26 @@ class Session:
             self._typical = max(self._typical, time.monotonic() - started)
         loops = loop_iterations(self._model, feeds)
         compared = False
-        for runner, second in zip(self._candidates, seconds, strict=True):
+        for runner, second, native in zip(self._candidates, seconds, native_outcomes, strict=True):
+            against = self._against(runner.runtime, native, first, feeds, index)
+            if against is None:
+                continue  # not comparable in this runtime (said in the notes)
             result = compare_trial(
-                index, source, feeds, self._names, first, second, third, self._rtol, self._atol
+                index, source, feeds, self._names, against, second, third, self._rtol, self._atol
             )
+            if result.status == "differ" and against is not first and first.ok:
+                # the original itself runs differently in this runtime: the candidate may
+                # still compute what the original computes in onnxruntime
+                alternative = compare_trial(
+                    index, source, feeds, self._names, first, second, third, self._rtol, self._atol
+                )
+                if alternative.status == "ok":
+                    self._runtime_differs.setdefault(runner.runtime, []).append(index)
+                    result = alternative
             result = dataclasses.replace(result, runtime=runner.runtime, loops=loops, plan=plan)
+            original_runtime = "onnxruntime" if against is first else runner.runtime
             if result.status == "differ" and not self._stable(
-                feeds, first, runner, candidate_feeds, second, limit
+                feeds, against, original_runtime, runner, candidate_feeds, second, limit
             ):
                 result = _unstable(result)
             compared = compared or result.compared
@@ -226,10 +280,78 @@ class Session:
             self.coverage.record_sizes(*_sizes(self._model, feeds))
             self._track(first.outputs)
 
+    def _against(
+        self,
+        runtime: str,
+        native: RunOutcome | None,
+        first: RunOutcome,
+        feeds: Feeds,
+        index: int,
+    ) -> RunOutcome | None:
+        """What the candidate in `runtime` is compared with: the original in the same runtime
+        where it loads there; else the original in onnxruntime, on inputs without NaN only
+        (runtimes handle NaN differently: OpenVINO's Relu gives 0); None: not comparable."""
+        if native is None:
+            return first
+        loading = native.cannot_run or (native.error or "").startswith("cannot load the model")
+        if not loading and not native.crashed:
+            if native.ok or not first.ok or _has_nan(feeds):
+                return native
+            return first  # the original fails in this runtime on these inputs alone
+        if runtime not in self._not_native:
+            self._not_native[runtime] = native.error or "it cannot run the original"
+        if _has_nan(feeds):
+            self._nan_skipped.setdefault(runtime, []).append(index)
+            return None
+        return first
+
+    @property
+    def comparisons(self) -> dict[str, str]:
+        """Per runtime the candidate ran in, what it was compared with."""
+        result = {}
+        for runner in self._candidates:
+            runtime = runner.runtime
+            if runtime not in self._natives:
+                result[runtime] = "the original in onnxruntime"
+            elif runtime in self._not_native:
+                result[runtime] = (
+                    f"the original in onnxruntime (it does not load in {runtime}), "
+                    "on inputs without NaN"
+                )
+            else:
+                result[runtime] = f"the original in {runtime}"
+        return result
+
+    def runtime_notes(self) -> list[str]:
+        """What the notes say of the runtimes: what was compared with what, and why some
+        trials were not compared."""
+        notes = []
+        for runtime, error in self._not_native.items():
+            notes.append(
+                f"{runtime}: the original does not load there ({error}); the candidate in "
+                f"{runtime} was compared with the original in onnxruntime, on inputs without NaN "
+                "(runtimes handle NaN differently)"
+            )
+            skipped = self._nan_skipped.get(runtime)
+            if skipped:
+                notes.append(
+                    f"{runtime}: {'trial' if len(skipped) == 1 else 'trials'} "
+                    f"{', '.join(map(str, skipped))} not compared: their inputs hold NaN"
+                )
+        for runtime, indices in self._runtime_differs.items():
+            notes.append(
+                f"{runtime}: in {'trial' if len(indices) == 1 else 'trials'} "
+                f"{', '.join(map(str, indices))} the original gave other values in {runtime} than "
+                "in onnxruntime; the candidate agrees with onnxruntime (a difference of the "
+                "runtimes, not of the rewrite)"
+            )
+        return notes
+
     def _stable(
         self,
         feeds: Feeds,
         first: RunOutcome,
+        original_runtime: str,
         runner: IsolatedRunner,
         candidate_feeds: Feeds,
         second: RunOutcome,
@@ -244,7 +366,7 @@ class Session:
             return True
         timeout = self._timeout if limit is None else limit
         with (
-            IsolatedRunner("onnxruntime", self._sources[0], timeout=timeout) as original,
+            IsolatedRunner(original_runtime, self._sources[0], timeout=timeout) as original,
             IsolatedRunner(runner.runtime, self._sources[1], timeout=timeout) as candidate,
         ):
             original.submit(feeds)
@@ -360,6 +482,16 @@ class Session:
             if score and (best is None or score > best[0]):
                 best = (score, plan, feeds)
         return None if best is None else (best[1], best[2])
+
+
+def _has_nan(feeds: Feeds) -> bool:
+    """True when some float input holds a NaN."""
+    for value in feeds.values():
+        for array in value if isinstance(value, list) else [value]:
+            array = np.asarray(array)
+            if array.dtype.kind in "fc" and bool(np.isnan(array).any()):
+                return True
+    return False
 
 
 def _has_empty(feeds: Feeds) -> bool:

@@ -54,7 +54,7 @@ def test_equivalent_exits_0_with_a_table_and_a_report(paths, tmp_path):
     assert lines[1].split() == ["0", "z", "[5,", "6]", "float32", "0", "0", "ok"]
     assert lines[-2:] == [
         "coverage (seed 0): dims 5",
-        "equivalent (16 trials compared); NaN counts as equal to NaN",
+        "equivalent (17 trials compared); NaN counts as equal to NaN",  # 16 and one edge (x == y)
     ]
     data = json.loads(report.read_text())
     assert data["equivalent"] is True and data["settings"]["dims"] == {"N": 5}
@@ -228,7 +228,7 @@ def test_an_untaken_branch_warns_and_fails_with_strict_coverage(tmp_path):
     assert lines[-3:] == [
         "coverage (seed 7): If: 1/2 branches, dims 0..8",
         "warning: If #0: no trial took its then branch",
-        "equivalent (16 trials compared); NaN counts as equal to NaN",
+        "equivalent (17 trials compared); NaN counts as equal to NaN",  # 16 and one edge (ties)
     ]
     strict = _invoke(path, path, "--strict-coverage")
     assert strict.exit_code == 1

@@ -6,6 +6,7 @@ import onnx
 import onnx_ir as ir
 import pytest
 
+from seqlower.errors import ModelInputError
 from seqlower.verification import verify
 
 HEADER = '<ir_version: 9, opset_import: ["": 18]>\n'
@@ -140,7 +141,15 @@ def test_missing_extra_and_reordered_outputs_are_reported():
 def test_changed_inputs_are_reported():
     original = _model("g (float[2] x, float[2] y) => (float[2] z) { z = Add(x, y) }")
     candidate = _model("g (float[2] x, float[2] w) => (float[2] z) { z = Add(x, w) }")
-    report = verify(original, candidate, trials=1)
-    assert "the candidate has no input 'y'" in report.problems
-    assert "the candidate needs an input 'w' that the original does not have" in report.problems
-    assert report.trials[0].status == "candidate failed"
+    with pytest.raises(ModelInputError) as caught:
+        verify(original, candidate, trials=1)
+    assert str(caught.value) == (
+        "the models take different inputs, so they cannot be compared: the candidate has no "
+        "input 'y'; the candidate needs an input 'w' that the original does not have"
+    )
+    retyped = _model("g (float[2] x, int64[2, 1] y) => (int64[2, 1] z) { z = Identity(y) }")
+    with pytest.raises(
+        ModelInputError,
+        match="input 'y': tensor of float, rank 1, in the original; tensor of int64, rank 2, in",
+    ):
+        verify(original, retyped, trials=1)

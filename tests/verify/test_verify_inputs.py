@@ -160,10 +160,11 @@ def test_every_dtype_round_trips(dtype):
     report = verify(model, model)
     assert report.equivalent, report.failures()
     assert {trial.status for trial in report.trials} == {"ok"}
-    assert len(report.trials) == len(SEQUENCE_LENGTHS)
+    generated = [trial for trial in report.trials if not trial.plan.startswith("edge case")]
+    assert len(generated) == len(SEQUENCE_LENGTHS)
     expected = {"float": "float32", "double": "float64"}.get(dtype, dtype)
     assert report.trials[0].outputs[0].dtype == expected
-    assert [trial.outputs[1].shape.split(" ")[0] for trial in report.trials] == [
+    assert [trial.outputs[1].shape.split(" ")[0] for trial in generated] == [
         f"seq[{length}]" for length in SEQUENCE_LENGTHS
     ]
 

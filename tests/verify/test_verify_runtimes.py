@@ -95,7 +95,7 @@ def test_strings_and_sequences_cannot_run_and_say_why(runtime, model, problem):
 
 
 def test_verify_runs_the_candidate_in_each_runtime():
-    report = verify(MATH, MATH, runtimes=ALL, trials=2)
+    report = verify(MATH, MATH, runtimes=ALL, trials=2, edges=False)
     assert report.equivalent, report.failures()
     assert [(trial.index, trial.runtime) for trial in report.trials] == [
         (0, "onnxruntime"),
@@ -105,7 +105,7 @@ def test_verify_runs_the_candidate_in_each_runtime():
         (1, "openvino"),
         (1, "tract"),
     ]
-    wrong = verify(MATH, MATH_WRONG, runtimes=["openvino", "tract"], trials=1)
+    wrong = verify(MATH, MATH_WRONG, runtimes=["openvino", "tract"], trials=1, edges=False)
     assert [line.split(":")[0] for line in wrong.failures()] == [
         "trial 0 (N=2, typical values; openvino), output 'y'",
         "trial 0 (N=2, typical values; tract), output 'y'",
@@ -180,7 +180,8 @@ def test_optimize_verify_uses_the_target_runtime(tmp_path, target, monkeypatch):
     command = ["optimize", str(source), str(tmp_path / "out.onnx"), "--target", target]
     result = CliRunner().invoke(app, [*command, "--verify"])
     assert result.exit_code == 0, result.output
-    assert f"verified: equivalent under {target} (16 trials compared; dims 0..8)" in result.output
+    # 16 generated trials and one edge case: k at the limits of int64
+    assert f"verified: equivalent under {target} (17 trials compared; dims 0..8)" in result.output
 
 
 UNNAMED_DIM = _model("g (float[?, 3] x) => (float[?, 3] y) { y = Exp(x) }")

@@ -26,7 +26,8 @@ BROKEN = onnx.parser.parse_model(
 
 def test_equivalent_models_pass_and_return_the_report():
     report = assert_equivalent(ADD, ADD, trials=2, seed=3)
-    assert report.equivalent and len(report.trials) == 2
+    assert report.equivalent and len(report.trials) == 3  # 2 generated, 1 edge case (x == y)
+    assert report.trials[2].plan == "edge case: 'y' equal to 'x'"
 
 
 def test_message_names_output_trial_and_errors():
@@ -44,17 +45,17 @@ def test_message_names_the_exception():
         AssertionError,
         match=r"trial 0 \(typical values\): only the candidate failed: .*ONNXRuntimeError.*",
     ):
-        assert_equivalent(ADD, BROKEN, trials=1)
+        assert_equivalent(ADD, BROKEN, trials=1, edges=False)
 
 
 def test_runtimes_are_passed_through():
     pytest.importorskip("tract", reason="the test extra installs tract")
-    report = assert_equivalent(ADD, ADD, trials=1, runtimes=["tract"])
+    report = assert_equivalent(ADD, ADD, trials=1, runtimes=["tract"], edges=False)
     assert [trial.runtime for trial in report.trials] == ["tract"]
     with pytest.raises(
         AssertionError, match=r"trial 0 \(typical values; tract\), output 'z': values differ"
     ):
-        assert_equivalent(ADD, SUB, trials=1, runtimes=["tract"])
+        assert_equivalent(ADD, SUB, trials=1, runtimes=["tract"], edges=False)
 
 
 ONLY_SIX = onnx.parser.parse_model(
@@ -69,7 +70,7 @@ ONLY_SIX = onnx.parser.parse_model(
 def test_too_few_compared_trials_fail_as_inconclusive():
     with pytest.raises(AssertionError, match=r"^inconclusive: too few trials ran both models:\n"):
         assert_equivalent(ONLY_SIX, ONLY_SIX)
-    report = assert_equivalent(ONLY_SIX, ONLY_SIX, dims={"N": 6}, time_budget=None)
+    report = assert_equivalent(ONLY_SIX, ONLY_SIX, dims={"N": 6}, time_budget=None, edges=False)
     assert report.compared == 16
 
 
