@@ -13,10 +13,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from seqlower import runtime_quirks
-from seqlower.cli.app import rule_catalogue
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the checkout's seqlower, not an installed one
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+from seqlower import runtime_quirks  # noqa: E402
+from seqlower.cli.app import rule_catalogue  # noqa: E402
+
+DOCS = ROOT / "docs"
 RULES = DOCS / "rules.md"
 QUIRKS = DOCS / "design.md"
 

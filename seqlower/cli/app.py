@@ -53,6 +53,8 @@ from seqlower.io import load_model, save_model, write_text
 from seqlower.options import Options
 from seqlower.pipeline import collector_relaxed, lower_in_place
 from seqlower.report import Report
+from seqlower.report.catalogue import PASS_REWRITES, PassRewrite
+from seqlower.rule import Rule
 from seqlower.rules import default_rules
 
 # `-h` as well as `--help`, for the app and every command
@@ -439,7 +441,8 @@ def rules_command(
         bool, typer.Option("--markdown", help="Print as a Markdown table (the README's).")
     ] = False,
 ) -> None:
-    """List the rewrite rules in priority order, each with its before -> after.
+    """List the rewrite rules in priority order, each with its before -> after, then the
+    rewrites the passes make around them: every name the summary's "rules fired" counts.
 
     \b
     Examples:
@@ -449,9 +452,8 @@ def rules_command(
 
     Exit code: 0.
     """
-    rules = list(default_rules())
     if as_json:
-        entries = [{"name": r.name, "op_type": r.op_type, "doc": r.doc} for r in rules]
+        entries = [{"name": e.name, "op_type": e.op_type, "doc": e.doc} for e in _catalogue()]
         typer.echo(json.dumps(entries, indent=2))
     elif markdown:
         typer.echo(rule_catalogue())
@@ -459,12 +461,17 @@ def rules_command(
         typer.echo(rule_list(shutil.get_terminal_size().columns))
 
 
+def _catalogue() -> list[Rule | PassRewrite]:
+    """The rules in priority order, then the rewrites passes make (every name a report counts)."""
+    return [*default_rules(), *PASS_REWRITES]
+
+
 def rule_list(width: int) -> str:
     """The rules as text that fits `width` columns: each rule's name and operator, then its
     before -> after, indented."""
     width = max(width, 40)
     lines = []
-    for rule in default_rules():
+    for rule in _catalogue():
         lines.append(f"{rule.name} ({rule.op_type})")
         doc = " ".join(rule.doc.split())
         lines.extend(textwrap.wrap(doc, width - 1, initial_indent="    ", subsequent_indent="    "))
@@ -474,7 +481,7 @@ def rule_list(width: int) -> str:
 def rule_catalogue() -> str:
     """The rule catalogue in Markdown, generated from the rules' docstrings."""
     lines = ["| rule | operator | before -> after |", "|---|---|---|"]
-    for rule in default_rules():
+    for rule in _catalogue():
         doc = " ".join(rule.doc.split()).replace("|", "\\|")
         lines.append(f"| `{rule.name}` | {rule.op_type} | {doc} |")
     return "\n".join(lines)

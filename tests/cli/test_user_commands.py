@@ -150,3 +150,40 @@ def test_target_errors_name_what_the_users_model_has(tmp_path) -> None:
         for quoted in re.findall(r"made from '([^']+)'", problem):
             assert quoted in names, (quoted, problem)
         assert "_data'" not in problem
+
+
+# -- every name the summary counts is one `seqlower rules` lists ---------------------------------
+
+FIXTURES = sorted((ROOT / "tests" / "fixtures").glob("*/*/model.onnx"))
+
+
+def test_every_rule_the_summary_names_is_listed_by_seqlower_rules(tmp_path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    import seqlower as seqlower_api
+    from seqlower.cli import app
+    from seqlower.cli.summary import format_summary
+
+    listed = seqlower("rules", "--json")
+    assert listed.returncode == 0, listed.stderr
+    names = {entry["name"] for entry in json.loads(listed.stdout)}
+    seen = set()
+    for fixture in [*FIXTURES, ROOT / "examples" / "split_map_concat.onnx"]:
+        for target in ("generic", "onnxruntime", "tract"):
+            if target == "tract":  # the same summary, without loading each model in tract
+                _, report = seqlower_api.optimize(fixture, target=target)
+                printed = format_summary(report, str(fixture), "o.onnx", 0.0)
+            else:
+                args = ["optimize", str(fixture), str(tmp_path / "o.onnx"), "--target", target]
+                result = CliRunner().invoke(app, args)
+                assert result.exit_code == 0, (fixture, target, result.output)
+                printed = result.stdout
+            for line in printed.splitlines():
+                if line.startswith("rules fired: "):
+                    fired = {item.rsplit(" x", 1)[0] for item in line[13:].split(", ")}
+                    assert fired <= names, (fixture, target, fired - names)
+                    seen |= fired
+    # the passes' own rewrites, which no rule makes, are among them
+    assert {"tensor-list", "loop-condition-passthrough"} <= seen
