@@ -287,7 +287,7 @@ def _layout(values: list[ir.Value], rank: int, dtype: ir.DataType, bodies: _Body
                 return Layout("flat", rank, dtype)
             sources.append(dims)
             splits.append(varies_first)
-            ragged_splits = ragged_splits and _cuts_axis_0(producer)
+            ragged_splits = ragged_splits and (_cuts_axis_0(producer) or _unbinds(producer))
     if not sources or any(len(dims) != rank for dims in sources):
         return Layout("flat", rank, dtype)
     # one split alone: its chunks share their shape (or all but the first dim) by construction
@@ -309,6 +309,13 @@ def _cuts_axis_0(node: ir.Node) -> bool:
     squeeze = len(node.inputs) < 2 or node.inputs[1] is None
     squeeze = squeeze and node.attributes.get_int("keepdims", 1) == 0
     return axis % rank == 0 and not squeeze
+
+
+def _unbinds(node: ir.Node) -> bool:
+    """A SplitToSequence into chunks of one along an axis it drops (`x.unbind(a)`): each
+    element keeps the input's other dims, the ragged form merges the axis with the next one."""
+    squeeze = len(node.inputs) < 2 or node.inputs[1] is None
+    return squeeze and node.attributes.get_int("keepdims", 1) == 0
 
 
 def _static(dims: tuple[Dim, ...]) -> bool:

@@ -93,6 +93,8 @@ class _Converter:
                 for subgraph in subgraphs(node):
                     self.owners[id(subgraph)] = node
                     graphs.append(subgraph)
+                    if node.op_type == "Loop" and node.domain == "" and subgraph.inputs:
+                        self.forms.counters.add(id(subgraph.inputs[0]))
         self._graph(self.model.graph)
         # imported here: seqlower.passes imports this package (the driver runs the tier)
         from seqlower.passes.dead_code import remove_dead_nodes

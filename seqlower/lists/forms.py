@@ -25,6 +25,7 @@ import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
 from seqlower.lists import flat, ragged, stacked
+from seqlower.lists.signs import never_negative
 from seqlower.lists.tensors import (
     Layout,
     Table,
@@ -49,6 +50,9 @@ class ListForms:
     def __init__(self, rewriter: Rewriter, placement: Placement, values: StaticValues) -> None:
         self.rewriter = rewriter
         self.values = values  # static positions and chunk sizes
+        # the iteration numbers of Loop bodies (ids): positions made from them are never
+        # negative (the converter, which knows whose body each graph is, fills it)
+        self.counters: set[int] = set()
         self._placement = placement
         self._tables: dict[int, Table] = {}
 
@@ -63,11 +67,38 @@ class ListForms:
 
     def insert(self, b: Builder, s: TensorList, x: ir.Value, p: ir.Value | None) -> TensorList:
         made = _EMITTERS[s.layout.kind].insert(self, b, s, x, p)
-        return self.typed(dataclasses.replace(made, min_length=s.min_length + 1))
+        where = -1 if p is None else self.position_key(p)  # an append puts x at -1
+        put = None if where is None else (where, x)
+        return self.typed(dataclasses.replace(made, min_length=s.min_length + 1, put=put))
 
     def erase(self, b: Builder, s: TensorList, p: ir.Value | None) -> TensorList:
         made = _EMITTERS[s.layout.kind].erase(self, b, s, p)
-        return self.typed(dataclasses.replace(made, min_length=max(s.min_length - 1, 0)))
+        where = None if p is None else self.position_key(p)
+        erased = None if where is None else (s, where)
+        return self.typed(
+            dataclasses.replace(made, min_length=max(s.min_length - 1, 0), erased=erased)
+        )
+
+    def position_key(self, p: ir.Value) -> int | ir.Value | None:
+        """A position >= 0 as something two edits can be compared by: its value when static,
+        else the run-time value itself when proved never negative; None otherwise (a negative
+        position names different elements before and after an edit)."""
+        static = self.values.get_int(p)
+        if static is not None:
+            return static if static >= 0 else None
+        return p if self.never_negative(p) else None
+
+    def same_position(self, key: int | ir.Value, p: ir.Value | None) -> bool:
+        """Whether `p` is the position `key` (from `position_key`, or -1 for an append)."""
+        if p is None:
+            return False
+        if isinstance(key, int):
+            return self.values.get_int(p) == key
+        return p is key
+
+    def never_negative(self, p: ir.Value | None) -> bool:
+        """Whether the position `p` is proved >= 0 (`seqlower.lists.signs`)."""
+        return never_negative(p, self.values, self.counters)
 
     def within(self, s: TensorList, p: ir.Value | None) -> int | None:
         """The static position `p` (SequenceErase's default: -1), when it is known to be in
@@ -87,6 +118,8 @@ class ListForms:
         return self.table(s).n
 
     def at(self, b: Builder, s: TensorList, p: ir.Value) -> ir.Value:
+        if s.put is not None and self.same_position(s.put[0], p):
+            return s.put[1]  # the element just put at p (`xs[i] = f(xs[i]); g(xs[i])`)
         element = _EMITTERS[s.layout.kind].at(self, b, s, p)
         element.type = ir.TensorType(s.layout.dtype)
         if element.shape is None:  # its rank, for the lists it is put into next

@@ -7,6 +7,10 @@ element (the first dims, or the shapes). Both are spliced at once:
     SequenceInsert(s, x, p)   -> data spliced at bounds[p] ; table spliced at p (p < 0: from n)
     SequenceErase(s)          -> data[:starts[-1]] ; table[:-1]
     SequenceErase(s, p)       -> data without [starts[p], ends[p]) ; table without entry p
+    SequenceInsert(SequenceErase(s, p), x, p), p >= 0 (an assignment, `xs[p] = x`)
+                              -> data with [starts[p], ends[p]) replaced by piece(x) ;
+                                 ScatterND(table, [[p]], entry(x))  (starts[p] fails for p >= n,
+                                 as the erase does)
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ def insert(
     p: ir.Value | None,
 ) -> TensorList:
     """`s` with an element inserted at `p`: `piece` is its data, `entry` its table entry."""
+    if s.erased is not None and forms.same_position(s.erased[1], p):
+        return _assign(forms, b, s.erased[0], piece, entry, p)  # type: ignore[arg-type]
     data, table_part = s.parts
     static = forms.values.get_int(p)
     if p is None or static == 0:  # an append, or a prepend (position 0 is always valid)
@@ -55,6 +61,22 @@ def insert(
     offset = b.op("Gather", [table.bounds, index1], name="offset")
     new_data = splice(b, data, offset, offset, piece)
     new_table = splice(b, table_part, index1, index1, entry)
+    return TensorList((new_data, new_table), s.layout)
+
+
+def _assign(
+    forms: ListForms, b: Builder, s: TensorList, piece: ir.Value, entry: ir.Value, p: ir.Value
+) -> TensorList:
+    """`s` with its element at `p` (>= 0) replaced: the data spliced once, the table entry
+    scattered."""
+    table = forms.table(s)
+    data, table_part = s.parts
+    p1 = b.op("Reshape", [int64(b, p), b.ints([1], "one_d")])
+    start = b.op("Gather", [table.starts, p1], name="start")  # fails for p >= n
+    end = b.op("Gather", [table.ends, p1], name="end")
+    new_data = splice(b, data, start, end, piece)
+    index = b.op("Reshape", [p1, b.ints([1, 1], "index_shape")])
+    new_table = b.op("ScatterND", [table_part, index, entry], name="list_table")
     return TensorList((new_data, new_table), s.layout)
 
 

@@ -16,6 +16,9 @@ of their first dims; `ends = CumSum(firsts)`, `starts = ends - firsts`, element 
     ConcatFromSequence(s, new_axis=1, axis=a) -> Transpose(Reshape(data, [n, firsts[0]..]), 0 -> a)
     ConcatFromSequence(s, axis=a != 0)        -> a Loop over the elements (ListForms.concat_loop)
     SplitToSequence(x, sizes?, axis=0)        -> x ; the chunk sizes
+    SplitToSequence(x, axis=a, keepdims=0)    -> x with axis a moved first and merged with the
+                                                 next ([n * d, rest]) ; [d] * n  (an unbind
+                                                 whose elements then grow: a layer's cache)
 """
 
 from __future__ import annotations
@@ -41,12 +44,14 @@ import onnx_ir as ir
 from seqlower.lists import paired
 from seqlower.lists.tensors import (
     INT64_MAX,
+    Chunks,
     Layout,
     Table,
     TensorList,
     chunks,
     dim0,
     int64,
+    moved_first,
     scalar_int,
 )
 from seqlower.lists.tensors import (
@@ -89,13 +94,29 @@ def split(forms: ListForms, b: Builder, node: ir.Node, layout: Layout) -> Tensor
     x = node.inputs[0]
     assert x is not None
     cut = chunks(b, node, forms.values)
-    assert cut.axis == 0 and not cut.squeeze, "a ragged split is along axis 0, dims kept"
+    if cut.squeeze:
+        return _unbound(b, x, cut, layout)
+    assert cut.axis == 0, "a ragged split is along axis 0, dims kept, or an unbind"
     if cut.sizes is None:
         one = ir.Tensor(np.ones((1,), np.int64))
         sizes = b.op("ConstantOfShape", [cut.dim], {"value": one}, name="list_firsts")
     else:
         sizes = cut.sizes
     return TensorList((x, sizes), layout)
+
+
+def _unbound(b: Builder, x: ir.Value, cut: Chunks, layout: Layout) -> TensorList:
+    """The elements x.select(a, i), each [d, rest], as rows of one [n * d, rest] tensor."""
+    moved = moved_first(b, x, cut.axis, cut.rank)
+    shape = b.op("Shape", [moved])
+    count_first = b.op("Slice", [shape, b.ints([0], "zero1"), b.ints([2], "two")])
+    merged = b.op("ReduceProd", [count_first], {"keepdims": 1}, name="merged")
+    rest = b.op("Slice", [shape, b.ints([2], "two"), b.ints([INT64_MAX], "end")])
+    target = b.op("Concat", [merged, rest], {"axis": 0})
+    data = b.op("Reshape", [moved, target], {"allowzero": 1}, name="list_data")
+    first = b.op("Slice", [shape, b.ints([1], "one"), b.ints([2], "two")])
+    firsts = b.op("Expand", [first, cut.count1], name="list_firsts")
+    return TensorList((data, firsts), layout)
 
 
 def table(b: Builder, s: TensorList) -> Table:

@@ -1,7 +1,7 @@
 """Integers proved never negative from how they are made, so that a list position read from
 them needs no count-from-the-end (`Where(p < 0, p + n, p)`: three operators per edit).
 
-    a constant >= 0, Shape, Size, SequenceLength                            -> never negative
+    a constant >= 0, Shape, Size, SequenceLength, a Loop's iteration number -> never negative
     Gather/Slice of a Shape, Cast/Reshape/Squeeze/Unsqueeze/Identity/Abs   -> as their input
     Add, Mul, Div, Max, Min of values never negative                        -> never negative
     Mod(a, b), b never negative (the result takes the divisor's sign)       -> never negative
@@ -13,6 +13,8 @@ from __future__ import annotations
 
 __all__ = ["never_negative"]
 
+from collections.abc import Collection
+
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
@@ -23,16 +25,23 @@ _PASSING = {"Cast", "Reshape", "Squeeze", "Unsqueeze", "Identity"}
 _CLOSED = {"Add", "Mul", "Div", "Max", "Min"}
 
 
-def never_negative(value: ir.Value | None, values: StaticValues, depth: int = DEPTH) -> bool:
-    """Whether `value`, an integer tensor, holds no negative entry whatever the inputs."""
+def never_negative(
+    value: ir.Value | None,
+    values: StaticValues,
+    counters: Collection[int] = (),
+    depth: int = DEPTH,
+) -> bool:
+    """Whether `value`, an integer tensor, holds no negative entry whatever the inputs.
+    `counters`: the ids of the Loop bodies' iteration numbers (a graph does not say whose body
+    it is; the caller knows)."""
     if value is None or depth < 0:
         return False
     static = values.get(value)
     if static is not None:
         return static.dtype.kind in "iu" and bool((static >= 0).all())
     node = value.producer()
-    if node is None:  # a graph input (a body's iteration number too: its graph says not whose)
-        return False
+    if node is None:  # a graph input
+        return id(value) in counters
     op = node.op_type
     if node.domain not in ("", "ai.onnx"):
         return False
@@ -43,9 +52,9 @@ def never_negative(value: ir.Value | None, values: StaticValues, depth: int = DE
         made = source.producer() if source is not None else None
         return made is not None and made.op_type in ("Shape", "Size")
     if op in _PASSING:
-        return never_negative(node.inputs[0], values, depth - 1)
+        return never_negative(node.inputs[0], values, counters, depth - 1)
     if op in _CLOSED:
-        return all(never_negative(x, values, depth - 1) for x in node.inputs)
+        return all(never_negative(x, values, counters, depth - 1) for x in node.inputs)
     if op == "Mod":
-        return len(node.inputs) == 2 and never_negative(node.inputs[1], values, depth - 1)
+        return len(node.inputs) == 2 and never_negative(node.inputs[1], values, counters, depth - 1)
     return False

@@ -11,7 +11,8 @@ SequenceErase(s, p)          -> a, _, b = Split(data, [p, 1, n - p - 1]); Concat
                                 second of Split(data, [1, n - 1]); outside [-n, n-1] a size is
                                 negative and Split fails; a position the list is known to hold,
                                 after an insert: Slices, no check)
-SequenceInsert(SequenceErase(s, p), x, p), p a constant >= 0 (what `xs[p] = x` exports)
+SequenceInsert(SequenceErase(s, p), x, p), p a constant >= 0 or a position proved >= 0 (a
+                             Loop's iteration number: what `xs[i] = x` exports)
                              -> ScatterND(data, [[p]], Unsqueeze(x, 0))  (fails for p >= n, as
                                 the erase does)
 SequenceAt(s, p)             -> Gather(data, p)
@@ -37,14 +38,12 @@ __all__ = [
     "table",
 ]
 
-import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.lists.signs import never_negative
 from seqlower.lists.tensors import (
     INT64_MAX,
     Layout,
@@ -89,9 +88,12 @@ def insert(
     if p is None or static == 0:  # an append, or a prepend (position 0 is always valid)
         parts = [row, s.data] if static == 0 else [s.data, row]
         return TensorList((b.op("Concat", parts, {"axis": 0}, name="list_data"),), s.layout)
-    if s.erased is not None and static == s.erased[1] and _splits(b, s):
+    if s.erased is not None and forms.same_position(s.erased[1], p) and _splits(b, s):
         base = s.erased[0]  # `xs[p] = x`: element p of the list before the erase, replaced
-        index = b.constant(np.array([[static]], np.int64), "position")
+        if static is not None:
+            index = b.constant(np.array([[static]], np.int64), "position")
+        else:
+            index = b.op("Reshape", [int64(b, p), b.ints([1, 1], "index_shape")])  # type: ignore[arg-type]
         return TensorList((b.op("ScatterND", [base.data, index, row], name="list_data"),), s.layout)
     if not _splits(b, s):
         return _insert_sliced(forms, b, s, row, p, static)
@@ -123,14 +125,6 @@ def _insert_sliced(
 
 
 def erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> TensorList:
-    erased = _erase(forms, b, s, p)
-    static = -1 if p is None else forms.values.get_int(p)
-    if static is not None and static >= 0:
-        return dataclasses.replace(erased, erased=(s, static))
-    return erased
-
-
-def _erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> TensorList:
     known = forms.within(s, p)
     if known is not None:  # in range for sure: Slice reads a negative position as Gather does
         return _erase_at(b, s, known)
@@ -189,7 +183,7 @@ def _position(forms: ListForms, b: Builder, p: ir.Value, n1: ir.Value) -> ir.Val
     """A run-time position as a 1-D index, counted from the end when negative (not needed
     when it is proved never negative)."""
     p1 = _one_d(b, p)
-    return p1 if never_negative(p, forms.values) else from_end(b, p1, n1)
+    return p1 if forms.never_negative(p) else from_end(b, p1, n1)
 
 
 def _one_d(b: Builder, p: ir.Value) -> ir.Value:

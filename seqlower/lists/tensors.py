@@ -62,9 +62,13 @@ class TensorList:
     parts: tuple[ir.Value, ...]
     layout: Layout
     min_length: int = 0
-    # (the list before, p) when this list is that list with its element p (a constant >= 0)
-    # erased: an insert at p that follows is an assignment (stacked: one ScatterND)
-    erased: tuple[TensorList, int] | None = None
+    # (the list before, p) when this list is that list with its element p erased, p a
+    # constant >= 0 or a run-time position proved >= 0: an insert at the same p that follows
+    # is an assignment (stacked: one ScatterND)
+    erased: tuple[TensorList, int | ir.Value] | None = None
+    # (p, x) when this list was made by putting x at p (-1: appended; else as `erased`): a
+    # read at the same p is x
+    put: tuple[int | ir.Value, ir.Value] | None = None
 
     @property
     def data(self) -> ir.Value:

@@ -8,6 +8,8 @@ the original under onnxruntime, positions out of range (both fail), empty lists 
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import onnx
 import onnx_ir as ir
@@ -253,3 +255,121 @@ g (float[N,3] x, int64 p) => (int64 a, int64 b, int64 c, int64 d) {
     assert not never_negative(out["b"], values)  # a dim minus 2 may be negative
     assert not never_negative(out["c"], values)  # p is anything
     assert never_negative(out["d"], values)  # Mod takes the divisor's sign
+
+
+# -- assignment at a Loop's iteration number, reads of what was just put ------------------------
+
+# for i in range(len(xs)): xs[i] = xs[i] * 2 + r ; then xs[i] read back (HRNet's branches)
+LOOP_ASSIGN = """
+agraph ({dtype}[N,3] x, {dtype}[3] r) => ({dtype}[?,3] y, {dtype}[3] last) {{
+    s = SplitToSequence <axis=0, keepdims=0> (x)
+    n = SequenceLength (s)
+    t = Constant <value=bool {{1}}> ()
+    zero = Constant <value={dtype} {{0}}> ()
+    s2, last = Loop (n, t, s, r) <body = g (int64 i, bool c, seq({dtype}) xs, {dtype}[3] prev)
+                                              => (bool c2, seq({dtype}) xs3, {dtype}[3] got) {{
+        e = SequenceAt (xs, i)
+        twice = Add (e, e)
+        v = Add (twice, prev)
+        xs2 = SequenceErase (xs, i)
+        xs3 = SequenceInsert (xs2, v, i)
+        got = SequenceAt (xs3, i)
+        c2 = Identity (c)
+    }}>
+    y = ConcatFromSequence <axis=0, new_axis=1> (s2)
+}}"""
+
+
+@pytest.mark.parametrize(("dtype", "numpy_type"), [("float", np.float32), ("int64", np.int64)])
+def test_an_assignment_at_the_iteration_number_is_one_scatter(dtype, numpy_type):
+    model = parse(LOOP_ASSIGN.format(dtype=dtype))
+    lowered, _ = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    body = next(n for n in lowered.graph.node if n.op_type == "Loop").attribute[0].g
+    counts = Counter(node.op_type for node in body.node)
+    # one Gather reads xs[i]; the read after the assignment is the value put, no Gather
+    assert counts["ScatterND"] == 1 and counts["Gather"] == 1
+    assert "Split" not in counts and "Where" not in counts  # i is never negative
+    for rows in (1, 2, 5):
+        fed = feeds(rows, 0, numpy_type)
+        del fed["p"]
+        assert_same(model, lowered, fed)
+
+
+# a read at the position just inserted at: the value put, when the position is >= 0 (after an
+# insert at -1 the element at -1 is the old last one)
+READ_BACK = """
+agraph (float[N,3] x, float[3] r) => (float[3] got, float[?,3] y) {{
+    s = SplitToSequence <axis=0, keepdims=0> (x)
+    q = Constant <value=int64 {{{position}}}> ()
+    s2 = SequenceInsert (s, r{insert_at})
+    got = SequenceAt (s2, q)
+    y = ConcatFromSequence <axis=0, new_axis=1> (s2)
+}}"""
+
+
+@pytest.mark.parametrize(
+    ("position", "insert_at", "read_is_put"),
+    [(1, ", q", True), (0, ", q", True), (-1, "", True), (-1, ", q", False), (-2, "", False)],
+    ids=["at-1", "at-0", "appended-read-last", "inserted-at-minus-1", "appended-read-minus-2"],
+)
+def test_a_read_of_what_was_just_put_is_the_value(position, insert_at, read_is_put):
+    model = parse(READ_BACK.format(position=position, insert_at=insert_at))
+    lowered, _ = lower_tensor_form(model)
+    got_producer = {o: n.op_type for n in lowered.graph.node for o in n.output}.get("got")
+    assert (got_producer in (None, "Identity")) == read_is_put, got_producer
+    for rows in (0, 1, 3):
+        fed = feeds(rows, 0)
+        del fed["p"]
+        total = rows + 1
+        if -total <= position < total and (insert_at == "" or -rows <= position <= rows):
+            assert_same(model, lowered, fed)
+        else:
+            assert_both_fail(model, lowered, fed)
+
+
+# -- assignment in the two-tensor layouts (ragged: elements that differ in their first dim) ---
+
+RAGGED_ASSIGN = """
+agraph (float[N,2,3] x, float[K,3] r, int64 p) => (float[?,3] y, int64 n, float[?,3] first) {{
+    s = SplitToSequence <axis=0, keepdims=0> (x)
+    {position}
+    e = SequenceErase (s, q)
+    s2 = SequenceInsert (e, r, q)
+    y = ConcatFromSequence <axis=0> (s2)
+    n = SequenceLength (s2)
+    zero = Constant <value=int64 {{0}}> ()
+    first = SequenceAt (s2, zero)
+}}"""
+
+
+@pytest.mark.parametrize(
+    "position",
+    ["q = Constant <value=int64 {1}> ()", "q = Identity (p)"],
+    ids=["constant", "run-time"],
+)
+def test_a_ragged_assignment_splices_the_data_and_scatters_the_sizes(position):
+    """`xs[1] = r` on a list of [2, 3] elements, r of [K, 3]: the unbind is ragged (rows of
+    one [N * 2, 3] tensor), the assignment one splice and one ScatterND on the sizes; a
+    run-time position that may be negative is an erase and an insert."""
+    model = parse(RAGGED_ASSIGN.format(position=position))
+    lowered, report = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    assert {node.tier for node in report.nodes} == {"ragged"}
+    counts = op_counts(lowered)
+    assert ("ScatterND" in counts) == position.startswith("q = Constant")
+    rng = np.random.default_rng(11)
+    for rows in (0, 1, 2, 4):
+        for k in (0, 1, 3):
+            for p in (-3, -1, 0, 1, 2):
+                fed = {
+                    "x": rng.standard_normal((rows, 2, 3)).astype(np.float32),
+                    "r": rng.standard_normal((k, 3)).astype(np.float32),
+                    "p": np.array(p, np.int64),
+                }
+                try:
+                    run_ort(model, fed)
+                except Exception:  # onnxruntime raises its own error types
+                    assert_both_fail(model, lowered, fed)
+                    continue
+                assert_same(model, lowered, fed)
