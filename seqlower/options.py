@@ -36,12 +36,13 @@ SPEED_FIRST_TARGETS = frozenset({"onnxruntime"})
 class Options:
     """How to lower.
 
-    split_keepdims: how to read SplitToSequence with a scalar `split` and keepdims=0 (README,
-        "Where the specification and onnxruntime disagree"). "onnxruntime" (default)
-        squeezes when the split is 1, as onnxruntime and PyTorch do and as PyTorch's exporter
-        relies on for `unbind`; "spec" ignores keepdims, as the ONNX specification and
-        onnx.reference do. A node lowered either way is named in a warning
-        where the two readings give different results.
+    split_keepdims: how to read SplitToSequence with a scalar `split` and keepdims=0
+        (docs/design.md, "Where the specification and onnxruntime disagree"). "onnxruntime"
+        (default) squeezes when the split is 1, as onnxruntime and PyTorch do and as PyTorch's
+        exporter relies on for `unbind`; "spec" ignores keepdims, as the ONNX specification and
+        onnx.reference do. A node read as the specification reads it is named in a warning
+        where the two readings give different results (the default reading of a split of 1,
+        PyTorch's unbind, is what the exporter meant, and gives none).
     max_iterations: bound on the rewrite sweeps; reaching it is reported as the stop reason.
     dims: sizes for symbolic dims of the model inputs (`{"N": 8}`); the lowered model then
         accepts only those sizes (recorded in `Report.interface_changes`).

@@ -272,9 +272,9 @@ QUIRKS: tuple[Quirk, ...] = (
         "SplitToSequence with a scalar split of 1 and keepdims=0 squeezes the axis (the "
         "specification ignores keepdims when split is given); a larger scalar split fails",
         "1.20.0 to 1.32.0",
-        "follows onnxruntime (and PyTorch's unbind, which relies on it) for a split of 1 and "
-        "warns with the node name; follows the specification where onnxruntime fails; "
-        "--split-keepdims spec selects the specification everywhere",
+        "follows onnxruntime (and PyTorch's unbind, which relies on it) for a split of 1, "
+        "without a warning; follows the specification where onnxruntime fails, with a warning "
+        "naming the node; --split-keepdims spec selects the specification everywhere",
         _scalar_split_squeezes,
     ),
     Quirk(

@@ -1,11 +1,14 @@
 """Warnings about what a lowering read one way where the ONNX specification and onnxruntime
 read a model differently, said only where the two readings give different results for this
-model, and never claiming a lowering that did not happen.
+model that the user may not expect, and never claiming a lowering that did not happen.
 
-    SplitToSequence(x, split=1 scalar, keepdims=0)   # PyTorch's unbind
-        the specification keeps the axis; onnxruntime and PyTorch squeeze it
     SplitToSequence(x, split=k>1 scalar, keepdims=0)
-        the specification ignores keepdims; onnxruntime fails
+        the specification ignores keepdims; onnxruntime fails: warned (the lowered model runs)
+    SplitToSequence(x, split=1 scalar, keepdims=0), split_keepdims="spec"
+        the specification keeps the axis, as asked; onnxruntime and PyTorch squeeze it: warned
+    SplitToSequence(x, split=1 scalar, keepdims=0)   # PyTorch's unbind, the default reading
+        squeezed, as onnxruntime and PyTorch do: the result is what the exporter meant and
+        what onnxruntime computed on the original, so nothing to warn about
 """
 
 from __future__ import annotations
@@ -17,15 +20,13 @@ from collections.abc import Iterable
 from seqlower.passes.normalize import SplitReading
 from seqlower.report.labels import NodeLabels
 
-_SPEC_OPTION = "--split-keepdims spec, or split_keepdims='spec' in Python"
-
 
 def split_reading_warnings(readings: Iterable[SplitReading], labels: NodeLabels) -> list[str]:
     """One warning per resolved scalar-split/keepdims=0 node whose two readings differ here
-    (not one only counted by SequenceLength), saying what was done to it: lowered (the node is
-    gone), or kept with the other reading. A split of 1 kept with the squeeze, and read only by
-    what was kept, computes in onnxruntime what the original did (written without its split
-    input, every runtime reads it so): nothing to warn about."""
+    (not one only counted by SequenceLength) and that was not read as onnxruntime and PyTorch
+    read it, saying what was done to it: lowered (the node is gone), or kept with the other
+    reading. A split of 1 squeezed (the default, PyTorch's unbind) computes what onnxruntime
+    computed on the original and what PyTorch meant: nothing to warn about."""
     warnings = []
     for reading in readings:
         if reading.counted_only:
@@ -43,14 +44,7 @@ def split_reading_warnings(readings: Iterable[SplitReading], labels: NodeLabels)
                 f"fails; {done}"
             )
         elif reading.squeezed:
-            if not lowered and not reading.readers_rewritten():
-                continue  # kept as it was read, computing what onnxruntime computed
-            done = "lowered" if lowered else "kept, and what reads it lowered,"
-            warnings.append(
-                f"{node}: scalar split=1 with keepdims=0 (as PyTorch exports unbind); the ONNX "
-                f"specification keeps the axis here, onnxruntime and PyTorch squeeze it: {done} "
-                f"with the squeeze ({_SPEC_OPTION}, keeps the axis)"
-            )
+            continue  # PyTorch's unbind, read as onnxruntime and PyTorch read it
         else:
             done = (
                 "lowered as the specification reads it"

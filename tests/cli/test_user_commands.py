@@ -187,3 +187,25 @@ def test_every_rule_the_summary_names_is_listed_by_seqlower_rules(tmp_path) -> N
                     seen |= fired
     # the passes' own rewrites, which no rule makes, are among them
     assert {"tensor-list", "loop-condition-passthrough"} <= seen
+
+
+# -- PyTorch's unbind: lowered as PyTorch meant it, without a warning -----------------------------
+
+
+@pytest.mark.parametrize("fixture", ["unbind_stack", "rnn_unbind_loop", "list_insert_pop"])
+def test_an_unbind_export_lowers_without_a_warning(tmp_path, fixture: str) -> None:
+    source = ROOT / "tests" / "fixtures" / "torch" / fixture / "model.onnx"
+    done = seqlower("optimize", str(source), str(tmp_path / "o.onnx"))
+    assert done.returncode == 0, done.stderr
+    assert "warning" not in done.stderr
+    assert "--split-keepdims" not in done.stdout + done.stderr
+
+
+def test_the_spec_reading_of_unbind_is_said_with_the_node(tmp_path) -> None:
+    source = ROOT / "tests" / "fixtures" / "torch" / "unbind_stack" / "model.onnx"
+    out = tmp_path / "o.onnx"
+    done = seqlower("optimize", str(source), str(out), "--split-keepdims", "spec")
+    assert done.returncode == 0, done.stderr
+    (warning,) = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
+    assert "SplitToSequence '/SplitToSequence'" in warning
+    assert "onnxruntime and PyTorch squeeze it" in warning

@@ -1,5 +1,5 @@
 """Issue 14, item 13: counts read as English (`1 sweep`, `2 sweeps`, `1 trial`, `1 problem`),
-never `1 sweeps` or `problem(s)`; and the keepdims warning names `--split-keepdims spec`."""
+never `1 sweeps` or `problem(s)`."""
 
 from __future__ import annotations
 
@@ -60,18 +60,3 @@ def test_verify_says_one_trial_in_the_singular(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["optimize", "--verify", str(EXAMPLE), str(target)])
     assert result.exit_code == 0, result.output
     assert "1 trials" not in result.stdout and "sweeps" in result.stdout
-
-
-def test_the_keepdims_warning_names_the_option(tmp_path: Path) -> None:
-    text = """<ir_version: 8, opset_import: ["" : 17]>
-    g (float[3,2] x) => (float[6] y) {
-        one = Constant <value = int64 {1}> ()
-        s = SplitToSequence <axis = 0, keepdims = 0> (x, one)
-        y = ConcatFromSequence <axis = 0> (s)
-    }"""
-    source = tmp_path / "in.onnx"
-    onnx.save(onnx.parser.parse_model(text), source)
-    result = CliRunner().invoke(app, ["optimize", str(source), str(tmp_path / "o.onnx")])
-    assert result.exit_code == 0, result.output
-    (warning,) = [line for line in result.output.splitlines() if line.startswith("warning:")]
-    assert "--split-keepdims spec" in warning

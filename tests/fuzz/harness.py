@@ -190,8 +190,8 @@ def check_program(program: Program, *, properties: bool = False) -> Outcome:
         outcome.detail = problem + (" (reference: numpy oracle)" if oracle else "")
         return outcome
     warned = any("SplitToSequence" in w for w in report.warnings)
-    if program.keepdims_corner and not warned and _corner_needs_warning(original, proto):
-        outcome.reason = "no warning for a scalar split with keepdims=0 (design.md trap 1)"
+    if program.keepdims_corner and warned:  # always a split of 1, read as onnxruntime reads it
+        outcome.reason = "a warning for a scalar split of 1 with keepdims=0 read as PyTorch meant"
         return outcome
     if properties:
         problem = check_properties(original, lowered, options)
@@ -205,45 +205,6 @@ def check_program(program: Program, *, properties: bool = False) -> Outcome:
             return outcome
     outcome.status = "pass"
     return outcome
-
-
-def _corner_needs_warning(model: onnx.ModelProto, lowered: onnx.ModelProto) -> bool:
-    """Whether a SplitToSequence with keepdims=0 and a split input is read by anything but
-    SequenceLength and was rewritten, or had a reader rewritten: only then do the
-    specification's and onnxruntime's readings differ in what seqlower computes, and it warns.
-    (A corner kept as it is, read only by what is kept, computes what onnxruntime computed; a
-    split of 1 kept is written without its split input, read the same by every runtime.)"""
-    nodes = _all_nodes(model)
-    corners = [
-        n
-        for n in nodes
-        if n.op_type == "SplitToSequence"
-        and len(n.input) > 1
-        and n.input[1]
-        and any(a.name == "keepdims" and a.i == 0 for a in n.attribute)
-    ]
-    outputs = {o.name for o in model.graph.output}
-    made = {(n.op_type, name) for n in _all_nodes(lowered) for name in n.output}
-    for corner in corners:
-        readers = [n for n in nodes if corner.output[0] in n.input]
-        if corner.output[0] not in outputs and all(n.op_type == "SequenceLength" for n in readers):
-            continue  # counted only: both readings give one count
-        kept = ("SplitToSequence", corner.output[0]) in made and all(
-            all((n.op_type, name) in made for name in n.output) for n in readers
-        )
-        if not kept:
-            return True
-    return False
-
-
-def _all_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    graphs, nodes = [model.graph], []
-    while graphs:
-        graph = graphs.pop()
-        nodes.extend(graph.node)
-        for node in graph.node:
-            graphs.extend(a.g for a in node.attribute if a.HasField("g"))
-    return nodes
 
 
 # a run-time trip count or loop condition stops no list from becoming tensors: a reason that
