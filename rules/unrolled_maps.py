@@ -42,6 +42,7 @@ import onnx_ir as ir
 from seqlower.analysis.static_values import StaticValues
 from seqlower.batching.body import BodyPlan, emit_body, plan_region
 from seqlower.batching.core import Emitter, Operand
+from seqlower.graph_order import in_graph_order
 from seqlower.ops import has_subgraph
 from seqlower.rewriter import Builder, Rewriter
 from seqlower.rule import Context, Refusal, Rule, RuleSet
@@ -227,9 +228,11 @@ class Copies:
     count: int
 
 
-def _copies(results: list[ir.Value], graph: ir.Graph, ctx: Context) -> Copies | Refusal:
+def _copies(
+    results: list[ir.Value], graph: ir.Graph, ctx: Context, reader: ir.Node
+) -> Copies | Refusal:
     """The copies of one computation whose results are `results` (copy k reads chunk k of
-    each list where the first reads chunk 0), batched; else why not."""
+    each list where the first reads chunk 0; `reader` reads them all), batched; else why not."""
     matcher = _Matcher(graph, len(results), ctx.facts.values)
     try:
         for k, result in enumerate(results[1:], start=1):
@@ -263,7 +266,7 @@ def _copies(results: list[ir.Value], graph: ir.Graph, ctx: Context) -> Copies | 
             return source
         sources.append(source)
         seeds[first] = Operand(True, source.element_shape)
-    in_order = [n for n in graph if n in nodes]
+    in_order = in_graph_order(graph, nodes, reader)
     opset = ctx.rewriter.opset(graph)
     plan = plan_region(graph, seeds, in_order, [results[0]], ctx.facts.values, opset)
     if isinstance(plan, Refusal):
@@ -333,7 +336,7 @@ def _check(node: ir.Node, ctx: Context) -> UnrolledMap | Refusal:
         if any(r is None or r.shape is None or len(r.uses()) != 1 for r in results):
             return Refusal("an input is of unknown rank or read elsewhere too")
     assert node.graph is not None
-    copies = _copies(results, node.graph, ctx)  # type: ignore[arg-type]
+    copies = _copies(results, node.graph, ctx, node)  # type: ignore[arg-type]
     if isinstance(copies, Refusal):
         return copies
     found = UnrolledMap(axis, stacked, copies)
@@ -421,7 +424,7 @@ def _check_sum(node: ir.Node, ctx: Context) -> UnrolledSum | Refusal:
     for start, terms in _sum_terms(node):
         if any(len(term.uses()) != 1 for term in terms):
             continue
-        copies = _copies(terms, node.graph, ctx)
+        copies = _copies(terms, node.graph, ctx, node)
         if not isinstance(copies, Refusal):
             found = UnrolledSum(start, copies)
             build = lambda builder, found=found: _build_sum(found, builder)  # noqa: E731

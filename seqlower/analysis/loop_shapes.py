@@ -124,6 +124,10 @@ class LoopShapes:
         self.bounds: dict[Hashable, tuple[Dim, Dim]] = {}
         self.varying: set[Hashable] = {_ITER}
         self._outer_contents: dict[ir.Value, Content | None] = {}
+        # outer values are fixed for the whole loop: each shape is derived once (a derivation
+        # that reaches a value again by another path reads it here; Mask R-CNN's outer graph
+        # re-derived the same shapes along every path for minutes)
+        self._outer_shapes: dict[ir.Value, ShapeFact] = {}
         self._depth = 0  # of the producers followed outside the body
         self._shapes: dict[ir.Value, ShapeFact] = {}
         # shapes whose dims mention symbols that change between iterations (the dims of an
@@ -181,6 +185,12 @@ class LoopShapes:
 
     def outer_shape(self, value: ir.Value) -> ShapeFact:
         """The symbolic shape of a value defined outside the body (fixed for the whole loop)."""
+        if value in self._outer_shapes:
+            return self._outer_shapes[value]
+        shape = self._outer_shapes[value] = self._find_outer_shape(value)
+        return shape
+
+    def _find_outer_shape(self, value: ir.Value) -> ShapeFact:
         array = self.values.get(value)
         if array is not None:
             return tuple(int(d) for d in array.shape)

@@ -329,8 +329,10 @@ def _infer_and_merge(
 def _declare_invariant_carried_shapes(loops: list[ir.Node]) -> bool:
     """Declare on each Loop body input the shape of its initial value where the body provably
     keeps it. True when a declaration was added."""
-    values = StaticValues()
-    changed = False
+    declared = 0
+    # provisional answers last until a declaration changes a shape (each Loop would otherwise
+    # walk the same outer values again for each question)
+    values = StaticValues(generation=lambda: declared)
     for node in loops:
         body = node.attributes["body"].as_graph()
         carried = zip(body.inputs[2:], node.inputs[2:])
@@ -341,8 +343,8 @@ def _declare_invariant_carried_shapes(loops: list[ir.Node]) -> bool:
         for body_input, init in undeclared:
             if body_input in invariant and init.shape is not None:
                 body_input.shape = ir.Shape(list(init.shape))
-                changed = True
-    return changed
+                declared += 1
+    return declared > 0
 
 
 def _reset_loop_signature(body: ir.Graph) -> None:
