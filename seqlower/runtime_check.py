@@ -71,7 +71,8 @@ def check_in_runtime(
     timeout: float = DEFAULT_TIMEOUT,
 ) -> RuntimeCheck | None:
     """Load `model` in the runtime of `target` and run it once on generated inputs (`dims`
-    sizes symbolic dims, as for `verify`). None when `target` has no runtime to run."""
+    sizes symbolic dims, as for `verify`; the names the model no longer declares, because the
+    lowering fixed them, are left out). None when `target` has no runtime to run."""
     if target not in RUNTIME_TARGETS:
         return None
     try:
@@ -86,7 +87,7 @@ def check_in_runtime(
         data = proto.SerializeToString()
     except ValueError as error:  # over protobuf's 2 GB
         return RuntimeCheck(target, "inconclusive", f"not run in {_NAMES[target]}: {error}")
-    feeds = generate_inputs(graph, dims=dims)
+    feeds = generate_inputs(graph, dims=_still_named(graph, dims or {}))
     with IsolatedRunner(target, data, timeout=timeout) as runner:
         outcome = runner.run(feeds)
     if outcome.ok:
@@ -108,6 +109,19 @@ def check_in_runtime(
     node = _named_node(outcome.error or "", target, proto)
     where = f" at node '{node}'" if node else ""
     return RuntimeCheck(target, "failed", f"{_NAMES[target]} fails{where}: {outcome.error}", node)
+
+
+def _still_named(model: ir.Model, dims: Mapping[str, int]) -> dict[str, int]:
+    """The sizes of `dims` whose names the model's inputs still declare: a lowered model made
+    with `--dim N=4` declares 4 where the original declared N, and needs no size for N."""
+    named = {
+        dim.value
+        for value in model.graph.inputs
+        if value.shape is not None
+        for dim in value.shape.dims
+        if isinstance(dim, ir.SymbolicDim) and dim.value
+    }
+    return {name: size for name, size in dims.items() if name in named}
 
 
 def _loading_failed(outcome: RunOutcome) -> bool:

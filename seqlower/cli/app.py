@@ -48,6 +48,22 @@ from seqlower.cli.options import (
 from seqlower.cli.progress import PassObserver
 from seqlower.cli.summary import format_summary, format_written, plural
 from seqlower.cli.verify_command import verify_command
+from seqlower.cli.verify_options import (
+    AtolOption,
+    InputsOption,
+    MemoryLimitOption,
+    ReferenceOption,
+    RtolOption,
+    SaveInputsOption,
+    SeedOption,
+    StrictCoverageOption,
+    StrictErrorsOption,
+    TimeBudgetOption,
+    TimeoutOption,
+    TrialsOption,
+    VerifyChoices,
+)
+from seqlower.cli.verify_step import verify_lowered, with_verification
 from seqlower.errors import BUG_REPORT, InternalError, SeqlowerError
 from seqlower.io import load_model, save_model, write_text
 from seqlower.options import Options
@@ -56,6 +72,8 @@ from seqlower.report import Report
 from seqlower.report.catalogue import PASS_REWRITES, PassRewrite
 from seqlower.rule import Rule
 from seqlower.rules import default_rules
+from seqlower.verification.check import DEFAULT_TIME_BUDGET, DEFAULT_TRIALS
+from seqlower.verification.runner import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT
 
 # `-h` as well as `--help`, for the app and every command
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -131,9 +149,24 @@ def optimize_command(
     verify: Annotated[
         bool,
         typer.Option(
-            "--verify", help="Verify under onnxruntime; write nothing if the outputs differ."
+            "--verify",
+            help="Verify as `seqlower verify` does (in the --target's runtime when it names "
+            "one; it takes verify's options: --trials, --seed, --inputs, --rtol, --atol, ...); "
+            "write nothing if the outputs differ.",
         ),
     ] = False,
+    trials: TrialsOption = DEFAULT_TRIALS,
+    seed: SeedOption = 0,
+    inputs: InputsOption = None,
+    rtol: RtolOption = None,
+    atol: AtolOption = None,
+    reference: ReferenceOption = False,
+    strict_errors: StrictErrorsOption = False,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT,
+    time_budget: TimeBudgetOption = DEFAULT_TIME_BUDGET,
+    strict_coverage: StrictCoverageOption = False,
+    save_inputs: SaveInputsOption = None,
+    memory_limit: MemoryLimitOption = DEFAULT_MEMORY_LIMIT,
     runtime: TargetOption = DEFAULT_TARGET,
     dim: DimOption = None,
     flatten_sequence_io: FlattenOption = False,
@@ -204,6 +237,22 @@ def optimize_command(
     """
     if quiet and verbose:
         raise usage_error("--quiet and --verbose cannot be used together")
+    choices = VerifyChoices(
+        trials=trials,
+        seed=seed,
+        inputs=inputs,
+        rtol=rtol,
+        atol=atol,
+        reference=reference,
+        strict_errors=strict_errors,
+        timeout=timeout,
+        time_budget=time_budget,
+        strict_coverage=strict_coverage,
+        save_inputs=save_inputs,
+        memory_limit=memory_limit,
+    )
+    if choices.changed() and not verify:
+        raise usage_error(f"{choices.changed()[0]} is an option of --verify: add --verify")
     _configure_logging(verbose)
     started = time.perf_counter()
     try:
@@ -226,7 +275,7 @@ def optimize_command(
     except InternalError as error:
         raise _fail(f"{_naming(source, str(error))}; {BUG_REPORT}", EXIT_INTERNAL) from None
     confirmed = summary.target_confirmed and f"--target {runtime}: {summary.target_confirmed}"
-    if report is not None:
+    if report is not None and not verify:
         _write_report(report, summary.to_json() + "\n")
     if not quiet:
         for warning in [*summary.warnings, *summary.target_warnings]:
@@ -257,7 +306,13 @@ def optimize_command(
             EXIT_REFUSED,
         )
     if verify:
-        _verify_or_exit(source, lowered, options, quiet, runtime)
+        verified, refusal = verify_lowered(
+            source, lowered, options, choices, quiet=quiet, target=runtime
+        )
+        if report is not None:
+            _write_report(report, with_verification(summary.to_json(), verified) + "\n")
+        if refusal is not None:
+            raise refusal
     weights_name = f"{output.name}.data" if external_data else None
     try:
         weights = save_model(lowered, output, external_data=weights_name)
@@ -377,40 +432,6 @@ def _check_output(model: ir.Model) -> None:
             f"internal error: the lowered model fails the ONNX checker ({_one_line(error)}); "
             "nothing written"
         ) from None
-
-
-def _verify_or_exit(
-    source: Path, lowered: ir.Model, options: Options, quiet: bool, target: str
-) -> None:
-    """Verify in the target's runtime when it names one (openvino, tract), else onnxruntime."""
-    from seqlower.verification import verify
-    from seqlower.verification.runtimes import RUNTIMES
-
-    runtime = target if target in RUNTIMES else "onnxruntime"
-    try:
-        result = verify(source, lowered, dims=options.dims, runtimes=[runtime])
-    except SeqlowerError as error:
-        raise _fail(f"--verify: {error}") from None
-    if not result.equivalent:
-        for line in result.failures():
-            typer.echo(f"  - {line}", err=True)
-        if result.inconclusive:
-            raise _fail(
-                "verification inconclusive: both models failed on too many generated inputs; "
-                "nothing written (give sizes the model accepts with --dim NAME=SIZE, or write "
-                "without --verify and run `seqlower verify` with --inputs)",
-                EXIT_BAD_INPUT,
-            )
-        raise _fail("verification failed: the lowered model differs; nothing written", EXIT_REFUSED)
-    if not quiet:
-        trials = plural(result.compared, "trial")
-        coverage = result.coverage.summary() if result.coverage is not None else ""
-        typer.echo(
-            f"verified: equivalent under {runtime} ({trials} compared"
-            + (f"; {coverage})" if coverage else ")")
-        )
-        for line in result.warnings():
-            typer.echo(f"warning: {line}", err=True)
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -18,10 +18,26 @@ from typing import Annotated
 import typer
 
 from seqlower.cli.summary import plural
+from seqlower.cli.verify_options import (
+    AtolOption,
+    InputsOption,
+    MemoryLimitOption,
+    ReferenceOption,
+    RtolOption,
+    SaveInputsOption,
+    SeedOption,
+    StrictCoverageOption,
+    StrictErrorsOption,
+    TimeBudgetOption,
+    TimeoutOption,
+    TrialsOption,
+    VerifyChoices,
+    save_failing,
+)
 from seqlower.errors import SeqlowerError
 from seqlower.verification import VerifyReport, verify
 from seqlower.verification.check import DEFAULT_TIME_BUDGET, DEFAULT_TRIALS
-from seqlower.verification.runner import DEFAULT_TIMEOUT
+from seqlower.verification.runner import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT
 from seqlower.verification.runtimes import RUNTIMES
 
 _COLUMNS = ("trial", "output", "shape", "dtype", "max abs err", "max rel err", "verdict")
@@ -34,15 +50,8 @@ def verify_command(
     candidate: Annotated[
         Path, typer.Argument(metavar="CANDIDATE", help="The rewritten model to check (.onnx).")
     ],
-    trials: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            help="Sets of generated inputs to try: the first 3 typical, later ones exploring "
-            "sizes 0 to 8, loop counts, sequence lengths, zeros, large values, NaN and Inf.",
-        ),
-    ] = DEFAULT_TRIALS,
-    seed: Annotated[int, typer.Option(help="Seed of the generated inputs.")] = 0,
+    trials: TrialsOption = DEFAULT_TRIALS,
+    seed: SeedOption = 0,
     dim: Annotated[
         list[str] | None,
         typer.Option(
@@ -50,26 +59,11 @@ def verify_command(
             help="Size of a symbolic input dimension in every trial (repeatable).",
         ),
     ] = None,
-    inputs: Annotated[
-        Path | None,
-        typer.Option(help="Inputs to use: an ONNX test-data folder or an .npz file."),
-    ] = None,
-    rtol: Annotated[
-        float | None, typer.Option(min=0.0, help="Relative tolerance for all float types.")
-    ] = None,
-    atol: Annotated[
-        float | None, typer.Option(min=0.0, help="Absolute tolerance for all float types.")
-    ] = None,
-    reference: Annotated[
-        bool, typer.Option(help="Also run the original under onnx.reference and compare.")
-    ] = False,
-    strict_errors: Annotated[
-        bool,
-        typer.Option(
-            help="Count a trial where both models fail, or where only the original fails at "
-            "run time, as a failure."
-        ),
-    ] = False,
+    inputs: InputsOption = None,
+    rtol: RtolOption = None,
+    atol: AtolOption = None,
+    reference: ReferenceOption = False,
+    strict_errors: StrictErrorsOption = False,
     report: Annotated[
         Path | None, typer.Option(help="Write the full report as JSON to this file.")
     ] = None,
@@ -82,27 +76,11 @@ def verify_command(
             "where the original loads there, else with onnxruntime's on inputs without NaN.",
         ),
     ] = None,
-    timeout: Annotated[
-        float,
-        typer.Option(
-            min=0.1, help="Seconds a model may take to load or to run once before it is killed."
-        ),
-    ] = DEFAULT_TIMEOUT,
-    time_budget: Annotated[
-        float,
-        typer.Option(
-            min=0.0,
-            metavar="SECONDS",
-            help="Start no new trial after this many seconds (at least one runs).",
-        ),
-    ] = DEFAULT_TIME_BUDGET,
-    strict_coverage: Annotated[
-        bool,
-        typer.Option(
-            help="Fail (exit 1) when an If branch of the original was never taken or an "
-            "output was empty in every trial."
-        ),
-    ] = False,
+    timeout: TimeoutOption = DEFAULT_TIMEOUT,
+    time_budget: TimeBudgetOption = DEFAULT_TIME_BUDGET,
+    strict_coverage: StrictCoverageOption = False,
+    save_inputs: SaveInputsOption = None,
+    memory_limit: MemoryLimitOption = DEFAULT_MEMORY_LIMIT,
 ) -> None:
     """Run ORIGINAL and CANDIDATE on the same inputs and compare every output.
 
@@ -128,30 +106,40 @@ def verify_command(
       seqlower verify model.onnx lowered.onnx --inputs test_data_set_0 --reference
 
       seqlower verify model.onnx lowered.onnx --runtime openvino --runtime tract
+
+      seqlower verify model.onnx lowered.onnx --save-inputs failing
     """
+    choices = VerifyChoices(
+        trials=trials,
+        seed=seed,
+        inputs=inputs,
+        rtol=rtol,
+        atol=atol,
+        reference=reference,
+        strict_errors=strict_errors,
+        timeout=timeout,
+        time_budget=time_budget,
+        strict_coverage=strict_coverage,
+        save_inputs=save_inputs,
+        memory_limit=memory_limit,
+    )
     try:
         result = verify(
             original,
             candidate,
-            trials=trials,
-            seed=seed,
             dims=_parse_dims(dim or []),
-            inputs=inputs,
-            rtol=rtol,
-            atol=atol,
-            reference=reference,
-            strict_errors=strict_errors,
             runtimes=runtime or ["onnxruntime"],
-            timeout=timeout,
-            time_budget=time_budget,
-            strict_coverage=strict_coverage,
+            **choices.arguments(),
         )
         if report is not None:
             _write(report, result.to_json() + "\n")
+        saved = save_failing(result, save_inputs)
     except SeqlowerError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
     _show(result)
+    if saved:
+        typer.echo(saved)
     if result.equivalent:
         raise typer.Exit(0)
     raise typer.Exit(2 if result.inconclusive else 1)
@@ -250,9 +238,11 @@ def _skipped(result: VerifyReport) -> list[str]:
         return []  # the failures list these trials
     groups: dict[tuple[str, str], list[str]] = {}
     for trial in result.trials:
-        if trial.status not in ("both failed", "both crashed", "original failed"):
+        if trial.status not in ("both failed", "both crashed", "original failed", "not comparable"):
             continue
-        if trial.status == "original failed":
+        if trial.status == "not comparable":
+            what = f"not comparable in {trial.runtime}"
+        elif trial.status == "original failed":
             what = "only the original failed (the candidate gave a result)"
         else:
             what = f"both models {trial.status.split()[1]}"

@@ -35,7 +35,12 @@ from seqlower.verification.edges import edge_cases
 from seqlower.verification.explore import compared_numbers, scheduled_plan
 from seqlower.verification.flattened import Flattening
 from seqlower.verification.report import VerifyReport
-from seqlower.verification.runner import DEFAULT_TIMEOUT, IsolatedRunner, ReferenceRunner
+from seqlower.verification.runner import (
+    DEFAULT_MEMORY_LIMIT,
+    DEFAULT_TIMEOUT,
+    IsolatedRunner,
+    ReferenceRunner,
+)
 from seqlower.verification.runtimes import RUNTIMES, RuntimeUnavailableError, check_available
 from seqlower.verification.session import Generation, Session
 from seqlower.verification.signature import InputSpec, feedable_inputs, output_names
@@ -71,6 +76,7 @@ def verify(
     time_budget: float | None = DEFAULT_TIME_BUDGET,
     strict_coverage: bool = False,
     edges: bool = True,
+    memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
 ) -> VerifyReport:
     """Check that `candidate` computes the same outputs as `original`.
 
@@ -101,6 +107,9 @@ def verify(
         edges: after the generated trials, run one trial per edge case of the original's
             operators and inputs (at most `trials` of them; see
             `seqlower.verification.edges`).
+        memory_limit: megabytes of address space each model's child process may take (plus
+            three times the model's size); an allocation beyond it fails, and the error says
+            so. None or 0: no limit.
         strict_coverage: count an If branch no trial took, and an output empty in every
             trial, as failures (they are `warnings()` otherwise).
 
@@ -112,6 +121,7 @@ def verify(
         SeqlowerError: a runtime is unknown or not installed (the message names the extra).
         ValueError: `trials` is below 1, a tolerance or the time budget is negative.
     """
+    started = time.monotonic()
     if trials < 1:
         raise ValueError(f"trials must be at least 1, got {trials}")
     if time_budget is not None and time_budget < 0:
@@ -154,23 +164,32 @@ def verify(
                 "onnxruntime",
                 instrumented if instrumented is not None else original_source,
                 timeout=timeout,
+                memory_limit=memory_limit,
             )
         )
         candidate_source = _source(candidate, candidate_ir)
         candidate_runners = [
-            stack.enter_context(IsolatedRunner(runtime, candidate_source, timeout=timeout))
+            stack.enter_context(
+                IsolatedRunner(
+                    runtime, candidate_source, timeout=timeout, memory_limit=memory_limit
+                )
+            )
             for runtime in candidate_runtimes
         ]
 
         natives = {
-            runtime: stack.enter_context(IsolatedRunner(runtime, original_source, timeout=timeout))
+            runtime: stack.enter_context(
+                IsolatedRunner(runtime, original_source, timeout=timeout, memory_limit=memory_limit)
+            )
             for runtime in candidate_runtimes
             if runtime != "onnxruntime"
         }
 
         def plain() -> IsolatedRunner:
             return stack.enter_context(
-                IsolatedRunner("onnxruntime", original_source, timeout=timeout)
+                IsolatedRunner(
+                    "onnxruntime", original_source, timeout=timeout, memory_limit=memory_limit
+                )
             )
 
         session = Session(
@@ -188,6 +207,7 @@ def verify(
             atol=atol,
             deadline=time.monotonic() + (math.inf if time_budget is None else time_budget),
             timeout=timeout,
+            memory_limit=memory_limit,
         )
         if supplied is None:
             session.run_generated(generation, trials)
@@ -218,6 +238,7 @@ def verify(
         "runtimes": list(candidate_runtimes),
         "compared_with": session.comparisons,
         "timeout": timeout,
+        "memory_limit": memory_limit or None,
         "flattened": {"inputs": dict(flattening.inputs), "outputs": dict(flattening.outputs)}
         if flattening
         else None,
@@ -232,6 +253,8 @@ def verify(
         notes=tuple([*notes, *session.notes, *session.runtime_notes()]),
         empty_outputs=session.empty_outputs,
         constant_outputs=session.constant_outputs,
+        seconds=time.monotonic() - started,
+        reproduction=session.reproduction,
     )
 
 

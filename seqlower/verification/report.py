@@ -40,6 +40,7 @@ import math
 from typing import Any, Literal
 
 from seqlower.verification.coverage import Coverage
+from seqlower.verification.saved import Reproduction
 
 MIN_COMPARED = 2
 """Trials that must run both models to completion (1 when fewer than 3 ran)."""
@@ -76,6 +77,7 @@ TrialStatus = Literal[
     "both crashed",
     "cannot run",
     "unstable",
+    "not comparable",
 ]
 
 
@@ -119,7 +121,9 @@ class TrialResult:
 
     @property
     def compared(self) -> bool:
-        """Both models ran to completion, so the outputs were compared."""
+        """Both models ran to completion, so the outputs were compared ("not comparable": the
+        candidate ran in a runtime the original does not load in, on inputs whose handling
+        differs between runtimes, such as NaN)."""
         return self.status in ("ok", "differ")
 
     @property
@@ -147,6 +151,10 @@ class VerifyReport:
     notes: tuple[str, ...] = ()
     empty_outputs: tuple[str, ...] = ()
     constant_outputs: tuple[str, ...] = ()
+    seconds: float = 0.0
+    reproduction: Reproduction | None = dataclasses.field(default=None, repr=False, compare=False)
+    """The inputs of the first trial that showed a difference (`save_failing_trial` writes
+    them)."""
 
     def __bool__(self) -> bool:
         """True exactly when the models were shown equivalent (`equivalent`)."""
@@ -162,6 +170,35 @@ class VerifyReport:
     def compared(self) -> int:
         """How many trials ran both models to completion (in at least one runtime)."""
         return len({trial.index for trial in self.trials if trial.compared})
+
+    @property
+    def skipped(self) -> int:
+        """How many trials ran no comparison: both models failed or crashed, only the original
+        failed, or a model gave other values when run again."""
+        return len({trial.index for trial in self.trials}) - self.compared
+
+    @property
+    def verdict(self) -> str:
+        """`equivalent`, `not equivalent` or `inconclusive`."""
+        if self.equivalent:
+            return "equivalent"
+        return "inconclusive" if self.inconclusive else "not equivalent"
+
+    def rejected_hint(self) -> str | None:
+        """When both models rejected most trials (more than half, 4 trials or more), one line
+        that says so, with the first error and how to give inputs they accept; else None."""
+        total = len({trial.index for trial in self.trials})
+        if total < 4 or 2 * self.skipped <= total or not self.compared:
+            return None
+        rejected = [t for t in self.trials if t.status in ("both failed", "both crashed")]
+        if 2 * len({t.index for t in rejected}) <= total:
+            return None
+        error = rejected[0].original_error or ""
+        error = error if len(error) <= 160 else error[:157] + "..."
+        return (
+            f"both models rejected {len({t.index for t in rejected})} of {total} trials "
+            f"(first: {error}); only {self.compared} compared anything: {_hint(self.settings)}"
+        )
 
     @property
     def required(self) -> int:
@@ -189,6 +226,9 @@ class VerifyReport:
                 "gave other outputs when run again on the same inputs (the runtime read memory "
                 "it never wrote?): not compared"
             )
+        rejected = self.rejected_hint()
+        if rejected is not None:
+            lines.append(rejected)
         lines.extend(
             f"output '{name}' was empty in every trial: nothing was compared in it"
             for name in self.empty_outputs
@@ -239,8 +279,12 @@ class VerifyReport:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {
+            "verdict": self.verdict,
             "equivalent": self.equivalent,
             "inconclusive": self.inconclusive,
+            "trials_compared": self.compared,
+            "trials_skipped": self.skipped,
+            "seconds": round(self.seconds, 3),
             "failures": self.failures(),
             "warnings": self.warnings(),
             "notes": list(self.notes),
@@ -259,7 +303,7 @@ def _trial_failures(trial: TrialResult, strict_errors: bool) -> list[tuple[str, 
     separator and the message; an empty separator means the message stands alone."""
     if trial.status == "cannot run":
         return [("", f"{trial.candidate_error}")]
-    if trial.status == "unstable":
+    if trial.status in ("unstable", "not comparable"):
         return []  # said in warnings()
     if trial.status == "both crashed" and not strict_errors:
         return []
@@ -301,6 +345,14 @@ def _trial_failures(trial: TrialResult, strict_errors: bool) -> list[tuple[str, 
             line += f": {output.detail}"
         lines.append((", ", line))
     return lines
+
+
+def _hint(settings: dict[str, Any]) -> str:
+    """How to give inputs both models accept: a size for a symbolic dim, or inputs."""
+    fixed = {**dict(settings.get("dims") or {}), **dict(settings.get("pinned") or {})}
+    named = [name for name in settings.get("symbolic_dims") or [] if name not in fixed]
+    dims = f"give sizes they accept with --dim {named[0]}=SIZE, or " if named else "give "
+    return f"{dims}inputs they accept with --inputs (an ONNX test-data folder or .npz)"
 
 
 def _ranges(indices: list[int]) -> str:

@@ -16,11 +16,13 @@ whole error message, on one line.
 from __future__ import annotations
 
 __all__ = [
+    "DEFAULT_MEMORY_LIMIT",
     "DEFAULT_TIMEOUT",
     "IsolatedRunner",
     "ReferenceRunner",
     "RunOutcome",
     "first_line",
+    "memory_limit_bytes",
 ]
 
 import contextlib
@@ -44,7 +46,28 @@ from seqlower.verification.values import Feeds, RuntimeValue
 DEFAULT_TIMEOUT = 120.0
 """Seconds one run (or loading a model) may take before its child process is killed."""
 
+DEFAULT_MEMORY_LIMIT = 4096
+"""Megabytes of address space a child process may take (`RLIMIT_AS`), plus three times the size
+of the model it runs; None or 0: no limit."""
+
 _WORKER = Path(__file__).with_name("worker.py")
+
+
+def memory_limit_bytes(megabytes: int | None, model: ModelData) -> int:
+    """The address-space limit of a child that runs `model` (0: none): `megabytes`, plus three
+    times the model's size (its weights are read, copied and laid out by the runtime; weights in
+    external files are not counted: raise the limit for those)."""
+    if not megabytes:
+        return 0
+    size = 0
+    if isinstance(model, bytes):
+        size = len(model)
+    elif isinstance(model, (str, os.PathLike)):
+        with contextlib.suppress(OSError):
+            size = Path(model).stat().st_size
+    elif hasattr(model, "ByteSize"):
+        size = int(model.ByteSize())
+    return (int(megabytes) << 20) + 3 * size
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,10 +91,18 @@ class IsolatedRunner:
     for its outcome; `run` does both. Close it (or use it as a context manager) to end the
     child."""
 
-    def __init__(self, runtime: str, model: ModelData, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self,
+        runtime: str,
+        model: ModelData,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
+    ) -> None:
         self.runtime = runtime
         self._model = model
         self._timeout = timeout
+        self._memory = memory_limit_bytes(memory_limit, model)
         self._process: subprocess.Popen[bytes] | None = None
         self._inbox: Connection | None = None
         self._outbox: Connection | None = None
@@ -143,7 +174,7 @@ class IsolatedRunner:
         to_parent, from_child = os.pipe()
         try:
             self._process = subprocess.Popen(
-                [sys.executable, str(_WORKER), str(to_child), str(from_child)],
+                [sys.executable, str(_WORKER), str(to_child), str(from_child), str(self._memory)],
                 pass_fds=(to_child, from_child),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -189,6 +220,11 @@ class IsolatedRunner:
         except (EOFError, OSError):
             code = self._forget_process()
             error = f"crashed {self.runtime}: {_exit_text(code)} {when}"
+            if self._memory and code in (-signal.SIGABRT, -signal.SIGSEGV, -signal.SIGKILL):
+                error += (
+                    f" (perhaps at the memory limit of {self._memory >> 20} MB: "
+                    "--memory-limit raises it)"
+                )
             return RunOutcome(error=error, crashed=True)
         if reply[0] == "ok":
             return reply  # type: ignore[no-any-return]

@@ -54,9 +54,10 @@ from seqlower.verification.loops import loop_iterations
 from seqlower.verification.report import TrialResult
 from seqlower.verification.runner import IsolatedRunner, ReferenceRunner, RunOutcome
 from seqlower.verification.runtimes import ModelData
+from seqlower.verification.saved import Reproduction
 from seqlower.verification.signature import InputSpec, feedable_inputs
 from seqlower.verification.trial import compare_trial
-from seqlower.verification.values import Feeds, RuntimeValue
+from seqlower.verification.values import Feeds, RuntimeValue, describe_value
 
 EXPLORING_TIMEOUT = 5.0
 """Seconds an exploring run may take at least before it is killed (see `Session`)."""
@@ -131,6 +132,7 @@ class Session:
         atol: float | None,
         deadline: float,
         timeout: float,
+        memory_limit: int | None = None,
     ) -> None:
         self._model = model
         self._names = names
@@ -144,16 +146,17 @@ class Session:
         self._candidates = candidates
         self._natives = dict(natives or {})  # the original in each other runtime
         self._not_native: dict[str, str] = {}  # runtimes the original does not load in
-        self._nan_skipped: dict[str, list[int]] = {}
         self._runtime_differs: dict[str, list[int]] = {}
         self._reference = reference
         self._rtol, self._atol = rtol, atol
         self._deadline = deadline
         self._timeout = timeout
+        self._memory = memory_limit
         self._typical = 0.0  # the slowest of trials 1 and 2, in seconds
         self.coverage = Coverage(probes)
         self.results: list[TrialResult] = []
         self.notes: list[str] = []
+        self.reproduction: Reproduction | None = None  # the first trial that showed a difference
         self._nonempty: set[str] = set()
         self._hashes: dict[str, set[str]] = {name: set() for name in names}
         self._compared = 0
@@ -251,9 +254,25 @@ class Session:
         loops = loop_iterations(self._model, feeds)
         compared = False
         for runner, second, native in zip(self._candidates, seconds, native_outcomes, strict=True):
-            against = self._against(runner.runtime, native, first, feeds, index)
-            if against is None:
-                continue  # not comparable in this runtime (said in the notes)
+            against = self._against(runner.runtime, native, first, feeds)
+            if against is None:  # not comparable in this runtime (said in the notes)
+                self.results.append(
+                    TrialResult(
+                        index=index,
+                        source=source,
+                        inputs={name: describe_value(value) for name, value in feeds.items()},
+                        status="not comparable",
+                        outputs=(),
+                        original_error=(
+                            f"the original does not load in {runner.runtime}, and "
+                            "onnxruntime's is compared only on inputs without NaN"
+                        ),
+                        runtime=runner.runtime,
+                        loops=loops,
+                        plan=plan,
+                    )
+                )
+                continue
             result = compare_trial(
                 index, source, feeds, self._names, against, second, third, self._rtol, self._atol
             )
@@ -274,6 +293,10 @@ class Session:
                 result = _unstable(result)
             compared = compared or result.compared
             self.results.append(result)
+            if self.reproduction is None and result.status in _FAILING:
+                self.reproduction = Reproduction(
+                    index, dict(feeds), against.outputs, tuple(feedable_inputs(self._model))
+                )
         if compared and first.outputs is not None:
             self._compared += 1
             self.coverage.record(probe_values)
@@ -286,7 +309,6 @@ class Session:
         native: RunOutcome | None,
         first: RunOutcome,
         feeds: Feeds,
-        index: int,
     ) -> RunOutcome | None:
         """What the candidate in `runtime` is compared with: the original in the same runtime
         where it loads there; else the original in onnxruntime, on inputs without NaN only
@@ -301,7 +323,6 @@ class Session:
         if runtime not in self._not_native:
             self._not_native[runtime] = native.error or "it cannot run the original"
         if _has_nan(feeds):
-            self._nan_skipped.setdefault(runtime, []).append(index)
             return None
         return first
 
@@ -332,12 +353,6 @@ class Session:
                 f"{runtime} was compared with the original in onnxruntime, on inputs without NaN "
                 "(runtimes handle NaN differently)"
             )
-            skipped = self._nan_skipped.get(runtime)
-            if skipped:
-                notes.append(
-                    f"{runtime}: {'trial' if len(skipped) == 1 else 'trials'} "
-                    f"{', '.join(map(str, skipped))} not compared: their inputs hold NaN"
-                )
         for runtime, indices in self._runtime_differs.items():
             notes.append(
                 f"{runtime}: in {'trial' if len(indices) == 1 else 'trials'} "
@@ -366,8 +381,12 @@ class Session:
             return True
         timeout = self._timeout if limit is None else limit
         with (
-            IsolatedRunner(original_runtime, self._sources[0], timeout=timeout) as original,
-            IsolatedRunner(runner.runtime, self._sources[1], timeout=timeout) as candidate,
+            IsolatedRunner(
+                original_runtime, self._sources[0], timeout=timeout, memory_limit=self._memory
+            ) as original,
+            IsolatedRunner(
+                runner.runtime, self._sources[1], timeout=timeout, memory_limit=self._memory
+            ) as candidate,
         ):
             original.submit(feeds)
             candidate.submit(candidate_feeds)
@@ -482,6 +501,9 @@ class Session:
             if score and (best is None or score > best[0]):
                 best = (score, plan, feeds)
         return None if best is None else (best[1], best[2])
+
+
+_FAILING = frozenset({"differ", "candidate failed", "candidate crashed"})
 
 
 def _has_nan(feeds: Feeds) -> bool:

@@ -1,6 +1,9 @@
 """The child process that runs one model for the verifier, so that a runtime crash is a verdict.
 
-Started by `seqlower.verification.runner.IsolatedRunner` as `python worker.py READ_FD WRITE_FD`:
+Started by `seqlower.verification.runner.IsolatedRunner` as
+`python worker.py READ_FD WRITE_FD [MEMORY_LIMIT_BYTES]` (the limit caps the process's address
+space, `RLIMIT_AS`, before the runtime is imported; an allocation beyond it fails, and the error
+says it was the limit):
 by path, not with `-m`, so that it imports numpy, the runtime and `runtimes.py` but not the rest
 of seqlower, and starts in a fraction of a second. Messages are pickled (multiprocessing's
 connection framing), answered in order, one reply per request:
@@ -21,6 +24,7 @@ __all__ = ["main"]
 
 import importlib.util
 import os
+import resource
 import sys
 import time
 from multiprocessing.connection import Connection
@@ -31,6 +35,9 @@ from typing import Any
 
 def main(argv: list[str]) -> int:
     read_fd, write_fd = int(argv[1]), int(argv[2])
+    limit = int(argv[3]) if len(argv) > 3 else 0
+    if limit > 0:  # before the runtime is imported: a model cannot take the machine's memory
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     os.dup2(2, 1)
     runtimes = _runtimes_module()
     inbox = Connection(read_fd, writable=False)
@@ -52,7 +59,7 @@ def main(argv: list[str]) -> int:
                 session, failure = None, ("cannot run", str(error))
                 reply = failure
             except Exception as error:  # the runtime rejects the model: report its words
-                session, failure = None, ("error", runtimes.error_message(error))
+                session, failure = None, ("error", _message(runtimes, error, limit))
                 reply = failure
         elif session is None:
             reply = failure
@@ -60,8 +67,22 @@ def main(argv: list[str]) -> int:
             try:
                 reply = ("ok", session.run(message[1]))
             except Exception as error:  # every failure of a run is a result to report
-                reply = ("error", runtimes.error_message(error))
+                reply = ("error", _message(runtimes, error, limit))
         outbox.send((*reply, time.monotonic()))
+
+
+_OUT_OF_MEMORY = ("bad_alloc", "Failed to allocate", "out of memory", "Cannot allocate memory")
+
+
+def _message(runtimes: ModuleType, error: BaseException, limit: int) -> str:
+    """The error on one line; when it is a failed allocation under the memory limit, said so."""
+    text = runtimes.error_message(error)
+    if limit > 0 and (isinstance(error, MemoryError) or any(s in text for s in _OUT_OF_MEMORY)):
+        return (
+            f"out of memory: the model needs more than the memory limit of {limit >> 20} MB "
+            f"(--memory-limit raises it) ({text})"
+        )
+    return text
 
 
 def _runtimes_module() -> ModuleType:
