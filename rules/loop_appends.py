@@ -6,6 +6,9 @@
         -> SplitToSequence(Concat(Stack(e0..em), Loop(..., scan output t)), axis=0, keepdims=0)
     body: s1 = SequenceInsert(s, t, 0)                          (prepends)
         -> the scan output reversed once after the loop, before the initial elements
+    body: n = SequenceLength(s) or SequenceLength(s1), one append in every iteration
+        -> Add(i, m) or Add(i, m + 1): m initial elements, i the iteration number (a
+           `while len(out) < n: out.append(t)` loop, whose list is then only written)
     body: s1 = If(c, then: SequenceInsert(s, t), else: s)      (conditional appends)
         -> scan outputs of t and c, then Compress(scan of t, scan of c, axis=0)
     If(c, then: SequenceInsert(s, a), else: SequenceInsert(s, b))
@@ -31,6 +34,7 @@ __all__ = ["RULES"]
 
 import dataclasses
 
+import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.facts import element_dtype
@@ -68,6 +72,9 @@ class AppendPlan:
     # the axis of the concatenations that alone read a list whose initial elements differ in
     # shape from the appended tensors: they are concatenated apart, not stacked with them
     apart_axis: int | None = None
+    # SequenceLength nodes in the body reading the list before (0) or after (1) the append:
+    # each becomes the iteration number plus the initial length (plus 1)
+    lengths: tuple[tuple[ir.Node, int], ...] = ()
 
 
 def _unroll_pending(node: ir.Node, ctx: Context) -> bool:
@@ -240,11 +247,16 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
     if initial is None:
         fact = ctx.facts.sequence(init)
         return f"its initial elements are not known ({getattr(fact, 'reason', 'no fact')})"
-    uses = list(body_input.uses())
     update = body_output.producer()
     if body_input.is_graph_output() or update is None or update.graph is not body:
         return "the body does not update it with one node"
-    if [o for o in body.outputs if o is body_output] != [body_output] or body_output.uses():
+    counted = update.op_type != "If"  # one append in every iteration: lengths are counts
+    lengths_before = [u.node for u in body_input.uses() if counted and _is_length(u.node, body)]
+    lengths_after = [u.node for u in body_output.uses() if counted and _is_length(u.node, body)]
+    uses = [u for u in body_input.uses() if u.node not in lengths_before]
+    if [o for o in body.outputs if o is body_output] != [body_output] or any(
+        u.node not in lengths_after for u in body_output.uses()
+    ):
         return "the sequence after the update is also read in the body"
     prepend, keep, negate, hoist = False, None, False, ()
     if update.op_type == "If" and update.domain == "" and len(update.outputs) == 1:
@@ -310,7 +322,13 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
         hoist,
         element_shape,
         apart_axis,
+        tuple((n, 0) for n in lengths_before) + tuple((n, 1) for n in lengths_after),
     )
+
+
+def _is_length(node: ir.Node, body: ir.Graph) -> bool:
+    """A SequenceLength of the body itself (not of a branch inside it)."""
+    return node.op_type == "SequenceLength" and node.domain == "" and node.graph is body
 
 
 def _concatenated_apart(
@@ -421,6 +439,13 @@ def _to_scan(node: ir.Node, plan: AppendPlan, ctx: Context) -> None:
             keep = inner.op("Not", [keep])
         scans.append(inner.op("Identity", [keep], name="scan_keep"))
         scans[1].type = ir.TensorType(ir.DataType.BOOL)
+    for reader, after in plan.lengths:  # the length is a count of the iterations
+        at = ctx.rewriter.before(reader)
+        offset = at.constant(np.array(len(plan.initial) + after, np.int64), "initial_length")
+        count = at.op("Add", [body.inputs[0], offset], name="length")
+        count.type, count.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([])
+        ctx.rewriter.replace(reader.outputs[0], count)
+        body.remove(reader, safe=True)
     body.outputs.pop(1 + k)
     body.outputs.extend(scans)
     body.remove(plan.update, safe=True)

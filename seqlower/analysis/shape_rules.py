@@ -718,4 +718,5 @@ SHAPE_RULES: dict[str, Callable[[LoopShapes, ir.Node], Sequence[ShapeFact] | Non
     "Range": _range,
     "Pad": _pad,
     "SequenceAt": _sequence_at,
+    "SequenceLength": lambda _, __: [()],  # a scalar, whatever the list holds
 }

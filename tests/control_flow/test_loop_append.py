@@ -149,6 +149,57 @@ def test_a_while_loop_without_trip_count():
     assert sequence_op_count(lowered) == 0
 
 
+# `while len(out) < m: out.append(x * len(out))`: the lengths read in the body are counts
+WHILE_LEN = """g (int64 m, float[3] x) => (float[?,3] stacked, int64 n) {{
+    t = Constant<value = bool {{1}}>()
+    start = {start}
+    k0 = SequenceLength(start)
+    c0 = Less(k0, m)
+    s = Loop("", c0, start) <body = body (int64 i, bool c, seq(float[3]) acc)
+                                          => (bool c2, seq(float[3]) grown) {{
+        k = SequenceLength(acc)
+        fk = Cast<to = 1>(k)
+        row = Mul(x, fk)
+        grown = SequenceInsert(acc, row{position})
+        k2 = SequenceLength(grown)
+        c2 = Less(k2, m)
+    }}>
+    stacked = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+    n = SequenceLength(s)
+}}"""
+
+
+@pytest.mark.parametrize(
+    ("start", "position", "first"),
+    [
+        ("SequenceEmpty<dtype = 1>()", "", 0),
+        ("SequenceConstruct(x, x)", "", 2),
+        ("SequenceEmpty<dtype = 1>()", ", zero", 0),
+    ],
+    ids=["from-empty", "from-two", "prepending"],
+)
+def test_lengths_read_in_the_body_are_iteration_counts(start, position, first):
+    """Every iteration appends one element, so the length before the append is the iteration
+    number plus the initial length: the list is only written in the body, and scanned."""
+    body = WHILE_LEN.replace("{position}", position)
+    if position:
+        body = body.replace(
+            "    k = SequenceLength(acc)",
+            "    zero = Constant<value = int64 {{0}}>()\n        k = SequenceLength(acc)",
+        )
+    model = parse(body.format(start=start))
+    for limit in (1, 3, 6) if first == 0 else (0, 1, 3, 6):  # (an empty list: no stack)
+        lowered, report, (stacked, n) = lower_and_compare(
+            model, {"m": np.array(limit), "x": X}, rules=WITHOUT_BATCHING
+        )
+        assert n == max(limit, first)
+        assert stacked.shape == (max(limit, first), 3)
+    assert sequence_op_count(lowered) == 0
+    assert report.rules_fired["loop-append-to-scan"] == 1
+    body_graph = next(n for n in lowered.graph.node if n.op_type == "Loop").attribute[0].g
+    assert "Shape" not in {node.op_type for node in body_graph.node}  # no length of a buffer
+
+
 def test_a_sequence_typed_model_output_keeps_its_interface():
     model = parse(
         f"""g (int64 m, float[3] x) => (seq(float[3]) s) {{
@@ -211,12 +262,13 @@ def _refusing(body: str, outputs: str = "float[?,3] stacked") -> str:
     ("body", "outputs", "reason"),
     [
         (
-            """k = SequenceLength(acc)
+            """copy = SequenceInsert(acc, x)
+            k = SequenceLength(copy)
             fk = Cast<to = 1>(k)
             row = Mul(x, fk)
             grown = SequenceInsert(acc, row)""",
             "float[?,3] stacked",
-            "the body reads it (SequenceInsert, SequenceLength), not only appends",
+            "the body reads it (SequenceInsert), not only appends",
         ),
         (
             """row = Mul(x, x)
@@ -231,7 +283,7 @@ def test_refusals_say_why_and_the_model_still_runs(body, outputs, reason):
     model = parse(_refusing(body, outputs))
     lowered, report = lower(model, target="generic", tensor_lists=False)
     assert reason in reasons(report, "SequenceEmpty")
-    assert op_counts(lowered)["SequenceInsert"] == 1
+    assert op_counts(lowered)["SequenceInsert"] == body.count("SequenceInsert")
     feeds = {"m": np.array(3), "x": X}
     for want, got in zip(run_ort(model, feeds), run_ort(lowered, feeds)):
         np.testing.assert_array_equal(got, want)
