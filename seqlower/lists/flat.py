@@ -10,6 +10,7 @@ i the shape of element i. `sizes = ReduceProd(shapes, axis 1)`, `ends = CumSum(s
     SequenceInsert(s, x, p)      -> the same, spliced in at starts[p] and row p (p < 0: from n)
     SequenceErase(s, p)          -> data without [starts[p], ends[p]) ; shapes without row p
     SequenceAt(s, p)             -> Reshape(Slice(data, starts[p], ends[p]), shapes[p], allowzero=1)
+    SequenceAt(s, -1)            -> Reshape(data[total - prod(shapes[-1]):], shapes[-1])
     Shape(SequenceAt(s, p))      -> shapes[p]
     SequenceLength(s)            -> Shape(shapes)[0]
     ConcatFromSequence(s, axis=0)             -> Reshape(data, [sum(shapes[:, 0]), shapes[0, 1:]])
@@ -137,6 +138,10 @@ def shape_at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Val
 
 
 def at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Value:
+    if forms.values.get_int(p) == -1:  # the last element: from the total back, no CumSum
+        start, shape = paired.last_start(b, s)
+        piece = b.op("Slice", [s.data, start, b.ints([INT64_MAX], "end")])
+        return b.op("Reshape", [piece, shape], {"allowzero": 1}, name="element")
     table = forms.table(s)
     p = int64(b, p)
     p1 = b.op("Reshape", [p, b.ints([1], "one_d")])

@@ -5,7 +5,7 @@ element (the first dims, or the shapes). Both are spliced at once:
     SequenceInsert(s, x)      -> Concat(data, piece(x)) ; Concat(table, entry(x))
     SequenceInsert(s, x, 0)   -> Concat(piece(x), data) ; Concat(entry(x), table)
     SequenceInsert(s, x, p)   -> data spliced at bounds[p] ; table spliced at p (p < 0: from n)
-    SequenceErase(s)          -> data[:starts[-1]] ; table[:-1]
+    SequenceErase(s)          -> data[:total - size(entry[-1])] ; table[:-1]  (no CumSum: a pop)
     SequenceErase(s, p)       -> data without [starts[p], ends[p]) ; table without entry p
     SequenceInsert(SequenceErase(s, p), x, p), p >= 0 (an assignment, `xs[p] = x`)
                               -> data with [starts[p], ends[p]) replaced by piece(x) ;
@@ -15,13 +15,13 @@ element (the first dims, or the shapes). Both are spliced at once:
 
 from __future__ import annotations
 
-__all__ = ["erase", "insert"]
+__all__ = ["erase", "insert", "last_start"]
 
 from typing import TYPE_CHECKING
 
 import onnx_ir as ir
 
-from seqlower.lists.tensors import TensorList, insert_index, int64, splice
+from seqlower.lists.tensors import TensorList, dim0, insert_index, int64, scalar_int, splice
 from seqlower.rewriter import Builder
 
 if TYPE_CHECKING:
@@ -80,21 +80,38 @@ def _assign(
     return TensorList((new_data, new_table), s.layout)
 
 
+def last_start(b: Builder, s: TensorList) -> tuple[ir.Value, ir.Value]:
+    """Where the last element starts in the data ([1]: the total less its size), and its
+    table entry (fails on an empty list, as a read or erase at -1 does): no CumSum of every
+    size, which a stack's pop does not need."""
+    data, table_part = s.parts
+    entry = b.op("Gather", [table_part, scalar_int(b, -1, "last")], name="last_entry")
+    if s.layout.kind == "flat":  # the entry is a shape: its product is the size
+        size = b.op("ReduceProd", [entry], {"keepdims": 1}, name="last_size")
+        total = b.op("Shape", [data], name="total")
+    else:  # ragged: the entry is the row count
+        size = b.op("Reshape", [entry, b.ints([1], "one_d")], name="last_size")
+        total = dim0(b, data)
+    return b.op("Sub", [total, size], name="last_start"), entry
+
+
 def erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> TensorList:
     """`s` without its element at `p` (the last one when `p` is None)."""
-    table = forms.table(s)
     data, table_part = s.parts
     static = -1 if p is None else forms.values.get_int(p)
+    if static == -1:  # the last element (a pop): everything before it
+        start, _ = last_start(b, s)
+        new_data = b.op("Slice", [data, b.ints([0], "zero1"), start], name="list_data")
+        end = b.ints([-1], "last1")
+        new_table = b.op("Slice", [table_part, b.ints([0], "zero1"), end], name="list_table")
+        return TensorList((new_data, new_table), s.layout)
+    table = forms.table(s)
     if static is not None:
         p1 = b.ints([static], "position")
     else:
         p1 = b.op("Reshape", [int64(b, p), b.ints([1], "one_d")])  # type: ignore[arg-type]
     start = b.op("Gather", [table.starts, p1], name="start")  # fails outside [-n, n-1]
     end = b.op("Gather", [table.ends, p1], name="end")
-    if static == -1:  # the last element: everything before it
-        new_data = b.op("Slice", [data, b.ints([0], "zero1"), start], name="list_data")
-        new_table = b.op("Slice", [table_part, b.ints([0], "zero1"), p1], name="list_table")
-        return TensorList((new_data, new_table), s.layout)
     index1 = p1 if static is not None else b.op("Gather", [forms.positions(s), p1])
     after = b.op("Add", [index1, b.ints([1], "one")])
     new_data = splice(b, data, start, end, None)

@@ -10,6 +10,7 @@ of their first dims; `ends = CumSum(firsts)`, `starts = ends - firsts`, element 
     SequenceInsert(s, x, p)      -> the same, spliced in at starts[p] and entry p
     SequenceErase(s, p)          -> data without rows [starts[p], ends[p]) ; firsts without entry p
     SequenceAt(s, p)             -> Slice(data, starts[p], ends[p])
+    SequenceAt(s, -1)            -> data[total - firsts[-1]:]
     Shape(SequenceAt(s, p))      -> Concat(firsts[p], the other dims)
     SequenceLength(s)            -> Shape(firsts)[0]
     ConcatFromSequence(s, axis=0)             -> data
@@ -142,6 +143,9 @@ def shape_at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Val
 
 
 def at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Value:
+    if forms.values.get_int(p) == -1:  # the last element: from the total back, no CumSum
+        start, _ = paired.last_start(b, s)
+        return b.op("Slice", [s.data, start, b.ints([INT64_MAX], "end")], name="element")
     table = forms.table(s)
     p1 = b.op("Reshape", [int64(b, p), b.ints([1], "one_d")])
     start = b.op("Gather", [table.starts, p1], name="start")  # fails outside [-n, n-1]

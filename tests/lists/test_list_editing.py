@@ -373,3 +373,68 @@ def test_a_ragged_assignment_splices_the_data_and_scatters_the_sizes(position):
                     assert_both_fail(model, lowered, fed)
                     continue
                 assert_same(model, lowered, fed)
+
+
+# -- a pop from a ragged or flat list: the last element from the total back ----------------------
+
+
+def _pop_model(kind: str) -> onnx.ModelProto:
+    if kind == "flat":  # elements that differ in both dims
+        return parse(
+            """
+agraph (float[2,2] x, float[1,3] y, float[3,1] z, int64 pops) => (float[?] got) {
+    s = SequenceConstruct (x, y, z)
+    t = Constant <value=bool {1}> ()
+    acc0 = Constant <value=float[1] {0}> ()
+    s2, got = Loop (pops, t, s, acc0) <body = g (int64 i, bool c, seq(float[?,?]) xs, float[?] a)
+                                              => (bool c2, seq(float[?,?]) xs2, float[?] a2) {
+        minus_one = Constant <value=int64 {-1}> ()
+        e = SequenceAt (xs, minus_one)
+        xs2 = SequenceErase (xs)
+        flat_shape = Constant <value=int64[1] {-1}> ()
+        row = Reshape (e, flat_shape)
+        a2 = Concat <axis=0> (a, row)
+        c2 = Identity (c)
+    }>
+}"""
+        )
+    return parse(
+        """
+agraph (float[2,3] x, float[1,3] y, float[K,3] z, int64 pops) => (float[?,3] got) {
+    s = SequenceConstruct (x, y, z)
+    t = Constant <value=bool {1}> ()
+    acc0 = Constant <value=float[1,3] {0, 0, 0}> ()
+    s2, got = Loop (pops, t, s, acc0) <body = g (int64 i, bool c, seq(float[?,3]) xs,
+                                                 float[?,3] a)
+                                              => (bool c2, seq(float[?,3]) xs2, float[?,3] a2) {
+        minus_one = Constant <value=int64 {-1}> ()
+        e = SequenceAt (xs, minus_one)
+        xs2 = SequenceErase (xs)
+        a2 = Concat <axis=0> (a, e)
+        c2 = Identity (c)
+    }>
+}"""
+    )
+
+
+@pytest.mark.parametrize("kind", ["flat", "ragged"])
+def test_a_pop_reads_the_last_element_without_a_cumsum(kind):
+    model = _pop_model(kind)
+    lowered, report = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    assert {node.tier for node in report.nodes if node.op_type == "SequenceErase"} == {kind}
+    body = next(n for n in lowered.graph.node if n.op_type == "Loop").attribute[0].g
+    assert "CumSum" not in {node.op_type for node in body.node}
+    rng = np.random.default_rng(2)
+    if kind == "flat":
+        shapes = (("x", (2, 2)), ("y", (1, 3)), ("z", (3, 1)))
+        fed = {n: rng.standard_normal(k).astype(np.float32) for n, k in shapes}
+    else:
+        fed = {
+            "x": rng.standard_normal((2, 3)).astype(np.float32),
+            "y": rng.standard_normal((1, 3)).astype(np.float32),
+            "z": np.zeros((0, 3), np.float32),  # an empty element among them
+        }
+    for pops in (0, 1, 2, 3):
+        assert_same(model, lowered, {**fed, "pops": np.array(pops, np.int64)})
+    assert_both_fail(model, lowered, {**fed, "pops": np.array(4, np.int64)})  # popped empty
