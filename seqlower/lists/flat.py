@@ -139,15 +139,11 @@ def shape_at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Val
 
 def at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Value:
     if forms.values.get_int(p) == -1:  # the last element: from the total back, no CumSum
-        start, shape = paired.last_start(b, s)
+        start, shape = forms.last_start(b, s)
         piece = b.op("Slice", [s.data, start, b.ints([INT64_MAX], "end")])
         return b.op("Reshape", [piece, shape], {"allowzero": 1}, name="element")
-    table = forms.table(s)
-    p = int64(b, p)
-    p1 = b.op("Reshape", [p, b.ints([1], "one_d")])
-    start = b.op("Gather", [table.starts, p1], name="start")  # fails outside [-n, n-1]
-    end = b.op("Gather", [table.ends, p1], name="end")
-    shape = b.op("Gather", [s.parts[1], p], name="shape")
+    start, end = forms.bounds(b, s, p)  # fails outside [-n, n-1]
+    shape = b.op("Gather", [s.parts[1], int64(b, p)], name="shape")
     piece = b.op("Slice", [s.data, start, end])
     return b.op("Reshape", [piece, shape], {"allowzero": 1}, name="element")
 

@@ -24,7 +24,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
-from seqlower.lists import flat, ragged, stacked
+from seqlower.lists import flat, paired, ragged, stacked
 from seqlower.lists.signs import never_negative
 from seqlower.lists.tensors import (
     Layout,
@@ -32,6 +32,7 @@ from seqlower.lists.tensors import (
     TensorList,
     body_inputs,
     body_outputs,
+    int64,
     scalar_int,
 )
 from seqlower.rewriter import Builder, Rewriter
@@ -53,6 +54,9 @@ class ListForms:
         # the iteration numbers of Loop bodies (ids): positions made from them are never
         # negative (the converter, which knows whose body each graph is, fills it)
         self.counters: set[int] = set()
+        # values made once per graph and reused by later readers of the same list there:
+        # (what, ids of what it is made from) -> the value (`bounds`)
+        self._made: dict[tuple, tuple[ir.Value, ...]] = {}
         self._placement = placement
         self._tables: dict[int, Table] = {}
 
@@ -95,6 +99,38 @@ class ListForms:
         if isinstance(key, int):
             return self.values.get_int(p) == key
         return p is key
+
+    def bounds(self, b: Builder, s: TensorList, p: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """Where element p of a ragged or flat list starts and ends in its data ([1] each;
+        the Gather fails outside [-n, n-1]), made once per graph for one list and position:
+        `xs[i] = f(xs[i])` reads and splices at the same bounds."""
+        table = self.table(s)
+        key = ("bounds", id(table.starts), id(p), id(b.graph))
+
+        def make() -> tuple[ir.Value, ...]:
+            p1 = b.op("Reshape", [int64(b, p), b.ints([1], "one_d")])
+            start = b.op("Gather", [table.starts, p1], name="start")  # fails outside [-n, n-1]
+            return start, b.op("Gather", [table.ends, p1], name="end")
+
+        start, end = self._once(b, key, make)
+        return start, end
+
+    def last_start(self, b: Builder, s: TensorList) -> tuple[ir.Value, ir.Value]:
+        """`paired.last_start`, made once per graph for one list."""
+        start, entry = self._once(
+            b, ("last", id(s.data), id(b.graph)), lambda: paired.last_start(b, s)
+        )
+        return start, entry
+
+    def _once(
+        self, b: Builder, key: tuple, make: Callable[[], tuple[ir.Value, ...]]
+    ) -> tuple[ir.Value, ...]:
+        """`make()`, or what it made before for `key` in the graph `b` builds in (the walk
+        goes forward, so what was made there earlier comes before the current node)."""
+        made = self._made.get(key)
+        if made is None or made[0].graph is not b.graph:
+            self._made[key] = made = make()
+        return made
 
     def never_negative(self, p: ir.Value | None) -> bool:
         """Whether the position `p` is proved >= 0 (`seqlower.lists.signs`)."""

@@ -69,13 +69,10 @@ def _assign(
 ) -> TensorList:
     """`s` with its element at `p` (>= 0) replaced: the data spliced once, the table entry
     scattered."""
-    table = forms.table(s)
     data, table_part = s.parts
-    p1 = b.op("Reshape", [int64(b, p), b.ints([1], "one_d")])
-    start = b.op("Gather", [table.starts, p1], name="start")  # fails for p >= n
-    end = b.op("Gather", [table.ends, p1], name="end")
+    start, end = forms.bounds(b, s, p)  # fails for p >= n
     new_data = splice(b, data, start, end, piece)
-    index = b.op("Reshape", [p1, b.ints([1, 1], "index_shape")])
+    index = b.op("Reshape", [int64(b, p), b.ints([1, 1], "index_shape")])
     new_table = b.op("ScatterND", [table_part, index, entry], name="list_table")
     return TensorList((new_data, new_table), s.layout)
 
@@ -100,7 +97,7 @@ def erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> Te
     data, table_part = s.parts
     static = -1 if p is None else forms.values.get_int(p)
     if static == -1:  # the last element (a pop): everything before it
-        start, _ = last_start(b, s)
+        start, _ = forms.last_start(b, s)
         new_data = b.op("Slice", [data, b.ints([0], "zero1"), start], name="list_data")
         end = b.ints([-1], "last1")
         new_table = b.op("Slice", [table_part, b.ints([0], "zero1"), end], name="list_table")

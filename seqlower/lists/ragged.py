@@ -144,12 +144,9 @@ def shape_at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Val
 
 def at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Value:
     if forms.values.get_int(p) == -1:  # the last element: from the total back, no CumSum
-        start, _ = paired.last_start(b, s)
+        start, _ = forms.last_start(b, s)
         return b.op("Slice", [s.data, start, b.ints([INT64_MAX], "end")], name="element")
-    table = forms.table(s)
-    p1 = b.op("Reshape", [int64(b, p), b.ints([1], "one_d")])
-    start = b.op("Gather", [table.starts, p1], name="start")  # fails outside [-n, n-1]
-    end = b.op("Gather", [table.ends, p1], name="end")
+    start, end = forms.bounds(b, s, p)  # fails outside [-n, n-1]
     return b.op("Slice", [s.data, start, end], name="element")
 
 

@@ -438,3 +438,42 @@ def test_a_pop_reads_the_last_element_without_a_cumsum(kind):
     for pops in (0, 1, 2, 3):
         assert_same(model, lowered, {**fed, "pops": np.array(pops, np.int64)})
     assert_both_fail(model, lowered, {**fed, "pops": np.array(4, np.int64)})  # popped empty
+
+
+# a cache per layer grown by one row each step (GPT-2's past keys): xs[i] = cat(xs[i], r)
+GROW_EACH = """
+agraph (float[L,P,3] past, float[1,3] r) => (float[?,3] y, int64 n) {
+    s = SplitToSequence <axis=0, keepdims=0> (past)
+    n0 = SequenceLength (s)
+    t = Constant <value=bool {1}> ()
+    s2 = Loop (n0, t, s) <body = g (int64 i, bool c, seq(float[?,3]) xs)
+                                  => (bool c2, seq(float[?,3]) xs3) {
+        e = SequenceAt (xs, i)
+        grown = Concat <axis=0> (e, r)
+        xs2 = SequenceErase (xs, i)
+        xs3 = SequenceInsert (xs2, grown, i)
+        c2 = Identity (c)
+    }>
+    y = ConcatFromSequence <axis=0> (s2)
+    n = SequenceLength (s2)
+}"""
+
+
+def test_a_grown_cache_reads_and_splices_each_element_at_bounds_found_once():
+    model = parse(GROW_EACH)
+    lowered, report = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    assert {node.tier for node in report.nodes} - {"direct"} == {"ragged"}
+    body = next(n for n in lowered.graph.node if n.op_type == "Loop").attribute[0].g
+    counts = Counter(node.op_type for node in body.node)
+    # the read and the splice share Gather(starts, i) and Gather(ends, i); one ScatterND
+    assert counts["Gather"] == 2 and counts["ScatterND"] == 1 and "Split" not in counts
+    rng = np.random.default_rng(4)
+    for layers, rows in ((0, 2), (1, 0), (3, 2)):
+        fed = {
+            "past": rng.standard_normal((layers, rows, 3)).astype(np.float32),
+            "r": rng.standard_normal((1, 3)).astype(np.float32),
+        }
+        if layers == 0:  # nothing to concatenate: fails in onnxruntime only (see forms.py)
+            continue
+        assert_same(model, lowered, fed)
