@@ -10,8 +10,8 @@ The edge-case providers (`seqlower.verification.edges`) ask two questions of a m
 
 A `sized` input is one whose extreme values would make a model allocate or loop for ever (a
 Range limit, a Loop trip count, a Reshape shape) or fail at once (an index), so type limits
-are never fed to it. Uses inside subgraphs of values captured from outside are followed; a value
-carried into a Loop body through its inputs is not (the Loop's own outputs are).
+are never fed to it. An input that reaches a Loop, Scan or SequenceMap (any operand), or is read
+inside any subgraph, counts as sized too: a body may use it as a bound (`while i < x`).
 """
 
 from __future__ import annotations
@@ -58,6 +58,9 @@ SIZE_OPERANDS: dict[str, tuple[int, ...]] = {
     "BitShift": (1,),
 }
 """Per operator, the inputs that are sizes, counts, positions or indices (or divisors)."""
+
+_REPEATS = frozenset({"Loop", "Scan", "SequenceMap"})
+"""Operators whose bodies may use any input as a bound (`while i < x`): treated as sizes."""
 
 _COPIES = frozenset({"Identity", "Cast", "CastLike", "Squeeze", "Unsqueeze", "Reshape", "Flatten"})
 _MAX_DEPTH = 32
@@ -145,8 +148,10 @@ class Flow:
                 continue
             seen.add(id(value))
             for node, index in value.uses():
-                if index in SIZE_OPERANDS.get(node.op_type, ()):
+                if index in SIZE_OPERANDS.get(node.op_type, ()) or node.op_type in _REPEATS:
                     sized = True
+                if node.graph is not self.graph:
+                    sized = True  # read inside a subgraph: a while loop's bound, perhaps
                 if id(node) not in nodes:
                     nodes[id(node)] = node
                     stack.extend(node.outputs)

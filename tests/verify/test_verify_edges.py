@@ -122,6 +122,49 @@ def _argmax(last: int) -> onnx.ModelProto:
     }}""")
 
 
+def _slice(narrow: bool) -> onnx.ModelProto:
+    """x[starts:ends] for fed bounds (narrowed to int32 and back in the candidate)."""
+    ends = (
+        "narrow = Cast<to = 6>(ends)\n        e = Cast<to = 7>(narrow)"
+        if narrow
+        else "e = Identity(ends)"
+    )
+    return _model(f"""g (float[N] x, int64[1] starts, int64[1] ends) => (float[M] z) {{
+        {ends}
+        z = Slice(x, starts, e)
+    }}""")
+
+
+def _erase(position: str) -> onnx.ModelProto:
+    return _model(f"""g (seq(float[2]) s, int64 p) => (float[M] z) {{
+        n = SequenceLength(s)
+        one = Constant<value = int64 {{1}}>()
+        zero = Constant<value = int64 {{0}}>()
+        last = Sub(n, one)
+        at_last = Equal(p, last)
+        q = {position}
+        t = SequenceErase(s, q)
+        z = ConcatFromSequence<axis = 0>(t)
+    }}""")
+
+
+def _one_empty(bump: str) -> onnx.ModelProto:
+    """x and y concatenated, plus `bump` when x alone is empty."""
+    return _model(f"""g (float[N] x, float[M] y) => (float[K] z) {{
+        joined = Concat<axis = 0>(x, y)
+        zero = Constant<value = int64 {{0}}>()
+        nx = Size(x)
+        ny = Size(y)
+        x_empty = Equal(nx, zero)
+        y_full = Greater(ny, zero)
+        only = And(x_empty, y_full)
+        flag = Cast<to = 1>(only)
+        weight = Constant<value = float {{{bump}}}>()
+        extra = Mul(flag, weight)
+        z = Add(joined, extra)
+    }}""")
+
+
 MUTANTS = {
     "equal-inputs": (_equal_inputs("0.0"), _equal_inputs("1.0")),
     "int64-beyond-int32": (_int_limits("Identity(x)"), _int_limits("Cast<to = 7>(narrow)")),
@@ -134,6 +177,9 @@ MUTANTS = {
     "elements-of-different-shapes": (_concat(0), _concat(1)),
     "loop-condition-false": (_loop("Identity(go)"), _loop("Constant<value = bool {1}>()")),
     "ties": (_argmax(0), _argmax(1)),
+    "slice-end-beyond-int32": (_slice(False), _slice(True)),
+    "erase-at-the-end": (_erase("Identity(p)"), _erase("Where(at_last, zero, p)")),
+    "one-dim-empty": (_one_empty("0.0"), _one_empty("1.0")),
 }
 
 
@@ -151,6 +197,43 @@ def test_the_originals_hold_against_themselves_and_their_lowered_forms(original)
     lowered = optimize(original).model
     report = verify(original, lowered)
     assert report.equivalent, report.failures()
+
+
+EQUIVALENTS = {
+    "int32-products-wrap-the-same": (
+        _model("g (int32[N] x) => (int32[N] z) { z = Mul(x, x) }"),
+        _model("""g (int32[N] x) => (int32[N] z) {
+            wide = Cast<to = 7>(x)
+            square = Mul(wide, wide)
+            z = Cast<to = 6>(square)
+        }"""),
+    ),
+    "max-as-where-with-ties": (
+        _model("g (int64[N] x, int64[N] y) => (int64[N] z) { z = Max(x, y) }"),
+        _model("""g (int64[N] x, int64[N] y) => (int64[N] z) {
+            below = Less(x, y)
+            z = Where(below, y, x)
+        }"""),
+    ),
+    "insert-at-the-length": (
+        _model("""g (seq(float[J]) s, float[2] x) => (float[M] z) {
+            t = SequenceInsert(s, x)
+            z = ConcatFromSequence<axis = 0>(t)
+        }"""),
+        _model("""g (seq(float[J]) s, float[2] x) => (float[M] z) {
+            n = SequenceLength(s)
+            t = SequenceInsert(s, x, n)
+            z = ConcatFromSequence<axis = 0>(t)
+        }"""),
+    ),
+}
+
+
+@pytest.mark.parametrize(("original", "candidate"), EQUIVALENTS.values(), ids=EQUIVALENTS.keys())
+def test_true_equivalents_hold_on_every_edge_case(original, candidate):
+    report = verify(original, candidate)
+    assert report.equivalent, report.failures()
+    assert any(trial.plan.startswith("edge case") for trial in report.trials)
 
 
 def _labels(model: onnx.ModelProto) -> list[str]:
