@@ -6,7 +6,9 @@ For every region (`seqlower.regions`) of every committed model with sequence ope
 the model lowered everywhere against the same model with only that region left as given
 (`seqlower.pipeline.region_forms`), in onnxruntime (CPU, 1 thread, interleaved medians), and
 compare with the region's two estimates (`seqlower.cost`). A region whose two forms run within
-10% of each other is listed but not scored. Prints one line per region and the agreement:
+10% of each other is listed but not scored. The exports of `tests/fixtures/torch_unseen` (list
+code the cost model was not written for) are scored as a set of their own. Prints one line per
+region and the agreement of each set:
 
     python -m bench.calibrate [--runs 200] [--min-seconds 0.3] [--json out.json]
 """
@@ -29,18 +31,21 @@ ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = [
     ROOT / "tests" / "fixtures" / name for name in ("torch", "torch_loops", "torch_idioms", "speed")
 ]
+UNSEEN = [ROOT / "tests" / "fixtures" / "torch_unseen"]
 EXAMPLES = ROOT / "examples"
 MARGIN = 0.10  # forms closer than this are a tie: not scored
 
 
-def cases() -> list[tuple[str, Path, Path | None]]:
-    """(name, model, folder of saved inputs or None) for every committed model."""
+def cases(folders: list[Path] | None = None) -> list[tuple[str, Path, Path | None]]:
+    """(name, model, folder of saved inputs or None) for every committed model of `folders`
+    (the project's own fixtures and examples when None)."""
     found = []
-    for folder in FOLDERS:
+    for folder in FOLDERS if folders is None else folders:
         for case in sorted(p for p in folder.iterdir() if (p / "model.onnx").exists()):
             found.append((f"{folder.name}/{case.name}", case / "model.onnx", case))
-    for path in sorted(EXAMPLES.glob("*.onnx")):
-        found.append((f"examples/{path.stem}", path, None))
+    if folders is None:
+        for path in sorted(EXAMPLES.glob("*.onnx")):
+            found.append((f"examples/{path.stem}", path, None))
     return found
 
 
@@ -64,9 +69,9 @@ def feeds_for(model: onnx.ModelProto, case: Path | None) -> dict[str, np.ndarray
     }
 
 
-def measure(runs: int, min_seconds: float) -> list[dict]:
+def measure(runs: int, min_seconds: float, folders: list[Path] | None = None) -> list[dict]:
     rows = []
-    for name, path, case in cases():
+    for name, path, case in cases(folders):
         lowered, forms = region_forms(path)
         feeds = feeds_for(onnx.load(path), case)
         for index, form in enumerate(forms):
@@ -121,14 +126,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     rows = measure(args.runs, args.min_seconds)
-    agree, scored = agreement(rows)
-    share = agree / scored if scored else 1.0
-    print(
-        f"\nthe estimate picks the faster form in {agree} of {scored} regions whose forms differ "
-        f"by more than {MARGIN:.0%} ({share:.0%}; goal 90%); {len(rows) - scored} ties"
-    )
+    print("\nExports nobody tuned for (tests/fixtures/torch_unseen)")
+    unseen = measure(args.runs, args.min_seconds, UNSEEN)
+    print()
+    for label, found in (("the project's models", rows), ("exports nobody tuned for", unseen)):
+        agree, scored = agreement(found)
+        share = agree / scored if scored else 1.0
+        print(
+            f"{label}: the estimate picks the faster form in {agree} of {scored} regions whose "
+            f"forms differ by more than {MARGIN:.0%} ({share:.0%}; goal 90%); "
+            f"{len(found) - scored} ties"
+        )
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+        args.json.write_text(json.dumps({"project": rows, "unseen": unseen}, indent=1) + "\n")
     return 0
 
 
