@@ -267,7 +267,20 @@ def _lower(
     observe = after_pass or (lambda name, model: None)
     _check_supported(model)
     speed_first = original is not None and _keeps_cheaper_original(options)
-    run = _Run(model, options, rules, observe, plan=speed_first, deadline=deadline)
+    # the default target lowers every region, and says which cost more so (`--target
+    # onnxruntime` would keep them): the estimates are made for it too
+    costed = speed_first or options.target == "generic"
+    run = _Run(model, options, rules, observe, plan=costed, deadline=deadline)
+    if not speed_first and run.plan is not None and not deadline.reached:
+        result = run.result()
+        costlier = [  # of the regions lowered (in part at least)
+            cost
+            for cost in run.plan.costlier(run.model, run.lower.origins, run.costs)
+            if any(node.graph is None for node in run.plan.regions[cost.index].sites)
+        ]
+        graph_of = {site.node: site.graph for site in run.sites}
+        result.report.costlier_lowered = run.plan.reported(costlier, run.labels, graph_of)
+        return result
     # out of time, the regions are not weighed: a second run would start after the limit
     if not speed_first or run.plan is None or original is None or deadline.reached:
         return run.result()

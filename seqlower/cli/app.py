@@ -46,7 +46,7 @@ from seqlower.cli.options import (
     lowering_options,
 )
 from seqlower.cli.progress import PassObserver
-from seqlower.cli.summary import format_summary, format_written, plural
+from seqlower.cli.summary import format_summary, format_written, plural, stored_size
 from seqlower.cli.verify_command import verify_command
 from seqlower.cli.verify_options import (
     AtolOption,
@@ -269,7 +269,7 @@ def optimize_command(
     except SeqlowerError as error:
         raise _fail(str(error)) from None  # names the option or the output path itself
     try:
-        lowered, summary = _optimize(source, output, options, quiet, dump_dir, verbose)
+        lowered, summary, input_size = _optimize(source, output, options, quiet, dump_dir, verbose)
     except SeqlowerError as error:
         raise _fail(_naming(source, str(error))) from None
     except InternalError as error:
@@ -322,7 +322,17 @@ def optimize_command(
         raise _fail(f"{output}: cannot write ({error.strerror or type(error).__name__})") from None
     if not quiet:
         seconds = time.perf_counter() - started
-        typer.echo(format_written(source, output, weights, summary, seconds))
+        typer.echo(
+            format_written(
+                source,
+                output,
+                weights,
+                summary,
+                seconds,
+                input_size=input_size,
+                weights_asked=external_data,
+            )
+        )
 
 
 def _naming(source: Path, message: str) -> str:
@@ -377,9 +387,12 @@ def _optimize(
     quiet: bool,
     dump_dir: Path | None,
     verbose: bool = False,
-) -> tuple[ir.Model, Report]:
+) -> tuple[ir.Model, Report, int]:
+    """Load, check and lower `source`, print the summary; the lowered model, its report and
+    the bytes the input takes (its external weights included)."""
     with PassObserver(show_progress=not quiet, dump_dir=dump_dir) as observer, collector_relaxed():
         model = load_model(source)
+        input_size = stored_size(model, source)  # its external weights too
         observer.stage("checking the input")
         _check_input(model, source)
         started = time.perf_counter()
@@ -391,7 +404,7 @@ def _optimize(
         _check_output(lowered)
     if not quiet:
         typer.echo(format_summary(summary, str(source), str(output), seconds, verbose))
-    return lowered, summary
+    return lowered, summary, input_size
 
 
 def _configure_logging(verbose: bool) -> None:

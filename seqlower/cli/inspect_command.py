@@ -26,7 +26,7 @@ from seqlower.cli.options import (
     SplitKeepdimsOption,
     lowering_options,
 )
-from seqlower.cli.summary import plural
+from seqlower.cli.summary import costlier_note, plural
 from seqlower.errors import SeqlowerError
 from seqlower.inspect import InspectReport, inspect_model
 from seqlower.report import NodeOutcome
@@ -135,6 +135,7 @@ def format_inspect_footer(report: InspectReport) -> list[str]:
     if others:
         lines.append(f"other rewrites: {', '.join(others)}")
     lines.extend(f"warning: {warning}" for warning in report.lowering.warnings)
+    lines.extend(costlier_note(report.lowering))
     target = report.target.target
     if target != "generic":
         verdict = "ok" if report.target.ok else plural(len(report.target.errors), "error")

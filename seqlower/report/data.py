@@ -159,6 +159,9 @@ class Report:
     nodes_after: int = 0
     # regions kept as given because their lowered form costs more (`--target onnxruntime`)
     kept_for_speed: list[KeptRegion] = dataclasses.field(default_factory=list)
+    # regions the default target lowered although their lowered form costs more (the estimates
+    # `--target onnxruntime` weighs; that target keeps them as given)
+    costlier_lowered: list[KeptRegion] = dataclasses.field(default_factory=list)
 
     @property
     def total_before(self) -> int:
@@ -206,6 +209,7 @@ class Report:
                 "warnings": list(self.target_warnings),
             },
             "kept_for_speed": [region.to_dict() for region in self.kept_for_speed],
+            "costlier_lowered": [region.to_dict() for region in self.costlier_lowered],
         }
 
     def to_json(self) -> str:
