@@ -10,6 +10,8 @@ and the CLI and `inspect` only show it.
 - `reasons`: the one reason that matters for a kept operator, and every refusal behind it.
 - `hints`: what to try about it (options that, followed, make progress).
 - `outcomes`: the tier every sequence node ended in, for `inspect` and `--report`.
+- `text`: the report as text, the summary `optimize` prints and `str(report)`.
+- `catalogue`: the rewrites passes make, named in the rule counts as rules are.
 """
 
 from seqlower.report.data import (

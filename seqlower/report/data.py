@@ -214,3 +214,9 @@ class Report:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
+
+    def __str__(self) -> str:
+        """The summary `seqlower optimize` prints, with the target's verdict and warnings."""
+        from seqlower.report.text import format_report  # text reads this module
+
+        return format_report(self)

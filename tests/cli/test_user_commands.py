@@ -314,3 +314,29 @@ def test_summary_lines_stay_short_with_long_labels(tmp_path) -> None:
     assert text.count("stays: the rank of the input is unknown") == 1
     kept = [line for line in lines if line.startswith("  Sequence") and "'" in line]
     assert len(kept) == 3 and all("..." in line and line.endswith(" in main") for line in kept)
+
+
+# -- print(report) reads like the command line's summary -----------------------------------------
+
+
+def test_print_report_reads_like_the_summary(tmp_path) -> None:
+    done = seqlower("optimize", str(LEN_NEG_INDEX), str(tmp_path / "o.onnx"))
+    assert done.returncode == 0, done.stderr
+    ran = python(f"import seqlower; print(seqlower.optimize({str(LEN_NEG_INDEX)!r}).report)")
+    assert ran.returncode == 0, ran.stderr
+    printed = ran.stdout.splitlines()
+    summary = done.stdout.splitlines()
+    assert printed[0].startswith("sequence ops 5 -> 0 (fixpoint: no rule applies; ")
+    assert printed[0].endswith(" sweeps)")  # no paths and no time: nothing was written
+    assert printed[1:] == summary[2:-1]  # the rest as the command line prints it
+    assert "Report(" not in ran.stdout and len(ran.stdout) < 2000
+
+
+def test_print_report_gives_the_target_verdict_and_how_it_was_reached() -> None:
+    code = f"import seqlower; print(seqlower.optimize({str(LEN_OF_SPLIT)!r}, target='tensorrt')[1])"
+    ran = python(code)
+    assert ran.returncode == 0, ran.stderr
+    assert "target tensorrt: ok" in ran.stdout.splitlines()
+    code = f"import seqlower; print(seqlower.optimize({str(LEN_OF_SPLIT)!r}, target='tract')[1])"
+    ran = python(code)
+    assert "target tract: ok (operators only; runtime_check=True also loads it" in ran.stdout
