@@ -11,9 +11,12 @@ every iteration, not known symbolically) or None (not even the rank is known).
 from __future__ import annotations
 
 __all__ = [
+    "BROADCAST_OPS",
     "CONTENT_RULES",
     "INVARIANT",
     "ND_CONTENT_RULES",
+    "REDUCE_OPS",
+    "SAME_SHAPE_OPS",
     "SHAPE_RULES",
     "SIZED_BY_CONTENT",
     "Content",
@@ -41,7 +44,7 @@ INVARIANT = "invariant"
 ShapeFact = tuple | str | None
 Content = tuple  # of Dims
 
-_SAME_SHAPE_OPS = frozenset(
+SAME_SHAPE_OPS = frozenset(
     {
         "Identity", "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "BitwiseNot",
         "Cast", "CastLike", "Ceil", "Celu", "Clip", "Cos", "Cosh", "CumSum", "Dropout", "Elu",
@@ -52,14 +55,14 @@ _SAME_SHAPE_OPS = frozenset(
         "ThresholdedRelu", "BatchNormalization",
     }
 )  # fmt: skip
-_BROADCAST_OPS = frozenset(
+BROADCAST_OPS = frozenset(
     {
         "Add", "And", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Div", "Equal",
         "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "Max", "Mean", "Min", "Mod", "Mul",
         "Or", "Pow", "PRelu", "Sub", "Sum", "Where", "Xor",
     }
 )  # fmt: skip
-_REDUCE_OPS = frozenset(
+REDUCE_OPS = frozenset(
     {
         "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
         "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare",
@@ -70,7 +73,7 @@ _REDUCE_OPS = frozenset(
 # ops whose output shape depends on the content of an input (all but the data input 0)
 SIZED_BY_CONTENT = frozenset(
     {"Slice", "Reshape", "Expand", "Tile", "ConstantOfShape", "Range", "Squeeze", "Unsqueeze",
-     "Pad", "Resize", "Upsample", "OneHot", "TopK", "Compress", "NonZero", "Split", *_REDUCE_OPS}
+     "Pad", "Resize", "Upsample", "OneHot", "TopK", "Compress", "NonZero", "Split", *REDUCE_OPS}
 )  # fmt: skip
 
 
@@ -692,9 +695,9 @@ def _sequence_at(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
 
 
 SHAPE_RULES: dict[str, Callable[[LoopShapes, ir.Node], Sequence[ShapeFact] | None]] = {
-    **dict.fromkeys(_SAME_SHAPE_OPS, _same),
-    **dict.fromkeys(_BROADCAST_OPS, _elementwise),
-    **dict.fromkeys(_REDUCE_OPS, _reduce),
+    **dict.fromkeys(SAME_SHAPE_OPS, _same),
+    **dict.fromkeys(BROADCAST_OPS, _elementwise),
+    **dict.fromkeys(REDUCE_OPS, _reduce),
     "ArgMax": _arg_reduce,
     "ArgMin": _arg_reduce,
     "MatMul": _matmul,

@@ -31,6 +31,7 @@ from seqlower.ops import is_sequence_value, subgraphs
 from seqlower.options import SPEED_FIRST_TARGETS, Options
 from seqlower.passes import region_inference
 from seqlower.passes.dead_code import is_dead, remove_dead_nodes, remove_dead_upstream
+from seqlower.passes.declared_ranks import declare_ranks
 from seqlower.passes.index_vectors import fold_index_vectors
 from seqlower.passes.normalize import SHAPE_ARGUMENTS, infer_shapes
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
@@ -222,6 +223,9 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         self._touched, self._elsewhere = [], False
         rewriter.rewired, rewriter.content_moved = [], False
         if local:
+            if declare_ranks(model):  # ranks inference of the region could not give
+                region_inference.forget_stamp(model)
+                return None
             return stamp
         infer_shapes(model)
         return region_inference.current_stamp(model)

@@ -34,6 +34,7 @@ from seqlower.passes import chunked_inference, region_inference
 from seqlower.passes.bind_dims import BindDimsPass
 from seqlower.passes.carried_sequences import correct_loop_built_sequences
 from seqlower.passes.carried_shapes import settle_carried_shapes
+from seqlower.passes.declared_ranks import declare_ranks
 from seqlower.passes.inferred_types import (
     TypeReader,
     graph_types,
@@ -136,7 +137,16 @@ def infer_shapes(model: ir.Model) -> None:
     When no such round can matter to what a lowering rewrites later (no Loop, no shape argument
     left that seqlower could fold, no cut that data propagation could not cross), a
     `region_inference.ShapeStamp` is written on the model: the lowering may then infer only
-    the nodes it rewrote."""
+    the nodes it rewrote.
+
+    Last, the ranks that inference could not give (in loop bodies, of elements read from lists)
+    are declared (`declared_ranks`); the stamp then goes (inference alone would not give them)."""
+    _infer_all_shapes(model)
+    if declare_ranks(model):
+        region_inference.forget_stamp(model)
+
+
+def _infer_all_shapes(model: ir.Model) -> None:
     region_inference.forget_stamp(model)
     loops, shape_readers, carriers = _clear_shapes(model)
     for loop in loops:

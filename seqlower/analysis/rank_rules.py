@@ -1,0 +1,261 @@
+"""The rank of an operator's outputs from the ranks of its inputs, its attributes and its
+constant inputs: one rule per standard operator, where ONNX shape inference gives no shape.
+
+    RANK_RULES[op](query) -> the rank of the outputs (or of output 0; `ALL_OUTPUTS`), or None
+
+A few lines of the table, each `inputs -> output`:
+
+    Softmax, Slice, Cast, Conv, Pad, Resize ... (r)          -> r
+    Add, Mul, Where ... (r1, r2, ...)                         -> max(r1, r2, ...)
+    Transpose(r, perm)                                        -> len(perm), else r
+    Reshape(r, shape)                                         -> the length of `shape`
+    Unsqueeze(r, axes) / Squeeze(r, axes)                     -> r + len(axes) / r - len(axes)
+    Gather(r, q)                                              -> r + q - 1
+    MatMul(1, 1) / MatMul(1, b) / MatMul(a, 1) / MatMul(a, b) -> 0 / b - 1 / a - 1 / max(a, b)
+    ReduceSum(r, axes, keepdims=0)                            -> r - len(axes)
+    Shape(r) / Size(r) / NonZero(r) / Flatten(r)              -> 1 / 0 / 2 / 2
+
+Only what an operator's definition fixes is here: Squeeze without axes (which drops the dims
+that are 1) has no rule. The op families shared with the symbolic shapes of loop bodies come
+from `seqlower.analysis.shape_rules`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ALL_OUTPUTS", "RANK_RULES", "RankQuery", "RankRule"]
+
+import dataclasses
+from collections.abc import Callable
+
+import onnx_ir as ir
+
+from seqlower.analysis.shape_rules import BROADCAST_OPS, REDUCE_OPS, SAME_SHAPE_OPS
+from seqlower.analysis.static_values import StaticValues
+
+
+@dataclasses.dataclass(frozen=True)
+class RankQuery:
+    """What a rule may read: the node, the ranks of its inputs (None: absent or unknown) and
+    the static contents of its inputs."""
+
+    node: ir.Node
+    ranks: tuple[int | None, ...]
+    values: StaticValues
+
+    def rank(self, index: int) -> int | None:
+        return self.ranks[index] if index < len(self.ranks) else None
+
+    def given(self, index: int) -> bool:
+        return index < len(self.node.inputs) and self.node.inputs[index] is not None
+
+    def length(self, index: int) -> int | None:
+        """The number of elements of the 1-D input `index`: its static content's, else its
+        static dim."""
+        if not self.given(index):
+            return None
+        value = self.node.inputs[index]
+        content = self.values.get(value)
+        if content is not None:
+            return int(content.size) if content.ndim <= 1 else None
+        shape = value.shape  # type: ignore[union-attr]
+        if shape is not None and len(shape) == 1 and isinstance(shape[0], int):
+            return shape[0]
+        return None
+
+    def axes(self, index: int = 1) -> list[int] | None:
+        """The `axes` attribute, else the static content of input `index`."""
+        found = self.node.attributes.get_ints("axes")
+        if found is not None:
+            return list(found)
+        if not self.given(index):
+            return None
+        return self.values.get_ints(self.node.inputs[index])
+
+    def int_attr(self, name: str, default: int) -> int:
+        return self.node.attributes.get_int(name, default)
+
+
+RankRule = Callable[[RankQuery], "int | None"]
+
+
+def _input(index: int) -> RankRule:
+    return lambda q: q.rank(index)
+
+
+def _fixed(rank: int) -> RankRule:
+    return lambda q: rank
+
+
+def _broadcast(q: RankQuery) -> int | None:
+    ranks = [r for i, r in enumerate(q.ranks) if q.given(i)]
+    return None if not ranks or None in ranks else max(ranks)  # type: ignore[type-var]
+
+
+def _any_input(q: RankQuery) -> int | None:
+    """Concat: every input has the output's rank."""
+    return next((r for r in q.ranks if r is not None), None)
+
+
+def _transpose(q: RankQuery) -> int | None:
+    perm = q.node.attributes.get_ints("perm")
+    return len(perm) if perm is not None else q.rank(0)
+
+
+def _reshape(q: RankQuery) -> int | None:
+    return q.length(1)
+
+
+def _constant_of_shape(q: RankQuery) -> int | None:
+    return q.length(0)
+
+
+def _expand(q: RankQuery) -> int | None:
+    data, length = q.rank(0), q.length(1)
+    return None if data is None or length is None else max(data, length)
+
+
+def _unsqueeze(q: RankQuery) -> int | None:
+    data, axes = q.rank(0), q.axes()
+    return None if data is None or axes is None else data + len(set(axes))
+
+
+def _squeeze(q: RankQuery) -> int | None:
+    data, axes = q.rank(0), q.axes()
+    if data is None or axes is None:
+        return None  # without axes, the dims of size 1 go: the rank depends on the dims
+    return data - len({a % data for a in axes}) if data else None
+
+
+def _gather(q: RankQuery) -> int | None:
+    data, indices = q.rank(0), q.rank(1)
+    return None if data is None or indices is None else data + indices - 1
+
+
+def _gather_nd(q: RankQuery) -> int | None:
+    data, indices = q.rank(0), q.rank(1)
+    indices_value = q.node.inputs[1] if q.given(1) else None
+    shape = indices_value.shape if indices_value is not None else None
+    if data is None or indices is None or shape is None or not isinstance(shape[-1], int):
+        return None
+    batch = q.int_attr("batch_dims", 0)
+    return indices + data - shape[-1] - 1 - batch
+
+
+def _matmul(q: RankQuery) -> int | None:
+    a, b = q.rank(0), q.rank(1)
+    if a is None or b is None:
+        return None
+    if a == 1 and b == 1:
+        return 0
+    if a == 1:
+        return b - 1
+    if b == 1:
+        return a - 1
+    return max(a, b)
+
+
+def _reduce(q: RankQuery) -> int | None:
+    data = q.rank(0)
+    if data is None:
+        return None
+    if q.int_attr("keepdims", 1):
+        return data
+    axes = q.axes()
+    if axes is None:
+        if q.given(1):
+            return None  # axes computed at run time
+        return data if q.int_attr("noop_with_empty_axes", 0) else 0
+    if not axes and q.int_attr("noop_with_empty_axes", 0):
+        return data
+    return data - len({a % data for a in axes}) if axes and data else 0
+
+
+def _arg_reduce(q: RankQuery) -> int | None:
+    data = q.rank(0)
+    if data is None:
+        return None
+    return data if q.int_attr("keepdims", 1) else data - 1
+
+
+def _compress(q: RankQuery) -> int | None:
+    return q.rank(0) if "axis" in q.node.attributes else 1
+
+
+def _one_hot(q: RankQuery) -> int | None:
+    indices = q.rank(0)
+    return None if indices is None else indices + 1
+
+
+def _einsum(q: RankQuery) -> int | None:
+    equation = q.node.attributes.get_string("equation")
+    if equation is None or "..." in equation:
+        return None
+    if "->" in equation:
+        return sum(c.isalpha() for c in equation.split("->", 1)[1])
+    labels = [c for c in equation if c.isalpha()]  # implicit: the labels that occur once
+    return sum(labels.count(c) == 1 for c in set(labels))
+
+
+def _det(q: RankQuery) -> int | None:
+    data = q.rank(0)
+    return None if data is None or data < 2 else data - 2
+
+
+def _random(q: RankQuery) -> int | None:
+    shape = q.node.attributes.get_ints("shape")
+    return None if shape is None else len(shape)
+
+
+# the output keeps the rank of input 0
+_KEEPS_RANK = frozenset(
+    {
+        *SAME_SHAPE_OPS, "AveragePool", "Bernoulli", "Conv", "ConvInteger",
+        "ConvTranspose", "DepthToSpace", "DequantizeLinear", "GlobalAveragePool",
+        "GlobalLpPool", "GlobalMaxPool", "GridSample", "GroupNormalization", "LRN", "LpPool",
+        "MaxPool", "MaxUnpool", "MeanVarianceNormalization", "Pad", "QLinearConv",
+        "QuantizeLinear", "RandomNormalLike", "RandomUniformLike", "Resize", "ReverseSequence",
+        "Scatter", "ScatterElements", "ScatterND", "Slice", "SpaceToDepth", "Tile", "TopK",
+        "Trilu", "Upsample", "Split", "Swish",
+    }
+)  # fmt: skip
+
+# ops whose every output has the rank the rule gives (else only output 0 does)
+ALL_OUTPUTS = frozenset(
+    {"Split", "TopK", "Dropout", "LayerNormalization", "MaxPool"}
+)  # fmt: skip
+
+RANK_RULES: dict[str, RankRule] = {
+    **dict.fromkeys(_KEEPS_RANK, _input(0)),
+    **dict.fromkeys(BROADCAST_OPS, _broadcast),
+    **dict.fromkeys(REDUCE_OPS, _reduce),
+    "ArgMax": _arg_reduce,
+    "ArgMin": _arg_reduce,
+    "Compress": _compress,
+    "Concat": _any_input,
+    "ConstantOfShape": _constant_of_shape,
+    "Det": _det,
+    "Einsum": _einsum,
+    "Expand": _expand,
+    "EyeLike": _fixed(2),
+    "Flatten": _fixed(2),
+    "Gather": _gather,
+    "GatherElements": _input(1),
+    "GatherND": _gather_nd,
+    "Gemm": _fixed(2),
+    "MatMul": _matmul,
+    "MatMulInteger": _matmul,
+    "Multinomial": _fixed(2),
+    "NonMaxSuppression": _fixed(2),
+    "NonZero": _fixed(2),
+    "OneHot": _one_hot,
+    "RandomNormal": _random,
+    "RandomUniform": _random,
+    "Range": _fixed(1),
+    "Reshape": _reshape,
+    "Shape": _fixed(1),
+    "Size": _fixed(0),
+    "SequenceLength": _fixed(0),
+    "Squeeze": _squeeze,
+    "Transpose": _transpose,
+    "Unsqueeze": _unsqueeze,
+}

@@ -1,0 +1,62 @@
+"""Lists whose element ranks ONNX shape inference loses, exported with PyTorch's TorchScript
+exporter (tests/fixtures/torch_ranks, made by tools/export_torch_rank_fixtures.py): a Conv,
+Softmax, Slice or permute of an element read from a list in a scripted loop. Each lowers to
+no sequence operator and computes what PyTorch computed on every stored input set."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import onnx
+import pytest
+from support import (
+    declared_shape_mismatches,
+    lower,
+    reasons,
+    run_ort,
+    sequence_op_counts,
+    stored_data_sets,
+)
+
+ROOT = pathlib.Path(__file__).parent.parent / "fixtures" / "torch_ranks"
+CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
+
+
+def test_the_fixtures_are_there():
+    assert CASES == [
+        "conv_per_chunk",
+        "feedback_layers",
+        "indexed_levels",
+        "refine_in_place",
+        "shrinking_appends",
+    ]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_list_of_lost_ranks_lowers_to_tensors_and_matches_pytorch(case):
+    model = onnx.load(ROOT / case / "model.onnx")
+    assert sum(sequence_op_counts(model).values()) > 0
+    lowered, report = lower(model)
+    assert sequence_op_counts(lowered) == {}, reasons(report)
+    for name, feeds, want in stored_data_sets(ROOT / case, model):
+        got = run_ort(lowered, feeds)
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert g.shape == w.shape, f"{case} {name} output {i}"
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"{case} {name}")
+        assert declared_shape_mismatches(lowered, feeds) == []
+
+
+def test_the_element_read_back_in_the_loop_gets_its_rank():
+    """`maps[i] = conv(maps[i]).softmax(1)[:, :, :, 1:]` in a loop over a list split at run
+    time: the loop body's signature is not trusted (exports declare some that lie), and ONNX
+    inference then gives the Conv's output no shape. It has its input's rank, 4, and so has the
+    list's every element (by induction over the iterations): the lowered body declares it."""
+    model = onnx.load(ROOT / "refine_in_place" / "model.onnx")
+    lowered, report = lower(model)
+    assert sequence_op_counts(lowered) == {}, reasons(report)
+    bodies = [n.attribute[0].g for n in lowered.graph.node if n.op_type == "Loop"]
+    (body,) = [g for g in bodies if any(n.op_type == "Conv" for n in g.node)]
+    (conv,) = [n for n in body.node if n.op_type == "Conv"]
+    (info,) = [v for v in body.value_info if v.name == conv.output[0]]
+    assert len(info.type.tensor_type.shape.dim) == 4

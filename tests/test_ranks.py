@@ -1,0 +1,246 @@
+"""Ranks where ONNX shape inference gives none (seqlower.analysis.ranks, rank_rules).
+
+Each rule of the table is checked against ONNX's own inference of the same node with shaped
+inputs; the walk is checked through Loop, Scan, If and SequenceMap bodies and lists; and a list
+whose elements' rank is proved this way lowers to tensors that compute what the original did.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from support import assert_same_outputs, lower, parse, reasons, sequence_op_count
+
+from seqlower.analysis.rank_rules import RANK_RULES, RankQuery
+from seqlower.analysis.ranks import Ranks
+from seqlower.analysis.static_values import StaticValues
+
+_X = "float[2,3,4] x"
+# op (ONNX text), the inputs' declared types: ONNX infers the output's rank, the rule must agree
+_NODES = [
+    ("y = Softmax <axis = 1> (x)", "float[2,3,4] x"),
+    ("y = Conv (x, w)", "float[1,2,5,5] x, float[3,2,3,3] w"),
+    ("y = Transpose <perm = [2, 0, 1]> (x)", "float[2,3,4] x"),
+    ("y = Transpose (x)", "float[2,3,4] x"),
+    ("y = Add (x, w)", "float[2,3,4] x, float[4] w"),
+    ("y = Where (c, x, w)", "bool[3,1] c, float[2,3,4] x, float[4] w"),
+    ("y = MatMul (x, w)", "float[4] x, float[4] w"),
+    ("y = MatMul (x, w)", "float[4] x, float[2,4,5] w"),
+    ("y = MatMul (x, w)", "float[2,3,4] x, float[4] w"),
+    ("y = MatMul (x, w)", "float[3,4] x, float[7,4,5] w"),
+    ("y = Gather <axis = 1> (x, i)", "float[2,3,4] x, int64[5,6] i"),
+    ("y = Gather (x, i)", "float[2,3,4] x, int64 i"),
+    ("y = GatherElements (x, i)", "float[2,3] x, int64[2,1] i"),
+    ("y = GatherND (x, i)", "float[2,3,4] x, int64[5,2] i"),
+    ("k = Constant <value = int64[2] {1, 3}> ()\n y = Unsqueeze (x, k)", "float[2,3] x"),
+    ("k = Constant <value = int64[1] {-2}> ()\n y = Squeeze (x, k)", "float[2,1,3] x"),
+    ("k = Constant <value = int64[3] {0, 2, -1}> ()\n y = Reshape (x, k)", "float[2,3,4] x"),
+    ("y = Reshape (x, s)", "float[2,3,4] x, int64[2] s"),
+    ("y = Expand (x, s)", "float[3,1] x, int64[3] s"),
+    ("y = ConstantOfShape (s)", "int64[3] s"),
+    ("y = Shape (x)", "float[2,3] x"),
+    ("y = Size (x)", "float[2,3] x"),
+    ("y = NonZero (x)", "float[2,3,4] x"),
+    ("y = Flatten <axis = 2> (x)", "float[2,3,4] x"),
+    ("y = ReduceSum <keepdims = 0> (x)", "float[2,3,4] x"),
+    (
+        "k = Constant <value = int64[1] {1}> ()\n y = ReduceSum <keepdims = 0> (x, k)",
+        "float[2,3,4] x",
+    ),
+    ("y = ReduceMean <axes = [0, 2], keepdims = 0> (x)", "float[2,3,4] x"),
+    ("y = ReduceMax <axes = [1]> (x)", "float[2,3,4] x"),
+    ("y = ArgMax <axis = 1, keepdims = 0> (x)", "float[2,3,4] x"),
+    ("y = Concat <axis = 0> (x, w)", "float[2,3] x, float[1,3] w"),
+    ("y, z = Split <axis = 1, num_outputs = 2> (x)", "float[2,4] x"),
+    ("y, z = TopK <axis = -1> (x, k)", "float[2,5] x, int64[1] k"),
+    ('y = Einsum <equation = "bij,bjk->bik"> (x, w)', "float[2,3,4] x, float[2,4,5] w"),
+    ('y = Einsum <equation = "ij,jk"> (x, w)', "float[3,4] x, float[4,5] w"),
+    ("y = OneHot (i, d, v)", "int64[2,3] i, int64 d, float[2] v"),
+    ("y = Compress (x, c)", "float[2,3] x, bool[3] c"),
+    ("y = Compress <axis = 1> (x, c)", "float[2,3] x, bool[3] c"),
+    ("y = Slice (x, s, e)", "float[2,3,4] x, int64[1] s, int64[1] e"),
+    ("y = Pad (x, p)", "float[2,3] x, int64[4] p"),
+    ("y = Tile (x, r)", "float[2,3] x, int64[2] r"),
+    ("y = Range (s, e, d)", "int64 s, int64 e, int64 d"),
+    ("y = Cast <to = 7> (x)", "float[2,3] x"),
+    ("y = MaxPool <kernel_shape = [2, 2]> (x)", "float[1,2,4,4] x"),
+    ("y = GlobalAveragePool (x)", "float[1,2,4,4] x"),
+    ("y = Gemm (x, w)", "float[2,3] x, float[3,4] w"),
+    ("y = LayerNormalization (x, s)", "float[2,3,4] x, float[4] s"),
+]
+
+
+def _node_model(text: str, inputs: str) -> onnx.ModelProto:
+    """One node of `text` over `inputs`; its outputs, typed by inference alone."""
+    output = text.split("\n")[-1].split("=")[0].split(",")[0].strip()
+    model = parse(f"g ({inputs}) => (float {output}) {{\n {text}\n}}", opset=18)
+    del model.graph.output[:]
+    return model
+
+
+@pytest.mark.parametrize(("text", "inputs"), _NODES, ids=[t.split("\n")[-1] for t, _ in _NODES])
+def test_a_rank_rule_agrees_with_onnx_inference(text, inputs):
+    model = _node_model(text, inputs)
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    shapes = {v.name: v.type for v in (*inferred.graph.value_info, *inferred.graph.input)}
+    ir_model = ir.serde.deserialize_model(model)
+    node = ir_model.graph.node(-1)
+    values = StaticValues()
+    ranks = tuple(None if v is None or v.shape is None else len(v.shape) for v in node.inputs)
+    got = RANK_RULES[node.op_type](RankQuery(node, ranks, values))
+    for output in node.outputs:
+        want = shapes[output.name]
+        assert want.tensor_type.HasField("shape"), "ONNX itself gives no rank"
+        assert got == len(want.tensor_type.shape.dim), output.name
+
+
+def test_no_rule_guesses_where_the_rank_depends_on_dims_or_data():
+    """Squeeze without axes drops the dims of size 1, Reshape to a shape of run-time length
+    has that length: neither rank is known from ranks alone."""
+    model = ir.serde.deserialize_model(
+        parse(
+            "g (float[2,1,3] x, int64[n] s) => (float y, float z) {\n"
+            " y = Squeeze (x)\n z = Reshape (x, s)\n}"
+        )
+    )
+    squeeze, reshape = model.graph.node(0), model.graph.node(1)
+    values = StaticValues()
+    assert RANK_RULES["Squeeze"](RankQuery(squeeze, (3,), values)) is None
+    assert RANK_RULES["Reshape"](RankQuery(reshape, (3, 1), values)) is None
+
+
+_LOOP_OVER_A_LIST = """
+g (float[1,C,3,4] x, float[2,2,1,1] w) => (float[?] y) {
+    two = Constant <value = int64 {2}> ()
+    maps = SplitToSequence <axis = 1> (x, two)
+    n = SequenceLength (maps)
+    cond = Constant <value = bool {1}> ()
+    done = Loop (n, cond, maps) <body = body (int64 i, bool c, seq(float) acc)
+                                          => (bool c_out, seq(float) acc_out) {
+        e = SequenceAt (acc, i)
+        conv = Conv (e, w)
+        soft = Softmax <axis = 1> (conv)
+        one = Constant <value = int64[1] {1}> ()
+        big = Constant <value = int64[1] {100}> ()
+        three = Constant <value = int64[1] {3}> ()
+        cut = Slice (soft, one, big, three)
+        perm = Transpose <perm = [0, 1, 3, 2]> (cut)
+        erased = SequenceErase (acc, i)
+        acc_out = SequenceInsert (erased, perm, i)
+        c_out = Identity (c)
+    }>
+    flat = ConcatFromSequence <axis = 3> (done)
+    minus = Constant <value = int64[1] {-1}> ()
+    y = Reshape (flat, minus)
+}
+"""
+
+
+def _unranked(model: onnx.ModelProto, body_tensors: bool = False) -> onnx.ModelProto:
+    """`model` with no shape declared anywhere but on its inputs (the text syntax cannot say
+    "rank unknown": `float` is a scalar): what ONNX inference leaves in a body it gives up on.
+    A body's tensor inputs keep theirs unless `body_tensors` (onnxruntime wants a Loop's
+    counter declared)."""
+
+    def forget(info: onnx.ValueInfoProto) -> None:
+        tensor = info.type.tensor_type
+        if info.type.HasField("sequence_type"):
+            tensor = info.type.sequence_type.elem_type.tensor_type
+        tensor.ClearField("shape")
+
+    def walk(graph: onnx.GraphProto, main: bool) -> None:
+        inputs = [
+            i
+            for i in ([] if main else graph.input)
+            if body_tensors or i.type.HasField("sequence_type")
+        ]
+        for info in (*inputs, *graph.output, *graph.value_info):
+            forget(info)
+        for node in graph.node:
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.GRAPH:
+                    walk(attribute.g, False)
+
+    walk(model.graph, True)
+    return model
+
+
+def _loop_model() -> ir.Model:
+    return ir.serde.deserialize_model(_unranked(parse(_LOOP_OVER_A_LIST)))
+
+
+def test_ranks_flow_through_a_loop_carried_list_by_induction():
+    model = _loop_model()
+    ranks = Ranks(model)
+    loop = next(n for n in model.graph if n.op_type == "Loop")
+    body = loop.attributes["body"].as_graph()
+    by_name = {o.name: o for n in body for o in n.outputs}
+    for name in ("e", "conv", "soft", "cut", "perm", "acc_out"):
+        assert ranks.rank(by_name[name]) == 4, name
+    assert ranks.rank(body.inputs[2]) == 4
+    assert ranks.rank(loop.outputs[0]) == 4
+
+
+def test_a_list_whose_elements_gain_a_dim_each_iteration_has_no_rank():
+    """`acc[i] = Unsqueeze(acc[i])`: the elements are rank 4 then 5 then ...; no induction
+    holds, the rank is unknown, and the list stays with that reason."""
+    text = _LOOP_OVER_A_LIST.replace(
+        "perm = Transpose <perm = [0, 1, 3, 2]> (cut)",
+        "zero = Constant <value = int64[1] {0}> ()\n        perm = Unsqueeze (cut, zero)",
+    ).replace(
+        "flat = ConcatFromSequence <axis = 3> (done)", "flat = ConcatFromSequence <axis = 0> (done)"
+    )
+    model = ir.serde.deserialize_model(_unranked(parse(text)))
+    ranks = Ranks(model)
+    loop = next(n for n in model.graph if n.op_type == "Loop")
+    assert ranks.rank(loop.outputs[0]) is None
+    lowered, report = lower(_unranked(parse(text)), load_ort=False)
+    assert sequence_op_count(lowered) > 0
+    assert "rank" in reasons(report)
+
+
+def test_a_list_of_ranks_proved_in_the_loop_lowers_and_computes_the_same():
+    model = _unranked(parse(_LOOP_OVER_A_LIST))
+    lowered, report = lower(model)
+    assert sequence_op_count(lowered) == 0, reasons(report)
+    rng = np.random.default_rng(0)
+    feeds = {
+        "x": rng.standard_normal((1, 6, 3, 4)).astype(np.float32),
+        "w": rng.standard_normal((2, 2, 1, 1)).astype(np.float32),
+    }
+    assert_same_outputs(model, lowered, feeds)
+
+
+def test_ranks_through_if_scan_and_sequence_map_bodies():
+    text = """
+g (float[2,3] x, bool b) => (float[?] y) {
+    s = SequenceConstruct (x, x)
+    m = SequenceMap (s) <body = f (float e) => (float r) {
+        t = Transpose (e)
+        r = Softmax (t)
+    }>
+    picked = If (b) <then_branch = t () => (float a) {
+        zero = Constant <value = int64 {0}> ()
+        a = SequenceAt (m, zero)
+    }, else_branch = e () => (float a2) {
+        one = Constant <value = int64 {1}> ()
+        a2 = SequenceAt (m, one)
+    }>
+    st, sc = Scan (picked, picked) <num_scan_inputs = 1,
+                                    body = sb (float h, float row) => (float h2, float row2) {
+        h2 = Add (h, row)
+        row2 = Relu (row)
+    }>
+    minus = Constant <value = int64[1] {-1}> ()
+    y = Reshape (sc, minus)
+}
+"""
+    model = ir.serde.deserialize_model(_unranked(parse(text), body_tensors=True))
+    ranks = Ranks(model)
+    found = {n.op_type: n for n in model.graph}
+    assert ranks.rank(found["SequenceMap"].outputs[0]) == 2  # elements transposed: rank 2
+    assert ranks.rank(found["If"].outputs[0]) == 2  # an element, from either branch
+    assert ranks.rank(found["Scan"].outputs[0]) == 2  # the state keeps its rank (induction)
+    assert ranks.rank(found["Scan"].outputs[1]) == 2  # rows of rank 1, stacked
