@@ -203,7 +203,9 @@ _QUOTED = re.compile(r"(?:\b([A-Z][A-Za-z]*) )?'([^']*)'")
 def renamed_in(text: str, renamed: Mapping[str, str]) -> str:
     """`text` (a rule's refusal) with every quoted name of a node or value the lowering made
     replaced by the node of the input it came from: `SplitToSequence '/Loop/elements'` ->
-    `SplitToSequence made from '/Loop'`."""
+    `SplitToSequence made from '/Loop'`, and a name with no operator before it (a value's)
+    `'/Loop/elements_0'` -> `a value made from '/Loop'`, so that the phrase still reads where
+    the name stood ("the shape of a value made from '/Loop' depends on ...")."""
     if not renamed or "'" not in text:
         return text
 
@@ -212,6 +214,6 @@ def renamed_in(text: str, renamed: Mapping[str, str]) -> str:
         origin = renamed.get(name)
         if origin is None:
             return match.group(0)
-        return f"{op} made from '{origin}'" if op else f"made from '{origin}'"
+        return f"{op} made from '{origin}'" if op else f"a value made from '{origin}'"
 
     return _QUOTED.sub(replace, text)
