@@ -244,3 +244,38 @@ g (float[2,3] x, bool b) => (float[?] y) {
     assert ranks.rank(found["If"].outputs[0]) == 2  # an element, from either branch
     assert ranks.rank(found["Scan"].outputs[0]) == 2  # the state keeps its rank (induction)
     assert ranks.rank(found["Scan"].outputs[1]) == 2  # rows of rank 1, stacked
+
+
+_SHRINKING_APPENDS = """
+g (float[T,3] x, int64 n) => (float[?,3] y) {
+    empty = SequenceEmpty <dtype = 1> ()
+    cond = Constant <value = bool {1}> ()
+    last, outs = Loop (n, cond, x, empty) <body = body (int64 i, bool c, float cur, seq(float) acc)
+                                             => (bool c_out, float cut, seq(float) acc_out) {
+        one = Constant <value = int64[1] {1}> ()
+        big = Constant <value = int64[1] {1000}> ()
+        zero = Constant <value = int64[1] {0}> ()
+        cut = Slice (cur, one, big, zero)
+        soft = Softmax <axis = -1> (cut)
+        acc_out = SequenceInsert (acc, soft)
+        c_out = Identity (c)
+    }>
+    y = ConcatFromSequence <axis = 0> (outs)
+}
+"""
+
+
+def test_an_appended_tensor_that_changes_shape_is_a_ragged_list():
+    """`cur = cur[1:]; outs.append(softmax(cur))`: the appended tensor has one row fewer in
+    each iteration (no scan output holds it), and ONNX inference gives it no rank (the carried
+    value's is unknown to it). Its rank is the carried value's, 2, by induction: the list is
+    rows of a tensor and their counts, and computes what the original does."""
+    model = _unranked(parse(_SHRINKING_APPENDS), body_tensors=False)
+    for info in model.graph.node[2].attribute[0].g.input[2:3]:
+        info.type.tensor_type.ClearField("shape")  # the carried tensor: rank unknown
+    lowered, report = lower(model)
+    assert sequence_op_count(lowered) == 0, reasons(report)
+    assert "appended tensor" not in reasons(report)
+    x = np.arange(15, dtype=np.float32).reshape(5, 3) / 7
+    for n in (1, 3, 5):  # none: the original fails (a concatenation of no tensor)
+        assert_same_outputs(model, lowered, {"x": x, "n": np.array(n, dtype=np.int64)})
