@@ -68,6 +68,13 @@ class Options:
     time_limit: seconds the lowering may take (None: no limit). Once they have passed, no
         further rewrite starts: the model is cleaned up and returned as lowered so far (a valid
         model), and the report's stop reason says the time limit was reached.
+    partial: for the default target, lower a model that can only be partly lowered even when
+        the lowering grows it. By default such a model is judged as a whole: when sequence
+        operators stay and the lowered model has more nodes than the original (the lowering
+        only added conversions at the boundary of what stays), the original is returned as
+        given and the report's stop reason says so (a model with a sequence-typed input or
+        output is exempt: its interface stays a sequence either way). Other targets lower what
+        they can, as ever.
     runtime_check: for target "openvino" or "tract", when that runtime is installed and the
         profile accepts the result, also load the lowered model in the runtime and run it once
         on generated inputs, in a child process (`seqlower.runtime_check`; about a second), as
@@ -85,6 +92,7 @@ class Options:
     unroll_budget: int = DEFAULT_UNROLL_BUDGET
     tensor_lists: bool = True
     time_limit: float | None = None
+    partial: bool = False
     runtime_check: bool = False
 
     def __post_init__(self) -> None:

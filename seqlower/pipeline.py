@@ -51,8 +51,11 @@ from seqlower.speed_first import FROZEN_RULE, RegionCost, RegionPlan
 from seqlower.targets import check_target
 
 MIN_OPSET = 11
+PARTIAL_RULE = "partial"  # the name the refusals of a model kept as only partly lowerable carry
 # what to try about an operator kept because its lowering costs more (README, "Never slower")
 KEPT_ORIGINAL_HINT = "the default target, which lowers it even so, at a cost"
+# what to try about a model kept because lowering it only partly would grow it
+KEPT_PARTIAL_HINT = "--partial (partial=True in Python), which lowers what it can even so"
 
 
 ModelT = TypeVar("ModelT", ir.Model, onnx.ModelProto)
@@ -156,6 +159,9 @@ def lower_in_place(
         nodes_before = _node_count(model)
         deadline = Deadline(options.time_limit)  # the clock starts here
         result = _lower(model, options, rules, after_pass, original, deadline)
+        grown = _partly_lowered_and_grown(options, result, nodes_before, deadline)
+        if grown and original is not None:
+            result = _kept_original(original(), result.report, grown, partial=True)
         if deadline.reached:
             result.report.warnings.append(
                 f"the time limit of {deadline.seconds:g} s was reached: the model is lowered "
@@ -449,26 +455,62 @@ def _keeps_cheaper_original(options: Options) -> bool:
     return options.target in SPEED_FIRST_TARGETS and not options.flatten_sequence_io
 
 
+def _partly_lowered_and_grown(
+    options: Options, result: OptimizeResult[ir.Model], nodes_before: int, deadline: Deadline
+) -> str | None:
+    """Why the default target returns the original instead of `result`, or None: sequence
+    operators stay, the model has no sequence-typed input or output (its interface would stay
+    a sequence either way), and the lowering grew it, so that it only added conversions at the
+    boundary of what stays (`Options.partial`)."""
+    if options.target != "generic" or options.partial or options.flatten_sequence_io:
+        return None
+    report, model = result.report, result.model
+    kept = report.total_after
+    if not kept or deadline.reached:
+        return None
+    graph = model.graph
+    if any(is_sequence_value(v) for v in (*graph.inputs, *graph.outputs)):
+        return None
+    nodes_after = _node_count(model)
+    if nodes_after <= nodes_before:
+        return None
+    return (
+        f"{kept} of its {report.total_before} sequence operators would stay, and lowering the "
+        f"rest grows it from {nodes_before} to {nodes_after} nodes (conversions at the boundary "
+        f"of what stays); --partial lowers it even so"
+    )
+
+
 def _kept_original(
     model: ir.Model,
     report: Report,
     why: str,
-    interface: tuple[list[str], list[str]],
+    interface: tuple[list[str], list[str]] = ([], []),
+    *,
+    partial: bool = False,
 ) -> OptimizeResult[ir.Model]:
     """The original as given (only the runtime workarounds applied, so that it loads), returned
-    because its lowering costs more (`why`, the stop reason): every sequence operator stays."""
+    because its lowering costs more (`why`, the stop reason): every sequence operator stays.
+    `partial`: because it can only be partly lowered, and that grows it; each operator that
+    stayed in the lowering keeps its reasons, after that headline."""
     conditions, scans = LoopConditionPass(), LoopsToScansPass()
-    conditions(model)
-    scans(model)
+    if not partial:  # the default target makes neither change
+        conditions(model)
+        scans(model)
     remove_noop_casts(model, inferred_types(model))  # as the estimate of it assumed
-    RuntimeWorkaroundsPass(speed_first=True)(model)
+    RuntimeWorkaroundsPass(speed_first=not partial)(model)
     labels = NodeLabels()
     sites = collect_sites(model, labels)
-    reason = f"{FROZEN_RULE}: kept as given for speed: the model costs less as given"
-    refusals = {site.node: [reason] for site in sites}
+    if partial:
+        reason = f"{PARTIAL_RULE}: kept as given: the model can only be partly lowered"
+        stayed = {op.node: [op.reason, *op.reasons] for op in report.remaining}
+        refusals = {site.node: [reason, *stayed.get(labels(site.node), [])] for site in sites}
+    else:
+        reason = f"{FROZEN_RULE}: kept as given for speed: the model costs less as given"
+        refusals = {site.node: [reason] for site in sites}
     remaining = remaining_sequence_ops(model, refusals, labels)
     nodes = node_outcomes(model, sites, remaining, {}, labels, interface)
-    hint = KEPT_ORIGINAL_HINT
+    hint = KEPT_PARTIAL_HINT if partial else KEPT_ORIGINAL_HINT
     report.remaining = [dataclasses.replace(op, hint=op.hint or hint) for op in remaining]
     report.nodes = [
         dataclasses.replace(node, hint=node.hint or hint) if node.tier == "kept" else node
@@ -476,7 +518,7 @@ def _kept_original(
     ]
     after = collections.Counter(op.op_type for op in report.remaining)
     report.sequence_ops_after = dict(sorted(after.items()))
-    report.rules_fired = _loop_counts(model, conditions, scans)
+    report.rules_fired = {} if partial else _loop_counts(model, conditions, scans)
     report.stop_reason = f"kept the original: {why}"
     return OptimizeResult(model, report)
 

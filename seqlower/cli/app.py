@@ -197,6 +197,14 @@ def optimize_command(
             help="Write the model after each pass into this folder (created if missing).",
         ),
     ] = None,
+    partial: Annotated[
+        bool,
+        typer.Option(
+            "--partial",
+            help="Lower a model that can only be partly lowered even when that grows it (by "
+            "default the original is written then, and the summary says why).",
+        ),
+    ] = False,
     time_limit: Annotated[
         float | None,
         typer.Option(
@@ -265,6 +273,8 @@ def optimize_command(
                     f"--time-limit must be a number of seconds > 0, not {time_limit:g}"
                 )
             options = dataclasses.replace(options, time_limit=time_limit)
+        if partial:
+            options = dataclasses.replace(options, partial=True)
         _check_paths(source, output, in_place, external_data, report, dump_dir)
     except SeqlowerError as error:
         raise _fail(str(error)) from None  # names the option or the output path itself
