@@ -519,6 +519,7 @@ def _kept_original(
     after = collections.Counter(op.op_type for op in report.remaining)
     report.sequence_ops_after = dict(sorted(after.items()))
     report.rules_fired = {} if partial else _loop_counts(model, conditions, scans)
+    report.costlier_lowered = []  # nothing is lowered
     report.stop_reason = f"kept the original: {why}"
     return OptimizeResult(model, report)
 
