@@ -44,7 +44,9 @@ def remove_dead_upstream(candidates: Iterable[ir.Node], holders: Holders | None 
             if not _held_elsewhere(subgraph, node, holders or {}):
                 _release(subgraph, read)
         _drop_inputs(node)
-        graph.remove(node, safe=True)
+        # dead (no use, not a graph output) and detached: the safe removal would only check
+        # that again, and build a set of the graph's outputs for each node removed
+        graph.remove(node)
         removed += 1
         queue.extend(producer for value in read if (producer := value.producer()) is not None)
     return removed
