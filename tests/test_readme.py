@@ -59,6 +59,51 @@ def test_quick_start_has_two_commands_and_the_example_exists() -> None:
     assert (ROOT / "examples" / "split_map_concat.onnx").is_file()
 
 
+def test_quick_start_says_how_long_the_tests_take() -> None:
+    before_tests = _section("Quick start").split("python -m pytest", 1)[0]
+    said = re.search(r"The tests take about (\S+) minutes on a 2-core\s+machine", before_tests)
+    assert said is not None, "say how long the test command takes, before it"
+
+
+def test_the_readme_is_a_short_guide() -> None:
+    assert len(README.splitlines()) <= 300
+    for title in ("Quick start", "From PyTorch", "Targets", "Command line", "Python"):
+        assert _section(title).strip()
+    for title in ("Verification", "Limits and troubleshooting"):
+        assert "docs/" in _section(title) or "|" in _section(title)
+
+
+def test_the_targets_table_has_a_row_per_target() -> None:
+    from seqlower.options import TARGET_NAMES
+
+    rows = re.findall(r"^\| `(\w+)`", _section("Targets"), flags=re.M)
+    assert sorted(rows) == sorted(TARGET_NAMES)
+
+
+def test_paths_the_readme_names_exist() -> None:
+    for path in re.findall(r"`(tests/[\w/]+|examples/[\w./]+|docs/[\w.-]+)`", README):
+        assert (ROOT / path).exists(), path
+
+
+def test_the_pytorch_claims_hold_for_the_fixtures(tmp_path: Path) -> None:
+    """The unbind loop becomes one Mul; attention_split_heads goes 41 -> 31 nodes with
+    its 10 sequence operators gone (the onnxslim numbers beside them were measured by hand:
+    onnxslim is no dependency)."""
+    import seqlower
+
+    text = " ".join(_section("From PyTorch").split())
+    fixtures = ROOT / "tests" / "fixtures" / "torch"
+    model, report = seqlower.optimize(fixtures / "unbind_stack" / "model.onnx")
+    assert report.total_after == 0 and [n.op_type for n in model.graph] == ["Constant", "Mul"]
+    assert "makes it one Mul by a constant" in text
+    _, report = seqlower.optimize(fixtures / "attention_split_heads" / "model.onnx")
+    claim = re.search(r"seqlower (\d+) -> (\d+) nodes with none left", text)
+    assert claim is not None
+    assert (report.nodes_before, report.nodes_after) == (int(claim[1]), int(claim[2]))
+    assert report.total_before == 10 and report.total_after == 0
+    assert "all 10 sequence operators left" in text
+
+
 def test_the_sample_summary_is_what_optimize_prints(tmp_path: Path, monkeypatch) -> None:
     block = _section("Command line").split("$ seqlower optimize ", 1)[1].split("```", 1)[0]
     command, *sample = block.strip("\n").splitlines()
@@ -88,6 +133,10 @@ def test_the_python_examples_run_and_the_recipe_gives_a_model_that_loads(
     blocks = _python_blocks()
     (recipe,) = [block for block in blocks if "PassManager" in block]
     exec(compile(blocks[0], "README-python", "exec"), {})  # optimize, save_model, onnx.save
+    (in_ci,) = [block for block in blocks if "assert_equivalent" in block]
+    namespace_ci: dict = {}
+    exec(compile(in_ci, "README-testing", "exec"), namespace_ci)
+    namespace_ci["test_lowered_model_is_equivalent"]()  # in.onnx against its lowered out.onnx
     onnx.checker.check_model(onnx.load(tmp_path / "out.onnx"), full_check=True)
     (tmp_path / "out.onnx").unlink()
     namespace: dict = {}
