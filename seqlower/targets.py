@@ -548,7 +548,7 @@ def _branch_output_shapes_differ(node: ir.Node) -> str | None:
             shown = [
                 [d if isinstance(d, int) else str(d) for d in dims] for dims in (dims_a, dims_b)
             ]
-            return f"shapes {shown[0]} and {shown[1]} for output '{out.name}'"
+            return f"shapes {shown[0]} and {shown[1]} for output {user_value_label(out)}"
     return None
 
 
@@ -569,7 +569,7 @@ def _branch_output_ranks(node: ir.Node) -> str | None:
     else_branch = node.attributes["else_branch"].as_graph()
     for a, b in zip(then_branch.outputs, else_branch.outputs):
         if a.shape is not None and b.shape is not None and len(a.shape) != len(b.shape):
-            return f"{len(a.shape)} and {len(b.shape)} for output '{a.name}'"
+            return f"{len(a.shape)} and {len(b.shape)} for output {user_value_label(a)}"
     return None
 
 
