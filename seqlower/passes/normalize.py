@@ -239,7 +239,23 @@ def _clear_shapes(model: ir.Model) -> tuple[list[ir.Node], list[ir.Node], list[i
                 shape_readers.append(node)
             elif node.op_type == "Loop" and "body" in node.attributes:
                 loops.append(node)
+                _note_one_element_condition(node.attributes["body"].as_graph())
     return loops, shape_readers, carriers
+
+
+_ONE_ELEMENT = "seqlower.one_element_condition"
+
+
+def _note_one_element_condition(body: ir.Graph) -> None:
+    """Note, before the body's shapes are cleared, a condition the export declares with one
+    dim both in and out of the body (`len(out) < n` with `n` of shape [1]): it stays so
+    declared (`_reset_loop_signature`), as the Loop's condition input and the body's output
+    are."""
+    if len(body.inputs) < 2 or not body.outputs:
+        return
+    declared = (body.inputs[1].shape, body.outputs[0].shape)
+    if all(shape is not None and len(shape) == 1 for shape in declared):
+        body.inputs[1].meta[_ONE_ELEMENT] = True
 
 
 _MAX_ROUNDS = 3
@@ -359,9 +375,12 @@ def _declare_invariant_carried_shapes(loops: list[ir.Node]) -> bool:
 
 def _reset_loop_signature(body: ir.Graph) -> None:
     """Loop bodies in real exports declare carried shapes that lie; onnxruntime needs the
-    iteration number and condition declared as scalars."""
+    iteration number and condition declared as scalars, except a condition of one element
+    in and out of the body (`_note_one_element_condition`), declared [1]."""
     for index, value in enumerate(body.inputs):
         value.shape = ir.Shape([]) if index < 2 else None
+        if index == 1 and value.meta.get(_ONE_ELEMENT):
+            value.shape = ir.Shape([1])
 
 
 def _merge_shapes(model: ir.Model, inferred: onnx.ModelProto) -> None:

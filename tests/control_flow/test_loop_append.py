@@ -513,3 +513,33 @@ def test_initial_elements_of_another_shape_read_otherwise_are_refused():
     feeds = {"m": np.array(2), "x": X2}
     for want, got in zip(run_ort(model, feeds), run_ort(lowered, feeds)):
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_condition_of_one_element_keeps_its_declaration():
+    """`while len(out) < int(n)` with `n` of shape [1], as TorchScript exports it: the loop's
+    condition has one element in and out of the body, declared [1]; declaring it a scalar in
+    the body made a model onnxruntime refuses to load."""
+    model = parse(
+        """g (int64[1] n, float[3] x) => (float[?,3] stacked) {
+        empty = SequenceEmpty<dtype = 1>()
+        k0 = SequenceLength(empty)
+        c0 = Less(k0, n)
+        big = Constant<value = int64 {9223372036854775807}>()
+        s = Loop(big, c0, empty) <body = body (int64 i, bool[1] c, seq(float[3]) acc)
+                                               => (bool[1] c2, seq(float[3]) grown) {
+            fi = Cast<to = 1>(i)
+            row = Mul(x, fi)
+            grown = SequenceInsert(acc, row)
+            k = SequenceLength(grown)
+            c2 = Less(k, n)
+        }>
+        stacked = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+    }"""
+    )
+    for limit in (1, 4):
+        for target in ("portable", "onnxruntime"):
+            lowered, _, (stacked,) = lower_and_compare(
+                model, {"n": np.array([limit]), "x": X}, target=target
+            )
+            assert stacked.shape == (limit, 3)
+    assert sequence_op_count(lowered) == 0
