@@ -15,16 +15,20 @@ __all__ = [
     "ModelSource",
     "has_external_data",
     "load_model",
+    "load_model_and_files",
     "model_to_bytes",
+    "same_file",
     "save_model",
     "write_atomically",
     "write_text",
 ]
 
+import hashlib
 import os
+import re
 import secrets
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 import onnx
@@ -32,6 +36,7 @@ import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
 from seqlower.errors import ModelInputError
+from seqlower.input_check import check_input_proto
 from seqlower.ops import iter_all_graphs
 
 ModelSource = ir.Model | onnx.ModelProto | str | os.PathLike
@@ -53,7 +58,20 @@ def load_model(source: ModelSource) -> ir.Model:
     )
 
 
+def load_model_and_files(source: str | os.PathLike) -> tuple[ir.Model, list[Path]]:
+    """`load_model` for a path, with every file the model reads: the model file itself and
+    each external data file, resolved (outputs must never be one of them)."""
+    path = Path(source)
+    proto, files = _read_path(path)
+    return _deserialize(proto, str(path), base_dir=path.parent, path=path), files
+
+
 def _load_path(path: Path) -> ir.Model:
+    proto, _ = _read_path(path)
+    return _deserialize(proto, str(path), base_dir=path.parent, path=path)
+
+
+def _read_path(path: Path) -> tuple[onnx.ModelProto, list[Path]]:
     if not path.exists():
         raise ModelInputError(f"{path}: no such file")
     if path.is_dir():
@@ -69,23 +87,27 @@ def _load_path(path: Path) -> ir.Model:
         proto.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError):
         raise ModelInputError(f"{path}: not an ONNX model (protobuf parse failed)") from None
-    # external tensors name their file under the key "location": without those bytes there is
-    # none, and the walk over every graph for them (0.1 s at 100k nodes) is skipped
-    base_dir = path.parent if b"location" in data else None
-    return _deserialize(proto, str(path), base_dir=base_dir)
+    return proto, [path.resolve(), *_check_external_locations(proto, path.parent)]
 
 
-def _deserialize(proto: onnx.ModelProto, where: str, base_dir: Path | None = None) -> ir.Model:
+def _deserialize(
+    proto: onnx.ModelProto, where: str, base_dir: Path | None = None, path: Path | None = None
+) -> ir.Model:
     if not proto.HasField("graph") or proto.ir_version <= 0:
         raise ModelInputError(f"{where}: not an ONNX model (no graph or no IR version)")
     _check_known_versions(proto, where)
+    if base_dir is None:
+        _refuse_external_without_folder(proto, where)
+    check_input_proto(proto, where, path)
     try:
         model = ir.serde.deserialize_model(proto)
     except Exception as error:  # onnx_ir raises many kinds; all mean "malformed"
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error)
-        raise ModelInputError(f"{where}: malformed ONNX model ({first_line})") from None
+        text = " ".join(str(error).split())
+        raise ModelInputError(
+            f"{where}: malformed ONNX model ({text or type(error).__name__})"
+        ) from None
     if base_dir is not None:
-        _set_external_data_base_dir(model, base_dir)
+        _set_external_data_base_dir(model, base_dir, where)
     return model
 
 
@@ -106,38 +128,155 @@ def _check_known_versions(proto: onnx.ModelProto, where: str) -> None:
             )
 
 
-def _set_external_data_base_dir(model: ir.Model, base_dir: Path) -> None:
-    """Point external tensors at the model's folder, refusing locations that lead out of it
-    (`../`, absolute paths, symlinks), as onnx's path-traversal advisories recommend, and
-    files that are missing or too short. Tensors under `EXTERNAL_THRESHOLD_BYTES` are read
-    at once: they are saved inline, as they would have been written."""
-    root = base_dir.resolve()
-    for value in _all_initializers(model):
-        tensor = value.const_value
-        if not isinstance(tensor, ir.ExternalTensor):
+def _all_tensor_protos(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor a model holds: initializers, sparse initializers, tensors in attributes of
+    any node (Constant values and others), in every graph, subgraph and model-local function,
+    and in the training information."""
+    graphs = [proto.graph]
+    for info in proto.training_info:
+        graphs.extend([info.initialization, info.algorithm])
+    nodes: list[onnx.NodeProto] = [node for function in proto.functions for node in function.node]
+    while graphs or nodes:
+        if graphs:
+            graph = graphs.pop()
+            yield from graph.initializer
+            for sparse in graph.sparse_initializer:
+                yield from (sparse.values, sparse.indices)
+            nodes.extend(graph.node)
             continue
-        location = Path(tensor.location)
-        resolved = (root / location).resolve()
-        if location.is_absolute() or not resolved.is_relative_to(root):
+        for attribute in nodes.pop().attribute:
+            if attribute.HasField("t"):
+                yield attribute.t
+            yield from attribute.tensors
+            sparse_tensors = list(attribute.sparse_tensors)
+            if attribute.HasField("sparse_tensor"):
+                sparse_tensors.append(attribute.sparse_tensor)
+            for sparse in sparse_tensors:
+                yield from (sparse.values, sparse.indices)
+            if attribute.HasField("g"):
+                graphs.append(attribute.g)
+            graphs.extend(attribute.graphs)
+
+
+def _is_external(tensor: onnx.TensorProto) -> bool:
+    return tensor.data_location == onnx.TensorProto.EXTERNAL or len(tensor.external_data) > 0
+
+
+def _check_external_locations(proto: onnx.ModelProto, base_dir: Path) -> list[Path]:
+    """Check every external tensor of the model against its folder, before anything reads
+    one: a location must be a relative path that stays in the folder once resolved (no `..`,
+    no absolute path, no symlink leading out, as onnx's path-traversal advisories recommend),
+    naming a regular file long enough for the tensor. Returns the files, resolved."""
+    root = base_dir.resolve()
+    files: list[Path] = []
+    for tensor in _all_tensor_protos(proto):
+        if not _is_external(tensor):
+            continue
+        entries = {entry.key: entry.value for entry in tensor.external_data}
+        location = entries.get("location", "")
+        shown = base_dir / location.replace("\0", "\\0")
+        absolute = re.match(r"^([A-Za-z]:|[\\/])", location) is not None
+        if (
+            not location
+            or "\0" in location
+            or absolute
+            or Path(location).is_absolute()
+            or not (root / location).resolve().is_relative_to(root)
+        ):
             raise ModelInputError(
-                f"{base_dir / location}: external data of '{value.name}' points outside the "
-                "model's folder; refused"
+                f"{shown}: external data of '{tensor.name}' points outside the model's "
+                "folder; refused"
             )
-        _check_external_file(resolved, tensor, base_dir / location)
-        tensor.base_dir = base_dir
-        if tensor.nbytes < EXTERNAL_THRESHOLD_BYTES:  # small: held like any other weight
-            value.const_value = ir.Tensor(tensor.numpy(), name=tensor.name)
+        resolved = (root / location).resolve()
+        end = _int(entries.get("offset")) + _int(entries.get("length"))
+        _check_external_file(resolved, tensor.name, end, shown)
+        if resolved not in files:
+            files.append(resolved)
+    return files
 
 
-def _check_external_file(resolved: Path, tensor: ir.ExternalTensor, shown: Path) -> None:
+def _int(text: str | None) -> int:
+    try:
+        return max(int(text or 0), 0)
+    except ValueError:
+        return 0
+
+
+def _refuse_external_without_folder(proto: onnx.ModelProto, where: str) -> None:
+    """A ModelProto has no folder: its external data would be looked up wherever the process
+    runs. Refuse it; a path gives the folder."""
+    for tensor in _all_tensor_protos(proto):
+        if _is_external(tensor):
+            raise ModelInputError(
+                f"{where}: tensor '{tensor.name}' keeps its data in an external file, which "
+                "cannot be found from a ModelProto; give the model's path instead"
+            )
+
+
+def _set_external_data_base_dir(model: ir.Model, base_dir: Path, where: str) -> None:
+    """Point every external tensor at the model's folder (its locations were checked by
+    `_check_external_locations`). Initializers under `EXTERNAL_THRESHOLD_BYTES`, and every
+    tensor held by an attribute, are read at once: they are held in memory, as they would
+    have been written, and a rule that folds them reads nothing later."""
+    for graph in iter_all_graphs(model):
+        for value in graph.initializers.values():
+            tensor = value.const_value
+            if isinstance(tensor, ir.ExternalTensor):
+                tensor.base_dir = base_dir
+                if tensor.nbytes < EXTERNAL_THRESHOLD_BYTES:  # small: like any other weight
+                    value.const_value = ir.Tensor(tensor.numpy(), name=tensor.name)
+        for node in graph:
+            for name, attribute in list(node.attributes.items()):
+                if attribute.type == ir.AttributeType.TENSOR and isinstance(
+                    attribute.value, ir.ExternalTensor
+                ):
+                    tensor = _in_memory(attribute.value, base_dir)
+                    node.attributes[name] = ir.AttrTensor(name, tensor)
+                elif attribute.type == ir.AttributeType.TENSORS and any(
+                    isinstance(t, ir.ExternalTensor) for t in attribute.value
+                ):
+                    tensors = [_in_memory(t, base_dir) for t in attribute.value]
+                    node.attributes[name] = ir.AttrTensors(name, tensors)
+    for tensor in _external_tensors(model):
+        if tensor.base_dir != base_dir:  # a place the walk above does not know: refuse
+            raise ModelInputError(
+                f"{where}: external data of '{tensor.name}' is held where seqlower cannot "
+                "check it; refused"
+            )
+
+
+def _in_memory(tensor: ir.TensorProtocol, base_dir: Path) -> ir.TensorProtocol:
+    if not isinstance(tensor, ir.ExternalTensor):
+        return tensor
+    tensor.base_dir = base_dir
+    return ir.Tensor(tensor.numpy(), name=tensor.name)
+
+
+def _external_tensors(model: ir.Model) -> Iterator[ir.ExternalTensor]:
+    for graph in iter_all_graphs(model):
+        for value in graph.initializers.values():
+            if isinstance(value.const_value, ir.ExternalTensor):
+                yield value.const_value
+        for node in graph:
+            for attribute in node.attributes.values():
+                if attribute.type == ir.AttributeType.TENSOR:
+                    values = [attribute.value]
+                elif attribute.type == ir.AttributeType.TENSORS:
+                    values = list(attribute.value)
+                else:
+                    continue
+                yield from (v for v in values if isinstance(v, ir.ExternalTensor))
+
+
+def _check_external_file(resolved: Path, name: str, end: int, shown: Path) -> None:
     """Refuse, before any work, a model whose external data file is missing or too short."""
     if not resolved.is_file():
         raise ModelInputError(f"external data file {shown} not found")
-    end = (tensor.offset or 0) + (tensor.length or 0)
-    if end and resolved.stat().st_size < end:
+    size = resolved.stat().st_size
+    if end and size < end:
         raise ModelInputError(
-            f"external data file {shown} is too short ({resolved.stat().st_size} bytes; "
-            f"'{tensor.name}' needs bytes up to {end})"
+            f"external data file {shown} is too short ({size} bytes; '{name}' needs bytes "
+            f"up to {end})"
         )
 
 
@@ -159,36 +298,147 @@ def save_model(
     model: ir.Model | onnx.ModelProto,
     path: str | os.PathLike,
     *,
-    external_data: str | None = None,
+    external_data: bool | str | None = None,
+    protect: Collection[Path] = (),
 ) -> Path | None:
     """Write `model` to `path` atomically (temporary file in the same folder, then rename).
 
-    With `external_data` (a file name beside `path`), or when the model's weights already live
-    in external files, the weights of 1 kB or more are written to that file, one tensor at a
-    time, instead of into the model file (the default name is `<path name>.data`); when there
-    is no such weight, no weights file is written. Returns the weights file written, if any.
-    Raises `ModelInputError` when the folder does not exist, `OSError` when the file cannot be
-    written.
+    With `external_data` true, or when the model's weights already live in external files,
+    the weights of 1 kB or more go to a file beside `path` named after its content,
+    `<path name>.<16 hex digits>.data` (see `_save_pair`: a reader of `path` never sees the
+    new model with old weights or the reverse); when there is no such weight, no weights file
+    is written. (A string for `external_data`, as earlier versions took, means true.) Returns
+    the weights file written, if any. `protect` lists files that must not be replaced (the
+    files the input reads). Raises `ModelInputError` when the folder does not exist or a
+    protected file would be replaced, `OSError` when the file cannot be written.
     """
     target = Path(path)
     if isinstance(model, onnx.ModelProto):
         model = ir.from_proto(model)
-    if external_data is None and has_external_data(model):
-        external_data = f"{target.name}.data"
-    if external_data is not None and not _has_large_weights(model):
-        external_data = None  # an empty weights file would only confuse
-    if external_data is None:
+    _refuse_protected(target, protect)
+    external = bool(external_data) or has_external_data(model)
+    if not external or not _has_large_weights(model):  # an empty weights file would confuse
         data = model_to_bytes(model)
         write_atomically(target, lambda temp: temp.write_bytes(data))
         return None
-    weights = external_data
-    write_atomically(
-        target,
-        lambda temp: ir.save(
-            model, temp, external_data=weights, size_threshold_bytes=EXTERNAL_THRESHOLD_BYTES
-        ),
-    )
-    return target.parent / weights
+    return _save_pair(model, target, protect)
+
+
+def _save_pair(model: ir.Model, target: Path, protect: Collection[Path]) -> Path:
+    """Write the model and its weights so that `target` always names a consistent pair.
+
+    The weights are written under a temporary name, then renamed to a name made of their
+    SHA-256 digest, which the new model references; the model is renamed into place last.
+    At every instant `target` is either the old model (its old weights file untouched) or
+    the new one (its weights already complete under their own name): never a mix, whatever
+    fails or runs at the same time. Renames replace a planted symlink instead of writing
+    through it. Afterwards the old model's weights file is removed when seqlower named it
+    (`<path name>.<digest>.data`), is not the new one and is not protected. The same model
+    always gives the same two files (the digest is of the bytes)."""
+    folder = target.parent
+    if not folder.is_dir():
+        raise ModelInputError(f"{target}: output folder {folder} does not exist")
+    old_weights = _weights_named_for(target)
+    model_temp = _create_temporary(target)
+    data_temp = folder / f"{model_temp.name}.data"
+    weights: Path | None = None
+    created = False
+    try:
+        _keep_mode(target, model_temp)
+        ir.save(
+            model,
+            model_temp,
+            external_data=data_temp.name,
+            size_threshold_bytes=EXTERNAL_THRESHOLD_BYTES,
+        )
+        os.chmod(data_temp, stat.S_IMODE(os.stat(model_temp).st_mode))
+        digest = _digest(data_temp)
+        weights = folder / f"{target.name}.{digest[:16]}.data"
+        _relocate(model_temp, data_temp.name, weights.name)
+        if _holds(weights, digest):  # the same weights again: the file stays as it is
+            data_temp.unlink()
+        else:
+            _refuse_protected(weights, protect)
+            created = not os.path.lexists(weights)
+            os.replace(data_temp, weights)
+        os.replace(model_temp, target)
+    except BaseException:
+        model_temp.unlink(missing_ok=True)
+        data_temp.unlink(missing_ok=True)
+        if created and weights is not None:
+            weights.unlink(missing_ok=True)  # nothing references it
+        raise
+    protected = {path.resolve() for path in protect}
+    for old in old_weights:
+        if old != weights and old.resolve() not in protected:
+            old.unlink(missing_ok=True)
+    return weights
+
+
+def _digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _holds(path: Path, digest: str) -> bool:
+    """`path` is a regular file (not a symlink) whose bytes have this SHA-256 digest."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode) and _digest(path) == digest
+    except OSError:
+        return False
+
+
+def _relocate(model_file: Path, old: str, new: str) -> None:
+    """Rewrite the model at `model_file` (weights apart, so small) so that its tensors stored
+    in `old` read from `new`."""
+    proto = onnx.load(os.fspath(model_file), load_external_data=False)
+    for tensor in _all_tensor_protos(proto):
+        for entry in tensor.external_data:
+            if entry.key == "location" and entry.value == old:
+                entry.value = new
+    model_file.write_bytes(proto.SerializeToString(deterministic=True))
+
+
+_OLD_MODEL_READ_LIMIT = 64 * 1000 * 1000  # a model whose weights are apart is smaller
+
+
+def _weights_named_for(target: Path) -> list[Path]:
+    """The weights files the model now at `target` reads that seqlower named for it."""
+    try:
+        info = os.lstat(target)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _OLD_MODEL_READ_LIMIT:
+            return []
+        proto = onnx.load(os.fspath(target), load_external_data=False)
+    except Exception:  # no old model, or one we cannot read: nothing to clean up
+        return []
+    pattern = re.compile(re.escape(target.name) + r"\.[0-9a-f]{16}\.data")
+    found = []
+    for tensor in _all_tensor_protos(proto):
+        for entry in tensor.external_data:
+            if entry.key == "location" and pattern.fullmatch(entry.value):
+                path = target.parent / entry.value
+                if path not in found:
+                    found.append(path)
+    return found
+
+
+def _refuse_protected(path: Path, protect: Collection[Path]) -> None:
+    if any(same_file(path, other) for other in protect):
+        raise ModelInputError(f"{path}: is a file the input model reads; refused")
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """`a` and `b` are the same file: the same inode when both exist (a hard link, a
+    symlink), else the same resolved path."""
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+        return a.resolve() == b.resolve()
+    except (OSError, ValueError):
+        return False
 
 
 def _has_large_weights(model: ir.Model) -> bool:
@@ -238,9 +488,10 @@ def _create_temporary(target: Path) -> Path:
 
 
 def _keep_mode(target: Path, temp: Path) -> None:
-    """Give `temp` the permission bits of an existing regular `target`."""
+    """Give `temp` the permission bits of an existing regular `target` (not of a file a
+    symlink at `target` points to: the rename replaces the link, never its target)."""
     try:
-        info = os.stat(target)
+        info = os.lstat(target)
     except OSError:
         return
     if stat.S_ISREG(info.st_mode):

@@ -47,6 +47,7 @@ from seqlower.cli.options import (
 )
 from seqlower.cli.progress import PassObserver
 from seqlower.cli.summary import format_summary, format_written, plural, stored_size
+from seqlower.cli.terminal import EscapingFormatter, echo, echo_block
 from seqlower.cli.verify_command import verify_command
 from seqlower.cli.verify_options import (
     AtolOption,
@@ -65,7 +66,7 @@ from seqlower.cli.verify_options import (
 )
 from seqlower.cli.verify_step import verify_lowered, with_verification
 from seqlower.errors import BUG_REPORT, InternalError, SeqlowerError
-from seqlower.io import load_model, save_model, write_text
+from seqlower.io import load_model, load_model_and_files, same_file, save_model, write_text
 from seqlower.options import Options
 from seqlower.pipeline import collector_relaxed, lower_in_place
 from seqlower.report import Report
@@ -104,7 +105,7 @@ app.command(
 
 def _version(show: bool) -> None:
     if show:
-        typer.echo(f"seqlower {__version__}")
+        echo(f"seqlower {__version__}")
         raise typer.Exit()
 
 
@@ -119,7 +120,7 @@ def _root(
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
+    echo(f"error: {message}", err=True)
     return typer.Exit(code)
 
 
@@ -278,8 +279,9 @@ def optimize_command(
         _check_paths(source, output, in_place, external_data, report, dump_dir)
     except SeqlowerError as error:
         raise _fail(str(error)) from None  # names the option or the output path itself
+    outputs = _Outputs(output, in_place, report, dump_dir)
     try:
-        lowered, summary, input_size = _optimize(source, output, options, quiet, dump_dir, verbose)
+        lowered, summary, inputs, input_size = _optimize(source, outputs, options, quiet, verbose)
     except SeqlowerError as error:
         raise _fail(_naming(source, str(error))) from None
     except InternalError as error:
@@ -289,18 +291,16 @@ def optimize_command(
         _write_report(report, summary.to_json() + "\n")
     if not quiet:
         for warning in [*summary.warnings, *summary.target_warnings]:
-            typer.echo(f"warning: {warning}", err=True)
+            echo(f"warning: {warning}", err=True)
         if confirmed:
-            typer.echo(confirmed, err=True)
+            echo(confirmed, err=True)
     if not summary.fits_target:
         for error in summary.target_errors:
-            typer.echo(f"  - {error}", err=True)
+            echo(f"  - {error}", err=True)
         problems = plural(len(summary.target_errors), "problem")
         if not force:
             raise _fail(f"{problems} for --target {runtime}; nothing written", EXIT_REFUSED)
-        typer.echo(
-            f"warning: {problems} for --target {runtime}; written anyway (--force)", err=True
-        )
+        echo(f"warning: {problems} for --target {runtime}; written anyway (--force)", err=True)
     if strict and (summary.remaining or summary.kept_interface):
         # like --target tensorrt: a sequence-typed input or output counts as remaining
         ops = plural(len(summary.remaining), "sequence op")
@@ -323,16 +323,15 @@ def optimize_command(
             _write_report(report, with_verification(summary.to_json(), verified) + "\n")
         if refusal is not None:
             raise refusal
-    weights_name = f"{output.name}.data" if external_data else None
     try:
-        weights = save_model(lowered, output, external_data=weights_name)
+        weights = save_model(lowered, output, external_data=external_data, protect=inputs)
     except SeqlowerError as error:
         raise _fail(f"{output}: cannot write ({error})") from None
     except OSError as error:  # strerror: the temporary file's name is no concern of the user
         raise _fail(f"{output}: cannot write ({error.strerror or type(error).__name__})") from None
     if not quiet:
         seconds = time.perf_counter() - started
-        typer.echo(
+        echo(
             format_written(
                 source,
                 output,
@@ -358,13 +357,11 @@ def _check_paths(
     dump_dir: Path | None,
 ) -> None:
     """Every output path is checked before any work; `--dump-dir` is created here."""
-    if _same_file(source, output) and not in_place:
+    if same_file(source, output) and not in_place:
         raise SeqlowerError(f"{output}: is the input file; pass --in-place to overwrite it")
     _check_output_file(output, "the lowered model")
-    if external_data:
-        _check_output_file(output.with_name(f"{output.name}.data"), "the weights")
     if report is not None:
-        if _same_file(report, source) or _same_file(report, output):
+        if same_file(report, source) or same_file(report, output):
             raise SeqlowerError(f"{report}: --report must not be the input or output model")
         _check_output_file(report, "--report")
     if dump_dir is not None:
@@ -390,21 +387,48 @@ def _check_output_file(path: Path, what: str) -> None:
         raise SeqlowerError(f"{path}: cannot write into the folder {folder} (permission denied)")
 
 
+@dataclasses.dataclass(frozen=True)
+class _Outputs:
+    """Every path `optimize` writes (the weights beside `model` are named when written)."""
+
+    model: Path
+    in_place: bool
+    report: Path | None
+    dump_dir: Path | None
+
+
+def _refuse_inputs_as_outputs(inputs: list[Path], outputs: _Outputs) -> list[Path]:
+    """Refuse (before any work) an output path that is a file the input reads: the model
+    (unless --in-place) or one of its external data files. Returns the files to protect."""
+    model_file, *data_files = inputs
+    for data_file in data_files:
+        for path, what in ((outputs.model, "OUTPUT"), (outputs.report, "--report")):
+            if path is not None and same_file(path, data_file):
+                raise SeqlowerError(
+                    f"{path}: {what} is a weights file the input model reads; choose another path"
+                )
+    if outputs.report is not None and same_file(outputs.report, model_file):
+        raise SeqlowerError(f"{outputs.report}: --report must not be the input or output model")
+    return data_files if outputs.in_place else inputs
+
+
 def _optimize(
     source: Path,
-    output: Path,
+    outputs: _Outputs,
     options: Options,
     quiet: bool,
-    dump_dir: Path | None,
     verbose: bool = False,
-) -> tuple[ir.Model, Report, int]:
-    """Load, check and lower `source`, print the summary; the lowered model, its report and
-    the bytes the input takes (its external weights included)."""
-    with PassObserver(show_progress=not quiet, dump_dir=dump_dir) as observer, collector_relaxed():
-        model = load_model(source)
+) -> tuple[ir.Model, Report, list[Path], int]:
+    """Load, check and lower `source`, print the summary; the lowered model, its report, the
+    files the input reads (outputs must not replace them) and the bytes they take."""
+    with (
+        PassObserver(show_progress=not quiet, dump_dir=outputs.dump_dir) as observer,
+        collector_relaxed(),
+    ):
+        model, files = load_model_and_files(source)
+        inputs = _refuse_inputs_as_outputs(files, outputs)
+        observer.protect = files
         input_size = stored_size(model, source)  # its external weights too
-        observer.stage("checking the input")
-        _check_input(model, source)
         started = time.perf_counter()
         # the file is read again only if the original is kept (docs/performance.md, "Never slower")
         original = functools.partial(load_model, source)
@@ -413,14 +437,17 @@ def _optimize(
         observer.stage("checking the output")
         _check_output(lowered)
     if not quiet:
-        typer.echo(format_summary(summary, str(source), str(output), seconds, verbose))
-    return lowered, summary, input_size
+        echo_block(format_summary(summary, str(source), str(outputs.model), seconds, verbose))
+    return lowered, summary, inputs, input_size
 
 
 def _configure_logging(verbose: bool) -> None:
     """Library log records go to stderr only when asked for; onnx_ir's own chatter about
     malformed input is replaced by our one-line errors."""
-    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
+    if not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(EscapingFormatter("%(levelname)s %(name)s: %(message)s"))
+        logging.getLogger().addHandler(handler)
     logging.getLogger("seqlower").setLevel(logging.DEBUG if verbose else logging.ERROR)
     logging.getLogger("onnx_ir").setLevel(logging.WARNING if verbose else logging.CRITICAL)
 
@@ -440,13 +467,6 @@ def _checked(model: ir.Model, full_check: bool) -> None:
     _c_api_utils.call_onnx_api(check, model)
 
 
-def _check_input(model: ir.Model, source: Path) -> None:
-    try:
-        _checked(model, full_check=False)
-    except (onnx.checker.ValidationError, ValueError) as error:
-        raise SeqlowerError(f"{source}: fails the ONNX checker: {_one_line(error)}") from None
-
-
 def _check_output(model: ir.Model) -> None:
     try:
         _checked(model, full_check=True)
@@ -455,13 +475,6 @@ def _check_output(model: ir.Model) -> None:
             f"internal error: the lowered model fails the ONNX checker ({_one_line(error)}); "
             "nothing written"
         ) from None
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve()
-    except OSError:
-        return False
 
 
 def _write_report(path: Path, text: str) -> None:
@@ -498,11 +511,11 @@ def rules_command(
     """
     if as_json:
         entries = [{"name": e.name, "op_type": e.op_type, "doc": e.doc} for e in _catalogue()]
-        typer.echo(json.dumps(entries, indent=2))
+        echo_block(json.dumps(entries, indent=2))
     elif markdown:
-        typer.echo(rule_catalogue())
+        echo_block(rule_catalogue())
     else:
-        typer.echo(rule_list(shutil.get_terminal_size().columns))
+        echo_block(rule_list(shutil.get_terminal_size().columns))
 
 
 def _catalogue() -> list[Rule | PassRewrite]:

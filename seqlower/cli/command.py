@@ -7,6 +7,8 @@
 - A usage error (an unknown option, a missing argument, a value out of range) is one line on
   stderr, `error: <problem>; see '<command> --help'`, exit code 2; rich's boxed panel is used
   only when stderr is a terminal.
+- SIGTERM, like Ctrl-C, stops the command cleanly: no temporary file is left beside an
+  output (one that was complete stays); `error: terminated`, exit code 143.
 - An exception that escapes a command is a bug in seqlower: one line naming it as such, exit
   code 3 (the traceback is logged with `--verbose`).
 """
@@ -27,13 +29,16 @@ __all__ = [
 import inspect
 import logging
 import re
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from seqlower.cli.terminal import escape
 from seqlower.errors import BUG_REPORT
 
 try:  # typer 0.20+ carries its own copy of click
@@ -44,6 +49,7 @@ except ImportError:  # pragma: no cover - older typer depends on click itself
 EXIT_REFUSED = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
+EXIT_TERMINATED = 128 + signal.SIGTERM  # what a shell reports for a process SIGTERM ended
 
 logger = logging.getLogger("seqlower.cli")
 
@@ -82,8 +88,12 @@ class SeqlowerGroup(TyperGroup):
     ) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        _terminate_cleanly()
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except Terminated:
+            click.utils.echo("error: terminated", err=True)
+            sys.exit(EXIT_TERMINATED)
         except click.exceptions.ClickException as error:
             _exit_usage_error(error)
         except typer.Abort:
@@ -94,11 +104,28 @@ class SeqlowerGroup(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived: raised where the program is, so that every `finally` and cleanup
+    runs (temporary files beside an output are removed), as for Ctrl-C."""
+
+
+def _terminate_cleanly() -> None:
+    """Turn SIGTERM into `Terminated` for the rest of this command (the main thread only:
+    Python delivers signals there)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def _raise_terminated(signum: int, frame: object) -> NoReturn:
+    raise Terminated
+
+
 def _exit_internal(error: Exception) -> NoReturn:
     logger.debug("internal error", exc_info=True)
     message = " ".join(str(error).split()) or "no message"
     click.utils.echo(
-        f"error: internal error ({type(error).__name__}: {message}); {BUG_REPORT}", err=True
+        escape(f"error: internal error ({type(error).__name__}: {message}); {BUG_REPORT}"),
+        err=True,
     )
     sys.exit(EXIT_INTERNAL)
 
@@ -128,7 +155,7 @@ def _exit_usage_error(error: click.exceptions.ClickException) -> NoReturn:
 
         rich_utils.rich_format_error(error)
     else:
-        click.utils.echo(usage_error_line(error), err=True)
+        click.utils.echo(escape(usage_error_line(error)), err=True)
     sys.exit(error.exit_code)
 
 

@@ -27,6 +27,7 @@ from seqlower.cli.options import (
     lowering_options,
 )
 from seqlower.cli.summary import costlier_note, plural
+from seqlower.cli.terminal import echo, echo_block, escape, escape_lines
 from seqlower.errors import SeqlowerError
 from seqlower.inspect import InspectReport, inspect_model
 from seqlower.report import NodeOutcome
@@ -76,12 +77,12 @@ def inspect_command(
         options = lowering_options(split_keepdims, dim, flatten_sequence_io, seq_len, target)
         report = inspect_model(model, options, target=options.target)
     except SeqlowerError as error:
-        typer.echo(f"error: {error}", err=True)
+        echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
     if json_out:
-        typer.echo(json.dumps(report.to_dict(), indent=2))
+        echo_block(json.dumps(report.to_dict(), indent=2))
     elif not (sys.stdout.isatty() and _show_rich(report)):
-        typer.echo(format_inspect(report))
+        echo_block(format_inspect(report))
 
 
 def _show_rich(report: InspectReport) -> bool:
@@ -93,18 +94,18 @@ def _show_rich(report: InspectReport) -> bool:
     except ImportError:
         return False
     tiers = ", ".join(f"{count} {tier}" for tier, count in report.tiers.items()) or "none"
-    table = Table(title=Text(f"{report.model}: {tiers}"))
+    table = Table(title=Text(escape(f"{report.model}: {tiers}")))
     for column in ("graph", "node", "op", "tier", "rules / why kept"):
         table.add_column(column, overflow="fold")  # names and reasons are never cut
     for site in report.sites:
         detail = _detail(site) + (f"\ntry {site.hint}" if site.hint else "")
         style = "yellow" if site.tier == "kept" else None
         cells = (site.graph, _node_cell(site), site.op_type, site.tier, detail)
-        table.add_row(*(Text(cell) for cell in cells), style=style)  # no markup in names
+        table.add_row(*(Text(escape(cell)) for cell in cells), style=style)  # no markup, no codes
     console = Console()
     console.print(table)
     for line in format_inspect_footer(report):
-        console.print(line, markup=False, highlight=False)
+        console.print(escape(line), markup=False, highlight=False)
     return True
 
 
@@ -123,7 +124,7 @@ def format_inspect(report: InspectReport) -> str:
             hint = report.sites[index - 1].hint if index else ""
             if hint:
                 lines.append(f"    try {hint}")
-    return "\n".join(lines + format_inspect_footer(report))
+    return escape_lines(lines + format_inspect_footer(report))  # names: no lines of their own
 
 
 def format_inspect_footer(report: InspectReport) -> list[str]:

@@ -22,6 +22,7 @@ class PassObserver(AbstractContextManager["PassObserver"]):
 
     def __init__(self, *, show_progress: bool, dump_dir: Path | None) -> None:
         self.dump_dir = dump_dir
+        self.protect: list[Path] = []  # the files the input reads: a dump never replaces one
         self._count = 0
         self._status = None
         if show_progress and sys.stderr.isatty():
@@ -53,6 +54,6 @@ class PassObserver(AbstractContextManager["PassObserver"]):
         if self.dump_dir is not None:
             path = self.dump_dir / f"{self._count:02d}-{name}.onnx"
             try:
-                save_model(model, path)
+                save_model(model, path, protect=self.protect)
             except OSError as error:  # strerror: the temporary file's name means nothing here
                 raise SeqlowerError(f"{path}: cannot write ({error.strerror})") from None

@@ -18,6 +18,7 @@ from typing import Annotated
 import typer
 
 from seqlower.cli.summary import plural
+from seqlower.cli.terminal import echo, escape
 from seqlower.cli.verify_options import (
     AtolOption,
     InputsOption,
@@ -135,11 +136,11 @@ def verify_command(
             _write(report, result.to_json() + "\n")
         saved = save_failing(result, save_inputs)
     except SeqlowerError as error:
-        typer.echo(f"error: {error}", err=True)
+        echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
     _show(result)
     if saved:
-        typer.echo(saved)
+        echo(saved)
     if result.equivalent:
         raise typer.Exit(0)
     raise typer.Exit(2 if result.inconclusive else 1)
@@ -268,9 +269,9 @@ def _show(result: VerifyReport) -> None:
     widths = [max(len(row[i]) for row in (columns, *rows)) for i in range(len(columns))]
     for row in (columns, *rows):
         cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-        typer.echo("  ".join(cells).rstrip())
+        echo("  ".join(cells).rstrip())
     for line in _footer(result):
-        typer.echo(line)
+        echo(line)
 
 
 def _show_rich(columns: tuple[str, ...], rows: list[tuple[str, ...]], footer: list[str]) -> bool:
@@ -278,16 +279,17 @@ def _show_rich(columns: tuple[str, ...], rows: list[tuple[str, ...]], footer: li
     try:
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
     except ImportError:
         return False
     table = Table(*columns)
     for row in rows:
         style = None if row[6] == "ok" else "red"
-        table.add_row(*row, style=style)
+        table.add_row(*(Text(escape(cell)) for cell in row), style=style)  # no markup, no codes
     console = Console()
     console.print(table)
     for line in footer:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        console.print(escape(line), markup=False, highlight=False, soft_wrap=True)
     return True
 
 

@@ -20,6 +20,7 @@ import typer
 
 from seqlower.cli.command import EXIT_BAD_INPUT, EXIT_REFUSED
 from seqlower.cli.summary import plural
+from seqlower.cli.terminal import echo
 from seqlower.cli.verify_options import VerifyChoices, save_failing
 from seqlower.errors import SeqlowerError
 from seqlower.options import Options
@@ -51,9 +52,9 @@ def verify_lowered(
         raise _fail(f"--verify: {error}") from None
     if not result.equivalent:
         for line in result.failures():
-            typer.echo(f"  - {line}", err=True)
+            echo(f"  - {line}", err=True)
         if saved:
-            typer.echo(saved, err=True)
+            echo(saved, err=True)
         if result.inconclusive:
             return result, _fail(
                 "verification inconclusive: both models failed on too many generated inputs; "
@@ -65,9 +66,9 @@ def verify_lowered(
             "verification failed: the lowered model differs; nothing written", EXIT_REFUSED
         )
     if not quiet:
-        typer.echo(_verified(result, runtime))
+        echo(_verified(result, runtime))
         for line in result.warnings():
-            typer.echo(f"warning: {line}", err=True)
+            echo(f"warning: {line}", err=True)
     return result, None
 
 
@@ -113,5 +114,5 @@ def _verified(result: VerifyReport, runtime: str) -> str:
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
+    echo(f"error: {message}", err=True)
     return typer.Exit(code)

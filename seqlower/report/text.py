@@ -21,6 +21,7 @@ import re
 import textwrap
 
 from seqlower.report.data import RemainingOp, Report
+from seqlower.safe_text import escape_lines
 
 WIDTH = 100  # no line of the summary is longer
 _ELLIPSIS = "..."
@@ -78,7 +79,7 @@ def format_summary(
         )
     lines.extend(costlier_note(report))
     lines.extend(_kept_lines(report, verbose))
-    return "\n".join(lines)
+    return escape_lines(lines)  # names from the model: no line of theirs, no control code
 
 
 def costlier_note(report: Report) -> list[str]:
@@ -210,7 +211,8 @@ def _merged_flags(hints: list[str]) -> str:
 def format_report(report: Report) -> str:
     """`str(report)`: the summary without paths or time, then the target's verdict (and how it
     was reached) and the warnings, as the command line prints them."""
-    lines = [format_summary(report, None, None, None)]
+    summary = format_summary(report, None, None, None)  # escaped already
+    lines = []
     if report.target != "generic":
         verdict = "ok" if report.fits_target else plural(len(report.target_errors), "problem")
         if report.target_check == "operators" and report.target in _OPERATORS_ONLY:
@@ -220,4 +222,4 @@ def format_report(report: Report) -> str:
         if report.target_confirmed:
             lines.append(f"  {report.target_confirmed}")
     lines.extend(f"warning: {w}" for w in [*report.warnings, *report.target_warnings])
-    return "\n".join(lines)
+    return "\n".join([summary, escape_lines(lines)]) if lines else summary

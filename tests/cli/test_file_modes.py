@@ -56,7 +56,7 @@ def test_a_new_model_file_gets_the_plain_open_mode(tmp_path: Path, umask: int) -
 def test_external_data_model_and_weights_get_the_same_mode(tmp_path: Path, umask: int) -> None:
     target = tmp_path / "out.onnx"
     _optimize("--external-data", str(EXAMPLE), str(target))
-    weights = tmp_path / "out.onnx.data"
+    (weights,) = tmp_path.glob("out.onnx.*.data")
     assert weights.stat().st_size > 0
     assert _mode(target) == _mode(weights) == 0o666 & ~umask
 

@@ -54,12 +54,6 @@ def test_a_report_that_would_overwrite_the_model(tmp_path: Path) -> None:
     _assert_refused_before_work(result, "--report must not be the input or output model")
 
 
-def test_external_data_whose_file_is_a_directory(tmp_path: Path) -> None:
-    (tmp_path / "out.onnx.data").mkdir()
-    result = _run("--external-data", str(EXAMPLE), str(tmp_path / "out.onnx"))
-    _assert_refused_before_work(result, "out.onnx.data: is a directory")
-
-
 def test_a_dump_dir_that_is_a_file(tmp_path: Path) -> None:
     dump = tmp_path / "dump"
     dump.write_text("")

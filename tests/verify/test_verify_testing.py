@@ -14,10 +14,12 @@ ADD = onnx.parser.parse_model(
 SUB = onnx.parser.parse_model(
     HEADER + "g (float[3] x, float[3] y) => (float[3] z) { z = Sub(x, y) }"
 )
+# valid as written (the checker cannot see the Reshape's sizes), fails when run
 BROKEN = onnx.parser.parse_model(
     HEADER
     + """g (float[3] x, float[3] y) => (float[3] z) {
-    shape = Constant<value = int64[2] {2, 2}>()
+    given = Constant<value = int32[2] {2, 2}>()
+    shape = Cast<to = 7>(given)
     r = Reshape(x, shape)
     z = Add(r, y)
 }"""

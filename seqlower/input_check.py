@@ -1,0 +1,168 @@
+"""Check a model as it was read from its file, before onnx_ir sees it.
+
+onnx_ir re-serializes what it reads: a duplicated attribute collapses to one, a sparse
+initializer disappears. So the model is checked as the protobuf that was parsed:
+
+1. the ONNX checker (structure: attributes, names, opsets, node specs); with the model's path
+   when there is one, so that external data is looked up in the model's folder;
+2. ONNX type and shape inference in strict mode, with type checking (what `full_check` adds):
+   a sequence given where an operator wants a tensor, branches of different types, a split
+   whose sizes do not add up to a known dimension. Declared shapes of intermediate values
+   and outputs are hints that exporters often get wrong (onnxruntime ignores them), so a
+   disagreement with a declared shape is not held against the model;
+3. what onnx_ir cannot represent (sparse tensors) is refused by name.
+
+A failure is an `InvalidModelError` whose one line says that the input model itself is
+invalid and what the checker found.
+"""
+
+from __future__ import annotations
+
+__all__ = ["FULL_CHECK_LIMIT_BYTES", "check_input_proto"]
+
+import os
+import re
+
+import onnx
+import onnx.shape_inference
+
+from seqlower.errors import InvalidModelError
+
+# strict inference needs a copy of the model: above this size only the checker runs
+FULL_CHECK_LIMIT_BYTES = 512 * 1000 * 1000
+
+# an exporter's declared shape that inference contradicts: tolerated, onnxruntime ignores it
+_DECLARED_SHAPE = re.compile(r"Inferred shape and existing shape differ")
+# external data stays in its file for the inference copy: what it cannot read is no error
+_EXTERNAL = re.compile(r"external data", re.IGNORECASE)
+# one error of strict inference: (op_type:Op, node name: name): [KindError] what is wrong
+_LOCATED = re.compile(
+    r"\(op_type:(\w+)(?:, node name: (.*?))?\): (?:\[(?:Shape|Type)InferenceError\] )?(.*)$"
+)
+# onnx's words for an input of a type the operator does not take, and ours
+_WRONG_TYPE = re.compile(r"(\w+) typestr: \w+, has unsupported type: (\S+)")
+_WRONG_TYPE_SAID = r"its input '\1' is a \2, a type this operator does not accept"
+
+
+def check_input_proto(
+    proto: onnx.ModelProto, where: str, path: str | os.PathLike | None = None
+) -> None:
+    """Raise `InvalidModelError` when the model as read is invalid (see the module docstring)."""
+    _refuse_sparse(proto, where)
+    try:
+        if path is not None:
+            onnx.checker.check_model(os.fspath(path), full_check=False)
+        else:
+            onnx.checker.check_model(proto, full_check=False)
+    except (onnx.checker.ValidationError, ValueError) as error:
+        raise InvalidModelError(
+            f"{where}: the input model itself is invalid, the ONNX checker rejects it: "
+            f"{_one_line(error)}"
+        ) from None
+    if proto.ByteSize() > FULL_CHECK_LIMIT_BYTES:
+        return
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    _forget_declared_shapes(copy.graph)
+    for function in copy.functions:
+        for node in function.node:
+            _forget_in_attributes(node)
+    try:
+        onnx.shape_inference.infer_shapes(copy, check_type=True, strict_mode=True)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as error:
+        errors = _errors(str(error))
+        if errors:
+            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            raise InvalidModelError(
+                f"{where}: the input model itself is invalid, ONNX type and shape inference "
+                f"reject it: {_one_line(errors[0])}{more}"
+            ) from None
+
+
+def _refuse_sparse(proto: onnx.ModelProto, where: str) -> None:
+    """onnx_ir drops sparse initializers and cannot hold sparse attributes: say so."""
+    for graph in _graphs(proto):
+        for sparse in graph.sparse_initializer:
+            name = sparse.values.name
+            raise InvalidModelError(
+                f"{where}: sparse initializer '{name}' is not supported; store it as a dense "
+                "initializer"
+            )
+        for node in graph.node:
+            _refuse_sparse_attributes(node, where)
+    for function in proto.functions:
+        for node in function.node:
+            _refuse_sparse_attributes(node, where)
+
+
+def _refuse_sparse_attributes(node: onnx.NodeProto, where: str) -> None:
+    for attribute in node.attribute:
+        if attribute.HasField("sparse_tensor") or len(attribute.sparse_tensors):
+            raise InvalidModelError(
+                f"{where}: node '{node.name}' ({node.op_type}) has a sparse tensor in attribute "
+                f"'{attribute.name}', which is not supported; store it as a dense tensor"
+            )
+
+
+def _graphs(proto: onnx.ModelProto) -> list[onnx.GraphProto]:
+    """The main graph and every subgraph, functions' subgraphs included."""
+    found = []
+    stack = [proto.graph]
+    for function in proto.functions:
+        stack.extend(_node_subgraphs(function.node))
+    while stack:
+        graph = stack.pop()
+        found.append(graph)
+        stack.extend(_node_subgraphs(graph.node))
+    return found
+
+
+def _node_subgraphs(nodes) -> list[onnx.GraphProto]:
+    graphs = []
+    for node in nodes:
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                graphs.append(attribute.g)
+            graphs.extend(attribute.graphs)
+    return graphs
+
+
+def _forget_declared_shapes(graph: onnx.GraphProto) -> None:
+    """Drop what an exporter declared about intermediate values (value_info) and the dims of
+    subgraph outputs; the main graph's inputs and outputs keep theirs (the checker needs
+    them; a contradicted output shape is tolerated by message)."""
+    del graph.value_info[:]
+    for node in graph.node:
+        _forget_in_attributes(node)
+
+
+def _forget_in_attributes(node: onnx.NodeProto) -> None:
+    for attribute in node.attribute:
+        subgraphs = [attribute.g] if attribute.HasField("g") else []
+        for subgraph in [*subgraphs, *attribute.graphs]:
+            _forget_declared_shapes(subgraph)
+            for output in subgraph.output:
+                if output.type.HasField("tensor_type"):
+                    output.type.tensor_type.ClearField("shape")
+
+
+def _errors(message: str) -> list[str]:
+    """The errors in an inference message that are held against the model, each as
+    `Op 'node': what is wrong` (see the module docstring for what is tolerated)."""
+    found = []
+    for line in message.splitlines():
+        match = _LOCATED.search(line)
+        if match is None:
+            continue
+        op, node, text = match.groups()
+        text = _WRONG_TYPE.sub(_WRONG_TYPE_SAID, text)
+        if not (_DECLARED_SHAPE.search(text) or _EXTERNAL.search(text)):
+            found.append(f"{op} '{node}': {text}" if node else f"{op}: {text}")
+    if not found and not _LOCATED.search(message):  # a message of another form: as it is
+        return [] if _DECLARED_SHAPE.search(message) else [_one_line(message)]
+    return found
+
+
+def _one_line(error: BaseException | str, limit: int = 300) -> str:
+    text = " ".join(str(error).replace("==> Context:", "; in").split()) or type(error).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
