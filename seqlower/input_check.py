@@ -10,7 +10,8 @@ initializer disappears. So the model is checked as the protobuf that was parsed:
    whose sizes do not add up to a known dimension. Declared shapes of intermediate values
    and outputs are hints that exporters often get wrong (onnxruntime ignores them), so a
    disagreement with a declared shape is not held against the model;
-3. what onnx_ir cannot represent (sparse tensors) is refused by name.
+3. what onnx_ir cannot represent (sparse tensors) is refused by name;
+4. names and doc strings must be UTF-8 (`check_input_text`, on the IR once it is built).
 
 A failure is an `InvalidModelError` whose one line says that the input model itself is
 invalid and what the checker found.
@@ -18,15 +19,17 @@ invalid and what the checker found.
 
 from __future__ import annotations
 
-__all__ = ["FULL_CHECK_LIMIT_BYTES", "check_input_proto"]
+__all__ = ["FULL_CHECK_LIMIT_BYTES", "check_input_proto", "check_input_text"]
 
 import os
 import re
 
 import onnx
 import onnx.shape_inference
+import onnx_ir as ir
 
 from seqlower.errors import InvalidModelError
+from seqlower.ops import iter_all_graphs
 
 # strict inference needs a copy of the model: above this size only the checker runs
 FULL_CHECK_LIMIT_BYTES = 512 * 1000 * 1000
@@ -77,6 +80,35 @@ def check_input_proto(
                 f"{where}: the input model itself is invalid, ONNX type and shape inference "
                 f"reject it: {_one_line(errors[0])}{more}"
             ) from None
+
+
+def check_input_text(model: ir.Model, where: str) -> None:
+    """Every name and doc string must be UTF-8: for one that is not, the protobuf reader hands
+    back bytes (the checker lets it through), and onnx_ir keeps them. Checked on the IR, where
+    reading a name costs a fraction of what it costs on the protobuf."""
+    texts: list[tuple[str, object]] = [("model", model.doc_string), ("model", model.producer_name)]
+    graphs = list(iter_all_graphs(model))
+    for function in model.functions.values():
+        texts.extend([("function", function.name), ("function", function.domain)])
+    for graph in graphs:
+        texts.extend([("graph", graph.name), ("graph", graph.doc_string)])
+        texts.extend(("value", value.name) for value in graph.inputs)
+        texts.extend(("initializer", name) for name in graph.initializers)
+        for node in graph:
+            if type(node.name) is bytes or type(node.doc_string) is bytes:
+                texts.append(("node", node.name if type(node.name) is bytes else node.doc_string))
+            if type(node.op_type) is bytes or type(node.domain) is bytes:
+                texts.append(("node", node.op_type if type(node.op_type) is bytes else node.domain))
+            texts.extend(
+                ("value", value.name) for value in node.outputs if type(value.name) is bytes
+            )
+    for owner, text in texts:
+        if isinstance(text, bytes):
+            shown = text.decode("utf-8", errors="backslashreplace")
+            raise InvalidModelError(
+                f"{where}: the input model itself is invalid: a name or doc string of a "
+                f"{owner} is not valid UTF-8 ('{shown}')"
+            )
 
 
 def _refuse_sparse(proto: onnx.ModelProto, where: str) -> None:

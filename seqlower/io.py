@@ -36,7 +36,7 @@ import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
 from seqlower.errors import ModelInputError
-from seqlower.input_check import check_input_proto
+from seqlower.input_check import check_input_proto, check_input_text
 from seqlower.ops import iter_all_graphs
 
 ModelSource = ir.Model | onnx.ModelProto | str | os.PathLike
@@ -106,6 +106,7 @@ def _deserialize(
         raise ModelInputError(
             f"{where}: malformed ONNX model ({text or type(error).__name__})"
         ) from None
+    check_input_text(model, where)
     if base_dir is not None:
         _set_external_data_base_dir(model, base_dir, where)
     return model

@@ -436,3 +436,141 @@ def test_an_invalid_export_is_named_as_such(tmp_path) -> None:
         seqlower.optimize(source)
     with pytest.raises(InvalidModelError, match=r"input model itself is invalid"):
         seqlower.optimize(_list_fed_to_split())
+
+
+# --- 8 and 9: invalid models are one line, exit 2; a valid odd one is lowered right ---------
+
+
+def _loop(body_inputs, body_outputs, body_nodes) -> onnx.ModelProto:
+    body = helper.make_graph(body_nodes, "body", body_inputs, body_outputs)
+    nodes = [
+        helper.make_node("SequenceEmpty", [], ["e"], dtype=TensorProto.FLOAT),
+        helper.make_node("Loop", ["n", "", "e"], ["out"], body=body, name="the_loop"),
+        helper.make_node("ConcatFromSequence", ["out"], ["y"], axis=0),
+    ]
+    inputs = [_vi("x", [2]), _vi("n", [], TensorProto.INT64)]
+    return _model(nodes, inputs, [_vi("y", [None])])
+
+
+def _seq(name: str, dtype=TensorProto.FLOAT):
+    return helper.make_tensor_sequence_value_info(name, dtype, None)
+
+
+def _if(then_nodes, then_outputs, else_nodes, else_outputs) -> onnx.ModelProto:
+    then = helper.make_graph(then_nodes, "then", [], then_outputs)
+    other = helper.make_graph(else_nodes, "else", [], else_outputs)
+    nodes = [
+        helper.make_node("If", ["c"], ["s"], then_branch=then, else_branch=other, name="the_if"),
+        helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0),
+    ]
+    return _model(nodes, [_vi("x", [2]), _vi("c", [], TensorProto.BOOL)], [_vi("y", [None])])
+
+
+def _invalid_utf8_name() -> bytes:
+    data = _split_model(name="n").SerializeToString()
+    assert data.count(b"\x1a\x01n") == 1  # NodeProto.name (field 3) = "n"
+    return data.replace(b"\x1a\x01n", b"\x1a\x01\xff")
+
+
+def _float_axis() -> onnx.ModelProto:
+    model = _split_model()
+    (axis,) = model.graph.node[1].attribute
+    axis.CopyFrom(helper.make_attribute("axis", 0.0))
+    return model
+
+
+LOOP_INPUTS = [_vi("i", [], TensorProto.INT64), _vi("c", [], TensorProto.BOOL), _seq("s")]
+INSERT = helper.make_node("SequenceInsert", ["s", "x"], ["so"])
+INVALID = {
+    "invalid UTF-8 in a name": (_invalid_utf8_name, "is not valid UTF-8 ('\\xff')"),
+    "Loop body with an extra input": (
+        lambda: _loop(
+            [*LOOP_INPUTS, _vi("extra", [2])],
+            [_vi("co", [], TensorProto.BOOL), _seq("so")],
+            [helper.make_node("Identity", ["c"], ["co"]), INSERT],
+        ),
+        "Loop 'the_loop': Graph has 4 inputs but 3 were provided",
+    ),
+    "Loop body without a condition output": (
+        lambda: _loop(LOOP_INPUTS, [_seq("so")], [INSERT]),
+        "Loop 'the_loop': Graph attribute inferencing returned type information for 1 outputs",
+    ),
+    "If branches with different output counts": (
+        lambda: _if(
+            [
+                helper.make_node("SequenceConstruct", ["x", "x"], ["a"]),
+                helper.make_node("Identity", ["x"], ["a2"]),
+            ],
+            [_seq("a"), _vi("a2", [2])],
+            [helper.make_node("SequenceConstruct", ["x"], ["b"])],
+            [_seq("b")],
+        ),
+        "If 'the_if': then_branch and else_branch produce different number of outputs",
+    ),
+    "If branches with different types": (
+        lambda: _if(
+            [helper.make_node("SequenceConstruct", ["x", "x"], ["a"])],
+            [_seq("a")],
+            [
+                helper.make_node("Cast", ["x"], ["xi"], to=TensorProto.INT64),
+                helper.make_node("SequenceConstruct", ["xi"], ["b"]),
+            ],
+            [_seq("b", TensorProto.INT64)],
+        ),
+        "If 'the_if': Mismatched tensor element type",
+    ),
+    "a float axis": (_float_axis, "Mismatched attribute type in 'split : axis'"),
+    "split sizes that do not add up": (
+        lambda: _split_model(rows=5, sizes=(2, 2)),
+        "Sum of split values not equal to 'input' dim size on 'axis'",
+    ),
+}
+
+
+@pytest.mark.parametrize("build", INVALID.values(), ids=INVALID.keys())
+def test_an_invalid_model_is_one_line_exit_2(tmp_path, build) -> None:
+    make, phrase = build
+    made = make()
+    source = tmp_path / "m.onnx"
+    source.write_bytes(made if isinstance(made, bytes) else made.SerializeToString())
+    for command in (["optimize", str(source), str(tmp_path / "o.onnx")], ["inspect", str(source)]):
+        _one_error(_run(*command), "the input model itself is invalid", phrase)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+def test_a_zero_size_chunk_before_a_concat_is_lowered_right(tmp_path) -> None:
+    """split [0, 6] then ConcatFromSequence: valid, onnxruntime runs it; so does the result."""
+    import onnxruntime as ort
+
+    source = _save(_split_model(rows=6, sizes=(0, 6)), tmp_path / "m.onnx")
+    result = _run("optimize", "-q", str(source), str(tmp_path / "o.onnx"))
+    assert result.returncode == 0, result.stderr
+    x = {"x": np.arange(18, dtype=np.float32).reshape(6, 3)}
+    runs = [
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, x)[0]
+        for path in (source, tmp_path / "o.onnx")
+    ]
+    np.testing.assert_array_equal(runs[0], runs[1])
+
+
+def test_split_sizes_known_only_when_run_are_a_documented_deviation(tmp_path) -> None:
+    """[2, 2] on N rows: the original fails in onnxruntime for N = 5 (onnx.reference drops the
+    fifth row), the lowered Concat(Split(x)) returns x. Inputs the original accepts (N = 4)
+    give equal results: the deviation the README lists (a run-time error becoming a result)."""
+    import onnxruntime as ort
+
+    model = _split_model(rows=4, sizes=(2, 2))
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    model.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    source = _save(model, tmp_path / "m.onnx")
+    assert _run("optimize", "-q", str(source), str(tmp_path / "o.onnx")).returncode == 0
+    original, lowered = (
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        for path in (source, tmp_path / "o.onnx")
+    )
+    four = {"x": np.arange(12, dtype=np.float32).reshape(4, 3)}
+    np.testing.assert_array_equal(original.run(None, four)[0], lowered.run(None, four)[0])
+    five = {"x": np.arange(15, dtype=np.float32).reshape(5, 3)}
+    with pytest.raises(Exception, match="split_size_sum"):
+        original.run(None, five)
+    np.testing.assert_array_equal(lowered.run(None, five)[0], five["x"])
