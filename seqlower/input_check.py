@@ -36,6 +36,8 @@ FULL_CHECK_LIMIT_BYTES = 512 * 1000 * 1000
 
 # an exporter's declared shape that inference contradicts: tolerated, onnxruntime ignores it
 _DECLARED_SHAPE = re.compile(r"Inferred shape and existing shape differ")
+# an input whose type is unknown because inference failed before it: the first failure says why
+_NULL = re.compile(r"(?:is|Current type is) null")
 # external data stays in its file for the inference copy: what it cannot read is no error
 _EXTERNAL = re.compile(r"external data", re.IGNORECASE)
 # one error of strict inference: (op_type:Op, node name: name): [KindError] what is wrong
@@ -174,8 +176,18 @@ def _forget_in_attributes(node: onnx.NodeProto) -> None:
         for subgraph in [*subgraphs, *attribute.graphs]:
             _forget_declared_shapes(subgraph)
             for output in subgraph.output:
-                if output.type.HasField("tensor_type"):
-                    output.type.tensor_type.ClearField("shape")
+                _forget_shape(output.type)
+
+
+def _forget_shape(type_proto: onnx.TypeProto) -> None:
+    """Drop the dims of a tensor type, or of the tensors a sequence or optional holds."""
+    kind = type_proto.WhichOneof("value")
+    if kind == "tensor_type":
+        type_proto.tensor_type.ClearField("shape")
+    elif kind == "sequence_type":
+        _forget_shape(type_proto.sequence_type.elem_type)
+    elif kind == "optional_type":
+        _forget_shape(type_proto.optional_type.elem_type)
 
 
 def _errors(message: str) -> list[str]:
@@ -188,7 +200,7 @@ def _errors(message: str) -> list[str]:
             continue
         op, node, text = match.groups()
         text = _WRONG_TYPE.sub(_WRONG_TYPE_SAID, text)
-        if not (_DECLARED_SHAPE.search(text) or _EXTERNAL.search(text)):
+        if not (_DECLARED_SHAPE.search(text) or _EXTERNAL.search(text) or _NULL.search(text)):
             found.append(f"{op} '{node}': {text}" if node else f"{op}: {text}")
     if not found and not _LOCATED.search(message):  # a message of another form: as it is
         return [] if _DECLARED_SHAPE.search(message) else [_one_line(message)]

@@ -2,10 +2,15 @@
 
 `load_model` accepts what users hold (a path, an `onnx.ModelProto`, an `onnx_ir.Model`) and turns
 every reading problem into a one-line `ModelInputError`, including IR versions and default-domain
-opsets newer than the installed onnx knows. `save_model` and `write_text` write atomically: a
+opsets newer than the installed onnx knows. A file is untrusted: before anything reads a tensor,
+every external data location the model holds (initializers, attributes, subgraphs, functions) is
+checked against the model's own folder, and the model as read is checked (`input_check`: an
+invalid one is an `InvalidModelError`). `save_model` and `write_text` write atomically: a
 temporary file beside the target, then a rename, so an interrupted run never leaves half a file
-behind. The file gets the permissions a plain `open()` would give it (the umask applies), and an
-overwritten file keeps its own.
+behind and a planted symlink is replaced, never written through; a model and its weights file
+are replaced as a pair (`_save_pair`). The file gets the permissions a plain `open()` would give
+it (the umask applies), and an overwritten file keeps its own. docs/security.md has the threat
+model.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ __all__ = [
     "write_text",
 ]
 
+import contextlib
 import hashlib
 import os
 import re
@@ -333,13 +339,14 @@ def _save_pair(model: ir.Model, target: Path, protect: Collection[Path]) -> Path
     At every instant `target` is either the old model (its old weights file untouched) or
     the new one (its weights already complete under their own name): never a mix, whatever
     fails or runs at the same time. Renames replace a planted symlink instead of writing
-    through it. Afterwards the old model's weights file is removed when seqlower named it
-    (`<path name>.<digest>.data`), is not the new one and is not protected. The same model
-    always gives the same two files (the digest is of the bytes)."""
+    through it. Then the old model's weights file is removed when seqlower named it
+    (`<path name>.<digest>.data`), is not the new one and is not protected. The renames and
+    the removal hold a lock on the folder, so that concurrent runs never remove the weights
+    of the model another one just put in place. The same model always gives the same two
+    files (the digest is of the bytes)."""
     folder = target.parent
     if not folder.is_dir():
         raise ModelInputError(f"{target}: output folder {folder} does not exist")
-    old_weights = _weights_named_for(target)
     model_temp = _create_temporary(target)
     data_temp = folder / f"{model_temp.name}.data"
     weights: Path | None = None
@@ -356,24 +363,44 @@ def _save_pair(model: ir.Model, target: Path, protect: Collection[Path]) -> Path
         digest = _digest(data_temp)
         weights = folder / f"{target.name}.{digest[:16]}.data"
         _relocate(model_temp, data_temp.name, weights.name)
-        if _holds(weights, digest):  # the same weights again: the file stays as it is
-            data_temp.unlink()
-        else:
-            _refuse_protected(weights, protect)
-            created = not os.path.lexists(weights)
-            os.replace(data_temp, weights)
-        os.replace(model_temp, target)
+        with _folder_lock(folder):  # another run writing here waits: its cleanup is ours
+            old_weights = _weights_named_for(target)
+            if _holds(weights, digest):  # the same weights again: the file stays as it is
+                data_temp.unlink()
+            else:
+                _refuse_protected(weights, protect)
+                created = not os.path.lexists(weights)
+                os.replace(data_temp, weights)
+            os.replace(model_temp, target)
+            created = False  # referenced now
+            protected = {path.resolve() for path in protect}
+            for old in old_weights:
+                if old != weights and old.resolve() not in protected:
+                    old.unlink(missing_ok=True)
     except BaseException:
         model_temp.unlink(missing_ok=True)
         data_temp.unlink(missing_ok=True)
         if created and weights is not None:
             weights.unlink(missing_ok=True)  # nothing references it
         raise
-    protected = {path.resolve() for path in protect}
-    for old in old_weights:
-        if old != weights and old.resolve() not in protected:
-            old.unlink(missing_ok=True)
     return weights
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on `folder` (POSIX `flock` on the folder itself, so no
+    lock file is left behind); where there is none, no lock."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
 
 
 def _digest(path: Path) -> str:
