@@ -84,7 +84,11 @@ def last_start(b: Builder, s: TensorList) -> tuple[ir.Value, ir.Value]:
     data, table_part = s.parts
     entry = b.op("Gather", [table_part, scalar_int(b, -1, "last")], name="last_entry")
     if s.layout.kind == "flat":  # the entry is a shape: its product is the size
-        size = b.op("ReduceProd", [entry], {"keepdims": 1}, name="last_size")
+        if b.opset < 18:  # the axis named: OpenVINO reads no axes as no reduction
+            size = b.op("ReduceProd", [entry], {"axes": [0], "keepdims": 1}, name="last_size")
+        else:
+            axes = b.ints([0], "zero1")
+            size = b.op("ReduceProd", [entry, axes], {"keepdims": 1}, name="last_size")
         total = b.op("Shape", [data], name="total")
     else:  # ragged: the entry is the row count
         size = b.op("Reshape", [entry, b.ints([1], "one_d")], name="last_size")
