@@ -151,7 +151,10 @@ def _infer_all_shapes(model: ir.Model) -> None:
     loops, shape_readers, carriers = _clear_shapes(model)
     for loop in loops:
         _reset_loop_signature(loop.attributes["body"].as_graph())
-    exact = _infer_and_merge(model, {}, carriers)
+    # the shape arguments an earlier inference of this model folded: a value's content does
+    # not change under a rewrite, so they are given at once, not found again round by round
+    folded: dict[str, np.ndarray] = dict(model.meta.get(FOLDED_KEY, {}))
+    exact = _infer_and_merge(model, folded, carriers)
     if exact is None:
         return
     builds_lists = any(isinstance(out.type, ir.SequenceType) for n in loops for out in n.outputs)
@@ -165,7 +168,6 @@ def _infer_all_shapes(model: ir.Model) -> None:
 
     if builds_lists:
         correct_loop_built_sequences(model)
-    folded: dict[str, np.ndarray] = {}
     for _ in range(_MAX_ROUNDS):
         declared = _declare_invariant_carried_shapes(loops)
         found, pending = _static_arguments(shape_readers)
@@ -174,6 +176,7 @@ def _infer_all_shapes(model: ir.Model) -> None:
                 region_inference.write_stamp(model, carriers)
             break
         folded.update(found)
+        model.meta[FOLDED_KEY] = dict(folded)
         exact = infer_again(folded)
         if exact is None:
             return
@@ -259,6 +262,7 @@ def _note_one_element_condition(body: ir.Graph) -> None:
 
 
 _MAX_ROUNDS = 3
+FOLDED_KEY = "seqlower.folded_shape_arguments"  # in `ir.Model.meta`: name -> content
 
 
 # Inputs whose content (not only shape) decides the output shape, by operator.
