@@ -187,8 +187,9 @@ def optimize_command(
         bool,
         typer.Option(
             "--external-data",
-            help="Write the weights of 1 kB or more to OUTPUT.data beside OUTPUT (for models "
-            "over 2 GB).",
+            help="Write the weights of 1 kB or more to a file beside OUTPUT named after their "
+            "content, OUTPUT.<digest>.data (for models over 2 GB). The model and its weights "
+            "are replaced as a pair; the weights file of the model replaced is removed.",
         ),
     ] = False,
     dump_dir: Annotated[

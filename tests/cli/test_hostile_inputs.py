@@ -194,9 +194,17 @@ def test_a_location_leading_out_of_the_folder_is_refused(tmp_path, location) -> 
     (folder / "link.txt").symlink_to(tmp_path / "secret.txt")
     location = location.replace("/ABS", str(tmp_path))
     source = _save(_constant_in_a_branch(location), folder / "m.onnx")
-    for command in (["optimize", str(source), str(tmp_path / "o.onnx")], ["inspect", str(source)]):
-        _one_error(_run(*command), "points outside the model's folder; refused")
+    result = _run("optimize", str(source), str(tmp_path / "o.onnx"))
+    _one_error(result, "points outside the model's folder; refused")
     assert not (tmp_path / "o.onnx").exists()
+
+
+@pytest.mark.parametrize("command", ["inspect", "verify"])
+def test_inspect_and_verify_read_nothing_outside_either(tmp_path, command) -> None:
+    (tmp_path / "secret.txt").write_bytes(SECRET)
+    source = _save(_constant_in_a_function("../secret.txt"), tmp_path / "model" / "m.onnx")
+    models = [str(source)] * (2 if command == "verify" else 1)
+    _one_error(_run(command, *models), "points outside the model's folder; refused")
 
 
 def test_external_data_inside_the_folder_is_read_from_there(tmp_path) -> None:
@@ -272,6 +280,17 @@ def test_names_print_escaped_in_the_summary_and_inspect(tmp_path) -> None:
     assert optimized.returncode == 0, optimized.stderr
     for text in (inspected.stdout, inspected.stderr, optimized.stdout, optimized.stderr):
         _assert_escaped(text)
+
+
+def test_names_print_escaped_in_verify(tmp_path) -> None:
+    model = _split_model()
+    model.graph.output[0].name = EVIL
+    model.graph.node[2].output[0] = EVIL
+    source = _save(model, tmp_path / "m.onnx")
+    result = _run("verify", str(source), str(source))
+    assert result.returncode == 0, result.stderr
+    assert "\\x1b]0;owned" in result.stdout
+    _assert_escaped(result.stdout + result.stderr)
 
 
 # --- 5. no output is a file the input reads -------------------------------------------------
@@ -392,8 +411,8 @@ def test_a_duplicated_attribute_is_refused(tmp_path) -> None:
     attribute = model.graph.node[1].attribute.add()
     attribute.CopyFrom(model.graph.node[1].attribute[0])
     source = _save(model, tmp_path / "m.onnx")
-    for command in (["optimize", str(source), str(tmp_path / "o.onnx")], ["inspect", str(source)]):
-        _one_error(_run(*command), "input model itself is invalid", "appeared multiple times")
+    result = _run("optimize", str(source), str(tmp_path / "o.onnx"))
+    _one_error(result, "input model itself is invalid", "appeared multiple times")
     assert not (tmp_path / "o.onnx").exists()
 
 
@@ -533,9 +552,17 @@ def test_an_invalid_model_is_one_line_exit_2(tmp_path, build) -> None:
     made = make()
     source = tmp_path / "m.onnx"
     source.write_bytes(made if isinstance(made, bytes) else made.SerializeToString())
-    for command in (["optimize", str(source), str(tmp_path / "o.onnx")], ["inspect", str(source)]):
-        _one_error(_run(*command), "the input model itself is invalid", phrase)
+    _one_error(
+        _run("optimize", str(source), str(tmp_path / "o.onnx")),
+        "the input model itself is invalid",
+        phrase,
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+def test_inspect_of_an_invalid_model_is_one_line_exit_2(tmp_path) -> None:
+    source = _save(_float_axis(), tmp_path / "m.onnx")
+    _one_error(_run("inspect", str(source)), "the input model itself is invalid", "axis")
 
 
 def test_a_zero_size_chunk_before_a_concat_is_lowered_right(tmp_path) -> None:
