@@ -13,7 +13,7 @@ import onnx_ir as ir
 import pytest
 from support import assert_same_outputs, lower, parse, reasons, sequence_op_count
 
-from seqlower.analysis.rank_rules import RANK_RULES, RankQuery
+from seqlower.analysis.rank_rules import RANK_RULES, RankQuery, unknown_rank_cause
 from seqlower.analysis.ranks import Ranks
 from seqlower.analysis.static_values import StaticValues
 
@@ -279,3 +279,30 @@ def test_an_appended_tensor_that_changes_shape_is_a_ragged_list():
     x = np.arange(15, dtype=np.float32).reshape(5, 3) / 7
     for n in (1, 3, 5):  # none: the original fails (a concatenation of no tensor)
         assert_same_outputs(model, lowered, {"x": x, "n": np.array(n, dtype=np.int64)})
+
+
+def test_a_rank_no_rule_gives_is_refused_with_its_cause():
+    """An element of run-time rank keeps its list, and the reason names what made it so."""
+    model = parse(
+        """
+g (float[N,3] x, float[12] V, int64[R] shape, int64 p) => (float[?] b) {
+   s = SplitToSequence <axis = 0, keepdims = 0> (x)
+   W = Reshape (V, shape)
+   t = SequenceInsert (s, W)
+   last = SequenceAt (t, p)
+   minus = Constant <value = int64[1] {-1}> ()
+   b = Reshape (last, minus)
+}""",
+        opset=17,
+    )
+    lowered, report = lower(model, load_ort=False)
+    assert sequence_op_count(lowered) > 0
+    assert (
+        "the rank of 'W', put into it, is unknown (made by Reshape to a shape of run-time "
+        "length: a rank known only at run time)"
+    ) in reasons(report)
+    squeeze = ir.serde.deserialize_model(parse("g (float[2,1] x) => (float y) { y = Squeeze (x) }"))
+    (value,) = squeeze.graph.node(0).outputs
+    assert (
+        unknown_rank_cause(value) == "made by Squeeze without axes, which drops the dims of size 1"
+    )

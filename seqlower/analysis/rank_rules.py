@@ -22,7 +22,7 @@ from `seqlower.analysis.shape_rules`.
 
 from __future__ import annotations
 
-__all__ = ["ALL_OUTPUTS", "RANK_RULES", "RankQuery", "RankRule"]
+__all__ = ["ALL_OUTPUTS", "RANK_RULES", "RankQuery", "RankRule", "unknown_rank_cause"]
 
 import dataclasses
 from collections.abc import Callable
@@ -259,3 +259,22 @@ RANK_RULES: dict[str, RankRule] = {
     "Transpose": _transpose,
     "Unsqueeze": _unsqueeze,
 }
+
+
+# the input that gives these operators' output rank by its length
+_SHAPED_BY = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0}
+
+
+def unknown_rank_cause(value: ir.Value) -> str:
+    """Why no rule gives the rank of `value`, in a few words (for a refusal)."""
+    node = value.producer()
+    if node is None:
+        return "an input of unknown rank"
+    op = node.op_type if node.domain == "" else f"{node.domain}::{node.op_type}"
+    if node.domain != "" or (op not in RANK_RULES and not op.startswith("Sequence")):
+        return f"made by {op}, which has no rank rule"
+    if op in _SHAPED_BY:
+        return f"made by {op} to a shape of run-time length: a rank known only at run time"
+    if op == "Squeeze" and "axes" not in node.attributes and len(node.inputs) < 2:
+        return "made by Squeeze without axes, which drops the dims of size 1"
+    return f"made by {op} from a value of unknown rank"

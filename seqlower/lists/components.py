@@ -25,6 +25,7 @@ import dataclasses
 import onnx_ir as ir
 
 from seqlower.analysis.loop_shapes import LoopShapes, ShapeFact
+from seqlower.analysis.rank_rules import unknown_rank_cause
 from seqlower.analysis.static_values import StaticValues
 from seqlower.lists.tensors import Layout
 from seqlower.ops import is_sequence_value, subgraphs
@@ -221,7 +222,7 @@ def _element_type(plan: ListPlan, bodies: _BodyShapes) -> None:
     dtypes: set[ir.DataType] = set()
     ranks: dict[int, str] = {}  # rank -> a value that shows it
     declared_ranks: set[int] = set()
-    unranked: list[str] = []  # tensors put in whose rank is not known
+    unranked: list[ir.Value] = []  # tensors put in whose rank is not known
     for value in plan.values:
         if isinstance(value.type, ir.SequenceType) and isinstance(
             value.type.elem_type, ir.TensorType
@@ -250,7 +251,9 @@ def _element_type(plan: ListPlan, bodies: _BodyShapes) -> None:
         return
     if ranks and unranked:
         # the rank of the others is no proof of its rank: a table of one width cannot hold it
-        plan.reason = f"the rank of '{unranked[0]}', put into it, is unknown"
+        first = unranked[0]
+        cause = unknown_rank_cause(first)
+        plan.reason = f"the rank of '{first.name}', put into it, is unknown ({cause})"
         return
     if ranks:
         plan.rank = next(iter(ranks))
@@ -423,7 +426,7 @@ def _ranks_made(node: ir.Node) -> list[tuple[int, str]]:
     return found
 
 
-def _unranked_put_in(node: ir.Node) -> list[str]:
+def _unranked_put_in(node: ir.Node) -> list[ir.Value]:
     """The tensors `node` puts into a list whose rank is unknown."""
     if node.op_type == "SequenceConstruct":
         put = list(node.inputs)
@@ -431,7 +434,7 @@ def _unranked_put_in(node: ir.Node) -> list[str]:
         put = [node.inputs[1]]
     else:
         return []
-    return [v.name or "" for v in put if v is not None and _rank(v) is None]
+    return [v for v in put if v is not None and _rank(v) is None]
 
 
 def _ranks_read(node: ir.Node, index: int) -> list[tuple[int, str]]:
