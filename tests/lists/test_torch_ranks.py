@@ -60,3 +60,19 @@ def test_the_element_read_back_in_the_loop_gets_its_rank():
     (conv,) = [n for n in body.node if n.op_type == "Conv"]
     (info,) = [v for v in body.value_info if v.name == conv.output[0]]
     assert len(info.type.tensor_type.shape.dim) == 4
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_list_of_lost_ranks_lowered_for_openvino_runs_there(case):
+    """Lowered for OpenVINO, each computes in OpenVINO what PyTorch did."""
+    pytest.importorskip("openvino", reason="pip install openvino")
+    from seqlower.verification.runtimes import run_in_runtime
+
+    model = onnx.load(ROOT / case / "model.onnx")
+    lowered, report = lower(model, target="openvino")
+    assert sequence_op_counts(lowered) == {}, reasons(report)
+    for name, feeds, want in stored_data_sets(ROOT / case, model):
+        got = run_in_runtime("openvino", lowered, feeds)
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert g.shape == w.shape, f"{case} {name} output {i}"
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"{case} {name}")
