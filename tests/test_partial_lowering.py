@@ -55,7 +55,7 @@ def test_a_model_that_only_partly_lowers_and_grows_is_kept_as_given():
     assert f"from {_nodes(model)} to 18 nodes" in report.stop_reason
     (split,) = [op for op in report.remaining if op.op_type == "SplitToSequence"]
     assert split.reasons[0] == "partial: kept as given: the model can only be partly lowered"
-    assert "the number of split sizes depends on data" in split.reasons  # why it stays
+    assert any("the number of split sizes depends on data" in r for r in split.reasons)
     assert all(op.hint == KEPT_PARTIAL_HINT for op in report.remaining)
     onnx.checker.check_model(lowered, full_check=True)
     assert_same_outputs(model, lowered, _feeds())

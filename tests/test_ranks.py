@@ -139,8 +139,8 @@ g (float[1,C,3,4] x, float[2,2,1,1] w) => (float[?] y) {
 
 
 def _unranked(model: onnx.ModelProto, body_tensors: bool = False) -> onnx.ModelProto:
-    """`model` with no shape declared anywhere but on its inputs (the text syntax cannot say
-    "rank unknown": `float` is a scalar): what ONNX inference leaves in a body it gives up on.
+    """`model` with no shape declared anywhere but on its inputs and outputs (the text syntax
+    cannot say "rank unknown": `float` is a scalar): what ONNX inference leaves in a body.
     A body's tensor inputs keep theirs unless `body_tensors` (onnxruntime wants a Loop's
     counter declared)."""
 
@@ -156,7 +156,7 @@ def _unranked(model: onnx.ModelProto, body_tensors: bool = False) -> onnx.ModelP
             for i in ([] if main else graph.input)
             if body_tensors or i.type.HasField("sequence_type")
         ]
-        for info in (*inputs, *graph.output, *graph.value_info):
+        for info in (*inputs, *([] if main else graph.output), *graph.value_info):
             forget(info)
         for node in graph.node:
             for attribute in node.attribute:
