@@ -179,6 +179,11 @@ def _check_external_locations(proto: onnx.ModelProto, base_dir: Path) -> list[Pa
     for tensor in _all_tensor_protos(proto):
         if not _is_external(tensor):
             continue
+        keys = [entry.key for entry in tensor.external_data]
+        if len(set(keys)) != len(keys):  # readers differ on which one counts: refuse both
+            raise ModelInputError(
+                f"{base_dir}: external data of '{tensor.name}' names a key twice; refused"
+            )
         entries = {entry.key: entry.value for entry in tensor.external_data}
         location = entries.get("location", "")
         shown = base_dir / location.replace("\0", "\\0")
@@ -221,41 +226,42 @@ def _refuse_external_without_folder(proto: onnx.ModelProto, where: str) -> None:
 
 
 def _set_external_data_base_dir(model: ir.Model, base_dir: Path, where: str) -> None:
-    """Point every external tensor at the model's folder (its locations were checked by
-    `_check_external_locations`). Initializers under `EXTERNAL_THRESHOLD_BYTES`, and every
-    tensor held by an attribute, are read at once: they are held in memory, as they would
-    have been written, and a rule that folds them reads nothing later."""
+    """Point every external tensor at the model's folder (its locations were checked on the
+    protobuf by `_check_external_locations`; checked again here as onnx_ir read them, before
+    any is read). Initializers under `EXTERNAL_THRESHOLD_BYTES`, and every tensor held by an
+    attribute, are then read at once: they are held in memory, as they would have been
+    written, and a rule that folds them reads nothing later."""
+    root = base_dir.resolve()
+    for tensor in _external_tensors(model):
+        location = Path(tensor.location)
+        if location.is_absolute() or not (root / location).resolve().is_relative_to(root):
+            raise ModelInputError(
+                f"{where}: external data of '{tensor.name}' points outside the model's "
+                "folder; refused"
+            )
+        tensor.base_dir = base_dir
     for graph in iter_all_graphs(model):
         for value in graph.initializers.values():
             tensor = value.const_value
-            if isinstance(tensor, ir.ExternalTensor):
-                tensor.base_dir = base_dir
-                if tensor.nbytes < EXTERNAL_THRESHOLD_BYTES:  # small: like any other weight
-                    value.const_value = ir.Tensor(tensor.numpy(), name=tensor.name)
+            if isinstance(tensor, ir.ExternalTensor) and tensor.nbytes < EXTERNAL_THRESHOLD_BYTES:
+                value.const_value = ir.Tensor(tensor.numpy(), name=tensor.name)
         for node in graph:
             for name, attribute in list(node.attributes.items()):
                 if attribute.type == ir.AttributeType.TENSOR and isinstance(
                     attribute.value, ir.ExternalTensor
                 ):
-                    tensor = _in_memory(attribute.value, base_dir)
+                    tensor = _in_memory(attribute.value)
                     node.attributes[name] = ir.AttrTensor(name, tensor)
                 elif attribute.type == ir.AttributeType.TENSORS and any(
                     isinstance(t, ir.ExternalTensor) for t in attribute.value
                 ):
-                    tensors = [_in_memory(t, base_dir) for t in attribute.value]
+                    tensors = [_in_memory(t) for t in attribute.value]
                     node.attributes[name] = ir.AttrTensors(name, tensors)
-    for tensor in _external_tensors(model):
-        if tensor.base_dir != base_dir:  # a place the walk above does not know: refuse
-            raise ModelInputError(
-                f"{where}: external data of '{tensor.name}' is held where seqlower cannot "
-                "check it; refused"
-            )
 
 
-def _in_memory(tensor: ir.TensorProtocol, base_dir: Path) -> ir.TensorProtocol:
+def _in_memory(tensor: ir.TensorProtocol) -> ir.TensorProtocol:
     if not isinstance(tensor, ir.ExternalTensor):
         return tensor
-    tensor.base_dir = base_dir
     return ir.Tensor(tensor.numpy(), name=tensor.name)
 
 

@@ -199,6 +199,19 @@ def test_a_location_leading_out_of_the_folder_is_refused(tmp_path, location) -> 
     assert not (tmp_path / "o.onnx").exists()
 
 
+@pytest.mark.parametrize("order", [("c.bin", "../secret.txt"), ("../secret.txt", "c.bin")])
+def test_a_location_given_twice_is_refused(tmp_path, order) -> None:
+    """Readers differ on which of two locations counts: neither is read."""
+    (tmp_path / "secret.txt").write_bytes(SECRET)
+    model = _constant_model(order[0])
+    entry = model.graph.node[0].attribute[0].t.external_data.add()
+    entry.key, entry.value = "location", order[1]
+    source = _save(model, tmp_path / "model" / "m.onnx")
+    (source.parent / "c.bin").write_bytes(bytes(len(SECRET)))
+    _one_error(_run("optimize", str(source), str(tmp_path / "o.onnx")), "names a key twice")
+    assert not (tmp_path / "o.onnx").exists()
+
+
 @pytest.mark.parametrize("command", ["inspect", "verify"])
 def test_inspect_and_verify_read_nothing_outside_either(tmp_path, command) -> None:
     (tmp_path / "secret.txt").write_bytes(SECRET)
