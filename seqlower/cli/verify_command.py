@@ -256,6 +256,13 @@ def _skipped(result: VerifyReport) -> list[str]:
 
 
 def _inconclusive_hint(result: VerifyReport) -> str:
+    others = {trial.runtime for trial in result.trials} - {"onnxruntime"}
+    if others and all(trial.status in ("both failed", "both crashed") for trial in result.trials):
+        names = " and ".join(sorted(others))
+        return (
+            f"{names} fails on the original as on the candidate: it cannot run this model on "
+            "these inputs; without --runtime they are compared in onnxruntime"
+        )
     named = result.settings.get("symbolic_dims", [])
     dims = f"--dim {named[0]}=SIZE with a size both models accept, or " if named else ""
     return f"give {dims}--inputs with inputs they accept (an ONNX test-data folder or .npz)"

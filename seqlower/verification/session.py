@@ -254,7 +254,7 @@ class Session:
         loops = loop_iterations(self._model, feeds)
         compared = False
         for runner, second, native in zip(self._candidates, seconds, native_outcomes, strict=True):
-            against = self._against(runner.runtime, native, first, feeds)
+            against = self._against(runner.runtime, native, first, second, feeds)
             if against is None:  # not comparable in this runtime (said in the notes)
                 self.results.append(
                     TrialResult(
@@ -308,18 +308,19 @@ class Session:
         runtime: str,
         native: RunOutcome | None,
         first: RunOutcome,
+        candidate: RunOutcome,
         feeds: Feeds,
     ) -> RunOutcome | None:
         """What the candidate in `runtime` is compared with: the original in the same runtime
         where it loads there; else the original in onnxruntime, on inputs without NaN only
         (runtimes handle NaN differently: OpenVINO's Relu gives 0); None: not comparable."""
-        if native is None:
+        if native is None or candidate.cannot_run:
             return first
         loading = native.cannot_run or (native.error or "").startswith("cannot load the model")
         if not loading and not native.crashed:
-            if native.ok or not first.ok or _has_nan(feeds):
-                return native
-            return first  # the original fails in this runtime on these inputs alone
+            if native.ok or not first.ok or not candidate.ok or _has_nan(feeds):
+                return native  # like with like: both failing in this runtime is no difference
+            return first  # the original alone fails in this runtime (tract cannot plan it)
         if runtime not in self._not_native:
             self._not_native[runtime] = native.error or "it cannot run the original"
         if _has_nan(feeds):

@@ -181,3 +181,20 @@ def test_a_model_that_takes_too_much_memory_hits_the_limit(tmp_path):
     done = _run("verify", path, path, "--trials", "1", "--memory-limit", "1024", check=2)
     assert "out of memory: the model needs more than the memory limit of 1024 MB" in done.stdout
     assert "--memory-limit raises it" in done.stdout
+
+
+LOOP = """g (int64 n, float[2] x) => (float[2] y) {
+    y = Loop(n, , x) <body = b (int64 i, bool c, float[2] v) => (bool c_out, float[2] w) {
+        c_out = Identity(c)
+        w = Add(v, v)
+    }>
+}"""
+
+
+def test_a_runtime_that_runs_neither_model_is_inconclusive_with_a_hint_that_works(tmp_path):
+    pytest.importorskip("tract")
+    path = _save(tmp_path, "loop", LOOP)  # tract has no Loop
+    done = _run("verify", path, path, "--runtime", "tract", check=2)
+    assert "tract fails on the original as on the candidate" in done.stdout
+    assert "without --runtime they are compared in onnxruntime" in done.stdout
+    _run("verify", path, path, check=0)
