@@ -280,12 +280,31 @@ def _ties(node: ir.Node, flow: Flow) -> list[Edge]:
     def change(feeds: Feeds, view: TrialView) -> bool:
         changed = False
         for name, spec in view.specs.items():
-            if spec.is_sequence or spec.dtype not in _NUMBERS or name in view.constraints:
+            if spec.dtype not in _NUMBERS or name in view.constraints:
                 continue
-            changed = _set(feeds, view, name, [0, 1, 1, 0]) or changed
+            current = feeds.get(name)
+            if isinstance(current, list):  # ties across the elements too
+                feeds[name] = [
+                    _tied(view.rng, element, index) for index, element in enumerate(current)
+                ]
+                changed = changed or bool(current)
+            else:
+                changed = _set(feeds, view, name, [0, 1, 1, 0]) or changed
         return changed
 
     return [Edge("ties", "ties: values from {0, 1}", change, 3)]
+
+
+def _tied(rng: np.random.Generator, element: np.ndarray, index: int) -> np.ndarray:
+    """An element of values from {0, 1}; every other element equal to the first."""
+    array = np.asarray(element)
+    seeded = np.random.default_rng([index % 2, array.size])
+    values = (
+        seeded.integers(0, 2, size=array.shape)
+        if index % 2 == 0
+        else rng.integers(0, 2, size=array.shape)
+    )
+    return values.astype(array.dtype)
 
 
 _NUMBERS = frozenset(
