@@ -2,9 +2,10 @@
 them needs no count-from-the-end (`Where(p < 0, p + n, p)`: three operators per edit).
 
     a constant >= 0, Shape, Size, SequenceLength, a Loop's iteration number -> never negative
-    Gather/Slice of a Shape, Cast/Reshape/Squeeze/Unsqueeze/Identity/Abs   -> as their input
+    Gather or Slice of a Shape or Size, Abs                                  -> never negative
+    Cast, Reshape, Squeeze, Unsqueeze, Identity                             -> as their input
     Add, Mul, Div, Max, Min of values never negative                        -> never negative
-    Mod(a, b), b never negative (the result takes the divisor's sign)       -> never negative
+    Mod(a, b), fmod=0, b never negative (the result takes the divisor's sign) -> never negative
 
 A bounded walk up the producers (`DEPTH` steps): no answer means "may be negative".
 """
@@ -55,6 +56,8 @@ def never_negative(
         return never_negative(node.inputs[0], values, counters, depth - 1)
     if op in _CLOSED:
         return all(never_negative(x, values, counters, depth - 1) for x in node.inputs)
-    if op == "Mod":
-        return len(node.inputs) == 2 and never_negative(node.inputs[1], values, counters, depth - 1)
+    if op == "Mod":  # with fmod=1 the result takes the dividend's sign instead
+        fmod = node.attributes.get_int("fmod", 0)
+        divisor = node.inputs[1] if len(node.inputs) == 2 else None
+        return fmod == 0 and never_negative(divisor, values, counters, depth - 1)
     return False

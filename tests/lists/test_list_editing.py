@@ -237,7 +237,7 @@ def test_string_lists_keep_the_slice_forms():
 
 def test_never_negative_follows_shapes_and_refuses_what_may_be_negative():
     model = parse("""
-g (float[N,3] x, int64 p) => (int64 a, int64 b, int64 c, int64 d) {
+g (float[N,3] x, int64 p) => (int64 a, int64 b, int64 c, int64 d, int64 e) {
     dims = Shape (x)
     zero = Constant <value=int64 {0}> ()
     n = Gather <axis=0> (dims, zero)
@@ -247,6 +247,7 @@ g (float[N,3] x, int64 p) => (int64 a, int64 b, int64 c, int64 d) {
     c = Add (n, p)
     m = Constant <value=int64 {-1}> ()
     d = Mod (p, n)
+    e = Mod <fmod=1> (p, n)
 }""")
     graph = ir.serde.deserialize_model(model).graph
     out = {v.name: v for v in graph.outputs}
@@ -255,6 +256,7 @@ g (float[N,3] x, int64 p) => (int64 a, int64 b, int64 c, int64 d) {
     assert not never_negative(out["b"], values)  # a dim minus 2 may be negative
     assert not never_negative(out["c"], values)  # p is anything
     assert never_negative(out["d"], values)  # Mod takes the divisor's sign
+    assert not never_negative(out["e"], values)  # fmod=1 takes the dividend's
 
 
 # -- assignment at a Loop's iteration number, reads of what was just put ------------------------
