@@ -306,3 +306,25 @@ g (float[N,3] x, float[12] V, int64[R] shape, int64 p) => (float[?] b) {
     assert (
         unknown_rank_cause(value) == "made by Squeeze without axes, which drops the dims of size 1"
     )
+
+
+def test_the_length_of_an_empty_list_is_a_scalar_not_a_value_never_made():
+    """An empty list holds no element (no rank to join), but its length is a tensor of rank 0:
+    an If returning it from one branch and a vector from the other has no one rank."""
+    text = """
+g (bool b, float[3] v) => (float[?] y) {
+    picked = If (b) <then_branch = t () => (int64 n) {
+        empty = SequenceEmpty <dtype = 1> ()
+        n = SequenceLength (empty)
+    }, else_branch = e () => (int64 m) {
+        m = Shape (v)
+    }>
+    y = Cast <to = 1> (picked)
+}
+"""
+    model = ir.serde.deserialize_model(_unranked(parse(text)))
+    ranks = Ranks(model)
+    found = {n.op_type: n for n in model.graph}
+    then = found["If"].attributes["then_branch"].as_graph()
+    assert ranks.rank(then.node(1).outputs[0]) == 0
+    assert ranks.rank(found["If"].outputs[0]) is None

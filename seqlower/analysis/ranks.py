@@ -110,6 +110,8 @@ class Ranks:
         first = inputs[0] if inputs else None
         if op == "SequenceEmpty":
             return NEVER
+        if op == "SequenceLength":
+            return 0  # a tensor, even of a list that holds nothing
         if op == "SequenceConstruct":
             fact: Fact = NEVER
             for value in inputs:
@@ -144,7 +146,9 @@ class Ranks:
     def _tensor_op(self, node: ir.Node) -> None:
         rule = RANK_RULES.get(node.op_type)
         ranks = tuple(self._fact(value) for value in node.inputs)
-        if NEVER in ranks:
+        # a tensor never made makes none; a sequence's NEVER only says it holds no element
+        tensors = [r for r, v in zip(ranks, node.inputs) if not _is_sequence_typed(v)]
+        if NEVER in tensors:
             fact: Fact = NEVER
         elif rule is None:
             fact = None
@@ -203,7 +207,12 @@ class Ranks:
             if new == state:
                 return state
             state = new
-        return [None] * len(state)  # not reached for a monotone walk; unknown is safe
+        # not reached for a monotone walk; unknown is safe, with the body walked under it
+        state = [None] * len(state)
+        for value in inputs:
+            self._set(value, None)
+        self._walk(body)
+        return state
 
     def _sequence_map(self, node: ir.Node, body: ir.Graph) -> None:
         for value, body_input in zip(node.inputs, body.inputs):
@@ -216,6 +225,10 @@ class Ranks:
 def _declared(value: ir.Value) -> int | None:
     shape = value.shape
     return None if shape is None else len(shape)
+
+
+def _is_sequence_typed(value: ir.Value | None) -> bool:
+    return value is not None and isinstance(value.type, ir.SequenceType)
 
 
 def _is_sequence(value: ir.Value, output: ir.Value) -> bool:
