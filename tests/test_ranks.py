@@ -328,3 +328,43 @@ g (bool b, float[3] v) => (float[?] y) {
     then = found["If"].attributes["then_branch"].as_graph()
     assert ranks.rank(then.node(1).outputs[0]) == 0
     assert ranks.rank(found["If"].outputs[0]) is None
+
+
+_MAP_OVER_A_LOOP_BUILT_LIST = """
+g (float[T,3] x, int64 n) => (float[?,3] y) {
+    empty = SequenceEmpty <dtype = 1> ()
+    cond = Constant <value = bool {1}> ()
+    last, outs = Loop (n, cond, x, empty) <body = body (int64 i, bool c, float cur, seq(float) acc)
+                                             => (bool c_out, float cut, seq(float) acc_out) {
+        one = Constant <value = int64[1] {1}> ()
+        big = Constant <value = int64[1] {1000}> ()
+        zero = Constant <value = int64[1] {0}> ()
+        cut = Slice (cur, one, big, zero)
+        acc_out = SequenceInsert (acc, cut)
+        c_out = Identity (c)
+    }>
+    mapped = SequenceMap (outs) <body = f (float e) => (float r) {
+        t = Transpose <perm = [1, 0]> (e)
+        s = Softmax <axis = 0> (t)
+        r = Transpose <perm = [1, 0]> (s)
+    }>
+    y = ConcatFromSequence <axis = 0> (mapped)
+}
+"""
+
+
+def test_a_map_over_a_loop_built_list_of_ranks_onnx_does_not_know():
+    """The loop appends `cur[1:]` of a carried value of unknown rank; a SequenceMap transposes
+    and softmaxes each: the body's element has the carried value's rank, 2, by induction."""
+    model = _unranked(parse(_MAP_OVER_A_LOOP_BUILT_LIST))
+    loop, mapped = model.graph.node[2], model.graph.node[3]
+    loop.attribute[0].g.input[2].type.tensor_type.ClearField("shape")  # the carried value
+    mapped.attribute[0].g.input[0].type.tensor_type.ClearField("shape")  # the element
+    ir_model = ir.serde.deserialize_model(model)
+    body = ir_model.graph.node(3).attributes["body"].as_graph()
+    assert Ranks(ir_model).rank(body.inputs[0]) == 2
+    lowered, report = lower(model)
+    assert sequence_op_count(lowered) == 0, reasons(report)
+    x = np.arange(15, dtype=np.float32).reshape(5, 3) / 7
+    for n in (1, 3, 5):  # none: the original fails (a concatenation of no tensor)
+        assert_same_outputs(model, lowered, {"x": x, "n": np.array(n, dtype=np.int64)})
