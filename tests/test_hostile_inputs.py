@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper
 
@@ -155,8 +156,10 @@ def test_a_chain_of_inserts_and_erases_at_static_positions_folds_in_order() -> N
 
 
 def test_an_initializer_declaring_more_than_it_holds_is_refused() -> None:
+    # an onnx_ir.Model: a file or ModelProto meets the ONNX checker first (the next test)
+    model = ir.serde.deserialize_model(split_declaring_more_than_it_holds())
     with pytest.raises(InvalidModelError) as error:
-        seqlower.optimize(split_declaring_more_than_it_holds())
+        seqlower.optimize(model)
     assert str(error.value) == (
         "initializer 'split' declares shape [1000000000000] (1000000000000 elements) but holds "
         "1 value, not 1000000000000: the model is corrupt"
@@ -169,7 +172,9 @@ def test_raw_bytes_shorter_than_the_declared_shape_are_refused() -> None:
     del split.int64_data[:]
     split.raw_data = np.array([1], np.int64).tobytes()
     with pytest.raises(InvalidModelError, match="holds 8 bytes of data, not 8000000000000"):
-        seqlower.optimize(model)
+        seqlower.optimize(ir.serde.deserialize_model(model))
+    with pytest.raises(InvalidModelError, match=r"raw_data size \(8 bytes\) is too small"):
+        seqlower.optimize(model)  # the ONNX checker, on the model as given
 
 
 def test_the_command_line_refuses_the_declared_size_in_one_line(tmp_path) -> None:
@@ -183,9 +188,10 @@ def test_the_command_line_refuses_the_declared_size_in_one_line(tmp_path) -> Non
         check=False,
     )
     assert done.returncode == 2
-    assert done.stderr.splitlines() == [
-        f"error: {source}: initializer 'split' declares shape [1000000000000] (1000000000000 "
-        "elements) but holds 1 value, not 1000000000000: the model is corrupt"
+    assert done.stderr.splitlines() == [  # the ONNX checker, on the file as read
+        f"error: {source}: the input model itself is invalid, the ONNX checker rejects it: "
+        "TensorProto (tensor name: split) int64_data size (1) is too small for the declared "
+        "shape (1000000000000 int64 values required)."
     ]
     assert not (tmp_path / "out.onnx").exists()
 

@@ -121,8 +121,8 @@ def test_a_batched_cast_matmul_body_loads_and_computes_the_same(tmp_path):
     body casts before a MatMul."""
     model = parse(
         """g (float[2,8] x, double[4,3] w) => (double[2,4,3] y) {
-            s = SplitToSequence <axis = 1> (x, four)
             four = Constant <value = int64 {4}> ()
+            s = SplitToSequence <axis = 1> (x, four)
             m = SequenceMap <body = b (float[2,4] e) => (double[2,3] o) {
                 d = Cast <to = 11> (e)
                 o = MatMul (d, w)
