@@ -368,3 +368,20 @@ def test_a_map_over_a_loop_built_list_of_ranks_onnx_does_not_know():
     x = np.arange(15, dtype=np.float32).reshape(5, 3) / 7
     for n in (1, 3, 5):  # none: the original fails (a concatenation of no tensor)
         assert_same_outputs(model, lowered, {"x": x, "n": np.array(n, dtype=np.int64)})
+
+
+def test_the_cause_of_an_unknown_rank_is_found_where_it_arises():
+    model = ir.serde.deserialize_model(
+        parse(
+            "g (float[12] v, int64[R] s) => (float y) {\n"
+            " w = Reshape (v, s)\n r = Relu (w)\n y = Softmax (r)\n}"
+        )
+    )
+    for node in model.graph:
+        for value in node.outputs:
+            value.shape = None  # as inference leaves them
+    y = model.graph.node(2).outputs[0]
+    assert unknown_rank_cause(y) == (
+        "made from 'w', made by Reshape to a shape of run-time length: a rank known only at "
+        "run time"
+    )

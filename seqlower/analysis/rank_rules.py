@@ -266,7 +266,32 @@ _SHAPED_BY = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0}
 
 
 def unknown_rank_cause(value: ir.Value) -> str:
-    """Why no rule gives the rank of `value`, in a few words (for a refusal)."""
+    """Why no rule gives the rank of `value`, in a few words (for a refusal): the cause where
+    it arises, following the inputs of unknown rank back (`Relu(Reshape(v, s))`: "made from
+    'r', made by Reshape to a shape of run-time length ...")."""
+    source = value
+    cause = _local_cause(source)
+    for _ in range(_MAX_STEPS_BACK):
+        if cause is not None:
+            break
+        node = source.producer()
+        assert node is not None  # else an input: a cause
+        unranked = [v for v in node.inputs if v is not None and v.shape is None]
+        if not unranked:
+            cause = f"made by {node.op_type}, whose inputs' ranks do not fix its own"
+            break
+        source = unranked[0]
+        cause = _local_cause(source)
+    if cause is None:
+        cause = "made from values of unknown rank"
+    return cause if source is value else f"made from '{source.name}', {cause}"
+
+
+_MAX_STEPS_BACK = 16
+
+
+def _local_cause(value: ir.Value) -> str | None:
+    """Why `value`'s own operator gives no rank, or None when it is its inputs' fault."""
     node = value.producer()
     if node is None:
         return "an input of unknown rank"
@@ -277,4 +302,4 @@ def unknown_rank_cause(value: ir.Value) -> str:
         return f"made by {op} to a shape of run-time length: a rank known only at run time"
     if op == "Squeeze" and "axes" not in node.attributes and len(node.inputs) < 2:
         return "made by Squeeze without axes, which drops the dims of size 1"
-    return f"made by {op} from a value of unknown rank"
+    return None
