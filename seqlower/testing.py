@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from seqlower.io import ModelSource
 from seqlower.verification import InputSource, VerifyReport, verify
 from seqlower.verification.check import DEFAULT_TIME_BUDGET, DEFAULT_TRIALS
-from seqlower.verification.runner import DEFAULT_TIMEOUT
+from seqlower.verification.runner import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT
 
 
 def assert_equivalent(
@@ -38,6 +38,7 @@ def assert_equivalent(
     time_budget: float | None = DEFAULT_TIME_BUDGET,
     strict_coverage: bool = False,
     edges: bool = True,
+    memory_limit: int | None = DEFAULT_MEMORY_LIMIT,
 ) -> VerifyReport:
     """Run `seqlower.verification.verify` with the same arguments and return its report.
 
@@ -64,6 +65,7 @@ def assert_equivalent(
         time_budget=time_budget,
         strict_coverage=strict_coverage,
         edges=edges,
+        memory_limit=memory_limit,
     )
     failures = report.failures()
     if failures:
