@@ -219,12 +219,10 @@ class IsolatedRunner:
             self._answered_at = reply[-1]  # when the child sent it: it started on the next
         except (EOFError, OSError):
             code = self._forget_process()
-            error = f"crashed {self.runtime}: {_exit_text(code)} {when}"
-            if self._memory and code in (-signal.SIGABRT, -signal.SIGSEGV, -signal.SIGKILL):
-                error += (
-                    f" (perhaps at the memory limit of {self._memory >> 20} MB: "
-                    "--memory-limit raises it)"
-                )
+            hint = ""
+            if self._memory and code == -signal.SIGABRT:  # a failed allocation aborts some
+                hint = f" (perhaps at the memory limit of {self._memory >> 20} MB: --memory-limit)"
+            error = f"crashed {self.runtime}: {_exit_text(code)}{hint} {when}"
             return RunOutcome(error=error, crashed=True)
         if reply[0] == "ok":
             return reply  # type: ignore[no-any-return]
