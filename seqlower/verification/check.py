@@ -31,7 +31,7 @@ from seqlower.errors import ModelInputError, SeqlowerError
 from seqlower.io import ModelSource, load_model, model_to_bytes
 from seqlower.verification.compare import tolerance_for
 from seqlower.verification.coverage import Probe, instrument
-from seqlower.verification.edges import edge_cases
+from seqlower.verification.edges import Edge, edge_cases
 from seqlower.verification.explore import compared_numbers, scheduled_plan
 from seqlower.verification.flattened import Flattening
 from seqlower.verification.report import VerifyReport
@@ -212,8 +212,9 @@ def verify(
         if supplied is None:
             session.run_generated(generation, trials)
             if edges:
-                found = edge_cases(original_ir, specs, generation.dims)
-                session.run_edges(generation, found[:trials], trials)
+                session.run_edges(
+                    generation, _edges(original_ir, specs, generation)[:trials], trials
+                )
         else:
             session.run_supplied(supplied)
     settings: dict[str, Any] = {
@@ -256,6 +257,15 @@ def verify(
         seconds=time.monotonic() - started,
         reproduction=session.reproduction,
     )
+
+
+def _edges(model: ir.Model, specs: list[InputSpec], generation: Generation) -> list[Edge]:
+    """The edge cases of the original; none when reading them fails (they are a bonus: never
+    let them stop a verification)."""
+    try:
+        return edge_cases(model, specs, generation.dims)
+    except Exception:  # an unusual graph the providers do not expect
+        return []
 
 
 def _fixed_by_candidate(
