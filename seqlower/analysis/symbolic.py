@@ -39,12 +39,22 @@ import dataclasses
 from collections.abc import Hashable, Iterator, Mapping
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class Expr:
     """`const + sum(coefficient * atom)`, with at least one term (else it is an int)."""
 
     terms: tuple[tuple[Hashable, int], ...]  # sorted by repr of the atom, no zero coefficient
     const: int = 0
+
+    def __repr__(self) -> str:
+        """The dataclass's repr, made once: terms are sorted by the repr of their atoms, which
+        may hold other Exprs (a product, a quotient), so an uncached repr is rebuilt through
+        every level at every sort (it showed in profiles of deep loop analyses)."""
+        cached = self.__dict__.get("_repr")
+        if cached is None:
+            cached = f"{type(self).__qualname__}(terms={self.terms!r}, const={self.const!r})"
+            object.__setattr__(self, "_repr", cached)
+        return cached
 
 
 Dim = int | Expr
