@@ -35,6 +35,7 @@ from seqlower.passes.flatten_io import FlattenSequenceIOPass
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
 from seqlower.passes.legality import count_sequence_ops, expanded_count
 from seqlower.passes.noop_casts import inferred_types, remove_noop_casts
+from seqlower.passes.normalize import resolve_split_keepdims
 from seqlower.passes.onnxruntime_loops import LoopConditionPass, LoopsToScansPass
 from seqlower.passes.shape_hints import RelaxShapeHintsPass
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
@@ -52,7 +53,7 @@ from seqlower.targets import check_target
 
 MIN_OPSET = 11
 PARTIAL_RULE = "partial"  # the name the refusals of a model kept as only partly lowerable carry
-# what to try about an operator kept because its lowering costs more (README, "Never slower")
+# what to try about an operator kept because its lowering costs more (docs/performance.md)
 KEPT_ORIGINAL_HINT = "the default target, which lowers it even so, at a cost"
 # what to try about a model kept because lowering it only partly would grow it
 KEPT_PARTIAL_HINT = "--partial (partial=True in Python), which lowers what it can even so"
@@ -150,7 +151,7 @@ def lower_in_place(
 ) -> OptimizeResult[ir.Model]:
     """`optimize` on a model the caller owns: `model` itself is lowered and returned with the
     report. `original()` gives the model as it was, called only when a target that asks for
-    speed keeps it because its lowering costs more (README, "Never slower"): pass one (reading
+    speed keeps it because its lowering costs more (docs/performance.md): pass one (reading
     the file again, say) to spare the copy made up front without it, seconds on large models."""
     options = options or Options()
     with collector_relaxed():
@@ -161,7 +162,9 @@ def lower_in_place(
         result = _lower(model, options, rules, after_pass, original, deadline)
         grown = _partly_lowered_and_grown(options, result, nodes_before, deadline)
         if grown and original is not None:
-            result = _kept_original(original(), result.report, grown, partial=True)
+            result = _kept_original(
+                original(), result.report, grown, options.split_keepdims, partial=True
+            )
         if deadline.reached:
             result.report.warnings.append(
                 f"the time limit of {deadline.seconds:g} s was reached: the model is lowered "
@@ -290,17 +293,17 @@ def _lower(
     # out of time, the regions are not weighed: a second run would start after the limit
     if not speed_first or run.plan is None or original is None or deadline.reached:
         return run.result()
-    # speed first (README, "Never slower"): every region keeps the cheaper of its two forms
+    # speed first (docs/performance.md): every region keeps the cheaper of its two forms
     costlier = run.plan.costlier(run.model, run.lower.origins, run.costs)
     if not costlier and round(run.cost_after) <= round(run.plan.total):
         return run.result()
     before, after = round(run.plan.total), round(run.cost_after)
     whole = (
         f"the lowered model costs an estimated {after} operator launches per run, more than "
-        f'the {before} of the original (README, "Never slower")'
+        f'the {before} of the original (docs/performance.md, "Never slower")'
         if after > before
         else f"each of its regions costs more lowered than as given (estimated launches: "
-        f"{', '.join(f'{c.lowered} against {c.as_given}' for c in costlier)}; README, "
+        f"{', '.join(f'{c.lowered} against {c.as_given}' for c in costlier)}; docs/performance.md, "
         '"Never slower")'
     )
     best = run
@@ -316,7 +319,7 @@ def _lower(
         # the regions that cost more lowered; all of them when only the whole model does
         named = costlier or run.plan.estimates(run.model, run.lower.origins, run.costs)
         run.report.kept_for_speed = run.plan.reported(named, run.labels, graph_of)
-        return _kept_original(original(), run.report, whole, run.interface)
+        return _kept_original(original(), run.report, whole, options.split_keepdims, run.interface)
     return best.result()
 
 
@@ -485,14 +488,19 @@ def _kept_original(
     model: ir.Model,
     report: Report,
     why: str,
+    split_keepdims: str,
     interface: tuple[list[str], list[str]] = ([], []),
     *,
     partial: bool = False,
 ) -> OptimizeResult[ir.Model]:
-    """The original as given (only the runtime workarounds applied, so that it loads), returned
-    because its lowering costs more (`why`, the stop reason): every sequence operator stays.
+    """The original as given (only the runtime workarounds applied, so that it loads, and each
+    scalar split with keepdims=0 written in the form whose meaning the specification and
+    onnxruntime agree on, read as `split_keepdims` says, so that it passes the ONNX checker),
+    returned because its lowering costs more (`why`, the stop reason): every sequence operator
+    stays.
     `partial`: because it can only be partly lowered, and that grows it; each operator that
     stayed in the lowering keeps its reasons, after that headline."""
+    resolve_split_keepdims(model, split_keepdims)
     conditions, scans = LoopConditionPass(), LoopsToScansPass()
     if not partial:  # the default target makes neither change
         conditions(model)

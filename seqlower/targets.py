@@ -94,7 +94,7 @@ _TRACT_SOURCE = (
     "probed with tract 0.23.9 (PyPI): SplitToSequence, SequenceConstruct, SequenceEmpty and "
     "every other sequence operator fail with Unimplemented(...) ToTypedTranslator; Loop fails "
     "with Unimplemented(Loop); Scan, Where and If run. An If whose branches compute different "
-    "constants gives the then-branch's value either way (README, Portability); one whose "
+    "constants gives the then-branch's value either way (docs/portability.md); one whose "
     "branches give different shapes fails to load ('Failed analyse for node ... If')."
 )
 _OPENVINO_SOURCE = (

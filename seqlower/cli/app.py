@@ -496,7 +496,7 @@ def _write_report(path: Path, text: str) -> None:
 def rules_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
     markdown: Annotated[
-        bool, typer.Option("--markdown", help="Print as a Markdown table (the README's).")
+        bool, typer.Option("--markdown", help="Print as a Markdown table (as in docs/rules.md).")
     ] = False,
 ) -> None:
     """List the rewrite rules in priority order, each with its before -> after, then the

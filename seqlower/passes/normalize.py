@@ -14,7 +14,13 @@ shape inference recomputes them from the graph inputs and constants. Symbolic in
 
 from __future__ import annotations
 
-__all__ = ["SHAPE_ARGUMENTS", "NormalizePass", "SplitReading", "infer_shapes"]
+__all__ = [
+    "SHAPE_ARGUMENTS",
+    "NormalizePass",
+    "SplitReading",
+    "infer_shapes",
+    "resolve_split_keepdims",
+]
 
 import collections
 import dataclasses
@@ -97,32 +103,44 @@ class NormalizePass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified)
 
     def _resolve_split_keepdims(self, model: ir.Model) -> bool:
-        values = StaticValues()
-        modified = False
-        for graph in list(iter_all_graphs(model)):
-            for node in graph:
-                if node.op_type != "SplitToSequence" or node.domain != "":
-                    continue
-                split = node.inputs[1] if len(node.inputs) > 1 else None
-                if split is None or node.attributes.get_int("keepdims", 1) != 0:
-                    continue
-                # The declared shape of the split may be missing before inference (a Constant
-                # node's output in an export): the static content says whether it is a scalar.
-                array = values.get(split)
-                chunk = values.get_int(split)
-                if array is None or array.ndim != 0 or chunk is None:
-                    continue
-                modified = True
-                squeezed = chunk == 1 and self.options.split_keepdims == "onnxruntime"
-                if squeezed:
-                    node.resize_inputs(1)  # no split, keepdims=0: every runtime squeezes
-                else:
-                    node.attributes["keepdims"] = ir.AttrInt64("keepdims", 1)
-                readers = tuple(dict.fromkeys(node.outputs[0].consumers()))
-                self.split_readings.append(
-                    SplitReading(node, chunk, squeezed, _counted_only(node), readers)
-                )
-        return modified
+        readings = resolve_split_keepdims(model, self.options.split_keepdims)
+        self.split_readings.extend(readings)
+        return bool(readings)
+
+
+def resolve_split_keepdims(model: ir.Model, reading: str) -> list[SplitReading]:
+    """Rewrite every SplitToSequence with a constant scalar `split` and keepdims=0 into the form
+    whose meaning the ONNX specification and onnxruntime agree on, as `reading` says
+    ("onnxruntime" or "spec"):
+
+        SplitToSequence(x, 1 scalar, keepdims=0)  ->  SplitToSequence(x, keepdims=0)   # squeeze
+        SplitToSequence(x, k scalar, keepdims=0)  ->  SplitToSequence(x, k, keepdims=1)
+
+    so that ONNX shape inference (which follows the specification) types what reads them as
+    they run. Returns what was resolved, for the report to warn about."""
+    values = StaticValues()
+    readings: list[SplitReading] = []
+    for graph in list(iter_all_graphs(model)):
+        for node in graph:
+            if node.op_type != "SplitToSequence" or node.domain != "":
+                continue
+            split = node.inputs[1] if len(node.inputs) > 1 else None
+            if split is None or node.attributes.get_int("keepdims", 1) != 0:
+                continue
+            # The declared shape of the split may be missing before inference (a Constant
+            # node's output in an export): the static content says whether it is a scalar.
+            array = values.get(split)
+            chunk = values.get_int(split)
+            if array is None or array.ndim != 0 or chunk is None:
+                continue
+            squeezed = chunk == 1 and reading == "onnxruntime"
+            if squeezed:
+                node.resize_inputs(1)  # no split, keepdims=0: every runtime squeezes
+            else:
+                node.attributes["keepdims"] = ir.AttrInt64("keepdims", 1)
+            readers = tuple(dict.fromkeys(node.outputs[0].consumers()))
+            readings.append(SplitReading(node, chunk, squeezed, _counted_only(node), readers))
+    return readings
 
 
 def infer_shapes(model: ir.Model) -> None:
