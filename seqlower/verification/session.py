@@ -324,6 +324,8 @@ class Session:
             if native.ok or not first.ok or not candidate.ok or _has_nan(feeds):
                 return native  # like with like: both failing in this runtime is no difference
             return first  # the original alone fails in this runtime (tract cannot plan it)
+        if (candidate.error or "").startswith("cannot load the model"):
+            return native  # neither loads there: like with like, no difference
         if runtime not in self._not_native:
             self._not_native[runtime] = native.error or "it cannot run the original"
         if _has_nan(feeds):

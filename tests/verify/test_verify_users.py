@@ -198,3 +198,10 @@ def test_a_runtime_that_runs_neither_model_is_inconclusive_with_a_hint_that_work
     assert "tract fails on the original as on the candidate" in done.stdout
     assert "without --runtime they are compared in onnxruntime" in done.stdout
     _run("verify", path, path, check=0)
+
+
+def test_a_model_openvino_cannot_load_is_not_called_different_from_itself():
+    pytest.importorskip("openvino")
+    done = _run("verify", EXAMPLE, EXAMPLE, "--runtime", "openvino", check=2)
+    assert "NOT equivalent" not in done.stdout
+    assert "openvino fails on the original as on the candidate" in done.stdout
