@@ -6,7 +6,9 @@ typical values (every dim 3, sequences of 3, loops of 3) and lets the edge chang
 `PROVIDERS` has one small function per operator family, read from the specification:
 
     SequenceAt / SequenceErase   position at -n and at n-1 (both ends of [-n, n-1])
-    SequenceInsert               position at -n and at n (an insert at the length appends)
+    SequenceInsert               position at -n and at n (an insert at the length appends);
+                                 with two positions or more, also all at their low end at
+                                 once, and all at their high end
     Gather / GatherElements      every index at -d, every index at d-1
     Split / SplitToSequence      sizes with a zero-sized piece; one piece taking everything; a
                                  scalar chunk that does not divide the dim, one as large as it
@@ -98,6 +100,11 @@ def edge_cases(model: ir.Model, specs: list[InputSpec], fixed: Mapping[str, int]
             found.setdefault(edge.key, edge)
     for edge in input_edges(flow):
         found.setdefault(edge.key, edge)
+    for end in ("low", "high"):  # every position at the same end at once
+        ends = [edge for key, edge in found.items() if key.startswith("end ") and key.endswith(end)]
+        if len(ends) >= 2:
+            label = f"every position at its {'low' if end == 'low' else 'high'} end"
+            found[f"ends {end}"] = Edge(f"ends {end}", label, _all(ends), 2)
     ordered = sorted(found.values(), key=lambda edge: edge.priority)  # stable: model order
     return ordered[:MAX_EDGES]
 
@@ -132,6 +139,15 @@ def _set(feeds: Feeds, view: TrialView, name: str, values: list[float] | np.ndar
 
 def _fill(name: str, value: float) -> Change:
     return lambda feeds, view: _set(feeds, view, name, [value])
+
+
+def _all(edges: list[Edge]) -> Change:
+    """Every change of `edges`, in order; applies when one of them does."""
+
+    def change(feeds: Feeds, view: TrialView) -> bool:
+        return any([edge.change(feeds, view) for edge in edges])
+
+    return change
 
 
 # -- per-operator providers -------------------------------------------------------------------

@@ -254,6 +254,12 @@ def test_edges_come_from_the_operators_and_inputs_of_the_model():
     assert "'x' at the limits of its type" in _labels(_int_limits("Identity(x)"))
     # a position is never given type limits: it would only make both models fail
     assert not any("limits" in label for label in _labels(_at("Identity(p)")))
+    # two positions: also both at their ends at once
+    both = _model("""g (seq(float[2]) s, float[2] x, int64 p, int64 q) => (float[2] z) {
+        t = SequenceInsert(s, x, p)
+        z = SequenceAt(t, q)
+    }""")
+    assert {"every position at its low end", "every position at its high end"} <= set(_labels(both))
     # an input with a static element shape gets no ragged elements
     static = _model("g (seq(float[2]) s) => (float[M] z) { z = ConcatFromSequence<axis = 0>(s) }")
     assert _labels(static) == []
