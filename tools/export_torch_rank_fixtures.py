@@ -110,6 +110,29 @@ class RefineInPlace(nn.Module):
         return torch.stack([m.mean() for m in maps])
 
 
+class BranchPerLevel(nn.Module):
+    """A branch per element of a list read in a loop (heads that treat small and large levels
+    differently): `for i in range(len(feats)): y = feats[i]`; `if i % 2 == 0: y =
+    layer_1(y).softmax(1)[:, :, 1:] else: y = y.permute(0, 1, 3, 2)`; the means appended,
+    stacked. The If in the loop body returns a tensor made from the element read back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer_1 = nn.Conv2d(2, 2, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        feats = list(torch.split(x, 2, 1))
+        outs: list[Tensor] = []
+        for i in range(len(feats)):
+            y = feats[i]
+            if i % 2 == 0:  # noqa: SIM108 (the statement as model code writes it)
+                y = self.layer_1(y).softmax(1)[:, :, 1:]
+            else:
+                y = y.permute(0, 1, 3, 2)
+            outs.append(y.mean(dim=(2, 3)))
+        return torch.stack(outs, 0)
+
+
 def _steps(index: int, tensors: list[Tensor]) -> list[Tensor]:
     x, _ = tensors
     return [x, torch.tensor([3 if index == 0 else 2])]
@@ -137,6 +160,9 @@ CASES = [
     Case("refine_in_place", RefineInPlace, {"x": (1, 6, 3, 4)}, ["y"],
          RefineInPlace.__doc__ or "", dynamic_axes={"x": IMAGE},
          alt_inputs={"x": (2, 4, 2, 5)}, lengths="dynamic (C/2 maps)"),
+    Case("branch_per_level", BranchPerLevel, {"x": (1, 6, 4, 3)}, ["y"],
+         BranchPerLevel.__doc__ or "", dynamic_axes={"x": IMAGE},
+         alt_inputs={"x": (2, 8, 3, 5)}, lengths="dynamic (C/2 levels)", seq_ops=_SPLIT_LOOP),
 ]  # fmt: skip
 
 

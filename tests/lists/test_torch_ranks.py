@@ -25,6 +25,7 @@ CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
 
 def test_the_fixtures_are_there():
     assert CASES == [
+        "branch_per_level",
         "conv_per_chunk",
         "feedback_layers",
         "indexed_levels",
