@@ -133,6 +133,27 @@ class BranchPerLevel(nn.Module):
         return torch.stack(outs, 0)
 
 
+class RepeatedRefinement(nn.Module):
+    """Each element of a list refined by a convolution a run-time number of times (iterative
+    refinement, a recurrent cell unrolled by a loop): `for f in feats: y = f`; `for _ in
+    range(n): y = layer_1(y).softmax(1)`; `outs.append(y[:, :, 1:])`; `torch.cat(outs, 1)`. The
+    carried `y` of the inner loop has a rank ONNX does not know (it starts as an element read
+    from a list in the outer loop's body)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer_1 = nn.Conv2d(2, 2, 3, padding=1)
+
+    def forward(self, x: Tensor, n: Tensor) -> Tensor:
+        outs: list[Tensor] = []
+        for f in torch.split(x, 2, 1):
+            y = f
+            for _ in range(int(n)):
+                y = self.layer_1(y).softmax(1)
+            outs.append(y[:, :, 1:])
+        return torch.cat(outs, 1)
+
+
 def _steps(index: int, tensors: list[Tensor]) -> list[Tensor]:
     x, _ = tensors
     return [x, torch.tensor([3 if index == 0 else 2])]
@@ -163,6 +184,10 @@ CASES = [
     Case("branch_per_level", BranchPerLevel, {"x": (1, 6, 4, 3)}, ["y"],
          BranchPerLevel.__doc__ or "", dynamic_axes={"x": IMAGE},
          alt_inputs={"x": (2, 8, 3, 5)}, lengths="dynamic (C/2 levels)", seq_ops=_SPLIT_LOOP),
+    Case("repeated_refinement", RepeatedRefinement, {"x": (1, 4, 4, 3), "n": (1,)}, ["y"],
+         RepeatedRefinement.__doc__ or "", dynamic_axes={"x": IMAGE}, prepare=_steps,
+         alt_inputs={"x": (2, 6, 3, 5), "n": (1,)}, lengths="dynamic (C/2 levels, n steps)",
+         seq_ops=_SPLIT_LOOP),
 ]  # fmt: skip
 
 

@@ -30,6 +30,7 @@ def test_the_fixtures_are_there():
         "feedback_layers",
         "indexed_levels",
         "refine_in_place",
+        "repeated_refinement",
         "shrinking_appends",
     ]
 
