@@ -30,6 +30,7 @@ import onnx_ir as ir
 
 from seqlower.errors import InvalidModelError
 from seqlower.ops import iter_all_graphs
+from seqlower.passes.chunked_inference import CHUNK_NODES, SMALL_INITIALIZER_BYTES, SUBGRAPH_LIMIT
 
 # strict inference needs a copy of the model: above this size only the checker runs
 FULL_CHECK_LIMIT_BYTES = 512 * 1000 * 1000
@@ -73,7 +74,7 @@ def check_input_proto(
         for node in function.node:
             _forget_in_attributes(node)
     try:
-        onnx.shape_inference.infer_shapes(copy, check_type=True, strict_mode=True)
+        _strict_inference(copy)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as error:
         errors = _errors(str(error))
         if errors:
@@ -82,6 +83,76 @@ def check_input_proto(
                 f"{where}: the input model itself is invalid, ONNX type and shape inference "
                 f"reject it: {_one_line(errors[0])}{more}"
             ) from None
+
+
+def _strict_inference(model: onnx.ModelProto) -> None:
+    """Strict ONNX type and shape inference of `model`, raising what it raises. ONNX copies the
+    outer scope's types into every subgraph it enters, so on a graph holding many subgraphs the
+    main graph is inferred in runs of CHUNK_NODES nodes (as the lowering's own inference is:
+    `seqlower.passes.chunked_inference`), each a model whose inputs are what it reads from
+    earlier runs, typed as inference found them there; constants and small initializers cross a
+    cut with their content."""
+    graph = model.graph
+    if sum(1 for node in graph.node if _node_subgraphs([node])) <= SUBGRAPH_LIMIT:
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        return
+    inputs = {value.name: value for value in graph.input}
+    initializers = {tensor.name: tensor for tensor in graph.initializer}
+    outputs = {value.name: value for value in graph.output}
+    known: dict[str, onnx.ValueInfoProto] = dict(inputs)
+    constants: dict[str, onnx.NodeProto] = {}
+    nodes = list(graph.node)
+    for start in range(0, len(nodes), CHUNK_NODES):
+        run = nodes[start : start + CHUNK_NODES]
+        made = {name for node in run for name in node.output}
+        proto = onnx.ModelProto(ir_version=model.ir_version)
+        proto.opset_import.extend(model.opset_import)
+        proto.functions.extend(model.functions)
+        run_graph = proto.graph
+        run_graph.name = graph.name
+        for name in _names_read(run):
+            if name in made:
+                continue
+            if name in constants:
+                run_graph.node.append(constants[name])
+            elif name in initializers and name not in inputs:
+                tensor = initializers[name]
+                if _tensor_bytes(tensor) <= SMALL_INITIALIZER_BYTES:
+                    run_graph.initializer.append(tensor)
+                else:
+                    run_graph.input.append(
+                        onnx.helper.make_tensor_value_info(name, tensor.data_type, tensor.dims)
+                    )
+            elif name in known:
+                run_graph.input.append(known[name])
+        run_graph.node.extend(run)
+        run_graph.output.extend(outputs[name] for name in made if name in outputs)
+        inferred = onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
+        for value in [*inferred.graph.value_info, *inferred.graph.output]:
+            if value.name in made:
+                known[value.name] = value
+        for node in run:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+                constants.update((name, node) for name in node.output)
+
+
+def _names_read(nodes: list[onnx.NodeProto]) -> list[str]:
+    """The names `nodes` read, those their subgraphs read included, in order, once each."""
+    names: dict[str, None] = {}
+    stack = list(reversed(nodes))
+    while stack:
+        node = stack.pop()
+        names.update((name, None) for name in node.input if name)
+        for subgraph in reversed(_node_subgraphs([node])):
+            stack.extend(reversed(subgraph.node))
+    return list(names)
+
+
+def _tensor_bytes(tensor: onnx.TensorProto) -> int:
+    """Roughly the bytes a tensor's content takes (external data counts as large)."""
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        return SMALL_INITIALIZER_BYTES + 1
+    return tensor.ByteSize()
 
 
 def check_input_text(model: ir.Model, where: str) -> None:

@@ -1,0 +1,63 @@
+"""The input check on models with many subgraphs: strict inference runs in pieces there (ONNX's
+own is quadratic in the number of subgraphs), and still finds what the whole-model check finds."""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from seqlower.errors import InvalidModelError
+from seqlower.input_check import check_input_proto
+from seqlower.passes.chunked_inference import CHUNK_NODES, SUBGRAPH_LIMIT
+
+
+def _many_branches(last_op: str, last_inputs: list[str]) -> onnx.ModelProto:
+    """x -> (an If on c per block, enough of them to be cut into runs) -> a last node that reads
+    x, from the first run, after the cut."""
+    then_branch = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["t"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2])],
+    )
+    else_branch = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["e"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e", TensorProto.FLOAT, [2])],
+    )
+    blocks = max(SUBGRAPH_LIMIT + 1, CHUNK_NODES + 10)
+    nodes = [
+        helper.make_node("If", ["c"], [f"y{k}"], then_branch=then_branch, else_branch=else_branch)
+        for k in range(blocks)
+    ]
+    nodes.append(helper.make_node(last_op, last_inputs, ["out"]))
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("k", TensorProto.INT64, [2]),
+        ],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_valid_model_with_many_subgraphs_passes():
+    check_input_proto(_many_branches("Add", ["x", "y0"]), "m.onnx")
+
+
+@pytest.mark.parametrize("inputs", [["x", "k"], [f"y{CHUNK_NODES + 5}", "k"]])
+def test_a_type_error_after_a_cut_is_found(inputs):
+    # float + int64, in the last run: one operand comes from the graph inputs or a later run
+    with pytest.raises(InvalidModelError, match="the input model itself is invalid, ONNX type"):
+        check_input_proto(_many_branches("Add", inputs), "m.onnx")
+
+
+def test_an_operand_made_before_the_cut_keeps_its_type():
+    # y0 is made in the first run, read in the last: its float type crosses the cut
+    with pytest.raises(InvalidModelError, match="ONNX type and shape inference reject it"):
+        check_input_proto(_many_branches("Add", ["y0", "k"]), "m.onnx")
