@@ -11,7 +11,8 @@ initializer disappears. So the model is checked as the protobuf that was parsed:
    and outputs are hints that exporters often get wrong (onnxruntime ignores them), so a
    disagreement with a declared shape is not held against the model;
 3. what onnx_ir cannot represent (sparse tensors) is refused by name;
-4. names and doc strings must be UTF-8 (`check_input_text`, on the IR once it is built).
+4. names and doc strings must be UTF-8 (`check_input_text`, on the IR once it is built);
+5. a ConcatFromSequence whose elements' known sizes cannot be joined (`static_errors`).
 
 A failure is an `InvalidModelError` whose one line says that the input model itself is
 invalid and what the checker found.
@@ -31,6 +32,7 @@ import onnx_ir as ir
 from seqlower.errors import InvalidModelError
 from seqlower.ops import iter_all_graphs
 from seqlower.passes.chunked_inference import CHUNK_NODES, SMALL_INITIALIZER_BYTES, SUBGRAPH_LIMIT
+from seqlower.static_errors import concat_mismatch
 
 # strict inference needs a copy of the model: above this size only the checker runs
 FULL_CHECK_LIMIT_BYTES = 512 * 1000 * 1000
@@ -74,7 +76,7 @@ def check_input_proto(
         for node in function.node:
             _forget_in_attributes(node)
     try:
-        _strict_inference(copy)
+        values = _strict_inference(copy)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as error:
         errors = _errors(str(error))
         if errors:
@@ -83,10 +85,15 @@ def check_input_proto(
                 f"{where}: the input model itself is invalid, ONNX type and shape inference "
                 f"reject it: {_one_line(errors[0])}{more}"
             ) from None
+        return  # only tolerated errors: the shapes are not all known
+    problem = concat_mismatch(copy.graph, values)
+    if problem is not None:
+        raise InvalidModelError(f"{where}: the input model itself is invalid: {problem}")
 
 
-def _strict_inference(model: onnx.ModelProto) -> None:
-    """Strict ONNX type and shape inference of `model`, raising what it raises. ONNX copies the
+def _strict_inference(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    """Strict ONNX type and shape inference of `model`, raising what it raises; returns the
+    types of the main graph's values as inferred. ONNX copies the
     outer scope's types into every subgraph it enters, so on a graph holding many subgraphs the
     main graph is inferred in runs of CHUNK_NODES nodes (as the lowering's own inference is:
     `seqlower.passes.chunked_inference`), each a model whose inputs are what it reads from
@@ -94,8 +101,8 @@ def _strict_inference(model: onnx.ModelProto) -> None:
     cut with their content."""
     graph = model.graph
     if sum(1 for node in graph.node if _node_subgraphs([node])) <= SUBGRAPH_LIMIT:
-        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
-        return
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        return [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]
     inputs = {value.name: value for value in graph.input}
     initializers = {tensor.name: tensor for tensor in graph.initializer}
     outputs = {value.name: value for value in graph.output}
@@ -134,6 +141,7 @@ def _strict_inference(model: onnx.ModelProto) -> None:
         for node in run:
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
                 constants.update((name, node) for name in node.output)
+    return list(known.values())
 
 
 def _names_read(nodes: list[onnx.NodeProto]) -> list[str]:

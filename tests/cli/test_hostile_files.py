@@ -92,16 +92,19 @@ def _constant_in_a_function(location: str) -> onnx.ModelProto:
     return model
 
 
-def _split_model(name: str = "split", rows: int = 4, sizes=(2, 2)) -> onnx.ModelProto:
-    """x[rows, 3] -> SplitToSequence(split = sizes) -> ConcatFromSequence -> y."""
+def _split_model(
+    name: str = "split", rows: int = 4, sizes=(2, 2), concat_axis: int = 0, new_axis: int = 0
+) -> onnx.ModelProto:
+    """x[rows, 3] -> SplitToSequence(split = sizes) -> ConcatFromSequence(axis) -> y."""
     nodes = [
         helper.make_node(
             "Constant", [], ["s"], value=numpy_helper.from_array(np.array(sizes, np.int64))
         ),
         helper.make_node("SplitToSequence", ["x", "s"], ["seq"], axis=0, name=name),
-        helper.make_node("ConcatFromSequence", ["seq"], ["y"], axis=0),
+        helper.make_node("ConcatFromSequence", ["seq"], ["y"], axis=concat_axis, new_axis=new_axis),
     ]
-    return _model(nodes, [_vi("x", [rows, 3])], [_vi("y", [rows, 3])])
+    output = [rows, 3] if (concat_axis, new_axis) == (0, 0) else [None] * (2 + new_axis)
+    return _model(nodes, [_vi("x", [rows, 3])], [_vi("y", output)])
 
 
 def _weights_model(value: float, elements: int = 4096) -> onnx.ModelProto:
@@ -552,6 +555,15 @@ INVALID = {
         "If 'the_if': Mismatched tensor element type",
     ),
     "a float axis": (_float_axis, "Mismatched attribute type in 'split : axis'"),
+    "chunks of different sizes joined on another axis": (
+        lambda: _split_model(rows=6, sizes=(0, 6), concat_axis=1),
+        "ConcatFromSequence joins elements (from SplitToSequence) whose sizes differ on "
+        "dimension 0 (0, 6)",
+    ),
+    "chunks of different sizes stacked": (
+        lambda: _split_model(rows=5, sizes=2, new_axis=1),
+        "whose sizes differ on dimension 0 (1, 2)",
+    ),
     "split sizes that do not add up": (
         lambda: _split_model(rows=5, sizes=(2, 2)),
         "Sum of split values not equal to 'input' dim size on 'axis'",

@@ -1,0 +1,127 @@
+"""Run-time errors of the ONNX spec that a file shows before it runs: a ConcatFromSequence whose
+elements cannot be joined.
+
+Concatenation needs the elements equal in every dim but the axis (in every dim with
+new_axis=1). ONNX inference does not check the elements of a sequence, onnx.reference raises,
+and onnxruntime pads the result with zeros: the model has no defined result. When the sizes
+are known in the main graph (which always runs), the model is refused in one line:
+
+    SplitToSequence(x[6, 3], split=[0, 6], axis=0) -> ConcatFromSequence(axis=1)   (0 vs 6 rows)
+    SplitToSequence(x[5, 3], split=2, axis=0) -> ConcatFromSequence(new_axis=1)   (2, 2, 1 rows)
+    SequenceConstruct(a[2, 3], b[2, 4]) -> ConcatFromSequence(axis=0)              (3 vs 4)
+
+The shapes are the ones ONNX inference derives from the inputs and constants (the caller drops
+declared intermediate shapes first).
+"""
+
+from __future__ import annotations
+
+__all__ = ["concat_mismatch"]
+
+from collections.abc import Iterable
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+Shape = tuple[int | None, ...]
+
+
+def concat_mismatch(graph: onnx.GraphProto, values: Iterable[onnx.ValueInfoProto]) -> str | None:
+    """The first ConcatFromSequence of the main `graph` whose elements' sizes differ where
+    they must agree, described in a sentence; None when there is none. `values` are the types
+    inference gave the main graph's values."""
+    concats = [node for node in graph.node if node.op_type == "ConcatFromSequence"]
+    if not concats:
+        return None
+    shapes = {info.name: _shape(info) for info in values}
+    constants = _Constants(graph)
+    producers = {output: node for node in graph.node for output in node.output}
+    for node in concats:
+        source = producers.get(node.input[0]) if node.input else None
+        elements = _element_shapes(source, shapes, constants) if source is not None else None
+        if not elements:
+            continue
+        attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        axis, new_axis = int(attributes.get("axis", 0)), int(attributes.get("new_axis", 0)) == 1
+        problem = _differing_dim(elements, axis, new_axis)
+        if problem is not None:
+            name = f" '{node.name}'" if node.name else ""
+            return (
+                f"ConcatFromSequence{name} joins elements (from {source.op_type}) whose sizes "
+                f"differ on {problem}, where a concatenation needs them equal: the ONNX spec "
+                "makes this a run-time error"
+            )
+    return None
+
+
+def _shape(info: onnx.ValueInfoProto) -> Shape | None:
+    if not info.type.HasField("tensor_type") or not info.type.tensor_type.HasField("shape"):
+        return None
+    return tuple(
+        dim.dim_value if dim.HasField("dim_value") else None
+        for dim in info.type.tensor_type.shape.dim
+    )
+
+
+class _Constants:
+    """Values fixed in the file, read when asked for: Constant outputs and initializers that
+    are not graph inputs."""
+
+    def __init__(self, graph: onnx.GraphProto) -> None:
+        inputs = {info.name for info in graph.input}
+        self._tensors = {t.name: t for t in graph.initializer if t.name not in inputs}
+        for node in graph.node:
+            attributes = list(node.attribute)
+            if node.op_type == "Constant" and [a.name for a in attributes] == ["value"]:
+                self._tensors[node.output[0]] = attributes[0].t
+
+    def get(self, name: str) -> np.ndarray | None:
+        tensor = self._tensors.get(name)
+        if tensor is None or tensor.data_location == onnx.TensorProto.EXTERNAL:
+            return None
+        if len(tensor.dims) > 1 or (tensor.dims and tensor.dims[0] > 4096):
+            return None  # not a split's sizes
+        return numpy_helper.to_array(tensor)
+
+
+def _element_shapes(
+    source: onnx.NodeProto, shapes: dict[str, Shape | None], constants: _Constants
+) -> list[Shape] | None:
+    if source.op_type == "SequenceConstruct":
+        found = [shapes.get(name) for name in source.input]
+        return None if any(shape is None for shape in found) else found  # type: ignore[return-value]
+    if source.op_type != "SplitToSequence" or len(source.input) < 2 or not source.input[1]:
+        return None
+    data, sizes = shapes.get(source.input[0]), constants.get(source.input[1])
+    if data is None or sizes is None or sizes.ndim > 1:
+        return None
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in source.attribute}
+    rank = len(data)
+    axis = int(attributes.get("axis", 0))
+    if not -rank <= axis < rank:
+        return None
+    axis %= rank
+    length = data[axis]
+    if sizes.ndim == 0:  # chunks of this size, the last one smaller
+        size = int(sizes)
+        if length is None or size <= 0:
+            return None
+        chunks = [size] * (length // size) + ([length % size] if length % size else [])
+    else:
+        chunks = [int(size) for size in sizes]
+    return [(*data[:axis], chunk, *data[axis + 1 :]) for chunk in chunks]
+
+
+def _differing_dim(elements: list[Shape], axis: int, new_axis: bool) -> str | None:
+    if len({len(shape) for shape in elements}) != 1:
+        return None  # ranks differ: inference or the runtime says so
+    rank = len(elements[0])
+    if not new_axis and not -rank <= axis < rank:
+        return None
+    joined = None if new_axis else axis % rank
+    for dim in range(rank):
+        sizes = sorted({shape[dim] for shape in elements if shape[dim] is not None})
+        if dim != joined and len(sizes) > 1:
+            return f"dimension {dim} ({', '.join(str(size) for size in sizes)})"
+    return None
