@@ -85,7 +85,7 @@ def check_input_proto(
                 f"{where}: the input model itself is invalid, ONNX type and shape inference "
                 f"reject it: {_one_line(errors[0])}{more}"
             ) from None
-        return  # only tolerated errors: the shapes are not all known
+        values = _lenient_inference(copy)  # only tolerated errors: the shapes inference has
     problem = concat_mismatch(copy.graph, values)
     if problem is not None:
         raise InvalidModelError(f"{where}: the input model itself is invalid: {problem}")
@@ -142,6 +142,15 @@ def _strict_inference(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
                 constants.update((name, node) for name in node.output)
     return list(known.values())
+
+
+def _lenient_inference(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    """The types inference gives the main graph's values, errors ignored; nothing for a graph
+    with so many subgraphs that it would be inferred in runs (see `_strict_inference`)."""
+    if sum(1 for node in model.graph.node if _node_subgraphs([node])) > SUBGRAPH_LIMIT:
+        return []
+    inferred = onnx.shape_inference.infer_shapes(model)
+    return [*inferred.graph.input, *inferred.graph.value_info]
 
 
 def _names_read(nodes: list[onnx.NodeProto]) -> list[str]:
