@@ -14,10 +14,11 @@ __all__ = [
     "peel_identity",
     "quoted_node",
     "subgraphs",
+    "uses_through",
 ]
 
 import collections
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import onnx_ir as ir
 
@@ -116,3 +117,23 @@ def peel_identity(value: ir.Value) -> ir.Value:
             break
         value = producer.inputs[0]
     return value
+
+
+def uses_through(
+    value: ir.Value, passes_on: Callable[[ir.Node, int], bool]
+) -> Iterator[tuple[ir.Node, int]]:
+    """The (node, input index) uses of `value`, looking through every use for which
+    `passes_on(node, index)` holds (its outputs are followed instead). Each value is visited
+    once."""
+    stack = [value]
+    seen: set[int] = set()
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        for node, index in current.uses():
+            if passes_on(node, index):
+                stack.extend(node.outputs)
+            else:
+                yield node, index

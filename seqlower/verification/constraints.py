@@ -29,6 +29,7 @@ from collections.abc import Iterator, Mapping
 
 import onnx_ir as ir
 
+from seqlower.ops import uses_through
 from seqlower.verification.explore import Profile
 
 
@@ -187,18 +188,9 @@ class _Context:
 
 def _uses_through_casts(value: ir.Value) -> Iterator[tuple[ir.Node, int]]:
     """The (node, input index) uses of `value`, looking through Identity and Cast."""
-    stack = [value]
-    seen: set[int] = set()
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        for node, index in current.uses():
-            if node.op_type in _PASS_THROUGH and node.domain in ("", "ai.onnx"):
-                stack.extend(node.outputs)
-            else:
-                yield node, index
+    return uses_through(
+        value, lambda node, _: node.op_type in _PASS_THROUGH and node.domain in ("", "ai.onnx")
+    )
 
 
 def _int_attr(node: ir.Node, name: str, default: int) -> int:

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 
 import onnx_ir as ir
 
+from seqlower.ops import uses_through
 from seqlower.verification.signature import InputSpec
 
 SIZE_OPERANDS: dict[str, tuple[int, ...]] = {
@@ -122,17 +123,7 @@ class Flow:
         value = self._values.get(name)
         if value is None:
             return
-        stack, seen = [value], set()
-        while stack:
-            current = stack.pop()
-            if id(current) in seen:
-                continue
-            seen.add(id(current))
-            for node, index in current.uses():
-                if node.op_type in _COPIES and index == 0:
-                    stack.extend(node.outputs)
-                else:
-                    yield node, index
+        yield from uses_through(value, lambda node, index: node.op_type in _COPIES and index == 0)
 
     def _walk(self, name: str) -> tuple[tuple[ir.Node, ...], bool]:
         if name in self._reach:
