@@ -125,11 +125,12 @@ class _Graph:
         if node.domain not in ("", "ai.onnx") or node.op_type in _NOT_MERGED or not node.outputs:
             return None
         attributes = []
-        for name, attr in sorted(node.attributes.items()):
+        for name, attr in sorted(node.attributes.data.items()):
             if attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
                 return None
             if attr.type == ir.AttributeType.TENSOR:
-                tensor = attr.as_tensor()
+                # its value: `as_tensor()` checks it against a Protocol, slow on every constant
+                tensor = attr.value
                 if math.prod(tensor.shape.numpy()) > _SMALL_CONSTANT:
                     return None
                 if tensor.dtype == ir.DataType.STRING:
