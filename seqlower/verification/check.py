@@ -43,7 +43,12 @@ from seqlower.verification.runner import (
 )
 from seqlower.verification.runtimes import RUNTIMES, RuntimeUnavailableError, check_available
 from seqlower.verification.session import Generation, Session
-from seqlower.verification.signature import InputSpec, feedable_inputs, output_names
+from seqlower.verification.signature import (
+    InputSpec,
+    feedable_inputs,
+    input_spec,
+    output_names,
+)
 from seqlower.verification.supplied import check_feeds, load_supplied
 from seqlower.verification.values import Feeds, RuntimeValue
 
@@ -401,15 +406,10 @@ def _describe_spec(spec: InputSpec) -> _Kind:
 
 
 def _describe_input(value: ir.Value) -> _Kind | None:
-    value_type = value.type
-    if isinstance(value_type, ir.SequenceType) and isinstance(value_type.elem_type, ir.TensorType):
-        is_sequence = True
-    elif isinstance(value_type, ir.TensorType):
-        is_sequence = False
-    else:
+    try:
+        return _describe_spec(input_spec(value))
+    except ModelInputError:  # neither a tensor nor a sequence of tensors
         return None
-    rank = None if value.shape is None else len(value.shape)
-    return (is_sequence, value_type.dtype.name.lower(), rank)
 
 
 def _comparable(mine: _Kind, theirs: _Kind) -> bool:

@@ -7,7 +7,7 @@ of tensors are supported; anything else (optional, map, sequence of sequences) r
 
 from __future__ import annotations
 
-__all__ = ["Dim", "InputSpec", "feedable_inputs", "output_names"]
+__all__ = ["Dim", "InputSpec", "feedable_inputs", "input_spec", "output_names"]
 
 import dataclasses
 
@@ -39,7 +39,7 @@ def feedable_inputs(model: ir.Model) -> list[InputSpec]:
     for value in model.graph.inputs:
         if value.name in model.graph.initializers:
             continue
-        specs.append(_spec(value))
+        specs.append(input_spec(value))
     return specs
 
 
@@ -48,7 +48,9 @@ def output_names(model: ir.Model) -> list[str]:
     return [value.name or "" for value in model.graph.outputs]
 
 
-def _spec(value: ir.Value) -> InputSpec:
+def input_spec(value: ir.Value) -> InputSpec:
+    """The `InputSpec` of graph input `value`; `ModelInputError` when it is neither a tensor nor
+    a sequence of tensors."""
     name = value.name or ""
     value_type = value.type
     if isinstance(value_type, ir.SequenceType) and isinstance(value_type.elem_type, ir.TensorType):
