@@ -20,6 +20,7 @@ __all__ = [
     "ModelSource",
     "has_external_data",
     "load_model",
+    "files_read",
     "load_model_and_files",
     "model_to_bytes",
     "same_file",
@@ -70,6 +71,13 @@ def load_model_and_files(source: str | os.PathLike) -> tuple[ir.Model, list[Path
     path = Path(source)
     proto, files = _read_path(path)
     return _deserialize(proto, str(path), base_dir=path.parent, path=path), files
+
+
+def files_read(source: str | os.PathLike) -> list[Path]:
+    """Every file the model at `source` reads, resolved: the model file and each external data
+    file (its locations checked as `load_model` checks them). Raises `ModelInputError` when the
+    file cannot be read as a model."""
+    return _read_path(Path(source))[1]
 
 
 def _load_path(path: Path) -> ir.Model:

@@ -36,10 +36,12 @@ from seqlower.cli.verify_options import (
     save_failing,
 )
 from seqlower.errors import SeqlowerError
+from seqlower.io import files_read, same_file, write_text
 from seqlower.verification import VerifyReport, verify
 from seqlower.verification.check import DEFAULT_TIME_BUDGET, DEFAULT_TRIALS
 from seqlower.verification.runner import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT
 from seqlower.verification.runtimes import RUNTIMES
+from seqlower.verification.saved import SAVED_FILE_NAMES
 
 _COLUMNS = ("trial", "output", "shape", "dtype", "max abs err", "max rel err", "verdict")
 
@@ -125,6 +127,7 @@ def verify_command(
         memory_limit=memory_limit,
     )
     try:
+        _refuse_inputs_as_outputs([original, candidate], report, save_inputs)
         result = verify(
             original,
             candidate,
@@ -156,9 +159,35 @@ def _parse_dims(items: list[str]) -> dict[str, int]:
     return dims
 
 
+def _refuse_inputs_as_outputs(
+    models: list[Path], report: Path | None, save_inputs: Path | None
+) -> None:
+    """Refuse, before any trial, a --report path or a --save-inputs file that is a file one of
+    the models reads (the model itself or its weights)."""
+    if report is None and save_inputs is None:
+        return
+    for model in models:
+        try:
+            read = files_read(model)
+        except SeqlowerError:
+            continue  # the verification says what is wrong with it
+        for path in read:
+            if report is not None and same_file(report, path):
+                raise SeqlowerError(f"{report}: --report is a file the model {model} reads")
+            if (
+                save_inputs is not None
+                and same_file(path.parent, save_inputs)
+                and SAVED_FILE_NAMES.fullmatch(path.name)
+            ):
+                raise SeqlowerError(
+                    f"{save_inputs}: --save-inputs would overwrite {path}, which the model "
+                    f"{model} reads; choose another folder"
+                )
+
+
 def _write(path: Path, text: str) -> None:
     try:
-        path.write_text(text, encoding="utf-8")
+        write_text(path, text)
     except OSError as error:
         raise SeqlowerError(f"{path}: cannot write the report ({error.strerror})") from None
 

@@ -17,10 +17,12 @@ The folder is ONNX's test-data layout: `seqlower verify A B --inputs failing` (o
 
 from __future__ import annotations
 
-__all__ = ["Reproduction", "save_failing_trial"]
+__all__ = ["SAVED_FILE_NAMES", "Reproduction", "save_failing_trial"]
 
 import dataclasses
 import os
+import re
+from io import BytesIO
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +30,12 @@ import onnx
 from onnx import numpy_helper
 
 from seqlower.errors import SeqlowerError
+from seqlower.io import write_atomically
 from seqlower.verification.signature import InputSpec
 from seqlower.verification.values import Feeds, RuntimeValue
+
+# the names `save_failing_trial` writes in its folder
+SAVED_FILE_NAMES = re.compile(r"(?:input|output)_\d+\.pb|inputs\.npz")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,11 +59,11 @@ def save_failing_trial(reproduction: Reproduction, folder: str | os.PathLike[str
         for position, spec in enumerate(reproduction.specs):
             path = target / f"input_{position}.pb"
             value = reproduction.inputs[spec.name]
-            path.write_bytes(_proto(spec.name, value, spec).SerializeToString())
+            _write(path, _proto(spec.name, value, spec).SerializeToString())
             written.append(path)
         for position, (name, value) in enumerate((reproduction.outputs or {}).items()):
             path = target / f"output_{position}.pb"
-            path.write_bytes(_proto(name, value, None).SerializeToString())
+            _write(path, _proto(name, value, None).SerializeToString())
             written.append(path)
         arrays: dict[str, np.ndarray] = {}
         for spec in reproduction.specs:
@@ -70,8 +76,9 @@ def save_failing_trial(reproduction: Reproduction, folder: str | os.PathLike[str
             else:
                 arrays[spec.name] = _plain(value)
         npz = target / "inputs.npz"
-        with npz.open("wb") as file:
-            np.savez(file, **arrays)
+        buffer = BytesIO()
+        np.savez(buffer, **arrays)
+        _write(npz, buffer.getvalue())
         written.append(npz)
     except OSError as error:
         raise SeqlowerError(
@@ -102,3 +109,8 @@ def _empty_sequence(spec: InputSpec) -> np.ndarray:
     dims = [dim if isinstance(dim, int) else 0 for dim in spec.shape or ()]
     dtype = str if spec.dtype.name == "STRING" else spec.dtype.numpy()
     return np.zeros((0, *dims), dtype=dtype)
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` atomically: a planted link is replaced, never written through."""
+    write_atomically(path, lambda temp: temp.write_bytes(data))
