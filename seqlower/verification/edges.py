@@ -47,7 +47,7 @@ import onnx_ir as ir
 
 from seqlower.verification.constraints import Constraint, IntRange, SplitSizes, TrialShapes
 from seqlower.verification.flow import Flow
-from seqlower.verification.signature import InputSpec
+from seqlower.verification.signature import NUMBER_TYPES, InputSpec
 from seqlower.verification.values import Feeds
 
 MAX_EDGES = 12
@@ -296,7 +296,7 @@ def _ties(node: ir.Node, flow: Flow) -> list[Edge]:
     def change(feeds: Feeds, view: TrialView) -> bool:
         changed = False
         for name, spec in view.specs.items():
-            if spec.dtype not in _NUMBERS or name in view.constraints:
+            if spec.dtype not in NUMBER_TYPES or name in view.constraints:
                 continue
             current = feeds.get(name)
             if isinstance(current, list):  # ties across the elements too
@@ -322,22 +322,6 @@ def _tied(rng: np.random.Generator, element: np.ndarray, index: int) -> np.ndarr
     )
     return values.astype(array.dtype)
 
-
-_NUMBERS = frozenset(
-    {
-        ir.DataType.INT8,
-        ir.DataType.INT16,
-        ir.DataType.INT32,
-        ir.DataType.INT64,
-        ir.DataType.UINT8,
-        ir.DataType.UINT16,
-        ir.DataType.UINT32,
-        ir.DataType.UINT64,
-        ir.DataType.FLOAT16,
-        ir.DataType.FLOAT,
-        ir.DataType.DOUBLE,
-    }
-)
 
 _TIE_BREAKERS = (
     "ArgMax",

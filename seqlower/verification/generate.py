@@ -66,7 +66,7 @@ from seqlower.verification.explore import (
     compared_numbers,
     scheduled_plan,
 )
-from seqlower.verification.signature import InputSpec, feedable_inputs
+from seqlower.verification.signature import NUMBER_TYPES, InputSpec, feedable_inputs
 from seqlower.verification.values import Feeds
 
 DEFAULT_DIM = 3
@@ -89,25 +89,12 @@ Pinned = Mapping[tuple[str, int], int]
 """Sizes fixed per (input name, axis): an unnamed dim of the original the candidate fixes."""
 
 _STRING_ALPHABET = "abcxyzABC019 _-"
-_SUPPORTED = frozenset(
-    {
-        ir.DataType.BOOL,
-        ir.DataType.INT8,
-        ir.DataType.INT16,
-        ir.DataType.INT32,
-        ir.DataType.INT64,
-        ir.DataType.UINT8,
-        ir.DataType.UINT16,
-        ir.DataType.UINT32,
-        ir.DataType.UINT64,
-        ir.DataType.FLOAT16,
-        ir.DataType.FLOAT,
-        ir.DataType.DOUBLE,
-        ir.DataType.COMPLEX64,
-        ir.DataType.COMPLEX128,
-        ir.DataType.STRING,
-    }
-)
+_SUPPORTED = NUMBER_TYPES | {
+    ir.DataType.BOOL,
+    ir.DataType.COMPLEX64,
+    ir.DataType.COMPLEX128,
+    ir.DataType.STRING,
+}
 
 
 def generate_inputs(

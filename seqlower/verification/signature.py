@@ -7,13 +7,30 @@ of tensors are supported; anything else (optional, map, sequence of sequences) r
 
 from __future__ import annotations
 
-__all__ = ["Dim", "InputSpec", "feedable_inputs", "input_spec", "output_names"]
+__all__ = ["NUMBER_TYPES", "Dim", "InputSpec", "feedable_inputs", "input_spec", "output_names"]
 
 import dataclasses
 
 import onnx_ir as ir
 
 from seqlower.errors import ModelInputError
+
+NUMBER_TYPES = frozenset(
+    {
+        ir.DataType.INT8,
+        ir.DataType.INT16,
+        ir.DataType.INT32,
+        ir.DataType.INT64,
+        ir.DataType.UINT8,
+        ir.DataType.UINT16,
+        ir.DataType.UINT32,
+        ir.DataType.UINT64,
+        ir.DataType.FLOAT16,
+        ir.DataType.FLOAT,
+        ir.DataType.DOUBLE,
+    }
+)
+"""The integer and real floating-point element types the verifier generates values for."""
 
 Dim = int | str | None
 """One declared dimension: a size, a symbolic name, or None when unknown."""
