@@ -32,6 +32,7 @@ __all__ = [
     "MAX_ORT_IR_VERSION",
     "NEWEST_ORT_OPSET",
     "SEQUENCE_OPS",
+    "assert_close_to_stored",
     "assert_outputs_equal",
     "assert_same_outputs",
     "declared_shape_mismatches",
@@ -43,10 +44,13 @@ __all__ = [
     "op_counts",
     "ort_session",
     "parse",
+    "read_stored",
+    "read_tensor",
     "run_ort",
     "run_reference",
     "sequence_op_count",
     "sequence_op_counts",
+    "stored_data_sets",
     "to_proto",
 ]
 
@@ -313,17 +317,44 @@ def read_tensor(path: pathlib.Path) -> np.ndarray:
     return onnx.numpy_helper.to_array(proto)
 
 
+def read_stored(path: pathlib.Path, type_proto: onnx.TypeProto) -> np.ndarray | list[np.ndarray]:
+    """A value of an ONNX test data set: a TensorProto, or a SequenceProto where `type_proto` (the
+    model's input or output type) is a sequence (a SequenceProto parses as a TensorProto without
+    error: the type decides)."""
+    if not type_proto.HasField("sequence_type"):
+        return read_tensor(path)
+    sequence = onnx.SequenceProto()
+    sequence.ParseFromString(path.read_bytes())
+    return [onnx.numpy_helper.to_array(tensor) for tensor in sequence.tensor_values]
+
+
 def stored_data_sets(
     folder: pathlib.Path, model: onnx.ModelProto
-) -> Iterator[tuple[str, dict[str, np.ndarray], list[np.ndarray]]]:
-    """(name, feeds by input name, expected outputs) of each `test_data_set_*` in `folder`."""
+) -> Iterator[tuple[str, dict[str, Any], list[Any]]]:
+    """(name, feeds by input name, expected outputs) of each `test_data_set_*` in `folder`; a
+    sequence input or output is a list of arrays."""
     for data in sorted(folder.glob("test_data_set_*")):
         feeds = {
-            value.name: read_tensor(data / f"input_{i}.pb")
+            value.name: read_stored(data / f"input_{i}.pb", value.type)
             for i, value in enumerate(model.graph.input)
         }
-        outputs = [read_tensor(data / f"output_{i}.pb") for i in range(len(model.graph.output))]
+        outputs = [
+            read_stored(data / f"output_{i}.pb", value.type)
+            for i, value in enumerate(model.graph.output)
+        ]
         yield data.name, feeds, outputs
+
+
+def assert_close_to_stored(got: Any, want: Any, where: str) -> None:
+    """An output close to the one a test data set stored (PyTorch's): same shape, values to
+    rtol 1e-4 and atol 1e-5; a sequence element by element, `where` naming the element."""
+    if isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), where
+        for k, (g, w) in enumerate(zip(got, want)):
+            assert_close_to_stored(g, w, f"{where}[{k}]")
+        return
+    assert np.shape(got) == want.shape, f"{where}: shape {np.shape(got)}, expected {want.shape}"
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=where)
 
 
 def torch_pad_nodes(tensor: str, extra: str, result: str) -> str:

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import pathlib
 
-import numpy as np
 import onnx
 import pytest
-from onnx import numpy_helper
-from support import lower, run_ort, sequence_op_counts
+from support import (
+    assert_close_to_stored,
+    lower,
+    run_ort,
+    sequence_op_counts,
+    stored_data_sets,
+)
 
 ROOT = pathlib.Path(__file__).parent / "fixtures" / "torch"
 CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
@@ -31,42 +35,6 @@ KEEPS_SEQUENCE_OPS: dict[str, tuple[dict[str, int], str]] = {
 }
 
 
-def _read(path: pathlib.Path, type_proto: onnx.TypeProto):
-    """A .pb holds a TensorProto, or a SequenceProto for a sequence-typed model input/output
-    (a SequenceProto parses as a TensorProto without error: the type decides)."""
-    data = path.read_bytes()
-    if type_proto.HasField("sequence_type"):
-        sequence = onnx.SequenceProto()
-        sequence.ParseFromString(data)
-        return [numpy_helper.to_array(t) for t in sequence.tensor_values]
-    tensor = onnx.TensorProto()
-    tensor.ParseFromString(data)
-    return numpy_helper.to_array(tensor)
-
-
-def _data_sets(case: str, model: onnx.ModelProto):
-    for folder in sorted((ROOT / case).glob("test_data_set_*")):
-        inputs = {
-            value.name: _read(folder / f"input_{i}.pb", value.type)
-            for i, value in enumerate(model.graph.input)
-        }
-        outputs = [
-            _read(folder / f"output_{i}.pb", value.type)
-            for i, value in enumerate(model.graph.output)
-        ]
-        yield folder.name, inputs, outputs
-
-
-def _assert_close(got, want, where: str) -> None:
-    if isinstance(want, list):
-        assert isinstance(got, list) and len(got) == len(want), where
-        for k, (g, w) in enumerate(zip(got, want)):
-            _assert_close(g, w, f"{where}[{k}]")
-        return
-    assert np.shape(got) == want.shape, f"{where}: shape {np.shape(got)}, expected {want.shape}"
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=where)
-
-
 def test_every_fixture_is_collected():
     assert len(CASES) == 22
 
@@ -76,10 +44,10 @@ def test_fixture_lowers_and_matches_pytorch(case):
     model = onnx.load(ROOT / case / "model.onnx")
     lowered, report = lower(model)  # checked with full_check and loaded in onnxruntime
 
-    for data_set, inputs, expected in _data_sets(case, model):
+    for data_set, inputs, expected in stored_data_sets(ROOT / case, model):
         actual = run_ort(lowered, inputs)
         for value, got, want in zip(model.graph.output, actual, expected):
-            _assert_close(got, want, f"{case}/{data_set}/{value.name}")
+            assert_close_to_stored(got, want, f"{case}/{data_set}/{value.name}")
 
     kept, why = KEEPS_SEQUENCE_OPS.get(case, ({}, ""))
     assert sequence_op_counts(lowered) == kept

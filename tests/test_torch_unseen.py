@@ -13,8 +13,7 @@ import pathlib
 
 import onnx
 import pytest
-from support import lower, run_ort
-from test_torch_fixtures import _assert_close, _read
+from support import assert_close_to_stored, lower, run_ort, stored_data_sets
 
 ROOT = pathlib.Path(__file__).parent / "fixtures" / "torch_unseen"
 CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
@@ -23,19 +22,6 @@ CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
 # Exports that fail onnx's full check as written: an unbind (a scalar split of 1, keepdims=0) that
 # the specification's reading types one rank higher than PyTorch and onnxruntime compute
 FAILS_FULL_CHECK = {"kv_cache_steps": "Inferred shape and existing shape differ in rank"}
-
-
-def _data_sets(case: str, model: onnx.ModelProto):
-    for folder in sorted((ROOT / case).glob("test_data_set_*")):
-        inputs = {
-            value.name: _read(folder / f"input_{i}.pb", value.type)
-            for i, value in enumerate(model.graph.input)
-        }
-        outputs = [
-            _read(folder / f"output_{i}.pb", value.type)
-            for i, value in enumerate(model.graph.output)
-        ]
-        yield folder.name, inputs, outputs
 
 
 def test_the_set_holds_at_least_fifteen_exports():
@@ -52,11 +38,11 @@ def test_unseen_export_lowers_and_matches_pytorch(case, target):
     # full_check, loads in onnxruntime: a model kept as given too (its unbind is written in
     # the form both readings agree on)
     lowered, report = lower(model, target=target)
-    sets = list(_data_sets(case, model))
+    sets = list(stored_data_sets(ROOT / case, model))
     assert len(sets) == 2
     for data_set, inputs, expected in sets:
         actual = run_ort(lowered, inputs)
         for value, got, want in zip(model.graph.output, actual, expected, strict=True):
-            _assert_close(got, want, f"{case}/{data_set}/{value.name}")
+            assert_close_to_stored(got, want, f"{case}/{data_set}/{value.name}")
     for op in report.remaining:
         assert op.reason and op.reason != "no rule applies", op
