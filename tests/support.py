@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import onnxruntime as ort
+import pytest
 from onnx.reference import ReferenceEvaluator
 
 import seqlower
@@ -32,12 +33,15 @@ __all__ = [
     "MAX_ORT_IR_VERSION",
     "NEWEST_ORT_OPSET",
     "SEQUENCE_OPS",
+    "assert_both_fail",
     "assert_close_to_stored",
     "assert_outputs_equal",
+    "assert_same_or_both_fail",
     "assert_same_outputs",
     "declared_shape_mismatches",
     "lower",
     "lower_and_compare",
+    "lower_tensor_form",
     "reasons",
     "rule_check",
     "rules_without",
@@ -109,6 +113,14 @@ def lower_and_compare(
     lowered, report = lower(model, **options)
     outputs = assert_same_outputs(model, lowered, feeds)
     return lowered, report, outputs
+
+
+def lower_tensor_form(model: onnx.ModelProto) -> tuple[onnx.ModelProto, Report]:
+    """Lowered with no pattern rule, so that every sequence operator takes its tensor form
+    (target portable); the result passes the ONNX checker (full_check)."""
+    lowered, report = seqlower.optimize(model, rules=RuleSet([]), target="portable")
+    onnx.checker.check_model(lowered, full_check=True)
+    return lowered, report
 
 
 def reasons(report: Report, op_type: str | None = None) -> str:
@@ -266,6 +278,25 @@ def assert_same_outputs(original: Model, lowered: Model, feeds: Feeds) -> list[A
     actual = run_ort(lowered, feeds)
     assert_outputs_equal(expected, actual)
     return actual
+
+
+def assert_both_fail(original: Model, lowered: Model, feeds: Feeds) -> None:
+    """Both models fail under onnxruntime on `feeds` (a position out of range, say)."""
+    with pytest.raises(Exception):  # noqa: B017 - onnxruntime raises its own error types
+        run_ort(original, feeds)
+    with pytest.raises(Exception):  # noqa: B017
+        run_ort(lowered, feeds)
+
+
+def assert_same_or_both_fail(original: Model, lowered: Model, feeds: Feeds) -> None:
+    """Where the original runs on `feeds`, the lowered model gives equal outputs; where it
+    fails, the lowered model fails too."""
+    try:
+        run_ort(original, feeds)
+    except Exception:  # onnxruntime raises its own error types
+        assert_both_fail(original, lowered, feeds)
+        return
+    assert_same_outputs(original, lowered, feeds)
 
 
 def declared_shape_mismatches(model: Model, feeds: Feeds) -> list[str]:

@@ -10,32 +10,20 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from support import assert_outputs_equal, op_counts, parse, reasons, run_ort, sequence_op_count
+from support import (
+    assert_both_fail,
+    assert_same_outputs,
+    lower_tensor_form,
+    op_counts,
+    parse,
+    reasons,
+    sequence_op_count,
+)
 
 import seqlower
 from seqlower.rule import RuleSet
 
 ONLY_TENSOR_FORM = RuleSet([])  # no pattern rule: the tensor form lowers everything
-
-
-def lower_tensor_form(model: onnx.ModelProto) -> tuple[onnx.ModelProto, seqlower.Report]:
-    lowered, report = seqlower.optimize(model, rules=ONLY_TENSOR_FORM, target="portable")
-    onnx.checker.check_model(lowered, full_check=True)
-    return lowered, report
-
-
-def assert_same(original: onnx.ModelProto, lowered: onnx.ModelProto, feeds: dict) -> list:
-    want = run_ort(original, feeds)
-    got = run_ort(lowered, feeds)
-    assert_outputs_equal(want, got)
-    return got
-
-
-def assert_both_fail(original: onnx.ModelProto, lowered: onnx.ModelProto, feeds: dict) -> None:
-    with pytest.raises(Exception):  # noqa: B017 - onnxruntime raises its own error types
-        run_ort(original, feeds)
-    with pytest.raises(Exception):  # noqa: B017
-        run_ort(lowered, feeds)
 
 
 # -- every operator, run-time positions, lengths 0, 1 and several -------------------------
@@ -70,7 +58,7 @@ def test_runtime_positions_lower_to_tensors():
     feeds = _abc(np.random.default_rng(0))
     for p in range(-2, 3):  # insert: [-n, n] with n = 2
         for q in range(-2, 2):  # erase and read: [-n, n-1] with n = 3
-            assert_same(model, lowered, {**feeds, "p": np.array(p), "q": np.array(q)})
+            assert_same_outputs(model, lowered, {**feeds, "p": np.array(p), "q": np.array(q)})
 
 
 LAYOUTS = {
@@ -108,7 +96,7 @@ agraph (float[{a[0]},{a[1]}] a, float[{b[0]},{b[1]}] b, float[{c[0]},{c[1]}] c, 
     feeds = {k: rng.standard_normal(v).astype(np.float32) for k, v in zip("abc", (a, b, c))}
     for p in range(-2, 3):
         for q in range(-2, 2):  # erase takes [-3, 2], the read after it [-2, 1]
-            assert_same(model, lowered, {**feeds, "p": np.array(p), "q": np.array(q)})
+            assert_same_outputs(model, lowered, {**feeds, "p": np.array(p), "q": np.array(q)})
     for p, q in ((3, 0), (-3, 0), (0, 3), (0, -4)):
         assert_both_fail(model, lowered, {**feeds, "p": np.array(p), "q": np.array(q)})
 
@@ -159,7 +147,7 @@ def test_loop_prepends_pieces_of_growing_shape(trips):
     lowered, _ = lower_tensor_form(model)
     assert sequence_op_count(lowered) == 0
     x = np.arange(18, dtype=np.float32).reshape(6, 3)
-    assert_same(model, lowered, {"x": x, "m": np.array(trips)})
+    assert_same_outputs(model, lowered, {"x": x, "m": np.array(trips)})
 
 
 def test_loop_that_never_runs_reads_an_empty_list_and_fails_in_both():
@@ -202,7 +190,7 @@ def test_a_loop_cutting_rows_by_run_time_lengths_builds_a_ragged_list(lengths, p
     assert op_counts(lowered)["ReduceProd"] == 0  # no table of element shapes
     x = np.arange(15, dtype=np.float32).reshape(5, 3)
     feeds = {"x": x, "lengths": np.array(lengths), "p": np.array(p)}
-    y, element = assert_same(model, lowered, feeds)
+    y, element = assert_same_outputs(model, lowered, feeds)
     np.testing.assert_array_equal(y, x[: sum(lengths)])
     starts = np.cumsum([0, *lengths])[:-1]
     np.testing.assert_array_equal(element, x[starts[p] : starts[p] + lengths[p]])
@@ -239,7 +227,7 @@ def test_the_shape_of_an_element_read_comes_from_the_sizes_of_the_list(elements,
     }
     n = elements.count(",") + 1
     for p in range(-n, n):
-        assert_same(model, lowered, {**feeds, "p": np.array(p)})
+        assert_same_outputs(model, lowered, {**feeds, "p": np.array(p)})
     for p in (n, -n - 1):
         assert_both_fail(model, lowered, {**feeds, "p": np.array(p)})
 
@@ -265,7 +253,7 @@ def test_if_branches_return_lists_of_different_lengths(cond):
         "b": rng.standard_normal((3, 4)).astype(np.float32),
         "c": np.array(cond),
     }
-    assert_same(model, lowered, feeds)
+    assert_same_outputs(model, lowered, feeds)
 
 
 # -- ConcatFromSequence on every axis, stacks, ranks 0..4 ---------------------------------
@@ -308,7 +296,7 @@ def test_concat_and_stack_on_every_axis(rank, axis, new_axis):
         "a": rng.standard_normal(shape).astype(np.float32),
         "b": rng.standard_normal(shape).astype(np.float32),
     }
-    assert_same(model, lowered, feeds)
+    assert_same_outputs(model, lowered, feeds)
 
 
 # -- element types ---------------------------------------------------------------------
@@ -343,7 +331,7 @@ agraph ({dtype}[2,2] a, {dtype}[3,2] b, int64 p) => ({dtype}[?,2] y, {dtype}[?,2
     a = np.arange(4).reshape(2, 2).astype(numpy_type)
     b = np.arange(6).reshape(3, 2).astype(numpy_type)
     for p in (-2, 0, 1):
-        assert_same(model, lowered, {"a": a, "b": b, "p": np.array(p)})
+        assert_same_outputs(model, lowered, {"a": a, "b": b, "p": np.array(p)})
 
 
 def test_int32_positions():
@@ -357,7 +345,7 @@ agraph (float[2] a, float[3] b, int32 p) => (float[?] at) {
     lowered, _ = lower_tensor_form(model)
     a, b = np.ones(2, np.float32), np.zeros(3, np.float32)
     for p in (-2, -1, 0, 1):
-        assert_same(model, lowered, {"a": a, "b": b, "p": np.array(p, np.int32)})
+        assert_same_outputs(model, lowered, {"a": a, "b": b, "p": np.array(p, np.int32)})
 
 
 def test_empty_elements_keep_their_shape():
@@ -372,7 +360,7 @@ agraph (float[N,0,3] a, float[2,0,3] b, int64 p) => (float[?,?,?] at, float[?,?,
     lowered, _ = lower_tensor_form(model)
     feeds = {"a": np.zeros((4, 0, 3), np.float32), "b": np.zeros((2, 0, 3), np.float32)}
     for p in (0, 1, -1):
-        at, _ = assert_same(model, lowered, {**feeds, "p": np.array(p)})
+        at, _ = assert_same_outputs(model, lowered, {**feeds, "p": np.array(p)})
         assert at.shape == ((4, 0, 3) if p == 0 else (2, 0, 3))
 
 
@@ -406,7 +394,7 @@ agraph (float[N,M] x, int64 p) => (float y, int64 n, float at) {{
     for rows, cols in ((5, 3), (1, 1), (4, 6)):
         x = np.arange(rows * cols, dtype=np.float32).reshape(rows, cols)
         for p in (0, -1):
-            assert_same(model, lowered, {"x": x, "p": np.array(p)})
+            assert_same_outputs(model, lowered, {"x": x, "p": np.array(p)})
 
 
 def test_split_by_sizes_fed_at_run_time():
@@ -423,7 +411,7 @@ agraph (float[N,M] x, int64[K] sizes, int64 p) => (float[?,?] at, float[?,?] y) 
     for sizes in ([3, 0, 4], [7], [1, 1, 1, 1, 1, 1, 1]):
         for p in (0, -1):
             feeds = {"x": x, "sizes": np.array(sizes, np.int64), "p": np.array(p)}
-            assert_same(model, lowered, feeds)
+            assert_same_outputs(model, lowered, feeds)
 
 
 # -- refusals: what stays, and why --------------------------------------------------------
@@ -518,7 +506,7 @@ agraph (float[N,4] x, int64 p, int64 q) => (float[?,4] y, int64 n) {
     assert report.rules_fired.get("tensor-list", 0) > 0
     x = np.arange(20, dtype=np.float32).reshape(5, 4)
     for p, q in ((-1, 0), (0, -1), (3, 2), (-3, -4)):
-        assert_same(model, lowered, {"x": x, "p": np.array(p), "q": np.array(q)})
+        assert_same_outputs(model, lowered, {"x": x, "p": np.array(p), "q": np.array(q)})
 
 
 # -- regressions found by the fuzzer ------------------------------------------------------
@@ -538,7 +526,7 @@ agraph (float[N] x, int64 q) => (float[?] y) <int64 q = {1}> {
     lowered, _ = lower_tensor_form(model)
     x = np.arange(5, dtype=np.float32)
     for q in (1, -1, 0, 4):
-        assert_same(model, lowered, {"x": x, "q": np.array(q)})
+        assert_same_outputs(model, lowered, {"x": x, "q": np.array(q)})
 
 
 def test_rows_unbound_and_rows_inserted_take_the_flat_layout():
@@ -558,7 +546,7 @@ agraph (float[3,2] x, float[4] z, int64 p) => (float[?] y, float[?] at) {
     x = np.arange(6, dtype=np.float32).reshape(3, 2)
     z = np.ones(4, np.float32)
     for p in (-2, -1, 0, 1):  # insert takes [-2, 2], the read after it [-3, 2]
-        assert_same(model, lowered, {"x": x, "z": z, "p": np.array(p)})
+        assert_same_outputs(model, lowered, {"x": x, "z": z, "p": np.array(p)})
 
 
 def test_the_package_imports_on_its_own():
@@ -601,7 +589,7 @@ def test_erasing_an_end_of_a_stacked_list_is_one_split(position, kept):
     rng = np.random.default_rng(3)
     for rows in (2, 3, 5):  # (one row leaves none, whose concat fails in onnxruntime only)
         x = rng.standard_normal((rows, 3)).astype(np.float32)
-        y, n = assert_same(model, lowered, {"x": x})
+        y, n = assert_same_outputs(model, lowered, {"x": x})
         np.testing.assert_array_equal(y, x[kept])
         assert int(n) == rows - 1
     assert_both_fail(model, lowered, {"x": np.zeros((0, 3), np.float32)})  # nothing to erase
@@ -638,7 +626,7 @@ def test_erasing_a_position_an_insert_proved_needs_no_check(inserts, position):
         x = rng.standard_normal((rows, 3)).astype(np.float32)
         if rows + inserts == 1:
             continue  # nothing is left to concatenate, which fails in onnxruntime only
-        assert_same(model, lowered, {"x": x, "r": r})
+        assert_same_outputs(model, lowered, {"x": x, "r": r})
 
 
 def test_a_position_beyond_what_the_inserts_prove_is_still_checked():
@@ -646,5 +634,5 @@ def test_a_position_beyond_what_the_inserts_prove_is_still_checked():
     lowered, _ = lower_tensor_form(model)
     assert op_counts(lowered)["Split"] == 1  # Split(data, [n - 2, 1, 1]) keeps the run-time error
     r = np.ones(3, np.float32)
-    assert_same(model, lowered, {"x": np.ones((3, 3), np.float32), "r": r})
+    assert_same_outputs(model, lowered, {"x": np.ones((3, 3), np.float32), "r": r})
     assert_both_fail(model, lowered, {"x": np.zeros((0, 3), np.float32), "r": r})
