@@ -432,13 +432,18 @@ class _Run:
         }
         report.stop_reason = lower.stop_reason
         report.iterations = lower.iterations
+        # a warning may name a node made, then replaced, while lowering: named by its origin too
+        made_names = {
+            made.name: labels(origin) for made, origin in lower.origins.items() if made.name
+        }
+        made_names.update(renamed)
         report.warnings = report.warnings + (
             self.inline.warnings
             + self.normalize.warnings
             + split_reading_warnings(self.normalize.split_readings, labels)
             + self.flatten_inputs.warnings
             + self.flatten_outputs.warnings
-            + [in_user_names(warning, renamed) for warning in lower.warnings]
+            + [in_user_names(warning, made_names) for warning in lower.warnings]
         )
         report.interface_changes = (
             self.normalize.bind_dims.changes

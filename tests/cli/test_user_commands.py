@@ -152,6 +152,25 @@ def test_target_errors_name_what_the_users_model_has(tmp_path) -> None:
         assert "_data'" not in problem
 
 
+def test_warnings_name_loops_the_lowering_made_by_the_users_node() -> None:
+    """tract's lowering makes a scan Loop of rnn_index_loop's Loop, then a Scan of that: the
+    warning about the Scan names the Loop of the user's model, not the one made and replaced."""
+    import onnx_ir as ir
+
+    import seqlower as seqlower_api
+    from seqlower.ops import iter_all_nodes
+
+    fixture = ROOT / "tests" / "fixtures" / "torch" / "rnn_index_loop" / "model.onnx"
+    names = {node.name for node in iter_all_nodes(ir.load(fixture))}
+    _, report = seqlower_api.optimize(fixture, target="tract")
+    scans = [w for w in report.warnings if "became a Scan" in w]
+    assert scans, report.warnings
+    for warning in scans:
+        assert warning.startswith("Loop made from '/Loop' became a Scan"), warning
+        for quoted in re.findall(r"Loop '([^']+)'", warning):
+            assert quoted in names, (quoted, warning)
+
+
 # -- every name the summary counts is one `seqlower rules` lists ---------------------------------
 
 # every PyTorch export, the ones seqlower was not tuned on included
