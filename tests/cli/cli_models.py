@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import onnx
+from onnx import TensorProto, helper
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "split_map_concat.onnx"
@@ -33,6 +35,22 @@ _LOAD = (
 
 def cast_matmul_map() -> onnx.ModelProto:
     return onnx.parser.parse_model(CAST_MATMUL_MAP)
+
+
+def linear_model(elements: int) -> onnx.ModelProto:
+    """y = x @ w with a weight of `elements` floats (an initializer, to test how weights are
+    stored and counted)."""
+    weight = onnx.numpy_helper.from_array(np.ones((4, elements // 4), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, elements // 4])],
+        [weight],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
 
 
 def loads_in_a_child_process(path: Path) -> bool:

@@ -8,10 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import onnx
 import pytest
-from cli_models import EXAMPLE, ROOT
+from cli_models import EXAMPLE, ROOT, linear_model
 from onnx import TensorProto, helper
 from typer.testing import CliRunner
 
@@ -19,25 +18,10 @@ import seqlower
 from seqlower.cli import app
 
 
-def _linear(elements: int) -> onnx.ModelProto:
-    """y = x @ w with a weight of `elements` floats."""
-    weight = onnx.numpy_helper.from_array(np.ones((4, elements // 4), np.float32), "w")
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["y"])],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, elements // 4])],
-        [weight],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model
-
-
 def _with_external_data(folder: Path, elements: int = 4096) -> Path:
     path = folder / "ext.onnx"
     onnx.save(
-        _linear(elements),
+        linear_model(elements),
         path,
         save_as_external_data=True,
         location="ext.onnx.data",
@@ -79,7 +63,7 @@ def test_a_truncated_external_data_file_is_refused(tmp_path):
 
 def test_small_weights_get_no_weights_file(tmp_path):
     source = tmp_path / "small.onnx"
-    onnx.save(_linear(16), source)  # 64 bytes of weights
+    onnx.save(linear_model(16), source)  # 64 bytes of weights
     out = tmp_path / "out.onnx"
     result = _run("optimize", "--external-data", str(source), str(out))
     assert result.exit_code == 0, result.output

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from cli_models import ROOT
+from cli_models import ROOT, linear_model
 
 
 def seqlower(*args: str) -> subprocess.CompletedProcess[str]:
@@ -259,20 +259,9 @@ def test_the_default_says_when_lowering_costs_more_and_the_option_it_names_keeps
 
 
 def _linear_with_weights(folder, elements: int, external: bool):
-    import numpy as np
     import onnx
-    from onnx import TensorProto, helper
 
-    weight = onnx.numpy_helper.from_array(np.ones((4, elements // 4), np.float32), "w")
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["y"])],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, elements // 4])],
-        [weight],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
+    model = linear_model(elements)
     path = folder / "in.onnx"
     if external:
         onnx.save(model, path, save_as_external_data=True, location="in.onnx.data")
