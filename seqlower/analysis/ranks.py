@@ -26,7 +26,7 @@ import onnx_ir as ir
 
 from seqlower.analysis.rank_rules import ALL_OUTPUTS, RANK_RULES, RankQuery
 from seqlower.analysis.static_values import StaticValues
-from seqlower.ops import subgraphs
+from seqlower.ops import is_sequence_value, subgraphs
 
 NEVER = -1  # no value under the current hypothesis (an element of an empty list)
 
@@ -121,7 +121,11 @@ class Ranks:
             return join(self._fact(first), self._fact(inputs[1] if len(inputs) > 1 else None))
         if op == "SequenceErase" or op == "SequenceAt":
             return self._fact(first)
-        if op == "Identity" and first is not None and _is_sequence(first, node.outputs[0]):
+        if (
+            op == "Identity"
+            and first is not None
+            and (is_sequence_value(first) or is_sequence_value(node.outputs[0]))
+        ):
             return self._fact(first)
         if op == "ConcatFromSequence":
             fact = self._fact(first)
@@ -147,7 +151,7 @@ class Ranks:
         rule = RANK_RULES.get(node.op_type)
         ranks = tuple(self._fact(value) for value in node.inputs)
         # a tensor never made makes none; a sequence's NEVER only says it holds no element
-        tensors = [r for r, v in zip(ranks, node.inputs) if not _is_sequence_typed(v)]
+        tensors = [r for r, v in zip(ranks, node.inputs) if not is_sequence_value(v)]
         if NEVER in tensors:
             fact: Fact = NEVER
         elif rule is None:
@@ -225,14 +229,6 @@ class Ranks:
 def _declared(value: ir.Value) -> int | None:
     shape = value.shape
     return None if shape is None else len(shape)
-
-
-def _is_sequence_typed(value: ir.Value | None) -> bool:
-    return value is not None and isinstance(value.type, ir.SequenceType)
-
-
-def _is_sequence(value: ir.Value, output: ir.Value) -> bool:
-    return isinstance(value.type, ir.SequenceType) or isinstance(output.type, ir.SequenceType)
 
 
 def _new_axis(node: ir.Node) -> int:
