@@ -28,11 +28,11 @@ from onnx_ir.passes.common import _c_api_utils
 
 from seqlower import __version__
 from seqlower.cli.command import (
-    EXIT_BAD_INPUT,
     EXIT_INTERNAL,
     EXIT_REFUSED,
     SeqlowerCommand,
     SeqlowerGroup,
+    error_exit,
     usage_error,
 )
 from seqlower.cli.inspect_command import inspect_command
@@ -117,11 +117,6 @@ def _root(
 ) -> None:
     """Lower ONNX sequence operators to plain tensor ONNX."""
     _configure_logging(verbose=False)  # every command: no library chatter before its errors
-
-
-def _fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
-    echo(f"error: {message}", err=True)
-    return typer.Exit(code)
 
 
 @app.command(
@@ -280,14 +275,14 @@ def optimize_command(
             options = dataclasses.replace(options, partial=True)
         _check_paths(source, output, in_place, external_data, report, dump_dir)
     except SeqlowerError as error:
-        raise _fail(str(error)) from None  # names the option or the output path itself
+        raise error_exit(str(error)) from None  # names the option or the output path itself
     outputs = _Outputs(output, in_place, report, dump_dir)
     try:
         lowered, summary, inputs, input_size = _optimize(source, outputs, options, quiet, verbose)
     except SeqlowerError as error:
-        raise _fail(_naming(source, str(error))) from None
+        raise error_exit(_naming(source, str(error))) from None
     except InternalError as error:
-        raise _fail(f"{_naming(source, str(error))}; {BUG_REPORT}", EXIT_INTERNAL) from None
+        raise error_exit(f"{_naming(source, str(error))}; {BUG_REPORT}", EXIT_INTERNAL) from None
     confirmed = summary.target_confirmed and f"--target {runtime}: {summary.target_confirmed}"
     if report is not None and not verify:
         _write_report(report, summary.to_json() + "\n")
@@ -301,7 +296,7 @@ def optimize_command(
             echo(f"  - {error}", err=True)
         problems = plural(len(summary.target_errors), "problem")
         if not force:
-            raise _fail(f"{problems} for --target {runtime}; nothing written", EXIT_REFUSED)
+            raise error_exit(f"{problems} for --target {runtime}; nothing written", EXIT_REFUSED)
         echo(f"warning: {problems} for --target {runtime}; written anyway (--force)", err=True)
     if strict and (summary.remaining or summary.kept_interface):
         # like --target tensorrt: a sequence-typed input or output counts as remaining
@@ -312,7 +307,7 @@ def optimize_command(
         verb = "remains" if len(summary.remaining) + len(summary.kept_interface) == 1 else "remain"
         kept = summary.stop_reason.startswith("kept the original") or bool(summary.kept_for_speed)
         hint = "; the default target (no --target) lowers it even so" if kept else ""
-        raise _fail(
+        raise error_exit(
             f"{ops} and {interface} {verb} (--strict{', the original costs less' if kept else ''})"
             f"{hint}; nothing written",
             EXIT_REFUSED,
@@ -328,9 +323,11 @@ def optimize_command(
     try:
         weights = save_model(lowered, output, external_data=external_data, protect=inputs)
     except SeqlowerError as error:
-        raise _fail(f"{output}: cannot write ({error})") from None
+        raise error_exit(f"{output}: cannot write ({error})") from None
     except OSError as error:  # strerror: the temporary file's name is no concern of the user
-        raise _fail(f"{output}: cannot write ({error.strerror or type(error).__name__})") from None
+        raise error_exit(
+            f"{output}: cannot write ({error.strerror or type(error).__name__})"
+        ) from None
     if not quiet:
         seconds = time.perf_counter() - started
         echo(
@@ -483,9 +480,9 @@ def _write_report(path: Path, text: str) -> None:
     try:
         write_text(path, text)
     except SeqlowerError as error:
-        raise _fail(f"{path}: cannot write the report ({error})") from None
+        raise error_exit(f"{path}: cannot write the report ({error})") from None
     except OSError as error:
-        raise _fail(f"{path}: cannot write the report ({error.strerror})") from None
+        raise error_exit(f"{path}: cannot write the report ({error.strerror})") from None
 
 
 @app.command(

@@ -21,6 +21,7 @@ __all__ = [
     "EXIT_REFUSED",
     "SeqlowerCommand",
     "SeqlowerGroup",
+    "error_exit",
     "keep_commands_unwrapped",
     "usage_error",
     "usage_error_line",
@@ -38,7 +39,7 @@ from typing import Any, NoReturn
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from seqlower.cli.terminal import escape
+from seqlower.cli.terminal import echo, escape
 from seqlower.errors import BUG_REPORT
 
 try:  # typer 0.20+ carries its own copy of click
@@ -139,6 +140,13 @@ def keep_commands_unwrapped(text: str) -> str:
         if lines and all(line.strip().startswith("seqlower ") for line in lines):
             paragraphs[i] = "\b\n" + paragraph
     return "\n\n".join(paragraphs)
+
+
+def error_exit(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
+    """Print `error: <message>` (one line, on stderr) and return the exit to raise, with `code`
+    (bad input by default)."""
+    echo(f"error: {message}", err=True)
+    return typer.Exit(code)
 
 
 def usage_error(message: str) -> click.exceptions.UsageError:

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
+from seqlower.cli.command import error_exit
 from seqlower.cli.options import (
     DEFAULT_TARGET,
     FlattenOption,
@@ -27,7 +28,7 @@ from seqlower.cli.options import (
     lowering_options,
 )
 from seqlower.cli.summary import costlier_note, plural
-from seqlower.cli.terminal import echo, echo_block, escape, escape_lines
+from seqlower.cli.terminal import echo_block, escape, escape_lines
 from seqlower.errors import SeqlowerError
 from seqlower.inspect import InspectReport, inspect_model
 from seqlower.report import NodeOutcome
@@ -77,8 +78,7 @@ def inspect_command(
         options = lowering_options(split_keepdims, dim, flatten_sequence_io, seq_len, target)
         report = inspect_model(model, options, target=options.target)
     except SeqlowerError as error:
-        echo(f"error: {error}", err=True)
-        raise typer.Exit(2) from None
+        raise error_exit(str(error)) from None
     if json_out:
         echo_block(json.dumps(report.to_dict(), indent=2))
     elif not (sys.stdout.isatty() and _show_rich(report)):

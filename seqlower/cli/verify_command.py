@@ -17,6 +17,7 @@ from typing import Annotated
 
 import typer
 
+from seqlower.cli.command import error_exit
 from seqlower.cli.summary import plural
 from seqlower.cli.terminal import echo, escape
 from seqlower.cli.verify_options import (
@@ -139,8 +140,7 @@ def verify_command(
             _write(report, result.to_json() + "\n")
         saved = save_failing(result, save_inputs)
     except SeqlowerError as error:
-        echo(f"error: {error}", err=True)
-        raise typer.Exit(2) from None
+        raise error_exit(str(error)) from None
     _show(result)
     if saved:
         echo(saved)

@@ -18,7 +18,7 @@ from typing import Any
 import onnx_ir as ir
 import typer
 
-from seqlower.cli.command import EXIT_BAD_INPUT, EXIT_REFUSED
+from seqlower.cli.command import EXIT_BAD_INPUT, EXIT_REFUSED, error_exit
 from seqlower.cli.summary import plural
 from seqlower.cli.terminal import echo
 from seqlower.cli.verify_options import VerifyChoices, save_failing
@@ -49,20 +49,20 @@ def verify_lowered(
         )
         saved = save_failing(result, choices.save_inputs)
     except SeqlowerError as error:
-        raise _fail(f"--verify: {error}") from None
+        raise error_exit(f"--verify: {error}") from None
     if not result.equivalent:
         for line in result.failures():
             echo(f"  - {line}", err=True)
         if saved:
             echo(saved, err=True)
         if result.inconclusive:
-            return result, _fail(
+            return result, error_exit(
                 "verification inconclusive: both models failed on too many generated inputs; "
                 "nothing written (give sizes the model accepts with --dim NAME=SIZE, or inputs "
                 "it accepts with --inputs)",
                 EXIT_BAD_INPUT,
             )
-        return result, _fail(
+        return result, error_exit(
             "verification failed: the lowered model differs; nothing written", EXIT_REFUSED
         )
     if not quiet:
@@ -111,8 +111,3 @@ def _verified(result: VerifyReport, runtime: str) -> str:
     if runtime != "onnxruntime" and against:
         line += f", compared with {against}"
     return line
-
-
-def _fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
-    echo(f"error: {message}", err=True)
-    return typer.Exit(code)
