@@ -203,8 +203,11 @@ def _bytes_moved(node: ir.Node, iterations: float, values: StaticValues) -> floa
         return 2 * sum(_bytes(v) for v in node.outputs)
     if op in ("SplitToSequence", "SequenceConstruct"):  # reads its inputs, copies them in
         return 2 * sum(_bytes(v) for v in node.inputs if v is not None)
-    values = [*node.inputs, *node.outputs]
-    return sum(_bytes(v) for v in values if v is not None and not is_sequence_value(v))
+    total = 0  # summed in the order of a plain sum(): the same float
+    for value in (*node.inputs, *node.outputs):
+        if value is not None and not is_sequence_value(value):
+            total += _bytes(value)
+    return total
 
 
 def _elements(node: ir.Node, values: StaticValues) -> float:
@@ -228,15 +231,17 @@ def _elements(node: ir.Node, values: StaticValues) -> float:
 
 def _bytes(value: ir.Value | None) -> float:
     """The bytes of a tensor value, or of one element of a sequence value (0 if unknown)."""
-    if value is None or value.shape is None:
+    shape = value.shape if value is not None else None
+    if shape is None:
         return 0.0
     dtype = value.dtype if not is_sequence_value(value) else _element_dtype(value)
     if dtype is None:
         return 0.0
     size = 1.0
-    for dim in value.shape:
+    for dim in shape:
         size *= dim if isinstance(dim, int) else DYNAMIC_DIM
-    return size * _itemsize(dtype)
+    itemsize = _ITEMSIZES.get(dtype)
+    return size * (itemsize if itemsize is not None else _itemsize(dtype))
 
 
 def _itemsize(dtype: ir.DataType) -> float:
@@ -248,6 +253,9 @@ def _itemsize(dtype: ir.DataType) -> float:
         return max(dtype.itemsize, 1)
     except TypeError:  # a type without a fixed width
         return STRING_BYTES
+
+
+_ITEMSIZES = {dtype: _itemsize(dtype) for dtype in ir.DataType}  # read once per value
 
 
 def _element_dtype(value: ir.Value) -> ir.DataType | None:

@@ -49,6 +49,9 @@ def is_sequence_value(value: ir.Value | None) -> bool:
     return value is not None and issubclass(type(value.type), ir.SequenceType)
 
 
+_GRAPH, _GRAPHS = ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS
+
+
 def node_subgraphs(node: ir.Node) -> list[tuple[str, ir.Graph]]:
     """The subgraphs a node holds (If branches, Loop/Scan/SequenceMap bodies), each with the name
     of its attribute (`name[i]` for a list of graphs), in attribute order."""
@@ -58,11 +61,11 @@ def node_subgraphs(node: ir.Node) -> list[tuple[str, ir.Graph]]:
     # `.data` is the plain dict under onnx_ir's Attributes (a UserDict): iterating it directly
     # makes the whole-model walks, done several times per sweep, about 3x faster
     for name, attr in node.attributes.data.items():
-        if attr.is_ref():
-            continue
-        if attr.type == ir.AttributeType.GRAPH:
-            found.append((name, attr.as_graph()))
-        elif attr.type == ir.AttributeType.GRAPHS:
+        kind = attr.type  # read first: most attributes are not graphs
+        if kind == _GRAPH:
+            if not attr.is_ref():
+                found.append((name, attr.as_graph()))
+        elif kind == _GRAPHS and not attr.is_ref():
             found.extend((f"{name}[{i}]", graph) for i, graph in enumerate(attr.as_graphs()))
     return found
 
