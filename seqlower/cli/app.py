@@ -34,6 +34,7 @@ from seqlower.cli.command import (
     SeqlowerGroup,
     error_exit,
     usage_error,
+    write_report,
 )
 from seqlower.cli.inspect_command import inspect_command
 from seqlower.cli.options import (
@@ -66,7 +67,7 @@ from seqlower.cli.verify_options import (
 )
 from seqlower.cli.verify_step import verify_lowered, with_verification
 from seqlower.errors import BUG_REPORT, InternalError, SeqlowerError
-from seqlower.io import load_model, load_model_and_files, same_file, save_model, write_text
+from seqlower.io import load_model, load_model_and_files, same_file, save_model
 from seqlower.options import Options
 from seqlower.pipeline import collector_relaxed, lower_in_place
 from seqlower.report import Report
@@ -285,7 +286,7 @@ def optimize_command(
         raise error_exit(f"{_naming(source, str(error))}; {BUG_REPORT}", EXIT_INTERNAL) from None
     confirmed = summary.target_confirmed and f"--target {runtime}: {summary.target_confirmed}"
     if report is not None and not verify:
-        _write_report(report, summary.to_json() + "\n")
+        write_report(report, summary.to_json() + "\n")
     if not quiet:
         for warning in [*summary.warnings, *summary.target_warnings]:
             echo(f"warning: {warning}", err=True)
@@ -317,7 +318,7 @@ def optimize_command(
             source, lowered, options, choices, quiet=quiet, target=runtime
         )
         if report is not None:
-            _write_report(report, with_verification(summary.to_json(), verified) + "\n")
+            write_report(report, with_verification(summary.to_json(), verified) + "\n")
         if refusal is not None:
             raise refusal
     try:
@@ -474,15 +475,6 @@ def _check_output(model: ir.Model) -> None:
             f"internal error: the lowered model fails the ONNX checker ({_one_line(error)}); "
             "nothing written"
         ) from None
-
-
-def _write_report(path: Path, text: str) -> None:
-    try:
-        write_text(path, text)
-    except SeqlowerError as error:
-        raise error_exit(f"{path}: cannot write the report ({error})") from None
-    except OSError as error:
-        raise error_exit(f"{path}: cannot write the report ({error.strerror})") from None
 
 
 @app.command(

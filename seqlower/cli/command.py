@@ -25,6 +25,7 @@ __all__ = [
     "keep_commands_unwrapped",
     "usage_error",
     "usage_error_line",
+    "write_report",
 ]
 
 import inspect
@@ -34,13 +35,15 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
 from typer.core import TyperCommand, TyperGroup
 
 from seqlower.cli.terminal import echo, escape
-from seqlower.errors import BUG_REPORT
+from seqlower.errors import BUG_REPORT, SeqlowerError
+from seqlower.io import write_text
 
 try:  # typer 0.20+ carries its own copy of click
     from typer import _click as click
@@ -147,6 +150,17 @@ def error_exit(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
     (bad input by default)."""
     echo(f"error: {message}", err=True)
     return typer.Exit(code)
+
+
+def write_report(path: Path, text: str) -> None:
+    """Write a JSON report the user asked for (atomically); a failure raises the `error_exit`
+    that says the report cannot be written, and why."""
+    try:
+        write_text(path, text)
+    except SeqlowerError as error:
+        raise error_exit(f"{path}: cannot write the report ({error})") from None
+    except OSError as error:
+        raise error_exit(f"{path}: cannot write the report ({error.strerror})") from None
 
 
 def usage_error(message: str) -> click.exceptions.UsageError:

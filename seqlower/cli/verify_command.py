@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from seqlower.cli.command import error_exit
+from seqlower.cli.command import error_exit, write_report
 from seqlower.cli.summary import plural
 from seqlower.cli.terminal import echo, escape
 from seqlower.cli.verify_options import (
@@ -37,7 +37,7 @@ from seqlower.cli.verify_options import (
     save_failing,
 )
 from seqlower.errors import SeqlowerError
-from seqlower.io import files_read, same_file, write_text
+from seqlower.io import files_read, same_file
 from seqlower.verification import VerifyReport, verify
 from seqlower.verification.check import DEFAULT_TIME_BUDGET, DEFAULT_TRIALS
 from seqlower.verification.runner import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT
@@ -137,7 +137,7 @@ def verify_command(
             **choices.arguments(),
         )
         if report is not None:
-            _write(report, result.to_json() + "\n")
+            write_report(report, result.to_json() + "\n")
         saved = save_failing(result, save_inputs)
     except SeqlowerError as error:
         raise error_exit(str(error)) from None
@@ -183,13 +183,6 @@ def _refuse_inputs_as_outputs(
                     f"{save_inputs}: --save-inputs would overwrite {path}, which the model "
                     f"{model} reads; choose another folder"
                 )
-
-
-def _write(path: Path, text: str) -> None:
-    try:
-        write_text(path, text)
-    except OSError as error:
-        raise SeqlowerError(f"{path}: cannot write the report ({error.strerror})") from None
 
 
 def _several_runtimes(result: VerifyReport) -> bool:
