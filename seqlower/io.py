@@ -121,7 +121,8 @@ def _deserialize(
             f"{where}: malformed ONNX model ({text or type(error).__name__})"
         ) from None
     check_input_text(model, where)
-    if base_dir is not None:
+    # two walks of the model to find external tensors: only when the file declares one
+    if base_dir is not None and any(map(_is_external, _all_tensor_protos(proto))):
         _set_external_data_base_dir(model, base_dir, where)
     return model
 
