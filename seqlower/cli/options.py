@@ -16,7 +16,7 @@ __all__ = [
     "parse_sizes",
 ]
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -43,13 +43,20 @@ def _choice(option: str, name: str, choices: tuple[str, ...]):  # type: ignore[n
     return check
 
 
-TargetOption = Annotated[
-    str,
-    typer.Option(
+def _target_option(text: str) -> Any:
+    """The `--target` option: one of TARGETS, refused otherwise with the message Python gives."""
+    return typer.Option(
         "--target",
         metavar="[" + "|".join(TARGETS) + "]",
         callback=_choice("--target", "target", TARGETS),
-        help="The runtime the model is for: every target lowers all it can; generic accepts "
+        help=text,
+    )
+
+
+TargetOption = Annotated[
+    str,
+    _target_option(
+        "The runtime the model is for: every target lowers all it can; generic accepts "
         "any leftover; onnxruntime asks for speed first (keeps a region of sequence ops as "
         "given where that is estimated faster) and warns about other leftovers; the others "
         "fail (exit 1) on what that runtime cannot run, such as sequence ops and dynamic scan "
@@ -59,11 +66,8 @@ TargetOption = Annotated[
 
 InspectTargetOption = Annotated[
     str,
-    typer.Option(
-        "--target",
-        metavar="[" + "|".join(TARGETS) + "]",
-        callback=_choice("--target", "target", TARGETS),
-        help="Lower the copy as `optimize --target` would, and list what that runtime's profile "
+    _target_option(
+        "Lower the copy as `optimize --target` would, and list what that runtime's profile "
         "refuses. The check reads the operators only: it does not load the model in OpenVINO or "
         "tract, which `optimize --target` does when they are installed. The exit code stays 0.",
     ),
