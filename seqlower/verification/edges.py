@@ -417,6 +417,13 @@ def _extremes(name: str) -> Change:
 def _equal_pairs(flow: Flow) -> list[Edge]:
     """Inputs of one type, kind and rank, those that meet at a node first (at most 3)."""
     names = list(flow.specs)
+    reached: dict[str, set[int]] = {}  # the nodes each input reaches, once per input
+
+    def reach(name: str) -> set[int]:
+        if name not in reached:
+            reached[name] = {id(node) for node in flow.reaches(name)}
+        return reached[name]
+
     pairs = []
     for first_index, first in enumerate(names):
         for second in names[first_index + 1 :]:
@@ -430,9 +437,7 @@ def _equal_pairs(flow: Flow) -> list[Edge]:
                 for x, y in zip(a.shape, b.shape, strict=True)
             ):
                 continue
-            meet = {id(node) for node in flow.reaches(first)} & {
-                id(node) for node in flow.reaches(second)
-            }
+            meet = not reach(first).isdisjoint(reach(second))
             pairs.append((0 if meet else 1, first, second))
     pairs.sort(key=lambda item: item[0])
     return [
