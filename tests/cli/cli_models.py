@@ -3,6 +3,15 @@ models that may crash onnxruntime."""
 
 from __future__ import annotations
 
+__all__ = [
+    "CAST_MATMUL_MAP",
+    "EXAMPLE",
+    "ROOT",
+    "cast_matmul_map",
+    "linear_model",
+    "loads_in_a_child_process",
+]
+
 import subprocess
 import sys
 from pathlib import Path
