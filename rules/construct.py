@@ -63,14 +63,24 @@ def _known(node: ir.Node, ctx: Context) -> tuple[ir.Value, ...] | Refusal:
     return ctx.known_elements(node.inputs[0])
 
 
+def _insert_position(node: ir.Node, ctx: Context, length: int) -> int | Refusal:
+    """Where SequenceInsert `node` puts its tensor in a list of `length` elements, from 0 to
+    `length` (none given: the end)."""
+    return static_position(node, ctx, length, position_input=2, default=length, inclusive_end=True)
+
+
+def _erase_position(node: ir.Node, ctx: Context, length: int) -> int | Refusal:
+    """Which element of a list of `length` SequenceErase `node` removes (none given: the
+    last)."""
+    return static_position(node, ctx, length, position_input=1, default=-1)
+
+
 def _check_insert(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
     elements = _known(node, ctx)
     if isinstance(elements, Refusal):
         return elements
     length = len(elements)
-    position = static_position(
-        node, ctx, length, position_input=2, default=length, inclusive_end=True
-    )
+    position = _insert_position(node, ctx, length)
     if isinstance(position, Refusal):
         return position
     return elements, position
@@ -97,9 +107,7 @@ def _fold_chain(node: ir.Node, elements: list[ir.Value], ctx: Context) -> None:
     while (reader := _only_builder_reader(last)) is not None:
         if reader.op_type == "SequenceInsert":
             length = len(elements)
-            position = static_position(
-                reader, ctx, length, position_input=2, default=length, inclusive_end=True
-            )
+            position = _insert_position(reader, ctx, length)
             if isinstance(position, Refusal):
                 break
             elements = _inserted(reader, elements, position)
@@ -107,7 +115,7 @@ def _fold_chain(node: ir.Node, elements: list[ir.Value], ctx: Context) -> None:
         else:
             if not elements:
                 break  # erase-from-known reports it
-            position = static_position(reader, ctx, len(elements), position_input=1, default=-1)
+            position = _erase_position(reader, ctx, len(elements))
             if isinstance(position, Refusal):
                 break
             del elements[position]
@@ -135,7 +143,7 @@ def _check_erase(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
     elements = _known(node, ctx)
     if isinstance(elements, Refusal):
         return elements
-    position = static_position(node, ctx, len(elements), position_input=1, default=-1)
+    position = _erase_position(node, ctx, len(elements))
     if isinstance(position, Refusal):
         return position
     return elements, position
