@@ -34,7 +34,7 @@ def concat_mismatch(graph: onnx.GraphProto, values: Iterable[onnx.ValueInfoProto
     concats = [node for node in graph.node if node.op_type == "ConcatFromSequence"]
     if not concats:
         return None
-    shapes = {info.name: _shape(info) for info in values}
+    shapes = _Shapes(values)
     constants = _Constants(graph)
     producers = {output: node for node in graph.node for output in node.output}
     for node in concats:
@@ -64,19 +64,44 @@ def _shape(info: onnx.ValueInfoProto) -> Shape | None:
     )
 
 
+class _Shapes:
+    """The inferred shape of each value by name, read when asked for (a model has many values
+    and few concatenations)."""
+
+    def __init__(self, values: Iterable[onnx.ValueInfoProto]) -> None:
+        self._infos = {info.name: info for info in values}  # the last one of a name counts
+        self._shapes: dict[str, Shape | None] = {}
+
+    def get(self, name: str) -> Shape | None:
+        if name not in self._shapes:
+            info = self._infos.get(name)
+            self._shapes[name] = _shape(info) if info is not None else None
+        return self._shapes[name]
+
+
 class _Constants:
     """Values fixed in the file, read when asked for: Constant outputs and initializers that
     are not graph inputs."""
 
     def __init__(self, graph: onnx.GraphProto) -> None:
+        self._graph = graph
+        self._tensors: dict[str, onnx.TensorProto] | None = None  # found at the first question
+
+    def _found(self) -> dict[str, onnx.TensorProto]:
+        graph = self._graph
         inputs = {info.name for info in graph.input}
-        self._tensors = {t.name: t for t in graph.initializer if t.name not in inputs}
+        tensors = {t.name: t for t in graph.initializer if t.name not in inputs}
         for node in graph.node:
+            if node.op_type != "Constant":
+                continue
             attributes = list(node.attribute)
-            if node.op_type == "Constant" and [a.name for a in attributes] == ["value"]:
-                self._tensors[node.output[0]] = attributes[0].t
+            if [a.name for a in attributes] == ["value"]:
+                tensors[node.output[0]] = attributes[0].t
+        return tensors
 
     def get(self, name: str) -> np.ndarray | None:
+        if self._tensors is None:
+            self._tensors = self._found()
         tensor = self._tensors.get(name)
         if tensor is None or tensor.data_location == onnx.TensorProto.EXTERNAL:
             return None
@@ -86,7 +111,7 @@ class _Constants:
 
 
 def _element_shapes(
-    source: onnx.NodeProto, shapes: dict[str, Shape | None], constants: _Constants
+    source: onnx.NodeProto, shapes: _Shapes, constants: _Constants
 ) -> list[Shape] | None:
     if source.op_type == "SequenceConstruct":
         found = [shapes.get(name) for name in source.input]
