@@ -18,11 +18,10 @@ from __future__ import annotations
 
 __all__ = ["SIZE_OPERANDS", "Flow"]
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import onnx_ir as ir
 
-from seqlower.ops import uses_through
 from seqlower.verification.signature import InputSpec
 
 SIZE_OPERANDS: dict[str, tuple[int, ...]] = {
@@ -117,13 +116,6 @@ class Flow:
         """True when input `name`, or a value computed from it, is a size, count, position,
         index or divisor somewhere (`SIZE_OPERANDS`)."""
         return self._walk(name)[1]
-
-    def uses(self, name: str) -> Iterator[tuple[ir.Node, int]]:
-        """The (node, input index) uses of input `name`, through the copies of `source`."""
-        value = self._values.get(name)
-        if value is None:
-            return
-        yield from uses_through(value, lambda node, index: node.op_type in _COPIES and index == 0)
 
     def _walk(self, name: str) -> tuple[tuple[ir.Node, ...], bool]:
         if name in self._reach:
