@@ -72,6 +72,8 @@ def node_subgraphs(node: ir.Node) -> list[tuple[str, ir.Graph]]:
 
 def subgraphs(node: ir.Node) -> list[ir.Graph]:
     """The subgraphs a node holds, without their attribute names."""
+    if not node.attributes.data:  # most nodes: no second call
+        return []
     return [graph for _, graph in node_subgraphs(node)]
 
 

@@ -123,7 +123,8 @@ def _walk(model: ir.Model) -> Iterator[tuple[ir.Node, ir.Node | None]]:
     for graph, owner in queue:  # grows while iterating
         for node in graph:
             yield node, owner
-            queue.extend((subgraph, node) for subgraph in subgraphs(node))
+            if node.attributes.data:  # most nodes have no attribute, so no subgraph
+                queue.extend((subgraph, node) for subgraph in subgraphs(node))
 
 
 def _is_site(node: ir.Node) -> bool:
@@ -155,4 +156,5 @@ def _graphs(model: ir.Model) -> Iterator[tuple[ir.Graph, ir.Node | None]]:
     for graph, owner in queue:
         yield graph, owner
         for node in graph:
-            queue.extend((subgraph, node) for subgraph in subgraphs(node))
+            if node.attributes.data:
+                queue.extend((subgraph, node) for subgraph in subgraphs(node))
