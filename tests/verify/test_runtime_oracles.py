@@ -19,6 +19,7 @@ import onnx
 import pytest
 import test_torch_fixtures as fixtures
 from conformance.test_onnx_backend import CASES as CONFORMANCE
+from support import stored_data_sets
 
 import seqlower
 from seqlower.verification.runtimes import CannotRunError, run_in_runtime
@@ -56,7 +57,7 @@ def _cases() -> dict[str, tuple[onnx.ModelProto, dict[str, Any], list[Any], floa
     }
     for name in fixtures.CASES:
         model = onnx.load(fixtures.ROOT / name / "model.onnx")
-        _, inputs, outputs = next(iter(fixtures._data_sets(name, model)))
+        _, inputs, outputs = next(stored_data_sets(fixtures.ROOT / name, model))
         cases[f"torch/{name}"] = (model, inputs, outputs, 1e-4, 1e-5)
     return cases
 
