@@ -61,8 +61,10 @@ def test_quick_start_has_two_commands_and_the_example_exists() -> None:
 
 def test_quick_start_says_how_long_the_tests_take() -> None:
     before_tests = _section("Quick start").split("python -m pytest", 1)[0]
-    said = re.search(r"The tests take about (\S+) minutes on a 2-core\s+machine", before_tests)
+    said = re.search(r"The tests take about (\d+) minutes on a 2-core\s+machine", before_tests)
     assert said is not None, "say how long the test command takes, before it"
+    # CI runs them twice within its 90 minutes: a suite that takes longer needs a look first
+    assert int(said.group(1)) <= 20
 
 
 def test_the_readme_is_a_short_guide() -> None:
