@@ -338,11 +338,16 @@ def _growing_carries(node: ir.Node) -> str:
     if node.op_type != "Loop" or node.domain != "" or "body" not in node.attributes:
         return ""
     body = node.attributes["body"].as_graph()
-    carried = [v for v in body.inputs[2:] if isinstance(v.type, ir.TensorType)]
+    carried = [
+        (value, initial)
+        for value, initial in zip(body.inputs[2:], node.inputs[2:])
+        if isinstance(value.type, ir.TensorType)
+    ]
     if not carried:
         return ""
     invariant = set(LoopShapes(node, StaticValues()).invariant_carried())
-    return ", ".join(user_value_label(v) for v in carried if v not in invariant)
+    labels = (user_value_label(v, initial) for v, initial in carried if v not in invariant)
+    return ", ".join(dict.fromkeys(labels))  # two values made from one node: said once
 
 
 def _dynamic_scan(node: ir.Node, values: StaticValues, bindable: set[str]) -> str | None:

@@ -64,16 +64,19 @@ def user_node_label(model: ir.Model, name: str) -> str:
     return f"node '{name}'"
 
 
-def user_value_label(value: ir.Value) -> str:
+def user_value_label(value: ir.Value, initial: ir.Value | None = None) -> str:
     """How a message names a value of a lowered model: `'name'` for a value of the input, `a
     value made from 'origin'` for one the lowering made (a Loop body's input is judged by the
-    nodes that give it its value: the Loop's, and the body's)."""
+    nodes that give it its value: the body's, then the one making its `initial` value, the
+    Loop's input)."""
     givers = [value.producer()]
     graph = value.graph
     if givers[0] is None and graph is not None and value in graph.inputs:
         index = graph.inputs.index(value)  # a body's carried input k + 2 is its output k + 1
         if 2 <= index <= len(graph.outputs):
             givers.append(graph.outputs[index - 1].producer())
+    if initial is not None:
+        givers.append(initial.producer())
     for node in givers:
         if node is not None and node.meta.get(ORIGIN_KEY):
             return f"a value made from '{node.meta[ORIGIN_KEY]}'"
