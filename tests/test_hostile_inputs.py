@@ -26,7 +26,8 @@ OPSET = [helper.make_opsetid("", 17)]
 
 def _model(nodes, inputs, outputs, initializers=()) -> onnx.ModelProto:
     graph = helper.make_graph(nodes, "hostile", inputs, outputs, initializer=list(initializers))
-    return helper.make_model(graph, opset_imports=OPSET)
+    # IR 10: onnxruntime 1.20, the oldest supported, reads no newer
+    return helper.make_model(graph, opset_imports=OPSET, ir_version=10)
 
 
 def _float(name: str, shape) -> onnx.ValueInfoProto:
@@ -173,8 +174,11 @@ def test_raw_bytes_shorter_than_the_declared_shape_are_refused() -> None:
     split.raw_data = np.array([1], np.int64).tobytes()
     with pytest.raises(InvalidModelError, match="holds 8 bytes of data, not 8000000000000"):
         seqlower.optimize(ir.serde.deserialize_model(model))
-    with pytest.raises(InvalidModelError, match=r"raw_data size \(8 bytes\) is too small"):
-        seqlower.optimize(model)  # the ONNX checker, on the model as given
+    # the ONNX checker, or on older onnx releases its strict inference, on the model as given
+    with pytest.raises(
+        InvalidModelError, match=r"^<ModelProto>: the input model itself is invalid"
+    ):
+        seqlower.optimize(model)
 
 
 def test_the_command_line_refuses_the_declared_size_in_one_line(tmp_path) -> None:
@@ -188,11 +192,11 @@ def test_the_command_line_refuses_the_declared_size_in_one_line(tmp_path) -> Non
         check=False,
     )
     assert done.returncode == 2
-    assert done.stderr.splitlines() == [  # the ONNX checker, on the file as read
-        f"error: {source}: the input model itself is invalid, the ONNX checker rejects it: "
-        "TensorProto (tensor name: split) int64_data size (1) is too small for the declared "
-        "shape (1000000000000 int64 values required)."
-    ]
+    # the ONNX checker on the file as read (its strict inference on older onnx releases, whose
+    # checker lets the size through): one line, naming the tensor
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"error: {source}: the input model itself is invalid, "), line
+    assert "split" in line
     assert not (tmp_path / "out.onnx").exists()
 
 

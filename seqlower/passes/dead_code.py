@@ -56,8 +56,9 @@ def _drop_inputs(node: ir.Node) -> None:
     """Detach `node` from every value it reads, in time linear in its inputs. onnx_ir's public
     ways (`remove(safe=True)`, `resize_inputs`) rebuild the input tuple once per input, which
     is quadratic: a dead SequenceConstruct of 3,000 elements took seconds, a chain of them
-    minutes. A node with sharding annotations takes the public way (they must be dropped)."""
-    if node.device_configurations:
+    minutes. A node with sharding annotations takes the public way (they must be dropped;
+    older onnx-ir releases have none)."""
+    if getattr(node, "device_configurations", None):
         node.resize_inputs(0)
         return
     for index, value in enumerate(node.inputs):

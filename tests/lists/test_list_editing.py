@@ -13,7 +13,9 @@ from collections import Counter
 import numpy as np
 import onnx
 import onnx_ir as ir
+import onnxruntime
 import pytest
+from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented as NotImplementedError_
 from support import (
     assert_both_fail,
     assert_same_or_both_fail,
@@ -21,6 +23,7 @@ from support import (
     lower_tensor_form,
     op_counts,
     parse,
+    run_ort,
     sequence_op_count,
 )
 
@@ -114,6 +117,10 @@ def test_edits_keep_every_dtype(dtype, numpy_type):
     model = edit_model("SequenceInsert (s, r, p)", dtype=dtype)
     lowered, _ = lower_tensor_form(model)
     assert op_counts(lowered)["Split"] == 1
+    try:  # probed: onnxruntime 1.20 has no SplitToSequence for bool
+        run_ort(model, feeds(4, 0, numpy_type))
+    except NotImplementedError_ as error:
+        pytest.skip(f"onnxruntime {onnxruntime.__version__} cannot run the original: {error}")
     check_every_position(model, lowered, lambda p, n: -n <= p <= n, numpy_type)
 
 
