@@ -100,7 +100,7 @@ def _strict_inference(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
     earlier runs, typed as inference found them there; constants and small initializers cross a
     cut with their content."""
     graph = model.graph
-    if sum(1 for node in graph.node if _node_subgraphs([node])) <= SUBGRAPH_LIMIT:
+    if not _inferred_in_runs(graph):
         inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
         return [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]
     inputs = {value.name: value for value in graph.input}
@@ -147,10 +147,16 @@ def _strict_inference(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
 def _lenient_inference(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
     """The types inference gives the main graph's values, errors ignored; nothing for a graph
     with so many subgraphs that it would be inferred in runs (see `_strict_inference`)."""
-    if sum(1 for node in model.graph.node if _node_subgraphs([node])) > SUBGRAPH_LIMIT:
+    if _inferred_in_runs(model.graph):
         return []
     inferred = onnx.shape_inference.infer_shapes(model)
     return [*inferred.graph.input, *inferred.graph.value_info]
+
+
+def _inferred_in_runs(graph: onnx.GraphProto) -> bool:
+    """Whether so many of the main graph's nodes hold subgraphs that ONNX's inference of it in
+    one piece would be quadratic (see `_strict_inference`)."""
+    return sum(1 for node in graph.node if _node_subgraphs([node])) > SUBGRAPH_LIMIT
 
 
 def _names_read(nodes: list[onnx.NodeProto]) -> list[str]:
