@@ -433,10 +433,13 @@ class _Run:
         report.stop_reason = lower.stop_reason
         report.iterations = lower.iterations
         # a warning may name a node made, then replaced, while lowering: named by its origin too
-        made_names = {
-            made.name: labels(origin) for made, origin in lower.origins.items() if made.name
-        }
-        made_names.update(renamed)
+        # (the map is built only when there is a warning: a large model makes many nodes)
+        made_names = renamed
+        if lower.warnings:
+            made_names = {
+                made.name: labels(origin) for made, origin in lower.origins.items() if made.name
+            }
+            made_names.update(renamed)
         report.warnings = report.warnings + (
             self.inline.warnings
             + self.normalize.warnings
