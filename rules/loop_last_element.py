@@ -25,6 +25,7 @@ import onnx_ir as ir
 
 from seqlower.analysis.facts import element_dtype
 from seqlower.ops import is_sequence_value
+from seqlower.report.labels import STANDS_FOR_KEY, user_value_label
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loops import _body, appending_insert
 
@@ -104,6 +105,8 @@ def _carry_last(node: ir.Node, plan: LastElementPlan, ctx: Context) -> None:
     first = builder.op("SequenceAt", [init, position], name="last_initial")
     first.type = ir.TensorType(plan.dtype)
     last = ir.Value(name=ctx.rewriter.names.fresh(f"{body.name or 'body'}_last"), type=first.type)
+    # messages name it by what it carries: the value the body appended in the last iteration
+    last.meta[STANDS_FOR_KEY] = user_value_label(plan.appended)
     body.inputs.append(last)
     for read in plan.reads:
         ctx.rewriter.replace(read.outputs[0], last)

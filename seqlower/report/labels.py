@@ -12,6 +12,7 @@ from __future__ import annotations
 __all__ = [
     "LABEL_KEY",
     "ORIGIN_KEY",
+    "STANDS_FOR_KEY",
     "Label",
     "NodeLabels",
     "describe",
@@ -38,6 +39,9 @@ Label = Callable[[ir.Node], str]
 LABEL_KEY = "seqlower.label"  # a node's label in its (never serialized) `meta`
 # for a node the lowering made: the label of the node of the input it came from
 ORIGIN_KEY = "seqlower.origin"
+# for a value the lowering made that stands for a value of the input (a Loop body input that
+# carries what the user's body made in the previous iteration): how messages name it
+STANDS_FOR_KEY = "seqlower.stands_for"
 
 
 def stored_label(node: ir.Node) -> str:
@@ -68,7 +72,9 @@ def user_value_label(value: ir.Value, initial: ir.Value | None = None) -> str:
     """How a message names a value of a lowered model: `'name'` for a value of the input, `a
     value made from 'origin'` for one the lowering made (a Loop body's input is judged by the
     nodes that give it its value: the body's, then the one making its `initial` value, the
-    Loop's input)."""
+    Loop's input), or by the value it stands for (`STANDS_FOR_KEY`)."""
+    if value.meta.get(STANDS_FOR_KEY):
+        return value.meta[STANDS_FOR_KEY]
     givers = [value.producer()]
     graph = value.graph
     if givers[0] is None and graph is not None and value in graph.inputs:

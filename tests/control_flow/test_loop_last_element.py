@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx_ir as ir
 import pytest
 from support import lower_and_compare, op_counts, parse, rule_check, sequence_op_count
 
+import seqlower
 from seqlower.rule import Refusal
 from seqlower.rules import loop_last_element
+from seqlower.targets import check_target
 
 _START = "first = Identity(x)\n    start = SequenceConstruct(first)"
 _READ_LAST = "minus_one = Constant<value = int64 {-1}>()\n        prev = SequenceAt(acc, minus_one)"
@@ -146,3 +149,26 @@ def test_refused_loops_still_lower_and_compute_the_same():
     assert "loop-last-element" not in report.rules_fired
     assert sequence_op_count(lowered) == 0
     np.testing.assert_array_equal(stacked[0], x)
+
+
+def test_a_carried_last_element_is_named_by_the_value_it_carries():
+    """A target that refuses the Loop names the carried last element as the user's value."""
+    text = """g (int64 m, float[3] x) => (float[?] joined) {
+    t = Constant<value = bool {1}>()
+    first = Identity(x)
+    start = SequenceConstruct(first)
+    s = Loop(m, t, start) <body = body (int64 i, bool c, seq(float[?]) acc)
+                                   => (bool c2, seq(float[?]) grown) {
+        minus_one = Constant<value = int64 {-1}>()
+        prev = SequenceAt(acc, minus_one)
+        row = Concat<axis = 0>(prev, prev)
+        grown = SequenceInsert(acc, row)
+        c2 = Identity(c)
+    }>
+    joined = ConcatFromSequence<axis = 0>(s)
+}"""
+    lowered, report = seqlower.optimize(ir.from_proto(parse(text)), target="portable")
+    assert report.rules_fired["loop-last-element"] == 1
+    (error,) = check_target(lowered, report, "tensorrt").errors
+    assert "'row', whose shape may change between iterations" in error
+    assert "_last" not in error
