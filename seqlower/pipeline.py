@@ -426,6 +426,9 @@ class _Run:
         if self.cleanup.folded:
             folded = {"fold-constant-transpose": self.cleanup.folded}
             report.rules_fired = {**report.rules_fired, **folded}
+        if self.cleanup.hoisted:
+            hoisted = {"hoist-loop-invariant": self.cleanup.hoisted}
+            report.rules_fired = {**report.rules_fired, **hoisted}
         report.rules_fired = {
             **report.rules_fired,
             **_loop_counts(model, self.conditions, self.scans),

@@ -1,6 +1,7 @@
 """Remove what lowering left unused: dead nodes (subgraphs included), static shape arithmetic
 (folded into constants), Transposes of constant weights (folded into the weight), Casts to the
-type their input has, unused initializers and functions; forget the dim names that shape
+type their input has, loop-invariant operators (moved out of Loop and Scan bodies), unused
+initializers and functions; forget the dim names that shape
 inference made up. Nodes that stay are not touched (their unused optional outputs and trailing
 empty inputs are theirs)."""
 
@@ -15,6 +16,7 @@ from seqlower.ops import iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_nodes
 from seqlower.passes.fold_shapes import fold_static_shapes
 from seqlower.passes.fold_transpose import fold_constant_transposes
+from seqlower.passes.hoist_invariants import hoist_loop_invariants
 from seqlower.passes.index_vectors import fold_index_vectors
 from seqlower.passes.noop_casts import remove_noop_casts
 from seqlower.passes.normalize import infer_shapes
@@ -40,7 +42,8 @@ class CleanupPass(ir.passes.InPlacePass):
     """Dead nodes, static shape arithmetic folded (`fold_shapes`; `shapes_folded` counts the
     nodes), index vectors built from their pieces (`index_vectors`; `vectors_built`), Transposes
     of constant weights folded (`fold_transpose`; `folded` counts them), Casts
-    to the type they have removed (`noop_casts`; `casts_removed`), then unused initializers and
+    to the type they have removed (`noop_casts`; `casts_removed`), loop-invariant operators moved
+    out of Loop and Scan bodies (`hoist_invariants`; `hoisted`), then unused initializers and
     functions. `dead_nodes=False` skips the walk for dead nodes when the
     caller knows there are none (after a lowering fixpoint). `fold_shapes=False` folds no shape
     (for a model whose declared intermediate shapes are not all trusted)."""
@@ -53,6 +56,7 @@ class CleanupPass(ir.passes.InPlacePass):
         self.shapes_folded = 0
         self.casts_removed = 0
         self.vectors_built = 0
+        self.hoisted = 0
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         forget_stamp(model)  # dim names are forgotten below: shapes are no longer inference's
@@ -78,6 +82,8 @@ class CleanupPass(ir.passes.InPlacePass):
         modified |= bool(self.folded)
         self.casts_removed = remove_noop_casts(model)
         modified |= bool(self.casts_removed)
+        self.hoisted = hoist_loop_invariants(model)
+        modified |= bool(self.hoisted)
         modified |= remove_unused_initializers(model)
         if model.functions:
             modified |= RemoveUnusedFunctionsPass()(model).modified

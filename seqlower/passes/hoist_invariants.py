@@ -1,0 +1,254 @@
+"""Move the operators of a Loop or Scan body that compute the same value on every iteration
+out of the body, in front of the Loop or Scan.
+
+    Loop(n, c, h) {                           wx = Gemm(x, W, b)
+      wx = Gemm(x, W, b)           ->         Loop(n, c, h) {
+      y = Add(wx, Gemm(h', U, d))               y = Add(wx, Gemm(h', U, d))   (reads the outer wx)
+    }                                         }
+
+Exports leave them in bodies (a `Linear` of an input inside a `while` loop, a Slice of a constant
+range of an input), and lowering's own index arithmetic may leave some; onnxruntime runs each
+once per iteration (about 0.2 microseconds a launch). A node moves when it is an operator of
+`HOISTABLE` in the standard domain (deterministic, no subgraph) and everything it reads is
+defined outside the body: an outer value, or a Constant of the body, which moves with it
+(the body's other readers then read it from the outer scope). What a moved node computes is
+read by the body from the outer scope. Bodies are handled innermost first, so that a value
+invariant in two nested loops leaves both.
+
+A moved node also runs when the loop runs zero times, so it must not fail where the body would
+not have run: only operators that cannot fail on well-typed inputs whose shapes fit move, and
+only when the shapes they read are known and fit (equal dims, or dims of 1 that broadcast),
+never an integer division, nor a Cast from strings. Nothing that is a body's output moves.
+"""
+
+from __future__ import annotations
+
+__all__ = ["HOISTABLE", "hoist_loop_invariants"]
+
+import onnx_ir as ir
+
+from seqlower.ops import subgraphs
+
+# element-wise operators of one input: they cannot fail on a value of their type
+_UNARY = frozenset(
+    {
+        "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Ceil", "Celu", "Cos", "Cosh",
+        "Elu", "Erf", "Exp", "Floor", "HardSigmoid", "HardSwish", "Identity", "IsInf", "IsNaN",
+        "LeakyRelu", "Log", "Mish", "Neg", "Not", "Reciprocal", "Relu", "Round", "Selu",
+        "Sigmoid", "Sign", "Sin", "Sinh", "Softplus", "Softsign", "Sqrt", "Tan", "Tanh",
+        "ThresholdedRelu",
+    }
+)  # fmt: skip
+# element-wise operators with broadcasting: they fail only when the shapes do not broadcast
+_BROADCAST = frozenset(
+    {
+        "Add", "And", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "Max",
+        "Mean", "Min", "Mul", "Or", "Sub", "Sum", "Where", "Xor",
+    }
+)  # fmt: skip
+# the same, for floating-point inputs only (an integer division by zero fails)
+_FLOAT_BROADCAST = frozenset({"Div", "Pow"})
+_FLOATS = frozenset(
+    {ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16}
+)
+_SHAPE_READERS = frozenset({"Shape", "Size"})
+
+HOISTABLE = (
+    _UNARY | _BROADCAST | _FLOAT_BROADCAST | _SHAPE_READERS
+    | {"Cast", "Gemm", "MatMul", "Slice", "Transpose"}
+)  # fmt: skip
+
+
+def hoist_loop_invariants(model: ir.Model) -> int:
+    """Move every loop-invariant node that may move (see the module docstring) out of its
+    Loop or Scan body, innermost bodies first; returns how many nodes moved (the Constants that
+    moved with them not counted)."""
+    moved = _hoist_in(model.graph)
+    for function in model.functions.values():
+        moved += _hoist_in(function.graph)
+    return moved
+
+
+def _hoist_in(graph: ir.Graph) -> int:
+    moved = 0
+    for node in list(graph):
+        for inner in subgraphs(node):
+            moved += _hoist_in(inner)
+        if node.domain == "" and node.op_type in ("Loop", "Scan"):
+            body = node.attributes.get("body")
+            if body is not None and body.type == ir.AttributeType.GRAPH and not body.is_ref():
+                moved += _hoist_body(graph, node, body.as_graph())
+    return moved
+
+
+def _hoist_body(graph: ir.Graph, loop: ir.Node, body: ir.Graph) -> int:
+    """Move the invariant nodes of `body` (in order) in front of `loop` in `graph`."""
+    inside = {*body.inputs, *body.initializers.values()}
+    outputs = set(body.outputs)
+    moved = 0
+    for node in list(body):
+        if not _may_move(node, inside, outputs):
+            inside.update(node.outputs)
+            continue
+        for value in node.inputs:  # the body's Constants it reads move first
+            producer = value.producer() if value is not None else None
+            if producer is not None and producer.graph is body and producer.op_type == "Constant":
+                if any(out in outputs for out in producer.outputs):
+                    continue  # not reached: _may_move refused it
+                body.remove(producer)
+                graph.insert_before(loop, producer)
+                inside.difference_update(producer.outputs)
+        body.remove(node)
+        graph.insert_before(loop, node)
+        moved += 1
+    return moved
+
+
+def _may_move(node: ir.Node, inside: set[ir.Value], outputs: set[ir.Value]) -> bool:
+    """Whether `node` is invariant in its body and may run outside it (module docstring)."""
+    if node.domain != "" or node.op_type not in HOISTABLE or subgraphs(node):
+        return False
+    if not node.inputs or any(out in outputs for out in node.outputs):
+        return False
+    for value in node.inputs:
+        if value is None:
+            continue
+        if value in inside:
+            producer = value.producer()
+            if producer is None or producer.op_type != "Constant" or producer.domain != "":
+                return False
+            if any(out in outputs for out in producer.outputs):
+                return False
+    return _cannot_fail(node)
+
+
+def _cannot_fail(node: ir.Node) -> bool:
+    op, inputs = node.op_type, node.inputs
+    if op in _UNARY or op in _SHAPE_READERS:
+        return True
+    if op == "Cast":
+        source = inputs[0]
+        return source is not None and source.dtype not in (None, ir.DataType.STRING)
+    if op in _FLOAT_BROADCAST:
+        if any(v is None or v.dtype not in _FLOATS for v in inputs):
+            return False
+        return _broadcasts([v.shape for v in inputs])  # type: ignore[union-attr]
+    if op in _BROADCAST:
+        return all(v is not None for v in inputs) and _broadcasts([v.shape for v in inputs])  # type: ignore[union-attr]
+    if op == "Transpose":
+        return _transposes(node)
+    if op == "MatMul":
+        return _multiplies(inputs[0], inputs[1], False, False, None)
+    if op == "Gemm":
+        trans_a = node.attributes.get_int("transA", 0) == 1
+        trans_b = node.attributes.get_int("transB", 0) == 1
+        bias = inputs[2] if len(inputs) > 2 else None
+        return _multiplies(inputs[0], inputs[1], trans_a, trans_b, bias)
+    if op == "Slice":
+        return _slices(node)
+    return False
+
+
+def _same_dim(a: object, b: object) -> bool:
+    """Equal for certain: the same number, or the same named dim."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    if isinstance(a, ir.SymbolicDim) and isinstance(b, ir.SymbolicDim):
+        return a.value is not None and a.value == b.value
+    return False
+
+
+def _broadcasts(shapes: list[ir.Shape | None]) -> bool:
+    """Whether shapes known in full surely broadcast together (numpy's rules)."""
+    if any(shape is None for shape in shapes):
+        return False
+    rank = max(len(shape) for shape in shapes)  # type: ignore[arg-type]
+    for axis in range(1, rank + 1):
+        dims = [shape[-axis] for shape in shapes if len(shape) >= axis]  # type: ignore[arg-type]
+        wide = [d for d in dims if d != 1]
+        if any(not _same_dim(wide[0], d) for d in wide[1:]):
+            return False
+        if wide and not isinstance(wide[0], (int, ir.SymbolicDim)):
+            return False
+        if wide and isinstance(wide[0], ir.SymbolicDim) and wide[0].value is None:
+            return False
+    return True
+
+
+def _multiplies(
+    a: ir.Value | None, b: ir.Value | None, trans_a: bool, trans_b: bool, bias: ir.Value | None
+) -> bool:
+    """Whether a matrix product of `a` and `b` (MatMul's, or Gemm's with its transposes and
+    bias) surely fits the shapes."""
+    if a is None or b is None or a.shape is None or b.shape is None:
+        return False
+    sa, sb = list(a.shape), list(b.shape)
+    gemm = trans_a or trans_b or bias is not None
+    if gemm and (len(sa) != 2 or len(sb) != 2):
+        return False
+    if len(sa) < 2 or len(sb) < 2:
+        return False  # MatMul's 1-D promotions: not worth the cases
+    if trans_a:
+        sa = [sa[1], sa[0]]
+    if trans_b:
+        sb = [sb[1], sb[0]]
+    if not _same_dim(sa[-1], sb[-2]):
+        return False
+    if not _broadcasts([ir.Shape(sa[:-2]), ir.Shape(sb[:-2])]):
+        return False
+    if bias is None:
+        return True
+    if bias.shape is None or len(bias.shape) > 2:
+        return False
+    result = [sa[-2], sb[-1]]
+    bias_dims = list(bias.shape)
+    return all(d == 1 or _same_dim(d, r) for d, r in zip(reversed(bias_dims), reversed(result)))
+
+
+def _transposes(node: ir.Node) -> bool:
+    data = node.inputs[0]
+    if data is None or data.shape is None:
+        return False
+    perm = node.attributes.get_ints("perm", None)
+    return perm is None or sorted(perm) == list(range(len(data.shape)))
+
+
+def _slices(node: ir.Node) -> bool:
+    """A Slice with constant bounds, axes within the known rank, and no zero step: it clamps
+    its bounds and cannot fail."""
+    data = node.inputs[0]
+    if data is None or data.shape is None or len(node.inputs) < 3:
+        return False
+    arrays = [_constant(v) for v in node.inputs[1:]]
+    if any(array is None for array in arrays[:2]) or any(
+        v is not None and array is None for v, array in zip(node.inputs[1:], arrays)
+    ):
+        return False
+    starts, ends = arrays[0], arrays[1]
+    if starts.ndim != 1 or ends.shape != starts.shape:  # type: ignore[union-attr]
+        return False
+    count, rank = starts.shape[0], len(data.shape)  # type: ignore[union-attr]
+    axes = arrays[2] if len(arrays) > 2 and arrays[2] is not None else list(range(count))
+    steps = arrays[3] if len(arrays) > 3 and arrays[3] is not None else [1] * count
+    if len(axes) != count or len(steps) != count or any(int(s) == 0 for s in steps):
+        return False
+    if any(not -rank <= int(a) < rank for a in axes):
+        return False
+    return len({int(a) % rank for a in axes}) == count
+
+
+def _constant(value: ir.Value | None):  # type: ignore[no-untyped-def]
+    """The numpy content of a constant input (a Constant node's, or an initializer's that no
+    caller can override), else None."""
+    if value is None:
+        return None
+    producer = value.producer()
+    if producer is not None:
+        if producer.op_type != "Constant" or producer.domain != "":
+            return None
+        attribute = producer.attributes.get("value")
+        tensor = attribute.as_tensor() if attribute is not None else None
+        return tensor.numpy() if tensor is not None else None
+    if value.is_initializer() and not value.is_graph_input() and value.const_value is not None:
+        return value.const_value.numpy()
+    return None
