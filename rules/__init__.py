@@ -20,6 +20,7 @@ from seqlower.rules import (
     loop_concat,
     loop_induction,
     loop_last_element,
+    loop_map_assign,
     loops,
     mask_indexing,
     runtime_position,
@@ -52,6 +53,7 @@ def default_rules() -> RuleSet:
         + loop_chunks.RULES  # chunks of any sizes, mapped elementwise
         + loops.RULES
         + loop_last_element.RULES  # a list read at its end: its last element carried
+        + loop_map_assign.RULES  # xs[i] = f(xs[i]) for every i: appends to a new list
         + loop_appends.RULES
         + loop_concat.RULES
         + loop_accumulators.RULES  # the other way: a tensor accumulator to a scan output
