@@ -28,13 +28,15 @@ import re
 import onnx
 import onnx.shape_inference
 import onnx_ir as ir
+from google.protobuf.message import Message
 
 from seqlower.errors import InvalidModelError
 from seqlower.ops import iter_all_graphs
 from seqlower.passes.chunked_inference import CHUNK_NODES, SMALL_INITIALIZER_BYTES, SUBGRAPH_LIMIT
 from seqlower.static_errors import concat_mismatch
 
-# strict inference needs a copy of the model: above this size only the checker runs
+# strict inference needs a copy of the model (its weights left out, `_without_weights`):
+# above this size of the copy only the checker runs
 FULL_CHECK_LIMIT_BYTES = 512 * 1000 * 1000
 
 # an exporter's declared shape that inference contradicts: tolerated, onnxruntime ignores it
@@ -67,10 +69,9 @@ def check_input_proto(
             f"{where}: the input model itself is invalid, the ONNX checker rejects it: "
             f"{_one_line(error)}"
         ) from None
-    if proto.ByteSize() > FULL_CHECK_LIMIT_BYTES:
+    copy, weights = _without_weights(proto)
+    if copy.ByteSize() > FULL_CHECK_LIMIT_BYTES:
         return
-    copy = onnx.ModelProto()
-    copy.CopyFrom(proto)
     _forget_declared_shapes(copy.graph)
     for function in copy.functions:
         for node in function.node:
@@ -86,9 +87,67 @@ def check_input_proto(
                 f"reject it: {_one_line(errors[0])}{more}"
             ) from None
         values = _lenient_inference(copy)  # only tolerated errors: the shapes inference has
-    problem = concat_mismatch(copy.graph, values)
+    # the nodes, inputs and initializers of the model as read (the copy lacks the weights,
+    # and inference types initializers only where they are inputs)
+    values = [value for value in values if value.name not in weights]
+    problem = concat_mismatch(proto.graph, values)
     if problem is not None:
         raise InvalidModelError(f"{where}: the input model itself is invalid: {problem}")
+
+
+def _without_weights(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, set[str]]:
+    """A copy of `proto` for inference, in which each large floating-point initializer of the
+    main graph is a graph input of its type and dims instead: inference reads the content of
+    integer tensors only (shape arguments, split sizes) and of small ones (a Resize's scales),
+    and copying and serializing the weights was most of the check's time on large models.
+    Also returns the names of those initializers."""
+    copy = onnx.ModelProto()
+    _copy_fields(proto, copy, skip="graph")
+    graph, target = proto.graph, copy.graph
+    _copy_fields(graph, target, skip="initializer")
+    inputs = {value.name for value in graph.input}
+    weights: set[str] = set()
+    for tensor in graph.initializer:
+        if tensor.name in inputs or not _is_weight(tensor):
+            target.initializer.append(tensor)
+        else:
+            target.input.append(
+                onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims)
+            )
+            weights.add(tensor.name)
+    return copy, weights
+
+
+def _copy_fields(source: Message, target: Message, skip: str) -> None:
+    """Copy every field of `source` that is set, but `skip`, into the empty `target`."""
+    for field, value in source.ListFields():
+        if field.name == skip:
+            continue
+        if isinstance(value, Message):
+            getattr(target, field.name).CopyFrom(value)
+        elif isinstance(value, (str, bytes, int, float)):
+            setattr(target, field.name, value)
+        else:  # a repeated field
+            getattr(target, field.name).extend(value)
+
+
+_WEIGHT_TYPES = frozenset(
+    {
+        onnx.TensorProto.FLOAT,
+        onnx.TensorProto.DOUBLE,
+        onnx.TensorProto.FLOAT16,
+        onnx.TensorProto.BFLOAT16,
+    }
+)
+
+
+def _is_weight(tensor: onnx.TensorProto) -> bool:
+    """A floating-point tensor stored in the file whose content inference never reads."""
+    return (
+        tensor.data_type in _WEIGHT_TYPES
+        and tensor.data_location != onnx.TensorProto.EXTERNAL
+        and tensor.ByteSize() > SMALL_INITIALIZER_BYTES
+    )
 
 
 def _strict_inference(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:

@@ -1,14 +1,17 @@
 """The input check on models with many subgraphs: strict inference runs in pieces there (ONNX's
-own is quadratic in the number of subgraphs), and still finds what the whole-model check finds."""
+own is quadratic in the number of subgraphs), and still finds what the whole-model check finds;
+and on models with weights, which inference's copy leaves out (their dims stay)."""
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
+import onnx.numpy_helper
 import pytest
 from onnx import TensorProto, helper
 
 from seqlower.errors import InvalidModelError
-from seqlower.input_check import check_input_proto
+from seqlower.input_check import _without_weights, check_input_proto
 from seqlower.passes.chunked_inference import CHUNK_NODES, SUBGRAPH_LIMIT
 
 
@@ -61,3 +64,43 @@ def test_an_operand_made_before_the_cut_keeps_its_type():
     # y0 is made in the first run, read in the last: its float type crosses the cut
     with pytest.raises(InvalidModelError, match="ONNX type and shape inference reject it"):
         check_input_proto(_many_branches("Add", ["y0", "k"]), "m.onnx")
+
+
+def _weighted(weight_dims: list[int], split: list[int]) -> onnx.ModelProto:
+    """x [2, 300] @ W (a weight of 300 x 4 floats, more than inference's copy keeps) -> y,
+    split by an int64 initializer: the weight's dims and the split's content both matter."""
+    weight = onnx.numpy_helper.from_array(np.ones(weight_dims, np.float32), "W")
+    sizes = onnx.numpy_helper.from_array(np.array(split, np.int64), "sizes")
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "W"], ["y"]),
+            helper.make_node("Split", ["y", "sizes"], ["a", "b"], axis=1),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 300])],
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, None]),
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, [2, None]),
+        ],
+        initializer=[weight, sizes],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_weights_are_left_out_of_the_inference_copy_only():
+    model = _weighted([300, 4], [1, 3])
+    check_input_proto(model, "m.onnx")
+    copy, weights = _without_weights(model)
+    assert weights == {"W"}
+    assert [t.name for t in copy.graph.initializer] == ["sizes"]
+    assert [v.name for v in copy.graph.input] == ["x", "W"]
+    assert [t.name for t in model.graph.initializer] == ["W", "sizes"]  # the model is untouched
+
+
+@pytest.mark.parametrize(
+    ("weight_dims", "split"), [([200, 4], [1, 3]), ([300, 4], [1, 4])], ids=["weight", "split"]
+)
+def test_an_error_in_a_weight_or_a_shape_argument_is_still_found(weight_dims, split):
+    # the weight's dims reach inference as its input's type; the split's sizes as content
+    with pytest.raises(InvalidModelError, match="ONNX type and shape inference reject it"):
+        check_input_proto(_weighted(weight_dims, split), "m.onnx")
