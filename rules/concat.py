@@ -2,13 +2,18 @@
 
     ConcatFromSequence(SequenceConstruct(e0..en), axis=a)             -> Concat(e0..en, axis=a)
     ConcatFromSequence(SequenceConstruct(e0..en), axis=a, new_axis=1)
-        -> Concat(Unsqueeze(e0, a), ..., Unsqueeze(en, a), axis=a)
+        -> Reshape(Concat(e0..en, axis=a), [0]*a + [n+1, d_a, ...])   (the ei of one known shape)
+        -> Concat(Unsqueeze(e0, a), ..., Unsqueeze(en, a), axis=a)    (otherwise)
     ConcatFromSequence(SequenceConstruct(Split(x, axis=a)), axis=a)   -> x
     ConcatFromSequence(SequenceConstruct(Squeeze(Split(x, 1s, a))), axis=a, new_axis=1) -> x
     ConcatFromSequence(SplitToSequence(x, axis=a, keepdims=0), axis=a, new_axis=1)       -> x
     ConcatFromSequence(SplitToSequence(x, axis=a, keepdims=1), axis=a)                   -> x
 
 With new_axis=1 the axis may be in [-r-1, r]; Unsqueeze reads a negative axis the same way.
+A stack of elements whose shapes are the same for certain (the same numbers and named dims,
+every dim from the stacking axis on a number, not 0, but at most one) is one Concat and one Reshape
+(2 operator launches, not n + 1): the Reshape's target is a constant, 0 copying the dims
+before the axis and -1 standing for the one dim that is not a number.
 Concatenating an empty sequence is an error in the spec and is reported, not lowered.
 """
 
@@ -65,10 +70,52 @@ def _concat_known(node: ir.Node, elements, ctx: Context) -> None:  # type: ignor
     -> Concat(e0..en, axis=a)  or, with new_axis=1, Concat(Unsqueeze(e, a)..., axis=a)"""
     axis, new_axis = _attrs(node)
     builder = ctx.rewriter.before(node)
+    target = _stacked_target(elements, axis) if new_axis and len(elements) > 1 else None
+    if target is not None:
+        rank = len(target) - 1
+        joined = builder.op("Concat", list(elements), {"axis": axis % (rank + 1)})
+        result = builder.op("Reshape", [joined, builder.ints(target, "stacked_shape")])
+        result.type = node.outputs[0].type
+        ctx.rewriter.replace(node.outputs[0], result)
+        return
     parts = [builder.unsqueeze(e, [axis]) for e in elements] if new_axis else list(elements)
     result = builder.op("Concat", parts, {"axis": axis})
     result.type = node.outputs[0].type
     ctx.rewriter.replace(node.outputs[0], result)
+
+
+def _stacked_target(elements, axis: int) -> list[int] | None:  # type: ignore[no-untyped-def]
+    """The constant Reshape target that stacks `elements` joined along `axis` (the stack's
+    axis, in [-r-1, r]), or None: the elements must have one shape for certain, with at most
+    one dim from the axis on that is not a number (it becomes -1), and none that is 0."""
+    shapes = [e.shape for e in elements]
+    first = shapes[0]
+    if first is None or any(s is None or len(s) != len(first) for s in shapes):
+        return None
+    for dims in zip(*shapes):
+        if not all(_surely_equal(dims[0], d) for d in dims[1:]):
+            return None
+    rank = len(first)
+    if not -rank - 1 <= axis <= rank:
+        return None
+    axis %= rank + 1
+    if axis == rank:
+        return None  # along a new last axis the elements interleave: not a Concat's order
+    tail = [d if isinstance(d, int) else -1 for d in list(first)[axis:]]
+    if tail.count(-1) > 1 or 0 in tail:  # a 0 would copy a dim of the joined tensor
+        return None
+    return [0] * axis + [len(elements), *tail]
+
+
+def _surely_equal(a: object, b: object) -> bool:
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    return (
+        isinstance(a, ir.SymbolicDim)
+        and isinstance(b, ir.SymbolicDim)
+        and a.value is not None
+        and a.value == b.value
+    )
 
 
 def _check_of_split(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]

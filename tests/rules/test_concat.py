@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from support import (
+    assert_both_fail,
     assert_outputs_equal,
     lower,
     lower_and_compare,
@@ -43,7 +44,45 @@ def test_concat_with_new_axis_stacks(axis):
     lowered, _, (y,) = lower_and_compare(model, [A, B, C])
     np.testing.assert_array_equal(y, np.stack([A, B, C], axis=axis))
     assert sequence_op_count(lowered) == 0
-    assert op_counts(lowered)["Unsqueeze"] == 3
+    if axis in (2, -1):  # a new last axis interleaves the elements: no Concat joins them so
+        assert op_counts(lowered)["Unsqueeze"] == 3
+    else:  # one Concat of the elements, one Reshape to the stack's shape
+        assert op_counts(lowered) == {"Concat": 1, "Reshape": 1, "Constant": 1}
+
+
+@pytest.mark.parametrize(
+    ("shapes", "reshaped"),
+    [
+        (("Q,3", "Q,3", "Q,3"), True),  # one named dim: -1 in the target
+        (("2,Q", "2,Q", "2,Q"), True),  # before the axis (1): 0 copies it
+        (("Q,3", "P,3", "Q,3"), False),  # may differ: each element unsqueezed
+        (("Q,R", "Q,R", "Q,R"), False),  # two dims that are not numbers from the axis on
+        (("Q,0", "Q,0", "Q,0"), False),  # a 0 in the target would copy a dim
+    ],
+)
+def test_a_stack_is_one_concat_and_one_reshape_when_the_shapes_are_surely_one(shapes, reshaped):
+    axis = 1 if shapes[0].startswith("2,") else 0
+    model = parse(f"""g (float[{shapes[0]}] a, float[{shapes[1]}] b, float[{shapes[2]}] c)
+        => (float y) {{
+        s = SequenceConstruct(a, b, c)
+        y = ConcatFromSequence<axis = {axis}, new_axis = 1>(s)
+    }}""")
+    dims = [[2 if d in "QPR2" else 0 if d == "0" else 3 for d in s.split(",")] for s in shapes]
+    feeds = [RNG.standard_normal(d).astype(np.float32) for d in dims]
+    lowered, _, (y,) = lower_and_compare(model, feeds)
+    np.testing.assert_array_equal(y, np.stack(feeds, axis=axis))
+    assert (op_counts(lowered)["Reshape"] == 1) == reshaped
+    assert op_counts(lowered)["Unsqueeze"] == (0 if reshaped else 3)
+
+
+def test_a_stack_of_elements_of_different_sizes_fails_as_the_original_does():
+    model = parse("""g (float[Q,3] a, float[P,3] b) => (float y) {
+        s = SequenceConstruct(a, b)
+        y = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+    }""")
+    lowered, _ = lower(model)
+    feeds = [np.ones((2, 3), np.float32), np.ones((4, 3), np.float32)]
+    assert_both_fail(model, lowered, feeds)
 
 
 def test_concat_of_an_always_empty_sequence_is_an_error():
