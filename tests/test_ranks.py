@@ -184,13 +184,20 @@ def test_ranks_flow_through_a_loop_carried_list_by_induction():
 
 
 def test_a_list_whose_elements_gain_a_dim_each_iteration_has_no_rank():
-    """`acc[i] = Unsqueeze(acc[i])`: the elements are rank 4 then 5 then ...; no induction
-    holds, the rank is unknown, and the list stays with that reason."""
-    text = _LOOP_OVER_A_LIST.replace(
-        "perm = Transpose <perm = [0, 1, 3, 2]> (cut)",
-        "zero = Constant <value = int64[1] {0}> ()\n        perm = Unsqueeze (cut, zero)",
-    ).replace(
-        "flat = ConcatFromSequence <axis = 3> (done)", "flat = ConcatFromSequence <axis = 0> (done)"
+    """`acc[i] = Unsqueeze(acc[i])` in a loop that may stop early (`while i < n`): the elements
+    are rank 4 then 5 then ...; no induction holds, the rank is unknown, and the list stays
+    with that reason. (A loop that surely visits every element once is a map: its list is
+    appended to instead, `loop-map-assign`.)"""
+    text = (
+        _LOOP_OVER_A_LIST.replace(
+            "perm = Transpose <perm = [0, 1, 3, 2]> (cut)",
+            "zero = Constant <value = int64[1] {0}> ()\n        perm = Unsqueeze (cut, zero)",
+        )
+        .replace("c_out = Identity (c)", "c_out = Less (i, n)")
+        .replace(
+            "flat = ConcatFromSequence <axis = 3> (done)",
+            "flat = ConcatFromSequence <axis = 0> (done)",
+        )
     )
     model = ir.serde.deserialize_model(_unranked(parse(text)))
     ranks = Ranks(model)

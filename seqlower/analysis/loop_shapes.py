@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 
 import onnx_ir as ir
 
@@ -117,8 +117,16 @@ def _trusted_name(name: str | None) -> bool:
 class LoopShapes:
     """Symbolic shapes of the values of one Loop body (see the module docstring)."""
 
-    def __init__(self, loop: ir.Node, values: StaticValues) -> None:
+    def __init__(
+        self,
+        loop: ir.Node,
+        values: StaticValues,
+        elements: Mapping[ir.Value, tuple[int, ...]] | None = None,
+    ) -> None:
+        """`elements`: sequence values whose elements are assumed to have the given static
+        shape (a hypothesis the caller confirms: `seqlower.lists.components`)."""
         self.body = loop.attributes["body"].as_graph()
+        self.elements: Mapping[ir.Value, tuple[int, ...]] = elements or {}
         self._inside = {id(g) for g in graphs_within(self.body)}
         self.values = values
         self.bounds: dict[Hashable, tuple[Dim, Dim]] = {}

@@ -680,6 +680,8 @@ def _sequence_at(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
     sequence = node.inputs[0]
     if sequence is None:
         return [None]
+    if sequence in a.elements:  # assumed by the caller, who confirms it
+        return [a.elements[sequence]]
     shape = uniform_element_shape(sequence, a.shape, a.values)
     if shape is not None:
         return [shape]

@@ -270,6 +270,7 @@ def _layout(values: list[ir.Value], rank: int, dtype: ir.DataType, bodies: _Body
     every element put in provably has one shape, ragged when they differ in the first dim only,
     else flat. An empty list made by SequenceEmpty needs those dims static."""
     sources: list[tuple[Dim, ...]] = []  # the element dims each maker or insert shows
+    put: list[ir.Value | None] = []  # the tensor each source shows, None for a split
     splits: list[bool] = []  # per SplitToSequence: whether its chunks differ in the first dim
     ragged_splits = True  # every SplitToSequence cuts axis 0 and keeps it (the ragged form)
     has_empty = False
@@ -282,13 +283,16 @@ def _layout(values: list[ir.Value], rank: int, dtype: ir.DataType, bodies: _Body
             has_empty = True
         elif op == "SequenceConstruct":
             sources.extend(_dims(v) for v in producer.inputs)
+            put.extend(producer.inputs)
         elif op == "SequenceInsert":
             sources.append(_inserted_dims(producer.inputs[1], bodies))
+            put.append(producer.inputs[1])
         elif op == "SplitToSequence":
             dims, varies_first = _split_element_dims(producer)
             if dims is None:
                 return Layout("flat", rank, dtype)
             sources.append(dims)
+            put.append(None)
             splits.append(varies_first)
             ragged_splits = ragged_splits and (_cuts_axis_0(producer) or _unbinds(producer))
     if not sources or any(len(dims) != rank for dims in sources):
@@ -298,11 +302,38 @@ def _layout(values: list[ir.Value], rank: int, dtype: ir.DataType, bodies: _Body
     same = alone or (None not in sources[0] and len(set(sources)) == 1)
     if same and not any(splits) and (not has_empty or _static(sources[0])):
         return Layout("stacked", rank, dtype, sources[0])
+    shape = None if any(splits) else _assumed_shape(values, sources, put, bodies)
+    if shape is not None:
+        return Layout("stacked", rank, dtype, shape)
     rests = {dims[1:] for dims in sources}
     same_rest = alone or (len(rests) == 1 and None not in sources[0][1:])
     if rank >= 1 and same_rest and ragged_splits and (not has_empty or _static(sources[0][1:])):
         return Layout("ragged", rank, dtype, sources[0][1:])
     return Layout("flat", rank, dtype)
+
+
+def _assumed_shape(
+    values: list[ir.Value],
+    sources: list[tuple[Dim, ...]],
+    put: list[ir.Value | None],
+    bodies: _BodyShapes,
+) -> tuple[int, ...] | None:
+    """The one static shape S of every element, proved by induction where some tensors put in
+    have dims shape inference leaves unknown: S is what every other source shows, and each of
+    those tensors, computed in a Loop body, has shape S when every element read from the list
+    has shape S (a stack that pops two vectors, composes them and pushes the result). None
+    when no such S is proved."""
+    known = {dims for dims in sources if _static(dims)}
+    if len(known) != 1:
+        return None
+    (shape,) = known
+    elements = dict.fromkeys(values, shape)
+    for dims, tensor in zip(sources, put):
+        if _static(dims):
+            continue
+        if tensor is None or bodies.assumed_shape(tensor, elements) != shape:
+            return None
+    return shape  # type: ignore[return-value]
 
 
 def _cuts_axis_0(node: ir.Node) -> bool:
@@ -351,6 +382,22 @@ class _BodyShapes:
     def __init__(self, owners: dict[int, ir.Node]) -> None:
         self._owners = owners  # id of a subgraph -> the node that holds it
         self._analyses: dict[int, LoopShapes] = {}
+
+    def assumed_shape(
+        self, value: ir.Value, elements: dict[ir.Value, tuple[int, ...]]
+    ) -> ShapeFact:
+        """The shape the analysis of the innermost Loop around `value` (through the Ifs in
+        its body) proves for it, when the sequences of `elements` hold elements of the
+        given shapes; None outside any Loop."""
+        graph = value.graph
+        while graph is not None:
+            owner = self._owners.get(id(graph))
+            if owner is None:
+                return None
+            if owner.op_type == "Loop" and owner.domain == "":
+                return LoopShapes(owner, StaticValues(), elements).shape(value)
+            graph = owner.graph
+        return None
 
     def shape(self, value: ir.Value) -> ShapeFact:
         """The shape the loop analysis proves for `value`, when a Loop body computes it."""
