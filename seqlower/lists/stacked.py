@@ -13,8 +13,7 @@ SequenceErase(s, p)          -> a, _, b = Split(data, [p, 1, n - p - 1]); Concat
                                 after an insert: Slices, no check)
 SequenceInsert(SequenceErase(s, p), x, p), p a constant >= 0 or a position proved >= 0 (a
                              Loop's iteration number: what `xs[i] = x` exports)
-                             -> ScatterND(data, [[p]], Unsqueeze(x, 0))  (fails for p >= n, as
-                                the erase does)
+                             -> ScatterND(data, [p], x)  (fails for p >= n, as the erase does)
 SequenceAt(s, p)             -> Gather(data, p)
 SequenceLength(s)            -> Shape(data)[0]
 ConcatFromSequence(s, new_axis=1, axis=a) -> data, or Transpose(data, 0 -> a)
@@ -83,18 +82,19 @@ def construct(b: Builder, elements: Sequence[ir.Value], layout: Layout) -> Tenso
 def insert(
     forms: ListForms, b: Builder, s: TensorList, x: ir.Value, p: ir.Value | None
 ) -> TensorList:
-    row = b.unsqueeze(x, [0])
     static = forms.values.get_int(p)
+    if s.erased is not None and forms.same_position(s.erased[1], p) and _splits(b, s):
+        base = s.erased[0]  # `xs[p] = x`: element p of the list before the erase, replaced
+        # one index of one coordinate ([p], not [[p]]): the update is x itself, not a row
+        if static is not None:
+            index = b.constant(np.array([static], np.int64), "position")
+        else:
+            index = b.op("Reshape", [int64(b, p), b.ints([1], "index_shape")])  # type: ignore[arg-type]
+        return TensorList((b.op("ScatterND", [base.data, index, x], name="list_data"),), s.layout)
+    row = b.unsqueeze(x, [0])
     if p is None or static == 0:  # an append, or a prepend (position 0 is always valid)
         parts = [row, s.data] if static == 0 else [s.data, row]
         return TensorList((b.op("Concat", parts, {"axis": 0}, name="list_data"),), s.layout)
-    if s.erased is not None and forms.same_position(s.erased[1], p) and _splits(b, s):
-        base = s.erased[0]  # `xs[p] = x`: element p of the list before the erase, replaced
-        if static is not None:
-            index = b.constant(np.array([[static]], np.int64), "position")
-        else:
-            index = b.op("Reshape", [int64(b, p), b.ints([1, 1], "index_shape")])  # type: ignore[arg-type]
-        return TensorList((b.op("ScatterND", [base.data, index, row], name="list_data"),), s.layout)
     if not _splits(b, s):
         return _insert_sliced(forms, b, s, row, p, static)
     n1 = forms.table(s).n1

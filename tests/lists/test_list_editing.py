@@ -163,6 +163,8 @@ def test_an_assignment_at_a_constant_position_is_one_scatter():
     lowered, _ = lower_tensor_form(model)
     counts = op_counts(lowered)
     assert counts["ScatterND"] == 1 and "Split" not in counts and "Concat" not in counts
+    # the update is r itself: one index of one coordinate, no row made of it
+    assert "Unsqueeze" not in counts
     for rows in (0, 1, 2, 3, 5):
         fed = feeds(rows, 0)
         if rows > 2:
@@ -278,8 +280,9 @@ def test_an_assignment_at_the_iteration_number_is_one_scatter(dtype, numpy_type)
     assert sequence_op_count(lowered) == 0
     body = next(n for n in lowered.graph.node if n.op_type == "Loop").attribute[0].g
     counts = Counter(node.op_type for node in body.node)
-    # one Gather reads xs[i]; the read after the assignment is the value put, no Gather
-    assert counts["ScatterND"] == 1 and counts["Gather"] == 1
+    # one Gather reads xs[i]; the read after the assignment is the value put, no Gather; the
+    # ScatterND's update is v itself (index [i], not [[i]]): no Unsqueeze per iteration
+    assert counts["ScatterND"] == 1 and counts["Gather"] == 1 and "Unsqueeze" not in counts
     assert "Split" not in counts and "Where" not in counts  # i is never negative
     for rows in (1, 2, 5):
         fed = feeds(rows, 0, numpy_type)
