@@ -44,6 +44,7 @@ from seqlower.batching.body import BodyPlan, emit_body, plan_region
 from seqlower.batching.core import Emitter, Operand
 from seqlower.graph_order import in_graph_order
 from seqlower.ops import has_subgraph
+from seqlower.release import let_go
 from seqlower.rewriter import Builder, Rewriter
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.batching import Source, _source_of_elements
@@ -306,6 +307,7 @@ def _smaller(
     for node in reversed(list(probe.graph)):  # the scratch nodes let go of what they read
         node.resize_inputs(0)
         probe.graph.remove(node)
+        let_go(node)
     if after < before:
         return None
     return Refusal(

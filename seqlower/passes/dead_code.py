@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import onnx_ir as ir
 
 from seqlower.ops import iter_all_graphs, subgraphs
+from seqlower.release import let_go
 
 Holders = Mapping[int, Sequence[ir.Node]]  # id(subgraph) -> the nodes that hold it
 
@@ -47,6 +48,7 @@ def remove_dead_upstream(candidates: Iterable[ir.Node], holders: Holders | None 
         # dead (no use, not a graph output) and detached: the safe removal would only check
         # that again, and build a set of the graph's outputs for each node removed
         graph.remove(node)
+        let_go(node)
         removed += 1
         queue.extend(producer for value in read if (producer := value.producer()) is not None)
     return removed
