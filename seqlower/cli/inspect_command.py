@@ -54,9 +54,10 @@ def inspect_command(
     applied once to all elements), unroll (a copy per element), scan (a Loop collecting its
     results as tensors); a list as tensors: stacked (elements of one shape in one tensor),
     ragged (elements concatenated on their first dim, plus those dims), flat (elements
-    flattened into one buffer, plus a table of their shapes); loop (a Loop carrying a
-    sequence), kept (still a sequence, with the reason), flattened (a sequence input or output
-    turned into tensors on request).
+    flattened into one buffer, plus a table of their shapes), unranked (the same for elements
+    whose rank is known only at run time: their shapes one after the other, plus a table of
+    sizes and ranks); loop (a Loop carrying a sequence), kept (still a sequence, with the
+    reason), flattened (a sequence input or output turned into tensors on request).
 
     Nothing is written; the model is not changed.
 

@@ -7,8 +7,10 @@ they are one *list*, a connected component. A list can become tensors when
 - it is internal: none of its values is an input or output of the model (the interface);
 - every node that produces or reads one of its values is a sequence operator, an Identity, a
   Loop carrying it or an If returning it (no Optional, no custom operator, no SequenceMap);
-- its elements have one known rank and one known element type (from the tensors put in, the
-  tensors read out, or the declared sequence type);
+- its elements have one known element type, and one known rank (from the tensors put in, the
+  tensors read out, or the declared sequence type); where the rank is known only at run time,
+  or differs between the elements, the list is tensors in the `unranked` layout when the
+  target takes it (`rank_refusal` None), and stays, with the target's reason, when it does not;
 - the model's opset is 14 or newer (elements are rebuilt by Reshape with `allowzero`, so that
   an element with a zero-size dim keeps its shape).
 
@@ -107,9 +109,11 @@ class _UnionFind:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
-def find_lists(model: ir.Model, opset: int) -> list[ListPlan]:
+def find_lists(model: ir.Model, opset: int, rank_refusal: str | None = None) -> list[ListPlan]:
     """Every list of the main graph and its subgraphs, in a deterministic order (the order in
-    which their first value is met walking the graphs)."""
+    which their first value is met walking the graphs). `rank_refusal`: why the target takes
+    no list whose elements' rank is known only at run time (`seqlower.runtime_ranks`); None
+    where it takes them."""
     sets = _UnionFind()
     graphs: list[ir.Graph] = [model.graph]
     owners: dict[int, ir.Node] = {}  # id of a subgraph -> the node that holds it
@@ -139,7 +143,7 @@ def find_lists(model: ir.Model, opset: int) -> list[ListPlan]:
         plan.reason = _blocker(values, main, opset)
         plan.follows_operator = plan.reason is not None and "has no tensor form" in plan.reason
         if plan.reason is None:
-            _element_type(plan, bodies)
+            _element_type(plan, bodies, rank_refusal)
         plans.append(plan)
     return plans
 
@@ -184,7 +188,7 @@ def _blocker(values: list[ir.Value], main: ir.Graph, opset: int) -> str | None:
         if producer is not None and producer.op_type == "SplitToSequence":
             unknown = _unknown_split_rank(producer)
             if unknown:
-                return f"the rank of {unknown} is unknown, so no tensor holds its elements"
+                return unknown
         for use in value.uses():
             reader = use.node
             if reader.domain != "" or reader.op_type not in _READERS:
@@ -200,13 +204,22 @@ def _blocker(values: list[ir.Value], main: ir.Graph, opset: int) -> str | None:
 
 
 def _unknown_split_rank(node: ir.Node) -> str | None:
-    """Which input of a SplitToSequence has a rank that is unknown (its tensor form differs
-    for a scalar and a 1-D `split`), if any."""
-    if _rank(node.inputs[0]) is None:
-        return "the input"
+    """Why no tensor holds the chunks of a SplitToSequence for want of a rank, if so: a `split`
+    of unknown rank (its tensor form differs for a scalar and a 1-D `split`), or an input of
+    unknown rank cut along an axis other than 0 (which only the rank locates). An input of
+    unknown rank cut along axis 0 makes a list whose elements' rank is known only at run time
+    (`seqlower.lists.unranked`)."""
     split = node.inputs[1] if len(node.inputs) > 1 else None
+    if _rank(node.inputs[0]) is None:
+        axis = node.attributes.get_int("axis", 0)
+        if axis != 0:
+            where = ", which counts from the end" if axis < 0 else ""
+            return (
+                "the rank of the input is unknown, so no tensor holds its elements (split "
+                f"along axis {axis}{where}: only a split along axis 0 can do without the rank)"
+            )
     if split is not None and _rank(split) is None:
-        return "the 'split' input"
+        return "the rank of the 'split' input is unknown, so no tensor holds its elements"
     return None
 
 
@@ -217,12 +230,12 @@ def _describe(node: ir.Node) -> str:
     return f"{op} (output '{node.outputs[0].name}')" if node.outputs else op
 
 
-def _element_type(plan: ListPlan, bodies: _BodyShapes) -> None:
+def _element_type(plan: ListPlan, bodies: _BodyShapes, rank_refusal: str | None) -> None:
     """Set the plan's element type and rank from what flows in and out, or its reason."""
     dtypes: set[ir.DataType] = set()
     ranks: dict[int, str] = {}  # rank -> a value that shows it
     declared_ranks: set[int] = set()
-    unranked: list[ir.Value] = []  # tensors put in whose rank is not known
+    unranked: list[tuple[ir.Value, str]] = []  # tensors put in whose rank is not known
     for value in plan.values:
         if isinstance(value.type, ir.SequenceType) and isinstance(
             value.type.elem_type, ir.TensorType
@@ -247,22 +260,34 @@ def _element_type(plan: ListPlan, bodies: _BodyShapes) -> None:
     plan.dtype = next(iter(dtypes))
     if len(ranks) > 1:
         shown = ", ".join(f"rank {r} ('{w}')" for r, w in sorted(ranks.items()))
-        plan.reason = f"its elements have different ranks: {shown}"
+        _unranked(plan, f"its elements have different ranks: {shown}", rank_refusal)
         return
     if ranks and unranked:
         # the rank of the others is no proof of its rank: a table of one width cannot hold it
-        first = unranked[0]
+        first, how = unranked[0]
         cause = unknown_rank_cause(first)
-        plan.reason = f"the rank of '{first.name}', put into it, is unknown ({cause})"
+        why = f"the rank of '{first.name}', {how} into it, is unknown ({cause})"
+        _unranked(plan, why, rank_refusal)
         return
     if ranks:
         plan.rank = next(iter(ranks))
-    elif len(declared_ranks) == 1:
+    elif len(declared_ranks) == 1 and not any(how == "split" for _, how in unranked):
         plan.rank = next(iter(declared_ranks))
     else:
-        plan.reason = "the rank of its elements is unknown (even after shape inference)"
+        why = "the rank of its elements is unknown (even after shape inference)"
+        _unranked(plan, why, rank_refusal)
         return
     plan.layout = _layout(plan.values, plan.rank, plan.dtype, bodies)
+
+
+def _unranked(plan: ListPlan, why: str, rank_refusal: str | None) -> None:
+    """A list whose elements have no one rank known before run time (`why`): the unranked
+    layout, or, where the target refuses it, the reason it stays."""
+    if rank_refusal is not None:
+        plan.reason = f"{why}; {rank_refusal}"
+        return
+    assert plan.dtype is not None
+    plan.layout = Layout("unranked", None, plan.dtype)
 
 
 def _layout(values: list[ir.Value], rank: int, dtype: ir.DataType, bodies: _BodyShapes) -> Layout:
@@ -473,15 +498,17 @@ def _ranks_made(node: ir.Node) -> list[tuple[int, str]]:
     return found
 
 
-def _unranked_put_in(node: ir.Node) -> list[ir.Value]:
-    """The tensors `node` puts into a list whose rank is unknown."""
+def _unranked_put_in(node: ir.Node) -> list[tuple[ir.Value, str]]:
+    """The tensors `node` puts (or splits) into a list whose rank is unknown, each with how."""
     if node.op_type == "SequenceConstruct":
-        put = list(node.inputs)
+        put = [(v, "put") for v in node.inputs]
     elif node.op_type == "SequenceInsert":
-        put = [node.inputs[1]]
+        put = [(node.inputs[1], "put")]
+    elif node.op_type == "SplitToSequence":
+        put = [(node.inputs[0], "split")]
     else:
         return []
-    return [v for v in put if v is not None and _rank(v) is None]
+    return [(v, how) for v, how in put if v is not None and _rank(v) is None]
 
 
 def _ranks_read(node: ir.Node, index: int) -> list[tuple[int, str]]:

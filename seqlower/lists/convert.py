@@ -39,12 +39,17 @@ class ListsLowered:
 
 
 def lower_lists(
-    model: ir.Model, rewriter: Rewriter, frozen: Mapping[ir.Node, str] | None = None
+    model: ir.Model,
+    rewriter: Rewriter,
+    frozen: Mapping[ir.Node, str] | None = None,
+    rank_refusal: str | None = None,
 ) -> ListsLowered:
     """Lower every convertible list of `model` (main graph and subgraphs) to tensors, but for
-    the lists a node of `frozen` makes or reads (those keep the reason `frozen` gives)."""
+    the lists a node of `frozen` makes or reads (those keep the reason `frozen` gives).
+    `rank_refusal`: why the target takes no list whose elements' rank is known only at run
+    time (`seqlower.runtime_ranks`); None where it takes them."""
     opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
-    plans = find_lists(model, opset)
+    plans = find_lists(model, opset, rank_refusal)
     for plan in plans:
         held = [node for node in _nodes_of(plan) if frozen and node in frozen]
         if plan.convertible and held:
@@ -230,7 +235,7 @@ class _Converter:
     def _loop(self, node: ir.Node) -> None:
         """Loop(M, c, s0 (a list), v0, body(i, c, s, v) -> (c', s', v', scans))
         -> Loop(M, c, data0, shapes0, v0, body(i, c, data, shapes, v) -> (c', data', shapes',
-        v', scans))"""
+        v', scans)) (as many tensors per list as its layout has parts)"""
         body = node.attributes["body"].as_graph()
         carried = len(node.inputs) - 2
         lists = [k for k in range(carried) if self._converting(node.inputs[2 + k])]
@@ -300,7 +305,7 @@ class _Converter:
 
     def _parts_of(self, value: ir.Value) -> int:
         """How many tensors stand for the list `value` (its layout's parts)."""
-        return 1 if self._layout(value).kind == "stacked" else 2
+        return len(self._layout(value).part_names)
 
     def _map_outputs(self, old: ir.Node, new: list[ir.Value], lists: set[int]) -> None:
         position = 0
@@ -319,7 +324,7 @@ class _Converter:
     def _params(self, param: ir.Value, outer: TensorList) -> TensorList:
         names = self.rewriter.names
         base = param.name or "list"
-        suffixes = ("data", "table")[: len(outer.parts)]
+        suffixes = outer.layout.part_names
         parts = tuple(ir.Value(name=names.fresh(f"{base}_{suffix}")) for suffix in suffixes)
         return self.forms.typed(TensorList(parts, outer.layout))
 

@@ -1,9 +1,9 @@
 """The tensor form of every sequence operator, in each layout (`seqlower.lists.tensors`).
 
 `ListForms` is the one entry point: it dispatches each operator to the emitter of the list's
-layout (`stacked`, `ragged`, `flat`), and keeps what every reader of one list needs (its length,
-the start and end of each element) in a table built once, where the list is defined. The
-`before -> after` of each layout is in its module's docstring.
+layout (`stacked`, `ragged`, `flat`, `unranked`), and keeps what every reader of one list needs
+(its length, the start and end of each element) in a table built once, where the list is
+defined. The `before -> after` of each layout is in its module's docstring.
 
 Positions are read with Gather, which accepts exactly `[-n, n-1]` and fails outside it, as
 SequenceAt and SequenceErase do; an insert position is checked against `[-n, n]` the same way.
@@ -24,7 +24,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
-from seqlower.lists import flat, paired, ragged, stacked
+from seqlower.lists import flat, paired, ragged, stacked, unranked
 from seqlower.lists.signs import never_negative
 from seqlower.lists.tensors import (
     Layout,
@@ -41,7 +41,7 @@ from seqlower.rewriter import Builder, Rewriter
 # node (of that graph) that holds the current reader.
 Placement = Callable[[TensorList], Builder]
 
-_EMITTERS = {"flat": flat, "ragged": ragged, "stacked": stacked}
+_EMITTERS = {"flat": flat, "ragged": ragged, "stacked": stacked, "unranked": unranked}
 
 
 class ListForms:
@@ -100,27 +100,33 @@ class ListForms:
             return self.values.get_int(p) == key
         return p is key
 
-    def bounds(self, b: Builder, s: TensorList, p: ir.Value) -> tuple[ir.Value, ir.Value]:
-        """Where element p of a ragged or flat list starts and ends in its data ([1] each;
-        the Gather fails outside [-n, n-1]), made once per graph for one list and position:
-        `xs[i] = f(xs[i])` reads and splices at the same bounds."""
-        table = self.table(s)
-        key = ("bounds", id(table.starts), id(p), id(b.graph))
+    def bounds(
+        self, b: Builder, s: TensorList, p: ir.Value, buffer: int = 0
+    ) -> tuple[ir.Value, ir.Value]:
+        """Where element p of a ragged, flat or unranked list starts and ends in its data
+        (`buffer` 0) or, unranked, in its shapes (1) ([1] each; the Gather fails outside
+        [-n, n-1]), made once per graph for one list and position: `xs[i] = f(xs[i])` reads and
+        splices at the same bounds."""
+        starts, ends, _ = self.table(s).spans(buffer)
+        key = ("bounds", id(starts), id(p), id(b.graph))
 
         def make() -> tuple[ir.Value, ...]:
             p1 = b.op("Reshape", [int64(b, p), b.ints([1], "one_d")])
-            start = b.op("Gather", [table.starts, p1], name="start")  # fails outside [-n, n-1]
-            return start, b.op("Gather", [table.ends, p1], name="end")
+            start = b.op("Gather", [starts, p1], name="start")  # fails outside [-n, n-1]
+            return start, b.op("Gather", [ends, p1], name="end")
 
         start, end = self._once(b, key, make)
         return start, end
 
-    def last_start(self, b: Builder, s: TensorList) -> tuple[ir.Value, ir.Value]:
+    def last_start(self, b: Builder, s: TensorList) -> tuple[tuple[ir.Value, ...], ir.Value]:
         """`paired.last_start`, made once per graph for one list."""
-        start, entry = self._once(
-            b, ("last", id(s.data), id(b.graph)), lambda: paired.last_start(b, s)
-        )
-        return start, entry
+
+        def make() -> tuple[ir.Value, ...]:
+            starts, entry = paired.last_start(b, s)
+            return (*starts, entry)
+
+        *starts, entry = self._once(b, ("last", id(s.data), id(b.graph)), make)
+        return tuple(starts), entry
 
     def _once(
         self, b: Builder, key: tuple, make: Callable[[], tuple[ir.Value, ...]]
@@ -158,7 +164,7 @@ class ListForms:
             return s.put[1]  # the element just put at p (`xs[i] = f(xs[i]); g(xs[i])`)
         element = _EMITTERS[s.layout.kind].at(self, b, s, p)
         element.type = ir.TensorType(s.layout.dtype)
-        if element.shape is None:  # its rank, for the lists it is put into next
+        if element.shape is None and s.layout.rank is not None:  # for the lists it goes into
             element.shape = ir.Shape([None] * s.layout.rank)
         return element
 
@@ -174,10 +180,11 @@ class ListForms:
 
     def concat(self, b: Builder, s: TensorList, axis: int, new_axis: bool) -> ir.Value:
         rank = s.layout.rank
-        axis = axis + rank + int(new_axis) if axis < 0 else axis
+        if rank is not None:  # else a negative axis counts from the end at run time
+            axis = axis + rank + int(new_axis) if axis < 0 else axis
         result = _EMITTERS[s.layout.kind].concat(self, b, s, axis, new_axis)
         if result is None:
-            result = self.concat_loop(b, s, axis)
+            result = self.concat_loop(b, s, axis, new_axis and rank is None)
         result.type = ir.TensorType(s.layout.dtype)
         return result
 
@@ -203,7 +210,13 @@ class ListForms:
     def typed(self, s: TensorList) -> TensorList:
         layout = s.layout
         s.data.type = ir.TensorType(layout.dtype)
-        if layout.kind == "flat":
+        if layout.kind == "unranked":
+            s.data.shape = ir.Shape([None])
+            for part in s.parts[1:]:
+                part.type = ir.TensorType(ir.DataType.INT64)
+            s.parts[1].shape = ir.Shape([None])
+            s.parts[2].shape = ir.Shape([None, 2])
+        elif layout.kind == "flat":
             s.data.shape = ir.Shape([None])
             s.parts[1].type = ir.TensorType(ir.DataType.INT64)
             s.parts[1].shape = ir.Shape([None, layout.rank])
@@ -215,16 +228,24 @@ class ListForms:
             s.data.shape = ir.Shape([None, *layout.dims])
         return s
 
-    def concat_loop(self, b: Builder, s: TensorList, axis: int) -> ir.Value:
+    def concat_loop(
+        self, b: Builder, s: TensorList, axis: int, unsqueeze: bool = False
+    ) -> ir.Value:
         """ConcatFromSequence where no reshape of the data gives it: element 0, then a Loop
-        over 1..n-1 that concatenates element i to what it carries."""
+        over 1..n-1 that concatenates element i to what it carries (each element unsqueezed
+        at `axis` first when `unsqueeze`: new_axis=1 where the rank is known at run time
+        only, Unsqueeze and Concat counting a negative axis from the end)."""
         table = self.table(s)
         first = self.at(b, s, scalar_int(b, 0, "zero"))
+        if unsqueeze:
+            first = b.unsqueeze(first, [axis])
         trips = b.op("Sub", [table.n, scalar_int(b, 1, "one")])
         body = self.rewriter.new_graph(f"{b.hint}_concat_body", b.opset)
         i, cond, acc = body_inputs(body, s.layout.dtype, "acc")
         index = body.op("Add", [i, body.constant(np.array(1, np.int64), "one")])
         element = self.at(body, s, index)
+        if unsqueeze:
+            element = body.unsqueeze(element, [axis])
         grown = body.op("Concat", [acc, element], {"axis": axis}, name="grown")
         body_outputs(body, cond, grown, s.layout.dtype)
         return b.op("Loop", [trips, None, first], {"body": body.graph}, name="concat_loop")

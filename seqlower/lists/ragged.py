@@ -84,7 +84,7 @@ def construct(b: Builder, elements: Sequence[ir.Value], layout: Layout) -> Tenso
 def insert(
     forms: ListForms, b: Builder, s: TensorList, x: ir.Value, p: ir.Value | None
 ) -> TensorList:
-    return paired.insert(forms, b, s, x, dim0(b, x), p)
+    return paired.insert(forms, b, s, [x], dim0(b, x), p)
 
 
 def erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> TensorList:
@@ -144,7 +144,7 @@ def shape_at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Val
 
 def at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Value:
     if forms.values.get_int(p) == -1:  # the last element: from the total back, no CumSum
-        start, _ = forms.last_start(b, s)
+        (start,), _ = forms.last_start(b, s)
         return b.op("Slice", [s.data, start, b.ints([INT64_MAX], "end")], name="element")
     start, end = forms.bounds(b, s, p)  # fails outside [-n, n-1]
     return b.op("Slice", [s.data, start, end], name="element")

@@ -1,4 +1,4 @@
-"""A list as tensors: the three layouts, and the tensor-op helpers every layout uses.
+"""A list as tensors: the four layouts, and the tensor-op helpers every layout uses.
 
 A list of n tensors of rank r and element type T takes the cheapest layout its elements allow:
 
@@ -9,9 +9,12 @@ A list of n tensors of rank r and element type T takes the cheapest layout its e
   (flat values + row lengths), and what SplitToSequence with run-time sizes already is.
 - `flat`: anything else. The elements flattened and concatenated into one 1-D tensor, and an
   `[n, r]` table of their shapes (offsets are a CumSum of the rows' products).
+- `unranked`: elements whose rank is known only at run time (or differs between them), where
+  the target takes such tensors. The elements flattened into one 1-D tensor, their shapes
+  concatenated into another, and an `[n, 2]` table of (size, rank) per element.
 
-`TensorList.parts` are the tensors that stand for the list (one for stacked, two otherwise): a
-Loop carries them, an If returns them.
+`TensorList.parts` are the tensors that stand for the list (one for stacked, three for
+unranked, two otherwise; the table is always last): a Loop carries them, an If returns them.
 """
 
 from __future__ import annotations
@@ -39,18 +42,32 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.rewriter import Builder
 
 INT64_MAX = 2**63 - 1
-LayoutKind = Literal["stacked", "ragged", "flat"]
+LayoutKind = Literal["stacked", "ragged", "flat", "unranked"]
 
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
     """How one list is laid out. `dims` are the element dims the layout relies on (all of them
-    for stacked, all but the first for ragged; none for flat), ints where static."""
+    for stacked, all but the first for ragged; none for flat and unranked), ints where static.
+    `rank` is None for unranked: the elements' rank is known only at run time."""
 
     kind: LayoutKind
-    rank: int
+    rank: int | None
     dtype: ir.DataType
     dims: tuple[int | str | None, ...] = ()
+
+    @property
+    def part_names(self) -> tuple[str, ...]:
+        """What each tensor of the list in this layout holds (`TensorList.parts`, in order)."""
+        return _PART_NAMES[self.kind]
+
+
+_PART_NAMES: dict[str, tuple[str, ...]] = {
+    "stacked": ("data",),
+    "ragged": ("data", "table"),
+    "flat": ("data", "table"),
+    "unranked": ("data", "dims", "table"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,8 +93,15 @@ class TensorList:
 
     @property
     def table(self) -> ir.Value | None:
-        """The shapes table (flat) or the first dims (ragged); None when stacked."""
-        return self.parts[1] if len(self.parts) > 1 else None
+        """The shapes table (flat), the first dims (ragged), the (size, rank) table (unranked);
+        None when stacked."""
+        return self.parts[-1] if len(self.parts) > 1 else None
+
+    @property
+    def buffers(self) -> tuple[ir.Value, ...]:
+        """The tensors whose element i is a span along axis 0 (all parts but the table): the
+        data, and for unranked the concatenated shapes."""
+        return self.parts[:-1]
 
 
 @dataclasses.dataclass
@@ -90,15 +114,31 @@ class Table:
     ends: ir.Value | None = None  # [n]
     bounds: ir.Value | None = None  # [n + 1]: starts, then the total
     positions: ir.Value | None = None  # Range(0, n): a position in [-n, n-1], made >= 0
+    # unranked: where each element's shape starts and ends in the concatenated shapes
+    dim_starts: ir.Value | None = None  # [n]
+    dim_ends: ir.Value | None = None  # [n]
+    dim_bounds: ir.Value | None = None  # [n + 1]
+
+    def spans(self, buffer: int) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """(starts, ends, bounds) of the elements in buffer 0 (the data) or 1 (the shapes of an
+        unranked list)."""
+        found = (
+            (self.starts, self.ends, self.bounds)
+            if buffer == 0
+            else (self.dim_starts, self.dim_ends, self.dim_bounds)
+        )
+        assert None not in found, "a table of spans"
+        return found  # type: ignore[return-value]
 
 
 @dataclasses.dataclass(frozen=True)
 class Chunks:
     """How a SplitToSequence cuts its input along `axis`: `sizes` (1-D int64) or None for
-    chunks of one, `count1` ([1]: how many), `shape` (Shape of the input)."""
+    chunks of one, `count1` ([1]: how many), `shape` (Shape of the input). `rank` is None for
+    an input whose rank is known only at run time (cut along axis 0)."""
 
     axis: int
-    rank: int
+    rank: int | None
     squeeze: bool
     shape: ir.Value
     dim: ir.Value  # [1]
@@ -107,12 +147,16 @@ class Chunks:
 
 
 def chunks(b: Builder, node: ir.Node, values: StaticValues) -> Chunks:
-    """The chunks of a SplitToSequence whose count is known at run time only."""
+    """The chunks of a SplitToSequence whose count is known at run time only (an input of
+    unknown rank is cut along axis 0 only)."""
     x = node.inputs[0]
-    assert x is not None and x.shape is not None
-    rank = len(x.shape)
+    assert x is not None
+    rank = len(x.shape) if x.shape is not None else None
     axis = node.attributes.get_int("axis", 0)
-    axis = axis + rank if axis < 0 else axis
+    if axis < 0:
+        assert rank is not None, "a negative axis of an input of known rank"
+        axis += rank
+    assert rank is not None or axis == 0, "axis 0 of an input of unknown rank"
     split = node.inputs[1] if len(node.inputs) > 1 else None
     squeeze = split is None and node.attributes.get_int("keepdims", 1) == 0
     shape = b.op("Shape", [x])

@@ -39,6 +39,7 @@ from seqlower.report import LIST_TIER
 from seqlower.report.sites import rewrite_tier
 from seqlower.rewriter import Rewriter
 from seqlower.rule import Context, Refusal, Rule, RuleSet
+from seqlower.runtime_ranks import refusal
 
 logger = logging.getLogger(__name__)
 
@@ -186,7 +187,7 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         with why (the caller records them as refusals once the rules have run again)."""
         if not any(is_sequence_value(v) for v in _sequence_candidates(model)):
             return None
-        lowered = lower_lists(model, rewriter, self.frozen)
+        lowered = lower_lists(model, rewriter, self.frozen, refusal(self.options.target))
         for node, layout in lowered.converted:
             origin = self.origins.get(node, node)
             self.rewrites.setdefault(origin, []).append((LIST_TIER, layout))

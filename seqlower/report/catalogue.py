@@ -33,9 +33,11 @@ PASS_REWRITES = (
     PassRewrite(
         LIST_TIER,
         "(any sequence operator)",
-        "a list no rule lowered, whose elements have a known rank -> tensors: stacked "
-        "(data [n, *S]), ragged (data concatenated on axis 0 and the first dims [n]) or flat "
-        "(data flattened and a table of shapes [n, rank]); every sequence operator on it -> a "
+        "a list no rule lowered -> tensors: stacked (data [n, *S]), ragged (data "
+        "concatenated on axis 0 and the first dims [n]) or flat (data flattened and a table "
+        "of shapes [n, rank]) when its elements have a known rank, else, for the targets that "
+        "take ranks known only at run time, unranked (data flattened, the shapes concatenated "
+        "and a table [n, 2] of sizes and ranks); every sequence operator on it -> a "
         'few tensor operators on them (docs/design.md, "Every list becomes tensors")',
     ),
     PassRewrite(

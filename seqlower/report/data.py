@@ -24,8 +24,10 @@ from typing import Any
 # elements), unroll (a copy per element), scan (a Loop with scan outputs), then the list as
 # tensors (`seqlower.lists`): stacked (elements of one shape in one tensor), ragged (elements
 # concatenated on their first dim, plus their first dims), flat (elements flattened into one
-# buffer, plus a table of their shapes); loop (a Loop carrying a sequence), kept (still there,
-# with the reason), flattened (a sequence input or output that became tensors on request).
+# buffer, plus a table of their shapes), unranked (the same for elements whose rank is known
+# only at run time: their shapes concatenated, plus a table of sizes and ranks); loop (a Loop
+# carrying a sequence), kept (still there, with the reason), flattened (a sequence input or
+# output that became tensors on request).
 TIERS = (
     "direct",
     "batch",
@@ -34,6 +36,7 @@ TIERS = (
     "stacked",
     "ragged",
     "flat",
+    "unranked",
     "loop",
     "kept",
     "flattened",

@@ -86,8 +86,8 @@ def test_inspect_help_is_its_own() -> None:
     done = seqlower("inspect", "--help")
     assert done.returncode == 0, done.stderr
     text = " ".join(done.stdout.split())
-    for tier in ("direct", "batch", "unroll", "scan", "stacked", "ragged", "flat", "loop",
-                 "kept", "flattened"):  # fmt: skip
+    for tier in ("direct", "batch", "unroll", "scan", "stacked", "ragged", "flat", "unranked",
+                 "loop", "kept", "flattened"):  # fmt: skip
         assert f"{tier} (" in text, tier
     assert "accepts only that size" not in text  # optimize's --dim: inspect writes no model
     assert "exit 1" not in text and "fail (exit 1)" not in text  # inspect never exits 1
@@ -299,7 +299,7 @@ def test_summary_lines_stay_short_with_long_labels(tmp_path) -> None:
     g (float[4,3,4] V, int64[R] shape, int64 k, float[2,3,4] X, float[1,3,4] Y, int64 p)
         => (float[?,3,4] out) {
         W = Reshape (V, shape)
-        s0 = SplitToSequence <axis = 0> (W, k)
+        s0 = SplitToSequence <axis = 1> (W, k)
         s1 = SequenceInsert (s0, X)
         s2 = SequenceInsert (s1, Y)
         out = SequenceAt (s2, p)
