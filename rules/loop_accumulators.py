@@ -489,15 +489,33 @@ def _after_loop(
         shape = _grown_shape(builder, plan, stacked, init)
         stacked = builder.op("Reshape", [stacked, shape], allowzero)
     stacked.type = ir.TensorType(plan.dtype)
+    if _starts_empty(plan):  # nothing to join the pieces to
+        return stacked
     parts = [stacked, init] if plan.prepend else [init, stacked]
     return builder.op("Concat", parts, {"axis": plan.axis}, name="grown")
+
+
+def _starts_empty(plan: AccumulatorPlan) -> bool:
+    """Whether the initial value is empty along the axis (a list that starts empty), with the
+    other dims the stacked pieces have: reshaped from the initial value's dims, or, unsqueezed
+    pieces of static dims, the same numbers."""
+    if plan.init_dims[plan.axis] != 0:
+        return False
+    if not plan.unsqueezed or plan.static_dims is None:
+        return True
+    others = tuple(d for axis, d in enumerate(plan.init_dims) if axis != plan.axis)
+    return others == tuple(plan.static_dims)
 
 
 def _grown_shape(
     builder: Builder, plan: AccumulatorPlan, stacked: ir.Value, init: ir.Value
 ) -> ir.Value:
     """The shape of the stacked pieces merged along the axis: the initial value's dims, with
-    the iteration count times the piece's size at the axis."""
+    the iteration count times the piece's size at the axis: a constant, -1 at the axis, where
+    the other dims are static and none is 0."""
+    others = [d for axis, d in enumerate(plan.init_dims) if axis != plan.axis]
+    if all(isinstance(d, int) and d > 0 for d in others):
+        return builder.ints([*others[: plan.axis], -1, *others[plan.axis :]], "grown_shape")  # type: ignore[list-item]
     count = _dims(builder, stacked, plan.axis, plan.axis + 1)
     if plan.size is None:  # the same in every iteration: read it from the stacked pieces
         size = _dims(builder, stacked, plan.axis + 1, plan.axis + 2)

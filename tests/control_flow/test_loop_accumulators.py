@@ -161,6 +161,29 @@ def test_pieces_of_a_run_time_size_that_never_changes_are_merged_too(m):
     assert_same_outputs(model, lowered, _feeds(m, x=x))
 
 
+@pytest.mark.parametrize("m", [0, 1, 3])
+@pytest.mark.parametrize("pieces", ["piece", "two"])
+def test_an_accumulator_that_starts_empty_is_the_stacked_pieces_alone(m, pieces):
+    """Nothing to join the pieces to: no Concat after the loop; the pieces' static dims but the
+    axis make the merging Reshape's target a constant (-1 at the axis), no Shape read."""
+    extra = (
+        "s0 = Constant<value = int64[1] {0}>()\n s2 = Constant<value = int64[1] {2}>()\n"
+        "two = Slice(piece, s0, s2, s0)"
+    )
+    empty = "Constant<value = float[0,3] {}>()"
+    model = parse(_grow(f"grown = Concat<axis = 0>(acc, {pieces})", start=empty, extra=extra))
+    lowered, report, (y, _) = _lower_and_compare(model, _feeds(m), target="generic")
+    rows = X if pieces == "piece" else X[:2]
+    np.testing.assert_array_equal(
+        y.reshape(-1, 3),
+        np.concatenate([rows * (i + 1) for i in range(m)] or [np.zeros((0, 3), np.float32)]),
+    )
+    assert y.shape == (rows.shape[0] * m, 3)
+    assert _fired(report) == {RULE: 1}
+    counts = op_counts(lowered)
+    assert "Concat" not in counts and "Shape" not in counts and counts["Reshape"] == 1
+
+
 @pytest.mark.parametrize("m", [0, 2])
 def test_pieces_of_zero_rows_at_run_time_are_merged_as_zero_rows(m):
     """The Reshape after the loop gets a 0 (m pieces of 0 rows): allowzero makes it a size,
