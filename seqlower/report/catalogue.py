@@ -47,6 +47,12 @@ PASS_REWRITES = (
         "(after lowering)",
     ),
     PassRewrite(
+        "hoist-loop-invariant",
+        "Loop",
+        "Loop(.., body: y = f(outer values)) -> y = f(outer values); Loop(.., body reads y) "
+        "(f an operator that cannot fail on the known shapes it reads; after lowering)",
+    ),
+    PassRewrite(
         "loop-condition-passthrough",
         "Loop",
         "Loop(.., body: cond_out = Identity(true)) -> Loop(.., body: cond_out = cond_in) "
