@@ -455,8 +455,8 @@ def _length_of_split(node: ir.Node, match, ctx: Context) -> None:  # type: ignor
     """SequenceLength(SplitToSequence(x, axis=a)) -> Gather(Shape(x), a)
     SequenceLength(SplitToSequence(x, s, axis=a)) -> (Gather(Shape(x), a) + s - 1) / s
         (s static: Size(Range(0, Gather(Shape(x), a), s)), the table at-of-chunks reads)
-    SequenceLength(SplitToSequence(x, sizes (1-D), axis=a)) -> Gather(Shape(sizes), 0)
-        (checked: fails when Sum(sizes) != Gather(Shape(x), a))"""
+    SequenceLength(SplitToSequence(x, sizes (1-D), axis=a)) -> Size(sizes)
+        (checked: fails when Sum(sizes) != Gather(Shape(x), a) or a size is negative)"""
     data, axis, chunk = match
     builder = ctx.rewriter.before(node)
     length = builder.op("Gather", [builder.op("Shape", [data]), builder.constant(np.array(axis))])
@@ -479,21 +479,25 @@ def _length_of_split(node: ir.Node, match, ctx: Context) -> None:  # type: ignor
 
 
 def _length_of_sizes(builder: Builder, dim: ir.Value, sizes: ir.Value) -> ir.Value:
-    """The number of chunks of a split of `dim` by the 1-D run-time `sizes`: Shape(sizes)[0], or
+    """The number of chunks of a split of `dim` by the 1-D run-time `sizes`: Size(sizes), or
     `dim` when `sizes` is empty (onnxruntime then splits into chunks of 1; onnx.reference gives
     no chunk). Plus Gather([0], bad), which is 0, and fails as the SplitToSequence itself does
-    when the sizes are not empty and have a negative size or do not add up to `dim`."""
+    when the sizes are not empty and have a negative size or do not add up to `dim`:
+
+        bad = |Sum(sizes) - dim| + (Sum(|sizes|) - Sum(sizes))     (0 when empty)
+
+    both terms >= 0, the first 0 exactly when the sizes add up, the second when none is
+    negative; a bad of 1 or more is outside the table of one."""
     sizes = builder.op("Cast", [sizes], {"to": int(ir.DataType.INT64)})
     zero = builder.constant(np.array(0, dtype=np.int64), "zero")
-    count = builder.op("Gather", [builder.op("Shape", [sizes]), zero])
+    count = builder.op("Size", [sizes])
     empty = builder.op("Equal", [count, zero])
     total = builder.op("ReduceSum", [sizes], {"keepdims": 0})
-    padded = builder.op("Concat", [sizes, builder.ints([0], "zero_table")], {"axis": 0})
-    negative = builder.op("Less", [builder.op("ReduceMin", [padded], {"keepdims": 0}), zero])
-    wrong_sum = builder.op("Not", [builder.op("Equal", [total, dim])])
-    bad = builder.op("And", [builder.op("Not", [empty]), builder.op("Or", [negative, wrong_sum])])
-    index = builder.op("Cast", [bad], {"to": int(ir.DataType.INT64)})
-    check = builder.op("Gather", [builder.ints([0], "zero_table"), index], {"axis": 0})
+    magnitude = builder.op("ReduceSum", [builder.op("Abs", [sizes])], {"keepdims": 0})
+    off_sum = builder.op("Abs", [builder.op("Sub", [total, dim])])
+    negative = builder.op("Sub", [magnitude, total])
+    bad = builder.op("Where", [empty, zero, builder.op("Add", [off_sum, negative])])
+    check = builder.op("Gather", [builder.ints([0], "zero_table"), bad], {"axis": 0})
     return builder.op("Add", [builder.op("Where", [empty, dim, count]), check], name="length")
 
 

@@ -123,7 +123,7 @@ def _unbound(b: Builder, x: ir.Value, cut: Chunks, layout: Layout) -> TensorList
 def table(b: Builder, s: TensorList) -> Table:
     data, firsts = s.parts
     n1 = b.op("Shape", [firsts], name="n1")
-    n = b.op("Reshape", [n1, b.ints([], "scalar")], name="n")
+    n = b.op("Size", [firsts], name="n")  # one launch, not Reshape(n1): firsts is 1-D
     ends = b.op("CumSum", [firsts, scalar_int(b, 0, "zero")], name="ends")
     starts = b.op("Sub", [ends, firsts], name="starts")
     bounds = b.op("Concat", [starts, dim0(b, data)], {"axis": 0}, name="bounds")

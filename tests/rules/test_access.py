@@ -295,7 +295,22 @@ def test_length_of_a_split_by_runtime_sizes_is_the_count_of_sizes(dtype, axis):
     x = np.zeros((5, 3), np.float32)
     # lengths 0 (onnxruntime reads empty sizes as no split), 1 and several; zero-size chunks;
     # sizes that do not add up, or add up only with a negative size, fail in both
-    for sizes in ([], [5], [2, 3], [1, 1, 1, 1, 1], [0, 5, 0], [2, 2], [6], [6, -1], [3, 3]):
+    for sizes in (
+        [],
+        [5],
+        [2, 3],
+        [1, 1, 1, 1, 1],
+        [0, 5, 0],
+        [2, 2],
+        [6],
+        [6, -1],
+        [3, 3],
+        [-1, 6],
+        [4],
+        [7, -1, -1],
+        [-1, 3],
+        [-5, 10],
+    ):
         feeds = {"x": x, "sizes": np.array(sizes, dtype=dtype)}
         _same_or_both_fail(model, lowered, feeds)
     assert int(run_ort(lowered, {"x": x, "sizes": np.array([2, 3], dtype)})[0]) == 2
