@@ -567,6 +567,20 @@ PROBES: dict[str, str] = {
         y = If(c) <then_branch = t () => (float[4,3] a) {{ a = Relu(x) }},
                    else_branch = e () => (float[8,3] b) {{ b = Concat<axis = 0>(x, x) }}> }}""",
     "Where": f"""({_X}, bool c) => (float[4,3] y) {{ n = Neg(x) y = Where(c, x, n) }}""",
+    # a rank known only at run time (seqlower.runtime_ranks): what a list of such elements needs
+    "Reshape to a shape of run-time length": f"""({_X}, int64[K] shape) => (float[?] y) {{
+        w = Reshape(x, shape) m = Constant<value = int64[1] {{-1}}>() y = Reshape(w, m) }}""",
+    "A list of elements of run-time rank, as tensors": f"""({_X}, int64[K] shape)
+        => (float[?] y) {{
+        m = Constant<value = int64[1] {{-1}}>() data = Reshape(x, m)
+        zero = Constant<value = int64[1] {{0}}>() size = Size(data) rank = Shape(shape)
+        s1 = Reshape(size, m) row = Concat<axis = 0>(s1, rank) two = Constant<value = int64[2]
+        {{1, 2}}>() table = Reshape(row, two) k = Constant<value = int64 {{0}}>()
+        entry = Gather(table, k) one = Constant<value = int64[1] {{1}}>()
+        end = Constant<value = int64[1] {{2}}>() n = Slice(entry, zero, one)
+        r = Slice(entry, one, end)
+        piece = Slice(data, zero, n) dims = Slice(shape, zero, r)
+        w = Reshape<allowzero = 1>(piece, dims) y = Reshape(w, m) }}""",
 }
 
 
@@ -579,7 +593,7 @@ def probe(runtime: str) -> dict[str, Outcome]:
         model = onnx.parser.parse_model('<ir_version: 9, opset_import: ["" : 18]>\nprobe ' + text)
         sets = []
         for c in (True, False):
-            feeds = {"x": x, "c": np.array(c), "sz": np.array([1, 3])}
+            feeds = {"x": x, "c": np.array(c), "sz": np.array([1, 3]), "shape": np.array([2, 3, 2])}
             feeds = {v.name: feeds[v.name] for v in model.graph.input}
             sets.append((feeds, run_model("onnxruntime", model, feeds)))
         found[name] = evaluate(runtime, model, Case(name, "probe", model, tuple(sets)))

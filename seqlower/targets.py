@@ -10,6 +10,10 @@ tensorrt` fails on an error). `judge_nodes` gives the same judgement per node, a
 
 - generic: any ONNX runtime; everything that can be lowered is; leftovers are already in the
   report, nothing more is said.
+
+Where a list's elements have a rank known only at run time, generic and onnxruntime make it
+tensors (`seqlower.lists.unranked`); the others keep it, for the reason `runtime_ranks` gives
+(`seqlower.runtime_ranks`: OpenVINO and tract probed, portable and TensorRT need ranks).
 - portable: any runtime without sequence operators (onnx2tf, TVM, MIGraphX, NPU compilers):
   every leftover is an error.
 - onnxruntime: runs sequence operators, but each one copies tensors in and out of a sequence: a
@@ -62,6 +66,7 @@ from seqlower.report.labels import (
     walk_graphs,
 )
 from seqlower.report.reasons import remaining_sequence_ops
+from seqlower.runtime_ranks import REFUSALS
 
 Target = Literal["generic", "onnxruntime", "tensorrt", "openvino", "tract"]
 Severity = Literal["ignore", "warning", "error"]
@@ -87,6 +92,9 @@ class TargetProfile:
     source: str = ""  # where the support list comes from
     # what lowering does for the target
     changes: str = "nothing more than generic"
+    # why a list whose elements' rank is known only at run time stays a sequence for this
+    # target ("" where it becomes tensors: `seqlower.runtime_ranks`, whose text this is)
+    runtime_ranks: str = ""
 
 
 _SEQUENCE_OPS_NOTE = "has no sequence operators"
@@ -95,7 +103,9 @@ _TRACT_SOURCE = (
     "every other sequence operator fail with Unimplemented(...) ToTypedTranslator; Loop fails "
     "with Unimplemented(Loop); Scan, Where and If run. An If whose branches compute different "
     "constants gives the then-branch's value either way (docs/portability.md); one whose "
-    "branches give different shapes fails to load ('Failed analyse for node ... If')."
+    "branches give different shapes fails to load ('Failed analyse for node ... If'). A Reshape "
+    "to a shape of run-time length, which a list of elements of run-time rank needs as tensors, "
+    "fails to load ('shape input is variable')."
 )
 _OPENVINO_SOURCE = (
     "probed with OpenVINO 2026.4.1 (CPU, INFERENCE_PRECISION_HINT=f32; python -m "
@@ -104,14 +114,17 @@ _OPENVINO_SOURCE = (
     "ConcatFromSequence, also carried by a Loop, but not SequenceMap, nor a SplitToSequence "
     "with a scalar or no split over a dim of run-time size ('scalar split input requires "
     "static dimension on the split axis'), nor a Loop that carries a constant of size 0 "
-    "('Accessing out-of-range dimension'); Loop, If and Scan run; no string tensors."
+    "('Accessing out-of-range dimension'); Loop, If and Scan run; no string tensors. A Reshape "
+    "to a shape of run-time length, which a list of elements of run-time rank needs as tensors, "
+    'fails to compile ("CPU plug-in doesn\'t support Reshape operation with dynamic rank").'
 )
 _TENSORRT_SOURCE = (
     "the onnx-tensorrt operator support matrix (docs/operators.md, TensorRT 10.15): Loop "
     "('Scan output length cannot be dynamic. The shape of Loop carried dependencies must be "
     "the same across all loop iterations'), If ('Output tensors of the two conditional "
     "branches must have the same rank') and Scan are supported; every Sequence* operator, "
-    "SequenceMap and Optional* are not; strings are not among its data types. Not probed: "
+    "SequenceMap and Optional* are not; strings are not among its data types; its networks' "
+    "tensors have a fixed rank (no list of elements of run-time rank as tensors). Not probed: "
     "no GPU here."
 )
 
@@ -134,6 +147,7 @@ PROFILES: dict[str, TargetProfile] = {
         dynamic_scan_loops="ignore",
         strings="ignore",
         changes=_PORTABILITY_CHANGES,
+        runtime_ranks=REFUSALS["portable"],
     ),
     "onnxruntime": TargetProfile(
         "onnxruntime",
@@ -154,6 +168,7 @@ PROFILES: dict[str, TargetProfile] = {
         strings="error",
         source=_TENSORRT_SOURCE,
         changes=_PORTABILITY_CHANGES,
+        runtime_ranks=REFUSALS["tensorrt"],
     ),
     "openvino": TargetProfile(
         "openvino",
@@ -167,6 +182,7 @@ PROFILES: dict[str, TargetProfile] = {
         strings="error",
         source=_OPENVINO_SOURCE,
         changes=_PORTABILITY_CHANGES,
+        runtime_ranks=REFUSALS["openvino"],
     ),
     "tract": TargetProfile(
         "tract",
@@ -186,6 +202,7 @@ PROFILES: dict[str, TargetProfile] = {
         },
         strings="error",
         source=_TRACT_SOURCE,
+        runtime_ranks=REFUSALS["tract"],
         changes=f"{_PORTABILITY_CHANGES}; run-time If with cheap branches -> Where; static "
         "Loops unrolled within the budget; Loops over a tensor axis, or with a run-time trip "
         "count and no early exit, -> Scan; bounded while loops -> masked Scan; Compress and "

@@ -27,7 +27,7 @@ import dataclasses
 import onnx_ir as ir
 
 from seqlower.analysis.loop_shapes import LoopShapes, ShapeFact
-from seqlower.analysis.rank_rules import unknown_rank_cause
+from seqlower.analysis.rank_rules import unknown_rank_cause as cause_of
 from seqlower.analysis.static_values import StaticValues
 from seqlower.lists.tensors import Layout
 from seqlower.ops import is_sequence_value, subgraphs
@@ -265,8 +265,7 @@ def _element_type(plan: ListPlan, bodies: _BodyShapes, rank_refusal: str | None)
     if ranks and unranked:
         # the rank of the others is no proof of its rank: a table of one width cannot hold it
         first, how = unranked[0]
-        cause = unknown_rank_cause(first)
-        why = f"the rank of '{first.name}', {how} into it, is unknown ({cause})"
+        why = f"the rank of '{first.name}', {how} into it, is unknown ({cause_of(first)})"
         _unranked(plan, why, rank_refusal)
         return
     if ranks:
@@ -275,6 +274,9 @@ def _element_type(plan: ListPlan, bodies: _BodyShapes, rank_refusal: str | None)
         plan.rank = next(iter(declared_ranks))
     else:
         why = "the rank of its elements is unknown (even after shape inference)"
+        if unranked:  # where it gets lost
+            first, how = unranked[0]
+            why = f"the rank of '{first.name}', {how} into it, is unknown ({cause_of(first)})"
         _unranked(plan, why, rank_refusal)
         return
     plan.layout = _layout(plan.values, plan.rank, plan.dtype, bodies)

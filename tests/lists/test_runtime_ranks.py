@@ -13,6 +13,7 @@ different ranks, int64, bool and float16 elements).
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from support import (
     assert_both_fail,
@@ -25,11 +26,13 @@ from support import (
     run_ort,
     sequence_op_count,
 )
+from typer.testing import CliRunner
 
 import seqlower
+from seqlower.cli import app
 from seqlower.rule import RuleSet
-from seqlower.runtime_ranks import REFUSALS
-from seqlower.targets import check_target
+from seqlower.runtime_ranks import OPENVINO_PROBE, REFUSALS, TRACT_PROBE, refusal
+from seqlower.targets import PROFILES, check_target
 
 NO_RULES = RuleSet([])  # every sequence operator left to the tensor form of lists
 
@@ -336,3 +339,29 @@ def test_generic_lowers_and_onnxruntime_weighs_the_cost():
     assert report.remaining and all(op.kept_for_speed for op in report.remaining)
     _, report = lower(model, target="onnxruntime", rules=NO_RULES)
     assert "known only at run time" not in reasons(report)
+
+
+def test_each_target_profile_says_what_the_lowering_does():
+    for name, profile in PROFILES.items():
+        assert profile.runtime_ranks == (refusal(name) or ""), name
+    assert not PROFILES["generic"].runtime_ranks and not PROFILES["onnxruntime"].runtime_ranks
+    assert TRACT_PROBE in PROFILES["tract"].runtime_ranks
+    assert OPENVINO_PROBE in PROFILES["openvino"].runtime_ranks
+
+
+def test_the_command_line_lowers_it_and_says_why_tract_cannot(tmp_path):
+    source, out = tmp_path / "model.onnx", tmp_path / "out.onnx"
+    model = parse(LOOP.format(insert="out = SequenceInsert (acc, wi)"))
+    onnx.save(model, source)
+    done = CliRunner().invoke(app, ["optimize", str(source), str(out)])
+    assert done.exit_code == 0, done.output
+    assert "sequence ops 5 -> 0" in done.stdout
+    lowered = onnx.load(out)
+    feeds = {"v": np.arange(6, dtype=np.float32), "shape": np.array([3, 2]), "m": np.array(2)}
+    assert_same_outputs(model, lowered, feeds)
+
+    tract = CliRunner().invoke(app, ["optimize", str(source), str(out), "--target", "tract"])
+    assert tract.exit_code == 1
+    printed = " ".join(tract.output.split())  # as wrapped to fit the terminal
+    assert "tract cannot load a tensor whose rank is known only at run time" in printed
+    assert '"shape input is variable"' in printed
