@@ -1,9 +1,9 @@
 """Remove what lowering left unused: dead nodes (subgraphs included), static shape arithmetic
 (folded into constants), Transposes of constant weights (folded into the weight), Casts to the
-type their input has, loop-invariant operators (moved out of Loop and Scan bodies), unused
-initializers and functions; forget the dim names that shape
-inference made up. Nodes that stay are not touched (their unused optional outputs and trailing
-empty inputs are theirs)."""
+type their input has, minimums of a value and the largest int64 (the value), loop-invariant
+operators (moved out of Loop and Scan bodies), unused initializers and functions; forget the
+dim names that shape inference made up. Nodes that stay are not touched (their unused optional
+outputs and trailing empty inputs are theirs)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from seqlower.passes.index_vectors import fold_index_vectors
 from seqlower.passes.noop_casts import remove_noop_casts
 from seqlower.passes.normalize import infer_shapes
 from seqlower.passes.region_inference import forget_stamp
+from seqlower.passes.trivial_min import fold_trivial_mins
 
 
 def remove_unused_initializers(model: ir.Model) -> bool:
@@ -40,13 +41,14 @@ def remove_unused_initializers(model: ir.Model) -> bool:
 
 class CleanupPass(ir.passes.InPlacePass):
     """Dead nodes, static shape arithmetic folded (`fold_shapes`; `shapes_folded` counts the
-    nodes), index vectors built from their pieces (`index_vectors`; `vectors_built`), Transposes
-    of constant weights folded (`fold_transpose`; `folded` counts them), Casts
-    to the type they have removed (`noop_casts`; `casts_removed`), loop-invariant operators moved
+    nodes), the minimum of a value and the largest int64 replaced by the value (`trivial_min`;
+    `mins_folded`), index vectors built from their pieces (`index_vectors`; `vectors_built`),
+    Transposes of constant weights folded (`fold_transpose`; `folded` counts them), Casts to
+    the type they have removed (`noop_casts`; `casts_removed`), loop-invariant operators moved
     out of Loop and Scan bodies (`hoist_invariants`; `hoisted`), then unused initializers and
-    functions. `dead_nodes=False` skips the walk for dead nodes when the
-    caller knows there are none (after a lowering fixpoint). `fold_shapes=False` folds no shape
-    (for a model whose declared intermediate shapes are not all trusted)."""
+    functions. `dead_nodes=False` skips the walk for dead nodes when the caller knows there are
+    none (after a lowering fixpoint). `fold_shapes=False` folds no shape (for a model whose
+    declared intermediate shapes are not all trusted)."""
 
     def __init__(self, *, dead_nodes: bool = True, fold_shapes: bool = True) -> None:
         super().__init__()
@@ -57,6 +59,7 @@ class CleanupPass(ir.passes.InPlacePass):
         self.casts_removed = 0
         self.vectors_built = 0
         self.hoisted = 0
+        self.mins_folded = 0
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         forget_stamp(model)  # dim names are forgotten below: shapes are no longer inference's
@@ -72,6 +75,9 @@ class CleanupPass(ir.passes.InPlacePass):
             infer_shapes(model)
             forget_stamp(model)
         modified |= bool(self.shapes_folded)
+        # before the index vectors: they would rebuild the Concat the minimum reads
+        self.mins_folded = fold_trivial_mins(model)
+        modified |= bool(self.mins_folded)
         if self.fold_shapes:
             self.vectors_built = fold_index_vectors(model)
             if self.vectors_built:  # the shapes a second lowering infers for what was built
