@@ -1,7 +1,8 @@
-"""The last tier of the lowering: any list whose elements have a known rank becomes tensors.
+"""The last tier of the lowering: any list whose elements have a known rank becomes tensors,
+and, for the targets that take ranks known only at run time, any other list too.
 
-`find_lists` (components) says which lists can and in which layout (tensors: stacked, ragged
-or flat), `ListForms` (forms, with one module per layout) emits the tensor form of each
+`find_lists` (components) says which lists can and in which layout (tensors: stacked, ragged,
+flat or unranked), `ListForms` (forms, with one module per layout) emits the tensor form of each
 sequence operator, and `lower_lists` (convert) rewrites a whole model.
 """
 

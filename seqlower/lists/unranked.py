@@ -10,7 +10,8 @@ runs it (onnxruntime does; `seqlower.runtime_ranks` says which targets refuse it
 
     SequenceEmpty()              -> data = [] ; dims = [] ; table = [0, 2]
     SequenceConstruct(x0..xk)    -> Concat(Reshape(xi, [-1])..) ; Concat(Shape(xi)..) ;
-                                    Concat([Size(xi), Size(Shape(xi))] as a row..)
+                                    Concat([Size(xi), rank of xi] as a row..) (the rank a
+                                    constant where known, else Shape(Shape(xi)))
     SequenceInsert(s, x, p?)     -> the three spliced (`seqlower.lists.paired`): data at
                                     starts[p], dims at dim_starts[p], table at row p
     SequenceErase(s, p?)         -> the three without element p (`seqlower.lists.paired`)

@@ -270,6 +270,41 @@ def test_a_split_along_another_axis_is_refused_with_why(axis):
     ) in reasons(report)
 
 
+# a split of a tensor of known rank, into which an element of run-time rank is put
+SPLIT_KNOWN = """
+g (float[N,4] x, float[V] v, int64[R] shape, int64[K] sizes, int64 p)
+    => (float[?] flat, int64[?] dims, int64 n) {{
+    s = SplitToSequence <axis = {axis}{keepdims}> (x{split})
+    w = Reshape <allowzero = 1> (v, shape)
+    t = SequenceInsert (s, w, p)
+    at = SequenceAt (t, p)
+    minus = Constant <value = int64[1] {{-1}}> ()
+    flat = Reshape (at, minus)
+    dims = Shape (at)
+    n = SequenceLength (t)
+}}"""
+
+
+@pytest.mark.parametrize(
+    ("axis", "keepdims", "split"),
+    [(0, ", keepdims = 0", ""), (1, "", ""), (1, "", ", sizes"), (-1, ", keepdims = 0", "")],
+    ids=["unbind", "columns", "column-sizes", "unbind-last"],
+)
+def test_a_split_of_known_rank_shares_a_list_with_an_element_of_run_time_rank(
+    axis, keepdims, split
+):
+    model = parse(SPLIT_KNOWN.format(axis=axis, keepdims=keepdims, split=split))
+    lowered, report = lower(model, target="generic", rules=NO_RULES)
+    assert sequence_op_count(lowered) == 0, reasons(report)
+    assert tiers(report) == {"unranked"}
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) - 4
+    for shape in ([6], [2, 3], [1, 2, 3, 1]):
+        for p in (0, 1, -1, -2):
+            feeds = {"x": x, "v": np.arange(6, dtype=np.float32), "shape": np.array(shape),
+                     "sizes": np.array([1, 0, 3]), "p": np.array(p)}  # fmt: skip
+            assert_same_outputs(model, lowered, feeds)
+
+
 # an If returns a list of elements of run-time rank from both branches, of different lengths
 BRANCHES = """
 g (float[V] v, int64[R] shape, float[2,2] x, bool c, int64 p) => (float[?] flat, int64 n) {
