@@ -102,19 +102,24 @@ def _without_weights(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, set[str]]
     and copying and serializing the weights was most of the check's time on large models.
     Also returns the names of those initializers."""
     copy = onnx.ModelProto()
-    _copy_fields(proto, copy, skip="graph")
-    graph, target = proto.graph, copy.graph
-    _copy_fields(graph, target, skip="initializer")
+    graph = proto.graph
     inputs = {value.name for value in graph.input}
+    moved = [tensor.name not in inputs and _is_weight(tensor) for tensor in graph.initializer]
+    if not any(moved):  # copied in one step (field by field takes longer on large graphs)
+        copy.CopyFrom(proto)
+        return copy, set()
+    _copy_fields(proto, copy, skip="graph")
+    target = copy.graph
+    _copy_fields(graph, target, skip="initializer")
     weights: set[str] = set()
-    for tensor in graph.initializer:
-        if tensor.name in inputs or not _is_weight(tensor):
+    for tensor, weight in zip(graph.initializer, moved):
+        if not weight:
             target.initializer.append(tensor)
-        else:
-            target.input.append(
-                onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims)
-            )
-            weights.add(tensor.name)
+            continue
+        target.input.append(
+            onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims)
+        )
+        weights.add(tensor.name)
     return copy, weights
 
 
