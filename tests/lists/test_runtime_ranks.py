@@ -147,11 +147,17 @@ g (float[V] v, int64[R] shape, int64 m) => (int64 n, float[?] flat, int64[?] dim
     ],
     ids=["append", "prepend"],
 )
-def test_a_loop_builds_a_list_of_elements_of_run_time_rank(insert):
+@pytest.mark.parametrize("rules", [None, NO_RULES], ids=["rules", "carried"])
+def test_a_loop_builds_a_list_of_elements_of_run_time_rank(insert, rules):
+    """With every rule (as by default) the appends become a scan output, split into the list;
+    with none the Loop carries the list's three tensors."""
     model = parse(LOOP.format(insert=insert))
-    lowered, report = lower(model, target="generic")  # every rule, as by default
+    lowered, report = lower(model, target="generic", rules=rules)
     assert sequence_op_count(lowered) == 0, reasons(report)
     assert "unranked" in tiers(report)
+    if rules is NO_RULES:  # the Loop carries data, dims and table
+        (loop,) = [node for node in lowered.graph.node if node.op_type == "Loop"]
+        assert len(loop.input) == 2 + 3
     for shape in ([6], [2, 3], [3, 1, 2], [0, 2]):
         v = np.arange(np.prod(shape), dtype=np.float32)
         for m in (0, 1, 3):  # none: the concatenation of an empty list fails in both
