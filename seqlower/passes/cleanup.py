@@ -1,9 +1,9 @@
 """Remove what lowering left unused: dead nodes (subgraphs included), static shape arithmetic
 (folded into constants), Transposes of constant weights (folded into the weight), Casts to the
-type their input has, minimums of a value and the largest int64 (the value), loop-invariant
-operators (moved out of Loop and Scan bodies), unused initializers and functions; forget the
-dim names that shape inference made up. Nodes that stay are not touched (their unused optional
-outputs and trailing empty inputs are theirs)."""
+type their input has, Concats of one input, minimums of a value and the largest int64 (the
+value), loop-invariant operators (moved out of Loop and Scan bodies), unused initializers and
+functions; forget the dim names that shape inference made up. Nodes that stay are not touched
+(their unused optional outputs and trailing empty inputs are theirs)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from seqlower.passes.index_vectors import fold_index_vectors
 from seqlower.passes.noop_casts import remove_noop_casts
 from seqlower.passes.normalize import infer_shapes
 from seqlower.passes.region_inference import forget_stamp
+from seqlower.passes.single_concat import remove_single_concats
 from seqlower.passes.trivial_min import fold_trivial_mins
 
 
@@ -44,11 +45,12 @@ class CleanupPass(ir.passes.InPlacePass):
     nodes), the minimum of a value and the largest int64 replaced by the value (`trivial_min`;
     `mins_folded`), index vectors built from their pieces (`index_vectors`; `vectors_built`),
     Transposes of constant weights folded (`fold_transpose`; `folded` counts them), Casts to
-    the type they have removed (`noop_casts`; `casts_removed`), loop-invariant operators moved
-    out of Loop and Scan bodies (`hoist_invariants`; `hoisted`), then unused initializers and
-    functions. `dead_nodes=False` skips the walk for dead nodes when the caller knows there are
-    none (after a lowering fixpoint). `fold_shapes=False` folds no shape (for a model whose
-    declared intermediate shapes are not all trusted)."""
+    the type they have removed (`noop_casts`; `casts_removed`), Concats of one input removed
+    (`single_concat`; `concats_removed`), loop-invariant operators moved out of Loop and Scan
+    bodies (`hoist_invariants`; `hoisted`), then unused initializers and functions.
+    `dead_nodes=False` skips the walk for dead nodes when the caller knows there are none (after
+    a lowering fixpoint). `fold_shapes=False` folds no shape (for a model whose declared
+    intermediate shapes are not all trusted)."""
 
     def __init__(self, *, dead_nodes: bool = True, fold_shapes: bool = True) -> None:
         super().__init__()
@@ -60,6 +62,7 @@ class CleanupPass(ir.passes.InPlacePass):
         self.vectors_built = 0
         self.hoisted = 0
         self.mins_folded = 0
+        self.concats_removed = 0
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         forget_stamp(model)  # dim names are forgotten below: shapes are no longer inference's
@@ -88,6 +91,8 @@ class CleanupPass(ir.passes.InPlacePass):
         modified |= bool(self.folded)
         self.casts_removed = remove_noop_casts(model)
         modified |= bool(self.casts_removed)
+        self.concats_removed = remove_single_concats(model)
+        modified |= bool(self.concats_removed)
         self.hoisted = hoist_loop_invariants(model)
         modified |= bool(self.hoisted)
         modified |= remove_unused_initializers(model)
