@@ -9,8 +9,9 @@
 Appends in a Loop become scan outputs in `seqlower.rules.loop_appends`.
 
 A loop is unrolled only when its trip count is static (at most `MAX_UNROLL`), its condition
-cannot end it early, and every sequence it carries or reads has a static length, so that the
-copies of the body fold into plain tensor code.
+cannot end it early or is known in every iteration (`while len(s) > 0: s.pop()` over a list of
+static length: `seqlower.analysis.loop_counts`), and every sequence it carries or reads has a
+static length, so that the copies of the body fold into plain tensor code.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.analysis.loop_counts import static_while_count
 from seqlower.analysis.scan_forms import always_continues, static_bool
 from seqlower.inline import inline_graph
 from seqlower.ops import graphs_within, is_sequence_op, is_sequence_value
@@ -155,7 +157,12 @@ def _check_unroll(
             count = 0
     count = max(count, 0)
     if count > 0 and not _body_always_continues(body, ctx):
-        return Refusal("the body computes its condition, so the loop may end early")
+        # a `while` loop whose condition is known in every iteration (`while len(s) > 0`)
+        limit = MAX_UNROLL if max_iterations is None else min(max_iterations, MAX_UNROLL)
+        runs = static_while_count(node, ctx.facts, limit)
+        if runs is None:
+            return Refusal("the body computes its condition, so the loop may end early")
+        count = runs
     too_many = max_iterations is not None and count > max_iterations
     if too_many or count * body.num_nodes() > max_nodes:
         return Refusal(f"{count} iterations of {body.num_nodes()} nodes: too many to unroll")

@@ -38,6 +38,7 @@ from seqlower.passes.noop_casts import inferred_types, remove_noop_casts
 from seqlower.passes.normalize import resolve_split_keepdims
 from seqlower.passes.onnxruntime_loops import LoopConditionPass, LoopsToScansPass
 from seqlower.passes.shape_hints import RelaxShapeHintsPass
+from seqlower.passes.single_element_conditions import SingleElementConditionsPass
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.regions import region_costs
 from seqlower.report import Report
@@ -386,10 +387,12 @@ class _Run:
         )
         self.cleanup(model)
         self.scans = LoopsToScansPass()
+        self.conditions_kept = SingleElementConditionsPass()
         if options.target in SPEED_FIRST_TARGETS:
             self.scans(model)
             for made, loop in self.scans.made.items():
                 lower.origins.setdefault(made, lower.origins.get(loop, loop))
+            self.conditions_kept(model)
         RuntimeWorkaroundsPass(speed_first=options.target in SPEED_FIRST_TARGETS)(model)
         _keep_declared_output_shapes(model, declared_output_shapes)
         if options.target == "tract":  # tract holds a model to its declared shapes
@@ -429,6 +432,12 @@ class _Run:
         if self.cleanup.hoisted:
             hoisted = {"hoist-loop-invariant": self.cleanup.hoisted}
             report.rules_fired = {**report.rules_fired, **hoisted}
+        if self.conditions_kept.count:
+            kept = {"single-element-condition": self.conditions_kept.count}
+            report.rules_fired = {**report.rules_fired, **kept}
+        if self.cleanup.sunk:
+            sunk = {"sink-into-branch": self.cleanup.sunk}
+            report.rules_fired = {**report.rules_fired, **sunk}
         report.rules_fired = {
             **report.rules_fired,
             **_loop_counts(model, self.conditions, self.scans),

@@ -22,7 +22,7 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.lists.components import ListPlan, find_lists
 from seqlower.lists.forms import ListForms
 from seqlower.lists.tensors import INT64_MAX, Layout, TensorList
-from seqlower.ops import is_sequence_value, subgraphs
+from seqlower.ops import is_sequence_value, node_subgraphs, subgraphs
 from seqlower.rewriter import Builder, Rewriter
 
 
@@ -64,6 +64,18 @@ def lower_lists(
     return outcome
 
 
+_BRANCHES = ("then_branch", "else_branch")
+_SAME = frozenset({"Identity", "Cast"})  # what a length keeps its value through
+
+
+def _both(a: dict[ir.Value, int], b: dict[ir.Value, int]) -> dict[ir.Value, int]:
+    """What two conditions that both hold prove: the larger length of each list."""
+    found = dict(a)
+    for value, least in b.items():
+        found[value] = max(found.get(value, 0), least)
+    return found
+
+
 def _nodes_of(plan: ListPlan) -> list[ir.Node]:
     nodes: dict[int, ir.Node] = {}
     for value in plan.values:
@@ -86,6 +98,9 @@ class _Converter:
             id(value): plan for plan in plans if plan.convertible for value in plan.values
         }
         self.flat: dict[int, TensorList] = {}
+        # id of a converted SequenceLength's result -> the list it measures (`_guards`)
+        self.lengths: dict[int, ir.Value] = {}
+        self.by_data: dict[int, list[ir.Value]] = {}  # id of a list's data -> its values
         self.owners: dict[int, ir.Node] = {}
         self.current: ir.Node | None = None
         opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
@@ -124,9 +139,8 @@ class _Converter:
         if op == "If" and any(self._converting(v) for v in node.outputs):
             self._if(node)
             return
-        for subgraph in subgraphs(node):
-            self._graph(subgraph)
-            self.current = node
+        for name, subgraph in node_subgraphs(node):
+            self._branch(node, name, subgraph)
         if not any(self._converting(v) for v in (*node.inputs, *node.outputs)):
             return
         b = self.rewriter.before(node)
@@ -156,6 +170,7 @@ class _Converter:
                 result = self.forms.at(b, self._flat(inputs[0]), inputs[1])  # type: ignore[arg-type]
         elif op == "SequenceLength":
             result = self.forms.length(b, self._flat(inputs[0]))
+            self.lengths[id(result)] = inputs[0]  # type: ignore[assignment]
         elif op == "ConcatFromSequence":
             axis = node.attributes.get_int("axis", 0)
             new_axis = bool(node.attributes.get_int("new_axis", 0))
@@ -218,6 +233,7 @@ class _Converter:
 
     def _define(self, value: ir.Value, flat: TensorList) -> None:
         self.flat[id(value)] = flat
+        self.by_data.setdefault(id(flat.data), []).append(value)
 
     def _table_builder(self, flat: TensorList) -> Builder:
         """A builder in the graph that defines `flat`, before the node of that graph that is
@@ -283,10 +299,9 @@ class _Converter:
         else: .. -> (data, shapes))"""
         lists = {j for j, v in enumerate(node.outputs) if self._converting(v)}
         attributes = {}
-        for name in ("then_branch", "else_branch"):
+        for name in _BRANCHES:
             branch = node.attributes[name].as_graph()
-            self._graph(branch)
-            self.current = node
+            self._branch(node, name, branch)
             results: list[ir.Value] = []
             for j, value in enumerate(branch.outputs):
                 if j in lists:
@@ -302,6 +317,83 @@ class _Converter:
         new = b.ops("If", list(node.inputs), attributes, num_outputs=len(node.outputs) + extra)
         self._map_outputs(node, new, lists)
         self._converted(node, self._layout(node.outputs[min(lists)]).kind)
+
+    def _branch(self, node: ir.Node, name: str, graph: ir.Graph) -> None:
+        """Convert a subgraph of `node`. In the then branch of an If whose condition says
+        `len(s) >= k` (also `>`, under And, Cast, Identity), the list s holds at least k
+        elements there: an erase or read at a constant position within them needs no run-time
+        check (a stack popped under `if len(stack) >= 2:`)."""
+        saved: dict[int, TensorList] = {}
+        if node.op_type == "If" and node.domain == "" and name == "then_branch":
+            for value, least in self._guards(node.inputs[0]).items():
+                flat = self.flat.get(id(value))
+                if flat is not None and least > flat.min_length:
+                    saved[id(value)] = flat
+                    self.flat[id(value)] = dataclasses.replace(flat, min_length=least)
+        self._graph(graph)
+        self.flat.update(saved)
+        self.current = node
+
+    def _guards(self, cond: ir.Value | None, depth: int = 0) -> dict[ir.Value, int]:
+        """The lists `cond` being true proves to hold at least so many elements."""
+        producer = cond.producer() if cond is not None else None
+        if producer is None or producer.domain != "" or depth > 8:
+            return {}
+        op, inputs = producer.op_type, producer.inputs
+        if op in ("Identity", "Cast"):
+            return self._guards(inputs[0], depth + 1)
+        if op == "And":
+            return _both(self._guards(inputs[0], depth + 1), self._guards(inputs[1], depth + 1))
+        if op == "If" and len(producer.outputs) == 1:  # `a and b` as TorchScript writes it
+            then, other = (producer.attributes[n].as_graph() for n in _BRANCHES)
+            false = self.forms.values.get(other.outputs[0])
+            if false is None or false.size != 1 or bool(false.reshape(-1)[0]):
+                return {}
+            first = self._guards(inputs[0], depth + 1)
+            return _both(first, self._guards(then.outputs[0], depth + 1))
+        # len(s) >= k, len(s) > k, k <= len(s), k < len(s)
+        flipped = {"LessOrEqual": "GreaterOrEqual", "Less": "Greater"}
+        if op in flipped:
+            op, inputs = flipped[op], list(reversed(inputs))
+        if op not in ("GreaterOrEqual", "Greater") or len(inputs) != 2:
+            return {}
+        bound = self.forms.values.get_int(inputs[1])
+        if bound is None:
+            return {}
+        measured = self.lengths.get(id(inputs[0]))
+        lists = [measured] if measured is not None else self._stacked_measured(inputs[0])
+        return {value: bound + (op == "Greater") for value in lists}
+
+    def _stacked_measured(self, length: ir.Value | None) -> list[ir.Value]:
+        """The stacked lists whose length `length` is as a pattern rule reads it: dim 0 of
+        their data (`Gather(Shape(data), 0)`, or `Shape(data, end=1)` made a scalar)."""
+        producer = length.producer() if length is not None else None
+        while producer is not None and producer.domain == "" and producer.op_type in _SAME:
+            producer = producer.inputs[0].producer() if producer.inputs[0] is not None else None
+        if producer is None or producer.domain != "" or not producer.inputs:
+            return []
+        shape = producer.inputs[0].producer() if producer.inputs[0] is not None else None
+        if shape is None or shape.op_type != "Shape" or shape.domain != "":
+            return []
+        if shape.attributes.get_int("start", 0) != 0:
+            return []
+        if producer.op_type == "Gather":
+            index = producer.inputs[1] if len(producer.inputs) > 1 else None
+            if index is None or index.shape is None or len(index.shape) != 0:
+                return []
+            if self.forms.values.get_int(index) != 0:
+                return []
+        elif producer.op_type in ("Reshape", "Squeeze"):
+            if shape.attributes.get_int("end") != 1:
+                return []
+        else:
+            return []
+        data = shape.inputs[0]
+        return [
+            value
+            for value in self.by_data.get(id(data), [])
+            if self._layout(value).kind == "stacked"
+        ]
 
     def _parts_of(self, value: ir.Value) -> int:
         """How many tensors stand for the list `value` (its layout's parts)."""

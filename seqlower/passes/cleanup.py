@@ -1,9 +1,10 @@
 """Remove what lowering left unused: dead nodes (subgraphs included), static shape arithmetic
 (folded into constants), Transposes of constant weights (folded into the weight), Casts to the
 type their input has, Concats of one input, minimums of a value and the largest int64 (the
-value), loop-invariant operators (moved out of Loop and Scan bodies), unused initializers and
-functions; forget the dim names that shape inference made up. Nodes that stay are not touched
-(their unused optional outputs and trailing empty inputs are theirs)."""
+value), loop-invariant operators (moved out of Loop and Scan bodies), operators read in one If
+branch only (moved into it), unused initializers and functions; forget the dim names that shape
+inference made up. Nodes that stay are not touched (their unused optional outputs and trailing
+empty inputs are theirs)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from seqlower.passes.noop_casts import remove_noop_casts
 from seqlower.passes.normalize import infer_shapes
 from seqlower.passes.region_inference import forget_stamp
 from seqlower.passes.single_concat import remove_single_concats
+from seqlower.passes.sink_into_branches import sink_into_branches
 from seqlower.passes.trivial_min import fold_trivial_mins
 
 
@@ -47,7 +49,8 @@ class CleanupPass(ir.passes.InPlacePass):
     Transposes of constant weights folded (`fold_transpose`; `folded` counts them), Casts to
     the type they have removed (`noop_casts`; `casts_removed`), Concats of one input removed
     (`single_concat`; `concats_removed`), loop-invariant operators moved out of Loop and Scan
-    bodies (`hoist_invariants`; `hoisted`), then unused initializers and functions.
+    bodies (`hoist_invariants`; `hoisted`), operators read in one If branch only moved into it
+    (`sink_into_branches`; `sunk`), then unused initializers and functions.
     `dead_nodes=False` skips the walk for dead nodes when the caller knows there are none (after
     a lowering fixpoint). `fold_shapes=False` folds no shape (for a model whose declared
     intermediate shapes are not all trusted)."""
@@ -63,6 +66,7 @@ class CleanupPass(ir.passes.InPlacePass):
         self.hoisted = 0
         self.mins_folded = 0
         self.concats_removed = 0
+        self.sunk = 0
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         forget_stamp(model)  # dim names are forgotten below: shapes are no longer inference's
@@ -95,6 +99,8 @@ class CleanupPass(ir.passes.InPlacePass):
         modified |= bool(self.concats_removed)
         self.hoisted = hoist_loop_invariants(model)
         modified |= bool(self.hoisted)
+        self.sunk = sink_into_branches(model)
+        modified |= bool(self.sunk)
         modified |= remove_unused_initializers(model)
         if model.functions:
             modified |= RemoveUnusedFunctionsPass()(model).modified

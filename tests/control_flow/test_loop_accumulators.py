@@ -29,8 +29,10 @@ WITHOUT_BATCHING = rules_without("loop-batch")
 
 
 def _fired(report) -> dict[str, int]:  # type: ignore[no-untyped-def]
-    """The rules fired, but loop-batch, which batches a loop once it has scan outputs."""
-    return {name: n for name, n in report.rules_fired.items() if name != "loop-batch"}
+    """The rules fired, but loop-batch, which batches a loop once it has scan outputs, and
+    sink-into-branch, the cleanup that moves what one If branch alone reads into it."""
+    cleanup = ("loop-batch", "sink-into-branch")
+    return {name: n for name, n in report.rules_fired.items() if name not in cleanup}
 
 
 def _lower_and_compare(model, feeds, **options):  # type: ignore[no-untyped-def]

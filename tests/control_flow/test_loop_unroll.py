@@ -7,6 +7,7 @@ import numpy as np
 import onnx_ir as ir
 import pytest
 from support import (
+    assert_both_fail,
     lower,
     lower_and_compare,
     op_counts,
@@ -54,7 +55,13 @@ def test_static_trip_count_over_static_sequences_is_unrolled():
 
 
 def test_an_early_exit_prevents_unrolling():
-    model = parse(_ragged(3, "one = Constant<value = int64 {1}>()\n            c2 = Less(i, one)"))
+    """The body stops once what it appends sums to 0.5 or less: known at run time only."""
+    stop = (
+        "e0 = SequenceAt(parts, i)\n            ne0 = Neg(e0)\n"
+        "            total = ReduceSum<keepdims = 0>(ne0)\n"
+        "            half = Constant<value = float {0.5}>()\n            c2 = Greater(total, half)"
+    )
+    model = parse(_ragged(3, stop))
     feeds = {"a": A, "b": B, "c": C}
     # the refusals of the rules that leave the Loop (the accumulator would lower it)
     rules = RuleSet(rule for rule in default_rules() if rule.name != "loop-append-to-concat")
@@ -152,3 +159,79 @@ def test_plain_tensor_loops_are_left_alone():
     pass_ = LowerSequencesPass()
     pass_(ir.from_proto(model))
     assert pass_.fired == {}
+
+
+# -- `while` loops whose condition is known in every iteration ------------------------------
+
+
+def _pops(condition: str, trips: str = "9223372036854775807", start: str = "a, b, c") -> str:
+    """U-Net's decoder: `skips = [a, b, c]; while <condition>: h = h + sum(skips.pop())`."""
+    return f"""g (float[2] a, float[3] b, float[4] c) => (float h_out) {{
+        m = Constant<value = int64 {{{trips}}}>()
+        zero = Constant<value = int64 {{0}}>()
+        h0 = Constant<value = float {{0}}>()
+        skips = SequenceConstruct({start})
+        size = SequenceLength(skips)
+        go = Greater(size, zero)
+        h_out, rest = Loop(m, go, h0, skips) <body = body (int64 i, bool cond, float h,
+                                                            seq(float) s)
+                                               => (bool c2, float h2, seq(float) s2) {{
+            last = Constant<value = int64 {{-1}}>()
+            skip = SequenceAt(s, last)
+            s2 = SequenceErase(s, last)
+            total = ReduceSum<keepdims = 0>(skip)
+            h2 = Add(h, total)
+            {condition}
+        }}>
+    }}"""
+
+
+_NOT_EMPTY = "left = SequenceLength(s2)\n            c2 = Greater(left, zero)"
+
+
+@pytest.mark.parametrize(
+    ("condition", "trips", "start", "runs"),
+    [
+        (_NOT_EMPTY, "9223372036854775807", "a, b, c", 3),  # until the list is empty
+        (_NOT_EMPTY, "2", "a, b, c", 2),  # the trip count ends it first
+        (_NOT_EMPTY, "9223372036854775807", "a", 1),
+        (  # `while len(s) > 1 and i < 5`
+            "left = SequenceLength(s2)\n            one = Constant<value = int64 {1}>()\n"
+            "            more = Greater(left, one)\n"
+            "            five = Constant<value = int64 {5}>()\n"
+            "            few = Less(i, five)\n            c2 = And(more, few)",
+            "9223372036854775807",
+            "a, b, c",
+            2,
+        ),
+    ],
+)
+def test_a_while_loop_known_in_every_iteration_is_unrolled(condition, trips, start, runs):
+    model = parse(_pops(condition, trips, start))
+    feeds = {"a": A, "b": B, "c": C}
+    lowered, report, (h_out,) = lower_and_compare(model, feeds)
+    popped = [A, B, C][: len(start.split(", "))][::-1][:runs]
+    assert h_out == pytest.approx(sum(float(p.sum()) for p in popped))
+    assert report.rules_fired["loop-unroll"] == 1
+    assert op_counts(lowered)["Loop"] == 0
+    assert sequence_op_count(lowered) == 0
+
+
+def test_a_while_loop_that_pops_past_the_end_stays_a_loop_and_fails_as_given():
+    """`while len(s) >= 0: s.pop()`: the fourth iteration pops an empty list."""
+    model = parse(_pops("left = SequenceLength(s2)\n            c2 = GreaterOrEqual(left, zero)"))
+    lowered, report = lower(model)
+    assert "loop-unroll" not in report.rules_fired
+    assert op_counts(lowered)["Loop"] == 1
+    assert_both_fail(model, lowered, {"a": A, "b": B, "c": C})
+
+
+def test_a_while_loop_on_a_tensor_condition_stays_a_loop():
+    """`while sum(popped) > 0`: known at run time only (c sums to 2, then b to 0: two
+    iterations)."""
+    condition = "zero_f = Constant<value = float {0}>()\n            c2 = Greater(total, zero_f)"
+    model = parse(_pops(condition))
+    lowered, report, (h_out,) = lower_and_compare(model, {"a": A, "b": B, "c": C})
+    assert h_out == pytest.approx(float(C.sum() + B.sum()))
+    assert "loop-unroll" not in report.rules_fired
+    assert op_counts(lowered)["Loop"] == 1

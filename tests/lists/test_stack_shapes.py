@@ -5,6 +5,7 @@ has the vectors' shape whenever the elements popped have it."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from support import assert_same_outputs, lower, parse, sequence_op_count
 
@@ -103,3 +104,34 @@ def test_pushes_of_another_shape_keep_a_list_of_sizes():
     y, n = assert_same_outputs(model, lowered, feeds)
     np.testing.assert_allclose(y, _expected(feeds["tokens"], ops, feeds["w"]), rtol=1e-5)
     assert n == 3
+
+
+def _body(model) -> onnx.GraphProto:  # type: ignore[no-untyped-def]
+    (loop,) = [node for node in model.graph.node if node.op_type in ("Loop", "Scan")]
+    return next(a.g for a in loop.attribute if a.name == "body")
+
+
+def test_what_one_branch_reads_runs_in_that_branch():
+    """The buffer's length decides the shift only: its Shape runs in the branch that shifts
+    (sink-into-branch), not on every iteration; the stack's length decides the If itself."""
+    model = parse(_spinn())
+    lowered, report = lower(model)
+    assert report.rules_fired.get("sink-into-branch", 0) >= 1
+    assert [node.op_type for node in _body(lowered).node].count("Shape") == 1
+    feeds = _feeds([0, 0, 1, 0, 1])
+    assert_same_outputs(model, lowered, feeds)
+
+
+def test_onnxruntime_compares_lengths_as_one_element_vectors():
+    """With `--target onnxruntime` the If conditions read `Shape(data, end=1)` itself: no
+    Reshape to a scalar is left in the loop body; the default target keeps the scalar."""
+    model = parse(_spinn())
+    lowered, report = lower(model, target="onnxruntime")
+    assert report.rules_fired.get("single-element-condition", 0) >= 1
+    assert "Reshape" not in {node.op_type for node in _body(lowered).node}
+    for ops in ([0, 0, 1, 0, 1], [1, 1, 1], [0]):
+        feeds = _feeds(ops)
+        y, _ = assert_same_outputs(model, lowered, feeds)
+        np.testing.assert_allclose(y, _expected(feeds["tokens"], ops, feeds["w"]), rtol=1e-5)
+    default, _ = lower(model, target="generic")
+    assert "Reshape" in {node.op_type for node in _body(default).node}

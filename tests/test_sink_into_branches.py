@@ -1,0 +1,130 @@
+"""What only one If branch reads moves into that branch; what both read, what may fail and
+what the graph returns stay. Conditions compared on one-element vectors (--target
+onnxruntime) drop the Reshape to a scalar only where nothing but If conditions reads it."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+from support import assert_same_outputs, parse, run_ort
+
+from seqlower.passes.single_element_conditions import SingleElementConditionsPass
+from seqlower.passes.sink_into_branches import sink_into_branches
+
+# `n` and `big` are read in the else branch only, `w` by both branches, `g` (a Gather at a
+# run-time index, which may fail) by the else branch only, `shown` is a graph output
+BRANCHES = """
+g (float[N,3] x, bool p, int64 k) => (float[?] y, int64[1] shown) {
+  dims = Shape <end = 1> (x)
+  scalar = Constant <value = int64[0] {}> ()
+  n = Reshape (dims, scalar)
+  two = Constant <value = int64 {2}> ()
+  big = Greater (n, two)
+  w = Neg (x)
+  row = Gather (x, k)
+  shown = Shape <end = 1> (w)
+  y = If (p) <then_branch = then () => (float[?] t) {
+      axes = Constant <value = int64[1] {0}> ()
+      t = ReduceSum <keepdims = 0> (w, axes)
+  }, else_branch = other () => (float[?] e) {
+      axes2 = Constant <value = int64[1] {1}> ()
+      s = ReduceSum <keepdims = 0> (w, axes2)
+      f = Cast <to = 1> (big)
+      sf = Mul (s, f)
+      first = ReduceMax <keepdims = 0> (row)
+      e = Add (sf, first)
+  }>
+}"""
+
+
+def _inferred(proto: onnx.ModelProto) -> ir.Model:
+    """The model with its shapes inferred, as the pipeline has them when it cleans up."""
+    return ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(proto))
+
+
+def _branch_ops(model: ir.Model, name: str) -> list[str]:
+    (node,) = [n for n in model.graph if n.op_type == "If"]
+    return [n.op_type for n in node.attributes[name].as_graph()]
+
+
+def test_only_what_one_branch_alone_reads_moves_into_it():
+    proto = parse(BRANCHES)
+    model = _inferred(proto)
+    assert sink_into_branches(model) == 3  # Shape, Reshape, Greater (Constants stay outside)
+    main = [n.op_type for n in model.graph]
+    assert main.count("Shape") == 1 and "Greater" not in main and "Reshape" not in main
+    assert "Neg" in main and "Gather" in main  # read by both branches / may fail
+    assert _branch_ops(model, "else_branch")[:3] == ["Shape", "Reshape", "Greater"]
+    moved = ir.serde.serialize_model(model)
+    onnx.checker.check_model(moved, full_check=True)
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    for p in (True, False):
+        feeds = {"x": x, "p": np.array(p), "k": np.array(1)}
+        assert_same_outputs(proto, moved, feeds)
+
+
+def test_a_failing_read_outside_the_branch_still_fails():
+    proto = parse(BRANCHES)
+    model = _inferred(proto)
+    sink_into_branches(model)
+    moved = ir.serde.serialize_model(model)
+    x = np.zeros((2, 3), np.float32)
+    for graph in (proto, moved):  # the Gather stayed where it was: it runs either way
+        try:
+            run_ort(graph, {"x": x, "p": np.array(True), "k": np.array(5)})
+        except Exception:  # onnxruntime raises its own error types
+            continue
+        raise AssertionError("the out-of-range Gather did not fail")
+
+
+def test_a_length_read_only_by_conditions_stays_a_vector():
+    text = """
+g (float[N,3] x) => (float[?] y) {
+  dims = Shape <end = 1> (x)
+  scalar = Constant <value = int64[0] {}> ()
+  n = Reshape (dims, scalar)
+  two = Constant <value = int64 {2}> ()
+  big = GreaterOrEqual (n, two)
+  y = If (big) <then_branch = then () => (float[?] t) {
+      axes = Constant <value = int64[1] {0}> ()
+      t = ReduceSum <keepdims = 0> (x, axes)
+  }, else_branch = other () => (float[?] e) {
+      axes2 = Constant <value = int64[1] {0}> ()
+      e = ReduceMax <keepdims = 0> (x, axes2)
+  }>
+}"""
+    proto = parse(text)
+    model = _inferred(proto)
+    conditions = SingleElementConditionsPass()
+    conditions(model)
+    assert conditions.count == 1
+    assert "Reshape" not in [n.op_type for n in model.graph]
+    moved = ir.serde.serialize_model(model)
+    onnx.checker.check_model(moved, full_check=True)
+    for rows in (1, 2, 5):
+        assert_same_outputs(proto, moved, {"x": np.ones((rows, 3), np.float32) * rows})
+
+
+def test_a_length_read_by_anything_else_stays_a_scalar():
+    text = """
+g (float[N,3] x) => (float[?] y, int64 m) {
+  dims = Shape <end = 1> (x)
+  scalar = Constant <value = int64[0] {}> ()
+  n = Reshape (dims, scalar)
+  two = Constant <value = int64 {2}> ()
+  big = GreaterOrEqual (n, two)
+  m = Add (n, two)
+  y = If (big) <then_branch = then () => (float[?] t) {
+      axes = Constant <value = int64[1] {0}> ()
+      t = ReduceSum <keepdims = 0> (x, axes)
+  }, else_branch = other () => (float[?] e) {
+      axes2 = Constant <value = int64[1] {0}> ()
+      e = ReduceMax <keepdims = 0> (x, axes2)
+  }>
+}"""
+    model = _inferred(parse(text))
+    conditions = SingleElementConditionsPass()
+    conditions(model)
+    assert conditions.count == 0
+    assert "Reshape" in [n.op_type for n in model.graph]
