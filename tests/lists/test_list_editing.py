@@ -127,13 +127,15 @@ def test_edits_keep_every_dtype(dtype, numpy_type):
 # -- erase ----------------------------------------------------------------------------------
 
 
-def test_an_erase_at_a_run_time_position_is_one_split_and_one_concat():
+def test_an_erase_at_a_run_time_position_is_one_compress():
+    """The rows but the one at Gather(Range(n), p): p made >= 0, and a failure outside
+    [-n, n-1] as the original's."""
     model = edit_model("SequenceErase (s, p)")
     lowered, _ = lower_tensor_form(model)
     assert sequence_op_count(lowered) == 0
     counts = op_counts(lowered)
-    assert counts["Split"] == 1 and counts["Concat"] == 2  # the sizes, the two pieces kept
-    assert "Range" not in counts and "Slice" not in counts
+    assert counts["Compress"] == 1 and counts["Range"] == 1 and counts["Not"] == 1
+    assert "Split" not in counts and "Where" not in counts and "Slice" not in counts
     check_every_position(model, lowered, lambda p, n: (-n <= p < n) and (n > 1 or None))
 
 
