@@ -15,7 +15,7 @@ length" and "a list of elements of run-time rank, as tensors").
 
 from __future__ import annotations
 
-__all__ = ["OPENVINO_PROBE", "REFUSALS", "TRACT_PROBE", "refusal"]
+__all__ = ["OPENVINO_PROBE", "REFUSALS", "RESHAPE_REFUSALS", "TRACT_PROBE", "refusal"]
 
 from collections.abc import Mapping
 
@@ -45,6 +45,16 @@ REFUSALS: Mapping[str, str] = {
         "tract cannot load a tensor whose rank is known only at run time, which a list of "
         f"such elements as tensors needs ({TRACT_PROBE})"
     ),
+}
+
+
+# what the targets whose runtime needs ranks say of a Reshape to a shape of run-time length
+# itself (the source of such a rank, in the original model or in what lowering left):
+# `seqlower.targets.judge_nodes` reports it as an error
+RESHAPE_REFUSALS: Mapping[str, str] = {
+    "tensorrt": "TensorRT builds engines whose tensors have a fixed rank (not probed: no GPU)",
+    "openvino": f"OpenVINO cannot load it ({OPENVINO_PROBE})",
+    "tract": f"tract cannot load it ({TRACT_PROBE})",
 }
 
 

@@ -13,7 +13,9 @@ tensorrt` fails on an error). `judge_nodes` gives the same judgement per node, a
 
 Where a list's elements have a rank known only at run time, generic and onnxruntime make it
 tensors (`seqlower.lists.unranked`); the others keep it, for the reason `runtime_ranks` gives
-(`seqlower.runtime_ranks`: OpenVINO and tract probed, portable and TensorRT need ranks).
+(`seqlower.runtime_ranks`: OpenVINO and tract probed, portable and TensorRT need ranks); for
+tensorrt, openvino and tract, a Reshape whose output's rank is known only at run time is an
+error.
 - portable: any runtime without sequence operators (onnx2tf, TVM, MIGraphX, NPU compilers):
   every leftover is an error.
 - onnxruntime: runs sequence operators, but each one copies tensors in and out of a sequence: a
@@ -66,7 +68,7 @@ from seqlower.report.labels import (
     walk_graphs,
 )
 from seqlower.report.reasons import remaining_sequence_ops
-from seqlower.runtime_ranks import REFUSALS
+from seqlower.runtime_ranks import REFUSALS, RESHAPE_REFUSALS
 
 Target = Literal["generic", "onnxruntime", "tensorrt", "openvino", "tract"]
 Severity = Literal["ignore", "warning", "error"]
@@ -484,6 +486,11 @@ def judge_nodes(model: ir.Model | onnx.ModelProto, target: str) -> list[NodeJudg
 def _judge(profile: TargetProfile, node: ir.Node) -> tuple[Severity, str] | None:
     if node.op_type in profile.unsupported_ops:
         return "error", profile.unsupported_ops[node.op_type]
+    if profile.name in RESHAPE_REFUSALS and _reshape_to_runtime_rank(node):
+        return "error", (
+            "its shape has a length known only at run time, so its output's rank is known only "
+            f"at run time too; {RESHAPE_REFUSALS[profile.name]}"
+        )
     if profile.name == "openvino" and _split_over_runtime_size(node):
         return "error", (
             "OpenVINO's ONNX frontend needs a static size on the split axis of a "
@@ -516,6 +523,22 @@ def _judge(profile: TargetProfile, node: ir.Node) -> tuple[Severity, str] | None
         if ranks:
             return "error", f"TensorRT needs both branches' outputs of one rank (here {ranks})"
     return None
+
+
+def _reshape_to_runtime_rank(node: ir.Node) -> bool:
+    """A Reshape whose output has no rank (neither ONNX's inference nor seqlower's rank rules
+    give one) because its shape input has no static length."""
+    if node.op_type != "Reshape" or len(node.inputs) < 2 or node.inputs[1] is None:
+        return False
+    if node.outputs[0].shape is not None:
+        return False
+    shape = node.inputs[1]
+    if shape.const_value is not None:
+        return False
+    producer = shape.producer()
+    if producer is not None and producer.op_type == "Constant" and producer.domain == "":
+        return False
+    return shape.shape is None or len(shape.shape) != 1 or not isinstance(shape.shape[0], int)
 
 
 def _split_over_runtime_size(node: ir.Node) -> bool:

@@ -31,8 +31,14 @@ from typer.testing import CliRunner
 import seqlower
 from seqlower.cli import app
 from seqlower.rule import RuleSet
-from seqlower.runtime_ranks import OPENVINO_PROBE, REFUSALS, TRACT_PROBE, refusal
-from seqlower.targets import PROFILES, check_target
+from seqlower.runtime_ranks import (
+    OPENVINO_PROBE,
+    REFUSALS,
+    RESHAPE_REFUSALS,
+    TRACT_PROBE,
+    refusal,
+)
+from seqlower.targets import PROFILES, check_target, judge_nodes
 
 NO_RULES = RuleSet([])  # every sequence operator left to the tensor form of lists
 
@@ -212,9 +218,12 @@ def test_element_types(dtype, numpy_type):
     assert ran == 12  # 3 valid (p, q) of 7, for each pair of shapes
 
 
-def test_the_lowering_is_deterministic():
-    first, _ = lower(parse(LOOP.format(insert="out = SequenceInsert (acc, wi)")))
-    second, _ = lower(parse(LOOP.format(insert="out = SequenceInsert (acc, wi)")))
+@pytest.mark.parametrize("rules", [None, NO_RULES], ids=["rules", "carried"])
+def test_the_lowering_is_deterministic(rules):
+    text = LOOP.format(insert="out = SequenceInsert (acc, wi)")
+    first, _ = lower(parse(text), target="generic", rules=rules)
+    second, _ = lower(parse(text), target="generic", rules=rules)
+    assert sequence_op_count(first) == 0
     assert first.SerializeToString() == second.SerializeToString()
 
 
@@ -406,3 +415,20 @@ def test_the_command_line_lowers_it_and_says_why_tract_cannot(tmp_path):
     printed = " ".join(tract.output.split())  # as wrapped to fit the terminal
     assert "tract cannot load a tensor whose rank is known only at run time" in printed
     assert '"shape input is variable"' in printed
+
+
+@pytest.mark.parametrize("target", ["tensorrt", "openvino", "tract"])
+def test_the_runtimes_that_need_ranks_judge_each_reshape_to_a_run_time_rank(target):
+    """`inspect --target` and the target check name each Reshape whose output's rank is known
+    only at run time (the original's own, and those of a list lowered for generic); a Reshape
+    to a constant shape is fine."""
+    lowered, _ = lower(
+        parse(LOOP.format(insert="out = SequenceInsert (acc, wi)")), target="generic"
+    )
+    judged = [j for j in judge_nodes(lowered, target) if j.op_type == "Reshape"]
+    assert len(judged) == 3  # w; the element read; the concatenation
+    assert all(RESHAPE_REFUSALS[target] in j.reason for j in judged)
+    assert all(j.severity == "error" for j in judged)
+    assert "Reshape" in op_counts(lowered) and op_counts(lowered)["Reshape"] > 3
+    for other in ("generic", "onnxruntime", "portable"):
+        assert not [j for j in judge_nodes(lowered, other) if j.op_type == "Reshape"]
