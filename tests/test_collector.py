@@ -1,0 +1,50 @@
+"""`optimize` and the command line leave Python's garbage collector as they found it: its
+thresholds, whether it is enabled, and what the caller froze; the objects made inside join the
+oldest generation without a collection over them (see `pipeline.collector_relaxed`)."""
+
+from __future__ import annotations
+
+import gc
+
+import onnx_ir as ir
+from support import parse
+
+import seqlower
+from seqlower.pipeline import collector_relaxed
+
+MODEL = parse("""g (float[2,6] x, int64 p) => (float y) {
+    s = SplitToSequence<axis = 1, keepdims = 0>(x)
+    y = SequenceAt(s, p)
+}""")
+
+
+def test_optimize_leaves_the_thresholds_and_the_switch_as_found():
+    before = gc.get_threshold(), gc.isenabled(), gc.get_freeze_count()
+    gc.set_threshold(500, 7, 3)
+    try:
+        seqlower.optimize(MODEL)
+        assert gc.get_threshold() == (500, 7, 3)
+        assert gc.isenabled() == before[1]
+        assert gc.get_freeze_count() == before[2]
+    finally:
+        gc.set_threshold(*before[0])
+
+
+def test_objects_made_inside_join_the_oldest_generation():
+    with collector_relaxed():
+        made = [ir.Value(name="made inside")]
+    assert any(obj is made for obj in gc.get_objects(generation=2))
+    assert gc.get_freeze_count() == 0
+
+
+def test_what_the_caller_froze_stays_frozen():
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        with collector_relaxed():
+            made = [ir.Value(name="made inside")]
+        assert gc.get_freeze_count() == frozen  # nothing of the caller's was let go
+        assert made
+    finally:
+        gc.unfreeze()
