@@ -324,15 +324,26 @@ class _Converter:
         elements there: an erase or read at a constant position within them needs no run-time
         check (a stack popped under `if len(stack) >= 2:`)."""
         saved: dict[int, TensorList] = {}
+        rows = dict(self.forms.min_rows)
         if node.op_type == "If" and node.domain == "" and name == "then_branch":
             for value, least in self._guards(node.inputs[0]).items():
+                if not is_sequence_value(value):  # a tensor with so many rows at least
+                    self._more_rows(value, least)
+                    continue
                 flat = self.flat.get(id(value))
                 if flat is not None and least > flat.min_length:
                     saved[id(value)] = flat
                     self.flat[id(value)] = dataclasses.replace(flat, min_length=least)
+                if flat is not None and flat.layout.kind == "stacked":
+                    self._more_rows(flat.data, least)
         self._graph(graph)
         self.flat.update(saved)
+        self.forms.min_rows = rows
         self.current = node
+
+    def _more_rows(self, data: ir.Value, least: int) -> None:
+        rows = self.forms.min_rows
+        rows[id(data)] = max(rows.get(id(data), 0), least)
 
     def _guards(self, cond: ir.Value | None, depth: int = 0) -> dict[ir.Value, int]:
         """The lists `cond` being true proves to hold at least so many elements."""
@@ -365,35 +376,43 @@ class _Converter:
         return {value: bound + (op == "Greater") for value in lists}
 
     def _stacked_measured(self, length: ir.Value | None) -> list[ir.Value]:
-        """The stacked lists whose length `length` is as a pattern rule reads it: dim 0 of
-        their data (`Gather(Shape(data), 0)`, or `Shape(data, end=1)` made a scalar)."""
-        producer = length.producer() if length is not None else None
-        while producer is not None and producer.domain == "" and producer.op_type in _SAME:
-            producer = producer.inputs[0].producer() if producer.inputs[0] is not None else None
-        if producer is None or producer.domain != "" or not producer.inputs:
+        """The tensor whose dim 0 `length` is as a pattern rule reads a list's length
+        (`Gather(Shape(data), 0)`, or `Shape(data, end=1)` made a scalar), and the stacked
+        lists whose data it is."""
+        data = self._first_dim_of(length)
+        if data is None:
             return []
-        shape = producer.inputs[0].producer() if producer.inputs[0] is not None else None
-        if shape is None or shape.op_type != "Shape" or shape.domain != "":
-            return []
-        if shape.attributes.get_int("start", 0) != 0:
-            return []
-        if producer.op_type == "Gather":
-            index = producer.inputs[1] if len(producer.inputs) > 1 else None
-            if index is None or index.shape is None or len(index.shape) != 0:
-                return []
-            if self.forms.values.get_int(index) != 0:
-                return []
-        elif producer.op_type in ("Reshape", "Squeeze"):
-            if shape.attributes.get_int("end") != 1:
-                return []
-        else:
-            return []
-        data = shape.inputs[0]
-        return [
+        lists = [
             value
             for value in self.by_data.get(id(data), [])
             if self._layout(value).kind == "stacked"
         ]
+        return [data, *lists]
+
+    def _first_dim_of(self, length: ir.Value | None) -> ir.Value | None:
+        """The tensor whose dim 0 `length` is, when made so, else None."""
+        producer = length.producer() if length is not None else None
+        while producer is not None and producer.domain == "" and producer.op_type in _SAME:
+            producer = producer.inputs[0].producer() if producer.inputs[0] is not None else None
+        if producer is None or producer.domain != "" or not producer.inputs:
+            return None
+        shape = producer.inputs[0].producer() if producer.inputs[0] is not None else None
+        if shape is None or shape.op_type != "Shape" or shape.domain != "":
+            return None
+        if shape.attributes.get_int("start", 0) != 0:
+            return None
+        if producer.op_type == "Gather":
+            index = producer.inputs[1] if len(producer.inputs) > 1 else None
+            if index is None or index.shape is None or len(index.shape) != 0:
+                return None
+            if self.forms.values.get_int(index) != 0:
+                return None
+        elif producer.op_type in ("Reshape", "Squeeze"):
+            if shape.attributes.get_int("end") != 1:
+                return None
+        else:
+            return None
+        return shape.inputs[0]
 
     def _parts_of(self, value: ir.Value) -> int:
         """How many tensors stand for the list `value` (its layout's parts)."""

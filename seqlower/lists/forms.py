@@ -27,6 +27,7 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.lists import flat, paired, ragged, stacked, unranked
 from seqlower.lists.signs import never_negative
 from seqlower.lists.tensors import (
+    INT64_MAX,
     Layout,
     Table,
     TensorList,
@@ -59,6 +60,12 @@ class ListForms:
         self._made: dict[tuple, tuple[ir.Value, ...]] = {}
         self._placement = placement
         self._tables: dict[int, Table] = {}
+        # elements read from a stacked list at a position known to be in range (ids): the
+        # list's data and the position
+        self._rows: dict[int, tuple[ir.Value, int]] = {}
+        # tensors (ids) known to have at least so many rows where the converter is now (the
+        # length guards of the branches around it)
+        self.min_rows: dict[int, int] = {}
 
     # -- makers --------------------------------------------------------------------------
 
@@ -138,6 +145,32 @@ class ListForms:
             self._made[key] = made = make()
         return made
 
+    def row(self, b: Builder, x: ir.Value) -> ir.Value:
+        """x as a row `[1, *S]`: the Slice of the stacked list it was read from, when it was
+        read at a position known to be in range (no Gather then, nor an Unsqueeze); else
+        Unsqueeze(x, 0)."""
+        read = self._rows.get(id(x)) or self._guarded_row(x)
+        if read is None:
+            return b.unsqueeze(x, [0])
+        data, p = read
+        end = INT64_MAX if p == -1 else p + 1
+        return b.op("Slice", [data, b.ints([p], "row_start"), b.ints([end], "row_end")], name="row")
+
+    def _guarded_row(self, x: ir.Value) -> tuple[ir.Value, int] | None:
+        """(data, p) when x is Gather(data, p) on axis 0 at a constant p that `min_rows` (a
+        length guard around the current branch) proves in range."""
+        node = x.producer()
+        if node is None or node.op_type != "Gather" or node.domain != "":
+            return None
+        data, index = node.inputs[0], node.inputs[1]
+        if data is None or index is None or node.attributes.get_int("axis", 0) != 0:
+            return None
+        p = self.values.get_int(index)
+        rows = self.min_rows.get(id(data), 0)
+        if p is None or index.shape is None or len(index.shape) != 0 or not -rows <= p < rows:
+            return None
+        return data, p
+
     def never_negative(self, p: ir.Value | None) -> bool:
         """Whether the position `p` is proved >= 0 (`seqlower.lists.signs`)."""
         return never_negative(p, self.values, self.counters)
@@ -163,6 +196,9 @@ class ListForms:
         if s.put is not None and self.same_position(s.put[0], p):
             return s.put[1]  # the element just put at p (`xs[i] = f(xs[i]); g(xs[i])`)
         element = _EMITTERS[s.layout.kind].at(self, b, s, p)
+        known = self.within(s, p) if s.layout.kind == "stacked" else None
+        if known is not None:  # `row` cuts it out as a row: `stack.append(buffer.pop(0))`
+            self._rows[id(element)] = (s.data, known)
         element.type = ir.TensorType(s.layout.dtype)
         if element.shape is None and s.layout.rank is not None:  # for the lists it goes into
             element.shape = ir.Shape([None] * s.layout.rank)

@@ -94,7 +94,7 @@ def insert(
         else:
             index = b.op("Reshape", [int64(b, p), b.ints([1], "index_shape")])  # type: ignore[arg-type]
         return TensorList((b.op("ScatterND", [base.data, index, x], name="list_data"),), s.layout)
-    row = b.unsqueeze(x, [0])
+    row = forms.row(b, x)
     if p is None or static == 0:  # an append, or a prepend (position 0 is always valid)
         parts = [row, s.data] if static == 0 else [s.data, row]
         return TensorList((b.op("Concat", parts, {"axis": 0}, name="list_data"),), s.layout)

@@ -5,6 +5,7 @@ checks the length at run time; and what only that branch reads moves into it."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from support import (
     assert_both_fail,
@@ -12,6 +13,7 @@ from support import (
     lower,
     op_counts,
     parse,
+    proto_graphs,
     sequence_op_count,
 )
 
@@ -110,3 +112,55 @@ def test_a_guard_of_one_element_checks_the_second_pop():
     y, _ = assert_same_outputs(model, lowered, _feeds(2))
     np.testing.assert_array_equal(y, _expected(_feeds(2)["x"], True))
     assert_both_fail(model, lowered, _feeds(1))
+
+
+def _shift(condition: str) -> str:
+    """`stack = list(y.unbind(0)); buf = list(x.unbind(0))`;
+    `if <condition>: stack.append(buf.pop(0))`, then the stack stacked."""
+    return f"""g (float[N,3] x, float[M,3] y) => (float[?,3] out) {{
+    buf = SplitToSequence<axis = 0, keepdims = 0>(x)
+    stack = SplitToSequence<axis = 0, keepdims = 0>(y)
+    size = SequenceLength(buf)
+    zero = Constant<value = int64 {{0}}>()
+    {condition}
+    moved = If(enough) <then_branch = then () => (seq(float[3]) pushed) {{
+            first = SequenceAt(buf, zero)
+            pushed = SequenceInsert(stack, first)
+        }}, else_branch = other () => (seq(float[3]) kept) {{
+            kept = Identity(stack)
+        }}>
+    out = ConcatFromSequence<axis = 0, new_axis = 1>(moved)
+}}"""
+
+
+def _element_gathers(model: onnx.ModelProto) -> int:
+    """The Gathers that read an element of `x` (not a dim of its shape)."""
+    return sum(
+        node.op_type == "Gather" and node.input[0] == "x"
+        for graph in proto_graphs(model.graph)
+        for node in graph.node
+    )
+
+
+def test_an_element_read_in_range_is_pushed_as_a_row():
+    """Under `len(buf) > 0` the element read at 0 is the row `x[0:1]`: no Gather, no Unsqueeze."""
+    model = parse(_shift("enough = Greater(size, zero)"))
+    lowered, _ = lower(model)
+    assert _element_gathers(lowered) == 0 and op_counts(lowered)["Unsqueeze"] == 0
+    y = np.ones((2, 3), np.float32)
+    for rows in (0, 1, 3):
+        feeds = {**_feeds(rows), "y": y}
+        (out,) = assert_same_outputs(model, lowered, feeds)
+        want = np.concatenate([y, feeds["x"][:1]]) if rows else y
+        np.testing.assert_array_equal(out, want)
+
+
+def test_an_element_read_without_a_guard_is_checked():
+    """Read whatever the length, the Gather stays: it fails on an empty list, as the original."""
+    model = parse(_shift("enough = Identity(p)").replace("float[M,3] y)", "float[M,3] y, bool p)"))
+    lowered, _ = lower(model)
+    assert _element_gathers(lowered) == 1
+    y = np.ones((2, 3), np.float32)
+    (out,) = assert_same_outputs(model, lowered, {**_feeds(2), "y": y, "p": np.array(True)})
+    np.testing.assert_array_equal(out, np.concatenate([y, _feeds(2)["x"][:1]]))
+    assert_both_fail(model, lowered, {**_feeds(0), "y": y, "p": np.array(True)})
