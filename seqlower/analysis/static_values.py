@@ -100,13 +100,17 @@ class StaticValues:
         """Answer for `root`, operands first (an explicit stack, not recursion). An operator
         that needs all its operands static is answered as soon as one is not."""
         stack = [root]
+        # a value is looked at again after each of its operands: what it reads is found once
+        plans: dict[ir.Value, tuple[list[ir.Value], bool]] = {}
         while stack:
             value = stack[-1]
             if value in self._cache or value in soft:
                 stack.pop()
                 continue
-            operands = _operands(value)
-            needs_all = not _reads_shapes(value)
+            plan = plans.get(value)
+            if plan is None:
+                plan = plans[value] = (_operands(value), not _reads_shapes(value))
+            operands, needs_all = plan
             pending = None
             for operand in operands:
                 if operand in self._cache:
