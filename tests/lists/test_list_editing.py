@@ -128,14 +128,14 @@ def test_edits_keep_every_dtype(dtype, numpy_type):
 
 
 def test_an_erase_at_a_run_time_position_is_one_compress():
-    """The rows but the one at Gather(Range(n), p): p made >= 0, and a failure outside
-    [-n, n-1] as the original's."""
+    """The rows a mask keeps, n trues with a false scattered at p: ScatterElements reads a
+    negative p from the end and fails outside [-n, n-1] as the original does."""
     model = edit_model("SequenceErase (s, p)")
     lowered, _ = lower_tensor_form(model)
     assert sequence_op_count(lowered) == 0
     counts = op_counts(lowered)
-    assert counts["Compress"] == 1 and counts["Range"] == 1 and counts["Not"] == 1
-    assert "Split" not in counts and "Where" not in counts and "Slice" not in counts
+    assert counts["Compress"] == 1 and counts["ScatterElements"] == 1
+    assert "Split" not in counts and "Where" not in counts and "Range" not in counts
     check_every_position(model, lowered, lambda p, n: (-n <= p < n) and (n > 1 or None))
 
 
