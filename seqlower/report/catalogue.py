@@ -53,6 +53,18 @@ PASS_REWRITES = (
         "(f an operator that cannot fail on the known shapes it reads; after lowering)",
     ),
     PassRewrite(
+        "sink-into-branch",
+        "If",
+        "y = f(..); If(c, then: .., else: g(y)) -> If(c, then: .., else: y = f(..); g(y)) (f an "
+        "operator that cannot fail, read by one branch alone; after lowering)",
+    ),
+    PassRewrite(
+        "single-element-condition",
+        "If",
+        "n = Reshape(v, []); If(n >= k ..) -> If(v >= k ..) (v of shape [1], read through "
+        "comparisons and logic by If conditions alone; --target onnxruntime only)",
+    ),
+    PassRewrite(
         "loop-condition-passthrough",
         "Loop",
         "Loop(.., body: cond_out = Identity(true)) -> Loop(.., body: cond_out = cond_in) "
