@@ -622,9 +622,13 @@ def _slice(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
             count = len(starts) if starts is not None else _static_length(a, params[0])
             axes = list(range(count)) if count is not None else None
         if axes is None or (params[3] is not None and steps is None):
-            # which axes are sliced (or how) is not known: one symbol per dim
+            # which axes are sliced (or how) is not known: one symbol per dim, fixed for the
+            # loop only where the input's dim is (a slice of a dim that changes may change)
             return (
-                tuple(sym.symbol(("slice", id(node), i)) for i in range(len(data)))
+                tuple(
+                    None if d is None else sym.symbol(("slice", id(node), i))
+                    for i, d in enumerate(data)
+                )
                 if fixed
                 else None
             )
@@ -634,7 +638,8 @@ def _slice(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
             size = None
             if starts is not None and ends is not None:
                 size = _slice_size(a, data[k], starts[j], ends[j], steps[j] if steps else 1)
-            if size is None and fixed:
+            if size is None and fixed and data[k] is not None:
+                # fixed bounds on a dim fixed for the loop; not on a dim that changes
                 size = sym.symbol(("slice", id(node), k))
             dims[k] = size
         return tuple(dims)

@@ -285,6 +285,38 @@ def test_a_piece_whose_size_changes_keeps_the_accumulator_and_says_why():
     assert any("may change between iterations" in r for r in _refusals(model, target="portable"))
 
 
+@pytest.mark.parametrize(
+    "whole",
+    [
+        # x[:, 0:] of a prefix, as TorchScript writes it: axis 0 is copied whole by bounds
+        # 0..INT64_MAX that say nothing of its size
+        "big = Constant<value = int64[1] {9223372036854775807}>()\n"
+        " one1 = Constant<value = int64[1] {1}>()\n"
+        " whole = Slice(prefix, s0, big, ax)\n cut = Slice(whole, s0, big, one1)",
+        # which axes a Slice cuts is not known (they are computed)
+        "big = Constant<value = int64[1] {9223372036854775807}>()\n"
+        " one1 = Constant<value = int64[1] {1}>()\n shp = Shape(one1)\n"
+        " axes = Sub(shp, one1)\n cut = Slice(prefix, s0, big, axes)",
+    ],
+)
+def test_a_static_slice_of_a_piece_whose_size_changes_still_changes(whole):
+    # the per-image boxes of torchvision's MultiScaleRoIAlign (`torch.full_like(b[:, :1], i)`
+    # over boxes split per image): a slice with fixed bounds of a dim that changes between
+    # iterations was taken for a dim fixed for the loop, and the scan output failed at run time
+    extra = (
+        "s0 = Constant<value = int64[1] {0}>()\n ax = Constant<value = int64[1] {0}>()\n"
+        f"stop = Unsqueeze(next, ax)\n prefix = Slice(piece, s0, stop, s0)\n {whole}"
+    )
+    start, prelude = "Slice(x0, s, s, s)", "s = Constant<value = int64[1] {0}>()"  # no rows
+    model = parse(_grow("grown = Concat<axis = 0>(acc, cut)", start, extra=extra, prelude=prelude))
+    for m in (0, 1, 3):
+        _, report, (y, _) = _lower_and_compare(model, _feeds(m), target="portable")
+        want = [(X * (i + 1))[: i + 1] for i in range(m)]
+        np.testing.assert_array_equal(y, np.concatenate([X0[:0], *want]))
+    assert RULE not in report.rules_fired
+    assert any("may change between iterations" in r for r in _refusals(model, target="portable"))
+
+
 def test_an_accumulator_read_in_the_body_stays():
     extra = (
         "axes = Constant<value = int64[1] {0}>()\n r = ReduceSum<keepdims = 1>(acc, axes)\n"

@@ -1,0 +1,141 @@
+"""The exports of tests/fixtures/torch_wild (list code nobody here had seen when the forms were
+frozen) as one table: sequence ops before and after each target, whether each data set matches
+what PyTorch computed and what the original computes under onnxruntime, and the speed ratio
+(original / lowered, onnxruntime CPU, 1 thread, medians of one interleaved run).
+
+    python -m bench.wild            # every case, or: python -m bench.wild CASE...
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx_ir
+from onnx import numpy_helper
+
+import seqlower
+from bench.timing import latency, session
+from seqlower.errors import SeqlowerError
+
+ROOT = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "torch_wild"
+SEQ_OPS = {
+    "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert",
+    "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence",
+}  # fmt: skip
+
+
+def seq_ops(graph: onnx.GraphProto) -> int:
+    count = 0
+    for node in graph.node:
+        count += node.op_type in SEQ_OPS
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                count += seq_ops(attr.g)
+    return count
+
+
+def data_sets(folder: Path, model: onnx.ModelProto) -> list[tuple[dict, list]]:
+    found = []
+    for ds in sorted(folder.glob("test_data_set_*")):
+        feeds = {}
+        for i, value in enumerate(model.graph.input):
+            proto = onnx.TensorProto()
+            proto.ParseFromString((ds / f"input_{i}.pb").read_bytes())
+            feeds[value.name] = numpy_helper.to_array(proto)
+        outs = []
+        for i in range(len(model.graph.output)):
+            proto = onnx.TensorProto()
+            proto.ParseFromString((ds / f"output_{i}.pb").read_bytes())
+            outs.append(numpy_helper.to_array(proto))
+        found.append((feeds, outs))
+    return found
+
+
+def _close(got: list, want: list) -> bool:
+    for g, w in zip(got, want, strict=True):
+        g = np.asarray(g)
+        if g.shape != w.shape or not np.allclose(g, w, rtol=1e-4, atol=1e-5):
+            return False
+    return True
+
+
+def _run(model: onnx.ModelProto, feeds: dict) -> list | str:
+    try:
+        return session(model).run(None, feeds)
+    except Exception as exc:  # a run-time failure is a row of the table, not a crash
+        return f"fails ({type(exc).__name__})"
+
+
+def measure(case: str, target: str) -> dict:
+    folder = ROOT / case
+    model = onnx.load(folder / "model.onnx")
+    sets = data_sets(folder, model)
+    row: dict = {"case": case, "target": target, "before": seq_ops(model.graph)}
+    try:
+        lowered, report = seqlower.optimize(model, target=target)
+    except SeqlowerError as exc:
+        row["error"] = str(exc).splitlines()[0][:120]
+        return row
+    except Exception as exc:  # a crash is what this table reports
+        row["error"] = f"crash {type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
+        return row
+    lowered = lowered if isinstance(lowered, onnx.ModelProto) else onnx_ir.to_proto(lowered)
+    row["after"] = seq_ops(lowered.graph)
+    row["reasons"] = sorted({f"{op.op_type}: {op.reason}" for op in report.remaining})
+    torch_ok, orig_ok = [], []
+    for feeds, want in sets:
+        got = _run(lowered, feeds)
+        orig = _run(model, feeds)
+        if isinstance(got, str):
+            torch_ok.append(got)
+            orig_ok.append(got)
+            continue
+        torch_ok.append("ok" if _close(got, want) else "DIFF")
+        orig_ok.append(
+            "orig fails" if isinstance(orig, str) else "ok" if _close(got, orig) else "DIFF"
+        )
+    row["vs_torch"], row["vs_orig"] = torch_ok, orig_ok
+    try:
+        timed = latency({"o": model, "l": lowered}, sets[0][0], runs=50, min_seconds=0.2)
+        row["speed"] = timed["o"][0] / timed["l"][0]
+    except Exception as exc:
+        row["speed"] = float("nan")
+        row["speed_error"] = str(exc).splitlines()[0][:80]
+    return row
+
+
+def main(argv: list[str]) -> int:
+    cases = argv or sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
+    print("| case | target | seq ops before -> after | vs PyTorch (per data set) |", end="")
+    print(" vs original | speed |")
+    print("|---|---|---|---|---|---|")
+    speeds: dict[str, list[float]] = {}
+    for case in cases:
+        for target in ("portable", "onnxruntime"):
+            row = measure(case, target)
+            if "error" in row:
+                print(f"| {case} | {target} | {row['before']} -> error | {row['error']} | | |")
+                continue
+            speeds.setdefault(target, []).append(row["speed"])
+            print(
+                f"| {case} | {target} | {row['before']} -> {row['after']} |"
+                f" {' '.join(row['vs_torch'])} | {' '.join(row['vs_orig'])} |"
+                f" {row['speed']:.2f}x |",
+                flush=True,
+            )
+            for reason in row["reasons"]:
+                print(f"|   | kept | {reason[:200]} | | | |")
+    for target, found in speeds.items():
+        ok = [s for s in found if s == s and s > 0]
+        if ok:
+            geo = math.exp(sum(math.log(s) for s in ok) / len(ok))
+            print(f"{target}: geomean {geo:.2f}x over {len(ok)}, worst {min(ok):.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,48 @@
+"""List code transcribed from public model code that no other fixture set used, exported after the
+list forms were frozen (tests/fixtures/torch_wild, made by tools/export_torch_wild_fixtures.py;
+`python -m bench.wild` prints their table): torchvision's anchor generator, MultiScaleRoIAlign's
+per-image boxes and RetinaNet's per-level top-k, a child-sum Tree-LSTM, beam hypotheses sorted,
+RNN-T greedy decoding, PointNet++ grouping, torch_geometric's unbatch, packing sequences, Swin
+windows as lists, Res2Net's splits, AllenNLP's ScalarMix and a mixture of experts' dispatch.
+
+Each lowers for the default target to no sequence operator at all, and for onnxruntime; both pass
+the ONNX checker (full_check), load in onnxruntime and match the outputs PyTorch computed on every
+stored data set (the later ones are edge cases: one element, an image without boxes, a level that
+keeps nothing, no frame at all); every sequence operator the onnxruntime target keeps has a reason.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import onnx
+import pytest
+from support import assert_close_to_stored, lower, op_counts, run_ort, stored_data_sets
+
+ROOT = pathlib.Path(__file__).parent / "fixtures" / "torch_wild"
+CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
+SEQUENCE_OPS = {
+    "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert",
+    "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence",
+}  # fmt: skip
+
+
+def test_the_set_holds_at_least_twelve_exports():
+    assert len(CASES) >= 12
+
+
+@pytest.mark.parametrize("target", ["portable", "onnxruntime"])
+@pytest.mark.parametrize("case", CASES)
+def test_wild_export_lowers_and_matches_pytorch(case, target):
+    model = onnx.load(ROOT / case / "model.onnx")
+    lowered, report = lower(model, target=target)
+    if target == "portable":
+        assert not SEQUENCE_OPS & set(op_counts(lowered)), report.remaining
+    sets = list(stored_data_sets(ROOT / case, model))
+    assert len(sets) >= 2
+    for data_set, inputs, expected in sets:
+        actual = run_ort(lowered, inputs)
+        for value, got, want in zip(model.graph.output, actual, expected, strict=True):
+            assert_close_to_stored(got, want, f"{case}/{data_set}/{value.name}")
+    for op in report.remaining:
+        assert op.reason and op.reason != "no rule applies", op
