@@ -37,6 +37,7 @@ from seqlower.passes.legality import count_sequence_ops, expanded_count
 from seqlower.passes.noop_casts import inferred_types, remove_noop_casts
 from seqlower.passes.normalize import resolve_split_keepdims
 from seqlower.passes.onnxruntime_loops import LoopConditionPass, LoopsToScansPass
+from seqlower.passes.output_shapes import relax_unproved_output_dims
 from seqlower.passes.shape_hints import RelaxShapeHintsPass
 from seqlower.passes.single_element_conditions import SingleElementConditionsPass
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
@@ -538,6 +539,7 @@ def _kept_original(
         scans(model)
     remove_noop_casts(model, inferred_types(model))  # as the estimate of it assumed
     RuntimeWorkaroundsPass(speed_first=not partial)(model)
+    relax_unproved_output_dims(model)  # the sizes an export was traced with
     labels = NodeLabels()
     sites = collect_sites(model, labels)
     if partial:

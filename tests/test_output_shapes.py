@@ -1,0 +1,53 @@
+"""A model kept as given (its lowering costs more) declares no output dim that inference does
+not prove: the sizes an export was traced with become anonymous, proved and named dims stay."""
+
+from __future__ import annotations
+
+import pathlib
+
+import onnx
+import onnx_ir as ir
+from support import declared_shape_mismatches, lower, stored_data_sets
+
+from seqlower.passes.output_shapes import relax_unproved_output_dims
+
+ROOT = pathlib.Path(__file__).parent / "fixtures" / "torch_wild" / "retina_level_topk"
+HEADER = '<ir_version: 8, opset_import: ["" : 17]>\n'
+
+
+def _dims(model: ir.Model) -> list[list]:
+    return [[d if isinstance(d, int) else d.value for d in v.shape] for v in model.graph.outputs]
+
+
+def test_a_traced_size_becomes_anonymous_and_proved_dims_stay():
+    model = ir.from_proto(onnx.parser.parse_model(HEADER + """
+        g (float[N, 4] x) => (float[2, 4] y, float[N, 4] z, float[3] w) {
+            y = Relu(x)
+            z = Neg(x)
+            w = Constant<value = float[3] {1, 2, 3}>()
+        }"""))  # fmt: skip
+    relax_unproved_output_dims(model)
+    assert _dims(model) == [[None, 4], ["N", 4], [3]]
+
+
+def test_dims_inference_gives_no_size_for_are_anonymous():
+    model = ir.from_proto(onnx.parser.parse_model(HEADER + """
+        g (float[N, 4] x) => (float[2, 4] y) {
+            y = Reshape(x, x)
+        }"""))  # fmt: skip
+    relax_unproved_output_dims(model)
+    assert _dims(model) == [[None, None]]  # a shape read at run time: no dim is proved
+
+
+def test_kept_for_speed_a_lying_export_declares_what_it_computes():
+    # torchvision's RetinaNet post-processing, kept as given by --target onnxruntime (its
+    # tensor form costs more); the export declares the 2 detections it was traced with
+    model = onnx.load(ROOT / "model.onnx")
+    assert [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim] == [2, 4]
+    lowered, report = lower(model, target="onnxruntime")
+    assert report.stop_reason.startswith("kept the original")
+    dims = lowered.graph.output[0].type.tensor_type.shape.dim
+    # inference gives a ConcatFromSequence no shape: the rank stays, the dims are anonymous
+    assert [d.dim_value if d.HasField("dim_value") else None for d in dims] == [None, None]
+    for _, feeds, _ in stored_data_sets(ROOT, model):
+        assert declared_shape_mismatches(lowered, feeds) == []
