@@ -355,10 +355,11 @@ def _assumed_shape(
         return None
     (shape,) = known
     elements = dict.fromkeys(values, shape)
+    analyses: dict[int, LoopShapes] = {}  # one analysis per Loop under the hypothesis
     for dims, tensor in zip(sources, put):
         if _static(dims):
             continue
-        if tensor is None or bodies.assumed_shape(tensor, elements) != shape:
+        if tensor is None or bodies.assumed_shape(tensor, elements, analyses) != shape:
             return None
     return shape  # type: ignore[return-value]
 
@@ -411,18 +412,24 @@ class _BodyShapes:
         self._analyses: dict[int, LoopShapes] = {}
 
     def assumed_shape(
-        self, value: ir.Value, elements: dict[ir.Value, tuple[int, ...]]
+        self,
+        value: ir.Value,
+        elements: dict[ir.Value, tuple[int, ...]],
+        analyses: dict[int, LoopShapes],
     ) -> ShapeFact:
         """The shape the analysis of the innermost Loop around `value` (through the Ifs in
         its body) proves for it, when the sequences of `elements` hold elements of the
-        given shapes; None outside any Loop."""
+        given shapes; None outside any Loop. `analyses` keeps the analysis of each Loop
+        under that hypothesis."""
         graph = value.graph
         while graph is not None:
             owner = self._owners.get(id(graph))
             if owner is None:
                 return None
             if owner.op_type == "Loop" and owner.domain == "":
-                return LoopShapes(owner, StaticValues(), elements).shape(value)
+                if id(owner) not in analyses:
+                    analyses[id(owner)] = LoopShapes(owner, StaticValues(), elements)
+                return analyses[id(owner)].shape(value)
             graph = owner.graph
         return None
 
