@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pathlib
 
+import numpy as np
 import onnx
 import pytest
 from support import assert_close_to_stored, lower, op_counts, run_ort, stored_data_sets
@@ -46,3 +47,16 @@ def test_wild_export_lowers_and_matches_pytorch(case, target):
             assert_close_to_stored(got, want, f"{case}/{data_set}/{value.name}")
     for op in report.remaining:
         assert op.reason and op.reason != "no rule applies", op
+
+
+def test_sizes_that_do_not_cut_the_tensor_fail_loudly_when_lowered():
+    # unbatch with no graph (every batch id negative): the split sizes are empty on 4 nodes, which
+    # PyTorch and the specification refuse; onnxruntime reads the empty split as pieces of 1 and
+    # runs the original, the lowered model stops with an error instead of a made-up result
+    model = onnx.load(ROOT / "pyg_unbatch" / "model.onnx")
+    lowered, _ = lower(model, target="portable")
+    feeds = {"x": np.ones((4, 3), np.float32), "batch": np.full(4, -1, np.int64)}
+    centred, readout = run_ort(model, feeds)
+    assert centred.shape == readout.shape == (4, 3)  # four graphs of one node
+    with pytest.raises(Exception, match="out of data bounds"):
+        run_ort(lowered, feeds)
