@@ -46,17 +46,27 @@ def data_sets(folder: Path, model: onnx.ModelProto) -> list[tuple[dict, list]]:
             proto = onnx.TensorProto()
             proto.ParseFromString((ds / f"input_{i}.pb").read_bytes())
             feeds[value.name] = numpy_helper.to_array(proto)
-        outs = []
-        for i in range(len(model.graph.output)):
-            proto = onnx.TensorProto()
-            proto.ParseFromString((ds / f"output_{i}.pb").read_bytes())
-            outs.append(numpy_helper.to_array(proto))
+        outs: list = []
+        for i, value in enumerate(model.graph.output):
+            data = (ds / f"output_{i}.pb").read_bytes()
+            if value.type.HasField("sequence_type"):
+                sequence = onnx.SequenceProto()
+                sequence.ParseFromString(data)
+                outs.append(numpy_helper.to_list(sequence))
+            else:
+                proto = onnx.TensorProto()
+                proto.ParseFromString(data)
+                outs.append(numpy_helper.to_array(proto))
         found.append((feeds, outs))
     return found
 
 
 def _close(got: list, want: list) -> bool:
     for g, w in zip(got, want, strict=True):
+        if isinstance(w, list):  # a sequence-typed output
+            if not isinstance(g, list) or len(g) != len(w) or not _close(g, w):
+                return False
+            continue
         g = np.asarray(g)
         if g.shape != w.shape or not np.allclose(g, w, rtol=1e-4, atol=1e-5):
             return False

@@ -392,6 +392,58 @@ class MoeDispatch(nn.Module):
         return y * weight.unsqueeze(-1)
 
 
+class EditNegative(nn.Module):
+    """List editing at positions counted from the end, as cache and hypothesis bookkeeping writes
+    it (fairseq's `incremental_state` lists, HF's `past_key_values` tuples rebuilt): the last
+    entry replaced, the one before it removed (`del xs[-2]`), a new entry put before the last
+    (`xs.insert(-1, ...)`) and one taken out from the end (`xs.pop(-2)`). The replacement is
+    written `xs[len(xs) - 1] = ...`: the exporter writes `xs[-1] = v` as an erase at -1 and an
+    insert at -1, which puts v before the last entry (PyTorch puts it last)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        xs = list(x.unbind(0))
+        xs[len(xs) - 1] = xs[-1] * 2.0
+        del xs[-2]
+        xs.insert(-1, x.sum(0))
+        popped = xs.pop(-2)
+        xs.append(popped - 1.0)
+        return torch.stack(xs)
+
+
+class DetectionsPerImage(nn.Module):
+    """torchvision models/detection/roi_heads.py `postprocess_detections`: `pred_boxes_list =
+    pred_boxes.split(boxes_per_image, 0)`, per image the boxes clipped to the image
+    (`box_ops.clip_boxes_to_image`) and the small ones dropped (`remove_small_boxes`),
+    `all_boxes.append(boxes)`; the list is what the model returns (one tensor per image)."""
+
+    def forward(self, boxes: Tensor, ptr: Tensor, sizes: Tensor) -> list[Tensor]:
+        per_image: list[int] = (ptr[1:] - ptr[:-1]).tolist()
+        pred_boxes_list = boxes.split(per_image, 0)
+        all_boxes: list[Tensor] = []
+        for i, b in enumerate(pred_boxes_list):
+            h, w = sizes[i, 0], sizes[i, 1]
+            x = b[:, 0::2].clamp(min=0).minimum(w)
+            y = b[:, 1::2].clamp(min=0).minimum(h)
+            clipped = torch.stack((x[:, 0], y[:, 0], x[:, 1], y[:, 1]), 1)
+            ws, hs = clipped[:, 2] - clipped[:, 0], clipped[:, 3] - clipped[:, 1]
+            keep = torch.where((ws >= 1.0) & (hs >= 1.0))[0]
+            all_boxes.append(clipped[keep])
+        return all_boxes
+
+
+class TokenLengths(nn.Module):
+    """Greedy decoding with the lengths kept as a Python list of ints (fairseq's and OpenNMT's
+    `finalized` bookkeeping, HF's `sequence_lengths`): per hypothesis the first step whose token
+    is EOS, `lengths.append(int(...))`; `torch.tensor(lengths)` scores the hypotheses."""
+
+    def forward(self, tokens: Tensor, scores: Tensor) -> Tensor:
+        lengths: list[int] = []
+        for k in range(tokens.size(0)):
+            eos = torch.where(tokens[k] == 2)[0]
+            lengths.append(int(eos[0]) + 1 if eos.numel() > 0 else tokens.size(1))
+        return scores / torch.tensor(lengths, dtype=torch.float)
+
+
 def _randn(*shape: int, seed: int) -> Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
@@ -499,6 +551,21 @@ CASES = [
          ["boxes_out", "scores_out"],
          [lambda: _retina([8, 4, 2], 1), lambda: _retina([6, 3], 2), lambda: _retina([3], 3)],
          {"logits": {0: "A"}, "boxes": {0: "A"}, "grid_sizes": {0: "L"}}),
+    Case("edit_from_the_end", EditNegative, ["x"], ["y"],
+         [lambda: [_randn(5, 3, seed=1)], lambda: [_randn(3, 3, seed=2)],
+          lambda: [_randn(2, 3, seed=3)]],
+         {"x": {0: "N"}}),
+    Case("detections_per_image", DetectionsPerImage, ["boxes", "ptr", "sizes"], ["boxes_out"],
+         [lambda: [*_boxes([3, 4], 1)[:2], torch.tensor([[16.0, 20.0], [12.0, 12.0]])],
+          lambda: [*_boxes([2, 0, 3], 2)[:2],
+                   torch.tensor([[8.0, 8.0], [9.0, 9.0], [30.0, 5.0]])],
+          lambda: [*_boxes([1], 3)[:2], torch.tensor([[1.0, 1.0]])]],
+         {"boxes": {0: "N"}, "ptr": {0: "I1"}, "sizes": {0: "I"}}),
+    Case("token_lengths", TokenLengths, ["tokens", "scores"], ["normalized"],
+         [lambda: [torch.tensor([[5, 2, 3, 2], [4, 4, 4, 4], [2, 1, 1, 1]]), _randn(3, seed=1)],
+          lambda: [torch.tensor([[3, 3, 2]]), _randn(1, seed=2)],
+          lambda: [torch.zeros(0, 4, dtype=torch.long), torch.zeros(0)]],
+         {"tokens": {0: "K", 1: "T"}, "scores": {0: "K"}}),
     Case("moe_sorted_dispatch", MoeDispatch, ["x"], ["y"],
          [lambda: [_randn(9, 4, seed=1)], lambda: [_randn(4, 4, seed=2)],
           lambda: [_randn(1, 4, seed=3)]],
@@ -516,9 +583,11 @@ def seq_ops(graph: onnx.GraphProto) -> int:
     return count
 
 
-def _flat(result: object) -> list[np.ndarray]:
+def _flat(result: object) -> list:
     if isinstance(result, Tensor):
         return [result.detach().numpy()]
+    if isinstance(result, list):  # a sequence-typed output
+        return [[t.detach().numpy() for t in result]]
     assert isinstance(result, tuple), type(result)
     return [r for x in result for r in _flat(x)]
 
@@ -551,9 +620,12 @@ def export_case(case: Case) -> str:
                 numpy_helper.from_array(t.numpy(), name).SerializeToString()
             )
         for i, (name, e) in enumerate(zip(case.outputs, expected, strict=True)):
-            (ds / f"output_{i}.pb").write_bytes(
-                numpy_helper.from_array(np.asarray(e), name).SerializeToString()
+            proto = (
+                numpy_helper.from_list(e, name)
+                if isinstance(e, list)
+                else numpy_helper.from_array(np.asarray(e), name)
             )
+            (ds / f"output_{i}.pb").write_bytes(proto.SerializeToString())
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
     return f"{case.name} seq_ops={seq_ops(model.graph)} bytes={size}"
 

@@ -253,16 +253,18 @@ def test_the_report_is_truthy_exactly_when_equivalent():
 # 1.32 runs it); the lowered model runs those trials
 ORIGINAL_CRASHES_ON_NO_TOKEN = {"moe_sorted_dispatch"}
 # lists split by sizes the model computes (torch_geometric's unbatch from a graph count, per-image
-# boxes from offsets `ptr`): made-up inputs give an empty list of sizes on a dim that is not
-# empty, which the specification and PyTorch refuse; onnxruntime reads the empty split as "pieces
-# of 1" and runs the original, the lowered model fails. Only such trials may differ: unbatch's
+# boxes from offsets `ptr` in MultiScaleRoIAlign and torchvision's detections per image): made-up
+# inputs give an empty list of sizes on a dim that is not empty, which the specification and
+# PyTorch refuse; onnxruntime reads the empty split as "pieces of 1" and runs the original, the
+# lowered model fails. Only such trials may differ: unbatch's
 # batch ids all negative (no graph), offsets of one entry or none (no image). Per export: the
 # input and values that mark those trials, and the fewest trials compared (made-up batch ids
 # rarely count the graphs as the nodes are laid out; made-up offsets never cut the boxes as given:
-# roi_levels is compared on its stored data sets only, in tests/test_torch_wild.py)
+# those two are compared on their stored data sets only, in tests/test_torch_wild.py)
 EMPTY_SPLIT_TRIALS = {
     "pyg_unbatch": ((), 1),
     "roi_levels": (("ptr", "int64 [0]", "int64 [1]"), 0),
+    "detections_per_image": (("ptr", "int64 [0]", "int64 [1]"), 0),
 }
 FIXTURE_MODELS = sorted(FIXTURES.glob("torch*/*/model.onnx"))
 
