@@ -1,10 +1,10 @@
 """Remove what lowering left unused: dead nodes (subgraphs included), static shape arithmetic
 (folded into constants), Transposes of constant weights (folded into the weight), Casts to the
-type their input has, Concats of one input, minimums of a value and the largest int64 (the
-value), loop-invariant operators (moved out of Loop and Scan bodies), operators read in one If
-branch only (moved into it), unused initializers and functions; forget the dim names that shape
-inference made up. Nodes that stay are not touched (their unused optional outputs and trailing
-empty inputs are theirs)."""
+type their input has, arithmetic that changes nothing (x + 0), Concats of one input, minimums
+of a value and the largest int64 (the value), loop-invariant operators (moved out of Loop and
+Scan bodies), operators read in one If branch only (moved into it), unused initializers and
+functions; forget the dim names that shape inference made up. Nodes that stay are not touched
+(their unused optional outputs and trailing empty inputs are theirs)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from seqlower.passes.dead_code import remove_dead_nodes
 from seqlower.passes.fold_shapes import fold_static_shapes
 from seqlower.passes.fold_transpose import fold_constant_transposes
 from seqlower.passes.hoist_invariants import hoist_loop_invariants
+from seqlower.passes.identity_arithmetic import remove_identity_arithmetic
 from seqlower.passes.index_vectors import fold_index_vectors
 from seqlower.passes.noop_casts import remove_noop_casts
 from seqlower.passes.normalize import infer_shapes
@@ -47,7 +48,8 @@ class CleanupPass(ir.passes.InPlacePass):
     nodes), the minimum of a value and the largest int64 replaced by the value (`trivial_min`;
     `mins_folded`), index vectors built from their pieces (`index_vectors`; `vectors_built`),
     Transposes of constant weights folded (`fold_transpose`; `folded` counts them), Casts to
-    the type they have removed (`noop_casts`; `casts_removed`), Concats of one input removed
+    the type they have removed (`noop_casts`; `casts_removed`), arithmetic that changes nothing
+    removed (`identity_arithmetic`; `identities_removed`), Concats of one input removed
     (`single_concat`; `concats_removed`), loop-invariant operators moved out of Loop and Scan
     bodies (`hoist_invariants`; `hoisted`), operators read in one If branch only moved into it
     (`sink_into_branches`; `sunk`), then unused initializers and functions.
@@ -66,6 +68,7 @@ class CleanupPass(ir.passes.InPlacePass):
         self.hoisted = 0
         self.mins_folded = 0
         self.concats_removed = 0
+        self.identities_removed = 0
         self.sunk = 0
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
@@ -95,6 +98,9 @@ class CleanupPass(ir.passes.InPlacePass):
         modified |= bool(self.folded)
         self.casts_removed = remove_noop_casts(model)
         modified |= bool(self.casts_removed)
+        # lowering's own forms may add 0 (a length counted from an initial 0)
+        self.identities_removed = remove_identity_arithmetic(model)
+        modified |= bool(self.identities_removed)
         self.concats_removed = remove_single_concats(model)
         modified |= bool(self.concats_removed)
         self.hoisted = hoist_loop_invariants(model)

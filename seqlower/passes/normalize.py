@@ -41,6 +41,7 @@ from seqlower.passes.bind_dims import BindDimsPass
 from seqlower.passes.carried_sequences import correct_loop_built_sequences
 from seqlower.passes.carried_shapes import settle_carried_shapes
 from seqlower.passes.declared_ranks import declare_ranks
+from seqlower.passes.identity_arithmetic import remove_identity_arithmetic
 from seqlower.passes.inferred_types import (
     TypeReader,
     graph_types,
@@ -96,7 +97,7 @@ class NormalizePass(ir.passes.InPlacePass):
         infer_shapes(model)
         # before any estimate: the form as given and the lowered one are costed without them
         stamp = region_inference.current_stamp(model)
-        if remove_noop_casts(model):
+        if remove_noop_casts(model) + remove_identity_arithmetic(model):
             modified = True
             if stamp is not None:  # removing them changed no shape
                 region_inference.write_stamp(model, stamp.carriers)
