@@ -1,10 +1,11 @@
 """Remove what lowering left unused: dead nodes (subgraphs included), static shape arithmetic
 (folded into constants), Transposes of constant weights (folded into the weight), Casts to the
-type their input has, arithmetic that changes nothing (x + 0), Concats of one input, minimums
-of a value and the largest int64 (the value), loop-invariant operators (moved out of Loop and
-Scan bodies), operators read in one If branch only (moved into it), unused initializers and
-functions; forget the dim names that shape inference made up. Nodes that stay are not touched
-(their unused optional outputs and trailing empty inputs are theirs)."""
+type their input has, arithmetic that changes nothing (x + 0), Concats of one input, reads of
+what a cut of the last rows left, Unsqueezes whose leading axis the operators before can make,
+minimums of a value and the largest int64 (the value), loop-invariant operators (moved out of
+Loop and Scan bodies), operators read in one If branch only (moved into it), unused initializers
+and functions; forget the dim names that shape inference made up. Nodes that stay are not
+touched (their unused optional outputs and trailing empty inputs are theirs)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ from seqlower.passes.index_vectors import fold_index_vectors
 from seqlower.passes.noop_casts import remove_noop_casts
 from seqlower.passes.normalize import infer_shapes
 from seqlower.passes.region_inference import forget_stamp
+from seqlower.passes.row_axes import fold_row_axes
 from seqlower.passes.single_concat import remove_single_concats
 from seqlower.passes.sink_into_branches import sink_into_branches
+from seqlower.passes.trimmed_reads import fold_trimmed_reads
 from seqlower.passes.trivial_min import fold_trivial_mins
 
 
@@ -50,9 +53,12 @@ class CleanupPass(ir.passes.InPlacePass):
     Transposes of constant weights folded (`fold_transpose`; `folded` counts them), Casts to
     the type they have removed (`noop_casts`; `casts_removed`), arithmetic that changes nothing
     removed (`identity_arithmetic`; `identities_removed`), Concats of one input removed
-    (`single_concat`; `concats_removed`), loop-invariant operators moved out of Loop and Scan
-    bodies (`hoist_invariants`; `hoisted`), operators read in one If branch only moved into it
-    (`sink_into_branches`; `sunk`), then unused initializers and functions.
+    (`single_concat`; `concats_removed`), reads and cuts of a tensor whose last rows were cut
+    made on the tensor itself (`trimmed_reads`; `trims_folded`), Unsqueezes on axis 0 whose axis
+    the producers can make folded into them (`row_axes`; `rows_folded`), loop-invariant
+    operators moved out of Loop and Scan bodies (`hoist_invariants`; `hoisted`), operators read
+    in one If branch only moved into it (`sink_into_branches`; `sunk`), then unused initializers
+    and functions.
     `dead_nodes=False` skips the walk for dead nodes when the caller knows there are none (after
     a lowering fixpoint). `fold_shapes=False` folds no shape (for a model whose declared
     intermediate shapes are not all trusted)."""
@@ -69,6 +75,8 @@ class CleanupPass(ir.passes.InPlacePass):
         self.mins_folded = 0
         self.concats_removed = 0
         self.identities_removed = 0
+        self.rows_folded = 0
+        self.trims_folded = 0
         self.sunk = 0
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
@@ -103,6 +111,10 @@ class CleanupPass(ir.passes.InPlacePass):
         modified |= bool(self.identities_removed)
         self.concats_removed = remove_single_concats(model)
         modified |= bool(self.concats_removed)
+        self.trims_folded = fold_trimmed_reads(model)
+        modified |= bool(self.trims_folded)
+        self.rows_folded = fold_row_axes(model)
+        modified |= bool(self.rows_folded)
         self.hoisted = hoist_loop_invariants(model)
         modified |= bool(self.hoisted)
         self.sunk = sink_into_branches(model)
