@@ -187,3 +187,33 @@ def test_hoisting_is_deterministic():
     first, _ = seqlower.optimize(model)
     second, _ = seqlower.optimize(model)
     assert first.SerializeToString() == second.SerializeToString()
+
+
+def test_a_product_over_a_known_axis_moves_and_a_maximum_stays():
+    """The areas of all boxes, computed in every iteration of a suppression loop, move; a
+    ReduceMax (which has no value for an empty input) stays."""
+    model = _loop(
+        """
+    wh = Slice (boxes, s, e, ax)
+    areas = ReduceProd <keepdims = 0> (wh, ax)
+    top = ReduceMax <keepdims = 1> (areas, z)
+    scaled = Mul (v, top)
+    w = Add (scaled, areas)""",
+        inputs="float[3] x, int64 n, float[3,4] boxes",
+        extra="""s = Constant <value = int64[1] {2}> ()
+  e = Constant <value = int64[1] {4}> ()
+  ax = Constant <value = int64[1] {1}> ()
+  z = Constant <value = int64[1] {0}> ()""",
+    )
+    moved, ir_model = _hoisted(model)
+    assert moved == 2  # the Slice and the ReduceProd
+    loop = next(n for n in ir_model.graph if n.op_type == "Loop")
+    body = [n.op_type for n in loop.attributes["body"].as_graph()]
+    assert "ReduceProd" not in body and "ReduceMax" in body
+    proto = ir.to_proto(ir_model)
+    onnx.checker.check_model(proto, full_check=True)
+    rng = np.random.default_rng(4)
+    boxes = rng.standard_normal((3, 4)).astype(np.float32)
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    for n in (0, 2):
+        assert_same_outputs(model, proto, {"x": x, "n": np.array(n, np.int64), "boxes": boxes})

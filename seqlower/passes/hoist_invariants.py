@@ -7,7 +7,8 @@ out of the body, in front of the Loop or Scan.
     }                                         }
 
 Exports leave them in bodies (a `Linear` of an input inside a `while` loop, a Slice of a constant
-range of an input), and lowering's own index arithmetic may leave some; onnxruntime runs each
+range of an input, the areas of all boxes in a suppression loop), and lowering's own index
+arithmetic may leave some; onnxruntime runs each
 once per iteration (about 0.2 microseconds a launch). A node moves when it is an operator of
 `HOISTABLE` in the standard domain (deterministic, no subgraph) and everything it reads is
 defined outside the body: an outer value, or a Constant of the body, which moves with it
@@ -18,7 +19,9 @@ invariant in two nested loops leaves both.
 A moved node also runs when the loop runs zero times, so it must not fail where the body would
 not have run: only operators that cannot fail on well-typed inputs whose shapes fit move, and
 only when the shapes they read are known and fit (equal dims, or dims of 1 that broadcast),
-never an integer division, nor a Cast from strings. Nothing that is a body's output moves.
+never an integer division, nor a Cast from strings; reductions only where an empty input has
+a value (sums, products, means, norms) over axes within the known rank. Nothing that is a
+body's output moves.
 """
 
 from __future__ import annotations
@@ -52,9 +55,13 @@ _FLOATS = frozenset(
     {ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16}
 )
 _SHAPE_READERS = frozenset({"Shape", "Size"})
+# reductions that give a value for an empty set too (0, 1, NaN), over axes within the rank
+_REDUCTIONS = frozenset(
+    {"ReduceL1", "ReduceL2", "ReduceMean", "ReduceProd", "ReduceSum", "ReduceSumSquare"}
+)
 
 HOISTABLE = (
-    _UNARY | _BROADCAST | _FLOAT_BROADCAST | _SHAPE_READERS
+    _UNARY | _BROADCAST | _FLOAT_BROADCAST | _SHAPE_READERS | _REDUCTIONS
     | {"Cast", "Gemm", "MatMul", "Slice", "Transpose"}
 )  # fmt: skip
 
@@ -146,7 +153,31 @@ def _cannot_fail(node: ir.Node) -> bool:
         return _multiplies(inputs[0], inputs[1], trans_a, trans_b, bias)
     if op == "Slice":
         return _slices(node)
+    if op in _REDUCTIONS:
+        return _reduces(node)
     return False
+
+
+def _reduces(node: ir.Node) -> bool:
+    """A reduction over constant axes (an attribute, or a constant input) within the known
+    rank, none repeated, or over all axes."""
+    data = node.inputs[0]
+    if data is None or data.shape is None:
+        return False
+    axes: list[int] | None = None
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        array = _constant(node.inputs[1])
+        if array is None:
+            return False
+        axes = [int(a) for a in array.reshape(-1)]
+    elif "axes" in node.attributes:
+        axes = list(node.attributes.get_ints("axes", []))
+    rank = len(data.shape)
+    if not axes:
+        return True
+    if any(not -rank <= a < rank for a in axes):
+        return False
+    return len({a % rank for a in axes}) == len(axes)
 
 
 def _same_dim(a: object, b: object) -> bool:
