@@ -217,3 +217,37 @@ def test_a_product_over_a_known_axis_moves_and_a_maximum_stays():
     x = np.array([1.0, 2.0, 3.0], np.float32)
     for n in (0, 2):
         assert_same_outputs(model, proto, {"x": x, "n": np.array(n, np.int64), "boxes": boxes})
+
+
+def test_a_range_of_a_constant_step_and_zeros_of_a_shape_move_a_range_of_any_step_stays():
+    """`torch.arange(max_len) < length` in a padding loop: the Range moves; so does a
+    ConstantOfShape of a Shape (its dims are never negative); a Range whose step is read at
+    run time (0 fails) stays."""
+    model = _loop(
+        """
+    zero = Constant <value = int64 {0}> ()
+    one = Constant <value = int64 {1}> ()
+    positions = Range (zero, m, one)
+    counted = Range (zero, m, k)
+    sizes = Shape (x)
+    zeros = ConstantOfShape <value = float[1] {0}> (sizes)
+    p = Cast <to = 1> (positions)
+    q = Cast <to = 1> (counted)
+    ps = ReduceSum <keepdims = 1> (p)
+    qs = ReduceSum <keepdims = 1> (q)
+    added = Add (v, zeros)
+    summed = Add (added, ps)
+    w = Add (summed, qs)""",
+        inputs="float[3] x, int64 n, int64 m, int64 k",
+    )
+    moved, ir_model = _hoisted(model)
+    loop = next(n for n in ir_model.graph if n.op_type == "Loop")
+    body = [n.op_type for n in loop.attributes["body"].as_graph()]
+    assert body.count("Range") == 1 and "ConstantOfShape" not in body and "Shape" not in body
+    proto = ir.to_proto(ir_model)
+    onnx.checker.check_model(proto, full_check=True)
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    for n in (0, 2):
+        feeds = {"x": x, "n": np.array(n), "m": np.array(4), "k": np.array(2)}
+        assert_same_outputs(model, proto, feeds)
+    assert moved >= 4  # the Range, its Cast and sum; the Shape and its zeros

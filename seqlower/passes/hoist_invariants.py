@@ -20,8 +20,9 @@ A moved node also runs when the loop runs zero times, so it must not fail where 
 not have run: only operators that cannot fail on well-typed inputs whose shapes fit move, and
 only when the shapes they read are known and fit (equal dims, or dims of 1 that broadcast),
 never an integer division, nor a Cast from strings; reductions only where an empty input has
-a value (sums, products, means, norms) over axes within the known rank. Nothing that is a
-body's output moves.
+a value (sums, products, means, norms) over axes within the known rank; Range only with a
+constant step that is not 0; ConstantOfShape only of a Shape or of constant dims >= 0.
+Nothing that is a body's output moves.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ _REDUCTIONS = frozenset(
 
 HOISTABLE = (
     _UNARY | _BROADCAST | _FLOAT_BROADCAST | _SHAPE_READERS | _REDUCTIONS
-    | {"Cast", "Gemm", "MatMul", "Slice", "Transpose"}
+    | {"Cast", "ConstantOfShape", "Gemm", "MatMul", "Range", "Slice", "Transpose"}
 )  # fmt: skip
 
 
@@ -155,6 +156,21 @@ def _cannot_fail(node: ir.Node) -> bool:
         return _slices(node)
     if op in _REDUCTIONS:
         return _reduces(node)
+    if op == "Range":  # a constant step that is not 0, scalar bounds
+        step = _constant(inputs[2]) if len(inputs) > 2 else None
+        bounds = inputs[:2]
+        if step is None or step.size != 1 or step.reshape(-1)[0] == 0:
+            return False
+        return all(v is not None and v.shape is not None and len(v.shape) == 0 for v in bounds)
+    if op == "ConstantOfShape":  # a shape read from a value, or constant dims that are >= 0
+        dims = inputs[0] if inputs else None
+        if dims is None:
+            return False
+        producer = dims.producer()
+        if producer is not None and producer.op_type == "Shape" and producer.domain == "":
+            return True
+        array = _constant(dims)
+        return array is not None and array.ndim == 1 and bool((array >= 0).all())
     return False
 
 
