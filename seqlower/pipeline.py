@@ -31,10 +31,12 @@ from seqlower.io import ModelSource, load_model
 from seqlower.ops import is_sequence_value, iter_all_nodes
 from seqlower.options import SPEED_FIRST_TARGETS, Options, options_with
 from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
+from seqlower.passes.broadcast_unsqueeze import drop_broadcast_unsqueezes
 from seqlower.passes.flatten_io import FlattenSequenceIOPass
 from seqlower.passes.identity_arithmetic import remove_identity_arithmetic
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
 from seqlower.passes.legality import count_sequence_ops, expanded_count
+from seqlower.passes.negated_terms import fold_negated_terms
 from seqlower.passes.noop_casts import inferred_types, remove_noop_casts
 from seqlower.passes.normalize import resolve_split_keepdims
 from seqlower.passes.onnxruntime_loops import LoopConditionPass, LoopsToScansPass
@@ -540,6 +542,8 @@ def _kept_original(
         scans(model)
     remove_noop_casts(model, inferred_types(model))  # as the estimate of it assumed
     remove_identity_arithmetic(model)  # likewise
+    fold_negated_terms(model)  # likewise
+    drop_broadcast_unsqueezes(model)  # likewise
     RuntimeWorkaroundsPass(speed_first=not partial)(model)
     relax_unproved_output_dims(model)  # the sizes an export was traced with
     labels = NodeLabels()

@@ -1,11 +1,12 @@
 """Remove what lowering left unused: dead nodes (subgraphs included), static shape arithmetic
 (folded into constants), Transposes of constant weights (folded into the weight), Casts to the
-type their input has, arithmetic that changes nothing (x + 0), Concats of one input, reads of
-what a cut of the last rows left, Unsqueezes whose leading axis the operators before can make,
-minimums of a value and the largest int64 (the value), loop-invariant operators (moved out of
-Loop and Scan bodies), operators read in one If branch only (moved into it), unused initializers
-and functions; forget the dim names that shape inference made up. Nodes that stay are not
-touched (their unused optional outputs and trailing empty inputs are theirs)."""
+type their input has, arithmetic that changes nothing (x + 0) or adds a negated term (a + i *
+-1, as a - i), Unsqueezes that broadcasting makes anyway, Concats of one input, reads of what a
+cut of the last rows left, Unsqueezes whose leading axis the operators before can make, minimums
+of a value and the largest int64 (the value), loop-invariant operators (moved out of Loop and
+Scan bodies), operators read in one If branch only (moved into it), unused initializers and
+functions; forget the dim names that shape inference made up. Nodes that stay are not touched
+(their unused optional outputs and trailing empty inputs are theirs)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedFunctionsPass
 
 from seqlower.ops import iter_all_graphs
+from seqlower.passes.broadcast_unsqueeze import drop_broadcast_unsqueezes
 from seqlower.passes.dead_code import remove_dead_nodes
 from seqlower.passes.fold_shapes import fold_static_shapes
 from seqlower.passes.fold_transpose import fold_constant_transposes
 from seqlower.passes.hoist_invariants import hoist_loop_invariants
 from seqlower.passes.identity_arithmetic import remove_identity_arithmetic
 from seqlower.passes.index_vectors import fold_index_vectors
+from seqlower.passes.negated_terms import fold_negated_terms
 from seqlower.passes.noop_casts import remove_noop_casts
 from seqlower.passes.normalize import infer_shapes
 from seqlower.passes.region_inference import forget_stamp
@@ -52,7 +55,9 @@ class CleanupPass(ir.passes.InPlacePass):
     `mins_folded`), index vectors built from their pieces (`index_vectors`; `vectors_built`),
     Transposes of constant weights folded (`fold_transpose`; `folded` counts them), Casts to
     the type they have removed (`noop_casts`; `casts_removed`), arithmetic that changes nothing
-    removed (`identity_arithmetic`; `identities_removed`), Concats of one input removed
+    removed (`identity_arithmetic`; `identities_removed`), `a + i * -1` made `a - i` and
+    Unsqueezes that broadcasting makes anyway removed (`negated_terms`, `broadcast_unsqueeze`;
+    `negations_folded`), Concats of one input removed
     (`single_concat`; `concats_removed`), reads and cuts of a tensor whose last rows were cut
     made on the tensor itself (`trimmed_reads`; `trims_folded`), Unsqueezes on axis 0 whose axis
     the producers can make folded into them (`row_axes`; `rows_folded`), loop-invariant
@@ -77,6 +82,7 @@ class CleanupPass(ir.passes.InPlacePass):
         self.identities_removed = 0
         self.rows_folded = 0
         self.trims_folded = 0
+        self.negations_folded = 0
         self.sunk = 0
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
@@ -109,6 +115,8 @@ class CleanupPass(ir.passes.InPlacePass):
         # lowering's own forms may add 0 (a length counted from an initial 0)
         self.identities_removed = remove_identity_arithmetic(model)
         modified |= bool(self.identities_removed)
+        self.negations_folded = fold_negated_terms(model) + drop_broadcast_unsqueezes(model)
+        modified |= bool(self.negations_folded)
         self.concats_removed = remove_single_concats(model)
         modified |= bool(self.concats_removed)
         self.trims_folded = fold_trimmed_reads(model)

@@ -38,6 +38,7 @@ from seqlower.ops import iter_all_graphs, subgraphs
 from seqlower.options import Options
 from seqlower.passes import chunked_inference, region_inference
 from seqlower.passes.bind_dims import BindDimsPass
+from seqlower.passes.broadcast_unsqueeze import drop_broadcast_unsqueezes
 from seqlower.passes.carried_sequences import correct_loop_built_sequences
 from seqlower.passes.carried_shapes import settle_carried_shapes
 from seqlower.passes.declared_ranks import declare_ranks
@@ -48,6 +49,7 @@ from seqlower.passes.inferred_types import (
     merge_graph,
     proto_subgraphs,
 )
+from seqlower.passes.negated_terms import fold_negated_terms
 from seqlower.passes.noop_casts import remove_noop_casts
 
 logger = logging.getLogger(__name__)
@@ -97,7 +99,12 @@ class NormalizePass(ir.passes.InPlacePass):
         infer_shapes(model)
         # before any estimate: the form as given and the lowered one are costed without them
         stamp = region_inference.current_stamp(model)
-        if remove_noop_casts(model) + remove_identity_arithmetic(model):
+        if (
+            remove_noop_casts(model)
+            + remove_identity_arithmetic(model)
+            + fold_negated_terms(model)
+            + drop_broadcast_unsqueezes(model)
+        ):
             modified = True
             if stamp is not None:  # removing them changed no shape
                 region_inference.write_stamp(model, stamp.carriers)
