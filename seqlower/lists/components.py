@@ -31,6 +31,7 @@ from seqlower.analysis.rank_rules import unknown_rank_cause as cause_of
 from seqlower.analysis.static_values import StaticValues
 from seqlower.lists.tensors import Layout
 from seqlower.ops import is_sequence_value, subgraphs
+from seqlower.runtime_quirks import SPLIT_TO_SEQUENCE_TYPES
 
 MIN_OPSET = 14  # Reshape's allowzero
 
@@ -144,6 +145,8 @@ def find_lists(model: ir.Model, opset: int, rank_refusal: str | None = None) -> 
         plan.follows_operator = plan.reason is not None and "has no tensor form" in plan.reason
         if plan.reason is None:
             _element_type(plan, bodies, rank_refusal)
+        if plan.reason is None:
+            plan.reason = _output_blocker(plan, main)
         plans.append(plan)
     return plans
 
@@ -179,8 +182,6 @@ def _blocker(values: list[ir.Value], main: ir.Graph, opset: int) -> str | None:
     for value in values:
         if value.graph is main and value.is_graph_input():
             return f"'{value.name}' is a sequence-typed model input (the interface is kept)"
-        if value.is_graph_output() and value.graph is main:
-            return f"it feeds the sequence-typed output '{value.name}' (the interface is kept)"
     for value in values:
         producer = value.producer()
         if producer is not None and (producer.domain != "" or producer.op_type not in _PRODUCERS):
@@ -200,6 +201,28 @@ def _blocker(values: list[ir.Value], main: ir.Graph, opset: int) -> str | None:
             f"the model's opset is {opset}; the tensor form of a list needs opset {MIN_OPSET} "
             "(Reshape with allowzero)"
         )
+    return None
+
+
+def _output_blocker(plan: ListPlan, main: ir.Graph) -> str | None:
+    """Why a list that is a sequence-typed model output stays a sequence, or None. The output
+    stays a sequence (the interface is kept); behind it, a stacked or ragged list that a Loop
+    or If builds is tensors, and one SplitToSequence makes the output from them
+    (`seqlower.lists.convert`): the loop then carries no sequence. A list made in the main
+    graph alone stays as it is (its elements are the tensors already), and so does a list of
+    elements onnxruntime runs no SplitToSequence for (int8, bool...)."""
+    layout = plan.layout
+    built_inside = any(value.graph is not main for value in plan.values)
+    splittable = (
+        layout is not None
+        and layout.kind in ("stacked", "ragged")
+        and layout.dtype.name.lower() in SPLIT_TO_SEQUENCE_TYPES  # what onnxruntime splits
+    )
+    if built_inside and splittable:
+        return None
+    for value in plan.values:
+        if value.graph is main and value.is_graph_output():
+            return f"it feeds the sequence-typed output '{value.name}' (the interface is kept)"
     return None
 
 

@@ -116,10 +116,32 @@ class _Converter:
                     if node.op_type == "Loop" and node.domain == "" and subgraph.inputs:
                         self.forms.counters.add(id(subgraph.inputs[0]))
         self._graph(self.model.graph)
+        self._outputs()
         # imported here: seqlower.passes imports this package (the driver runs the tier)
         from seqlower.passes.dead_code import remove_dead_nodes
 
         remove_dead_nodes(self.model)
+
+    def _outputs(self) -> None:
+        """A list that is a sequence-typed model output: the output is made from its tensors,
+        at the end of the main graph (the interface is kept):
+
+            stacked [n, *dims]             -> SplitToSequence(data, axis=0, keepdims=0)
+            ragged (rows, first dims [n])  -> SplitToSequence(rows, firsts, axis=0)
+        """
+        graph = self.model.graph
+        opset = self.model.opset_imports.get("", self.model.opset_imports.get("ai.onnx", 1))
+        for value in list(graph.outputs):
+            if not self._converting(value) or id(value) not in self.flat:
+                continue
+            flat = self._flat(value)
+            b = Builder(self.rewriter, graph, None, value.name or "output", opset)
+            if flat.layout.kind == "stacked":
+                made = b.op("SplitToSequence", [flat.data], {"axis": 0, "keepdims": 0})
+            else:
+                made = b.op("SplitToSequence", [flat.data, flat.table], {"axis": 0})
+            made.type = value.type
+            self.rewriter.replace(value, made)
 
     # -- the walk ------------------------------------------------------------------------
 

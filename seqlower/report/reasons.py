@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import onnx_ir as ir
 
-from seqlower.ops import is_sequence_op
+from seqlower.ops import is_sequence_op, is_sequence_value
 from seqlower.report.data import KEPT_FOR_SPEED, RemainingOp
 from seqlower.report.hints import hint_for
 from seqlower.report.labels import (
@@ -102,7 +102,12 @@ def _headline(
     """The one reason that matters, said once: the node's own deepest refusal; or, where that
     only follows from another kept node (a producer upstream, the Loop or If around it), that
     node and its own reason (never a chain of "X stays: Y stays: ..."); for a node that only
-    builds a sequence, the node reading it and why that one stays."""
+    builds a sequence, the node reading it and why that one stays. A node that makes a
+    sequence-typed model output stays for the interface, whatever a rule said of it."""
+    for output in node.outputs:
+        main_output = output.is_graph_output() and id(node.graph) not in owners
+        if main_output and is_sequence_value(output):
+            return f"it feeds the sequence-typed output '{output.name}' (the interface is kept)"
     if refusals.get(node):
         root, reason = _cause(node, refusals, owners)
         reason = reason.removeprefix(f"{root.op_type}: ")  # the node is named already

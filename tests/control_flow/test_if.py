@@ -4,11 +4,8 @@ that yield the same static number of elements return them as tensors."""
 from __future__ import annotations
 
 import numpy as np
-import onnx_ir as ir
 import pytest
 from support import lower, lower_and_compare, op_counts, parse, sequence_op_count
-
-from seqlower.passes import LowerSequencesPass, NormalizePass
 
 X = np.array([[1.0, -2.0], [3.0, -4.0]], dtype=np.float32)
 
@@ -99,9 +96,10 @@ def test_a_tensor_output_next_to_a_sequence_output_keeps_its_place():
     assert sequence_op_count(lowered) == 0
 
 
-def test_different_lengths_stay_a_sequence_and_say_why():
-    # the sequence is also a model output (kept: the interface), so its reader is not sunk into
-    # the branches either (tests/rules/test_if_sink_readers.py)
+def test_different_lengths_become_tensors_and_the_returned_list_is_split_back():
+    # the branches yield 1 and 2 elements, and the list is also a model output: the If returns
+    # the list's tensors, ConcatFromSequence reads them, and one SplitToSequence after the If
+    # makes the sequence-typed output (the interface is kept)
     model = parse(
         """g (bool c, float[2] x) => (float[?] y, seq(float[2]) s) {
         s = If(c) <
@@ -116,19 +114,13 @@ def test_different_lengths_stay_a_sequence_and_say_why():
         y = ConcatFromSequence<axis = 0>(s)
     }"""
     )
-    ir_model = ir.from_proto(model)
-    NormalizePass()(ir_model)
-    lowering = LowerSequencesPass()
-    lowering(ir_model)
-    (if_node,) = [n for n in ir_model.graph if n.op_type == "If"]
-    assert (
-        "if-sequence-outputs: output 's': the branches yield 1 and 2 elements"
-        in lowering.refusals[if_node]
-    )
-    assert "if-sink-readers: output 's' is a graph output" in lowering.refusals[if_node]
     x = np.array([1.0, -3.0], dtype=np.float32)
     for flag in (True, False):
-        lower_and_compare(model, {"c": np.array(flag), "x": x})
+        lowered, report, _ = lower_and_compare(model, {"c": np.array(flag), "x": x})
+    counts = op_counts(lowered)
+    assert sequence_op_count(lowered) == 1 and counts["SplitToSequence"] == 1
+    (op,) = report.remaining
+    assert op.reason == "it feeds the sequence-typed output 's' (the interface is kept)"
 
 
 def test_empty_sequences_in_both_branches():
