@@ -191,8 +191,10 @@ class _Converter:
             if node.outputs[0].uses() or node.outputs[0].is_graph_output():
                 result = self.forms.at(b, self._flat(inputs[0]), inputs[1])  # type: ignore[arg-type]
         elif op == "SequenceLength":
-            result = self.forms.length(b, self._flat(inputs[0]))
+            measured = self._flat(inputs[0])
+            result = self.forms.length(b, measured)
             self.lengths[id(result)] = inputs[0]  # type: ignore[assignment]
+            self.forms.measured[id(result)] = id(measured.data)
         elif op == "ConcatFromSequence":
             axis = node.attributes.get_int("axis", 0)
             new_axis = bool(node.attributes.get_int("new_axis", 0))

@@ -66,6 +66,8 @@ class ListForms:
         # tensors (ids) known to have at least so many rows where the converter is now (the
         # length guards of the branches around it)
         self.min_rows: dict[int, int] = {}
+        # lengths read from lists (ids): the converted SequenceLength -> the id of the list's data
+        self.measured: dict[int, int] = {}
 
     # -- makers --------------------------------------------------------------------------
 
@@ -85,6 +87,8 @@ class ListForms:
     def erase(self, b: Builder, s: TensorList, p: ir.Value | None) -> TensorList:
         made = _EMITTERS[s.layout.kind].erase(self, b, s, p)
         where = None if p is None else self.position_key(p)
+        if where is None and p is not None and self.is_last(s, p):
+            where = p  # `len(xs) - 1`: >= 0 wherever the erase succeeds
         erased = None if where is None else (s, where)
         return self.typed(
             dataclasses.replace(made, min_length=max(s.min_length - 1, 0), erased=erased)
@@ -98,6 +102,23 @@ class ListForms:
         if static is not None:
             return static if static >= 0 else None
         return p if self.never_negative(p) else None
+
+    def is_last(self, s: TensorList, p: ir.Value | None) -> bool:
+        """Whether `p` is `len(s) - 1` computed from s itself: a converted SequenceLength of s,
+        its table's length, or `Gather(Shape(data), 0)`, minus the constant 1. Where an erase
+        or read at p succeeds, p is n - 1 >= 0: the last element (an empty list fails)."""
+        node = None if p is None else p.producer()
+        if node is None or node.op_type != "Sub" or node.domain != "" or len(node.inputs) != 2:
+            return False
+        length, one = node.inputs
+        if length is None or one is None or self.values.get_int(one) != 1:
+            return False
+        if self.measured.get(id(length)) == id(s.data):
+            return True
+        table = self._tables.get(id(s.data))
+        if table is not None and length is table.n:
+            return True
+        return _dim0_of(length, s.data, self.values)
 
     def same_position(self, key: int | ir.Value, p: ir.Value | None) -> bool:
         """Whether `p` is the position `key` (from `position_key`, or -1 for an append)."""
@@ -285,3 +306,23 @@ class ListForms:
         grown = body.op("Concat", [acc, element], {"axis": axis}, name="grown")
         body_outputs(body, cond, grown, s.layout.dtype)
         return b.op("Loop", [trips, None, first], {"body": body.graph}, name="concat_loop")
+
+
+def _dim0_of(length: ir.Value, data: ir.Value, values: StaticValues) -> bool:
+    """Whether `length` is `Gather(Shape(data), 0)` (a scalar: dim 0 of data)."""
+    node = length.producer()
+    if node is None or node.op_type != "Gather" or node.domain != "":
+        return False
+    shape, index = node.inputs[0], node.inputs[1]
+    if shape is None or index is None or node.attributes.get_int("axis", 0) != 0:
+        return False
+    if index.shape is None or len(index.shape) != 0 or values.get_int(index) != 0:
+        return False
+    made = shape.producer()
+    return (
+        made is not None
+        and made.op_type == "Shape"
+        and made.domain == ""
+        and made.inputs[0] is data
+        and made.attributes.get_int("start", 0) == 0
+    )

@@ -17,6 +17,9 @@ SequenceErase(s, p)          -> Compress(data, ScatterElements(n trues, [p], [fa
 SequenceInsert(SequenceErase(s, p), x, p), p a constant >= 0 or a position proved >= 0 (a
                              Loop's iteration number: what `xs[i] = x` exports)
                              -> ScatterND(data, [p], x)  (fails for p >= n, as the erase does)
+SequenceInsert(SequenceErase(s, p), x, p), p = len(s) - 1 (`xs[len(xs) - 1] = x`)
+                             -> ScatterND(data, [-1], x)  (an empty list fails, as the erase
+                                does; p's arithmetic is left to dead code removal)
 SequenceAt(s, p)             -> Gather(data, p)
 SequenceLength(s)            -> Shape(data)[0]
 ConcatFromSequence(s, new_axis=1, axis=a) -> data, or Transpose(data, 0 -> a)
@@ -91,6 +94,8 @@ def insert(
         # one index of one coordinate ([p], not [[p]]): the update is x itself, not a row
         if static is not None:
             index = b.constant(np.array([static], np.int64), "position")
+        elif forms.is_last(base, p):  # `xs[len(xs) - 1] = x`: the last row (empty: fails)
+            index = b.constant(np.array([-1], np.int64), "position")
         else:
             index = b.op("Reshape", [int64(b, p), b.ints([1], "index_shape")])  # type: ignore[arg-type]
         return TensorList((b.op("ScatterND", [base.data, index, x], name="list_data"),), s.layout)

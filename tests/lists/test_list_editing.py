@@ -196,6 +196,64 @@ def test_an_erase_and_insert_that_are_no_assignment_stay_two_splits(erase_at, in
         assert_same_or_both_fail(model, lowered, fed)
 
 
+# `xs[len(xs) - 1] = r`: TorchScript writes `xs[-1] = r` as an erase and an insert at -1 (which
+# puts r before the last element), so model code that replaces the last entry writes this
+LAST = """
+agraph (float[N,3] x, float[3] r) => (float[?,3] y, int64 n) {{
+    s = SplitToSequence <axis=0, keepdims=0> (x)
+    {grow}
+    k = SequenceLength ({measured})
+    c = Constant <value=int64 {{{minus}}}> ()
+    q = Sub (k, c)
+    e = SequenceErase (s1, q)
+    s2 = SequenceInsert (e, r, q)
+    y = ConcatFromSequence <axis=0, new_axis=1> (s2)
+    n = SequenceLength (s2)
+}}"""
+
+
+@pytest.mark.parametrize(
+    "grow",
+    ["s1 = Identity (s)", "s1 = SequenceInsert (s, r)"],
+    ids=["length-of-the-split", "length-of-an-edited-list"],
+)
+def test_an_assignment_at_the_length_minus_one_is_one_scatter_at_the_last_row(grow):
+    """The position is `len(s1) - 1`: >= 0 wherever the erase succeeds (an empty list fails),
+    so the erase and insert replace the last row: ScatterND at [-1], with no Compress, Split or
+    Sub left (the position's arithmetic is dead)."""
+    model = parse(LAST.format(grow=grow, measured="s1", minus=1))
+    lowered, _ = lower_tensor_form(model)
+    counts = op_counts(lowered)
+    assert counts["ScatterND"] == 1, counts
+    assert not {"Compress", "Split", "Sub", "ScatterElements"} & set(counts), counts
+    for rows in (0, 1, 2, 5):
+        fed = feeds(rows, 0)
+        del fed["p"]
+        if rows > 0 or grow != "s1 = Identity (s)":
+            assert_same_outputs(model, lowered, fed)
+        else:  # erase at -1 of an empty list: both fail
+            assert_both_fail(model, lowered, fed)
+
+
+@pytest.mark.parametrize(
+    ("measured", "minus", "why"),
+    [
+        ("s1", 2, "len - 2 may be negative where the erase succeeds (n = 1: position -1)"),
+        ("s", 1, "the length of another list (s1 has one more element)"),
+    ],
+)
+def test_a_length_minus_one_that_is_not_the_last_element_is_no_scatter_at_the_last_row(
+    measured, minus, why
+):
+    model = parse(LAST.format(grow="s1 = SequenceInsert (s, r)", measured=measured, minus=minus))
+    lowered, _ = lower_tensor_form(model)
+    assert "ScatterND" not in op_counts(lowered), why
+    for rows in (0, 1, 2, 5):
+        fed = feeds(rows, 0)
+        del fed["p"]
+        assert_same_or_both_fail(model, lowered, fed)
+
+
 # -- what keeps the Slice forms ----------------------------------------------------------------
 
 
