@@ -701,6 +701,30 @@ def _sequence_at(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
     return [tuple(a.element_symbol(output, k) if d is None else d for k, d in enumerate(shared))]
 
 
+def _concat_from_sequence(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    """ConcatFromSequence of a list whose elements all have shape S (assumed by the caller, or
+    proved): S with the concatenation axis of unknown size (the list's length is not known
+    here), or with a new axis of unknown size."""
+    sequence = node.inputs[0]
+    if sequence is None:
+        return [None]
+    shape = a.elements.get(sequence)
+    if shape is None:
+        shape = uniform_element_shape(sequence, a.shape, a.values)
+    if not isinstance(shape, tuple) or not shape:
+        return [None]
+    rank, axis = len(shape), node.attributes.get_int("axis", 0)
+    if node.attributes.get_int("new_axis", 0) == 1:
+        if not -rank - 1 <= axis <= rank:
+            return [None]
+        k = axis + rank + 1 if axis < 0 else axis
+        return [(*shape[:k], None, *shape[k:])]
+    if not -rank <= axis < rank:
+        return [None]
+    k = axis % rank
+    return [(*shape[:k], None, *shape[k + 1 :])]
+
+
 SHAPE_RULES: dict[str, Callable[[LoopShapes, ir.Node], Sequence[ShapeFact] | None]] = {
     **dict.fromkeys(SAME_SHAPE_OPS, _same),
     **dict.fromkeys(BROADCAST_OPS, _elementwise),
@@ -728,5 +752,6 @@ SHAPE_RULES: dict[str, Callable[[LoopShapes, ir.Node], Sequence[ShapeFact] | Non
     "Range": _range,
     "Pad": _pad,
     "SequenceAt": _sequence_at,
+    "ConcatFromSequence": _concat_from_sequence,
     "SequenceLength": lambda _, __: [()],  # a scalar, whatever the list holds
 }

@@ -145,10 +145,113 @@ def find_lists(model: ir.Model, opset: int, rank_refusal: str | None = None) -> 
         plan.follows_operator = plan.reason is not None and "has no tensor form" in plan.reason
         if plan.reason is None:
             _element_type(plan, bodies, rank_refusal)
+        plans.append(plan)
+    _stack_together(plans, bodies)
+    for plan in plans:
         if plan.reason is None:
             plan.reason = _output_blocker(plan, main)
-        plans.append(plan)
     return plans
+
+
+def _stack_together(plans: list[ListPlan], bodies: _BodyShapes) -> None:
+    """Lists that pass elements to one another (`children.append(nodes[j])`, an element read
+    from one list put into another) and show one static shape S among them all (a list built
+    from `[zeros(1, 3)]`) are stacked together when induction proves it: assuming every element
+    of every such list has its group's S, each tensor put in that shape inference leaves
+    unknown has S by the loop analysis. All groups are assumed at once (a tree LSTM's hidden
+    and cell lists feed each other's pushes); a group whose proof fails is dropped and the
+    others proved again without it."""
+    open_plans = [
+        p
+        for p in plans
+        if p.reason is None and p.layout is not None and p.layout.kind in ("flat", "ragged")
+    ]
+    plan_of = {id(v): k for k, p in enumerate(open_plans) for v in p.values}
+    parent = list(range(len(open_plans)))
+
+    def find(k: int) -> int:
+        while parent[k] != k:
+            k = parent[k]
+        return k
+
+    for k, plan in enumerate(open_plans):
+        for value in plan.values:
+            for use in value.uses():
+                if use.node.op_type != "SequenceAt" or use.node.domain != "" or use.idx != 0:
+                    continue
+                for put in use.node.outputs[0].uses():
+                    if put.node.op_type not in ("SequenceInsert", "SequenceConstruct"):
+                        continue
+                    if put.node.op_type == "SequenceInsert" and put.idx != 1:
+                        continue
+                    other = plan_of.get(id(put.node.outputs[0]))
+                    if other is not None:
+                        parent[max(find(k), find(other))] = min(find(k), find(other))
+    groups: dict[int, list[ListPlan]] = {}
+    for k, plan in enumerate(open_plans):
+        groups.setdefault(find(k), []).append(plan)
+    assumed: dict[int, tuple[tuple[int, ...], list[tuple[ir.Value, tuple[int, ...]]]]] = {}
+    for root, members in groups.items():
+        found = _group_shape(members, bodies)
+        if found is not None:
+            assumed[root] = found
+    while assumed:
+        elements = {
+            v: shape for root, (shape, _) in assumed.items() for p in groups[root] for v in p.values
+        }
+        analyses: dict[int, LoopShapes] = {}
+        failed = [
+            root
+            for root, (shape, unknown) in assumed.items()
+            if any(bodies.assumed_shape(x, elements, analyses) != shape for x, _ in unknown)
+        ]
+        if not failed:
+            break
+        for root in failed:
+            del assumed[root]
+    for root, (shape, _) in assumed.items():
+        for plan in groups[root]:
+            assert plan.rank is not None and plan.dtype is not None
+            plan.layout = Layout("stacked", plan.rank, plan.dtype, shape)
+
+
+def _group_shape(
+    members: list[ListPlan], bodies: _BodyShapes
+) -> tuple[tuple[int, ...], list[tuple[ir.Value, tuple[int, ...]]]] | None:
+    """The one static shape S the tensors put into a group of lists show, with the tensors
+    whose shape is still to be proved; None when there is no one S, a list of the group is
+    split from a tensor (its own layout rules hold), or the group's ranks or types differ."""
+    if len({(p.rank, p.dtype) for p in members}) != 1:
+        return None
+    shown: set[tuple[Dim, ...]] = set()
+    unknown: list[tuple[ir.Value, tuple[int, ...]]] = []
+    pending: list[ir.Value] = []
+    for plan in members:
+        for value in plan.values:
+            producer = value.producer()
+            if producer is None or producer.domain != "":
+                continue
+            if producer.op_type == "SplitToSequence":
+                return None
+            if producer.op_type == "SequenceConstruct":
+                put = [v for v in producer.inputs if v is not None]
+            elif producer.op_type == "SequenceInsert" and producer.inputs[1] is not None:
+                put = [producer.inputs[1]]
+            else:
+                continue
+            for tensor in put:
+                dims = _inserted_dims(tensor, bodies)
+                if len(dims) != members[0].rank:
+                    return None
+                if _static(dims):
+                    shown.add(dims)
+                else:
+                    pending.append(tensor)
+    if len(shown) != 1:
+        return None
+    (shape,) = shown
+    unknown = [(x, shape) for x in pending]  # type: ignore[misc]
+    return shape, unknown  # type: ignore[return-value]
 
 
 def _connect(node: ir.Node, sets: _UnionFind) -> None:
