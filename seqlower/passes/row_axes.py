@@ -31,6 +31,7 @@ import onnx_ir as ir
 from seqlower.analysis.static_values import StaticValues
 from seqlower.ops import iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_upstream
+from seqlower.passes.new_constants import int64_constant_before
 
 _UNARY = frozenset(
     {
@@ -197,41 +198,23 @@ def _rewrite(node: ir.Node, values: StaticValues, names: set[str]) -> None:
     elif op == "Gather":
         index = values.get(node.inputs[1])
         assert index is not None  # checked by _absorbs
-        node.replace_input_with(1, _constant(node, index.reshape(1), names))
+        node.replace_input_with(1, int64_constant_before(node, index.reshape(1), names, "_row"))
     elif op == "Reshape":
         target = values.get(node.inputs[1])
         assert target is not None
-        node.replace_input_with(1, _constant(node, np.concatenate([[1], target]), names))
+        node.replace_input_with(
+            1, int64_constant_before(node, np.concatenate([[1], target]), names, "_row")
+        )
     elif op == "Unsqueeze":
         rank = len(node.outputs[0].shape or ())
         axes = _axes(node, values) or []
         moved = [1 + (a if a >= 0 else a + rank) for a in axes]
         array = np.array([0, *moved], dtype=np.int64)
         if len(node.inputs) > 1 and node.inputs[1] is not None:
-            node.replace_input_with(1, _constant(node, array, names))
+            node.replace_input_with(1, int64_constant_before(node, array, names, "_row"))
         else:
             node.attributes["axes"] = ir.AttrInt64s("axes", [int(a) for a in array])
 
 
 def _changed_values(plan: list[ir.Node]) -> list[ir.Value]:
     return [node.outputs[0] for node in plan]
-
-
-def _constant(node: ir.Node, array: np.ndarray, names: set[str]) -> ir.Value:
-    """A new Constant in front of `node`, with a name no value of the model has."""
-    base = f"{node.outputs[0].name}_row"
-    name, k = base, 0
-    while name in names:
-        k += 1
-        name = f"{base}{k}"
-    names.add(name)
-    tensor = ir.tensor(array.astype(np.int64), name=name)
-    const = ir.node(
-        "Constant", [], attributes={"value": tensor}, name=f"{node.name}_row", num_outputs=1
-    )
-    const.outputs[0].name = name
-    const.outputs[0].dtype = ir.DataType.INT64
-    const.outputs[0].shape = ir.Shape(list(array.shape))
-    assert node.graph is not None
-    node.graph.insert_before(node, const)
-    return const.outputs[0]

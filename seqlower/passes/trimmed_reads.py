@@ -23,6 +23,7 @@ import onnx_ir as ir
 from seqlower.analysis.static_values import StaticValues
 from seqlower.ops import iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_upstream
+from seqlower.passes.new_constants import int64_constant_before
 
 _LIMIT = 1 << 40  # bounds beyond this are not trims of a list (and could overflow when added)
 
@@ -46,7 +47,7 @@ def fold_trimmed_reads(model: ir.Model) -> int:
             data, k, inner = trim
             old_index = node.inputs[1].producer() if node.inputs[1] is not None else None
             node.replace_input_with(0, data)
-            node.replace_input_with(1, _constant(node, index - k, names))
+            node.replace_input_with(1, int64_constant_before(node, index - k, names, "_from_end"))
             dropped.extend([inner] if old_index is None else [inner, old_index])
             folded += 1
         for node in list(graph):
@@ -59,7 +60,9 @@ def fold_trimmed_reads(model: ir.Model) -> int:
             data, k, inner_node = inner
             old_ends = node.inputs[2].producer() if node.inputs[2] is not None else None
             node.replace_input_with(0, data)
-            node.replace_input_with(2, _constant(node, np.array([-k - outer[1]]), names))
+            node.replace_input_with(
+                2, int64_constant_before(node, np.array([-k - outer[1]]), names, "_from_end")
+            )
             dropped.append(inner_node)
             dropped.extend([old_ends] if old_ends is not None else [])
             folded += 1
@@ -87,27 +90,3 @@ def _trim(value: ir.Value | None, values: StaticValues) -> tuple[ir.Value, int, 
     if not -_LIMIT < ends[0] <= -1:
         return None
     return data, -ends[0], node
-
-
-def _constant(node: ir.Node, array: np.ndarray, names: set[str]) -> ir.Value:
-    """A new int64 Constant in front of `node`, with a name no value of the model has."""
-    base = f"{node.outputs[0].name}_from_end"
-    name, k = base, 0
-    while name in names:
-        k += 1
-        name = f"{base}{k}"
-    names.add(name)
-    array = np.asarray(array, dtype=np.int64)
-    const = ir.node(
-        "Constant",
-        [],
-        attributes={"value": ir.tensor(array, name=name)},
-        name=f"{node.name}_from_end",
-        num_outputs=1,
-    )
-    const.outputs[0].name = name
-    const.outputs[0].dtype = ir.DataType.INT64
-    const.outputs[0].shape = ir.Shape(list(array.shape))
-    assert node.graph is not None
-    node.graph.insert_before(node, const)
-    return const.outputs[0]
