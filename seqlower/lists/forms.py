@@ -82,17 +82,26 @@ class ListForms:
         made = _EMITTERS[s.layout.kind].insert(self, b, s, x, p)
         where = -1 if p is None else self.position_key(p)  # an append puts x at -1
         put = None if where is None else (where, x)
-        return self.typed(dataclasses.replace(made, min_length=s.min_length + 1, put=put))
+        static = None if p is None else self.values.get_int(p)
+        before = s.min_length
+        if static is not None and s.layout.kind == "stacked":
+            # the stacked form fails outside [-n, n] and its result is made from that check:
+            # where the result exists, the list had at least |p| elements
+            before = max(before, abs(static))
+        return self.typed(dataclasses.replace(made, min_length=before + 1, put=put))
 
     def erase(self, b: Builder, s: TensorList, p: ir.Value | None) -> TensorList:
         made = _EMITTERS[s.layout.kind].erase(self, b, s, p)
+        static = -1 if p is None else self.values.get_int(p)
+        before = s.min_length
+        if static is not None and s.layout.kind == "stacked":
+            # the stacked form fails outside [-n, n-1] and its result is made from that check
+            before = max(before, -static if static < 0 else static + 1)
         where = None if p is None else self.position_key(p)
         if where is None and p is not None and self.is_last(s, p):
             where = p  # `len(xs) - 1`: >= 0 wherever the erase succeeds
         erased = None if where is None else (s, where)
-        return self.typed(
-            dataclasses.replace(made, min_length=max(s.min_length - 1, 0), erased=erased)
-        )
+        return self.typed(dataclasses.replace(made, min_length=max(before - 1, 0), erased=erased))
 
     def position_key(self, p: ir.Value) -> int | ir.Value | None:
         """A position >= 0 as something two edits can be compared by: its value when static,

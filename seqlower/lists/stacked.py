@@ -5,15 +5,19 @@ SequenceConstruct(x0..xk)    -> Concat(Unsqueeze(x0, 0)..)
 SequenceInsert(s, x)         -> Concat(data, Unsqueeze(x, 0))  (p = 0: Concat(row, data))
 SequenceInsert(s, x, p)      -> a, b = Split(data, [p, n - p]); Concat(a, Unsqueeze(x, 0), b)
                                 (p < 0: [n + p, -p]; a position outside [-n, n] makes a size
-                                negative, and Split fails as SequenceInsert does)
-SequenceErase(s, p)          -> a, _, b = Split(data, [p, 1, n - p - 1]); Concat(a, b)
-                                (p static; p = -1 or none: the first of Split(data, [n - 1, 1]);
-                                p = 0: the second of Split(data, [1, n - 1]); outside [-n, n-1] a
-                                size is negative and Split fails; a position the list is known
-                                to hold, after an insert: Slices, no check)
+                                negative, and Split fails as SequenceInsert does; p static and
+                                within the length an earlier checked edit proved: data[:p],
+                                the row, data[p:], Slices with no check)
+SequenceErase(s, p)          -> the first of Split(data, [n - 1, 1])  (p = -1 or none; p = 0:
+                                the second of Split(data, [1, n - 1]); outside [-n, n-1] a size
+                                is negative and Split fails; a position the list is known to
+                                hold, after an insert or a checked edit: Slices, no check)
 SequenceErase(s, p)          -> Compress(data, ScatterElements(n trues, [p], [false]))
-                                (p known at run time only: ScatterElements reads p < 0 from the
-                                end and fails outside [-n, n-1])
+                                (p inside the list, static, or known at run time only:
+                                ScatterElements reads p < 0 from the end and fails outside
+                                [-n, n-1]; for a static p this measured faster than cutting with
+                                Split at sizes made from n: a Split by run-time sizes and the
+                                Concat of its pieces cost more than the mask and one Compress)
 SequenceInsert(SequenceErase(s, p), x, p), p a constant >= 0 or a position proved >= 0 (a
                              Loop's iteration number: what `xs[i] = x` exports)
                              -> ScatterND(data, [p], x)  (fails for p >= n, as the erase does)
@@ -103,6 +107,10 @@ def insert(
     if p is None or static == 0:  # an append, or a prepend (position 0 is always valid)
         parts = [row, s.data] if static == 0 else [s.data, row]
         return TensorList((b.op("Concat", parts, {"axis": 0}, name="list_data"),), s.layout)
+    if static is not None and -s.min_length <= static <= s.min_length:
+        # a position the list surely has (an earlier edit checked it): Slices, no check
+        position = b.ints([static], "position")
+        return TensorList((splice(b, s.data, position, position, row),), s.layout)
     if not _splits(b, s):
         return _insert_sliced(forms, b, s, row, p, static)
     n1 = forms.table(s).n1
@@ -145,22 +153,9 @@ def erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> Te
         return _kept(b, _cut(b, s.data, [b.op("Sub", [n1, one]), one])[:1], s)
     if static == 0:  # the first element: everything after it
         return _kept(b, _cut(b, s.data, [one, b.op("Sub", [n1, one])])[1:], s)
-    if static is not None and static > 0:
-        sizes = [
-            b.ints([static], "position"),
-            one,
-            b.op("Sub", [n1, b.ints([static + 1], "after")]),
-        ]
-    elif static is not None:  # -n <= p < -1: n + p before, -p - 1 after
-        sizes = [
-            b.op("Add", [n1, b.ints([static], "position")]),
-            one,
-            b.ints([-static - 1], "after"),
-        ]
-    else:
-        return _erase_masked(forms, b, s, p)  # type: ignore[arg-type]
-    head, _, tail = _cut(b, s.data, sizes)
-    return _kept(b, [head, tail], s)
+    if static is not None:  # inside: the mask at a constant index, checked as at run time
+        return _erase_masked(forms, b, s, b.ints([static], "position"))
+    return _erase_masked(forms, b, s, p)  # type: ignore[arg-type]
 
 
 def _erase_masked(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> TensorList:

@@ -28,7 +28,7 @@ from seqlower.passes.noop_casts import remove_noop_casts
 from seqlower.passes.normalize import infer_shapes
 from seqlower.passes.region_inference import forget_stamp
 from seqlower.passes.row_axes import fold_row_axes
-from seqlower.passes.single_concat import remove_single_concats
+from seqlower.passes.single_concat import flatten_nested_concats, remove_single_concats
 from seqlower.passes.sink_into_branches import sink_into_branches
 from seqlower.passes.trimmed_reads import fold_trimmed_reads
 from seqlower.passes.trivial_min import fold_trivial_mins
@@ -50,20 +50,19 @@ def remove_unused_initializers(model: ir.Model) -> bool:
 
 
 class CleanupPass(ir.passes.InPlacePass):
-    """Dead nodes, static shape arithmetic folded (`fold_shapes`; `shapes_folded` counts the
-    nodes), the minimum of a value and the largest int64 replaced by the value (`trivial_min`;
+    """Dead nodes, static shape arithmetic folded (`fold_shapes`; `shapes_folded` counts the nodes),
+    the minimum of a value and the largest int64 replaced by the value (`trivial_min`;
     `mins_folded`), index vectors built from their pieces (`index_vectors`; `vectors_built`),
-    Transposes of constant weights folded (`fold_transpose`; `folded` counts them), Casts to
-    the type they have removed (`noop_casts`; `casts_removed`), arithmetic that changes nothing
-    removed (`identity_arithmetic`; `identities_removed`), `a + i * -1` made `a - i` and
-    Unsqueezes that broadcasting makes anyway removed (`negated_terms`, `broadcast_unsqueeze`;
-    `negations_folded`), Concats of one input removed
-    (`single_concat`; `concats_removed`), reads and cuts of a tensor whose last rows were cut
-    made on the tensor itself (`trimmed_reads`; `trims_folded`), Unsqueezes on axis 0 whose axis
-    the producers can make folded into them (`row_axes`; `rows_folded`), loop-invariant
-    operators moved out of Loop and Scan bodies (`hoist_invariants`; `hoisted`), operators read
-    in one If branch only moved into it (`sink_into_branches`; `sunk`), then unused initializers
-    and functions.
+    Transposes of constant weights folded (`fold_transpose`; `folded` counts them), Casts to the
+    type they have removed (`noop_casts`; `casts_removed`), arithmetic that changes nothing removed
+    (`identity_arithmetic`; `identities_removed`), `a + i * -1` made `a - i` and Unsqueezes that
+    broadcasting makes anyway removed (`negated_terms`, `broadcast_unsqueeze`; `negations_folded`),
+    Concats of one input removed and Concats read only by a Concat on the same axis joined into it
+    (`single_concat`; `concats_removed`), reads and cuts of a tensor whose last rows were cut made
+    on the tensor itself (`trimmed_reads`; `trims_folded`), Unsqueezes on axis 0 whose axis the
+    producers can make folded into them (`row_axes`; `rows_folded`), loop-invariant operators moved
+    out of Loop and Scan bodies (`hoist_invariants`; `hoisted`), operators read in one If branch
+    only moved into it (`sink_into_branches`; `sunk`), then unused initializers and functions.
     `dead_nodes=False` skips the walk for dead nodes when the caller knows there are none (after
     a lowering fixpoint). `fold_shapes=False` folds no shape (for a model whose declared
     intermediate shapes are not all trusted)."""
@@ -117,7 +116,7 @@ class CleanupPass(ir.passes.InPlacePass):
         modified |= bool(self.identities_removed)
         self.negations_folded = fold_negated_terms(model) + drop_broadcast_unsqueezes(model)
         modified |= bool(self.negations_folded)
-        self.concats_removed = remove_single_concats(model)
+        self.concats_removed = remove_single_concats(model) + flatten_nested_concats(model)
         modified |= bool(self.concats_removed)
         self.trims_folded = fold_trimmed_reads(model)
         modified |= bool(self.trims_folded)

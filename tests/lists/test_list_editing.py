@@ -144,7 +144,9 @@ def test_an_erase_at_a_constant_position_fails_where_the_original_does(position)
     model = edit_model("SequenceErase (s, q)", f"q = Constant <value=int64 {{{position}}}> ()")
     lowered, _ = lower_tensor_form(model)
     counts = op_counts(lowered)
-    assert counts["Split"] == 1 and "Where" not in counts and "Range" not in counts
+    # the mask with a false scattered at the constant position: checked as at run time
+    assert counts["Compress"] == 1 and counts["ScatterElements"] == 1
+    assert "Split" not in counts and "Where" not in counts and "Range" not in counts
     for rows in (0, 1, 2, 3, 4, 6):
         fed = feeds(rows, 0)
         if -rows <= position < rows and rows > 1:  # (one row leaves none to concatenate)
@@ -179,7 +181,9 @@ def test_an_assignment_at_a_constant_position_is_one_scatter():
     ("erase_at", "insert_at", "why"),
     [(-1, -1, "negative: the insert lands before the last"), (1, 2, "two positions")],
 )
-def test_an_erase_and_insert_that_are_no_assignment_stay_two_splits(erase_at, insert_at, why):
+def test_an_erase_and_insert_that_are_no_assignment_stay_two_checked_edits(
+    erase_at, insert_at, why
+):
     """Not one ScatterND: after erasing position -1 an insert at -1 goes before the new last
     element, not where the erased one was; different positions are no assignment either."""
     model = edit_model(
@@ -190,7 +194,7 @@ def test_an_erase_and_insert_that_are_no_assignment_stay_two_splits(erase_at, in
     lowered, _ = lower_tensor_form(model)
     counts = op_counts(lowered)
     assert "ScatterND" not in counts, why
-    assert counts["Split"] == 2
+    assert counts["Split"] + counts["Compress"] == 2  # each checks its position
     for rows in (0, 1, 2, 3, 5):
         fed = feeds(rows, 0)
         assert_same_or_both_fail(model, lowered, fed)
@@ -252,6 +256,41 @@ def test_a_length_minus_one_that_is_not_the_last_element_is_no_scatter_at_the_la
         fed = feeds(rows, 0)
         del fed["p"]
         assert_same_or_both_fail(model, lowered, fed)
+
+
+# -- positions an earlier edit checked ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("erase_at", "insert_at", "checks", "why"),
+    [
+        (-2, -1, 1, "the erase at -2 proves two elements before it, one after: -1 is there"),
+        (2, 1, 1, "the erase at 2 proves three elements before it, two after: 1 is there"),
+        (-1, -2, 2, "the erase at -1 proves one element before it, none after: -2 is checked"),
+        (1, 2, 2, "the erase at 1 proves two elements before it, one after: 2 is checked"),
+    ],
+)
+def test_an_insert_where_an_earlier_edit_proved_the_list_long_enough_is_slices(
+    erase_at, insert_at, checks, why
+):
+    """`del xs[-2]; xs.insert(-1, r)`: the erase's Split fails unless the list holds two
+    elements, and the insert is made from its result, so the insert needs no check of its
+    own (Slices and one Concat); an insert beyond what the erase proved keeps its Split."""
+    model = edit_model(
+        "SequenceInsert (e, r, q2)",
+        f"q = Constant <value=int64 {{{erase_at}}}> ()\n    e = SequenceErase (s, q)\n"
+        f"    q2 = Constant <value=int64 {{{insert_at}}}> ()",
+    )
+    lowered, _ = lower_tensor_form(model)
+    counts = op_counts(lowered)
+    assert counts["Split"] + counts["Compress"] == checks, why
+    for rows in (0, 1, 2, 3, 5):
+        fed = feeds(rows, 0)
+        need = max(-erase_at if erase_at < 0 else erase_at + 1, abs(insert_at) + 1)
+        if rows >= need:
+            assert_same_outputs(model, lowered, fed)
+        else:
+            assert_both_fail(model, lowered, fed)
 
 
 # -- what keeps the Slice forms ----------------------------------------------------------------
