@@ -28,7 +28,8 @@ SequenceAt(s, p)             -> Gather(data, p)
 SequenceLength(s)            -> Shape(data)[0]
 ConcatFromSequence(s, new_axis=1, axis=a) -> data, or Transpose(data, 0 -> a)
 ConcatFromSequence(s, axis=a)             -> Reshape(data with axis 0 moved before a, merging
-                                             the two)
+                                             the two; to a constant target with -1 there
+                                             where S's other dims are static and not 0)
 SplitToSequence(x, axis=a, keepdims=0)    -> x with axis a moved first
 SplitToSequence(x, axis=a), chunks of one -> the same, unsqueezed at a + 1
 """
@@ -278,6 +279,11 @@ def concat(
     if axis != 0:
         perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
         moved = b.op("Transpose", [data], {"perm": perm})
+    others = [*s.layout.dims[:axis], *s.layout.dims[axis + 1 :]]
+    if len(s.layout.dims) == rank and all(isinstance(d, int) and d > 0 for d in others):
+        # the other dims are static and not 0: a constant target, the merged axis -1
+        target = b.ints([*s.layout.dims[:axis], -1, *s.layout.dims[axis + 1 :]], "target")
+        return b.op("Reshape", [moved, target], name="concat")
     shape = b.op("Shape", [moved])
     head = b.op("Slice", [shape, b.ints([0], "zero1"), b.ints([axis], "axis")])
     pair = b.op("Slice", [shape, b.ints([axis], "axis"), b.ints([axis + 2], "after")])

@@ -299,6 +299,53 @@ def test_concat_and_stack_on_every_axis(rank, axis, new_axis):
     assert_same_outputs(model, lowered, feeds)
 
 
+# a stacked list edited at a run-time position, then concatenated (not stacked)
+EDITED_CONCAT = """
+agraph (float[N,{dims}] x, float[{dims}] r, int64 p) => (float y) {{
+    s = SplitToSequence <axis=0, keepdims=0> (x)
+    s2 = SequenceInsert (s, r, p)
+    y = ConcatFromSequence <axis={axis}> (s2)
+}}"""
+
+
+@pytest.mark.parametrize(("dims", "axis"), [("2,3", 0), ("2,3", 1), ("2,3", -1), ("M,3", 0)])
+def test_a_concat_of_elements_with_static_other_dims_is_one_reshape(dims, axis):
+    """The other dims are static and not 0: one Reshape to a constant target with -1 on the
+    concatenation axis, no Shape of the data (a symbolic dim on that axis may stay)."""
+    model = parse(EDITED_CONCAT.format(dims=dims, axis=axis))
+    lowered, _ = lower_tensor_form(model)
+    counts = op_counts(lowered)
+    assert sequence_op_count(lowered) == 0
+    assert counts["Reshape"] >= 1 and "ReduceProd" not in counts, counts
+    shape = [2 if d == "M" else int(d) for d in dims.split(",")]
+    rng = np.random.default_rng(len(dims) + axis)
+    for rows, p in ((0, 0), (1, -1), (4, 2), (4, -4)):
+        feeds = {
+            "x": rng.standard_normal((rows, *shape)).astype(np.float32),
+            "r": rng.standard_normal(shape).astype(np.float32),
+            "p": np.array(p, np.int64),
+        }
+        assert_same_outputs(model, lowered, feeds)
+
+
+@pytest.mark.parametrize(
+    ("dims", "axis", "why"),
+    [("M,3", 1, "a dim other than the axis is not static"), ("0,3", 1, "a dim is 0: -1 is void")],
+)
+def test_a_concat_whose_other_dims_are_not_all_static_reads_the_shape(dims, axis, why):
+    model = parse(EDITED_CONCAT.format(dims=dims, axis=axis))
+    lowered, _ = lower_tensor_form(model)
+    assert op_counts(lowered)["ReduceProd"] == 1, why  # the merged size, read from the Shape
+    shape = [2 if d == "M" else int(d) for d in dims.split(",")]
+    for rows in (0, 3):
+        feeds = {
+            "x": np.ones((rows, *shape), np.float32),
+            "r": np.zeros(shape, np.float32),
+            "p": np.array(1 if rows else 0, np.int64),
+        }
+        assert_same_outputs(model, lowered, feeds)
+
+
 # -- element types ---------------------------------------------------------------------
 
 DTYPES = {
