@@ -32,6 +32,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.provenance import split_source
+from seqlower.lists.signs import never_negative
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet, never_empty
 from seqlower.rules.construct import static_position
@@ -461,7 +462,8 @@ def _length_of_split(node: ir.Node, match, ctx: Context) -> None:  # type: ignor
     builder = ctx.rewriter.before(node)
     length = builder.op("Gather", [builder.op("Shape", [data]), builder.constant(np.array(axis))])
     if chunk is not None and len(chunk.shape) == 1:  # type: ignore[arg-type]
-        length = _length_of_sizes(builder, length, chunk)
+        proved = never_negative(chunk, ctx.facts.values)
+        length = _length_of_sizes(builder, length, chunk, nonnegative=proved)
     elif chunk is not None and (size := ctx.facts.values.get_int(chunk)) == 1:
         pass  # chunks of one: as many as the dim
     elif chunk is not None and size is not None and size > 1:
@@ -478,7 +480,9 @@ def _length_of_split(node: ir.Node, match, ctx: Context) -> None:  # type: ignor
     ctx.rewriter.replace(node.outputs[0], length)
 
 
-def _length_of_sizes(builder: Builder, dim: ir.Value, sizes: ir.Value) -> ir.Value:
+def _length_of_sizes(
+    builder: Builder, dim: ir.Value, sizes: ir.Value, *, nonnegative: bool = False
+) -> ir.Value:
     """The number of chunks of a split of `dim` by the 1-D run-time `sizes`: Size(sizes), or
     `dim` when `sizes` is empty (onnxruntime then splits into chunks of 1; onnx.reference gives
     no chunk). Plus Gather([0], bad), which is 0, and fails as the SplitToSequence itself does
@@ -487,16 +491,18 @@ def _length_of_sizes(builder: Builder, dim: ir.Value, sizes: ir.Value) -> ir.Val
         bad = |Sum(sizes) - dim| + (Sum(|sizes|) - Sum(sizes))     (0 when empty)
 
     both terms >= 0, the first 0 exactly when the sizes add up, the second when none is
-    negative; a bad of 1 or more is outside the table of one."""
+    negative; a bad of 1 or more is outside the table of one. Sizes proved `nonnegative`
+    (a count such as ReduceSum(Cast(Equal(...)))) drop the second term: it is 0 on every input."""
     sizes = builder.op("Cast", [sizes], {"to": int(ir.DataType.INT64)})
     zero = builder.constant(np.array(0, dtype=np.int64), "zero")
     count = builder.op("Size", [sizes])
     empty = builder.op("Equal", [count, zero])
     total = builder.op("ReduceSum", [sizes], {"keepdims": 0})
-    magnitude = builder.op("ReduceSum", [builder.op("Abs", [sizes])], {"keepdims": 0})
     off_sum = builder.op("Abs", [builder.op("Sub", [total, dim])])
-    negative = builder.op("Sub", [magnitude, total])
-    bad = builder.op("Where", [empty, zero, builder.op("Add", [off_sum, negative])])
+    if not nonnegative:
+        magnitude = builder.op("ReduceSum", [builder.op("Abs", [sizes])], {"keepdims": 0})
+        off_sum = builder.op("Add", [off_sum, builder.op("Sub", [magnitude, total])])
+    bad = builder.op("Where", [empty, zero, off_sum])
     check = builder.op("Gather", [builder.ints([0], "zero_table"), bad], {"axis": 0})
     return builder.op("Add", [builder.op("Where", [empty, dim, count]), check], name="length")
 

@@ -6,6 +6,7 @@ them needs no count-from-the-end (`Where(p < 0, p + n, p)`: three operators per 
     Cast, Reshape, Squeeze, Unsqueeze, Identity                             -> as their input
     Add, Mul, Div, Max, Min of values never negative                        -> never negative
     Mod(a, b), fmod=0, b never negative (the result takes the divisor's sign) -> never negative
+    ReduceSum(Cast(bool, to=int64)), a count of true entries (no int64 overflow) -> never negative
 
 A bounded walk up the producers (`DEPTH` steps): no answer means "may be negative".
 """
@@ -56,8 +57,24 @@ def never_negative(
         return never_negative(node.inputs[0], values, counters, depth - 1)
     if op in _CLOSED:
         return all(never_negative(x, values, counters, depth - 1) for x in node.inputs)
+    if op == "ReduceSum" and _counts_flags(node.inputs[0]):
+        return True
     if op == "Mod":  # with fmod=1 the result takes the dividend's sign instead
         fmod = node.attributes.get_int("fmod", 0)
         divisor = node.inputs[1] if len(node.inputs) == 2 else None
         return fmod == 0 and never_negative(divisor, values, counters, depth - 1)
     return False
+
+
+def _counts_flags(value: ir.Value | None) -> bool:
+    """Whether `value` is Cast(b, to=int64) of a bool `b`: entries 0 or 1, whose sums count
+    fewer entries than any tensor holds, so they stay below 2**63."""
+    node = value.producer() if value is not None else None
+    if node is None or node.op_type != "Cast" or node.domain not in ("", "ai.onnx"):
+        return False
+    source = node.inputs[0]
+    return (
+        node.attributes.get_int("to", 0) == int(ir.DataType.INT64)
+        and source is not None
+        and source.dtype == ir.DataType.BOOL
+    )

@@ -387,3 +387,58 @@ def test_runtime_position_into_a_split_of_strings_of_unknown_length_becomes_tens
         assert y.tolist() == STRINGS[p].tolist()
     assert sequence_op_count(lowered) == 0
     assert report.rules_fired.get("tensor-list") == 2
+
+
+# sizes counted from a bool (pyg's unbatch: rows per graph id) are never negative: the check
+# keeps only |Sum - dim|, and still fails wherever SplitToSequence does
+
+COUNTED = """g (float[N,3] x, int64[M] batch) => (int64 n) {{
+    one = Constant<value = int64[1] {{1}}>()
+    column = Unsqueeze(batch, one)
+    top = ReduceMax<keepdims = 0>(batch)
+    start = Constant<value = int64 {{0}}>()
+    step = Constant<value = int64 {{1}}>()
+    count = Add(top, step)
+    ids = Range(start, count, step)
+    hits = Equal(column, ids)
+    flags = Cast<to = {to}>(hits)
+    zero = Constant<value = int64[1] {{0}}>()
+    sizes = ReduceSum<keepdims = 0>(flags, zero)
+    s = SplitToSequence<axis = 0>(x, sizes)
+    n = SequenceLength(s)
+}}"""
+
+
+@pytest.mark.parametrize(("to", "abs_ops"), [(7, 1), (6, 2)])
+def test_a_split_by_counts_checks_only_the_sum(to, abs_ops):
+    # to=7 (int64): a count, proved >= 0, one Abs (|Sum - dim|); to=6 (int32, whose sums the
+    # proof does not bound): not proved, the negative-size term and its second Abs stay
+    model = parse(COUNTED.format(to=to))
+    lowered, report = lower(model)
+    assert report.rules_fired == {"length-of-split": 1}
+    assert op_counts(lowered)["Abs"] == abs_ops
+    x = np.zeros((5, 3), np.float32)
+    # rows of graphs 0..2 (5 of 5 counted), a negative id (4 of 5 counted: fails in both),
+    # fewer ids than rows (fails), every row in graph 1 (graph 0 empty), all ids negative
+    # (no sizes: chunks of one in onnxruntime)
+    for batch, ok in (
+        ([0, 0, 1, 2, 2], True),
+        ([0, 1, 1, 2, -3], False),
+        ([-1, 0, 1, 2, 2], False),
+        ([0, 1, 2], False),
+        ([1, 1, 1, 1, 1], True),
+        ([-1, -1, -2, -1, -1], True),
+    ):
+        feeds = {"x": x, "batch": np.array(batch, np.int64)}
+        _same_or_both_fail_counted(model, lowered, feeds, ok)
+
+
+def _same_or_both_fail_counted(model, lowered, feeds, ok) -> None:  # type: ignore[no-untyped-def]
+    outcomes = []
+    for candidate in (model, lowered):
+        try:
+            outcomes.append(int(run_ort(candidate, feeds)[0]))
+        except Exception:  # sizes that do not add up to N are a run-time error
+            outcomes.append(None)
+    assert outcomes[0] == outcomes[1], (feeds["batch"], outcomes)
+    assert (outcomes[1] is not None) == ok, (feeds["batch"], outcomes)
