@@ -20,8 +20,7 @@ __all__ = ["drop_broadcast_unsqueezes"]
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
-from seqlower.ops import iter_all_graphs
-from seqlower.passes.dead_code import remove_dead_upstream
+from seqlower.passes.forwarding import forward_unchanged
 
 _BROADCASTING = frozenset(
     {
@@ -35,23 +34,7 @@ _BROADCASTING = frozenset(
 def drop_broadcast_unsqueezes(model: ir.Model) -> int:
     """Remove every Unsqueeze that broadcasting makes anyway (module docstring); returns how
     many."""
-    values = StaticValues(model.opset_imports.get(""))
-    dropped = 0
-    upstream: list[ir.Node] = []
-    for graph in list(iter_all_graphs(model)):
-        for node in list(graph):
-            source = _redundant(node, values)
-            if source is None:
-                continue
-            upstream.extend(
-                p for v in node.inputs[1:] if v is not None and (p := v.producer()) is not None
-            )
-            node.outputs[0].replace_all_uses_with(source)
-            graph.remove(node, safe=True)
-            dropped += 1
-    if upstream:
-        remove_dead_upstream(upstream)
-    return dropped
+    return forward_unchanged(model, _redundant)
 
 
 def _redundant(node: ir.Node, values: StaticValues) -> ir.Value | None:

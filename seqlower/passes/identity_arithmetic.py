@@ -19,8 +19,7 @@ __all__ = ["remove_identity_arithmetic"]
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
-from seqlower.ops import iter_all_graphs
-from seqlower.passes.dead_code import remove_dead_upstream
+from seqlower.passes.forwarding import forward_unchanged
 
 _INTEGERS = frozenset(
     {
@@ -46,21 +45,7 @@ _NEUTRAL = {
 def remove_identity_arithmetic(model: ir.Model) -> int:
     """Remove every Add, Sub, Mul and Div that changes nothing (module docstring); returns how
     many were removed."""
-    values = StaticValues(model.opset_imports.get(""))
-    removed = 0
-    upstream: list[ir.Node] = []
-    for graph in list(iter_all_graphs(model)):
-        for node in list(graph):
-            kept = _kept_operand(node, values)
-            if kept is None:
-                continue
-            upstream.extend(v.producer() for v in node.inputs if v is not None and v.producer())  # type: ignore[misc]
-            node.outputs[0].replace_all_uses_with(kept)
-            graph.remove(node, safe=True)
-            removed += 1
-    if upstream:  # the constants that only they read
-        remove_dead_upstream(upstream)
-    return removed
+    return forward_unchanged(model, _kept_operand)
 
 
 def _kept_operand(node: ir.Node, values: StaticValues) -> ir.Value | None:

@@ -20,28 +20,14 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
-from seqlower.ops import iter_all_graphs
-from seqlower.passes.dead_code import remove_dead_upstream
+from seqlower.passes.forwarding import forward_unchanged
 
 _INT64_MAX = np.iinfo(np.int64).max
 
 
 def fold_trivial_mins(model: ir.Model) -> int:
     """Replace every trivial minimum (module docstring) by its one value; returns how many."""
-    values = StaticValues(model.opset_imports.get(""))
-    folded = 0
-    upstream: list[ir.Node] = []
-    for graph in list(iter_all_graphs(model)):
-        for node in list(graph):
-            scalar = _trivial_min(node, values)
-            if scalar is None:
-                continue
-            node.outputs[0].replace_all_uses_with(scalar)
-            upstream.append(node)
-            folded += 1
-    if upstream:
-        remove_dead_upstream(upstream)
-    return folded
+    return forward_unchanged(model, _trivial_min)
 
 
 def _trivial_min(node: ir.Node, values: StaticValues) -> ir.Value | None:

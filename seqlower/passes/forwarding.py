@@ -1,0 +1,44 @@
+"""The walk the cleanup rewrites share that drop a node giving one of its operands unchanged
+(`x + 0`, `min(INT64_MAX, n)`, an Unsqueeze that broadcasting makes anyway):
+
+    y = Op(x, ..)  ->  readers of y read x ; Op goes, and what only it read
+"""
+
+from __future__ import annotations
+
+__all__ = ["Unchanged", "forward_unchanged"]
+
+from collections.abc import Callable
+
+import onnx_ir as ir
+
+from seqlower.analysis.static_values import StaticValues
+from seqlower.ops import iter_all_graphs
+from seqlower.passes.dead_code import remove_dead_upstream
+
+# the operand `node` gives unchanged, or None; the output it replaces is no graph output
+Unchanged = Callable[[ir.Node, StaticValues], "ir.Value | None"]
+
+
+def forward_unchanged(model: ir.Model, unchanged: Unchanged) -> int:
+    """Remove every node of `model` for which `unchanged` names an operand, its readers reading
+    that operand instead, then what the removed nodes alone read; returns how many."""
+    values = StaticValues(model.opset_imports.get(""))
+    removed = 0
+    upstream: list[ir.Node] = []
+    for graph in list(iter_all_graphs(model)):
+        for node in list(graph):
+            kept = unchanged(node, values)
+            if kept is None:
+                continue
+            upstream.extend(
+                producer
+                for value in node.inputs
+                if value is not None and (producer := value.producer()) is not None
+            )
+            node.outputs[0].replace_all_uses_with(kept)
+            graph.remove(node, safe=True)
+            removed += 1
+    if upstream:
+        remove_dead_upstream(upstream)
+    return removed
