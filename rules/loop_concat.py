@@ -30,6 +30,7 @@ from seqlower.analysis.facts import element_dtype
 from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.ops import is_sequence_value
 from seqlower.rule import Context, Refusal, Rule, RuleSet
+from seqlower.rules.loops import first_carried_plan
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,14 +45,11 @@ class ConcatPlan:
 
 def _check(node: ir.Node, ctx: Context) -> ConcatPlan | Refusal:
     body = node.attributes["body"].as_graph()
-    reasons = []
-    for index, init in enumerate(node.inputs[2:]):
-        if is_sequence_value(init):
-            plan = _plan(node, body, index, ctx)
-            if isinstance(plan, ConcatPlan):
-                return plan
-            reasons.append(f"carried sequence '{body.inputs[2 + index].name}': {plan}")
-    return Refusal("; ".join(reasons) or "the loop carries no sequence")
+    return first_carried_plan(
+        node,
+        lambda index: _plan(node, body, index, ctx),
+        lambda init, _: is_sequence_value(init),
+    )
 
 
 def _plan(node: ir.Node, body: ir.Graph, index: int, ctx: Context) -> ConcatPlan | str:

@@ -27,7 +27,7 @@ from seqlower.analysis.facts import element_dtype
 from seqlower.ops import is_sequence_value
 from seqlower.report.labels import STANDS_FOR_KEY, user_value_label
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-from seqlower.rules.loops import _body, appending_insert
+from seqlower.rules.loops import _body, appending_insert, first_carried_plan
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,17 +39,13 @@ class LastElementPlan:
 
 
 def _check(node: ir.Node, ctx: Context) -> LastElementPlan | Refusal:
-    body = _body(node)
-    reasons = []
-    for index, init in enumerate(node.inputs[2:]):
-        body_input = body.inputs[2 + index]
-        if init is None or not (is_sequence_value(init) or is_sequence_value(body_input)):
-            continue
-        plan = _plan(node, index, ctx)
-        if isinstance(plan, LastElementPlan):
-            return plan
-        reasons.append(f"carried sequence '{body_input.name}': {plan}")
-    return Refusal("; ".join(reasons) or "the loop carries no sequence")
+    return first_carried_plan(
+        node,
+        lambda index: _plan(node, index, ctx),
+        lambda init, body_input: (
+            init is not None and (is_sequence_value(init) or is_sequence_value(body_input))
+        ),
+    )
 
 
 def _plan(node: ir.Node, index: int, ctx: Context) -> LastElementPlan | str:

@@ -30,7 +30,12 @@ import onnx_ir as ir
 from seqlower.analysis.facts import element_dtype
 from seqlower.ops import is_sequence_value
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-from seqlower.rules.loops import _body, _body_always_continues, _static_bool
+from seqlower.rules.loops import (
+    _body,
+    _body_always_continues,
+    _static_bool,
+    first_carried_plan,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,15 +54,11 @@ def _check(node: ir.Node, ctx: Context) -> MapPlan | Refusal:
         return Refusal("the loop condition is not known to be true")
     if not _body_always_continues(body, ctx):
         return Refusal("the body computes its condition, so the loop may end early")
-    reasons = []
-    for index, init in enumerate(node.inputs[2:]):
-        if init is None or not is_sequence_value(init):
-            continue
-        plan = _plan(node, index, ctx)
-        if isinstance(plan, MapPlan):
-            return plan
-        reasons.append(f"carried sequence '{body.inputs[2 + index].name}': {plan}")
-    return Refusal("; ".join(reasons) or "the loop carries no sequence")
+    return first_carried_plan(
+        node,
+        lambda index: _plan(node, index, ctx),
+        lambda init, _: init is not None and is_sequence_value(init),
+    )
 
 
 def _plan(node: ir.Node, index: int, ctx: Context) -> MapPlan | str:

@@ -19,6 +19,8 @@ from __future__ import annotations
 __all__ = ["MAX_UNROLL", "MAX_UNROLLED_NODES", "RULES"]
 
 import dataclasses
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 import onnx_ir as ir
@@ -30,6 +32,8 @@ from seqlower.ops import graphs_within, is_sequence_op, is_sequence_value
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.access import _producer
 from seqlower.rules.stacks import merged_shape
+
+T = TypeVar("T")
 
 MAX_UNROLL = 32  # iterations
 MAX_UNROLLED_NODES = 4096  # body nodes times iterations
@@ -79,6 +83,27 @@ def _uses_sequences(node: ir.Node, body: ir.Graph) -> bool:
     if any(is_sequence_value(v) for v in node.inputs) or _outer_sequences(body):
         return True
     return any(is_sequence_op(n) for n in body.all_nodes())
+
+
+def first_carried_plan(
+    node: ir.Node,
+    plan_for: Callable[[int], T | str],
+    carried: Callable[[ir.Value | None, ir.Value], bool],
+) -> T | Refusal:
+    """The plan `plan_for(k)` gives for the first carried value k of Loop `node` that
+    `carried(initial, body input)` takes and that it can plan; else a refusal naming why each
+    such value was not planned (`plan_for` answers why with a string)."""
+    body = _body(node)
+    reasons = []
+    for index, init in enumerate(node.inputs[2:]):
+        body_input = body.inputs[2 + index]
+        if not carried(init, body_input):
+            continue
+        plan = plan_for(index)
+        if not isinstance(plan, str):
+            return plan
+        reasons.append(f"carried sequence '{body_input.name}': {plan}")
+    return Refusal("; ".join(reasons) or "the loop carries no sequence")
 
 
 def _static_bool(value: ir.Value | None, ctx: Context) -> bool | None:
