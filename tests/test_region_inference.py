@@ -41,6 +41,27 @@ def _chain(blocks: int) -> onnx.ModelProto:
     return parse(f"g (float[3,4] x, float[4,4] w) => (float[3,4] y) {{\n    {body}\n}}")
 
 
+LINK = """s{k} = SplitToSequence<axis = 0>({h})
+    a{k}0 = SequenceAt(s{k}, p0)
+    a{k}1 = SequenceAt(s{k}, p1)
+    r{k}0 = Relu(a{k}0)
+    r{k}1 = Relu(a{k}1)
+    q{k} = SequenceConstruct(r{k}0, r{k}1)
+    c{k} = ConcatFromSequence<axis = 0>(q{k})"""
+
+
+def _list_chain(links: int) -> onnx.ModelProto:
+    """Links of SplitToSequence -> SequenceAt -> Relu -> SequenceConstruct -> Concat, each
+    reading the one before (the bench's sequence chain): after each sweep a rewritten link is
+    read by a SplitToSequence (a list) or by an Unsqueeze of the next one (no content)."""
+    lines, h = ["p0 = Constant<value_int = 0>()", "p1 = Constant<value_int = 1>()"], "x"
+    for k in range(links):
+        lines.append(LINK.format(k=k, h=h))
+        h = f"c{k}"
+    body = "\n    ".join(lines)
+    return parse(f"g (float[2,3] x) => (float[2,3] {h}) {{\n    {body}\n}}")
+
+
 def _whole_model_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(region_inference, "infer_region", lambda *args, **kwargs: False)
 
@@ -50,6 +71,7 @@ def _corpus() -> dict[str, onnx.ModelProto]:
     models.update({f"fuzz_{seed}": generate(seed).model for seed in range(0, 300, 7)})
     models["chain_3"] = _chain(3)
     models["chain_80"] = _chain(80)  # beyond chunked_inference.SUBGRAPH_LIMIT: inferred in runs
+    models["list_chain_5"] = _list_chain(5)
     return models
 
 
@@ -82,6 +104,44 @@ def test_a_chain_of_maps_is_inferred_as_a_whole_once(blocks, monkeypatch):
     onnx.checker.check_model(lowered, full_check=True)
     again, _ = seqlower.optimize(lowered)
     assert model_to_bytes(again) == model_to_bytes(lowered)
+
+
+def test_a_chain_of_lists_is_inferred_as_a_whole_once(monkeypatch):
+    calls = []
+    infer = normalize.infer_shapes
+
+    def counted(model):
+        calls.append(model)
+        infer(model)
+
+    monkeypatch.setattr(normalize, "infer_shapes", counted)
+    monkeypatch.setattr(lower_module, "infer_shapes", counted)
+    lowered, report = seqlower.optimize(_list_chain(6))
+    assert report.total_after == 0 and report.iterations > 2
+    assert len(calls) == 1  # normalize's; each sweep's rewrites were inferred as a region
+    onnx.checker.check_model(lowered, full_check=True)
+
+
+def test_content_is_followed_back_through_the_operators_that_pass_it_on():
+    model = seqlower.io.load_model(
+        parse(
+            """g (float[2,3] x, int64[2] n) => (float[4,3] y, int64[4] m, float[2,3] z) {
+                r = Relu(x)
+                y = Concat<axis = 0>(r, r)
+                m = Concat<axis = 0>(n, n)
+                s = Shape(x)
+                u = Unsqueeze(r, s)
+                z = Identity(x)
+            }"""
+        )
+    )
+    normalize.infer_shapes(model)
+    values = {value.name: value for node in model.graph for value in node.outputs}
+    assert not region_inference.may_carry_content(values["y"])  # a Concat of Relus: none
+    assert region_inference.may_carry_content(values["m"])  # vectors: known element-wise
+    assert region_inference.may_carry_content(values["s"])  # a Shape: always
+    assert region_inference.may_carry_content(values["u"])  # reads a Shape
+    assert not region_inference.may_carry_content(values["z"])  # Identity propagates nothing
 
 
 def test_a_stamp_is_dropped_when_the_graph_changes():

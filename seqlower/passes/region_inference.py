@@ -58,6 +58,9 @@ STAMP_KEY = "seqlower.shape_stamp"
 _CONTENT_OPS = DATA_PROPAGATING_OPS | {"Constant"}
 # readers of a value's shape as content: their output changes when the shape does
 _SHAPE_AS_CONTENT = frozenset({"Shape", "Size"})
+# operators whose output content inference may know whatever they read
+_CONTENT_SOURCES = _SHAPE_AS_CONTENT | {"Constant"}
+_CONTENT_DEPTH = 8  # producers followed back before `may_carry_content` answers yes
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -106,9 +109,36 @@ def forget_stamp(model: ir.Model) -> None:
 
 
 def may_carry_content(value: ir.Value) -> bool:
-    """Whether ONNX inference may know the content of `value` (data propagation, constants)."""
+    """Whether ONNX inference may know the content of `value` (data propagation, constants).
+
+    A Constant, Shape or Size gives content. The other data-propagating operators (Concat,
+    Unsqueeze, Add...) pass on only what they read, so their output has none when none of
+    their inputs can have any: ONNX's data propagation knows the content of an initializer or
+    constant, of what propagation gave, and of a 1-D tensor of static length (as unknown
+    elements), nothing else (`DataPropagationContextImpl::getInputData`). A tensor of rank 2
+    or more made by any other operator (a Relu, a MatMul) has none; a Concat of such tensors
+    has none either. Beyond `_CONTENT_DEPTH` producers the answer is yes."""
+    return _may_carry_content(value, _CONTENT_DEPTH)
+
+
+def _may_carry_content(value: ir.Value, depth: int) -> bool:
     producer = value.producer()
-    return producer is not None and producer.op_type in _CONTENT_OPS
+    if producer is None or producer.op_type not in _CONTENT_OPS:
+        return False
+    if producer.op_type in _CONTENT_SOURCES or depth == 0:
+        return True
+    return any(_has_data(v, depth - 1) for v in producer.inputs if v is not None)
+
+
+def _has_data(value: ir.Value, depth: int) -> bool:
+    """Whether ONNX's data propagation may know something of `value`'s content."""
+    shape = value.shape
+    if shape is None or len(shape) <= 1:  # a vector (or a scalar) may be known element-wise
+        return True
+    producer = value.producer()
+    if producer is None:  # an initializer's content is known only up to rank 1
+        return False
+    return _may_carry_content(value, depth)
 
 
 def infer_region(
@@ -140,8 +170,9 @@ def infer_region(
         region[node] = None
     readers = [(node, False) for node in rewired if node.graph is not None]
     for node in region:
-        content = node.op_type in _CONTENT_OPS
-        readers += [(use.node, content) for value in node.outputs for use in value.uses()]
+        for value in node.outputs:
+            content = may_carry_content(value)
+            readers += [(use.node, content) for use in value.uses()]
     boundary: dict[ir.Node, None] = {}
     for reader, content in readers:
         if reader in region or reader in boundary:
@@ -237,12 +268,18 @@ def _take(
             if found is None:
                 return False
             shape, type_ = reader.read(found)
-            if shape is None or not isinstance(type_, ir.TensorType):
+            if shape is None:
                 return False
+            if not isinstance(type_, ir.TensorType) and (
+                node in region or not _same_sequence_type(value, type_)
+            ):
+                return False  # a boundary node may give a list, of the element type it had
             for dim in shape:
                 if not isinstance(dim, int) and (static_only or dim.value not in inherited):
                     return False
             if node in region:
+                if value.shape is not None and len(value.shape) != len(shape):
+                    return False  # `may_carry_content` judged it by the rank declared
                 updates.append((value, shape, type_))
             elif value.type is None or value.shape != shape:
                 return False
@@ -251,3 +288,13 @@ def _take(
         if value.type is None:
             value.type = type_
     return True
+
+
+def _same_sequence_type(value: ir.Value, type_: ir.TypeProtocol) -> bool:
+    """Whether `type_` is a list of tensors, and `value`'s type (the element shape, compared by
+    the caller, is `value.shape`)."""
+    return (
+        isinstance(type_, ir.SequenceType)
+        and isinstance(type_.elem_type, ir.TensorType)
+        and value.type == type_
+    )
