@@ -16,7 +16,9 @@
 
 The scan output stacks the appended tensors of the iterations actually run, so a loop that exits
 early through its condition is fine (a `while` loop); the appended tensor must keep one shape in
-every iteration (see `seqlower.analysis.loop_shapes`). The SplitToSequence left behind is what
+every iteration (see `seqlower.analysis.loop_shapes`), or the list must be stacked after the loop
+(`stacked_later`: a stack fails unless its elements have one shape, and the Loop then fails
+where the stack would). The SplitToSequence left behind is what
 the consumers of the carried sequence read; the other rules then read the stacked tensor S:
 
     ConcatFromSequence(SplitToSequence(S, axis=0, keepdims=0), axis=0, new_axis=1) -> S
@@ -282,13 +284,15 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
             prepend = True
         tensor = insert.inputs[1]  # type: ignore[assignment]
     assert tensor is not None
-    if not shapes.is_invariant(tensor):
+    stacked_after = stacked_later(node.outputs[index])
+    if not stacked_after and not shapes.is_invariant(tensor):
         return (
             f"the appended tensor '{tensor.name}' may change shape between iterations "
-            f"({shapes.reason(tensor)}); a scan output needs one shape"
+            f"({shapes.reason(tensor)}), and the list is not stacked after the loop; a scan "
+            "output needs one shape"
         )
     apart_axis = None
-    if initial:
+    if initial and not stacked_after:
         shape = shapes.shape(tensor)
         if not isinstance(shape, tuple) or any(shapes.outer_shape(e) != shape for e in initial):
             apart_axis = _concatenated_apart(node, index, shape, initial, shapes, ctx)
@@ -324,6 +328,56 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
         apart_axis,
         tuple((n, 0) for n in lengths_before) + tuple((n, 1) for n in lengths_after),
     )
+
+
+def stacked_later(output: ir.Value) -> bool:
+    """Whether the list `output` is surely stacked after it is made: a ConcatFromSequence with
+    new_axis=1 in the same graph reads it, and its result is needed (it reaches an output of
+    that graph). A stack fails unless every element has one shape, so wherever the model runs
+    to the end, the elements had one shape: a scan output may collect them even where the loop
+    analysis cannot prove that shape the same in every iteration (where they differ, the Loop
+    fails where the original's stack would)."""
+    graph = output.graph
+    for use in output.uses():
+        reader = use.node
+        if (
+            reader.op_type == "ConcatFromSequence"
+            and reader.domain == ""
+            and reader.graph is graph
+            and reader.attributes.get_int("new_axis", 0) == 1
+            and _needed(reader, graph)
+        ):
+            return True
+    return False
+
+
+def _needed(node: ir.Node, graph: ir.Graph) -> bool:
+    """Whether an output of `node` reaches an output of `graph` through the nodes of `graph`
+    (a use inside a subgraph counts as a use by the node of `graph` that holds it)."""
+    holders: dict[int, ir.Node] | None = None
+    pending, seen = [node], {id(node)}
+    while pending:
+        current = pending.pop()
+        for value in current.outputs:
+            if value.is_graph_output() and value.graph is graph:
+                return True
+            for use in value.uses():
+                reader = use.node
+                if reader.graph is not graph:
+                    if holders is None:
+                        holders = {
+                            id(inner): holder
+                            for holder in graph
+                            for sub in subgraphs(holder)
+                            for inner in graphs_within(sub)
+                        }
+                    reader = holders.get(id(reader.graph))  # type: ignore[assignment]
+                    if reader is None:
+                        continue
+                if id(reader) not in seen:
+                    seen.add(id(reader))
+                    pending.append(reader)
+    return False
 
 
 def _is_length(node: ir.Node, body: ir.Graph) -> bool:

@@ -58,6 +58,9 @@ class ListForms:
         # values made once per graph and reused by later readers of the same list there:
         # (what, ids of what it is made from) -> the value (`bounds`)
         self._made: dict[tuple, tuple[ir.Value, ...]] = {}
+        # a table's starts and ends as [n, 1] columns (by the id of its starts), for reads at
+        # a loop's iteration number
+        self._columns: dict[int, tuple[ir.Value, ...]] = {}
         self._placement = placement
         self._tables: dict[int, Table] = {}
         # elements read from a stacked list at a position known to be in range (ids): the
@@ -146,6 +149,23 @@ class ListForms:
         splices at the same bounds."""
         starts, ends, _ = self.table(s).spans(buffer)
         key = ("bounds", id(starts), id(p), id(b.graph))
+        if id(p) in self.counters and starts.graph is not b.graph:
+            # read at the iteration number of a loop the list is defined outside of: the
+            # table's columns ([n, 1], made once before the loop) give [1] bounds by one
+            # Gather each at the scalar, no Reshape of it in every iteration
+            columns = self._columns.get(id(starts))
+            if columns is None:
+                at = self._placement(s)
+                columns = tuple(at.unsqueeze(v, [1]) for v in (starts, ends))
+                self._columns[id(starts)] = columns
+            starts, ends = columns
+
+            def make() -> tuple[ir.Value, ...]:
+                start = b.op("Gather", [starts, p], name="start")  # fails outside [-n, n-1]
+                return start, b.op("Gather", [ends, p], name="end")
+
+            start, end = self._once(b, key, make)
+            return start, end
 
         def make() -> tuple[ir.Value, ...]:
             p1 = b.op("Reshape", [int64(b, p), b.ints([1], "one_d")])
