@@ -112,7 +112,9 @@ def _deserialize(
     _check_known_versions(proto, where)
     if base_dir is None:
         _refuse_external_without_folder(proto, where)
-    check_input_proto(proto, where, path)
+    # an external tensor needs the model's folder: the checker's, and onnx_ir's to read it
+    external = base_dir is not None and any(map(_is_external, _all_tensor_protos(proto)))
+    check_input_proto(proto, where, path, external=external)
     try:
         model = ir.serde.deserialize_model(proto)
     except Exception as error:  # onnx_ir raises many kinds; all mean "malformed"
@@ -121,8 +123,7 @@ def _deserialize(
             f"{where}: malformed ONNX model ({text or type(error).__name__})"
         ) from None
     check_input_text(model, where)
-    # two walks of the model to find external tensors: only when the file declares one
-    if base_dir is not None and any(map(_is_external, _all_tensor_protos(proto))):
+    if external and base_dir is not None:
         _set_external_data_base_dir(model, base_dir, where)
     return model
 
