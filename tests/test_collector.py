@@ -48,3 +48,34 @@ def test_what_the_caller_froze_stays_frozen():
         assert made
     finally:
         gc.unfreeze()
+
+
+def test_settled_objects_are_out_of_sight_until_the_block_ends():
+    with collector_relaxed() as collector:
+        made = [ir.Value(name="made inside")]
+        collector.settle()
+        assert gc.get_freeze_count() > 0  # no collection inside scans them again
+        assert not any(obj is made for obj in gc.get_objects(generation=0))
+    assert gc.get_freeze_count() == 0
+    assert any(obj is made for obj in gc.get_objects(generation=2))
+
+
+def test_settling_leaves_what_the_caller_froze_alone():
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with collector_relaxed() as collector:
+            made = [ir.Value(name="made inside")]
+            collector.settle()
+            assert gc.get_freeze_count() == frozen  # the caller's count is not changed
+        assert gc.get_freeze_count() == frozen
+        assert made
+    finally:
+        gc.unfreeze()
+
+
+def test_optimize_settles_as_it_goes_and_lets_go_at_the_end():
+    counts = []
+    seqlower.optimize(MODEL, after_pass=lambda name, model: counts.append(gc.get_freeze_count()))
+    assert counts and all(count > 0 for count in counts)
+    assert gc.get_freeze_count() == 0
