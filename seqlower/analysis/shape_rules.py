@@ -409,7 +409,13 @@ def _gather(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
         k = axis % len(data)
         return (*data[:k], *indices, *data[k + 1 :])
 
-    return [_combine([a.input_shape(v) for v in node.inputs[:2]], compute)]
+    data, indices = (a.input_shape(v) for v in node.inputs[:2])
+    index_shape = node.inputs[1].shape if node.inputs[1] is not None else None
+    if indices is None and isinstance(data, tuple) and index_shape is not None:
+        # indices that change between iterations, of a known rank: the dims they give change
+        # too, the data's other dims stay what they are (rows picked from a fixed tensor)
+        indices = (None,) * len(index_shape)
+    return [_combine([data, indices], compute)]
 
 
 def _axes(a: LoopShapes, node: ir.Node) -> list[int] | None:

@@ -359,3 +359,21 @@ def test_resize_to_sizes_top_k_and_split_keep_one_shape_when_their_sizes_do():
     assert shapes.shape(_value(shapes, "best")) == (None, k)
     assert shapes.shape(_value(shapes, "where")) == (None, k)
     assert shapes.shape(_value(shapes, "right")) == (None, 3)
+
+
+def test_rows_picked_by_changing_indices_keep_the_data_s_other_dims():
+    """Gather(x, idx) with idx of a size that changes (the rows above a threshold): the picked
+    dim changes, the columns of x stay; indices of unknown rank give no shape."""
+    shapes = _analyse(
+        inputs="float[N,4] x, float[N] score",
+        body="""fi = Cast<to = 1>(i)
+            above = Greater(score, fi)
+            picked = NonZero(above)
+            flat = Constant<value = int64[1] {-1}>()
+            idx = Reshape(picked, flat)
+            out = Gather<axis = 0>(x, idx)
+            cols = Gather<axis = 1>(x, idx)""",
+    )
+    assert shapes.shape(_value(shapes, "out")) == (None, 4)
+    assert not shapes.is_invariant(_value(shapes, "out"))
+    assert shapes.shape(_value(shapes, "cols")) == (symbol(("param", "N")), None)

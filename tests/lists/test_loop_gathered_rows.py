@@ -1,0 +1,59 @@
+"""A loop that appends rows picked from a tensor by indices of changing size (`boxes[keep]`,
+RetinaNet's per-level detections) and whose list is concatenated after the loop: the picked
+rows keep the tensor's other dims, so the list is ragged (not flat), and a ragged list that is
+only concatenated carries nothing but its data: one Concat per iteration."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from support import assert_same_outputs, lower, parse, run_ort
+
+MODEL = parse(
+    """g (int64 m, float[N,4] boxes, float[N] score) => (float[?,4] kept) {
+    t = Constant<value = bool {1}>()
+    empty = SequenceEmpty<dtype = 1>()
+    s = Loop(m, t, empty) <body = body (int64 i, bool c, seq(float) acc)
+                                => (bool c2, seq(float) grown) {
+        c2 = Identity(c)
+        fi = Cast<to = 1>(i)
+        above = Greater(score, fi)
+        picked = NonZero(above)
+        flat = Constant<value = int64[1] {-1}>()
+        idx = Reshape(picked, flat)
+        rows = Gather<axis = 0>(boxes, idx)
+        grown = SequenceInsert(acc, rows)
+    }>
+    kept = ConcatFromSequence<axis = 0>(s)
+}"""
+)
+BOXES = np.arange(20, dtype=np.float32).reshape(5, 4)
+SCORE = np.array([0.5, 3.5, 1.5, 2.5, 0.0], np.float32)
+
+
+def test_the_loop_carries_the_rows_only():
+    lowered, _ = lower(MODEL, target="generic")
+    (loop,) = [n for n in lowered.graph.node if n.op_type == "Loop"]
+    body = next(a.g for a in loop.attribute if a.name == "body")
+    kinds = [n.op_type for n in body.node]
+    assert kinds.count("Concat") == 1 and "Shape" not in kinds and "Reshape" in kinds
+    assert len(loop.input) == 3  # trip count, condition, the rows so far
+
+
+@pytest.mark.parametrize("trips", [1, 3, 5])  # 4 and 5: no row is above
+def test_rows_of_every_iteration_in_order(trips):
+    lowered, _ = lower(MODEL, target="generic")
+    (kept,) = assert_same_outputs(
+        MODEL, lowered, {"m": np.array(trips), "boxes": BOXES, "score": SCORE}
+    )
+    np.testing.assert_array_equal(kept, np.concatenate([BOXES[i < SCORE] for i in range(trips)]))
+
+
+def test_no_iteration_gives_no_row():
+    """The original's concatenation of no element fails; the lowered one gives no row."""
+    lowered, _ = lower(MODEL, target="generic")
+    feeds = {"m": np.array(0), "boxes": BOXES, "score": SCORE}
+    with pytest.raises(Exception):  # noqa: B017 - onnxruntime raises its own error types
+        run_ort(MODEL, feeds)
+    (kept,) = run_ort(lowered, feeds)
+    assert kept.shape == (0, 4)
