@@ -436,6 +436,8 @@ class _Run:
             dead_nodes=not lower.dead_code_free, fold_shapes=options.target != "tract"
         )
         self.cleanup(model)
+        for made, node in self.cleanup.replaced.items():
+            lower.origins.setdefault(made, lower.origins.get(node, node))
         self.scans = LoopsToScansPass()
         self.conditions_kept = SingleElementConditionsPass()
         if options.target in SPEED_FIRST_TARGETS:

@@ -1,5 +1,6 @@
 """Loop-carried values nothing reads after the loop, read in the body only to compute their own
-next value, are dropped by cleanup (`seqlower/passes/dead_carries.py`)."""
+next value, are dropped by cleanup (`seqlower/passes/dead_carried.py`; more cases in
+tests/test_dead_carried.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import onnx_ir as ir
 import pytest
 from support import assert_same_outputs, parse
 
-from seqlower.passes.dead_carries import drop_dead_carries
+from seqlower.passes.dead_carried import remove_dead_carried
 from seqlower.passes.dead_code import remove_dead_nodes
 
 # y grows by a row of x every iteration and is returned; `sizes` grows by the rows' counts
@@ -39,7 +40,7 @@ def _model(body: str = BODY, outputs: str = "float[?,3] y", after: str = "") -> 
 
 def _dropped(model: onnx.ModelProto) -> tuple[int, onnx.ModelProto]:
     graph_model = ir.from_proto(model)
-    count = drop_dead_carries(graph_model)
+    count = remove_dead_carried(graph_model)
     remove_dead_nodes(graph_model)
     proto = ir.to_proto(graph_model)
     onnx.checker.check_model(proto, full_check=True)
@@ -120,15 +121,20 @@ def test_values_read_elsewhere_stay(body, outputs, after, kept):
     assert_same_outputs(model, lowered, _feeds(3))
 
 
-def test_a_value_returned_as_another_carried_value_stays():
-    """`more` also becomes the next y: not only its own next value."""
+@pytest.mark.parametrize(("read_after", "dropped"), [(False, 2), (True, 0)])
+def test_a_value_returned_as_another_carried_value_stays_while_that_one_is_read(
+    read_after, dropped
+):
+    """`more` (made from `count`) becomes the next `seen`: `count` is needed exactly when
+    `seen` is."""
     body = """c2 = Identity(c)
         one = Constant<value = int64 {1}>()
         next = Add(count, one)
         grown = Identity(acc)
         more = Identity(count)"""
+    outputs = "float[?,3] y, int64 sizes" if read_after else "float[?,3] y"
     model = parse(
-        TEMPLATE.format(body=body, outputs="float[?,3] y", after="")
+        TEMPLATE.format(body=body, outputs=outputs, after="")
         .replace("int64[?] more, int64 next", "int64 more, int64 next")
         .replace(
             "sizes0 = Constant<value = int64[0] {}>()", "sizes0 = Constant<value = int64 {0}>()"
@@ -136,6 +142,6 @@ def test_a_value_returned_as_another_carried_value_stays():
         .replace("int64[?] seen", "int64 seen")
     )
     count, lowered = _dropped(model)
-    assert count == 1  # `seen` goes: `more` is made from `count`, which stays
-    assert len(_loop(lowered).input) == 4
+    assert count == dropped
+    assert len(_loop(lowered).input) == 5 - dropped
     assert_same_outputs(model, lowered, _feeds(2))

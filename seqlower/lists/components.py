@@ -561,8 +561,16 @@ class _BodyShapes:
 
     def shape(self, value: ir.Value) -> ShapeFact:
         """The shape the loop analysis proves for `value`, when a Loop body computes it."""
-        owner = self._owners.get(id(value.graph)) if value.graph is not None else None
-        if owner is None or owner.op_type != "Loop" or owner.domain != "":
+        graph = value.graph
+        owner = None
+        while graph is not None:  # through the Ifs of the body: their branches run in it
+            owner = self._owners.get(id(graph))
+            if owner is None or owner.domain != "" or owner.op_type not in ("If", "Loop"):
+                return None
+            if owner.op_type == "Loop":
+                break
+            graph = owner.graph
+        if owner is None or graph is None:
             return None
         if id(owner) not in self._analyses:
             self._analyses[id(owner)] = LoopShapes(owner, StaticValues())

@@ -1,13 +1,13 @@
-"""Remove what lowering left unused: dead nodes (subgraphs included), Loop-carried values nothing
-reads, static shape arithmetic (folded into constants), Transposes of constant weights (folded
-into the weight), Casts to the type their input has, arithmetic that changes nothing (x + 0) or
-adds a negated term (a + i * -1, as a - i), Unsqueezes that broadcasting makes anyway, Concats of
-one input, reads of what a cut of the last rows left, Unsqueezes whose leading axis the
-operators before can make, minimums of a value and the largest int64 (the value),
-loop-invariant operators (moved out of Loop and Scan bodies), operators read in one If branch
-only (moved into it), unused initializers and functions; forget the dim names that shape
-inference made up. Nodes that stay are not touched (their unused optional outputs and trailing
-empty inputs are theirs)."""
+"""Remove what lowering left unused: dead nodes (subgraphs included), values a Loop carries and
+If outputs that nothing needs, static shape arithmetic
+(folded into constants), Transposes of constant weights (folded into the weight), Casts to the
+type their input has, arithmetic that changes nothing (x + 0) or adds a negated term (a + i *
+-1, as a - i), Unsqueezes that broadcasting makes anyway, Concats of one input, reads of what a
+cut of the last rows left, Unsqueezes whose leading axis the operators before can make, minimums
+of a value and the largest int64 (the value), loop-invariant operators (moved out of Loop and
+Scan bodies), operators read in one If branch only (moved into it), unused initializers and
+functions; forget the dim names that shape inference made up. Nodes that stay are not touched
+(their unused optional outputs and trailing empty inputs are theirs)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from onnx_ir.passes.common import RemoveUnusedFunctionsPass
 
 from seqlower.ops import iter_all_graphs
 from seqlower.passes.broadcast_unsqueeze import drop_broadcast_unsqueezes
-from seqlower.passes.dead_carries import drop_dead_carries
+from seqlower.passes.dead_carried import remove_dead_carried
 from seqlower.passes.dead_code import remove_dead_nodes
 from seqlower.passes.fold_shapes import fold_static_shapes
 from seqlower.passes.fold_transpose import fold_constant_transposes
@@ -52,7 +52,9 @@ def remove_unused_initializers(model: ir.Model) -> bool:
 
 
 class CleanupPass(ir.passes.InPlacePass):
-    """Dead nodes, static shape arithmetic folded (`fold_shapes`; `shapes_folded` counts the nodes),
+    """Dead nodes, then the values Loops carry and If outputs that nothing needs
+    (`dead_carried`; `carried_removed`, and `replaced` maps each rebuilt Loop or If to the node
+    it replaces), static shape arithmetic folded (`fold_shapes`; `shapes_folded` counts the nodes),
     the minimum of a value and the largest int64 replaced by the value (`trivial_min`;
     `mins_folded`), index vectors built from their pieces (`index_vectors`; `vectors_built`),
     Transposes of constant weights folded (`fold_transpose`; `folded` counts them), Casts to the
@@ -64,8 +66,7 @@ class CleanupPass(ir.passes.InPlacePass):
     on the tensor itself (`trimmed_reads`; `trims_folded`), Unsqueezes on axis 0 whose axis the
     producers can make folded into them (`row_axes`; `rows_folded`), loop-invariant operators moved
     out of Loop and Scan bodies (`hoist_invariants`; `hoisted`), operators read in one If branch
-    only moved into it (`sink_into_branches`; `sunk`), Loop-carried values nothing reads dropped
-    (`dead_carries`; `carries_dropped`), then unused initializers and functions.
+    only moved into it (`sink_into_branches`; `sunk`), then unused initializers and functions.
     `dead_nodes=False` skips the walk for dead nodes when the caller knows there are none (after
     a lowering fixpoint). `fold_shapes=False` folds no shape (for a model whose declared
     intermediate shapes are not all trusted)."""
@@ -86,13 +87,16 @@ class CleanupPass(ir.passes.InPlacePass):
         self.trims_folded = 0
         self.negations_folded = 0
         self.sunk = 0
-        self.carries_dropped = 0
+        self.carried_removed = 0
+        # each Loop or If rebuilt without the outputs nothing needs -> the node it replaces
+        self.replaced: dict[ir.Node, ir.Node] = {}
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         forget_stamp(model)  # dim names are forgotten below: shapes are no longer inference's
         modified = remove_dead_nodes(model) if self.dead_nodes else False
-        self.carries_dropped = drop_dead_carries(model)
-        modified |= bool(self.carries_dropped)
+        self.replaced = {}
+        self.carried_removed = remove_dead_carried(model, self.replaced)
+        modified |= bool(self.carried_removed)
         self.shapes_folded = 0
         for _ in range(_FOLD_ROUNDS) if self.fold_shapes else ():
             folded = fold_static_shapes(model)
