@@ -60,6 +60,7 @@ class UnrolledMap:
     axis: int  # the stack axis b, non-negative
     stacked: bool  # Unsqueeze'd results (stack); else concatenated as they are (cat)
     copies: Copies
+    built: Built | None = None  # the batched form, built by the check to count it
 
 
 class _Mismatch(Exception):
@@ -288,15 +289,32 @@ def _emit(copies: Copies, builder: Builder) -> ir.Value:
     return batched
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class Built:
+    """The batched form as the check built it, in a scratch graph (`Rewriter.scratch`), for
+    the rewrite to adopt (`Builder.adopt`) rather than build it again."""
+
+    builder: Builder
+    result: ir.Value
+
+    def adopted_by(self, builder: Builder) -> ir.Value | None:
+        """The result, once `builder` has adopted the nodes; None when it cannot (the scratch
+        nodes are then let go of)."""
+        if builder.adopt(self.builder):
+            return self.result
+        _discard(self.builder.graph)
+        return None
+
+
 def _smaller(
     copies: Copies, before: int, build: Callable[[Builder], ir.Value], ctx: Context
-) -> Refusal | None:
+) -> Refusal | Built:
     """Why the batched form would not take fewer nodes than the copies (`before`: each copy
-    runs the nodes of the first, and what joins it to the result), or None. The batched form
-    is what `build` emits, counted in a scratch graph. Constants and static shape arithmetic
-    are not counted (folded)."""
+    runs the nodes of the first, and what joins it to the result), or the form as built. The
+    batched form is what `build` emits, counted in a scratch graph. Constants and static shape
+    arithmetic are not counted (folded)."""
     opset = ctx.rewriter.opset(copies.plan.body)
-    probe = Rewriter(ir.Model(ir.Graph([], [], nodes=[]), ir_version=10)).new_graph("probe", opset)
+    probe = Rewriter.scratch(opset)
     result = build(probe)
     live = {result.producer()}
     for node in reversed(list(probe.graph)):  # what the result depends on (no dead node)
@@ -304,16 +322,21 @@ def _smaller(
             live.update(v.producer() for v in node.inputs if v is not None)
     values = ctx.facts.values  # shape arithmetic on static shapes is folded after lowering
     after = sum(1 for node in probe.graph if node in live and values.get(node.outputs[0]) is None)
-    for node in reversed(list(probe.graph)):  # the scratch nodes let go of what they read
-        node.resize_inputs(0)
-        probe.graph.remove(node)
-        let_go(node)
     if after < before:
-        return None
+        return Built(probe, result)
+    _discard(probe.graph)
     return Refusal(
         f"batching the {copies.count} copies takes {after} nodes, not fewer than the "
         f"{before} of the copies"
     )
+
+
+def _discard(graph: ir.Graph) -> None:
+    """The scratch nodes let go of what they read (values of the model among them)."""
+    for node in reversed(list(graph)):
+        node.resize_inputs(0)
+        graph.remove(node)
+        let_go(node)
 
 
 def _copy_nodes(copies: Copies, joins: int) -> int:
@@ -345,7 +368,8 @@ def _check(node: ir.Node, ctx: Context) -> UnrolledMap | Refusal:
     rank = len(output.shape)
     before = _copy_nodes(copies, int(stacked)) + 1  # and the Concat
     build = lambda builder: _build_map(found, rank, builder)  # noqa: E731
-    return _smaller(copies, before, build, ctx) or found
+    built = _smaller(copies, before, build, ctx)
+    return built if isinstance(built, Refusal) else dataclasses.replace(found, built=built)
 
 
 def _rewrite(node: ir.Node, found: UnrolledMap, ctx: Context) -> None:
@@ -353,7 +377,10 @@ def _rewrite(node: ir.Node, found: UnrolledMap, ctx: Context) -> None:
     -> Transpose(f'(stack(e)), axis 0 to b); a Concat of the f(e_i) themselves merges axis 0
     into b (Transpose, then Reshape)"""
     output = node.outputs[0]
-    result = _build_map(found, len(output.shape or []), ctx.rewriter.before(node))
+    builder = ctx.rewriter.before(node)
+    result = found.built.adopted_by(builder) if found.built is not None else None
+    if result is None:
+        result = _build_map(found, len(output.shape or []), builder)
     result.type = output.type
     ctx.rewriter.replace(output, result)
 
@@ -384,6 +411,7 @@ _SUMMABLE = NUMERIC  # the types ReduceSum takes, as a running sum in a loop
 class UnrolledSum:
     start: ir.Value  # what the sum starts from
     copies: Copies
+    built: Built | None = None  # the batched form, built by the check to count it
 
 
 def _sum_terms(node: ir.Node) -> list[tuple[ir.Value, list[ir.Value]]]:
@@ -430,14 +458,20 @@ def _check_sum(node: ir.Node, ctx: Context) -> UnrolledSum | Refusal:
         if not isinstance(copies, Refusal):
             found = UnrolledSum(start, copies)
             build = lambda builder, found=found: _build_sum(found, builder)  # noqa: E731
-            return _smaller(copies, _copy_nodes(copies, 1), build, ctx) or found
+            built = _smaller(copies, _copy_nodes(copies, 1), build, ctx)
+            if isinstance(built, Refusal):
+                return built
+            return dataclasses.replace(found, built=built)
         refusal = copies
     return refusal
 
 
 def _rewrite_sum(node: ir.Node, found: UnrolledSum, ctx: Context) -> None:
     """Add(..Add(Add(c, f(e_0)), f(e_1)).., f(e_n)) -> Add(c, ReduceSum(f'(stack(e)), axis 0))"""
-    total = _build_sum(found, ctx.rewriter.before(node))
+    builder = ctx.rewriter.before(node)
+    total = found.built.adopted_by(builder) if found.built is not None else None
+    if total is None:
+        total = _build_sum(found, builder)
     total.type = node.outputs[0].type
     ctx.rewriter.replace(node.outputs[0], total)
 

@@ -23,6 +23,7 @@ from onnx_ir import _convenience
 from seqlower.ops import graphs_within, iter_all_graphs, subgraphs
 
 _DEFAULT_OPSET = 11
+_SCRATCH = "scratch"  # the hint of a scratch builder, before the hints of what it builds
 
 
 class NameAllocator:
@@ -58,6 +59,20 @@ class NameAllocator:
 
     def claim(self, name: str) -> None:
         self._taken.add(name)
+
+
+class _RecordingNames(NameAllocator):
+    """A `NameAllocator` that notes each name it gives and the hint it was given for, in
+    order (what a scratch builder named, so that another builder can name it alike)."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+        self.given: list[tuple[str, str]] = []
+
+    def fresh(self, hint: str) -> str:
+        name = super().fresh(hint)
+        self.given.append((hint, name))
+        return name
 
 
 class Rewriter:
@@ -104,6 +119,16 @@ class Rewriter:
         graph = ir.Graph([], [], nodes=[], name=self.names.fresh(hint))
         self._function_opsets[id(graph)] = opset
         return Builder(self, graph, None, hint, opset)
+
+    @staticmethod
+    def scratch(opset: int) -> Builder:
+        """A builder over a graph of its own, in a model of its own: what a rule builds there
+        to weigh it (counting its nodes, say) changes nothing of the model, and
+        `Builder.adopt` moves it into the model later, named as if built there."""
+        rewriter = Rewriter(ir.Model(ir.Graph([], [], nodes=[]), ir_version=10))
+        rewriter.names = _RecordingNames()
+        graph = ir.Graph([], [], nodes=[], name=_SCRATCH)
+        return Builder(rewriter, graph, None, _SCRATCH, opset)
 
     def take_touched(self) -> tuple[list[ir.Node], dict[int, list[ir.Node]]]:
         """The nodes touched since the last call, and the holders of the subgraphs attached to
@@ -270,6 +295,39 @@ class Builder:
     def add_node(self, node: ir.Node) -> None:
         """Insert an already built node (e.g. nodes cloned from a body)."""
         self._insert(node)
+
+    def adopt(self, scratch: Builder) -> bool:
+        """Move every node a `Rewriter.scratch` builder built into this builder's place, in
+        order, named as this builder would have named them had it built them: the same hints,
+        after this builder's own, asked of the model's allocator in the same order. The
+        result is the model that building here again gives, without building twice. False
+        (and nothing changed) when that cannot be done: another opset, a subgraph (its names
+        and opsets are not followed), a name not given by the scratch builder's allocator."""
+        names = scratch.rewriter.names
+        graph = scratch.graph
+        if not isinstance(names, _RecordingNames) or scratch.opset != self.opset:
+            return False
+        given = {name for _, name in names.given}
+        for node in graph:
+            if node.attributes.data and subgraphs(node):
+                return False
+            if node.name not in given or any(v.name not in given for v in node.outputs):
+                return False
+        prefix = scratch.hint
+        if not all(hint.startswith((f"{prefix}/", f"{prefix}_")) for hint, _ in names.given):
+            return False
+        renamed = {
+            name: self.rewriter.names.fresh(self.hint + hint[len(prefix) :])
+            for hint, name in names.given
+        }
+        for node in list(graph):
+            graph.remove(node)
+            node.name = renamed[node.name]  # type: ignore[index]
+            for output in node.outputs:
+                output.name = renamed[output.name]  # type: ignore[index]
+            self._insert(node)
+        names.given.clear()
+        return True
 
     # -- constants -----------------------------------------------------------------------
 

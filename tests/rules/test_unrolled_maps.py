@@ -4,6 +4,8 @@ x.unbind(a)])`)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import onnx_ir as ir
 import pytest
@@ -327,3 +329,58 @@ def test_a_sum_whose_terms_differ_is_kept():
     assert isinstance(refusal, Refusal) and "not copies of one computation" in refusal.reason
     _, report = lower(parse(text), target="generic")
     assert "unrolled-sum-batch" not in report.rules_fired
+
+
+# -- the check's build is adopted, not built again ------------------------------------------------
+
+
+def _rewritten(text: str, adopt: bool) -> bytes:
+    """The model after the rule rewrites its Concat once, adopting the form its check built,
+    or (`adopt=False`) building it again in place."""
+    model = ir.from_proto(parse(text))
+    infer_shapes(model)
+    concat = next(node for node in model.graph if node.op_type == "Concat")
+    ctx = Context(Facts(model), Rewriter(model), Options())
+    rule = unrolled_maps.RULES.rules[0]
+    found = rule.check(concat, ctx)
+    assert not isinstance(found, Refusal) and found.built is not None
+    if not adopt:
+        unrolled_maps._discard(found.built.builder.graph)
+        found = dataclasses.replace(found, built=None)
+    rule.rewrite(concat, found, ctx)
+    return ir.to_proto(model).SerializeToString()
+
+
+@pytest.mark.parametrize("squeeze", [True, False])
+def test_the_form_the_check_built_is_the_one_built_in_place(squeeze):
+    text = _unrolled(["r{i} = Relu (e{i})"] * 3, squeeze=squeeze, stack_axis=1, out="float[4,3] y")
+    assert _rewritten(text, adopt=True) == _rewritten(text, adopt=False)
+
+
+def test_a_scratch_build_is_adopted_with_the_names_of_a_build_in_place():
+    def build(builder):
+        one = builder.constant(np.array([1], np.int64), "one")
+        builder.op("Add", [one, builder.ints([1], "one")])
+
+    def names(model):
+        return [(n.name, [v.name for v in n.outputs]) for n in model.graph]
+
+    text = _unrolled(["r{i} = Relu (e{i})"] * 3)
+    adopting, in_place = ir.from_proto(parse(text)), ir.from_proto(parse(text))
+    scratch = Rewriter.scratch(18)
+    build(scratch)
+    assert Rewriter(adopting).before(adopting.graph[len(adopting.graph) - 1]).adopt(scratch)
+    build(Rewriter(in_place).before(in_place.graph[len(in_place.graph) - 1]))
+    assert names(adopting) == names(in_place)
+    assert len(scratch.graph) == 0
+
+
+def test_a_scratch_build_holding_a_subgraph_is_not_adopted():
+    model = ir.from_proto(parse(_unrolled(["r{i} = Relu (e{i})"] * 3)))
+    anchor = model.graph[len(model.graph) - 1]
+    scratch = Rewriter.scratch(18)
+    body = ir.Graph([], [], nodes=[], name="body")
+    scratch.op("Loop", [None, None], {"body": body})
+    nodes = len(model.graph)
+    assert not Rewriter(model).before(anchor).adopt(scratch)
+    assert len(model.graph) == nodes and len(scratch.graph) == 1
