@@ -57,3 +57,54 @@ def test_no_iteration_gives_no_row():
         run_ort(MODEL, feeds)
     (kept,) = run_ort(lowered, feeds)
     assert kept.shape == (0, 4)
+
+
+# pack_padded_sequence with lists: the rows of step t that are still running, appended in the
+# branch a `break` test leaves; the step's width changes, the features do not
+PACKED = parse(
+    """g (float[T,B,3] x, int64[B] lengths) => (float[?,3] data) {
+    t = Constant<value = bool {1}>()
+    big = Constant<value = int64 {100}>()
+    empty = SequenceEmpty<dtype = 1>()
+    s = Loop(big, t, empty) <body = body (int64 i, bool c, seq(float) acc)
+                                  => (bool going, seq(float) grown) {
+        running = Greater(lengths, i)
+        as_int = Cast<to = 7>(running)
+        bs = ReduceSum<keepdims = 0>(as_int)
+        zero = Constant<value = int64 {0}>()
+        done = Equal(bs, zero)
+        going = Not(done)
+        grown = If(done) <then_branch = th () => (seq(float) same) { same = Identity(acc) },
+                          else_branch = el () => (seq(float) more) {
+            step = Gather<axis = 0>(x, i)
+            start = Constant<value = int64[1] {0}>()
+            axes = Constant<value = int64[1] {0}>()
+            stop = Unsqueeze(bs, axes)
+            rows = Slice(step, start, stop, axes)
+            more = SequenceInsert(acc, rows)
+        }>
+    }>
+    data = ConcatFromSequence<axis = 0>(s)
+}"""
+)
+
+
+def test_rows_appended_in_a_branch_are_ragged_and_carry_no_table():
+    lowered, _ = lower(PACKED, target="generic")
+    (loop,) = [n for n in lowered.graph.node if n.op_type == "Loop"]
+    body = next(a.g for a in loop.attribute if a.name == "body")
+    (branching,) = [n for n in body.node if n.op_type == "If"]
+    inner = [n.op_type for a in branching.attribute for n in a.g.node]
+    assert inner.count("Concat") == 1 and "Shape" not in inner and "Reshape" not in inner
+    assert len(loop.input) == 3
+
+
+@pytest.mark.parametrize("lengths", [[3, 1, 2], [1, 1, 1], [4, 4, 4]])
+def test_packed_rows_in_order(lengths):
+    lowered, _ = lower(PACKED, target="generic")
+    x = np.arange(36, dtype=np.float32).reshape(4, 3, 3)
+    feeds = {"x": x, "lengths": np.array(lengths)}
+    (data,) = assert_same_outputs(PACKED, lowered, feeds)
+    lens = np.array(lengths)
+    want = np.concatenate([x[step, : (lens > step).sum()] for step in range(lens.max())])
+    np.testing.assert_array_equal(data, want)
