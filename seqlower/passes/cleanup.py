@@ -18,12 +18,13 @@ from onnx_ir.passes.common import RemoveUnusedFunctionsPass
 
 from seqlower.ops import iter_all_graphs
 from seqlower.passes.broadcast_unsqueeze import drop_broadcast_unsqueezes
+from seqlower.passes.census import OpCensus
 from seqlower.passes.dead_carried import remove_dead_carried
 from seqlower.passes.dead_code import remove_dead_nodes
 from seqlower.passes.fold_shapes import fold_static_shapes
 from seqlower.passes.fold_transpose import fold_constant_transposes
 from seqlower.passes.hoist_invariants import hoist_loop_invariants
-from seqlower.passes.identity_arithmetic import remove_identity_arithmetic
+from seqlower.passes.identity_arithmetic import ARITHMETIC, remove_identity_arithmetic
 from seqlower.passes.index_vectors import fold_index_vectors
 from seqlower.passes.negated_terms import fold_negated_terms
 from seqlower.passes.noop_casts import remove_noop_casts
@@ -94,14 +95,19 @@ class CleanupPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         forget_stamp(model)  # dim names are forgotten below: shapes are no longer inference's
         modified = remove_dead_nodes(model) if self.dead_nodes else False
+        # each small pass below looks for its own operators: skipped when there are none
+        census = OpCensus(model)
         self.replaced = {}
-        self.carried_removed = remove_dead_carried(model, self.replaced)
+        self.carried_removed = census.run(
+            {"Loop", "If"}, lambda m: remove_dead_carried(m, self.replaced), model
+        )
         modified |= bool(self.carried_removed)
         self.shapes_folded = 0
         for _ in range(_FOLD_ROUNDS) if self.fold_shapes else ():
             folded = fold_static_shapes(model)
             if not folded:
                 break
+            census.changed()
             self.shapes_folded += folded
             # constants where shape arithmetic was: inference can now say more (a carried
             # value's shape, say); infer again so that lowering the result changes nothing
@@ -109,32 +115,37 @@ class CleanupPass(ir.passes.InPlacePass):
             forget_stamp(model)
         modified |= bool(self.shapes_folded)
         # before the index vectors: they would rebuild the Concat the minimum reads
-        self.mins_folded = fold_trivial_mins(model)
+        self.mins_folded = census.run({"ReduceMin"}, fold_trivial_mins, model)
         modified |= bool(self.mins_folded)
         if self.fold_shapes:
             self.vectors_built = fold_index_vectors(model)
             if self.vectors_built:  # the shapes a second lowering infers for what was built
+                census.changed()
                 infer_shapes(model)
                 forget_stamp(model)
             modified |= bool(self.vectors_built)
-        self.folded = fold_constant_transposes(model)
+        self.folded = census.run({"Transpose"}, fold_constant_transposes, model)
         modified |= bool(self.folded)
-        self.casts_removed = remove_noop_casts(model)
+        self.casts_removed = census.run({"Cast"}, remove_noop_casts, model)
         modified |= bool(self.casts_removed)
         # lowering's own forms may add 0 (a length counted from an initial 0)
-        self.identities_removed = remove_identity_arithmetic(model)
+        self.identities_removed = census.run(ARITHMETIC, remove_identity_arithmetic, model)
         modified |= bool(self.identities_removed)
-        self.negations_folded = fold_negated_terms(model) + drop_broadcast_unsqueezes(model)
+        self.negations_folded = census.run({"Add"}, fold_negated_terms, model) + census.run(
+            {"Unsqueeze"}, drop_broadcast_unsqueezes, model
+        )
         modified |= bool(self.negations_folded)
-        self.concats_removed = remove_single_concats(model) + flatten_nested_concats(model)
+        self.concats_removed = census.run({"Concat"}, remove_single_concats, model) + census.run(
+            {"Concat"}, flatten_nested_concats, model
+        )
         modified |= bool(self.concats_removed)
-        self.trims_folded = fold_trimmed_reads(model)
+        self.trims_folded = census.run({"Gather", "Slice"}, fold_trimmed_reads, model)
         modified |= bool(self.trims_folded)
-        self.rows_folded = fold_row_axes(model)
+        self.rows_folded = census.run({"Unsqueeze"}, fold_row_axes, model)
         modified |= bool(self.rows_folded)
-        self.hoisted = hoist_loop_invariants(model)
+        self.hoisted = census.run({"Loop", "Scan"}, hoist_loop_invariants, model)
         modified |= bool(self.hoisted)
-        self.sunk = sink_into_branches(model)
+        self.sunk = census.run({"If"}, sink_into_branches, model)
         modified |= bool(self.sunk)
         modified |= remove_unused_initializers(model)
         if model.functions:

@@ -21,6 +21,7 @@ import onnx_ir as ir
 from seqlower.analysis.static_values import StaticValues
 from seqlower.passes.forwarding import forward_unchanged
 
+ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div"})  # the operators looked at
 _INTEGERS = frozenset(
     {
         ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64,
@@ -50,7 +51,7 @@ def remove_identity_arithmetic(model: ir.Model) -> int:
 
 def _kept_operand(node: ir.Node, values: StaticValues) -> ir.Value | None:
     """The operand `node` gives unchanged, when it changes nothing."""
-    if node.domain != "" or node.op_type not in ("Add", "Sub", "Mul", "Div"):
+    if node.domain != "" or node.op_type not in ARITHMETIC:
         return None
     if len(node.inputs) != 2 or node.outputs[0].is_graph_output():
         return None

@@ -41,8 +41,9 @@ from seqlower.passes.bind_dims import BindDimsPass
 from seqlower.passes.broadcast_unsqueeze import drop_broadcast_unsqueezes
 from seqlower.passes.carried_sequences import correct_loop_built_sequences
 from seqlower.passes.carried_shapes import settle_carried_shapes
+from seqlower.passes.census import OpCensus
 from seqlower.passes.declared_ranks import declare_ranks
-from seqlower.passes.identity_arithmetic import remove_identity_arithmetic
+from seqlower.passes.identity_arithmetic import ARITHMETIC, remove_identity_arithmetic
 from seqlower.passes.inferred_types import (
     TypeReader,
     graph_types,
@@ -99,11 +100,12 @@ class NormalizePass(ir.passes.InPlacePass):
         infer_shapes(model)
         # before any estimate: the form as given and the lowered one are costed without them
         stamp = region_inference.current_stamp(model)
+        census = OpCensus(model)  # each pass below looks for its own operators
         if (
-            remove_noop_casts(model)
-            + remove_identity_arithmetic(model)
-            + fold_negated_terms(model)
-            + drop_broadcast_unsqueezes(model)
+            census.run({"Cast"}, remove_noop_casts, model)
+            + census.run(ARITHMETIC, remove_identity_arithmetic, model)
+            + census.run({"Add"}, fold_negated_terms, model)
+            + census.run({"Unsqueeze"}, drop_broadcast_unsqueezes, model)
         ):
             modified = True
             if stamp is not None:  # removing them changed no shape

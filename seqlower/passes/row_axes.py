@@ -54,7 +54,7 @@ def fold_row_axes(model: ir.Model) -> int:
     """Remove every Unsqueeze on axis 0 whose axis the producers can make (module docstring);
     returns how many."""
     values = StaticValues(model.opset_imports.get(""))
-    names = {v.name for g in iter_all_graphs(model) for n in g for v in n.outputs}
+    names: set[str | None] = set()  # every output name, gathered at the first fold
     folded = 0
     replaced: list[ir.Node] = []  # the producers of constants read no more, maybe
     for graph in list(iter_all_graphs(model)):
@@ -65,6 +65,7 @@ def fold_row_axes(model: ir.Model) -> int:
             plan: list[ir.Node] = []
             if not _plan(source, node, values, plan):
                 continue
+            names = names or {v.name for g in iter_all_graphs(model) for n in g for v in n.outputs}
             for producer in plan:
                 replaced.extend(_producers(producer.inputs[1:]))
                 _rewrite(producer, values, names)

@@ -31,7 +31,7 @@ _LIMIT = 1 << 40  # bounds beyond this are not trims of a list (and could overfl
 def fold_trimmed_reads(model: ir.Model) -> int:
     """Rewrite every read and cut of a trimmed tensor (module docstring); returns how many."""
     values = StaticValues(model.opset_imports.get(""))
-    names = {v.name for g in iter_all_graphs(model) for n in g for v in n.outputs}
+    names: set[str | None] = set()  # every output name, gathered at the first fold
     folded = 0
     dropped: list[ir.Node] = []
     for graph in list(iter_all_graphs(model)):
@@ -45,6 +45,7 @@ def fold_trimmed_reads(model: ir.Model) -> int:
             if index.size == 0 or not np.all((index < 0) & (index > -_LIMIT)):
                 continue
             data, k, inner = trim
+            names = names or _output_names(model)
             old_index = node.inputs[1].producer() if node.inputs[1] is not None else None
             node.replace_input_with(0, data)
             node.replace_input_with(1, int64_constant_before(node, index - k, names, "_from_end"))
@@ -58,6 +59,7 @@ def fold_trimmed_reads(model: ir.Model) -> int:
             if outer is None or inner is None or len(node.inputs[0].uses()) != 1:
                 continue
             data, k, inner_node = inner
+            names = names or _output_names(model)
             old_ends = node.inputs[2].producer() if node.inputs[2] is not None else None
             node.replace_input_with(0, data)
             node.replace_input_with(
@@ -69,6 +71,10 @@ def fold_trimmed_reads(model: ir.Model) -> int:
     if dropped:
         remove_dead_upstream(dropped)
     return folded
+
+
+def _output_names(model: ir.Model) -> set[str | None]:
+    return {v.name for g in iter_all_graphs(model) for n in g for v in n.outputs}
 
 
 def _trim(value: ir.Value | None, values: StaticValues) -> tuple[ir.Value, int, ir.Node] | None:
