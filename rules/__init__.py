@@ -18,6 +18,7 @@ from seqlower.rules import (
     loop_batching,
     loop_chunks,
     loop_concat,
+    loop_fusion,
     loop_induction,
     loop_last_element,
     loop_map_assign,
@@ -52,6 +53,7 @@ def default_rules() -> RuleSet:
         + loop_batching.RULES
         + loop_chunks.RULES  # chunks of any sizes, mapped elementwise
         + loops.RULES
+        + loop_fusion.RULES  # a list built by one Loop and read in order by the next
         + loop_last_element.RULES  # a list read at its end: its last element carried
         + loop_map_assign.RULES  # xs[i] = f(xs[i]) for every i: appends to a new list
         + loop_appends.RULES
