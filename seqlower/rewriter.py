@@ -221,6 +221,15 @@ def _attribute(name: str, value: Any) -> ir.Attr:
     return _convenience.convert_attribute(name, value)
 
 
+def _dim(value: ir.Value, axis: int) -> int | None:
+    """Dim `axis` of `value` when it is a number."""
+    shape = value.shape
+    if shape is None or not -len(shape) <= axis < len(shape):
+        return None
+    dim = shape[axis]
+    return dim if isinstance(dim, int) else None
+
+
 def can_take_name(value: ir.Value, graph: ir.Graph) -> bool:
     """Whether `value` may be renamed to an output name of `graph`: a value a node of that graph
     computes, not already one of its inputs or outputs."""
@@ -358,9 +367,12 @@ class Builder:
         count: int,
         runtime_sizes: ir.Value | None = None,
     ) -> list[ir.Value]:
-        """Split `data` along `axis` into `count` chunks of the given sizes."""
+        """Split `data` along `axis` into `count` chunks of the given sizes. One chunk of the
+        whole axis (a static dim) is `data` itself: Split would only copy it."""
         if count == 0:
             return []
+        if count == 1 and sizes is not None and _dim(data, axis) == sizes[0]:
+            return [data]
         attrs: dict[str, Any] = {"axis": axis}
         if self.opset < 13:
             if sizes is None:

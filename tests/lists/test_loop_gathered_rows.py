@@ -1,7 +1,9 @@
 """A loop that appends rows picked from a tensor by indices of changing size (`boxes[keep]`,
 RetinaNet's per-level detections) and whose list is concatenated after the loop: the picked
 rows keep the tensor's other dims, so the list is ragged (not flat), and a ragged list that is
-only concatenated carries nothing but its data: one Concat per iteration."""
+only concatenated carries nothing but its data: one Concat per iteration. The rows above a
+score are picked by one Compress (`mask-positions-to-compress`); the best k rows (TopK's
+indices) by a Gather."""
 
 from __future__ import annotations
 
@@ -9,8 +11,7 @@ import numpy as np
 import pytest
 from support import assert_same_outputs, lower, parse, run_ort
 
-MODEL = parse(
-    """g (int64 m, float[N,4] boxes, float[N] score) => (float[?,4] kept) {
+TEXT = """g (int64 m, float[N,4] boxes, float[N] score) => (float[?,4] kept) {
     t = Constant<value = bool {1}>()
     empty = SequenceEmpty<dtype = 1>()
     s = Loop(m, t, empty) <body = body (int64 i, bool c, seq(float) acc)
@@ -26,18 +27,43 @@ MODEL = parse(
     }>
     kept = ConcatFromSequence<axis = 0>(s)
 }"""
+MODEL = parse(TEXT)
+# the best i + 1 rows by score, in order of score: indices of a size that changes
+BEST = parse(
+    TEXT.replace(
+        """picked = NonZero(above)
+        flat = Constant<value = int64[1] {-1}>()
+        idx = Reshape(picked, flat)""",
+        """one = Constant<value = int64[1] {1}>()
+        i1 = Reshape(i, one)
+        k = Add(i1, one)
+        best, idx = TopK<axis = 0>(score, k)""",
+    )
 )
 BOXES = np.arange(20, dtype=np.float32).reshape(5, 4)
 SCORE = np.array([0.5, 3.5, 1.5, 2.5, 0.0], np.float32)
 
 
-def test_the_loop_carries_the_rows_only():
-    lowered, _ = lower(MODEL, target="generic")
+@pytest.mark.parametrize(("model", "picks"), [(MODEL, "Compress"), (BEST, "Gather")])
+def test_the_loop_carries_the_rows_only(model, picks):
+    lowered, _ = lower(model, target="generic")
     (loop,) = [n for n in lowered.graph.node if n.op_type == "Loop"]
     body = next(a.g for a in loop.attribute if a.name == "body")
     kinds = [n.op_type for n in body.node]
-    assert kinds.count("Concat") == 1 and "Shape" not in kinds and "Reshape" in kinds
+    assert kinds.count("Concat") == 1 and "Shape" not in kinds and picks in kinds
     assert len(loop.input) == 3  # trip count, condition, the rows so far
+
+
+@pytest.mark.parametrize("trips", [1, 3, 5])
+def test_the_best_rows_of_every_iteration(trips):
+    lowered, _ = lower(BEST, target="generic")
+    (kept,) = assert_same_outputs(
+        BEST, lowered, {"m": np.array(trips), "boxes": BOXES, "score": SCORE}
+    )
+    order = np.argsort(-SCORE)
+    np.testing.assert_array_equal(
+        kept, np.concatenate([BOXES[order[: i + 1]] for i in range(trips)])
+    )
 
 
 @pytest.mark.parametrize("trips", [1, 3, 5])  # 4 and 5: no row is above

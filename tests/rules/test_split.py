@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from support import (
     assert_outputs_equal,
+    assert_same_or_both_fail,
     lower,
     lower_and_compare,
     op_counts,
@@ -228,3 +229,31 @@ def test_string_elements():
     lowered, _, (y,) = lower_and_compare(model, {"x": x})
     assert y.tolist() == ["b", "d", "f"]
     assert sequence_op_count(lowered) == 0
+
+
+@pytest.mark.parametrize(
+    ("dims", "split", "attrs", "splits"),
+    [
+        ("float[4,1]", "", "axis = 1, keepdims = 0", 0),  # unbind of a dim of 1: x itself
+        ("float[4,1]", "", "axis = -1, keepdims = 1", 0),
+        ("float[1,4]", "", "axis = 0, keepdims = 1", 0),
+        ("float[4,1]", ", one", "axis = 1", 0),  # sizes [1] of a dim of 1
+        ("float[4,3]", "", "axis = -1, keepdims = 0", 1),  # three chunks
+        ("float[4,N]", ", one", "axis = 1", 1),  # [1] of an unknown dim: Split fails unless 1
+    ],
+)
+def test_a_split_into_one_chunk_of_the_whole_axis_is_the_tensor(dims, split, attrs, splits):
+    text = f"""g ({dims} x) => (float[?] first) {{
+        one = Constant<value = int64[1] {{1}}>()
+        s = SplitToSequence<{attrs}>(x{split})
+        zero = Constant<value = int64 {{0}}>()
+        e = SequenceAt(s, zero)
+        first = Flatten<axis = 0>(e)
+    }}"""
+    model = parse(text)
+    lowered, _ = lower(model)
+    assert op_counts(lowered)["Split"] == splits
+    for columns in (1, 3):
+        shape = [int(d) if d.isdigit() else columns for d in dims[6:-1].split(",")]
+        x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+        assert_same_or_both_fail(model, lowered, {"x": x})
