@@ -75,3 +75,43 @@ def test_nodes_in_graph_order_are_found_walking_back_from_their_reader() -> None
     assert in_graph_order(model.graph, [], order[2]) == []
     model.graph.remove(order[2], safe=False)  # a removed node is skipped
     assert in_graph_order(model.graph, {order[3], order[1]}, order[4]) == [order[1], order[3]]
+
+
+def _residual_chain(length: int) -> ir.Model:
+    """x, read back from a list, then `length` residual Adds (h = h + Relu(h)) and a Neg:
+    none is static, provisionally (a rule may still replace the list's read)."""
+    nodes = [
+        helper.make_node("SequenceConstruct", ["x"], ["s"]),
+        helper.make_node("SequenceAt", ["s", "zero"], ["h0"]),
+    ]
+    for k in range(length):
+        nodes.append(helper.make_node("Relu", [f"h{k}"], [f"r{k}"]))
+        nodes.append(helper.make_node("Add", [f"h{k}", f"r{k}"], [f"h{k + 1}"]))
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info(f"h{length}", TensorProto.FLOAT, [2])],
+        initializer=[helper.make_tensor("zero", TensorProto.INT64, [], [0])],
+    )
+    return ir.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+def test_arithmetic_cleanups_walk_a_residual_chain_once(monkeypatch) -> None:
+    from seqlower.analysis import static_values
+    from seqlower.passes.identity_arithmetic import remove_identity_arithmetic
+    from seqlower.passes.negated_terms import fold_negated_terms
+
+    looked_at = []
+    operands = static_values._operands
+    monkeypatch.setattr(
+        static_values, "_operands", lambda value: looked_at.append(value) or operands(value)
+    )
+    for cleanup in (remove_identity_arithmetic, fold_negated_terms):
+        looked_at.clear()
+        model = _residual_chain(300)
+        assert cleanup(model) == 0
+        # each value's operands are found once (300 Adds asked in turn, each reading all the
+        # chain before it: 45,000 visits when each question walked it again)
+        assert len(looked_at) <= len(set(looked_at)) + 10
+        assert len(set(looked_at)) < 1000

@@ -25,8 +25,9 @@ from seqlower.passes.dead_code import remove_dead_upstream
 
 def fold_negated_terms(model: ir.Model) -> int:
     """Rewrite every `a + i * -1` as `a - i` (module docstring); returns how many."""
-    values = StaticValues(model.opset_imports.get(""))
     folded = 0
+    # provisional "not static" answers last until a fold (which keeps every value's content)
+    values = StaticValues(model.opset_imports.get(""), lambda: folded)
     dropped: list[ir.Node] = []
     for graph in list(iter_all_graphs(model)):
         for node in list(graph):
