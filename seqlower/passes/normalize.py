@@ -30,7 +30,6 @@ from collections.abc import Iterator
 import numpy as np
 import onnx
 import onnx_ir as ir
-from onnx_ir.passes.common import _c_api_utils
 
 from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.analysis.static_values import StaticValues
@@ -44,6 +43,7 @@ from seqlower.passes.carried_shapes import settle_carried_shapes
 from seqlower.passes.census import OpCensus
 from seqlower.passes.declared_ranks import declare_ranks
 from seqlower.passes.identity_arithmetic import ARITHMETIC, remove_identity_arithmetic
+from seqlower.passes.inference_copy import call_with_copy
 from seqlower.passes.inferred_types import (
     TypeReader,
     graph_types,
@@ -372,9 +372,9 @@ def _infer_and_merge(
             chunked_inference.hide_overridable_initializers(proto.graph)
             return onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
 
-        # call_onnx_api leaves large initializers out of the serialized copy (weights are not
-        # needed for shapes) and restores them afterwards.
-        inferred = _c_api_utils.call_onnx_api(infer, model)
+        # the copy leaves large initializers out (weights are not needed for shapes), as
+        # onnx_ir's call_onnx_api does, and reuses the nodes of the last copy
+        inferred = call_with_copy(infer, model)
     except Exception as error:  # inference is best effort: unknown shapes only mean less folding
         logger.warning(
             "shape inference failed: %s", str(error).splitlines()[0] if str(error) else error

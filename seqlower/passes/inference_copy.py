@@ -1,0 +1,201 @@
+"""The copy of a model that ONNX shape inference reads, rebuilt from the last one.
+
+Every whole-model inference (`normalize.infer_shapes`) hands ONNX a protobuf of the model
+without its large weights, as onnx_ir's `call_onnx_api` makes it. Serializing is Python work
+for every node (about a sixth of a torchvision detector's lowering: 16 inferences of 2,500
+nodes), and from one inference to the next almost every node is the same. `call_with_copy`
+builds the same protobuf, byte for byte, but copies the NodeProto of a main-graph node from the
+last copy when nothing onnx_ir's serializer reads from the node has changed since:
+
+    key(node) = operator, domain, overload, name, doc string, metadata, the names of its
+                inputs and outputs, and each attribute object with its name and doc string
+                (an attribute's value cannot be replaced in place; a tensor's name is read too)
+
+A node that holds a subgraph is serialized again every time (its body's shapes change between
+inferences, and its body's nodes are not keyed). Everything else (inputs, initializers,
+value_info, outputs) is serialized as `onnx_ir.serde.serialize_graph_into` does, in its
+order, from the same values: the weights moved to the inputs as `call_onnx_api` moves them,
+with the same lasting effects on the model (an initializer without a shape or type gets its
+tensor's; the large ones are registered again, last). Models this does not cover (functions,
+graph metadata, device configurations, initializers without a tensor) go to `call_onnx_api`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["call_with_copy"]
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import onnx
+import onnx_ir as ir
+from onnx_ir import serde
+from onnx_ir.passes.common import _c_api_utils
+
+_R = TypeVar("_R")
+# in `ir.Model.meta`: node -> (key, NodeProto, its attributes, held so that their ids stay theirs)
+_CACHE_KEY = "seqlower.inference_nodes"
+_BIG_TENSOR_BYTES = 1000  # `call_onnx_api` leaves out initializers larger than this
+
+_NodeKey = tuple
+_Entry = tuple  # (key, NodeProto, attributes)
+
+
+def call_with_copy(function: Callable[[onnx.ModelProto], _R], model: ir.Model) -> _R:
+    """`function(copy)`, where `copy` is the model without its large main-graph initializers
+    (each an input of its type and shape): what `call_onnx_api(function, model)` does."""
+    graph = model.graph
+    initializers = tuple(graph.initializers.values())
+    if (
+        model.functions
+        or graph.metadata_props
+        or getattr(model, "device_configurations", None)
+        or any(value.const_value is None for value in initializers)
+    ):
+        return _c_api_utils.call_onnx_api(function, model)
+    nodes: dict[ir.Node, _Entry] = model.meta.get(_CACHE_KEY) or {}
+    proto = _header(model)
+    for value in initializers:  # as `call_onnx_api` leaves them, shape and type given
+        tensor = value.const_value
+        if value.shape is None:
+            value.shape = tensor.shape  # type: ignore[union-attr, assignment]
+        if value.dtype is None:
+            value.dtype = tensor.dtype  # type: ignore[union-attr]
+    big = [value for value in initializers if value.const_value.nbytes > _BIG_TENSOR_BYTES]  # type: ignore[union-attr]
+    made = _graph_into(proto.graph, graph, initializers, {id(v) for v in big}, nodes)
+    model.meta[_CACHE_KEY] = made
+    for value in big:  # `call_onnx_api` takes them out and registers them again, last
+        graph.initializers.pop(value.name)  # type: ignore[arg-type]
+        graph.register_initializer(value)
+    return function(proto)
+
+
+def _header(model: ir.Model) -> onnx.ModelProto:
+    """The model's fields outside its graph, as onnx_ir serializes them (the graph is left
+    empty: a graph of no node, with the model's opsets, stands in for it)."""
+    graph = model.graph
+    stand_in = ir.Graph((), (), nodes=(), opset_imports=graph.opset_imports)
+    model.graph = stand_in
+    try:
+        proto = serde.serialize_model(model)
+    finally:
+        model.graph = graph
+    proto.ClearField("graph")
+    return proto
+
+
+def _graph_into(
+    graph_proto: onnx.GraphProto,
+    graph: ir.Graph,
+    initializers: tuple[ir.Value, ...],
+    big: set[int],
+    cached: dict[ir.Node, _Entry],
+) -> dict[ir.Node, _Entry]:
+    """`serde.serialize_graph_into` of `graph` as `call_onnx_api` changes it (every
+    initializer an input too, the `big` ones no initializer), main-graph nodes from `cached`
+    when their key is the same. Returns the cache for the next copy."""
+    if graph.name:
+        graph_proto.name = graph.name
+    if graph.doc_string:
+        graph_proto.doc_string = graph.doc_string
+    inputs = list(graph.inputs)
+    listed = set(inputs)
+    inputs += [value for value in initializers if value not in listed]
+    kept = [value for value in initializers if id(value) not in big]
+    kept_names = {value.name for value in kept}
+    for value in inputs:
+        serde.serialize_value_into(graph_proto.input.add(), value)
+        if value.name not in kept_names:
+            serde._maybe_add_quantization_annotation(graph_proto, value)
+    input_names = {value.name for value in inputs}
+    for value in kept:
+        serde._maybe_add_quantization_annotation(graph_proto, value)
+        if serde._should_create_value_info_for_value(value) and value.name not in input_names:
+            serde.serialize_value_into(graph_proto.value_info.add(), value)
+        value.const_value.name = value.name  # type: ignore[union-attr]
+        serde.serialize_tensor_into(graph_proto.initializer.add(), from_=value.const_value)  # type: ignore[arg-type]
+    made: dict[ir.Node, _Entry] = {}
+    types = _Types()
+    for node in graph:
+        key = _key(node)
+        if key is None:
+            serde.serialize_node_into(graph_proto.node.add(), from_=node)
+        else:
+            entry = cached.get(node)
+            if entry is not None and entry[0] == key:
+                graph_proto.node.append(entry[1])  # a copy: the caller may edit the proto
+            else:
+                node_proto = onnx.NodeProto()
+                serde.serialize_node_into(node_proto, from_=node)
+                graph_proto.node.append(node_proto)
+                entry = (key, node_proto, tuple(node.attributes.values()))
+            made[node] = entry
+        for output in node.outputs:
+            if output.is_graph_output():
+                continue
+            serde._maybe_add_quantization_annotation(graph_proto, output)
+            if serde._should_create_value_info_for_value(output):
+                types.value_into(graph_proto.value_info.add(), output)
+    for output in graph.outputs:
+        serde.serialize_value_into(graph_proto.output.add(), from_=output)
+        serde._maybe_add_quantization_annotation(graph_proto, output)
+    return made
+
+
+def _key(node: ir.Node) -> _NodeKey | None:
+    """What `serde.serialize_node_into` reads from `node`; None for a node serialized anew each
+    time (it holds a subgraph, or device configurations)."""
+    attributes: list = []
+    for attribute in node.attributes.data.values():  # the dict itself: iterating is faster
+        kind = attribute.type
+        if kind in _SUBGRAPHS:
+            return None
+        # by identity (the cache holds the object, so its id is not reused meanwhile)
+        attributes += (id(attribute), attribute.name, attribute.doc_string)
+        if kind == _TENSOR:
+            attributes.append(attribute.value.name)
+    if getattr(node, "device_configurations", None):
+        return None
+    metadata = node.metadata_props
+    return (
+        node.op_type,
+        node.domain,
+        node.overload,
+        node.name,
+        node.doc_string,
+        tuple(metadata.items()) if metadata else (),
+        tuple([value.name if value is not None else None for value in node.inputs]),
+        tuple([value.name for value in node.outputs]),
+        tuple(attributes),
+    )
+
+
+_SUBGRAPHS = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
+_TENSOR = ir.AttributeType.TENSOR
+
+
+class _Types:
+    """`serde.serialize_value_into` for many values, quicker for the common one: a tensor
+    value without a shape (inference's are cleared before it runs), doc string, metadata or
+    type denotation is its name and its element type."""
+
+    def __init__(self) -> None:
+        self._codes: dict[ir.DataType, int] = {}
+
+    def value_into(self, proto: onnx.ValueInfoProto, value: ir.Value) -> None:
+        type_ = value.type
+        if (
+            type(type_) is not ir.TensorType
+            or type_.denotation
+            or value.shape is not None
+            or value.doc_string
+            or value.metadata_props
+        ):
+            serde.serialize_value_into(proto, value)
+            return
+        proto.name = value.name  # type: ignore[assignment]
+        dtype = type_.dtype
+        code = self._codes.get(dtype)
+        if code is None:
+            code = self._codes[dtype] = dtype.value
+        proto.type.tensor_type.elem_type = code
