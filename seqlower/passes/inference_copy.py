@@ -33,12 +33,12 @@ from onnx_ir import serde
 from onnx_ir.passes.common import _c_api_utils
 
 _R = TypeVar("_R")
-# in `ir.Model.meta`: node -> (key, NodeProto, its attributes, held so that their ids stay theirs)
+# in `ir.Model.meta`: node -> (key, its bytes, its attributes, held so their ids stay theirs)
 _CACHE_KEY = "seqlower.inference_nodes"
 _BIG_TENSOR_BYTES = 1000  # `call_onnx_api` leaves out initializers larger than this
 
 _NodeKey = tuple
-_Entry = tuple  # (key, NodeProto, attributes)
+_Entry = tuple  # (key, the node as a GraphProto field, its attributes)
 
 
 def call_with_copy(function: Callable[[onnx.ModelProto], _R], model: ir.Model) -> _R:
@@ -116,30 +116,48 @@ def _graph_into(
         serde.serialize_tensor_into(graph_proto.initializer.add(), from_=value.const_value)  # type: ignore[arg-type]
     made: dict[ir.Node, _Entry] = {}
     types = _Types()
+    encoded: list[bytes] = []  # the nodes as `node` fields of a GraphProto, parsed at once
+    annotate, wanted = (
+        serde._maybe_add_quantization_annotation,
+        serde._should_create_value_info_for_value,
+    )
+    value_into, add_info = types.value_into, graph_proto.value_info.add
     for node in graph:
         key = _key(node)
-        if key is None:
-            serde.serialize_node_into(graph_proto.node.add(), from_=node)
-        else:
-            entry = cached.get(node)
-            if entry is not None and entry[0] == key:
-                graph_proto.node.append(entry[1])  # a copy: the caller may edit the proto
-            else:
-                node_proto = onnx.NodeProto()
-                serde.serialize_node_into(node_proto, from_=node)
-                graph_proto.node.append(node_proto)
-                entry = (key, node_proto, tuple(node.attributes.values()))
+        entry = cached.get(node) if key is not None else None
+        if entry is None or entry[0] != key:
+            node_proto = onnx.NodeProto()
+            serde.serialize_node_into(node_proto, from_=node)
+            entry = (
+                key,
+                _node_field(node_proto.SerializeToString()),
+                tuple(node.attributes.values()),
+            )
+        if key is not None:
             made[node] = entry
+        encoded.append(entry[1])
         for output in node.outputs:
             if output.is_graph_output():
                 continue
-            serde._maybe_add_quantization_annotation(graph_proto, output)
-            if serde._should_create_value_info_for_value(output):
-                types.value_into(graph_proto.value_info.add(), output)
+            annotate(graph_proto, output)
+            if wanted(output):
+                value_into(add_info(), output)
+    graph_proto.MergeFromString(b"".join(encoded))  # appended to no node: in this order
     for output in graph.outputs:
         serde.serialize_value_into(graph_proto.output.add(), from_=output)
         serde._maybe_add_quantization_annotation(graph_proto, output)
     return made
+
+
+def _node_field(data: bytes) -> bytes:
+    """`data` (a serialized NodeProto) as field 1 (`node`) of a GraphProto: its tag, its
+    length as a varint, itself."""
+    size, head = len(data), bytearray(b"\x0a")
+    while size >= 0x80:
+        head.append((size & 0x7F) | 0x80)
+        size >>= 7
+    head.append(size)
+    return bytes(head) + data
 
 
 def _key(node: ir.Node) -> _NodeKey | None:
