@@ -12,6 +12,7 @@ from support import declared_shape_mismatches, lower, stored_data_sets
 from seqlower.passes.output_shapes import relax_unproved_output_dims
 
 ROOT = pathlib.Path(__file__).parent / "fixtures" / "torch_wild" / "retina_level_topk"
+KEPT = pathlib.Path(__file__).parent / "fixtures" / "torch_unseen" / "drop_finished"
 HEADER = '<ir_version: 8, opset_import: ["" : 17]>\n'
 
 
@@ -40,14 +41,29 @@ def test_dims_inference_gives_no_size_for_are_anonymous():
 
 
 def test_kept_for_speed_a_lying_export_declares_what_it_computes():
-    # torchvision's RetinaNet post-processing, kept as given by --target onnxruntime (its
-    # tensor form costs more); the export declares the 2 detections it was traced with
-    model = onnx.load(ROOT / "model.onnx")
-    assert [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim] == [2, 4]
+    # beam bookkeeping with `del`, kept as given by --target onnxruntime (its tensor form costs
+    # more), declared as if traced with 2 hypotheses kept (it keeps 3 on one data set)
+    model = onnx.load(KEPT / "model.onnx")
+    dim = model.graph.output[0].type.tensor_type.shape.dim[0]
+    dim.ClearField("dim_param")
+    dim.dim_value = 2
+    sets = list(stored_data_sets(KEPT, model))
+    assert any(declared_shape_mismatches(model, feeds) for _, feeds, _ in sets)
     lowered, report = lower(model, target="onnxruntime")
     assert report.stop_reason.startswith("kept the original")
     dims = lowered.graph.output[0].type.tensor_type.shape.dim
-    # inference gives a ConcatFromSequence no shape: the rank stays, the dims are anonymous
-    assert [d.dim_value if d.HasField("dim_value") else None for d in dims] == [None, None]
+    # inference gives a ConcatFromSequence no size along the stack: that dim is anonymous
+    assert [d.dim_value if d.HasField("dim_value") else None for d in dims] == [None, 3]
+    for _, feeds, _ in sets:
+        assert declared_shape_mismatches(lowered, feeds) == []
+
+
+def test_a_lowered_export_declares_what_it_computes():
+    # torchvision's RetinaNet post-processing, whose export declares the 2 detections it was
+    # traced with; --target onnxruntime lowers it (its tensor form costs less)
+    model = onnx.load(ROOT / "model.onnx")
+    assert [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim] == [2, 4]
+    lowered, report = lower(model, target="onnxruntime")
+    assert not report.stop_reason.startswith("kept the original")
     for _, feeds, _ in stored_data_sets(ROOT, model):
         assert declared_shape_mismatches(lowered, feeds) == []
