@@ -65,7 +65,7 @@ def check_input_proto(
     `path` is the file `proto` was read from, if any; `external=False` says that no tensor of
     the model keeps its data in a file (only such a tensor needs the file's folder)."""
     _refuse_sparse(proto, where)
-    copy, weights = _without_weights(proto)
+    copy, weights = _weightless(proto)
     checked: onnx.ModelProto | str = proto if path is None else os.fspath(path)
     if (path is None or not external) and _checks_alike(proto, weights):
         checked = copy
@@ -107,29 +107,39 @@ def _without_weights(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, set[str]]
     integer tensors only (shape arguments, split sizes) and of small ones (a Resize's scales),
     and copying and serializing the weights was most of the check's time on large models.
     Also returns the names of those initializers."""
+    copy, weights = _weightless(proto)
+    return copy, set(weights)
+
+
+def _weightless(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, int]]:
+    """`_without_weights`, with the bytes of raw data of each initializer left out."""
     copy = onnx.ModelProto()
     graph = proto.graph
     inputs = {value.name for value in graph.input}
-    moved = [tensor.name not in inputs and _is_weight(tensor) for tensor in graph.initializer]
+    raw = [_raw_size(tensor) for tensor in graph.initializer]
+    moved = [
+        tensor.name not in inputs and _is_weight(tensor, size)
+        for tensor, size in zip(graph.initializer, raw)
+    ]
     if not any(moved):  # copied in one step (field by field takes longer on large graphs)
         copy.CopyFrom(proto)
-        return copy, set()
+        return copy, {}
     _copy_fields(proto, copy, skip="graph")
     target = copy.graph
     _copy_fields(graph, target, skip="initializer")
-    weights: set[str] = set()
-    for tensor, weight in zip(graph.initializer, moved):
+    weights: dict[str, int] = {}
+    for tensor, weight, size in zip(graph.initializer, moved, raw):
         if not weight:
             target.initializer.append(tensor)
             continue
         target.input.append(
             onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims)
         )
-        weights.add(tensor.name)
+        weights[tensor.name] = size
     return copy, weights
 
 
-def _checks_alike(proto: onnx.ModelProto, weights: set[str]) -> bool:
+def _checks_alike(proto: onnx.ModelProto, weights: dict[str, int]) -> bool:
     """Whether the ONNX checker passes or fails the weight-less copy (`_without_weights`)
     exactly as it does the model, with the same first error, so that the weights need not be
     read again (the checker given a path reads and parses the whole file once more: a quarter
@@ -149,7 +159,8 @@ def _checks_alike(proto: onnx.ModelProto, weights: set[str]) -> bool:
     names = [tensor.name for tensor in graph.initializer]
     if not all(names) or len(set(names)) != len(names):
         return False
-    return all(_passes_tensor_check(t) for t in graph.initializer if t.name in weights)
+    moved = (tensor for tensor in graph.initializer if tensor.name in weights)
+    return all(_passes_tensor_check(tensor, weights[tensor.name]) for tensor in moved)
 
 
 # the field the checker wants a tensor's values in, when not in raw_data, and the bytes of
@@ -170,11 +181,12 @@ _DATA_FIELDS = (
 )
 
 
-def _passes_tensor_check(tensor: onnx.TensorProto) -> bool:
+def _passes_tensor_check(tensor: onnx.TensorProto, raw_size: int) -> bool:
     """True when the checker's test of one tensor (`check_tensor`) cannot fail on `tensor`, in
     any onnx release we support: a type it knows, stored in the file, positive dims of a
     product far from overflow, and exactly one field holding the values, the right one for the
-    type, with exactly the data the dims declare. False means only "not proved"."""
+    type, with exactly the data the dims declare (`raw_size` bytes of raw data). False means
+    only "not proved"."""
     if tensor.data_type not in _VALUE_FIELD or tensor.data_location == onnx.TensorProto.EXTERNAL:
         return False
     elements = 1
@@ -186,8 +198,8 @@ def _passes_tensor_check(tensor: onnx.TensorProto) -> bool:
         return False
     field, element_bytes = _VALUE_FIELD[tensor.data_type]
     filled = [name for name in _DATA_FIELDS if len(getattr(tensor, name))]
-    if tensor.HasField("raw_data") and len(tensor.raw_data):
-        return not filled and len(tensor.raw_data) == elements * element_bytes
+    if raw_size:
+        return not filled and raw_size == elements * element_bytes
     return filled == [field] and len(getattr(tensor, field)) == elements
 
 
@@ -214,13 +226,23 @@ _WEIGHT_TYPES = frozenset(
 )
 
 
-def _is_weight(tensor: onnx.TensorProto) -> bool:
-    """A floating-point tensor stored in the file whose content inference never reads."""
+def _is_weight(tensor: onnx.TensorProto, raw_size: int) -> bool:
+    """A floating-point tensor stored in the file whose content inference never reads: of
+    more than SMALL_INITIALIZER_BYTES serialized (measuring that serializes the tensor; a
+    tensor whose raw data, `raw_size` bytes, is larger already is)."""
     return (
         tensor.data_type in _WEIGHT_TYPES
         and tensor.data_location != onnx.TensorProto.EXTERNAL
-        and tensor.ByteSize() > SMALL_INITIALIZER_BYTES
+        and (raw_size > SMALL_INITIALIZER_BYTES or tensor.ByteSize() > SMALL_INITIALIZER_BYTES)
     )
+
+
+def _raw_size(tensor: onnx.TensorProto) -> int:
+    """The bytes of raw data of a tensor `_is_weight` may leave out, else 0 (reading them
+    copies them: the others are not read)."""
+    if tensor.data_type not in _WEIGHT_TYPES or tensor.data_location == onnx.TensorProto.EXTERNAL:
+        return 0
+    return len(tensor.raw_data)
 
 
 def _strict_inference(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:

@@ -159,6 +159,8 @@ _OTHER = onnx.numpy_helper.from_array(np.ones([300], np.float32), "")
 INVALID_MODELS = {
     # a weight the checker may reject itself: checked as the file is
     "raw data too short": _with_weight(_weight(raw_data=b"\0" * 12)),
+    "raw data four bytes short": _with_weight(_weight(raw_data=b"\0" * (300 * 4 * 4 - 4))),
+    "raw data four bytes long": _with_weight(_weight(raw_data=b"\0" * (300 * 4 * 4 + 4))),
     "raw data and float data": _with_weight(_weight(float_data=[1.0])),
     "a zero dim with data": _with_weight(_weight(dims=[300, 0])),
     "a negative dim": _with_weight(_weight(dims=[-300, -4])),
