@@ -33,6 +33,7 @@ from seqlower.rules import (
     tract_while,
     unit_axes,
     unrolled_maps,
+    unsqueezed_stacks,
     whole_split,
 )
 
@@ -66,6 +67,7 @@ def default_rules() -> RuleSet:
         + whole_split.RULES  # every chunk of a Split joined again: the tensor itself
         + sequence_map.RULES
         + unit_axes.RULES  # after batching: the unit axes of split(1) chunks
+        + unsqueezed_stacks.RULES  # last: the stacks the other rules leave, one Reshape each
         + target_tract.RULES  # only with Options.target == "tract"
         + tract_if.RULES  # only with Options.target == "tract"
         + tract_while.RULES  # only with Options.target == "tract"

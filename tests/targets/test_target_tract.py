@@ -276,7 +276,7 @@ def test_a_static_tensor_loop_is_unrolled_for_tract():
     model = parse(STATIC)
     lowered, report = lower(model, target="tract")
     assert op_counts(lowered)["Loop"] == 0
-    assert report.rules_fired == {"tract-loop-unroll": 1}
+    assert report.rules_fired == {"tract-loop-unroll": 1, "unsqueezed-stack": 1}  # rows: a stack
     _same_as_original(model, lowered, {"x": np.array([1, -2, 0.5, 3], np.float32)})
 
 
