@@ -256,3 +256,39 @@ agraph (float[T,B,3] x, int64[B] lengths) => (float[?,3] data) {
     x = np.arange(4 * 3 * 3, dtype=np.float32).reshape(4, 3, 3)
     for lengths in ([4, 2, 1], [1, 1, 1], [2, 0, 0], [4, 4, 4]):
         assert_same_outputs(model, lowered, {"x": x, "lengths": np.array(lengths, np.int64)})
+
+
+def test_a_list_of_which_only_the_length_is_read_is_lowered_once_for_all():
+    """The rows go while lowering (not only in cleanup), so that the rules see the row counts
+    alone: lowering the result again changes nothing."""
+    text = """
+agraph (int64 n, bool[N,3] x) => (int64 count) {
+  empty = SequenceEmpty <dtype = 9> ()
+  out = Loop (n, "", empty) <body = body (int64 i, bool c, seq(bool[?,3]) acc)
+      => (bool c_out, seq(bool[?,3]) acc2) {
+    c_out = Identity (c)
+    two = Constant <value = int64 {2}> ()
+    r = Mod (i, two)
+    zero = Constant <value = int64 {0}> ()
+    even = Equal (r, zero)
+    acc2 = If (even) <then_branch = then () => (seq(bool[?,3]) a) {
+      one = Constant <value = int64[1] {1}> ()
+      zero1 = Constant <value = int64[1] {0}> ()
+      end = Reshape (i, one)
+      rows = Slice (x, zero1, end)
+      flipped = Not (rows)
+      a = SequenceInsert (acc, flipped)
+    }, else_branch = other () => (seq(bool[?,3]) b) {
+      b = Identity (acc)
+    }>
+  }>
+  count = SequenceLength (out)
+}"""
+    model = parse(text)
+    lowered, _ = lower(model)
+    again, report = lower(lowered)
+    assert report.rules_fired == {}
+    assert again.SerializeToString() == lowered.SerializeToString()
+    x = np.ones((4, 3), np.bool_)
+    for n in (0, 1, 4):
+        assert_same_outputs(model, lowered, {"n": np.array(n, np.int64), "x": x})

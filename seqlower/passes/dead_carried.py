@@ -22,16 +22,23 @@ from __future__ import annotations
 
 __all__ = ["remove_dead_carried"]
 
+from collections.abc import Container
+
 import onnx_ir as ir
 
 from seqlower.ops import graphs_within, iter_all_graphs, subgraphs
 from seqlower.passes.dead_code import remove_dead_upstream
 
 
-def remove_dead_carried(model: ir.Model, replaced: dict[ir.Node, ir.Node] | None = None) -> int:
+def remove_dead_carried(
+    model: ir.Model,
+    replaced: dict[ir.Node, ir.Node] | None = None,
+    kept: Container[ir.Node] = (),
+) -> int:
     """Remove every carried value, scan output and If output of `model` that no output of the
     model needs (see the module docstring); returns how many went. Each Loop or If that loses
-    outputs is a new node: `replaced` gets each new node with the node it replaces."""
+    outputs is a new node: `replaced` gets each new node with the node it replaces. The nodes of
+    `kept` (a region kept as given) keep their outputs."""
     needed = _Needed()
     needed.walk(model.graph.outputs)
     if not needed.outputs:
@@ -46,7 +53,7 @@ def remove_dead_carried(model: ir.Model, replaced: dict[ir.Node, ir.Node] | None
             continue
         for node in reversed(list(graph)):
             found = needed.outputs.get(id(node))
-            dead = _unneeded(node, found) if found is not None else []
+            dead = _unneeded(node, found) if found is not None and node not in kept else []
             if not dead:
                 continue
             if node.op_type == "Loop":

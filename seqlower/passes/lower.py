@@ -30,6 +30,7 @@ from seqlower.lists import lower_lists
 from seqlower.ops import is_sequence_value, subgraphs
 from seqlower.options import SPEED_FIRST_TARGETS, Options
 from seqlower.passes import region_inference
+from seqlower.passes.dead_carried import remove_dead_carried
 from seqlower.passes.dead_code import is_dead, remove_dead_nodes, remove_dead_upstream
 from seqlower.passes.declared_ranks import declare_ranks
 from seqlower.passes.index_vectors import fold_index_vectors
@@ -119,8 +120,13 @@ class LowerSequencesPass(ir.passes.InPlacePass):
                 break
             modified = True
             infer_shapes(model)
-            # as cleanup will: the rules then see what a second lowering would see
-            if fold_index_vectors(model):
+            # as cleanup will: the rules then see what a second lowering would see (a Loop
+            # that carries a list's row counts only, its rows unread: a tensor grown by Concat)
+            replaced: dict[ir.Node, ir.Node] = {}
+            dropped = remove_dead_carried(model, replaced, self.frozen or ())
+            for made, node in replaced.items():
+                self.origins.setdefault(made, self.origins.get(node, node))
+            if fold_index_vectors(model) or dropped:
                 infer_shapes(model)
             stamp = region_inference.current_stamp(model)
             _, stamp = self._fixpoint(model, rewriter, stamp, first=self.iterations)
