@@ -418,6 +418,22 @@ def _gather(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
     return [_combine([data, indices], compute)]
 
 
+def _compress(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    """Compress(x, m, axis=k) keeps the dims of x but k, which may change between iterations
+    with m (as the rows a Gather picks by indices of changing size); without an axis, a 1-D
+    tensor of unknown size."""
+    data = a.input_shape(node.inputs[0])
+    if "axis" not in node.attributes:
+        return [(None,)]
+    if not isinstance(data, tuple) or not data:
+        return [None]
+    axis = node.attributes.get_int("axis", 0)
+    if not -len(data) <= axis < len(data):
+        return [None]
+    k = axis % len(data)
+    return [(*data[:k], None, *data[k + 1 :])]
+
+
 def _axes(a: LoopShapes, node: ir.Node) -> list[int] | None:
     if len(node.inputs) > 1 and node.inputs[1] is not None:
         return a.static_ints(node.inputs[1])
@@ -742,6 +758,7 @@ SHAPE_RULES: dict[str, Callable[[LoopShapes, ir.Node], Sequence[ShapeFact] | Non
     "Transpose": _transpose,
     "Concat": _concat,
     "Gather": _gather,
+    "Compress": _compress,
     "Squeeze": _squeeze,
     "Unsqueeze": _unsqueeze,
     "Shape": _shape,

@@ -377,3 +377,21 @@ def test_rows_picked_by_changing_indices_keep_the_data_s_other_dims():
     assert shapes.shape(_value(shapes, "out")) == (None, 4)
     assert not shapes.is_invariant(_value(shapes, "out"))
     assert shapes.shape(_value(shapes, "cols")) == (symbol(("param", "N")), None)
+
+
+def test_rows_kept_by_a_changing_mask_keep_the_data_s_other_dims():
+    """Compress(x, m, axis=k) with m computed in the body: dim k changes, the others stay;
+    without an axis the result is 1-D of a size that changes."""
+    shapes = _analyse(
+        inputs="float[N,4] x, float[N] score, float[4] weight",
+        body="""fi = Cast<to = 1>(i)
+            above = Greater(score, fi)
+            out = Compress<axis = 0>(x, above)
+            heavy = Greater(weight, fi)
+            cols = Compress<axis = -1>(x, heavy)
+            flat = Compress(x, above)""",
+    )
+    assert shapes.shape(_value(shapes, "out")) == (None, 4)
+    assert not shapes.is_invariant(_value(shapes, "out"))
+    assert shapes.shape(_value(shapes, "cols")) == (symbol(("param", "N")), None)
+    assert shapes.shape(_value(shapes, "flat")) == (None,)

@@ -134,3 +134,24 @@ def test_packed_rows_in_order(lengths):
     lens = np.array(lengths)
     want = np.concatenate([x[step, : (lens > step).sum()] for step in range(lens.max())])
     np.testing.assert_array_equal(data, want)
+
+
+RETURNED = parse(
+    TEXT.replace("=> (float[?,4] kept)", "=> (seq(float[?,4]) s)").replace(
+        "    kept = ConcatFromSequence<axis = 0>(s)\n", ""
+    )
+)
+
+
+@pytest.mark.parametrize("trips", [1, 3, 5])
+def test_a_returned_list_of_kept_rows_makes_its_counts_once_per_iteration(trips):
+    """The list is the model's output: its row counts are needed, and are a scan output (the
+    count of the rows Compress keeps is one number per iteration), not a tensor regrown."""
+    lowered, _ = lower(RETURNED, target="generic")
+    (loop,) = [n for n in lowered.graph.node if n.op_type == "Loop"]
+    body = next(a.g for a in loop.attribute if a.name == "body")
+    assert [n.op_type for n in body.node].count("Concat") == 1  # the rows only
+    (kept,) = assert_same_outputs(
+        RETURNED, lowered, {"m": np.array(trips), "boxes": BOXES, "score": SCORE}
+    )
+    assert len(kept) == trips
