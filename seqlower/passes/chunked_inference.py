@@ -177,11 +177,16 @@ def as_constants(graph: onnx.GraphProto, folded: dict[str, np.ndarray]) -> None:
         current, is_root = graphs.pop()
         read: list[str] = []  # folded values this subgraph reads
         for node in current.node:
-            for attr in node.attribute:
-                inner = [attr.g] if attr.HasField("g") else list(attr.graphs)
-                graphs.extend((g, False) for g in inner)
-            if len(node.output) == 1 and node.output[0] in folded and node.op_type != "Constant":
-                node.CopyFrom(_constant(node.output[0], folded[node.output[0]], node.name))
+            attributes = node.attribute
+            if attributes:  # most nodes of a large graph hold no subgraph: looked at quickly
+                for attr in attributes:
+                    if attr.HasField("g"):
+                        graphs.append((attr.g, False))
+                    elif attr.graphs:
+                        graphs.extend((g, False) for g in attr.graphs)
+            outputs = node.output
+            if len(outputs) == 1 and outputs[0] in folded and node.op_type != "Constant":
+                node.CopyFrom(_constant(outputs[0], folded[outputs[0]], node.name))
             if not is_root:
                 read.extend(name for name in node.input if name in folded and name not in read)
         if read:
