@@ -84,6 +84,7 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
     sys.path.insert(0, str(ROOT))
     from tests.test_hostile_inputs import (
         chunks_at_runtime_position,
+        every_position_read_and_rebuilt,
         identities_after_at,
         inserts_in_a_row,
         split_declaring_more_than_it_holds,
@@ -93,6 +94,9 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         "10^6 chunks read at a run-time position": chunks_at_runtime_position(10**6),
         "10k Identity after a SequenceAt": identities_after_at(10_000),
         "3,000 SequenceInserts in a row": inserts_in_a_row(3000),
+        "a list read at 20k positions, rebuilt by one SequenceConstruct": (
+            every_position_read_and_rebuilt(20_000)
+        ),
         "split declaring 10^12 elements, 8 bytes": split_declaring_more_than_it_holds(),
     }
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 __all__ = ["RULES"]
 
+import collections
 import dataclasses
 
 import numpy as np
@@ -39,22 +40,28 @@ class LastElementPlan:
 
 
 def _check(node: ir.Node, ctx: Context) -> LastElementPlan | Refusal:
+    # counted once: a loop carrying a hundred lists asks of each whether it is one output
+    outputs = collections.Counter(id(output) for output in _body(node).outputs)
     return first_carried_plan(
         node,
-        lambda index: _plan(node, index, ctx),
+        lambda index: _plan(node, index, ctx, outputs),
         lambda init, body_input: (
             init is not None and (is_sequence_value(init) or is_sequence_value(body_input))
         ),
     )
 
 
-def _plan(node: ir.Node, index: int, ctx: Context) -> LastElementPlan | str:
+def _plan(
+    node: ir.Node, index: int, ctx: Context, outputs: collections.Counter[int]
+) -> LastElementPlan | str:
     body = _body(node)
     init = node.inputs[2 + index]
     body_input = body.inputs[2 + index]
     assert init is not None
-    insert = _append(body.outputs[1 + index], body_input, body)
-    if insert is None:
+    update = body.outputs[1 + index]
+    insert = appending_insert(update, body_input, body)
+    if insert is None or update.uses() or outputs[id(update)] != 1:
+        # the list as the body leaves it is read by nothing but the body's outputs
         return "the body does not append one tensor at its end"
     reads = []
     for use in body_input.uses():
@@ -77,15 +84,6 @@ def _plan(node: ir.Node, index: int, ctx: Context) -> LastElementPlan | str:
     if dtype is None:
         return "the element type is unknown"
     return LastElementPlan(index, tuple(reads), appended, dtype)
-
-
-def _append(update: ir.Value, state: ir.Value, body: ir.Graph) -> ir.Node | None:
-    """The SequenceInsert(state, t) of `body` that makes `update`, read by nothing but the
-    body's outputs; None when `update` is not made so."""
-    insert = appending_insert(update, state, body)
-    if insert is None or update.uses() or [o for o in body.outputs if o is update] != [update]:
-        return None
-    return insert
 
 
 def _carry_last(node: ir.Node, plan: LastElementPlan, ctx: Context) -> None:

@@ -21,6 +21,7 @@ import onnx_ir as ir
 from onnx_ir import _convenience
 
 from seqlower.ops import graphs_within, iter_all_graphs, subgraphs
+from seqlower.uses import replace_all_uses
 
 _DEFAULT_OPSET = 11
 _SCRATCH = "scratch"  # the hint of a scratch builder, before the hints of what it builds
@@ -173,7 +174,7 @@ class Rewriter:
         if producer is not None:
             self._touched.append(producer)
         if not old.is_graph_output():
-            old.replace_all_uses_with(new)
+            replace_all_uses(old, new)
             return
         graph = old.graph
         assert graph is not None
@@ -197,7 +198,7 @@ class Rewriter:
             else:
                 graph.append(carrier)
             new = carrier.outputs[0]
-        old.replace_all_uses_with(new, replace_graph_outputs=True)
+        replace_all_uses(old, new, replace_graph_outputs=True)
 
 
 def _attribute(name: str, value: Any) -> ir.Attr:

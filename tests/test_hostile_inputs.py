@@ -70,6 +70,19 @@ def inserts_in_a_row(count: int) -> onnx.ModelProto:
     return _model(nodes, [_float("x", [2])], [_float("y", ["d"])])
 
 
+def every_position_read_and_rebuilt(count: int) -> onnx.ModelProto:
+    """A list of 64 rows read at `count` constant positions (each of -32..31 in turn), the
+    elements made into one list again by a SequenceConstruct of `count` inputs and stacked."""
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["s"], axis=0, keepdims=0)]
+    for k in range(count):
+        position = helper.make_tensor(f"p{k}", TensorProto.INT64, [], [k % 64 - 32])
+        nodes.append(helper.make_node("Constant", [], [f"p{k}"], value=position))
+        nodes.append(helper.make_node("SequenceAt", ["s", f"p{k}"], [f"e{k}"]))
+    nodes.append(helper.make_node("SequenceConstruct", [f"e{k}" for k in range(count)], ["all"]))
+    nodes.append(helper.make_node("ConcatFromSequence", ["all"], ["y"], axis=0, new_axis=1))
+    return _model(nodes, [_float("x", [64, 2])], [_float("y", ["n", 2])])
+
+
 def split_declaring_more_than_it_holds() -> onnx.ModelProto:
     """A `split` initializer that declares 10^12 int64 elements and holds one (8 bytes)."""
     split = helper.make_tensor("split", TensorProto.INT64, [1], [1])
@@ -154,6 +167,17 @@ def test_a_chain_of_inserts_and_erases_at_static_positions_folds_in_order() -> N
     feeds = {name: np.array([value], np.float32) for name, value in zip("abc", (1, 2, 3))}
     (y,) = assert_same_outputs(model, lowered, feeds)
     np.testing.assert_array_equal(y, [3, 1])
+
+
+def test_a_list_read_at_thousands_of_positions_and_rebuilt() -> None:
+    # a SequenceConstruct of 5,000 inputs rewired one rewrite at a time: quadratic in onnx_ir's
+    # public ways (seqlower/uses.py); bench/scaling.py times 20,000
+    model = every_position_read_and_rebuilt(5000)
+    lowered, _ = lower(model)
+    assert sequence_op_count(lowered) == 0
+    x = np.arange(128, dtype=np.float32).reshape(64, 2)
+    (y,) = assert_same_outputs(model, lowered, {"x": x})
+    np.testing.assert_array_equal(y, x[np.arange(5000) % 64 - 32])
 
 
 def test_an_initializer_declaring_more_than_it_holds_is_refused() -> None:

@@ -20,12 +20,13 @@ import onnx_ir as ir
 
 from seqlower.ops import iter_all_graphs, subgraphs
 from seqlower.release import let_go
+from seqlower.uses import detach_inputs, is_used
 
 Holders = Mapping[int, Sequence[ir.Node]]  # id(subgraph) -> the nodes that hold it
 
 
 def is_dead(node: ir.Node) -> bool:
-    return not any(output.uses() or output.is_graph_output() for output in node.outputs)
+    return not any(is_used(output) or output.is_graph_output() for output in node.outputs)
 
 
 def remove_dead_upstream(candidates: Iterable[ir.Node], holders: Holders | None = None) -> int:
@@ -44,7 +45,7 @@ def remove_dead_upstream(candidates: Iterable[ir.Node], holders: Holders | None 
         for subgraph in subgraphs(node):
             if not _held_elsewhere(subgraph, node, holders or {}):
                 _release(subgraph, read)
-        _drop_inputs(node)
+        detach_inputs(node)
         # dead (no use, not a graph output) and detached: the safe removal would only check
         # that again, and build a set of the graph's outputs for each node removed
         graph.remove(node)
@@ -52,21 +53,6 @@ def remove_dead_upstream(candidates: Iterable[ir.Node], holders: Holders | None 
         removed += 1
         queue.extend(producer for value in read if (producer := value.producer()) is not None)
     return removed
-
-
-def _drop_inputs(node: ir.Node) -> None:
-    """Detach `node` from every value it reads, in time linear in its inputs. onnx_ir's public
-    ways (`remove(safe=True)`, `resize_inputs`) rebuild the input tuple once per input, which
-    is quadratic: a dead SequenceConstruct of 3,000 elements took seconds, a chain of them
-    minutes. A node with sharding annotations takes the public way (they must be dropped;
-    older onnx-ir releases have none)."""
-    if getattr(node, "device_configurations", None):
-        node.resize_inputs(0)
-        return
-    for index, value in enumerate(node.inputs):
-        if value is not None:
-            value._remove_usage(node, index)
-    node._inputs = ()
 
 
 def remove_dead_nodes(model: ir.Model) -> bool:

@@ -91,6 +91,7 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         self.dead_code_free = False  # True after a fixpoint: no dead node is left anywhere
         self._deferred = False  # a sweep left a last-resort rule out on a node it did not change
         self._touched: list[ir.Node] = []  # since the last inference: emitted or rewritten
+        self._rebuilt: ir.Node | None = None  # what the last rewrite made of its node, if alike
         self._elsewhere = False  # since the last inference: a rewrite outside the main graph
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
@@ -273,7 +274,22 @@ class LowerSequencesPass(ir.passes.InPlacePass):
                     fired = bool(rules) and self._apply_first(node, rules, context)
                     changed |= fired
                     self._deferred |= left_out and not fired
+                    if fired:
+                        self._rewrite_rebuilt(node, rules, context)
         return changed
+
+    def _rewrite_rebuilt(self, node: ir.Node, rules: list[Rule], context: Context) -> None:
+        """A rule that rebuilt the node it rewrote (a Loop carrying one list fewer) gets to
+        rewrite the rebuilt node again in this sweep, rather than one list per sweep: a Loop
+        carrying a hundred lists is lowered in one sweep, not left at the sweep limit. At most
+        once per value the node read or made, so that no pair of rules can cycle here."""
+        budget = len(node.inputs) + len(node.outputs)
+        while budget > 0 and self._rebuilt is not None:
+            rebuilt, self._rebuilt = self._rebuilt, None
+            budget -= 1
+            if rebuilt in self.frozen or is_dead(rebuilt):
+                return
+            self._apply_first(rebuilt, rules, context)
 
     def _apply_first(self, node: ir.Node, rules: list[Rule], context: Context) -> bool:
         self.refusals.pop(node, None)
@@ -285,6 +301,7 @@ class LowerSequencesPass(ir.passes.InPlacePass):
                 continue
             logger.debug("%s applies to %s '%s'", rule.name, node.op_type, node.name)
             read = [value.producer() for value in node.inputs if value is not None]
+            graph = node.graph
             rule.rewrite(node, match, context)
             context.rewriter.fired[rule.name] += 1
             touched, holders = context.rewriter.take_touched()
@@ -296,9 +313,11 @@ class LowerSequencesPass(ir.passes.InPlacePass):
             self._elsewhere = self._elsewhere or any(n.graph is not main for n in (node, *touched))
             self._touched += [node, *touched]
             remove_dead_upstream([*(p for p in read if p is not None), node, *touched], holders)
+            self._rebuilt = _rebuilt(node, graph, touched)
             return True
         if reasons:
             self.refusals[node] = reasons
+        self._rebuilt = None
         return False
 
     def _record(self, node: ir.Node, rule: str, touched: list[ir.Node]) -> None:
@@ -331,6 +350,19 @@ def _sequence_candidates(model: ir.Model):
         for node in graph:
             yield from node.outputs
             graphs.extend(subgraphs(node))
+
+
+def _rebuilt(node: ir.Node, graph: ir.Graph | None, touched: list[ir.Node]) -> ir.Node | None:
+    """The one node a rewrite of `node` made in its place: of its op type, in its graph, while
+    `node` itself is gone; else None."""
+    if graph is None or node.graph is graph:
+        return None
+    alike = [
+        made
+        for made in touched
+        if made.op_type == node.op_type and made.domain == node.domain and made.graph is graph
+    ]
+    return alike[0] if len(alike) == 1 else None
 
 
 def _is_live(graph: ir.Graph, owners: dict[int, ir.Node]) -> bool:
