@@ -86,7 +86,9 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         chunks_at_runtime_position,
         every_position_read_and_rebuilt,
         identities_after_at,
+        ifs_appending_in_a_row,
         inserts_in_a_row,
+        map_of_a_long_body,
         split_declaring_more_than_it_holds,
     )
 
@@ -97,6 +99,8 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         "a list read at 20k positions, rebuilt by one SequenceConstruct": (
             every_position_read_and_rebuilt(20_000)
         ),
+        "2,000 Ifs in a row, each appending to a list": ifs_appending_in_a_row(2000),
+        "SequenceMap whose body adds the element 2,000 times": map_of_a_long_body(2000),
         "split declaring 10^12 elements, 8 bytes": split_declaring_more_than_it_holds(),
     }
 

@@ -93,12 +93,7 @@ def _branch_refusal(branch: ir.Graph) -> str | None:
 
 
 def _in_loop_body(node: ir.Node, ctx: Context) -> bool:
-    return any(
-        loop.op_type == "Loop"
-        and loop.domain == ""
-        and loop.attributes["body"].as_graph() is node.graph
-        for loop in ctx.rewriter.model.graph.all_nodes()
-    )
+    return node.graph is not None and ctx.facts.is_loop_body(node.graph)
 
 
 def _branches_of_scalar_choice(node: ir.Node) -> tuple[ir.Graph, ir.Graph] | Refusal:

@@ -51,6 +51,7 @@ from seqlower.rules.batching import Source, _source_of_elements
 from seqlower.rules.loop_batching import MIN_OPSET
 from seqlower.rules.loop_induction import NUMERIC
 from seqlower.rules.stacks import ALLOW_ZERO, merged_shape, moveaxis_to_front
+from seqlower.uses import use_count
 
 MAX_COPY_NODES = 256  # nodes in one copy of f, at most
 
@@ -416,13 +417,14 @@ class UnrolledSum:
 
 def _sum_terms(node: ir.Node) -> list[tuple[ir.Value, list[ir.Value]]]:
     """Each way to read `node` as start + t_0 + .. + t_k (Add(Add(start, t_0), t_1)..., either
-    operand order), longest first: (start, [t_0, .., t_k]) with at least two terms."""
+    operand order), longest first: (start, [t_0, .., t_k]) with at least two terms, each read
+    by that Add alone."""
     terms: list[ir.Value] = []
     accumulators: list[ir.Value] = []
     current = node
     while True:
         left, right = current.inputs
-        inner = [v for v in (left, right) if _is_add(v) and len(v.uses()) == 1]  # type: ignore[arg-type]
+        inner = [v for v in (left, right) if _is_add(v) and use_count(v) == 1]  # type: ignore[arg-type]
         if not inner:
             break
         accumulator = inner[0]
@@ -434,7 +436,10 @@ def _sum_terms(node: ir.Node) -> list[tuple[ir.Value, list[ir.Value]]]:
     readings = []
     for start, first in ((left, right), (right, left)):  # the innermost Add: either order
         found = [start, *accumulators], [first, *terms]
-        readings += [(found[0][i], found[1][i:]) for i in range(len(found[1]) - 1)]
+        # the terms of a reading are a suffix: those after the last term read elsewhere too
+        shared = [i for i, term in enumerate(found[1]) if use_count(term) != 1]  # type: ignore[arg-type]
+        first_alone = shared[-1] + 1 if shared else 0
+        readings += [(found[0][i], found[1][i:]) for i in range(first_alone, len(found[1]) - 1)]
     readings.sort(key=lambda reading: -len(reading[1]))
     return readings  # type: ignore[return-value]
 
@@ -452,8 +457,6 @@ def _check_sum(node: ir.Node, ctx: Context) -> UnrolledSum | Refusal:
     assert node.graph is not None
     refusal = Refusal("not a sum of two or more copies of one computation")
     for start, terms in _sum_terms(node):
-        if any(len(term.uses()) != 1 for term in terms):
-            continue
         copies = _copies(terms, node.graph, ctx, node)
         if not isinstance(copies, Refusal):
             found = UnrolledSum(start, copies)

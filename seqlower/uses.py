@@ -16,7 +16,9 @@ onnx-ir releases have none).
 
 from __future__ import annotations
 
-__all__ = ["WIDE", "detach_inputs", "is_used", "replace_all_uses", "replace_input"]
+__all__ = [
+    "WIDE", "detach_inputs", "is_used", "replace_all_uses", "replace_input", "use_count",
+]  # fmt: skip
 
 import onnx_ir as ir
 
@@ -27,6 +29,12 @@ def is_used(value: ir.Value) -> bool:
     """Whether some node reads `value` (graph outputs aside)."""
     uses = getattr(value, "_uses", None)
     return bool(uses) if isinstance(uses, dict) else bool(value.uses())
+
+
+def use_count(value: ir.Value) -> int:
+    """How many inputs of nodes read `value` (graph outputs aside)."""
+    uses = getattr(value, "_uses", None)
+    return len(uses) if isinstance(uses, dict) else len(value.uses())
 
 
 def replace_input(node: ir.Node, index: int, value: ir.Value | None) -> None:

@@ -83,6 +83,48 @@ def every_position_read_and_rebuilt(count: int) -> onnx.ModelProto:
     return _model(nodes, [_float("x", [64, 2])], [_float("y", ["n", 2])])
 
 
+def _list_of_pairs(name: str) -> onnx.ValueInfoProto:
+    element = helper.make_tensor_type_proto(TensorProto.FLOAT, [2])
+    return helper.make_value_info(name, helper.make_sequence_type_proto(element))
+
+
+def ifs_appending_in_a_row(count: int) -> onnx.ModelProto:
+    """`count` Ifs in a row, each appending x (then) or x + x (else) to the list the one before
+    gave, the list stacked at the end."""
+    nodes = [helper.make_node("SequenceEmpty", [], ["s0"], dtype=TensorProto.FLOAT)]
+    for k in range(count):
+        then = helper.make_graph(
+            [helper.make_node("SequenceInsert", [f"s{k}", "x"], [f"t{k}"])],
+            f"then{k}", [], [_list_of_pairs(f"t{k}")],
+        )  # fmt: skip
+        otherwise = helper.make_graph(
+            [
+                helper.make_node("Add", ["x", "x"], [f"xx{k}"]),
+                helper.make_node("SequenceInsert", [f"s{k}", f"xx{k}"], [f"u{k}"]),
+            ],
+            f"else{k}", [], [_list_of_pairs(f"u{k}")],
+        )  # fmt: skip
+        nodes.append(
+            helper.make_node("If", ["c"], [f"s{k + 1}"], then_branch=then, else_branch=otherwise)
+        )
+    nodes.append(helper.make_node("ConcatFromSequence", [f"s{count}"], ["y"], axis=0, new_axis=1))
+    inputs = [_float("x", [2]), helper.make_tensor_value_info("c", TensorProto.BOOL, [])]
+    return _model(nodes, inputs, [_float("y", ["n", 2])])
+
+
+def map_of_a_long_body(count: int) -> onnx.ModelProto:
+    """SequenceMap over the rows of x whose body is Relu(e) followed by `count` Adds of e."""
+    body_nodes = [helper.make_node("Relu", ["e"], ["b0"])]
+    body_nodes += [helper.make_node("Add", [f"b{k}", "e"], [f"b{k + 1}"]) for k in range(count)]
+    body = helper.make_graph(body_nodes, "body", [_float("e", [3])], [_float(f"b{count}", [3])])
+    nodes = [
+        helper.make_node("SplitToSequence", ["x"], ["s"], axis=0, keepdims=0),
+        helper.make_node("SequenceMap", ["s"], ["m"], body=body),
+        helper.make_node("ConcatFromSequence", ["m"], ["y"], axis=0, new_axis=1),
+    ]
+    return _model(nodes, [_float("x", ["n", 3])], [_float("y", ["n", 3])])
+
+
 def split_declaring_more_than_it_holds() -> onnx.ModelProto:
     """A `split` initializer that declares 10^12 int64 elements and holds one (8 bytes)."""
     split = helper.make_tensor("split", TensorProto.INT64, [1], [1])
@@ -178,6 +220,30 @@ def test_a_list_read_at_thousands_of_positions_and_rebuilt() -> None:
     x = np.arange(128, dtype=np.float32).reshape(64, 2)
     (y,) = assert_same_outputs(model, lowered, {"x": x})
     np.testing.assert_array_equal(y, x[np.arange(5000) % 64 - 32])
+
+
+def test_a_thousand_ifs_appending_in_a_row() -> None:
+    # the length of the list each If reads was found by recursion (too deep from about 500),
+    # and whether each If is in a Loop body by a walk of the whole model
+    model = ifs_appending_in_a_row(1000)
+    lowered, _ = lower(model)
+    assert sequence_op_count(lowered) == 0
+    x = np.array([1.5, -2.0], np.float32)
+    for choice in (True, False):
+        (y,) = assert_same_outputs(model, lowered, {"x": x, "c": np.array(choice)})
+        np.testing.assert_array_equal(y, np.tile(x if choice else x + x, (1000, 1)))
+
+
+def test_a_map_whose_body_adds_the_element_a_thousand_times() -> None:
+    # each Add of the body was read as a sum of copies again from scratch, every shorter
+    # reading checked term by term (cubic in the body)
+    model = map_of_a_long_body(1000)
+    lowered, _ = lower(model)
+    assert sequence_op_count(lowered) == 0
+    x = np.array([[1.0, -2.0, 0.5], [0.0, 3.0, -1.0]], np.float32)
+    (y,) = assert_same_outputs(model, lowered, {"x": x})
+    np.testing.assert_allclose(y, np.maximum(x, 0) + 1000 * x, rtol=1e-6)
+    assert_same_outputs(model, lowered, {"x": x[:1]})
 
 
 def test_an_initializer_declaring_more_than_it_holds_is_refused() -> None:

@@ -66,6 +66,22 @@ class Facts:
     def __init__(self, model: ir.Model, generation: Callable[[], int] | None = None) -> None:
         self.values = StaticValues(model.opset_imports.get(""), generation)
         self._main_graph = model.graph
+        self._loop_bodies: dict[int, ir.Graph] | None = None
+
+    def is_loop_body(self, graph: ir.Graph) -> bool:
+        """Whether `graph` is the body of a Loop. The bodies are found once, in one walk of the
+        model, on the first question: a body a rewrite makes afresh afterwards is not one
+        until the next Facts (the next sweep) finds it."""
+        if graph is self._main_graph:
+            return False
+        if self._loop_bodies is None:
+            bodies = (
+                node.attributes["body"].as_graph()
+                for node in self._main_graph.all_nodes()
+                if node.op_type == "Loop" and node.domain == "" and "body" in node.attributes
+            )
+            self._loop_bodies = {id(body): body for body in bodies}  # held: no id is reused
+        return self._loop_bodies.get(id(graph)) is graph
 
     # -- tensors -------------------------------------------------------------------------
 
@@ -84,27 +100,40 @@ class Facts:
     # -- sequences -----------------------------------------------------------------------
 
     def sequence(self, value: ir.Value) -> SequenceFact:
-        """The fact for a sequence value."""
-        producer = value.producer()
+        """The fact for a sequence value. Walks back through the Identities, inserts, erases
+        and maps that change only its length (without recursion: a chain of thousands of
+        inserts is a chain of thousands of values) to the node that makes the list."""
+        resized = False  # an insert, erase or map passed: only the length carries over
+        delta = 0
+        while True:
+            producer = value.producer()
+            op = None if producer is None else _op_name(producer)
+            if op == "Identity" or op == "SequenceMap":
+                resized |= op == "SequenceMap"
+            elif op in ("SequenceInsert", "SequenceErase"):
+                resized = True
+                delta += 1 if op == "SequenceInsert" else -1
+            else:
+                break
+            value = producer.inputs[0]  # type: ignore[union-attr,assignment]
+        base = self._made_by(value, producer, op)
+        if isinstance(base, Unknown) or not resized:
+            return base
+        return KnownLength(base.length + delta)
+
+    def _made_by(self, value: ir.Value, producer: ir.Node | None, op: str | None) -> SequenceFact:
+        """The fact for a list as the node that makes it gives it."""
         if producer is None:
             return Unknown(_describe_input(value, self._main_graph))
-        op = producer.op_type if producer.domain == "" else f"{producer.domain}::{producer.op_type}"
         if op == "SequenceConstruct":
             return KnownElements(tuple(v for v in producer.inputs if v is not None))
         if op == "SequenceEmpty":
             return KnownElements(())
-        if op == "Identity":
-            return self.sequence(producer.inputs[0])  # type: ignore[arg-type]
         if op == "SplitToSequence":
             plan = self.split_plan(producer)
             if isinstance(plan, str):
                 return Unknown(f"{quoted_node(producer)}: {plan}")
             return KnownLength(plan.count)
-        if op in ("SequenceInsert", "SequenceErase"):
-            return self._resized(producer, +1 if op == "SequenceInsert" else -1)
-        if op == "SequenceMap":
-            base = self.sequence(producer.inputs[0])  # type: ignore[arg-type]
-            return base if isinstance(base, Unknown) else KnownLength(base.length)
         return Unknown(f"produced by {quoted_node(producer)}")
 
     def length(self, value: ir.Value) -> int | None:
@@ -115,11 +144,9 @@ class Facts:
         fact = self.sequence(value)
         return fact.elements if isinstance(fact, KnownElements) else None
 
-    def _resized(self, node: ir.Node, delta: int) -> SequenceFact:
-        base = self.sequence(node.inputs[0])  # type: ignore[arg-type]
-        if isinstance(base, Unknown):
-            return base
-        return KnownLength(base.length + delta)
+
+def _op_name(node: ir.Node) -> str:
+    return node.op_type if node.domain == "" else f"{node.domain}::{node.op_type}"
 
 
 def _describe_input(value: ir.Value, main_graph: ir.Graph) -> str:
