@@ -32,7 +32,9 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.provenance import split_source
+from seqlower.analysis.static_values import StaticValues
 from seqlower.lists.signs import never_negative
+from seqlower.lists.tensors import INT64_MAX
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet, never_empty
 from seqlower.rules.construct import static_position
@@ -463,7 +465,8 @@ def _length_of_split(node: ir.Node, match, ctx: Context) -> None:  # type: ignor
     length = builder.op("Gather", [builder.op("Shape", [data]), builder.constant(np.array(axis))])
     if chunk is not None and len(chunk.shape) == 1:  # type: ignore[arg-type]
         proved = never_negative(chunk, ctx.facts.values)
-        length = _length_of_sizes(builder, length, chunk, nonnegative=proved)
+        each_read = _counts_loops_reading_each(node.outputs[0], node.inputs[0], ctx.facts.values)
+        length = _length_of_sizes(builder, length, chunk, nonnegative=proved, empty_read=each_read)
     elif chunk is not None and (size := ctx.facts.values.get_int(chunk)) == 1:
         pass  # chunks of one: as many as the dim
     elif chunk is not None and size is not None and size > 1:
@@ -480,8 +483,72 @@ def _length_of_split(node: ir.Node, match, ctx: Context) -> None:  # type: ignor
     ctx.rewriter.replace(node.outputs[0], length)
 
 
+def _counts_loops_reading_each(
+    length: ir.Value, sequence: ir.Value | None, values: StaticValues
+) -> bool:
+    """Whether `length` (of the list `sequence`) is read only as the trip count of Loops whose
+    body reads the list at its iteration number in every iteration (`for v in x.split(s)`):
+    a Loop that runs at all then reads element 0."""
+    loops = _trip_count_of(length, values)
+    return (
+        sequence is not None
+        and bool(loops)
+        and all(
+            any(
+                n.op_type == "SequenceAt"
+                and n.domain == ""
+                and n.inputs[0] is sequence
+                and n.inputs[1] is body.inputs[0]
+                for n in body
+            )
+            for body in (loop.attributes["body"].as_graph() for loop in loops or ())
+        )
+    )
+
+
+def _trip_count_of(length: ir.Value, values: StaticValues) -> list[ir.Node] | None:
+    """The Loops that read `length` as their trip count, directly or as TorchScript's count of
+    `enumerate`, ReduceMin(Concat(INT64_MAX, Unsqueeze(n))) (which is n); None when anything
+    else reads it."""
+    loops: list[ir.Node] = []
+    pending = [length]
+    while pending:
+        value = pending.pop()
+        if value.is_graph_output():
+            return None
+        for use in value.uses():
+            node = use.node
+            op = node.op_type if node.domain == "" else ""
+            if op == "Loop" and use.idx == 0:
+                loops.append(node)
+            elif op == "Unsqueeze" and use.idx == 0 and value is length:
+                pending.append(node.outputs[0])
+            elif op == "Concat" and value is not length and len(node.inputs) == 2:
+                other = node.inputs[1 - use.idx]
+                if other is None or values.get_ints(other) != [INT64_MAX]:
+                    return None
+                pending.append(node.outputs[0])
+            elif (
+                op == "ReduceMin"
+                and use.idx == 0
+                and value.producer() is not None
+                and (
+                    value.producer().op_type == "Concat"  # type: ignore[union-attr]
+                )
+            ):
+                pending.append(node.outputs[0])
+            else:
+                return None
+    return loops
+
+
 def _length_of_sizes(
-    builder: Builder, dim: ir.Value, sizes: ir.Value, *, nonnegative: bool = False
+    builder: Builder,
+    dim: ir.Value,
+    sizes: ir.Value,
+    *,
+    nonnegative: bool = False,
+    empty_read: bool = False,
 ) -> ir.Value:
     """The number of chunks of a split of `dim` by the 1-D run-time `sizes`: Size(sizes), or
     `dim` when `sizes` is empty (onnxruntime then splits into chunks of 1; onnx.reference gives
@@ -492,16 +559,26 @@ def _length_of_sizes(
 
     both terms >= 0, the first 0 exactly when the sizes add up, the second when none is
     negative; a bad of 1 or more is outside the table of one. Sizes proved `nonnegative`
-    (a count such as ReduceSum(Cast(Equal(...)))) drop the second term: it is 0 on every input."""
+    (a count such as ReduceSum(Cast(Equal(...)))) drop the second term: it is 0 on every input.
+
+    With `empty_read` (the length is only the trip count of Loops that read element i in every
+    iteration i) empty sizes are not told apart: Size(sizes) + Gather([0], bad). Empty sizes on
+    a dim that is not empty (onnxruntime's chunks of one) then fail at the length, where the
+    read of element 0 from the lowered list's empty tables fails without it; on an empty dim
+    the length is 0, as before."""
     sizes = builder.op("Cast", [sizes], {"to": int(ir.DataType.INT64)})
     zero = builder.constant(np.array(0, dtype=np.int64), "zero")
     count = builder.op("Size", [sizes])
-    empty = builder.op("Equal", [count, zero])
+    if not empty_read:
+        empty = builder.op("Equal", [count, zero])
     total = builder.op("ReduceSum", [sizes], {"keepdims": 0})
     off_sum = builder.op("Abs", [builder.op("Sub", [total, dim])])
     if not nonnegative:
         magnitude = builder.op("ReduceSum", [builder.op("Abs", [sizes])], {"keepdims": 0})
         off_sum = builder.op("Add", [off_sum, builder.op("Sub", [magnitude, total])])
+    if empty_read:
+        check = builder.op("Gather", [builder.ints([0], "zero_table"), off_sum], {"axis": 0})
+        return builder.op("Add", [count, check], name="length")
     bad = builder.op("Where", [empty, zero, off_sum])
     check = builder.op("Gather", [builder.ints([0], "zero_table"), bad], {"axis": 0})
     return builder.op("Add", [builder.op("Where", [empty, dim, count]), check], name="length")
