@@ -2,7 +2,7 @@
 once per iteration is fused into that Loop: the element read is the tensor appended then.
 
     s = Loop(M, c, v.., SequenceEmpty(), body_A: ..; s1 = SequenceInsert(s, t))
-    n = SequenceLength(s)
+    n = SequenceLength(s)              (or TorchScript's `enumerate` count of it)
     w.. = Loop(n, true, u.., body_B: e = SequenceAt(s, j); ..)        (j: its iteration number)
         -> v.., w.. = Loop(M, c, v.., u.., body: body_A without the append; body_B with e = t)
 
@@ -27,6 +27,7 @@ __all__ = ["RULES"]
 
 import dataclasses
 
+import numpy as np
 import onnx_ir as ir
 
 from seqlower.ops import graphs_within, subgraphs
@@ -46,8 +47,8 @@ class FusionPlan:
 
 def _check(node: ir.Node, ctx: Context) -> FusionPlan | Refusal:
     trip = node.inputs[0] if node.inputs else None
-    length = trip.producer() if trip is not None else None
-    if length is None or length.op_type != "SequenceLength" or length.domain != "":
+    length = _length_counted(trip, node, ctx) if trip is not None else None
+    if length is None:
         return Refusal("the trip count is not the length of a list")
     sequence = length.inputs[0]
     first = sequence.producer() if sequence is not None else None
@@ -76,6 +77,45 @@ def _check(node: ir.Node, ctx: Context) -> FusionPlan | Refusal:
     return FusionPlan(first, index, why, length, reads, moved)
 
 
+def _length_counted(trip: ir.Value, node: ir.Node, ctx: Context) -> ir.Node | None:
+    """The SequenceLength whose value is the trip count `trip` of Loop `node` and is read by
+    nothing else: `trip` itself, or TorchScript's count of `enumerate`,
+    ReduceMin(Concat(INT64_MAX, Unsqueeze(n))), which is n (a length is never negative)."""
+    chain = []
+    value = trip
+    while True:
+        producer = value.producer()
+        if producer is None or producer.domain != "" or value.is_graph_output():
+            return None
+        if len(value.uses()) != 1 or (chain and value.uses()[0].node is not chain[-1]):
+            return None
+        if not chain and (value.uses()[0].node is not node or value.uses()[0].idx != 0):
+            return None
+        op = producer.op_type
+        if op == "SequenceLength":
+            return producer if len(chain) in (0, 3) else None
+        expected = ("ReduceMin", "Concat", "Unsqueeze")[len(chain)] if len(chain) < 3 else None
+        if op != expected:
+            return None
+        axes = producer.attributes.get_ints("axes", None) if op == "ReduceMin" else None
+        if op == "ReduceMin" and (
+            len(producer.inputs) != 1 or (axes is not None and list(axes) not in ([0], [-1]))
+        ):
+            return None
+        chain.append(producer)
+        if op == "Concat":
+            if len(producer.inputs) != 2 or producer.inputs[1] is None:
+                return None
+            big = ctx.facts.values.get_ints(producer.inputs[0])
+            if big != [np.iinfo(np.int64).max]:
+                return None
+            value = producer.inputs[1]
+        else:
+            value = producer.inputs[0]  # type: ignore[assignment]
+        if value is None:
+            return None
+
+
 def _built_by_appends(first: ir.Node, index: int, ctx: Context) -> ir.Node | str:
     """The SequenceInsert that appends one tensor to the list in every iteration, from an
     empty start, or why not."""
@@ -102,7 +142,7 @@ def _reads_at_iteration(
     counter = body.inputs[0]
     if sequence.is_graph_output() or length.outputs[0].is_graph_output():
         return "the model returns the list or its length"
-    if any(use.node is not node or use.idx != 0 for use in length.outputs[0].uses()):
+    if len(length.outputs[0].uses()) != 1:
         return "the list's length is read elsewhere too"
     reads = []
     for use in sequence.uses():

@@ -179,3 +179,41 @@ def _second_check(model: onnx.ModelProto):
     context = Context(Facts(graph_model), Rewriter(graph_model), Options())
     second = [n for n in graph_model.graph if n.op_type == "Loop"][1]
     return _check(second, context)
+
+
+def _enumerated(big: str = "9223372036854775807", extra: str = "") -> onnx.ModelProto:
+    """The second Loop over `enumerate(s)`: TorchScript's count min(INT64_MAX, len(s))."""
+    text = TEMPLATE.format(**DEFAULTS).replace(
+        "    n = SequenceLength(s)\n",
+        f"""    length = SequenceLength(s)
+    big = Constant<value = int64[1] {{{big}}}>()
+    ax = Constant<value = int64[1] {{0}}>()
+    length1 = Unsqueeze(length, ax)
+    both = Concat<axis = 0>(big, length1)
+    n = ReduceMin<keepdims = 0>(both)
+    {extra}
+""",
+    )
+    if extra:
+        text = text.replace("float[?,3] sums)", "float[?,3] sums, int64 copy)")
+    return parse(text)
+
+
+@pytest.mark.parametrize("trips", [1, 4])
+def test_a_loop_over_enumerate_of_the_list_is_fused(trips):
+    model = _enumerated()
+    lowered, report = lower(model, target="generic")
+    assert report.rules_fired["loop-fusion"] == 1
+    assert sequence_op_count(lowered) == 0
+    assert_same_outputs(model, lowered, _feeds(trips))
+
+
+@pytest.mark.parametrize(
+    ("big", "extra"),
+    [("3", ""), ("9223372036854775807", "copy = Identity(both)")],
+    ids=["a-smaller-bound", "count-read-elsewhere"],
+)
+def test_a_count_that_is_not_the_length_alone_is_refused(big, extra):
+    found = _second_check(_enumerated(big, extra))
+    assert isinstance(found, Refusal)
+    assert "the trip count is not the length of a list" in found.reason
