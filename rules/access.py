@@ -552,14 +552,19 @@ def _length_of_sizes(
 ) -> ir.Value:
     """The number of chunks of a split of `dim` by the 1-D run-time `sizes`: Size(sizes), or
     `dim` when `sizes` is empty (onnxruntime then splits into chunks of 1; onnx.reference gives
-    no chunk). Plus Gather([0], bad), which is 0, and fails as the SplitToSequence itself does
-    when the sizes are not empty and have a negative size or do not add up to `dim`:
+    no chunk); the split fails, as the SplitToSequence itself does, when the sizes are not
+    empty and have a negative size or do not add up to `dim`:
 
-        bad = |Sum(sizes) - dim| + (Sum(|sizes|) - Sum(sizes))     (0 when empty)
+        bad = Max(Sum(|sizes|) - dim, dim - Sum(sizes))
+        length = Size(sizes) + bad + Gather([0], Min(bad, Size(sizes)))
 
-    both terms >= 0, the first 0 exactly when the sizes add up, the second when none is
-    negative; a bad of 1 or more is outside the table of one. Sizes proved `nonnegative`
-    (a count such as ReduceSum(Cast(Equal(...)))) drop the second term: it is 0 on every input.
+    bad is >= 0 always (Sum(|sizes|) >= Sum(sizes)), 0 exactly when the sizes add up to `dim`
+    and none is negative, and `dim` when there is no size; so the Gather of the table of one
+    fails exactly for sizes that are there and wrong, and the length is Size(sizes) or `dim`.
+    Sizes proved `nonnegative` (a count such as ReduceSum(Cast(Equal(...)))) take bad =
+    |Sum(sizes) - dim|, the same on every input. (An earlier form tested the empty case with an
+    Equal and two Wheres: four launches more; it stays before opset 12, which has no Max or Min
+    of integers.)
 
     With `empty_read` (the length is only the trip count of Loops that read element i in every
     iteration i) empty sizes are not told apart: Size(sizes) + Gather([0], bad). Empty sizes on
@@ -567,16 +572,46 @@ def _length_of_sizes(
     read of element 0 from the lowered list's empty tables fails without it; on an empty dim
     the length is 0, as before."""
     sizes = builder.op("Cast", [sizes], {"to": int(ir.DataType.INT64)})
+    if builder.opset < _INTEGER_MAX_OPSET:
+        return _length_of_sizes_with_wheres(
+            builder, dim, sizes, nonnegative=nonnegative, empty_read=empty_read
+        )
+    count = builder.op("Size", [sizes])
+    total = builder.op("ReduceSum", [sizes], {"keepdims": 0})
+    if nonnegative:
+        bad = builder.op("Abs", [builder.op("Sub", [total, dim])])
+    else:
+        magnitude = builder.op("ReduceSum", [builder.op("Abs", [sizes])], {"keepdims": 0})
+        over = builder.op("Sub", [magnitude, dim])
+        under = builder.op("Sub", [dim, total])
+        bad = builder.op("Max", [over, under])
+    if empty_read:
+        check = builder.op("Gather", [builder.ints([0], "zero_table"), bad], {"axis": 0})
+        return builder.op("Add", [count, check], name="length")
+    wrong = builder.op("Min", [bad, count])
+    check = builder.op("Gather", [builder.ints([0], "zero_table"), wrong], {"axis": 0})
+    return builder.op("Add", [builder.op("Add", [count, bad]), check], name="length")
+
+
+_INTEGER_MAX_OPSET = 12  # Max and Min of integers
+
+
+def _length_of_sizes_with_wheres(
+    builder: Builder, dim: ir.Value, sizes: ir.Value, *, nonnegative: bool, empty_read: bool
+) -> ir.Value:
+    """`_length_of_sizes` before opset 12 (no Max or Min of int64): the empty case tested.
+
+    bad = |Sum(sizes) - dim| + (Sum(|sizes|) - Sum(sizes))     (0 when empty)
+    length = Where(empty, dim, Size(sizes)) + Gather([0], bad)"""
     zero = builder.constant(np.array(0, dtype=np.int64), "zero")
     count = builder.op("Size", [sizes])
-    if not empty_read:
-        empty = builder.op("Equal", [count, zero])
+    empty = None if empty_read else builder.op("Equal", [count, zero])
     total = builder.op("ReduceSum", [sizes], {"keepdims": 0})
     off_sum = builder.op("Abs", [builder.op("Sub", [total, dim])])
     if not nonnegative:
         magnitude = builder.op("ReduceSum", [builder.op("Abs", [sizes])], {"keepdims": 0})
         off_sum = builder.op("Add", [off_sum, builder.op("Sub", [magnitude, total])])
-    if empty_read:
+    if empty is None:
         check = builder.op("Gather", [builder.ints([0], "zero_table"), off_sum], {"axis": 0})
         return builder.op("Add", [count, check], name="length")
     bad = builder.op("Where", [empty, zero, off_sum])

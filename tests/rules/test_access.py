@@ -285,10 +285,10 @@ def _same_or_both_fail(model, lowered, feeds) -> None:  # type: ignore[no-untype
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.int32])
-@pytest.mark.parametrize("axis", [0, -2])
-def test_length_of_a_split_by_runtime_sizes_is_the_count_of_sizes(dtype, axis):
+@pytest.mark.parametrize(("axis", "opset"), [(0, 18), (-2, 18), (0, 11)])
+def test_length_of_a_split_by_runtime_sizes_is_the_count_of_sizes(dtype, axis, opset):
     t = "int64" if dtype == np.int64 else "int32"
-    model = parse(SIZES.format(t=t, axis=axis))
+    model = parse(SIZES.format(t=t, axis=axis), opset=opset)
     lowered, report = lower(model)
     assert sequence_op_count(lowered) == 0
     assert report.rules_fired == {"length-of-split": 1}
@@ -316,6 +316,16 @@ def test_length_of_a_split_by_runtime_sizes_is_the_count_of_sizes(dtype, axis):
     assert int(run_ort(lowered, {"x": x, "sizes": np.array([2, 3], dtype)})[0]) == 2
     with pytest.raises(Exception, match="out of data bounds"):
         run_ort(lowered, {"x": x, "sizes": np.array([6, -1], dtype)})
+    # no size on a dim of 5: chunks of one in onnxruntime, five; on a dim of 0: none
+    assert int(run_ort(lowered, {"x": x, "sizes": np.array([], dtype)})[0]) == 5
+    for sizes in ([], [0], [0, 0], [1], [-1, 1]):
+        empty = {"x": np.zeros((0, 3), np.float32), "sizes": np.array(sizes, dtype=dtype)}
+        _same_or_both_fail(model, lowered, empty)
+    counts = op_counts(lowered)
+    if opset >= 12:  # Max and Min of integers: no test of the empty case
+        assert counts["Where"] == 0 and counts["Max"] == 1 and counts["Min"] == 1
+    else:
+        assert counts["Where"] == 2 and counts["Max"] == 0
 
 
 def test_length_of_a_split_by_sizes_of_unknown_rank_is_kept_with_a_reason():
@@ -409,14 +419,16 @@ COUNTED = """g (float[N,3] x, int64[M] batch) => (int64 n) {{
 }}"""
 
 
-@pytest.mark.parametrize(("to", "abs_ops"), [(7, 1), (6, 2)])
-def test_a_split_by_counts_checks_only_the_sum(to, abs_ops):
-    # to=7 (int64): a count, proved >= 0, one Abs (|Sum - dim|); to=6 (int32, whose sums the
-    # proof does not bound): not proved, the negative-size term and its second Abs stay
+@pytest.mark.parametrize(("to", "max_ops"), [(7, 0), (6, 1)])
+def test_a_split_by_counts_checks_only_the_sum(to, max_ops):
+    # to=7 (int64): a count, proved >= 0, |Sum - dim| alone; to=6 (int32, whose sums the proof
+    # does not bound): not proved, Max(Sum(|sizes|) - dim, dim - Sum) checks the signs too
     model = parse(COUNTED.format(to=to))
     lowered, report = lower(model)
     assert report.rules_fired == {"length-of-split": 1}
-    assert op_counts(lowered)["Abs"] == abs_ops
+    counts = op_counts(lowered)
+    assert counts["Max"] == max_ops and counts["Abs"] == 1
+    assert "Where" not in counts and "Equal" in counts  # the model's own Equal; no empty test
     x = np.zeros((5, 3), np.float32)
     # rows of graphs 0..2 (5 of 5 counted), a negative id (4 of 5 counted: fails in both),
     # fewer ids than rows (fails), every row in graph 1 (graph 0 empty), all ids negative
