@@ -39,6 +39,8 @@ def remove_dead_carried(
     model needs (see the module docstring); returns how many went. Each Loop or If that loses
     outputs is a new node: `replaced` gets each new node with the node it replaces. The nodes of
     `kept` (a region kept as given) keep their outputs."""
+    if not _may_hold_loops(model):
+        return 0  # nothing to take outputs from: no walk of the values (a 100k-node chain)
     needed = _Needed()
     needed.walk(model.graph.outputs)
     if not needed.outputs:
@@ -71,6 +73,16 @@ def remove_dead_carried(
         for k in sorted(dead, reverse=True):
             body.inputs.pop(2 + k)
     return removed
+
+
+def _may_hold_loops(model: ir.Model) -> bool:
+    """Whether a Loop or an If may be anywhere: the main graph's operators say it (any subgraph
+    hangs from one of its nodes), model-local functions are not looked into."""
+    ops = {node.op_type for node in model.graph}
+    return bool(model.functions) or not ops.isdisjoint(_HOLDERS)
+
+
+_HOLDERS = frozenset({"Loop", "If", "Scan", "SequenceMap"})  # a Loop or an If, or a body
 
 
 class _Needed:
