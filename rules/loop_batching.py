@@ -55,6 +55,7 @@ from seqlower.analysis.provenance import split_source
 from seqlower.batching.body import BodyPlan, emit_body, plan_region
 from seqlower.batching.core import Emitter, Operand
 from seqlower.batching.shapes import infer_region_shapes
+from seqlower.lists.signs import never_negative
 from seqlower.ops import peel_identity
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
@@ -416,7 +417,9 @@ def _lagged_read(
     """The read of element i that `update` is, when the initial value can stand before those
     elements in one stack: a tensor of the same type and the same known shape."""
     reader = update.producer()
-    if reader is None or initial is None or isinstance(_read(reader, body, ctx), Refusal):
+    if reader is None or initial is None or not _read_form(reader, body):
+        return None  # an element of a stack the body builds itself is no read batched
+    if isinstance(_read(reader, body, ctx), Refusal):
         return None
     if initial.dtype is None or initial.dtype != update.dtype:
         return None
@@ -695,15 +698,39 @@ def _extremum(
     return extremum
 
 
+def _runs(node: ir.Node, plan: LoopBatchPlan, ctx: Context, builder: Builder) -> ir.Value:
+    """How many times the loop runs: its trip count M, or Max(M, 0) where M may be negative and
+    is read as a Slice end (the stacks cut to M rows, a value read late) or gives the positions
+    of a Gather (a Loop runs no iteration for M < 0; a Slice end or a Gather position of -1
+    counts from the end, and onnxruntime's optimizer reads Gather(x, Range(0, M)) as
+    Slice(x, 0, M): quirk gather-negative-range). Range(0, M) alone is empty for M < 0."""
+    count = node.inputs[0]
+    assert count is not None
+    gathers = plan.counter and any(
+        use.node.op_type in ("Gather", "SequenceAt") and use.idx == 1
+        for use in _body(node).inputs[0].uses()
+    )
+    if not (plan.cut or plan.lagged or gathers) or never_negative(count, ctx.facts.values):
+        return count
+    zero = builder.constant(np.array(0, np.int64), "zero")
+    runs = builder.op("Max", [count, zero], name="runs")
+    runs.type, runs.shape = count.type, count.shape
+    return runs
+
+
 def _lagged_stack(
-    node: ir.Node, lag: LaggedRead, stack: ir.Value, end: ir.Value, builder: Builder
+    node: ir.Node,
+    lag: LaggedRead,
+    stack: ir.Value,
+    end: ir.Value,
+    count: ir.Value,
+    builder: Builder,
 ) -> ir.Value:
     """What the carried value holds in each iteration: Concat(initial, stack) cut to the trip
     count's rows (the last element read is never passed to an iteration). The value after the
     loop is row M of the same Concat, when something reads it."""
     initial = node.inputs[2 + lag.index]
-    count = node.inputs[0]
-    assert initial is not None and count is not None
+    assert initial is not None
     shifted = builder.op("Concat", [builder.unsqueeze(initial, [0]), stack], {"axis": 0})
     shifted.type = initial.type
     zero = builder.ints([0])
@@ -722,8 +749,7 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     -> SplitToSequence(f'(stack(xs)), axis=0, keepdims=0); scan outputs of f(Gather(x, i))
     -> f'(x with the gathered axis moved to the front)"""
     builder = ctx.rewriter.before(node)
-    count = node.inputs[0]
-    assert count is not None
+    count = _runs(node, plan, ctx, builder)
     # the trip count as a Slice end: where the stacks are cut to it, and for values read late
     end = None
     if plan.cut or plan.lagged:
@@ -743,7 +769,7 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     for lag in plan.lagged:
         stack = stacks[[read.node for read in plan.reads].index(lag.read)]
         assert end is not None
-        arguments.append(_lagged_stack(node, lag, stack, end, builder))
+        arguments.append(_lagged_stack(node, lag, stack, end, count, builder))
     static_count = plan.count if isinstance(plan.count, int) else None
     if plan.counter:  # the iteration numbers, after the other arguments (as seeded)
         numbers = _iteration_numbers(builder, count)

@@ -235,6 +235,20 @@ def _empty_scan_fails() -> bool:
     return _runs(_model(EMPTY_SCAN), {"x": np.zeros((0, 3), np.float32)}) is None
 
 
+GATHER_NEGATIVE_RANGE = """g (float[4,3] x, int64 m) => (float[?,3] rows) {
+    zero = Constant<value = int64 {0}>()
+    one = Constant<value = int64 {1}>()
+    numbers = Range(zero, m, one)
+    rows = Gather<axis = 0>(x, numbers)
+}"""
+
+
+def _gather_of_negative_range_slices() -> bool:
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    outputs = _runs(_model(GATHER_NEGATIVE_RANGE), {"x": x, "m": np.array(-1, np.int64)})
+    return outputs is None or outputs[0].shape != (0, 3)
+
+
 EMPTY_REDUCTIONS = """g (float[N,3] x, int64[N,3] k) => (float[3] top, int64[3] low) {
     axes = Constant<value = int64[1] {0}>()
     top = ReduceMax<keepdims = 0>(x, axes)
@@ -371,6 +385,16 @@ QUIRKS: tuple[Quirk, ...] = (
         "1.20.0 to 1.32.0",
         "a Loop becomes a Scan (--target onnxruntime) only when it runs at least once",
         _empty_scan_fails,
+    ),
+    Quirk(
+        "gather-negative-range",
+        "Gather(x, Range(0, m, 1)) with m < 0 returns rows of x (its optimizer reads it as "
+        "Slice(x, 0, m), counting m from the end); the specification's Range is empty, and "
+        "so is the Gather",
+        "1.20.0 to 1.32.0",
+        "a batched loop whose trip count may be negative runs Max(m, 0) times (a Loop runs "
+        "no iteration then)",
+        _gather_of_negative_range_slices,
     ),
 )
 

@@ -107,3 +107,13 @@ def test_a_transposed_double_matmul_is_refused_at_load():
     model = parse(runtime_quirks.TRANSPOSED_DOUBLE_MATMUL)
     with pytest.raises(Exception, match="FusedMatMul"):
         ort_session(model)
+
+
+def test_a_gather_of_a_negative_range_reads_rows():
+    """Range(0, -1) is empty, and onnxruntime's unoptimized run says so; its optimizer turns
+    the pair into Slice(x, 0, -1), the rows but the last."""
+    _skip_unless_it_holds("gather-negative-range")
+    model = parse(runtime_quirks.GATHER_NEGATIVE_RANGE)
+    feeds = {"x": np.arange(12, dtype=np.float32).reshape(4, 3), "m": np.array(-1)}
+    (rows,) = run_ort(model, feeds)
+    assert rows.shape == (3, 3)

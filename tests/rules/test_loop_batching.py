@@ -539,3 +539,88 @@ def test_an_overridable_trip_count_is_not_read_as_its_default():
         _, report, (total,) = lower_and_compare(model, {"x": x, "m": np.array(trips)})
         np.testing.assert_array_equal(total, 5 * x + sum(range(5)))
     assert report.rules_fired.get("loop-batch", 0) >= 1
+
+
+# -- a trip count that may be negative: the loop runs no iteration ------------------------------
+
+READ_M_ROWS = """g (int64 m, float[3] x0, float[3] x1, float[3] x2, float[3] x3)
+        => (float[3] total, float[?,3] doubled, float[?,3] halves) {
+    t = Constant<value = bool {1}>()
+    zeros = Constant<value = float[3] {0, 0, 0}>()
+    xs = SequenceConstruct(x0, x1, x2, x3)
+    empty = SequenceEmpty<dtype = 1>()
+    total, out, doubled = Loop(m, t, zeros, empty) <body = body (int64 i, bool c,
+            float[3] acc, seq(float) s) => (bool c2, float[3] acc2, seq(float) s2, float[3] row) {
+        c2 = Identity(c)
+        cur = SequenceAt(xs, i)
+        acc2 = Add(acc, cur)
+        two = Constant<value = float {2}>()
+        row = Mul(cur, two)
+        half = Div(cur, two)
+        s2 = SequenceInsert(s, half)
+    }>
+    halves = ConcatFromSequence<axis = 0, new_axis = 1>(out)
+}"""
+
+# the same loop also carrying the element it read (prev' = xs[i]): the stack of the list is
+# built inside the body, so the element is no read of an outer stack
+LAGGED_CONSTRUCT = (
+    READ_M_ROWS.replace("=> (float[3] total,", "=> (float[3] last, float[3] total,")
+    .replace(
+        "total, out, doubled = Loop(m, t, zeros, empty)",
+        "last, total, out, doubled = Loop(m, t, start, zeros, empty)",
+    )
+    .replace("(int64 i, bool c,", "(int64 i, bool c, float[3] prev,")
+    .replace("=> (bool c2,", "=> (bool c2, float[3] cur,")
+    .replace(
+        "    empty = SequenceEmpty",
+        "    start = Constant<value = float[3] {7, 8, 9}>()\n    empty = SequenceEmpty",
+    )
+)
+
+
+@pytest.mark.parametrize("trips", [-1, -3, 0, 2, 4])
+def test_a_negative_trip_count_reads_no_element(trips):
+    """`for i in range(m)` reading xs[i] (a list of four) with m a model input: a negative m runs
+    no iteration. As a Slice end or a Gather position -1 would count from the end, and
+    onnxruntime's optimizer reads Gather(x, Range(0, m)) as Slice(x, 0, m): the batched form
+    runs max(m, 0) times. (With
+    no iteration, onnxruntime cannot stack the empty list of the original: numpy says what the
+    loop gives then.)"""
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    feeds = {"m": np.array(trips), **{f"x{k}": x[k] for k in range(4)}}
+    if trips > 0:
+        lowered = assert_loop_batched(parse(READ_M_ROWS), [feeds])
+    else:
+        lowered, report = lower(parse(READ_M_ROWS))
+        assert report.rules_fired.get("loop-batch") == 1, report.rules_fired
+    assert op_counts(lowered)["Max"] == 1
+    total, doubled, halves = run_ort(lowered, feeds)
+    runs = max(trips, 0)
+    np.testing.assert_array_equal(total, x[:runs].sum(axis=0))
+    np.testing.assert_array_equal(doubled, (x[:runs] * 2).reshape(-1, 3))
+    np.testing.assert_array_equal(halves, (x[:runs] / 2).reshape(-1, 3))
+
+
+def test_a_trip_count_never_negative_is_taken_as_it_is():
+    """A count made from a length needs no Max."""
+    model = parse(
+        READ_M_ROWS.replace("(int64 m, float[3] x0", "(float[3] x0").replace(
+            "    empty = SequenceEmpty", "    m = SequenceLength(xs)\n    empty = SequenceEmpty"
+        )
+    )
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    lowered = assert_loop_batched(model, [{f"x{k}": x[k] for k in range(4)}])
+    assert "Max" not in op_counts(lowered)
+
+
+@pytest.mark.parametrize("trips", [4, 2])
+def test_an_element_carried_to_the_next_iteration_from_a_list_built_in_the_body(trips):
+    """The list's stack is built inside the body (it reads nothing of the loop, but it is there
+    when the loop is checked): the carried element is no read of an outer stack. It was taken
+    for one, and the lowering failed; it is lowered otherwise and computes the same."""
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    feeds = {"m": np.array(trips), **{f"x{k}": x[k] for k in range(4)}}
+    lowered, _, outputs = lower_and_compare(parse(LAGGED_CONSTRUCT), feeds)
+    assert sequence_op_count(lowered) == 0
+    np.testing.assert_array_equal(outputs[0], x[trips - 1])
