@@ -396,8 +396,16 @@ def _check_at_if_chain(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-
 
 def _at_if_chain(node: ir.Node, elements, ctx: Context) -> None:  # type: ignore[no-untyped-def]
     """SequenceAt(SequenceConstruct(e0..en), p) -> If(i == 0, e0, If(i == 1, e1, ... en)),
-    with i = Gather(range(n), p) so that an out-of-range p still fails at run time."""
+    with i = Gather(range(n), p) so that an out-of-range p still fails at run time; one element
+    e0 -> Gather(Unsqueeze(e0, 0), p), which fails there too (an If chain of one element would
+    read no position, and the check would be taken away as unused)."""
     builder = ctx.rewriter.before(node)
+    if len(elements) == 1:
+        one = builder.stack(list(elements))
+        result = builder.op("Gather", [one, node.inputs[1]], {"axis": 0}, name="only_element")
+        result.type, result.shape = elements[0].type, elements[0].shape
+        ctx.rewriter.replace(node.outputs[0], result)
+        return
     positions = builder.ints(list(range(len(elements))), "positions")
     index = builder.op("Gather", [positions, node.inputs[1]], {"axis": 0})
     ctx.rewriter.replace(node.outputs[0], _select(builder, index, list(elements), 0))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from support import (
+    assert_both_fail,
+    assert_same_outputs,
     lower,
     lower_and_compare,
     op_counts,
@@ -454,3 +456,26 @@ def _same_or_both_fail_counted(model, lowered, feeds, ok) -> None:  # type: igno
             outcomes.append(None)
     assert outcomes[0] == outcomes[1], (feeds["batch"], outcomes)
     assert (outcomes[1] is not None) == ok, (feeds["batch"], outcomes)
+
+
+# a run-time position into a list of one element whose shape is not known (the If chain's form)
+ONE_CHUNK_AT = """g (float[N] x, int64 p) => (float[?] y) {
+    four = Constant<value = int32[1] {4}>()
+    chunks = SplitToSequence<axis = -1>(x, four)
+    y = SequenceAt(chunks, p)
+}"""
+
+
+@pytest.mark.parametrize("position", [-2, -1, 0, 1, 5])
+def test_a_run_time_position_into_one_element_is_still_checked(position):
+    """One element read at p: -1 and 0 give it, any other p fails in both. (An If chain of one
+    element read no position, so nothing failed where the original did.)"""
+    model = parse(ONE_CHUNK_AT)
+    lowered, report = lower(model)
+    assert report.rules_fired.get("at-dynamic-if-chain") == 1, report.rules_fired
+    assert "If" not in op_counts(lowered) and sequence_op_count(lowered) == 0
+    feeds = {"x": np.array([1.0, -2.0, 0.5, 3.0], np.float32), "p": np.array(position)}
+    if position in (-1, 0):
+        assert_same_outputs(model, lowered, feeds)
+    else:
+        assert_both_fail(model, lowered, feeds)
