@@ -30,6 +30,7 @@ from seqlower.analysis.loop_shapes import LoopShapes, ShapeFact
 from seqlower.analysis.rank_rules import unknown_rank_cause as cause_of
 from seqlower.analysis.static_values import StaticValues
 from seqlower.lists.tensors import Layout
+from seqlower.lists.unit_rows import unit_axis
 from seqlower.ops import is_sequence_value, subgraphs
 from seqlower.runtime_quirks import SPLIT_TO_SEQUENCE_TYPES
 
@@ -147,9 +148,29 @@ def find_lists(model: ir.Model, opset: int, rank_refusal: str | None = None) -> 
             _element_type(plan, bodies, rank_refusal)
         plans.append(plan)
     _stack_together(plans, bodies)
+    values = StaticValues(opset)
+    depths: dict[int, int] = {id(main): 0}
+
+    def depth(graph: ir.Graph | None) -> int:
+        """How many Loop bodies `graph` is in (a walk up its owners, no recursion)."""
+        chain: list[ir.Graph] = []
+        while graph is not None and id(graph) not in depths and id(graph) in owners:
+            chain.append(graph)
+            graph = owners[id(graph)].graph
+        known = depths.get(id(graph), 0) if graph is not None else 0
+        for inner in reversed(chain):
+            owner = owners[id(inner)]
+            known += owner.op_type == "Loop" and owner.domain == ""
+            depths[id(inner)] = known
+        return known
+
     for plan in plans:
         if plan.reason is None:
             plan.reason = _output_blocker(plan, main)
+        if plan.reason is None and plan.layout is not None:
+            unit = unit_axis(plan.values, plan.layout, values, depth)
+            if unit is not None:  # a dim of one every element has: the list axis takes it
+                plan.layout = dataclasses.replace(plan.layout, unit=unit)
     return plans
 
 

@@ -127,6 +127,7 @@ class _Converter:
         at the end of the main graph (the interface is kept):
 
             stacked [n, *dims]             -> SplitToSequence(data, axis=0, keepdims=0)
+            stacked, unit rows along u     -> SplitToSequence(data, axis=u)  (chunks of one)
             ragged (rows, first dims [n])  -> SplitToSequence(rows, firsts, axis=0)
         """
         graph = self.model.graph
@@ -136,7 +137,9 @@ class _Converter:
                 continue
             flat = self._flat(value)
             b = Builder(self.rewriter, graph, None, value.name or "output", opset)
-            if flat.layout.kind == "stacked":
+            if flat.layout.kind == "stacked" and flat.layout.unit is not None:
+                made = b.op("SplitToSequence", [flat.data], {"axis": flat.layout.unit})
+            elif flat.layout.kind == "stacked":
                 made = b.op("SplitToSequence", [flat.data], {"axis": 0, "keepdims": 0})
             else:
                 made = b.op("SplitToSequence", [flat.data, flat.table], {"axis": 0})
@@ -358,8 +361,10 @@ class _Converter:
                 if flat is not None and least > flat.min_length:
                     saved[id(value)] = flat
                     self.flat[id(value)] = dataclasses.replace(flat, min_length=least)
-                if flat is not None and flat.layout.kind == "stacked":
-                    self._more_rows(flat.data, least)
+                # (unit rows along another axis than 0: the data's dim 0 is not the length)
+                stacked = flat is not None and flat.layout.kind == "stacked"
+                if stacked and flat.layout.list_axis == 0:  # type: ignore[union-attr]
+                    self._more_rows(flat.data, least)  # type: ignore[union-attr]
         self._graph(graph)
         self.flat.update(saved)
         self.forms.min_rows = rows
@@ -409,7 +414,7 @@ class _Converter:
         lists = [
             value
             for value in self.by_data.get(id(data), [])
-            if self._layout(value).kind == "stacked"
+            if self._layout(value).kind == "stacked" and self._layout(value).list_axis == 0
         ]
         return [data, *lists]
 

@@ -130,7 +130,7 @@ class ListForms:
         table = self._tables.get(id(s.data))
         if table is not None and length is table.n:
             return True
-        return _dim0_of(length, s.data, self.values)
+        return s.layout.list_axis == 0 and _dim0_of(length, s.data, self.values)
 
     def same_position(self, key: int | ir.Value, p: ir.Value | None) -> bool:
         """Whether `p` is the position `key` (from `position_key`, or -1 for an append)."""
@@ -195,6 +195,19 @@ class ListForms:
             self._made[key] = made = make()
         return made
 
+    def index1(self, b: Builder, p: ir.Value) -> ir.Value:
+        """The position p as a 1-D index `[p]`: a constant when p is static, else one Reshape
+        made once per graph and position (two lists read at the same `j` share it)."""
+        static = self.values.get_int(p)
+        if static is not None:
+            return b.ints([static], "position")
+
+        def make() -> tuple[ir.Value, ...]:
+            return (b.op("Reshape", [int64(b, p), b.ints([1], "one_d")], name="position"),)
+
+        (index,) = self._once(b, ("index1", id(p), id(b.graph)), make)
+        return index
+
     def row(self, b: Builder, x: ir.Value) -> ir.Value:
         """x as a row `[1, *S]`: the Slice of the stacked list it was read from, when it was
         read at a position known to be in range (no Gather then, nor an Unsqueeze); else
@@ -247,7 +260,8 @@ class ListForms:
             return s.put[1]  # the element just put at p (`xs[i] = f(xs[i]); g(xs[i])`)
         element = _EMITTERS[s.layout.kind].at(self, b, s, p)
         known = self.within(s, p) if s.layout.kind == "stacked" else None
-        if known is not None:  # `row` cuts it out as a row: `stack.append(buffer.pop(0))`
+        # `row` cuts it out as a row: `stack.append(buffer.pop(0))` (a unit row is one)
+        if known is not None and s.layout.unit is None:
             self._rows[id(element)] = (s.data, known)
         element.type = ir.TensorType(s.layout.dtype)
         if element.shape is None and s.layout.rank is not None:  # for the lists it goes into
@@ -310,8 +324,12 @@ class ListForms:
             s.data.shape = ir.Shape([None, *layout.dims])
             s.parts[1].type = ir.TensorType(ir.DataType.INT64)
             s.parts[1].shape = ir.Shape([None])
-        else:
+        elif layout.unit is None:
             s.data.shape = ir.Shape([None, *layout.dims])
+        elif s.data.shape is None:  # else a tensor of the model: a split's input, an element
+            dims = list(layout.dims)
+            dims[layout.unit] = None
+            s.data.shape = ir.Shape(dims)
         return s
 
     def concat_loop(

@@ -54,11 +54,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.lists import unit_rows
 from seqlower.lists.tensors import (
     INT64_MAX,
     Layout,
     Table,
     TensorList,
+    axes,
     dim0,
     from_end,
     insert_index,
@@ -81,11 +83,14 @@ if TYPE_CHECKING:
 
 def empty(b: Builder, layout: Layout) -> TensorList:
     assert all(isinstance(d, int) for d in layout.dims), "an empty stacked list needs static dims"
-    data = empty_tensor(b, [0, *layout.dims], layout.dtype, "list_data")  # type: ignore[list-item]
+    shape = [0, *layout.dims] if layout.unit is None else unit_rows.empty_shape(layout)
+    data = empty_tensor(b, shape, layout.dtype, "list_data")  # type: ignore[arg-type]
     return TensorList((data,), layout)
 
 
 def construct(b: Builder, elements: Sequence[ir.Value], layout: Layout) -> TensorList:
+    if layout.unit is not None:  # each element is a row already
+        return TensorList((concat_parts(b, elements, layout.unit, "list_data"),), layout)
     rows = [b.unsqueeze(x, [0]) for x in elements]
     return TensorList((concat_parts(b, rows, 0, "list_data"),), layout)
 
@@ -94,24 +99,32 @@ def insert(
     forms: ListForms, b: Builder, s: TensorList, x: ir.Value, p: ir.Value | None
 ) -> TensorList:
     static = forms.values.get_int(p)
-    if s.erased is not None and forms.same_position(s.erased[1], p) and _splits(b, s):
+    axis, unit = s.layout.list_axis, s.layout.unit
+    if (
+        s.erased is not None
+        and forms.same_position(s.erased[1], p)
+        and _splits(b, s)
+        and unit in (None, 0)  # ScatterND addresses leading axes only
+    ):
         base = s.erased[0]  # `xs[p] = x`: element p of the list before the erase, replaced
-        # one index of one coordinate ([p], not [[p]]): the update is x itself, not a row
+        # one index of one coordinate ([p], not [[p]]): the update is x itself, not a row;
+        # unit rows: [[p]], the update x is the row
+        shape = [1] if unit is None else [1, 1]
         if static is not None:
-            index = b.constant(np.array([static], np.int64), "position")
+            index = b.constant(np.array([static], np.int64).reshape(shape), "position")
         elif forms.is_last(base, p):  # `xs[len(xs) - 1] = x`: the last row (empty: fails)
-            index = b.constant(np.array([-1], np.int64), "position")
+            index = b.constant(np.array([-1], np.int64).reshape(shape), "position")
         else:
-            index = b.op("Reshape", [int64(b, p), b.ints([1], "index_shape")])  # type: ignore[arg-type]
+            index = b.op("Reshape", [int64(b, p), b.ints(shape, "index_shape")])  # type: ignore[arg-type]
         return TensorList((b.op("ScatterND", [base.data, index, x], name="list_data"),), s.layout)
-    row = forms.row(b, x)
+    row = forms.row(b, x) if unit is None else x  # an element with a dim of one is a row
     if p is None or static == 0:  # an append, or a prepend (position 0 is always valid)
         parts = [row, s.data] if static == 0 else [s.data, row]
-        return TensorList((b.op("Concat", parts, {"axis": 0}, name="list_data"),), s.layout)
+        return TensorList((b.op("Concat", parts, {"axis": axis}, name="list_data"),), s.layout)
     if static is not None and -s.min_length <= static <= s.min_length:
         # a position the list surely has (an earlier edit checked it): Slices, no check
         position = b.ints([static], "position")
-        return TensorList((splice(b, s.data, position, position, row),), s.layout)
+        return TensorList((splice(b, s.data, position, position, row, axis),), s.layout)
     if not _splits(b, s):
         return _insert_sliced(forms, b, s, row, p, static)
     n1 = forms.table(s).n1
@@ -122,14 +135,16 @@ def insert(
     else:
         index1 = _position(forms, b, p, n1)  # type: ignore[arg-type]
         sizes = [index1, b.op("Sub", [n1, index1])]
-    head, tail = _cut(b, s.data, sizes)
-    return TensorList((b.op("Concat", [head, row, tail], {"axis": 0}, name="list_data"),), s.layout)
+    head, tail = _cut(b, s.data, sizes, axis)
+    joined = b.op("Concat", [head, row, tail], {"axis": axis}, name="list_data")
+    return TensorList((joined,), s.layout)
 
 
 def _insert_sliced(
     forms: ListForms, b: Builder, s: TensorList, row: ir.Value, p: ir.Value, static: int | None
 ) -> TensorList:
     """The insert of a string list: Gather(Range(n + 1), p) checks p, Slices cut."""
+    assert s.layout.unit is None, "strings keep the list axis first"
     table = forms.table(s)
     if static is not None and static > 0:
         index1 = b.ints([static], "position")
@@ -150,10 +165,11 @@ def erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> Te
         return _erase_sliced(forms, b, s, p, static)
     n1 = forms.table(s).n1
     one = b.ints([1], "one")
+    axis = s.layout.list_axis
     if static == -1:  # the last element (a pop): everything before it
-        return _kept(b, _cut(b, s.data, [b.op("Sub", [n1, one]), one])[:1], s)
+        return _kept(b, _cut(b, s.data, [b.op("Sub", [n1, one]), one], axis)[:1], s)
     if static == 0:  # the first element: everything after it
-        return _kept(b, _cut(b, s.data, [one, b.op("Sub", [n1, one])])[1:], s)
+        return _kept(b, _cut(b, s.data, [one, b.op("Sub", [n1, one])], axis)[1:], s)
     if static is not None:  # inside: the mask at a constant index, checked as at run time
         return _erase_masked(forms, b, s, b.ints([static], "position"))
     return _erase_masked(forms, b, s, p)  # type: ignore[arg-type]
@@ -169,13 +185,16 @@ def _erase_masked(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> T
     trues = b.op("ConstantOfShape", [n1], {"value": ir.Tensor(np.ones(1, np.bool_))}, name="all")
     false = b.constant(np.zeros(1, np.bool_), "erased")
     keep = b.op("ScatterElements", [trues, _one_d(b, p), false], {"axis": 0}, name="keep")
-    return TensorList((b.op("Compress", [s.data, keep], {"axis": 0}, name="list_data"),), s.layout)
+    axis = s.layout.list_axis
+    kept = b.op("Compress", [s.data, keep], {"axis": axis}, name="list_data")
+    return TensorList((kept,), s.layout)
 
 
 def _erase_sliced(
     forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None, static: int | None
 ) -> TensorList:
     """The erase of a string list: Gather(Range(n), p) checks p, Slices cut."""
+    assert s.layout.unit is None, "strings keep the list axis first"
     p1 = b.ints([static], "position") if static is not None else _one_d(b, p)  # type: ignore[arg-type]
     index1 = b.op("Gather", [forms.positions(s), p1])  # p >= 0; fails outside [-n, n-1]
     if static == -1:  # the last element (a pop): everything before it
@@ -205,28 +224,32 @@ def _one_d(b: Builder, p: ir.Value) -> ir.Value:
     return b.op("Reshape", [int64(b, p), b.ints([1], "one_d")])
 
 
-def _cut(b: Builder, data: ir.Value, sizes: list[ir.Value]) -> list[ir.Value]:
-    """Split on axis 0 into pieces of `sizes` (1-D of one entry each); a negative size, or
-    sizes that do not add up to n, make Split fail at run time."""
+def _cut(b: Builder, data: ir.Value, sizes: list[ir.Value], axis: int = 0) -> list[ir.Value]:
+    """Split on the list axis into pieces of `sizes` (1-D of one entry each); a negative size,
+    or sizes that do not add up to n, make Split fail at run time."""
     split = b.op("Concat", sizes, {"axis": 0}, name="sizes")
-    return b.ops("Split", [data, split], {"axis": 0}, num_outputs=len(sizes), name="cut")
+    return b.ops("Split", [data, split], {"axis": axis}, num_outputs=len(sizes), name="cut")
 
 
 def _kept(b: Builder, pieces: list[ir.Value], s: TensorList) -> TensorList:
     if len(pieces) == 1:
         return TensorList((pieces[0],), s.layout)
-    return TensorList((b.op("Concat", pieces, {"axis": 0}, name="list_data"),), s.layout)
+    axis = s.layout.list_axis
+    return TensorList((b.op("Concat", pieces, {"axis": axis}, name="list_data"),), s.layout)
 
 
 def _erase_at(b: Builder, s: TensorList, p: int) -> TensorList:
     """Erase element p, known to exist: data[:p] + data[p+1:] (one Slice at either end)."""
+    axis = s.layout.list_axis
     if p == -1:
-        kept = b.op("Slice", [s.data, b.ints([0], "zero1"), b.ints([-1], "last")], name="list_data")
+        bounds = [b.ints([0], "zero1"), b.ints([-1], "last"), *axes(b, axis)]
+        kept = b.op("Slice", [s.data, *bounds], name="list_data")
     elif p == 0:
-        end = b.ints([INT64_MAX], "end")
-        kept = b.op("Slice", [s.data, b.ints([1], "one"), end], name="list_data")
+        bounds = [b.ints([1], "one"), b.ints([INT64_MAX], "end"), *axes(b, axis)]
+        kept = b.op("Slice", [s.data, *bounds], name="list_data")
     else:
-        kept = splice(b, s.data, b.ints([p], "position"), b.ints([p + 1], "after"), None)
+        start, end = b.ints([p], "position"), b.ints([p + 1], "after")
+        kept = splice(b, s.data, start, end, None, axis)
     return TensorList((kept,), s.layout)
 
 
@@ -239,12 +262,15 @@ def split(forms: ListForms, b: Builder, node: ir.Node, layout: Layout) -> Tensor
     moved = moved_first(b, x, axis, rank)
     squeeze = node.attributes.get_int("keepdims", 1) == 0
     assert len(node.inputs) < 2 or node.inputs[1] is None, "a stacked split has chunks of one"
+    if layout.unit is not None:  # chunks of one kept on the axis: they are x's rows already
+        assert layout.unit == axis and not squeeze, "unit rows of a split are its chunks"
+        return TensorList((x,), layout)
     data = moved if squeeze else b.unsqueeze(moved, [axis + 1])
     return TensorList((data,), layout)
 
 
 def table(b: Builder, s: TensorList) -> Table:
-    n1 = dim0(b, s.data)
+    n1 = dim0(b, s.data, s.layout.list_axis)
     n = b.op("Reshape", [n1, b.ints([], "scalar")], name="n")
     return Table(n, n1)
 
@@ -255,6 +281,9 @@ def shape_at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Val
 
 
 def at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Value:
+    if s.layout.unit is not None:  # the row at p: Gather at [p] keeps the dim of one
+        index = forms.index1(b, p)  # fails outside [-n, n-1]
+        return b.op("Gather", [s.data, index], {"axis": s.layout.unit}, name="element")
     if s.layout.dtype != ir.DataType.STRING:
         return b.op("Gather", [s.data, int64(b, p)], name="element")  # fails outside [-n, n-1]
     # onnxruntime's Gather mis-copies strings (seqlower.runtime_quirks, "string-gather"): the
@@ -268,6 +297,8 @@ def at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Value:
 def concat(
     forms: ListForms, b: Builder, s: TensorList, axis: int, new_axis: bool
 ) -> ir.Value | None:
+    if s.layout.unit is not None:
+        return unit_rows.concat(b, s, axis, new_axis)
     data, rank = s.data, s.layout.rank
     if new_axis:
         if axis == 0:

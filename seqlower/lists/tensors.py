@@ -3,7 +3,9 @@
 A list of n tensors of rank r and element type T takes the cheapest layout its elements allow:
 
 - `stacked`: every element has one shape S (proved from the tensors put in). One tensor
-  `[n, *S]`, element i is `data[i]`: what `torch.stack` gives.
+  `[n, *S]`, element i is `data[i]`: what `torch.stack` gives. Where S has a dim of one
+  (`[1, H]` states, `x[i:i+1]` rows), the list axis may take that dim's place instead
+  (`Layout.unit`): `[n, H]`, element i is `data[i:i+1]` (`seqlower.lists.unit_rows`).
 - `ragged`: the elements differ in their first dim only. The elements concatenated on axis 0,
   `[sum of firsts, *rest]`, and a 1-D tensor of their first dims: TensorFlow's RaggedTensor
   (flat values + row lengths), and what SplitToSequence with run-time sizes already is.
@@ -24,8 +26,10 @@ __all__ = [
     "Layout",
     "Table",
     "TensorList",
+    "axes",
     "body_inputs",
     "body_outputs",
+    "dim0",
     "empty",
     "int64",
     "splice",
@@ -49,12 +53,20 @@ LayoutKind = Literal["stacked", "ragged", "flat", "unranked"]
 class Layout:
     """How one list is laid out. `dims` are the element dims the layout relies on (all of them
     for stacked, all but the first for ragged; none for flat and unranked), ints where static.
-    `rank` is None for unranked: the elements' rank is known only at run time."""
+    `rank` is None for unranked: the elements' rank is known only at run time. `unit`
+    (stacked only): the axis of S, a dim of one in every element, that the list's axis takes
+    the place of in the data (S with that dim n); None: the list axis is a new axis 0."""
 
     kind: LayoutKind
     rank: int | None
     dtype: ir.DataType
     dims: tuple[int | str | None, ...] = ()
+    unit: int | None = None
+
+    @property
+    def list_axis(self) -> int:
+        """The axis of the data along which the elements follow one another."""
+        return 0 if self.unit is None else self.unit
 
     @property
     def part_names(self) -> tuple[str, ...]:
@@ -222,13 +234,23 @@ def insert_index(b: Builder, p: ir.Value, n: ir.Value) -> ir.Value:
 
 
 def splice(
-    b: Builder, x: ir.Value, start: ir.Value, end: ir.Value, middle: ir.Value | None
+    b: Builder,
+    x: ir.Value,
+    start: ir.Value,
+    end: ir.Value,
+    middle: ir.Value | None,
+    axis: int = 0,
 ) -> ir.Value:
-    """x[:start] + middle + x[end:] along axis 0 (start, end: 1-D of one entry)."""
-    head = b.op("Slice", [x, b.ints([0], "zero1"), start])
-    tail = b.op("Slice", [x, end, b.ints([INT64_MAX], "end")])
+    """x[:start] + middle + x[end:] along `axis` (start, end: 1-D of one entry)."""
+    head = b.op("Slice", [x, b.ints([0], "zero1"), start, *axes(b, axis)])
+    tail = b.op("Slice", [x, end, b.ints([INT64_MAX], "end"), *axes(b, axis)])
     parts = [head, tail] if middle is None else [head, middle, tail]
-    return b.op("Concat", parts, {"axis": 0})
+    return b.op("Concat", parts, {"axis": axis})
+
+
+def axes(b: Builder, axis: int) -> list[ir.Value]:
+    """The `axes` input of a Slice along `axis`: none for axis 0 (the default)."""
+    return [] if axis == 0 else [b.ints([axis], "axes")]
 
 
 def concat(b: Builder, parts: Sequence[ir.Value], axis: int, name: str = "concat") -> ir.Value:
@@ -237,8 +259,13 @@ def concat(b: Builder, parts: Sequence[ir.Value], axis: int, name: str = "concat
     return b.op("Concat", list(parts), {"axis": axis}, name=name)
 
 
-def dim0(b: Builder, x: ir.Value) -> ir.Value:
-    """Shape(x)[0:1]."""
+def dim0(b: Builder, x: ir.Value, axis: int = 0) -> ir.Value:
+    """Shape(x)[axis:axis + 1] (by default the first dim)."""
+    if axis != 0:
+        if b.opset >= 15:
+            return b.op("Shape", [x], {"start": axis, "end": axis + 1}, name="list_dim")
+        end = b.ints([axis + 1], "after")
+        return b.op("Slice", [b.op("Shape", [x]), b.ints([axis], "axis"), end])
     if b.opset >= 15:
         return b.op("Shape", [x], {"end": 1}, name="first_dim")
     return b.op("Slice", [b.op("Shape", [x]), b.ints([0], "zero1"), b.ints([1], "one")])

@@ -208,8 +208,22 @@ def _infer_all_shapes(model: ir.Model) -> None:
         exact = infer_again(folded)
         if exact is None:
             return
+    nested = any(loop.graph is not model.graph for loop in loops)
+
+    def infer_settling() -> bool | None:
+        """`infer_again`, then, where a Loop is nested in another's body, its carried
+        outputs declared and inferred once more: ONNX gives them no shape, so an outer body
+        reading them (a list built by an inner loop, as tensors) never gives back its
+        carried shapes."""
+        exact = infer_again(folded)
+        if exact is not None and nested and _declare_carried_outputs(loops):
+            exact = _infer_and_merge(model, folded, carriers)
+            if exact is not None and builds_lists:
+                correct_loop_built_sequences(model)
+        return exact
+
     if loops:
-        settle_carried_shapes(loops, lambda: infer_again(folded))
+        settle_carried_shapes(loops, infer_settling)
         # not cleared first: what reads a Loop's result takes its rank now
         declared = _declare_carried_outputs(loops)
         if declared and _infer_and_merge(model, folded, carriers) is not None and builds_lists:
