@@ -245,8 +245,8 @@ def _erase_at(b: Builder, s: TensorList, p: int) -> TensorList:
         bounds = [b.ints([0], "zero1"), b.ints([-1], "last"), *axes(b, axis)]
         kept = b.op("Slice", [s.data, *bounds], name="list_data")
     elif p == 0:
-        bounds = [b.ints([1], "one"), b.ints([INT64_MAX], "end"), *axes(b, axis)]
-        kept = b.op("Slice", [s.data, *bounds], name="list_data")
+        end = b.ints([INT64_MAX], "end")
+        kept = b.op("Slice", [s.data, b.ints([1], "one"), end, *axes(b, axis)], name="list_data")
     else:
         start, end = b.ints([p], "position"), b.ints([p + 1], "after")
         kept = splice(b, s.data, start, end, None, axis)
