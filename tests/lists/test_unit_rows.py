@@ -7,6 +7,8 @@ int64 and float16 elements. Dims that are not provably one keep the list axis fi
 
 from __future__ import annotations
 
+import pathlib
+
 import numpy as np
 import onnx
 import onnx_ir as ir
@@ -14,11 +16,13 @@ import pytest
 from support import (
     assert_both_fail,
     assert_same_outputs,
+    lower,
     lower_tensor_form,
     op_counts,
     parse,
     proto_graphs,
     run_ort,
+    stored_data_sets,
 )
 
 from seqlower.lists import find_lists
@@ -283,3 +287,30 @@ def test_every_graph_of_a_lowering_is_free_of_sequence_ops():
     lowered, _ = lower_tensor_form(READ_IN_A_DEEPER_LOOP)
     for graph in proto_graphs(lowered.graph):
         assert not any(n.op_type.startswith("Sequence") for n in graph.node)
+
+
+# -- an export --------------------------------------------------------------------------------
+
+TREE = pathlib.Path(__file__).parent.parent / "fixtures" / "torch_wild" / "child_sum_tree_lstm"
+
+
+def test_a_tree_lstm_pushes_its_children_s_states_without_unsqueeze():
+    """dasguptar's child-sum tree LSTM: the children's lists (`[zeros(1, 3)]`, pushed from the
+    states of the nodes done, summed by `torch.cat(..., 0)`) take unit rows; the lists of the
+    states, read at j in the loop over the nodes before, keep the list axis first. The carried
+    rows of the inner loop keep their 3 columns in the outer loop (shape inference declares a
+    nested Loop's carried outputs)."""
+    model = onnx.load(TREE / "model.onnx")
+    lowered, _ = lower(model, target="generic")
+    outer = _body(lowered)
+    inner = _body(outer)
+    branch = next(a.g for n in inner.node if n.op_type == "If" for a in n.attribute)
+    assert [n.op_type for n in branch.node] == ["Gather", "Concat", "Gather", "Concat"]
+    assert "Reshape" not in [n.op_type for n in outer.node]  # the cat is the carried rows
+    carried = list(inner.input[2:])
+    assert all(
+        [d.dim_value or None for d in v.type.tensor_type.shape.dim] == [None, 3] for v in carried
+    )
+    for name, feeds, want in stored_data_sets(TREE, model):
+        got = assert_same_outputs(model, lowered, feeds)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5, err_msg=name)
