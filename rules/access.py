@@ -398,17 +398,30 @@ def _at_if_chain(node: ir.Node, elements, ctx: Context) -> None:  # type: ignore
     """SequenceAt(SequenceConstruct(e0..en), p) -> If(i == 0, e0, If(i == 1, e1, ... en)),
     with i = Gather(range(n), p) so that an out-of-range p still fails at run time; one element
     e0 -> Gather(Unsqueeze(e0, 0), p), which fails there too (an If chain of one element would
-    read no position, and the check would be taken away as unused)."""
+    read no position, and the check would be taken away as unused); one string element (never
+    gathered) -> Squeeze(Slice(Unsqueeze(e0, 0), i, i + 1)), i = Gather([0], p)."""
     builder = ctx.rewriter.before(node)
     if len(elements) == 1:
-        one = builder.stack(list(elements))
-        result = builder.op("Gather", [one, node.inputs[1]], {"axis": 0}, name="only_element")
-        result.type, result.shape = elements[0].type, elements[0].shape
-        ctx.rewriter.replace(node.outputs[0], result)
+        ctx.rewriter.replace(node.outputs[0], _only_element(builder, elements[0], node.inputs[1]))
         return
     positions = builder.ints(list(range(len(elements))), "positions")
     index = builder.op("Gather", [positions, node.inputs[1]], {"axis": 0})
     ctx.rewriter.replace(node.outputs[0], _select(builder, index, list(elements), 0))
+
+
+def _only_element(builder: Builder, element: ir.Value, position: ir.Value) -> ir.Value:
+    """`element`, read at `position` as the only element of a list: fails unless it is 0 or -1."""
+    one = builder.unsqueeze(element, [0])
+    if not _is_string(element):
+        result = builder.op("Gather", [one, position], {"axis": 0}, name="only_element")
+    else:
+        index = builder.op("Gather", [builder.ints([0], "positions"), position], {"axis": 0})
+        start = builder.op("Reshape", [index, builder.ints([1])])
+        end = builder.op("Add", [start, builder.ints([1])])
+        picked = builder.op("Slice", [one, start, end, builder.ints([0])])
+        result = builder.squeeze(picked, [0])
+    result.type, result.shape = element.type, element.shape
+    return result
 
 
 def _select(builder: Builder, index: ir.Value, elements: list[ir.Value], first: int) -> ir.Value:

@@ -479,3 +479,25 @@ def test_a_run_time_position_into_one_element_is_still_checked(position):
         assert_same_outputs(model, lowered, feeds)
     else:
         assert_both_fail(model, lowered, feeds)
+
+
+ONE_STRING_AT = """g (string[N] x, int64 p) => (string[?] y) {
+    chunks = SequenceConstruct(x)
+    y = SequenceAt(chunks, p)
+}"""
+
+
+@pytest.mark.parametrize("opset", [11, 18])
+@pytest.mark.parametrize("position", [-2, -1, 0, 1])
+def test_a_run_time_position_into_one_string_element_is_checked_without_a_gather(position, opset):
+    """Strings are never gathered (quirk string-gather): the position is checked on [0] and the
+    element sliced out."""
+    model = parse(ONE_STRING_AT, opset=opset)
+    lowered, report = lower(model)
+    assert report.rules_fired.get("at-dynamic-if-chain") == 1, report.rules_fired
+    assert sequence_op_count(lowered) == 0 and op_counts(lowered)["Slice"] == 1
+    feeds = {"x": np.array(["a", "bc", ""], dtype=object), "p": np.array(position)}
+    if position in (-1, 0):
+        assert_same_outputs(model, lowered, feeds)
+    else:
+        assert_both_fail(model, lowered, feeds)
