@@ -7,9 +7,12 @@ Steps: the original passes the ONNX checker (full_check) and runs under onnxrunt
 must equal the generator's numpy oracle, else the generator or onnxruntime is wrong); the program
 is lowered with `seqlower.optimize`; the result passes the checker (full_check), loads and runs
 under onnxruntime, and gives the original's outputs (exact for ints and bools, tight tolerance for
-floats; same sequence lengths, shapes and dtypes). When onnxruntime cannot run the original for a
-reason the generator predicted (design.md trap 11), the oracle is the reference instead; any other
-rejection of the original is a skip with its reason, never a pass.
+floats; same sequence lengths, shapes and dtypes), also with each scalar int64 input at 0 and -1
+and each scalar bool input false wherever the original runs on them (`edge_feeds_problem`: trip
+counts of zero and below, conditions false at the start, positions at 0 and -1). When
+onnxruntime cannot run the original for a reason the generator predicted (design.md trap 11), the
+oracle is the reference instead; any other rejection of the original is a skip with its reason,
+never a pass.
 
 With `properties=True` it also checks: the output never has more sequence ops than the input;
 lowering the output again fires no rule and gives byte-identical bytes (idempotence); lowering the
@@ -19,7 +22,15 @@ blames a run-time trip count or loop condition (lists cross such loops as tensor
 
 from __future__ import annotations
 
-__all__ = ["Outcome", "check_program", "compare_outputs", "run_ort", "sequence_op_total"]
+__all__ = [
+    "Outcome",
+    "check_program",
+    "compare_outputs",
+    "edge_feeds",
+    "edge_feeds_problem",
+    "run_ort",
+    "sequence_op_total",
+]
 
 import dataclasses
 import re
@@ -193,6 +204,11 @@ def check_program(program: Program, *, properties: bool = False) -> Outcome:
     if program.keepdims_corner and warned:  # always a split of 1, read as onnxruntime reads it
         outcome.reason = "a warning for a scalar split of 1 with keepdims=0 read as PyTorch meant"
         return outcome
+    problem = edge_feeds_problem(original, proto, program.feeds)
+    if problem:
+        outcome.reason = "the lowered model computes something else at an edge"
+        outcome.detail = problem
+        return outcome
     if properties:
         problem = check_properties(original, lowered, options)
         if problem:
@@ -205,6 +221,56 @@ def check_program(program: Program, *, properties: bool = False) -> Outcome:
             return outcome
     outcome.status = "pass"
     return outcome
+
+
+def edge_feeds(feeds: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The feeds again with each scalar int64 input (a trip count, a position, a size) at 0 and
+    -1, and each scalar bool input (a loop or If condition) false, one at a time."""
+    variants = []
+    for name, value in feeds.items():
+        if not isinstance(value, np.ndarray) or value.ndim != 0:
+            continue
+        edges = {np.dtype(np.int64): (0, -1), np.dtype(np.bool_): (False,)}.get(value.dtype, ())
+        for edge in edges:
+            if value != edge:
+                variants.append((f"{name}={edge}", {**feeds, name: np.asarray(edge, value.dtype)}))
+    return variants
+
+
+def edge_feeds_problem(
+    original: onnx.ModelProto, lowered: onnx.ModelProto, feeds: dict[str, Any]
+) -> str | None:
+    """Where the original runs on an edge feed, the lowered model runs and gives its outputs.
+    Where the original fails, anything goes (design.md: a failure of the original may become a
+    result). One difference is allowed: a Loop of no iteration gives an empty scan output whose
+    other dims onnxruntime takes from the body output's type, which lowering may know better
+    (the original's `[0]` for a body output of no shape, the lowered `[0, 3]`; the specification
+    does not say, onnx.reference fails)."""
+    for label, variant in edge_feeds(feeds):
+        try:
+            expected = run_ort(original, variant)
+        except Exception:
+            continue
+        try:
+            actual = run_ort(lowered, variant)
+        except Exception as error:
+            return f"{label}: the original runs, the lowered model fails: {_first_line(error)}"
+        actual = [_as_empty_like(w, g) for w, g in zip(expected, actual)]
+        problem = compare_outputs(expected, actual)
+        if problem:
+            return f"{label}: {problem}"
+    return None
+
+
+def _as_empty_like(want: Any, got: Any) -> Any:
+    """`want` where both are empty tensors of one dtype that agree on their first dim."""
+    if isinstance(want, list) or isinstance(got, list):
+        return got
+    want, got = np.asarray(want), np.asarray(got)
+    empty = want.size == 0 and got.size == 0 and want.dtype == got.dtype
+    if empty and want.ndim >= 1 and got.ndim >= 1 and want.shape[0] == got.shape[0] == 0:
+        return want
+    return got
 
 
 # a run-time trip count or loop condition stops no list from becoming tensors: a reason that
