@@ -195,6 +195,36 @@ def test_an_assignment_outside_the_list_fails_in_both(rows):
     assert_both_fail(ASSIGN, lowered, {"x": x})
 
 
+# the rows built in a loop are a sequence-typed output: one SplitToSequence along the list axis
+RETURNED = parse(
+    """g (int64 m, float[N,3] x) => (seq(float) s) {
+    t = Constant<value = bool {1}>()
+    zero1 = Constant<value = int64[1] {0}>()
+    first = Gather(x, zero1)
+    s0 = SequenceConstruct(first)
+    s = Loop(m, t, s0) <body = build (int64 i, bool c, seq(float) acc)
+                              => (bool c1, seq(float) grown) {
+        c1 = Identity(c)
+        axes = Constant<value = int64[1] {0}>()
+        b = Unsqueeze(i, axes)
+        piece = Gather(x, b)
+        grown = SequenceInsert(acc, piece)
+    }>
+}"""
+)
+
+
+@pytest.mark.parametrize("m", [0, 1, 3])
+def test_returned_rows_are_split_into_chunks_of_one(m):
+    assert _units(RETURNED) == [0]
+    lowered, _ = lower_tensor_form(RETURNED)
+    counts = op_counts(lowered)
+    assert counts["SplitToSequence"] == 1 and counts["SequenceInsert"] == 0
+    x = np.arange(18, dtype=np.float32).reshape(6, 3)
+    (got,) = assert_same_outputs(RETURNED, lowered, {"m": np.array(m), "x": x})
+    assert [g.shape for g in got] == [(1, 3)] * (m + 1)
+
+
 # -- refusals -------------------------------------------------------------------------------
 
 # rows [B, 3] of a [N, B, 3] input: B may be 1 at run time, but is not provably 1
