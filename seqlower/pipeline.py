@@ -41,6 +41,7 @@ from seqlower.passes.noop_casts import inferred_types, remove_noop_casts
 from seqlower.passes.normalize import resolve_split_keepdims
 from seqlower.passes.onnxruntime_loops import LoopConditionPass, LoopsToScansPass
 from seqlower.passes.output_shapes import relax_unproved_output_dims
+from seqlower.passes.scan_output_shapes import DeclaredScanShapes
 from seqlower.passes.shape_hints import RelaxShapeHintsPass
 from seqlower.passes.single_element_conditions import SingleElementConditionsPass
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
@@ -398,6 +399,7 @@ class _Run:
             [v.name or "" for v in model.graph.outputs if is_sequence_value(v)],
         )
         declared_output_shapes = {value.name: value.shape for value in model.graph.outputs}
+        declared_scan_shapes = DeclaredScanShapes(model)  # before inference replaces them
         self.flatten_inputs, self.flatten_outputs = _flatten_passes(options)
         self.flatten_inputs(model)
         observe("flatten-inputs", model)
@@ -447,6 +449,7 @@ class _Run:
             self.conditions_kept(model)
         RuntimeWorkaroundsPass(speed_first=options.target in SPEED_FIRST_TARGETS)(model)
         _keep_declared_output_shapes(model, declared_output_shapes)
+        declared_scan_shapes.restore(model)  # what a loop of no iteration gives
         if options.target == "tract":  # tract holds a model to its declared shapes
             RelaxShapeHintsPass()(model)
         observe("cleanup", model)
