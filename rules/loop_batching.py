@@ -710,12 +710,33 @@ def _runs(node: ir.Node, plan: LoopBatchPlan, ctx: Context, builder: Builder) ->
         use.node.op_type in ("Gather", "SequenceAt") and use.idx == 1
         for use in _body(node).inputs[0].uses()
     )
-    if not (plan.cut or plan.lagged or gathers) or never_negative(count, ctx.facts.values):
+    if not (plan.cut or plan.lagged or gathers) or _never_negative_count(count, ctx):
         return count
     zero = builder.constant(np.array(0, np.int64), "zero")
     runs = builder.op("Max", [count, zero], name="runs")
     runs.type, runs.shape = count.type, count.shape
     return runs
+
+
+def _never_negative_count(count: ir.Value, ctx: Context) -> bool:
+    """Whether a trip count is never negative: as `never_negative` proves, or the least or the
+    greatest of such counts (TorchScript's zip: ReduceMin(Concat(len(a), len(b))))."""
+    values = ctx.facts.values
+    producer = count.producer()
+    if producer is not None and producer.domain == "" and producer.op_type in _RESHAPES:
+        source = producer.inputs[0]
+        producer = source.producer() if source is not None else None
+    if producer is not None and producer.domain == "" and producer.op_type in _EXTREMA:
+        source = producer.inputs[0]
+        made = source.producer() if source is not None else None
+        if made is not None and made.domain == "" and made.op_type == "Concat":
+            return all(never_negative(part, values) for part in made.inputs)
+        return never_negative(source, values)
+    return never_negative(count, values)
+
+
+_EXTREMA = ("ReduceMin", "ReduceMax")
+_RESHAPES = ("Reshape", "Squeeze")
 
 
 def _lagged_stack(

@@ -624,3 +624,21 @@ def test_an_element_carried_to_the_next_iteration_from_a_list_built_in_the_body(
     lowered, _, outputs = lower_and_compare(parse(LAGGED_CONSTRUCT), feeds)
     assert sequence_op_count(lowered) == 0
     np.testing.assert_array_equal(outputs[0], x[trips - 1])
+
+
+def test_the_least_of_lengths_is_never_negative():
+    """TorchScript's zip(xs, ks): min(4, len(ks)) as ReduceMin(Concat(...)) needs no Max."""
+    model = parse(
+        READ_M_ROWS.replace("(int64 m, float[3] x0", "(float[K] ks, float[3] x0").replace(
+            "    empty = SequenceEmpty",
+            "    four = Constant<value = int64[1] {4}>()\n"
+            "    k = Shape(ks)\n"
+            "    both = Concat<axis = 0>(four, k)\n"
+            "    m = ReduceMin<keepdims = 0>(both)\n"
+            "    empty = SequenceEmpty",
+        )
+    )
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    feeds = [{"ks": np.zeros(n, np.float32), **{f"x{k}": x[k] for k in range(4)}} for n in (2, 6)]
+    lowered = assert_loop_batched(model, feeds)
+    assert "Max" not in op_counts(lowered)
