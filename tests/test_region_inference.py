@@ -87,8 +87,9 @@ def test_same_bytes_as_whole_model_inference(name, monkeypatch):
     assert model_to_bytes(with_regions) == model_to_bytes(whole)
 
 
-@pytest.mark.parametrize("blocks", [3, 80])
-def test_a_chain_of_maps_is_inferred_as_a_whole_once(blocks, monkeypatch):
+@pytest.fixture
+def whole_model_inferences(monkeypatch) -> list:
+    """The models given to whole-model shape inference while the test runs, in order."""
     calls = []
     infer = normalize.infer_shapes
 
@@ -98,6 +99,12 @@ def test_a_chain_of_maps_is_inferred_as_a_whole_once(blocks, monkeypatch):
 
     monkeypatch.setattr(normalize, "infer_shapes", counted)
     monkeypatch.setattr(lower_module, "infer_shapes", counted)
+    return calls
+
+
+@pytest.mark.parametrize("blocks", [3, 80])
+def test_a_chain_of_maps_is_inferred_as_a_whole_once(blocks, whole_model_inferences):
+    calls = whole_model_inferences
     lowered, report = seqlower.optimize(_chain(blocks))
     assert report.rules_fired == {"sequence-map-batch": blocks}
     assert len(calls) == 1  # normalize's; the lowering inferred the rewritten regions only
@@ -106,16 +113,8 @@ def test_a_chain_of_maps_is_inferred_as_a_whole_once(blocks, monkeypatch):
     assert model_to_bytes(again) == model_to_bytes(lowered)
 
 
-def test_a_chain_of_lists_is_inferred_as_a_whole_once(monkeypatch):
-    calls = []
-    infer = normalize.infer_shapes
-
-    def counted(model):
-        calls.append(model)
-        infer(model)
-
-    monkeypatch.setattr(normalize, "infer_shapes", counted)
-    monkeypatch.setattr(lower_module, "infer_shapes", counted)
+def test_a_chain_of_lists_is_inferred_as_a_whole_once(whole_model_inferences):
+    calls = whole_model_inferences
     lowered, report = seqlower.optimize(_list_chain(6))
     assert report.total_after == 0 and report.iterations > 2
     assert len(calls) == 1  # normalize's; each sweep's rewrites were inferred as a region
