@@ -40,6 +40,10 @@ from seqlower.rule import Context, Refusal, Rule, RuleSet, never_empty
 from seqlower.rules.construct import static_position
 
 _END = np.iinfo(np.int64).max  # a Slice end past any dim
+# Each If of a chain nests its else branch one level deeper; protobuf parsers stop at 100
+# nested messages (three per If level), so about 30 levels are all a file can hold, less the
+# Loop or If bodies the read is already in.
+MAX_IF_CHAIN = 16
 
 
 def _producer(value: ir.Value | None, op_type: str) -> ir.Node | None:
@@ -391,6 +395,11 @@ def _check_at_if_chain(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-
         return elements
     if len({e.dtype for e in elements}) != 1 or elements[0].dtype is None:
         return Refusal("the element types are not all known")
+    if len(elements) > MAX_IF_CHAIN:
+        return Refusal(
+            f"choosing one of {len(elements)} elements would nest {len(elements) - 1} Ifs, "
+            f"more than an ONNX file holds (at most {MAX_IF_CHAIN} elements are chosen this way)"
+        )
     return elements
 
 

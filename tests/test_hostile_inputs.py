@@ -125,6 +125,28 @@ def map_of_a_long_body(count: int) -> onnx.ModelProto:
     return _model(nodes, [_float("x", ["n", 3])], [_float("y", ["n", 3])])
 
 
+def a_long_elementwise_chain_stacked(count: int) -> onnx.ModelProto:
+    """x through `count` Neg, the result the one element of a stacked list."""
+    nodes = [helper.make_node("Neg", [f"t{k}"], [f"t{k + 1}"]) for k in range(count)]
+    nodes += [
+        helper.make_node("SequenceConstruct", [f"t{count}"], ["s"]),
+        helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0, new_axis=1),
+    ]
+    return _model(nodes, [_float("t0", [2])], [_float("y", [1, 2])])
+
+
+def ragged_list_read_at_a_runtime_position(count: int) -> onnx.ModelProto:
+    """A SequenceConstruct of `count` inputs of distinct run-time lengths, one read at a
+    run-time position."""
+    nodes = [
+        helper.make_node("SequenceConstruct", [f"x{k}" for k in range(count)], ["s"]),
+        helper.make_node("SequenceAt", ["s", "p"], ["y"]),
+    ]
+    inputs = [_float(f"x{k}", [f"d{k}"]) for k in range(count)]
+    inputs.append(helper.make_tensor_value_info("p", TensorProto.INT64, []))
+    return _model(nodes, inputs, [_float("y", ["n"])])
+
+
 def split_declaring_more_than_it_holds() -> onnx.ModelProto:
     """A `split` initializer that declares 10^12 int64 elements and holds one (8 bytes)."""
     split = helper.make_tensor("split", TensorProto.INT64, [1], [1])
@@ -244,6 +266,37 @@ def test_a_map_whose_body_adds_the_element_a_thousand_times() -> None:
     (y,) = assert_same_outputs(model, lowered, {"x": x})
     np.testing.assert_allclose(y, np.maximum(x, 0) + 1000 * x, rtol=1e-6)
     assert_same_outputs(model, lowered, {"x": x[:1]})
+
+
+def test_an_element_computed_by_three_thousand_elementwise_operators() -> None:
+    # the cleanup that makes a stacked row's leading axis in its producers walked back through
+    # them by recursion (too deep from about 1,000)
+    model = a_long_elementwise_chain_stacked(3000)
+    lowered, _ = lower(model)
+    assert sequence_op_count(lowered) == 0
+    x = np.array([1.5, -2.0], np.float32)
+    (y,) = assert_same_outputs(model, lowered, {"t0": x})
+    np.testing.assert_array_equal(y, [x])
+
+
+def test_a_run_time_read_of_forty_ragged_elements() -> None:
+    # the read became a chain of 39 nested Ifs, more than protobuf parses: the saved model
+    # could not be read back (an internal error)
+    model = ragged_list_read_at_a_runtime_position(40)
+    lowered, report = lower(model)
+    assert "at-dynamic-if-chain" not in report.rules_fired
+    assert sequence_op_count(lowered) == 0
+    feeds = {f"x{k}": np.arange(k % 5, dtype=np.float32) + k for k in range(40)}
+    for position in (0, 17, 39, -1, -40):
+        (y,) = assert_same_outputs(model, lowered, {**feeds, "p": np.array(position, np.int64)})
+        np.testing.assert_array_equal(y, feeds[f"x{position % 40}"])
+    # a short list still takes the If chain
+    model = ragged_list_read_at_a_runtime_position(16)
+    lowered, report = lower(model)
+    assert report.rules_fired["at-dynamic-if-chain"] == 1
+    feeds = {f"x{k}": np.arange(k % 5, dtype=np.float32) + k for k in range(16)}
+    (y,) = assert_same_outputs(model, lowered, {**feeds, "p": np.array(-3, np.int64)})
+    np.testing.assert_array_equal(y, feeds["x13"])
 
 
 def test_an_initializer_declaring_more_than_it_holds_is_refused() -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 __all__ = ["fold_row_axes"]
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 
 import numpy as np
 import onnx_ir as ir
@@ -108,9 +108,34 @@ def _axes(node: ir.Node, values: StaticValues) -> list[int] | None:
     return None if axes is None else list(axes)
 
 
+# A plan walks back through the operators that compute the unsqueezed value, one frame per
+# operator: chains of thousands of them are legal, so the walk keeps its own stack (`_run`)
+# instead of Python's. Each step is a generator that yields (value, reader) for every walk it
+# needs and is sent that walk's answer, in the order a recursive walk would take.
+_Step = Generator[tuple[ir.Value, ir.Node], bool, bool]
+
+
 def _plan(value: ir.Value, reader: ir.Node, values: StaticValues, plan: list[ir.Node]) -> bool:
     """Whether `value` can be given a leading axis of one for nothing; the producers to change
     are appended to `plan`."""
+    stack = [_plan_step(value, reader, values, plan)]
+    answer: bool | None = None
+    while stack:
+        try:
+            request = stack[-1].send(answer)  # type: ignore[arg-type]
+        except StopIteration as done:
+            stack.pop()
+            answer = done.value
+            continue
+        stack.append(_plan_step(*request, values, plan))
+        answer = None
+    return bool(answer)
+
+
+def _plan_step(
+    value: ir.Value, reader: ir.Node, values: StaticValues, plan: list[ir.Node]
+) -> _Step:
+    """One frame of `_plan`: yields each input's walk, returns whether `value` can take the axis."""
     producer = value.producer()
     if (
         producer is None
@@ -129,15 +154,17 @@ def _plan(value: ir.Value, reader: ir.Node, values: StaticValues, plan: list[ir.
     if op in ("Gather", "Reshape", "Unsqueeze"):
         ok = _absorbs(producer, values)
     elif op in _UNARY or op == "Cast":
-        ok = producer.inputs[0] is not None and _plan(producer.inputs[0], producer, values, plan)
+        ok = producer.inputs[0] is not None and (yield producer.inputs[0], producer)
     elif op in _BROADCASTING:
-        ok = _plan_broadcasting(producer, rank, values, plan)
+        ok = yield from _plan_broadcasting(producer, rank)
     elif op == "MatMul":
-        ok = _plan_matmul(producer, values, plan)
+        ok = yield from _plan_matmul(producer)
     elif op == "Concat":
-        ok = all(
-            part is not None and _plan(part, producer, values, plan) for part in producer.inputs
-        )
+        ok = True
+        for part in producer.inputs:
+            if part is None or not (yield part, producer):
+                ok = False
+                break
     else:
         ok = False
     if ok:
@@ -147,7 +174,7 @@ def _plan(value: ir.Value, reader: ir.Node, values: StaticValues, plan: list[ir.
     return ok
 
 
-def _plan_broadcasting(node: ir.Node, rank: int, values: StaticValues, plan: list[ir.Node]) -> bool:
+def _plan_broadcasting(node: ir.Node, rank: int) -> _Step:
     """One input of the output's rank that gets the axis is enough: the others broadcast as
     they did (numpy's broadcasting aligns dims from the end)."""
     parts = [part for part in node.inputs]
@@ -155,12 +182,12 @@ def _plan_broadcasting(node: ir.Node, rank: int, values: StaticValues, plan: lis
         return False
     for part in parts:
         assert part is not None and part.shape is not None
-        if len(part.shape) == rank and _plan(part, node, values, plan):
+        if len(part.shape) == rank and (yield part, node):
             return True
     return False
 
 
-def _plan_matmul(node: ir.Node, values: StaticValues, plan: list[ir.Node]) -> bool:
+def _plan_matmul(node: ir.Node) -> _Step:
     """MatMul(x, W) with W of rank 1 or 2: a leading axis of x is a leading axis of the result."""
     if len(node.inputs) != 2:
         return False
@@ -169,7 +196,7 @@ def _plan_matmul(node: ir.Node, values: StaticValues, plan: list[ir.Node]) -> bo
         return False
     if len(left.shape) < 1 or len(right.shape) not in (1, 2) or left is right:
         return False
-    return _plan(left, node, values, plan)
+    return (yield left, node)
 
 
 def _absorbs(node: ir.Node, values: StaticValues) -> bool:
