@@ -53,6 +53,7 @@ from seqlower.rules.loops import (
     _static_bool,
     concatenation_axes,
     rebuild_with_scans,
+    unrolled_size,
 )
 from seqlower.runtime_quirks import SPLIT_TO_SEQUENCE_TYPES
 
@@ -89,7 +90,7 @@ def _unroll_pending(node: ir.Node, ctx: Context) -> bool:
     if (
         count is None
         or not 0 < count <= MAX_UNROLL
-        or count * body.num_nodes() > MAX_UNROLLED_NODES
+        or count * unrolled_size(body, ctx) > MAX_UNROLLED_NODES
     ):
         return False
     if (cond is not None and _static_bool(cond, ctx) is not True) or not _body_always_continues(

@@ -69,6 +69,7 @@ from seqlower.rules.loops import (
     _static_bool,
     concatenation_axes,
     single_append,
+    unrolled_size,
 )
 from seqlower.rules.stacks import merged_shape, moveaxis_to_front
 
@@ -561,7 +562,7 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     static = ctx.facts.static_int(count)
     if static is None and not cut and reads and isinstance(reads[0].dim, int):
         static = reads[0].dim  # the length of what is read, before the trip count folds to it
-    cheaper = _unrolling_is_cheaper(node, static, reads, region, appends)
+    cheaper = _unrolling_is_cheaper(node, static, reads, region, appends, ctx)
     if cheaper is not None:
         return Refusal(cheaper)
     dim = static if static is not None else (None if cut or not reads else reads[0].dim)
@@ -588,6 +589,7 @@ def _unrolling_is_cheaper(
     reads: list[Read],
     region: list[ir.Node],
     appends: list[tuple[int, ir.Value]],
+    ctx: Context,
 ) -> str | None:
     """Why `loop-unroll` should take a loop with a static trip count, or None.
 
@@ -595,7 +597,9 @@ def _unrolling_is_cheaper(
     costs the body once, plus the stacks of what it reads and a reshape of each concatenated
     list; unrolling costs the body and the reads N times, plus a Concat per output. A few
     iterations over chunks of dynamic dims (2 attention heads) unroll cheaper."""
-    if count is None or count > MAX_UNROLL or count * _body(node).num_nodes() > MAX_UNROLLED_NODES:
+    if count is None or count > MAX_UNROLL:
+        return None
+    if count * unrolled_size(_body(node), ctx) > MAX_UNROLLED_NODES:
         return None
     outputs = len(node.outputs) - len(node.inputs) + 2 + len(appends)
     reshapes = sum(

@@ -16,7 +16,7 @@ static length, so that the copies of the body fold into plain tensor code.
 
 from __future__ import annotations
 
-__all__ = ["MAX_UNROLL", "MAX_UNROLLED_NODES", "RULES"]
+__all__ = ["MAX_UNROLL", "MAX_UNROLLED_NODES", "RULES", "unrolled_size"]
 
 import dataclasses
 from collections.abc import Callable
@@ -28,7 +28,7 @@ import onnx_ir as ir
 from seqlower.analysis.loop_counts import static_while_count
 from seqlower.analysis.scan_forms import always_continues, static_bool
 from seqlower.inline import inline_graph
-from seqlower.ops import graphs_within, is_sequence_op, is_sequence_value
+from seqlower.ops import graphs_within, is_sequence_op, is_sequence_value, subgraphs
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.access import _producer
 from seqlower.rules.stacks import merged_shape
@@ -189,8 +189,9 @@ def _check_unroll(
             return Refusal("the body computes its condition, so the loop may end early")
         count = runs
     too_many = max_iterations is not None and count > max_iterations
-    if too_many or count * body.num_nodes() > max_nodes:
-        return Refusal(f"{count} iterations of {body.num_nodes()} nodes: too many to unroll")
+    size = unrolled_size(body, ctx, max_nodes // max(count, 1) + 1)
+    if too_many or count * size > max_nodes:
+        return Refusal(f"{count} iterations of {size} nodes: too many to unroll")
     if not _uses_sequences(node, body):
         return Refusal("the loop neither carries nor reads a sequence")
     for value in [*node.inputs[2:], *_outer_sequences(body)]:
@@ -210,6 +211,24 @@ def _check_unroll(
     if count == 0 and n_scan > 0:
         return Refusal("no iteration runs, and the element shape of its scan outputs is unknown")
     return count
+
+
+def unrolled_size(graph: ir.Graph, ctx: Context, limit: int = MAX_UNROLLED_NODES) -> int:
+    """The nodes of `graph` with those of the graphs nested in it, a nested Loop of static
+    trip count t counted t times (what its copies hold once it is unrolled in turn: Loops
+    unrolled inside unrolled Loops multiply), counted up to just past `limit`."""
+    total = 0
+    for node in graph:
+        total += 1
+        for inner in subgraphs(node):
+            size = unrolled_size(inner, ctx, limit - total + 1)
+            if node.op_type == "Loop" and node.inputs and node.inputs[0] is not None:
+                trip = ctx.facts.static_int(node.inputs[0])
+                size *= max(min(trip, MAX_UNROLL) if trip is not None else 1, 1)
+            total += size
+        if total > limit:
+            break
+    return total
 
 
 def _unroll(node: ir.Node, count: int, ctx: Context) -> None:

@@ -19,7 +19,7 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.budget import MAX_EXPANSION
 from seqlower.errors import InvalidModelError, SeqlowerError
 from seqlower.io import load_model
-from tests.support import assert_same_outputs, lower, sequence_op_count
+from tests.support import assert_same_outputs, lower, op_counts, sequence_op_count
 
 OPSET = [helper.make_opsetid("", 17)]
 
@@ -145,6 +145,39 @@ def ragged_list_read_at_a_runtime_position(count: int) -> onnx.ModelProto:
     inputs = [_float(f"x{k}", [f"d{k}"]) for k in range(count)]
     inputs.append(helper.make_tensor_value_info("p", TensorProto.INT64, []))
     return _model(nodes, inputs, [_float("y", ["n"])])
+
+
+def nested_loops_appending(depth: int) -> onnx.ModelProto:
+    """`depth` Loops of two iterations each, nested, carrying one list; the innermost appends
+    x, so the list ends with 2**depth rows."""
+
+    def body(level: int) -> onnx.GraphProto:
+        if level == depth:
+            step = helper.make_node("SequenceInsert", [f"q{level}", "x"], [f"r{level}"])
+        else:
+            step = helper.make_node(
+                "Loop", ["two", "", f"q{level}"], [f"r{level}"], body=body(level + 1)
+            )
+        flag = helper.make_tensor_value_info
+        return helper.make_graph(
+            [helper.make_node("Identity", [f"c{level}"], [f"d{level}"]), step],
+            f"body{level}",
+            [
+                flag(f"i{level}", TensorProto.INT64, []),
+                flag(f"c{level}", TensorProto.BOOL, []),
+                _list_of_pairs(f"q{level}"),
+            ],
+            [flag(f"d{level}", TensorProto.BOOL, []), _list_of_pairs(f"r{level}")],
+        )
+
+    two = helper.make_tensor("two", TensorProto.INT64, [], [2])
+    nodes = [
+        helper.make_node("Constant", [], ["two"], value=two),
+        helper.make_node("SequenceEmpty", [], ["empty"], dtype=TensorProto.FLOAT),
+        helper.make_node("Loop", ["two", "", "empty"], ["all"], body=body(1)),
+        helper.make_node("ConcatFromSequence", ["all"], ["y"], axis=0, new_axis=1),
+    ]
+    return _model(nodes, [_float("x", [2])], [_float("y", ["n", 2])])
 
 
 def split_declaring_more_than_it_holds() -> onnx.ModelProto:
@@ -297,6 +330,25 @@ def test_a_run_time_read_of_forty_ragged_elements() -> None:
     feeds = {f"x{k}": np.arange(k % 5, dtype=np.float32) + k for k in range(16)}
     (y,) = assert_same_outputs(model, lowered, {**feeds, "p": np.array(-3, np.int64)})
     np.testing.assert_array_equal(y, feeds["x13"])
+
+
+def test_fourteen_nested_loops_are_not_unrolled_into_each_other() -> None:
+    # each Loop of two iterations was unrolled within the budget, its body's nodes counted
+    # without the Loops nested in them: the copies of copies made 2**depth bodies (depth 18:
+    # 26 s and 3 GB); the budget now counts a nested Loop's body as often as it would run
+    model = nested_loops_appending(14)
+    lowered, _ = lower(model)
+    assert sequence_op_count(lowered) == 0
+    assert sum(op_counts(lowered).values()) < 200
+    x = np.array([1.5, -2.0], np.float32)
+    (y,) = assert_same_outputs(model, lowered, {"x": x})
+    np.testing.assert_array_equal(y, np.tile(x, (2**14, 1)))
+    # a few levels still unroll into plain tensor operators
+    model = nested_loops_appending(3)
+    lowered, report = lower(model)
+    assert report.rules_fired["loop-unroll"] == 7
+    (y,) = assert_same_outputs(model, lowered, {"x": x})
+    np.testing.assert_array_equal(y, np.tile(x, (8, 1)))
 
 
 def test_an_initializer_declaring_more_than_it_holds_is_refused() -> None:
