@@ -89,6 +89,7 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         ifs_appending_in_a_row,
         inserts_in_a_row,
         map_of_a_long_body,
+        nested_loops_appending,
         split_declaring_more_than_it_holds,
     )
 
@@ -102,6 +103,7 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         "2,000 Ifs in a row, each appending to a list": ifs_appending_in_a_row(2000),
         "SequenceMap whose body adds the element 2,000 times": map_of_a_long_body(2000),
         "split declaring 10^12 elements, 8 bytes": split_declaring_more_than_it_holds(),
+        "18 nested Loops of two iterations carrying a list": nested_loops_appending(18),
     }
 
 
