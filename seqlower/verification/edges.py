@@ -14,7 +14,8 @@ typical values (every dim 3, sequences of 3, loops of 3) and lets the edge chang
                                  scalar chunk that does not divide the dim, one as large as it
     Slice                        starts and ends at the limits of their type (clamped), a start
                                  past the end (empty)
-    Loop                         its condition input false while the trip count is positive
+    Loop                         its condition input false while the trip count is positive;
+                                 a trip count of -1 (a Loop runs no iteration then)
     If / Where                   the condition true everywhere, and false everywhere
     ConcatFromSequence           elements that differ along the axis it concatenates on
     ArgMax, TopK, Max, ReduceMax, comparisons, ...     ties: values from {0, 1}
@@ -252,11 +253,16 @@ def _limits(value: object) -> tuple[int, int] | None:
 
 
 def _loop_condition(node: ir.Node, flow: Flow) -> list[Edge]:
+    edges = []
     name = flow.source(_operand(node, 1))
-    if name is None:
-        return []
-    label = f"{_label(node)}: condition '{name}' false, trip count positive"
-    return [Edge(f"condition {name} false", label, _fill(name, 0), 1)]
+    if name is not None:
+        label = f"{_label(node)}: condition '{name}' false, trip count positive"
+        edges.append(Edge(f"condition {name} false", label, _fill(name, 0), 1))
+    trips = flow.source(_operand(node, 0))
+    if trips is not None and flow.specs[trips].dtype == ir.DataType.INT64:
+        label = f"{_label(node)}: trip count '{trips}' negative (no iteration)"
+        edges.append(Edge(f"trip count {trips} negative", label, _fill(trips, -1), 1))
+    return edges
 
 
 def _condition(index: int) -> Provider:

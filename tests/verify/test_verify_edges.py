@@ -165,7 +165,27 @@ def _one_empty(bump: str) -> onnx.ModelProto:
     }}""")
 
 
+def _first_rows(sliced: bool) -> onnx.ModelProto:
+    """The first m rows of x, by a Loop (none for m < 0) or by Slice(x, 0, m) (which counts a
+    negative m from the end)."""
+    if sliced:
+        rows = """zero = Constant<value = int64[1] {0}>()
+        one = Constant<value = int64[1] {1}>()
+        end = Reshape(m, one)
+        rows = Slice(x, zero, end, zero)"""
+    else:
+        rows = """t = Constant<value = bool {1}>()
+        rows = Loop(m, t) <body = b (int64 i, bool cin) => (bool cout, float[3] row) {
+            cout = Identity(cin)
+            row = Gather<axis = 0>(x, i)
+        }>"""
+    return _model(f"""g (float[4,3] x, int64 m) => (float[?,3] rows) {{
+        {rows}
+    }}""")
+
+
 MUTANTS = {
+    "negative-trip-count": (_first_rows(False), _first_rows(True)),
     "equal-inputs": (_equal_inputs("0.0"), _equal_inputs("1.0")),
     "int64-beyond-int32": (_int_limits("Identity(x)"), _int_limits("Cast<to = 7>(narrow)")),
     "insert-at-the-length": (
@@ -250,6 +270,7 @@ def test_edges_come_from_the_operators_and_inputs_of_the_model():
         "elements of 's' differ on axis 0",
     ] or "SequenceInsert: 'p' at n (the length)" in _labels(_insert("Identity(p)"))
     assert "Loop: condition 'go' false, trip count positive" in _labels(_loop("Identity(go)"))
+    assert "Loop: trip count 'm' negative (no iteration)" in _labels(_loop("Identity(go)"))
     assert "'y' equal to 'x'" in _labels(_equal_inputs("0.0"))
     assert "'x' at the limits of its type" in _labels(_int_limits("Identity(x)"))
     # a position is never given type limits: it would only make both models fail
