@@ -428,7 +428,14 @@ def _sum_terms(node: ir.Node) -> list[tuple[ir.Value, list[ir.Value]]]:
         if not inner:
             break
         accumulator = inner[0]
-        terms.append(right if accumulator is left else left)  # type: ignore[arg-type]
+        term = right if accumulator is left else left
+        if use_count(term) != 1:  # type: ignore[arg-type]
+            # a term read elsewhere too ends every reading: the walk stops here (each Add of
+            # a long chain walked all of it: quadratic), the readings start after it
+            terms.reverse()
+            accumulators.reverse()  # each the sum its term is added to
+            return [(accumulators[i], terms[i:]) for i in range(len(terms) - 1)]
+        terms.append(term)  # type: ignore[arg-type]
         accumulators.append(accumulator)
         current = accumulator.producer()  # type: ignore[assignment]
     terms.reverse()
