@@ -88,6 +88,7 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         identities_after_at,
         ifs_appending_in_a_row,
         inserts_in_a_row,
+        loop_appending_a_long_sum,
         map_of_a_long_body,
         nested_loops_appending,
         split_declaring_more_than_it_holds,
@@ -104,6 +105,7 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         "SequenceMap whose body adds the element 2,000 times": map_of_a_long_body(2000),
         "split declaring 10^12 elements, 8 bytes": split_declaring_more_than_it_holds(),
         "18 nested Loops of two iterations carrying a list": nested_loops_appending(18),
+        "a Loop body of 10k Adds on shared values, appended": loop_appending_a_long_sum(10_000),
     }
 
 

@@ -180,6 +180,34 @@ def nested_loops_appending(depth: int) -> onnx.ModelProto:
     return _model(nodes, [_float("x", [2])], [_float("y", ["n", 2])])
 
 
+def loop_appending_a_long_sum(count: int) -> onnx.ModelProto:
+    """A Loop appending, in each iteration, Relu(x) + x + Relu(x) + x ... (`count` Adds, Relu(x)
+    read by every other one) to a list, stacked after the loop."""
+    flag = helper.make_tensor_value_info
+    body = [
+        helper.make_node("Identity", ["c"], ["d"]),
+        helper.make_node("Relu", ["x"], ["b0"]),
+    ]
+    body += [
+        helper.make_node("Add", [f"b{k}", "x" if k % 2 else "b0"], [f"b{k + 1}"])
+        for k in range(count)
+    ]
+    body.append(helper.make_node("SequenceInsert", ["q", f"b{count}"], ["r"]))
+    graph = helper.make_graph(
+        body,
+        "body",
+        [flag("i", TensorProto.INT64, []), flag("c", TensorProto.BOOL, []), _list_of_pairs("q")],
+        [flag("d", TensorProto.BOOL, []), _list_of_pairs("r")],
+    )
+    nodes = [
+        helper.make_node("SequenceEmpty", [], ["empty"], dtype=TensorProto.FLOAT),
+        helper.make_node("Loop", ["n", "", "empty"], ["all"], body=graph),
+        helper.make_node("ConcatFromSequence", ["all"], ["y"], axis=0, new_axis=1),
+    ]
+    inputs = [_float("x", [2]), helper.make_tensor_value_info("n", TensorProto.INT64, [])]
+    return _model(nodes, inputs, [_float("y", ["m", 2])])
+
+
 def split_declaring_more_than_it_holds() -> onnx.ModelProto:
     """A `split` initializer that declares 10^12 int64 elements and holds one (8 bytes)."""
     split = helper.make_tensor("split", TensorProto.INT64, [1], [1])
@@ -349,6 +377,18 @@ def test_fourteen_nested_loops_are_not_unrolled_into_each_other() -> None:
     assert report.rules_fired["loop-unroll"] == 7
     (y,) = assert_same_outputs(model, lowered, {"x": x})
     np.testing.assert_array_equal(y, np.tile(x, (8, 1)))
+
+
+def test_a_loop_body_of_five_thousand_adds_on_shared_values() -> None:
+    # every Add of the chain was read as a sum back to its first term, though a term read
+    # elsewhere too ends every reading (quadratic: 10.5 s CPU at 5,000)
+    model = loop_appending_a_long_sum(5000)
+    lowered, _ = lower(model)
+    assert sequence_op_count(lowered) == 0
+    x = np.array([1.5, -2.0], np.float32)
+    for n in (1, 3):
+        (y,) = assert_same_outputs(model, lowered, {"x": x, "n": np.array(n, np.int64)})
+        np.testing.assert_allclose(y, np.tile(2501 * np.maximum(x, 0) + 2500 * x, (n, 1)))
 
 
 def test_an_initializer_declaring_more_than_it_holds_is_refused() -> None:
