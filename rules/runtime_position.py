@@ -39,6 +39,10 @@ from seqlower.errors import InvalidModelError
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 
+# Each form writes one choice per element: a chain of k edits of a list of n elements is k * n
+# nodes. Longer lists take the tensor form (seqlower.lists), whose edits are a few nodes each.
+MAX_ELEMENTS = 16
+
 
 def _static_shape(value: ir.Value) -> tuple[int, ...] | None:
     if value.shape is None or not all(isinstance(d, int) for d in value.shape):
@@ -63,6 +67,11 @@ def _check(node: ir.Node, ctx: Context, tensors: list[ir.Value], form: str):  # 
     elements = ctx.known_elements(node.inputs[0])
     if isinstance(elements, Refusal):
         return elements
+    if len(elements) > MAX_ELEMENTS:
+        return Refusal(
+            f"{len(elements)} elements: each form here writes a node per element for each edit "
+            f"(at most {MAX_ELEMENTS}), where the tensor form of the list edits it in a few"
+        )
     dtype = _dtype(node, elements)
     if dtype is None:
         return Refusal("the element type is unknown")

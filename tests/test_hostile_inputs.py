@@ -19,7 +19,13 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.budget import MAX_EXPANSION
 from seqlower.errors import InvalidModelError, SeqlowerError
 from seqlower.io import load_model
-from tests.support import assert_same_outputs, lower, op_counts, sequence_op_count
+from tests.support import (
+    assert_both_fail,
+    assert_same_outputs,
+    lower,
+    op_counts,
+    sequence_op_count,
+)
 
 OPSET = [helper.make_opsetid("", 17)]
 
@@ -208,6 +214,21 @@ def loop_appending_a_long_sum(count: int) -> onnx.ModelProto:
     return _model(nodes, inputs, [_float("y", ["m", 2])])
 
 
+def edits_at_a_runtime_position(count: int, op: str) -> onnx.ModelProto:
+    """A list of the `count` + 1 rows of x, then `count` SequenceErases at the run-time position
+    p (op "erase"), or `count` SequenceInserts of r at p (op "insert"), stacked at the end."""
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["s0"], axis=0, keepdims=0)]
+    for k in range(count):
+        if op == "erase":
+            nodes.append(helper.make_node("SequenceErase", [f"s{k}", "p"], [f"s{k + 1}"]))
+        else:
+            nodes.append(helper.make_node("SequenceInsert", [f"s{k}", "r", "p"], [f"s{k + 1}"]))
+    nodes.append(helper.make_node("ConcatFromSequence", [f"s{count}"], ["y"], axis=0, new_axis=1))
+    inputs = [_float("x", [count + 1, 2]), _float("r", [2])]
+    inputs.append(helper.make_tensor_value_info("p", TensorProto.INT64, []))
+    return _model(nodes, inputs, [_float("y", ["n", 2])])
+
+
 def split_declaring_more_than_it_holds() -> onnx.ModelProto:
     """A `split` initializer that declares 10^12 int64 elements and holds one (8 bytes)."""
     split = helper.make_tensor("split", TensorProto.INT64, [1], [1])
@@ -389,6 +410,30 @@ def test_a_loop_body_of_five_thousand_adds_on_shared_values() -> None:
     for n in (1, 3):
         (y,) = assert_same_outputs(model, lowered, {"x": x, "n": np.array(n, np.int64)})
         np.testing.assert_allclose(y, np.tile(2501 * np.maximum(x, 0) + 2500 * x, (n, 1)))
+
+
+@pytest.mark.parametrize("op", ["erase", "insert"])
+def test_a_chain_of_edits_at_a_runtime_position_of_a_long_list(op: str) -> None:
+    # one choice per element and edit was k * n nodes (250 erases: 11 s, 0.75 GB); a list of
+    # more than 16 elements takes the tensor form, a few nodes an edit
+    model = edits_at_a_runtime_position(300, op)
+    lowered, report = lower(model)
+    assert sequence_op_count(lowered) == 0
+    assert len(lowered.graph.node) < 20 * 300
+    assert not any(rule.startswith(f"{op}-at-runtime-position") for rule in report.rules_fired)
+    x = np.arange(602, dtype=np.float32).reshape(301, 2)
+    r = np.array([-1.0, -2.0], np.float32)
+    for position in (0, 1, -1):
+        feeds = {"x": x, "r": r, "p": np.array(position, np.int64)}
+        assert_same_outputs(model, lowered, feeds)
+    assert_both_fail(model, lowered, {"x": x, "r": r, "p": np.array(400, np.int64)})
+
+
+def test_a_short_list_edited_at_a_runtime_position_still_chooses_each_element() -> None:
+    model = edits_at_a_runtime_position(3, "erase")
+    lowered, report = lower(model)
+    assert sequence_op_count(lowered) == 0
+    assert report.rules_fired.get("erase-at-runtime-position") == 3
 
 
 def test_an_initializer_declaring_more_than_it_holds_is_refused() -> None:
