@@ -211,5 +211,8 @@ def test_an_exploring_input_that_never_ends_costs_seconds_not_the_full_timeout()
     report = verify(model, model, trials=10)  # trial 9 feeds NaN, Inf and denormals
     assert time.perf_counter() - started < 60  # the run is killed after 5 s, not 120 s
     assert report.trials[9].status == "both crashed"
-    assert report.trials[9].original_error.startswith("did not finish in 5 s")
+    # onnxruntime allocates in each iteration: on an idle machine the loop reaches the memory
+    # limit before the 5 s are up, on a loaded one it does not
+    error = report.trials[9].original_error
+    assert error.startswith("did not finish in 5 s") or "at the memory limit" in error, error
     assert report.equivalent
