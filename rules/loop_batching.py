@@ -102,6 +102,7 @@ class RunningSum:
     term: ir.Value  # what each iteration adds: computed from the elements read
     rank: int  # of acc
     op: str = "Add"
+    term_rank: int | None = None  # of one term, when lower than acc's (broadcast into it)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -447,9 +448,14 @@ def _running_sum(
     shape = None if initial is None else initial.shape
     if term is None or shape is None or not shape.is_static() or update.shape != shape:
         return None
+    # a term broadcasts into acc (acc + i, a scalar): its rank is needed to line the batched
+    # terms up with acc's dims, not with the batch axis
+    if term.shape is None or len(term.shape) > len(shape):
+        return None
     if any(use.node.op_type not in ("SequenceInsert", "Identity") for use in update.uses()):
         return None
-    return RunningSum(k, update, term, len(shape), add.op_type)
+    term_rank = len(term.shape) if len(term.shape) < len(shape) else None
+    return RunningSum(k, update, term, len(shape), add.op_type, term_rank)
 
 
 _RUNNING = {"Add": "ReduceSum", "Max": "ReduceMax", "Min": "ReduceMin"}
@@ -687,6 +693,15 @@ def _join(
     return whole
 
 
+def _terms_like_acc(running: RunningSum, terms: ir.Value, builder: Builder) -> ir.Value:
+    """The stacked terms [n, *t] with the dims of one term lined up with acc's: a term of lower
+    rank broadcasts into acc's last dims, so [n, 1.., *t]. (A running Max or Min takes terms of
+    acc's own shape only: `_carried` refuses the others.)"""
+    if running.term_rank is None:
+        return terms
+    return builder.unsqueeze(terms, list(range(1, 1 + running.rank - running.term_rank)))
+
+
 def _extremum(
     running: RunningSum, initial: ir.Value, terms: ir.Value, builder: Builder
 ) -> ir.Value:
@@ -806,7 +821,7 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     for running in plan.sums:  # each final sum, and the prefix sums where they are read
         initial = node.inputs[2 + running.index]
         assert initial is not None
-        terms = results[running.term]
+        terms = _terms_like_acc(running, results[running.term], builder)
         if running.op != "Add":
             ctx.rewriter.replace(
                 node.outputs[running.index], _extremum(running, initial, terms, builder)

@@ -323,6 +323,34 @@ def test_a_running_sum_becomes_a_cumsum_and_a_reduce_sum(dtype):
     assert prefixes.shape == (0, 3)
 
 
+@pytest.mark.parametrize(
+    "update",
+    [
+        "ReduceSum<keepdims = 0>(row)",  # a scalar term added to a [3] sum
+        "ReduceSum<keepdims = 1>(row)",  # a [1] term: the same rank, broadcast
+        "Cast<to = 1>(i)",  # the iteration number itself
+    ],
+    ids=["scalar", "one-element", "iteration-number"],
+)
+def test_a_running_sum_of_terms_that_broadcast_into_it(update):
+    """running = running + s with s of lower rank or a dim of one: the batched terms [n] are
+    lined up with the sum's last dims ([n, 1]), not added along its first dim (which gave a
+    [3] result where 3 rows were summed, and failed otherwise)."""
+    model = parse(RUNNING.replace("DTYPE", "float").replace("UPDATE", update))
+    feeds = [{"x": floats(n, 3)} for n in (3, 4, 1, 0)]
+    lowered = assert_loop_batched(model, feeds)
+    last, prefixes = run_ort(lowered, {"x": np.ones((3, 3), np.float32)})
+    assert prefixes.shape == (3, 3) and last.shape == (3,)
+
+
+@pytest.mark.parametrize("op", ["Max", "Min"])
+def test_refuses_a_running_maximum_of_terms_that_broadcast_into_it(op):
+    body = f"term = Gather<axis = 0>(row, zero)\n        next = {op}(running, term)"
+    model = parse(EXTREMUM.replace("DTYPE", "float").replace("next = OP(running, row)", body))
+    assert refusal(model) == f"a running {op.lower()} whose term may differ in shape from its value"
+    lower_and_compare(model, {"x": floats(4, 3)})
+
+
 def test_refuses_a_value_carried_otherwise_and_still_computes_the_same():
     # running = running + running * x[i]: the term reads the last iteration's value
     model = parse(RUNNING.replace("DTYPE", "float").replace("UPDATE", "Mul(running, row)"))
