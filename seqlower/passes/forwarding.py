@@ -27,20 +27,15 @@ def forward_unchanged(model: ir.Model, unchanged: Unchanged) -> int:
     # provisional "not static" answers last until a node goes (each removal keeps every
     # value's content): a residual chain of 1,000 Adds is walked once, not once per Add
     values = StaticValues(model.opset_imports.get(""), lambda: removed)
-    upstream: list[ir.Node] = []
+    bypassed: list[ir.Node] = []  # read by nothing now: removed at the end, with what they read
     for graph in list(iter_all_graphs(model)):
         for node in list(graph):
             kept = unchanged(node, values)
             if kept is None:
                 continue
-            upstream.extend(
-                producer
-                for value in node.inputs
-                if value is not None and (producer := value.producer()) is not None
-            )
             node.outputs[0].replace_all_uses_with(kept)
-            graph.remove(node, safe=True)
+            bypassed.append(node)
             removed += 1
-    if upstream:
-        remove_dead_upstream(upstream)
+    if bypassed:
+        remove_dead_upstream(bypassed)
     return removed
