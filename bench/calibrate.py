@@ -6,9 +6,9 @@ For every region (`seqlower.regions`) of every committed model with sequence ope
 the model lowered everywhere against the same model with only that region left as given
 (`seqlower.pipeline.region_forms`), in onnxruntime (CPU, 1 thread, interleaved medians), and
 compare with the region's two estimates (`seqlower.cost`). A region whose two forms run within
-10% of each other is listed but not scored. The exports of `tests/fixtures/torch_unseen` (list
-code the cost model was not written for) are scored as a set of their own. Prints one line per
-region and the agreement of each set:
+10% of each other is listed but not scored. The exports of `tests/fixtures/torch_unseen` and
+of `tests/fixtures/torch_fresh` (list code the cost model was not written for) are scored as sets
+of their own. Prints one line per region and the agreement of each set:
 
     python -m bench.calibrate [--runs 200] [--min-seconds 0.3] [--json out.json]
 """
@@ -32,6 +32,7 @@ FOLDERS = [
     ROOT / "tests" / "fixtures" / name for name in ("torch", "torch_loops", "torch_idioms", "speed")
 ]
 UNSEEN = [ROOT / "tests" / "fixtures" / "torch_unseen"]
+FRESH = [ROOT / "tests" / "fixtures" / "torch_fresh"]
 EXAMPLES = ROOT / "examples"
 MARGIN = 0.10  # forms closer than this are a tie: not scored
 
@@ -128,8 +129,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = measure(args.runs, args.min_seconds)
     print("\nExports nobody tuned for (tests/fixtures/torch_unseen)")
     unseen = measure(args.runs, args.min_seconds, UNSEEN)
+    print("\nThe fresh set (tests/fixtures/torch_fresh)")
+    fresh = measure(args.runs, args.min_seconds, FRESH)
     print()
-    for label, found in (("the project's models", rows), ("exports nobody tuned for", unseen)):
+    sets = (
+        ("the project's models", rows),
+        ("exports nobody tuned for", unseen),
+        ("the fresh set", fresh),
+    )
+    for label, found in sets:
         agree, scored = agreement(found)
         share = agree / scored if scored else 1.0
         print(
@@ -138,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(found) - scored} ties"
         )
     if args.json:
-        args.json.write_text(json.dumps({"project": rows, "unseen": unseen}, indent=1) + "\n")
+        found = {"project": rows, "unseen": unseen, "fresh": fresh}
+        args.json.write_text(json.dumps(found, indent=1) + "\n")
     return 0
 
 

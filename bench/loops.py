@@ -18,6 +18,7 @@ from __future__ import annotations
 
 __all__ = [
     "FORMS",
+    "FRESH_EXPORTS",
     "UNSEEN_EXPORTS",
     "loop_targets",
     "measure_loop_forms",
@@ -45,6 +46,9 @@ REAL_EXPORTS = [
 # list code transcribed from public model code the tensor forms were not tuned for
 # (tools/export_torch_unseen_fixtures.py): timed and judged as a set of its own
 UNSEEN_EXPORTS = [ROOT / "tests" / "fixtures" / "torch_unseen"]
+# a later set of the same kind, from other public model code, measured first with the forms as they
+# were (tools/export_torch_fresh_fixtures.py): timed and judged as a set of its own too
+FRESH_EXPORTS = [ROOT / "tests" / "fixtures" / "torch_fresh"]
 FORMS = ("split_loop", "unbind_loop", "per_head", "zip_split", "enumerate_comp")
 
 

@@ -33,6 +33,7 @@ import onnxruntime as ort
 
 import seqlower
 from bench.loops import (
+    FRESH_EXPORTS,
     UNSEEN_EXPORTS,
     loop_form_header,
     loop_targets,
@@ -308,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     form_rows: list[dict] = []
     export_rows: list[dict] = []
     unseen_rows: list[dict] = []
+    fresh_rows: list[dict] = []
     if not args.no_loops:
         print("\nLoop forms (TorchScript exports; microseconds, onnxruntime CPU, 1 thread, median)")
         print(loop_form_header())
@@ -318,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\nExports nobody tuned for (tests/fixtures/torch_unseen; same columns)")
         print(real_export_header())
         unseen_rows = measure_real_exports(runs, min_seconds, UNSEEN_EXPORTS)
+        print("\nA fresh set nobody tuned for (tests/fixtures/torch_fresh; same columns)")
+        print(real_export_header())
+        fresh_rows = measure_real_exports(runs, min_seconds, FRESH_EXPORTS)
     optimizer_rows: list[dict] = []
     if not args.no_optimizer:
         print(
@@ -332,10 +337,15 @@ def main(argv: list[str] | None = None) -> int:
     if unseen_rows:
         print("\nExports nobody tuned for, as a table (Markdown)")
         print(real_export_table(unseen_rows))
+    if fresh_rows:
+        print("\nThe fresh set, as a table (Markdown)")
+        print(real_export_table(fresh_rows))
     print("\nTargets")
     found = targets(latency_rows, optimizer_rows) + loop_targets(form_rows, export_rows)
     if unseen_rows:
         found += set_targets(unseen_rows, "exports nobody tuned for", UNSEEN_GOALS)
+    if fresh_rows:
+        found += set_targets(fresh_rows, "the fresh set", UNSEEN_GOALS)
     for target in found:
         print(f"  [{_VERDICTS[target['met']]}] {target['target']}: {target['measured']}")
 
@@ -351,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         "loop_forms": form_rows,
         "real_exports": export_rows,
         "unseen_exports": unseen_rows,
+        "fresh_exports": fresh_rows,
         "targets": found,
     }
     out = args.out or RESULTS / f"bench-{results['mode']}-{time.strftime('%Y%m%d-%H%M%S')}.json"

@@ -1,0 +1,66 @@
+"""List code transcribed from public model code that no earlier fixture set used, exported to
+measure the forms on code nobody tuned them for (tests/fixtures/torch_fresh, made by
+tools/export_torch_fresh_fixtures.py; `python -m bench.run` times them as a set of their own):
+YOLOv5's detection head and YOLOv3's Darknet routes, YOLOv8's C2f, mmdetection's FPN and PAFPN,
+FCOS's head and locations, detectron2's top RPN proposals, Deformable DETR's refining decoder,
+Mask2Former's levels, DINOv2's intermediate layers, PyTorch's own TorchScript LSTMs (stacked,
+bidirectional with a reversed list), HF transformers' DynamicCache in a decoding loop, ESPnet's
+beam search and intermediate CTC, deepspeech.pytorch's greedy decoder, Tacotron 2's decoder loop,
+PyG's jumping knowledge and DDIM sampling's intermediates.
+
+Each lowers for the default target and for the portable target (every tensor's rank known) to no
+sequence operator at all, and for onnxruntime; all three pass
+the ONNX checker (full_check), load in onnxruntime and match the outputs PyTorch computed on every
+stored data set (the later ones are edge cases: one element, one step, a loop that stops early);
+every sequence operator the onnxruntime target keeps has a reason.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import onnx
+import pytest
+from support import assert_close_to_stored, lower, op_counts, run_ort, stored_data_sets
+
+ROOT = pathlib.Path(__file__).parent / "fixtures" / "torch_fresh"
+CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
+SEQUENCE_OPS = {
+    "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert",
+    "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence",
+}  # fmt: skip
+
+
+def test_the_set_holds_at_least_fifteen_exports():
+    assert len(CASES) >= 15
+
+
+def test_every_export_keeps_sequence_operators():
+    for case in CASES:
+        model = onnx.load(ROOT / case / "model.onnx")
+        assert SEQUENCE_OPS & set(op_counts(model)), case
+
+
+# the portable target keeps Tacotron 2's lists: the rank of what its loop's If returns is unknown
+PORTABLE_KEEPS = {"tacotron2_inference"}
+
+
+@pytest.mark.parametrize("target", ["generic", "portable", "onnxruntime"])
+@pytest.mark.parametrize("case", CASES)
+def test_fresh_export_lowers_and_matches_pytorch(case, target):
+    model = onnx.load(ROOT / case / "model.onnx")
+    lowered, report = lower(model, target=target)
+    if target == "portable" and case in PORTABLE_KEEPS:
+        assert all("made by If" in op.reason for op in report.remaining), report.remaining
+        assert report.remaining
+        return
+    if target != "onnxruntime":
+        assert not SEQUENCE_OPS & set(op_counts(lowered)), report.remaining
+    sets = list(stored_data_sets(ROOT / case, model))
+    assert len(sets) >= 2
+    for data_set, inputs, expected in sets:
+        actual = run_ort(lowered, inputs)
+        for value, got, want in zip(model.graph.output, actual, expected, strict=True):
+            assert_close_to_stored(got, want, f"{case}/{data_set}/{value.name}")
+    for op in report.remaining:
+        assert op.reason and op.reason != "no rule applies", op
