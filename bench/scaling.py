@@ -91,6 +91,7 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         loop_appending_a_long_sum,
         map_of_a_long_body,
         nested_loops_appending,
+        one_condition_read_by_many_ifs,
         split_declaring_more_than_it_holds,
     )
 
@@ -106,6 +107,9 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         "split declaring 10^12 elements, 8 bytes": split_declaring_more_than_it_holds(),
         "18 nested Loops of two iterations carrying a list": nested_loops_appending(18),
         "a Loop body of 10k Adds on shared values, appended": loop_appending_a_long_sum(10_000),
+        "one condition read by 10k Ifs, each reading a list": one_condition_read_by_many_ifs(
+            10_000
+        ),
     }
 
 

@@ -32,8 +32,9 @@ from google.protobuf.message import Message
 
 from seqlower.errors import InvalidModelError
 from seqlower.ops import iter_all_graphs
-from seqlower.passes.chunked_inference import CHUNK_NODES, SMALL_INITIALIZER_BYTES, SUBGRAPH_LIMIT
+from seqlower.passes.chunked_inference import SMALL_INITIALIZER_BYTES
 from seqlower.static_errors import concat_mismatch
+from seqlower.strict_inference import inferred_in_runs, node_subgraphs, strict_inference
 
 # strict inference needs a copy of the model (its weights left out, `_without_weights`):
 # above this size of the copy only the checker runs
@@ -83,7 +84,7 @@ def check_input_proto(
         for node in function.node:
             _forget_in_attributes(node)
     try:
-        values = _strict_inference(copy)
+        values = strict_inference(copy)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as error:
         errors = _errors(str(error))
         if errors:
@@ -245,91 +246,13 @@ def _raw_size(tensor: onnx.TensorProto) -> int:
     return len(tensor.raw_data)
 
 
-def _strict_inference(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
-    """Strict ONNX type and shape inference of `model`, raising what it raises; returns the
-    types of the main graph's values as inferred. ONNX copies the
-    outer scope's types into every subgraph it enters, so on a graph holding many subgraphs the
-    main graph is inferred in runs of CHUNK_NODES nodes (as the lowering's own inference is:
-    `seqlower.passes.chunked_inference`), each a model whose inputs are what it reads from
-    earlier runs, typed as inference found them there; constants and small initializers cross a
-    cut with their content."""
-    graph = model.graph
-    if not _inferred_in_runs(graph):
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
-        return [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]
-    inputs = {value.name: value for value in graph.input}
-    initializers = {tensor.name: tensor for tensor in graph.initializer}
-    outputs = {value.name: value for value in graph.output}
-    known: dict[str, onnx.ValueInfoProto] = dict(inputs)
-    constants: dict[str, onnx.NodeProto] = {}
-    nodes = list(graph.node)
-    for start in range(0, len(nodes), CHUNK_NODES):
-        run = nodes[start : start + CHUNK_NODES]
-        made = {name for node in run for name in node.output}
-        proto = onnx.ModelProto(ir_version=model.ir_version)
-        proto.opset_import.extend(model.opset_import)
-        proto.functions.extend(model.functions)
-        run_graph = proto.graph
-        run_graph.name = graph.name
-        for name in _names_read(run):
-            if name in made:
-                continue
-            if name in constants:
-                run_graph.node.append(constants[name])
-            elif name in initializers and name not in inputs:
-                tensor = initializers[name]
-                if _tensor_bytes(tensor) <= SMALL_INITIALIZER_BYTES:
-                    run_graph.initializer.append(tensor)
-                else:
-                    run_graph.input.append(
-                        onnx.helper.make_tensor_value_info(name, tensor.data_type, tensor.dims)
-                    )
-            elif name in known:
-                run_graph.input.append(known[name])
-        run_graph.node.extend(run)
-        run_graph.output.extend(outputs[name] for name in made if name in outputs)
-        inferred = onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
-        for value in [*inferred.graph.value_info, *inferred.graph.output]:
-            if value.name in made:
-                known[value.name] = value
-        for node in run:
-            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
-                constants.update((name, node) for name in node.output)
-    return list(known.values())
-
-
 def _lenient_inference(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
     """The types inference gives the main graph's values, errors ignored; nothing for a graph
-    with so many subgraphs that it would be inferred in runs (see `_strict_inference`)."""
-    if _inferred_in_runs(model.graph):
+    with so many subgraphs that it would be inferred in runs (see `seqlower.strict_inference`)."""
+    if inferred_in_runs(model.graph):
         return []
     inferred = onnx.shape_inference.infer_shapes(model)
     return [*inferred.graph.input, *inferred.graph.value_info]
-
-
-def _inferred_in_runs(graph: onnx.GraphProto) -> bool:
-    """Whether so many of the main graph's nodes hold subgraphs that ONNX's inference of it in
-    one piece would be quadratic (see `_strict_inference`)."""
-    return sum(1 for node in graph.node if _node_subgraphs([node])) > SUBGRAPH_LIMIT
-
-
-def _names_read(nodes: list[onnx.NodeProto]) -> list[str]:
-    """The names `nodes` read, those their subgraphs read included, in order, once each."""
-    names: dict[str, None] = {}
-    stack = list(reversed(nodes))
-    while stack:
-        node = stack.pop()
-        names.update((name, None) for name in node.input if name)
-        for subgraph in reversed(_node_subgraphs([node])):
-            stack.extend(reversed(subgraph.node))
-    return list(names)
-
-
-def _tensor_bytes(tensor: onnx.TensorProto) -> int:
-    """Roughly the bytes a tensor's content takes (external data counts as large)."""
-    if tensor.data_location == onnx.TensorProto.EXTERNAL:
-        return SMALL_INITIALIZER_BYTES + 1
-    return tensor.ByteSize()
 
 
 def check_input_text(model: ir.Model, where: str) -> None:
@@ -391,22 +314,12 @@ def _graphs(proto: onnx.ModelProto) -> list[onnx.GraphProto]:
     found = []
     stack = [proto.graph]
     for function in proto.functions:
-        stack.extend(_node_subgraphs(function.node))
+        stack.extend(node_subgraphs(function.node))
     while stack:
         graph = stack.pop()
         found.append(graph)
-        stack.extend(_node_subgraphs(graph.node))
+        stack.extend(node_subgraphs(graph.node))
     return found
-
-
-def _node_subgraphs(nodes) -> list[onnx.GraphProto]:
-    graphs = []
-    for node in nodes:
-        for attribute in node.attribute:
-            if attribute.HasField("g"):
-                graphs.append(attribute.g)
-            graphs.extend(attribute.graphs)
-    return graphs
 
 
 def _forget_declared_shapes(graph: onnx.GraphProto) -> None:

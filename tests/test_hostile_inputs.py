@@ -19,6 +19,7 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.budget import MAX_EXPANSION
 from seqlower.errors import InvalidModelError, SeqlowerError
 from seqlower.io import load_model
+from seqlower.strict_inference import check_fully, inferred_in_runs
 from tests.support import (
     assert_both_fail,
     assert_same_outputs,
@@ -229,6 +230,27 @@ def edits_at_a_runtime_position(count: int, op: str) -> onnx.ModelProto:
     return _model(nodes, inputs, [_float("y", ["n", 2])])
 
 
+def one_condition_read_by_many_ifs(count: int) -> onnx.ModelProto:
+    """`count` Ifs on one condition, each choosing the first (then) or last (else) row of one
+    list by a SequenceAt at a constant position in its branch; the choices summed."""
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["s"], axis=0, keepdims=0)]
+    for k in range(count):
+        branches = {}
+        for branch, position in (("then", 0), ("else", -1)):
+            value = helper.make_tensor(f"{branch}_p{k}", TensorProto.INT64, [], [position])
+            branches[f"{branch}_branch"] = helper.make_graph(
+                [
+                    helper.make_node("Constant", [], [f"{branch}_p{k}"], value=value),
+                    helper.make_node("SequenceAt", ["s", f"{branch}_p{k}"], [f"{branch}{k}"]),
+                ],
+                f"{branch}{k}", [], [_float(f"{branch}{k}", [2])],
+            )  # fmt: skip
+        nodes.append(helper.make_node("If", ["c"], [f"o{k}"], **branches))
+    nodes.append(helper.make_node("Sum", [f"o{k}" for k in range(count)], ["y"]))
+    inputs = [_float("x", [4, 2]), helper.make_tensor_value_info("c", TensorProto.BOOL, [])]
+    return _model(nodes, inputs, [_float("y", [2])])
+
+
 def split_declaring_more_than_it_holds() -> onnx.ModelProto:
     """A `split` initializer that declares 10^12 int64 elements and holds one (8 bytes)."""
     split = helper.make_tensor("split", TensorProto.INT64, [1], [1])
@@ -410,6 +432,37 @@ def test_a_loop_body_of_five_thousand_adds_on_shared_values() -> None:
     for n in (1, 3):
         (y,) = assert_same_outputs(model, lowered, {"x": x, "n": np.array(n, np.int64)})
         np.testing.assert_allclose(y, np.tile(2501 * np.maximum(x, 0) + 2500 * x, (n, 1)))
+
+
+def test_one_condition_read_by_many_ifs() -> None:
+    # ONNX's full check, which the command line runs on what it writes, copied the main
+    # graph's types into every branch: 10,000 Ifs took 7 s there; the lowered model is now
+    # checked in runs of nodes, as the input is (bench/scaling.py times 10,000)
+    model = one_condition_read_by_many_ifs(600)
+    lowered, _ = lower(model)
+    assert sequence_op_count(lowered) == 0
+    check_fully(lowered)
+    x = np.arange(8, dtype=np.float32).reshape(4, 2)
+    for choice in (True, False):
+        (y,) = assert_same_outputs(model, lowered, {"x": x, "c": np.array(choice)})
+        np.testing.assert_array_equal(y, 600 * x[0 if choice else -1])
+
+
+def test_the_full_check_in_runs_finds_what_the_checker_finds() -> None:
+    # a declared type that inference contradicts, in the second run of 1,000 nodes
+    model = one_condition_read_by_many_ifs(1500)
+    assert inferred_in_runs(model.graph)
+    model.graph.value_info.append(helper.make_tensor_value_info("o1200", TensorProto.INT64, [2]))
+    with pytest.raises(onnx.shape_inference.InferenceError) as in_one_piece:
+        onnx.checker.check_model(model, full_check=True)
+    with pytest.raises(onnx.shape_inference.InferenceError) as in_runs:
+        check_fully(model)
+    assert str(in_runs.value) == str(in_one_piece.value)
+    # and an operator the checker refuses, in any run
+    model = one_condition_read_by_many_ifs(1500)
+    model.graph.node[1200].op_type = "NoSuchOp"
+    with pytest.raises(onnx.checker.ValidationError, match="NoSuchOp"):
+        check_fully(model)
 
 
 @pytest.mark.parametrize("op", ["erase", "insert"])

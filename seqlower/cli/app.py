@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 from typing import Annotated
 
-import onnx
 import onnx_ir as ir
 import typer
 from onnx_ir.passes.common import _c_api_utils
@@ -74,6 +73,7 @@ from seqlower.report import Report
 from seqlower.report.catalogue import PASS_REWRITES, PassRewrite
 from seqlower.rule import Rule
 from seqlower.rules import default_rules
+from seqlower.strict_inference import check_fully
 from seqlower.verification.check import DEFAULT_TIME_BUDGET, DEFAULT_TRIALS
 from seqlower.verification.runner import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT
 
@@ -457,19 +457,12 @@ def _one_line(error: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _checked(model: ir.Model, full_check: bool) -> None:
-    """The ONNX checker on the graph; large weights (perhaps external) are left out of the
-    serialized copy: they are read, not changed, by seqlower."""
-
-    def check(proto: onnx.ModelProto) -> None:
-        onnx.checker.check_model(proto, full_check=full_check)
-
-    _c_api_utils.call_onnx_api(check, model)
-
-
 def _check_output(model: ir.Model) -> None:
+    """The ONNX checker with its full check (`seqlower.strict_inference.check_fully`) on the
+    lowered model; large weights (perhaps external) are left out of the serialized copy: they
+    are read, not changed, by seqlower."""
     try:
-        _checked(model, full_check=True)
+        _c_api_utils.call_onnx_api(check_fully, model)
     except Exception as error:
         raise InternalError(
             f"internal error: the lowered model fails the ONNX checker ({_one_line(error)}); "

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import onnxruntime as ort
 import pytest
 from cli_models import EXAMPLE
@@ -140,9 +141,9 @@ def test_an_unexpected_exception_is_an_internal_error_exit_3(monkeypatch, tmp_pa
 
 
 def test_the_checker_failure_itself_is_raised_as_an_internal_error(monkeypatch) -> None:
-    def reject(model, full_check):
+    def reject(model):
         raise onnx.checker.ValidationError("Field 'shape' of 'type' is required but missing.")
 
-    monkeypatch.setattr(APP_MODULE, "_checked", reject)
+    monkeypatch.setattr(APP_MODULE, "check_fully", reject)
     with pytest.raises(InternalError, match="fails the ONNX checker"):
-        APP_MODULE._check_output(None)
+        APP_MODULE._check_output(ir.load(EXAMPLE))
