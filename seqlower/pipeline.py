@@ -42,6 +42,7 @@ from seqlower.passes.normalize import resolve_split_keepdims
 from seqlower.passes.onnxruntime_loops import LoopConditionPass, LoopsToScansPass
 from seqlower.passes.output_shapes import relax_unproved_output_dims
 from seqlower.passes.scan_output_shapes import DeclaredScanShapes
+from seqlower.passes.shadowed_names import rename_shadowing_values
 from seqlower.passes.shape_hints import RelaxShapeHintsPass
 from seqlower.passes.single_element_conditions import SingleElementConditionsPass
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
@@ -398,6 +399,9 @@ class _Run:
             [v.name or "" for v in model.graph.inputs if is_sequence_value(v)],
             [v.name or "" for v in model.graph.outputs if is_sequence_value(v)],
         )
+        # a body value named as a value outside it would capture that name once a rewrite moves
+        # a reader of the outer value into the body (or makes one there): renamed first and last
+        rename_shadowing_values(model)
         declared_output_shapes = {value.name: value.shape for value in model.graph.outputs}
         declared_scan_shapes = DeclaredScanShapes(model)  # before inference replaces them
         self.flatten_inputs, self.flatten_outputs = _flatten_passes(options)
@@ -450,6 +454,7 @@ class _Run:
         RuntimeWorkaroundsPass(speed_first=options.target in SPEED_FIRST_TARGETS)(model)
         _keep_declared_output_shapes(model, declared_output_shapes)
         declared_scan_shapes.restore(model)  # what a loop of no iteration gives
+        rename_shadowing_values(model)
         if options.target == "tract":  # tract holds a model to its declared shapes
             RelaxShapeHintsPass()(model)
         observe("cleanup", model)

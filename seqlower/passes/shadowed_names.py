@@ -1,0 +1,76 @@
+"""Values of a subgraph that take the name of a value of an enclosing graph are renamed.
+
+    main: x = Relu(inp);  Loop(.., body (i, c, x) => ..)   (the body's input shadows x)
+        -> body (i, c, x_inner) => ..
+
+ONNX requires every name to be unique across a graph and the graphs nested in it; the checker
+does not enforce it for a subgraph's inputs, and onnxruntime then binds a name inside the body
+to the body's own value. seqlower keeps values as objects, but writes names: once a rewrite
+moves a reader of the outer `x` into the body (a list read in a loop becomes a Gather of the
+tensor it was split from), the written model would read the body's `x` instead. Renaming what
+shadows keeps the meaning; a model without shadowing is left exactly as it is. Names that
+sibling graphs share (both branches of an If) shadow nothing and are kept.
+
+One walk, each value visited once: the names in scope are counted as graphs are entered and
+left, never copied per graph.
+"""
+
+from __future__ import annotations
+
+__all__ = ["rename_shadowing_values"]
+
+from collections import Counter
+
+import onnx_ir as ir
+
+from seqlower.ops import graphs_within, subgraphs
+
+
+def rename_shadowing_values(model: ir.Model) -> int:
+    """Rename every value of a subgraph whose name a value of an enclosing graph has, and every
+    second value of one name in a graph (two loop bodies fused into one, say). Returns how many
+    were renamed."""
+    everywhere = Counter(
+        value.name for graph in graphs_within(model.graph) for value in _values(graph) if value.name
+    )
+    if all(count == 1 for count in everywhere.values()):
+        return 0  # no name is written twice: nothing can shadow
+    taken = set(everywhere)
+    in_scope: Counter[str] = Counter()
+    renamed = 0
+    stack: list[ir.Graph | list[str]] = [model.graph]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):  # leaving a graph: its names go out of scope
+            in_scope.subtract(item)
+            continue
+        local: list[str] = []
+        seen: set[str] = set()
+        for value in _values(item):
+            if not value.name:
+                continue
+            if in_scope[value.name] > 0 or value.name in seen:
+                value.name = _fresh(f"{value.name}_inner", taken)
+                renamed += 1
+            seen.add(value.name)
+            local.append(value.name)
+        in_scope.update(local)
+        stack.append(local)
+        for node in reversed(list(item)):  # popped in graph order
+            stack.extend(reversed(subgraphs(node)))
+    return renamed
+
+
+def _values(graph: ir.Graph) -> list[ir.Value]:
+    values = [*graph.inputs, *graph.initializers.values()]
+    values += [output for node in graph for output in node.outputs]
+    return values
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    name, k = base, 1
+    while name in taken:
+        k += 1
+        name = f"{base}{k}"
+    taken.add(name)
+    return name
