@@ -1,6 +1,8 @@
 """If nodes with sequences: inline a branch, or return the elements as tensors.
 
     If(static c, then=f, else=g)            -> f() (c true) or g() (c false), inlined
+                                               (an If with sequences, or whose outputs'
+                                               ranks depend on the branch)
     If(c, then: SequenceConstruct(a0..an), else: SequenceConstruct(b0..bn))
         -> SequenceConstruct(If(c, then: (a0..an), else: (b0..bn)))   (one tensor output each)
 
@@ -40,12 +42,29 @@ def _branch(node: ir.Node, key: str) -> ir.Graph:
 
 
 def _involves_sequences(node: ir.Node) -> bool:
+    """Sequences in the If's outputs or branches, or an output whose rank depends on the branch
+    (TorchScript's `x.squeeze(d)` of a value whose shape it did not know is If(dim d == 1,
+    Squeeze, Identity): folded, the rank is known, and so is the layout of a list it is put
+    into, or of the scan output it becomes)."""
     if any(is_sequence_value(v) for v in node.outputs):
+        return True
+    if _rank_varies(node):
         return True
     for key in _BRANCHES:
         if key in node.attributes and any(
             is_sequence_op(n) for n in _branch(node, key).all_nodes()
         ):
+            return True
+    return False
+
+
+def _rank_varies(node: ir.Node) -> bool:
+    """An output the two branches give with different ranks (or one of unknown rank)."""
+    if not all(key in node.attributes for key in _BRANCHES):
+        return False
+    then_branch, else_branch = (_branch(node, key) for key in _BRANCHES)
+    for a, b in zip(then_branch.outputs, else_branch.outputs):
+        if a.shape is None or b.shape is None or len(a.shape) != len(b.shape):
             return True
     return False
 

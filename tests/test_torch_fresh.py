@@ -41,8 +41,10 @@ def test_every_export_keeps_sequence_operators():
         assert SEQUENCE_OPS & set(op_counts(model)), case
 
 
-# the portable target keeps Tacotron 2's lists: the rank of what its loop's If returns is unknown
-PORTABLE_KEEPS = {"tacotron2_inference"}
+# Tacotron 2 appends `mel_output.squeeze(0)`, an If on dim 0 == 1 (rank 1 or 2 by the branch):
+# the portable target needs it folded, which needs the loop's carried shapes that onnx's inference
+# settles from 1.23 on (1.18 leaves them unknown, and the portable target keeps the lists)
+ONNX_SETTLES_TACOTRON = tuple(int(p) for p in onnx.__version__.split(".")[:2]) >= (1, 23)
 
 
 @pytest.mark.parametrize("target", ["generic", "portable", "onnxruntime"])
@@ -50,11 +52,9 @@ PORTABLE_KEEPS = {"tacotron2_inference"}
 def test_fresh_export_lowers_and_matches_pytorch(case, target):
     model = onnx.load(ROOT / case / "model.onnx")
     lowered, report = lower(model, target=target)
-    if target == "portable" and case in PORTABLE_KEEPS:
+    if (target, case) == ("portable", "tacotron2_inference") and not ONNX_SETTLES_TACOTRON:
         assert all("made by If" in op.reason for op in report.remaining), report.remaining
-        assert report.remaining
-        return
-    if target != "onnxruntime":
+    elif target != "onnxruntime":
         assert not SEQUENCE_OPS & set(op_counts(lowered)), report.remaining
     sets = list(stored_data_sets(ROOT / case, model))
     assert len(sets) >= 2

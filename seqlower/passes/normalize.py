@@ -52,6 +52,7 @@ from seqlower.passes.inferred_types import (
 )
 from seqlower.passes.negated_terms import fold_negated_terms
 from seqlower.passes.noop_casts import remove_noop_casts
+from seqlower.passes.shared_empty_lists import unshare_empty_lists
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +107,7 @@ class NormalizePass(ir.passes.InPlacePass):
             + census.run(ARITHMETIC, remove_identity_arithmetic, model)
             + census.run({"Add"}, fold_negated_terms, model)
             + census.run({"Unsqueeze"}, drop_broadcast_unsqueezes, model)
+            + census.run({"SequenceEmpty"}, unshare_empty_lists, model)
         ):
             modified = True
             if stamp is not None:  # removing them changed no shape
