@@ -5,6 +5,7 @@ of the kind real exports tell: it is never trusted."""
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
@@ -88,3 +89,79 @@ def test_a_loop_result_has_the_dims_its_initial_value_and_the_body_agree_on(upda
 def test_a_loop_result_whose_rank_changes_has_no_shape():
     zero = "zero = Constant <value = int64[1] {0}> ()\n out = Unsqueeze (h, zero)"
     assert _loop_result_shapes(zero) == (None, None)
+
+
+# -- a list that starts empty: its elements' dims from what the body puts into it -----------------
+
+# a decoder's cache: `k = h @ W` appended each step, attention over the cache read back
+# (`h + softmax(h @ last.T) @ last`): h keeps its 4 columns only when the cache's elements are
+# known to have them, and they have them only when h does
+CACHE = """<ir_version: 8, opset_import: ["" : 18]>
+g ({t}[T,4] x, int64 m) => ({t}[?,4] y, {t}[T,4] h_last) {{
+    w = Constant <value = {t}[4,4] {{{w}}}> ()
+    e = SequenceEmpty <dtype = {code}> ()
+    h_last, s = Loop (m, , x, e) <body = b (int64 i, bool c, {t}[?,?] h, seq({t}[?,?]) s_in)
+                                     => (bool co, {t}[?,?] h2, seq({t}[?,?]) s_out) {{
+        co = Identity (c)
+        k = MatMul (h, w)
+        {put}
+        minus_one = Constant <value = int64 {{-1}}> ()
+        last = SequenceAt (s_out, minus_one)
+        lt = Transpose (last)
+        a = MatMul (h, lt)
+        p = {attend}
+        v = MatMul (p, last)
+        h2 = Add (h, v)
+    }}>
+    y = ConcatFromSequence <axis = 0> (s)
+}}"""
+_W = ", ".join(str(v) for v in [1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1])
+_TYPES = {"float": (np.float32, 1, "Softmax (a)"), "int64": (np.int64, 7, "Identity (a)")}
+APPEND = "s_out = SequenceInsert (s_in, k)"
+
+
+def _cache(t: str = "float", put: str = APPEND) -> onnx.ModelProto:
+    _, code, attend = _TYPES[t]
+    w = _W if t == "int64" else ", ".join(f"{v}.0" for v in _W.split(", "))
+    return onnx.parser.parse_model(CACHE.format(t=t, code=code, w=w, put=put, attend=attend))
+
+
+def _list_input_shape(model: onnx.ModelProto) -> list | None:
+    graph = ir.from_proto(model)
+    infer_shapes(graph)
+    loop = next(node for node in graph.graph if node.op_type == "Loop")
+    shape = loop.attributes["body"].as_graph().inputs[3].shape
+    return None if shape is None else [d if isinstance(d, int) else d.value for d in shape]
+
+
+def test_a_list_that_starts_empty_takes_the_dims_of_what_is_put_into_it():
+    assert _list_input_shape(_cache()) == ["T", 4]
+
+
+def test_puts_of_different_ranks_give_no_dims():
+    put = (
+        "zero = Constant <value = int64[1] {0}> ()\n"
+        "        ku = Unsqueeze (k, zero)\n"
+        "        s_mid = SequenceInsert (s_in, k)\n"
+        "        s_out = SequenceInsert (s_mid, ku)"
+    )
+    assert _list_input_shape(_cache(put=put)) in (None, [None, None])
+
+
+@pytest.mark.parametrize("t", sorted(_TYPES))
+def test_a_cache_that_starts_empty_lowers_to_the_same_numbers(t):
+    from support import lower_and_compare, op_counts, run_ort
+
+    dtype = _TYPES[t][0]
+    model = _cache(t)
+    x = (np.arange(8).reshape(2, 4) % 3).astype(dtype)
+    for m in (3, 1):
+        lowered, report, (y, h) = lower_and_compare(model, {"x": x, "m": np.array(m)})
+        assert y.shape == (2 * m, 4)
+        assert "ReduceProd" not in op_counts(lowered)  # not the flat layout (a table of shapes)
+        assert not report.remaining
+    # no step: onnxruntime fails the original's concatenation of nothing, the tensor form
+    # gives an empty tensor (docs/design.md); h is x either way
+    y, h = run_ort(lowered, {"x": x, "m": np.array(0)})
+    assert y.shape == (0, 4)
+    np.testing.assert_array_equal(h, x)

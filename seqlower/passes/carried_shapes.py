@@ -45,9 +45,15 @@ def settle_carried_shapes(loops: list[ir.Node], infer_again: Callable[[], bool |
                 assumed[body_input] = body_output
     if not assumed:
         return
+    previous: dict[ir.Value, ir.Shape | None] = {}  # what a seeded list's elements had before
+    seeded = False
     for _ in range(_MAX_ROUNDS):
         if infer_again() is None:
             break
+        if not seeded:
+            seeded = True
+            if _seed_lists(loops, assumed, previous):
+                continue  # inferred again with the lists' elements before any check
         refuted = [
             body_input
             for body_input, body_output in assumed.items()
@@ -58,15 +64,98 @@ def settle_carried_shapes(loops: list[ir.Node], infer_again: Callable[[], bool |
         for body_input in refuted:
             widened = _widened(body_input.shape, assumed[body_input].shape)  # type: ignore[arg-type]
             if widened is None:
-                body_input.shape = None
+                body_input.shape = previous.pop(body_input, None)
                 del assumed[body_input]
             else:
                 body_input.shape = widened
         if not assumed:
             break
     for body_input in assumed:
-        body_input.shape = None
+        body_input.shape = previous.get(body_input)
     infer_again()
+
+
+def _seed_lists(
+    loops: list[ir.Node],
+    assumed: dict[ir.Value, ir.Value],
+    previous: dict[ir.Value, ir.Shape | None],
+) -> bool:
+    """Assume, for each carried list whose elements have dims not known, the dims every tensor
+    its body puts into it shows (inferred with the carried tensors assumed): a decoder's cache
+    that starts empty holds `h @ W` of an `h` of shape [T, 6], [?, 6], and reads of it keep the
+    6 columns of `h` only when its elements are known to have them. Checked by induction with
+    the rest; `previous` keeps what each had, to give back where refuted."""
+    seeded = False
+    for node in loops:
+        body = node.attributes["body"].as_graph()
+        for body_input, body_output in zip(body.inputs[2:], body.outputs[1:]):
+            if body_input in assumed or not isinstance(body_input.type, ir.SequenceType):
+                continue
+            current = body_input.shape
+            if current is not None and all(_known(d) for d in current):
+                continue
+            found = _put_shape(body_output, body_input)
+            if found is None or not any(_known(d) for d in found):
+                continue
+            if current is not None and len(current) != len(found):
+                continue
+            previous[body_input] = current
+            body_input.shape = found
+            assumed[body_input] = body_output
+            seeded = True
+    return seeded
+
+
+_MAX_PUTS = 64
+
+
+def _put_shape(output: ir.Value, start: ir.Value) -> ir.Shape | None:
+    """The shape every tensor put into the list `output` since `start` shows (dims that differ
+    unknown; a tensor of no shape yet shows nothing), walking back through Identity,
+    SequenceInsert, SequenceErase and the branches of If; None when the list comes from anything
+    else or the tensors differ in rank."""
+    dims: list[int | ir.SymbolicDim | None] | None = None
+    stack, seen = [output], set()
+    while stack:
+        value = stack.pop()
+        if value is start or id(value) in seen:
+            continue
+        seen.add(id(value))
+        if len(seen) > _MAX_PUTS:
+            return None
+        node = value.producer()
+        if node is None or node.domain != "":
+            return None
+        op = node.op_type
+        if op in ("Identity", "SequenceErase") and node.inputs and node.inputs[0] is not None:
+            stack.append(node.inputs[0])
+        elif op == "SequenceInsert" and len(node.inputs) > 1 and node.inputs[1] is not None:
+            shape = node.inputs[1].shape  # none yet: it may follow from the others (checked)
+            if shape is not None:
+                if dims is not None and len(dims) != len(shape):
+                    return None
+                put = [d if _known(d) else None for d in shape]
+                dims = (
+                    put if dims is None else [a if _same(a, b) else None for a, b in zip(dims, put)]
+                )
+            stack.append(node.inputs[0])  # type: ignore[arg-type]
+        elif op == "If":
+            index = list(node.outputs).index(value)
+            for key in ("then_branch", "else_branch"):
+                if key not in node.attributes:
+                    return None
+                stack.append(node.attributes[key].as_graph().outputs[index])
+        else:
+            return None
+    return None if dims is None else ir.Shape(dims)
+
+
+def _same(a: int | ir.SymbolicDim | None, b: int | ir.SymbolicDim | None) -> bool:
+    if a is None or b is None:
+        return False
+    if isinstance(a, int) or isinstance(b, int):
+        return a == b
+    return a.value == b.value
 
 
 def _initial_shape(body_input: ir.Value, init: ir.Value | None) -> ir.Shape | None:
