@@ -107,3 +107,15 @@ def test_a_second_value_of_one_name_in_a_graph_is_renamed() -> None:
     abs_.replace_input_with(0, copy.outputs[0])
     assert rename_shadowing_values(model) == 1
     assert [node.outputs[0].name for node in model.graph] == ["t", "t_inner", "y"]
+
+
+def test_an_input_with_a_default_is_one_value_not_two() -> None:
+    model = ir.from_proto(
+        parse(
+            """g (float[2] a, float[2] w) => (float[2] y) <float[2] w = {1.0, 2.0}> {
+            y = Add(a, w)
+        }"""
+        )
+    )
+    assert rename_shadowing_values(model) == 0
+    assert [v.name for v in model.graph.inputs] == ["a", "w"]

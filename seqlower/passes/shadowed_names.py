@@ -62,9 +62,10 @@ def rename_shadowing_values(model: ir.Model) -> int:
 
 
 def _values(graph: ir.Graph) -> list[ir.Value]:
-    values = [*graph.inputs, *graph.initializers.values()]
-    values += [output for node in graph for output in node.outputs]
-    return values
+    """Each value a graph defines, once: an initializer may be an input too (its default)."""
+    values = dict.fromkeys([*graph.inputs, *graph.initializers.values()])
+    values.update(dict.fromkeys(output for node in graph for output in node.outputs))
+    return list(values)
 
 
 def _fresh(base: str, taken: set[str]) -> str:
