@@ -189,6 +189,8 @@ class SinkPlan:
     readers: dict[int, tuple[ir.Node, ...]]
     # static reader inputs defined after the If: a copy of the constant goes into each branch
     constants: dict[ir.Value, np.ndarray]
+    # outputs the If keeps returning next to the sunk reads (the list is read elsewhere too)
+    keep: frozenset[int] = frozenset()
 
 
 def _available_before(value: ir.Value | None, node: ir.Node, order: dict[ir.Node, int]) -> bool:
@@ -344,13 +346,67 @@ def _check_sink_readers(node: ir.Node, ctx: Context) -> SinkPlan | Refusal:
     return SinkPlan(readers, constants)
 
 
+def _check_sink_reads(node: ir.Node, ctx: Context) -> SinkPlan | Refusal:
+    """The reads at positions known before the If (or constants) of a list the If returns and
+    that is also used otherwise (a Loop carries it on), where the list's length is known only
+    at run time: a read in the branch that runs fails where the read after the If fails."""
+    readers: dict[int, tuple[ir.Node, ...]] = {}
+    constants: dict[ir.Value, np.ndarray] = {}
+    order: dict[ir.Node, int] = {}
+    reasons = []
+
+    def position_known(value: ir.Value | None) -> bool:
+        if _available_before(value, node, order):
+            return True
+        array = ctx.facts.static(value)  # a constant made after the If: copied in
+        if array is not None:
+            constants[value] = array  # type: ignore[index]
+        return array is not None
+
+    for index, output in enumerate(node.outputs):
+        if not is_sequence_value(output):
+            continue
+        name = f"output '{output.name}'"
+        users = list(dict.fromkeys(use.node for use in output.uses()))
+        reads = [
+            user
+            for user in users
+            if user.op_type == "SequenceAt"
+            and user.domain == ""
+            and user.graph is node.graph
+            and len(user.inputs) > 1
+            and user.inputs[0] is output
+            and user.inputs[1] is not output
+            and position_known(user.inputs[1])
+        ]
+        if not reads:
+            continue
+        if not output.is_graph_output() and all(
+            user.op_type in _SINKABLE and user.domain == "" and user.graph is node.graph
+            for user in users
+        ):
+            continue  # read only so: if-sink-readers
+        branches = [(_branch(node, key), key.split("_")[0]) for key in _BRANCHES]
+        known = [_possible_lengths(branch.outputs[index], ctx) for branch, _ in branches]
+        if not all(isinstance(lengths, str) for lengths in known):
+            reasons.append(f"{name}: a length is known in a branch (if-sink-readers' case)")
+            continue
+        readers[index] = tuple(reads)
+    if not readers:
+        return Refusal("; ".join(reasons) or "no read of a list the If returns and keeps")
+    used = {v for reads in readers.values() for r in reads for v in r.inputs[1:]}
+    return SinkPlan(readers, {v: a for v, a in constants.items() if v in used}, frozenset(readers))
+
+
 def _sink_readers(node: ir.Node, plan: SinkPlan, ctx: Context) -> None:
     """If(c, then: s1, else: s2) read by R(s, ..) only
     -> If(c, then: R(s1, ..), else: R(s2, ..))   (R in SequenceAt, SequenceLength,
-                                                  ConcatFromSequence; each reader sunk)"""
+                                                  ConcatFromSequence; each reader sunk)
+    If(c, then: s1, else: s2) -> s, read by SequenceAt(s, p) and used otherwise
+    -> If(c, then: (s1, SequenceAt(s1, p)), else: (s2, SequenceAt(s2, p)))   (p known before)"""
     builder = ctx.rewriter.before(node)
     branches = [_branch(node, key) for key in _BRANCHES]
-    kept = [i for i in range(len(node.outputs)) if i not in plan.readers]
+    kept = [i for i in range(len(node.outputs)) if i not in plan.readers or i in plan.keep]
     sunk = [reader for index in sorted(plan.readers) for reader in plan.readers[index]]
     for branch in branches:
         inner = Builder(ctx.rewriter, branch, None, branch.name or "branch", builder.opset)
@@ -388,5 +444,6 @@ RULES = RuleSet(
         Rule("if-static-condition", "If", _check_static_condition, _inline_branch),
         Rule("if-sequence-outputs", "If", _check_sequence_outputs, _sequence_outputs_to_tensors),
         Rule("if-sink-readers", "If", _check_sink_readers, _sink_readers),
+        Rule("if-sink-reads", "If", _check_sink_reads, _sink_readers),
     ]
 )
