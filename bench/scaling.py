@@ -92,6 +92,7 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         map_of_a_long_body,
         nested_loops_appending,
         one_condition_read_by_many_ifs,
+        split_by_a_long_vector,
         split_declaring_more_than_it_holds,
     )
 
@@ -107,8 +108,17 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         "split declaring 10^12 elements, 8 bytes": split_declaring_more_than_it_holds(),
         "18 nested Loops of two iterations carrying a list": nested_loops_appending(18),
         "a Loop body of 10k Adds on shared values, appended": loop_appending_a_long_sum(10_000),
-        "one condition read by 10k Ifs, each reading a list": one_condition_read_by_many_ifs(
-            10_000
+        "one condition read by 10k Ifs, each reading a list": (
+            one_condition_read_by_many_ifs(10_000)
+        ),
+        "split by 100k static sizes, read at a run-time position": (
+            split_by_a_long_vector(100_000, "at")
+        ),
+        "split by 100k static sizes, concatenated on another axis": (
+            split_by_a_long_vector(100_000, "concat")
+        ),
+        "split by 100k run-time sizes, read at a run-time position": (
+            split_by_a_long_vector(100_000, "at", runtime_sizes=True)
         ),
     }
 

@@ -212,7 +212,7 @@ def _possible_lengths(value: ir.Value, ctx: Context) -> set[int] | str:
         return {length}
     producer = value.producer()
     if producer is not None and producer.op_type == "If" and producer.domain == "":
-        index = list(producer.outputs).index(value)
+        index = value.index()
         lengths: set[int] = set()
         for key in _BRANCHES:
             inner = _possible_lengths(_branch(producer, key).outputs[index], ctx)
@@ -247,7 +247,7 @@ def _possible_elements(value: ir.Value, ctx: Context) -> list[tuple[ir.Value, ..
     producer = value.producer()
     if producer is None or producer.op_type != "If" or producer.domain != "":
         return None
-    index = list(producer.outputs).index(value)
+    index = value.index()
     found: list[tuple[ir.Value, ...]] = []
     for key in _BRANCHES:
         inner = _possible_elements(_branch(producer, key).outputs[index], ctx)

@@ -57,7 +57,7 @@ def _check(node: ir.Node, ctx: Context) -> FusionPlan | Refusal:
     if first.graph is not node.graph or "body" not in first.attributes:
         return Refusal("the Loop that builds the list is in another graph")
     assert sequence is not None
-    index = list(first.outputs).index(sequence)
+    index = sequence.index()
     if index >= len(first.inputs) - 2:
         return Refusal("the list is a scan output of the Loop that builds it")
     cond = node.inputs[1] if len(node.inputs) > 1 else None

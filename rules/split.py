@@ -7,6 +7,14 @@
 
 The SequenceConstruct is the canonical form the other rules consume; it disappears once every
 consumer reads the elements directly.
+
+Refused: more than MAX_FOLD_ELEMENTS chunks whose sizes are not read before run time (computed
+at run time, or a `split` input longer than static values are read): they are not written out
+one by one (50,000 chunks took over a minute and a gigabyte, three nodes a chunk, and a
+161-byte file can declare 100,000 run-time sizes). The split stays one tensor and its sizes,
+for the rules that read it so (a read at any position is one Slice, `at-of-chunks`; a
+concatenation on the split axis is the tensor; the length is the number of sizes) and for the
+tensor form of lists.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ __all__ = ["RULES"]
 import onnx_ir as ir
 
 from seqlower.analysis.split_plan import SplitPlan
+from seqlower.analysis.static_values import MAX_FOLD_ELEMENTS
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 
 
@@ -23,6 +32,11 @@ def _check_static_split(node: ir.Node, ctx: Context) -> SplitPlan | Refusal:
     plan = ctx.facts.split_plan(node)
     if isinstance(plan, str):
         return Refusal(plan)
+    if plan.sizes is None and plan.count > MAX_FOLD_ELEMENTS:
+        return Refusal(
+            f"{plan.count} chunks of sizes not read before run time are more than are written "
+            f"out one by one (at most {MAX_FOLD_ELEMENTS}): the split stays one tensor"
+        )
     if plan.sizes is None and ctx.rewriter.opset(node.graph) < 13:
         return Refusal(
             "split sizes are computed at run time; Split before opset 13 needs them static"

@@ -103,7 +103,7 @@ class _Matcher:
             return
         if a.op_type != b.op_type or a.domain != b.domain or len(a.inputs) != len(b.inputs):
             raise _Mismatch(f"{_label(a)} and {_label(b)} differ")
-        if list(a.outputs).index(first) != list(b.outputs).index(other):
+        if first.index() != other.index():
             raise _Mismatch(f"'{first.name}' and '{other.name}' are different outputs")
         if has_subgraph(a) or _attributes(a) != _attributes(b):
             raise _Mismatch(f"the attributes of {_label(a)} and {_label(b)} differ")
@@ -140,19 +140,25 @@ class _Matcher:
         if data.shape[axis] != self.count:
             raise _Mismatch(f"the copies read {self.count} of the rows of '{data.name}', not all")
         self.rows[first] = (data, axis)
-        self.seeds.setdefault(first, [None] * self.count)[0] = first
-        self.seeds[first][k] = other
+        self._seed(first, other, k)
         return True
 
     def _chunk(self, split: ir.Node, first: ir.Value, other: ir.Value, k: int) -> None:
         """Copy k reads chunk k of the Split where copy 0 reads chunk 0."""
-        outputs = list(split.outputs)
-        if split.op_type != "Split" or split.domain != "" or len(outputs) != self.count:
+        if split.op_type != "Split" or split.domain != "" or len(split.outputs) != self.count:
             raise _Mismatch(f"'{first.name}' and '{other.name}' are different outputs")
-        if outputs.index(first) != 0 or outputs.index(other) != k:
+        if first.index() != 0 or other.index() != k:
             raise _Mismatch(f"copy {k} does not read chunk {k} of {_label(split)}")
-        self.seeds.setdefault(first, [None] * self.count)[0] = first
-        self.seeds[first][k] = other
+        self._seed(first, other, k)
+
+    def _seed(self, first: ir.Value, other: ir.Value, k: int) -> None:
+        """Note that copy k reads `other` where copy 0 reads `first` (the list of what each
+        copy reads there is made once: a list of n copies made per copy was quadratic)."""
+        seeds = self.seeds.get(first)
+        if seeds is None:
+            seeds = self.seeds[first] = [None] * self.count
+            seeds[0] = first
+        seeds[k] = other
 
 
 def _label(node: ir.Node) -> str:

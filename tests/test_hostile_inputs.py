@@ -251,6 +251,27 @@ def one_condition_read_by_many_ifs(count: int) -> onnx.ModelProto:
     return _model(nodes, inputs, [_float("y", [2])])
 
 
+def split_by_a_long_vector(count: int, reader: str, runtime_sizes: bool = False) -> onnx.ModelProto:
+    """SplitToSequence of x[count, 2] by a split vector of `count` ones (an initializer, or
+    with `runtime_sizes` a model input), then `reader`: "at" (a SequenceAt at a run-time
+    position), "concat" (a ConcatFromSequence on the other axis: one row of 2 * count)."""
+    nodes = [helper.make_node("SplitToSequence", ["x", "split"], ["s"], axis=0)]
+    inputs = [_float("x", [count, 2])]
+    initializers = []
+    if runtime_sizes:
+        inputs.append(helper.make_tensor_value_info("split", TensorProto.INT64, [count]))
+    else:
+        initializers.append(helper.make_tensor("split", TensorProto.INT64, [count], [1] * count))
+    if reader == "at":
+        nodes.append(helper.make_node("SequenceAt", ["s", "p"], ["y"]))
+        inputs.append(helper.make_tensor_value_info("p", TensorProto.INT64, []))
+        output = _float("y", ["a", 2])
+    else:
+        nodes.append(helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=1))
+        output = _float("y", [1, "a"])
+    return _model(nodes, inputs, [output], initializers)
+
+
 def split_declaring_more_than_it_holds() -> onnx.ModelProto:
     """A `split` initializer that declares 10^12 int64 elements and holds one (8 bytes)."""
     split = helper.make_tensor("split", TensorProto.INT64, [1], [1])
@@ -463,6 +484,69 @@ def test_the_full_check_in_runs_finds_what_the_checker_finds() -> None:
     model.graph.node[1200].op_type = "NoSuchOp"
     with pytest.raises(onnx.checker.ValidationError, match="NoSuchOp"):
         check_fully(model)
+
+
+def test_a_split_by_fifty_thousand_static_sizes_read_at_a_runtime_position() -> None:
+    # a split vector longer than static values are read (4,096) gave a Split of 50,000
+    # outputs of unknown sizes, then three nodes a chunk (over a minute, over 1 GB); the
+    # split now stays whole and the read is one Slice between two Gathered bounds
+    model = split_by_a_long_vector(50_000, "at")
+    lowered, report = lower(model)
+    assert report.rules_fired == {"at-of-chunks": 1}
+    assert len(lowered.graph.node) < 20
+    x = np.arange(100_000, dtype=np.float32).reshape(50_000, 2)
+    for position in (0, 12_345, 49_999, -1, -50_000):
+        (y,) = assert_same_outputs(model, lowered, {"x": x, "p": np.array(position, np.int64)})
+        np.testing.assert_array_equal(y, x[[position]])
+    for position in (50_000, -50_001):
+        assert_both_fail(model, lowered, {"x": x, "p": np.array(position, np.int64)})
+
+
+def test_a_split_by_fifty_thousand_static_sizes_concatenated_on_another_axis() -> None:
+    # a Split of 50,000 outputs into a Concat of 50,000 inputs (5 MB written; each output
+    # looked up by a walk of the outputs: quadratic), now the tensor form of the list
+    model = split_by_a_long_vector(50_000, "concat")
+    lowered, report = lower(model)
+    assert "split-to-sequence" not in report.rules_fired
+    assert len(lowered.graph.node) < 50
+    x = np.arange(100_000, dtype=np.float32).reshape(50_000, 2)
+    (y,) = assert_same_outputs(model, lowered, {"x": x})
+    np.testing.assert_array_equal(y, x.reshape(1, -1))
+
+
+def test_a_tiny_file_splitting_by_a_hundred_thousand_runtime_sizes() -> None:
+    # 163 bytes declaring a split vector of 100,000 run-time sizes: 1.9 GB and over a minute
+    # writing the chunks out; the refusal says why they are not
+    model = split_by_a_long_vector(100_000, "at", runtime_sizes=True)
+    lowered, report = lower(model)
+    assert report.rules_fired == {"at-of-chunks": 1}
+    sizes = np.full(100_000, 1, np.int64)
+    x = np.arange(200_000, dtype=np.float32).reshape(100_000, 2)
+    for position in (7, -1):
+        feeds = {"x": x, "split": sizes, "p": np.array(position, np.int64)}
+        assert_same_outputs(model, lowered, feeds)
+    # kept as a sequence output, the split shows the reason it was not written out
+    model.graph.output.append(
+        helper.make_value_info(
+            "s",
+            helper.make_sequence_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, None)),
+        )
+    )
+    _, report = lower(model, target="generic")
+    (split,) = [op for op in report.remaining if op.op_type == "SplitToSequence"]
+    assert (
+        "split-to-sequence: 100000 chunks of sizes not read before run time are more than are "
+        "written out one by one (at most 4096): the split stays one tensor"
+    ) in split.reasons
+
+
+def test_a_split_by_a_few_thousand_static_sizes_is_still_written_out() -> None:
+    # up to 4,096 sizes are read, and equal ones are even chunks: a Reshape and a Gather
+    model = split_by_a_long_vector(4096, "at")
+    lowered, report = lower(model)
+    assert report.rules_fired == {"split-to-sequence": 1, "at-even-chunks": 1}
+    x = np.arange(8192, dtype=np.float32).reshape(4096, 2)
+    assert_same_outputs(model, lowered, {"x": x, "p": np.array(-7, np.int64)})
 
 
 @pytest.mark.parametrize("op", ["erase", "insert"])

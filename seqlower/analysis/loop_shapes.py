@@ -91,7 +91,7 @@ def carried_output_shape(
     """The shape of a tensor `loop` carries out (`value`, one of its outputs), when its body
     keeps the shape of the initial value (the final `max_len` of `max_len = max(max_len, n)`),
     as `shape_of` (default: the declared dims, ints only) gives the initial value's."""
-    index = list(loop.outputs).index(value)
+    index = value.index()
     body = loop.attributes["body"].as_graph()
     if index >= len(loop.inputs) - 2:
         return None  # a scan output
@@ -239,7 +239,7 @@ class LoopShapes:
             return None
         finally:
             self._depth -= 1
-        index = list(producer.outputs).index(value)  # type: ignore[union-attr]
+        index = value.index()
         shape = shapes[index] if shapes is not None and index < len(shapes) else None
         if isinstance(shape, tuple) and not any(d is None for d in shape):
             return shape
@@ -380,7 +380,7 @@ class LoopShapes:
         if node.op_type != "Loop" or sequence is None or not self._is_outer(sequence):
             return None
         # a list a Loop builds: its initial elements and what the body appends
-        index = list(node.outputs).index(sequence)
+        index = sequence.index()
         body = node.attributes["body"].as_graph()
         if index + 1 >= len(body.outputs) or index + 2 >= len(node.inputs):
             return None

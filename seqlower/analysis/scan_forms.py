@@ -129,7 +129,7 @@ def _branch_rank(value: ir.Value) -> int | None:
         producer = value.producer()
     if producer is None or producer.op_type != "If" or producer.domain != "":
         return None
-    index = list(producer.outputs).index(value)
+    index = value.index()
     ranks = {
         len(out.shape)
         for key in ("then_branch", "else_branch")

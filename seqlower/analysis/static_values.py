@@ -176,7 +176,7 @@ class StaticValues:
         if attribute is None or attribute.type != ir.AttributeType.GRAPH:
             return None
         branch = attribute.as_graph()
-        index = list(node.outputs).index(value)
+        index = value.index()
         return self.get(branch.outputs[index]) if index < len(branch.outputs) else None
 
     def _evaluate(self, node: ir.Node, value: ir.Value) -> np.ndarray | None:
@@ -202,7 +202,7 @@ class StaticValues:
                 array = np.asarray(result) if isinstance(result, np.ndarray) else None
                 small = array is not None and array.size <= _MAX_FOLD_ELEMENTS
                 self._cache[output] = array if small else None
-        index = list(node.outputs).index(value)
+        index = value.index()
         result = results[index] if index < len(results) else None
         return np.asarray(result) if isinstance(result, (np.ndarray, np.generic)) else None
 
