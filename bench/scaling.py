@@ -92,6 +92,7 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         map_of_a_long_body,
         nested_loops_appending,
         one_condition_read_by_many_ifs,
+        rounds_of_read_reshape_insert,
         split_by_a_long_vector,
         split_declaring_more_than_it_holds,
     )
@@ -119,6 +120,9 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         ),
         "split by 100k run-time sizes, read at a run-time position": (
             split_by_a_long_vector(100_000, "at", runtime_sizes=True)
+        ),
+        "4,000 rounds of SequenceAt, Unsqueeze, Squeeze, SequenceInsert on one list": (
+            rounds_of_read_reshape_insert(4000)
         ),
     }
 

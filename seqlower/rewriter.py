@@ -20,7 +20,13 @@ import numpy as np
 import onnx_ir as ir
 from onnx_ir import _convenience
 
-from seqlower.ops import graphs_within, iter_all_graphs, subgraphs
+from seqlower.ops import (
+    SEQUENCE_OPS,
+    graphs_within,
+    is_sequence_value,
+    iter_all_graphs,
+    subgraphs,
+)
 from seqlower.uses import replace_all_uses
 
 _DEFAULT_OPSET = 11
@@ -91,6 +97,7 @@ class Rewriter:
         # since the last `take_consumed`: nodes a rewrite folded in beyond its anchor, by rule
         self._consumed: list[tuple[ir.Node, str]] = []
         self._generation = 0
+        self._list_generation = 0
         self._model_opset = model.opset_imports.get("", _DEFAULT_OPSET)
         self._function_opsets: dict[int, int] = {}
         for function in model.functions.values():
@@ -104,6 +111,14 @@ class Rewriter:
         after each). Analyses that cache provisional answers (`StaticValues`) drop them when it
         changes."""
         return self._generation
+
+    def list_generation(self) -> int:
+        """A number that changes whenever a rewrite may have changed which node makes a list
+        value or what list it reads: a value not known to be a tensor replaced, a rewrite
+        that touched a node that reads or makes lists (`_may_touch_lists`). What is derived
+        along the chains of a list (`Facts.sequence`) stays valid while it does not change,
+        across the rewrites of the tensor operators between the reads and inserts of a list."""
+        return self._list_generation
 
     def opset(self, graph: ir.Graph | None) -> int:
         """The default-domain opset in force in `graph` (a function may declare its own)."""
@@ -137,6 +152,8 @@ class Rewriter:
         touched, holders = self._touched, self._holders
         self._touched, self._holders = [], collections.defaultdict(list)
         self._generation += 1
+        if any(_may_touch_lists(node) for node in touched):
+            self._list_generation += 1
         return touched, holders
 
     def consumed(self, node: ir.Node, rule: str) -> None:
@@ -170,6 +187,8 @@ class Rewriter:
         if old is new:
             return
         self._generation += 1
+        if type(old.type) is not ir.TensorType:  # a list, or a value of unknown type
+            self._list_generation += 1
         producer = old.producer()
         if producer is not None:
             self._touched.append(producer)
@@ -199,6 +218,19 @@ class Rewriter:
                 graph.append(carrier)
             new = carrier.outputs[0]
         replace_all_uses(old, new, replace_graph_outputs=True)
+
+
+def _may_touch_lists(node: ir.Node) -> bool:
+    """Whether a rewrite that touched `node` may have changed how a list is made: a sequence
+    operator or an Identity, a node of another domain or holding subgraphs (lists may live
+    there), or one that reads or makes a value typed as a list."""
+    return (
+        node.op_type in SEQUENCE_OPS
+        or node.op_type == "Identity"
+        or node.domain != ""
+        or bool(node.attributes.data and subgraphs(node))
+        or any(is_sequence_value(value) for value in (*node.inputs, *node.outputs))
+    )
 
 
 def _attribute(name: str, value: Any) -> ir.Attr:

@@ -61,12 +61,22 @@ def element_dtype(sequence: ir.Value) -> ir.DataType | None:
 
 class Facts:
     """The analysis object rules consult: static tensors, static shapes and sequence facts.
-    `generation` (see `StaticValues`) lets provisional answers last until the model changes."""
+    `generation` (see `StaticValues`) lets provisional answers last until the model changes;
+    `list_generation` (`Rewriter.list_generation`) lets the walks along chains of lists last
+    until a rewrite may have changed one."""
 
-    def __init__(self, model: ir.Model, generation: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        model: ir.Model,
+        generation: Callable[[], int] | None = None,
+        list_generation: Callable[[], int] | None = None,
+    ) -> None:
         self.values = StaticValues(model.opset_imports.get(""), generation)
         self._main_graph = model.graph
         self._loop_bodies: dict[int, ir.Graph] | None = None
+        self._list_generation = list_generation
+        self._chains_seen = list_generation() if list_generation is not None else 0
+        self._chains: dict[ir.Value, _ChainEnd] = {}
 
     def is_loop_body(self, graph: ir.Graph) -> bool:
         """Whether `graph` is the body of a Loop. The bodies are found once, in one walk of the
@@ -103,23 +113,48 @@ class Facts:
         """The fact for a sequence value. Walks back through the Identities, inserts, erases
         and maps that change only its length (without recursion: a chain of thousands of
         inserts is a chain of thousands of values) to the node that makes the list."""
-        resized = False  # an insert, erase or map passed: only the length carries over
-        delta = 0
+        end = self._chain_end(value)
+        base = self._made_by(end.value, end.producer, end.op)
+        if isinstance(base, Unknown) or not end.resized:
+            return base
+        return KnownLength(base.length + end.delta)
+
+    def _chain_end(self, value: ir.Value) -> _ChainEnd:
+        """Where the walk back from `value` ends, and what it passed. Every value passed is
+        remembered with its own answer until a rewrite may change a list (`list_generation`):
+        a chain of k inserts, each of which a rule asks about, is walked once, not k times
+        (quadratic: 2,000 rounds of read, reshape and insert on one list took 7 s)."""
+        chains = self._current_chains()
+        passed: list[tuple[ir.Value, bool, int]] = []  # each value, and what its producer does
         while True:
+            known = chains.get(value)
+            if known is not None:
+                end = known
+                break
             producer = value.producer()
             op = None if producer is None else _op_name(producer)
             if op == "Identity" or op == "SequenceMap":
-                resized |= op == "SequenceMap"
+                passed.append((value, op == "SequenceMap", 0))
             elif op in ("SequenceInsert", "SequenceErase"):
-                resized = True
-                delta += 1 if op == "SequenceInsert" else -1
+                passed.append((value, True, 1 if op == "SequenceInsert" else -1))
             else:
+                end = chains[value] = _ChainEnd(value, producer, op, False, 0)
                 break
             value = producer.inputs[0]  # type: ignore[union-attr,assignment]
-        base = self._made_by(value, producer, op)
-        if isinstance(base, Unknown) or not resized:
-            return base
-        return KnownLength(base.length + delta)
+        for passed_value, resized, delta in reversed(passed):
+            end = dataclasses.replace(end, resized=end.resized or resized, delta=end.delta + delta)
+            chains[passed_value] = end
+        return end
+
+    def _current_chains(self) -> dict[ir.Value, _ChainEnd]:
+        """The remembered walks, forgotten when a list may have changed (none are kept
+        without `list_generation`)."""
+        if self._list_generation is None:
+            return {}
+        seen = self._list_generation()
+        if seen != self._chains_seen:
+            self._chains_seen, self._chains = seen, {}
+        return self._chains
 
     def _made_by(self, value: ir.Value, producer: ir.Node | None, op: str | None) -> SequenceFact:
         """The fact for a list as the node that makes it gives it."""
@@ -143,6 +178,19 @@ class Facts:
     def elements(self, value: ir.Value) -> tuple[ir.Value, ...] | None:
         fact = self.sequence(value)
         return fact.elements if isinstance(fact, KnownElements) else None
+
+
+@dataclasses.dataclass(frozen=True)
+class _ChainEnd:
+    """Where `Facts.sequence` stops walking back: the list `value`, made by `producer` (`op`),
+    and what the walk passed on its way there (an insert, erase or map: `resized`, and the
+    inserts less the erases: `delta`)."""
+
+    value: ir.Value
+    producer: ir.Node | None
+    op: str | None
+    resized: bool
+    delta: int
 
 
 def _op_name(node: ir.Node) -> str:

@@ -160,7 +160,8 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         last_resort = False  # whether this sweep tries the last-resort rules too
         for iteration in range(first + 1, first + self.options.max_iterations + 1):
             self.iterations = iteration
-            context = Context(Facts(model, rewriter.generation), rewriter, self.options)
+            facts = Facts(model, rewriter.generation, rewriter.list_generation)
+            context = Context(facts, rewriter, self.options)
             previous, self.refusals = self.refusals, {}
             self._deferred = False
             changed = self._sweep(model, context, last_resort)
