@@ -91,6 +91,7 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         loop_appending_a_long_sum,
         map_of_a_long_body,
         nested_loops_appending,
+        nested_maps,
         one_condition_read_by_many_ifs,
         rounds_of_read_reshape_insert,
         split_by_a_long_vector,
@@ -124,6 +125,7 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         "4,000 rounds of SequenceAt, Unsqueeze, Squeeze, SequenceInsert on one list": (
             rounds_of_read_reshape_insert(4000)
         ),
+        "30 SequenceMaps nested in SequenceMap bodies": nested_maps(30),
     }
 
 

@@ -10,7 +10,7 @@ replaced, and counts what each rule did.
 
 from __future__ import annotations
 
-__all__ = ["Builder", "NameAllocator", "Rewriter", "can_take_name"]
+__all__ = ["MAX_HINT", "Builder", "NameAllocator", "Rewriter", "can_take_name"]
 
 import collections
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,8 +33,18 @@ _DEFAULT_OPSET = 11
 _SCRATCH = "scratch"  # the hint of a scratch builder, before the hints of what it builds
 
 
+MAX_HINT = 128  # characters of a hint a fresh name is made from: its last ones are kept
+
+
 class NameAllocator:
-    """Fresh names, unique across the model (values and nodes share one namespace here)."""
+    """Fresh names, unique across the model (values and nodes share one namespace here).
+
+    A name is made from a hint (the name of the node a rewrite replaces, say) of at most
+    MAX_HINT characters: a copy of a body is named after the node it replaces and the names of
+    the body's nodes, which carry the names of the copies before, so names of nested copies
+    doubled with each level (20 nested SequenceMaps: names of megabytes, 673 MB of memory in
+    the shape inferences that copied them). The last characters are kept (they name the node
+    itself); a counter keeps the names unique."""
 
     def __init__(self, taken: Iterable[str]) -> None:
         self._taken = set(taken)
@@ -53,7 +63,7 @@ class NameAllocator:
         return cls(taken)
 
     def fresh(self, hint: str) -> str:
-        hint = hint or "v"
+        hint = hint[-MAX_HINT:] if len(hint) > MAX_HINT else hint or "v"
         if hint not in self._taken:
             self._taken.add(hint)
             return hint

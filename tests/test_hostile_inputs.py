@@ -19,12 +19,14 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.budget import MAX_EXPANSION
 from seqlower.errors import InvalidModelError, SeqlowerError
 from seqlower.io import load_model
+from seqlower.rewriter import MAX_HINT, NameAllocator
 from seqlower.strict_inference import check_fully, inferred_in_runs
 from tests.support import (
     assert_both_fail,
     assert_same_outputs,
     lower,
     op_counts,
+    run_ort,
     sequence_op_count,
 )
 
@@ -290,6 +292,41 @@ def rounds_of_read_reshape_insert(count: int) -> onnx.ModelProto:
     nodes.append(helper.make_node("ConcatFromSequence", [f"s{count}"], ["y"], axis=0, new_axis=1))
     inputs = [_float("x", ["m", 3]), helper.make_tensor_value_info("p", TensorProto.INT64, [])]
     return _model(nodes, inputs, [_float("y", ["n", 3])])
+
+
+def nested_maps(depth: int) -> onnx.ModelProto:
+    """`depth` SequenceMaps, each body mapping over the one-element list of its element
+    (Unsqueeze, SplitToSequence, SequenceMap, SequenceAt 0), the innermost a Relu, over the
+    rows of x: y = Relu(x)."""
+
+    def body(level: int) -> onnx.GraphProto:
+        element, result = _float(f"e{level}", [3]), _float(f"o{level}", [3])
+        if level == depth:
+            nodes = [helper.make_node("Relu", [f"e{level}"], [f"o{level}"])]
+            return helper.make_graph(nodes, f"body{level}", [element], [result])
+        nodes = [
+            helper.make_node("Unsqueeze", [f"e{level}", "axes"], [f"u{level}"]),
+            helper.make_node("SplitToSequence", [f"u{level}"], [f"s{level}"], keepdims=0),
+            helper.make_node("SequenceMap", [f"s{level}"], [f"m{level}"], body=body(level + 1)),
+            helper.make_node("SequenceAt", [f"m{level}", "zero"], [f"o{level}"]),
+        ]
+        return helper.make_graph(nodes, f"body{level}", [element], [result])
+
+    constants = [
+        helper.make_node(
+            "Constant", [], ["axes"], value=helper.make_tensor("a", TensorProto.INT64, [1], [0])
+        ),
+        helper.make_node(
+            "Constant", [], ["zero"], value=helper.make_tensor("z", TensorProto.INT64, [], [0])
+        ),
+    ]
+    nodes = [
+        *constants,
+        helper.make_node("SplitToSequence", ["x"], ["s"], keepdims=0),
+        helper.make_node("SequenceMap", ["s"], ["m"], body=body(1)),
+        helper.make_node("ConcatFromSequence", ["m"], ["y"], axis=0, new_axis=1),
+    ]
+    return _model(nodes, [_float("x", ["n", 3])], [_float("y", ["n", 3])])
 
 
 def split_declaring_more_than_it_holds() -> onnx.ModelProto:
@@ -584,6 +621,29 @@ def test_a_thousand_rounds_of_read_reshape_insert_on_one_list() -> None:
         rows.append(rows[-2])
     np.testing.assert_array_equal(y, rows)
     assert_both_fail(model, lowered, {"x": x, "p": np.array(4, np.int64)})
+
+
+def test_twenty_nested_sequence_maps() -> None:
+    # each level's copy of a body was named after the node it replaced and the names of the
+    # body's nodes, both carrying the names of the copies before: names doubled with each
+    # level (673 MB of memory at 20, in the shape inferences copying them); the hints of
+    # fresh names are now cut to their last MAX_HINT characters.
+    # onnxruntime cannot run a SequenceMap nested in a SequenceMap: numpy is the oracle
+    model = nested_maps(20)
+    lowered, _ = lower(model)
+    assert op_counts(lowered) == {"Relu": 1}
+    x = np.array([[1.5, -2.0, 0.5], [-1.0, 3.0, 0.0]], np.float32)
+    (y,) = run_ort(lowered, {"x": x})
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+
+
+def test_fresh_names_are_made_from_the_last_characters_of_a_long_hint() -> None:
+    names = NameAllocator(["taken"])
+    hint = "outer/" * 100 + "Relu"
+    first, second = names.fresh(hint), names.fresh(hint)
+    assert first == hint[-MAX_HINT:]
+    assert second == f"{hint[-MAX_HINT:]}_1"
+    assert names.fresh("taken") == "taken_1"  # short hints as before
 
 
 @pytest.mark.parametrize("op", ["erase", "insert"])
