@@ -128,3 +128,54 @@ g (float[N,3] x) => (float[?] y, int64 m) {
     conditions(model)
     assert conditions.count == 0
     assert "Reshape" in [n.op_type for n in model.graph]
+
+
+def test_a_ragged_lists_bounds_read_by_one_branch_move_into_it():
+    """A CumSum of row counts and its Unsqueeze, read only where a list element is assigned
+    (HF DynamicCache.update's else branch), run only when that branch does."""
+    proto = parse("""
+    g (int64[N] counts, bool p, int64 i) => (int64[?] y) {
+      ax = Constant <value = int64 {0}> ()
+      ends = CumSum (counts, ax)
+      axes = Constant <value = int64[1] {-1}> ()
+      col = Unsqueeze (ends, axes)
+      y = If (p) <then_branch = then () => (int64[?] t) {
+          t = Identity (counts)
+      }, else_branch = other () => (int64[?] e) {
+          e = Gather (col, i)
+      }>
+    }""")
+    model = _inferred(proto)
+    assert sink_into_branches(model) == 2
+    assert [n.op_type for n in model.graph if n.op_type != "Constant"] == ["If"]
+    assert _branch_ops(model, "else_branch")[-3:] == ["CumSum", "Unsqueeze", "Gather"]
+    moved = ir.serde.serialize_model(model)
+    onnx.checker.check_model(moved, full_check=True)
+    counts = np.array([2, 0, 3])
+    for flag, i in ((True, 0), (False, -1), (False, 1)):
+        assert_same_outputs(proto, moved, {"counts": counts, "p": np.array(flag), "i": np.array(i)})
+
+
+def test_an_unsqueeze_or_cumsum_that_may_fail_stays_outside():
+    cases = {
+        # an axis beyond the result's rank: inference rejects it, and a rank unknown stays
+        "far = Constant <value = int64[1] {3}> ()\n  col = Unsqueeze (counts, far)": "Unsqueeze",
+        # the axis is a run-time input
+        "col = CumSum (counts, k)": "CumSum",
+        # a type onnxruntime's CumSum does not take
+        "ax = Constant <value = int64 {0}> ()\n  col = CumSum (halves, ax)": "CumSum",
+    }
+    for made, op in cases.items():
+        proto = parse(f"""
+        g (int64[N] counts, float16[N] halves, bool p, int64 k) => (int64[?] y) {{
+          {made}
+          y = If (p) <then_branch = then () => (int64[?] t) {{
+              t = Identity (counts)
+          }}, else_branch = other () => (int64[?] e) {{
+              s = Shape (col)
+              e = Identity (s)
+          }}>
+        }}""")
+        model = _inferred(proto) if op != "Unsqueeze" else ir.from_proto(proto)
+        assert sink_into_branches(model) == 0, made
+        assert op in [n.op_type for n in model.graph], made

@@ -22,12 +22,14 @@ only when the shapes they read are known and fit (equal dims, or dims of 1 that 
 never an integer division, nor a Cast from strings; reductions only where an empty input has
 a value (sums, products, means, norms) over axes within the known rank; Range only with a
 constant step that is not 0; ConstantOfShape only of a Shape or of constant dims >= 0.
+`SINKABLE` adds, for `sink_into_branches` only, Unsqueeze by constant axes within the rank and
+CumSum along a constant axis within the rank, of a type onnxruntime takes.
 Nothing that is a body's output moves.
 """
 
 from __future__ import annotations
 
-__all__ = ["HOISTABLE", "hoist_loop_invariants"]
+__all__ = ["HOISTABLE", "SINKABLE", "hoist_loop_invariants"]
 
 import onnx_ir as ir
 
@@ -65,6 +67,13 @@ HOISTABLE = (
     _UNARY | _BROADCAST | _FLOAT_BROADCAST | _SHAPE_READERS | _REDUCTIONS
     | {"Cast", "ConstantOfShape", "Gemm", "MatMul", "Range", "Slice", "Transpose"}
 )  # fmt: skip
+# what may also enter the one If branch that reads it (`sink_into_branches`): a ragged list's
+# bounds (a CumSum of its row counts, unsqueezed) read only where an element is assigned
+SINKABLE = HOISTABLE | {"CumSum", "Unsqueeze"}
+# the types onnxruntime's CumSum kernel takes
+_CUMSUM_TYPES = frozenset(
+    {ir.DataType.INT32, ir.DataType.INT64, ir.DataType.FLOAT, ir.DataType.DOUBLE}
+)
 
 
 def hoist_loop_invariants(model: ir.Model) -> int:
@@ -156,6 +165,10 @@ def _cannot_fail(node: ir.Node) -> bool:
         return _slices(node)
     if op in _REDUCTIONS:
         return _reduces(node)
+    if op == "Unsqueeze":
+        return _unsqueezes(node)
+    if op == "CumSum":
+        return _cumsums(node)
     if op == "Range":  # a constant step that is not 0, scalar bounds
         step = _constant(inputs[2]) if len(inputs) > 2 else None
         bounds = inputs[:2]
@@ -172,6 +185,36 @@ def _cannot_fail(node: ir.Node) -> bool:
         array = _constant(dims)
         return array is not None and array.ndim == 1 and bool((array >= 0).all())
     return False
+
+
+def _unsqueezes(node: ir.Node) -> bool:
+    """An Unsqueeze of a value of known rank by constant axes (an input, or the attribute of
+    opsets before 13) within the result's rank, none repeated."""
+    data = node.inputs[0]
+    if data is None or data.shape is None:
+        return False
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        array = _constant(node.inputs[1])
+        if array is None:
+            return False
+        axes = [int(a) for a in array.reshape(-1)]
+    else:
+        axes = list(node.attributes.get_ints("axes", []))
+    rank = len(data.shape) + len(axes)
+    if not axes or any(not -rank <= a < rank for a in axes):
+        return False
+    return len({a % rank for a in axes}) == len(axes)
+
+
+def _cumsums(node: ir.Node) -> bool:
+    """A CumSum along a constant axis within the known rank (at least 1), of a type
+    onnxruntime's kernel takes."""
+    data = node.inputs[0]
+    axis = _constant(node.inputs[1]) if len(node.inputs) > 1 else None
+    if data is None or data.shape is None or data.dtype not in _CUMSUM_TYPES or axis is None:
+        return False
+    rank = len(data.shape)
+    return rank >= 1 and axis.size == 1 and -rank <= int(axis.reshape(-1)[0]) < rank
 
 
 def _reduces(node: ir.Node) -> bool:

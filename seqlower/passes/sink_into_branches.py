@@ -14,8 +14,9 @@ around the If). The dual of `hoist_invariants`: there a node leaves a Loop body;
 enters the one branch that reads it, and runs only when that branch runs.
 
 A node moves when it is an operator in the standard domain without subgraphs that cannot fail
-(the operators `hoist_invariants` moves, and a Reshape whose input's static shape holds as many
-elements as its constant target asks for), none of its outputs is a graph output, and every
+(the operators `hoist_invariants` moves, an Unsqueeze or CumSum of constant axes within the
+rank, and a Reshape whose input's static shape holds as many elements as its constant target
+asks for), none of its outputs is a graph output, and every
 reader of its outputs is inside the same branch of the same If of its graph (nested graphs of
 that branch included). Run last to first, so that a chain moves whole, in its order.
 """
@@ -29,7 +30,7 @@ import math
 import onnx_ir as ir
 
 from seqlower.ops import graphs_within, node_subgraphs, subgraphs
-from seqlower.passes.hoist_invariants import HOISTABLE, _cannot_fail, _constant
+from seqlower.passes.hoist_invariants import SINKABLE, _cannot_fail, _constant
 
 
 def sink_into_branches(model: ir.Model) -> int:
@@ -87,7 +88,7 @@ def _may_move(node: ir.Node) -> bool:
         return False
     if node.op_type == "Reshape":
         return _reshape_fits(node)
-    return node.op_type in HOISTABLE and _cannot_fail(node)
+    return node.op_type in SINKABLE and _cannot_fail(node)
 
 
 def _reshape_fits(node: ir.Node) -> bool:
