@@ -22,6 +22,7 @@ X is the batched input [N, *S] of element shape S (rank r); U an unbatched input
                                             Mean: the masked sum over the count, at least 1)
     Gather(x, I, axis=a)                -> Gather(X, I, axis=a % r + 1)
     Gather(U, i, axis=a)                -> Transpose(Gather(U, I, axis=a), [a, 0..])
+    Gather(x, i, axis=0), both per element -> GatherND(X, Unsqueeze(I, -1), batch_dims=1)
     GatherElements / GatherND           -> with the unbatched side expanded; axis/batch_dims + 1
     Split(x, axis=a)                    -> Split(X, axis=a % r + 1)
     Cast, Where, Clip, Identity ...     -> the same op on X
@@ -683,7 +684,7 @@ def _gather(view: OpView) -> Batched | Refusal:
     if axis is None:
         return Refusal(f"axis {view.attr_int('axis', 0)} is out of range for rank {rank}")
     if view.batched(0) and view.batched(1):
-        return Refusal("both the data and the indices differ per element")
+        return _gather_per_element(view, axis)
     if view.batched(0):
         return Batched(lambda em, inputs: em.copy(view.node, inputs, {"axis": axis + 1}))
     # unbatched data, batched indices: the batch axis lands at `axis`; move it to the front
@@ -692,6 +693,30 @@ def _gather(view: OpView) -> Batched | Refusal:
     return Batched(
         lambda em, inputs: [em.transpose(em.copy(view.node, inputs, {"axis": axis})[0], perm)]
     )
+
+
+def _gather_per_element(view: OpView, axis: int) -> Batched | Refusal:
+    """Gather(x, i, axis=0) where both differ per element (`x[b][idx[b]]`): each element's rows
+    of its own data, GatherND(X, Unsqueeze(I, -1), batch_dims=1), which reads negative indices
+    from the end and fails outside [-d, d - 1] as Gather does."""
+    if axis != 0:
+        return Refusal("both the data and the indices differ per element, gathered off axis 0")
+    if view.opset < 13:
+        return Refusal(
+            "both the data and the indices differ per element (GatherND's batch_dims "
+            "reads negative indices from opset 13)"
+        )
+    index_rank = view.rank(1)
+
+    def emit(em: Emitter, inputs: list[ir.Value | None]) -> list[ir.Value]:
+        data, indices = inputs[0], inputs[1]
+        assert data is not None and indices is not None
+        if indices.dtype != ir.DataType.INT64:
+            indices = em.op("Cast", [indices], {"to": int(ir.DataType.INT64)})
+        last = em.unsqueeze(indices, [index_rank + 1])  # type: ignore[operator]
+        return [em.op("GatherND", [data, last], {"batch_dims": 1})]
+
+    return Batched(emit)
 
 
 def _expand_unbatched(view: OpView) -> OpRule:

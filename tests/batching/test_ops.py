@@ -137,6 +137,28 @@ CASES = {
         "4,3",
         "",
     ),
+    # `x[b][idx[b]]`: each element's rows at its own indices (GatherND, batch_dims=1)
+    "gather_own_rows": Case(
+        """b (float[4,3] e) => (float[4,3] o) {
+            i = ArgMax<axis = 1, keepdims = 0>(e)
+            o = Gather(e, i)
+        }""",
+        "4,3",
+        "4,3",
+    ),
+    "gather_own_rows_negative_int32": Case(  # indices of rank 2, counted from the end
+        """b (float[4,3] e) => (float[2,2,3] o) {
+            i = ArgMax<axis = 1, keepdims = 0>(e)
+            four = Constant<value = int64 {4}>()
+            n = Sub(i, four)
+            c = Cast<to = 6>(n)
+            two = Constant<value = int64[2] {2, 2}>()
+            m = Reshape(c, two)
+            o = Gather(e, m)
+        }""",
+        "4,3",
+        "2,2,3",
+    ),
     "gemm_trans_b_alpha_beta": Case(
         """b (float[4,3] e, float[5,3] w, float[5] c) => (float[4,5] o) {
             o = Gemm<transB = 1, alpha = 0.5, beta = 2.0>(e, w, c)

@@ -268,12 +268,14 @@ def test_subgraphs_in_the_body_are_refused():
     assert "body op If holds a subgraph" in _refused(body, extras="bool c")
 
 
-def test_gather_with_per_element_data_and_indices_is_refused():
-    body = """b (float[4] e) => (float[4] o) {
-        i = Cast<to = 7>(e)
-        o = Gather(e, i)
+def test_gather_with_per_element_data_and_indices_off_axis_0_is_refused():
+    """(On axis 0 it is a GatherND with batch_dims=1: tests/batching/test_ops.py.)"""
+    body = """b (float[4,3] e) => (float[4,3] o) {
+        i = ArgMax<axis = 0, keepdims = 0>(e)
+        o = Gather<axis = 1>(e, i)
     }"""
-    assert "both the data and the indices differ per element" in _refused(body)
+    reason = _refused(body, x="float[N,4,3] x")
+    assert "both the data and the indices differ per element, gathered off axis 0" in reason
 
 
 def test_elements_of_different_shapes_are_refused():
