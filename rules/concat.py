@@ -81,7 +81,27 @@ def _concat_known(node: ir.Node, elements, ctx: Context) -> None:  # type: ignor
     parts = [builder.unsqueeze(e, [axis]) for e in elements] if new_axis else list(elements)
     result = builder.op("Concat", parts, {"axis": axis})
     result.type = node.outputs[0].type
+    result.shape = _joined_shape(parts, axis)
     ctx.rewriter.replace(node.outputs[0], result)
+
+
+def _joined_shape(parts: list[ir.Value], axis: int) -> ir.Shape | None:
+    """The shape of the Concat of `parts` along `axis` when every part's is static (as ONNX
+    inference gives it: the parts' dims, summed along the axis), else None. Known at once, the
+    SplitToSequence that reads the result is lowered in the same sweep."""
+    shapes = [part.shape for part in parts]
+    first = shapes[0]
+    if first is None or not -len(first) <= axis < len(first):
+        return None
+    dims = list(first)
+    for shape in shapes:
+        if shape is None or len(shape) != len(dims) or not all(type(d) is int for d in shape):
+            return None
+    axis %= len(dims)
+    if any(shape[i] != dims[i] for shape in shapes for i in range(len(dims)) if i != axis):
+        return None
+    dims[axis] = sum(shape[axis] for shape in shapes)
+    return ir.Shape(dims)
 
 
 def _stacked_target(elements, axis: int) -> list[int] | None:  # type: ignore[no-untyped-def]

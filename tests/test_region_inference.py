@@ -9,10 +9,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
 from conformance.test_onnx_backend import CASES
-from support import parse
+from support import assert_same_outputs, parse
 
 import seqlower
 from seqlower.io import model_to_bytes
@@ -158,3 +160,64 @@ def test_data_propagating_ops_are_those_of_the_installed_onnx():
         if schema.domain == "" and schema.has_data_propagation_function
     }
     assert found == DATA_PROPAGATING_OPS
+
+
+@pytest.mark.parametrize("links", [2, 7])
+def test_a_chain_of_lists_is_lowered_in_two_sweeps(links):
+    """A rewritten link's value has its static shape at once (the Concat of its rows; the
+    batched rows take the shape of the Concat they replace): the next link's SplitToSequence
+    is lowered in the same sweep, every link's rows are batched in the next, whatever the
+    chain's length (it took a sweep for every other link)."""
+    model = _list_chain(links)
+    lowered, report = seqlower.optimize(model)
+    assert report.total_after == 0
+    assert report.iterations == 3  # two that rewrote, one that found nothing left
+    assert report.rules_fired["unrolled-map-batch"] == links
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5
+    assert_same_outputs(model, lowered, {"x": x})
+    again, _ = seqlower.optimize(lowered)
+    assert model_to_bytes(again) == model_to_bytes(lowered)
+
+
+def _rewriter_over(text: str) -> tuple[ir.Model, lower_module._TrackingRewriter]:
+    model = seqlower.io.load_model(parse(text))
+    normalize.infer_shapes(model)
+    return model, lower_module._TrackingRewriter(model)
+
+
+def test_a_replacement_made_since_the_last_inference_takes_a_static_shape():
+    model, rewriter = _rewriter_over(
+        """g (float[2,3] x, float[N,3] z) => (float[2,3] y, float[N,3] w) {
+            a = Relu(x)
+            y = Identity(a)
+            b = Relu(z)
+            w = Identity(b)
+        }"""
+    )
+    values = {value.name: value for node in model.graph for value in node.outputs}
+    anchor = values["y"].producer()
+    made = rewriter.before(anchor).op("Neg", [model.graph.inputs[0]])
+    made.type = values["a"].type
+    rewriter.replace(values["a"], made)
+    assert made.shape == values["a"].shape == ir.Shape([2, 3])
+    # a symbolic dim is not carried: inference may know more of the new value
+    other = rewriter.before(values["w"].producer()).op("Neg", [model.graph.inputs[1]])
+    other.type = values["b"].type
+    rewriter.replace(values["b"], other)
+    assert other.shape is None
+
+
+def test_a_value_that_inference_gave_no_shape_is_not_given_one():
+    """An input, or a value made before the last inference, keeps what inference gave it: a
+    region's inference reads it as given."""
+    model, rewriter = _rewriter_over(
+        """g (float[2,3] x, float[M] u) => (float[2,3] y) {
+            a = Relu(x)
+            y = Identity(a)
+        }"""
+    )
+    u = model.graph.inputs[1]
+    u.shape = None  # as if declared without one
+    a = model.graph.node(0).outputs[0]
+    rewriter.replace(a, u)
+    assert u.shape is None

@@ -7,7 +7,10 @@ each rewrite, what it left dead is removed at once (the rewritten node, the prod
 read, transitively), so the rest of the sweep sees exact uses. Sweeps repeat, with shape inference
 between them, to a fixpoint bounded by `Options.max_iterations`; a whole-model dead-code pass
 confirms the fixpoint. After a sweep, only the nodes it emitted or rewired are inferred
-(`region_inference`) when that provably gives the shapes whole-model inference would. Rules
+(`region_inference`) when that provably gives the shapes whole-model inference would. Within a
+sweep, a value a rewrite makes in place of another takes that one's static shape (the same
+tensor), and rules give what they emit the static shapes they know, so that the next link of a
+chain of lists is lowered in the same sweep, not one link per sweep. Rules
 that commit to a run-time form (`Rule.last_resort`) join only in a sweep that follows one where
 no other rule applied, so that static lengths and positions found by any rewrite reach the rules
 of the static forms first. The pass records why it stopped and
@@ -154,6 +157,7 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         """Sweep to a fixpoint (numbering the sweeps after `first`); (whether anything changed,
         the stamp under which the shapes are current)."""
         modified = False
+        rewriter.fresh = set()  # the shapes are inferred: none is the rewriter's own now
         whole_model_clean = True  # no rewrite since the last whole-model dead-code removal
         self.stop_reason = f"iteration limit ({self.options.max_iterations}) reached"
         self.dead_code_free = False
@@ -231,6 +235,7 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         )
         self._touched, self._elsewhere = [], False
         rewriter.rewired, rewriter.content_moved = [], False
+        rewriter.fresh = set()
         if local:
             if declare_ranks(model):  # ranks inference of the region could not give
                 region_inference.forget_stamp(model)
@@ -379,15 +384,22 @@ def _is_live(graph: ir.Graph, owners: dict[int, ir.Node]) -> bool:
 
 class _TrackingRewriter(Rewriter):
     """A `Rewriter` that also notes, for region inference, the nodes whose inputs `replace`
-    rewired and whether a replaced value or its replacement may carry content."""
+    rewired and whether a replaced value or its replacement may carry content; and that gives
+    a new value the static shape of the value it replaces (`_carry_static_shape`)."""
 
     def __init__(self, model: ir.Model) -> None:
         super().__init__(model)
         self.rewired: list[ir.Node] = []
         self.content_moved = False
+        self.fresh: set[ir.Node] = set()  # emitted since the last inference (`_infer`)
+
+    def record_emitted(self, node: ir.Node) -> None:
+        super().record_emitted(node)
+        self.fresh.add(node)
 
     def replace(self, old: ir.Value, new: ir.Value) -> None:
         if old is not new:
+            _carry_static_shape(old, new, self.fresh)
             self.rewired += [use.node for use in old.uses()]
             self.content_moved = (
                 self.content_moved
@@ -395,3 +407,22 @@ class _TrackingRewriter(Rewriter):
                 or region_inference.may_carry_content(new)
             )
         super().replace(old, new)
+
+
+def _carry_static_shape(old: ir.Value, new: ir.Value, fresh: set[ir.Node]) -> None:
+    """Give `new`, which replaces `old`, `old`'s shape when that is static and `new` has none:
+    the same tensor, so the same shape, known before inference runs. Only a value one of the
+    `fresh` nodes makes (emitted since the last inference): the inference after the sweep infers
+    those again (a region's, or the whole model's, which clears every shape first), so the
+    shape lasts only as long as this sweep and reaches no inference as an input. A symbolic or
+    unknown dim is not carried: inference may know more of `new` (the Concat of four [1, 8]
+    rows is [4, 8]; the ConcatFromSequence it replaces only [unk, 8]), and a rule that read
+    the vaguer shape would take another, weaker form (a run-time split) than the next sweep
+    would. Tensors only (a list's shape is what its elements share)."""
+    shape = old.shape
+    if new.shape is not None or shape is None or type(new.type) is not ir.TensorType:
+        return
+    if new.type != old.type or not all(type(dim) is int for dim in shape):
+        return
+    if new.producer() in fresh:
+        new.shape = ir.Shape(list(shape))
