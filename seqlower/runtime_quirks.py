@@ -265,6 +265,16 @@ def _empty_reductions_wrong() -> bool:
     return outputs is None or not all(np.array_equal(o, e) for o, e in zip(outputs, expected))
 
 
+NAN_ORDER = """g (float[2,1] x) => (float[1] top) {
+    top = ReduceMax<axes = [0], keepdims = 0>(x)
+}"""
+
+
+def _nan_after_a_number_ignored() -> bool:
+    outputs = _runs(_model(NAN_ORDER), {"x": np.array([[1.0], [np.nan]], np.float32)})
+    return outputs is None or not np.isnan(outputs[0]).all()
+
+
 EMPTY_ARGMAX = """g (float[N,4] x) => (int64[N] best) {
     best = ArgMax<axis = -1, keepdims = 0>(x)
 }"""
@@ -368,6 +378,17 @@ QUIRKS: tuple[Quirk, ...] = (
         "maximum of a slice that may be empty, batched, gives the specification's value "
         "where the original fails",
         _empty_reductions_wrong,
+    ),
+    Quirk(
+        "reduce-max-nan-order",
+        "ReduceMax and ReduceMin keep their first operand against a NaN: a NaN first gives NaN, "
+        "a NaN after a number is ignored (`ReduceMax` of [1, NaN] gives 1); the specification's "
+        "maximum is numpy's, NaN wherever there is one (so PyTorch's, and onnx.reference's)",
+        "1.20.0 to 1.32.0",
+        "a maximum or minimum of slices of different bounds, batched with a mask, gives NaN "
+        "wherever a slice holds one, as the specification does: where a NaN comes after a "
+        "number, the original gives the number and `verify` reports the difference",
+        _nan_after_a_number_ignored,
     ),
     Quirk(
         "empty-argmax",

@@ -18,7 +18,8 @@ X is the batched input [N, *S] of element shape S (rank r); U an unbatched input
     Concat(x, U, axis=a)                -> Concat(X, Expand(U, [N, ...]), axis=a % r + 1)
     Slice(x, starts, ends, axes, steps) -> Slice(X, starts, ends, axes % r + 1, steps)
     Slice(x, s, t, [a]), s or t per element -> X itself and a mask of [s, t) along a + 1 (ragged)
-    ReduceSum(ragged, axes with a)      -> ReduceSum(Where(mask, X, 0))  (Max/Min: lowest/highest;
+    ReduceSum(ragged, axes with a)      -> ReduceSum(Where(mask, X, 0))  (Max/Min: lowest/highest,
+                                            plus the sum of the NaNs within (0 or NaN);
                                             Mean: the masked sum over the count, at least 1)
     Gather(x, I, axis=a)                -> Gather(X, I, axis=a % r + 1)
     Gather(U, i, axis=a)                -> Transpose(Gather(U, I, axis=a), [a, 0..])
@@ -289,7 +290,10 @@ def _reduce(view: OpView) -> Batched | Refusal:
         else:
             rest = [data]
             overrides["axes"] = shifted
-        return em.copy(view.node, rest, overrides)
+        reduced = em.copy(view.node, rest, overrides)
+        if masked is not None and masked.keeps_nan:
+            return [masked.with_nan(em, data, reduced[0], shifted)]
+        return reduced
 
     return Batched(emit)
 
@@ -314,6 +318,29 @@ class _MaskedReduction:
         else:
             limits = np.iinfo(dtype)
             self.identity = np.array(limits.min if op_type == "ReduceMax" else limits.max, dtype)
+
+    @property
+    def keeps_nan(self) -> bool:
+        """A max or min of floats: a NaN within the bounds must come out, wherever it is
+        (onnxruntime's ReduceMax keeps its first operand against a NaN, so a NaN after the
+        fill at a start other than 0 would be lost and the fill come out)."""
+        return not self.mean and self.identity.dtype.kind == "f" and bool(self.identity)
+
+    def with_nan(
+        self, em: Emitter, filled: ir.Value, reduced: ir.Value, axes: list[int]
+    ) -> ir.Value:
+        """`reduced` + the sum of the NaNs within the bounds (0 where there is none): NaN
+        wherever an element holds one, as the specification's maximum (numpy's) gives."""
+        nans = em.op(
+            "Where",
+            [em.op("IsNaN", [filled]), filled, em.scalar(np.zeros((), self.identity.dtype))],
+        )
+        keepdims = {"keepdims": self.keepdims}
+        if em.opset >= 13:
+            total = em.op("ReduceSum", [nans, em.ints(axes)], keepdims)
+        else:
+            total = em.op("ReduceSum", [nans], {**keepdims, "axes": axes})
+        return em.op("Add", [reduced, total])
 
     def mask(self, em: Emitter) -> ir.Value:
         return em.masks[self.source]  # type: ignore[index]

@@ -7,7 +7,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support import lower, lower_and_compare, op_counts, parse, rule_check, sequence_op_count
+from support import (
+    assert_same_outputs,
+    lower,
+    lower_and_compare,
+    op_counts,
+    parse,
+    rule_check,
+    run_ort,
+    run_reference,
+    sequence_op_count,
+)
 
 from seqlower import runtime_quirks
 from seqlower.rule import Refusal
@@ -303,3 +313,26 @@ def test_a_tensor_grown_by_concatenating_prefixes_is_one_compress():
         np.testing.assert_array_equal(y, np.concatenate(want, 0))
         assert report.rules_fired.get("loop-batch") == 1, report.rules_fired
         assert "Loop" not in op_counts(lowered)
+
+
+@pytest.mark.parametrize("where", ["first", "last"])
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("bounds", [UP_TO_LENGTH, FROM_LENGTH, BETWEEN])
+def test_a_nan_within_the_bounds_comes_out_of_a_maximum(bounds, op, where):
+    """A NaN anywhere within an element's bounds makes its maximum NaN, as the specification
+    (numpy's maximum, onnx.reference) says. The fill before a start other than 0 must not hide
+    it: onnxruntime's ReduceMax keeps its first operand against a NaN, so the fill came out."""
+    model = _model(f"pooled = {op}<axes = [0], keepdims = 0>(part)", bounds)
+    lengths = [1, 2, 2]
+    feeds = _feeds("float", lengths)
+    for b, n in enumerate(lengths):
+        rows = range(5)[PYTHON_SLICES[bounds](n)]
+        feeds["h"][b, rows[0] if where == "first" else rows[-1], 1] = np.nan
+    lowered, report = lower(model)
+    assert report.rules_fired.get("loop-batch") == 1, report.rules_fired
+    (got,) = run_ort(lowered, feeds)
+    (want,) = run_reference(model, feeds)
+    np.testing.assert_array_equal(got, want)  # NaN where NaN
+    assert np.isnan(got[:, 1]).all() and not np.isnan(got[:, [0, 2, 3]]).any()
+    if where == "first" or not runtime_quirks.holds("reduce-max-nan-order"):
+        assert_same_outputs(model, lowered, feeds)  # onnxruntime's original gives a NaN first
