@@ -33,7 +33,9 @@ value and the terms); a tensor grown by Concat (`acc = cat((acc, t))`, a list th
 acc) and a list that starts with elements, when only concatenations read it (the initial
 elements first); and slices whose bounds differ per element (`seqlower.batching`: held padded
 with a mask), appended to a list that is concatenated along the sliced axis (one Compress of
-the padded stack).
+the padded stack). The chunks of a split by 1-D run-time sizes are such slices
+(`seqlower.rules.ragged_reads`, by the default target only: `x.split(sizes)` then a loop over
+the chunks, as torch_geometric's `unbatch` writes it).
 
 Refused (the Loop is left to the other loop rules): a value carried from one iteration to the
 next otherwise (an RNN state), a condition that may end the loop early, a body op without a
@@ -57,8 +59,10 @@ from seqlower.batching.core import Emitter, Operand
 from seqlower.batching.shapes import infer_region_shapes
 from seqlower.lists.signs import never_negative
 from seqlower.ops import peel_identity
+from seqlower.options import SPEED_FIRST_TARGETS
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
+from seqlower.rules import loop_chunks
 from seqlower.rules.batching import _connect, _merge_shapes, _source
 from seqlower.rules.loop_appends import splittable, unsplittable
 from seqlower.rules.loops import (
@@ -71,6 +75,7 @@ from seqlower.rules.loops import (
     single_append,
     unrolled_size,
 )
+from seqlower.rules.ragged_reads import RaggedChunks, ragged_chunks
 from seqlower.rules.stacks import merged_shape, moveaxis_to_front
 
 # What a length is known to equal: a static count, a named dim, a dim of one value, or the length
@@ -90,6 +95,8 @@ class Read:
     dim: int | ir.SymbolicDim | None  # the number of elements, when known
     build: Callable[[Builder], ir.Value]  # the stack [length, *element]
     cost: int  # about how many nodes building the stack takes
+    # chunks of differing sizes: `element` is the whole split tensor's shape, held with a mask
+    ragged: RaggedChunks | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -252,6 +259,13 @@ def _read(node: ir.Node, body: ir.Graph, ctx: Context) -> Read | Refusal:
     source = node.inputs[0]
     assert source is not None
     if node.op_type == "SequenceAt":
+        chunks = ragged_chunks(source, ctx)
+        if isinstance(chunks, Refusal):
+            return chunks
+        if chunks is not None:
+            dims = chunks.sizes.shape[0]  # type: ignore[index]
+            term = _sequence_length_term(source, ctx)
+            return Read(node, chunks.data.shape, term, dims, chunks.emit, 20, chunks)  # type: ignore[arg-type]
         found = _source(source, ctx)
         if isinstance(found, Refusal):
             return found
@@ -516,7 +530,22 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     if terms is None or any(read.length not in terms for read in reads):
         return Refusal("the trip count is not known to be the length of what the body reads")
     cut = len(terms) > 1
-    seeds = {r.node.outputs[0]: Operand(True, r.element) for r in reads}
+    ragged = {r.node for r in reads if r.ragged is not None}
+    if ragged and cut:
+        return Refusal("chunks of differing sizes read beside a list of another length")
+    if ragged and not isinstance(loop_chunks.plan_chunk_map(node, ctx), Refusal):
+        return Refusal("the chunks are mapped elementwise: loop-batch-chunks maps the whole tensor")
+    if ragged and ctx.options.target in SPEED_FIRST_TARGETS:
+        return Refusal(
+            "chunks of differing sizes are batched with a mask by the default target only: over "
+            "a few chunks the masked form costs about the launches of the loop it replaces"
+        )
+    if any(lag.read in ragged for lag in lagged):
+        return Refusal("a chunk of differing size passed on to the next iteration")
+    seeds = {
+        r.node.outputs[0]: Operand(True, r.element, r.ragged.axis if r.ragged else None)
+        for r in reads
+    }
     for k in kept:
         initial, state = node.inputs[2 + k], body.inputs[2 + k]
         seeds[state] = Operand(False, initial.shape if initial is not None else None)
@@ -787,7 +816,8 @@ def _lagged_stack(
 def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     """Loop(M, true, [], body(i, c, s): s' = SequenceInsert(s, f(SequenceAt(xs, i))))
     -> SplitToSequence(f'(stack(xs)), axis=0, keepdims=0); scan outputs of f(Gather(x, i))
-    -> f'(x with the gathered axis moved to the front)"""
+    -> f'(x with the gathered axis moved to the front); the chunks of SplitToSequence(x, sizes)
+    with 1-D run-time sizes -> f'(x once per chunk, masked to the positions of each chunk)"""
     builder = ctx.rewriter.before(node)
     count = _runs(node, plan, ctx, builder)
     # the trip count as a Slice end: where the stacks are cut to it, and for values read late
@@ -795,8 +825,13 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     if plan.cut or plan.lagged:
         end = builder.op("Reshape", [count, builder.ints([1])], name="trip_count")
     stacks: list[ir.Value] = []
+    masks: dict[ir.Value, ir.Value] = {}
     for read in plan.reads:
-        stack = read.build(builder)
+        if read.ragged is not None:  # the split tensor once per chunk, with their positions
+            # the checked count of chunks is the trip count (never cut: `_check`)
+            stack, masks[read.node.outputs[0]], count = read.ragged.emit(builder)
+        else:
+            stack = read.build(builder)
         if plan.cut:
             assert end is not None
             zero = builder.ints([0])
@@ -816,6 +851,7 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
         arguments.append(numbers)
         stacks.append(numbers)
     emitter = Emitter(builder, stacks[0], static_count)
+    emitter.masks.update(masks)
     batched = emit_body(plan.body, arguments, emitter, plan.count)  # type: ignore[arg-type]
     results = dict(zip(plan.wanted, batched))
     for running in plan.sums:  # each final sum, and the prefix sums where they are read

@@ -20,7 +20,7 @@ does more than the map (another carried value, a scan output, a read at another 
 
 from __future__ import annotations
 
-__all__ = ["RULES"]
+__all__ = ["RULES", "plan_chunk_map"]
 
 import dataclasses
 
@@ -194,5 +194,7 @@ def _map_chunks(node: ir.Node, plan: ChunkMap, ctx: Context) -> None:
     chunks.type = node.outputs[0].type
     ctx.rewriter.replace(node.outputs[0], chunks)
 
+
+plan_chunk_map = _check  # for loop-batch, which leaves such maps to this rule
 
 RULES = RuleSet([Rule("loop-batch-chunks", "Loop", _check, _map_chunks, before_producers=True)])

@@ -126,7 +126,8 @@ _READS_RAGGED = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"})
 
 def _ragged_passed_on(view: OpView) -> tuple[ir.Value, int] | Refusal | None:
     """For an op that reads a ragged value: (that value, its ragged axis) when the op keeps its
-    shape position by position (the other operands scalars or of one element); None when the
+    shape position by position (the other operands broadcast into it with one value along its
+    ragged axis: `_fits_within`); None when the
     op reads it itself (a reduction, checked by its rule) or reads none; else why not."""
     ragged = [
         (value, operand)
@@ -151,11 +152,39 @@ def _ragged_passed_on(view: OpView) -> tuple[ir.Value, int] | Refusal | None:
     for other in view.operands:
         if other is operand or other is None:
             continue
-        if other.shape is None or not all(d == 1 for d in other.shape):
+        if other.shape is None:
             return Refusal(f"{view.op_type} broadcasts a ragged slice against a tensor")
         if other.rank > operand.rank:  # type: ignore[operator]
             return Refusal(f"{view.op_type} raises the rank of a ragged slice")
+        if not _fits_within(other.shape, operand.shape, operand.ragged_axis):  # type: ignore[arg-type]
+            return Refusal(f"{view.op_type} broadcasts a ragged slice against a tensor")
     return value, operand.ragged_axis  # type: ignore[return-value]
+
+
+def _fits_within(other: ir.Shape, ragged: ir.Shape, axis: int) -> bool:
+    """Whether `other` broadcasts into the padded `ragged` shape without growing it and with one
+    value along the ragged axis (`x - x.mean(a, keepdim=True)`): each of its dims, lined up from
+    the right, is 1, or equals the ragged value's dim off its ragged axis. Then every position of
+    an element meets the value it meets in the element alone."""
+    offset = len(ragged) - len(other)
+    for index, dim in enumerate(other):
+        if dim == 1:
+            continue
+        if offset + index == axis or not _same_dim(dim, ragged[offset + index]):
+            return False
+    return True
+
+
+def _same_dim(a: object, b: object) -> bool:
+    """Two dims known equal: equal ints, or one named symbolic dim."""
+    if isinstance(a, int) or isinstance(b, int):
+        return a == b
+    return (
+        isinstance(a, ir.SymbolicDim)
+        and isinstance(b, ir.SymbolicDim)
+        and a.value is not None
+        and a.value == b.value
+    )
 
 
 def _passing_mask_on(batched: Batched, source: ir.Value, result: ir.Value) -> Batched:

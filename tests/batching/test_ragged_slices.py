@@ -99,11 +99,23 @@ def _runs_in_onnxruntime(body: str, bounds: str, lengths: list[int]) -> bool:
         "kept = ReduceSum<keepdims = 1>(part, axes)\n        pooled = Squeeze(kept, axes)",
         "a = Abs(part)\n        two = Constant<value = float {2}>()\n"
         "        b = Mul(a, two)\n        pooled = ReduceMax<axes = [0], keepdims = 0>(b)",
+        # a value per position of the other axis: the same for every position of the slice
+        "scale = Constant<value = float[4] {1, 2, 3, 4}>()\n        m = Mul(part, scale)\n"
+        "        pooled = ReduceSum<keepdims = 0>(m, axes)",
         # a float division by padded positions gives inf or NaN there, which the mask drops
         "one = Constant<value = float {1}>()\n        q = Div(one, part)\n"
         "        pooled = ReduceMax<axes = [0], keepdims = 0>(q)",
     ],
-    ids=["mean", "sum", "max", "min-negative-axis", "keepdims", "elementwise-then-max", "divisor"],
+    ids=[
+        "mean",
+        "sum",
+        "max",
+        "min-negative-axis",
+        "keepdims",
+        "elementwise-then-max",
+        "scaled-columns",
+        "divisor",
+    ],
 )
 @pytest.mark.parametrize("bounds", [UP_TO_LENGTH, FROM_LENGTH, LAST_LENGTH, BETWEEN])
 def test_reductions_of_ragged_slices_are_masked(body, bounds):
@@ -177,8 +189,8 @@ def _refusal(model) -> str:  # type: ignore[no-untyped-def]
             "float",
             "ReduceProd reads a slice whose bounds differ per element",
         ),
-        (
-            "scale = Constant<value = float[4] {1, 2, 3, 4}>()\n        m = Mul(part, scale)\n"
+        (  # a value per position of the sliced axis: the elements' own lengths must match it
+            "scale = Constant<value = float[3, 1] {1, 2, 3}>()\n        m = Mul(part, scale)\n"
             "        pooled = ReduceSum<keepdims = 0>(m, axes)",
             "float",
             "Mul broadcasts a ragged slice against a tensor",

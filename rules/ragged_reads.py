@@ -1,0 +1,104 @@
+"""The chunks of a split by run-time sizes, read one per iteration, batched as the whole tensor and
+a mask of the positions each chunk holds (for `loop-batch`).
+
+    Loop(SequenceLength(xs), true, ..., body(i): f(SequenceAt(xs, i)))
+    xs = SplitToSequence(x, sizes (1-D, run-time), axis=a)
+        -> f'(X, mask)
+           X    = Expand(x, [n, 1, .., 1])                    n = Size(sizes), checked
+           ends = CumSum(sizes), starts = ends - sizes
+           mask = starts[k] <= p < ends[k] for each position p of axis a   [n, 1.., d, 1..]
+
+Chunks of differing sizes share no shape, so they cannot be stacked; but each is a slice of x
+along a with bounds that differ per chunk, which the batching rules already hold as the unsliced
+tensor and a mask (`seqlower.batching`: reductions over a read the masked values, elementwise ops
+keep the mask, a list of such chunks concatenated along a is one Compress). The loop over
+`x.split(sizes)` (torch_geometric's `unbatch`, deformable attention's levels) then runs no
+iteration: one masked reduction per reduction of the body.
+
+The split fails, as SplitToSequence does, when a size is negative or the sizes do not add up to
+dim a of x: n is the checked length of `length-of-split` and every batched value depends on it.
+As there, empty sizes on a dim that is not empty (onnxruntime's chunks of one) fail: every
+iteration reads a chunk, and the lowered read of chunk 0 from empty tables fails too.
+"""
+
+from __future__ import annotations
+
+__all__ = ["RaggedChunks", "ragged_chunks"]
+
+import dataclasses
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.lists.signs import never_negative
+from seqlower.rewriter import Builder
+from seqlower.rule import Context, Refusal
+from seqlower.rules.access import _length_of_sizes, _producer
+
+
+@dataclasses.dataclass(frozen=True)
+class RaggedChunks:
+    """The chunks of `data` along `axis` by the 1-D run-time `sizes`."""
+
+    data: ir.Value
+    sizes: ir.Value
+    axis: int
+    nonnegative: bool  # the sizes are proved never negative: a cheaper check
+
+    @property
+    def rank(self) -> int:
+        return len(self.data.shape)  # type: ignore[arg-type]
+
+    def emit(self, builder: Builder) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """(X [n, *x], mask [n, 1.., d, 1..], n): x once per chunk, the positions each holds,
+        and the checked count of chunks."""
+        axis, rank = self.axis, self.rank
+        sizes = self.sizes
+        if sizes.dtype != ir.DataType.INT64:
+            sizes = builder.op("Cast", [sizes], {"to": int(ir.DataType.INT64)})
+        zero = builder.constant(np.array(0, np.int64), "zero")
+        one = builder.constant(np.array(1, np.int64), "one")
+        dim = builder.op(
+            "Gather", [builder.op("Shape", [self.data]), builder.constant(np.array(axis))]
+        )
+        count = _length_of_sizes(builder, dim, sizes, nonnegative=self.nonnegative, empty_read=True)
+        shape = builder.op(
+            "Concat", [builder.unsqueeze(count, [0]), builder.ints([1] * rank)], {"axis": 0}
+        )
+        stack = builder.op("Expand", [self.data, shape], name="chunks_padded")
+        stack.type = self.data.type
+        ends = builder.op("CumSum", [sizes, zero], name="chunk_ends")
+        starts = builder.op("Sub", [ends, sizes], name="chunk_starts")
+        positions = builder.op("Range", [zero, dim, one], name="positions")  # [d]
+        after = builder.op("GreaterOrEqual", [positions, builder.unsqueeze(starts, [1])])
+        before = builder.op("Less", [positions, builder.unsqueeze(ends, [1])])
+        mask = builder.op("And", [after, before], name="chunk_mask")  # [n, d]
+        others = [*range(1, axis + 1), *range(axis + 2, rank + 1)]
+        if others:
+            mask = builder.unsqueeze(mask, others)
+        mask.type = ir.TensorType(ir.DataType.BOOL)
+        return stack, mask, count
+
+
+def ragged_chunks(sequence: ir.Value, ctx: Context) -> RaggedChunks | Refusal | None:
+    """The chunks `sequence` holds when it is a split by 1-D sizes known only at run time (or
+    known and unequal); None when it is not such a split (other forms are stacked as they are)."""
+    split = _producer(sequence, "SplitToSequence")
+    if split is None or len(split.inputs) < 2 or split.inputs[1] is None:
+        return None
+    data, sizes = split.inputs[0], split.inputs[1]
+    if sizes.shape is None or len(sizes.shape) != 1:
+        return None
+    known = ctx.facts.values.get_ints(sizes)
+    if known is not None and len(set(known)) <= 1:
+        return None  # equal chunks: stacked
+    if data is None or data.shape is None or len(data.shape) == 0:
+        return Refusal("the rank of the split tensor is unknown")
+    if sizes.dtype not in (ir.DataType.INT64, ir.DataType.INT32):
+        return Refusal("the split sizes are not int64 or int32")
+    rank = len(data.shape)
+    axis = split.attributes.get_int("axis", 0)
+    if not -rank <= axis < rank:
+        return Refusal(f"SplitToSequence axis {axis} is out of range for rank {rank}")
+    nonnegative = never_negative(sizes, ctx.facts.values)
+    return RaggedChunks(data, sizes, axis % rank, nonnegative)
