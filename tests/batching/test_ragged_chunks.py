@@ -171,3 +171,38 @@ def test_other_readers_of_a_chunk_are_refused(body, why):
     model = _model(body, joined=True)
     found = rule_check(model, loop_batching._check, "Loop")
     assert isinstance(found, Refusal) and why in found.reason, found
+
+
+ONE_AXIS = """g ({dtype}[N] x, int64[K] sizes) => ({dtype}[?] out) {{
+    t = Constant<value = bool {{1}}>()
+    parts = SplitToSequence<axis = -1>(x, sizes)
+    n = SequenceLength(parts)
+    empty = SequenceEmpty<dtype = {code}>()
+    s = Loop(n, t, empty) <body = body (int64 i, bool c, seq({dtype}) acc)
+                                   => (bool c2, seq({dtype}) grown) {{
+        c2 = Identity(c)
+        part = SequenceAt(parts, i)
+        ax = Constant<value = int64[1] {{0}}>()
+        total = ReduceSum<keepdims = 0>(part, ax)
+        grown = SequenceInsert(acc, total)
+    }}>
+    out = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+}}"""
+
+
+@pytest.mark.parametrize(
+    ("dtype", "code", "numpy_type"),
+    [("float16", 10, np.float16), ("int32", 6, np.int32), ("double", 11, np.float64)],
+)
+def test_chunks_of_a_vector_of_edge_types(dtype, code, numpy_type):
+    """Chunks of a 1-D tensor (a negative split axis), summed: one masked sum per chunk."""
+    model = parse(ONE_AXIS.format(dtype=dtype, code=code), opset=17)
+    for sizes in ([2, 3, 1], [0, 4], [5]):
+        x = (RNG.standard_normal(sum(sizes)) * 4).astype(numpy_type)
+        lowered, report, (out,) = lower_and_compare(
+            model, {"x": x, "sizes": np.array(sizes, np.int64)}
+        )
+        assert report.rules_fired.get("loop-batch") == 1
+        assert "Loop" not in op_counts(lowered)
+        want = [x[a:b].sum() for a, b in zip(np.cumsum([0, *sizes]), np.cumsum(sizes))]
+        np.testing.assert_allclose(out, np.array(want, numpy_type), rtol=1e-2)
