@@ -206,3 +206,16 @@ def test_chunks_of_a_vector_of_edge_types(dtype, code, numpy_type):
         assert "Loop" not in op_counts(lowered)
         want = [x[a:b].sum() for a, b in zip(np.cumsum([0, *sizes]), np.cumsum(sizes))]
         np.testing.assert_allclose(out, np.array(want, numpy_type), rtol=1e-2)
+
+
+def test_a_nan_at_a_chunks_first_row_comes_out_of_its_maximum():
+    """The fill before a chunk comes first in the reduction, and onnxruntime's ReduceMax keeps
+    its first operand against a NaN: the maximum of a chunk starting with a NaN must still be
+    NaN (as in the loop and in the specification), not the fill."""
+    model = _model(MAX)
+    sizes = [2, 1, 3]
+    feeds = _feeds(sizes)
+    feeds["x"][[0, 2, 3], 1] = np.nan  # each chunk's first row, column 1
+    _, report, (out,) = lower_and_compare(model, feeds)
+    assert report.rules_fired.get("loop-batch") == 1, report.rules_fired
+    assert np.isnan(out[:, 1]).all() and not np.isnan(out[:, [0, 2]]).any()
