@@ -52,11 +52,14 @@ EXTERNAL_THRESHOLD_BYTES = 1024  # tensors this large or larger go to the extern
 
 
 def load_model(source: ModelSource) -> ir.Model:
-    """Return `source` as an `onnx_ir.Model`. An `ir.Model` is returned as is (not copied)."""
+    """Return `source` as an `onnx_ir.Model`. An `ir.Model` is returned as is (not copied); an
+    `onnx.ModelProto` is left as it is, whatever is done to the model returned."""
     if isinstance(source, ir.Model):
         return source
-    if isinstance(source, onnx.ModelProto):
-        return _deserialize(source, "<ModelProto>")
+    if isinstance(source, onnx.ModelProto):  # read from a copy: onnx_ir shares the tensors,
+        copy = onnx.ModelProto()  # and renaming a value renames its tensor in the proto
+        copy.CopyFrom(source)
+        return _deserialize(copy, "<ModelProto>")
     if isinstance(source, (str, os.PathLike)):
         return _load_path(Path(source))
     raise ModelInputError(
