@@ -15,27 +15,15 @@ later data sets are edge cases (one element, a list left empty, a level with not
 
 from __future__ import annotations
 
-import io
-import shutil
 import sys
-import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-import onnx
 import torch
-from onnx import numpy_helper
+from scripted_fixtures import Case, Maker, main
 from torch import Tensor, nn
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 OUT = REPO_ROOT / "tests" / "fixtures" / "torch_wild"
-OPSET = 17
-SEQ_OPS = {
-    "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert",
-    "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence",
-}  # fmt: skip
 
 
 class AnchorGrid(nn.Module):
@@ -486,19 +474,6 @@ def _graphs(sizes: list[int], seed: int) -> list[Tensor]:
     return [_randn(len(batch), 3, seed=seed), batch]
 
 
-Maker = Callable[[], list[Tensor]]
-
-
-@dataclass
-class Case:
-    name: str
-    make: Callable[[], nn.Module]
-    inputs: list[str]
-    outputs: list[str]
-    data: list[Maker]  # one maker per data set; the first is the one exported with
-    dynamic_axes: dict[str, dict[int, str]] = field(default_factory=dict)
-
-
 def _enc(t: int) -> Maker:
     return lambda: [_randn(t, 6, seed=t) * 2]
 
@@ -573,69 +548,5 @@ CASES = [
 ]  # fmt: skip
 
 
-def seq_ops(graph: onnx.GraphProto) -> int:
-    count = 0
-    for node in graph.node:
-        count += node.op_type in SEQ_OPS
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                count += seq_ops(attr.g)
-    return count
-
-
-def _flat(result: object) -> list:
-    if isinstance(result, Tensor):
-        return [result.detach().numpy()]
-    if isinstance(result, list):  # a sequence-typed output
-        return [[t.detach().numpy() for t in result]]
-    assert isinstance(result, tuple), type(result)
-    return [r for x in result for r in _flat(x)]
-
-
-def export_case(case: Case) -> str:
-    torch.manual_seed(0)
-    module = case.make().eval()
-    data = [make() for make in case.data]
-    buf = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            torch.jit.script(module), tuple(data[0]), buf, dynamo=False, opset_version=OPSET,
-            input_names=case.inputs, output_names=case.outputs,
-            dynamic_axes=case.dynamic_axes or None,
-        )  # fmt: skip
-    model = onnx.load_from_string(buf.getvalue())
-    folder = OUT / case.name
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
-    onnx.save(model, folder / "model.onnx")
-    for k, inputs in enumerate(data):
-        with torch.no_grad():
-            expected = _flat(module(*inputs))
-        ds = folder / f"test_data_set_{k}"
-        ds.mkdir()
-        for i, (name, t) in enumerate(zip(case.inputs, inputs, strict=True)):
-            (ds / f"input_{i}.pb").write_bytes(
-                numpy_helper.from_array(t.numpy(), name).SerializeToString()
-            )
-        for i, (name, e) in enumerate(zip(case.outputs, expected, strict=True)):
-            proto = (
-                numpy_helper.from_list(e, name)
-                if isinstance(e, list)
-                else numpy_helper.from_array(np.asarray(e), name)
-            )
-            (ds / f"output_{i}.pb").write_bytes(proto.SerializeToString())
-    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
-    return f"{case.name} seq_ops={seq_ops(model.graph)} bytes={size}"
-
-
-def main(names: list[str]) -> int:
-    for case in CASES:
-        if not names or case.name in names:
-            print(export_case(case), flush=True)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(CASES, OUT, sys.argv[1:]))
