@@ -29,6 +29,7 @@ from seqlower.analysis.facts import element_dtype
 from seqlower.analysis.provenance import split_source
 from seqlower.batching.body import BodyPlan, emit_body, plan_body
 from seqlower.batching.core import Emitter, Operand
+from seqlower.ops import same_dim
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.access import _producer
@@ -100,13 +101,6 @@ def _source_of_split(node: ir.Node, ctx: Context) -> Source | Refusal:
     if size != 1 and not isinstance(count, int):
         return Refusal("the chunk count is not static")
     return Source(element, count, chunks(data, axis, count, size))  # type: ignore[arg-type]
-
-
-def _same_dim(a: Dim, b: Dim) -> bool:
-    """True when two dims are known to be equal: equal ints, or one named symbolic dim."""
-    if isinstance(a, int) or isinstance(b, int):
-        return a == b
-    return a is not None and b is not None and a.value is not None and a.value == b.value
 
 
 def _source_of_elements(elements: Sequence[ir.Value], ctx: Context) -> Source | Refusal:
@@ -190,7 +184,7 @@ def _check(node: ir.Node, ctx: Context) -> BatchPlan | Refusal:
             return source
         if first:
             length, first = source.length, False
-        elif not _same_dim(source.length, length):
+        elif not same_dim(source.length, length):
             return Refusal("the zipped sequences are not known to have the same length")
         shape = _merge_shapes(source.element_shape, body_input.shape)
         if shape is None:

@@ -24,6 +24,7 @@ __all__ = ["RULES"]
 import onnx_ir as ir
 
 from seqlower.analysis.provenance import split_source
+from seqlower.ops import same_dim
 from seqlower.rule import Context, Refusal, Rule, RuleSet, never_empty
 from seqlower.rules.access import _producer
 
@@ -113,7 +114,7 @@ def _stacked_target(elements, axis: int) -> list[int] | None:  # type: ignore[no
     if first is None or any(s is None or len(s) != len(first) for s in shapes):
         return None
     for dims in zip(*shapes):
-        if not all(_surely_equal(dims[0], d) for d in dims[1:]):
+        if not all(same_dim(dims[0], d) for d in dims[1:]):
             return None
     rank = len(first)
     if not -rank - 1 <= axis <= rank:
@@ -125,17 +126,6 @@ def _stacked_target(elements, axis: int) -> list[int] | None:  # type: ignore[no
     if tail.count(-1) > 1 or 0 in tail:  # a 0 would copy a dim of the joined tensor
         return None
     return [0] * axis + [len(elements), *tail]
-
-
-def _surely_equal(a: object, b: object) -> bool:
-    if isinstance(a, int) and isinstance(b, int):
-        return a == b
-    return (
-        isinstance(a, ir.SymbolicDim)
-        and isinstance(b, ir.SymbolicDim)
-        and a.value is not None
-        and a.value == b.value
-    )
 
 
 def _check_of_split(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]

@@ -13,6 +13,7 @@ __all__ = [
     "node_subgraphs",
     "peel_identity",
     "quoted_node",
+    "same_dim",
     "subgraphs",
     "uses_through",
 ]
@@ -35,6 +36,18 @@ SEQUENCE_OPS: frozenset[str] = frozenset(
         "SplitToSequence",
     }
 )
+
+
+def same_dim(a: object, b: object) -> bool:
+    """Two dims known to be equal: the same number, or one named symbolic dim."""
+    if isinstance(a, int) or isinstance(b, int):
+        return a == b
+    return (
+        isinstance(a, ir.SymbolicDim)
+        and isinstance(b, ir.SymbolicDim)
+        and a.value is not None
+        and a.value == b.value
+    )
 
 
 def is_sequence_op(node: ir.Node) -> bool:

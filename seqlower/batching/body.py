@@ -19,7 +19,7 @@ import onnx_ir as ir
 from seqlower.analysis.static_values import StaticValues
 from seqlower.batching.core import Batched, Emitter, Operand, OpView
 from seqlower.batching.ops import OP_RULES, RANDOM_OPS
-from seqlower.ops import has_subgraph
+from seqlower.ops import has_subgraph, same_dim
 from seqlower.rule import Refusal
 
 
@@ -170,21 +170,9 @@ def _fits_within(other: ir.Shape, ragged: ir.Shape, axis: int) -> bool:
     for index, dim in enumerate(other):
         if dim == 1:
             continue
-        if offset + index == axis or not _same_dim(dim, ragged[offset + index]):
+        if offset + index == axis or not same_dim(dim, ragged[offset + index]):
             return False
     return True
-
-
-def _same_dim(a: object, b: object) -> bool:
-    """Two dims known equal: equal ints, or one named symbolic dim."""
-    if isinstance(a, int) or isinstance(b, int):
-        return a == b
-    return (
-        isinstance(a, ir.SymbolicDim)
-        and isinstance(b, ir.SymbolicDim)
-        and a.value is not None
-        and a.value == b.value
-    )
 
 
 def _passing_mask_on(batched: Batched, source: ir.Value, result: ir.Value) -> Batched:

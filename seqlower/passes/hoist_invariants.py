@@ -33,7 +33,7 @@ __all__ = ["HOISTABLE", "SINKABLE", "hoist_loop_invariants"]
 
 import onnx_ir as ir
 
-from seqlower.ops import subgraphs
+from seqlower.ops import same_dim, subgraphs
 
 # element-wise operators of one input: they cannot fail on a value of their type
 _UNARY = frozenset(
@@ -239,15 +239,6 @@ def _reduces(node: ir.Node) -> bool:
     return len({a % rank for a in axes}) == len(axes)
 
 
-def _same_dim(a: object, b: object) -> bool:
-    """Equal for certain: the same number, or the same named dim."""
-    if isinstance(a, int) and isinstance(b, int):
-        return a == b
-    if isinstance(a, ir.SymbolicDim) and isinstance(b, ir.SymbolicDim):
-        return a.value is not None and a.value == b.value
-    return False
-
-
 def _broadcasts(shapes: list[ir.Shape | None]) -> bool:
     """Whether shapes known in full surely broadcast together (numpy's rules)."""
     if any(shape is None for shape in shapes):
@@ -256,7 +247,7 @@ def _broadcasts(shapes: list[ir.Shape | None]) -> bool:
     for axis in range(1, rank + 1):
         dims = [shape[-axis] for shape in shapes if len(shape) >= axis]  # type: ignore[arg-type]
         wide = [d for d in dims if d != 1]
-        if any(not _same_dim(wide[0], d) for d in wide[1:]):
+        if any(not same_dim(wide[0], d) for d in wide[1:]):
             return False
         if wide and not isinstance(wide[0], (int, ir.SymbolicDim)):
             return False
@@ -282,7 +273,7 @@ def _multiplies(
         sa = [sa[1], sa[0]]
     if trans_b:
         sb = [sb[1], sb[0]]
-    if not _same_dim(sa[-1], sb[-2]):
+    if not same_dim(sa[-1], sb[-2]):
         return False
     if not _broadcasts([ir.Shape(sa[:-2]), ir.Shape(sb[:-2])]):
         return False
@@ -292,7 +283,7 @@ def _multiplies(
         return False
     result = [sa[-2], sb[-1]]
     bias_dims = list(bias.shape)
-    return all(d == 1 or _same_dim(d, r) for d, r in zip(reversed(bias_dims), reversed(result)))
+    return all(d == 1 or same_dim(d, r) for d, r in zip(reversed(bias_dims), reversed(result)))
 
 
 def _transposes(node: ir.Node) -> bool:
