@@ -76,26 +76,45 @@ _GRAPH, _GRAPHS = ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS
 def node_subgraphs(node: ir.Node) -> list[tuple[str, ir.Graph]]:
     """The subgraphs a node holds (If branches, Loop/Scan/SequenceMap bodies), each with the name
     of its attribute (`name[i]` for a list of graphs), in attribute order."""
-    if not node.attributes.data:  # most nodes: the fast answer of a whole-model walk
+    attributes = node.attributes.data
+    if not attributes:  # most nodes: the fast answer of a whole-model walk
         return []
     found: list[tuple[str, ir.Graph]] = []
     # `.data` is the plain dict under onnx_ir's Attributes (a UserDict): iterating it directly
     # makes the whole-model walks, done several times per sweep, about 3x faster
-    for name, attr in node.attributes.data.items():
+    for name, attr in attributes.items():
         kind = attr.type  # read first: most attributes are not graphs
         if kind == _GRAPH:
-            if not attr.is_ref():
-                found.append((name, attr.as_graph()))
-        elif kind == _GRAPHS and not attr.is_ref():
+            if attr.ref_attr_name is None:
+                found.append((name, _graph(attr)))
+        elif kind == _GRAPHS and attr.ref_attr_name is None:
             found.extend((f"{name}[{i}]", graph) for i, graph in enumerate(attr.as_graphs()))
     return found
 
 
 def subgraphs(node: ir.Node) -> list[ir.Graph]:
     """The subgraphs a node holds, without their attribute names."""
-    if not node.attributes.data:  # most nodes: no second call
+    attributes = node.attributes.data
+    if not attributes:  # most nodes
         return []
-    return [graph for _, graph in node_subgraphs(node)]
+    # the same walk as `node_subgraphs` without the names: asked for every node with
+    # attributes by every whole-model walk (twenty-odd per run), so no pairs built and dropped
+    found: list[ir.Graph] = []
+    for attr in attributes.values():
+        kind = attr.type
+        if kind == _GRAPH:
+            if attr.ref_attr_name is None:
+                found.append(_graph(attr))
+        elif kind == _GRAPHS and attr.ref_attr_name is None:
+            found.extend(attr.as_graphs())
+    return found
+
+
+def _graph(attr: ir.Attr) -> ir.Graph:
+    """The graph of a GRAPH attribute: its value when that is a Graph (always, for a model
+    read from a file), else what `as_graph` says (it raises on anything else)."""
+    value = attr.value
+    return value if type(value) is ir.Graph else attr.as_graph()
 
 
 def has_subgraph(node: ir.Node) -> bool:
