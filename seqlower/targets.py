@@ -590,11 +590,15 @@ def _branch_output_shapes_differ(node: ir.Node) -> str | None:
         if len(dims_a) != len(dims_b) or any(
             isinstance(x, int) and isinstance(y, int) and x != y for x, y in zip(dims_a, dims_b)
         ):
-            shown = [
-                [d if isinstance(d, int) else str(d) for d in dims] for dims in (dims_a, dims_b)
-            ]
+            shown = _dims_text(dims_a), _dims_text(dims_b)
             return f"shapes {shown[0]} and {shown[1]} for output {user_value_label(out)}"
     return None
+
+
+def _dims_text(dims: list[int | ir.SymbolicDim]) -> str:
+    """`[N, 3]`: a named dim by its name, a dim inference made up or left unnamed as `?`."""
+    names = [str(d) if isinstance(d, int) else d.value or "?" for d in dims]
+    return "[" + ", ".join("?" if n.startswith("unk__") else n for n in names) + "]"
 
 
 def _rank(value: ir.Value) -> int | None:

@@ -3,6 +3,8 @@ shows), what `check_target` makes an error, and what the CLI does with `--target
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx
 import onnx_ir as ir
@@ -145,6 +147,17 @@ def test_an_if_whose_branches_differ_in_shape_is_an_error_for_tract():
     (error,) = check.errors
     assert "tract types an If only when both branches agree" in error
     assert "shapes [8] and [4]" in error
+
+
+def test_dims_of_branches_that_differ_in_rank_read_as_names_or_question_marks():
+    model = parse("""g (float[N,3] x, float[4] v, bool c) => (float[?] y) {
+        y = If(c) <then_branch = t () => (float[N,?] a) { a = Identity(x) },
+                   else_branch = e () => (float[4] b) { b = Abs(v) }>
+    }""")
+    lowered, report = seqlower.optimize(model, target="tract")
+    (error,) = check_target(lowered, report, "tract").errors
+    assert re.search(r"shapes \[(N|\?), (3|\?)\] and \[4\]", error), error
+    assert "None" not in error and "unk__" not in error
 
 
 def test_a_loop_carrying_a_constant_of_size_0_starts_from_constant_of_shape_for_openvino():
