@@ -38,22 +38,20 @@ def rename_shadowing_values(model: ir.Model) -> int:
     taken = set(everywhere)
     in_scope: Counter[str] = Counter()
     renamed = 0
-    stack: list[ir.Graph | list[str]] = [model.graph]
+    stack: list[ir.Graph | set[str]] = [model.graph]
     while stack:
         item = stack.pop()
-        if isinstance(item, list):  # leaving a graph: its names go out of scope
+        if isinstance(item, set):  # leaving a graph: its names go out of scope
             in_scope.subtract(item)
             continue
-        local: list[str] = []
-        seen: set[str] = set()
+        local: set[str] = set()
         for value in _values(item):
             if not value.name:
                 continue
-            if in_scope[value.name] > 0 or value.name in seen:
+            if in_scope[value.name] > 0 or value.name in local:
                 value.name = _fresh(f"{value.name}_inner", taken)
                 renamed += 1
-            seen.add(value.name)
-            local.append(value.name)
+            local.add(value.name)  # type: ignore[arg-type]
         in_scope.update(local)
         stack.append(local)
         for node in reversed(list(item)):  # popped in graph order
