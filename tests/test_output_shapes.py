@@ -67,3 +67,34 @@ def test_a_lowered_export_declares_what_it_computes():
     assert not report.stop_reason.startswith("kept the original")
     for _, feeds, _ in stored_data_sets(ROOT, model):
         assert declared_shape_mismatches(lowered, feeds) == []
+
+
+def test_a_rank_inference_contradicts_becomes_the_inferred_shape():
+    model = ir.from_proto(onnx.parser.parse_model(HEADER + """
+        g (float[N, 3] x) => (float[N, 2, 3] y, float[M] z) {
+            y = Relu(x)
+            z = Neg(x)
+        }"""))  # fmt: skip
+    relax_unproved_output_dims(model)
+    assert _dims(model) == [[None, 3], [None, 3]]
+
+
+def test_a_rank_inference_cannot_give_stays_declared():
+    model = ir.from_proto(onnx.parser.parse_model(HEADER + """
+        g (float[N, 3] x, int64[K] s) => (float[A, B, C] y) {
+            y = Reshape(x, s)
+        }"""))  # fmt: skip
+    relax_unproved_output_dims(model)
+    assert _dims(model) == [["A", "B", "C"]]
+
+
+def test_kept_for_speed_an_export_declaring_the_wrong_rank_passes_the_checker():
+    # list editing by position, kept as given by --target onnxruntime: the exporter declares
+    # both outputs one rank too many (it reads `unbind` as keeping the axis)
+    case = pathlib.Path(__file__).parent / "fixtures" / "torch_newcomer" / "edit_assign_delete"
+    model = onnx.load(case / "model.onnx")
+    assert [len(o.type.tensor_type.shape.dim) for o in model.graph.output] == [3, 2]
+    lowered, _ = lower(model, target="onnxruntime")  # checked with full_check
+    assert [len(o.type.tensor_type.shape.dim) for o in lowered.graph.output] == [2, 1]
+    for _, feeds, _ in stored_data_sets(case, model):
+        assert declared_shape_mismatches(lowered, feeds) == []

@@ -1,0 +1,63 @@
+"""List code written the way a newcomer writes it (tests/fixtures/torch_newcomer, made by
+tools/export_torch_newcomer_fixtures.py), exported to measure the forms on programs nobody tuned
+them for: list editing by position (insert at the front, assign, `del`, `pop`), `while len(out)
+< n`, conditional appends, a parser's push/pop stack, greedy selection by `pop(i)`, zip over
+lists of two sources, nested lists flattened, per-level pairs, an index list sorted by key, beam
+bookkeeping, ragged padding, cumulative lists, a sliding token buffer, strided windows, a
+feature pyramid, boolean and float16 lists, and a list reversed by a loop.
+
+Every export runs under onnxruntime as exported and matches what PyTorch computed; each lowers
+for the default target to no sequence operator at all, and for onnxruntime with a reason for
+every sequence operator it keeps; the lowered models match the stored outputs on every data set
+(the later ones are edge cases: one element, an empty list, a loop that runs once or never,
+negative positions).
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import onnx
+import pytest
+from support import (
+    SEQUENCE_OPS,
+    assert_close_to_stored,
+    lower,
+    op_counts,
+    run_ort,
+    stored_data_sets,
+)
+
+ROOT = pathlib.Path(__file__).parent / "fixtures" / "torch_newcomer"
+CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
+
+
+def test_the_set_holds_at_least_fifteen_exports():
+    assert len(CASES) >= 15
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_export_keeps_sequence_operators_and_runs_as_exported(case):
+    model = onnx.load(ROOT / case / "model.onnx")
+    assert SEQUENCE_OPS & set(op_counts(model)), case
+    sets = list(stored_data_sets(ROOT / case, model))
+    assert len(sets) >= 2
+    for data_set, inputs, expected in sets:
+        actual = run_ort(model, inputs)
+        for value, got, want in zip(model.graph.output, actual, expected, strict=True):
+            assert_close_to_stored(got, want, f"{case}/{data_set}/{value.name}")
+
+
+@pytest.mark.parametrize("target", ["generic", "onnxruntime"])
+@pytest.mark.parametrize("case", CASES)
+def test_newcomer_export_lowers_and_matches_pytorch(case, target):
+    model = onnx.load(ROOT / case / "model.onnx")
+    lowered, report = lower(model, target=target)
+    if target == "generic":
+        assert not SEQUENCE_OPS & set(op_counts(lowered)), report.remaining
+    for op in report.remaining:
+        assert op.reason and op.reason != "no rule applies", op
+    for data_set, inputs, expected in stored_data_sets(ROOT / case, model):
+        actual = run_ort(lowered, inputs)
+        for value, got, want in zip(model.graph.output, actual, expected, strict=True):
+            assert_close_to_stored(got, want, f"{case}/{data_set}/{value.name}")
