@@ -12,7 +12,9 @@ added in the same unit, `BYTES_PER_LAUNCH` bytes read or written costing one lau
 - an If counts `IF_LAUNCHES` (running a branch is a subgraph call) plus its costlier branch;
 - a Loop or Scan body counts once per iteration, plus `ITERATION_LAUNCHES` per iteration for
   moving the carried values (a Loop `LOOP_ITERATION_LAUNCHES` more: measured 0.3 us more than a
-  Scan's iteration): the static trip count (a Scan's scanned dim), or `DYNAMIC_COUNT` when it
+  Scan's iteration): the static trip count (a Scan's scanned dim, the static length of the list
+  whose SequenceLength a Loop's trip count is, a Loop's carried list included when every
+  iteration keeps its length: `seqlower.analysis.static_lengths`), or `DYNAMIC_COUNT` when it
   is known only at run time;
 - a SequenceMap counts as onnxruntime runs it, as its ONNX function expansion: a Loop whose body
   per element reads each sequence input (SequenceAt), runs the map's body and appends each output
@@ -53,6 +55,7 @@ from collections.abc import Hashable
 
 import onnx_ir as ir
 
+from seqlower.analysis.static_lengths import StaticLengths
 from seqlower.analysis.static_values import StaticValues
 from seqlower.ops import is_sequence_value
 
@@ -86,7 +89,8 @@ def node_costs(model: ir.Model) -> dict[ir.Node, float]:
     into an identical one, count 0."""
     opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
     costs: dict[ir.Node, float] = {}
-    _Graph(StaticValues(opset), costs, {}).run(model.graph, 1.0, 1.0)
+    values = StaticValues(opset)
+    _Graph(values, StaticLengths(values), costs, {}).run(model.graph, 1.0, 1.0)
     return costs
 
 
@@ -95,9 +99,13 @@ class _Graph:
     the identical value onnxruntime keeps (common subexpressions), shared with the subgraphs."""
 
     def __init__(
-        self, values: StaticValues, costs: dict[ir.Node, float], alias: dict[ir.Value, ir.Value]
+        self,
+        values: StaticValues,
+        lengths: StaticLengths,
+        costs: dict[ir.Node, float],
+        alias: dict[ir.Value, ir.Value],
     ) -> None:
-        self.values, self.costs, self.alias = values, costs, alias
+        self.values, self.lengths, self.costs, self.alias = values, lengths, costs, alias
 
     def run(self, graph: ir.Graph, iterations: float, runs: float) -> float:
         """Adds the share of every node of `graph` (run `runs` times, `iterations` times in the
@@ -153,17 +161,17 @@ class _Graph:
         op = node.op_type
         if op == "Constant":
             return 0.0, 0.0
-        moved = _bytes_moved(node, iterations, self.values) / BYTES_PER_LAUNCH
+        moved = _bytes_moved(node, iterations, self.values, self.lengths) / BYTES_PER_LAUNCH
         if op in _COPIES_LIST:
             return 1.0 + (iterations / 2) / COPY_ELEMENTS + moved, 0.0
         if op in ("SplitToSequence", "ConcatFromSequence"):
-            return 1.0 + _elements(node, self.values) / COPY_ELEMENTS + moved, 0.0
+            return 1.0 + _elements(node, self.values, self.lengths) / COPY_ELEMENTS + moved, 0.0
         if op == "If":
             branches = []
             for attr in node.attributes.values():
                 if attr.type == ir.AttributeType.GRAPH:
                     shares: dict[ir.Node, float] = {}
-                    walk = _Graph(self.values, shares, dict(self.alias))
+                    walk = _Graph(self.values, self.lengths, shares, dict(self.alias))
                     branches.append((walk.run(attr.as_graph(), iterations, runs), shares))
             if not branches:
                 return IF_LAUNCHES, 0.0
@@ -173,11 +181,12 @@ class _Graph:
                 self.costs.update(shares if index == chosen else dict.fromkeys(shares, 0.0))
             return IF_LAUNCHES, costliest
         if op in ("Loop", "Scan", "SequenceMap"):
-            count = _count(node, self.values)
+            count = _count(node, self.values, self.lengths)
             body = node.attributes.get("body")
             if body is None or body.type != ir.AttributeType.GRAPH:
                 return 1.0, 0.0
-            walk = _Graph(self.values, self.costs, dict(self.alias))
+            self.lengths.register(node)
+            walk = _Graph(self.values, self.lengths, self.costs, dict(self.alias))
             per_iteration = walk.run(body.as_graph(), count, runs * count)
             if op == "SequenceMap":
                 return _sequence_map(node, count) + moved, count * per_iteration
@@ -186,13 +195,15 @@ class _Graph:
         return 1.0 + moved, 0.0
 
 
-def _bytes_moved(node: ir.Node, iterations: float, values: StaticValues) -> float:
+def _bytes_moved(
+    node: ir.Node, iterations: float, values: StaticValues, lengths: StaticLengths
+) -> float:
     """The bytes `node` reads and writes (see the module docstring)."""
     op = node.op_type
     if op in _NO_DATA or op in ("If", "Loop", "Scan", "SequenceLength", "SequenceEmpty"):
         return 0.0
     if op == "SequenceMap":  # each element read in (SequenceAt) and appended (SequenceInsert)
-        count = _count(node, values)
+        count = _count(node, values, lengths)
         reads = sum(2 * _bytes(v) for v in node.inputs if is_sequence_value(v))
         appends = sum(2 * _bytes(v) * (count / 2 + 1) for v in node.outputs)
         return count * (reads + appends)
@@ -210,9 +221,13 @@ def _bytes_moved(node: ir.Node, iterations: float, values: StaticValues) -> floa
     return total
 
 
-def _elements(node: ir.Node, values: StaticValues) -> float:
-    """How many tensors a SplitToSequence makes (a ConcatFromSequence reads: `DYNAMIC_COUNT`)."""
+def _elements(node: ir.Node, values: StaticValues, lengths: StaticLengths) -> float:
+    """How many tensors a SplitToSequence makes or a ConcatFromSequence reads (`DYNAMIC_COUNT`
+    when the length is not static)."""
     data = node.inputs[0] if node.inputs else None
+    if node.op_type == "ConcatFromSequence":
+        length = lengths.of(data)
+        return DYNAMIC_COUNT if length is None else float(length)
     if node.op_type != "SplitToSequence" or data is None or data.shape is None:
         return DYNAMIC_COUNT
     axis = node.attributes.get_int("axis", 0) % max(len(data.shape), 1)
@@ -255,6 +270,17 @@ def _itemsize(dtype: ir.DataType) -> float:
         return STRING_BYTES
 
 
+def _length_read(value: ir.Value, lengths: StaticLengths) -> int | None:
+    """The static length a trip count reads: SequenceLength(s), possibly through a Cast."""
+    node = value.producer()
+    while node is not None and node.op_type in ("Cast", "Identity") and node.inputs:
+        source = node.inputs[0]
+        node = source.producer() if source is not None else None
+    if node is None or node.op_type != "SequenceLength" or not node.inputs:
+        return None
+    return lengths.of(node.inputs[0])
+
+
 _ITEMSIZES = {dtype: _itemsize(dtype) for dtype in ir.DataType}  # read once per value
 
 
@@ -273,15 +299,22 @@ def _sequence_map(node: ir.Node, count: float) -> float:
     return setup + 1.0 + count * (reads + appends + step)
 
 
-def _count(node: ir.Node, values: StaticValues) -> float:
-    """How many times the body of a Loop, Scan or SequenceMap runs."""
+def _count(node: ir.Node, values: StaticValues, lengths: StaticLengths) -> float:
+    """How many times the body of a Loop, Scan or SequenceMap runs: a Loop's static trip count
+    or the static length of the list whose SequenceLength it is, a Scan's static scanned dim,
+    a SequenceMap's static list length."""
     first = node.inputs[0] if node.inputs else None
     if node.op_type == "Loop" and first is not None:
         count = values.get_int(first)
+        if count is None:
+            count = _length_read(first, lengths)
         # a `while` loop has the largest int64 as its trip count: its condition ends it
         if count is not None and count <= _LARGEST_STATIC_COUNT:
             return float(max(count, 0))
         return DYNAMIC_COUNT
+    if node.op_type == "SequenceMap":
+        length = lengths.of(first)
+        return DYNAMIC_COUNT if length is None else float(length)
     if node.op_type == "Scan":
         scanned = node.inputs[-1] if node.inputs else None
         shape = scanned.shape if scanned is not None else None
