@@ -117,3 +117,14 @@ def test_a_gather_of_a_negative_range_reads_rows():
     feeds = {"x": np.arange(12, dtype=np.float32).reshape(4, 3), "m": np.array(-1)}
     (rows,) = run_ort(model, feeds)
     assert rows.shape == (3, 3)
+
+
+def test_an_empty_split_vector_gives_chunks_of_one():
+    _skip_unless_it_holds("split-to-sequence-empty-split")
+    model = parse("""g (float[3,2] x, int64[K] sizes) => (int64 n) {
+        s = SplitToSequence<axis = 0>(x, sizes)
+        n = SequenceLength(s)
+    }""")
+    feeds = {"x": np.zeros((3, 2), np.float32), "sizes": np.zeros(0, np.int64)}
+    (n,) = run_ort(model, feeds)
+    assert n == 3  # the specification requires the sizes to add up to 3

@@ -219,6 +219,8 @@ def _footer(result: VerifyReport) -> list[str]:
     lines = list(result.notes)
     lines.extend(_skipped(result))
     for trial in result.trials:
+        if trial.status == "outside the specification":
+            continue  # said among the skipped trials
         if trial.reference_error:
             lines.append(f"{trial.head}: reference failed: {trial.reference_error}")
             continue
@@ -254,6 +256,17 @@ def _footer(result: VerifyReport) -> list[str]:
     return lines
 
 
+_SKIPPED = frozenset(
+    {
+        "both failed",
+        "both crashed",
+        "original failed",
+        "not comparable",
+        "outside the specification",
+    }
+)
+
+
 def _skipped(result: VerifyReport) -> list[str]:
     """Trials where both models failed, grouped by the error: `trials 4, 14 (skipped): both
     models failed: <error>`."""
@@ -261,15 +274,22 @@ def _skipped(result: VerifyReport) -> list[str]:
         return []  # the failures list these trials
     groups: dict[tuple[str, str], list[str]] = {}
     for trial in result.trials:
-        if trial.status not in ("both failed", "both crashed", "original failed", "not comparable"):
+        if trial.status not in _SKIPPED:
             continue
+        error = trial.original_error or ""
         if trial.status == "not comparable":
             what = f"not comparable in {trial.runtime}"
         elif trial.status == "original failed":
             what = "only the original failed (the candidate gave a result)"
+        elif trial.status == "outside the specification":
+            what = (
+                "only the candidate failed, and onnx.reference (the specification) fails on the "
+                "original too: onnxruntime ran an input the specification rejects"
+            )
+            error = trial.reference_error or ""
         else:
             what = f"both models {trial.status.split()[1]}"
-        groups.setdefault((what, trial.original_error or ""), []).append(str(trial.index))
+        groups.setdefault((what, error), []).append(str(trial.index))
     return [
         f"{'trial' if len(indices) == 1 else 'trials'} {', '.join(indices)} (skipped, not a "
         f"difference): {what}: {error}"

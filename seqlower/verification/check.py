@@ -49,6 +49,7 @@ from seqlower.verification.signature import (
     input_spec,
     output_names,
 )
+from seqlower.verification.specification import SpecificationJudge
 from seqlower.verification.supplied import check_feeds, load_supplied
 from seqlower.verification.values import Feeds, RuntimeValue
 
@@ -208,6 +209,9 @@ def verify(
             candidates=candidate_runners,
             natives=natives,
             reference=_reference_runner(original, original_ir) if reference else None,
+            specification=SpecificationJudge(
+                lambda: _reference_runner(original, original_ir), rtol=rtol, atol=atol
+            ),
             rtol=rtol,
             atol=atol,
             deadline=time.monotonic() + (math.inf if time_budget is None else time_budget),

@@ -61,10 +61,13 @@ Verdict = Literal[
     "both crashed",
     "cannot run",
     "unstable",
+    "outside the specification",
 ]
 """The verdict on one output in one trial. "missing": the candidate lacks the output.
 "unstable": the values differed, but a model gave other values when run again on the same
-inputs (a runtime that reads memory it never wrote), so the difference proves nothing."""
+inputs (a runtime that reads memory it never wrote), so the difference proves nothing.
+"outside the specification": only the candidate failed, and `onnx.reference` fails on the
+original too: onnxruntime ran an input the specification rejects."""
 
 TrialStatus = Literal[
     "ok",
@@ -78,6 +81,7 @@ TrialStatus = Literal[
     "cannot run",
     "unstable",
     "not comparable",
+    "outside the specification",
 ]
 
 
@@ -174,7 +178,8 @@ class VerifyReport:
     @property
     def skipped(self) -> int:
         """How many trials ran no comparison: both models failed or crashed, only the original
-        failed, or a model gave other values when run again."""
+        failed, only the candidate failed on an input the specification rejects, or a model
+        gave other values when run again."""
         return len({trial.index for trial in self.trials}) - self.compared
 
     @property
@@ -321,6 +326,16 @@ def _trial_failures(trial: TrialResult, strict_errors: bool) -> list[tuple[str, 
         return [(": ", f"only the original failed: {trial.original_error}")]
     if trial.status == "candidate failed":
         return [(": ", f"only the candidate failed: {trial.candidate_error}")]
+    if trial.status == "outside the specification":
+        if not strict_errors:
+            return []  # onnxruntime ran an input the specification rejects
+        return [
+            (
+                ": ",
+                f"only the candidate failed: {trial.candidate_error} (onnx.reference fails on "
+                f"the original too: {trial.reference_error})",
+            )
+        ]
     if trial.status == "both failed":
         if not strict_errors:
             return []

@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -287,7 +288,11 @@ class ReferenceRunner:
         declared = set(self._evaluator.input_names)
         names = list(self._evaluator.output_names)
         try:
-            results = self._evaluator.run(None, {k: v for k, v in feeds.items() if k in declared})
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # numpy's, on the empty or NaN values of a trial
+                results = self._evaluator.run(
+                    None, {k: v for k, v in feeds.items() if k in declared}
+                )
         except Exception as error:  # the evaluator has bugs of its own; report them
             return RunOutcome(error=error_message(error))
         if isinstance(results, dict):

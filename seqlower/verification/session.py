@@ -56,6 +56,7 @@ from seqlower.verification.runner import IsolatedRunner, ReferenceRunner, RunOut
 from seqlower.verification.runtimes import ModelData
 from seqlower.verification.saved import Reproduction
 from seqlower.verification.signature import InputSpec, feedable_inputs
+from seqlower.verification.specification import SpecificationJudge
 from seqlower.verification.trial import compare_trial
 from seqlower.verification.values import Feeds, RuntimeValue, describe_value
 
@@ -128,6 +129,7 @@ class Session:
         candidates: Sequence[IsolatedRunner],
         natives: Mapping[str, IsolatedRunner] | None = None,
         reference: ReferenceRunner | None,
+        specification: SpecificationJudge | None = None,
         rtol: float | None,
         atol: float | None,
         deadline: float,
@@ -148,6 +150,7 @@ class Session:
         self._not_native: dict[str, str] = {}  # runtimes the original does not load in
         self._runtime_differs: dict[str, list[int]] = {}
         self._reference = reference
+        self._specification = specification
         self._rtol, self._atol = rtol, atol
         self._deadline = deadline
         self._timeout = timeout
@@ -288,6 +291,8 @@ class Session:
                 if alternative.status == "ok":
                     self._runtime_differs.setdefault(runner.runtime, []).append(index)
                     result = alternative
+            if against is first:
+                result = self._judged(result, feeds, first)
             result = dataclasses.replace(result, runtime=runner.runtime, loops=loops, plan=plan)
             original_runtime = "onnxruntime" if against is first else runner.runtime
             if result.status == "differ" and not self._stable(
@@ -403,6 +408,27 @@ class Session:
             return True  # the candidate alone changes: it cannot be relied on, the difference holds
         self._confirmed = original_same
         return self._confirmed
+
+    def _judged(self, result: TrialResult, feeds: Feeds, original: RunOutcome) -> TrialResult:
+        """`result`, or where only the candidate failed and `onnx.reference` fails on the
+        original too, the same trial as "outside the specification" (onnxruntime ran an input
+        the specification rejects: see `seqlower.verification.specification`)."""
+        if self._specification is None:
+            return result
+        if result.status == "ok" and original.outputs is not None:
+            self._specification.witness(feeds, original.outputs)
+        if result.status != "candidate failed" or time.monotonic() > self._deadline:
+            return result
+        excuse = self._specification.excuse(feeds)
+        if excuse is None:
+            return result
+        outputs = tuple(
+            dataclasses.replace(output, verdict="outside the specification")
+            for output in result.outputs
+        )
+        return dataclasses.replace(
+            result, status="outside the specification", outputs=outputs, reference_error=excuse
+        )
 
     def _same(self, outcome: RunOutcome, again: RunOutcome) -> bool:
         if outcome.outputs is None or again.outputs is None:

@@ -1,0 +1,89 @@
+"""Only the candidate failed, on an input the specification rejects: onnx.reference decides.
+
+onnxruntime splits a list by an empty vector of sizes into chunks of one; the specification
+requires the sizes to add up to the dim. A lowered model follows the specification and fails
+there. verify runs the original under onnx.reference on such a trial, and skips it when the
+reference fails too, once the reference agreed with onnxruntime on a trial both models ran.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from seqlower import optimize, runtime_quirks
+from seqlower.verification import verify
+from seqlower.verification.runner import ReferenceRunner
+from seqlower.verification.specification import SpecificationJudge
+
+UNBATCH = Path(__file__).resolve().parent.parent / "fixtures" / "torch_wild" / "pyg_unbatch"
+X = np.arange(12, dtype=np.float32).reshape(4, 3)
+TWO_GRAPHS = {"x": X, "batch": np.array([0, 0, 1, 1], np.int64)}
+NO_GRAPH = {"x": X, "batch": np.full(4, -1, np.int64)}  # every id negative: no size at all
+
+
+@pytest.fixture(scope="module")
+def unbatch() -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    if not runtime_quirks.holds("split-to-sequence-empty-split"):
+        pytest.skip("onnxruntime no longer splits by an empty vector of sizes")
+    model = onnx.load(UNBATCH / "model.onnx")
+    return model, optimize(model).model
+
+
+def test_a_trial_the_specification_rejects_is_skipped_not_a_difference(unbatch):
+    report = verify(*unbatch, inputs=[TWO_GRAPHS, NO_GRAPH])
+    assert [trial.status for trial in report.trials] == ["ok", "outside the specification"]
+    rejected = report.trials[1]
+    assert "out of data bounds" in rejected.candidate_error
+    assert "concatenate" in rejected.reference_error  # onnx.reference: no chunk to concatenate
+    assert report.equivalent and report.skipped == 1
+
+
+def test_strict_errors_report_it_with_both_errors(unbatch):
+    report = verify(*unbatch, inputs=[TWO_GRAPHS, NO_GRAPH], strict_errors=True)
+    assert not report.equivalent
+    (line,) = report.failures()
+    assert line.startswith("trial 1: only the candidate failed: ")
+    assert "onnx.reference fails on the original too: " in line
+
+
+def test_without_a_trial_that_vouches_for_the_reference_it_is_a_difference(unbatch):
+    report = verify(*unbatch, inputs=[NO_GRAPH, TWO_GRAPHS])
+    # the rejected input comes first: nothing had shown onnx.reference agrees with onnxruntime
+    assert [trial.status for trial in report.trials] == ["candidate failed", "ok"]
+    assert not report.equivalent
+
+
+def test_a_reference_that_disagrees_on_the_witness_excuses_nothing(unbatch):
+    model, _ = unbatch
+    wrong = {"centred": np.zeros((4, 3), np.float32), "readout": np.zeros((2, 3), np.float32)}
+    judge = SpecificationJudge(lambda: ReferenceRunner(model))
+    judge.witness(TWO_GRAPHS, wrong)
+    assert judge.excuse(NO_GRAPH) is None
+
+
+def test_a_reference_that_runs_the_input_excuses_nothing(unbatch):
+    model, _ = unbatch
+    right = ReferenceRunner(model).run(TWO_GRAPHS).outputs
+    judge = SpecificationJudge(lambda: ReferenceRunner(model))
+    judge.witness(TWO_GRAPHS, right)
+    assert judge.excuse(TWO_GRAPHS) is None  # it runs: a candidate failing there is to blame
+    assert "concatenate" in judge.excuse(NO_GRAPH)
+
+
+def test_the_command_says_why_the_trial_was_skipped(unbatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from seqlower.cli.app import app
+
+    original, lowered = tmp_path / "model.onnx", tmp_path / "lowered.onnx"
+    onnx.save(unbatch[0], original)
+    onnx.save(unbatch[1], lowered)
+    result = CliRunner().invoke(app, ["verify", str(original), str(lowered)])  # trial 15: no id
+    assert result.exit_code == 0, result.output
+    assert "only the candidate failed, and onnx.reference (the specification) fails" in (
+        result.output
+    )
