@@ -36,6 +36,7 @@ from seqlower.lists.tensors import (
     int64,
     scalar_int,
 )
+from seqlower.ops import graphs_within
 from seqlower.rewriter import Builder, Rewriter
 
 # Where to emit the table of a list: a builder in the graph that defines it, placed before the
@@ -61,6 +62,8 @@ class ListForms:
         # a table's starts and ends as [n, 1] columns (by the id of its starts), for reads at
         # a loop's iteration number
         self._columns: dict[int, tuple[ir.Value, ...]] = {}
+        # the ids of the graphs within a Loop body (by the body's id), for `bounds`
+        self._within: dict[int, set[int]] = {}
         self._placement = placement
         self._tables: dict[int, Table] = {}
         # elements read from a stacked list at a position known to be in range (ids): the
@@ -149,10 +152,13 @@ class ListForms:
         splices at the same bounds."""
         starts, ends, _ = self.table(s).spans(buffer)
         key = ("bounds", id(starts), id(p), id(b.graph))
-        if id(p) in self.counters and starts.graph is not b.graph:
+        if id(p) in self.counters and not self._inside(starts.graph, p.graph):
             # read at the iteration number of a loop the list is defined outside of: the
             # table's columns ([n, 1], made once before the loop) give [1] bounds by one
-            # Gather each at the scalar, no Reshape of it in every iteration
+            # Gather each at the scalar, no Reshape of it in every iteration (a list the
+            # body or a branch in it defines, one it carries, has its table made in every
+            # iteration: there the columns would be two Unsqueezes per iteration, not one
+            # Reshape of p shared by the lists read at p)
             columns = self._columns.get(id(starts))
             if columns is None:
                 at = self._placement(s)
@@ -168,12 +174,23 @@ class ListForms:
             return start, end
 
         def make() -> tuple[ir.Value, ...]:
-            p1 = b.op("Reshape", [int64(b, p), b.ints([1], "one_d")])
+            p1 = self.index1(b, p)  # shared by the lists read or edited at p here
             start = b.op("Gather", [starts, p1], name="start")  # fails outside [-n, n-1]
             return start, b.op("Gather", [ends, p1], name="end")
 
         start, end = self._once(b, key, make)
         return start, end
+
+    def _inside(self, graph: ir.Graph | None, body: ir.Graph | None) -> bool:
+        """Whether `graph` is `body` or a graph nested in it (its Ifs' branches...). The
+        graphs of a body are listed once; a graph added to it later counts as outside, which
+        only costs the Unsqueezes `bounds` would then make (both forms read the same bounds)."""
+        if graph is None or body is None:
+            return False
+        within = self._within.get(id(body))
+        if within is None:
+            within = self._within[id(body)] = {id(g) for g in graphs_within(body)}
+        return id(graph) in within
 
     def last_start(self, b: Builder, s: TensorList) -> tuple[tuple[ir.Value, ...], ir.Value]:
         """`paired.last_start`, made once per graph for one list."""

@@ -14,7 +14,9 @@ spliced at once:
     SequenceInsert(SequenceErase(s, p), x, p), p >= 0 (an assignment, `xs[p] = x`)
                               -> each buffer with [starts[p], ends[p]) replaced by piece(x) ;
                                  ScatterND(table, [[p]], entry(x))  (starts[p] fails for p >= n,
-                                 as the erase does)
+                                 as the erase does); a 1-D table (ragged):
+                                 ScatterElements(table, [p], entry(x)), [p] shared with the
+                                 bounds
 """
 
 from __future__ import annotations
@@ -86,8 +88,15 @@ def _assign(
     for k, (piece, buffer) in enumerate(zip(pieces, s.buffers)):
         start, end = forms.bounds(b, s, p, k)  # fails for p >= n
         parts.append(splice(b, buffer, start, end, piece))
+    table = s.parts[-1]
+    if s.layout.kind == "ragged":
+        # a ragged table ([n] first dims, entry [1]): the [p] the bounds were read at is the
+        # index, no Reshape of p to [[p]] for a ScatterND
+        index = forms.index1(b, p)
+        parts.append(b.op("ScatterElements", [table, index, entry], name="list_table"))
+        return TensorList(tuple(parts), s.layout)
     index = b.op("Reshape", [int64(b, p), b.ints([1, 1], "index_shape")])
-    parts.append(b.op("ScatterND", [s.parts[-1], index, entry], name="list_table"))
+    parts.append(b.op("ScatterND", [table, index, entry], name="list_table"))
     return TensorList(tuple(parts), s.layout)
 
 

@@ -443,14 +443,15 @@ agraph (float[N,2,3] x, float[K,3] r, int64 p) => (float[?,3] y, int64 n, float[
 )
 def test_a_ragged_assignment_splices_the_data_and_scatters_the_sizes(position):
     """`xs[1] = r` on a list of [2, 3] elements, r of [K, 3]: the unbind is ragged (rows of
-    one [N * 2, 3] tensor), the assignment one splice and one ScatterND on the sizes; a
-    run-time position that may be negative is an erase and an insert."""
+    one [N * 2, 3] tensor), the assignment one splice and one ScatterElements on the sizes
+    (the 1-D table); a run-time position that may be negative is an erase and an insert."""
     model = parse(RAGGED_ASSIGN.format(position=position))
     lowered, report = lower_tensor_form(model)
     assert sequence_op_count(lowered) == 0
     assert {node.tier for node in report.nodes} == {"ragged"}
     counts = op_counts(lowered)
-    assert ("ScatterND" in counts) == position.startswith("q = Constant")
+    assert ("ScatterElements" in counts) == position.startswith("q = Constant")
+    assert "ScatterND" not in counts
     rng = np.random.default_rng(11)
     for rows in (0, 1, 2, 4):
         for k in (0, 1, 3):
@@ -554,8 +555,11 @@ def test_a_grown_cache_reads_and_splices_each_element_at_bounds_found_once():
     assert {node.tier for node in report.nodes} - {"direct"} == {"ragged"}
     body = next(n for n in lowered.graph.node if n.op_type == "Loop").attribute[0].g
     counts = Counter(node.op_type for node in body.node)
-    # the read and the splice share Gather(starts, i) and Gather(ends, i); one ScatterND
-    assert counts["Gather"] == 2 and counts["ScatterND"] == 1 and "Split" not in counts
+    # the read and the splice share Gather(starts, [i]) and Gather(ends, [i]), and the sizes'
+    # ScatterElements the same [i]: one Reshape of i per iteration, no Unsqueeze of the table
+    # (made in every iteration: the list is carried)
+    assert counts["Gather"] == 2 and counts["ScatterElements"] == 1 and "Split" not in counts
+    assert counts["Reshape"] == 1 and "Unsqueeze" not in counts and "ScatterND" not in counts
     rng = np.random.default_rng(4)
     for layers, rows in ((0, 2), (1, 0), (3, 2)):
         fed = {
@@ -565,3 +569,57 @@ def test_a_grown_cache_reads_and_splices_each_element_at_bounds_found_once():
         if layers == 0:  # nothing to concatenate: fails in onnxruntime only (see forms.py)
             continue
         assert_same_outputs(model, lowered, fed)
+
+
+# a cache updated the way transformers' DynamicCache.update does it, per layer i: append while
+# the list is shorter (the prompt's step), else grow element i; attention reads element i
+CACHE_UPDATE = """
+agraph (float[L,P,3] past, float[1,3] r, int64 layers) => (float[?,3] y, int64 n) {
+    s = SplitToSequence <axis=0, keepdims=0> (past)
+    t = Constant <value=bool {1}> ()
+    z = Constant <value=float[1,3] {0,0,0}> ()
+    s2, acc = Loop (layers, t, s, z) <body = g (int64 i, bool c, seq(float[?,3]) xs,
+                                                   float[1,3] a) => (bool c2,
+                                                   seq(float[?,3]) xs3, float[1,3] a2) {
+        n0 = SequenceLength (xs)
+        short = LessOrEqual (n0, i)
+        xs3 = If (short) <
+            then_branch = th () => (seq(float[?,3]) appended) {
+                appended = SequenceInsert (xs, r)
+            },
+            else_branch = el () => (seq(float[?,3]) assigned) {
+                e = SequenceAt (xs, i)
+                grown = Concat <axis=0> (e, r)
+                xs2 = SequenceErase (xs, i)
+                assigned = SequenceInsert (xs2, grown, i)
+            }>
+        k = SequenceAt (xs3, i)
+        zero1 = Constant <value=int64[1] {0}> ()
+        summed = ReduceSum <keepdims=1> (k, zero1)
+        a2 = Add (a, summed)
+        c2 = Identity (c)
+    }>
+    cat = ConcatFromSequence <axis=0> (s2)
+    y = Concat <axis=0> (cat, acc)
+    n = SequenceLength (s2)
+}"""
+
+
+def test_a_cache_updated_in_a_branch_reads_at_the_iteration_number_without_columns():
+    """The list is carried, so its table is made in every iteration (in the body, or in the
+    branch after an append): its bounds at i are Gathers at one Reshape of i shared by the
+    reads and the sizes' ScatterElements, not [n, 1] columns made by two Unsqueezes each time."""
+    model = parse(CACHE_UPDATE)
+    lowered, _report = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    kinds = op_counts(lowered)
+    assert "Unsqueeze" not in kinds and "ScatterND" not in kinds, kinds
+    assert kinds["ScatterElements"] == 1, kinds
+    rng = np.random.default_rng(5)
+    for layers, rows, steps in ((0, 2, 2), (2, 1, 2), (2, 0, 3), (3, 2, 1), (1, 2, 3)):
+        fed = {
+            "past": rng.standard_normal((layers, rows, 3)).astype(np.float32),
+            "r": rng.standard_normal((1, 3)).astype(np.float32),
+            "layers": np.array(steps, np.int64),
+        }
+        assert_same_or_both_fail(model, lowered, fed)
