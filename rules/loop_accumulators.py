@@ -8,6 +8,8 @@
         -> the scan output reversed once after the loop, before acc0
     body: acc1 = If(c, then: Concat(acc, p, axis=a), else: acc)  (grows only sometimes)
         -> scan outputs of p and c, then Compress(scan of p, scan of c, axis=0)
+    body: acc1, b1 = If(c, then: (Concat(acc, p), ..), else: (acc, ..))  (one If grows several)
+        -> the same for acc; the If keeps its other values (each grown by this rule in turn)
 
 This is the form a scripted `res = torch.cat((res, piece.unsqueeze(0)))` loop exports to
 (torchvision's Mask R-CNN and Keypoint R-CNN do it): no sequence operator, but a carried value
@@ -18,6 +20,12 @@ with the piece's own axis `a` (of a size k that is the same in every iteration) 
 piece's other dims are not static, gives the result its true shape when no iteration runs
 (onnxruntime then stacks zero-size dims). The accumulator may pass through Identity and Casts
 to its own type on its way in.
+
+The piece computed in the growing branch moves before the If when computing it in every
+iteration cannot fail: total operators, a Gather of an outer tensor at the iteration number
+along a dim the loop walks, or a node the body already runs in every iteration on the same
+inputs (`if keep[i]: boxes.append(x[i])` after `keep[i]` was read); else the If stays, giving
+the piece or zeros of its shape.
 
 The Loop carries one value fewer. Only the Concat (or If) may read the accumulator in the body;
 after the loop anything may. A piece whose size along `a` may change between iterations stays an
@@ -32,11 +40,13 @@ from __future__ import annotations
 __all__ = ["RULES"]
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.loop_shapes import INVARIANT, LoopShapes
+from seqlower.analysis.masked_loops import gathers_at_iteration
 from seqlower.cost import COPY_ELEMENTS, DYNAMIC_COUNT
 from seqlower.ops import graphs_within, subgraphs
 from seqlower.options import SPEED_FIRST_TARGETS
@@ -65,6 +75,7 @@ class AccumulatorPlan:
     hoist: tuple[ir.Node, ...] = ()  # nodes of the growing branch that compute the piece
     filler: bool = False  # the If stays, its other branch giving zeros of the piece's shape
     passed: tuple[ir.Node, ...] = ()  # Identity and Cast nodes the accumulator goes through
+    output: int = 0  # which of the If's values is the grown accumulator
 
 
 def _check(node: ir.Node, ctx: Context) -> AccumulatorPlan | Refusal:
@@ -140,11 +151,10 @@ def _plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) -> Accumu
         return ""
     if [o for o in body.outputs if o is body_output] != [body_output] or body_output.uses():
         return "its next value is also read in the body"
-    keep, negate, hoist = None, False, ()
+    keep, negate, hoist, output = None, False, (), 0
     if update.op_type == "If":
-        if len(update.outputs) != 1:
-            return f"If '{update.name}' that grows it gives more than one value"
-        found = _branch_concat(update, body_input, dtype)
+        output = list(update.outputs).index(body_output)
+        found = _branch_concat(update, output, body_input, dtype)
         if isinstance(found, str):
             return found
         concat, negate, branch, passed = found
@@ -193,7 +203,7 @@ def _plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) -> Accumu
         size = dim if isinstance(dim, int) else None
     filler = False
     if keep is not None:
-        hoist = _hoistable(scanned, branch, ctx)
+        hoist = _hoistable(scanned, branch, ctx, _runs_anyway(node, ctx))
         if isinstance(hoist, str):
             if size is None:
                 return f"If '{update.name}': {hoist}, and the piece's size is not static"
@@ -213,7 +223,7 @@ def _plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) -> Accumu
     plan = AccumulatorPlan(
         index, update, concat, scanned, axis, rank, size, unsqueezed, static_dims,  # type: ignore[arg-type]
         dtype, _static_dims(init, rank, ctx), prepend, keep, negate, hoist, filler,
-        tuple(passed),
+        tuple(passed), output,
     )  # fmt: skip
     if ctx.rewriter.opset(node.graph) < 14 and _may_reshape_to_zero(plan):
         return (
@@ -272,18 +282,17 @@ def _unsqueezed_on(value: ir.Value, axis: int, rank: int, ctx: Context) -> ir.Va
 
 
 def _branch_concat(
-    if_node: ir.Node, body_input: ir.Value, dtype: ir.DataType | None
+    if_node: ir.Node, output: int, body_input: ir.Value, dtype: ir.DataType | None
 ) -> tuple[ir.Node, bool, ir.Graph, list[ir.Node]] | str:
     """(the Concat, True when it is in the else branch, that branch, the transparent nodes
-    passed) for an If whose one branch grows the accumulator and whose other passes it
-    through; else why not."""
+    passed) for an If whose one branch grows the accumulator (its value `output`) and whose
+    other passes it through; else why not."""
     grows = []
     passed: list[ir.Node] = []
     branches = {id(g) for b in subgraphs(if_node) for g in graphs_within(b)}
     for negate, attr in ((False, "then_branch"), (True, "else_branch")):
         branch = if_node.attributes[attr].as_graph()
-        (out,) = branch.outputs
-        value, stripped = _strip(out, dtype)
+        value, stripped = _strip(branch.outputs[output], dtype)
         passed += stripped
         if value is body_input:
             continue
@@ -297,6 +306,41 @@ def _branch_concat(
     if any(id(use.node.graph) not in branches for use in body_input.uses()):
         return "the body reads it outside the If that grows it"
     return concat, negate, branch, passed
+
+
+def _runs_anyway(loop: ir.Node, ctx: Context) -> Callable[[ir.Node], bool]:
+    """Whether a node of a branch in `loop`'s body would succeed in every iteration: a Gather
+    of an outer tensor at the iteration number along a dim the loop walks, or a node the body
+    runs in every iteration (at its top level) with the same operator, attributes and
+    inputs."""
+    body = _body(loop)
+    walked = {id(g) for g in gathers_at_iteration(loop, ctx.facts.values)}
+    twins: dict[tuple, ir.Node] = {}
+    for node in body:
+        key = _node_key(node)
+        if key is not None:
+            twins.setdefault(key, node)
+
+    def safe(node: ir.Node) -> bool:
+        if id(node) in walked:
+            return True
+        key = _node_key(node)
+        return key is not None and key in twins
+
+    return safe
+
+
+def _node_key(node: ir.Node) -> tuple | None:
+    """What makes two nodes compute the same thing (None for nodes with subgraphs or tensor
+    attributes, never compared)."""
+    attributes = []
+    for name, attr in sorted(node.attributes.data.items()):
+        if attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS, ir.AttributeType.TENSOR):
+            return None
+        value = attr.value
+        attributes.append((name, tuple(value) if isinstance(value, list | tuple) else value))
+    inputs = tuple(id(v) if v is not None else None for v in node.inputs)
+    return (node.domain, node.op_type, node.overload, inputs, tuple(attributes))
 
 
 def _launches_saved(node: ir.Node, plan: AccumulatorPlan, ctx: Context) -> tuple[float, float]:
@@ -370,7 +414,7 @@ def _to_scan_output(node: ir.Node, plan: AccumulatorPlan, ctx: Context) -> None:
     body.outputs.extend(scans)
     unsqueeze = _unsqueeze(plan)
     if not plan.filler:
-        _remove_update(plan)
+        _remove_update(plan, ctx)
     _remove_unread([plan.concat, *plan.passed, unsqueeze])
     body.inputs.pop(2 + k)
 
@@ -428,8 +472,8 @@ def _branch_pieces(plan: AccumulatorPlan, filler: ir.Value, ctx: Context) -> ir.
         else:
             value = ctx.rewriter.before(anchor).op("Identity", [plan.piece], name="piece")
         value.type = ir.TensorType(plan.dtype)
-        branch.outputs[0] = value
-    result = plan.update.outputs[0]
+        branch.outputs[plan.output] = value
+    result = plan.update.outputs[plan.output]
     result.type = ir.TensorType(plan.dtype)
     result.shape = None
     return result
@@ -443,13 +487,38 @@ def _unsqueeze(plan: AccumulatorPlan) -> ir.Node | None:
     return _strip(piece, plan.dtype)[0].producer()
 
 
-def _remove_update(plan: AccumulatorPlan) -> None:
-    """Remove the Concat, or the If around it (whose branches then read nothing)."""
+def _remove_update(plan: AccumulatorPlan, ctx: Context) -> None:
+    """Remove the Concat, or the If around it (whose branches then read nothing); an If that
+    gives other values too is rebuilt without the grown one."""
     update = plan.update
+    if len(update.outputs) > 1:
+        _drop_if_output(update, plan.output, ctx)
+        return
     for branch in subgraphs(update):
         for inner in branch.all_nodes():
             for i in range(len(inner.inputs)):
                 inner.replace_input_with(i, None)
+    update.graph.remove(update, safe=True)  # type: ignore[union-attr]
+
+
+def _drop_if_output(update: ir.Node, output: int, ctx: Context) -> None:
+    """Replace If `update` by one over the same branches without its value `output` (which
+    nothing reads any more)."""
+    branches = {}
+    for attr in ("then_branch", "else_branch"):
+        branch = update.attributes[attr].as_graph()
+        branch.outputs.pop(output)
+        branches[attr] = branch
+    condition = update.inputs[0]
+    assert condition is not None
+    rebuilt = ctx.rewriter.before(update).ops(
+        "If", [condition], branches, num_outputs=len(update.outputs) - 1, name="if"
+    )
+    kept = [v for k, v in enumerate(update.outputs) if k != output]
+    for old, new in zip(kept, rebuilt, strict=True):
+        new.type, new.shape = old.type, old.shape
+        ctx.rewriter.replace(old, new)
+    # the branches moved to the new If: detach the old one without touching them
     update.graph.remove(update, safe=True)  # type: ignore[union-attr]
 
 

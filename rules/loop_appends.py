@@ -35,6 +35,7 @@ from __future__ import annotations
 __all__ = ["RULES"]
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import onnx_ir as ir
@@ -155,10 +156,16 @@ _TOTAL_UNARY = frozenset(
 _TOTAL_WITH_A_SCALAR = frozenset({"Add", "Sub", "Mul"})  # and Div on floats
 
 
-def _hoistable(tensor: ir.Value, branch: ir.Graph, ctx: Context) -> tuple[ir.Node, ...] | str:
+def _hoistable(
+    tensor: ir.Value,
+    branch: ir.Graph,
+    ctx: Context,
+    runs_anyway: Callable[[ir.Node], bool] | None = None,
+) -> tuple[ir.Node, ...] | str:
     """The nodes of `branch` that compute `tensor`, in order, when running them in every
-    iteration cannot fail: unary elementwise ops, and arithmetic with a one-element constant
-    (a broadcast against it always works). Else why not."""
+    iteration cannot fail: unary elementwise ops, arithmetic with a one-element constant
+    (a broadcast against it always works), and nodes `runs_anyway` vouches for (the caller
+    knows they succeed in every iteration). Else why not."""
     needed: set[int] = set()
     pending = [tensor]
     while pending:
@@ -180,6 +187,8 @@ def _hoistable(tensor: ir.Value, branch: ir.Graph, ctx: Context) -> tuple[ir.Nod
             total = present[0].dtype not in (None, ir.DataType.STRING)
         if op == "Unsqueeze":
             total = _valid_unsqueeze(node, ctx)
+        if not total and runs_anyway is not None:
+            total = runs_anyway(node)
         if not total or node.attributes.get("value_string") is not None:
             return (
                 f"a branch computes the appended tensor with {op}, which could fail in "

@@ -26,7 +26,7 @@ RULE = "loop-concat-to-scan"
 FIRED = {
     "cat_columns": {RULE: 1, "loop-batch": 1},
     "cat_pairs": {"loop-batch": 1},
-    "cond_grow": {RULE: 1},
+    "cond_grow": {RULE: 1, "loop-batch": 1},  # its branch reads x[i], which the body reads anyway
     "growing": {"loop-batch": 1},
     "keypoints": {RULE: 2},
     "paste_masks": {RULE: 1},
