@@ -34,6 +34,7 @@ from seqlower.rules import (
     unit_axes,
     unrolled_maps,
     unsqueezed_stacks,
+    while_length,
     whole_split,
 )
 
@@ -51,6 +52,7 @@ def default_rules() -> RuleSet:
         + concat.RULES
         + control_flow.RULES
         + if_select.RULES  # an If in a body picking one of two small tensors
+        + while_length.RULES  # `while len(out) < n: out.append(x)`: a counted loop
         + loop_batching.RULES
         + loop_chunks.RULES  # chunks of any sizes, mapped elementwise
         + loops.RULES
