@@ -181,12 +181,24 @@ def _exit_usage_error(error: click.exceptions.ClickException) -> NoReturn:
     sys.exit(error.exit_code)
 
 
+# options users bring from one command to another that has none: what does their job there
+_OPTION_ELSEWHERE = {
+    ("optimize", "--runtime"): (
+        "optimize has no --runtime: with --verify the lowered model runs in the --target's "
+        "runtime (--target openvino or --target tract; onnxruntime otherwise)"
+    ),
+}
+
+
 def usage_error_line(error: click.exceptions.ClickException) -> str:
     """`error: <problem>; see '<command> --help'` on one line."""
     message = " ".join(error.format_message().split()).rstrip(".")
+    ctx = getattr(error, "ctx", None)
+    if isinstance(error, click.exceptions.NoSuchOption) and ctx is not None:
+        option = (error.option_name or "").split("=")[0]
+        message = _OPTION_ELSEWHERE.get((ctx.command.name, option), message)
     if message[:1].isupper() and message[1:2].islower():
         message = message[0].lower() + message[1:]
-    ctx = getattr(error, "ctx", None)
     if ctx is not None and ctx.command.get_help_option(ctx) is not None:
         return f"error: {message}; see '{ctx.command_path} --help'"
     return f"error: {message}"

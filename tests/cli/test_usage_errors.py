@@ -26,6 +26,13 @@ USAGE_ERRORS = {
     ),
     "unknown command": (["frobnicate"], "no such command 'frobnicate'"),
     "quiet and verbose": (["optimize", "-q", "-v", "a", "b"], "--quiet and --verbose cannot"),
+    # verify's option, tried on optimize: the hint (--target openvino --verify) is followed in
+    # tests/verify/test_verify_users.py::test_the_readme_example_verifies_under_openvino
+    "runtime on optimize": (
+        ["optimize", "--verify", "--runtime", "openvino", "a", "b"],
+        "optimize has no --runtime: with --verify the lowered model runs in the --target's "
+        "runtime (--target openvino or --target tract; onnxruntime otherwise)",
+    ),
 }
 
 
