@@ -97,6 +97,7 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         split_by_a_long_vector,
         split_declaring_more_than_it_holds,
     )
+    from tests.test_hostile_shapes import inserts_at_the_front, lengths_as_outputs
 
     return {
         "10^6 chunks read at a run-time position": chunks_at_runtime_position(10**6),
@@ -126,6 +127,8 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
             rounds_of_read_reshape_insert(4000)
         ),
         "30 SequenceMaps nested in SequenceMap bodies": nested_maps(30),
+        "10k SequenceInserts at position 0": inserts_at_the_front(10_000),
+        "10k graph outputs, each a SequenceLength": lengths_as_outputs(10_000),
     }
 
 

@@ -27,7 +27,7 @@ from seqlower.ops import (
     iter_all_graphs,
     subgraphs,
 )
-from seqlower.uses import replace_all_uses
+from seqlower.uses import OutputPositions, remove_node, replace_all_uses
 
 _DEFAULT_OPSET = 11
 _SCRATCH = "scratch"  # the hint of a scratch builder, before the hints of what it builds
@@ -108,6 +108,7 @@ class Rewriter:
         self._consumed: list[tuple[ir.Node, str]] = []
         self._generation = 0
         self._list_generation = 0
+        self._outputs = OutputPositions()
         self._model_opset = model.opset_imports.get("", _DEFAULT_OPSET)
         self._function_opsets: dict[int, int] = {}
         for function in model.functions.values():
@@ -227,6 +228,7 @@ class Rewriter:
             else:
                 graph.append(carrier)
             new = carrier.outputs[0]
+        self._outputs.replace(graph, old, new)
         replace_all_uses(old, new, replace_graph_outputs=True)
 
 
@@ -373,7 +375,7 @@ class Builder:
             for hint, name in names.given
         }
         for node in list(graph):
-            graph.remove(node)
+            remove_node(graph, node)
             node.name = renamed[node.name]  # type: ignore[index]
             for output in node.outputs:
                 output.name = renamed[output.name]  # type: ignore[index]

@@ -24,6 +24,7 @@ import onnx_ir as ir
 from seqlower.analysis.static_values import StaticValues
 
 _SAME_LENGTH = frozenset({"Identity", "Optional", "OptionalGetElement"})
+_EDITS = frozenset({"SequenceInsert", "SequenceErase"})
 
 
 class StaticLengths:
@@ -49,9 +50,28 @@ class StaticLengths:
         if value in self._assumed:
             return self._assumed[value]
         if value not in self._known:
-            self._known[value] = None  # a cycle through this value gives no length
-            self._known[value] = self._compute(value)
+            for link in reversed(self._chain(value)):  # the earliest first: no deep recursion
+                self._known[link] = None  # a cycle through this value gives no length
+                self._known[link] = self._compute(link)
         return self._known[value]
+
+    def _chain(self, value: ir.Value) -> list[ir.Value]:
+        """`value` and the lists before it along a chain of edits (SequenceInsert, Erase,
+        Identity), up to one already known or assumed: a chain of 10,000 edits is walked in a
+        loop, not by 10,000 nested calls."""
+        chain = [value]
+        seen = {value}
+        while True:
+            node = chain[-1].producer()
+            if node is None or node.domain not in ("", "ai.onnx") or not node.inputs:
+                return chain
+            if node.op_type not in _SAME_LENGTH and node.op_type not in _EDITS:
+                return chain
+            before = node.inputs[0]
+            if before is None or before in self._known or before in self._assumed or before in seen:
+                return chain
+            chain.append(before)
+            seen.add(before)
 
     def _compute(self, value: ir.Value) -> int | None:
         node = value.producer()

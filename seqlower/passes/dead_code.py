@@ -20,7 +20,7 @@ import onnx_ir as ir
 
 from seqlower.ops import iter_all_graphs, subgraphs
 from seqlower.release import let_go
-from seqlower.uses import detach_inputs, is_used
+from seqlower.uses import detach_inputs, is_used, remove_node
 
 Holders = Mapping[int, Sequence[ir.Node]]  # id(subgraph) -> the nodes that hold it
 
@@ -47,8 +47,8 @@ def remove_dead_upstream(candidates: Iterable[ir.Node], holders: Holders | None 
                 _release(subgraph, read)
         detach_inputs(node)
         # dead (no use, not a graph output) and detached: the safe removal would only check
-        # that again, and build a set of the graph's outputs for each node removed
-        graph.remove(node)
+        # that again (`remove_node` builds no set of the graph's outputs for each node)
+        remove_node(graph, node)
         let_go(node)
         removed += 1
         queue.extend(producer for value in read if (producer := value.producer()) is not None)
