@@ -10,14 +10,20 @@ operators that could fail but that the body runs in every iteration anyway.
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
-from support import lower_and_compare, op_counts, parse, rules_without
+from support import lower, lower_and_compare, op_counts, parse, rule_check, rules_without
+
+from seqlower.rule import Refusal
+from seqlower.rules.loop_accumulators import _check
 
 RULE = "loop-concat-to-scan"
 WITHOUT_BATCHING = rules_without("loop-batch")
 
 
-def _model(row_in_branch: str, extra_output: bool = False) -> str:
+def _model(
+    row_in_branch: str, extra_output: bool = False, score: str = "su = Unsqueeze(s, ax)"
+) -> str:
     """A Loop over i < m keeping 2 * x[i] and the row's sum where the sum is positive; the
     branch reads its row with `row_in_branch` (`row2 = ...`). With `extra_output`, the If also
     counts the rows kept (a value that is no accumulator)."""
@@ -47,7 +53,7 @@ def _model(row_in_branch: str, extra_output: bool = False) -> str:
             ax = Constant<value = int64[1] {{0}}>()
             u = Unsqueeze(r2, ax)
             g1 = Concat<axis = 0>(acc, u)
-            su = Unsqueeze(s, ax)
+            {score}
             gs1 = Concat<axis = 0>(accs, su)
             {count_then}
         }}, else_branch = else_graph () => (float[?,3] g2, float[?] gs2{count_else}) {{
@@ -101,7 +107,9 @@ def test_an_if_growing_two_accumulators_from_a_row_the_body_reads_anyway_goes(m)
 
 
 @pytest.mark.parametrize("m", [0, 2, 5])
-def test_a_branch_read_that_could_fail_keeps_the_if_giving_the_pieces(m):
+def test_a_branch_read_that_could_fail_keeps_the_if_for_that_value_alone(m):
+    # the scores' piece moves out (the body computes the sum anyway); the boxes' piece stays in
+    # the If, which then gives it or zeros
     model = parse(_model(OTHER))
     lowered, report, (ya, yb, _) = lower_and_compare(
         model, _feeds(m), target="generic", rules=WITHOUT_BATCHING
@@ -111,7 +119,35 @@ def test_a_branch_read_that_could_fail_keeps_the_if_giving_the_pieces(m):
     np.testing.assert_array_equal(yb, want_b)
     assert report.rules_fired[RULE] == 2
     ops = op_counts(lowered)
-    assert ops["If"] == 1 and ops["Compress"] == 2  # the If gives each piece, or zeros
+    assert ops["If"] == 1 and ops["Compress"] == 2
+
+
+SUM_OF_ROW2 = "sr = ReduceSum<keepdims = 0>(row2)\n su = Unsqueeze(sr, ax)"
+
+
+@pytest.mark.parametrize("m", [0, 2, 5])
+def test_pieces_that_could_fail_in_an_if_growing_several_values_are_refused(m):
+    # the If would stay, giving each piece or zeros: for several values the stacking and masking
+    # after the loop cost more than the copying saved, so the rule refuses
+    model = parse(_model(OTHER, score=SUM_OF_ROW2))
+    _, report, (ya, yb, _) = lower_and_compare(
+        model, _feeds(m), target="generic", rules=WITHOUT_BATCHING
+    )
+    want_a, want_b, _ = _expected(m)
+    np.testing.assert_array_equal(ya, want_a)
+    np.testing.assert_allclose(yb, want_b, rtol=1e-6)
+    assert RULE not in report.rules_fired
+    found = rule_check(model_after_lists(model), _check, "Loop")
+    assert isinstance(found, Refusal)
+    assert "grows several values and a branch computes the appended tensor with Gather" in str(
+        found.reason
+    )
+
+
+def model_after_lists(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with its lists in their tensor form (what this rule reads)."""
+    lowered, _ = lower(model, rules=rules_without("loop-batch", RULE))
+    return lowered
 
 
 @pytest.mark.parametrize("m", [0, 3, 5])
