@@ -20,7 +20,9 @@ invalid and what the checker found.
 
 from __future__ import annotations
 
-__all__ = ["FULL_CHECK_LIMIT_BYTES", "check_input_proto", "check_input_text"]
+__all__ = [
+    "FULL_CHECK_LIMIT_BYTES", "check_input_proto", "check_input_text", "forget_negative_dims",
+]  # fmt: skip
 
 import os
 import re
@@ -33,7 +35,7 @@ from google.protobuf.message import Message
 from seqlower.errors import InvalidModelError
 from seqlower.ops import iter_all_graphs
 from seqlower.passes.chunked_inference import SMALL_INITIALIZER_BYTES
-from seqlower.static_errors import concat_mismatch
+from seqlower.static_errors import concat_mismatch, split_or_axis_problem
 from seqlower.strict_inference import inferred_in_runs, node_subgraphs, strict_inference
 
 # strict inference needs a copy of the model (its weights left out, `_without_weights`):
@@ -97,7 +99,7 @@ def check_input_proto(
     # the nodes, inputs and initializers of the model as read (the copy lacks the weights,
     # and inference types initializers only where they are inputs)
     values = [value for value in values if value.name not in weights]
-    problem = concat_mismatch(proto.graph, values)
+    problem = split_or_axis_problem(proto.graph, values) or concat_mismatch(proto.graph, values)
     if problem is not None:
         raise InvalidModelError(f"{where}: the input model itself is invalid: {problem}")
 
@@ -319,6 +321,44 @@ def _graphs(proto: onnx.ModelProto) -> list[onnx.GraphProto]:
         graph = stack.pop()
         found.append(graph)
         stack.extend(node_subgraphs(graph.node))
+    return found
+
+
+def forget_negative_dims(proto: onnx.ModelProto) -> int:
+    """Make each negative dim a declared type holds (inputs, outputs, value_info, in every
+    graph and function) an unknown one, as onnxruntime reads it: some exporters write -1 for a
+    dim known only when the model runs, and a dim of -5 is no size either. Returns how many."""
+    infos: list[onnx.ValueInfoProto] = []
+    for graph in _graphs(proto):
+        infos.extend([*graph.input, *graph.output, *graph.value_info])
+    for function in proto.functions:
+        infos.extend(getattr(function, "value_info", ()))
+    changed = 0
+    for info in infos:
+        for shape in _shapes_in(info.type):
+            for dim in shape.dim:
+                if dim.HasField("dim_value") and dim.dim_value < 0:
+                    dim.ClearField("dim_value")
+                    changed += 1
+    return changed
+
+
+def _shapes_in(type_proto: onnx.TypeProto) -> list[onnx.TensorShapeProto]:
+    """The shapes a type holds: its own, or those of the tensors a sequence, an optional or a
+    map holds."""
+    found = []
+    stack = [type_proto]
+    while stack:
+        current = stack.pop()
+        kind = current.WhichOneof("value")
+        if kind in ("tensor_type", "sparse_tensor_type"):
+            holder = getattr(current, kind)
+            if holder.HasField("shape"):
+                found.append(holder.shape)
+        elif kind in ("sequence_type", "optional_type"):
+            stack.append(getattr(current, kind).elem_type)
+        elif kind == "map_type":
+            stack.append(current.map_type.value_type)
     return found
 
 

@@ -43,7 +43,7 @@ import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
 from seqlower.errors import ModelInputError
-from seqlower.input_check import check_input_proto, check_input_text
+from seqlower.input_check import check_input_proto, check_input_text, forget_negative_dims
 from seqlower.ops import iter_all_graphs
 
 ModelSource = ir.Model | onnx.ModelProto | str | os.PathLike
@@ -117,6 +117,7 @@ def _deserialize(
         _refuse_external_without_folder(proto, where)
     # an external tensor needs the model's folder: the checker's, and onnx_ir's to read it
     external = base_dir is not None and any(map(_is_external, _all_tensor_protos(proto)))
+    forget_negative_dims(proto)
     check_input_proto(proto, where, path, external=external)
     try:
         model = ir.serde.deserialize_model(proto)

@@ -1,5 +1,5 @@
 """Run-time errors of the ONNX spec that a file shows before it runs: a ConcatFromSequence whose
-elements cannot be joined.
+elements cannot be joined, a SplitToSequence by sizes it cannot cut, an axis out of range.
 
 Concatenation needs the elements equal in every dim but the axis (in every dim with
 new_axis=1). ONNX inference does not check the elements of a sequence, onnx.reference raises,
@@ -10,13 +10,20 @@ are known in the main graph (which always runs), the model is refused in one lin
     SplitToSequence(x[5, 3], split=2, axis=0) -> ConcatFromSequence(new_axis=1)   (2, 2, 1 rows)
     SequenceConstruct(a[2, 3], b[2, 4]) -> ConcatFromSequence(axis=0)              (3 vs 4)
 
+A split by constant sizes must cut its dim into chunks of no negative size (ONNX inference
+checks only that they add up to the dim), and the axis of either operator must be within the rank (ONNX inference lets an axis of 2**40 through;
+onnxruntime refuses it when run):
+
+    SplitToSequence(x[6, 2], split=[-1, 7])                                        (negative)
+    SplitToSequence(x[6, 2], axis=2**40)                                           (rank 2)
+
 The shapes are the ones ONNX inference derives from the inputs and constants (the caller drops
 declared intermediate shapes first).
 """
 
 from __future__ import annotations
 
-__all__ = ["concat_mismatch"]
+__all__ = ["concat_mismatch", "split_or_axis_problem"]
 
 from collections.abc import Iterable
 
@@ -55,11 +62,67 @@ def concat_mismatch(graph: onnx.GraphProto, values: Iterable[onnx.ValueInfoProto
     return None
 
 
+def split_or_axis_problem(
+    graph: onnx.GraphProto, values: Iterable[onnx.ValueInfoProto]
+) -> str | None:
+    """The first SplitToSequence or ConcatFromSequence of the main `graph` that the spec makes
+    fail whenever it runs (see the module docstring), described in a sentence; None when there
+    is none. `values` are the types inference gave the main graph's values."""
+    nodes = [n for n in graph.node if n.op_type in ("SplitToSequence", "ConcatFromSequence")]
+    if not nodes:
+        return None
+    shapes = _Shapes(values)
+    constants = _Constants(graph)
+    for node in nodes:
+        problem = (
+            _split_problem(node, shapes, constants)
+            if node.op_type == "SplitToSequence"
+            else _concat_axis_problem(node, shapes)
+        )
+        if problem is not None:
+            name = f" '{node.name}'" if node.name else ""
+            return f"{node.op_type}{name} {problem}: the ONNX spec makes this a run-time error"
+    return None
+
+
+def _split_problem(node: onnx.NodeProto, shapes: _Shapes, constants: _Constants) -> str | None:
+    data = shapes.get(node.input[0]) if node.input else None
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    axis = int(attributes.get("axis", 0))
+    if data is not None and not -len(data) <= axis < len(data):
+        return f"splits on axis {axis}, out of range for an input of rank {len(data)}"
+    sizes = constants.get(node.input[1]) if len(node.input) > 1 and node.input[1] else None
+    if sizes is None or sizes.ndim != 1 or sizes.dtype.kind not in "iu":
+        return None
+    if any(int(size) < 0 for size in sizes):  # ONNX inference checks only their sum
+        return f"splits by sizes {_listed(sizes)}, one of them negative"
+    return None
+
+
+def _listed(sizes: np.ndarray) -> str:
+    shown = ", ".join(str(int(size)) for size in sizes[:8])
+    return f"[{shown}{', ...' if len(sizes) > 8 else ''}]"
+
+
+def _concat_axis_problem(node: onnx.NodeProto, shapes: _Shapes) -> str | None:
+    element = shapes.element(node.input[0]) if node.input else None
+    if element is None:
+        return None
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    axis, new_axis = int(attributes.get("axis", 0)), int(attributes.get("new_axis", 0)) == 1
+    rank = len(element) + new_axis
+    if -rank <= axis < rank:
+        return None
+    return f"joins on axis {axis}, out of range for elements of rank {len(element)}" + (
+        " and a new axis" if new_axis else ""
+    )
+
+
 def _shape(info: onnx.ValueInfoProto) -> Shape | None:
     if not info.type.HasField("tensor_type") or not info.type.tensor_type.HasField("shape"):
         return None
     return tuple(
-        dim.dim_value if dim.HasField("dim_value") else None
+        dim.dim_value if dim.HasField("dim_value") and dim.dim_value >= 0 else None
         for dim in info.type.tensor_type.shape.dim
     )
 
@@ -71,6 +134,19 @@ class _Shapes:
     def __init__(self, values: Iterable[onnx.ValueInfoProto]) -> None:
         self._infos = {info.name: info for info in values}  # the last one of a name counts
         self._shapes: dict[str, Shape | None] = {}
+
+    def element(self, name: str) -> Shape | None:
+        """The shape the elements of the sequence `name` share, when inference gave one."""
+        info = self._infos.get(name)
+        if info is None or not info.type.HasField("sequence_type"):
+            return None
+        element = info.type.sequence_type.elem_type
+        if not element.HasField("tensor_type") or not element.tensor_type.HasField("shape"):
+            return None
+        return tuple(
+            dim.dim_value if dim.HasField("dim_value") and dim.dim_value >= 0 else None
+            for dim in element.tensor_type.shape.dim
+        )
 
     def get(self, name: str) -> Shape | None:
         if name not in self._shapes:

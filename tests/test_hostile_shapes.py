@@ -5,14 +5,18 @@ the sizes that failed."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx
 import onnx_ir as ir
+import pytest
 from onnx import TensorProto, helper
 
 from seqlower.analysis.static_lengths import StaticLengths
 from seqlower.analysis.static_values import StaticValues
-from tests.support import assert_same_outputs, lower, sequence_op_count
+from seqlower.errors import InvalidModelError
+from tests.support import assert_same_outputs, lower, run_ort, sequence_op_count
 
 OPSET = [helper.make_opsetid("", 17)]
 
@@ -93,3 +97,71 @@ def test_hundreds_of_graph_outputs_each_rewritten_keep_their_names_and_order() -
     x = np.zeros((5, 2), np.float32)
     outputs = assert_same_outputs(model, lowered, {"x": x})
     assert [int(n) for n in outputs[:-1]] == [5] * 301
+
+
+def _split_then_concat(
+    sizes=None, axis: int = 0, concat_axis: int = 0, rows=6, new_axis: int = 1
+) -> onnx.ModelProto:
+    inputs = ["x"] if sizes is None else ["x", "sizes"]
+    initializers = (
+        []
+        if sizes is None
+        else [helper.make_tensor("sizes", TensorProto.INT64, [len(sizes)], sizes)]
+    )
+    nodes = [
+        helper.make_node("SplitToSequence", inputs, ["s"], axis=axis),
+        helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=concat_axis, new_axis=new_axis),
+    ]
+    return _model(nodes, [_float("x", [rows, 2])], [_float("y", ["a", "b", "c"])], initializers)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "said"),
+    [
+        ([-1, 7], "splits by sizes [-1, 7], one of them negative"),
+        ([2**62, 6 - 2**62], f"splits by sizes [{2**62}, {6 - 2**62}], one of them negative"),
+    ],
+)
+def test_a_split_by_sizes_it_cannot_cut_is_refused(sizes, said) -> None:
+    # the split and the concatenation folded into x: a model that always fails ran
+    model = _split_then_concat(sizes)
+    with pytest.raises(InvalidModelError, match=re.escape(said)) as caught:
+        lower(model)
+    assert str(caught.value).endswith(": the ONNX spec makes this a run-time error")
+    x = np.zeros((6, 2), np.float32)
+    with pytest.raises(Exception, match="split"):
+        run_ort(model, {"x": x})
+
+
+def test_a_split_with_empty_chunks_is_still_lowered() -> None:
+    model = _split_then_concat([0, 0, 6], new_axis=0)
+    lowered, _ = lower(model)
+    assert sequence_op_count(lowered) == 0
+    x = np.arange(12, dtype=np.float32).reshape(6, 2)
+    assert_same_outputs(model, lowered, {"x": x})
+
+
+@pytest.mark.parametrize(
+    ("axis", "concat_axis", "said"),
+    [
+        (2**40, 0, f"SplitToSequence splits on axis {2**40}, out of range for an input of rank 2"),
+        (-(2**40), 0, f"splits on axis {-(2**40)}, out of range for an input of rank 2"),
+        (0, 2**40, f"joins on axis {2**40}, out of range for elements of rank 2 and a new axis"),
+    ],
+)
+def test_an_axis_out_of_range_is_refused(axis, concat_axis, said) -> None:
+    # ONNX inference lets an axis of 2**40 through; onnxruntime fails on it
+    model = _split_then_concat(axis=axis, concat_axis=concat_axis)
+    with pytest.raises(InvalidModelError, match=re.escape(said)):
+        lower(model)
+
+
+@pytest.mark.parametrize("dim", [-1, -5])
+def test_a_negative_declared_dim_is_read_as_unknown(dim) -> None:
+    # onnxruntime reads it so (some exporters write -1 for a dynamic dim); it was read as a
+    # count of -5 chunks and the model refused as concatenating an always-empty list
+    model = _split_then_concat(rows=dim)
+    lowered, _ = lower(model)
+    assert sequence_op_count(lowered) == 0
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    assert_same_outputs(model, lowered, {"x": x})
