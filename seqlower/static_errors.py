@@ -11,8 +11,8 @@ are known in the main graph (which always runs), the model is refused in one lin
     SequenceConstruct(a[2, 3], b[2, 4]) -> ConcatFromSequence(axis=0)              (3 vs 4)
 
 A split by constant sizes must cut its dim into chunks of no negative size (ONNX inference
-checks only that they add up to the dim), and the axis of either operator must be within the rank (ONNX inference lets an axis of 2**40 through;
-onnxruntime refuses it when run):
+checks only that they add up to the dim), and the axis of either operator must be within the
+rank (ONNX inference lets an axis of 2**40 through; onnxruntime refuses it when run):
 
     SplitToSequence(x[6, 2], split=[-1, 7])                                        (negative)
     SplitToSequence(x[6, 2], axis=2**40)                                           (rank 2)
