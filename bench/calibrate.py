@@ -7,8 +7,9 @@ the model lowered everywhere against the same model with only that region left a
 (`seqlower.pipeline.region_forms`), in onnxruntime (CPU, 1 thread, interleaved medians), and
 compare with the region's two estimates (`seqlower.cost`). A region whose two forms run within
 10% of each other is listed but not scored. The exports of `tests/fixtures/torch_unseen` and
-of `tests/fixtures/torch_fresh` (list code the cost model was not written for) are scored as sets
-of their own. Prints one line per region and the agreement of each set:
+of `tests/fixtures/torch_fresh` and `tests/fixtures/torch_newcomer` (list code the cost model was
+not written for) are scored as sets of their own. Prints one line per region and the agreement
+of each set:
 
     python -m bench.calibrate [--runs 200] [--min-seconds 0.3] [--json out.json]
 """
@@ -33,6 +34,7 @@ FOLDERS = [
 ]
 UNSEEN = [ROOT / "tests" / "fixtures" / "torch_unseen"]
 FRESH = [ROOT / "tests" / "fixtures" / "torch_fresh"]
+NEWCOMER = [ROOT / "tests" / "fixtures" / "torch_newcomer"]
 EXAMPLES = ROOT / "examples"
 MARGIN = 0.10  # forms closer than this are a tie: not scored
 
@@ -131,11 +133,14 @@ def main(argv: list[str] | None = None) -> int:
     unseen = measure(args.runs, args.min_seconds, UNSEEN)
     print("\nThe fresh set (tests/fixtures/torch_fresh)")
     fresh = measure(args.runs, args.min_seconds, FRESH)
+    print("\nList code as a newcomer writes it (tests/fixtures/torch_newcomer)")
+    newcomer = measure(args.runs, args.min_seconds, NEWCOMER)
     print()
     sets = (
         ("the project's models", rows),
         ("exports nobody tuned for", unseen),
         ("the fresh set", fresh),
+        ("the newcomer set", newcomer),
     )
     for label, found in sets:
         agree, scored = agreement(found)
@@ -146,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(found) - scored} ties"
         )
     if args.json:
-        found = {"project": rows, "unseen": unseen, "fresh": fresh}
+        found = {"project": rows, "unseen": unseen, "fresh": fresh, "newcomer": newcomer}
         args.json.write_text(json.dumps(found, indent=1) + "\n")
     return 0
 

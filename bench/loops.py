@@ -19,6 +19,7 @@ from __future__ import annotations
 __all__ = [
     "FORMS",
     "FRESH_EXPORTS",
+    "NEWCOMER_EXPORTS",
     "UNSEEN_EXPORTS",
     "loop_targets",
     "measure_loop_forms",
@@ -49,6 +50,9 @@ UNSEEN_EXPORTS = [ROOT / "tests" / "fixtures" / "torch_unseen"]
 # a later set of the same kind, from other public model code, measured first with the forms as they
 # were (tools/export_torch_fresh_fixtures.py): timed and judged as a set of its own too
 FRESH_EXPORTS = [ROOT / "tests" / "fixtures" / "torch_fresh"]
+# short list programs written as a newcomer would, around one list idiom each, measured first
+# with the forms as they were (tools/export_torch_newcomer_fixtures.py): a set of its own too
+NEWCOMER_EXPORTS = [ROOT / "tests" / "fixtures" / "torch_newcomer"]
 FORMS = ("split_loop", "unbind_loop", "per_head", "zip_split", "enumerate_comp")
 
 

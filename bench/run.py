@@ -34,6 +34,7 @@ import onnxruntime as ort
 import seqlower
 from bench.loops import (
     FRESH_EXPORTS,
+    NEWCOMER_EXPORTS,
     UNSEEN_EXPORTS,
     loop_form_header,
     loop_targets,
@@ -310,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     export_rows: list[dict] = []
     unseen_rows: list[dict] = []
     fresh_rows: list[dict] = []
+    newcomer_rows: list[dict] = []
     if not args.no_loops:
         print("\nLoop forms (TorchScript exports; microseconds, onnxruntime CPU, 1 thread, median)")
         print(loop_form_header())
@@ -323,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\nA fresh set nobody tuned for (tests/fixtures/torch_fresh; same columns)")
         print(real_export_header())
         fresh_rows = measure_real_exports(runs, min_seconds, FRESH_EXPORTS)
+        print("\nList code as a newcomer writes it (tests/fixtures/torch_newcomer; same columns)")
+        print(real_export_header())
+        newcomer_rows = measure_real_exports(runs, min_seconds, NEWCOMER_EXPORTS)
     optimizer_rows: list[dict] = []
     if not args.no_optimizer:
         print(
@@ -340,12 +345,17 @@ def main(argv: list[str] | None = None) -> int:
     if fresh_rows:
         print("\nThe fresh set, as a table (Markdown)")
         print(real_export_table(fresh_rows))
+    if newcomer_rows:
+        print("\nThe newcomer set, as a table (Markdown)")
+        print(real_export_table(newcomer_rows))
     print("\nTargets")
     found = targets(latency_rows, optimizer_rows) + loop_targets(form_rows, export_rows)
     if unseen_rows:
         found += set_targets(unseen_rows, "exports nobody tuned for", UNSEEN_GOALS)
     if fresh_rows:
         found += set_targets(fresh_rows, "the fresh set", UNSEEN_GOALS)
+    if newcomer_rows:
+        found += set_targets(newcomer_rows, "the newcomer set", UNSEEN_GOALS)
     for target in found:
         print(f"  [{_VERDICTS[target['met']]}] {target['target']}: {target['measured']}")
 
@@ -362,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         "real_exports": export_rows,
         "unseen_exports": unseen_rows,
         "fresh_exports": fresh_rows,
+        "newcomer_exports": newcomer_rows,
         "targets": found,
     }
     out = args.out or RESULTS / f"bench-{results['mode']}-{time.strftime('%Y%m%d-%H%M%S')}.json"
