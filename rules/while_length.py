@@ -4,7 +4,8 @@ times:
     Loop(M, c0, .., s0, .., body: s1 = SequenceInsert(s, e); c' = Less(SequenceLength(s1), n))
         -> Loop(Min(K, M), true, .., s0, .., body: s1 = SequenceInsert(s, e); c' = true)
            K = Where(c0, Where(Less(len0, n), n - len0, 1), 0), len0 = SequenceLength(s0)
-    (also c' = Greater(n, SequenceLength(s1)); no Min where M is the largest int64)
+    (also c' = Greater(n, SequenceLength(s1)); no Min where M is the largest int64; a Loop
+    carries a list from opset 13 on, where Min reads int64)
 
 This is `while len(out) < n: out.append(x)` as TorchScript exports it: the list grows by one
 element per iteration, so after the first iteration (which runs when c0 holds, whatever c0 is)
