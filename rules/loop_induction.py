@@ -5,12 +5,16 @@
            scan of v' = Add(Unsqueeze(v0, 0), Mul(K, d)), K = Range(1, max(M, 0) + 1) (as [M, 1..])
            scan of v  = the same with K = Range(0, max(M, 0))
         (no Mul where d is 1)
+    Loop(M, true, body(i, c): scan output w)   (w defined outside the body, or a Constant)
+        -> Expand(Unsqueeze(w, 0), [max(M, 0), *shape(w)])
 
 PyTorch's `for _ in range(n): x = x + 1; outs.append(x)` exports as such a Loop once its list is
 a scan output (`loop-append-to-scan`). Every carried value must be a counter (`v' = v + d`,
 with `d` the same in every iteration and no larger than `v`, so broadcasting never changes `v`'s
-shape) or passed on unchanged; the body may hold nothing else but Identity and Constant; the
-condition must stay true and the trip count be given. Floating-point counters may round
+shape) or passed on unchanged, and every scan output a counter or a value the same in every
+iteration (`for _ in range(k): out.append(pad)`, as `while len(out) < n` becomes once it counts
+its iterations); the body may hold nothing else but Identity and Constant; the condition must
+stay true and the trip count be given. Floating-point counters may round
 differently: `v0 + k * d` rounds once where the loop rounds after each addition.
 """
 
@@ -50,7 +54,9 @@ class Counter:
 @dataclasses.dataclass(frozen=True)
 class InductionPlan:
     counters: tuple[Counter, ...]
-    scans: tuple[tuple[int, bool], ...]  # per scan output: (counter index, after the update)
+    # per scan output: (counter index, after the update), or the value it gives in every
+    # iteration
+    scans: tuple[tuple[int, bool] | ir.Value, ...]
 
 
 def _peel(value: ir.Value) -> ir.Value:
@@ -65,6 +71,15 @@ def _invariant(value: ir.Value, body: ir.Graph) -> bool:
     if producer is None:
         return value.graph is not body
     return producer.graph is not body or producer.op_type == "Constant"
+
+
+def _copyable(value: ir.Value, body: ir.Graph) -> bool:
+    """Whether `value` (invariant) can be read outside the body: an outer value, or a body
+    Constant given by a `value` tensor (copied out)."""
+    producer = value.producer()
+    if producer is None or producer.graph is not body:
+        return value.graph is not body  # not an input of the body
+    return "value" in producer.attributes
 
 
 def _no_larger(step: ir.Value, value: ir.Value) -> bool:
@@ -107,10 +122,12 @@ def _check(node: ir.Node, ctx: Context) -> InductionPlan | Refusal:
         if step.dtype != dtype or not _no_larger(step, before):
             return Refusal(f"the step of '{before.name}' may broadcast it to another shape")
         counters.append(Counter(k, step, dtype, len(before.shape)))
-    scans = []
+    scans: list[tuple[int, bool] | ir.Value] = []
     for output in body.outputs[1 + carried :]:
         source = _peel(output)
-        found = None
+        found: tuple[int, bool] | ir.Value | None = None
+        if _invariant(source, body) and _copyable(source, body):
+            found = source  # the same in every iteration
         for counter in counters:
             before = body.inputs[2 + counter.index]
             if counter.step is not None and source is _peel(body.outputs[1 + counter.index]):
@@ -118,7 +135,9 @@ def _check(node: ir.Node, ctx: Context) -> InductionPlan | Refusal:
             elif source is before and counter.step is not None:
                 found = (counter.index, False)
         if found is None:
-            return Refusal(f"scan output '{output.name}' is not a counter")
+            return Refusal(
+                f"scan output '{output.name}' is neither a counter nor the same in every iteration"
+            )
         scans.append(found)
     if not scans:
         return Refusal("the loop has no scan output (nothing to batch)")
@@ -168,7 +187,13 @@ def _induction(node: ir.Node, plan: InductionPlan, ctx: Context) -> None:
             final = builder.op("Add", [start, _times(times, outer[counter.index], builder, ctx)])
             final.type, final.shape = start.type, start.shape
         ctx.rewriter.replace(node.outputs[counter.index], final)
-    for position, (index, after) in enumerate(plan.scans):
+    for position, scanned in enumerate(plan.scans):
+        if isinstance(scanned, ir.Value):
+            ctx.rewriter.replace(
+                node.outputs[carried + position], _repeated(scanned, count, body, builder)
+            )
+            continue
+        index, after = scanned
         counter = by_index[index]
         start = node.inputs[2 + index]
         assert start is not None
@@ -179,6 +204,19 @@ def _induction(node: ir.Node, plan: InductionPlan, ctx: Context) -> None:
         )
         scan.type = start.type
         ctx.rewriter.replace(node.outputs[carried + position], scan)
+
+
+def _repeated(value: ir.Value, count: ir.Value, body: ir.Graph, builder: Builder) -> ir.Value:
+    """`value` (the same in every iteration) stacked `count` times: Expand(Unsqueeze(value, 0),
+    [count, *shape(value)])."""
+    outer = _outer_step(value, body, builder)
+    count1 = builder.op("Reshape", [count, builder.ints([1], "one_d")])
+    shape = builder.op("Concat", [count1, builder.op("Shape", [outer])], {"axis": 0})
+    stacked = builder.op("Expand", [builder.unsqueeze(outer, [0]), shape], name="repeated")
+    stacked.type = outer.type
+    if outer.shape is not None:
+        stacked.shape = ir.Shape([None, *outer.shape])
+    return stacked
 
 
 def _times(ks: ir.Value, step: ir.Value, builder: Builder, ctx: Context) -> ir.Value:

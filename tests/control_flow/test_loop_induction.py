@@ -120,3 +120,46 @@ def test_scans_alone_need_no_clamp_of_the_trip_count(m):
     np.testing.assert_allclose(everything, _expected(X, m, np.float32(1), True)[1], rtol=1e-6)
     assert report.rules_fired == {"loop-induction": 1}
     assert "Max" not in op_counts(lowered) and op_counts(lowered)["Range"] == 1
+
+
+REPEAT = """g (float[2] pad, int64 m) => (float[?,2] rows, float[?,3] consts) {{
+    t = Constant<value = bool {{1}}>()
+    rows, consts = Loop(m, t) <body = body (int64 i, bool c) => (bool c2, float[2] r, float[3] k) {{
+        c2 = Identity(c)
+        r = Identity({row})
+        k = Constant<value = float[3] {{1, 2, 3}}>()
+    }}>
+}}"""
+
+
+@pytest.mark.parametrize("m", [-2, 0, 1, 4])
+def test_a_value_the_same_in_every_iteration_is_repeated(m):
+    # `for _ in range(m): out.append(pad)`: an outer value and a body Constant, scanned
+    model = parse(REPEAT.format(row="pad"))
+    pad = np.array([0.5, -1], np.float32)
+    lowered, report, (rows, consts) = lower_and_compare(model, {"pad": pad, "m": np.array(m)})
+    np.testing.assert_array_equal(rows, np.tile(pad, (max(m, 0), 1)))
+    np.testing.assert_array_equal(consts, np.tile(np.float32([1, 2, 3]), (max(m, 0), 1)))
+    assert report.rules_fired == {"loop-induction": 1}
+    assert op_counts(lowered)["Loop"] == 0 and op_counts(lowered)["Expand"] == 2
+
+
+def test_a_scanned_body_input_is_not_the_same_in_every_iteration():
+    from seqlower.analysis import Facts
+    from seqlower.options import Options
+    from seqlower.passes import NormalizePass
+    from seqlower.rewriter import Rewriter
+    from seqlower.rule import Context, Refusal
+    from seqlower.rules import loop_induction
+
+    text = REPEAT.format(row="pad").replace("float[2] r,", "bool r,").replace(
+        "r = Identity(pad)", "r = Identity(c)"
+    ).replace("float[?,2] rows", "bool[?] rows")  # fmt: skip
+    model = ir.from_proto(parse(text))
+    NormalizePass(Options())(model)
+    (loop,) = [node for node in model.graph if node.op_type == "Loop"]
+    refusal = loop_induction.RULES.rules[0].check(
+        loop, Context(Facts(model), Rewriter(model), Options())
+    )
+    assert isinstance(refusal, Refusal)
+    assert "neither a counter nor the same in every iteration" in refusal.reason
