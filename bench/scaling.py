@@ -97,7 +97,12 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         split_by_a_long_vector,
         split_declaring_more_than_it_holds,
     )
-    from tests.test_hostile_shapes import inserts_at_the_front, lengths_as_outputs
+    from tests.test_hostile_shapes import (
+        functions_calling_twice,
+        inserts_at_the_front,
+        lengths_as_outputs,
+        one_function_called,
+    )
 
     return {
         "10^6 chunks read at a run-time position": chunks_at_runtime_position(10**6),
@@ -129,6 +134,8 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         "30 SequenceMaps nested in SequenceMap bodies": nested_maps(30),
         "10k SequenceInserts at position 0": inserts_at_the_front(10_000),
         "10k graph outputs, each a SequenceLength": lengths_as_outputs(10_000),
+        "functions calling the next twice, 40 deep (2**40 copies)": functions_calling_twice(40),
+        "one function holding a list, called 10k times": one_function_called(10_000),
     }
 
 

@@ -12,7 +12,11 @@ initializer disappears. So the model is checked as the protobuf that was parsed:
    disagreement with a declared shape is not held against the model;
 3. what onnx_ir cannot represent (sparse tensors) is refused by name;
 4. names and doc strings must be UTF-8 (`check_input_text`, on the IR once it is built);
-5. a ConcatFromSequence whose elements' known sizes cannot be joined (`static_errors`).
+5. a ConcatFromSequence whose elements' known sizes cannot be joined, a split by a negative
+   constant size, an axis out of range (`static_errors`);
+6. model-local functions calling each other so often that inlining them (as inference does)
+   would make far more nodes than the file holds is refused before inference
+   (`inlined_size`; a `ModelInputError`: the model may be valid, seqlower does not read it).
 
 A failure is an `InvalidModelError` whose one line says that the input model itself is
 invalid and what the checker found.
@@ -32,7 +36,8 @@ import onnx.shape_inference
 import onnx_ir as ir
 from google.protobuf.message import Message
 
-from seqlower.errors import InvalidModelError
+from seqlower.errors import InvalidModelError, ModelInputError
+from seqlower.inlined_size import too_many_inlined
 from seqlower.ops import iter_all_graphs
 from seqlower.passes.chunked_inference import SMALL_INITIALIZER_BYTES
 from seqlower.static_errors import concat_mismatch, split_or_axis_problem
@@ -79,6 +84,8 @@ def check_input_proto(
             f"{where}: the input model itself is invalid, the ONNX checker rejects it: "
             f"{_one_line(error)}"
         ) from None
+    if (too_many := too_many_inlined(proto)) is not None:  # before inference, which inlines
+        raise ModelInputError(f"{where}: {too_many}")
     if copy.ByteSize() > FULL_CHECK_LIMIT_BYTES:
         return
     _forget_declared_shapes(copy.graph)

@@ -15,7 +15,8 @@ from onnx import TensorProto, helper
 
 from seqlower.analysis.static_lengths import StaticLengths
 from seqlower.analysis.static_values import StaticValues
-from seqlower.errors import InvalidModelError
+from seqlower.errors import InvalidModelError, ModelInputError
+from seqlower.inlined_size import inlined_node_count
 from tests.support import assert_same_outputs, lower, run_ort, sequence_op_count
 
 OPSET = [helper.make_opsetid("", 17)]
@@ -165,3 +166,91 @@ def test_a_negative_declared_dim_is_read_as_unknown(dim) -> None:
     assert sequence_op_count(lowered) == 0
     x = np.arange(6, dtype=np.float32).reshape(3, 2)
     assert_same_outputs(model, lowered, {"x": x})
+
+
+def functions_calling_twice(depth: int) -> onnx.ModelProto:
+    """f0 calls f1 twice, f1 calls f2 twice, ..., f{depth} splits and concatenates: 2**depth
+    copies of the list once inlined."""
+    opsets = [*OPSET, helper.make_opsetid("local", 1)]
+    functions = [
+        helper.make_function(
+            "local",
+            f"f{depth}",
+            ["a"],
+            ["b"],
+            [
+                helper.make_node("SplitToSequence", ["a"], ["s"], axis=0),
+                helper.make_node("ConcatFromSequence", ["s"], ["b"], axis=0),
+            ],
+            opsets,
+        )
+    ]
+    for k in range(depth - 1, -1, -1):
+        calls = [
+            helper.make_node(f"f{k + 1}", ["a"], ["t"], domain="local"),
+            helper.make_node(f"f{k + 1}", ["t"], ["b"], domain="local"),
+        ]
+        functions.append(helper.make_function("local", f"f{k}", ["a"], ["b"], calls, opsets))
+    graph = helper.make_graph(
+        [helper.make_node("f0", ["x"], ["y"], domain="local")],
+        "hostile",
+        [_float("x", [6, 2])],
+        [_float("y", [6, 2])],
+    )
+    return helper.make_model(graph, opset_imports=opsets, ir_version=10, functions=functions)
+
+
+def one_function_called(count: int) -> onnx.ModelProto:
+    """A function that splits and concatenates, called `count` times in a chain."""
+    opsets = [*OPSET, helper.make_opsetid("local", 1)]
+    body = [
+        helper.make_node("SplitToSequence", ["a"], ["s"], axis=0),
+        helper.make_node("ConcatFromSequence", ["s"], ["c"], axis=0),
+        helper.make_node("Neg", ["c"], ["b"]),
+    ]
+    function = helper.make_function("local", "f", ["a"], ["b"], body, opsets)
+    nodes = [helper.make_node("f", [f"t{k}"], [f"t{k + 1}"], domain="local") for k in range(count)]
+    graph = helper.make_graph(
+        nodes, "hostile", [_float("t0", [6, 2])], [_float(f"t{count}", [6, 2])]
+    )
+    return helper.make_model(graph, opset_imports=opsets, ir_version=10, functions=[function])
+
+
+def test_the_nodes_functions_make_once_inlined_are_counted_from_the_file() -> None:
+    # 2**(depth+1) - 1 calls and 2 nodes in each of the 2**depth innermost bodies
+    total, in_file = inlined_node_count(functions_calling_twice(3))
+    assert (total, in_file) == (2**4 - 1 + 2 * 2**3, 1 + 2 * 3 + 2)
+    assert inlined_node_count(one_function_called(5)) == (5 * 4, 5 + 3)
+
+
+def test_functions_calling_each_other_over_and_over_are_refused_before_inference() -> None:
+    # ONNX inference infers a function's body at every call: 2**16 copies took 2 s, each
+    # level doubling that; seqlower then inlined every copy
+    with pytest.raises(ModelInputError) as caught:
+        lower(functions_calling_twice(40))
+    assert str(caught.value) == (
+        "<ModelProto>: its model-local functions call each other over and over: inlining "
+        f"every call would make {2**41 - 1 + 2 * 2**40} nodes from the 83 in the file, more "
+        "than seqlower reads (at most 100000)"
+    )
+
+
+def test_functions_calling_each_other_a_few_times_are_inlined() -> None:
+    model = functions_calling_twice(5)
+    lowered, report = lower(model)
+    assert sequence_op_count(lowered) == 0 and not lowered.functions
+    assert report.rules_fired["inline-function"] == 6
+    assert_same_outputs(model, lowered, {"x": np.arange(12, dtype=np.float32).reshape(6, 2)})
+
+
+def test_a_function_called_two_thousand_times_is_inlined_with_distinct_names() -> None:
+    # onnx_ir's inliner tried name_2, name_3, ... for every copy (quadratic: 8 s of 11 at
+    # 4,096 copies); each copy now starts from names of its own
+    model = one_function_called(2000)
+    lowered, _ = lower(model)
+    assert sequence_op_count(lowered) == 0 and not lowered.functions
+    names = [o for n in lowered.graph.node for o in n.output]
+    assert len(names) == len(set(names))
+    x = np.arange(12, dtype=np.float32).reshape(6, 2)
+    (y,) = assert_same_outputs(model, lowered, {"t0": x})
+    np.testing.assert_array_equal(y, x)
