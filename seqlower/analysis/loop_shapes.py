@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 
 import onnx_ir as ir
 
@@ -122,11 +122,16 @@ class LoopShapes:
         loop: ir.Node,
         values: StaticValues,
         elements: Mapping[ir.Value, tuple[int, ...]] | None = None,
+        uniform: Collection[ir.Value] = (),
     ) -> None:
         """`elements`: sequence values whose elements are assumed to have the given static
-        shape (a hypothesis the caller confirms: `seqlower.lists.components`)."""
+        shape; `uniform`: sequence values whose elements are assumed to share one shape, which
+        may change between iterations (a list rebuilt each step from its grown elements):
+        every read of one such value has the same per-iteration dims. Both are hypotheses the
+        caller confirms (`seqlower.lists.components`)."""
         self.body = loop.attributes["body"].as_graph()
         self.elements: Mapping[ir.Value, tuple[int, ...]] = elements or {}
+        self.uniform: frozenset[ir.Value] = frozenset(uniform)
         self._inside = {id(g) for g in graphs_within(self.body)}
         self.values = values
         self.bounds: dict[Hashable, tuple[Dim, Dim]] = {}

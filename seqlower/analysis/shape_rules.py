@@ -713,14 +713,17 @@ def _sequence_at(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
     if shape is not None:
         return [shape]
     # elements that may differ: a dim they share stays, the others are sizes of this element,
-    # which hold for one iteration only (a per-element `n` cancels in `n + (m - n)`)
+    # which hold for one iteration only (a per-element `n` cancels in `n + (m - n)`); where the
+    # caller assumes the list's elements share one shape, they are sizes of the list's elements
+    # (every read of it has them: `[cat(hyps[p], t) for p, t in ...]` are one shape)
     output = node.outputs[0]
     shared = a.element_dims(sequence)
     if shared is None and output.shape is not None:
         shared = (None,) * len(output.shape)  # the rank shape inference gives
     if shared is None:
         return [None]
-    return [tuple(a.element_symbol(output, k) if d is None else d for k, d in enumerate(shared))]
+    owner = sequence if sequence in a.uniform else output
+    return [tuple(a.element_symbol(owner, k) if d is None else d for k, d in enumerate(shared))]
 
 
 def _concat_from_sequence(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:

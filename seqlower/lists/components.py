@@ -479,6 +479,8 @@ def _layout(values: list[ir.Value], rank: int, dtype: ir.DataType, bodies: _Body
     shape = None if any(splits) else _assumed_shape(values, sources, put, bodies)
     if shape is not None:
         return Layout("stacked", rank, dtype, shape)
+    if _in_lockstep(values, bodies):  # one shape at a time, which may change
+        return Layout("stacked", rank, dtype, (None,) * rank)
     rests = {dims[1:] for dims in sources}
     same_rest = alone or (len(rests) == 1 and None not in sources[0][1:])
     if rank >= 1 and same_rest and ragged_splits and (not has_empty or _static(sources[0][1:])):
@@ -509,6 +511,46 @@ def _assumed_shape(
         if tensor is None or bodies.assumed_shape(tensor, elements, analyses) != shape:
             return None
     return shape  # type: ignore[return-value]
+
+
+def _in_lockstep(values: list[ir.Value], bodies: _BodyShapes) -> bool:
+    """Whether every value of the list holds elements of one shape, which may change from one
+    iteration to the next (beam hypotheses rebuilt each step, `hyps = [cat(hyps[p], t) for p,
+    t in ...]`, all one token longer): one stacked tensor whose shape changes as a whole.
+
+    Proved by induction over the loops: assuming every value of the list holds elements of one
+    shape, each SequenceConstruct puts in tensors of one shape (the same tensor; equal dims
+    that inference knows; or, in a Loop body, equal dims that the loop analysis derives with
+    the reads of the list's values sharing per-iteration dims). Loop carries, If outputs,
+    Identity and SequenceErase keep the property. Lists with other makers (an insert, a split,
+    an empty list, whose stacked form needs static dims) are not taken here."""
+    constructs = []
+    for value in values:
+        producer = value.producer()
+        if producer is None or producer.domain != "":
+            continue
+        if producer.op_type == "SequenceConstruct":
+            constructs.append(producer)
+        elif producer.op_type not in ("Identity", "If", "Loop", "SequenceErase"):
+            return False
+    if not constructs:
+        return False
+    uniform = frozenset(values)
+    analyses: dict[int, LoopShapes] = {}
+    for node in constructs:
+        inputs = list(node.inputs)
+        if any(x is None for x in inputs):
+            return False
+        if all(x is inputs[0] for x in inputs):
+            continue
+        dims = [_dims(x) for x in inputs]
+        if None not in dims[0] and all(d == dims[0] for d in dims):
+            continue
+        shapes = [bodies.exact_shape(x, uniform, analyses) for x in inputs]  # type: ignore[arg-type]
+        first = shapes[0]
+        if not isinstance(first, tuple) or None in first or any(s != first for s in shapes):
+            return False
+    return True
 
 
 def _cuts_axis_0(node: ir.Node) -> bool:
@@ -577,6 +619,25 @@ class _BodyShapes:
                 if id(owner) not in analyses:
                     analyses[id(owner)] = LoopShapes(owner, StaticValues(), elements)
                 return analyses[id(owner)].shape(value)
+            graph = owner.graph
+        return None
+
+    def exact_shape(
+        self, value: ir.Value, uniform: frozenset[ir.Value], analyses: dict[int, LoopShapes]
+    ) -> ShapeFact:
+        """The shape the analysis of the innermost Loop around `value` derives for it in one
+        iteration (dims that change between iterations included), when every sequence of
+        `uniform` holds elements of one shape; None outside any Loop. `analyses` keeps the
+        analysis of each Loop under that hypothesis."""
+        graph = value.graph
+        while graph is not None:
+            owner = self._owners.get(id(graph))
+            if owner is None:
+                return None
+            if owner.op_type == "Loop" and owner.domain == "":
+                if id(owner) not in analyses:
+                    analyses[id(owner)] = LoopShapes(owner, StaticValues(), uniform=uniform)
+                return analyses[id(owner)].input_shape(value)
             graph = owner.graph
         return None
 

@@ -1,4 +1,6 @@
 """The stacked layout: elements of one shape S, as one tensor `[n, *S]` (element i: data[i]).
+S may be known only at run time and change between iterations where every value of the list
+holds elements of one shape (`components._in_lockstep`): the tensor's shape changes as a whole.
 
 SequenceEmpty()              -> ConstantOfShape([0, *S])            (S static)
 SequenceConstruct(x0..xk)    -> Concat(Unsqueeze(x0, 0)..)
