@@ -527,8 +527,10 @@ def _in_lockstep(values: list[ir.Value], bodies: _BodyShapes) -> bool:
     constructs = []
     for value in values:
         producer = value.producer()
-        if producer is None or producer.domain != "":
-            continue
+        if producer is None:  # a Loop body's carried input: its initial value and update are
+            continue  # values of the list too
+        if producer.domain != "":
+            return False
         if producer.op_type == "SequenceConstruct":
             constructs.append(producer)
         elif producer.op_type not in ("Identity", "If", "Loop", "SequenceErase"):
