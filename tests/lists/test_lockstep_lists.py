@@ -109,3 +109,61 @@ def test_elements_that_may_differ_stay_ragged(grow_second, second_init, why):
     for steps in (0, 1, 2):
         assert_same_or_both_fail(model, lowered, _feeds(rng, steps, t=3, s=3))
         assert_same_or_both_fail(model, lowered, _feeds(rng, steps, t=2, s=4))
+
+
+def _beams_in_branch(else_list: str) -> str:
+    """Each step rebuilds the hypotheses only where `grow[step]` is set; the else-branch
+    returns `else_list`."""
+    return f"""g (int64[T] x, int64[K] pick0, int64[K] pick1, int64[K] tok0, bool[K] grow,
+            int64 steps) => (int64[?,?] hyps) {{
+    t = Constant<value = bool {{1}}>()
+    row = Constant<value = int64[1] {{1}}>()
+    h0 = SequenceConstruct(x, x)
+    h = Loop(steps, t, h0) <body = step (int64 i, bool c, seq(int64[?]) hs)
+            => (bool c2, seq(int64[?]) hs2) {{
+        p0 = Gather(pick0, i)
+        p1 = Gather(pick1, i)
+        k0 = Gather(tok0, i)
+        t0 = Reshape(k0, row)
+        e0 = SequenceAt(hs, p0)
+        e1 = SequenceAt(hs, p1)
+        g0 = Concat<axis = 0>(e0, t0)
+        g1 = Concat<axis = 0>(e1, t0)
+        b = Gather(grow, i)
+        hs2 = If(b) <then_branch = th () => (seq(int64[?]) grown) {{
+            grown = SequenceConstruct(g0, g1)
+        }}, else_branch = el () => (seq(int64[?]) kept) {{
+            kept = {else_list}
+        }}>
+        c2 = Identity(c)
+    }}>
+    hyps = ConcatFromSequence<axis = 0, new_axis = 1>(h)
+}}"""
+
+
+@pytest.mark.parametrize(
+    ("else_list", "stacked"),
+    [
+        ("Identity(hs)", True),  # unchanged: still one shape
+        ("SequenceConstruct(g0, e1)", False),  # one grown, one not: they may differ
+    ],
+)
+def test_a_rebuild_in_a_branch_keeps_the_proof_only_where_both_branches_keep_one_shape(
+    else_list, stacked
+):
+    model = parse(_beams_in_branch(else_list))
+    lowered, report = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    assert ("stacked" in {node.tier for node in report.nodes}) == stacked
+    rng = np.random.default_rng(6)
+    for steps in (0, 1, 3):
+        for _ in range(3):
+            fed = {
+                "x": rng.integers(0, 9, 2).astype(np.int64),
+                "pick0": rng.integers(-2, 2, max(steps, 1)).astype(np.int64),
+                "pick1": rng.integers(-2, 2, max(steps, 1)).astype(np.int64),
+                "tok0": rng.integers(0, 9, max(steps, 1)).astype(np.int64),
+                "grow": rng.integers(0, 2, max(steps, 1)).astype(bool),
+                "steps": np.array(steps, np.int64),
+            }
+            assert_same_or_both_fail(model, lowered, fed)
