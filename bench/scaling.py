@@ -101,6 +101,7 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         functions_calling_twice,
         inserts_at_the_front,
         lengths_as_outputs,
+        loops_nested,
         one_function_called,
     )
 
@@ -136,6 +137,7 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         "10k graph outputs, each a SequenceLength": lengths_as_outputs(10_000),
         "functions calling the next twice, 40 deep (2**40 copies)": functions_calling_twice(40),
         "one function holding a list, called 10k times": one_function_called(10_000),
+        "30 Loops of a run-time trip count nested, each carrying a list": loops_nested(30),
     }
 
 

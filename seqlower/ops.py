@@ -122,26 +122,40 @@ def has_subgraph(node: ir.Node) -> bool:
 
 
 def graphs_within(graph: ir.Graph) -> list[ir.Graph]:
-    """`graph` and every graph nested in it, parents before children."""
+    """`graph` and every graph nested in it, parents before children, each once (see
+    `iter_all_graphs`)."""
     found = [graph]
+    seen = {id(graph)}
     for inner in found:  # grows while iterating: a breadth-first walk
         for node in inner:
             if node.attributes.data:
-                found.extend(subgraphs(node))
+                for subgraph in subgraphs(node):
+                    if id(subgraph) not in seen:
+                        seen.add(id(subgraph))
+                        found.append(subgraph)
     return found
 
 
 def iter_all_graphs(model: ir.Model) -> Iterator[ir.Graph]:
     """The main graph, every subgraph (If/Loop/Scan/SequenceMap bodies, nested) and the graph of
-    every model-local function, parents before children."""
+    every model-local function, parents before children.
+
+    Each graph is yielded once, though two nodes hold it: a rewrite that builds a new Loop
+    around the body of the old one holds it twice until the old one goes, and at every level
+    of Loops nested so, the graphs below were walked twice (2**18 walks of one body at a depth
+    of 18)."""
     queue = collections.deque([model.graph])
     queue.extend(function.graph for function in model.functions.values())
+    seen = {id(graph) for graph in queue}
     while queue:
         graph = queue.popleft()
         yield graph
         for node in graph:
             if node.attributes.data:  # most nodes have no attribute: no call for them
-                queue.extend(subgraphs(node))
+                for subgraph in subgraphs(node):
+                    if id(subgraph) not in seen:
+                        seen.add(id(subgraph))
+                        queue.append(subgraph)
 
 
 def iter_all_nodes(model: ir.Model) -> Iterator[ir.Node]:
