@@ -29,6 +29,7 @@ import onnx_ir as ir
 
 from seqlower.errors import ModelInputError, SeqlowerError
 from seqlower.io import ModelSource, load_model, model_to_bytes
+from seqlower.ops import iter_all_graphs
 from seqlower.verification.compare import tolerance_for
 from seqlower.verification.coverage import Probe, instrument
 from seqlower.verification.edges import Edge, edge_cases
@@ -210,7 +211,10 @@ def verify(
             natives=natives,
             reference=_reference_runner(original, original_ir) if reference else None,
             specification=SpecificationJudge(
-                lambda: _reference_runner(original, original_ir), rtol=rtol, atol=atol
+                lambda: _reference_runner(original, original_ir),
+                ops={node.op_type for graph in iter_all_graphs(original_ir) for node in graph},
+                rtol=rtol,
+                atol=atol,
             ),
             rtol=rtol,
             atol=atol,

@@ -62,12 +62,15 @@ Verdict = Literal[
     "cannot run",
     "unstable",
     "outside the specification",
+    "specification sides with candidate",
 ]
 """The verdict on one output in one trial. "missing": the candidate lacks the output.
 "unstable": the values differed, but a model gave other values when run again on the same
 inputs (a runtime that reads memory it never wrote), so the difference proves nothing.
 "outside the specification": only the candidate failed, and `onnx.reference` fails on the
-original too: onnxruntime ran an input the specification rejects."""
+original too: onnxruntime ran an input the specification rejects. "specification sides with
+candidate": the values differed, and `onnx.reference` computes the candidate's from the
+original: onnxruntime departs from the specification there."""
 
 TrialStatus = Literal[
     "ok",
@@ -82,6 +85,7 @@ TrialStatus = Literal[
     "unstable",
     "not comparable",
     "outside the specification",
+    "specification sides with candidate",
 ]
 
 
@@ -178,8 +182,9 @@ class VerifyReport:
     @property
     def skipped(self) -> int:
         """How many trials ran no comparison: both models failed or crashed, only the original
-        failed, only the candidate failed on an input the specification rejects, or a model
-        gave other values when run again."""
+        failed, only the candidate failed on an input the specification rejects, the values
+        differed where the specification computes the candidate's, or a model gave other values
+        when run again."""
         return len({trial.index for trial in self.trials}) - self.compared
 
     @property
@@ -326,6 +331,8 @@ def _trial_failures(trial: TrialResult, strict_errors: bool) -> list[tuple[str, 
         return [(": ", f"only the original failed: {trial.original_error}")]
     if trial.status == "candidate failed":
         return [(": ", f"only the candidate failed: {trial.candidate_error}")]
+    if trial.status == "specification sides with candidate":
+        return []  # onnxruntime departs from the specification (said with the skipped trials)
     if trial.status == "outside the specification":
         if not strict_errors:
             return []  # onnxruntime ran an input the specification rejects

@@ -51,14 +51,14 @@ from seqlower.verification.explore import (
 from seqlower.verification.flattened import Flattening
 from seqlower.verification.generate import Pinned, generate_edge, generate_inputs
 from seqlower.verification.loops import loop_iterations
-from seqlower.verification.report import TrialResult
+from seqlower.verification.report import TrialResult, TrialStatus
 from seqlower.verification.runner import IsolatedRunner, ReferenceRunner, RunOutcome
 from seqlower.verification.runtimes import ModelData
 from seqlower.verification.saved import Reproduction
 from seqlower.verification.signature import InputSpec, feedable_inputs
 from seqlower.verification.specification import SpecificationJudge
 from seqlower.verification.trial import compare_trial
-from seqlower.verification.values import Feeds, RuntimeValue, describe_value
+from seqlower.verification.values import Feeds, RuntimeValue, describe_value, has_nan
 
 EXPLORING_TIMEOUT = 5.0
 """Seconds an exploring run may take at least before it is killed (see `Session`)."""
@@ -292,7 +292,7 @@ class Session:
                     self._runtime_differs.setdefault(runner.runtime, []).append(index)
                     result = alternative
             if against is first:
-                result = self._judged(result, feeds, first)
+                result = self._judged(result, feeds, first, second)
             result = dataclasses.replace(result, runtime=runner.runtime, loops=loops, plan=plan)
             original_runtime = "onnxruntime" if against is first else runner.runtime
             if result.status == "differ" and not self._stable(
@@ -326,14 +326,14 @@ class Session:
             return first
         loading = native.cannot_run or (native.error or "").startswith("cannot load the model")
         if not loading and not native.crashed:
-            if native.ok or not first.ok or not candidate.ok or _has_nan(feeds):
+            if native.ok or not first.ok or not candidate.ok or has_nan(feeds):
                 return native  # like with like: both failing in this runtime is no difference
             return first  # the original alone fails in this runtime (tract cannot plan it)
         if (candidate.error or "").startswith("cannot load the model"):
             return native  # neither loads there: like with like, no difference
         if runtime not in self._not_native:
             self._not_native[runtime] = native.error or "it cannot run the original"
-        if _has_nan(feeds):
+        if has_nan(feeds):
             return None
         return first
 
@@ -409,26 +409,31 @@ class Session:
         self._confirmed = original_same
         return self._confirmed
 
-    def _judged(self, result: TrialResult, feeds: Feeds, original: RunOutcome) -> TrialResult:
-        """`result`, or where only the candidate failed and `onnx.reference` fails on the
-        original too, the same trial as "outside the specification" (onnxruntime ran an input
-        the specification rejects: see `seqlower.verification.specification`)."""
+    def _judged(
+        self, result: TrialResult, feeds: Feeds, original: RunOutcome, candidate: RunOutcome
+    ) -> TrialResult:
+        """`result`, or where `onnx.reference` sides with the candidate against onnxruntime's
+        run of the original (see `seqlower.verification.specification`), the same trial as
+        "outside the specification" (only the candidate failed, and the reference fails on the
+        original too: onnxruntime ran an input the specification rejects) or "specification
+        sides with candidate" (the outputs differ, and the reference computes the candidate's)."""
         if self._specification is None:
             return result
         if result.status == "ok" and original.outputs is not None:
             self._specification.witness(feeds, original.outputs)
-        if result.status != "candidate failed" or time.monotonic() > self._deadline:
+        if time.monotonic() > self._deadline:
             return result
-        excuse = self._specification.excuse(feeds)
-        if excuse is None:
-            return result
-        outputs = tuple(
-            dataclasses.replace(output, verdict="outside the specification")
-            for output in result.outputs
+        if result.status == "candidate failed":
+            excuse = self._specification.excuse(feeds)
+            if excuse is None:
+                return result
+            return _settled(result, "outside the specification", reference_error=excuse)
+        settled = (
+            result.status == "differ"
+            and candidate.outputs is not None
+            and self._specification.sides_with(feeds, candidate.outputs)
         )
-        return dataclasses.replace(
-            result, status="outside the specification", outputs=outputs, reference_error=excuse
-        )
+        return _settled(result, "specification sides with candidate") if settled else result
 
     def _same(self, outcome: RunOutcome, again: RunOutcome) -> bool:
         if outcome.outputs is None or again.outputs is None:
@@ -538,14 +543,14 @@ class Session:
 _FAILING = frozenset({"differ", "candidate failed", "candidate crashed"})
 
 
-def _has_nan(feeds: Feeds) -> bool:
-    """True when some float input holds a NaN."""
-    for value in feeds.values():
-        for array in value if isinstance(value, list) else [value]:
-            array = np.asarray(array)
-            if array.dtype.kind in "fc" and bool(np.isnan(array).any()):
-                return True
-    return False
+def _settled(result: TrialResult, status: TrialStatus, **changes: str) -> TrialResult:
+    """`result` with the specification's verdict `status` on the trial and on every output
+    that was not ok (the detail of a difference is kept)."""
+    outputs = tuple(
+        output if output.ok else dataclasses.replace(output, verdict=status)
+        for output in result.outputs
+    )
+    return dataclasses.replace(result, status=status, outputs=outputs, **changes)
 
 
 def _has_empty(feeds: Feeds) -> bool:

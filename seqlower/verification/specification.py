@@ -1,47 +1,85 @@
-"""Ask the specification when only the candidate failed: does the original fail there too?
+"""Ask the specification where the candidate departs from onnxruntime's run of the original.
 
-onnxruntime runs some inputs the ONNX specification rejects. A SplitToSequence whose `split`
-is an empty vector over a non-empty axis is one: the specification requires the sizes to add up
-to the dim, onnxruntime returns chunks of one instead. A lowered model follows the specification
-and fails on such an input, so "only the candidate failed" would blame the rewrite for what is
-onnxruntime's departure.
+onnxruntime departs from the ONNX specification in places, and a lowered model follows the
+specification (seqlower.runtime_quirks lists the departures). Two kinds show in a trial:
 
-`SpecificationJudge` settles it with `onnx.reference`, the specification's own implementation,
-run on the original. It is trusted only once it agreed with onnxruntime on the original in a
-trial both models ran (`witness`): an evaluator that cannot run the model at all (an operator it
-lacks, a bug of its own) must not excuse a candidate. Then, when the candidate alone failed on
-some inputs, `excuse(feeds)` runs the original under `onnx.reference` on them: its error, when
-it fails too, is the excuse; None when it runs (the candidate's failure is a difference).
+- onnxruntime runs an input the specification rejects. A SplitToSequence whose `split` is an
+  empty vector over a non-empty axis is one: the specification requires the sizes to add up to
+  the dim, onnxruntime returns chunks of one instead. The lowered model fails there, so "only
+  the candidate failed" would blame the rewrite for onnxruntime's departure.
+- onnxruntime computes another value than the specification. Its ReduceMax ignores a NaN that
+  comes after a number; the specification's maximum is NaN there, and so is the lowered
+  model's, so "values differ" would blame the rewrite.
 
-    judge = SpecificationJudge(lambda: ReferenceRunner(original_proto))
+`SpecificationJudge` settles both, for the departures seqlower knows only: each is a probed
+quirk of seqlower.runtime_quirks (`DEPARTURES`), considered where the installed onnxruntime
+still shows it and the original holds its operator (a NaN in the inputs too, for the NaN one).
+`onnx.reference`, the specification's own implementation, then runs the original. It is not
+right everywhere either (its SequenceInsert at position n, the length, inserts at 0), which is
+why it is asked only about those departures, and trusted only once it agreed with onnxruntime
+on the original in a trial both models ran (`witness`): an evaluator that cannot run the model
+at all must not excuse a candidate. `excuse(feeds)` gives its error when it fails on the
+original too (None otherwise: the candidate's failure is a difference), and `sides_with(feeds,
+outputs)` says whether it computes the candidate's outputs from the original (within the same
+tolerances).
+
+    judge = SpecificationJudge(lambda: ReferenceRunner(original), ops={"SplitToSequence"})
     judge.witness(feeds_of_an_ok_trial, onnxruntime_outputs_of_the_original)
     judge.excuse(feeds_where_only_the_candidate_failed)   # "need at least one array ..." or None
+    judge.sides_with(feeds_where_values_differ, candidate_outputs)   # True or False
 
 The evaluator is built on first use (importing `onnx.reference` is slow), and never when no
-candidate fails alone.
+candidate fails or differs where a departure may explain it.
 """
 
 from __future__ import annotations
 
-__all__ = ["SpecificationJudge"]
+__all__ = ["DEPARTURES", "Departure", "SpecificationJudge"]
 
-from collections.abc import Callable, Mapping
+import dataclasses
+from collections.abc import Callable, Mapping, Set
 
+from seqlower import runtime_quirks
 from seqlower.verification.compare import compare_values
 from seqlower.verification.runner import ReferenceRunner
-from seqlower.verification.values import Feeds, RuntimeValue
+from seqlower.verification.values import Feeds, RuntimeValue, has_nan
+
+
+@dataclasses.dataclass(frozen=True)
+class Departure:
+    """A probed onnxruntime departure from the specification that a trial may show: the quirk,
+    the operators that show it, and how (the candidate fails where onnxruntime runs the
+    original, or the values differ on inputs that hold a NaN)."""
+
+    quirk: str
+    ops: frozenset[str]
+    shows_as: str  # "failure" or "NaN values"
+
+
+DEPARTURES = (
+    Departure("split-to-sequence-empty-split", frozenset({"SplitToSequence"}), "failure"),
+    Departure("reduce-max-nan-order", frozenset({"ReduceMax", "ReduceMin"}), "NaN values"),
+)
 
 
 class SpecificationJudge:
-    """Whether `onnx.reference` fails on the original where only the candidate failed."""
+    """Whether `onnx.reference` sides with the candidate where onnxruntime's known departures
+    from the specification may explain a failure or a difference (`ops`: the operator types of
+    the original, in every graph)."""
 
     def __init__(
         self,
         reference: Callable[[], ReferenceRunner],
         *,
+        ops: Set[str],
         rtol: float | None = None,
         atol: float | None = None,
     ) -> None:
+        self._shows = {
+            departure.shows_as
+            for departure in DEPARTURES
+            if departure.ops & ops and runtime_quirks.holds(departure.quirk)
+        }
         self._factory = reference
         self._runner: ReferenceRunner | None = None
         self._rtol, self._atol = rtol, atol
@@ -57,10 +95,27 @@ class SpecificationJudge:
     def excuse(self, feeds: Feeds) -> str | None:
         """`onnx.reference`'s error on the original for `feeds`, when it fails there too and
         is trusted; else None."""
-        if not self._is_trusted():
+        if "failure" not in self._shows or not self._is_trusted():
             return None
         outcome = self._reference().run(feeds)
         return None if outcome.ok else (outcome.error or "it failed")
+
+    def sides_with(self, feeds: Feeds, outputs: Mapping[str, RuntimeValue]) -> bool:
+        """True when `onnx.reference`, trusted, computes `outputs` (the candidate's, every
+        one of the original's outputs) from the original on `feeds`."""
+        if "NaN values" not in self._shows or not has_nan(feeds) or not self._is_trusted():
+            return False
+        found = self._reference().run(feeds).outputs
+        return found is not None and self._same(found, outputs)
+
+    def _same(
+        self, expected: Mapping[str, RuntimeValue], actual: Mapping[str, RuntimeValue]
+    ) -> bool:
+        return all(
+            name in actual
+            and compare_values(value, actual[name], rtol=self._rtol, atol=self._atol).ok
+            for name, value in expected.items()
+        )
 
     def _reference(self) -> ReferenceRunner:
         if self._runner is None:
@@ -72,12 +127,6 @@ class SpecificationJudge:
             if self._witness is None:
                 return False  # nothing to check it on yet: decide later
             feeds, expected = self._witness
-            outcome = self._reference().run(feeds)
-            self._trusted = outcome.outputs is not None and all(
-                name in outcome.outputs
-                and compare_values(
-                    value, outcome.outputs[name], rtol=self._rtol, atol=self._atol
-                ).ok
-                for name, value in expected.items()
-            )
+            found = self._reference().run(feeds).outputs
+            self._trusted = found is not None and self._same(expected, found)
         return self._trusted

@@ -5,7 +5,14 @@ A tensor is a numpy array (strings as an object array); a sequence is a Python l
 
 from __future__ import annotations
 
-__all__ = ["Feeds", "RuntimeValue", "describe_dtype", "describe_shape", "describe_value"]
+__all__ = [
+    "Feeds",
+    "RuntimeValue",
+    "describe_dtype",
+    "describe_shape",
+    "describe_value",
+    "has_nan",
+]
 
 import numpy as np
 
@@ -52,3 +59,13 @@ def _dtype_name(array: np.ndarray) -> str:
 
 def _shape_text(shape: tuple[int, ...]) -> str:
     return "[" + ", ".join(str(size) for size in shape) + "]"
+
+
+def has_nan(feeds: Feeds) -> bool:
+    """True when some float input holds a NaN."""
+    for value in feeds.values():
+        for array in value if isinstance(value, list) else [value]:
+            array = np.asarray(array)
+            if array.dtype.kind in "fc" and bool(np.isnan(array).any()):
+                return True
+    return False
