@@ -409,9 +409,12 @@ class LoopShapes:
         return merge(before, appended)  # type: ignore[return-value]
 
     def element_symbol(self, value: ir.Value, axis: int) -> Dim:
-        """A size that holds in this iteration only: dim `axis` of `value`."""
+        """A size that holds in this iteration only: dim `axis` of `value`; in every
+        iteration where `value` is a list computed outside the body and assumed to hold
+        elements of one shape (it is one list for the whole loop, so is its elements' shape)."""
         atom = ("size", "element", id(value), axis)
-        self.varying.add(atom)
+        if not (value in self.uniform and self._is_outer(value)):
+            self.varying.add(atom)
         return sym.symbol(atom)
 
     def invariant_value(self, value: ir.Value | None) -> bool:

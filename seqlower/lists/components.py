@@ -148,6 +148,7 @@ def find_lists(model: ir.Model, opset: int, rank_refusal: str | None = None) -> 
             _element_type(plan, bodies, rank_refusal)
         plans.append(plan)
     _stack_together(plans, bodies)
+    _lockstep_together(plans, bodies)
     values = StaticValues(opset)
     depths: dict[int, int] = {id(main): 0}
 
@@ -537,8 +538,17 @@ def _in_lockstep(values: list[ir.Value], bodies: _BodyShapes) -> bool:
             return False
     if not constructs:
         return False
-    uniform = frozenset(values)
-    analyses: dict[int, LoopShapes] = {}
+    return _constructs_alike(constructs, frozenset(values), bodies, {})
+
+
+def _constructs_alike(
+    constructs: list[ir.Node],
+    uniform: frozenset[ir.Value],
+    bodies: _BodyShapes,
+    analyses: dict[int, LoopShapes],
+) -> bool:
+    """Whether each SequenceConstruct puts in tensors of one shape, the lists of `uniform`
+    assumed to hold elements of one shape each (`_in_lockstep`)."""
     for node in constructs:
         inputs = list(node.inputs)
         if any(x is None for x in inputs):
@@ -553,6 +563,163 @@ def _in_lockstep(values: list[ir.Value], bodies: _BodyShapes) -> bool:
         if not isinstance(first, tuple) or None in first or any(s != first for s in shapes):
             return False
     return True
+
+
+def _lockstep_together(plans: list[ListPlan], bodies: _BodyShapes) -> None:
+    """Lists built by SequenceInsert (from SequenceEmpty or a SequenceConstruct) whose values
+    each hold elements of one shape, known only at run time and possibly changing from one
+    iteration to the next: stacked, `shaped_by_first` where a value may be an empty list
+    (`best = []; for j ...: best.append(cat(hyps[j], t))`, each one token longer this step).
+
+    Proved by induction for all such lists at once, assuming each of them holds elements of
+    one shape (a list's elements are often read from another one: `hyps = [best[k] for k in
+    order]`); a list whose proof fails is dropped and the others proved again without it (a
+    greatest fixpoint). Besides the SequenceConstructs `_in_lockstep` checks, each
+    SequenceInsert(s, x) must put x into an empty list (s made by SequenceEmpty), or into a
+    list a Loop carries (`_grown_alike`): one that enters the Loop empty, is only inserted
+    into, erased from, passed on or returned by the Ifs of the body, and takes tensors of one
+    shape, the same in every iteration. A list that keeps what an earlier loop put in, grown
+    by tensors of another shape (hypotheses ended at different steps), stays ragged."""
+    candidates = [
+        p
+        for p in plans
+        if p.reason is None
+        and p.layout is not None
+        and p.layout.kind in ("flat", "ragged")
+        and p.rank is not None
+        and p.dtype is not None
+        and p.dtype != ir.DataType.STRING
+        and _lockstep_makers(p.values)
+    ]
+    while candidates:
+        uniform = frozenset(v for p in candidates for v in p.values)
+        analyses: dict[int, LoopShapes] = {}
+        failed = [p for p in candidates if not _grows_in_lockstep(p, uniform, bodies, analyses)]
+        if not failed:
+            break
+        candidates = [p for p in candidates if p not in failed]
+    for plan in candidates:
+        assert plan.rank is not None and plan.dtype is not None
+        empty = any(_made_by(v, "SequenceEmpty") for v in plan.values)
+        dims = (None,) * plan.rank
+        plan.layout = Layout("stacked", plan.rank, plan.dtype, dims, shaped_by_first=empty)
+
+
+def _made_by(value: ir.Value, op: str) -> bool:
+    producer = value.producer()
+    return producer is not None and producer.domain == "" and producer.op_type == op
+
+
+def _lockstep_makers(values: list[ir.Value]) -> bool:
+    """Whether every value is made by an operator the lockstep proof knows, one of them an
+    insert (the lists of constructs alone are `_in_lockstep`'s)."""
+    known = ("Identity", "If", "Loop", "SequenceConstruct", "SequenceEmpty", "SequenceErase")
+    inserts = False
+    for value in values:
+        producer = value.producer()
+        if producer is None:
+            continue
+        if producer.domain != "":
+            return False
+        if producer.op_type == "SequenceInsert":
+            inserts = True
+        elif producer.op_type not in known:
+            return False
+    return inserts
+
+
+def _grows_in_lockstep(
+    plan: ListPlan,
+    uniform: frozenset[ir.Value],
+    bodies: _BodyShapes,
+    analyses: dict[int, LoopShapes],
+) -> bool:
+    """The induction step of `_lockstep_together` for one list."""
+    for value in plan.values:
+        producer = value.producer()
+        if producer is None or producer.op_type != "SequenceInsert":
+            continue
+        if _empty_list(producer.inputs[0]):
+            continue
+        loop = bodies.loop_around(producer.graph)
+        if loop is None or not _grown_alike(loop, plan, uniform, bodies, analyses):
+            return False
+    constructs = [v for v in plan.values if _made_by(v, "SequenceConstruct")]
+    return _constructs_alike([v.producer() for v in constructs], uniform, bodies, analyses)  # type: ignore[misc]
+
+
+def _empty_list(value: ir.Value | None) -> bool:
+    """Whether `value` is surely an empty list: SequenceEmpty, through Identity."""
+    while value is not None:
+        producer = value.producer()
+        if producer is None or producer.domain != "":
+            return False
+        if producer.op_type == "SequenceEmpty":
+            return True
+        if producer.op_type != "Identity":
+            return False
+        value = producer.inputs[0]
+    return False
+
+
+def _grown_alike(
+    loop: ir.Node,
+    plan: ListPlan,
+    uniform: frozenset[ir.Value],
+    bodies: _BodyShapes,
+    analyses: dict[int, LoopShapes],
+) -> bool:
+    """Whether, in every iteration of `loop`, every value of the list in its body (and the
+    branches of the body's Ifs) holds elements of one shape X, the same in every iteration:
+    each value there comes from the carried list, an empty list, or another value there by an
+    insert, an erase, an Identity or an If; each carried list enters the Loop empty; and every
+    tensor inserted there has shape X, fixed for the whole Loop (the loop analysis, assuming
+    the lists of `uniform` each hold elements of one shape)."""
+    body = loop.attributes["body"].as_graph()
+    region = bodies.branches_of(body)
+    inside = [v for v in plan.values if id(v.graph) in region]
+    put: list[ir.Value] = []
+    for value in inside:
+        producer = value.producer()
+        if producer is None:  # a carried list: it must enter empty
+            if value.graph is not body or not value.is_graph_input():
+                return False
+            index = body.inputs.index(value)
+            init = loop.inputs[index] if index < len(loop.inputs) else None
+            if index < 2 or not _empty_list(init):
+                return False
+            continue
+        op = producer.op_type
+        if op == "SequenceEmpty":
+            continue
+        if op in ("SequenceInsert", "SequenceErase", "Identity"):
+            source = producer.inputs[0]
+            if source is None or id(source.graph) not in region:
+                return False
+            if op == "SequenceInsert":
+                if producer.inputs[1] is None:
+                    return False
+                if not _empty_list(source):
+                    put.append(producer.inputs[1])
+            continue
+        if op != "If":
+            return False
+        branch_outputs = [
+            g.outputs[value.index()]  # type: ignore[index]
+            for g in subgraphs(producer)
+        ]
+        if any(id(out.graph) not in region for out in branch_outputs):
+            return False
+    if not put:
+        return True
+    if id(loop) not in analyses:
+        analyses[id(loop)] = LoopShapes(loop, StaticValues(), uniform=uniform)
+    analysis = analyses[id(loop)]
+    shapes = [analysis.input_shape(x) for x in put]
+    first = shapes[0]
+    if not isinstance(first, tuple) or any(d is None or analysis.varies(d) for d in first):
+        return False
+    return all(shape == first for shape in shapes)
 
 
 def _cuts_axis_0(node: ir.Node) -> bool:
@@ -642,6 +809,29 @@ class _BodyShapes:
                 return analyses[id(owner)].input_shape(value)
             graph = owner.graph
         return None
+
+    def loop_around(self, graph: ir.Graph | None) -> ir.Node | None:
+        """The Loop whose body is `graph` or holds it through Ifs only; None elsewhere."""
+        while graph is not None:
+            owner = self._owners.get(id(graph))
+            if owner is None or owner.domain != "" or owner.op_type not in ("If", "Loop"):
+                return None
+            if owner.op_type == "Loop":
+                return owner
+            graph = owner.graph
+        return None
+
+    def branches_of(self, body: ir.Graph) -> set[int]:
+        """The ids of `body` and of the branches of its Ifs, theirs too (not nested Loops)."""
+        found = {id(body)}
+        stack = [body]
+        while stack:
+            for node in stack.pop():
+                if node.op_type == "If" and node.domain == "":
+                    for branch in subgraphs(node):
+                        found.add(id(branch))
+                        stack.append(branch)
+        return found
 
     def shape(self, value: ir.Value) -> ShapeFact:
         """The shape the loop analysis proves for `value`, when a Loop body computes it."""

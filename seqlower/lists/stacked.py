@@ -3,6 +3,11 @@ S may be known only at run time and change between iterations where every value 
 holds elements of one shape (`components._in_lockstep`): the tensor's shape changes as a whole.
 
 SequenceEmpty()              -> ConstantOfShape([0, *S])            (S static)
+SequenceEmpty()              -> ConstantOfShape([0] * (r + 1))      (S known at run time only,
+                                every element of each list value proved one shape; an insert
+                                into a list that may be empty reshapes the data first:
+                                Reshape(data, [n, *Shape(x)], allowzero), a no-op for n > 0, so
+                                Concat never joins a [0, 0] to a [1, d])
 SequenceConstruct(x0..xk)    -> Concat(Unsqueeze(x0, 0)..)
 SequenceInsert(s, x)         -> Concat(data, Unsqueeze(x, 0))  (p = 0: Concat(row, data))
 SequenceInsert(s, x, p)      -> a, b = Split(data, [p, n - p]); Concat(a, Unsqueeze(x, 0), b)
@@ -50,6 +55,7 @@ __all__ = [
     "table",
 ]
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -84,6 +90,10 @@ if TYPE_CHECKING:
 
 
 def empty(b: Builder, layout: Layout) -> TensorList:
+    if layout.shaped_by_first:  # dims from the first element put in (see `_shaped`)
+        assert layout.unit is None and layout.rank is not None, "a new list axis 0"
+        data = empty_tensor(b, [0] * (layout.rank + 1), layout.dtype, "list_data")
+        return TensorList((data,), layout)
     assert all(isinstance(d, int) for d in layout.dims), "an empty stacked list needs static dims"
     shape = [0, *layout.dims] if layout.unit is None else unit_rows.empty_shape(layout)
     data = empty_tensor(b, shape, layout.dtype, "list_data")  # type: ignore[arg-type]
@@ -119,6 +129,8 @@ def insert(
         else:
             index = b.op("Reshape", [int64(b, p), b.ints(shape, "index_shape")])  # type: ignore[arg-type]
         return TensorList((b.op("ScatterND", [base.data, index, x], name="list_data"),), s.layout)
+    if s.layout.shaped_by_first and s.min_length == 0:  # it may be empty, of zeros' dims
+        s = _shaped(b, s, x)
     row = forms.row(b, x) if unit is None else x  # an element with a dim of one is a row
     if p is None or static == 0:  # an append, or a prepend (position 0 is always valid)
         parts = [row, s.data] if static == 0 else [s.data, row]
@@ -140,6 +152,14 @@ def insert(
     head, tail = _cut(b, s.data, sizes, axis)
     joined = b.op("Concat", [head, row, tail], {"axis": axis}, name="list_data")
     return TensorList((joined,), s.layout)
+
+
+def _shaped(b: Builder, s: TensorList, x: ir.Value) -> TensorList:
+    """The data as `[n, *shape of x]`: the same tensor where n > 0 (every element has x's
+    shape, which is what the layout was proved on), the empty data with x's dims where n = 0."""
+    target = b.op("Concat", [dim0(b, s.data), b.op("Shape", [x])], {"axis": 0}, name="shape")
+    data = b.op("Reshape", [s.data, target], {"allowzero": 1}, name="list_data")
+    return dataclasses.replace(s, parts=(data,))
 
 
 def _insert_sliced(

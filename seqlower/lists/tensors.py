@@ -55,13 +55,19 @@ class Layout:
     for stacked, all but the first for ragged; none for flat and unranked), ints where static.
     `rank` is None for unranked: the elements' rank is known only at run time. `unit`
     (stacked only): the axis of S, a dim of one in every element, that the list's axis takes
-    the place of in the data (S with that dim n); None: the list axis is a new axis 0."""
+    the place of in the data (S with that dim n); None: the list axis is a new axis 0.
+    `shaped_by_first` (stacked only): see the field."""
 
     kind: LayoutKind
     rank: int | None
     dtype: ir.DataType
     dims: tuple[int | str | None, ...] = ()
     unit: int | None = None
+    # stacked with dims known at run time only, made empty by SequenceEmpty: the empty list is
+    # zeros of rank + 1 dims, and an insert into a list that may be empty first reshapes the
+    # data to [n, *shape of the tensor put in] (a no-op where n > 0, all elements having that
+    # shape; where n = 0 it gives the empty data the element dims Concat needs)
+    shaped_by_first: bool = False
 
     @property
     def list_axis(self) -> int:
