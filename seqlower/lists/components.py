@@ -696,11 +696,10 @@ def _grown_alike(
             source = producer.inputs[0]
             if source is None or id(source.graph) not in region:
                 return False
-            if op == "SequenceInsert":
+            if op == "SequenceInsert":  # into an empty list too: the result may flow on
                 if producer.inputs[1] is None:
                     return False
-                if not _empty_list(source):
-                    put.append(producer.inputs[1])
+                put.append(producer.inputs[1])
             continue
         if op != "If":
             return False

@@ -149,6 +149,19 @@ _SLICED = """one1 = Constant<value = int64[1] {1}>()
             bs2 = SequenceInsert(bs, part)"""
 
 
+# the first iteration starts the list anew with an ungrown hypothesis, the others grow it
+_RESTARTED = """fresh = SequenceEmpty<dtype = 7>()
+            alone = SequenceInsert(fresh, e)
+            grown = SequenceInsert(bs, g)
+            one1 = Constant<value = int64 {1}>()
+            first_j = Less(j, one1)
+            bs2 = If(first_j) <then_branch = a () => (seq(int64[?]) ra) {
+                ra = Identity(alone)
+            }, else_branch = o () => (seq(int64[?]) ro) {
+                ro = Identity(grown)
+            }>"""
+
+
 @pytest.mark.parametrize(
     ("kept_init", "grow", "stacked", "why"),
     [
@@ -165,6 +178,7 @@ _SLICED = """one1 = Constant<value = int64[1] {1}>()
             "each step puts a grown and an ungrown hypothesis into one list",
         ),
         ("e1", _SLICED, False, "the tensor put in has a length that changes with the iteration"),
+        ("e1", _RESTARTED, False, "an ungrown hypothesis put into an empty list flows on"),
     ],
 )
 def test_elements_that_may_differ_stay_ragged(kept_init, grow, stacked, why):
