@@ -103,6 +103,7 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         lengths_as_outputs,
         loops_nested,
         one_function_called,
+        one_value_listed,
     )
 
     return {
@@ -138,6 +139,7 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         "functions calling the next twice, 40 deep (2**40 copies)": functions_calling_twice(40),
         "one function holding a list, called 10k times": one_function_called(10_000),
         "30 Loops of a run-time trip count nested, each carrying a list": loops_nested(30),
+        "one value listed 200k times, read at a run-time position": one_value_listed(200_000),
     }
 
 

@@ -22,6 +22,7 @@ import onnx_ir as ir
 
 from seqlower.errors import InvalidModelError
 from seqlower.rule import Context, Refusal, Rule, RuleSet
+from seqlower.uses import use_count
 
 
 def static_position(
@@ -159,7 +160,7 @@ def _check_identity(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def
     if not isinstance(node.outputs[0].type, ir.SequenceType):
         return Refusal("not a sequence")
     source = node.inputs[0]
-    if source is not None and (source.is_graph_output() or len(source.uses()) > 1):
+    if source is not None and (source.is_graph_output() or use_count(source) > 1):
         # readers see through the Identity anyway (facts flow through it); once they are
         # lowered, the Identity is the last reader and folds without adding anything
         return Refusal(

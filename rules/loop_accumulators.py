@@ -55,6 +55,7 @@ from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loop_appends import STRING_SCANS, _hoistable
 from seqlower.rules.loops import _body, rebuild_with_scans
+from seqlower.uses import use_count
 
 
 @dataclasses.dataclass(frozen=True)
@@ -365,7 +366,7 @@ def _launches_saved(node: ir.Node, plan: AccumulatorPlan, ctx: Context) -> tuple
     if not (inside or plan.filler):
         per_iteration -= 1  # an Identity gives it as a scan output
     unsqueeze = _unsqueeze(plan)
-    if unsqueeze is not None and len(unsqueeze.outputs[0].uses()) == 1:
+    if unsqueeze is not None and use_count(unsqueeze.outputs[0]) == 1:
         per_iteration += 1  # the Unsqueeze goes
     if plan.keep is not None:  # the condition as a scalar scan output
         scalar = plan.keep.shape is not None and len(plan.keep.shape) == 0

@@ -77,6 +77,7 @@ from seqlower.rules.loops import (
 )
 from seqlower.rules.ragged_reads import RaggedChunks, ragged_chunks
 from seqlower.rules.stacks import merged_shape, moveaxis_to_front
+from seqlower.uses import use_count
 
 # What a length is known to equal: a static count, a named dim, a dim of one value, or the length
 # of one sequence value.
@@ -362,7 +363,7 @@ def _carried(node: ir.Node, body: ir.Graph, ctx: Context) -> Carried | Refusal:
             accumulated[k] = axis
             continue
         insert = single_append(update, state, body)
-        if insert is None or len(update.uses()) > 1:
+        if insert is None or use_count(update) > 1:
             return Refusal(f"loop-carried value {k} feeds the next iteration")
         elements = ctx.known_elements(initial)
         if elements != () and (
@@ -389,7 +390,7 @@ def _concat_accumulator(
     if concat.graph is not body or len(concat.inputs) != 2 or concat.inputs[0] is not state:
         return None
     tensor = concat.inputs[1]
-    if tensor is None or tensor is state or len(state.uses()) != 1 or update.uses():
+    if tensor is None or tensor is state or use_count(state) != 1 or update.uses():
         return None
     return tensor, concat.attributes.get_int("axis", 0)
 
@@ -456,7 +457,7 @@ def _running_sum(
         return None
     if add.op_type != "Add" and update.uses():
         return None
-    if len(state.uses()) != 1 or add.inputs.count(state) != 1:
+    if use_count(state) != 1 or add.inputs.count(state) != 1:
         return None
     term = add.inputs[1] if add.inputs[0] is state else add.inputs[0]
     shape = None if initial is None else initial.shape

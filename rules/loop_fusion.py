@@ -33,6 +33,7 @@ import onnx_ir as ir
 from seqlower.ops import graphs_within, subgraphs
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loops import _body, _body_always_continues, _static_bool, single_append
+from seqlower.uses import use_count
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,7 +88,7 @@ def _length_counted(trip: ir.Value, node: ir.Node, ctx: Context) -> ir.Node | No
         producer = value.producer()
         if producer is None or producer.domain != "" or value.is_graph_output():
             return None
-        if len(value.uses()) != 1 or (chain and value.uses()[0].node is not chain[-1]):
+        if use_count(value) != 1 or (chain and value.uses()[0].node is not chain[-1]):
             return None
         if not chain and (value.uses()[0].node is not node or value.uses()[0].idx != 0):
             return None
@@ -142,7 +143,7 @@ def _reads_at_iteration(
     counter = body.inputs[0]
     if sequence.is_graph_output() or length.outputs[0].is_graph_output():
         return "the model returns the list or its length"
-    if len(length.outputs[0].uses()) != 1:
+    if use_count(length.outputs[0]) != 1:
         return "the list's length is read elsewhere too"
     reads = []
     for use in sequence.uses():

@@ -36,6 +36,7 @@ from seqlower.rules.loops import (
     _static_bool,
     first_carried_plan,
 )
+from seqlower.uses import use_count
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +93,7 @@ def _plan(node: ir.Node, index: int, ctx: Context) -> MapPlan | str:
     ):
         return "the body does not erase the element at the iteration number before the insert"
     erased = erase.outputs[0]
-    if erased.is_graph_output() or len(erased.uses()) != 1:
+    if erased.is_graph_output() or use_count(erased) != 1:
         return "the list without the element is read elsewhere"
     if state.is_graph_output() or sum(o is update for o in body.outputs) != 1:
         return "the body returns the list elsewhere too"

@@ -32,6 +32,7 @@ from seqlower.ops import graphs_within, is_sequence_op, is_sequence_value, subgr
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.access import _producer
 from seqlower.rules.stacks import merged_shape
+from seqlower.uses import use_count
 
 T = TypeVar("T")
 
@@ -114,7 +115,7 @@ def single_append(update: ir.Value, state: ir.Value, body: ir.Graph) -> ir.Node 
     """The SequenceInsert that makes `update` by appending one tensor at the end of the carried
     list `state`, which nothing else in `body` reads; None when `update` is not made so."""
     insert = appending_insert(update, state, body)
-    return insert if insert is not None and len(state.uses()) == 1 else None
+    return insert if insert is not None and use_count(state) == 1 else None
 
 
 def appending_insert(update: ir.Value, state: ir.Value, body: ir.Graph) -> ir.Node | None:

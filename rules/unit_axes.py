@@ -21,6 +21,7 @@ import dataclasses
 import onnx_ir as ir
 
 from seqlower.rule import Context, Refusal, Rule, RuleSet
+from seqlower.uses import use_count
 
 _UNARY = frozenset(
     {
@@ -75,7 +76,7 @@ def _keeps_axis(
             and side.op_type == "Unsqueeze"
             and side.domain == ""
             and other_rank == rank
-            and len(other.uses()) == 1  # type: ignore[union-attr]
+            and use_count(other) == 1  # type: ignore[arg-type]
             and not other.is_graph_output()  # type: ignore[union-attr]
             and _single_axis(side, ctx) in (axis, axis - rank)
         ):
@@ -99,7 +100,7 @@ def _check(node: ir.Node, ctx: Context) -> RoundTrip | Refusal:
         producer = value.producer() if value is not None else None
         if producer is None or value is None:
             return Refusal("the squeezed value does not come from an Unsqueeze")
-        if len(value.uses()) != 1 or value.is_graph_output():
+        if use_count(value) != 1 or value.is_graph_output():
             return Refusal(f"'{value.name}' has other readers")
         if producer.op_type == "Unsqueeze" and producer.domain == "":
             if _single_axis(producer, ctx) not in (axis, axis - rank):

@@ -205,7 +205,7 @@ def _squeezes(chunks: list[ir.Value], nodes: set[ir.Node]) -> list[ir.Value] | N
     found = []
     for chunk in chunks:
         readers = chunk.consumers()
-        if len(chunk.uses()) != 1 or readers[0].op_type != "Squeeze" or readers[0].domain != "":
+        if use_count(chunk) != 1 or readers[0].op_type != "Squeeze" or readers[0].domain != "":
             return None
         found.append(readers[0].outputs[0])
     return found if found[0].producer() in nodes else None
@@ -214,7 +214,7 @@ def _squeezes(chunks: list[ir.Value], nodes: set[ir.Node]) -> list[ir.Value] | N
 def _unsqueezed(value: ir.Value, axis: int, ctx: Context) -> ir.Value | None:
     """x when `value` is Unsqueeze(x, [axis]) read only here, else None."""
     node = value.producer()
-    if node is None or node.op_type != "Unsqueeze" or node.domain != "" or len(value.uses()) != 1:
+    if node is None or node.op_type != "Unsqueeze" or node.domain != "" or use_count(value) != 1:
         return None
     if len(node.inputs) > 1 and node.inputs[1] is not None:
         axes = ctx.facts.values.get_ints(node.inputs[1])
@@ -365,7 +365,7 @@ def _check(node: ir.Node, ctx: Context) -> UnrolledMap | Refusal:
     stacked = all(r is not None for r in results)
     if not stacked:  # a cat: the copies' results as they are
         results = list(node.inputs)
-        if any(r is None or r.shape is None or len(r.uses()) != 1 for r in results):
+        if any(r is None or r.shape is None or use_count(r) != 1 for r in results):
             return Refusal("an input is of unknown rank or read elsewhere too")
     assert node.graph is not None
     copies = _copies(results, node.graph, ctx, node)  # type: ignore[arg-type]
@@ -496,7 +496,7 @@ def _build_sum(found: UnrolledSum, builder: Builder) -> ir.Value:
     batched = _emit(found.copies, builder)
     axis = 0
     moved = batched.producer()
-    if moved is not None and moved.op_type == "Transpose" and len(batched.uses()) == 0:
+    if moved is not None and moved.op_type == "Transpose" and use_count(batched) == 0:
         perm = list(moved.attributes.get_ints("perm") or [])
         if perm and perm[1:] == sorted(perm[1:]):  # the stack itself: sum where it lies
             batched, axis = moved.inputs[0], perm[0]  # type: ignore[assignment]

@@ -461,8 +461,13 @@ class Builder:
         return self.op("Gather", [data, order], {"axis": 0}, name="reversed")
 
     def stack(self, elements: Sequence[ir.Value], axis: int = 0) -> ir.Value:
-        """Concat of the elements, each unsqueezed at `axis` (numpy.stack)."""
-        unsqueezed = [self.unsqueeze(e, [axis]) for e in elements]
+        """Concat of the elements, each unsqueezed at `axis` (numpy.stack); an element given
+        many times is unsqueezed once (a list of one value 100,000 times made 100,000 nodes)."""
+        once: dict[ir.Value, ir.Value] = {}
+        unsqueezed = [
+            once[e] if e in once else once.setdefault(e, self.unsqueeze(e, [axis]))
+            for e in elements
+        ]
         if len(unsqueezed) == 1:
             return unsqueezed[0]
         return self.op("Concat", unsqueezed, {"axis": axis})

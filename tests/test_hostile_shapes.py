@@ -18,6 +18,7 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.errors import InvalidModelError, ModelInputError
 from seqlower.inlined_size import inlined_node_count
 from seqlower.ops import graphs_within, iter_all_graphs
+from seqlower.rewriter import Rewriter
 from tests.support import assert_same_outputs, lower, run_ort, sequence_op_count
 
 OPSET = [helper.make_opsetid("", 17)]
@@ -313,3 +314,36 @@ def test_thirty_loops_nested_each_carrying_a_list() -> None:
     # one iteration a level: two would run 2**30 in onnxruntime (none: an empty concatenation)
     (y,) = assert_same_outputs(model, lowered, {"x": x, "n": np.array(1, np.int64)})
     np.testing.assert_array_equal(y, [x])
+
+
+def one_value_listed(count: int) -> onnx.ModelProto:
+    """A SequenceConstruct of x `count` times, read at a run-time position."""
+    nodes = [
+        helper.make_node("SequenceConstruct", ["x"] * count, ["s"]),
+        helper.make_node("SequenceAt", ["s", "p"], ["y"]),
+    ]
+    return _model(nodes, [_float("x", [2]), _int("p")], [_float("y", [2])])
+
+
+def test_a_stack_of_one_value_many_times_unsqueezes_it_once() -> None:
+    # 100,000 Unsqueezes of one value, then a rule asking each how often it is read by a
+    # walk of its uses (quadratic): 200,000 took 10 s and 1.1 GB
+    model = ir.from_proto(one_value_listed(3))
+    read = model.graph.node(1)
+    x = model.graph.inputs[0]
+    Rewriter(model).before(read).stack([x, x, model.graph.inputs[1], x])
+    kinds = [node.op_type for node in model.graph]
+    assert kinds.count("Unsqueeze") == 2 and kinds.count("Concat") == 1
+    concat = next(node for node in model.graph if node.op_type == "Concat")
+    first = concat.inputs[0]
+    assert [v is first for v in concat.inputs] == [True, True, False, True]
+
+
+def test_a_value_listed_three_thousand_times_read_at_a_runtime_position() -> None:
+    model = one_value_listed(3000)
+    lowered, _ = lower(model)
+    assert sequence_op_count(lowered) == 0
+    x = np.array([1.5, -2.0], np.float32)
+    for p in (0, 2999, -3000):
+        (y,) = assert_same_outputs(model, lowered, {"x": x, "p": np.array(p, np.int64)})
+        np.testing.assert_array_equal(y, x)

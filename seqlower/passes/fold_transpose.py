@@ -18,6 +18,8 @@ __all__ = ["MAX_FOLD_BYTES", "fold_constant_transposes"]
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.uses import use_count
+
 MAX_FOLD_BYTES = 16 * 1024 * 1024
 
 
@@ -49,7 +51,7 @@ def fold_constant_transposes(model: ir.Model) -> int:
 
 def _foldable(source: ir.Value | None, interface: set[ir.Value]) -> ir.TensorProtocol | None:
     """The constant `source` holds, when folding a Transpose of it is cheap and safe."""
-    if source is None or source in interface or len(source.uses()) != 1:
+    if source is None or source in interface or use_count(source) != 1:
         return None
     producer = source.producer()
     if producer is not None:

@@ -21,6 +21,7 @@ import onnx_ir as ir
 from seqlower.analysis.static_values import StaticValues
 from seqlower.ops import iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_upstream
+from seqlower.uses import use_count
 
 
 def fold_negated_terms(model: ir.Model) -> int:
@@ -62,7 +63,7 @@ def _negated_term(node: ir.Node, values: StaticValues) -> tuple[ir.Value, ir.Val
             or mul.graph is not node.graph
             or len(mul.inputs) != 2
             or product.is_graph_output()
-            or len(product.uses()) != 1
+            or use_count(product) != 1
         ):
             continue
         for side in (1, 0):

@@ -32,6 +32,7 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.ops import iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_upstream
 from seqlower.passes.new_constants import int64_constant_before
+from seqlower.uses import use_count
 
 _UNARY = frozenset(
     {
@@ -145,7 +146,7 @@ def _plan_step(
         or value.is_graph_output()
         or len(producer.outputs) != 1
         or any(use.node is not reader for use in value.uses())
-        or len(value.uses()) != 1
+        or use_count(value) != 1
     ):
         return False
     rank = len(value.shape)

@@ -22,6 +22,7 @@ import onnx_ir as ir
 
 from seqlower.ops import iter_all_graphs
 from seqlower.rewriter import NameAllocator
+from seqlower.uses import use_count
 
 
 def unshare_empty_lists(model: ir.Model) -> int:
@@ -41,7 +42,7 @@ def unshare_empty_lists(model: ir.Model) -> int:
 
 def _readers(graph: ir.Graph, node: ir.Node) -> int:
     value = node.outputs[0]
-    return len(value.uses()) + sum(1 for v in graph.outputs if v is value)
+    return use_count(value) + sum(1 for v in graph.outputs if v is value)
 
 
 def _unshare(graph: ir.Graph, node: ir.Node, names: NameAllocator) -> int:

@@ -20,6 +20,7 @@ __all__ = ["flatten_nested_concats", "remove_single_concats"]
 import onnx_ir as ir
 
 from seqlower.ops import iter_all_graphs
+from seqlower.uses import use_count
 
 
 def remove_single_concats(model: ir.Model) -> int:
@@ -77,7 +78,7 @@ def _only_concat_input(node: ir.Node) -> ir.Node | None:
         inner = value.producer() if value is not None else None
         if inner is None or inner.op_type != "Concat" or inner.domain != "":
             continue
-        if inner.graph is not node.graph or value.is_graph_output() or len(value.uses()) != 1:
+        if inner.graph is not node.graph or value.is_graph_output() or use_count(value) != 1:
             continue
         if any(v is None for v in inner.inputs):
             continue

@@ -24,6 +24,7 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.ops import iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_upstream
 from seqlower.passes.new_constants import int64_constant_before
+from seqlower.uses import use_count
 
 _LIMIT = 1 << 40  # bounds beyond this are not trims of a list (and could overflow when added)
 
@@ -56,7 +57,7 @@ def fold_trimmed_reads(model: ir.Model) -> int:
                 continue
             outer = _trim(node.outputs[0], values)
             inner = _trim(node.inputs[0], values) if node.inputs else None
-            if outer is None or inner is None or len(node.inputs[0].uses()) != 1:
+            if outer is None or inner is None or use_count(node.inputs[0]) != 1:
                 continue
             data, k, inner_node = inner
             names = names or _output_names(model)

@@ -32,6 +32,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.ops import iter_all_graphs
+from seqlower.uses import use_count
 
 
 class RuntimeWorkaroundsPass(ir.passes.InPlacePass):
@@ -88,7 +89,7 @@ def _is_cast_of_private_transpose(node: ir.Node) -> bool:
         and transpose.op_type == "Transpose"
         and transpose.domain == ""
         and transpose.graph is node.graph
-        and len(transposed.uses()) == 1
+        and use_count(transposed) == 1
         and not transposed.is_graph_output()
     )
 
