@@ -3,11 +3,11 @@ S may be known only at run time and change between iterations where every value 
 holds elements of one shape (`components._in_lockstep`): the tensor's shape changes as a whole.
 
 SequenceEmpty()              -> ConstantOfShape([0, *S])            (S static)
-SequenceEmpty()              -> ConstantOfShape([0] * (r + 1))      (S known at run time only,
+SequenceEmpty()              -> ConstantOfShape([0, 1, .., 1])      (S known at run time only,
                                 every element of each list value proved one shape; an insert
-                                into a list that may be empty reshapes the data first:
-                                Reshape(data, [n, *Shape(x)], allowzero), a no-op for n > 0, so
-                                Concat never joins a [0, 0] to a [1, d])
+                                into a list that may be empty broadcasts the data first:
+                                Expand(data, Shape(x)), the same data for n > 0, [0, *S] for
+                                n = 0, so Concat never joins a [0, 1] to a [1, d])
 SequenceConstruct(x0..xk)    -> Concat(Unsqueeze(x0, 0)..)
 SequenceInsert(s, x)         -> Concat(data, Unsqueeze(x, 0))  (p = 0: Concat(row, data))
 SequenceInsert(s, x, p)      -> a, b = Split(data, [p, n - p]); Concat(a, Unsqueeze(x, 0), b)
@@ -92,7 +92,7 @@ if TYPE_CHECKING:
 def empty(b: Builder, layout: Layout) -> TensorList:
     if layout.shaped_by_first:  # dims from the first element put in (see `_shaped`)
         assert layout.unit is None and layout.rank is not None, "a new list axis 0"
-        data = empty_tensor(b, [0] * (layout.rank + 1), layout.dtype, "list_data")
+        data = empty_tensor(b, [0] + [1] * layout.rank, layout.dtype, "list_data")
         return TensorList((data,), layout)
     assert all(isinstance(d, int) for d in layout.dims), "an empty stacked list needs static dims"
     shape = [0, *layout.dims] if layout.unit is None else unit_rows.empty_shape(layout)
@@ -155,10 +155,10 @@ def insert(
 
 
 def _shaped(b: Builder, s: TensorList, x: ir.Value) -> TensorList:
-    """The data as `[n, *shape of x]`: the same tensor where n > 0 (every element has x's
-    shape, which is what the layout was proved on), the empty data with x's dims where n = 0."""
-    target = b.op("Concat", [dim0(b, s.data), b.op("Shape", [x])], {"axis": 0}, name="shape")
-    data = b.op("Reshape", [s.data, target], {"allowzero": 1}, name="list_data")
+    """The data broadcast to `[n, *shape of x]`: the same tensor where n > 0 (every element
+    has x's shape, which is what the layout was proved on), the empty data `[0, 1, ..]` with
+    x's dims where n = 0 (a dim of one broadcasts to any size, 0 included)."""
+    data = b.op("Expand", [s.data, b.op("Shape", [x])], name="list_data")
     return dataclasses.replace(s, parts=(data,))
 
 

@@ -64,9 +64,9 @@ class Layout:
     dims: tuple[int | str | None, ...] = ()
     unit: int | None = None
     # stacked with dims known at run time only, made empty by SequenceEmpty: the empty list is
-    # zeros of rank + 1 dims, and an insert into a list that may be empty first reshapes the
-    # data to [n, *shape of the tensor put in] (a no-op where n > 0, all elements having that
-    # shape; where n = 0 it gives the empty data the element dims Concat needs)
+    # [0, 1, .., 1], and an insert into a list that may be empty first broadcasts the data to
+    # the shape of the tensor put in (the same data where n > 0, all elements having that
+    # shape; where n = 0 the empty data with the element dims Concat needs)
     shaped_by_first: bool = False
 
     @property

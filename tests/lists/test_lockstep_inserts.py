@@ -1,10 +1,11 @@
 """Lists started by SequenceEmpty and grown by SequenceInsert whose elements share one shape
 known only at run time (beam search's per-step lists: `best = []; for j ...:
 best.append(cat(hyps[j], t))`, `kept = []; for k ...: if keep[k]: kept.append(best[p])`, every
-hypothesis one token longer each step) are one stacked tensor. The empty list is zeros of
-rank + 1 dims; an insert into a list that may be empty reshapes the data to `[n, *shape of
-x]` first, so that no Concat ever joins an empty `[0, 0]` to a `[1, d]` (checked under the
-ONNX reference evaluator, which refuses such a Concat). Lists whose elements may differ in
+hypothesis one token longer each step) are one stacked tensor. The empty list is `[0, 1, ..,
+1]`; an insert into a list that may be empty broadcasts the data to the shape of x first
+(Expand: the same data where the list has elements), so that no Concat ever joins an empty
+`[0, 1]` to a `[1, d]` (checked under the ONNX reference evaluator, which refuses such a
+Concat). Lists whose elements may differ in
 shape (a list that keeps what earlier steps put in, grown by longer hypotheses each step) stay
 ragged."""
 
@@ -88,25 +89,20 @@ _KEEPS = ([True, True], [False, True], [True, False, True], [False, False], [])
 
 
 def test_lists_grown_from_empty_in_lockstep_are_stacked():
-    """Every list is stacked, the empty ones zeros of two dims, each insert into a list that
-    may be empty a Reshape to `[n, *shape of x]` (allowzero); no CumSum or Slice of a ragged
-    buffer. Same results as the original for every step count (none too), keep pattern
-    (empty lists, zero-iteration loops) and pick (negative ones read from the end, -3 fails
-    in both)."""
+    """Every list is stacked, each insert into a list that may be empty an Expand of the data
+    to the shape of the tensor put in; no CumSum or Slice of a ragged buffer. Same results as
+    the original for every step count (none too), keep pattern (empty lists, zero-iteration
+    loops) and pick (negative ones read from the end, -3 fails in both)."""
     model = parse(_beam())
     lowered, report = lower_tensor_form(model)
     assert sequence_op_count(lowered) == 0
     assert {node.tier for node in report.nodes} - {"direct"} == {"stacked"}
     counts = op_counts(lowered)
     assert "CumSum" not in counts and "Slice" not in counts, counts
-    reshapes = [
-        node
-        for graph in _graphs(lowered.graph)
-        for node in graph.node
-        if node.op_type == "Reshape"
-        and any(a.name == "allowzero" and a.i == 1 for a in node.attribute)
+    expands = [
+        node for graph in _graphs(lowered.graph) for node in graph.node if node.op_type == "Expand"
     ]
-    assert len(reshapes) >= 2, "the two inserts into lists that start empty reshape first"
+    assert len(expands) >= 2, "the two inserts into lists that start empty broadcast first"
     rng = np.random.default_rng(7)
     for steps in (0, 1, 2, 3):
         for keep in _KEEPS:
@@ -203,3 +199,71 @@ def _graphs(graph):
         for attribute in node.attribute:
             if attribute.g.node:
                 yield from _graphs(attribute.g)
+
+
+_PAIR = "pair = Concat<axis = 0>(start, start)\n            rows = Gather(x, pair)"
+_SLICE = "end = Add(start, two)\n            rows = Slice(x, start, end)"
+
+
+def _kept(dtype: str, cut: str = _PAIR) -> str:
+    """`kept = []; for r in range(len(keep)): if keep[r]: kept.append(x[[r, r]])` (or
+    `x[r:r + 2]`, one row at the end of x): rows of a run-time width put in where `keep[r]` is
+    set."""
+    return f"""g ({dtype}[T, W] x, bool[Q] keep) => (int64 n, {dtype}[?, ?] last) {{
+    t = Constant<value = bool {{1}}>()
+    minus = Constant<value = int64 {{-1}}>()
+    q = Size(keep)
+    e = SequenceEmpty<dtype = {_DTYPES[dtype]}>()
+    kept = Loop(q, t, e) <body = choose (int64 r, bool cr, seq({dtype}[?, ?]) ks)
+            => (bool cr2, seq({dtype}[?, ?]) ks2) {{
+        b = Gather(keep, r)
+        ks2 = If(b) <then_branch = th () => (seq({dtype}[?, ?]) put) {{
+            two = Constant<value = int64[1] {{2}}>()
+            shape = Constant<value = int64[1] {{1}}>()
+            start = Reshape(r, shape)
+            {cut}
+            put = SequenceInsert(ks, rows)
+        }}, else_branch = el () => (seq({dtype}[?, ?]) same) {{
+            same = Identity(ks)
+        }}>
+        cr2 = Identity(cr)
+    }}>
+    n = SequenceLength(kept)
+    last = SequenceAt(kept, minus)
+}}"""
+
+
+_DTYPES = {"float16": 10, "int8": 3, "uint16": 4, "bool": 9, "double": 11}
+
+
+@pytest.mark.parametrize("dtype", sorted(_DTYPES))
+def test_a_list_kept_from_empty_is_stacked_for_every_element_type(dtype):
+    """Rows `x[[r, r]]` are put in where `keep[r]` is set: each is two rows of x's width,
+    the same in every iteration, though the width is known only at run time (and may be 0).
+    Stacked; same results for every keep pattern, none set (an empty list: its last element
+    fails in both) and no iteration at all."""
+    model = parse(_kept(dtype))
+    lowered, report = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    assert {node.tier for node in report.nodes} - {"direct"} == {"stacked"}
+    rng = np.random.default_rng(11)
+    for t, w in ((5, 3), (6, 0), (2, 1)):  # (2, 1): r = 2 is past x's rows, both fail
+        for keep in ([True, False, True], [False, False, False], [], [False, True]):
+            values = rng.integers(0, 2 if dtype == "bool" else 9, (t, w))
+            feeds = {
+                "x": values.astype(np.dtype(dtype)),
+                "keep": np.array(keep, np.bool_).reshape(len(keep)),
+            }
+            assert_same_or_both_fail(model, lowered, feeds)
+
+
+def test_slices_cut_short_at_the_end_stay_unstacked():
+    """`x[r:r + 2]` is one row at the end of x: the tensors put in may differ in shape, so
+    the list is not stacked, and holds the short slice as the original does."""
+    model = parse(_kept("double", _SLICE))
+    lowered, report = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    assert "stacked" not in {node.tier for node in report.nodes}
+    for keep in ([True, True, True], [False, True], []):
+        feeds = {"x": np.arange(6.0).reshape(3, 2), "keep": np.array(keep, np.bool_)}
+        assert_same_or_both_fail(model, lowered, feeds)
