@@ -523,8 +523,8 @@ def _in_lockstep(values: list[ir.Value], bodies: _BodyShapes) -> bool:
     shape, each SequenceConstruct puts in tensors of one shape (the same tensor; equal dims
     that inference knows; or, in a Loop body, equal dims that the loop analysis derives with
     the reads of the list's values sharing per-iteration dims). Loop carries, If outputs,
-    Identity and SequenceErase keep the property. Lists with other makers (an insert, a split,
-    an empty list, whose stacked form needs static dims) are not taken here."""
+    Identity and SequenceErase keep the property. Lists with other makers are not taken here
+    (lists grown by inserts are `_lockstep_together`'s; split lists have their own rules)."""
     constructs = []
     for value in values:
         producer = value.producer()

@@ -1,6 +1,7 @@
 """The stacked layout: elements of one shape S, as one tensor `[n, *S]` (element i: data[i]).
 S may be known only at run time and change between iterations where every value of the list
-holds elements of one shape (`components._in_lockstep`): the tensor's shape changes as a whole.
+holds elements of one shape (`components._in_lockstep`, and `_lockstep_together` for lists
+grown by inserts): the tensor's shape changes as a whole.
 
 SequenceEmpty()              -> ConstantOfShape([0, *S])            (S static)
 SequenceEmpty()              -> ConstantOfShape([0, 1, .., 1])      (S known at run time only,
