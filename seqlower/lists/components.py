@@ -778,17 +778,12 @@ class _BodyShapes:
         its body) proves for it, when the sequences of `elements` hold elements of the
         given shapes; None outside any Loop. `analyses` keeps the analysis of each Loop
         under that hypothesis."""
-        graph = value.graph
-        while graph is not None:
-            owner = self._owners.get(id(graph))
-            if owner is None:
-                return None
-            if owner.op_type == "Loop" and owner.domain == "":
-                if id(owner) not in analyses:
-                    analyses[id(owner)] = LoopShapes(owner, StaticValues(), elements)
-                return analyses[id(owner)].shape(value)
-            graph = owner.graph
-        return None
+        owner = self._innermost_loop(value.graph)
+        if owner is None:
+            return None
+        if id(owner) not in analyses:
+            analyses[id(owner)] = LoopShapes(owner, StaticValues(), elements)
+        return analyses[id(owner)].shape(value)
 
     def exact_shape(
         self, value: ir.Value, uniform: frozenset[ir.Value], analyses: dict[int, LoopShapes]
@@ -797,15 +792,22 @@ class _BodyShapes:
         iteration (dims that change between iterations included), when every sequence of
         `uniform` holds elements of one shape; None outside any Loop. `analyses` keeps the
         analysis of each Loop under that hypothesis."""
-        graph = value.graph
+        owner = self._innermost_loop(value.graph)
+        if owner is None:
+            return None
+        if id(owner) not in analyses:
+            analyses[id(owner)] = LoopShapes(owner, StaticValues(), uniform=uniform)
+        return analyses[id(owner)].input_shape(value)
+
+    def _innermost_loop(self, graph: ir.Graph | None) -> ir.Node | None:
+        """The innermost Loop whose body holds `graph`, through any node's subgraphs; None
+        outside every Loop."""
         while graph is not None:
             owner = self._owners.get(id(graph))
             if owner is None:
                 return None
             if owner.op_type == "Loop" and owner.domain == "":
-                if id(owner) not in analyses:
-                    analyses[id(owner)] = LoopShapes(owner, StaticValues(), uniform=uniform)
-                return analyses[id(owner)].input_shape(value)
+                return owner
             graph = owner.graph
         return None
 
