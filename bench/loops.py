@@ -34,10 +34,11 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx_ir
 
 import seqlower
 from bench.timing import latency
-from seqlower.ops import SEQUENCE_OPS
+from seqlower.passes.legality import count_sequence_ops
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOP_FORMS = ROOT / "bench" / "fixtures" / "loop_forms"
@@ -137,17 +138,9 @@ def _saved_inputs(case: Path, model: onnx.ModelProto) -> dict[str, np.ndarray]:
     return feeds
 
 
-def _sequence_ops(model: onnx.ModelProto) -> int:
-    def count(graph: onnx.GraphProto) -> int:
-        total = 0
-        for node in graph.node:
-            total += node.op_type in SEQUENCE_OPS
-            for attribute in node.attribute:
-                if attribute.type == onnx.AttributeProto.GRAPH:
-                    total += count(attribute.g)
-        return total
-
-    return count(model.graph)
+def sequence_ops(model: onnx.ModelProto) -> int:
+    """How many sequence operators the model holds, subgraphs included."""
+    return sum(count_sequence_ops(onnx_ir.from_proto(model)).values())
 
 
 def measure_real_exports(
@@ -167,7 +160,7 @@ def measure_real_exports(
             row = {
                 "case": f"{folder.name}/{case.name}",
                 "seconds": seconds,
-                "sequence_ops": {name: _sequence_ops(model) for name, model in models.items()},
+                "sequence_ops": {name: sequence_ops(model) for name, model in models.items()},
                 "speedup": seconds["original"] / seconds["generic"],
                 "speedup_onnxruntime": seconds["original"] / seconds["onnxruntime"],
             }

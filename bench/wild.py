@@ -18,24 +18,11 @@ import onnx_ir
 from onnx import numpy_helper
 
 import seqlower
+from bench.loops import sequence_ops
 from bench.timing import latency, session
 from seqlower.errors import SeqlowerError
 
 ROOT = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "torch_wild"
-SEQ_OPS = {
-    "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert",
-    "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence",
-}  # fmt: skip
-
-
-def seq_ops(graph: onnx.GraphProto) -> int:
-    count = 0
-    for node in graph.node:
-        count += node.op_type in SEQ_OPS
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                count += seq_ops(attr.g)
-    return count
 
 
 def data_sets(folder: Path, model: onnx.ModelProto) -> list[tuple[dict, list]]:
@@ -84,7 +71,7 @@ def measure(case: str, target: str) -> dict:
     folder = ROOT / case
     model = onnx.load(folder / "model.onnx")
     sets = data_sets(folder, model)
-    row: dict = {"case": case, "target": target, "before": seq_ops(model.graph)}
+    row: dict = {"case": case, "target": target, "before": sequence_ops(model)}
     try:
         lowered, report = seqlower.optimize(model, target=target)
     except SeqlowerError as exc:
@@ -94,7 +81,7 @@ def measure(case: str, target: str) -> dict:
         row["error"] = f"crash {type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
         return row
     lowered = lowered if isinstance(lowered, onnx.ModelProto) else onnx_ir.to_proto(lowered)
-    row["after"] = seq_ops(lowered.graph)
+    row["after"] = sequence_ops(lowered)
     row["reasons"] = sorted({f"{op.op_type}: {op.reason}" for op in report.remaining})
     torch_ok, orig_ok = [], []
     for feeds, want in sets:

@@ -21,14 +21,17 @@ import pathlib
 import numpy as np
 import onnx
 import pytest
-from support import assert_close_to_stored, lower, op_counts, run_ort, stored_data_sets
+from support import (
+    SEQUENCE_OPS,
+    assert_close_to_stored,
+    lower,
+    op_counts,
+    run_ort,
+    stored_data_sets,
+)
 
 ROOT = pathlib.Path(__file__).parent / "fixtures" / "torch_wild"
 CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
-SEQUENCE_OPS = {
-    "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert",
-    "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence",
-}  # fmt: skip
 
 
 def test_the_set_holds_at_least_fifteen_exports():
