@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import gc
 import os
+import time
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar, overload
 
@@ -215,7 +216,9 @@ def _judge(model: ir.Model, report: Report, options: Options) -> None:
     report.target_check = "operators"
     if not options.runtime_check or report.target_errors:
         return
+    started = time.perf_counter()
     checked = check_in_runtime(model, target, dims=options.dims)
+    report.runtime_check_seconds = time.perf_counter() - started
     if checked is None:
         return  # no runtime to run for this target
     message = checked.message

@@ -157,6 +157,10 @@ class Report:
     target_check: str = ""
     # what the target's runtime said when it loaded and ran the model ("" when it did not)
     target_confirmed: str = ""
+    # seconds the runtime check took (loading the model in the target's runtime and running it
+    # once; 0.0 when it did not run): the command line prints it apart from the lowering's time.
+    # Not in `to_dict`: a report is the same for the same input.
+    runtime_check_seconds: float = dataclasses.field(default=0.0, compare=False)
     # every node of the input and of the output (subgraphs included)
     nodes_before: int = 0
     nodes_after: int = 0
