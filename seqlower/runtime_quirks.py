@@ -172,19 +172,40 @@ TRANSPOSE_CAST_MATMUL = """g (float[2,3,4] x, double[4,3] w) => (double[3,2,3] y
 }"""
 
 
-def _transpose_cast_matmul_crashes() -> bool:
-    """Creates the session in a child process: True when the child dies of a signal."""
-    load = (
-        "import sys, onnxruntime; "
-        "onnxruntime.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])"
+def _child_dies(model: onnx.ModelProto, run: str = "") -> bool:
+    """Whether a child process that creates a session for `model` (and, with `run`, executes
+    that Python with the session as `s` and numpy as `np`) dies of a signal."""
+    script = (
+        "import sys, numpy as np, onnxruntime; "
+        "s = onnxruntime.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])\n"
+        "try:\n    " + (run or "pass") + "\nexcept Exception:\n    pass"
     )
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "model.onnx")
-        onnx.save(_model(TRANSPOSE_CAST_MATMUL), path)
+        onnx.save(model, path)
         done = subprocess.run(
-            [sys.executable, "-c", load, path], capture_output=True, check=False, timeout=120
+            [sys.executable, "-c", script, path], capture_output=True, check=False, timeout=120
         )
     return done.returncode < 0
+
+
+def _transpose_cast_matmul_crashes() -> bool:
+    return _child_dies(_model(TRANSPOSE_CAST_MATMUL))
+
+
+SPLIT_OF_A_PIECE = """g (float[2,3] x, int64[2] cut, int64[2] sizes) => (float[A,3] a, float[B,3] b)
+{
+    piece, rest = Split<axis = 0>(x, cut)
+    a, b = Split<axis = 0>(piece, sizes)
+}"""
+
+
+def _split_by_negative_size_crashes() -> bool:
+    """Splits the empty first piece of a Split into sizes [1, -1] (they add up to its 0 rows)."""
+    feeds = (
+        "{'x': np.zeros((2, 3), np.float32), 'cut': np.array([0, 2]), 'sizes': np.array([1, -1])}"
+    )
+    return _child_dies(_model(SPLIT_OF_A_PIECE), f"s.run(None, {feeds})")
 
 
 def _reduce_noop_fails() -> bool:
@@ -352,6 +373,18 @@ QUIRKS: tuple[Quirk, ...] = (
         "1.20.0 to 1.32.0 (x86_64)",
         "the last pass (passes/workarounds.py) puts such a Cast before the Transpose",
         _transpose_cast_matmul_crashes,
+        crashes=True,
+    ),
+    Quirk(
+        "split-negative-size-crash",
+        "segmentation fault running Split with run-time sizes that hold a negative number and "
+        "add up to the dim, when its input is a piece of another Split (the specification "
+        "requires sizes >= 0; later releases fail with an error)",
+        "1.20.0; not on 1.32.0",
+        "nothing: the tensor form of a list edit at a position cuts with such sizes only where "
+        "the original fails too (an edit out of range, or a pop of an empty list), so there the "
+        "lowered model crashes onnxruntime 1.20 where the original fails with an error",
+        _split_by_negative_size_crashes,
         crashes=True,
     ),
     Quirk(

@@ -128,3 +128,22 @@ def test_an_empty_split_vector_gives_chunks_of_one():
     feeds = {"x": np.zeros((3, 2), np.float32), "sizes": np.zeros(0, np.int64)}
     (n,) = run_ort(model, feeds)
     assert n == 3  # the specification requires the sizes to add up to 3
+
+
+def test_a_split_of_a_piece_by_a_negative_size_fails():
+    """Sizes [1, -1] add up to the piece's 0 rows, but the specification requires sizes >= 0:
+    later releases fail with an error; onnxruntime 1.20 dies of a signal (probed in a child)."""
+    (quirk,) = [q for q in runtime_quirks.QUIRKS if q.key == "split-negative-size-crash"]
+    assert quirk.crashes
+    model = parse(runtime_quirks.SPLIT_OF_A_PIECE)
+    onnx.checker.check_model(model, full_check=True)
+    if runtime_quirks.holds(quirk.key):
+        pytest.skip(f"onnxruntime {runtime_quirks.onnxruntime_version()} crashes here")
+    feeds = {
+        "x": np.zeros((2, 3), np.float32),
+        "cut": np.array([0, 2]),
+        "sizes": np.array([1, -1]),
+    }
+    with pytest.raises(Exception, match="Split"):
+        run_ort(model, feeds)
+    run_ort(model, {**feeds, "sizes": np.array([0, 0])})  # sizes >= 0 that add up: runs
