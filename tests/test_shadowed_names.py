@@ -70,6 +70,25 @@ def test_a_fresh_name_avoids_every_name_of_the_model() -> None:
     assert [v.name for v in _body(model).outputs] == ["x_inner2"]
 
 
+def test_many_bodies_shadowing_one_name_take_the_next_free_names_in_order() -> None:
+    """Five Ifs whose branches each shadow `x`, with `x_inner3` taken by the model: the
+    names are given in graph order, each the first one free (what remembering where the
+    search stopped must keep)."""
+    ifs = "".join(
+        f"""y{k} = If(b) <then_branch = t{k} () => (float[2] x) {{ x = Identity(x_inner3) }},
+                         else_branch = e{k} () => (float[2] z{k}) {{ z{k} = Neg(x) }}>
+        """
+        for k in range(5)
+    )
+    outputs = ", ".join(f"float[2] y{k}" for k in range(5))
+    model = ir.from_proto(
+        parse(f"g (float[2] x, bool b) => ({outputs}) {{ x_inner3 = Neg(x)\n {ifs} }}")
+    )
+    assert rename_shadowing_values(model) == 5
+    names = [_body(model, k).outputs[0].name for k in range(5)]
+    assert names == ["x_inner", "x_inner2", "x_inner4", "x_inner5", "x_inner6"]
+
+
 def test_names_siblings_share_and_models_without_shadowing_are_left_alone() -> None:
     text = """g (float[2] a, bool b) => (float[2] y) {
         y = If(b) <then_branch = t () => (float[2] tmp) { tmp = Neg(a) },
