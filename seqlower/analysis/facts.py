@@ -24,6 +24,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.analysis.list_lengths import ListLengths
 from seqlower.analysis.split_plan import SplitPlan, plan_split
 from seqlower.analysis.static_values import StaticValues, static_shape
 from seqlower.ops import quoted_node
@@ -77,6 +78,9 @@ class Facts:
         self._list_generation = list_generation
         self._chains_seen = list_generation() if list_generation is not None else 0
         self._chains: dict[ir.Value, _ChainEnd] = {}
+        self._generation = generation
+        self._lengths: ListLengths | None = None
+        self._lengths_seen = self._chains_seen
 
     def is_loop_body(self, graph: ir.Graph) -> bool:
         """Whether `graph` is the body of a Loop. The bodies are found once, in one walk of the
@@ -170,6 +174,17 @@ class Facts:
                 return Unknown(f"{quoted_node(producer)}: {plan}")
             return KnownLength(plan.count)
         return Unknown(f"produced by {quoted_node(producer)}")
+
+    def list_lengths(self) -> ListLengths:
+        """Length relations between lists (`seqlower.analysis.list_lengths`), kept until a
+        rewrite may have changed a list."""
+        seen = self._list_generation() if self._list_generation is not None else 0
+        if self._lengths is None or seen != self._lengths_seen or self._list_generation is None:
+            self._lengths_seen = seen
+            self._lengths = ListLengths(
+                self._main_graph, self.static_int, self.length, self._generation
+            )
+        return self._lengths
 
     def length(self, value: ir.Value) -> int | None:
         fact = self.sequence(value)
