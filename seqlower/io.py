@@ -73,7 +73,8 @@ def load_model_and_files(source: str | os.PathLike) -> tuple[ir.Model, list[Path
     each external data file, resolved (outputs must never be one of them)."""
     path = Path(source)
     proto, files = _read_path(path)
-    return _deserialize(proto, str(path), base_dir=path.parent, path=path), files
+    model = _deserialize(proto, str(path), base_dir=path.parent, path=path, files=files)
+    return model, files
 
 
 def files_read(source: str | os.PathLike) -> list[Path]:
@@ -84,8 +85,8 @@ def files_read(source: str | os.PathLike) -> list[Path]:
 
 
 def _load_path(path: Path) -> ir.Model:
-    proto, _ = _read_path(path)
-    return _deserialize(proto, str(path), base_dir=path.parent, path=path)
+    proto, files = _read_path(path)
+    return _deserialize(proto, str(path), base_dir=path.parent, path=path, files=files)
 
 
 def _read_path(path: Path) -> tuple[onnx.ModelProto, list[Path]]:
@@ -108,15 +109,24 @@ def _read_path(path: Path) -> tuple[onnx.ModelProto, list[Path]]:
 
 
 def _deserialize(
-    proto: onnx.ModelProto, where: str, base_dir: Path | None = None, path: Path | None = None
+    proto: onnx.ModelProto,
+    where: str,
+    base_dir: Path | None = None,
+    path: Path | None = None,
+    files: list[Path] | None = None,
 ) -> ir.Model:
+    """`files`: what `_read_path` found the model reads (the model file first, then one per
+    external data file), which says whether a tensor is external without another walk."""
     if not proto.HasField("graph") or proto.ir_version <= 0:
         raise ModelInputError(f"{where}: not an ONNX model (no graph or no IR version)")
     _check_known_versions(proto, where)
     if base_dir is None:
         _refuse_external_without_folder(proto, where)
     # an external tensor needs the model's folder: the checker's, and onnx_ir's to read it
-    external = base_dir is not None and any(map(_is_external, _all_tensor_protos(proto)))
+    if files is not None:  # every external tensor's file is in it (or reading it failed)
+        external = base_dir is not None and len(files) > 1
+    else:
+        external = base_dir is not None and any(map(_is_external, _all_tensor_protos(proto)))
     forget_negative_dims(proto)
     check_input_proto(proto, where, path, external=external)
     try:

@@ -95,7 +95,10 @@ def node_subgraphs(nodes) -> list[onnx.GraphProto]:
     """The subgraphs the attributes of `nodes` hold (not those nested in them)."""
     graphs = []
     for node in nodes:
-        for attribute in node.attribute:
+        attributes = node.attribute
+        if not attributes:  # most nodes: no attribute to look into
+            continue
+        for attribute in attributes:
             if attribute.HasField("g"):
                 graphs.append(attribute.g)
             graphs.extend(attribute.graphs)
@@ -108,9 +111,11 @@ def _names_read(nodes: list[onnx.NodeProto]) -> list[str]:
     stack = list(reversed(nodes))
     while stack:
         node = stack.pop()
-        names.update((name, None) for name in node.input if name)
-        for subgraph in reversed(node_subgraphs([node])):
-            stack.extend(reversed(subgraph.node))
+        names.update(dict.fromkeys(node.input))
+        if node.attribute:
+            for subgraph in reversed(node_subgraphs([node])):
+                stack.extend(reversed(subgraph.node))
+    names.pop("", None)  # an optional input left out
     return list(names)
 
 
