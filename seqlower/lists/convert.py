@@ -192,7 +192,10 @@ class _Converter:
         elif op == "SequenceAt":
             self._shapes_read(b, node)
             if node.outputs[0].uses() or node.outputs[0].is_graph_output():
-                result = self.forms.at(b, self._flat(inputs[0]), inputs[1])  # type: ignore[arg-type]
+                # a read in the main graph whose element reaches a model output stays in
+                # the model (a body's or a branch's output may be dropped with its carry)
+                live = node.graph is self.model.graph and _reaches_output(node.outputs[0])
+                result = self.forms.at(b, self._flat(inputs[0]), inputs[1], live)  # type: ignore[arg-type]
         elif op == "SequenceLength":
             measured = self._flat(inputs[0])
             result = self.forms.length(b, measured)
@@ -493,3 +496,33 @@ class _Converter:
 
     def _opset(self, graph: ir.Graph) -> int:
         return self.rewriter.opset(graph)
+
+
+# how many nodes `_reaches_output` looks at before it answers no
+_LIVE_STEPS = 64
+
+
+def _reaches_output(value: ir.Value) -> bool:
+    """Whether `value` reaches an output of its graph through tensors only: through nodes of
+    the standard domain without subgraphs, none of whose outputs is a list (a list's length
+    or a Loop's carry may be all a later reader keeps of it). What reaches a model output
+    stays in the model whatever later passes remove; a bounded walk, no answer means no."""
+    seen: set[int] = set()
+    pending = [value]
+    while pending:
+        current = pending.pop()
+        if current.is_graph_output():
+            return True
+        for use in current.uses():
+            node = use.node
+            if id(node) in seen or node.graph is not value.graph:
+                continue
+            seen.add(id(node))
+            if len(seen) > _LIVE_STEPS:
+                return False
+            if node.domain != "" or node_subgraphs(node):
+                continue
+            if any(is_sequence_value(out) for out in node.outputs):
+                continue
+            pending.extend(node.outputs)
+    return False

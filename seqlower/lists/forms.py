@@ -74,6 +74,9 @@ class ListForms:
         self.min_rows: dict[int, int] = {}
         # lengths read from lists (ids): the converted SequenceLength -> the id of the list's data
         self.measured: dict[int, int] = {}
+        # stacked lists (ids of their data) read at a static position by a Gather that stays in
+        # the model: (the data, the graph of the Gather, the length the read proves) (`checked`)
+        self._read_lengths: dict[int, tuple[ir.Value, ir.Graph, int]] = {}
 
     # -- makers --------------------------------------------------------------------------
 
@@ -99,7 +102,7 @@ class ListForms:
     def erase(self, b: Builder, s: TensorList, p: ir.Value | None) -> TensorList:
         made = _EMITTERS[s.layout.kind].erase(self, b, s, p)
         static = -1 if p is None else self.values.get_int(p)
-        before = s.min_length
+        before = max(s.min_length, self.checked(s, b.graph))
         if static is not None and s.layout.kind == "stacked":
             # the stacked form fails outside [-n, n-1] and its result is made from that check
             before = max(before, -static if static < 0 else static + 1)
@@ -107,7 +110,11 @@ class ListForms:
         if where is None and p is not None and self.is_last(s, p):
             where = p  # `len(xs) - 1`: >= 0 wherever the erase succeeds
         erased = None if where is None else (s, where)
-        return self.typed(dataclasses.replace(made, min_length=max(before - 1, 0), erased=erased))
+        signed = None
+        if erased is None and p is not None and s.layout.kind == "stacked":
+            signed = (s, p if static is None else static)  # `xs[k] = x`, k of either sign
+        made = dataclasses.replace(made, erased=erased, erased_signed=signed)
+        return self.typed(dataclasses.replace(made, min_length=max(before - 1, 0)))
 
     def position_key(self, p: ir.Value) -> int | ir.Value | None:
         """A position >= 0 as something two edits can be compared by: its value when static,
@@ -255,13 +262,28 @@ class ListForms:
         """Whether the position `p` is proved >= 0 (`seqlower.lists.signs`)."""
         return never_negative(p, self.values, self.counters)
 
-    def within(self, s: TensorList, p: ir.Value | None) -> int | None:
+    def within(
+        self, s: TensorList, p: ir.Value | None, graph: ir.Graph | None = None
+    ) -> int | None:
         """The static position `p` (SequenceErase's default: -1), when it is known to be in
-        range, inside `[-min_length, min_length - 1]`; else None (a run-time check is due)."""
+        range, inside `[-m, m - 1]` for m the list's `min_length` or, in `graph`, the length
+        a checked read there proves (`checked`); else None (a run-time check is due)."""
         static = -1 if p is None else self.values.get_int(p)
-        if static is None or not -s.min_length <= static < s.min_length:
+        length = max(s.min_length, self.checked(s, graph))
+        if static is None or not -length <= static < length:
             return None
         return static
+
+    def checked(self, s: TensorList, graph: ir.Graph | None) -> int:
+        """The length that a read of stacked list `s` at a static position proves in `graph`
+        (0 if none): `xs.pop()` exports as SequenceAt(xs, -1) then SequenceErase(xs, -1), and
+        the read's Gather, which stays in the model (its result is used), already fails on
+        an empty list as the erase does, so the erase needs no check of its own. The read
+        must be in the same graph: it runs whenever the erase runs."""
+        read = self._read_lengths.get(id(s.data))
+        if read is None or graph is None or read[0] is not s.data or read[1] is not graph:
+            return 0
+        return read[2]
 
     def split(self, b: Builder, node: ir.Node, layout: Layout) -> TensorList:
         """A SplitToSequence whose chunk count is known at run time only."""
@@ -272,11 +294,19 @@ class ListForms:
     def length(self, b: Builder, s: TensorList) -> ir.Value:
         return self.table(s).n
 
-    def at(self, b: Builder, s: TensorList, p: ir.Value) -> ir.Value:
+    def at(self, b: Builder, s: TensorList, p: ir.Value, live: bool = False) -> ir.Value:
+        """Element p of s. `live`: the element read reaches an output of its graph, so the
+        Gather made here stays in the model, and its check of p holds for later edits of s in
+        the same graph (`checked`)."""
         if s.put is not None and self.same_position(s.put[0], p):
             return s.put[1]  # the element just put at p (`xs[i] = f(xs[i]); g(xs[i])`)
+        known = self.within(s, p, b.graph) if s.layout.kind == "stacked" else None
         element = _EMITTERS[s.layout.kind].at(self, b, s, p)
-        known = self.within(s, p) if s.layout.kind == "stacked" else None
+        static = self.values.get_int(p)
+        if live and known is None and static is not None and s.layout.kind == "stacked":
+            length = -static if static < 0 else static + 1  # the Gather fails unless n >= this
+            if length > self.checked(s, b.graph):
+                self._read_lengths[id(s.data)] = (s.data, b.graph, length)
         # `row` cuts it out as a row: `stack.append(buffer.pop(0))` (a unit row is one)
         if known is not None and s.layout.unit is None:
             self._rows[id(element)] = (s.data, known)

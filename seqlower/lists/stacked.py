@@ -11,6 +11,10 @@ SequenceEmpty()              -> ConstantOfShape([0, 1, .., 1])      (S known at 
                                 n = 0, so Concat never joins a [0, 1] to a [1, d])
 SequenceConstruct(x0..xk)    -> Concat(Unsqueeze(x0, 0)..)
 SequenceInsert(s, x)         -> Concat(data, Unsqueeze(x, 0))  (p = 0: Concat(row, data))
+SequenceInsert(s, x, p)      -> Concat(Gather(data, [0 .. p-1]), Unsqueeze(x, 0), data[p:])
+                                (p a constant in [1, 64]; p in [-64, -1]: data[:p], the row,
+                                Gather(data, [p .. -1]); the Gather fails where the insert
+                                does)
 SequenceInsert(s, x, p)      -> a, b = Split(data, [p, n - p]); Concat(a, Unsqueeze(x, 0), b)
                                 (p < 0: [n + p, -p]; a position outside [-n, n] makes a size
                                 negative, and Split fails as SequenceInsert does; p static and
@@ -19,7 +23,8 @@ SequenceInsert(s, x, p)      -> a, b = Split(data, [p, n - p]); Concat(a, Unsque
 SequenceErase(s, p)          -> the first of Split(data, [n - 1, 1])  (p = -1 or none; p = 0:
                                 the second of Split(data, [1, n - 1]); outside [-n, n-1] a size
                                 is negative and Split fails; a position the list is known to
-                                hold, after an insert or a checked edit: Slices, no check)
+                                hold, after an insert, a checked edit or a read there whose
+                                Gather stays in the model (`xs.pop()`): Slices, no check)
 SequenceErase(s, p)          -> Compress(data, ScatterElements(n trues, [p], [false]))
                                 (p inside the list, static, or known at run time only:
                                 ScatterElements reads p < 0 from the end and fails outside
@@ -32,6 +37,11 @@ SequenceInsert(SequenceErase(s, p), x, p), p a constant >= 0 or a position prove
 SequenceInsert(SequenceErase(s, p), x, p), p = len(s) - 1 (`xs[len(xs) - 1] = x`)
                              -> ScatterND(data, [-1], x)  (an empty list fails, as the erase
                                 does; p's arithmetic is left to dead code removal)
+SequenceInsert(SequenceErase(s, k), x, k), k of either sign (`xs[k] = x` as exported)
+                             -> ScatterND(ScatterND(data, [k], GatherND(data, [a])), [a], x)
+                                (a = k + Clip(k, -1, 0): for k < 0 the insert lands one
+                                before the erased element, which moves up; the indices' checks
+                                are the erase's and the insert's)
 SequenceAt(s, p)             -> Gather(data, p)
 SequenceLength(s)            -> Shape(data)[0]
 ConcatFromSequence(s, new_axis=1, axis=a) -> data, or Transpose(data, 0 -> a)
@@ -130,18 +140,28 @@ def insert(
         else:
             index = b.op("Reshape", [int64(b, p), b.ints(shape, "index_shape")])  # type: ignore[arg-type]
         return TensorList((b.op("ScatterND", [base.data, index, x], name="list_data"),), s.layout)
+    if (
+        s.erased_signed is not None
+        and forms.same_position(s.erased_signed[1], p)
+        and _splits(b, s)
+        and unit in (None, 0)
+    ):
+        return _assign_signed(forms, b, s.erased_signed[0], x, p)  # type: ignore[arg-type]
     if s.layout.shaped_by_first and s.min_length == 0:  # it may be empty, of zeros' dims
         s = _shaped(b, s, x)
     row = forms.row(b, x) if unit is None else x  # an element with a dim of one is a row
     if p is None or static == 0:  # an append, or a prepend (position 0 is always valid)
         parts = [row, s.data] if static == 0 else [s.data, row]
         return TensorList((b.op("Concat", parts, {"axis": axis}, name="list_data"),), s.layout)
-    if static is not None and -s.min_length <= static <= s.min_length:
-        # a position the list surely has (an earlier edit checked it): Slices, no check
+    length = max(s.min_length, forms.checked(s, b.graph))
+    if static is not None and -length <= static <= length:
+        # a position the list surely has (an earlier edit or read checked it): Slices, no check
         position = b.ints([static], "position")
         return TensorList((splice(b, s.data, position, position, row, axis),), s.layout)
     if not _splits(b, s):
         return _insert_sliced(forms, b, s, row, p, static)
+    if static is not None and abs(static) <= GATHERED:
+        return _insert_gathered(b, s, row, static)
     n1 = forms.table(s).n1
     if static is not None and static > 0:
         sizes = [b.ints([static], "position"), b.op("Sub", [n1, b.ints([static], "position")])]
@@ -153,6 +173,65 @@ def insert(
     head, tail = _cut(b, s.data, sizes, axis)
     joined = b.op("Concat", [head, row, tail], {"axis": axis}, name="list_data")
     return TensorList((joined,), s.layout)
+
+
+# the largest |p| of an insert at a constant p made by `_insert_gathered` (its Gather takes |p|
+# constant indices)
+GATHERED = 64
+
+
+def _insert_gathered(b: Builder, s: TensorList, row: ir.Value, p: int) -> TensorList:
+    """Insert at a constant p != 0 whose range is not known: the |p| rows on p's side of the
+    cut are read by one Gather of constant indices, which fails where SequenceInsert does
+    (`xs.insert(1, x)`: n < 1); the other side is one Slice. Two launches where cutting with
+    Split took four (the length, the second size, the sizes, the Split):
+
+        p > 0:  Concat(Gather(data, [0 .. p-1]), row, Slice(data, p, end))
+        p < 0:  Concat(Slice(data, 0, p), row, Gather(data, [p .. -1]))   (fails for n < -p)
+    """
+    axis = s.layout.list_axis
+    rows = b.ints(list(range(p)) if p > 0 else list(range(p, 0)), "rows")
+    gathered = b.op("Gather", [s.data, rows], {"axis": axis}, name="checked")
+    if p > 0:
+        rest = b.op(
+            "Slice", [s.data, b.ints([p], "position"), b.ints([INT64_MAX], "end"), *axes(b, axis)]
+        )
+        parts = [gathered, row, rest]
+    else:
+        rest = b.op(
+            "Slice", [s.data, b.ints([0], "zero1"), b.ints([p], "position"), *axes(b, axis)]
+        )
+        parts = [rest, row, gathered]
+    return TensorList((b.op("Concat", parts, {"axis": axis}, name="list_data"),), s.layout)
+
+
+def _assign_signed(
+    forms: ListForms, b: Builder, base: TensorList, x: ir.Value, p: ir.Value | int
+) -> TensorList:
+    """`xs[k] = x` as exported, SequenceInsert(SequenceErase(s, k), x, k), for k of either
+    sign. The erase takes element k (n + k when k < 0) of n; the insert counts k in the n - 1
+    left, so for k >= 0 it puts x back at k, and for k < 0 at n - 1 + k, one before: element
+    k - 1 becomes x and the old element k - 1 moves up to k. With a = k + Clip(k, -1, 0)
+    (k - 1 when k < 0, else k):
+
+        -> ScatterND(ScatterND(data, [k], GatherND(data, [a])), [a], x)
+
+    For k >= 0 the first ScatterND writes element k over itself. ScatterND and GatherND read
+    a negative index from the end and fail outside [-n, n-1]: at k that is the erase's check,
+    at a the insert's (k = -n leaves n - 1 elements, where the insert's -n is out of range).
+    Six launches where the erase and the insert took fifteen."""
+    shape = [1] if base.layout.unit is None else [1, 1]  # unit rows: x is the row [[k]] takes
+    if isinstance(p, int):
+        index = b.constant(np.array([p], np.int64).reshape(shape), "position")
+        before = b.constant(np.array([p - 1 if p < 0 else p], np.int64).reshape(shape), "moved")
+    else:
+        index = b.op("Reshape", [int64(b, p), b.ints(shape, "index_shape")], name="position")
+        low, high = scalar_int(b, -1, "minus_one"), scalar_int(b, 0, "zero")
+        step = b.op("Clip", [index, low, high], name="step")  # -1 where k < 0, else 0
+        before = b.op("Add", [index, step], name="moved")
+    moved = b.op("GatherND", [base.data, before], name="moved_element")
+    data = b.op("ScatterND", [base.data, index, moved], name="moved_up")
+    return TensorList((b.op("ScatterND", [data, before, x], name="list_data"),), base.layout)
 
 
 def _shaped(b: Builder, s: TensorList, x: ir.Value) -> TensorList:
@@ -180,7 +259,7 @@ def _insert_sliced(
 
 
 def erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> TensorList:
-    known = forms.within(s, p)
+    known = forms.within(s, p, b.graph)
     if known is not None:  # in range for sure: Slice reads a negative position as Gather does
         return _erase_at(b, s, known)
     static = -1 if p is None else forms.values.get_int(p)

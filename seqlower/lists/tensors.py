@@ -101,6 +101,11 @@ class TensorList:
     # constant >= 0 or a run-time position proved >= 0: an insert at the same p that follows
     # is an assignment (stacked: one ScatterND)
     erased: tuple[TensorList, int | ir.Value] | None = None
+    # (the list before, p) when this stacked list is that list with its element p erased, p
+    # static or run-time of either sign, where `erased` does not apply: an insert at the same
+    # p that follows is, for p >= 0, a replacement and, for p < 0, a replacement of element
+    # p - 1 whose old value moves to p (`stacked._assign_signed`)
+    erased_signed: tuple[TensorList, int | ir.Value] | None = None
     # (p, x) when this list was made by putting x at p (-1: appended; else as `erased`): a
     # read at the same p is x
     put: tuple[int | ir.Value, ir.Value] | None = None
