@@ -10,6 +10,9 @@ what a traced export makes of `torch.stack([f(t) for t in x.unbind(a)], b)`, of 
         -> Reshape(Transpose(f'(stack(e)), axis 0 to b), axes b and b + 1 merged)
     Add(..Add(Add(c, f(e_0)), f(e_1)).., f(e_n))         (`acc = acc + f(t)` in a traced loop)
         -> Add(c, ReduceSum(f'(stack(e)), axis 0))
+    ConcatFromSequence(SequenceConstruct(f(e_0), .., f(e_n)), axis=b, new_axis=0 or 1)
+        (e_i: SequenceAt(SplitToSequence(x, axis=a), i), every element of the list, in order)
+        -> as the Concat of the f(e_i), or of their Unsqueezes for new_axis=1   (a list)
 
 f' is f batched over a new leading axis (`seqlower.batching`), and stack(e) is x with axis a
 moved first (reshaped when the chunks are larger than 1). The copies of f must be the same
@@ -22,6 +25,13 @@ batching rule; what reads no chunk is computed once. A sum is added up in anothe
 The batched form must take fewer nodes than the copies (Constants and static shape arithmetic
 not counted): two copies of an attention head whose chunks must be transposed to be stacked
 and back stay copies, as they run faster so.
+
+The list form (`unrolled-list-map-batch`, what TorchScript writes for `torch.stack([f(t) for t
+in x.unbind(a)], b)` kept as lists) is batched at once, before the list is split into a Split
+and its reads, each read and the SequenceConstruct are lowered one by one and the Concat is
+batched in a later sweep: the result is the same batched form. The list's elements are stacked
+as `sequence-map-batch` stacks a SplitToSequence (`seqlower.rules.batching`); positions may be
+negative (-n + i is element i).
 
 Refused: opsets before 14 (the batched form reshapes with allowzero); fewer than two copies;
 copies that differ in an operator, an attribute or what they read, or that read what the first
@@ -47,7 +57,7 @@ from seqlower.ops import has_subgraph
 from seqlower.release import let_go
 from seqlower.rewriter import Builder, Rewriter
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-from seqlower.rules.batching import Source, _source_of_elements
+from seqlower.rules.batching import Source, _source_of_elements, _source_of_split
 from seqlower.rules.loop_batching import MIN_OPSET
 from seqlower.rules.loop_induction import NUMERIC
 from seqlower.rules.stacks import ALLOW_ZERO, merged_shape, moveaxis_to_front
@@ -71,10 +81,14 @@ class _Mismatch(Exception):
 class _Matcher:
     """Matches copy k of f against copy 0, value by value, from their results upwards."""
 
-    def __init__(self, graph: ir.Graph, count: int, values: StaticValues) -> None:
+    def __init__(
+        self, graph: ir.Graph, count: int, values: StaticValues, lists: bool = False
+    ) -> None:
         self.graph = graph
         self.count = count
         self.values = values
+        # with `lists`: element 0 of a list read -> the SplitToSequence that made the list
+        self.lists: dict[ir.Value, ir.Node] | None = {} if lists else None
         self.pairs: dict[ir.Value, ir.Value] = {}  # a value of copy k -> its value in copy 0
         self.nodes: set[ir.Node] = set()  # the nodes of copy 0
         self.seeds: dict[ir.Value, list[ir.Value | None]] = {}  # chunk 0 -> chunk i per copy
@@ -99,7 +113,7 @@ class _Matcher:
         if a is b:
             self._chunk(a, first, other, k)
             return
-        if self._row(a, b, first, other, k):
+        if self._row(a, b, first, other, k) or self._element(a, b, first, other, k):
             return
         if a.op_type != b.op_type or a.domain != b.domain or len(a.inputs) != len(b.inputs):
             raise _Mismatch(f"{_label(a)} and {_label(b)} differ")
@@ -140,6 +154,33 @@ class _Matcher:
         if data.shape[axis] != self.count:
             raise _Mismatch(f"the copies read {self.count} of the rows of '{data.name}', not all")
         self.rows[first] = (data, axis)
+        self._seed(first, other, k)
+        return True
+
+    def _element(self, a: ir.Node, b: ir.Node, first: ir.Value, other: ir.Value, k: int) -> bool:
+        """Whether copy k reads element k of a list split from a tensor where copy 0 reads
+        element 0 (SequenceAt at a constant position, -n + i standing for i), when lists are
+        matched: then both are elements of one stack (the list's length is checked against
+        the copies' count with its stack, `_copies`)."""
+        if self.lists is None:
+            return False
+        if not (a.op_type == b.op_type == "SequenceAt" and a.domain == b.domain == ""):
+            return False
+        listed = a.inputs[0]
+        if listed is None or listed is not b.inputs[0] or len(a.inputs) != 2 or len(b.inputs) != 2:
+            return False
+        split = listed.producer()
+        if split is None or split.op_type != "SplitToSequence" or split.domain != "":
+            return False
+        if split.graph is not self.graph:
+            return False
+        at_a, at_b = self.values.get_int(a.inputs[1]), self.values.get_int(b.inputs[1])
+        if at_a is None or at_b is None:
+            return False
+        n = self.count
+        if not (-n <= at_a < n and -n <= at_b < n and at_a % n == 0 and at_b % n == k):
+            raise _Mismatch(f"copy {k} does not read element {k} of '{listed.name}'")
+        self.lists[first] = split
         self._seed(first, other, k)
         return True
 
@@ -238,11 +279,12 @@ class Copies:
 
 
 def _copies(
-    results: list[ir.Value], graph: ir.Graph, ctx: Context, reader: ir.Node
+    results: list[ir.Value], graph: ir.Graph, ctx: Context, reader: ir.Node, lists: bool = False
 ) -> Copies | Refusal:
     """The copies of one computation whose results are `results` (copy k reads chunk k of
-    each list where the first reads chunk 0; `reader` reads them all), batched; else why not."""
-    matcher = _Matcher(graph, len(results), ctx.facts.values)
+    each list where the first reads chunk 0; `reader` reads them all), batched; else why not.
+    With `lists`, element k of a split list may stand for chunk k, and one must."""
+    matcher = _Matcher(graph, len(results), ctx.facts.values, lists)
     try:
         for k, result in enumerate(results[1:], start=1):
             matcher.match(results[0], result, k)
@@ -258,9 +300,22 @@ def _copies(
         for other, first in matcher.pairs.items()
     ):
         return Refusal("a copy reads what the first copy computes from its chunk")
+    if matcher.lists is not None and not matcher.lists:
+        return Refusal("the copies read no element of a split list")
     sources, seeds = [], {}
     nodes = set(matcher.nodes)
     for first, chunks in matcher.seeds.items():
+        if matcher.lists and first in matcher.lists:
+            listed = _source_of_split(matcher.lists[first], ctx)
+            if isinstance(listed, Refusal):
+                return listed
+            if listed.length != len(chunks):
+                return Refusal(
+                    f"the copies read {len(chunks)} elements of a list of {listed.length}, not all"
+                )
+            sources.append(listed)
+            seeds[first] = Operand(True, listed.element_shape)
+            continue
         if first in matcher.rows:
             data, row_axis = matcher.rows[first]
             sources.append(_rows(data, row_axis, len(chunks)))
@@ -392,6 +447,67 @@ def _rewrite(node: ir.Node, found: UnrolledMap, ctx: Context) -> None:
     ctx.rewriter.replace(output, result)
 
 
+def _check_list(node: ir.Node, ctx: Context) -> UnrolledMap | Refusal:
+    if ctx.rewriter.opset(node.graph) < MIN_OPSET:
+        return Refusal(f"batching needs Reshape with allowzero (opset {MIN_OPSET} or newer)")
+    listed, output = node.inputs[0], node.outputs[0]
+    construct = listed.producer() if listed is not None else None
+    if construct is None or construct.op_type != "SequenceConstruct" or construct.domain != "":
+        return Refusal("the list is not built by a SequenceConstruct")
+    if use_count(listed) != 1 or listed.is_graph_output():  # type: ignore[union-attr]
+        return Refusal("the list is read elsewhere too")
+    if len(construct.inputs) < 2 or output.shape is None:
+        return Refusal("not a list of two or more copies of one computation")
+    stacked = node.attributes.get_int("new_axis", 0) == 1
+    rank = len(output.shape)
+    axis = node.attributes.get_int("axis", 0)
+    if not -rank <= axis < rank:
+        return Refusal(f"axis {axis} is out of range for a result of rank {rank}")
+    results = list(construct.inputs)
+    if any(r is None or r.shape is None or len(r.shape) != rank - stacked for r in results):
+        return Refusal("an element is of unknown rank")
+    if not stacked and any(use_count(r) != 1 for r in results):  # type: ignore[arg-type]
+        return Refusal("an element is read elsewhere too")  # as the Concat's rule asks
+    assert node.graph is not None
+    copies = _copies(results, node.graph, ctx, node, lists=True)  # type: ignore[arg-type]
+    if isinstance(copies, Refusal):
+        return copies
+    found = UnrolledMap(axis % rank, stacked, copies)
+    before = _copy_nodes(copies, int(stacked)) + 1  # as the Concat of the copies is counted
+    build = lambda builder: _build_map(found, rank, builder)  # noqa: E731
+    built = _smaller(copies, before, build, ctx)
+    return built if isinstance(built, Refusal) else dataclasses.replace(found, built=built)
+
+
+def _rewrite_list(node: ir.Node, found: UnrolledMap, ctx: Context) -> None:
+    """ConcatFromSequence(SequenceConstruct(f(e_0), .., f(e_n)), axis=b, new_axis=1)
+    (e_i: SequenceAt(SplitToSequence(x, axis=a), i)) -> Transpose(f'(stack(e)), axis 0 to b);
+    with new_axis=0, axis 0 is merged into b (Transpose, then Reshape)"""
+    output = node.outputs[0]
+    builder = ctx.rewriter.before(node)
+    result = found.built.adopted_by(builder) if found.built is not None else None
+    if result is None:
+        result = _build_map(found, len(output.shape or []), builder)
+    result.type = output.type
+    if result.shape is None:  # so that the next link of a chain of lists is lowered at once
+        result.shape = _static_shape(found)
+    ctx.rewriter.replace(output, result)
+
+
+def _static_shape(found: UnrolledMap) -> ir.Shape | None:
+    """The shape of the copies' results stacked (or concatenated) when f's result has a static
+    shape (every copy's is the same: the same computation on elements of one shape)."""
+    first = found.copies.plan.results[0].shape
+    if first is None or not all(isinstance(d, int) for d in first):
+        return None
+    dims = [int(d) for d in first]  # type: ignore[arg-type]
+    if found.stacked:
+        dims.insert(found.axis, found.copies.count)
+    else:
+        dims[found.axis] *= found.copies.count
+    return ir.Shape(dims)
+
+
 def _build_map(found: UnrolledMap, rank: int, builder: Builder) -> ir.Value:
     """The batched copies, as the Concat of rank `rank` gives them."""
     batched = _emit(found.copies, builder)
@@ -511,5 +627,12 @@ RULES = RuleSet(
     [
         Rule("unrolled-map-batch", "Concat", _check, _rewrite),
         Rule("unrolled-sum-batch", "Add", _check_sum, _rewrite_sum),
+        Rule(
+            "unrolled-list-map-batch",
+            "ConcatFromSequence",
+            _check_list,
+            _rewrite_list,
+            before_producers=True,  # at once, before the list is split into a Split and reads
+        ),
     ]
 )

@@ -14,13 +14,15 @@ import onnx
 import onnx_ir as ir
 import pytest
 from conformance.test_onnx_backend import CASES
-from support import assert_same_outputs, parse
+from support import assert_same_outputs, op_counts, parse
 
 import seqlower
 from seqlower.io import model_to_bytes
 from seqlower.passes import lower as lower_module
 from seqlower.passes import normalize, region_inference
 from seqlower.passes.chunked_inference import DATA_PROPAGATING_OPS
+from seqlower.rule import RuleSet
+from seqlower.rules import default_rules
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
 from generator import generate
@@ -117,7 +119,8 @@ def test_a_chain_of_maps_is_inferred_as_a_whole_once(blocks, whole_model_inferen
 
 def test_a_chain_of_lists_is_inferred_as_a_whole_once(whole_model_inferences):
     calls = whole_model_inferences
-    lowered, report = seqlower.optimize(_list_chain(6))
+    # step by step: more than one sweep rewrites, each followed by an inference
+    lowered, report = seqlower.optimize(_list_chain(6), rules=_without_the_list_rule())
     assert report.total_after == 0 and report.iterations > 2
     assert len(calls) == 1  # normalize's; each sweep's rewrites were inferred as a region
     onnx.checker.check_model(lowered, full_check=True)
@@ -162,19 +165,43 @@ def test_data_propagating_ops_are_those_of_the_installed_onnx():
     assert found == DATA_PROPAGATING_OPS
 
 
+def _without_the_list_rule() -> RuleSet:
+    """The default rules but the one that batches a whole link at once: the link is then
+    lowered step by step (a Split and its reads, a Concat, the Concat's copies batched)."""
+    return RuleSet(r for r in default_rules() if r.name != "unrolled-list-map-batch")
+
+
 @pytest.mark.parametrize("links", [2, 7])
 def test_a_chain_of_lists_is_lowered_in_two_sweeps(links):
     """A rewritten link's value has its static shape at once (the Concat of its rows; the
     batched rows take the shape of the Concat they replace): the next link's SplitToSequence
     is lowered in the same sweep, every link's rows are batched in the next, whatever the
-    chain's length (it took a sweep for every other link)."""
+    chain's length (it took a sweep for every other link). Step by step, as a link that the
+    list rule does not take is lowered."""
     model = _list_chain(links)
-    lowered, report = seqlower.optimize(model)
+    lowered, report = seqlower.optimize(model, rules=_without_the_list_rule())
     assert report.total_after == 0
     assert report.iterations == 3  # two that rewrote, one that found nothing left
     assert report.rules_fired["unrolled-map-batch"] == links
     x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5
     assert_same_outputs(model, lowered, {"x": x})
+    again, _ = seqlower.optimize(lowered)
+    assert model_to_bytes(again) == model_to_bytes(lowered)
+
+
+@pytest.mark.parametrize("links", [2, 7])
+def test_a_chain_of_lists_is_batched_link_by_link_in_one_sweep(links):
+    """Each link is batched at once (`unrolled-list-map-batch`), and its result has the static
+    shape the next link's list needs: one sweep rewrites every link, a second finds nothing."""
+    model = _list_chain(links)
+    lowered, report = seqlower.optimize(model)
+    assert report.total_after == 0
+    assert report.iterations == 2
+    assert report.rules_fired == {"unrolled-list-map-batch": links}
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5
+    assert_same_outputs(model, lowered, {"x": x})
+    stepwise, _ = seqlower.optimize(model, rules=_without_the_list_rule())
+    assert op_counts(lowered) == op_counts(stepwise)  # the same batched form, other names
     again, _ = seqlower.optimize(lowered)
     assert model_to_bytes(again) == model_to_bytes(lowered)
 
