@@ -17,6 +17,15 @@ edit of the list). `SequenceLength` of the list in the body is the initial lengt
 Needs: the trip count is the initial list's length (SequenceLength of it, or both static), the
 loop never ends early, and the body touches the list only so: reads at i, one erase at i, one
 insert at i of the erased list, reads of the result at i, lengths.
+
+Where that plan does not apply, the plan of `seqlower.rules.loop_map_puts` may: lists the body
+appends to or assigns in at i by branch (`if len(keys) <= i: keys.append(k) else: keys[i] =
+..`), with a static trip count that bounds the initial length:
+
+    Loop(M, true, s0, body: u = If(SequenceLength(s) <= i, then: SequenceInsert(s, x),
+                                   else: SequenceInsert(SequenceErase(s, i), f(s[i]), i)))
+        -> Loop(M, true, SequenceEmpty(), body: u = SequenceInsert(s, If(SequenceLength(s0) <= 0,
+                                                                 then: x, else: f(s0[i]))))
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import onnx_ir as ir
 from seqlower.analysis.facts import element_dtype
 from seqlower.ops import is_sequence_value
 from seqlower.rule import Context, Refusal, Rule, RuleSet
+from seqlower.rules.loop_map_puts import PutsPlan, plan_puts, rewrite_puts
 from seqlower.rules.loops import (
     _body,
     _body_always_continues,
@@ -48,18 +58,24 @@ class MapPlan:
     dtype: ir.DataType
 
 
-def _check(node: ir.Node, ctx: Context) -> MapPlan | Refusal:
+def _check(node: ir.Node, ctx: Context) -> MapPlan | PutsPlan | Refusal:
     body = _body(node)
     cond = node.inputs[1] if len(node.inputs) > 1 else None
     if cond is not None and _static_bool(cond, ctx) is not True:
         return Refusal("the loop condition is not known to be true")
     if not _body_always_continues(body, ctx):
         return Refusal("the body computes its condition, so the loop may end early")
-    return first_carried_plan(
+    plan = first_carried_plan(
         node,
         lambda index: _plan(node, index, ctx),
         lambda init, _: init is not None and is_sequence_value(init),
     )
+    if not isinstance(plan, Refusal):
+        return plan
+    puts = plan_puts(node, ctx)
+    if isinstance(puts, PutsPlan):
+        return puts
+    return Refusal(f"{plan.reason}; as appends or assignments at i: {puts}")
 
 
 def _plan(node: ir.Node, index: int, ctx: Context) -> MapPlan | str:
@@ -149,10 +165,13 @@ def _trip_is_length(trip: ir.Value | None, init: ir.Value, ctx: Context) -> bool
     return static is not None and static == ctx.facts.length(init)
 
 
-def _to_appends(node: ir.Node, plan: MapPlan, ctx: Context) -> None:
+def _to_appends(node: ir.Node, plan: MapPlan | PutsPlan, ctx: Context) -> None:
     """Loop(SequenceLength(s0), true, s0, body: SequenceInsert(SequenceErase(s, i), x, i))
     -> Loop(SequenceLength(s0), true, SequenceEmpty(), body: SequenceInsert(s, x)), the body
     reading s0 where it read s at i, and x where it read the new list at i"""
+    if isinstance(plan, PutsPlan):
+        rewrite_puts(node, plan, ctx)
+        return
     body = _body(node)
     init = node.inputs[2 + plan.index]
     assert init is not None

@@ -25,6 +25,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.list_lengths import ListLengths
+from seqlower.analysis.scan_forms import always_continues, static_bool
 from seqlower.analysis.split_plan import SplitPlan, plan_split
 from seqlower.analysis.static_values import StaticValues, static_shape
 from seqlower.ops import quoted_node
@@ -182,9 +183,16 @@ class Facts:
         if self._lengths is None or seen != self._lengths_seen or self._list_generation is None:
             self._lengths_seen = seen
             self._lengths = ListLengths(
-                self._main_graph, self.static_int, self.length, self._generation
+                self._main_graph, self.static_int, self.length, self._generation, self._runs_all
             )
         return self._lengths
+
+    def _runs_all(self, loop: ir.Node) -> bool:
+        """Whether the Loop `loop` runs all its iterations (its condition always true)."""
+        cond = loop.inputs[1] if len(loop.inputs) > 1 else None
+        if cond is not None and static_bool(cond, self.values) is not True:
+            return False
+        return always_continues(loop.attributes["body"].as_graph(), self.values)
 
     def length(self, value: ir.Value) -> int | None:
         fact = self.sequence(value)

@@ -44,6 +44,7 @@ from seqlower.ops import graphs_within, is_sequence_value, quoted_node, subgraph
 Term = tuple[ir.Value | None, int]
 
 _KEEPS_LENGTH = ("Identity", "SequenceMap")
+_MAX_LENGTHS = 8  # `possible_lengths` gives up beyond
 # a comparison of a length (l) with the iteration number (i): what holds where it is true, and
 # where it is false, given l >= i ("eq": l == i, "gt": l > i)
 _COMPARISONS = {
@@ -67,8 +68,10 @@ class ListLengths:
         static_int: Callable[[ir.Value | None], int | None],
         static_length: Callable[[ir.Value], int | None],
         generation: Callable[[], int] | None = None,
+        runs_all: Callable[[ir.Node], bool] | None = None,
     ) -> None:
         self._main_graph = main_graph
+        self._runs_all = runs_all or (lambda _: False)
         self._static_int = static_int
         self._static_length = static_length
         self._generation = generation
@@ -279,7 +282,7 @@ class ListLengths:
         index = list(node.outputs).index(value)
         then_known, else_known = known, known
         cond = node.inputs[0]
-        compared = self._compares_length(cond, state, counter) if cond is not None else None
+        compared = self.compares_length(cond, state, counter) if cond is not None else None
         if compared is not None:
             then_known, else_known = known or compared[0], known or compared[1]
         found = []
@@ -290,11 +293,12 @@ class ListLengths:
             found.append((attr.as_graph().outputs[index], holds))
         return found
 
-    def _compares_length(
+    def compares_length(
         self, cond: ir.Value, state: ir.Value, counter: ir.Value
     ) -> tuple[str, str] | None:
-        """What `cond` proves where true and where false, when it compares the length of a list
-        of the state's length with the iteration number (through Casts to bool and Not)."""
+        """What `cond` proves where true and where false ("eq": the length is i, "gt": it is
+        more), when it compares the length of a list of the state's length with the iteration
+        number `counter` (through Casts to bool and Not), the state's length at least i."""
         negated = False
         while (producer := cond.producer()) is not None and producer.domain == "":
             to_bool = producer.attributes.get_int("to") == int(ir.DataType.BOOL)
@@ -429,6 +433,77 @@ class ListLengths:
             return False
         inner = {**assumed, body.inputs[2 + slot]: bound}
         return self._at_most(body.outputs[1 + slot], bound, inner)
+
+    # -- the lengths it may have ---------------------------------------------------------
+
+    def possible_lengths(self, value: ir.Value) -> frozenset[int] | None:
+        """Every length the list `value` may have, when they are few and static (at most
+        `_MAX_LENGTHS`); else None. A Loop output in a slot that `sets_at_iteration`, of a Loop
+        that runs all its M iterations, has length max(L0, M) for each possible L0; a list a
+        Loop carries, the least fixpoint from its initial lengths (the decoder's caches: 0 on
+        the first step, the number of layers after it)."""
+        self._check_generation()
+        return self._possible(value, {})
+
+    def _possible(
+        self, value: ir.Value, known: dict[ir.Value, frozenset[int]]
+    ) -> frozenset[int] | None:
+        base, offset = self.term(value)
+        if base is None:
+            return frozenset({offset})
+        found = known[base] if base in known else self._possible_base(base, known)
+        return None if found is None else frozenset(n + offset for n in found)
+
+    def _possible_base(
+        self, base: ir.Value, known: dict[ir.Value, frozenset[int]]
+    ) -> frozenset[int] | None:
+        producer = base.producer()
+        if producer is not None and producer.op_type == "Loop" and producer.domain == "":
+            slot = list(producer.outputs).index(base)
+            trips = self._static_int(producer.inputs[0])
+            start = producer.inputs[2 + slot]
+            if start is None:
+                return None
+            if (
+                trips is not None
+                and self._runs_all(producer)
+                and self.sets_at_iteration(producer, slot) is None
+            ):
+                starts = self._possible(start, known)
+                return None if starts is None else frozenset(max(n, trips) for n in starts)
+            return self._carried_possible(producer, slot, known)  # after any iteration
+        loop = self._owner(base.graph)
+        if producer is not None or loop is None or loop.op_type != "Loop" or loop.domain != "":
+            return None
+        graph = base.graph
+        assert graph is not None
+        index = next((j for j, v in enumerate(graph.inputs) if v is base), None)
+        if index is None or index < 2:
+            return None
+        return self._carried_possible(loop, index - 2, known)
+
+    def _carried_possible(
+        self, loop: ir.Node, slot: int, known: dict[ir.Value, frozenset[int]]
+    ) -> frozenset[int] | None:
+        """The lengths list `slot` of `loop` may have entering any iteration or after the
+        last: the least fixpoint from its initial lengths."""
+        body = _body(loop)
+        start = loop.inputs[2 + slot]
+        if start is None or not _carries_list(loop, body, slot):
+            return None
+        carried = self.term(body.inputs[2 + slot])[0]  # the group's representative
+        assert carried is not None
+        found = self._possible(start, known)
+        for _ in range(_MAX_LENGTHS + 1):  # each round adds a length, or ends
+            if found is None or len(found) > _MAX_LENGTHS:
+                return None
+            after = self._possible(body.outputs[1 + slot], {**known, carried: found})
+            if after is None:
+                return None
+            if after <= found:
+                return found
+            found = found | after
+        return None
 
     def _check_generation(self) -> None:
         if self._generation is None:

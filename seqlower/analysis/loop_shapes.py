@@ -471,14 +471,22 @@ class LoopShapes:
         return all(self.invariant_value(v) for v in read)
 
     def _if_shapes(self, node: ir.Node) -> list[ShapeFact]:
-        """An If output keeps one shape when both branches give it the same symbolic shape."""
+        """An If output keeps one shape when both branches give it the same symbolic shape, or
+        when its condition is the same in every iteration and each branch gives it one shape
+        (then the same branch runs in every iteration)."""
         outputs = []
         for attr in ("then_branch", "else_branch"):
             branch = node.attributes[attr].as_graph()
             for inner in branch:
                 self._visit(inner)
             outputs.append([self.shape(v) for v in branch.outputs])
-        return [merge(a, b) for a, b in zip(*outputs)]
+        merged = [merge(a, b) for a, b in zip(*outputs)]
+        if not self.invariant_value(node.inputs[0]):
+            return merged
+        return [
+            _chosen(node, index, m, a, b)
+            for index, (m, a, b) in enumerate(zip(merged, *outputs, strict=True))
+        ]
 
     def _compute_content(self, value: ir.Value, outer: bool) -> Content | None:
         array = self.values.get(value)
@@ -534,3 +542,18 @@ class LoopShapes:
         if found is None or not all(isinstance(d, int) for d in found):
             return None
         return list(found)
+
+
+def _chosen(node: ir.Node, index: int, merged: ShapeFact, a: ShapeFact, b: ShapeFact) -> ShapeFact:
+    """The shape of output `index` of the If `node` whose condition is the same in every
+    iteration, given its branches' shapes `a` and `b` and their merge: where both are fixed, a
+    dim on which they differ is a symbol of its own, fixed for the loop (the same branch runs
+    in every iteration); where their ranks differ, one shape not known symbolically."""
+    if fixed(merged) or not (fixed(a) and fixed(b)):
+        return merged
+    if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
+        return tuple(
+            x if x == y else sym.symbol(("if", id(node), index, k))
+            for k, (x, y) in enumerate(zip(a, b, strict=True))
+        )
+    return INVARIANT

@@ -397,7 +397,13 @@ def _concat(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
         total: Dim = 0
         for s in shapes:
             total = sym.add(total, s[k])
-        return (*shapes[0][:k], total, *shapes[0][k + 1 :])
+        # the other dims are equal in every input (else Concat fails): a static one where any
+        # input shows it
+        others = [
+            next((s[j] for s in shapes if isinstance(s[j], int)), shapes[0][j])
+            for j in range(len(shapes[0]))
+        ]
+        return (*others[:k], total, *others[k + 1 :])
 
     return [_combine([a.input_shape(v) for v in node.inputs if v is not None], compute)]
 

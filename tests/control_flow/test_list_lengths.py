@@ -131,6 +131,19 @@ def test_a_cache_written_in_text_gets_the_same_proofs():
     assert lengths.sets_at_iteration(layer, 2) is None
     assert lengths.at_most(_body(step).inputs[3], 2)
     assert lengths.at_most(step.outputs[2], 2)
+    # empty on the first step, one per layer after it
+    assert lengths.possible_lengths(_body(step).inputs[3]) == {0, 2}
+    assert lengths.possible_lengths(step.outputs[1]) == {0, 2}
+
+
+def test_possible_lengths_of_lists_that_may_start_part_grown():
+    model, lengths = _lengths(_cache(values="vs0 = SequenceConstruct(h0)"))
+    step, _ = _loops(model)
+    assert lengths.possible_lengths(_body(step).inputs[3]) == {0, 2}  # the keys
+    assert lengths.possible_lengths(_body(step).inputs[4]) is None  # the values: not put at i
+    model, lengths = _lengths(_cache(layers="layers = Identity(steps)"))
+    step, _ = _loops(model)
+    assert lengths.possible_lengths(_body(step).inputs[3]) is None  # no static layer count
 
 
 @pytest.mark.parametrize(
@@ -233,10 +246,32 @@ def _length(body: ir.Graph, sequence: ir.Value, name: str) -> ir.Value:
     return node.outputs[0]
 
 
+def _one_of(body: ir.Graph, length: ir.Value, possible: list[int], name: str) -> ir.Value:
+    """A bool: whether `length` is one of `possible` (Equal to each, then the largest)."""
+    table = ir.node(
+        "Constant", [], attributes={"value": ir.tensor(np.array(possible, np.int64))}, name=name
+    )
+    equal = ir.node("Equal", [table.outputs[0], length], name=f"{name}eq")
+    wide = ir.node("Cast", [equal.outputs[0]], attributes={"to": 7}, name=f"{name}wide")
+    top = ir.node("ReduceMax", [wide.outputs[0]], attributes={"keepdims": 0}, name=f"{name}top")
+    found = ir.node("Cast", [top.outputs[0]], attributes={"to": 9}, name=f"{name}found")
+    for node in (table, equal, wide, top, found):
+        node.outputs[0].name = f"{node.name}_out"
+        body.append(node)
+    return found.outputs[0]
+
+
+def _true(body: ir.Graph, name: str) -> ir.Value:
+    node = ir.node("Constant", [], attributes={"value": ir.tensor(np.array(True))}, name=name)
+    node.outputs[0].name = f"{name}_out"
+    body.append(node)
+    return node.outputs[0]
+
+
 def _instrumented(proto: onnx.ModelProto, bounds: dict[str, int] | None = None) -> tuple:
     """`proto` with every claim ListLengths makes about its Loops (one length per group, the
-    length max(L0, i) where a slot puts at i, and `bounds` by body input name) checked at run
-    time; and how many claims."""
+    length max(L0, i) where a slot puts at i, `bounds` by body input name, the possible lengths
+    of each carried list) checked at run time; and how many claims."""
     model, lengths = _lengths(proto)
     claims = 0
     loops = [n for n in model.graph.all_nodes() if n.op_type == "Loop"]
@@ -271,7 +306,16 @@ def _instrumented(proto: onnx.ModelProto, bounds: dict[str, int] | None = None) 
                 checks.append(
                     ("LessOrEqual", _length(body, value, f"{tag}b_{value.name}"), limit.outputs[0])
                 )
+        for value in body.inputs[2:]:
+            possible = lengths.possible_lengths(value) if value.type is not None else None
+            if possible is None or not isinstance(value.type, ir.SequenceType):
+                continue
+            checks.append(("In", _length(body, value, f"{tag}p_{value.name}"), sorted(possible)))
         for j, (op, a, b) in enumerate(checks):
+            if op == "In":  # the length is one of the possible ones
+                b = _one_of(body, a, b, f"{tag}in{j}")
+                op = "Equal"
+                a = _true(body, f"{tag}true{j}")
             holds = ir.node(op, [a, b], name=f"{tag}holds{j}")
             holds.outputs[0].name = f"{tag}holds{j}_out"
             body.append(holds)
@@ -293,10 +337,10 @@ def _feeds() -> list[dict[str, np.ndarray]]:
 @pytest.mark.parametrize(
     ("variant", "claims"),
     [
-        ({}, 6),  # one length in each loop, two slots put at i, two bounds
-        ({"fresh": "big = Greater(n, i)\n            fresh = Not(big)"}, 6),
+        ({}, 8),  # one length in each loop, two slots put at i, two bounds, two sets
+        ({"fresh": "big = Greater(n, i)\n            fresh = Not(big)"}, 8),
         ({"layers": "layers = Identity(steps)"}, 4),  # no bound: the layer count varies
-        ({"layers": "layers = Constant<value = int64 {0}>()"}, 6),  # no layer at all
+        ({"layers": "layers = Constant<value = int64 {0}>()"}, 8),  # no layer at all
     ],
 )
 def test_the_claims_hold_under_onnxruntime(variant, claims):

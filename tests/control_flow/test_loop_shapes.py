@@ -395,3 +395,48 @@ def test_rows_kept_by_a_changing_mask_keep_the_data_s_other_dims():
     assert not shapes.is_invariant(_value(shapes, "out"))
     assert shapes.shape(_value(shapes, "cols")) == (symbol(("param", "N")), None)
     assert shapes.shape(_value(shapes, "flat")) == (None,)
+
+
+def _branching(cond: str) -> LoopShapes:
+    """An If whose branches give [N, 4] and [N + P, 4]: the rows alone, or past rows before
+    them (a cache: fresh on the first step, grown after it), on condition `cond`."""
+    return _analyse(
+        inputs="float[N,4] x, float[P,4] past, int64 start",
+        before="zero = Constant<value = int64 {0}>()\n        fresh_run = LessOrEqual(start, zero)",
+        body=f"""{cond}
+            out = If(fresh) <then_branch = fresh_rows () => (float[N,4] rows) {{
+                rows = Identity(x)
+            }}, else_branch = grown_rows () => (float[?,4] grown) {{
+                grown = Concat<axis = 0>(past, x)
+            }}>""",
+    )
+
+
+def test_an_if_on_a_fixed_condition_keeps_the_shape_of_the_branch_it_takes():
+    """The same branch runs in every iteration: a dim the branches differ on is one symbol,
+    fixed for the loop; a dim they share stays."""
+    shapes = _branching("fresh = Identity(fresh_run)")
+    out = _value(shapes, "out")
+    assert shapes.is_invariant(out)
+    first, second = shapes.shape(out)  # type: ignore[misc]
+    assert second == 4
+    assert not isinstance(first, int) and not shapes.varies(first)
+
+
+def test_an_if_on_a_changing_condition_may_change_its_shape():
+    shapes = _branching("at_i = Max(start, i)\n            fresh = LessOrEqual(at_i, i)")
+    out = _value(shapes, "out")
+    assert shapes.shape(out) == (None, 4)
+    assert "whose value changes between iterations" in shapes.reason(out)
+
+
+def test_a_concat_takes_the_static_dims_any_input_shows():
+    """Concat's other dims are equal in every input (else it fails): a static one wins over a
+    symbol, so `cat([past_i, rows])` with `past_i` of unknown dims keeps the rows' width."""
+    shapes = _analyse(
+        inputs="float[N,4] x, float[A,B] past",
+        body="out = Concat<axis = 0>(past, x)",
+    )
+    rows, width = shapes.shape(_value(shapes, "out"))  # type: ignore[misc]
+    assert width == 4
+    assert rows == sym.add(symbol(("param", "A")), symbol(("param", "N")))
