@@ -123,12 +123,15 @@ class LoopShapes:
         values: StaticValues,
         elements: Mapping[ir.Value, tuple[int, ...]] | None = None,
         uniform: Collection[ir.Value] = (),
+        owners: Mapping[int, ir.Node] | None = None,
     ) -> None:
         """`elements`: sequence values whose elements are assumed to have the given static
         shape; `uniform`: sequence values whose elements are assumed to share one shape, which
         may change between iterations (a list rebuilt each step from its grown elements):
         every read of one such value has the same per-iteration dims. Both are hypotheses the
-        caller confirms (`seqlower.lists.components`)."""
+        caller confirms (`seqlower.lists.components`). `owners`: the node that holds each
+        subgraph (by id), where the caller knows them: the iteration numbers of the Loops
+        around this one are then bounded too (`_bound_enclosing`)."""
         self.body = loop.attributes["body"].as_graph()
         self.elements: Mapping[ir.Value, tuple[int, ...]] = elements or {}
         self.uniform: frozenset[ir.Value] = frozenset(uniform)
@@ -155,6 +158,8 @@ class LoopShapes:
         if trip is not None and len(trip) == 1:
             self.bounds[_ITER] = (0, sym.sub(trip[0], 1))
         self.counters = self._counters(loop)
+        self.owners: Mapping[int, ir.Node] = owners or {}
+        self._bound_enclosing(loop)
         self.assumed: dict[ir.Value, ShapeFact] = {}
         carried = list(zip(self.body.inputs[2:], loop.inputs[2:]))
         for body_input, init in carried:
@@ -327,6 +332,24 @@ class LoopShapes:
             self.bounds[_ITER] = (0, sym.sub(bound[0], counters[counter] + 1))
         return counters
 
+    def _bound_enclosing(self, loop: ir.Node) -> None:
+        """The iteration number of each Loop around this one (through the Ifs between them),
+        a value fixed while this loop runs, lies in `[0, M - 1]` for M that Loop's trip count:
+        `for i in range(h // 2): for j in range(w // 2): x[2*i : 2*i + 2, 2*j : 2*j + 2]`
+        (Swin's windows) cuts two rows, as `2*i + 2 <= 2 * (h // 2) <= h`."""
+        graph = loop.graph
+        while graph is not None:
+            owner = self.owners.get(id(graph))
+            if owner is None or owner.domain != "" or owner.op_type not in ("If", "Loop"):
+                return
+            trip = owner.inputs[0] if owner.op_type == "Loop" and owner.inputs else None
+            if trip is not None and graph.inputs:
+                count = self.content(trip)
+                if count is not None and len(count) == 1:
+                    atom = ("value", id(graph.inputs[0]), 0)  # its content here (`content`)
+                    self.bounds[atom] = (0, sym.sub(count[0], 1))
+            graph = owner.graph
+
     def _is_outer(self, value: ir.Value) -> bool:
         return id(value.graph) not in self._inside
 
@@ -398,7 +421,7 @@ class LoopShapes:
         ):
             return None
         if id(node) not in self._producers:
-            self._producers[id(node)] = LoopShapes(node, self.values)
+            self._producers[id(node)] = LoopShapes(node, self.values, owners=self.owners)
         appended = self._producers[id(node)].shape(insert.inputs[1])
         if not isinstance(appended, tuple):
             return None

@@ -153,12 +153,36 @@ def _bound(d: Dim, bounds: Bounds, low: bool) -> Dim:
     return result
 
 
+def _quotients_bounded(d: Dim, bounds: Bounds) -> Dim:
+    """A lower bound of `d` with each quotient `-m*b * (a // b)` (b > 0, a >= 0) replaced by
+    `-m*a`: a quotient of a >= 0 by b > 0, floored or truncated (they agree there), is at most
+    a / b. So `n - 2 * (n // 2)` is at least 0: the end of the last of `n // 2` slices of two
+    lies within n (Swin's windows, `x[2*i : 2*i + 2]` for i in range(n // 2))."""
+    if isinstance(d, int):
+        return d
+    result: Dim = d.const
+    for atom, k in d.terms:
+        quotient = isinstance(atom, tuple) and len(atom) == 3 and atom[0] == "div"
+        divisor = atom[2] if quotient else None
+        if (
+            isinstance(divisor, int)
+            and divisor > 0
+            and k < 0
+            and k % divisor == 0
+            and at_least(atom[1], 0, bounds)
+        ):
+            result = add(result, _scale(atom[1], k // divisor))
+            continue
+        result = add(result, _scale(symbol(atom), k))
+    return result
+
+
 def at_least(d: Dim | None, k: int, bounds: Bounds) -> bool:
     """True when `d >= k` is proved: a lower bound of `d` is an int >= k, or a sum of sizes
     (atoms of `SIZE_KINDS`, positive coefficients) plus a constant >= k."""
     if d is None:
         return False
-    lower = _bound(d, bounds, low=True)
+    lower = _quotients_bounded(_bound(d, bounds, low=True), bounds)
     if isinstance(lower, int):
         return lower >= k
     sizes = all(

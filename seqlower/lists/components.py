@@ -712,7 +712,9 @@ def _grown_alike(
     if not put:
         return True
     if id(loop) not in analyses:
-        analyses[id(loop)] = LoopShapes(loop, StaticValues(), uniform=uniform)
+        analyses[id(loop)] = LoopShapes(
+            loop, StaticValues(), uniform=uniform, owners=bodies.owners_map
+        )
     analysis = analyses[id(loop)]
     shapes = [analysis.input_shape(x) for x in put]
     first = shapes[0]
@@ -768,6 +770,11 @@ class _BodyShapes:
         self._owners = owners  # id of a subgraph -> the node that holds it
         self._analyses: dict[int, LoopShapes] = {}
 
+    @property
+    def owners_map(self) -> dict[int, ir.Node]:
+        """The node that holds each subgraph (by id), for the loop analyses."""
+        return self._owners
+
     def assumed_shape(
         self,
         value: ir.Value,
@@ -782,7 +789,7 @@ class _BodyShapes:
         if owner is None:
             return None
         if id(owner) not in analyses:
-            analyses[id(owner)] = LoopShapes(owner, StaticValues(), elements)
+            analyses[id(owner)] = LoopShapes(owner, StaticValues(), elements, owners=self._owners)
         return analyses[id(owner)].shape(value)
 
     def exact_shape(
@@ -796,7 +803,9 @@ class _BodyShapes:
         if owner is None:
             return None
         if id(owner) not in analyses:
-            analyses[id(owner)] = LoopShapes(owner, StaticValues(), uniform=uniform)
+            analyses[id(owner)] = LoopShapes(
+                owner, StaticValues(), uniform=uniform, owners=self._owners
+            )
         return analyses[id(owner)].input_shape(value)
 
     def _innermost_loop(self, graph: ir.Graph | None) -> ir.Node | None:
@@ -848,7 +857,7 @@ class _BodyShapes:
         if owner is None or graph is None:
             return None
         if id(owner) not in self._analyses:
-            self._analyses[id(owner)] = LoopShapes(owner, StaticValues())
+            self._analyses[id(owner)] = LoopShapes(owner, StaticValues(), owners=self._owners)
         return self._analyses[id(owner)].shape(value)
 
 

@@ -440,3 +440,55 @@ def test_a_concat_takes_the_static_dims_any_input_shows():
     rows, width = shapes.shape(_value(shapes, "out"))  # type: ignore[misc]
     assert width == 4
     assert rows == sym.add(symbol(("param", "A")), symbol(("param", "N")))
+
+
+# for i in range(H // 2): for j in range(W // 2): x[2i : 2i+2, 2j : 2j+2] (Swin's windows)
+WINDOWS = """
+g (float[H,W,4] x) => (float[?,2,2,4] y) {
+    dims = Shape(x)
+    zero = Constant<value = int64 {0}>()
+    one = Constant<value = int64 {1}>()
+    two = Constant<value = int64 {2}>()
+    h = Gather(dims, zero)
+    w = Gather(dims, one)
+    nh = Div(h, two)
+    nw = Div(w, two)
+    t = Constant<value = bool {1}>()
+    y = Loop(nh, t) <body = outer (int64 i, bool c) => (bool c1, float[?,2,2,4] rows) {
+        c1 = Identity(c)
+        rows = Loop(nw, c) <body = inner (int64 j, bool d) => (bool d1, float[2,2,4] win) {
+            d1 = Identity(d)
+            axes = Constant<value = int64[2] {0, 1}>()
+            i2 = Mul(i, two)
+            i3 = Add(i2, two)
+            j2 = Mul(j, two)
+            j3 = Add(j2, two)
+            zero1 = Constant<value = int64[1] {0}>()
+            i2u = Unsqueeze(i2, zero1)
+            i3u = Unsqueeze(i3, zero1)
+            j2u = Unsqueeze(j2, zero1)
+            j3u = Unsqueeze(j3, zero1)
+            starts = Concat<axis = 0>(i2u, j2u)
+            ends = Concat<axis = 0>(i3u, j3u)
+            win = Slice(x, starts, ends, axes)
+        }>
+    }>
+}"""
+
+
+def test_the_iteration_number_of_an_enclosing_loop_is_bounded_by_its_trip_count():
+    """Given the node that holds each body, the inner loop's analysis bounds the outer
+    iteration number i by `[0, H // 2 - 1]`, so the window is 2 x 2; without it, the cut of
+    H is not proved to fit."""
+    model = ir.from_proto(parse(WINDOWS))
+    NormalizePass()(model)
+    (outer,) = [n for n in model.graph if n.op_type == "Loop"]
+    outer_body = outer.attributes["body"].as_graph()
+    (inner,) = [n for n in outer_body if n.op_type == "Loop"]
+    owners = {id(outer_body): outer, id(inner.attributes["body"].as_graph()): inner}
+    proved = LoopShapes(inner, StaticValues(), owners=owners)
+    window = _value(proved, "win")
+    assert proved.shape(window) == (2, 2, 4)
+    alone = LoopShapes(inner, StaticValues())
+    shape = alone.shape(window)
+    assert isinstance(shape, tuple) and shape[1:] == (2, 4) and shape[0] != 2

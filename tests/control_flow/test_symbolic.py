@@ -49,3 +49,16 @@ def test_bounds_prove_a_slice_stays_inside_its_dim():
     assert not at_least(sub(N, add(ITER, 2)), 0, bounds)  # i + 2 <= N is not proved
     assert not at_least(ITER, 0, {})  # an unbounded symbol may be negative
     assert at_least(add(N, 3), 3, {})  # a size is >= 0
+
+
+def test_a_quotient_of_a_size_is_at_most_the_size_over_the_divisor():
+    """`n - 2 * (n // 2) >= 0`: the last of `n // 2` slices of two ends within n."""
+    half = floordiv(N, 2)
+    bounds = {("iter",): (0, sub(half, 1))}  # i in range(n // 2)
+    assert at_least(sub(N, mul(half, 2)), 0, {})
+    assert at_least(sub(N, add(mul(ITER, 2), 2)), 0, bounds)  # 2*i + 2 <= n
+    assert not at_least(sub(N, add(mul(ITER, 2), 3)), 0, bounds)  # 2*i + 3 may pass n
+    # a coefficient the divisor does not divide, or a dividend that may be negative: no proof
+    assert not at_least(sub(N, mul(half, 3)), 0, {})
+    signed = symbol(("value", 1, 0))
+    assert not at_least(sub(signed, mul(floordiv(signed, 2), 2)), 0, {})
