@@ -175,6 +175,24 @@ def _sequence_length_term(sequence: ir.Value, ctx: Context) -> Term:
     return ("sequence", sequence)
 
 
+def _one_dim_term(value: ir.Value) -> frozenset[Term] | None:
+    """Dim a of x when `value` is `Shape(x, start=a, end=a + 1)`, one entry (a Reshape or a
+    Squeeze of it to a scalar keeps that entry); None otherwise."""
+    node = value.producer()
+    if node is None or node.op_type != "Shape" or node.domain != "" or node.inputs[0] is None:
+        return None
+    data = node.inputs[0]
+    if data.shape is None:
+        return None
+    rank = len(data.shape)
+    start = node.attributes.get_int("start", 0)
+    end = node.attributes.get_int("end", rank)
+    start, end = start + rank if start < 0 else start, end + rank if end < 0 else end
+    if not 0 <= start < rank or end != start + 1:
+        return None
+    return frozenset([_dim_term(data, start)])
+
+
 def _count_terms(count: ir.Value, ctx: Context) -> frozenset[Term] | None:
     """The lengths whose minimum the trip count `count` is, or None when not known."""
     static = ctx.facts.static_int(count)
@@ -197,6 +215,8 @@ def _count_terms(count: ir.Value, ctx: Context) -> frozenset[Term] | None:
         return frozenset().union(*parts)  # type: ignore[arg-type]
     if producer.op_type == "ReduceMin" and first is not None:
         return _min_of_stacked(producer, first, ctx)  # zip / enumerate in TorchScript
+    if producer.op_type in ("Reshape", "Squeeze") and first is not None:
+        return _one_dim_term(first)  # a stacked list's length: Reshape(Shape(x, end=1), [])
     if producer.op_type == "Gather" and first is not None and len(producer.inputs) == 2:
         shape_node = first.producer()
         position = ctx.facts.static_int(producer.inputs[1])

@@ -670,3 +670,38 @@ def test_the_least_of_lengths_is_never_negative():
     feeds = [{"ks": np.zeros(n, np.float32), **{f"x{k}": x[k] for k in range(4)}} for n in (2, 6)]
     lowered = assert_loop_batched(model, feeds)
     assert "Max" not in op_counts(lowered)
+
+
+# a tensor's rows mapped by a Loop whose trip count is `Reshape(Shape(x, end=1), [])`: how the
+# length of a list stacked as one tensor reads (the tensor form of SequenceLength)
+SHAPE_SLICE_COUNT = """g (float[N,4] x) => (float[N,3] y) {{
+    w = Constant<value = float[4,3] {{1,2,3,4,5,6,7,8,9,10,11,12}}>()
+    t = Constant<value = bool {{1}}>()
+    first = Shape<start = {start}, end = {end}>({measured})
+    scalar = Constant<value = int64[0] {{}}>()
+    n = Reshape(first, scalar)
+    y = Loop(n, t) <body = body (int64 i, bool c) => (bool c2, float[3] r) {{
+        c2 = Identity(c)
+        e = Gather<axis = 0>(x, i)
+        m = MatMul(e, w)
+        r = Relu(m)
+    }}>
+}}"""
+
+
+@pytest.mark.parametrize(("start", "end"), [(0, 1), (-2, -1)])
+def test_a_trip_count_read_as_one_entry_of_a_shape_is_the_length_read(start, end):
+    model = parse(SHAPE_SLICE_COUNT.format(start=start, end=end, measured="x"))
+    assert_loop_batched(model, [{"x": floats(5, 4)}, {"x": floats(1, 4)}, {"x": floats(0, 4)}])
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "measured", "why"),
+    [
+        (1, 2, "x", "the second dim of x, not the rows read"),
+        (0, 1, "w", "the rows of another tensor"),
+    ],
+)
+def test_a_trip_count_from_another_dim_is_not_the_length_read(start, end, measured, why):
+    model = parse(SHAPE_SLICE_COUNT.format(start=start, end=end, measured=measured))
+    assert "trip count is not known to be the length" in refusal(model), why
