@@ -45,6 +45,7 @@ from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.ops import graphs_within, is_sequence_op, is_sequence_value, subgraphs
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.access import _producer
+from seqlower.rules.loop_append_lockstep import lockstep_shapes
 from seqlower.rules.loops import (
     MAX_UNROLL,
     MAX_UNROLLED_NODES,
@@ -132,6 +133,12 @@ def _check_append(node: ir.Node, ctx: Context) -> AppendPlan | Refusal:
         if isinstance(plan, AppendPlan):
             return plan
         reasons.append(f"carried sequence '{body_input.name}': {plan}")
+    lockstep = lockstep_shapes(node, ctx) if reasons else None
+    for index in range(len(node.inputs) - 2) if lockstep is not None else ():
+        if is_sequence_value(node.inputs[2 + index]) or is_sequence_value(body.inputs[2 + index]):
+            plan = _append_plan(node, index, lockstep, ctx)  # type: ignore[arg-type]
+            if isinstance(plan, AppendPlan):
+                return plan
     return Refusal("; ".join(reasons) or "the loop carries no sequence")
 
 

@@ -220,6 +220,11 @@ class ListLengths:
             return (loop.outputs[group[0]], 0)
         return (value, 0)
 
+    def owner(self, graph: ir.Graph | None) -> ir.Node | None:
+        """The node that holds the subgraph `graph` (None for the main graph, or a graph
+        made after this analysis), found by one walk of the model, kept with the analysis."""
+        return self._owner(graph)
+
     def _owner(self, graph: ir.Graph | None) -> ir.Node | None:
         if self._owners is None:
             self._owners = {}

@@ -45,6 +45,7 @@ import onnx_ir as ir
 from seqlower.analysis import symbolic as sym
 from seqlower.analysis.shape_rules import (
     CONTENT_RULES,
+    ELEMENT_SIZE,
     INVARIANT,
     ND_CONTENT_RULES,
     SHAPE_RULES,
@@ -435,7 +436,7 @@ class LoopShapes:
         """A size that holds in this iteration only: dim `axis` of `value`; in every
         iteration where `value` is a list computed outside the body and assumed to hold
         elements of one shape (it is one list for the whole loop, so is its elements' shape)."""
-        atom = ("size", "element", id(value), axis)
+        atom = (*ELEMENT_SIZE, id(value), axis)
         if not (value in self.uniform and self._is_outer(value)):
             self.varying.add(atom)
         return sym.symbol(atom)

@@ -13,6 +13,7 @@ from __future__ import annotations
 __all__ = [
     "BROADCAST_OPS",
     "CONTENT_RULES",
+    "ELEMENT_SIZE",
     "INVARIANT",
     "ND_CONTENT_RULES",
     "REDUCE_OPS",
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from seqlower.analysis.loop_shapes import LoopShapes
 
 INVARIANT = "invariant"
+ELEMENT_SIZE = ("size", "element")  # the atoms of `LoopShapes.element_symbol` start so
 ShapeFact = tuple | str | None
 Content = tuple  # of Dims
 
@@ -398,14 +400,23 @@ def _concat(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
         for s in shapes:
             total = sym.add(total, s[k])
         # the other dims are equal in every input (else Concat fails): a static one where any
-        # input shows it
+        # input shows it, else one that is not the size of a list's element (a symbol of its
+        # own, which says less: `cat([cache[i], rows])` has the rows' width)
         others = [
-            next((s[j] for s in shapes if isinstance(s[j], int)), shapes[0][j])
+            next(
+                (s[j] for s in shapes if isinstance(s[j], int)),
+                next((s[j] for s in shapes if not _element_size(s[j])), shapes[0][j]),
+            )
             for j in range(len(shapes[0]))
         ]
         return (*others[:k], total, *others[k + 1 :])
 
     return [_combine([a.input_shape(v) for v in node.inputs if v is not None], compute)]
+
+
+def _element_size(d: Dim | None) -> bool:
+    """Whether `d` mentions the size of a list's element (`LoopShapes.element_symbol`)."""
+    return any(isinstance(atom, tuple) and atom[:2] == ELEMENT_SIZE for atom in sym.atoms(d))
 
 
 def _gather(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:

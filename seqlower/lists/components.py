@@ -612,20 +612,24 @@ def _made_by(value: ir.Value, op: str) -> bool:
 
 def _lockstep_makers(values: list[ir.Value]) -> bool:
     """Whether every value is made by an operator the lockstep proof knows, one of them an
-    insert (the lists of constructs alone are `_in_lockstep`'s)."""
+    insert or an unbind (the lists of constructs alone are `_in_lockstep`'s). An unbind's
+    elements are slices of one tensor: one shape, nothing to prove (a list a Loop builds as a
+    scan output, carried by an outer Loop from an empty list)."""
     known = ("Identity", "If", "Loop", "SequenceConstruct", "SequenceEmpty", "SequenceErase")
-    inserts = False
+    grown = False
     for value in values:
         producer = value.producer()
         if producer is None:
             continue
         if producer.domain != "":
             return False
-        if producer.op_type == "SequenceInsert":
-            inserts = True
+        if producer.op_type == "SequenceInsert" or (
+            producer.op_type == "SplitToSequence" and _unbinds(producer)
+        ):
+            grown = True
         elif producer.op_type not in known:
             return False
-    return inserts
+    return grown
 
 
 def _grows_in_lockstep(

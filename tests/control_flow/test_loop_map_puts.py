@@ -26,6 +26,7 @@ from seqlower.passes.normalize import infer_shapes
 from seqlower.rewriter import Rewriter
 from seqlower.rule import Context, Refusal
 from seqlower.rules import loop_map_assign
+from seqlower.rules.loop_append_lockstep import lockstep_shapes
 from seqlower.rules.loop_map_puts import PutsPlan
 
 # onnx 1.18's shape inference gives the step loop's hidden state no width inside the lowering,
@@ -104,6 +105,12 @@ def test_lowered_as_the_original_runs(variant):
         lowered, report, _ = lower_and_compare(model, feeds)
         assert report.rules_fired["loop-map-assign"] == 1
         assert sequence_op_count(lowered) == 0
+    if "values" not in variant:  # one cache each
+        # the caches proved in lockstep over the steps: what each layer puts is a scan output,
+        # and each cache one stacked tensor (no row counts, no table of shapes)
+        assert report.rules_fired["loop-append-to-scan"] == 2
+        counts = op_counts(lowered)
+        assert counts["CumSum"] == counts["ReduceProd"] == 0
 
 
 def test_the_cache_fixture_is_mapped_and_stacked():
@@ -114,6 +121,7 @@ def test_the_cache_fixture_is_mapped_and_stacked():
     assert report.rules_fired["loop-map-assign"] == 1
     assert sequence_op_count(lowered) == 0
     if _ONNX_RELEASE >= (1, 23):  # measured: 1.23 stacks the caches, 1.18 does not
+        assert report.rules_fired["loop-append-to-scan"] == 2
         assert op_counts(lowered)["CumSum"] == 0
     plain, mapped = ort_session(original), ort_session(lowered)
     for _, feeds, _ in stored_data_sets(CACHE, original):
@@ -183,3 +191,32 @@ def test_no_fixed_condition_where_a_cache_may_be_part_grown():
     assert plan.fixed_conditions == {}
     for feeds in _feeds():
         lower_and_compare(proto, feeds)
+
+
+# -- the lockstep hypothesis of loop-append-to-scan ------------------------------------------
+
+
+def test_the_caches_of_the_steps_are_proved_in_lockstep():
+    """Under the hypothesis that the step's caches each hold elements of one shape (proved:
+    they start empty and become what the layer loop appends), what each layer puts keeps one
+    shape through the layer loop."""
+    model, _ = _mapped(_cache())
+    ctx = Context(Facts(model), Rewriter(model), Options())
+    loop = _layer_loop(model)
+    shapes = lockstep_shapes(loop, ctx)
+    assert shapes is not None
+    body = loop.attributes["body"].as_graph()
+    (branch,) = [n for n in body if n.op_type == "If"]
+    assert all(shapes.is_invariant(o) for o in branch.outputs)
+
+
+def test_no_lockstep_hypothesis_where_the_caches_do_not_start_empty():
+    """Caches that start with one element each: what an earlier program put there need not
+    have the shape of what the layers put, so no hypothesis is made (the map stays right, its
+    condition in the loop)."""
+    text = onnx.printer.to_text(_cache(values="vs0 = SequenceConstruct(h0)"))
+    text = text.replace("ks0 = SequenceEmpty <dtype: int = 1> ()", "ks0 = SequenceConstruct (h0)")
+    model, plan = _mapped(onnx.parser.parse_model(text))
+    assert isinstance(plan, PutsPlan)
+    ctx = Context(Facts(model), Rewriter(model), Options())
+    assert lockstep_shapes(_layer_loop(model), ctx) is None

@@ -492,3 +492,15 @@ def test_the_iteration_number_of_an_enclosing_loop_is_bounded_by_its_trip_count(
     alone = LoopShapes(inner, StaticValues())
     shape = alone.shape(window)
     assert isinstance(shape, tuple) and shape[1:] == (2, 4) and shape[0] != 2
+
+
+def test_a_concat_prefers_a_dim_over_the_size_of_a_list_element():
+    """`cat([cache[i], rows])`: the width is the rows' (a dim of the model), not a size of the
+    element read, which says less (it may change between iterations)."""
+    shapes = _analyse(
+        inputs="seq(float[A,B]) past, float[N,W] x",
+        body="old = SequenceAt(past, i)\n            out = Concat<axis = 0>(old, x)",
+    )
+    rows, width = shapes.shape(_value(shapes, "out"))  # type: ignore[misc]
+    assert width == symbol(("param", "W"))
+    assert rows is None  # the element's rows may change between iterations
