@@ -175,10 +175,15 @@ def _sequence_length_term(sequence: ir.Value, ctx: Context) -> Term:
     return ("sequence", sequence)
 
 
-def _one_dim_term(value: ir.Value) -> frozenset[Term] | None:
-    """Dim a of x when `value` is `Shape(x, start=a, end=a + 1)`, one entry (a Reshape or a
-    Squeeze of it to a scalar keeps that entry); None otherwise."""
+def _one_dim_term(value: ir.Value, ctx: Context) -> frozenset[Term] | None:
+    """Dim a of x when `value` is `Shape(x, start=a, end=a + 1)` or `Gather(Shape(x), [a])`,
+    one entry (a Reshape or a Squeeze of it to a scalar keeps that entry); None otherwise."""
     node = value.producer()
+    if node is not None and node.op_type == "Gather" and node.domain == "":
+        index = node.inputs[1] if len(node.inputs) > 1 else None
+        if index is None or index.shape is None or list(index.shape) != [1]:
+            return None
+        return _shape_entry_term(node, ctx)
     if node is None or node.op_type != "Shape" or node.domain != "" or node.inputs[0] is None:
         return None
     data = node.inputs[0]
@@ -216,26 +221,43 @@ def _count_terms(count: ir.Value, ctx: Context) -> frozenset[Term] | None:
     if producer.op_type == "ReduceMin" and first is not None:
         return _min_of_stacked(producer, first, ctx)  # zip / enumerate in TorchScript
     if producer.op_type in ("Reshape", "Squeeze") and first is not None:
-        return _one_dim_term(first)  # a stacked list's length: Reshape(Shape(x, end=1), [])
+        # a stacked list's length, Reshape(Shape(x, end=1), []); Squeeze(Gather(Shape(x), [a]))
+        return _one_dim_term(first, ctx)
     if producer.op_type == "Gather" and first is not None and len(producer.inputs) == 2:
-        shape_node = first.producer()
-        position = ctx.facts.static_int(producer.inputs[1])
-        if (
-            shape_node is None
-            or shape_node.op_type != "Shape"
-            or shape_node.attributes.get_int("start", 0) != 0
-            or "end" in shape_node.attributes
-            or position is None
-            or shape_node.inputs[0] is None
-            or shape_node.inputs[0].shape is None
-        ):
-            return None
-        data = shape_node.inputs[0]
-        rank = len(data.shape)  # type: ignore[arg-type]
-        if not -rank <= position < rank:
-            return None
-        return frozenset([_dim_term(data, position % rank)])
+        return _shape_entry_term(producer, ctx)
     return None
+
+
+def _shape_entry_term(gather: ir.Node, ctx: Context) -> frozenset[Term] | None:
+    """Dim p of x when `gather` is `Gather(Shape(x), p)` on axis 0, p a constant (a scalar, or
+    one entry); None otherwise."""
+    first, index = gather.inputs[0], gather.inputs[1]
+    shape_node = first.producer() if first is not None else None
+    position = _one_static_int(index, ctx) if index is not None else None
+    if (
+        gather.attributes.get_int("axis", 0) != 0
+        or shape_node is None
+        or shape_node.op_type != "Shape"
+        or shape_node.attributes.get_int("start", 0) != 0
+        or "end" in shape_node.attributes
+        or position is None
+        or shape_node.inputs[0] is None
+        or shape_node.inputs[0].shape is None
+    ):
+        return None
+    data = shape_node.inputs[0]
+    rank = len(data.shape)  # type: ignore[arg-type]
+    if not -rank <= position < rank:
+        return None
+    return frozenset([_dim_term(data, position % rank)])
+
+
+def _one_static_int(value: ir.Value, ctx: Context) -> int | None:
+    """The one int of a constant scalar or one-entry vector."""
+    array = ctx.facts.static(value)
+    if array is None or array.size != 1 or array.dtype.kind not in "iu":
+        return None
+    return int(array.reshape(-1)[0])
 
 
 def _min_of_stacked(reduce: ir.Node, data: ir.Value, ctx: Context) -> frozenset[Term] | None:

@@ -672,14 +672,16 @@ def test_the_least_of_lengths_is_never_negative():
     assert "Max" not in op_counts(lowered)
 
 
-# a tensor's rows mapped by a Loop whose trip count is `Reshape(Shape(x, end=1), [])`: how the
-# length of a list stacked as one tensor reads (the tensor form of SequenceLength)
-SHAPE_SLICE_COUNT = """g (float[N,4] x) => (float[N,3] y) {{
+# a tensor's rows mapped by a Loop whose trip count is one entry of a Shape: how the length of
+# a list stacked as one tensor reads (`Reshape(Shape(x, end=1), [])`, the tensor form of
+# SequenceLength), and `Squeeze(Gather(Shape(x), [0]))` as exporters write `x.size(0)`
+SHAPE_ENTRY_COUNT = """g (float[N,4] x) => (float[N,3] y) {{
     w = Constant<value = float[4,3] {{1,2,3,4,5,6,7,8,9,10,11,12}}>()
     t = Constant<value = bool {{1}}>()
-    first = Shape<start = {start}, end = {end}>({measured})
     scalar = Constant<value = int64[0] {{}}>()
-    n = Reshape(first, scalar)
+    zero1 = Constant<value = int64[1] {{0}}>()
+    entry = Constant<value = int64[1] {{{entry}}}>()
+    {count}
     y = Loop(n, t) <body = body (int64 i, bool c) => (bool c2, float[3] r) {{
         c2 = Identity(c)
         e = Gather<axis = 0>(x, i)
@@ -687,21 +689,37 @@ SHAPE_SLICE_COUNT = """g (float[N,4] x) => (float[N,3] y) {{
         r = Relu(m)
     }}>
 }}"""
+SLICED = "first = Shape<start = {start}, end = {end}>({measured})\n    n = Reshape(first, scalar)"
+PICKED = (
+    "dims = Shape({measured})\n    one = Gather<axis = 0>(dims, entry)\n    n = Squeeze(one, zero1)"
+)
 
 
-@pytest.mark.parametrize(("start", "end"), [(0, 1), (-2, -1)])
-def test_a_trip_count_read_as_one_entry_of_a_shape_is_the_length_read(start, end):
-    model = parse(SHAPE_SLICE_COUNT.format(start=start, end=end, measured="x"))
+def entry_count(form: str, measured: str = "x", start: int = 0, end: int = 1, entry: int = 0):
+    count = form.format(start=start, end=end, measured=measured)
+    return parse(SHAPE_ENTRY_COUNT.format(entry=entry, count=count))
+
+
+@pytest.mark.parametrize(
+    ("form", "start", "end", "entry"),
+    [(SLICED, 0, 1, 0), (SLICED, -2, -1, 0), (PICKED, 0, 1, 0), (PICKED, 0, 1, -2)],
+    ids=["shape-end-1", "shape-negative-bounds", "squeezed-gather", "squeezed-gather-negative"],
+)
+def test_a_trip_count_read_as_one_entry_of_a_shape_is_the_length_read(form, start, end, entry):
+    model = entry_count(form, start=start, end=end, entry=entry)
     assert_loop_batched(model, [{"x": floats(5, 4)}, {"x": floats(1, 4)}, {"x": floats(0, 4)}])
 
 
 @pytest.mark.parametrize(
-    ("start", "end", "measured", "why"),
+    ("form", "measured", "start", "end", "entry", "why"),
     [
-        (1, 2, "x", "the second dim of x, not the rows read"),
-        (0, 1, "w", "the rows of another tensor"),
+        (SLICED, "x", 1, 2, 0, "the second dim of x, not the rows read"),
+        (SLICED, "w", 0, 1, 0, "the rows of another tensor"),
+        (PICKED, "x", 0, 1, 1, "the second dim of x"),
     ],
 )
-def test_a_trip_count_from_another_dim_is_not_the_length_read(start, end, measured, why):
-    model = parse(SHAPE_SLICE_COUNT.format(start=start, end=end, measured=measured))
+def test_a_trip_count_from_another_dim_is_not_the_length_read(
+    form, measured, start, end, entry, why
+):
+    model = entry_count(form, measured=measured, start=start, end=end, entry=entry)
     assert "trip count is not known to be the length" in refusal(model), why
