@@ -5,7 +5,8 @@
 The export is `tests/fixtures/torch_fresh/hf_dynamic_cache` (transformers' `DynamicCache.update`
 in a decoding loop: per step and layer i, `if len(cache) <= i: cache.append(k)` on the prompt's
 step, else `cache[i] = cat([cache[i], k], -2)`; attention reads `cache[i]`). Two hand-written
-forms, from the same weights, give what a lowering could reach (neither is emitted today):
+forms, from the same weights, give what a lowering could reach (the default target now emits
+the stacked map's form: docs/performance.md, "Decoder caches as a map over layers"):
 
 - `map, ragged`: the loop over layers as a map: it reads the step's caches (ragged: rows of one
   tensor and their counts, the bounds made once per step, outside the layer loop) and appends
