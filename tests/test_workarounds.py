@@ -252,3 +252,91 @@ def test_a_speed_first_target_leaves_the_copy_out():
     lowered, _ = lower(parse(RETURNED_AND_READ_SUMS), target="openvino")
     body = next(node for node in lowered.graph.node if node.op_type == "Loop").attribute[0].g
     assert any(node.output[0].endswith("_returned") for node in body.node)
+
+
+EMPTY_IN_A_BRANCH = """g (float[N,4] boxes, int64 n) => (float[?,4] kept, float[0,4] none) {
+    none = Constant <value = float[0,4] {}> ()
+    z = Constant <value = int64 {0}> ()
+    e = Equal (n, z)
+    kept = If (e) <then_branch = t () => (float[0,4] a) {
+            a = Constant <value = float[0,4] {}> ()
+        }, else_branch = f () => (float[?,4] b) {
+            b = Concat <axis = 0> (none, boxes)
+        }>
+}"""
+
+
+def test_an_empty_constant_in_a_model_with_an_if_is_made_by_constant_of_shape():
+    """OpenVINO 2026.4.1 cannot compile an If whose branch reads a constant of size 0
+    (tests/targets/test_runtimes.py); the same tensor made by ConstantOfShape compiles."""
+    model, remade = _remade(EMPTY_IN_A_BRANCH)
+    assert remade == 2  # the branch's own constant and the outer one its sibling reads
+    onnx.checker.check_model(model, full_check=True)
+    then, other = (attribute.g for attribute in model.graph.node[-1].attribute)
+    assert [node.op_type for node in then.node] == ["Constant", "ConstantOfShape"]
+    assert then.output[0].name == then.node[-1].output[0]
+    concat = next(node for node in other.node if node.op_type == "Concat")
+    made = next(node for node in model.graph.node if node.output[0] == concat.input[0])
+    assert made.op_type == "ConstantOfShape"
+    # a graph output of the model keeps its constant (and its name)
+    (kept,) = [node for node in model.graph.node if node.output[0] == "none"]
+    assert kept.op_type == "Constant"
+    boxes = np.arange(8, dtype=np.float32).reshape(2, 4)
+    for n in (0, 3):
+        assert_same_outputs(parse(EMPTY_IN_A_BRANCH), model, {"boxes": boxes, "n": np.array(n)})
+
+
+def test_empty_constants_stay_in_a_model_without_an_if():
+    no_if = """g (float[N,4] boxes) => (float[?,4] y) {
+        none = Constant <value = float[0,4] {}> ()
+        y = Concat <axis = 0> (none, boxes)
+    }"""
+    assert _remade(no_if)[1] == 0
+    strings = EMPTY_IN_A_BRANCH.replace("float[0,4] {}", "string[0,4] {}")
+    strings = strings.replace("float[0,4] a", "string[0,4] a").replace(
+        "float[0,4] none", "string[0,4] none"
+    )
+    strings = strings.replace("b = Concat <axis = 0> (none, boxes)", "b = Identity (none)")
+    strings = strings.replace("float[?,4] b", "string[?,4] b").replace(
+        "float[?,4] kept", "string[?,4] kept"
+    )
+    assert _remade(strings)[1] == 0  # ConstantOfShape makes no strings
+
+
+CONDITION_OF_RANK_2 = """g (float[1,1] x, float[3] y) => (float[3] z) <bool[1,1] c> {
+    t = Constant <value = float {0}> ()
+    c = Greater (x, t)
+    z = If (c) <then_branch = a () => (float[3] p) { p = Relu (y) },
+               else_branch = b () => (float[3] q) { q = Neg (y) }>
+}"""
+
+
+def test_an_if_condition_of_rank_2_becomes_a_scalar():
+    """OpenVINO 2026.4.1 refuses an If whose condition has a rank above 1
+    (tests/targets/test_runtimes.py); one element of any rank is a valid condition."""
+    model, remade = _remade(CONDITION_OF_RANK_2)
+    assert remade == 1
+    branch = next(node for node in model.graph.node if node.op_type == "If")
+    squeeze = next(node for node in model.graph.node if node.output[0] == branch.input[0])
+    assert squeeze.op_type == "Squeeze" and list(squeeze.input) == ["c"]
+    y = np.array([1, -2, 3], np.float32)
+    for x in (-1.0, 2.0):
+        feeds = {"x": np.full((1, 1), x, np.float32), "y": y}
+        assert_same_outputs(parse(CONDITION_OF_RANK_2), model, feeds)
+
+
+def test_a_scalar_or_1d_condition_or_a_speed_first_target_keeps_the_condition():
+    for shape in ("", "[1]"):
+        text = CONDITION_OF_RANK_2.replace("float[1,1] x", f"float{shape} x")
+        assert _remade(text.replace("bool[1,1] c", f"bool{shape} c"))[1] == 0
+    model = ir.from_proto(parse(CONDITION_OF_RANK_2))
+    speed_first = RuntimeWorkaroundsPass(speed_first=True)
+    speed_first(model)
+    assert speed_first.remade == 0
+
+
+def test_a_speed_first_target_keeps_empty_constants_but_a_loops_start():
+    model = ir.from_proto(parse(EMPTY_IN_A_BRANCH))
+    speed_first = RuntimeWorkaroundsPass(speed_first=True)
+    speed_first(model)
+    assert speed_first.remade == 0

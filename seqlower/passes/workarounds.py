@@ -2,6 +2,8 @@
 
     Cast(Transpose(x, perm), to=T)  ->  Transpose(Cast(x, to=T), perm)
     Loop(M, c, Constant(<empty [0, 4]>), ..)  ->  Loop(M, c, ConstantOfShape([0, 4]), ..)
+    Constant(<empty [0, 4]>) in a model with an If  ->  ConstantOfShape([0, 4])
+    If(c) with c of shape [1, 1]  ->  If(Squeeze(c))
     body: g = f(..); If(..) { .. g .. }; return g  ->  body: ..; return Identity(g)
 
 onnxruntime (1.20 to at least 1.32, x86_64, default optimization level; quirk
@@ -15,6 +17,16 @@ fusion has nothing to swap, and the result is the same: Cast works element by el
 OpenVINO (2026.4.1) cannot convert a Loop one of whose carried values starts as a constant of
 size 0 ("Accessing out-of-range dimension"): a list that starts as `[torch.zeros(0)]`, a tensor
 accumulator that starts empty. The same empty tensor made by ConstantOfShape converts.
+
+OpenVINO (2026.4.1) cannot compile an If one of whose branches reads a constant of size 0, or
+a value it folds into one (`if not boxes: return torch.zeros(0, 4)`; "CPU plug-in doesn't support
+If operation with dynamic rank"): in a model with an If, every such constant is made by
+ConstantOfShape, which converts (`--target onnxruntime` leaves them be).
+
+OpenVINO (2026.4.1) refuses an If whose condition has a rank above 1 ("Rank of If condition
+input must be equal to 0 or 1"; a TorchScript export compares tensors of shape [1, 1] so), which the
+specification allows when it holds one element: a portable target gives it the condition
+squeezed to a scalar (a Squeeze per branch taken, so `--target onnxruntime` leaves it out).
 
 OpenVINO (2026.4.1), reading a model from a file, fails on an If of two or more outputs in a
 Loop body whose branch reads a value the body also returns ("then_results.size() ==
@@ -59,11 +71,17 @@ class RuntimeWorkaroundsPass(ir.passes.InPlacePass):
                     taken.update(v.name for node in graph for v in node.outputs if v.name)
             return taken
 
+        if not self.speed_first and any(  # onnxruntime folds them: no cost, but no need
+            node.op_type == "If" for graph in iter_all_graphs(model) for node in graph
+        ):
+            self.remade += _remake_every_empty_constant(model, names)
         for graph in iter_all_graphs(model):
             for loop in [node for node in graph if node.op_type == "Loop" and node.domain == ""]:
                 self.remade += _remake_empty_constants(graph, loop, names)
             if graph is not model.graph and not self.speed_first:  # an Identity per iteration
                 self.remade += _copy_outputs_read_deeper(graph, names)
+            if not self.speed_first:  # a Squeeze per branch taken
+                self.remade += _scalar_conditions(graph, names)
             queue = [node for node in graph if _is_cast_of_private_transpose(node)]
             while queue:
                 cast = queue.pop()
@@ -149,30 +167,77 @@ def _remake_empty_constants(graph: ir.Graph, loop: ir.Node, names: Callable[[], 
         empty = _empty_constant(value)
         if empty is None or empty.dtype not in _FILLABLE:
             continue
-        base = f"{value.name or 'empty'}_of_shape"  # type: ignore[union-attr]
-        shape = ir.node(
-            "Constant", [], {"value": ir.tensor(np.array(empty.shape.numpy(), np.int64))}
-        )
-        fill = ir.tensor(np.zeros(1, empty.dtype.numpy()))
-        made = ir.node("ConstantOfShape", [shape.outputs[0]], {"value": fill})
-        shape.outputs[0].name = _unique(f"{base}_shape", names())
-        made.outputs[0].name = _unique(base, names())
-        shape.name, made.name = shape.outputs[0].name, made.outputs[0].name
-        shape.outputs[0].type = ir.TensorType(ir.DataType.INT64)
-        shape.outputs[0].shape = ir.Shape([len(empty.shape)])
-        made.outputs[0].type = ir.TensorType(empty.dtype)
-        made.outputs[0].shape = ir.Shape(list(empty.shape.numpy()))
-        graph.insert_before(loop, [shape, made])
-        loop.replace_input_with(index, made.outputs[0])
+        made = _constant_of_shape(graph, loop, value, empty, names)  # type: ignore[arg-type]
+        loop.replace_input_with(index, made)
         remade += 1
-        producer = value.producer()  # type: ignore[union-attr]
-        if value.uses() or value.is_graph_output():  # type: ignore[union-attr]
-            continue
-        if producer is not None:
-            producer.graph.remove(producer, safe=True)  # type: ignore[union-attr]
-        elif graph.initializers.get(value.name) is value:  # type: ignore[union-attr]
-            del graph.initializers[value.name]  # type: ignore[union-attr, arg-type]
+        _drop_if_unread(graph, value)  # type: ignore[arg-type]
     return remade
+
+
+def _remake_every_empty_constant(model: ir.Model, names: Callable[[], set[str]]) -> int:
+    """Make every constant of size 0 that a node or a subgraph's output reads a ConstantOfShape
+    of the same shape and type (a graph output of the model keeps its constant); returns how
+    many constants were remade."""
+    made: dict[ir.Value, ir.Value] = {}
+    graphs = list(iter_all_graphs(model))
+    for graph in graphs:
+        empties = [(node, node.outputs[0]) for node in graph if node.op_type == "Constant"]
+        if graph is model.graph:
+            empties += [(None, value) for value in graph.initializers.values()]
+        for before, value in empties:
+            empty = _empty_constant(value)
+            read = value.uses() or (graph is not model.graph and value.is_graph_output())
+            if empty is None or empty.dtype not in _FILLABLE or not read:
+                continue
+            at = before if before is not None else next(iter(graph), None)
+            made[value] = _constant_of_shape(graph, at, value, empty, names)
+            for user, index in list(value.uses()):
+                user.replace_input_with(index, made[value])
+    for graph in graphs[1:]:  # a branch may return a constant of its own or of an outer graph
+        for index, value in enumerate(graph.outputs):
+            if value in made:
+                graph.outputs[index] = made[value]
+    for value in made:
+        _drop_if_unread(value.graph or model.graph, value)
+    return len(made)
+
+
+def _constant_of_shape(
+    graph: ir.Graph,
+    before: ir.Node | None,
+    value: ir.Value,
+    empty: ir.TensorProtocol,
+    names: Callable[[], set[str]],
+) -> ir.Value:
+    """A ConstantOfShape of `empty`'s shape and type, inserted in `graph` before `before` (at
+    the end when None), named after `value`."""
+    base = f"{value.name or 'empty'}_of_shape"
+    shape = ir.node("Constant", [], {"value": ir.tensor(np.array(empty.shape.numpy(), np.int64))})
+    fill = ir.tensor(np.zeros(1, empty.dtype.numpy()))
+    made = ir.node("ConstantOfShape", [shape.outputs[0]], {"value": fill})
+    shape.outputs[0].name = _unique(f"{base}_shape", names())
+    made.outputs[0].name = _unique(base, names())
+    shape.name, made.name = shape.outputs[0].name, made.outputs[0].name
+    shape.outputs[0].type = ir.TensorType(ir.DataType.INT64)
+    shape.outputs[0].shape = ir.Shape([len(empty.shape)])
+    made.outputs[0].type = ir.TensorType(empty.dtype)
+    made.outputs[0].shape = ir.Shape(list(empty.shape.numpy()))
+    if before is None:
+        graph.extend([shape, made])
+    else:
+        graph.insert_before(before, [shape, made])
+    return made.outputs[0]
+
+
+def _drop_if_unread(graph: ir.Graph, value: ir.Value) -> None:
+    """Remove the Constant or initializer of `value` once nothing reads it."""
+    if value.uses() or value.is_graph_output():
+        return
+    producer = value.producer()
+    if producer is not None:
+        producer.graph.remove(producer, safe=True)  # type: ignore[union-attr]
+    elif graph.initializers.get(value.name) is value:  # type: ignore[arg-type]
+        del graph.initializers[value.name]  # type: ignore[arg-type]
 
 
 def _empty_constant(value: ir.Value | None) -> ir.TensorProtocol | None:
@@ -190,6 +255,25 @@ def _empty_constant(value: ir.Value | None) -> ir.TensorProtocol | None:
     if tensor is None or 0 not in tuple(tensor.shape.numpy()):
         return None
     return tensor
+
+
+def _scalar_conditions(graph: ir.Graph, names: Callable[[], set[str]]) -> int:
+    """Give each If of `graph` whose condition has a known rank of 2 or more (one element, as
+    the specification requires) that condition squeezed to a scalar; returns how many."""
+    squeezed = 0
+    for node in [node for node in graph if node.op_type == "If" and node.domain == ""]:
+        condition = node.inputs[0]
+        if condition is None or condition.shape is None or len(condition.shape) < 2:
+            continue
+        squeeze = ir.node("Squeeze", [condition])  # every dim is 1: no axes squeezes them all
+        squeeze.outputs[0].name = _unique(f"{condition.name or 'condition'}_scalar", names())
+        squeeze.name = squeeze.outputs[0].name
+        squeeze.outputs[0].type = condition.type
+        squeeze.outputs[0].shape = ir.Shape([])
+        graph.insert_before(node, [squeeze])
+        node.replace_input_with(0, squeeze.outputs[0])
+        squeezed += 1
+    return squeezed
 
 
 def _copy_outputs_read_deeper(graph: ir.Graph, names: Callable[[], set[str]]) -> int:

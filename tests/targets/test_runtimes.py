@@ -457,3 +457,47 @@ def test_openvino_fails_on_a_branch_reading_a_value_its_loop_body_returns():
     got = run_model("openvino", lower_for(model, "openvino"), feeds)
     for w, g in zip(want, got, strict=True):
         np.testing.assert_array_equal(w, g)
+
+
+def test_openvino_fails_on_an_if_whose_branch_reads_an_empty_constant():
+    """OpenVINO 2026.4.1 cannot compile an If whose branch reads a constant of size 0 ("CPU
+    plug-in doesn't support If operation with dynamic rank"); every lowering makes such a
+    constant with ConstantOfShape (seqlower/passes/workarounds.py), which it compiles."""
+    from test_workarounds import EMPTY_IN_A_BRANCH
+
+    model = parse(EMPTY_IN_A_BRANCH)
+    boxes = np.arange(8, dtype=np.float32).reshape(2, 4)
+    try:
+        run_model("openvino", model, {"boxes": boxes, "n": np.array(0)})
+    except Exception as error:  # any failure to compile is the quirk
+        assert "dynamic rank" in str(error)
+    else:
+        pytest.skip("fixed in this OpenVINO: the empty constants' workaround can go")
+    lowered = lower_for(model, "openvino")
+    for n in (0, 3):
+        feeds = {"boxes": boxes, "n": np.array(n)}
+        want = run_model("onnxruntime", model, feeds)
+        got = run_model("openvino", lowered, feeds)
+        for w, g in zip(want, got, strict=True):
+            np.testing.assert_array_equal(w, g)
+
+
+def test_openvino_refuses_an_if_condition_of_rank_2():
+    """OpenVINO 2026.4.1: "Rank of If condition input must be equal to 0 or 1"; every portable
+    lowering squeezes such a condition to a scalar (seqlower/passes/workarounds.py)."""
+    from test_workarounds import CONDITION_OF_RANK_2
+
+    model = parse(CONDITION_OF_RANK_2)
+    y = np.array([1, -2, 3], np.float32)
+    try:
+        run_model("openvino", model, {"x": np.ones((1, 1), np.float32), "y": y})
+    except Exception as error:  # any failure to convert is the quirk
+        assert "Rank of If condition" in str(error)
+    else:
+        pytest.skip("fixed in this OpenVINO: the condition's Squeeze can go")
+    lowered = lower_for(model, "openvino")
+    for x in (-1.0, 2.0):
+        feeds = {"x": np.full((1, 1), x, np.float32), "y": y}
+        want = run_model("onnxruntime", model, feeds)
+        got = run_model("openvino", lowered, feeds)
+        np.testing.assert_array_equal(want[0], got[0])
