@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx_ir as ir
+import onnxruntime as ort
 import pytest
 from support import lower, lower_and_compare, op_counts, parse
 
@@ -14,8 +15,8 @@ from seqlower.analysis import Facts
 from seqlower.options import Options
 from seqlower.passes import infer_shapes
 from seqlower.rewriter import Rewriter
-from seqlower.rule import Context, Refusal
-from seqlower.rules import unrolled_maps
+from seqlower.rule import Context, Refusal, RuleSet
+from seqlower.rules import default_rules, unrolled_maps
 
 RNG = np.random.default_rng(7)
 RULE = next(rule for rule in unrolled_maps.RULES if rule.name == "unrolled-list-map-batch")
@@ -174,3 +175,31 @@ def test_before_opset_14_the_list_is_refused():
     concat = next(node for node in model.graph if node.op_type == "ConcatFromSequence")
     refusal = RULE.check(concat, Context(Facts(model), Rewriter(model), Options()))
     assert isinstance(refusal, Refusal) and "opset 14" in refusal.reason
+
+
+@pytest.mark.parametrize("reading", ["onnxruntime", "spec"])
+def test_a_scalar_split_of_one_without_keepdims_is_read_as_asked(reading):
+    """SplitToSequence(x, 1 (scalar), keepdims=0): onnxruntime squeezes the axis, the spec
+    keeps it (`split_keepdims`). The list is batched under either reading, to what lowering
+    the list step by step (as a Split, its reads and a Concat) gives; the default reading is
+    onnxruntime's own."""
+    text = _listed(
+        [RELU] * 3,
+        split=", one",
+        split_attributes="axis = 0, keepdims = 0",
+        concat="axis = 0, new_axis = 1",
+    ).replace("s = Split", "one = Constant <value = int64 {1}> ()\n  s = Split")
+    x = _x()
+    if reading == "onnxruntime":
+        lower_and_compare(parse(text), {"x": x})
+    results = []
+    for rules in (None, RuleSet(r for r in default_rules() if r is not RULE)):
+        lowered, report = lower(parse(text), split_keepdims=reading, rules=rules)
+        session = ort.InferenceSession(
+            lowered.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+        results.append((session.run(None, {"x": x})[0], report))
+    (batched, report), (stepwise, _) = results
+    assert report.rules_fired == {"unrolled-list-map-batch": 1}
+    assert batched.shape == ((3, 4) if reading == "onnxruntime" else (3, 1, 4))
+    np.testing.assert_array_equal(batched, stepwise)
