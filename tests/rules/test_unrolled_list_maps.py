@@ -203,3 +203,40 @@ def test_a_scalar_split_of_one_without_keepdims_is_read_as_asked(reading):
     assert report.rules_fired == {"unrolled-list-map-batch": 1}
     assert batched.shape == ((3, 4) if reading == "onnxruntime" else (3, 1, 4))
     np.testing.assert_array_equal(batched, stepwise)
+
+
+def test_two_lists_zipped():
+    """Each copy adds element i of one list to element i of another: both are stacked."""
+    reads = "".join(
+        f"a{i} = SequenceAt (s, p{i})\n  b{i} = SequenceAt (t, p{i})\n  r{i} = Add (a{i}, b{i})\n  "
+        for i in range(3)
+    )
+    positions = "".join(f"p{i} = Constant <value = int64 {{{i}}}> ()\n  " for i in range(3))
+    text = f"""agraph (float[3,4] x, float[3,4] z) => (float[3,4] y) {{
+  s = SplitToSequence <axis = 0> (x)
+  t = SplitToSequence <axis = 0> (z)
+  {positions}{reads}q = SequenceConstruct (r0, r1, r2)
+  y = ConcatFromSequence <axis = 0> (q)
+}}"""
+    lowered, report, _ = lower_and_compare(parse(text), {"x": _x(), "z": _x()})
+    assert report.rules_fired == {"unrolled-list-map-batch": 1}
+    assert op_counts(lowered)["Add"] == 1
+
+
+def test_an_element_read_elsewhere_too_stays_for_that_reader():
+    """The stack is batched; the element another node reads is still read from the list
+    (lowered by the other rules), and both results are right."""
+    lines = [
+        "s = SplitToSequence <axis = 0> (x)",
+        *(f"p{i} = Constant <value = int64 {{{i}}}> ()" for i in range(2)),
+        *(f"a{i} = SequenceAt (s, p{i})\n  r{i} = Relu (a{i})" for i in range(2)),
+        "w = Neg (a1)",
+        "q = SequenceConstruct (r0, r1)",
+        "y = ConcatFromSequence <axis = 0, new_axis = 1> (q)",
+    ]
+    text = (
+        "agraph (float[2,4] x) => (float[2,1,4] y, float[1,4] w) {\n  " + "\n  ".join(lines) + "\n}"
+    )
+    _, report, _ = lower_and_compare(parse(text), {"x": _x((2, 4))})
+    assert report.rules_fired["unrolled-list-map-batch"] == 1
+    assert report.total_after == 0
