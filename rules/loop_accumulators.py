@@ -432,7 +432,8 @@ def _to_scan_output(node: ir.Node, plan: AccumulatorPlan, ctx: Context) -> None:
     if not grown.uses() and not grown.is_graph_output():
         return
     by_gather = ctx.options.target == "tract"
-    result = _after_loop(builder, plan, stacked, outputs[-1], init, by_gather)
+    counted = ctx.options.target not in SPEED_FIRST_TARGETS
+    result = _after_loop(builder, plan, stacked, outputs[-1], init, by_gather, counted)
     result.type = ir.TensorType(plan.dtype)
     ctx.rewriter.replace(grown, result)
 
@@ -547,10 +548,12 @@ def _after_loop(
     keep: ir.Value,
     init: ir.Value,
     by_gather: bool = False,
+    counted: bool = False,
 ) -> ir.Value:
     """The grown tensor from the stacked pieces (iterations first) and the initial value; a
     prepend is reversed by a Gather when `by_gather` (for tract), else by a Slice
-    (`Builder.reverse`)."""
+    (`Builder.reverse`). When `counted`, the pieces kept by a mask are counted from the mask
+    (`_grown_shape`)."""
     if plan.keep is not None:
         stacked = builder.op("Compress", [stacked, keep], {"axis": 0})
     if plan.prepend:
@@ -563,7 +566,8 @@ def _after_loop(
         # allowzero (opset 14): a dim of 0 (an empty table row, a piece of size 0) is a size,
         # not "copy the input's dim"
         allowzero = {"allowzero": 1} if builder.opset >= 14 else {}
-        shape = _grown_shape(builder, plan, stacked, init)
+        kept = _count_kept(builder, keep) if counted and plan.keep is not None else None
+        shape = _grown_shape(builder, plan, stacked, init, kept)
         stacked = builder.op("Reshape", [stacked, shape], allowzero)
     stacked.type = ir.TensorType(plan.dtype)
     if _starts_empty(plan):  # nothing to join the pieces to
@@ -584,16 +588,33 @@ def _starts_empty(plan: AccumulatorPlan) -> bool:
     return others == tuple(plan.static_dims)
 
 
+def _count_kept(builder: Builder, keep: ir.Value) -> ir.Value:
+    """How many pieces the mask `keep` (one bool per iteration) keeps: [ReduceSum(Cast(keep))]."""
+    ones = builder.op("Cast", [keep], {"to": int(ir.DataType.INT64)})
+    return builder.op("ReduceSum", [ones], {"keepdims": 1}, name="kept")  # over every axis
+
+
 def _grown_shape(
-    builder: Builder, plan: AccumulatorPlan, stacked: ir.Value, init: ir.Value
+    builder: Builder,
+    plan: AccumulatorPlan,
+    stacked: ir.Value,
+    init: ir.Value,
+    kept: ir.Value | None = None,
 ) -> ir.Value:
     """The shape of the stacked pieces merged along the axis: the initial value's dims, with
     the iteration count times the piece's size at the axis: a constant, -1 at the axis, where
-    the other dims are static and none is 0."""
+    the other dims are static and none is 0.
+
+    The count is the stacked pieces' dim, or `kept` when given: the portable targets count the
+    pieces a mask keeps from the mask. OpenVINO (2026.4.1) gives the scan output of a Loop
+    that ran zero times the dims 0 where the piece's are symbolic ((0, 0, 4), not (0, 3, 4)),
+    and reads Reshape(stacked, Concat(Shape(stacked)[:1], dims of the initial value)) as a
+    Reshape to the shape it already has (the same symbols), which it drops; a count read from
+    the mask is another symbol, so the Reshape stays and gives (0, 3, 4)."""
     others = [d for axis, d in enumerate(plan.init_dims) if axis != plan.axis]
     if all(isinstance(d, int) and d > 0 for d in others):
         return builder.ints([*others[: plan.axis], -1, *others[plan.axis :]], "grown_shape")  # type: ignore[list-item]
-    count = _dims(builder, stacked, plan.axis, plan.axis + 1)
+    count = kept if kept is not None else _dims(builder, stacked, plan.axis, plan.axis + 1)
     if plan.size is None:  # the same in every iteration: read it from the stacked pieces
         size = _dims(builder, stacked, plan.axis + 1, plan.axis + 2)
         count = builder.op("Mul", [count, size])

@@ -399,3 +399,50 @@ def test_the_list_accumulator_and_this_rule_never_undo_each_other(case, target):
     twice, report = seqlower.optimize(once, target=target)
     assert report.rules_fired == {}
     assert twice.SerializeToString() == once.SerializeToString()
+
+
+# rows of a run-time width kept by a condition: the Reshape after the loop needs the count
+KEPT_ROWS = """g (float[N,C] x, float[K,C] x0, int64 m) => (float[?,C] y) {
+    t = Constant<value = bool {1}>()
+    y = Loop(m, t, x0) <body = body (int64 i, bool c, float[?,C] acc)
+                                 => (bool c2, float[?,C] grown) {
+        c2 = Identity(c)
+        one = Constant<value = int64 {1}>()
+        next = Add(i, one)
+        scale = Cast<to = 1>(next)
+        piece = Mul(x, scale)
+        axes = Constant<value = int64[1] {0}>()
+        row = ReduceSum<keepdims = 1>(piece, axes)
+        total = ReduceSum<keepdims = 0>(row)
+        ten = Constant<value = float {10}>()
+        cond = Greater(total, ten)
+        grown = If(cond) <then_branch = then_graph () => (float[?,C] g1) {
+            g1 = Concat<axis = 0>(acc, row)
+        }, else_branch = else_graph () => (float[?,C] g2) {
+            g2 = Identity(acc)
+        }>
+    }>
+}"""
+
+
+@pytest.mark.parametrize("target", ["portable", "openvino", "onnxruntime"])
+@pytest.mark.parametrize("m", [0, 1, 4])
+def test_the_rows_a_mask_keeps_are_counted_from_the_mask_for_portable_targets(target, m):
+    """The Reshape after the loop gives the kept rows their count: read from the mask
+    (ReduceSum of it) for a portable target, which OpenVINO keeps when the loop runs zero times
+    (tests/targets/test_runtimes.py), from the stacked rows' own dim for --target onnxruntime."""
+    x = np.array([[1, -2, 3, 4], [2, 0, -4, 1], [1, 1, 1, 1]], np.float32)
+    x0 = np.full((2, 4), 7, np.float32)
+    feeds = {"x": x, "x0": x0, "m": np.array(m, np.int64)}
+    lowered, report, (y,) = _lower_and_compare(parse(KEPT_ROWS), feeds, target=target)
+    rows = [(x * (i + 1)).sum(0)[None] for i in range(m)]
+    np.testing.assert_array_equal(y, np.concatenate([x0, *[r for r in rows if r.sum() > 10]]))
+    assert report.rules_fired[RULE] == 1
+    counts = op_counts(lowered)
+    assert counts["Compress"] == 1
+    counted = target != "onnxruntime"
+    assert counts.get("ReduceSum", 0) == 2 + counted  # the body's two, and the count's
+    reshape = next(n for n in lowered.graph.node if n.op_type == "Reshape")
+    concat = next(n for n in lowered.graph.node if n.output[0] == reshape.input[1])
+    first = next(n for n in lowered.graph.node if n.output[0] == concat.input[0])
+    assert first.op_type == ("ReduceSum" if counted else "Shape")
