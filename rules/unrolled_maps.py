@@ -485,11 +485,16 @@ def _rewrite_list(node: ir.Node, found: UnrolledMap, ctx: Context) -> None:
     with new_axis=0, axis 0 is merged into b (Transpose, then Reshape)"""
     output = node.outputs[0]
     builder = ctx.rewriter.before(node)
-    result = found.built.adopted_by(builder) if found.built is not None else None
+    built = found.built
+    scratch = set(built.builder.graph) if built is not None else set()
+    result = built.adopted_by(builder) if built is not None else None
+    made_here = result is not None and result.producer() in scratch
     if result is None:
         result = _build_map(found, len(output.shape or []), builder)
     result.type = output.type
-    if result.shape is None:  # so that the next link of a chain of lists is lowered at once
+    # so that the next link of a chain of lists is lowered in this sweep: only on a value this
+    # rewrite made (the inference after the sweep infers it again), as the driver carries shapes
+    if made_here and result.shape is None:
         result.shape = _static_shape(found)
     ctx.rewriter.replace(output, result)
 
