@@ -27,6 +27,7 @@ __all__ = ["FixtureOutcome", "fixtures", "evaluate_sets", "main"]
 import argparse
 import concurrent.futures
 import dataclasses
+import re
 import sys
 from collections.abc import Sequence
 
@@ -35,13 +36,15 @@ import onnx
 from bench.portability import (
     ROOT,
     Case,
+    LoadError,
+    _close,
     _graphs,
     _one_line,
     _stored_sets,
     dynamo_cases,
-    evaluate,
     lower_flattened,
     lower_for,
+    run_model,
     runtime_versions,
     why_not_runnable,
 )
@@ -96,24 +99,39 @@ def evaluate_sets(case: Case, runtime: str) -> FixtureOutcome:
         reason = why_not_runnable(lowered, runtime)
         if reason and reason.startswith("sequence-typed"):
             flat = lower_flattened(case, runtime)
-            if flat is None:
+            if flat is None or why_not_runnable(flat[0], runtime):  # lengths the data leaves open
                 return FixtureOutcome(len(case.data_sets), failure=f"skipped: {reason}")
             lowered, flat_case = flat
         elif reason:
             return FixtureOutcome(len(case.data_sets), failure=f"skipped: {reason}")
     except Exception as error:
-        return FixtureOutcome(len(case.data_sets), failure=f"lowering fails: {_one_line(error)}")
+        return FixtureOutcome(len(case.data_sets), failure=f"lowering fails: {_reason(error)}")
     ran = matched = 0
     failure = ""
-    for data_set in flat_case.data_sets:
-        outcome = evaluate(runtime, lowered, dataclasses.replace(flat_case, data_sets=(data_set,)))
-        ran += outcome.status in ("correct", "wrong")
-        matched += outcome.status == "correct"
-        if outcome.status != "correct" and not failure:
-            failure = f"{outcome.status}: {outcome.detail}"
-        if outcome.status == "load":
-            break  # the same model fails to load on every set
+    for inputs, expected in flat_case.data_sets:
+        try:
+            actual = run_model(runtime, lowered, inputs)
+        except LoadError as error:
+            return FixtureOutcome(len(case.data_sets), failure=f"load: {_reason(error)}")
+        except Exception as error:
+            failure = failure or f"run: {_reason(error)}"
+            continue
+        ran += 1
+        problems = [_close(g, w, case.rtol, case.atol) for g, w in zip(actual, expected)]
+        if len(actual) != len(expected):
+            problems.append(f"{len(actual)} outputs, expected {len(expected)}")
+        problem = next((p for p in problems if p), None)
+        matched += problem is None
+        failure = failure or (f"wrong: {problem}" if problem else "")
     return FixtureOutcome(len(case.data_sets), ran, matched, failure)
+
+
+def _reason(error: BaseException, limit: int = 160) -> str:
+    """The runtime's message on one line, without the source locations OpenVINO prefixes it
+    with ("Exception from src/...cpp:224:"), cut to `limit` characters."""
+    text = re.sub(r"Exception from \S+:\d+:\s*", "", _one_line(error, limit=10_000))
+    text = re.sub(r"Check '[^']*' failed at \S+:\d+:\s*", "", text).strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _isolated(case: Case) -> dict[str, FixtureOutcome]:
