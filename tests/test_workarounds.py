@@ -275,9 +275,9 @@ def test_an_empty_constant_in_a_model_with_an_if_is_made_by_constant_of_shape():
     then, other = (attribute.g for attribute in model.graph.node[-1].attribute)
     assert [node.op_type for node in then.node] == ["Constant", "ConstantOfShape"]
     assert then.output[0].name == then.node[-1].output[0]
+    made = {node.output[0]: node.op_type for node in model.graph.node}
     concat = next(node for node in other.node if node.op_type == "Concat")
-    made = next(node for node in model.graph.node if node.output[0] == concat.input[0])
-    assert made.op_type == "ConstantOfShape"
+    assert made[concat.input[0]] == "ConstantOfShape"
     # a graph output of the model keeps its constant (and its name)
     (kept,) = [node for node in model.graph.node if node.output[0] == "none"]
     assert kept.op_type == "Constant"

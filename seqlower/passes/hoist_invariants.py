@@ -21,7 +21,8 @@ not have run: only operators that cannot fail on well-typed inputs whose shapes 
 only when the shapes they read are known and fit (equal dims, or dims of 1 that broadcast),
 never an integer division, nor a Cast from strings; reductions only where an empty input has
 a value (sums, products, means, norms) over axes within the known rank; Range only with a
-constant step that is not 0; ConstantOfShape only of a Shape or of constant dims >= 0.
+constant step that is not 0; ConstantOfShape only of a Shape (one of constant dims is a
+constant, left where it is, as a Constant is).
 `SINKABLE` adds, for `sink_into_branches` only, Unsqueeze by constant axes within the rank and
 CumSum along a constant axis within the rank, of a type onnxruntime takes.
 Nothing that is a body's output moves.
@@ -29,7 +30,7 @@ Nothing that is a body's output moves.
 
 from __future__ import annotations
 
-__all__ = ["HOISTABLE", "SINKABLE", "hoist_loop_invariants"]
+__all__ = ["HOISTABLE", "SINKABLE", "hoist_loop_invariants", "is_constant_fill"]
 
 import onnx_ir as ir
 
@@ -121,9 +122,23 @@ def _hoist_body(graph: ir.Graph, loop: ir.Node, body: ir.Graph) -> int:
     return moved
 
 
+def is_constant_fill(node: ir.Node) -> bool:
+    """A ConstantOfShape of a constant shape: a constant as a Constant is (runtimes fold it),
+    left where it is as a Constant is (the OpenVINO workarounds make empty constants so)."""
+    if node.op_type != "ConstantOfShape" or node.domain != "" or not node.inputs:
+        return False
+    shape = node.inputs[0]
+    producer = shape.producer() if shape is not None else None
+    if producer is None:
+        return shape is not None and shape.const_value is not None and not shape.is_graph_input()
+    return producer.op_type == "Constant" and producer.domain == ""
+
+
 def _may_move(node: ir.Node, inside: set[ir.Value], outputs: set[ir.Value]) -> bool:
     """Whether `node` is invariant in its body and may run outside it (module docstring)."""
     if node.domain != "" or node.op_type not in HOISTABLE or subgraphs(node):
+        return False
+    if is_constant_fill(node):
         return False
     if not node.inputs or any(out in outputs for out in node.outputs):
         return False

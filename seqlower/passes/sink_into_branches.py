@@ -30,7 +30,7 @@ import math
 import onnx_ir as ir
 
 from seqlower.ops import graphs_within, node_subgraphs, subgraphs
-from seqlower.passes.hoist_invariants import SINKABLE, _cannot_fail, _constant
+from seqlower.passes.hoist_invariants import SINKABLE, _cannot_fail, _constant, is_constant_fill
 
 
 def sink_into_branches(model: ir.Model) -> int:
@@ -84,7 +84,7 @@ def _only_branch(node: ir.Node, branch_of: dict[int, ir.Graph]) -> ir.Graph | No
 
 
 def _may_move(node: ir.Node) -> bool:
-    if node.domain != "" or subgraphs(node):
+    if node.domain != "" or subgraphs(node) or is_constant_fill(node):
         return False
     if node.op_type == "Reshape":
         return _reshape_fits(node)

@@ -176,30 +176,49 @@ def _remake_empty_constants(graph: ir.Graph, loop: ir.Node, names: Callable[[], 
 
 def _remake_every_empty_constant(model: ir.Model, names: Callable[[], set[str]]) -> int:
     """Make every constant of size 0 that a node or a subgraph's output reads a ConstantOfShape
-    of the same shape and type (a graph output of the model keeps its constant); returns how
-    many constants were remade."""
+    of the same shape and type, where the constant was (an initializer's at the start of the
+    main graph; a graph output of the model keeps its constant); returns how many constants
+    were remade. onnxruntime folds such a ConstantOfShape, and the cleanup's hoisting and
+    sinking leave it where it is, as they leave a Constant."""
     made: dict[ir.Value, ir.Value] = {}
     graphs = list(iter_all_graphs(model))
     for graph in graphs:
         empties = [(node, node.outputs[0]) for node in graph if node.op_type == "Constant"]
         if graph is model.graph:
-            empties += [(None, value) for value in graph.initializers.values()]
+            start = next(iter(graph), None)  # the initializers' go before it, in their order
+            empties += [(start, value) for value in graph.initializers.values()]
         for before, value in empties:
             empty = _empty_constant(value)
-            read = value.uses() or (graph is not model.graph and value.is_graph_output())
+            read = any(_reads_data(use.node, use.idx) for use in value.uses()) or (
+                graph is not model.graph and value.is_graph_output()
+            )
             if empty is None or empty.dtype not in _FILLABLE or not read:
                 continue
-            at = before if before is not None else next(iter(graph), None)
-            made[value] = _constant_of_shape(graph, at, value, empty, names)
+            made[value] = _constant_of_shape(graph, before, value, empty, names)
             for user, index in list(value.uses()):
                 user.replace_input_with(index, made[value])
-    for graph in graphs[1:]:  # a branch may return a constant of its own or of an outer graph
+    for graph in graphs[1:]:  # a branch may return a constant of its own
         for index, value in enumerate(graph.outputs):
             if value in made:
                 graph.outputs[index] = made[value]
     for value in made:
         _drop_if_unread(value.graph or model.graph, value)
     return len(made)
+
+
+# the inputs that are shapes, axes, sizes or pads, not data: an empty one of these is a
+# constant argument OpenVINO takes (a Reshape to a scalar), so it stays a Constant
+_ARGUMENTS = {
+    "ConstantOfShape": 0, "Expand": 1, "Pad": 1, "Reshape": 1, "Resize": 1, "Slice": 1,
+    "Split": 1, "Squeeze": 1, "Tile": 1, "TopK": 1, "Unsqueeze": 1,
+}  # fmt: skip
+
+
+def _reads_data(node: ir.Node, index: int) -> bool:
+    """Whether input `index` of `node` is data, not an argument (an index of `_ARGUMENTS`'s or
+    after it, a reduction's axes)."""
+    first_argument = 1 if node.op_type.startswith("Reduce") else _ARGUMENTS.get(node.op_type)
+    return node.domain != "" or first_argument is None or index < first_argument
 
 
 def _constant_of_shape(

@@ -18,15 +18,27 @@ def map_over_split(rows: str = "N", body_out: str = "float[1,4]", else_width: in
     The If makes the body unbatchable (its Softmax is no elementwise choice that a Where could
     make), so the tier is decided by the length alone: unroll when
     `rows` is static, a Loop otherwise. With `else_width` != 4 the branches disagree on the
-    element shape, so the body output has no static shape and the Loop must carry a sequence.
+    element shape and the branch taken depends on the element too (`c` xor its sum > 0), so the
+    body output has no one shape and the Loop must carry a sequence.
     """
     other = "Neg(e)" if else_width == 4 else "Concat <axis=1> (e, e)"
+    taken = "c" if else_width == 4 else "d"
+    per_element = (
+        ""
+        if else_width == 4
+        else """zero = Constant <value = float {0}> ()
+      total = ReduceSum <keepdims = 0> (e)
+      positive = Greater (total, zero)
+      d = Xor (c, positive)
+      """
+    )
     return parse(f"""
 agraph (float[{rows},4] x, bool c) => (float[M,K] y) {{
   s = SplitToSequence <axis=0> (x)
   m = SequenceMap <body = g (float[1,4] e) => ({body_out} r) {{
-      r = If (c) <then_branch = t () => (float[1,4] a) {{ a = Softmax <axis=1> (e) }},
-                  else_branch = f () => (float[1,{else_width}] b) {{ b = {other} }}>
+      {per_element}r = If ({taken}) <
+          then_branch = t () => (float[1,4] a) {{ a = Softmax <axis=1> (e) }},
+          else_branch = f () => (float[1,{else_width}] b) {{ b = {other} }}>
   }}> (s)
   y = ConcatFromSequence <axis=0> (m)
 }}""")
