@@ -179,3 +179,37 @@ def test_an_unsqueeze_or_cumsum_that_may_fail_stays_outside():
         model = _inferred(proto) if op != "Unsqueeze" else ir.from_proto(proto)
         assert sink_into_branches(model) == 0, made
         assert op in [n.op_type for n in model.graph], made
+
+
+# `m` is read only in the else branch of an If within the else branch of the outer If
+NESTED = """
+g (float[3] x, bool p, bool q) => (float[3] y) {
+  m = Mul (x, x)
+  y = If (p) <then_branch = then () => (float[3] t) {
+      t = Neg (x)
+  }, else_branch = other () => (float[3] e) {
+      e = If (q) <then_branch = inner_then () => (float[3] a) {
+          a = Relu (x)
+      }, else_branch = inner_else () => (float[3] b) {
+          b = Abs (m)
+      }>
+  }>
+}"""
+
+
+def test_a_node_moves_into_the_innermost_branch_that_reads_it_in_one_run():
+    """Moved into the outer else branch, the Mul is then sunk within it: lowering a lowered
+    model again finds nothing left to move."""
+    proto = parse(NESTED)
+    model = _inferred(proto)
+    assert sink_into_branches(model) == 2  # into the outer branch, then the inner one
+    assert sink_into_branches(model) == 0
+    (outer,) = [n for n in model.graph if n.op_type == "If"]
+    (inner,) = outer.attributes["else_branch"].as_graph()
+    assert [n.op_type for n in inner.attributes["else_branch"].as_graph()] == ["Mul", "Abs"]
+    moved = ir.serde.serialize_model(model)
+    onnx.checker.check_model(moved, full_check=True)
+    x = np.array([-1, 2, -3], np.float32)
+    for p in (True, False):
+        for q in (True, False):
+            assert_same_outputs(proto, moved, {"x": x, "p": np.array(p), "q": np.array(q)})

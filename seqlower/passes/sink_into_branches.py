@@ -43,10 +43,17 @@ def sink_into_branches(model: ir.Model) -> int:
 
 
 def _sink_in(graph: ir.Graph) -> int:
-    moved = 0
+    """Sink the nodes of `graph`, then those of its subgraphs: a node moved into a branch may
+    move on into a branch within it."""
+    moved = _sink_here(graph)
     for node in list(graph):
         for inner in subgraphs(node):
             moved += _sink_in(inner)
+    return moved
+
+
+def _sink_here(graph: ir.Graph) -> int:
+    moved = 0
     # the branch (and its graphs) of each If of `graph`, by the id of a graph inside it
     branch_of: dict[int, ir.Graph] = {}
     for node in graph:
