@@ -426,7 +426,7 @@ def _to_scan_output(node: ir.Node, plan: AccumulatorPlan, ctx: Context) -> None:
     _remove_unread([plan.concat, *plan.passed, unsqueeze])
     body.inputs.pop(2 + k)
 
-    grown, outputs = rebuild_with_scans(node, k, len(scans), ctx)
+    (grown,), outputs = rebuild_with_scans(node, (k,), len(scans), ctx)
     stacked = outputs[len(node.outputs) - 1]
     stacked.type = ir.TensorType(plan.dtype)
     if not grown.uses() and not grown.is_graph_output():

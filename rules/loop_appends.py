@@ -43,6 +43,7 @@ import onnx_ir as ir
 from seqlower.analysis.facts import element_dtype
 from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.ops import graphs_within, is_sequence_op, is_sequence_value, subgraphs
+from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.access import _producer
 from seqlower.rules.loop_append_lockstep import lockstep_shapes
@@ -111,7 +112,10 @@ def _unroll_pending(node: ir.Node, ctx: Context) -> bool:
     return pending and lowerable
 
 
-def _check_append(node: ir.Node, ctx: Context) -> AppendPlan | Refusal:
+def _check_append(node: ir.Node, ctx: Context) -> tuple[AppendPlan, ...] | Refusal:
+    """A plan for every carried list that can become scan outputs, from one analysis of the
+    body: they are lowered in one rebuild of the Loop (one rebuild per list, each analysing
+    the body anew and rewiring every output, was quadratic in the lists carried)."""
     body = _body(node)
     if _unroll_pending(node, ctx):
         return Refusal(
@@ -119,6 +123,7 @@ def _check_append(node: ir.Node, ctx: Context) -> AppendPlan | Refusal:
             "apply once they are lowered"
         )
     reasons = []
+    plans: list[AppendPlan] = []
     shapes: LoopShapes | None = None
     for index, init in enumerate(node.inputs[2:]):
         body_input = body.inputs[2 + index]
@@ -131,15 +136,33 @@ def _check_append(node: ir.Node, ctx: Context) -> AppendPlan | Refusal:
             shapes = LoopShapes(node, ctx.facts.values)
         plan = _append_plan(node, index, shapes, ctx)
         if isinstance(plan, AppendPlan):
-            return plan
-        reasons.append(f"carried sequence '{body_input.name}': {plan}")
+            plans.append(plan)
+        elif not plans:
+            reasons.append(f"carried sequence '{body_input.name}': {plan}")
+    if plans:
+        return _independent(plans)
     lockstep = lockstep_shapes(node, ctx) if reasons else None
     for index in range(len(node.inputs) - 2) if lockstep is not None else ():
         if is_sequence_value(node.inputs[2 + index]) or is_sequence_value(body.inputs[2 + index]):
             plan = _append_plan(node, index, lockstep, ctx)  # type: ignore[arg-type]
             if isinstance(plan, AppendPlan):
-                return plan
+                return (plan,)  # one at a time: the hypothesis is proved anew on the rebuilt Loop
     return Refusal("; ".join(reasons) or "the loop carries no sequence")
+
+
+def _independent(plans: list[AppendPlan]) -> tuple[AppendPlan, ...]:
+    """`plans`, unless one plan's appended tensor or condition is made by a node another plan's
+    rewrite removes (a SequenceLength of that list, which becomes the iteration count): then
+    the first plan alone, and the others are planned anew on the rebuilt Loop."""
+    removes: dict[int, int] = {}  # id of a node a rewrite removes -> that plan's position
+    for position, plan in enumerate(plans):
+        for removed in (plan.update, *(reader for reader, _ in plan.lengths)):
+            removes[id(removed)] = position
+    for position, plan in enumerate(plans):
+        for value in (plan.tensor, plan.keep):
+            if value is not None and removes.get(id(value.producer()), position) != position:
+                return (plans[0],)
+    return tuple(plans)
 
 
 def _insert_of(value: ir.Value, sequence: ir.Value) -> ir.Node | str:
@@ -477,7 +500,7 @@ def _for_tract(ctx: Context) -> bool:
     return ctx.options.target == "tract"
 
 
-def _to_scan(node: ir.Node, plan: AppendPlan, ctx: Context) -> None:
+def _to_scan(node: ir.Node, plans: tuple[AppendPlan, ...], ctx: Context) -> None:
     """Loop(.., s0=SequenceConstruct(e..), body: s1 = SequenceInsert(s, t))
         -> SplitToSequence(Concat(Stack(e..), Loop(.., body: scan output t)), keepdims=0)
     body: s1 = SequenceInsert(s, t, 0)   (a prepend)
@@ -485,15 +508,29 @@ def _to_scan(node: ir.Node, plan: AppendPlan, ctx: Context) -> None:
     body: s1 = If(c, then: SequenceInsert(s, t), else: s)   (a conditional append)
         -> SplitToSequence(Concat(Stack(e..), Compress(scan of t, scan of c, axis=0)), keepdims=0)
     (t computed in the branch by ops that cannot fail, such as t = x * 2, is computed in every
-    iteration)
+    iteration). Every planned list of the Loop at once, in one rebuild of the Loop.
     """
     body = _body(node)
+    builder = ctx.rewriter.before(node)
+    # each list's body edits, in order: its carried input and output go, its scans come last
+    scans = [_scans_in_body(body, plan, plan.index - done, ctx) for done, plan in enumerate(plans)]
+    indices = [plan.index for plan in plans]
+    dropped, new_outputs = rebuild_with_scans(node, indices, sum(map(len, scans)), ctx)
+    first = len(node.outputs) - len(plans)
+    for plan, sequence, made in zip(plans, dropped, scans):
+        _after_loop(builder, plan, sequence, new_outputs[first : first + len(made)], ctx)
+        first += len(made)
+    ctx.rewriter.fired_more("loop-append-to-scan", len(plans) - 1)
+
+
+def _scans_in_body(body: ir.Graph, plan: AppendPlan, k: int, ctx: Context) -> list[ir.Value]:
+    """The body edits for one list, carried at position `k` now: the appended tensor (and the
+    condition of a conditional append) become scan outputs at the end of the body's outputs,
+    the update and the carried input and output go. Returns the scan outputs."""
     for hoisted in plan.hoist:  # from the appending branch to just before the If
         hoisted.graph.remove(hoisted)  # type: ignore[union-attr]
         body.insert_before(plan.update, hoisted)
-    builder = ctx.rewriter.before(node)
     inner = ctx.rewriter.before(plan.update)
-    k = plan.index
     # the appended tensor is the scan output itself where the body computes it, one launch less
     # per iteration; an Identity of a body input or an outer value. A tensor also carried stays
     # an Identity for tract, whose Scan then gives the carried value the stacked shape
@@ -525,14 +562,24 @@ def _to_scan(node: ir.Node, plan: AppendPlan, ctx: Context) -> None:
             for i in range(len(inner_node.inputs)):
                 inner_node.replace_input_with(i, None)
     body.inputs.pop(2 + k)
+    return scans
 
-    sequence, new_outputs = rebuild_with_scans(node, k, len(scans), ctx)
-    stacked = new_outputs[len(node.outputs) - 1]
+
+def _after_loop(
+    builder: Builder,
+    plan: AppendPlan,
+    sequence: ir.Value,
+    scanned: list[ir.Value],
+    ctx: Context,
+) -> None:
+    """The list `sequence` the Loop no longer carries, made after it from its `scanned`
+    outputs (the stacked tensors, then the conditions of a conditional append)."""
+    stacked = scanned[0]
     stacked.type = ir.TensorType(plan.dtype)
     if not sequence.uses() and not sequence.is_graph_output():
         return
     if plan.keep is not None:
-        stacked = builder.op("Compress", [stacked, new_outputs[-1]], {"axis": 0})
+        stacked = builder.op("Compress", [stacked, scanned[-1]], {"axis": 0})
     if plan.prepend:  # by a Gather for tract, which slices no run-time dim with step -1
         stacked = builder.reverse(stacked, by_gather=ctx.options.target == "tract")
     stacked.type = ir.TensorType(plan.dtype)

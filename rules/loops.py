@@ -19,7 +19,7 @@ from __future__ import annotations
 __all__ = ["MAX_UNROLL", "MAX_UNROLLED_NODES", "RULES", "unrolled_size"]
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import numpy as np
@@ -45,25 +45,28 @@ def _body(node: ir.Node) -> ir.Graph:
 
 
 def rebuild_with_scans(
-    node: ir.Node, index: int, scans: int, ctx: Context
-) -> tuple[ir.Value, list[ir.Value]]:
-    """Replace Loop `node` by one without its carried value `index` and with `scans` more scan
-    outputs, over the same body (its input and output for `index` already taken out, the new
-    scan outputs appended). The readers of the other outputs read the new Loop's. Returns the
-    dropped carried output (still read where it was) and the new Loop's outputs."""
-    inputs = list(node.inputs)
-    del inputs[2 + index]
+    node: ir.Node, indices: Sequence[int], scans: int, ctx: Context
+) -> tuple[list[ir.Value], list[ir.Value]]:
+    """Replace Loop `node` by one without its carried values `indices` (ascending) and with
+    `scans` more scan outputs, over the same body (its inputs and outputs for `indices` already
+    taken out, the new scan outputs appended). The readers of the other outputs read the new
+    Loop's. Returns the dropped carried outputs (still read where they were), in the order of
+    `indices`, and the new Loop's outputs. One rebuild for every value dropped: a rule that
+    lowers several carried values rebuilds the Loop once, not once per value (each rebuild
+    rewires every output, so one per value is quadratic in the carried values)."""
+    drop = set(indices)
+    inputs = [v for i, v in enumerate(node.inputs) if i - 2 not in drop]
     new_outputs = ctx.rewriter.before(node).ops(
         "Loop",
         inputs,
         {"body": _body(node)},
-        num_outputs=len(node.outputs) - 1 + scans,
+        num_outputs=len(node.outputs) - len(drop) + scans,
         name="scan_loop",
     )
     # the body moves to the new Loop; dead-code removal knows the new holder and leaves it
-    old_outputs = list(node.outputs)
-    dropped = old_outputs.pop(index)
-    for old, new in zip(old_outputs, new_outputs):
+    kept = [v for i, v in enumerate(node.outputs) if i not in drop]
+    dropped = [node.outputs[i] for i in indices]
+    for old, new in zip(kept, new_outputs):
         new.type = old.type
         ctx.rewriter.replace(old, new)
     return dropped, new_outputs

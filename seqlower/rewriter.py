@@ -172,6 +172,12 @@ class Rewriter:
         chain of inserts folded at once): the driver counts and reports it as rewritten."""
         self._consumed.append((node, rule))
 
+    def fired_more(self, rule: str, times: int) -> None:
+        """Count `times` more firings of `rule` for the current rewrite, which did at once what
+        `times + 1` rewrites would have done one by one (several lists a Loop carries, lowered
+        in one rebuild of the Loop): the report counts what was lowered, not the rebuilds."""
+        self.fired[rule] += times
+
     def take_consumed(self) -> list[tuple[ir.Node, str]]:
         """The nodes `consumed` noted since the last call, each with its rule; then forgotten."""
         consumed, self._consumed = self._consumed, []

@@ -78,9 +78,12 @@ def rewrite_tier(rule_name: str, created: Iterable[ir.Node]) -> str:
     """The tier of one rewrite, from the rule's name and the nodes it made."""
     if "batch" in rule_name:
         return "batch"
-    loops = [n for n in created if n.op_type in ("Loop", "Scan") and n.domain == ""]
+    # each Loop once: a rewrite that rewires every output of a Loop lists it once per output
+    loops = {id(n): n for n in created if n.op_type in ("Loop", "Scan") and n.domain == ""}
     if loops:
-        carries_sequence = any(is_sequence_value(v) for loop in loops for v in loop.outputs)
+        carries_sequence = any(
+            is_sequence_value(v) for loop in loops.values() for v in loop.outputs
+        )
         return "loop" if carries_sequence else "scan"
     if "unroll" in rule_name:
         return "unroll"
