@@ -101,6 +101,7 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         functions_calling_twice,
         inserts_at_the_front,
         lengths_as_outputs,
+        loop_carrying_lists,
         loops_nested,
         one_function_called,
         one_value_listed,
@@ -136,6 +137,15 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         "30 SequenceMaps nested in SequenceMap bodies": nested_maps(30),
         "10k SequenceInserts at position 0": inserts_at_the_front(10_000),
         "10k graph outputs, each a SequenceLength": lengths_as_outputs(10_000),
+        "100k graph outputs, each a SequenceLength": lengths_as_outputs(100_000),
+        "a Loop carrying 1,000 lists, each appended to": loop_carrying_lists(1000),
+        "a Loop carrying 1,000 lists, each read at -1 and appended to": (
+            loop_carrying_lists(1000, "last")
+        ),
+        "a Loop carrying 1,000 lists of changing shapes, each concatenated": (
+            loop_carrying_lists(1000, "ragged")
+        ),
+        "a Loop carrying 1,000 tensors, each grown by Concat": loop_carrying_lists(1000, "grown"),
         "functions calling the next twice, 40 deep (2**40 copies)": functions_calling_twice(40),
         "one function holding a list, called 10k times": one_function_called(10_000),
         "30 Loops of a run-time trip count nested, each carrying a list": loops_nested(30),

@@ -80,9 +80,13 @@ class AccumulatorPlan:
     output: int = 0  # which of the If's values is the grown accumulator
 
 
-def _check(node: ir.Node, ctx: Context) -> AccumulatorPlan | Refusal:
+def _check(node: ir.Node, ctx: Context) -> tuple[AccumulatorPlan, ...] | Refusal:
+    """A plan for every carried tensor grown by concatenation, from one analysis of the body:
+    they become scan outputs in one rebuild of the Loop (one rebuild per tensor, each analysing
+    the body anew and rewiring every output, was quadratic in the tensors carried)."""
     body = _body(node)
     reasons = []
+    plans: list[AccumulatorPlan] = []
     shapes: LoopShapes | None = None
     for index, init in enumerate(node.inputs[2:]):
         body_input = body.inputs[2 + index]
@@ -92,10 +96,30 @@ def _check(node: ir.Node, ctx: Context) -> AccumulatorPlan | Refusal:
             shapes = LoopShapes(node, ctx.facts.values)
         plan = _plan(node, index, shapes, ctx)
         if isinstance(plan, AccumulatorPlan):
-            return plan
-        if plan:
+            plans.append(plan)
+        elif plan and not plans:
             reasons.append(f"carried tensor '{body_input.name}': {plan}")
+    if plans:
+        return _independent(plans)
     return Refusal("; ".join(reasons) or "the loop grows no carried tensor by concatenation")
+
+
+def _independent(plans: list[AccumulatorPlan]) -> tuple[AccumulatorPlan, ...]:
+    """`plans`, unless two grow by one node (an If giving both), or one's piece or condition
+    is made by a node another's rewrite removes or rebuilds: then the first plan alone, and the
+    others are planned anew on the rebuilt Loop."""
+    owner: dict[int, int] = {}  # id of a node a rewrite removes or rebuilds -> its plan
+    for position, plan in enumerate(plans):
+        for node in (plan.update, plan.concat, *plan.passed, _unsqueeze(plan)):
+            if node is None:
+                continue
+            if owner.setdefault(id(node), position) != position:
+                return (plans[0],)
+    for position, plan in enumerate(plans):
+        for value in (plan.piece, plan.keep):
+            if value is not None and owner.get(id(value.producer()), position) != position:
+                return (plans[0],)
+    return tuple(plans)
 
 
 def _transparent(node: ir.Node | None, dtype: ir.DataType | None) -> bool:
@@ -381,7 +405,7 @@ def _launches_saved(node: ir.Node, plan: AccumulatorPlan, ctx: Context) -> tuple
     return count * per_iteration - after, count
 
 
-def _to_scan_output(node: ir.Node, plan: AccumulatorPlan, ctx: Context) -> None:
+def _to_scan_output(node: ir.Node, plans: tuple[AccumulatorPlan, ...], ctx: Context) -> None:
     """Loop(.., acc0, body: acc1 = Concat(acc, Unsqueeze(x, a), axis=a))
         -> Concat(acc0, Transpose?(Loop(.., body: scan output x)), axis=a)
     body: acc1 = Concat(acc, p, axis=a)   (p of one size k along a in every iteration)
@@ -390,12 +414,42 @@ def _to_scan_output(node: ir.Node, plan: AccumulatorPlan, ctx: Context) -> None:
         -> Concat(reversed scan of p, acc0, axis=a)
     body: acc1 = If(c, then: Concat(acc, p, axis=a), else: acc)   (grows only sometimes)
         -> Concat(acc0, Compress(scan of p, scan of c, axis=0) .., axis=a)
-    (p computed in the branch by ops that cannot fail is computed in every iteration)
+    (p computed in the branch by ops that cannot fail is computed in every iteration; every
+    planned tensor of the Loop at once, in one rebuild of the Loop)
     """
     body = _body(node)
-    k = plan.index
     builder = ctx.rewriter.before(node)
-    init = node.inputs[2 + k]
+    scans = [
+        _scans_in_body(node, body, builder, plan, plan.index - done, ctx)
+        for done, plan in enumerate(plans)
+    ]
+    indices = [plan.index for plan in plans]
+    dropped, outputs = rebuild_with_scans(node, indices, sum(map(len, scans)), ctx)
+    first = len(node.outputs) - len(plans)
+    by_gather = ctx.options.target == "tract"
+    counted = ctx.options.target not in SPEED_FIRST_TARGETS
+    for plan, grown, made in zip(plans, dropped, scans):
+        scanned = outputs[first : first + len(made)]
+        first += len(made)
+        stacked = scanned[0]
+        stacked.type = ir.TensorType(plan.dtype)
+        if not grown.uses() and not grown.is_graph_output():
+            continue
+        init = node.inputs[2 + plan.index]
+        assert init is not None
+        result = _after_loop(builder, plan, stacked, scanned[-1], init, by_gather, counted)
+        result.type = ir.TensorType(plan.dtype)
+        ctx.rewriter.replace(grown, result)
+    ctx.rewriter.fired_more("loop-concat-to-scan", len(plans) - 1)
+
+
+def _scans_in_body(
+    node: ir.Node, body: ir.Graph, builder: Builder, plan: AccumulatorPlan, k: int, ctx: Context
+) -> list[ir.Value]:
+    """The body edits for one tensor, carried at position `k` now: the piece (and the
+    condition of a conditional growth) become scan outputs at the end of the body's outputs,
+    the growth and the carried input and output go. Returns the scan outputs."""
+    init = node.inputs[2 + plan.index]
     assert init is not None
     for hoisted in plan.hoist:  # from the growing branch to just before the If
         hoisted.graph.remove(hoisted)  # type: ignore[union-attr]
@@ -425,17 +479,7 @@ def _to_scan_output(node: ir.Node, plan: AccumulatorPlan, ctx: Context) -> None:
         _remove_update(plan, ctx)
     _remove_unread([plan.concat, *plan.passed, unsqueeze])
     body.inputs.pop(2 + k)
-
-    (grown,), outputs = rebuild_with_scans(node, (k,), len(scans), ctx)
-    stacked = outputs[len(node.outputs) - 1]
-    stacked.type = ir.TensorType(plan.dtype)
-    if not grown.uses() and not grown.is_graph_output():
-        return
-    by_gather = ctx.options.target == "tract"
-    counted = ctx.options.target not in SPEED_FIRST_TARGETS
-    result = _after_loop(builder, plan, stacked, outputs[-1], init, by_gather, counted)
-    result.type = ir.TensorType(plan.dtype)
-    ctx.rewriter.replace(grown, result)
+    return scans
 
 
 def _body_output(value: ir.Value, body: ir.Graph, inner: Builder, name: str) -> ir.Value:

@@ -22,6 +22,7 @@ from __future__ import annotations
 __all__ = ["RULES"]
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import onnx_ir as ir
@@ -29,8 +30,9 @@ import onnx_ir as ir
 from seqlower.analysis.facts import element_dtype
 from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.ops import is_sequence_value
+from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-from seqlower.rules.loops import first_carried_plan
+from seqlower.rules.loops import carried_plans
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,16 +45,29 @@ class ConcatPlan:
     dtype: ir.DataType
 
 
-def _check(node: ir.Node, ctx: Context) -> ConcatPlan | Refusal:
+def _check(node: ir.Node, ctx: Context) -> tuple[ConcatPlan, ...] | Refusal:
     body = node.attributes["body"].as_graph()
-    return first_carried_plan(
+    shapes: list[LoopShapes] = []  # one analysis of the body for every carried list
+
+    def loop_shapes() -> LoopShapes:
+        if not shapes:
+            shapes.append(LoopShapes(node, ctx.facts.values))
+        return shapes[0]
+
+    return carried_plans(
         node,
-        lambda index: _plan(node, body, index, ctx),
+        lambda index: _plan(node, body, index, loop_shapes, ctx),
         lambda init, _: is_sequence_value(init),
     )
 
 
-def _plan(node: ir.Node, body: ir.Graph, index: int, ctx: Context) -> ConcatPlan | str:
+def _plan(
+    node: ir.Node,
+    body: ir.Graph,
+    index: int,
+    loop_shapes: Callable[[], LoopShapes],
+    ctx: Context,
+) -> ConcatPlan | str:
     init, body_input = node.inputs[2 + index], body.inputs[2 + index]
     body_output, result = body.outputs[1 + index], node.outputs[index]
     assert init is not None
@@ -74,7 +89,7 @@ def _plan(node: ir.Node, body: ir.Graph, index: int, ctx: Context) -> ConcatPlan
     axes = {r.attributes.get_int("axis", 0) for r in readers}
     if len(axes) != 1:
         return "the loop's sequence is concatenated on different axes"
-    shape = LoopShapes(node, ctx.facts.values).shape(insert.inputs[1])  # type: ignore[arg-type]
+    shape = loop_shapes().shape(insert.inputs[1])  # type: ignore[arg-type]
     if not isinstance(shape, tuple):
         return "the rank of the appended tensor is not known"
     (axis,) = axes
@@ -95,12 +110,32 @@ def _plan(node: ir.Node, body: ir.Graph, index: int, ctx: Context) -> ConcatPlan
     return ConcatPlan(index, insert, axis, initial, None if initial else empty, dtype)  # type: ignore[arg-type]
 
 
-def _to_accumulator(node: ir.Node, plan: ConcatPlan, ctx: Context) -> None:
+def _to_accumulator(node: ir.Node, plans: tuple[ConcatPlan, ...], ctx: Context) -> None:
     """Loop(.., s0=SequenceConstruct(e..), body: s1 = SequenceInsert(s, t)) read only by
     ConcatFromSequence(axis=a) -> Loop(.., Concat(e.., axis=a), body: Concat(acc, t, axis=a)).
-    The accumulator is copied in every iteration: quadratic in its length."""
+    The accumulator is copied in every iteration: quadratic in its length. Every planned list
+    of the Loop at once, in one rebuild of the Loop."""
     body = node.attributes["body"].as_graph()
     builder = ctx.rewriter.before(node)
+    inputs = list(node.inputs)
+    for plan in plans:
+        inputs[2 + plan.index] = _accumulate(body, builder, plan, ctx)
+    outputs = builder.ops("Loop", inputs, {"body": body}, num_outputs=len(node.outputs))
+    accumulated = {plan.index: plan for plan in plans}
+    for index, (old, new) in enumerate(zip(node.outputs, outputs)):
+        if index in accumulated:
+            new.type = ir.TensorType(accumulated[index].dtype)
+            for reader in [use.node for use in old.uses()]:
+                ctx.rewriter.replace(reader.outputs[0], new)
+        else:
+            new.type = old.type
+            ctx.rewriter.replace(old, new)
+    ctx.rewriter.fired_more("loop-append-to-concat", len(plans) - 1)
+
+
+def _accumulate(body: ir.Graph, builder: Builder, plan: ConcatPlan, ctx: Context) -> ir.Value:
+    """The body edits for one list: the carried accumulator grows by a Concat where the list
+    grew by an insert. Returns the accumulator's start, made before the Loop."""
     k = plan.index
     if plan.empty_shape is not None:
         # ConstantOfShape, not a Constant with no element: OpenVINO 2026.4.1 fails to convert
@@ -118,17 +153,7 @@ def _to_accumulator(node: ir.Node, plan: ConcatPlan, ctx: Context) -> None:
     grown.type = ir.TensorType(plan.dtype)
     body.outputs[1 + k] = grown
     body.remove(plan.insert, safe=True)
-    inputs = list(node.inputs)
-    inputs[2 + k] = start
-    outputs = builder.ops("Loop", inputs, {"body": body}, num_outputs=len(node.outputs))
-    for index, (old, new) in enumerate(zip(node.outputs, outputs)):
-        if index == k:
-            new.type = ir.TensorType(plan.dtype)
-            for reader in [use.node for use in old.uses()]:
-                ctx.rewriter.replace(reader.outputs[0], new)
-        else:
-            new.type = old.type
-            ctx.rewriter.replace(old, new)
+    return start
 
 
 RULES = RuleSet([Rule("loop-append-to-concat", "Loop", _check, _to_accumulator)])

@@ -27,8 +27,9 @@ import onnx_ir as ir
 from seqlower.analysis.facts import element_dtype
 from seqlower.ops import is_sequence_value
 from seqlower.report.labels import STANDS_FOR_KEY, user_value_label
+from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-from seqlower.rules.loops import _body, appending_insert, first_carried_plan
+from seqlower.rules.loops import _body, appending_insert, carried_plans
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,16 +40,24 @@ class LastElementPlan:
     dtype: ir.DataType
 
 
-def _check(node: ir.Node, ctx: Context) -> LastElementPlan | Refusal:
+def _check(node: ir.Node, ctx: Context) -> tuple[LastElementPlan, ...] | Refusal:
     # counted once: a loop carrying a hundred lists asks of each whether it is one output
     outputs = collections.Counter(id(output) for output in _body(node).outputs)
-    return first_carried_plan(
+    plans = carried_plans(
         node,
         lambda index: _plan(node, index, ctx, outputs),
         lambda init, body_input: (
             init is not None and (is_sequence_value(init) or is_sequence_value(body_input))
         ),
     )
+    if isinstance(plans, Refusal):
+        return plans
+    # a list appended with another's last element: that read becomes a body input, so the
+    # lists are then carried one at a time
+    reads = {id(read.outputs[0]) for plan in plans for read in plan.reads}
+    if any(id(plan.appended) in reads for plan in plans):
+        return plans[:1]
+    return plans
 
 
 def _plan(
@@ -86,13 +95,38 @@ def _plan(
     return LastElementPlan(index, tuple(reads), appended, dtype)
 
 
-def _carry_last(node: ir.Node, plan: LastElementPlan, ctx: Context) -> None:
+def _carry_last(node: ir.Node, plans: tuple[LastElementPlan, ...], ctx: Context) -> None:
     """Loop(M, c, v.., s0, body: e = SequenceAt(s, -1); ..; s1 = SequenceInsert(s, t))
     -> Loop(M, c, v.., s0, SequenceAt(s0, -1), body: e = last; ..; s1 = SequenceInsert(s, t);
-    last' = t)"""
+    last' = t)   (every planned list of the Loop at once, in one rebuild of the Loop)"""
     body = _body(node)
     carried = len(node.inputs) - 2
     builder = ctx.rewriter.before(node)
+    firsts = [
+        _carry_one(node, builder, plan, carried + added, ctx) for added, plan in enumerate(plans)
+    ]
+    outputs = builder.ops(
+        "Loop",
+        [*node.inputs, *firsts],
+        {"body": body},
+        num_outputs=len(node.outputs) + len(plans),
+    )
+    for added, first in enumerate(firsts):
+        outputs[carried + added].type = first.type
+    old = list(node.outputs)
+    for position, value in enumerate(old):
+        new = outputs[position if position < carried else position + len(plans)]
+        new.type = value.type
+        ctx.rewriter.replace(value, new)
+    ctx.rewriter.fired_more("loop-last-element", len(plans) - 1)
+
+
+def _carry_one(
+    node: ir.Node, builder: Builder, plan: LastElementPlan, carried: int, ctx: Context
+) -> ir.Value:
+    """The body edits for one list: its last element becomes a carried value of Loop `node`,
+    the `carried`-th. Returns its initial value, made before the Loop."""
+    body = _body(node)
     init = node.inputs[2 + plan.index]
     assert init is not None
     position = builder.constant(np.array(-1, np.int64), "last_position")
@@ -111,18 +145,7 @@ def _carry_last(node: ir.Node, plan: LastElementPlan, ctx: Context) -> None:
         appended = ctx.rewriter.before(_anchor(body)).op("Identity", [appended], name="last")
         appended.type = first.type
     body.outputs.insert(1 + carried, appended)
-    outputs = builder.ops(
-        "Loop",
-        [*node.inputs, first],
-        {"body": body},
-        num_outputs=len(node.outputs) + 1,
-    )
-    outputs[carried].type = first.type
-    old = list(node.outputs)
-    for position, value in enumerate(old):
-        new = outputs[position if position < carried else position + 1]
-        new.type = value.type
-        ctx.rewriter.replace(value, new)
+    return first
 
 
 def _anchor(body: ir.Graph) -> ir.Node:

@@ -38,13 +38,14 @@ import onnx_ir as ir
 
 from seqlower.analysis.facts import element_dtype
 from seqlower.ops import is_sequence_value
+from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loop_map_puts import PutsPlan, plan_puts, rewrite_puts
 from seqlower.rules.loops import (
     _body,
     _body_always_continues,
     _static_bool,
-    first_carried_plan,
+    carried_plans,
 )
 from seqlower.uses import use_count
 
@@ -58,24 +59,24 @@ class MapPlan:
     dtype: ir.DataType
 
 
-def _check(node: ir.Node, ctx: Context) -> MapPlan | PutsPlan | Refusal:
+def _check(node: ir.Node, ctx: Context) -> tuple[MapPlan, ...] | PutsPlan | Refusal:
     body = _body(node)
     cond = node.inputs[1] if len(node.inputs) > 1 else None
     if cond is not None and _static_bool(cond, ctx) is not True:
         return Refusal("the loop condition is not known to be true")
     if not _body_always_continues(body, ctx):
         return Refusal("the body computes its condition, so the loop may end early")
-    plan = first_carried_plan(
+    plans = carried_plans(
         node,
         lambda index: _plan(node, index, ctx),
         lambda init, _: init is not None and is_sequence_value(init),
     )
-    if not isinstance(plan, Refusal):
-        return plan
+    if not isinstance(plans, Refusal):
+        return plans
     puts = plan_puts(node, ctx)
     if isinstance(puts, PutsPlan):
         return puts
-    return Refusal(f"{plan.reason}; as appends or assignments at i: {puts}")
+    return Refusal(f"{plans.reason}; as appends or assignments at i: {puts}")
 
 
 def _plan(node: ir.Node, index: int, ctx: Context) -> MapPlan | str:
@@ -165,13 +166,28 @@ def _trip_is_length(trip: ir.Value | None, init: ir.Value, ctx: Context) -> bool
     return static is not None and static == ctx.facts.length(init)
 
 
-def _to_appends(node: ir.Node, plan: MapPlan | PutsPlan, ctx: Context) -> None:
+def _to_appends(node: ir.Node, plan: tuple[MapPlan, ...] | PutsPlan, ctx: Context) -> None:
     """Loop(SequenceLength(s0), true, s0, body: SequenceInsert(SequenceErase(s, i), x, i))
     -> Loop(SequenceLength(s0), true, SequenceEmpty(), body: SequenceInsert(s, x)), the body
     reading s0 where it read s at i, and x where it read the new list at i"""
     if isinstance(plan, PutsPlan):
         rewrite_puts(node, plan, ctx)
         return
+    # every planned list of the Loop at once, in one rebuild of the Loop
+    builder = ctx.rewriter.before(node)
+    inputs = list(node.inputs)
+    for one in plan:
+        inputs[2 + one.index] = _map_one(node, builder, one, ctx)
+    outputs = builder.ops("Loop", inputs, {"body": _body(node)}, num_outputs=len(node.outputs))
+    for old, new in zip(node.outputs, outputs):
+        new.type, new.shape = old.type, old.shape
+        ctx.rewriter.replace(old, new)
+    ctx.rewriter.fired_more("loop-map-assign", len(plan) - 1)
+
+
+def _map_one(node: ir.Node, builder: Builder, plan: MapPlan, ctx: Context) -> ir.Value:
+    """The body edits for one list of Loop `node`; returns its new initial value, the empty
+    list made before the Loop."""
     body = _body(node)
     init = node.inputs[2 + plan.index]
     assert init is not None
@@ -185,15 +201,9 @@ def _to_appends(node: ir.Node, plan: MapPlan | PutsPlan, ctx: Context) -> None:
     appended = ctx.rewriter.before(plan.insert).op("SequenceInsert", [state, x], name="appended")
     appended.type = plan.insert.outputs[0].type or ir.SequenceType(ir.TensorType(plan.dtype))
     ctx.rewriter.replace(plan.insert.outputs[0], appended)
-    builder = ctx.rewriter.before(node)
     empty = builder.op("SequenceEmpty", [], {"dtype": int(plan.dtype)}, name="mapped")
     empty.type = ir.SequenceType(ir.TensorType(plan.dtype))
-    inputs = list(node.inputs)
-    inputs[2 + plan.index] = empty
-    outputs = builder.ops("Loop", inputs, {"body": body}, num_outputs=len(node.outputs))
-    for old, new in zip(node.outputs, outputs):
-        new.type, new.shape = old.type, old.shape
-        ctx.rewriter.replace(old, new)
+    return empty
 
 
 # before the producers: the trip count is read as the SequenceLength it is written as

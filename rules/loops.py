@@ -89,24 +89,31 @@ def _uses_sequences(node: ir.Node, body: ir.Graph) -> bool:
     return any(is_sequence_op(n) for n in body.all_nodes())
 
 
-def first_carried_plan(
+def carried_plans(
     node: ir.Node,
     plan_for: Callable[[int], T | str],
     carried: Callable[[ir.Value | None, ir.Value], bool],
-) -> T | Refusal:
-    """The plan `plan_for(k)` gives for the first carried value k of Loop `node` that
-    `carried(initial, body input)` takes and that it can plan; else a refusal naming why each
-    such value was not planned (`plan_for` answers why with a string)."""
+) -> tuple[T, ...] | Refusal:
+    """The plans `plan_for(k)` gives for every carried value k of Loop `node` that
+    `carried(initial, body input)` takes and that it can plan, in order; else a refusal naming
+    why each such value was not planned (`plan_for` answers why with a string). The rule then
+    rewrites them all in one rebuild of the Loop: a rebuild per value, each rewiring every
+    output of the Loop after a check that plans every value anew, is quadratic in the values
+    a Loop carries."""
     body = _body(node)
     reasons = []
+    plans: list[T] = []
     for index, init in enumerate(node.inputs[2:]):
         body_input = body.inputs[2 + index]
         if not carried(init, body_input):
             continue
         plan = plan_for(index)
         if not isinstance(plan, str):
-            return plan
-        reasons.append(f"carried sequence '{body_input.name}': {plan}")
+            plans.append(plan)
+        elif not plans:
+            reasons.append(f"carried sequence '{body_input.name}': {plan}")
+    if plans:
+        return tuple(plans)
     return Refusal("; ".join(reasons) or "the loop carries no sequence")
 
 

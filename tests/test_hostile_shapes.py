@@ -350,3 +350,141 @@ def test_a_value_listed_three_thousand_times_read_at_a_runtime_position() -> Non
     for p in (0, 2999, -3000):
         (y,) = assert_same_outputs(model, lowered, {"x": x, "p": np.array(p, np.int64)})
         np.testing.assert_array_equal(y, x)
+
+
+def _list_of(shape) -> onnx.TypeProto:
+    return helper.make_sequence_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, shape))
+
+
+def loop_carrying_lists(count: int, kind: str = "append") -> onnx.ModelProto:
+    """A Loop of a run-time trip count n carrying h (h' = h * x) and `count` lists (or tensors),
+    each read after the Loop; the results summed. `kind` says what the body does with list k:
+    "append" appends h + i; "last" starts from [x] and appends its last element + h; "ragged"
+    appends h tiled i + 1 times (a shape that changes: concatenated after the Loop); "grown" is
+    a tensor, not a list, growing by Concat(acc, Unsqueeze(h + i)) from an empty [0, 2]."""
+    nodes = [
+        helper.make_node("Identity", ["c"], ["co"]),
+        helper.make_node("Cast", ["i"], ["f"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["h", "x"], ["ho"]),
+        _position("minus_one", -1),
+        _position("zero", 0),
+        helper.make_node("Constant", [], ["one"], value=helper.make_tensor("o", 7, [1], [1])),
+        helper.make_node("Add", ["i", "one"], ["i1"]),
+        helper.make_node("Tile", ["h", "i1"], ["tiled"]),
+    ]
+    outer, after = [], []
+    carried = _list_of([2])
+    for k in range(count):
+        if kind == "append":
+            nodes.append(helper.make_node("Add", ["h", "f"], [f"t{k}"]))
+        elif kind == "last":
+            nodes.append(helper.make_node("SequenceAt", [f"q{k}", "minus_one"], [f"a{k}"]))
+            nodes.append(helper.make_node("Add", [f"a{k}", "h"], [f"t{k}"]))
+        if kind == "grown":
+            nodes.append(helper.make_node("Add", ["h", "f"], [f"t{k}"]))
+            nodes.append(helper.make_node("Unsqueeze", [f"t{k}", "zero"], [f"u{k}"]))
+            nodes.append(helper.make_node("Concat", [f"q{k}", f"u{k}"], [f"qo{k}"], axis=0))
+        else:
+            appended = "tiled" if kind == "ragged" else f"t{k}"
+            nodes.append(helper.make_node("SequenceInsert", [f"q{k}", appended], [f"qo{k}"]))
+        if kind == "last":
+            outer.append(helper.make_node("SequenceConstruct", ["x"], [f"e{k}"]))
+        elif kind != "grown":
+            outer.append(helper.make_node("SequenceEmpty", [], [f"e{k}"], dtype=TensorProto.FLOAT))
+        if kind == "ragged":
+            after.append(helper.make_node("ConcatFromSequence", [f"l{k}"], [f"y{k}"], axis=0))
+        elif kind == "grown":
+            after.append(helper.make_node("Identity", [f"l{k}"], [f"y{k}"]))
+        else:
+            after.append(
+                helper.make_node("ConcatFromSequence", [f"l{k}"], [f"y{k}"], axis=0, new_axis=1)
+            )
+    if kind == "grown":
+        carried = helper.make_tensor_type_proto(TensorProto.FLOAT, ["a", 2])
+        empty = helper.make_tensor("empty", TensorProto.FLOAT, [0, 2], [])
+        outer.append(helper.make_node("Constant", [], ["e"], value=empty))
+    elif kind == "ragged":
+        carried = _list_of(None)
+    starts = ["e" if kind == "grown" else f"e{k}" for k in range(count)]
+    body = helper.make_graph(
+        nodes,
+        "body",
+        [_int("i"), helper.make_tensor_value_info("c", TensorProto.BOOL, []), _float("h", [2])]
+        + [helper.make_value_info(f"q{k}", carried) for k in range(count)],
+        [helper.make_tensor_value_info("co", TensorProto.BOOL, []), _float("ho", [2])]
+        + [helper.make_value_info(f"qo{k}", carried) for k in range(count)],
+    )
+    loop_outputs = ["h_last", *(f"l{k}" for k in range(count))]
+    outer.append(helper.make_node("Loop", ["n", "", "x", *starts], loop_outputs, body=body))
+    after.append(helper.make_node("Sum", [f"y{k}" for k in range(count)], ["y"]))
+    return _model(outer + after, [_float("x", [2]), _int("n")], [_float("y", ["a", "b"])])
+
+
+@pytest.mark.parametrize(
+    ("kind", "rules"),
+    [
+        ("append", {"loop-append-to-scan"}),
+        ("last", {"loop-last-element", "loop-append-to-scan"}),
+        ("ragged", {"loop-append-to-concat"}),
+        ("grown", {"loop-concat-to-scan"}),
+    ],
+)
+def test_a_loop_carrying_many_lists_lowers_them_all_at_once(kind, rules) -> None:
+    # one rebuild of the Loop per carried list was quadratic (1,000 lists: 21 s, 846 MB)
+    model = loop_carrying_lists(40, kind)
+    lowered, report = lower(model)
+    assert sequence_op_count(lowered) == 0
+    for rule in rules:
+        assert report.rules_fired[rule] == 40
+    loops = [node for node in lowered.graph.node if node.op_type == "Loop"]
+    assert len(loops) == 1
+    x = np.array([1.5, -2.0], np.float32)
+    for n in (1, 3):
+        assert_same_outputs(model, lowered, {"x": x, "n": np.array(n, np.int64)})
+
+
+def test_lists_of_one_loop_that_read_each_other_wait_for_the_rebuilt_loop() -> None:
+    # list 1 appends list 0's length: lowering list 0 makes that length the iteration count,
+    # so list 1 is lowered on the rebuilt Loop, not with list 0 (h, carried, h' = h * 2,
+    # keeps the body from being batched)
+    ints = helper.make_sequence_type_proto(helper.make_tensor_type_proto(TensorProto.INT64, []))
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["c"], ["co"]),
+            helper.make_node("Add", ["h", "h"], ["ho"]),
+            helper.make_node("SequenceInsert", ["q0", "h"], ["qo0"]),
+            helper.make_node("SequenceLength", ["q0"], ["m"]),
+            helper.make_node("SequenceInsert", ["q1", "m"], ["qo1"]),
+        ],
+        "body",
+        [
+            _int("i"),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            _float("h", [1]),
+            helper.make_value_info("q0", _list_of([1])),
+            helper.make_value_info("q1", ints),
+        ],
+        [
+            helper.make_tensor_value_info("co", TensorProto.BOOL, []),
+            _float("ho", [1]),
+            helper.make_value_info("qo0", _list_of([1])),
+            helper.make_value_info("qo1", ints),
+        ],
+    )
+    nodes = [
+        helper.make_node("SequenceEmpty", [], ["e0"], dtype=TensorProto.FLOAT),
+        helper.make_node("SequenceEmpty", [], ["e1"], dtype=TensorProto.INT64),
+        helper.make_node("Loop", ["n", "", "x", "e0", "e1"], ["hn", "l0", "l1"], body=body),
+        helper.make_node("ConcatFromSequence", ["l0"], ["y0"], axis=0, new_axis=1),
+        helper.make_node("ConcatFromSequence", ["l1"], ["y1"], axis=0, new_axis=1),
+    ]
+    outputs = [_float("y0", ["a", 1]), _int("y1", ["a"])]
+    model = _model(nodes, [_float("x", [1]), _int("n")], outputs)
+    lowered, report = lower(model)
+    assert sequence_op_count(lowered) == 0
+    assert report.rules_fired["loop-append-to-scan"] == 2
+    x = np.array([1.5], np.float32)
+    for n in (1, 4):
+        (y0, y1) = assert_same_outputs(model, lowered, {"x": x, "n": np.array(n, np.int64)})
+        np.testing.assert_array_equal(y1, np.arange(n))
+        np.testing.assert_array_equal(y0[:, 0], 1.5 * 2.0 ** np.arange(n))
