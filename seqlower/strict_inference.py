@@ -4,12 +4,13 @@ graph that holds many subgraphs.
 ONNX inference copies the outer scope's table of types into every subgraph it enters, so on a
 main graph of n nodes holding m subgraphs it takes time n x m: 10,000 Ifs in one graph took
 7 s in `onnx.checker.check_model(full_check=True)`, 5,000 took 1.75 s, 2,000 0.3 s. Beyond
-SUBGRAPH_LIMIT such nodes the main graph is inferred in runs of CHUNK_NODES consecutive nodes
-(as the lowering's own inference is: `seqlower.passes.chunked_inference`), each a model whose
-inputs are what it reads from earlier runs, typed as inference found them there; constants and
-small initializers cross a cut with their content, and each run keeps what the graph declares
-about the values it makes (value_info, outputs), which strict inference checks against what it
-infers. The full check does not propagate data, so a cut hides nothing from it.
+SUBGRAPH_LIMIT such nodes the main graph is inferred in runs of consecutive nodes (as the
+lowering's own inference is: `seqlower.passes.chunked_inference`), at most CHUNK_NODES nodes and
+RUN_SUBGRAPHS nodes holding subgraphs each (every subgraph gets a copy of its run's scope), each
+a model whose inputs are what it reads from earlier runs, typed as inference found them there;
+constants and small initializers cross a cut with their content, and each run keeps what the
+graph declares about the values it makes (value_info, outputs), which strict inference checks
+against what it infers. The full check does not propagate data, so a cut hides nothing from it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ __all__ = ["check_fully", "inferred_in_runs", "strict_inference"]
 import onnx
 import onnx.shape_inference
 
-from seqlower.passes.chunked_inference import CHUNK_NODES, SMALL_INITIALIZER_BYTES, SUBGRAPH_LIMIT
+from seqlower.passes.chunked_inference import (
+    RUN_SUBGRAPHS,
+    SMALL_INITIALIZER_BYTES,
+    SUBGRAPH_LIMIT,
+    cut_in_runs,
+)
 
 
 def check_fully(model: onnx.ModelProto) -> None:
@@ -47,9 +53,7 @@ def strict_inference(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
     declared = {value.name: value for value in graph.value_info}
     known: dict[str, onnx.ValueInfoProto] = dict(inputs)
     constants: dict[str, onnx.NodeProto] = {}
-    nodes = list(graph.node)
-    for start in range(0, len(nodes), CHUNK_NODES):
-        run = nodes[start : start + CHUNK_NODES]
+    for run in cut_in_runs(graph.node, _holds_subgraphs, RUN_SUBGRAPHS):
         made = {name for node in run for name in node.output}
         proto = onnx.ModelProto(ir_version=model.ir_version)
         proto.opset_import.extend(model.opset_import)
@@ -89,6 +93,10 @@ def inferred_in_runs(graph: onnx.GraphProto) -> bool:
     """Whether so many of the main graph's nodes hold subgraphs that ONNX's inference of it in
     one piece would be quadratic (see the module docstring)."""
     return sum(1 for node in graph.node if node_subgraphs([node])) > SUBGRAPH_LIMIT
+
+
+def _holds_subgraphs(node: onnx.NodeProto) -> bool:
+    return any(attribute.HasField("g") or attribute.graphs for attribute in node.attribute)
 
 
 def node_subgraphs(nodes) -> list[onnx.GraphProto]:

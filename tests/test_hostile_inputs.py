@@ -527,10 +527,19 @@ def test_one_condition_read_by_many_ifs() -> None:
 
 
 def test_the_full_check_in_runs_finds_what_the_checker_finds() -> None:
-    # a declared type that inference contradicts, in the second run of 1,000 nodes
+    # a declared type that inference contradicts, far from the first run. In one piece ONNX
+    # names the Sum that reads the value; the runs (at most 64 Ifs each) name the If that
+    # makes it, in a run before the Sum's: the same contradiction, float (1) against int64 (7)
     model = one_condition_read_by_many_ifs(1500)
     assert inferred_in_runs(model.graph)
     model.graph.value_info.append(helper.make_tensor_value_info("o1200", TensorProto.INT64, [2]))
+    with pytest.raises(onnx.shape_inference.InferenceError, match=r"type: tensor\(int64\)"):
+        onnx.checker.check_model(model, full_check=True)
+    with pytest.raises(onnx.shape_inference.InferenceError, match=r"op_type:If.*\(1\) vs \(7\)"):
+        check_fully(model)
+    # where the run holds the reader too, the same error as in one piece
+    model = one_condition_read_by_many_ifs(1500)
+    model.graph.value_info.append(helper.make_tensor_value_info("o1499", TensorProto.INT64, [2]))
     with pytest.raises(onnx.shape_inference.InferenceError) as in_one_piece:
         onnx.checker.check_model(model, full_check=True)
     with pytest.raises(onnx.shape_inference.InferenceError) as in_runs:
