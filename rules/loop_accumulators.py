@@ -414,9 +414,9 @@ def _to_scan_output(node: ir.Node, plans: tuple[AccumulatorPlan, ...], ctx: Cont
         -> Concat(reversed scan of p, acc0, axis=a)
     body: acc1 = If(c, then: Concat(acc, p, axis=a), else: acc)   (grows only sometimes)
         -> Concat(acc0, Compress(scan of p, scan of c, axis=0) .., axis=a)
-    (p computed in the branch by ops that cannot fail is computed in every iteration; every
-    planned tensor of the Loop at once, in one rebuild of the Loop)
+    (p computed in the branch by ops that cannot fail is computed in every iteration)
     """
+    # every planned tensor of the Loop at once, in one rebuild of the Loop
     body = _body(node)
     builder = ctx.rewriter.before(node)
     scans = [

@@ -508,8 +508,9 @@ def _to_scan(node: ir.Node, plans: tuple[AppendPlan, ...], ctx: Context) -> None
     body: s1 = If(c, then: SequenceInsert(s, t), else: s)   (a conditional append)
         -> SplitToSequence(Concat(Stack(e..), Compress(scan of t, scan of c, axis=0)), keepdims=0)
     (t computed in the branch by ops that cannot fail, such as t = x * 2, is computed in every
-    iteration). Every planned list of the Loop at once, in one rebuild of the Loop.
+    iteration)
     """
+    # every planned list of the Loop at once, in one rebuild of the Loop
     body = _body(node)
     builder = ctx.rewriter.before(node)
     # each list's body edits, in order: its carried input and output go, its scans come last

@@ -113,8 +113,8 @@ def _plan(
 def _to_accumulator(node: ir.Node, plans: tuple[ConcatPlan, ...], ctx: Context) -> None:
     """Loop(.., s0=SequenceConstruct(e..), body: s1 = SequenceInsert(s, t)) read only by
     ConcatFromSequence(axis=a) -> Loop(.., Concat(e.., axis=a), body: Concat(acc, t, axis=a)).
-    The accumulator is copied in every iteration: quadratic in its length. Every planned list
-    of the Loop at once, in one rebuild of the Loop."""
+    The accumulator is copied in every iteration: quadratic in its length."""
+    # every planned list of the Loop at once, in one rebuild of the Loop
     body = node.attributes["body"].as_graph()
     builder = ctx.rewriter.before(node)
     inputs = list(node.inputs)

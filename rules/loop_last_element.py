@@ -98,7 +98,8 @@ def _plan(
 def _carry_last(node: ir.Node, plans: tuple[LastElementPlan, ...], ctx: Context) -> None:
     """Loop(M, c, v.., s0, body: e = SequenceAt(s, -1); ..; s1 = SequenceInsert(s, t))
     -> Loop(M, c, v.., s0, SequenceAt(s0, -1), body: e = last; ..; s1 = SequenceInsert(s, t);
-    last' = t)   (every planned list of the Loop at once, in one rebuild of the Loop)"""
+    last' = t)"""
+    # every planned list of the Loop at once, in one rebuild of the Loop
     body = _body(node)
     carried = len(node.inputs) - 2
     builder = ctx.rewriter.before(node)
