@@ -427,7 +427,8 @@ def _to_scan_output(node: ir.Node, plans: tuple[AccumulatorPlan, ...], ctx: Cont
     dropped, outputs = rebuild_with_scans(node, indices, sum(map(len, scans)), ctx)
     first = len(node.outputs) - len(plans)
     by_gather = ctx.options.target == "tract"
-    counted = ctx.options.target not in SPEED_FIRST_TARGETS
+    # not tract, whose shape analysis cannot read a count from values
+    counted = ctx.options.target not in (*SPEED_FIRST_TARGETS, "tract")
     for plan, grown, made in zip(plans, dropped, scans):
         scanned = outputs[first : first + len(made)]
         first += len(made)
@@ -649,8 +650,8 @@ def _grown_shape(
     the iteration count times the piece's size at the axis: a constant, -1 at the axis, where
     the other dims are static and none is 0.
 
-    The count is the stacked pieces' dim, or `kept` when given: the portable targets count the
-    pieces a mask keeps from the mask. OpenVINO (2026.4.1) gives the scan output of a Loop
+    The count is the stacked pieces' dim, or `kept` when given: the portable targets but tract
+    count the pieces a mask keeps from the mask. OpenVINO (2026.4.1) gives the scan output of a Loop
     that ran zero times the dims 0 where the piece's are symbolic ((0, 0, 4), not (0, 3, 4)),
     and reads Reshape(stacked, Concat(Shape(stacked)[:1], dims of the initial value)) as a
     Reshape to the shape it already has (the same symbols), which it drops; a count read from

@@ -13,6 +13,9 @@
         -> scan outputs of t and c, then Compress(scan of t, scan of c, axis=0)
     If(c, then: SequenceInsert(s, a), else: SequenceInsert(s, b))
         -> SequenceInsert(s, If(c, then: a, else: b))           (both branches append)
+    the initial elements proved of t's shape, symbolic; a portable target but tract
+        -> Reshape(scan of t, Concat(ReduceSum(Cast(scan of c, or of true)), Shape(e0)))
+           before the Concat with them (`_counted_rows`: OpenVINO's zero-trip scan outputs)
 
 The scan output stacks the appended tensors of the iterations actually run, so a loop that exits
 early through its condition is fine (a `while` loop); the appended tensor must keep one shape in
@@ -43,6 +46,7 @@ import onnx_ir as ir
 from seqlower.analysis.facts import element_dtype
 from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.ops import graphs_within, is_sequence_op, is_sequence_value, subgraphs
+from seqlower.options import SPEED_FIRST_TARGETS
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.access import _producer
@@ -81,6 +85,10 @@ class AppendPlan:
     # SequenceLength nodes in the body reading the list before (0) or after (1) the append:
     # each becomes the iteration number plus the initial length (plus 1)
     lengths: tuple[tuple[ir.Node, int], ...] = ()
+    # the initial elements are proved to have the appended tensor's shape, some dim of which is
+    # symbolic: a portable target gives the stacked rows that shape when no iteration runs
+    # (`_counted_rows`)
+    like_initial: bool = False
 
 
 def _unroll_pending(node: ir.Node, ctx: Context) -> bool:
@@ -354,6 +362,12 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
         if isinstance(shape, tuple)
         else None
     )
+    like_initial = (
+        element_shape is not None
+        and None in element_shape
+        and bool(initial)
+        and all(shapes.outer_shape(e) == shape for e in initial)
+    )
     return AppendPlan(
         index,
         update,
@@ -367,6 +381,7 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
         element_shape,
         apart_axis,
         tuple((n, 0) for n in lengths_before) + tuple((n, 1) for n in lengths_after),
+        like_initial,
     )
 
 
@@ -548,6 +563,10 @@ def _scans_in_body(body: ir.Graph, plan: AppendPlan, k: int, ctx: Context) -> li
             keep = inner.op("Not", [keep])
         scans.append(inner.op("Identity", [keep], name="scan_keep"))
         scans[1].type = ir.TensorType(ir.DataType.BOOL)
+    if _counts_rows(body, plan, ctx) and plan.keep is None:  # one true per iteration: summed
+        true = inner.constant(np.array(True), "ran")
+        scans.append(inner.op("Identity", [true], name="scan_ran"))
+        scans[-1].type = ir.TensorType(ir.DataType.BOOL)
     for reader, after in plan.lengths:  # the length is a count of the iterations
         at = ctx.rewriter.before(reader)
         offset = at.constant(np.array(len(plan.initial) + after, np.int64), "initial_length")
@@ -583,6 +602,8 @@ def _after_loop(
         stacked = builder.op("Compress", [stacked, scanned[-1]], {"axis": 0})
     if plan.prepend:  # by a Gather for tract, which slices no run-time dim with step -1
         stacked = builder.reverse(stacked, by_gather=ctx.options.target == "tract")
+    if _counts_rows(builder.graph, plan, ctx):  # the last scan: the mask, or one true each
+        stacked = _counted_rows(builder, stacked, scanned[-1], plan.initial[0])
     stacked.type = ir.TensorType(plan.dtype)
     if plan.apart_axis is not None:  # the concatenations read the initial elements apart
         _concatenate_apart(sequence, stacked, plan, ctx)
@@ -597,6 +618,37 @@ def _after_loop(
     elements = builder.op("SplitToSequence", [stacked], {"axis": 0, "keepdims": 0}, name="elements")
     elements.type = sequence.type or ir.SequenceType(ir.TensorType(plan.dtype))
     ctx.rewriter.replace(sequence, elements)
+
+
+def _counts_rows(graph: ir.Graph, plan: AppendPlan, ctx: Context) -> bool:
+    """Whether the stacked rows are reshaped to their count and the initial elements' shape
+    (`_counted_rows`): for a portable target but tract, where that shape is proved and
+    symbolic, and the Reshape can take a dim of 0 (allowzero, opset 14)."""
+    return (
+        plan.like_initial
+        and plan.apart_axis is None
+        # not tract, whose shape analysis cannot read a count from values
+        and ctx.options.target not in (*SPEED_FIRST_TARGETS, "tract")
+        and ctx.rewriter.opset(graph) >= 14
+    )
+
+
+def _counted_rows(
+    builder: Builder, stacked: ir.Value, marks: ir.Value, element: ir.Value
+) -> ir.Value:
+    """Reshape(stacked, Concat(ReduceSum(Cast(marks)), Shape(element)), allowzero=1): the rows
+    the loop stacked (one per true of `marks`, a mask or one true per iteration), given the
+    shape of the initial `element`, which the loop analysis proved theirs.
+
+    OpenVINO (2026.4.1) gives the scan output of a Loop that runs zero times the dims 0 where
+    the element's are symbolic ((0, 0, 3), not (0, 2, 3)), so a Concat with the initial
+    elements fails; it drops a Reshape whose target reads the count from the rows' own shape
+    (the same symbols, so a Reshape to the shape they have), but not this one."""
+    ints = builder.op("Cast", [marks], {"to": int(ir.DataType.INT64)})
+    count = builder.op("ReduceSum", [ints], {"keepdims": 1}, name="rows")  # over every axis
+    dims = builder.op("Shape", [element])
+    shape = builder.op("Concat", [count, dims], {"axis": 0}, name="rows_shape")
+    return builder.op("Reshape", [stacked, shape], {"allowzero": 1}, name="counted")
 
 
 def _concatenate_apart(

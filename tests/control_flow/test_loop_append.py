@@ -543,3 +543,74 @@ def test_a_condition_of_one_element_keeps_its_declaration():
             )
             assert stacked.shape == (limit, 3)
     assert sequence_op_count(lowered) == 0
+
+
+# `outs = [x]; while cond: x = x * 0.5; outs.append(x)` with x of a run-time shape
+HALVING = """g (float[A,B] x, float limit) => (float[?,A,B] y) {{
+    t = Constant<value = bool {{1}}>()
+    {start}
+    total = ReduceSum<keepdims = 0>(x)
+    c0 = Greater(total, limit)
+    last, s = Loop("", c0, x, start) <body = body (int64 i, bool c, float[A,B] v, seq(float) acc)
+                                                => (bool c2, float[A,B] w, seq(float) grown) {{
+        half = Constant<value = float {{0.5}}>()
+        w = Mul(v, half)
+        {append}
+        sum = ReduceSum<keepdims = 0>(w)
+        c2 = Greater(sum, limit)
+    }}>
+    y = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+}}"""
+FROM_X = "start = SequenceConstruct(x)"
+APPEND = "grown = SequenceInsert(acc, w)"
+
+
+def _halvings(x: np.ndarray, limit: float) -> np.ndarray:
+    rows = [x]
+    while x.sum() > limit:
+        x = x * np.float32(0.5)
+        rows.append(x)
+    return np.stack(rows)
+
+
+def _counted(lowered) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the stacked rows are reshaped to Concat(ReduceSum(..), Shape(..)) after the loop."""
+    made = {out: n for n in lowered.graph.node for out in n.output}
+    for node in lowered.graph.node:
+        if node.op_type == "Reshape" and made.get(node.input[1]) is not None:
+            concat = made[node.input[1]]
+            if concat.op_type == "Concat" and made[concat.input[0]].op_type == "ReduceSum":
+                return True
+    return False
+
+
+@pytest.mark.parametrize("limit", [100.0, 10.0, -1.0])  # zero, a few, then many halvings
+@pytest.mark.parametrize("target", ["portable", "openvino", "onnxruntime", "tract"])
+def test_rows_shaped_like_the_initial_element_are_counted_for_portable_targets(limit, target):
+    """The initial element has the appended rows' symbolic shape (proved): a portable target
+    reshapes the stacked rows to [count, *Shape(x)], the count the sum of one true scanned per
+    iteration, which OpenVINO keeps for a loop that runs zero times; --target onnxruntime
+    (speed first) and tract (whose shape analysis cannot read a count from values) do not."""
+    x = np.array([[1, 2, 3], [4, 5, 6]], np.float32)
+    model = parse(HALVING.format(start=FROM_X, append=APPEND))
+    limit_value = np.array(limit if limit >= 0 else 1e-3, np.float32)
+    lowered, report, (y,) = lower_and_compare(model, {"x": x, "limit": limit_value}, target=target)
+    np.testing.assert_array_equal(y, _halvings(x, float(limit_value)))
+    assert report.rules_fired["loop-append-to-scan"] == 1 and sequence_op_count(lowered) == 0
+    assert _counted(lowered) == (target not in ("onnxruntime", "tract"))
+
+
+@pytest.mark.parametrize(
+    "start, why",
+    [
+        ("start = SequenceEmpty<dtype = 1>()", "no initial element"),
+        ("one = Constant<value = float[1,3] {0, 0, 0}>()\n start = SequenceConstruct(one)",
+         "an initial element of another (static) shape"),
+    ],
+)  # fmt: skip
+def test_rows_not_proved_like_an_initial_element_are_left_alone(start, why):
+    x = np.array([[1, 2, 3]], np.float32)
+    model = parse(HALVING.format(start=start, append=APPEND))
+    lowered, _, (y,) = lower_and_compare(model, {"x": x, "limit": np.array(1.0, np.float32)})
+    assert not _counted(lowered), why
+    assert y.shape[1:] == (1, 3)

@@ -96,12 +96,6 @@ KNOWN = {
         "Unimplemented(Loop)",
         "a while loop with no bound but its trip count 2**63 - 1: not a masked Scan",
     ),
-    ("loop:while_halve", "openvino"): (
-        "run",
-        "Concat node with name 'y'",
-        "OpenVINO gives the scan output of a Loop that runs zero times the shape (0, 0, 3), "
-        "not (0, 2, 3), so the Concat after it fails (the original gives a wrong shape too)",
-    ),
     ("idiom:detection_postprocess", "tract"): (
         "load",
         "Unimplemented(Loop)",
