@@ -774,6 +774,38 @@ def _terms_like_acc(running: RunningSum, terms: ir.Value, builder: Builder) -> i
     return builder.unsqueeze(terms, list(range(1, 1 + running.rank - running.term_rank)))
 
 
+def _rows_like_acc(terms: ir.Value, initial: ir.Value, count: int | ir.SymbolicDim | None) -> bool:
+    """Whether the stacked terms hold at least one row (a static trip count), or have the
+    initial value's static dims after the rows (then an empty stack sums to zeros of acc's
+    shape)."""
+    if isinstance(count, int) and count > 0:
+        return True
+    shape, acc = terms.shape, initial.shape
+    if shape is None or acc is None or not acc.is_static() or len(shape) != 1 + len(acc):
+        return False
+    return all(isinstance(d, int) and d == a for d, a in zip(shape[1:], acc))
+
+
+def _rows_of_acc_when_empty(terms: ir.Value, initial: ir.Value, builder: Builder) -> ir.Value:
+    """The stacked terms [n, *t], reshaped to [0, *acc] where they hold no row. A loop of no
+    iteration reads no element, but a stack of none has whatever dims its source gives (the
+    scan output of a Loop of no iteration takes them from the body output's type: onnxruntime
+    makes an unknown dim 0, or gives [0] for a type of no shape), and ReduceSum over it gives
+    zeros of those dims, which would broadcast into acc (a [0, 0] sum beside a [3, 4] acc
+    fails). Reshape(terms, Where(Shape(terms)[:1] > 0, Shape(terms), Concat(0, Shape(acc))))
+    keeps every stack of at least one row as it is."""
+    shape = builder.op("Shape", [terms], name="terms_shape")
+    zero, one = builder.ints([0], "zero_1d"), builder.ints([1], "one_1d")
+    rows = builder.op("Slice", [shape, zero, one], name="rows")
+    nonempty = builder.op("Greater", [rows, zero], name="nonempty")
+    acc_dims = builder.op("Shape", [initial], name="acc_dims")
+    no_row = builder.op("Concat", [zero, acc_dims], {"axis": 0}, name="no_row_of_acc")
+    target = builder.op("Where", [nonempty, shape, no_row], name="terms_dims")
+    safe = builder.op("Reshape", [terms, target], {"allowzero": 1}, name="terms_or_no_row")
+    safe.type, safe.shape = terms.type, terms.shape
+    return safe
+
+
 def _extremum(
     running: RunningSum, initial: ir.Value, terms: ir.Value, builder: Builder
 ) -> ir.Value:
@@ -901,6 +933,8 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
         initial = node.inputs[2 + running.index]
         assert initial is not None
         terms = _terms_like_acc(running, results[running.term], builder)
+        if not _rows_like_acc(terms, initial, plan.count):
+            terms = _rows_of_acc_when_empty(terms, initial, builder)
         if running.op != "Add":
             ctx.rewriter.replace(
                 node.outputs[running.index], _extremum(running, initial, terms, builder)

@@ -207,3 +207,48 @@ def test_a_loop_over_elements_known_only_by_count_is_not_unrolled():
     # since the If-chain form of the insert (issue 16), the elements are known before the loop
     # is unrolled, so nothing is copied and nothing stays
     assert sequence_op_total(lowered) == 0
+
+
+def test_a_running_sum_over_a_list_a_loop_of_no_iteration_built():
+    """Fuzz seed 1190: a list appended to in a Loop of a run-time trip count became the Loop's
+    scan output, and a second Loop's running sum over it a ReduceSum over that stack. For no
+    iteration onnxruntime gives the scan output the body output's dims, an unknown dim as 0
+    ([0, 0, 0]), and the sum of no term, zeros of shape [0, 0], beside the [3, 4] accumulator
+    failed to broadcast; the original gives its accumulator. The stack of no row is now
+    reshaped to [0, *the accumulator's shape] first."""
+    model = parse("""g (float[A,B] x, int64 n) => (float[3,4] y) {
+        t = Constant <value = bool {1}> ()
+        empty = SequenceEmpty <dtype = 1> ()
+        xs = Loop (n, t, empty) <body = f (int64 i, bool c, seq(float) acc)
+                                      => (bool c2, seq(float) acc2) {
+            c2 = Identity (c)
+            k = Cast <to = 1> (i)
+            e = Add (x, k)
+            two = Constant <value = int64 {2}> ()
+            zero = Constant <value = int64 {0}> ()
+            r = Mod (i, two)
+            even = Equal (r, zero)
+            acc2 = If (even) <then_branch = kept () => (seq(float) a) {
+                a = SequenceInsert (acc, e)
+            }, else_branch = negated () => (seq(float) b) {
+                ne = Neg (e)
+                b = SequenceInsert (acc, ne)
+            }>
+        }>
+        m = SequenceLength (xs)
+        zeros = Constant <value = float[3,4] {0,0,0,0,0,0,0,0,0,0,0,0}> ()
+        y = Loop (m, t, zeros) <body = g (int64 j, bool d, float[3,4] s)
+                                     => (bool d2, float[3,4] s2) {
+            d2 = Identity (d)
+            e = SequenceAt (xs, j)
+            s2 = Add (s, e)
+        }>
+    }""")
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for n in (3, 0, -1):
+        lowered = lower_and_compare(model, {"x": x, "n": np.array(n, np.int64)})
+    _, report = seqlower.optimize(model, target="portable")
+    assert report.rules_fired.get("loop-batch") == 1
+    assert report.rules_fired.get("loop-append-to-scan") == 1
+    assert sequence_op_total(lowered) == 0
+    assert_idempotent(lowered)
