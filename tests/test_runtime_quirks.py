@@ -147,3 +147,15 @@ def test_a_split_of_a_piece_by_a_negative_size_fails():
     with pytest.raises(Exception, match="Split"):
         run_ort(model, feeds)
     run_ort(model, {**feeds, "sizes": np.array([0, 0])})  # sizes >= 0 that add up: runs
+
+
+def test_a_concat_of_an_empty_misfit_is_not_checked():
+    _skip_unless_it_holds("concat-empty-misfit")
+    model = parse(runtime_quirks.CONCAT_OF_AN_EMPTY_MISFIT)
+    feeds = {"a": np.full((1, 1), 2.0, np.float32), "b": np.zeros((1, 0), np.float32)}
+    (y,) = run_ort(model, feeds)
+    assert y.shape == (2, 1)  # the specification: an error (dim 1 is 1 in a, 0 in b)
+    from onnx.reference import ReferenceEvaluator
+
+    with pytest.raises(ValueError):
+        ReferenceEvaluator(model).run(None, feeds)

@@ -28,6 +28,7 @@ __all__ = [
     "compare_outputs",
     "edge_feeds",
     "edge_feeds_problem",
+    "rejected_by_the_specification",
     "run_ort",
     "sequence_op_total",
 ]
@@ -254,12 +255,59 @@ def edge_feeds_problem(
         try:
             actual = run_ort(lowered, variant)
         except Exception as error:
-            return f"{label}: the original runs, the lowered model fails: {_first_line(error)}"
-        actual = [_as_empty_like(w, g) for w, g in zip(expected, actual)]
-        problem = compare_outputs(expected, actual)
-        if problem:
+            problem = f"the original runs, the lowered model fails: {_first_line(error)}"
+        else:
+            actual = [_as_empty_like(w, g) for w, g in zip(expected, actual)]
+            problem = compare_outputs(expected, actual)
+        if problem and not rejected_by_the_specification(original, lowered, feeds, variant):
             return f"{label}: {problem}"
     return None
+
+
+def rejected_by_the_specification(
+    original: onnx.ModelProto,
+    lowered: onnx.ModelProto,
+    feeds: dict[str, Any],
+    variant: dict[str, Any],
+) -> bool:
+    """Whether onnxruntime ran both models on an input the specification rejects, so that
+    neither's values mean anything: onnxruntime concatenates an empty element whose other dims
+    differ without a check, into uninitialized memory (quirk concat-empty-misfit). Asked only
+    for a model that concatenates, and only of an `onnx.reference` that computes onnxruntime's
+    outputs of the original on the program's own feeds (it has bugs of its own): it must fail
+    on the variant for the original and for the lowered model alike."""
+    if not runtime_quirks.holds("concat-empty-misfit"):
+        return False
+    concatenates = {"Concat", "ConcatFromSequence"}
+    if not any(node.op_type in concatenates for node in _all_nodes(original.graph)):
+        return False
+    from onnx.reference import ReferenceEvaluator  # slow to import: only here
+
+    try:
+        found = ReferenceEvaluator(original).run(None, feeds)
+        if compare_outputs(run_ort(original, feeds), found) is not None:
+            return False
+    except Exception:
+        return False
+    for model in (original, lowered):
+        try:
+            ReferenceEvaluator(model).run(None, variant)
+        except Exception:
+            continue
+        return False
+    return True
+
+
+def _all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """The nodes of `graph` and of every subgraph in it."""
+    nodes = []
+    for node in graph.node:
+        nodes.append(node)
+        for attribute in node.attribute:
+            subgraphs = [attribute.g] if attribute.HasField("g") else []
+            for subgraph in [*subgraphs, *attribute.graphs]:
+                nodes.extend(_all_nodes(subgraph))
+    return nodes
 
 
 def _as_empty_like(want: Any, got: Any) -> Any:

@@ -12,12 +12,21 @@ from pathlib import Path
 
 import numpy as np
 import onnx_ir as ir
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import budget_of, lower_and_compare, parse, sequence_op_total
+from harness import (
+    budget_of,
+    edge_feeds_problem,
+    lower_and_compare,
+    parse,
+    rejected_by_the_specification,
+    sequence_op_total,
+)
 
 import seqlower
+from seqlower import runtime_quirks
 from seqlower.io import model_to_bytes
 from seqlower.passes.legality import count_sequence_ops
 
@@ -252,3 +261,39 @@ def test_a_running_sum_over_a_list_a_loop_of_no_iteration_built():
     assert report.rules_fired.get("loop-append-to-scan") == 1
     assert sequence_op_total(lowered) == 0
     assert_idempotent(lowered)
+
+
+def test_an_empty_element_stacked_beside_a_misfit_is_rejected_by_the_specification():
+    """Fuzz seed 1308: erasing position -1 leaves [x[3:4]] (shape [1]), and stacking it with an
+    empty [0] element is an error by the specification (every element of one shape); onnxruntime
+    runs it without a check, into uninitialized memory, for the original and for the lowered
+    Concat alike, so the values differed. The lowering keeps the specification's verdict, and
+    the edge check no longer compares such values (quirk concat-empty-misfit)."""
+    model = parse("""g (float[4] x, int64[3] sizes, int64 p) => (float[?,?] y) {
+        s = SplitToSequence <axis = 0> (x, sizes)
+        a = SequenceErase (s, p)
+        zero = Constant <value = int64 {0}> ()
+        b = SequenceErase (a, zero)
+        e = Constant <value = float[0] {}> ()
+        c = SequenceInsert (b, e)
+        y = ConcatFromSequence <axis = 0, new_axis = 1> (c)
+    }""")
+    feeds = {
+        "x": np.array([-0.5, 1.75, 0.75, 2.0], np.float32),
+        "sizes": np.array([3, 1, 0]),
+        "p": np.array(1),  # leaves [x[4:4], []]: a [2, 0] stack
+    }
+    lowered = lower_and_compare(model, feeds)
+    assert sequence_op_total(lowered) == 0
+    proto = ir.to_proto(lowered)
+    edge = {**feeds, "p": np.array(-1)}
+    from onnx.reference import ReferenceEvaluator
+
+    for rejected in (model, proto):
+        with pytest.raises(ValueError, match="dimensions except for the concatenation axis"):
+            ReferenceEvaluator(rejected).run(None, edge)
+    assert rejected_by_the_specification(model, proto, feeds, edge) == runtime_quirks.holds(
+        "concat-empty-misfit"
+    )
+    assert not rejected_by_the_specification(model, proto, feeds, {**feeds, "p": np.array(0)})
+    assert edge_feeds_problem(model, proto, feeds) is None
