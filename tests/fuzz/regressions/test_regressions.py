@@ -223,9 +223,10 @@ def test_a_running_sum_over_a_list_a_loop_of_no_iteration_built():
     scan output, and a second Loop's running sum over it a ReduceSum over that stack. For no
     iteration onnxruntime gives the scan output the body output's dims, an unknown dim as 0
     ([0, 0, 0]), and the sum of no term, zeros of shape [0, 0], beside the [3, 4] accumulator
-    failed to broadcast; the original gives its accumulator. The stack of no row is now
-    reshaped to [0, *the accumulator's shape] first."""
-    model = parse("""g (float[A,B] x, int64 n) => (float[3,4] y) {
+    failed to broadcast; the original gives its accumulator (and no partial sum: the prefix
+    sums, Add(acc0, CumSum(stack)), failed the same way). The stack of no row is now reshaped
+    to [0, *the accumulator's shape] first."""
+    model = parse("""g (float[A,B] x, int64 n) => (float[3,4] y, float[?,3,4] partial) {
         t = Constant <value = bool {1}> ()
         empty = SequenceEmpty <dtype = 1> ()
         xs = Loop (n, t, empty) <body = f (int64 i, bool c, seq(float) acc)
@@ -246,11 +247,12 @@ def test_a_running_sum_over_a_list_a_loop_of_no_iteration_built():
         }>
         m = SequenceLength (xs)
         zeros = Constant <value = float[3,4] {0,0,0,0,0,0,0,0,0,0,0,0}> ()
-        y = Loop (m, t, zeros) <body = g (int64 j, bool d, float[3,4] s)
-                                     => (bool d2, float[3,4] s2) {
+        y, partial = Loop (m, t, zeros) <body = g (int64 j, bool d, float[3,4] s)
+                                              => (bool d2, float[3,4] s2, float[3,4] p) {
             d2 = Identity (d)
             e = SequenceAt (xs, j)
             s2 = Add (s, e)
+            p = Identity (s2)
         }>
     }""")
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
