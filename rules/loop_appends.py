@@ -529,17 +529,24 @@ def _to_scan(node: ir.Node, plans: tuple[AppendPlan, ...], ctx: Context) -> None
     body = _body(node)
     builder = ctx.rewriter.before(node)
     # each list's body edits, in order: its carried input and output go, its scans come last
-    scans = [_scans_in_body(body, plan, plan.index - done, ctx) for done, plan in enumerate(plans)]
+    counts = [_counts_rows(node.graph, plan, ctx) for plan in plans]  # type: ignore[arg-type]
+    scans = [
+        _scans_in_body(body, plan, plan.index - done, counted, ctx)
+        for done, (plan, counted) in enumerate(zip(plans, counts))
+    ]
     indices = [plan.index for plan in plans]
     dropped, new_outputs = rebuild_with_scans(node, indices, sum(map(len, scans)), ctx)
     first = len(node.outputs) - len(plans)
-    for plan, sequence, made in zip(plans, dropped, scans):
-        _after_loop(builder, plan, sequence, new_outputs[first : first + len(made)], ctx)
+    for plan, sequence, made, counted in zip(plans, dropped, scans, counts):
+        scanned = new_outputs[first : first + len(made)]
+        _after_loop(builder, plan, sequence, scanned, counted, ctx)
         first += len(made)
     ctx.rewriter.fired_more("loop-append-to-scan", len(plans) - 1)
 
 
-def _scans_in_body(body: ir.Graph, plan: AppendPlan, k: int, ctx: Context) -> list[ir.Value]:
+def _scans_in_body(
+    body: ir.Graph, plan: AppendPlan, k: int, counted: bool, ctx: Context
+) -> list[ir.Value]:
     """The body edits for one list, carried at position `k` now: the appended tensor (and the
     condition of a conditional append) become scan outputs at the end of the body's outputs,
     the update and the carried input and output go. Returns the scan outputs."""
@@ -563,7 +570,7 @@ def _scans_in_body(body: ir.Graph, plan: AppendPlan, k: int, ctx: Context) -> li
             keep = inner.op("Not", [keep])
         scans.append(inner.op("Identity", [keep], name="scan_keep"))
         scans[1].type = ir.TensorType(ir.DataType.BOOL)
-    if _counts_rows(body, plan, ctx) and plan.keep is None:  # one true per iteration: summed
+    if counted and plan.keep is None:  # one true per iteration, summed after the loop
         true = inner.constant(np.array(True), "ran")
         scans.append(inner.op("Identity", [true], name="scan_ran"))
         scans[-1].type = ir.TensorType(ir.DataType.BOOL)
@@ -590,10 +597,13 @@ def _after_loop(
     plan: AppendPlan,
     sequence: ir.Value,
     scanned: list[ir.Value],
+    counted: bool,
     ctx: Context,
 ) -> None:
     """The list `sequence` the Loop no longer carries, made after it from its `scanned`
-    outputs (the stacked tensors, then the conditions of a conditional append)."""
+    outputs (the stacked tensors, then the conditions of a conditional append, or one true per
+    iteration when `counted` and no condition); `counted`: the rows are reshaped to their
+    count and the first initial element's shape (`_counted_rows`)."""
     stacked = scanned[0]
     stacked.type = ir.TensorType(plan.dtype)
     if not sequence.uses() and not sequence.is_graph_output():
@@ -602,7 +612,7 @@ def _after_loop(
         stacked = builder.op("Compress", [stacked, scanned[-1]], {"axis": 0})
     if plan.prepend:  # by a Gather for tract, which slices no run-time dim with step -1
         stacked = builder.reverse(stacked, by_gather=ctx.options.target == "tract")
-    if _counts_rows(builder.graph, plan, ctx):  # the last scan: the mask, or one true each
+    if counted:  # the last scan: the mask, or one true per iteration
         stacked = _counted_rows(builder, stacked, scanned[-1], plan.initial[0])
     stacked.type = ir.TensorType(plan.dtype)
     if plan.apart_axis is not None:  # the concatenations read the initial elements apart
