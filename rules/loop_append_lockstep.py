@@ -22,7 +22,7 @@ __all__ = ["lockstep_shapes"]
 import onnx_ir as ir
 
 from seqlower.analysis.loop_shapes import LoopShapes
-from seqlower.ops import is_sequence_value
+from seqlower.ops import is_sequence_value, peel_identity
 from seqlower.rule import Context
 
 
@@ -40,7 +40,7 @@ def lockstep_shapes(node: ir.Node, ctx: Context) -> LoopShapes | None:
         carried = outer.inputs[2 + j]
         if not is_sequence_value(carried) or not _empty(enclosing.inputs[2 + j]):
             continue
-        update = _through_identity(outer.outputs[1 + j])
+        update = peel_identity(outer.outputs[1 + j])
         if update.producer() is not node:
             continue
         tensor = _appended(node, body, update.index())  # type: ignore[arg-type]
@@ -84,14 +84,6 @@ def _enclosing_loop(node: ir.Node, ctx: Context) -> ir.Node | None:
 
 
 def _empty(value: ir.Value | None) -> bool:
-    value = _through_identity(value) if value is not None else None
+    value = peel_identity(value) if value is not None else None
     producer = value.producer() if value is not None else None
     return producer is not None and producer.op_type == "SequenceEmpty" and producer.domain == ""
-
-
-def _through_identity(value: ir.Value) -> ir.Value:
-    while (producer := value.producer()) is not None and producer.op_type == "Identity":
-        if producer.domain != "" or producer.inputs[0] is None:
-            break
-        value = producer.inputs[0]
-    return value

@@ -37,7 +37,7 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
-from seqlower.ops import graphs_within, is_sequence_value, quoted_node, subgraphs
+from seqlower.ops import graphs_within, is_sequence_value, peel_identity, quoted_node, subgraphs
 
 # A length: (base, offset). base None is the constant offset; otherwise a value (a list whose
 # length is opaque, or the representative of a group of lists with one length) plus offset.
@@ -351,7 +351,7 @@ class ListLengths:
         position = insert.inputs[2] if len(insert.inputs) > 2 else None
         if target is None or insert.inputs[1] is None:
             return "an insert has no list or no tensor"
-        target = _through_identity(target)
+        target = peel_identity(target)
         if target is state:
             if position is not None and position is not counter:
                 return f"{quoted_node(insert)} is not at the end or at i"
@@ -364,7 +364,7 @@ class ListLengths:
             or erase.op_type != "SequenceErase"
             or erase.domain != ""
             or erase.inputs[0] is None
-            or _through_identity(erase.inputs[0]) is not state
+            or peel_identity(erase.inputs[0]) is not state
             or len(erase.inputs) < 2
             or erase.inputs[1] is not counter
         ):
@@ -531,14 +531,6 @@ def _carries_list(loop: ir.Node, body: ir.Graph, slot: int) -> bool:
     if 2 + slot >= len(body.inputs) or 1 + slot >= len(body.outputs):
         return False
     return is_sequence_value(loop.inputs[2 + slot]) or is_sequence_value(body.inputs[2 + slot])
-
-
-def _through_identity(value: ir.Value) -> ir.Value:
-    while (producer := value.producer()) is not None and producer.op_type == "Identity":
-        if producer.domain != "" or producer.inputs[0] is None:
-            break
-        value = producer.inputs[0]
-    return value
 
 
 def _visible_outside(value: ir.Value, node: ir.Node) -> bool:
