@@ -278,6 +278,9 @@ def _check_loop_to_scan(node: ir.Node, ctx: Context) -> ScanPlan | Refusal:
     walked = walked_tensor(node, body, ctx.facts.values)
     if isinstance(walked, str):
         return Refusal(walked)
+    changing = _carry_changing_shape(node, body, ctx)
+    if changing:
+        return changing
     unknown = unknown_output_rank(body)
     if unknown:
         return Refusal(unknown)
@@ -350,6 +353,19 @@ def _check_loop_to_range_scan(
                 "Where takes: tract 0.23.9 drops a Scan input the body does not read, and then "
                 "cannot plan a Scan left with none"
             )
+    changing = _carry_changing_shape(node, body, ctx)
+    if changing:
+        return changing
+    chain = condition_chain(body)
+    if isinstance(chain, str):
+        return Refusal(chain)
+    unknown = unknown_output_rank(body)
+    return Refusal(unknown) if unknown else (chain, count)
+
+
+def _carry_changing_shape(node: ir.Node, body: ir.Graph, ctx: Context) -> Refusal | None:
+    """Why a carried value of `node` cannot be a Scan's state (its shape may change between
+    iterations), or None."""
     kept = set(LoopShapes(node, ctx.facts.values).invariant_carried())
     for value in body.inputs[2:]:
         if value not in kept:
@@ -357,11 +373,7 @@ def _check_loop_to_range_scan(
                 f"the carried value '{value.name}' may change shape between iterations: a "
                 "Scan's state keeps one shape"
             )
-    chain = condition_chain(body)
-    if isinstance(chain, str):
-        return Refusal(chain)
-    unknown = unknown_output_rank(body)
-    return Refusal(unknown) if unknown else (chain, count)
+    return None
 
 
 def _loop_to_range_scan(

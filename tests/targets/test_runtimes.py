@@ -110,9 +110,9 @@ KNOWN = {
     ),
     ("idiom:pad_batch", "tract"): (
         "load",
-        "InferenceConcat",
-        "the loop that cuts the row ranges becomes a Scan whose state is the rows cut so far, a "
-        "Concat that grows each iteration, which tract 0.23.9 cannot type",
+        "Unimplemented(Loop)",
+        "the loop that cuts the row ranges grows the rows cut so far by a Concat each iteration, "
+        "a state that changes shape, which a Scan cannot carry: the loop stays a Loop",
     ),
     **{
         (f"dynamo:embedding_bag_{mode}", "tract"): (

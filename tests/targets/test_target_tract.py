@@ -209,6 +209,29 @@ def test_the_default_target_keeps_the_loop():
     assert op_counts(lowered)["Loop"] == 1 and report.rules_fired == {}
 
 
+def test_a_state_that_grows_is_refused_and_the_lowering_fails_the_target_cleanly():
+    """Rows appended to a carried tensor change its shape each iteration: a Scan's state keeps
+    one shape (its declared shape would contradict inference), so the Loop stays."""
+    model = parse(
+        RNN.replace("AXIS", "0")
+        .replace("float[B,4] h)", "float[?,4] h)")
+        .replace("float[B,4] state)", "float[?,4] state)")
+        .replace("=> (bool cond_out, float[B,4] next,", "=> (bool cond_out, float[?,4] next,")
+        .replace("mixed = Add(row, state)", "mixed = Concat<axis = 0>(state, row)")
+        .replace("out = Identity(next)", "out = Tanh(row)")
+    )
+    refusal = _refusal(model, "Loop", target_tract._check_loop_to_scan)
+    assert refusal.reason == (
+        "the carried value 'state' may change shape between iterations: a Scan's state keeps "
+        "one shape"
+    )
+    lowered, report = lower(model, target="tract")  # checked: full_check passes
+    assert op_counts(lowered)["Loop"] == 1 and "tract-loop-to-scan" not in report.rules_fired
+    assert not report.fits_target  # tract has no Loop: a target problem, not a broken model
+    x = RNG.standard_normal((3, 2, 4)).astype(np.float32)
+    _same_as_original(model, lowered, {"x": x, "h0": np.ones((2, 4), np.float32)})
+
+
 WHILE = """g (float[T,4] x) => (float[4] h) {
     shape = Shape(x)
     axis = Constant<value = int64 {0}>()
