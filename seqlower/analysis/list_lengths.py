@@ -167,17 +167,23 @@ class ListLengths:
 
     def _carried_input(self, value: ir.Value) -> Term:
         """A body input of a Loop: its group's base (the body input of the group's first slot)."""
+        carried = self._carried_slot(value)
+        if carried is None:
+            return (value, 0)
+        loop, slot = carried
+        for group in self.groups(loop):
+            if slot in group:
+                return (_body(loop).inputs[2 + group[0]], 0)
+        return (value, 0)
+
+    def _carried_slot(self, value: ir.Value) -> tuple[ir.Node, int] | None:
+        """The Loop whose body input `value` is a carried value, and its slot; else None."""
         graph = value.graph
         loop = self._owner(graph)
         if graph is None or loop is None or loop.op_type != "Loop" or loop.domain != "":
-            return (value, 0)
+            return None
         index = next((j for j, v in enumerate(graph.inputs) if v is value), None)
-        if index is None or index < 2:
-            return (value, 0)
-        for group in self.groups(loop):
-            if index - 2 in group:
-                return (graph.inputs[2 + group[0]], 0)
-        return (value, 0)
+        return None if index is None or index < 2 else (loop, index - 2)
 
     def _if_output(self, node: ir.Node, value: ir.Value) -> Term:
         """The branches' term when they agree; else one base for the outputs of `node` whose
@@ -415,18 +421,14 @@ class ListLengths:
             ):
                 return True  # max(L0, iterations run): at most max(L0, trips)
             return self._carried_at_most(producer, slot, bound, assumed)
-        loop = self._owner(base.graph)
-        if producer is not None or loop is None or loop.op_type != "Loop" or loop.domain != "":
+        carried = None if producer is not None else self._carried_slot(base)
+        if carried is None:
             return False
-        graph = base.graph
-        assert graph is not None
-        index = next((j for j, v in enumerate(graph.inputs) if v is base), None)
-        if index is None or index < 2:
-            return False
-        start = loop.inputs[index]
+        loop, slot = carried
+        start = loop.inputs[2 + slot]
         if start is None or not self._at_most(start, bound, assumed):
             return False
-        return self._carried_at_most(loop, index - 2, bound, assumed)
+        return self._carried_at_most(loop, slot, bound, assumed)
 
     def _carried_at_most(
         self, loop: ir.Node, slot: int, bound: int, assumed: dict[ir.Value, int]
@@ -477,15 +479,8 @@ class ListLengths:
                 starts = self._possible(start, known)
                 return None if starts is None else frozenset(max(n, trips) for n in starts)
             return self._carried_possible(producer, slot, known)  # after any iteration
-        loop = self._owner(base.graph)
-        if producer is not None or loop is None or loop.op_type != "Loop" or loop.domain != "":
-            return None
-        graph = base.graph
-        assert graph is not None
-        index = next((j for j, v in enumerate(graph.inputs) if v is base), None)
-        if index is None or index < 2:
-            return None
-        return self._carried_possible(loop, index - 2, known)
+        carried = None if producer is not None else self._carried_slot(base)
+        return None if carried is None else self._carried_possible(*carried, known)
 
     def _carried_possible(
         self, loop: ir.Node, slot: int, known: dict[ir.Value, frozenset[int]]

@@ -71,11 +71,12 @@ class RuntimeWorkaroundsPass(ir.passes.InPlacePass):
                     taken.update(v.name for node in graph for v in node.outputs if v.name)
             return taken
 
+        graphs = list(iter_all_graphs(model))  # the rewrites below add no subgraph
         if not self.speed_first and any(  # onnxruntime folds them: no cost, but no need
-            node.op_type == "If" for graph in iter_all_graphs(model) for node in graph
+            node.op_type == "If" for graph in graphs for node in graph
         ):
-            self.remade += _remake_every_empty_constant(model, names)
-        for graph in iter_all_graphs(model):
+            self.remade += _remake_every_empty_constant(model, graphs, names)
+        for graph in graphs:
             for loop in [node for node in graph if node.op_type == "Loop" and node.domain == ""]:
                 self.remade += _remake_empty_constants(graph, loop, names)
             if graph is not model.graph and not self.speed_first:  # an Identity per iteration
@@ -174,14 +175,15 @@ def _remake_empty_constants(graph: ir.Graph, loop: ir.Node, names: Callable[[], 
     return remade
 
 
-def _remake_every_empty_constant(model: ir.Model, names: Callable[[], set[str]]) -> int:
+def _remake_every_empty_constant(
+    model: ir.Model, graphs: list[ir.Graph], names: Callable[[], set[str]]
+) -> int:
     """Make every constant of size 0 that a node or a subgraph's output reads a ConstantOfShape
     of the same shape and type, where the constant was (an initializer's at the start of the
     main graph; a graph output of the model keeps its constant); returns how many constants
     were remade. onnxruntime folds such a ConstantOfShape, and the cleanup's hoisting and
     sinking leave it where it is, as they leave a Constant."""
     made: dict[ir.Value, ir.Value] = {}
-    graphs = list(iter_all_graphs(model))
     for graph in graphs:
         empties = [(node, node.outputs[0]) for node in graph if node.op_type == "Constant"]
         if graph is model.graph:
