@@ -132,3 +132,44 @@ agraph (float[2,4] x) => (float[1,2,4] y) {"""
     not_leading = _PUSH.replace("row = Unsqueeze (t, axes0)", "row = Unsqueeze (t, axes1)")
     not_leading = not_leading.replace("y = Concat <axis = 0> (s, row)", "y = Identity (row)")
     assert _fold(not_leading) == 0
+
+
+_BRANCH_PUSH = """
+agraph (float[N] s, float[3] x, bool c) => (float[M] y) {
+  empty = Constant <value = int64[0] {}> ()
+  last = Constant <value = int64[1] {-1}> ()
+  stop = Constant <value = int64[1] {3}> ()
+  piece = Slice (x, last, stop)
+  scalar = Reshape (piece, empty)
+  y = If (c) <
+    then_branch = then_g () => (float[P] pushed) {
+      axes = Constant <value = int64[1] {0}> ()
+      row = Unsqueeze (scalar, axes)
+      pushed = Concat <axis = 0> (s, row)
+    },
+    else_branch = else_g () => (float[N] kept) {
+      kept = Identity (s)
+    }
+  >
+}"""
+
+
+def test_a_row_pushed_in_a_branch_is_made_by_a_producer_outside_it():
+    """The Reshape that makes the scalar sits outside the branch that pushes it (sinking moves it
+    in only after this pass): it makes the row there, so that lowering the result again finds
+    nothing left to fold."""
+    assert _fold(_BRANCH_PUSH) == 1
+    model = parse(_BRANCH_PUSH)
+    lowered, _ = lower(model, target="generic")
+    assert "Unsqueeze" not in op_counts(lowered)
+    again, report = seqlower.optimize(lowered)
+    assert not report.rules_fired
+    assert seqlower.io.model_to_bytes(again) == seqlower.io.model_to_bytes(lowered)
+    rng = np.random.default_rng(3)
+    for n, c in ((0, True), (2, True), (2, False)):
+        feeds = {
+            "s": rng.standard_normal(n).astype(np.float32),
+            "x": rng.standard_normal(3).astype(np.float32),
+            "c": np.array(c),
+        }
+        assert_same_outputs(model, lowered, feeds)

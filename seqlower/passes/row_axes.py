@@ -16,7 +16,8 @@ nothing (a Gather at a constant index reads `[i]` instead, a Reshape or Unsqueez
 dims makes one dim more), the axis is made there and the Unsqueeze goes. onnxruntime then also
 runs a MatMul of a `[1, k]` row and an Add as one Gemm, where for a 1-D vector it puts a Reshape
 before and after it. Each value on the way must be read by the next operator alone (it changes
-shape) and not be an output of its graph; otherwise nothing changes.
+shape) and not be an output of its graph; otherwise nothing changes. A producer may sit in a
+graph that holds the Unsqueeze's (a value made before an If and pushed in one branch).
 """
 
 from __future__ import annotations
@@ -141,7 +142,6 @@ def _plan_step(
     if (
         producer is None
         or producer.domain != ""
-        or producer.graph is not reader.graph
         or value.shape is None
         or value.is_graph_output()
         or len(producer.outputs) != 1
