@@ -67,8 +67,10 @@ Verdict = Literal[
 """The verdict on one output in one trial. "missing": the candidate lacks the output.
 "unstable": the values differed, but a model gave other values when run again on the same
 inputs (a runtime that reads memory it never wrote), so the difference proves nothing.
-"outside the specification": only the candidate failed, and `onnx.reference` fails on the
-original too: onnxruntime ran an input the specification rejects. "specification sides with
+"outside the specification": onnxruntime ran an input the specification rejects: only the
+candidate failed, and `onnx.reference` fails on the original too, or the values differed where
+`onnx.reference` rejects the original's concatenation of inputs whose other dims differ (which
+onnxruntime fills with memory it never wrote). "specification sides with
 candidate": the values differed, and `onnx.reference` computes the candidate's from the
 original: onnxruntime departs from the specification there."""
 
@@ -336,6 +338,14 @@ def _trial_failures(trial: TrialResult, strict_errors: bool) -> list[tuple[str, 
     if trial.status == "outside the specification":
         if not strict_errors:
             return []  # onnxruntime ran an input the specification rejects
+        if not trial.candidate_error:  # both ran: a concatenation of a misfit
+            return [
+                (
+                    ": ",
+                    "the values differ where the specification rejects the input (onnx.reference "
+                    f"fails on the original: {trial.reference_error})",
+                )
+            ]
         return [
             (
                 ": ",

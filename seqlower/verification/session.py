@@ -414,9 +414,10 @@ class Session:
     ) -> TrialResult:
         """`result`, or where `onnx.reference` sides with the candidate against onnxruntime's
         run of the original (see `seqlower.verification.specification`), the same trial as
-        "outside the specification" (only the candidate failed, and the reference fails on the
-        original too: onnxruntime ran an input the specification rejects) or "specification
-        sides with candidate" (the outputs differ, and the reference computes the candidate's)."""
+        "outside the specification" (onnxruntime ran an input the specification rejects: only the
+        candidate failed, and the reference fails on the original too; or the outputs differ, and
+        the reference rejects a concatenation of the original there) or "specification sides with
+        candidate" (the outputs differ, and the reference computes the candidate's)."""
         if self._specification is None:
             return result
         if result.status == "ok" and original.outputs is not None:
@@ -428,12 +429,16 @@ class Session:
             if excuse is None:
                 return result
             return _settled(result, "outside the specification", reference_error=excuse)
-        settled = (
-            result.status == "differ"
-            and candidate.outputs is not None
-            and self._specification.sides_with(feeds, candidate.outputs)
-        )
-        return _settled(result, "specification sides with candidate") if settled else result
+        if result.status != "differ":
+            return result
+        if candidate.outputs is not None and self._specification.sides_with(
+            feeds, candidate.outputs
+        ):
+            return _settled(result, "specification sides with candidate")
+        rejected = self._specification.rejects(feeds)
+        if rejected is None:
+            return result
+        return _settled(result, "outside the specification", reference_error=rejected)
 
     def _same(self, outcome: RunOutcome, again: RunOutcome) -> bool:
         if outcome.outputs is None or again.outputs is None:

@@ -10,8 +10,12 @@ specification (seqlower.runtime_quirks lists the departures). Two kinds show in 
 - onnxruntime computes another value than the specification. Its ReduceMax ignores a NaN that
   comes after a number; the specification's maximum is NaN there, and so is the lowered
   model's, so "values differ" would blame the rewrite.
+- onnxruntime runs an input the specification rejects into memory it never wrote. Its Concat
+  (and ConcatFromSequence) of an empty input whose other dims do not fit gives rows of
+  uninitialized memory, in the original and in the lowered model alike; the specification
+  rejects the concatenation, so "values differ" would blame the rewrite for noise.
 
-`SpecificationJudge` settles both, for the departures seqlower knows only: each is a probed
+`SpecificationJudge` settles all three, for the departures seqlower knows only: each is a probed
 quirk of seqlower.runtime_quirks (`DEPARTURES`), considered where the installed onnxruntime
 still shows it and the original holds its operator (a NaN in the inputs too, for the NaN one).
 `onnx.reference`, the specification's own implementation, then runs the original. It is not
@@ -21,12 +25,14 @@ on the original in a trial both models ran (`witness`): an evaluator that cannot
 at all must not excuse a candidate. `excuse(feeds)` gives its error when it fails on the
 original too (None otherwise: the candidate's failure is a difference), and `sides_with(feeds,
 outputs)` says whether it computes the candidate's outputs from the original (within the same
-tolerances).
+tolerances), and `rejects(feeds)` gives its error when it rejects the original's concatenation of
+a misfit (None otherwise: differing values are a difference).
 
     judge = SpecificationJudge(lambda: ReferenceRunner(original), ops={"SplitToSequence"})
     judge.witness(feeds_of_an_ok_trial, onnxruntime_outputs_of_the_original)
     judge.excuse(feeds_where_only_the_candidate_failed)   # "need at least one array ..." or None
     judge.sides_with(feeds_where_values_differ, candidate_outputs)   # True or False
+    judge.rejects(feeds_where_values_differ)   # "... except for the concatenation axis ..." or None
 
 The evaluator is built on first use (importing `onnx.reference` is slow), and never when no
 candidate fails or differs where a departure may explain it.
@@ -53,13 +59,19 @@ class Departure:
 
     quirk: str
     ops: frozenset[str]
-    shows_as: str  # "failure" or "NaN values"
+    shows_as: str  # "failure", "NaN values" or "misfit concatenated"
 
 
 DEPARTURES = (
     Departure("split-to-sequence-empty-split", frozenset({"SplitToSequence"}), "failure"),
     Departure("reduce-max-nan-order", frozenset({"ReduceMax", "ReduceMin"}), "NaN values"),
+    Departure(
+        "concat-empty-misfit", frozenset({"Concat", "ConcatFromSequence"}), "misfit concatenated"
+    ),
 )
+
+# how onnx.reference (numpy) rejects a concatenation whose inputs' other dims differ
+_MISFIT_ERROR = "except for the concatenation axis"
 
 
 class SpecificationJudge:
@@ -107,6 +119,16 @@ class SpecificationJudge:
             return False
         found = self._reference().run(feeds).outputs
         return found is not None and self._same(found, outputs)
+
+    def rejects(self, feeds: Feeds) -> str | None:
+        """`onnx.reference`'s error on the original for `feeds`, when it is trusted and rejects a
+        concatenation of inputs whose other dims differ there (onnxruntime concatenates an empty
+        one without a check); else None."""
+        if "misfit concatenated" not in self._shows or not self._is_trusted():
+            return None
+        outcome = self._reference().run(feeds)
+        error = outcome.error or ""
+        return error if not outcome.ok and _MISFIT_ERROR in error else None
 
     def _same(
         self, expected: Mapping[str, RuntimeValue], actual: Mapping[str, RuntimeValue]
