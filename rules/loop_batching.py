@@ -12,6 +12,8 @@ applied once to the stack of the elements it reads (as `sequence-map-batch` does
            acc' appended or a scan output = Add(acc0, CumSum(f'(...), axis 0))
     a carried value passed the element read, prev' = Gather(x, i) (`prev = x[t]` in a loop)
         -> prev in every iteration = Slice(Concat(Unsqueeze(prev0, 0), x), 0, M) (one row late)
+    a tensor y read at i whose rows are not known to be M (a table of per-level constants)
+        -> Slice(y, 0, M + Gather([0], Max(M - rows(y), 0))): fails where an iteration would
 
 f' is f batched over a new leading axis (`seqlower.batching`): the TorchScript forms
 `for t in x.unbind(0): out.append(f(t))`, `for s in x.split(1, 0): ...`, `for h in range(H):
@@ -25,7 +27,12 @@ element's type and static shape); the condition must stay true.
 Floating-point sums may round differently from the loop's own order (CumSum and ReduceSum). The
 trip count must be the length of what is read (or the minimum of such lengths, as `zip`
 computes: then the stacks are cut to it), so that the batch holds exactly the elements the
-iterations would read.
+iterations would read; or be proved equal to it by the symbolic shapes of the loop analysis
+(`seqlower.analysis.loop_shapes`, which carries a dim through Slices over a whole axis, TopK,
+reductions, Tiles and broadcasts where inference loses it). A tensor read at the iteration
+number that is not proved to have the trip count's length is cut to it, with a check that fails
+exactly where the loop would: at M > len (an iteration reads past the end), never at M <= 0
+(no iteration reads anything, even from an empty tensor).
 
 It also takes the iteration number used as a number (it is Range(0, M), and the loop need read
 nothing else); a running maximum or minimum read after the loop (one reduction over the initial
@@ -39,7 +46,9 @@ the chunks, as torch_geometric's `unbatch` writes it).
 
 Refused (the Loop is left to the other loop rules): a value carried from one iteration to the
 next otherwise (an RNN state), a condition that may end the loop early, a body op without a
-batching rule, a trip count not known to match what is read.
+batching rule, a trip count not known to match a list that is read, or a tensor read beside
+slices whose bounds differ per element (their masked batch, cut and checked, costs more than
+the loop over the few chunks such loops read).
 """
 
 from __future__ import annotations
@@ -53,6 +62,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.facts import element_dtype
+from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.analysis.provenance import split_source
 from seqlower.batching.body import BodyPlan, emit_body, plan_region
 from seqlower.batching.core import Emitter, Operand
@@ -76,7 +86,7 @@ from seqlower.rules.loops import (
     unrolled_size,
 )
 from seqlower.rules.ragged_reads import RaggedChunks, ragged_chunks
-from seqlower.rules.stacks import merged_shape, moveaxis_to_front
+from seqlower.rules.stacks import dims, merged_shape, moveaxis_to_front
 from seqlower.uses import use_count
 
 # What a length is known to equal: a static count, a named dim, a dim of one value, or the length
@@ -139,6 +149,8 @@ class LoopBatchPlan:
     joined: tuple[tuple[int, int], ...] = ()
     heads: tuple[tuple[int, tuple[ir.Value, ...]], ...] = ()
     accumulated: tuple[int, ...] = ()  # carried tensors grown by Concat (the rest are lists)
+    # reads of tensors not proved to have the trip count's length: cut to it, with a check
+    guarded: tuple[ir.Node, ...] = ()
 
 
 def _outer(value: ir.Value, body: ir.Graph) -> bool:
@@ -250,6 +262,33 @@ def _shape_entry_term(gather: ir.Node, ctx: Context) -> frozenset[Term] | None:
     if not -rank <= position < rank:
         return None
     return frozenset([_dim_term(data, position % rank)])
+
+
+def _unproved_lengths(
+    node: ir.Node, count: ir.Value, reads: list[Read], ctx: Context
+) -> list[Read]:
+    """The reads of `reads` not proved to have the trip count's length along their axis by the
+    symbolic shapes of the loop analysis (`seqlower.analysis.loop_shapes`). It carries a dim
+    through the ops whose inferred shape loses it (a Slice over the whole axis, TopK and the
+    other axes of a reduction, a Tile by a count read from a Shape, a broadcast of equal
+    dims), so `for b in range(x.size(0)): x[b][idx[b]]` with `idx` made from x by Where, TopK
+    and Slices reads idx at dim 0 of x."""
+    tensors = [read for read in reads if read.node.op_type == "Gather" and read.ragged is None]
+    if not tensors:
+        return reads
+    shapes = LoopShapes(node, ctx.facts.values)
+    trip = shapes.content(count)
+    if trip is None or len(trip) != 1:
+        return reads
+    unproved = [read for read in reads if read not in tensors]
+    for read in tensors:
+        source = read.node.inputs[0]
+        assert source is not None and source.shape is not None  # as `_read` found it
+        axis = read.node.attributes.get_int("axis", 0) % len(source.shape)
+        dims = shapes.outer_shape(source)
+        if not isinstance(dims, tuple) or len(dims) <= axis or dims[axis] != trip[0]:
+            unproved.append(read)
+    return unproved
 
 
 def _one_static_int(value: ir.Value, ctx: Context) -> int | None:
@@ -570,9 +609,11 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     if not reads and not counter:
         return Refusal("the body does not read the iteration number")
     terms = _count_terms(count, ctx) if reads else frozenset()
-    if terms is None or any(read.length not in terms for read in reads):
+    unmatched = [read for read in reads if terms is None or read.length not in terms]
+    guarded = _unproved_lengths(node, count, unmatched, ctx) if unmatched else []
+    if any(read.node.op_type != "Gather" or read.ragged is not None for read in guarded):
         return Refusal("the trip count is not known to be the length of what the body reads")
-    cut = len(terms) > 1
+    cut = terms is not None and len(terms) > 1
     ragged = {r.node for r in reads if r.ragged is not None}
     if ragged and cut:
         return Refusal("chunks of differing sizes read beside a list of another length")
@@ -613,6 +654,13 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     )
     if isinstance(plan, Refusal):
         return plan
+    if guarded and any(operand.ragged_axis is not None for operand in plan.operands.values()):
+        # slices of differing sizes held with a mask, in a batch cut to the trip count: over
+        # the few chunks such loops read, that costs more than the loop it replaces (measured)
+        return Refusal(
+            "the trip count is not known to be the length of what the body reads, and the "
+            "body cuts slices whose bounds differ per element"
+        )
     for running in sums:  # a maximum stacks its terms after the initial value
         term_shape = plan.outputs[wanted.index(running.term)].shape
         initial = node.inputs[2 + running.index]
@@ -638,12 +686,13 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
         if plan.outputs[index].ragged_axis is not None and all(t is not value for _, t in appends):
             return Refusal(f"body output '{value.name}' is a slice whose bounds differ per element")
     static = ctx.facts.static_int(count)
-    if static is None and not cut and reads and isinstance(reads[0].dim, int):
-        static = reads[0].dim  # the length of what is read, before the trip count folds to it
-    cheaper = _unrolling_is_cheaper(node, static, reads, region, appends, ctx)
+    matched = [read for read in reads if read not in guarded]
+    if static is None and not cut and matched and isinstance(matched[0].dim, int):
+        static = matched[0].dim  # the length of what is read, before the trip count folds to it
+    cheaper = _unrolling_is_cheaper(node, static, reads, region, appends, ctx, len(guarded))
     if cheaper is not None:
         return Refusal(cheaper)
-    dim = static if static is not None else (None if cut or not reads else reads[0].dim)
+    dim = static if static is not None else (None if cut or not matched else matched[0].dim)
     return LoopBatchPlan(
         tuple(reads),
         plan,
@@ -658,6 +707,7 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
         tuple(joined.items()),
         tuple(heads.items()),
         tuple(accumulated),
+        tuple(read.node for read in guarded),
     )
 
 
@@ -668,6 +718,7 @@ def _unrolling_is_cheaper(
     region: list[ir.Node],
     appends: list[tuple[int, ir.Value]],
     ctx: Context,
+    checks: int = 0,
 ) -> str | None:
     """Why `loop-unroll` should take a loop with a static trip count, or None.
 
@@ -687,7 +738,7 @@ def _unrolling_is_cheaper(
         if use.node.op_type == "ConcatFromSequence"
         and use.node.attributes.get_int("new_axis", 0) == 0
     )
-    batched = len(region) + sum(read.cost for read in reads) + 3 * reshapes
+    batched = len(region) + sum(read.cost for read in reads) + 3 * reshapes + _CHECK_COST * checks
     unrolled = count * (len(region) + len(reads)) + outputs
     if unrolled < batched:
         return (
@@ -833,7 +884,9 @@ def _runs(node: ir.Node, plan: LoopBatchPlan, ctx: Context, builder: Builder) ->
         use.node.op_type in ("Gather", "SequenceAt") and use.idx == 1
         for use in _body(node).inputs[0].uses()
     )
-    if not (plan.cut or plan.lagged or gathers) or _never_negative_count(count, ctx):
+    if not (plan.cut or plan.lagged or plan.guarded or gathers) or _never_negative_count(
+        count, ctx
+    ):
         return count
     zero = builder.constant(np.array(0, np.int64), "zero")
     runs = builder.op("Max", [count, zero], name="runs")
@@ -860,6 +913,42 @@ def _never_negative_count(count: ir.Value, ctx: Context) -> bool:
 
 _EXTREMA = ("ReduceMin", "ReduceMax")
 _RESHAPES = ("Reshape", "Squeeze")
+
+
+_CHECK_COST = 7  # `_checked_rows`: Shape, Sub, Max, Gather, Add, Slice, and the end
+
+
+def _checked_rows(
+    read: ir.Node, end: ir.Value, count: int | ir.SymbolicDim | None, builder: Builder
+) -> ir.Value:
+    """The stack of the elements the loop reads with `read` = Gather(x, i, axis=a) for i in
+    [0, M), M = `end` (1-D, never negative): the first M entries of x along a, moved to the
+    front, where x is not proved to hold M of them. Iteration i of the loop fails when i is
+    past the end of x, so the loop fails exactly when M > len(x) (it reads nothing when M is
+    0, even from an empty x); the batched read fails there too, on a Gather from a table of
+    one zero at Max(M - len(x), 0), whose 0 is added to the Slice end:
+
+        Slice(x, 0, M + Gather([0], Max(M - Shape(x)[a], 0)), axes=[a])
+
+    Not Gather(x, Range(0, M)): onnxruntime's optimizer reads that as a Slice, which gives
+    the rows there are instead of failing (quirk gather-range-past-end)."""
+    source = read.inputs[0]
+    assert source is not None and source.shape is not None
+    rank = len(source.shape)
+    axis = read.attributes.get_int("axis", 0) % rank
+    length = dims(builder, source, axis, axis + 1)
+    excess = builder.op("Sub", [end, length], name="rows_missing")
+    excess = builder.op("Max", [excess, builder.ints([0], "zero_1d")], name="rows_missing")
+    table = builder.ints([0], "zero_table")
+    check = builder.op("Gather", [table, excess], {"axis": 0}, name="rows_check")
+    checked = builder.op("Add", [end, check], name="rows_read")
+    for value in (excess, check, checked):
+        value.type, value.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([1])
+    start, axes = builder.ints([0], "zero_1d"), builder.ints([axis], "read_axis")
+    rows = builder.op("Slice", [source, start, checked, axes], name="rows")
+    rows.type = source.type
+    rows.shape = ir.Shape([*source.shape[:axis], count, *source.shape[axis + 1 :]])
+    return moveaxis_to_front(builder, rows, axis, rank)
 
 
 def _lagged_stack(
@@ -892,12 +981,14 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     """Loop(M, true, [], body(i, c, s): s' = SequenceInsert(s, f(SequenceAt(xs, i))))
     -> SplitToSequence(f'(stack(xs)), axis=0, keepdims=0); scan outputs of f(Gather(x, i))
     -> f'(x with the gathered axis moved to the front); the chunks of SplitToSequence(x, sizes)
-    with 1-D run-time sizes -> f'(x once per chunk, masked to the positions of each chunk)"""
+    with 1-D run-time sizes -> f'(x once per chunk, masked to the positions of each chunk);
+    Gather(y, i) with the rows of y not known to be M
+    -> Slice(y, 0, M + Gather([0], Max(M - rows(y), 0)))"""
     builder = ctx.rewriter.before(node)
     count = _runs(node, plan, ctx, builder)
     # the trip count as a Slice end: where the stacks are cut to it, and for values read late
     end = None
-    if plan.cut or plan.lagged:
+    if plan.cut or plan.lagged or plan.guarded:
         end = builder.op("Reshape", [count, builder.ints([1])], name="trip_count")
     stacks: list[ir.Value] = []
     masks: dict[ir.Value, ir.Value] = {}
@@ -905,9 +996,12 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
         if read.ragged is not None:  # the split tensor once per chunk, with their positions
             # the checked count of chunks is the trip count (never cut: `_check`)
             stack, masks[read.node.outputs[0]], count = read.ragged.emit(builder)
+        elif read.node in plan.guarded:
+            assert end is not None
+            stack = _checked_rows(read.node, end, plan.count, builder)
         else:
             stack = read.build(builder)
-        if plan.cut:
+        if plan.cut and read.node not in plan.guarded:
             assert end is not None
             zero = builder.ints([0])
             stack = builder.op("Slice", [stack, zero, end, zero], name="first_elements")

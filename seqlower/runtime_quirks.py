@@ -208,6 +208,16 @@ def _split_by_negative_size_crashes() -> bool:
     return _child_dies(_model(SPLIT_OF_A_PIECE), f"s.run(None, {feeds})")
 
 
+TOPK_OF_NO_ROW = """g (float[B,4] x) => (float[B,2] v, int64[B,2] i) {
+    two = Constant<value = int64[1] {2}>()
+    v, i = TopK<axis = -1>(x, two)
+}"""
+
+
+def _topk_of_no_row_crashes() -> bool:
+    return _child_dies(_model(TOPK_OF_NO_ROW), "s.run(None, {'x': np.zeros((0, 4), np.float32)})")
+
+
 def _reduce_noop_fails() -> bool:
     model = _model(
         "g (float[4,3] e) => (float[4,3] o) { o = ReduceLogSumExp<noop_with_empty_axes = 1>(e) }"
@@ -268,6 +278,12 @@ def _gather_of_negative_range_slices() -> bool:
     x = np.arange(12, dtype=np.float32).reshape(4, 3)
     outputs = _runs(_model(GATHER_NEGATIVE_RANGE), {"x": x, "m": np.array(-1, np.int64)})
     return outputs is None or outputs[0].shape != (0, 3)
+
+
+def _gather_of_long_range_slices() -> bool:
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    # the specification's Gather fails: position 4 is past the 4 rows
+    return _runs(_model(GATHER_NEGATIVE_RANGE), {"x": x, "m": np.array(6, np.int64)}) is not None
 
 
 EMPTY_REDUCTIONS = """g (float[N,3] x, int64[N,3] k) => (float[3] top, int64[3] low) {
@@ -398,6 +414,16 @@ QUIRKS: tuple[Quirk, ...] = (
         crashes=True,
     ),
     Quirk(
+        "topk-empty-rows-crash",
+        "floating-point exception (the process dies) running TopK along the last axis of a "
+        "tensor with no row ([0, 4], k = 2); the result is [0, 2]",
+        "1.20.0; not on 1.32.0",
+        "nothing: such a TopK runs in the original as in the lowered model (PointNet++'s "
+        "grouping of a batch of none); the tests run it on releases without the crash only",
+        _topk_of_no_row_crashes,
+        crashes=True,
+    ),
+    Quirk(
         "fused-matmul-double",
         "refuses to load MatMul(Transpose(x)) over double: its MatMul-Transpose fusion makes a "
         "com.microsoft FusedMatMul, which has a float kernel only",
@@ -471,6 +497,17 @@ QUIRKS: tuple[Quirk, ...] = (
         "a batched loop whose trip count may be negative runs Max(m, 0) times (a Loop runs "
         "no iteration then)",
         _gather_of_negative_range_slices,
+    ),
+    Quirk(
+        "gather-range-past-end",
+        "Gather(x, Range(0, m, 1)) with m past the rows of x returns every row (its optimizer's "
+        "Slice(x, 0, m) stops at the end); the specification's Gather fails at the first "
+        "position past the end",
+        "1.20.0 to 1.32.0",
+        "a batched loop that reads a tensor not proved to hold one entry per iteration cuts "
+        "it to the trip count with a Slice, and checks the count with a Gather from a table "
+        "of one zero, which fails where an iteration would read past the end",
+        _gather_of_long_range_slices,
     ),
     Quirk(
         "split-to-sequence-empty-split",

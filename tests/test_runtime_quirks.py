@@ -119,6 +119,29 @@ def test_a_gather_of_a_negative_range_reads_rows():
     assert rows.shape == (3, 3)
 
 
+def test_a_gather_of_a_range_past_the_end_reads_the_rows_there_are():
+    """The specification's Gather fails at position 4 of 4 rows, and onnxruntime's unoptimized
+    run does; its optimizer's Slice(x, 0, 6) stops at the end (why loop-batch checks a count
+    with a Gather of its own: tests/rules/test_loop_batching_lengths.py)."""
+    _skip_unless_it_holds("gather-range-past-end")
+    model = parse(runtime_quirks.GATHER_NEGATIVE_RANGE)
+    feeds = {"x": np.arange(12, dtype=np.float32).reshape(4, 3), "m": np.array(6)}
+    (rows,) = run_ort(model, feeds)
+    assert rows.shape == (4, 3)
+
+
+def test_a_topk_over_no_row_gives_no_row():
+    """Where the release does not crash on it (a child process asks), TopK of [0, 4] is [0, 2]."""
+    (quirk,) = [q for q in runtime_quirks.QUIRKS if q.key == "topk-empty-rows-crash"]
+    assert quirk.crashes
+    if runtime_quirks.holds(quirk.key):
+        pytest.skip(f"onnxruntime {VERSION} crashes here")
+    values, positions = run_ort(
+        parse(runtime_quirks.TOPK_OF_NO_ROW), {"x": np.zeros((0, 4), np.float32)}
+    )
+    assert values.shape == positions.shape == (0, 2)
+
+
 def test_an_empty_split_vector_gives_chunks_of_one():
     _skip_unless_it_holds("split-to-sequence-empty-split")
     model = parse("""g (float[3,2] x, int64[K] sizes) => (int64 n) {
