@@ -68,11 +68,11 @@ from seqlower.batching.body import BodyPlan, emit_body, plan_region
 from seqlower.batching.core import Emitter, Operand
 from seqlower.batching.shapes import infer_region_shapes
 from seqlower.lists.signs import never_negative
-from seqlower.ops import peel_identity
+from seqlower.ops import outer_reads, peel_identity
 from seqlower.options import SPEED_FIRST_TARGETS
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-from seqlower.rules import loop_chunks
+from seqlower.rules import if_select, loop_chunks
 from seqlower.rules.batching import _connect, _merge_shapes, _source
 from seqlower.rules.loop_appends import splittable, unsplittable
 from seqlower.rules.loops import (
@@ -557,6 +557,20 @@ def _running_sum(
 _RUNNING = {"Add": "ReduceSum", "Max": "ReduceMax", "Min": "ReduceMin"}
 
 
+def _selects(node: ir.Node, ctx: Context) -> bool:
+    """Whether `if-to-where` or `if-to-logic` takes the If `node` (cheaper than running each
+    branch on its own rows, as the batched body would)."""
+    return any(
+        not isinstance(check(node, ctx), Refusal)
+        for check in (if_select._check, if_select._check_flag)
+    )
+
+
+def _reads(node: ir.Node) -> list[ir.Value | None]:
+    """What `node` reads: its inputs, and the values its subgraphs read from around them."""
+    return [*node.inputs, *outer_reads(node)] if node.attributes.data else list(node.inputs)
+
+
 def _region(body: ir.Graph, wanted: list[ir.Value], stops: set[ir.Value]) -> list[ir.Node]:
     """The body nodes that compute `wanted` from `stops` and outer values, in body order."""
     needed: set[ir.Node] = set()
@@ -566,7 +580,7 @@ def _region(body: ir.Graph, wanted: list[ir.Value], stops: set[ir.Value]) -> lis
         if producer is None or producer.graph is not body or producer in needed:
             continue
         needed.add(producer)
-        stack.extend(v for v in producer.inputs if v is not None and v not in stops)
+        stack.extend(v for v in _reads(producer) if v is not None and v not in stops)
     return [n for n in body if n in needed]
 
 
@@ -590,6 +604,9 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     found = _carried(node, body, ctx)
     if isinstance(found, Refusal):
         return found
+    for inner in body:
+        if inner.op_type == "If" and inner.domain == "" and _selects(inner, ctx):
+            return Refusal("an If of the body becomes a Where or logic first (if-to-where)")
     appends, kept, sums, lagged = found.appends, found.kept, found.sums, found.lagged
     heads, accumulated = found.heads, found.accumulated
     for k, tensor in appends:
@@ -645,7 +662,7 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     states = {body.inputs[1], *(body.inputs[2 + k] for k, _ in appends)}
     states |= {body.inputs[2 + running.index] for running in sums}
     for region_node in region:
-        if any(value in states for value in region_node.inputs):
+        if any(value in states for value in _reads(region_node)):
             return Refusal(f"body op {region_node.op_type} reads the loop state")
     opset = ctx.rewriter.opset(node.graph)
     shapes = infer_region_shapes(region, {v: o.shape for v, o in seeds.items()}, {"": opset})

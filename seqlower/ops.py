@@ -5,12 +5,14 @@ from __future__ import annotations
 __all__ = [
     "SEQUENCE_OPS",
     "graphs_within",
+    "graphs_within_node",
     "has_subgraph",
     "is_sequence_op",
     "is_sequence_value",
     "iter_all_graphs",
     "iter_all_nodes",
     "node_subgraphs",
+    "outer_reads",
     "peel_identity",
     "quoted_node",
     "same_dim",
@@ -171,6 +173,36 @@ def quoted_node(node: ir.Node) -> str:
         return f"{node.op_type} '{node.name}'"
     first = node.outputs[0].name if node.outputs else None
     return f"{node.op_type} (output '{first}')" if first else f"{node.op_type} (unnamed)"
+
+
+def outer_reads(node: ir.Node) -> list[ir.Value]:
+    """The values of enclosing graphs that `node`'s subgraphs read (nested ones included), and
+    those a subgraph gives back as an output, each once, in the order first read."""
+    inner = graphs_within_node(node)
+    found: dict[ir.Value, None] = {}
+    for graph in inner:
+        for each in graph:
+            for value in each.inputs:
+                if value is not None and not _made_in(value, inner):
+                    found[value] = None
+        for value in graph.outputs:
+            if not _made_in(value, inner):
+                found[value] = None
+    return list(found)
+
+
+def graphs_within_node(node: ir.Node) -> list[ir.Graph]:
+    """Every graph nested in `node`, outer ones first."""
+    found: list[ir.Graph] = []
+    for graph in subgraphs(node):
+        found.extend(graphs_within(graph))
+    return found
+
+
+def _made_in(value: ir.Value, graphs: list[ir.Graph]) -> bool:
+    producer = value.producer()
+    owner = value.graph if producer is None else producer.graph
+    return any(owner is graph for graph in graphs)
 
 
 def peel_identity(value: ir.Value) -> ir.Value:

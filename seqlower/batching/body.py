@@ -17,9 +17,11 @@ from collections.abc import Iterable, Mapping, Sequence
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
+from seqlower.batching.branches import plan_if
 from seqlower.batching.core import Batched, Emitter, Operand, OpView
 from seqlower.batching.ops import OP_RULES, RANDOM_OPS
-from seqlower.ops import has_subgraph, same_dim
+from seqlower.batching.ragged import RAGGED_RULES, makes_ragged
+from seqlower.ops import has_subgraph, outer_reads, same_dim
 from seqlower.rule import Refusal
 
 
@@ -73,9 +75,20 @@ def plan_region(
         label = _label(node)
         if any(attr.is_ref() for attr in node.attributes.values()):
             return Refusal(f"body op {label} has a reference attribute")
-        if has_subgraph(node):
-            return Refusal(f"body op {label} holds a subgraph")
         node_operands = tuple(None if v is None else operand(v) for v in node.inputs)
+        if has_subgraph(node):
+            captured = outer_reads(node)
+            reads_body = any(_made_in_body(v, body) for v in captured)
+            batched_if = node.op_type == "If" and node.domain in ("", "ai.onnx")
+            if not (batched_if and (reads_body or any(o and o.batched for o in node_operands))):
+                return Refusal(f"body op {label} holds a subgraph")
+            branches = plan_if(node, operand, values, opset, plan_region)
+            if isinstance(branches, Refusal):
+                return Refusal(f"body op {label}: {branches.reason}")
+            for output in node.outputs:
+                operands[output] = Operand(True, shape_of(output))
+            steps.append((node, branches))
+            continue
         if not any(o is not None and o.batched for o in node_operands):
             if node.op_type in RANDOM_OPS:
                 return Refusal(f"body op {label} draws random values per element")
@@ -83,12 +96,16 @@ def plan_region(
             for output in node.outputs:
                 operands[output] = Operand(False, shape_of(output))
             continue
-        rule = OP_RULES.get(node.op_type) if node.domain in ("", "ai.onnx") else None
-        if rule is None:
-            return Refusal(f"body op {label} has no batching rule")
         output_shapes = tuple(shape_of(o) for o in node.outputs)
         view = OpView(node, node_operands, output_shapes, opset, values)
-        passed_on = _ragged_passed_on(view)
+        rule = OP_RULES.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        passed_on: tuple[ir.Value, int] | Refusal | None = None
+        if (_reads_ragged_first(view) and node.op_type in RAGGED_RULES) or makes_ragged(view):
+            rule = RAGGED_RULES[node.op_type]
+        else:
+            passed_on = _ragged_passed_on(view)
+        if rule is None:
+            return Refusal(f"body op {label} has no batching rule")
         if isinstance(passed_on, Refusal):
             return Refusal(f"body op {label}: {passed_on.reason}")
         batched = rule(view)
@@ -98,7 +115,8 @@ def plan_region(
         for output, flag in zip(node.outputs, flags):
             operands[output] = Operand(flag, shape_of(output))
         if batched.ragged_axis is not None:  # padded: the shape of the sliced input
-            operands[node.outputs[0]] = Operand(True, node_operands[0].shape, batched.ragged_axis)  # type: ignore[union-attr]
+            padded = batched.ragged_shape or node_operands[0].shape  # type: ignore[union-attr]
+            operands[node.outputs[0]] = Operand(True, padded, batched.ragged_axis)
         elif passed_on is not None:
             source, axis = passed_on
             operands[node.outputs[0]] = Operand(True, operands[source].shape, axis)
@@ -113,6 +131,17 @@ def plan_region(
             return Refusal(f"body output {index} is a slice whose bounds differ per element")
         outputs.append(found)
     return BodyPlan(body, tuple(seeds), tuple(steps), operands, tuple(results), tuple(outputs))
+
+
+def _made_in_body(value: ir.Value, body: ir.Graph) -> bool:
+    producer = value.producer()
+    return (value.graph if producer is None else producer.graph) is body
+
+
+def _reads_ragged_first(view: OpView) -> bool:
+    """Whether the first input, and only it, is ragged (the ops of `RAGGED_RULES` read so)."""
+    flags = [o is not None and o.ragged_axis is not None for o in view.operands]
+    return bool(flags) and flags[0] and not any(flags[1:])
 
 
 # ops that read a ragged value position by position, keeping its shape: the result is ragged
@@ -209,6 +238,8 @@ def emit_body(
 
     for node, batched in plan.steps:
         inputs_now = [get(v) for v in node.inputs]
+        if batched is not None and batched.captured:
+            inputs_now += [get(v) for v in batched.captured]
         hoisted = batched is None
         results = _hoist(node, inputs_now, em) if hoisted else batched.emit(em, inputs_now)  # type: ignore[union-attr]
         for original, result in zip(node.outputs, results):

@@ -129,6 +129,11 @@ class Batched:
     outputs_batched: tuple[bool, ...] | None = None
     # the first output is ragged along this element axis, padded to the shape of the first input
     ragged_axis: int | None = None
+    # its padded element shape, when not the first input's (a NonZero, a Transpose)
+    ragged_shape: ir.Shape | None = None
+    # values of enclosing graphs that the op's subgraphs read (an If's branches): `emit` gets
+    # them after the op's own inputs
+    captured: tuple[ir.Value, ...] = ()
 
 
 OpRule = Callable[[OpView], "Batched | Refusal"]

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 import onnx
 import onnx_ir as ir
 
+from seqlower.ops import outer_reads
+
 
 def infer_region_shapes(
     nodes: Iterable[ir.Node],
@@ -30,7 +32,7 @@ def infer_region_shapes(
     made = {output for node in nodes for output in node.outputs}
     read: dict[ir.Value, None] = {}
     for node in nodes:
-        for value in node.inputs:
+        for value in [*node.inputs, *outer_reads(node)]:
             if value is not None and value not in made:
                 read[value] = None
     inputs, constants = [], []
