@@ -88,18 +88,29 @@ class ListForms:
         return self.typed(dataclasses.replace(made, min_length=len(elements)))
 
     def insert(self, b: Builder, s: TensorList, x: ir.Value, p: ir.Value | None) -> TensorList:
+        static = None if p is None else self.values.get_int(p)
+        # a position the list surely has: the insert needs no check of its own
+        length = max(s.min_length, self.checked(s, b.graph))
+        surely = p is None or (static is not None and abs(static) <= length)
         made = _EMITTERS[s.layout.kind].insert(self, b, s, x, p)
         where = -1 if p is None else self.position_key(p)  # an append puts x at -1
+        if where is None and static is not None and static < 0:
+            where = static - 1  # x goes before element p, and is element p - 1 after
         put = None if where is None else (where, x)
-        static = None if p is None else self.values.get_int(p)
+        inserted = (s, where) if surely and where is not None else None
         before = s.min_length
         if static is not None and s.layout.kind == "stacked":
             # the stacked form fails outside [-n, n] and its result is made from that check:
             # where the result exists, the list had at least |p| elements
             before = max(before, abs(static))
-        return self.typed(dataclasses.replace(made, min_length=before + 1, put=put))
+        made = dataclasses.replace(made, min_length=before + 1, put=put, inserted=inserted)
+        return self.typed(made)
 
     def erase(self, b: Builder, s: TensorList, p: ir.Value | None) -> TensorList:
+        if s.inserted is not None and (
+            self.same_position(s.inserted[1], p) if p is not None else s.inserted[1] == -1
+        ):
+            return s.inserted[0]  # the element just put there taken out again: the list before
         made = _EMITTERS[s.layout.kind].erase(self, b, s, p)
         static = -1 if p is None else self.values.get_int(p)
         before = max(s.min_length, self.checked(s, b.graph))

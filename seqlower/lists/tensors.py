@@ -109,6 +109,10 @@ class TensorList:
     # (p, x) when this list was made by putting x at p (-1: appended; else as `erased`): a
     # read at the same p is x
     put: tuple[int | ir.Value, ir.Value] | None = None
+    # (the list before, p) when this list is that list with one element put at p (as `put`),
+    # at a position it surely had (no check of its own): an erase at the same p gives that
+    # list back (`xs.insert(-1, v); v = xs.pop(-2)`)
+    inserted: tuple[TensorList, int | ir.Value] | None = None
 
     @property
     def data(self) -> ir.Value:
