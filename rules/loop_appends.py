@@ -21,7 +21,8 @@ The scan output stacks the appended tensors of the iterations actually run, so a
 early through its condition is fine (a `while` loop); the appended tensor must keep one shape in
 every iteration (see `seqlower.analysis.loop_shapes`), or the list must be stacked after the loop
 (`stacked_later`: a stack fails unless its elements have one shape, and the Loop then fails
-where the stack would). The SplitToSequence left behind is what
+where the stack would), for an append in every iteration: a conditional append's stack proves
+nothing of the iterations that append nothing. The SplitToSequence left behind is what
 the consumers of the carried sequence read; the other rules then read the stacked tensor S:
 
     ConcatFromSequence(SplitToSequence(S, axis=0, keepdims=0), axis=0, new_axis=1) -> S
@@ -333,12 +334,19 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
         tensor = insert.inputs[1]  # type: ignore[assignment]
     assert tensor is not None
     stacked_after = stacked_later(node.outputs[index])
-    if not stacked_after and not shapes.is_invariant(tensor):
-        return (
-            f"the appended tensor '{tensor.name}' may change shape between iterations "
-            f"({shapes.reason(tensor)}), and the list is not stacked after the loop; a scan "
-            "output needs one shape"
-        )
+    if not shapes.is_invariant(tensor):
+        if not stacked_after:
+            return (
+                f"the appended tensor '{tensor.name}' may change shape between iterations "
+                f"({shapes.reason(tensor)}), and the list is not stacked after the loop; a scan "
+                "output needs one shape"
+            )
+        if keep is not None:  # the stack proves one shape for the tensors appended only
+            return (
+                f"the appended tensor '{tensor.name}' may change shape between iterations "
+                f"({shapes.reason(tensor)}), and is appended in some of them only: the stack "
+                "after the loop proves one shape for those alone, a scan output needs it in all"
+            )
     apart_axis = None
     if initial and not stacked_after:
         shape = shapes.shape(tensor)

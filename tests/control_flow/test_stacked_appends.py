@@ -146,3 +146,47 @@ def test_a_list_not_surely_stacked_keeps_its_accumulator(readers):
             assert_both_fail(model, full, feeds)
             continue
         np.testing.assert_array_equal(run_ort(full, feeds)[0], want[0])
+
+
+# the window appended only where row i of `keep` says so (an If in the body)
+KEPT_BODY = """<body = body (int64 i, bool c, seq(float) acc) => (bool c2, seq(float) grown) {
+        c2 = Identity(c)
+        axes = Constant<value = int64[1] {0}>()
+        two = Constant<value = int64 {2}>()
+        stop = Add(i, two)
+        b = Unsqueeze(i, axes)
+        e = Unsqueeze(stop, axes)
+        window = Slice(x, b, e)
+        wanted = Gather(keep, i)
+        grown = If(wanted) <
+            then_branch = th () => (seq(float) a) { a = SequenceInsert(acc, window) },
+            else_branch = el () => (seq(float) d) { d = Identity(acc) }>
+    }>"""
+KEPT = parse(
+    f"""g (int64 m, float[N,3] x, bool[K] keep) => (float[?,?,3] y) {{
+        t = Constant<value = bool {{1}}>()
+        s0 = SequenceEmpty<dtype = 1>()
+        s = Loop(m, t, s0) {KEPT_BODY}
+        y = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+    }}"""
+)
+
+
+def test_a_stack_proves_nothing_of_the_windows_a_conditional_append_skips():
+    """Window 4 of 5 rows has one row, and is not appended: the original stacks the others.
+    A scan output would collect every window, of two shapes, and onnxruntime's Loop fails on
+    that ("Inconsistent shape in loop output"): the list stays an accumulator."""
+    refusal = rule_check(KEPT, _check_append, "Loop")
+    assert isinstance(refusal, Refusal)
+    assert "is appended in some of them only" in refusal.reason
+    lowered, report = lower(KEPT, target="generic")
+    assert "loop-append-to-scan" not in report.rules_fired
+    for keep in ([True, True, True, True, False], [True, False, True, True, False], [False] * 5):
+        feeds = {"m": np.array(5), "x": X, "keep": np.array(keep)}
+        try:
+            want = run_ort(KEPT, feeds)
+        except Exception:
+            assert_both_fail(KEPT, lowered, feeds)
+            continue
+        np.testing.assert_array_equal(run_ort(lowered, feeds)[0], want[0])
+    assert_both_fail(KEPT, lowered, {"m": np.array(5), "x": X, "keep": np.array([True] * 5)})
