@@ -133,7 +133,8 @@ class _Graph:
         if node.domain not in ("", "ai.onnx") or node.op_type in _NOT_MERGED or not node.outputs:
             return None
         attributes = []
-        for name, attr in sorted(node.attributes.data.items()):
+        data = node.attributes.data
+        for name, attr in sorted(data.items()) if data else ():  # most nodes have none
             if attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
                 return None
             if attr.type == ir.AttributeType.TENSOR:
@@ -151,7 +152,11 @@ class _Graph:
             else:
                 value = attr.value if isinstance(attr.value, Hashable) else str(attr.value)
             attributes.append((name, value))
-        inputs = tuple(id(self.alias.get(v, v)) if v is not None else None for v in node.inputs)
+        alias = self.alias
+        if alias:
+            inputs = tuple(id(alias.get(v, v)) if v is not None else None for v in node.inputs)
+        else:  # no merged node yet (most graphs): no lookup
+            inputs = tuple(id(v) if v is not None else None for v in node.inputs)
         return (node.op_type, node.overload, inputs, tuple(attributes), len(node.outputs))
 
     def _own(self, node: ir.Node, iterations: float, runs: float) -> tuple[float, float]:
@@ -217,7 +222,7 @@ def _bytes_moved(
     total = 0  # summed in the order of a plain sum(): the same float
     for value in (*node.inputs, *node.outputs):
         if value is not None and not is_sequence_value(value):
-            total += _bytes(value)
+            total += _tensor_bytes(value)  # asked once: a tensor, or of no type
     return total
 
 
@@ -246,10 +251,20 @@ def _elements(node: ir.Node, values: StaticValues, lengths: StaticLengths) -> fl
 
 def _bytes(value: ir.Value | None) -> float:
     """The bytes of a tensor value, or of one element of a sequence value (0 if unknown)."""
-    shape = value.shape if value is not None else None
-    if shape is None:
+    if value is None or value.shape is None:
         return 0.0
-    dtype = value.dtype if not is_sequence_value(value) else _element_dtype(value)
+    if not is_sequence_value(value):
+        return _tensor_bytes(value)
+    return _size_bytes(value.shape, _element_dtype(value))
+
+
+def _tensor_bytes(value: ir.Value) -> float:
+    """`_bytes` of a value known not to be a sequence."""
+    shape = value.shape
+    return 0.0 if shape is None else _size_bytes(shape, value.dtype)
+
+
+def _size_bytes(shape: ir.Shape, dtype: ir.DataType | None) -> float:
     if dtype is None:
         return 0.0
     size = 1.0

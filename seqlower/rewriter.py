@@ -95,9 +95,9 @@ class _RecordingNames(NameAllocator):
 class Rewriter:
     """Mutation, naming, opset-aware emission and bookkeeping for one lowering run."""
 
-    def __init__(self, model: ir.Model) -> None:
+    def __init__(self, model: ir.Model, names: NameAllocator | None = None) -> None:
         self.model = model
-        self.names = NameAllocator.for_model(model)
+        self.names = names if names is not None else NameAllocator.for_model(model)
         self.fired: collections.Counter[str] = collections.Counter()
         self.warnings: list[str] = []
         # since the last `take_touched`: nodes emitted or whose outputs were replaced (where
@@ -152,9 +152,10 @@ class Rewriter:
         """A builder over a graph of its own, in a model of its own: what a rule builds there
         to weigh it (counting its nodes, say) changes nothing of the model, and
         `Builder.adopt` moves it into the model later, named as if built there."""
-        rewriter = Rewriter(ir.Model(ir.Graph([], [], nodes=[]), ir_version=10))
-        rewriter.names = _RecordingNames()
         graph = ir.Graph([], [], nodes=[], name=_SCRATCH)
+        # the graph is its model's own; its names are the recording allocator's (the empty
+        # model is not walked for them): built per link of a chain, each object counts
+        rewriter = Rewriter(ir.Model(graph, ir_version=10), _RecordingNames())
         return Builder(rewriter, graph, None, _SCRATCH, opset)
 
     def take_touched(self) -> tuple[list[ir.Node], dict[int, list[ir.Node]]]:
