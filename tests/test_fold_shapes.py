@@ -131,3 +131,40 @@ def test_folding_is_a_fixpoint():
     again, report = lower(lowered)
     assert report.rules_fired == {}
     assert again.SerializeToString() == lowered.SerializeToString()
+
+
+@pytest.mark.parametrize(
+    ("dtype", "count", "folded"),
+    [
+        ("int64", 1, True),
+        ("int64", 64, True),
+        ("int64", 65, False),  # more than MAX_ELEMENTS
+        ("bool", 3, True),
+        ("float", 1, True),
+        ("float", 2, False),  # only scalars of floating point are folded
+        ("double", 1, True),
+    ],
+)
+def test_the_declared_shape_answers_first_as_the_content_would(dtype, count, folded):
+    """A static value whose inferred shape and type already rule folding out is answered
+    without computing it (`_too_large`); each verdict is the one the content gives."""
+    cast = {"int64": 7, "bool": 9, "float": 1, "double": 11}[dtype]
+    model = _inferred(
+        f"""
+    agraph (float[{count}] x) => (float[{count}] y) {{
+        zero = Constant <value = int64 {{0}}> ()
+        axes = Constant <value = int64[1] {{0}}> ()
+        shape = Shape (x)
+        n = Gather <axis = 0> (shape, zero)
+        count = Unsqueeze (n, axes)
+        ones = ConstantOfShape <value = int64[1] {{1}}> (count)
+        made = Cast <to = {cast}> (ones)
+        back = Cast <to = 1> (made)
+        y = Add (x, back)
+    }}
+    """
+    )
+    made = next(node for node in model.graph if node.outputs[0].name == "made")
+    assert [d for d in made.outputs[0].shape] == [count]
+    fold_static_shapes(model)
+    assert (made.op_type == "Constant") is folded

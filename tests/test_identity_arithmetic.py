@@ -101,3 +101,35 @@ agraph (int64 i) => (int64 out) {
   out = Add (i, zero)
 }""")
     assert count == 0
+
+
+@pytest.mark.parametrize(
+    ("dims", "ruled_out"),
+    [((), False), ((1,), False), ((1, 1), False), ((2,), True), ((0,), True), (("N",), False)],
+)
+def test_a_shape_of_other_than_one_element_rules_the_constant_out(dims, ruled_out):
+    """The constant looked for has one element: a value whose static shape says otherwise is
+    passed over without computing its content; a symbolic or absent shape is not."""
+    from seqlower.analysis.static_values import not_one_element
+
+    value = ir.Value(name="v", shape=ir.Shape(list(dims)), type=ir.TensorType(ir.DataType.INT64))
+    assert not_one_element(value) is ruled_out
+    assert not_one_element(ir.Value(name="w")) is False
+
+
+def test_an_added_zero_of_one_element_in_a_vector_shape_goes():
+    """Add(n, [0]) with n of shape [1]: the zero's shape [1] is one element, so it is looked
+    at, and goes; Add(n, [0, 0]) (shape [2]) stays."""
+    text = """
+    agraph (int64[1] n) => (int64[1] y, int64[2] z) {
+      zero = Constant <value = int64[1] {0}> ()
+      zeros = Constant <value = int64[2] {0, 0}> ()
+      one = Constant <value = int64[1] {2}> ()
+      a = Add (n, zero)
+      y = Mul (a, one)
+      z = Add (n, zeros)
+    }"""
+    model = ir.from_proto(parse(text))
+    seqlower.passes.infer_shapes(model)
+    assert remove_identity_arithmetic(model) == 1
+    assert sorted(node.op_type for node in model.graph) == ["Add", "Constant", "Constant", "Mul"]

@@ -18,7 +18,7 @@ producers is iterative, so deep chains cannot overflow the stack.
 
 from __future__ import annotations
 
-__all__ = ["MAX_FOLD_ELEMENTS", "StaticValues", "static_shape"]
+__all__ = ["MAX_FOLD_ELEMENTS", "StaticValues", "not_one_element", "static_shape"]
 
 import logging
 import warnings
@@ -298,6 +298,21 @@ def static_shape(value: ir.Value) -> list[int] | None:
     if shape is None or not all(isinstance(d, int) for d in shape):
         return None
     return [int(d) for d in shape]
+
+
+def not_one_element(value: ir.Value) -> bool:
+    """Whether `value`'s shape is static and of other than one element: its content, static
+    or not, is then no one-element constant (what the cleanup's `x + 0` and `i * -1` look
+    for), said without walking up its producers as `StaticValues.get` does."""
+    shape = value.shape
+    if shape is None:
+        return False
+    size = 1
+    for dim in shape:
+        if not isinstance(dim, int):
+            return False
+        size *= dim
+    return size != 1
 
 
 def _fold_constant(_: StaticValues, node: ir.Node) -> np.ndarray | None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 __all__ = ["MAX_ELEMENTS", "SHAPE_ARITHMETIC", "fold_static_shapes"]
 
 import logging
+import math
 
 import numpy as np
 import onnx_ir as ir
@@ -75,6 +76,8 @@ def _foldable(node: ir.Node, values: StaticValues) -> np.ndarray | None:
         return None  # an output of a body or branch stays computed: OpenVINO misreads constant ones
     if any(_starts_a_state(use.node, use.idx) for use in output.uses()):
         return None  # OpenVINO holds a Loop's state that starts as a constant to its shape
+    if _too_large(output):
+        return None  # what the checks below refuse, known without computing it
     array = values.get(output)
     if array is None or not _small(array):
         return None
@@ -88,6 +91,37 @@ def _foldable(node: ir.Node, values: StaticValues) -> np.ndarray | None:
     if output.dtype is not None and ir.DataType.from_numpy(array.dtype) != output.dtype:
         return None
     return array
+
+
+def _too_large(output: ir.Value) -> bool:
+    """Whether the output's declared type and static shape already say that no content of
+    it is folded: a value of its shape and type is not `_small`, and one of another shape or
+    type is refused by `_foldable` too. Most values of a model are activations (float[8, 64],
+    say), answered so without walking up their producers."""
+    shape, dtype = output.shape, output.dtype
+    if shape is None or dtype is None or not all(isinstance(d, int) for d in shape):
+        return False
+    kind = _NUMPY_KINDS.get(dtype)
+    if kind is None:
+        return False
+    size = math.prod(shape)  # type: ignore[arg-type]
+    if kind in "iub":
+        return not 0 < size <= MAX_ELEMENTS
+    return kind in "fc" and size != 1
+
+
+def _numpy_kinds() -> dict[ir.DataType, str]:
+    """The numpy kind of each type's arrays ('f', 'i'...), for the types numpy has."""
+    kinds = {}
+    for dtype in ir.DataType:
+        try:
+            kinds[dtype] = np.dtype(dtype.numpy()).kind
+        except (TypeError, ValueError):  # a type numpy lacks (UNDEFINED, say)
+            continue
+    return kinds
+
+
+_NUMPY_KINDS = _numpy_kinds()
 
 
 def _starts_a_state(node: ir.Node, index: int) -> bool:

@@ -18,7 +18,7 @@ __all__ = ["remove_identity_arithmetic"]
 
 import onnx_ir as ir
 
-from seqlower.analysis.static_values import StaticValues
+from seqlower.analysis.static_values import StaticValues, not_one_element
 from seqlower.passes.forwarding import forward_unchanged
 
 ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div"})  # the operators looked at
@@ -58,7 +58,7 @@ def _kept_operand(node: ir.Node, values: StaticValues) -> ir.Value | None:
     for position in (1, 0):
         neutral = _NEUTRAL.get((node.op_type, position))
         operand, other = node.inputs[position], node.inputs[1 - position]
-        if neutral is None or operand is None or other is None:
+        if neutral is None or operand is None or other is None or not_one_element(operand):
             continue
         constant = values.get(operand)
         if constant is None or constant.size != 1 or constant.reshape(-1)[0] != neutral[0]:

@@ -18,7 +18,7 @@ __all__ = ["fold_negated_terms"]
 
 import onnx_ir as ir
 
-from seqlower.analysis.static_values import StaticValues
+from seqlower.analysis.static_values import StaticValues, not_one_element
 from seqlower.ops import iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_upstream
 from seqlower.uses import use_count
@@ -68,6 +68,8 @@ def _negated_term(node: ir.Node, values: StaticValues) -> tuple[ir.Value, ir.Val
             continue
         for side in (1, 0):
             constant, term = mul.inputs[side], mul.inputs[1 - side]
+            if constant is None or not_one_element(constant):
+                continue
             array = values.get(constant)
             if array is None or term is None or array.size != 1 or array.reshape(-1)[0] != -1:
                 continue
