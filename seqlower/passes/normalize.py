@@ -287,7 +287,19 @@ def _clear_shapes(model: ir.Model) -> tuple[list[ir.Node], list[ir.Node], list[i
             elif node.op_type == "Loop" and "body" in node.attributes:
                 loops.append(node)
                 _note_one_element_condition(node.attributes["body"].as_graph())
+            elif node.op_type == "SequenceMap" and "body" in node.attributes:
+                _forget_element_dims(node.attributes["body"].as_graph())
     return loops, shape_readers, carriers
+
+
+def _forget_element_dims(body: ir.Graph) -> None:
+    """Keep only the rank a SequenceMap body declares for each input: its dims are a claim about
+    every element of every list mapped, which an export may get wrong (a dim that is a trip
+    count, declared as the size one run had) and onnxruntime does not check. Inference gives
+    the dims it can prove from the lists themselves."""
+    for value in body.inputs:
+        if value.shape is not None:
+            value.shape = ir.Shape([None] * len(value.shape))
 
 
 _ONE_ELEMENT = "seqlower.one_element_condition"

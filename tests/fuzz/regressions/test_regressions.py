@@ -299,3 +299,26 @@ def test_an_empty_element_stacked_beside_a_misfit_is_rejected_by_the_specificati
     )
     assert not rejected_by_the_specification(model, proto, feeds, {**feeds, "p": np.array(0)})
     assert edge_feeds_problem(model, proto, feeds) is None
+
+
+def test_a_map_body_declaring_the_size_of_one_run_reads_the_elements_it_is_given():
+    """Fuzz seed 6712: a SequenceMap body declares its input float[2, 2, 3], the rows of the
+    chunks of a Loop's scan output in the run the program was made from; with no iteration the
+    chunks have 0 rows. onnxruntime does not check a body input's declared dims and runs the
+    original; the lowered body stacked the element by a Reshape to the declared [2, 2, 2, 3] and
+    failed. The declared dims are not trusted (the rank is kept): the stack reads the element's
+    own."""
+    model = parse("""g (float[N,4,3] x, int64 k) => (float[?,?,?,?] y) {
+        s = SplitToSequence <axis = 1> (x, k)
+        m = SequenceMap (s) <body = b (float[2,2,3] e) => (float[2,2,2,3] p) {
+            pair = SequenceConstruct (e, e)
+            p = ConcatFromSequence <axis = 0, new_axis = 1> (pair)
+        }>
+        zero = Constant <value = int64 {0}> ()
+        y = SequenceAt (m, zero)
+    }""")
+    rng = np.random.default_rng(6712)
+    for rows in (2, 0, 3):
+        feeds = {"x": rng.standard_normal((rows, 4, 3)).astype(np.float32), "k": np.array(2)}
+        lowered = lower_and_compare(model, feeds)
+        assert sequence_op_total(lowered) == 0
