@@ -7,7 +7,15 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from support import lower, lower_and_compare, op_counts, parse, run_ort
+from support import (
+    assert_both_fail,
+    assert_same_or_both_fail,
+    lower,
+    lower_and_compare,
+    op_counts,
+    parse,
+    run_ort,
+)
 
 from seqlower.analysis import Facts
 from seqlower.options import Options
@@ -209,11 +217,44 @@ def _variant(body: str, *replacements: tuple[str, str]) -> str:
             "the trip count is not the length of the list read",
         ),
         (
-            _variant("fi = Cast<to = 1>(i)\n        r = Add(e, fi)"),
+            _variant("r = Identity(e)").replace(
+                "e = SequenceAt(xs, i)",
+                "two = Constant<value = int64 {2}>()\n        e = SequenceAt(xs, two)",
+            ),
             "the iteration number is used other than to read one list",
         ),
+        (  # the iteration number appended alone: not a map of the chunk
+            _variant(
+                "fi = Cast<to = 1>(i)\n        z = Mul(e, fi)\n        r = Add(fi, w)",
+            ),
+            "the appended tensor is not made from the chunk",
+        ),
+        (
+            _variant(
+                "s0 = Constant<value = int64[1] {0}>()\n"
+                "        s1 = Constant<value = int64[1] {1}>()\n"
+                "        r = Slice(e, s0, s1, s0)"
+            ),
+            "body op Slice cuts along the split axis",
+        ),
+        (
+            _variant(
+                "s0 = Constant<value = int64[1] {0}>()\n"
+                "        one = Constant<value = int64[1] {1}>()\n"
+                "        r = Slice(e, s0, i1, one)"
+            ).replace("        r = Slice", "        i1 = Unsqueeze(i, s0)\n        r = Slice"),
+            "body op Slice has bounds computed at run time",
+        ),
     ],
-    ids=["ends-early", "no-split-input", "other-trip-count", "iteration-as-number"],
+    ids=[
+        "ends-early",
+        "no-split-input",
+        "other-trip-count",
+        "reads-another-position",
+        "number-alone",
+        "slice-split-axis",
+        "slice-run-time-bounds",
+    ],
 )
 def test_refusals_name_the_reason(text, why):
     assert why in _refusals(parse(text))
@@ -232,3 +273,99 @@ def test_a_scalar_split_with_keepdims_0_is_refused():
     assert "a scalar split with keepdims=0" in _refusals(model)
     x = RNG.standard_normal((3, 3)).astype(np.float32)
     lower_and_compare(model, {"x": x, "w": np.zeros(3, np.float32)})
+
+
+# torchvision's MultiScaleRoIAlign `_convert_to_roi_format`: `torch.cat([torch.full_like(b[:, :1],
+# i) for i, b in enumerate(boxes.split(sizes))])` beside the boxes, as TorchScript writes it (the
+# trip count of `enumerate`, `b[:, :1]` as a whole-axis Slice then a Slice of column 0)
+ROI_IDS = """g (float[N,4] boxes, int64[K] sizes) => (float[M,5] rois) {
+    xs = SplitToSequence<axis = 0>(boxes, sizes)
+    n = SequenceLength(xs)
+    big = Constant<value = int64[1] {9223372036854775807}>()
+    axes0 = Constant<value = int64[1] {0}>()
+    n1 = Unsqueeze(n, axes0)
+    both = Concat<axis = 0>(big, n1)
+    m = ReduceMin<keepdims = 0>(both)
+    t = Constant<value = bool {1}>()
+    empty = SequenceEmpty<dtype = 1>()
+    ids = Loop(m, t, empty) <body = b (int64 i, bool c, seq(float) acc)
+                                => (bool c2, seq(float) grown) {
+        c2 = Identity(c)
+        e = SequenceAt(xs, i)
+        zero = Constant<value = int64[1] {0}>()
+        one = Constant<value = int64[1] {1}>()
+        end = Constant<value = int64[1] {9223372036854775807}>()
+        whole = Slice(e, zero, end, zero, one)
+        first = Slice(whole, zero, one, one, one)
+        shape = Shape(first)
+        zeros = ConstantOfShape<value = float[1] {0}>(shape)
+        fi = Cast<to = 1>(i)
+        r = Add(zeros, fi)
+        grown = SequenceInsert(acc, r)
+    }>
+    column = ConcatFromSequence<axis = 0>(ids)
+    rois = Concat<axis = 1>(column, boxes)
+}"""
+
+
+@pytest.mark.parametrize("target", ["portable", "onnxruntime"])
+def test_the_iteration_number_beside_each_chunk_is_the_chunk_of_each_row(target):
+    model = parse(ROI_IDS)
+    lowered, report = lower(model, target=target)
+    assert report.rules_fired.get("loop-batch-chunks") == 1, report.rules_fired
+    assert "Loop" not in op_counts(lowered)
+    boxes = RNG.standard_normal((5, 4)).astype(np.float32)
+    (rois,) = run_ort(lowered, {"boxes": boxes, "sizes": np.array([2, 0, 3])})
+    np.testing.assert_array_equal(rois[:, 0], [0, 0, 2, 2, 2])
+    np.testing.assert_array_equal(rois[:, 1:], boxes)
+    cases = [([2, 0, 3], 5), ([5], 5), ([1, 1, 1, 1, 1], 5), ([0, 4, 0], 4), ([0], 0)]
+    cases += [([3, 3], 5), ([-1, 6], 5), ([2, 2], 5)]  # sizes that do not split: both fail
+    for sizes, rows in cases:
+        feeds = {"boxes": RNG.standard_normal((rows, 4)).astype(np.float32)}
+        assert_same_or_both_fail(model, lowered, {**feeds, "sizes": np.array(sizes)})
+
+
+@pytest.mark.parametrize("rows", [1, 4, 5])
+def test_the_iteration_number_of_a_scalar_split_with_negative_slice_bounds(rows):
+    """`[t[:, -2:] * (i + 1) for i, t in enumerate(x.split(2))]`: the chunk of row r is r // 2;
+    the Slice counts its columns from the end."""
+    model = _model(
+        "big = Constant<value = int64[1] {9223372036854775807}>()\n"
+        "        last2 = Constant<value = int64[1] {-2}>()\n"
+        "        one = Constant<value = int64[1] {1}>()\n"
+        "        cut = Slice(e, last2, big, one)\n"
+        "        fi = Cast<to = 1>(i)\n"
+        "        uno = Constant<value = float {1}>()\n"
+        "        k = Add(fi, uno)\n"
+        "        r = Mul(cut, k)",
+        out="float[?,2]",
+    )
+    x = RNG.standard_normal((rows, 3)).astype(np.float32)
+    w = np.zeros(3, np.float32)
+    lowered, report, (y,) = lower_and_compare(model, {"x": x, "w": w})
+    assert report.rules_fired.get("loop-batch-chunks") == 1, report.rules_fired
+    assert "Loop" not in op_counts(lowered)
+    np.testing.assert_allclose(y, x[:, -2:] * (np.arange(rows) // 2 + 1)[:, None], rtol=1e-6)
+
+
+@pytest.mark.parametrize("rows", [1, 3, 5])
+def test_the_iteration_number_added_to_integer_chunks(rows):
+    """int64 chunks plus the int64 iteration number, along a negative split axis."""
+    model = _model("r = Add(e, i)", dtype="int64", code=7, axis=-2, out="int64[?,3]")
+    x = np.arange(rows * 3, dtype=np.int64).reshape(rows, 3)
+    lowered, report, (y,) = lower_and_compare(model, {"x": x, "w": np.zeros(3, np.int64)})
+    assert report.rules_fired.get("loop-batch-chunks") == 1, report.rules_fired
+    assert "Loop" not in op_counts(lowered)
+    np.testing.assert_array_equal(y, x + (np.arange(rows) // 2)[:, None])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: concat-of-split-to-sequence folds the concatenation of a split into the "
+    "split tensor, also where the split gives no chunk and the concatenation fails",
+)
+def test_concatenating_the_map_of_no_chunk_fails_in_both_models():
+    model = _model("r = Tanh(e)")
+    lowered, _ = lower(model)
+    feeds = {"x": np.zeros((0, 3), np.float32), "w": np.zeros(3, np.float32)}
+    assert_both_fail(model, lowered, feeds)
