@@ -305,7 +305,8 @@ def _broadcast_refusal(operand: ir.Value, rank: int, axis: int) -> str | None:
 def _map_chunks(node: ir.Node, plan: ChunkMap, ctx: Context) -> None:
     """Loop(SequenceLength(xs), true, SequenceEmpty(), body: s' = SequenceInsert(s, f(xs[i])))
     -> SplitToSequence(f(x), split, axis=a)   (xs = SplitToSequence(x, split, axis=a))
-    -> xs                                     (f(t) = t)"""
+    -> xs                                     (f(t) = t)
+    f(xs[i], i) -> SplitToSequence(f(x, the chunk of each row, checked), split, axis=a)"""
     if not plan.region:  # the chunks appended unchanged: the list is the split itself
         ctx.rewriter.replace(node.outputs[0], plan.split.outputs[0])
         return
