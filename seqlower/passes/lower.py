@@ -38,6 +38,7 @@ from seqlower.passes.dead_code import is_dead, remove_dead_nodes, remove_dead_up
 from seqlower.passes.declared_ranks import declare_ranks
 from seqlower.passes.index_vectors import fold_index_vectors
 from seqlower.passes.normalize import SHAPE_ARGUMENTS, infer_shapes
+from seqlower.passes.shared_empty_lists import unshare_empty_lists
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.report import LIST_TIER
 from seqlower.report.sites import rewrite_tier
@@ -119,6 +120,9 @@ class LowerSequencesPass(ir.passes.InPlacePass):
             and not self.deadline.expired()
         ):
             rounds += 1
+            # as normalize did: a rule may have left one empty list read in several places (a
+            # Loop unrolled around it), each of which is lowered on its own
+            unshare_empty_lists(model)
             kept = self._lower_lists(model, rewriter)
             if kept is None:
                 break

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx_ir as ir
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -21,6 +22,7 @@ from harness import (
     lower_and_compare,
     parse,
     run_ort,
+    sequence_op_total,
 )
 
 import seqlower
@@ -354,3 +356,43 @@ def test_a_string_list_copied_in_a_loop_is_lowered_in_one_pass():
     x = np.arange(6).reshape(2, 3).astype(str).astype(object)
     lowered = lower_and_compare(model, {"x": x, "m": np.array(1), "r": np.array(0, np.int32)})
     assert check_properties(model, lowered, {"target": "portable"}) is None
+
+
+def test_an_empty_list_a_loop_of_no_iteration_passes_on_is_lowered_where_it_is_read():
+    """Fuzz seed 1000956: a Loop of no iteration passes an empty list to a sequence-typed model
+    output (kept), and another Loop reads that output. Unrolled, the Loop leaves the one empty
+    list read by the output and by the reader, so the reader stayed a SequenceAt (the list is
+    kept for the output); normalize gives each use of an empty list its own, but only before
+    the rules ran. The tensor-list tier now does so too: the reader is lowered in one pass."""
+    model = parse("""g (int32[4,3] x, int64 n) => (int64 m, seq(int32) kept) {
+        none = Constant <value = int64 {0}> ()
+        e = SequenceEmpty <dtype = 6> ()
+        kept = Loop (none, , e) <body = b (int64 i, bool c, seq(int32) acc)
+                                      => (bool co, seq(int32) out) {
+            out = SequenceInsert (acc, x)
+            co = Identity (c)
+        }>
+        e2 = SequenceEmpty <dtype = 6> ()
+        t = Constant <value = bool {1}> ()
+        read = Loop (n, t, e2) <body = b2 (int64 j, bool c2, seq(int32) acc2)
+                                    => (bool co2, seq(int32) out2) {
+            at = SequenceAt (kept, j)
+            neg = Neg (at)
+            out2 = SequenceInsert (acc2, neg)
+            co2 = Identity (c2)
+        }>
+        m = SequenceLength (read)
+    }""")
+    x = np.arange(12, dtype=np.int32).reshape(4, 3)
+    lowered, _ = seqlower.optimize(model)  # the default target: elements of run-time rank too
+    assert sequence_op_total(lowered) == 1  # the empty list the output keeps
+    assert check_properties(model, lowered) is None
+    for n in (0, 1):  # reading the empty list fails in both where the loop runs
+        feeds = {"x": x, "n": np.array(n)}
+        try:
+            expected = run_ort(model, feeds)
+        except Exception:
+            with pytest.raises(Exception):  # noqa: B017
+                run_ort(lowered, feeds)
+            continue
+        assert compare_outputs(expected, run_ort(lowered, feeds)) is None
