@@ -16,6 +16,7 @@ from seqlower.rules import (
     loop_accumulators,
     loop_appends,
     loop_batching,
+    loop_break,
     loop_chunks,
     loop_concat,
     loop_fusion,
@@ -53,6 +54,7 @@ def default_rules() -> RuleSet:
         + control_flow.RULES
         + if_select.RULES  # an If in a body picking one of two small tensors
         + while_length.RULES  # `while len(out) < n: out.append(x)`: a counted loop
+        + loop_break.RULES  # a loop that may stop early: its count first
         + loop_batching.RULES
         + loop_chunks.RULES  # chunks of any sizes, mapped elementwise
         + loops.RULES

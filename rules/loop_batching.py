@@ -425,7 +425,9 @@ def _carried(node: ir.Node, body: ir.Graph, ctx: Context) -> Carried | Refusal:
     heads, accumulated = found.heads, found.accumulated
     for k, (initial, state) in enumerate(zip(node.inputs[2:], body.inputs[2:])):
         update = peel_identity(body.outputs[1 + k])
-        if update is state:
+        output = node.outputs[k]
+        unread = not state.uses() and not output.uses() and not output.is_graph_output()
+        if update is state or unread:  # (a value nothing reads is as good as passed on)
             kept.append(k)
             continue
         running = _running_sum(k, initial, state, update)

@@ -87,6 +87,8 @@ def plan_region(
                 return Refusal(f"body op {label}: {branches.reason}")
             for output in node.outputs:
                 operands[output] = Operand(True, shape_of(output))
+            for index, axis, padded in branches.ragged_outputs:
+                operands[node.outputs[index]] = Operand(True, padded, axis)
             steps.append((node, branches))
             continue
         if not any(o is not None and o.batched for o in node_operands):

@@ -134,6 +134,8 @@ class Batched:
     # values of enclosing graphs that the op's subgraphs read (an If's branches): `emit` gets
     # them after the op's own inputs
     captured: tuple[ir.Value, ...] = ()
+    # (output, ragged axis, padded element shape) of the other ragged outputs (an If's)
+    ragged_outputs: tuple[tuple[int, int, ir.Shape], ...] = ()
 
 
 OpRule = Callable[[OpView], "Batched | Refusal"]
