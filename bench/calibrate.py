@@ -8,10 +8,13 @@ the model lowered everywhere against the same model with only that region left a
 compare with the region's two estimates (`seqlower.cost`). A region whose two forms run within
 10% of each other is listed but not scored. The exports of `tests/fixtures/torch_unseen` and
 of `tests/fixtures/torch_fresh` and `tests/fixtures/torch_newcomer` (list code the cost model was
-not written for) are scored as sets of their own. Prints one line per region and the agreement
-of each set:
+not written for) are scored as sets of their own, and so are `tests/fixtures/torch_wild` and the
+other committed exports (`torch_ranks`, `torch_accumulators`, `torch_while`). Both forms are
+lowered for `--target onnxruntime`, whose choice the estimate makes (`--target generic` times
+the default target's forms instead). Prints one line per region and the agreement of each set:
 
-    python -m bench.calibrate [--runs 200] [--min-seconds 0.3] [--json out.json]
+    python -m bench.calibrate [--runs 200] [--min-seconds 0.3] [--target onnxruntime]
+                              [--json out.json]
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import onnx
 import onnx_ir as ir
 
 from bench.timing import latency
+from seqlower.options import Options
 from seqlower.pipeline import region_forms
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,6 +39,11 @@ FOLDERS = [
 UNSEEN = [ROOT / "tests" / "fixtures" / "torch_unseen"]
 FRESH = [ROOT / "tests" / "fixtures" / "torch_fresh"]
 NEWCOMER = [ROOT / "tests" / "fixtures" / "torch_newcomer"]
+WILD = [ROOT / "tests" / "fixtures" / "torch_wild"]
+OTHERS = [
+    ROOT / "tests" / "fixtures" / name
+    for name in ("torch_ranks", "torch_accumulators", "torch_while")
+]
 EXAMPLES = ROOT / "examples"
 MARGIN = 0.10  # forms closer than this are a tie: not scored
 
@@ -72,10 +81,12 @@ def feeds_for(model: onnx.ModelProto, case: Path | None) -> dict[str, np.ndarray
     }
 
 
-def measure(runs: int, min_seconds: float, folders: list[Path] | None = None) -> list[dict]:
+def measure(
+    runs: int, min_seconds: float, folders: list[Path] | None = None, target: str = "onnxruntime"
+) -> list[dict]:
     rows = []
     for name, path, case in cases(folders):
-        lowered, forms = region_forms(path)
+        lowered, forms = region_forms(path, Options(target=target))
         feeds = feeds_for(onnx.load(path), case)
         for index, form in enumerate(forms):
             models = {"lowered": ir.to_proto(lowered), "kept": ir.to_proto(form.kept)}
@@ -126,21 +137,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--min-seconds", type=float, default=0.3)
+    parser.add_argument("--target", choices=("onnxruntime", "generic"), default="onnxruntime")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    rows = measure(args.runs, args.min_seconds)
+    timing = (args.runs, args.min_seconds)
+    rows = measure(*timing, target=args.target)
     print("\nExports nobody tuned for (tests/fixtures/torch_unseen)")
-    unseen = measure(args.runs, args.min_seconds, UNSEEN)
+    unseen = measure(*timing, UNSEEN, args.target)
     print("\nThe fresh set (tests/fixtures/torch_fresh)")
-    fresh = measure(args.runs, args.min_seconds, FRESH)
+    fresh = measure(*timing, FRESH, args.target)
     print("\nList code as a newcomer writes it (tests/fixtures/torch_newcomer)")
-    newcomer = measure(args.runs, args.min_seconds, NEWCOMER)
+    newcomer = measure(*timing, NEWCOMER, args.target)
+    print("\nList code from the wild (tests/fixtures/torch_wild)")
+    wild = measure(*timing, WILD, args.target)
+    print("\nThe other committed exports (torch_ranks, torch_accumulators, torch_while)")
+    others = measure(*timing, OTHERS, args.target)
     print()
     sets = (
         ("the project's models", rows),
         ("exports nobody tuned for", unseen),
         ("the fresh set", fresh),
         ("the newcomer set", newcomer),
+        ("the wild set", wild),
+        ("the other exports", others),
     )
     for label, found in sets:
         agree, scored = agreement(found)
@@ -151,7 +170,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(found) - scored} ties"
         )
     if args.json:
-        found = {"project": rows, "unseen": unseen, "fresh": fresh, "newcomer": newcomer}
+        found = {
+            "project": rows,
+            "unseen": unseen,
+            "fresh": fresh,
+            "newcomer": newcomer,
+            "wild": wild,
+            "others": others,
+        }
         args.json.write_text(json.dumps(found, indent=1) + "\n")
     return 0
 

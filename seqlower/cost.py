@@ -14,8 +14,15 @@ added in the same unit, `BYTES_PER_LAUNCH` bytes read or written costing one lau
   moving the carried values (a Loop `LOOP_ITERATION_LAUNCHES` more: measured 0.3 us more than a
   Scan's iteration): the static trip count (a Scan's scanned dim, the static length of the list
   whose SequenceLength a Loop's trip count is, a Loop's carried list included when every
-  iteration keeps its length: `seqlower.analysis.static_lengths`), or `DYNAMIC_COUNT` when it
-  is known only at run time;
+  iteration keeps its length: `seqlower.analysis.static_lengths`; a Scan over Range(start,
+  limit, delta) of static scalars, what a Loop of static trip count becomes for onnxruntime), or
+  `DYNAMIC_COUNT` when it is known only at run time;
+- a Loop or Scan body that reads a sequence defined outside it (and a SequenceMap, whose expansion
+  does) runs every one of its nodes slower in onnxruntime: `OUTER_LIST_LAUNCHES` more per node
+  and iteration, counted on the first node that reads one (onnxruntime 1.32, one thread: 30 Adds
+  on [4, 4] in a Loop body ran at 0.29 us each beside a SequenceAt of an outer list, 0.19 us
+  beside a Gather of an outer tensor, 0.5 launch more; 0.4 is what the regions' calibration
+  agrees with best; a Loop that carries a list instead shows no difference);
 - a SequenceMap counts as onnxruntime runs it, as its ONNX function expansion: a Loop whose body
   per element reads each sequence input (SequenceAt), runs the map's body and appends each output
   (SequenceInsert, which copies), after a SequenceLength and a SequenceEmpty per output;
@@ -28,8 +35,12 @@ added in the same unit, `BYTES_PER_LAUNCH` bytes read or written costing one lau
   per element: the quadratic copying of a list built in a loop); SplitToSequence and
   ConcatFromSequence also count one more launch per `COPY_ELEMENTS` elements they make or read
   (the number of chunks when the split says, else `DYNAMIC_COUNT`). A scan output is written once
-  by the body, not copied. A dim known only at run time counts `DYNAMIC_DIM`; a value of unknown
-  shape moves no counted bytes.
+  by the body, not copied. Gather, GatherElements, GatherND and Slice read only the part of
+  their data they copy: their output, besides their indices. A dim known only at run time counts
+  `DYNAMIC_DIM`; a value of unknown shape moves no counted bytes. `DYNAMIC_DIM` is small because
+  lowering changes ranks: a list of [?, ?, ?, ?] elements becomes one stacked [?, ?, ?, ?, ?]
+  tensor or one flat [?] buffer holding the same bytes, and a per-dim guess of 16 counted the
+  same data 16^4 times apart in the two forms.
 
 It is an estimate for choosing between forms of one computation, not a prediction of time;
 `python -m bench.calibrate` measures how often it picks the faster form.
@@ -45,6 +56,7 @@ __all__ = [
     "IF_LAUNCHES",
     "ITERATION_LAUNCHES",
     "LOOP_ITERATION_LAUNCHES",
+    "OUTER_LIST_LAUNCHES",
     "STRING_BYTES",
     "launches",
     "node_costs",
@@ -60,12 +72,13 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.ops import is_sequence_value
 
 DYNAMIC_COUNT = 16  # iterations assumed for a loop or a sequence of run-time length
-DYNAMIC_DIM = 16  # size assumed for a dim known only at run time
+DYNAMIC_DIM = 4  # size assumed for a dim known only at run time (see the module docstring)
 BYTES_PER_LAUNCH = 16384  # bytes moved in the time of one small kernel launch (about 0.3 us)
 IF_LAUNCHES = 3.0  # an If: the node and its subgraph call (measured: 0.7 to 0.9 us)
 ITERATION_LAUNCHES = 0.5  # a Loop iteration: moving the carried values between iterations
 LOOP_ITERATION_LAUNCHES = 1.0  # what a Loop's iteration costs more than a Scan's
 COPY_ELEMENTS = 8  # list elements copied per launch's worth of work
+OUTER_LIST_LAUNCHES = 0.4  # more per node of a loop body that reads a list from outside it
 STRING_BYTES = 16  # bytes assumed per string element (strings have no fixed width)
 _LARGEST_STATIC_COUNT = 2**31 - 1  # larger trip counts are read as "until the condition ends it"
 _COPIES_LIST = frozenset({"SequenceInsert", "SequenceErase"})
@@ -73,6 +86,8 @@ _COPIES_LIST = frozenset({"SequenceInsert", "SequenceErase"})
 _NO_DATA = frozenset(
     {"Shape", "Size", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Constant"}
 )
+# operators that copy part of their data input: they read only what they write
+_READS_WHAT_IT_WRITES = frozenset({"Gather", "GatherElements", "GatherND", "Slice"})
 _NOT_MERGED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike"})
 _SMALL_CONSTANT = 64  # elements: constants up to this size are compared by value
 
@@ -107,9 +122,10 @@ class _Graph:
     ) -> None:
         self.values, self.lengths, self.costs, self.alias = values, lengths, costs, alias
 
-    def run(self, graph: ir.Graph, iterations: float, runs: float) -> float:
+    def run(self, graph: ir.Graph, iterations: float, runs: float, body: bool = False) -> float:
         """Adds the share of every node of `graph` (run `runs` times, `iterations` times in the
-        loop holding it) to the costs; returns their sum for one run."""
+        loop holding it; `body` when it is the body of a Loop, Scan or SequenceMap) to the costs;
+        returns their sum for one run."""
         seen: dict[Hashable, ir.Node] = {}
         total = 0.0
         for node in graph:
@@ -125,6 +141,11 @@ class _Graph:
             own, inside = self._own(node, iterations, runs)
             self.costs[node] = own * runs
             total += own + inside
+        readers = [node for node in graph if _reads_outer_list(node, graph)] if body else []
+        if readers:  # every node of the body runs slower: counted on the first reader
+            slowed = sum(1 for node in graph if self.costs[node] > 0)
+            self.costs[readers[0]] += OUTER_LIST_LAUNCHES * slowed * runs
+            total += OUTER_LIST_LAUNCHES * slowed
         return total
 
     def _key(self, node: ir.Node) -> Hashable | None:
@@ -192,12 +213,24 @@ class _Graph:
                 return 1.0, 0.0
             self.lengths.register(node)
             walk = _Graph(self.values, self.lengths, self.costs, dict(self.alias))
-            per_iteration = walk.run(body.as_graph(), count, runs * count)
-            if op == "SequenceMap":
-                return _sequence_map(node, count) + moved, count * per_iteration
+            per_iteration = walk.run(body.as_graph(), count, runs * count, body=True)
+            if op == "SequenceMap":  # its expansion's body reads the lists from outside
+                graph = body.as_graph()
+                slowed = sum(1 for inner in graph if self.costs[inner] > 0)
+                slowed += sum(1 for v in node.inputs if is_sequence_value(v)) + len(node.outputs)
+                outer = OUTER_LIST_LAUNCHES * slowed * count
+                return _sequence_map(node, count) + moved + outer, count * per_iteration
             step = ITERATION_LAUNCHES + (LOOP_ITERATION_LAUNCHES if op == "Loop" else 0.0)
             return 1.0 + count * step, count * per_iteration
         return 1.0 + moved, 0.0
+
+
+def _reads_outer_list(node: ir.Node, graph: ir.Graph) -> bool:
+    """Whether `node` reads a sequence value defined outside `graph`."""
+    return any(
+        value is not None and is_sequence_value(value) and value.graph is not graph
+        for value in node.inputs
+    )
 
 
 def _bytes_moved(
@@ -219,6 +252,8 @@ def _bytes_moved(
         return 2 * sum(_bytes(v) for v in node.outputs)
     if op in ("SplitToSequence", "SequenceConstruct"):  # reads its inputs, copies them in
         return 2 * sum(_bytes(v) for v in node.inputs if v is not None)
+    if op in _READS_WHAT_IT_WRITES:  # the rows or slice it copies, and its indices
+        return 2 * _bytes(node.outputs[0]) + sum(_bytes(v) for v in node.inputs[1:])
     total = 0  # summed in the order of a plain sum(): the same float
     for value in (*node.inputs, *node.outputs):
         if value is not None and not is_sequence_value(value):
@@ -339,4 +374,22 @@ def _count(node: ir.Node, values: StaticValues, lengths: StaticLengths) -> float
             dim = shape[axis]
             if isinstance(dim, int):
                 return float(dim)
+        length = _range_length(scanned, values)
+        if length is not None:
+            return float(length)
     return DYNAMIC_COUNT
+
+
+def _range_length(value: ir.Value | None, values: StaticValues) -> int | None:
+    """The length of `value` when it is Range(start, limit, delta) of static scalars (a Scan
+    over iteration numbers), else None."""
+    node = value.producer() if value is not None else None
+    if node is None or node.op_type != "Range" or node.domain not in ("", "ai.onnx"):
+        return None
+    bounds = [values.get(operand) for operand in node.inputs]
+    if len(bounds) != 3 or any(b is None or b.size != 1 for b in bounds):
+        return None
+    start, limit, delta = (float(b.reshape(())) for b in bounds)  # type: ignore[union-attr]
+    if delta == 0:
+        return None
+    return max(math.ceil((limit - start) / delta), 0)

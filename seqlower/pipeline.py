@@ -249,11 +249,11 @@ class RegionForms:
 def region_forms(
     source: str | os.PathLike[str], options: Options | None = None
 ) -> tuple[ir.Model, list[RegionForms]]:
-    """The model at `source` lowered everywhere (as the default target does), and each of its
-    regions (`seqlower.regions`) with the model lowered everywhere but there: the two forms
-    between which `--target onnxruntime` chooses, region by region (bench/calibrate.py times
-    them)."""
-    options = dataclasses.replace(options or Options(), target="generic")
+    """The model at `source` lowered everywhere, and each of its regions (`seqlower.regions`)
+    with the model lowered everywhere but there: the two forms between which `--target
+    onnxruntime` chooses, region by region (bench/calibrate.py times them). Both are made for
+    `options.target` (onnxruntime unless given; `generic` lowers as the default target does)."""
+    options = options or Options(target="onnxruntime")
     with collector_relaxed():
         run = _Run(load_model(source), options, None, _ignore, plan=True)
         assert run.plan is not None

@@ -44,6 +44,9 @@ class RegionPlan:
     """The regions of a typed model before lowering, with their costs as given."""
 
     walk: tuple[ir.Node, ...]  # every node in `iter_all_nodes` order: finds them in a copy
+    # each node's (domain, op_type) when planned: lowering may turn a node into another in
+    # place (a shape folded into a Constant), and the copy is compared with the plan's model
+    kinds: tuple[tuple[str, str], ...]
     regions: tuple[Region, ...]
     as_given: tuple[float, ...]  # per region
     total: float  # the whole model
@@ -54,7 +57,8 @@ class RegionPlan:
         costs = node_costs(model)
         as_given = region_costs(model, regions, costs)
         walk = tuple(iter_all_nodes(model))
-        return cls(walk, tuple(regions), tuple(as_given), sum(costs.values()))
+        kinds = tuple((node.domain, node.op_type) for node in walk)
+        return cls(walk, kinds, tuple(regions), tuple(as_given), sum(costs.values()))
 
     def estimates(
         self, lowered: ir.Model, origins: Mapping[ir.Node, ir.Node], costs: Mapping[ir.Node, float]
@@ -111,9 +115,8 @@ class RegionPlan:
         (`graph_of` gives the graph path of a sequence node of `fresh`); None when `fresh` is
         not the same graph (then the caller keeps the whole original)."""
         walk = tuple(iter_all_nodes(fresh))
-        same = len(walk) == len(self.walk) and all(
-            a.op_type == b.op_type and a.domain == b.domain
-            for a, b in zip(walk, self.walk, strict=True)
+        same = len(walk) == len(self.kinds) and all(
+            (node.domain, node.op_type) == kind for node, kind in zip(walk, self.kinds, strict=True)
         )
         if not same:
             return None

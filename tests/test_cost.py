@@ -15,6 +15,7 @@ from seqlower.cost import (
     IF_LAUNCHES,
     ITERATION_LAUNCHES,
     LOOP_ITERATION_LAUNCHES,
+    OUTER_LIST_LAUNCHES,
     STRING_BYTES,
     launches,
     node_costs,
@@ -163,6 +164,8 @@ def test_a_sequence_map_costs_its_function_expansion():
     # copies DYNAMIC_COUNT / 2 elements on average, and an iteration
     per_element = 1 + 1 + (DYNAMIC_COUNT / 2) / COPY_ELEMENTS + ITERATION_LAUNCHES
     per_element += LOOP_ITERATION_LAUNCHES  # onnxruntime runs it as a Loop
+    # whose body reads the list from outside it: the SequenceAt, Neg and SequenceInsert slowed
+    per_element += 3 * OUTER_LIST_LAUNCHES
     launches_only = 3 + DYNAMIC_COUNT * per_element
     assert launches_only < costs[seq_map] < launches_only + 1  # and the few bytes it copies
 
@@ -202,3 +205,103 @@ def test_equal_string_constants_are_merged_too():
     costs = node_costs(model)
     concats = [costs[n] for n in model.graph if n.op_type == "Concat"]
     assert concats[0] > 0 and concats[1] == 0
+
+
+@pytest.mark.parametrize(
+    ("bounds", "iterations"),
+    [("0, 3, 1", 3), ("1, 8, 2", 4), ("5, 2, 1", 0), ("0, n, 1", DYNAMIC_COUNT)],
+    ids=["zero-to-three", "step-two", "empty", "run-time"],
+)
+def test_a_scan_over_a_range_of_static_bounds_runs_its_length(bounds, iterations):
+    start, limit, delta = bounds.split(", ")
+
+    def scalar(name: str, value: str) -> str:
+        if value == "n":
+            return f"{name} = Identity(n)"
+        return f"{name} = Constant<value = int64 {{{value}}}>()"
+
+    text = f"""g (float[2] x, int64 n) => (float[2] y) {{
+        {scalar("start", start)}
+        {scalar("limit", limit)}
+        {scalar("delta", delta)}
+        r = Range(start, limit, delta)
+        y = Scan<num_scan_inputs = 1, body = b (float[2] v, int64 i) => (float[2] w) {{
+            w = Neg(v)
+        }}>(x, r)
+    }}"""
+    model = _typed(text)
+    costs = node_costs(model)
+    (neg,) = [node for node in costs if node.op_type == "Neg"]
+    assert costs[neg] == pytest.approx(iterations * NEG)
+
+
+@pytest.mark.parametrize(
+    ("op", "reads"),
+    [
+        ("Gather<axis = 0>(x, i)", 8),
+        ("Slice(x, start, stop)", 2 * 8),
+    ],
+    ids=["gather", "slice"],
+)
+def test_a_gather_or_slice_reads_only_the_part_it_copies(op, reads):
+    text = f"""g (float[1000,64] x) => (float[1,64] y) {{
+        i = Constant<value = int64 {{3}}>()
+        start = Constant<value = int64[1] {{3}}>()
+        stop = Constant<value = int64[1] {{4}}>()
+        z = {op}
+        y = Flatten<axis = 0>(z)
+    }}"""
+    model = _typed(text)
+    (node,) = [n for n in model.graph if n.op_type in ("Gather", "Slice")]
+    # its 64 floats written and read: not the 256 kB of x
+    assert node_costs(model)[node] == pytest.approx(1 + (2 * 64 * 4 + reads) / BYTES_PER_LAUNCH)
+
+
+LIST_IN_LOOP = """g (float[4,2] x, int64 n) => (float[2] y) {
+    t = Constant<value = bool {1}>()
+    zero = Constant<value = float[2] {0, 0}>()
+    s = SplitToSequence<axis = 0, keepdims = 0>(x)
+    y = Loop(n, t, zero) <body = b (int64 i, bool c, float[2] acc) => (bool c2, float[2] out) {
+        c2 = Identity(c)
+        e = READ
+        u = Neg(e)
+        out = Add(acc, u)
+    }>
+}"""
+
+
+def test_a_loop_body_that_reads_an_outer_list_runs_every_node_slower():
+    def body_costs(read: str) -> dict[str, float]:
+        model = _typed(LIST_IN_LOOP.replace("READ", read))
+        costs = node_costs(model)
+        return {n.op_type: costs[n] for n in costs if n.graph is not model.graph}
+
+    outer_list = body_costs("SequenceAt(s, i)")
+    outer_tensor = body_costs("Gather<axis = 0>(x, i)")
+    # four nodes run per iteration, each the slower: counted once, on the reader
+    slowed = 4 * OUTER_LIST_LAUNCHES * DYNAMIC_COUNT
+    assert outer_list["SequenceAt"] == pytest.approx(outer_tensor["Gather"] + slowed, rel=0.01)
+    assert outer_list["Neg"] == outer_tensor["Neg"]
+
+
+def test_a_loop_that_carries_a_list_runs_its_nodes_as_fast():
+    text = """g (float[2] x, int64 n) => (float[?,2] y) {
+        t = Constant<value = bool {1}>()
+        e = SequenceEmpty<dtype = 1>()
+        s = Loop(n, t, e) <body = b (int64 i, bool c, seq(float) acc)
+                                     => (bool c2, seq(float) grown) {
+            c2 = Identity(c)
+            u = Neg(x)
+            grown = SequenceInsert(acc, u)
+        }>
+        y = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+    }"""
+    model = _typed(text)
+    costs = node_costs(model)
+    (neg,) = [n for n in costs if n.op_type == "Neg"]
+    assert costs[neg] == pytest.approx(DYNAMIC_COUNT * NEG)
+    (insert,) = [n for n in costs if n.op_type == "SequenceInsert"]
+    per_launch = 1 + (DYNAMIC_COUNT / 2) / COPY_ELEMENTS
+    assert costs[insert] == pytest.approx(
+        DYNAMIC_COUNT * (per_launch + 2 * 8 * 9 / BYTES_PER_LAUNCH)
+    )

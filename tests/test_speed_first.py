@@ -17,6 +17,7 @@ from seqlower.cost import node_costs
 from seqlower.options import Options
 from seqlower.passes import LowerSequencesPass, NormalizePass
 from seqlower.regions import find_regions, region_costs
+from seqlower.speed_first import RegionCost, RegionPlan
 
 FIXTURES = Path(__file__).parent / "fixtures" / "speed"
 
@@ -175,3 +176,42 @@ def test_strict_on_a_kept_region_says_what_lowers_it_and_following_it_works(tmp_
     assert "the original costs less); the default target (no --target) lowers it" in refused.stderr
     followed = CliRunner().invoke(app, args)
     assert followed.exit_code == 0 and out.exists()
+
+
+def test_a_plan_finds_its_regions_again_after_lowering_turned_a_node_into_another():
+    model = _typed(TWO_CHAINS)
+    plan = RegionPlan.of(model)
+    cast = next(node for node in model.graph if node.op_type == "Cast")
+    cast.op_type = "Constant"  # as folding a shape into a Constant does, in place
+    fresh = _typed(TWO_CHAINS)
+    found = plan.frozen([RegionCost(0, 1, 2)], fresh, lambda node: node.name or "", {})
+    assert found is not None  # the copy is the model planned, whatever became of the nodes
+    frozen, kept = found
+    assert sorted(
+        node.op_type
+        for node in frozen
+        if node.op_type in ("SequenceAt", "SequenceLength", "SplitToSequence")
+    ) == [
+        "SequenceAt",
+        "SequenceLength",
+        "SplitToSequence",
+    ]
+    assert [region.op_type for region in kept] == ["SplitToSequence"]
+
+
+# onnx 1.18's shape inference leaves the decoder step's width unknown inside the lowering: the
+# caches stay in the general form there, which costs more, and are kept (docs/performance.md)
+_STACKS_THE_CACHES = tuple(int(part) for part in onnx.__version__.split(".")[:2]) >= (1, 19)
+
+
+@pytest.mark.skipif(not _STACKS_THE_CACHES, reason="onnx < 1.19 leaves the caches general")
+def test_a_decoder_cache_loop_is_lowered_where_its_scan_over_layers_is_costed_per_layer():
+    # transformers' DynamicCache.update in a decoding loop: the loop over 2 layers becomes a Scan
+    # over Range(0, 2); costed as 2 iterations, its lowered form is the cheaper
+    case = "../torch_fresh/hf_dynamic_cache"
+    model = onnx.load(FIXTURES / case / "model.onnx")
+    lowered, report = lower(model, target="onnxruntime")
+    assert report.kept_for_speed == []
+    assert sequence_op_counts(lowered) == {}
+    assert report.rules_fired.get("loop-to-scan", 0) >= 1
+    _matches_pytorch(case, lowered)

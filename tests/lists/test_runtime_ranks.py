@@ -380,13 +380,14 @@ def test_the_refusals_name_the_runtime_and_what_it_said():
 
 
 def test_generic_lowers_and_onnxruntime_weighs_the_cost():
-    """generic lowers every such list; onnxruntime, speed first, keeps the region as given
-    where the original costs less (here), never for want of a rank."""
+    """generic lowers every such list; onnxruntime, speed first, weighs the two forms (here
+    about equal, 112 launches each by the estimate: measured, the original runs 1.6x faster at 4
+    iterations, 1.1x at 16) and keeps a region only for speed, never for want of a rank."""
     model = parse(LOOP.format(insert="out = SequenceInsert (acc, wi)"))
     lowered, report = lower(model, target="generic")
     assert sequence_op_count(lowered) == 0, reasons(report)
     _, report = lower(model, target="onnxruntime")
-    assert report.remaining and all(op.kept_for_speed for op in report.remaining)
+    assert all(op.kept_for_speed for op in report.remaining)
     _, report = lower(model, target="onnxruntime", rules=NO_RULES)
     assert "known only at run time" not in reasons(report)
 
