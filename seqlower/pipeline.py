@@ -370,7 +370,10 @@ def _lower(
         if mixed.frozen is not None and mixed.cost_after <= run.cost_after:
             best = mixed
     every_region = bool(costlier) and len(costlier) == len(run.plan.regions)
-    if (best is run and every_region) or round(best.cost_after) > round(run.plan.total):
+    costs_more = round(best.cost_after) > round(run.plan.total)
+    if best is not run:  # regions kept, others lowered: only where that is the cheaper
+        costs_more = best.cost_after > run.plan.total
+    if (best is run and every_region) or costs_more:
         graph_of = {site.node: site.graph for site in run.sites}
         # the regions that cost more lowered; all of them when only the whole model does
         named = costlier or run.plan.estimates(run.model, run.lower.origins, run.costs)
