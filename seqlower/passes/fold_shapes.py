@@ -74,10 +74,10 @@ def _foldable(node: ir.Node, values: StaticValues) -> np.ndarray | None:
     output = node.outputs[0]
     if not isinstance(output.type, ir.TensorType) or output.is_graph_output():
         return None  # an output of a body or branch stays computed: OpenVINO misreads constant ones
-    if any(_starts_a_state(use.node, use.idx) for use in output.uses()):
-        return None  # OpenVINO holds a Loop's state that starts as a constant to its shape
     if _too_large(output):
         return None  # what the checks below refuse, known without computing it
+    if any(_starts_a_state(use.node, use.idx) for use in output.uses()):
+        return None  # OpenVINO holds a Loop's state that starts as a constant to its shape
     array = values.get(output)
     if array is None or not _small(array):
         return None

@@ -102,6 +102,8 @@ def _foldable(value: ir.Value, analysis: _Elements, values: StaticValues) -> Vec
     producer = value.producer()
     if producer is None or producer.domain != "" or producer.op_type not in _SEEN_THROUGH:
         return None
+    if value.dtype != ir.DataType.INT64:
+        return None  # no vector (`_Elements.vector`), said before asking for its content
     if values.get(value) is not None or value.is_graph_output():
         return None  # static: fold_static_shapes makes it a constant
     if any(_flows(use.node, use.idx) for use in value.uses()):

@@ -30,12 +30,21 @@ def rename_shadowing_values(model: ir.Model) -> int:
     """Rename every value of a subgraph whose name a value of an enclosing graph has, and every
     second value of one name in a graph (two loop bodies fused into one, say). Returns how many
     were renamed."""
-    everywhere = Counter(
-        value.name for graph in graphs_within(model.graph) for value in _values(graph) if value.name
-    )
-    if all(count == 1 for count in everywhere.values()):
+    # one walk: each graph's values and the subgraphs its nodes hold, in order (a graph that
+    # two nodes hold is in scope under each)
+    defined: dict[int, list[ir.Value]] = {}
+    held: dict[int, list[ir.Graph]] = {}
+    names: list[str] = []
+    for graph in graphs_within(model.graph):
+        values = defined[id(graph)] = _values(graph)
+        names += [value.name for value in values if value.name]
+        held[id(graph)] = [
+            inner for node in graph if node.attributes.data for inner in subgraphs(node)
+        ]
+    taken = set(names)
+    if len(taken) == len(names):
         return 0  # no name is written twice: nothing can shadow
-    fresh = _FreshNames(set(everywhere))
+    fresh = _FreshNames(taken)
     in_scope: Counter[str] = Counter()
     renamed = 0
     stack: list[ir.Graph | set[str]] = [model.graph]
@@ -45,7 +54,7 @@ def rename_shadowing_values(model: ir.Model) -> int:
             in_scope.subtract(item)
             continue
         local: set[str] = set()
-        for value in _values(item):
+        for value in defined[id(item)]:
             if not value.name:
                 continue
             if in_scope[value.name] > 0 or value.name in local:
@@ -54,8 +63,7 @@ def rename_shadowing_values(model: ir.Model) -> int:
             local.add(value.name)  # type: ignore[arg-type]
         in_scope.update(local)
         stack.append(local)
-        for node in reversed(list(item)):  # popped in graph order
-            stack.extend(reversed(subgraphs(node)))
+        stack.extend(reversed(held[id(item)]))  # popped in graph order
     return renamed
 
 
