@@ -553,6 +553,8 @@ def _sum_terms(node: ir.Node) -> list[tuple[ir.Value, list[ir.Value]]]:
         left, right = current.inputs
         inner = [v for v in (left, right) if _is_add(v) and use_count(v) == 1]  # type: ignore[arg-type]
         if not inner:
+            if not terms:  # one Add alone: a single term either way (most Adds of a model)
+                return []
             break
         accumulator = inner[0]
         term = right if accumulator is left else left

@@ -303,7 +303,8 @@ def _refuse_sparse(proto: onnx.ModelProto, where: str) -> None:
                 "initializer"
             )
         for node in graph.node:
-            _refuse_sparse_attributes(node, where)
+            if node.attribute:  # most nodes have none: no call for them
+                _refuse_sparse_attributes(node, where)
     for function in proto.functions:
         for node in function.node:
             _refuse_sparse_attributes(node, where)

@@ -140,13 +140,14 @@ def _add_private_inputs(model: ir.Model, region_of: dict[ir.Node, int]) -> None:
         for node in reversed(list(graph)):
             if node in region_of or not node.outputs:
                 continue
-            readers = set()
+            private = True
+            readers: set[int | None] = set()
             for value in node.outputs:
-                if value.is_graph_output():
-                    readers = None
+                readers.update(region_of.get(reader) for reader in value.consumers())
+                if value.is_graph_output() or None in readers or len(readers) > 1:
+                    private = False  # read outside any region, or by two: whatever follows
                     break
-                readers |= {region_of.get(reader) for reader in value.consumers()}
-            if readers is not None and len(readers) == 1 and None not in readers:
+            if private and len(readers) == 1:
                 region_of[node] = readers.pop()
 
 
