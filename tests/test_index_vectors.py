@@ -199,3 +199,17 @@ def test_what_is_built_declares_its_type_so_lowering_again_changes_nothing():
     twice, _ = seqlower.optimize(once)
     assert op_counts(once)["Transpose"] == 0
     assert once.SerializeToString() == twice.SerializeToString()
+
+
+def test_a_vector_of_no_element_is_an_empty_constant():
+    """`x[0:0]` of an int64 vector has no element: the vector is the constant [] (a Concat
+    needs an input; the pass built one of none, which the checker rejects)."""
+    original, folded, count = _folded("""
+agraph (int64[3] x) => (int64[?] y) {
+  zero = Constant <value = int64[1] {0}> ()
+  s = Slice (x, zero, zero, zero)
+  y = Neg (s)
+}""")
+    assert count == 1
+    assert "Concat" not in op_counts(folded) and "Slice" not in op_counts(folded)
+    assert_same_outputs(original, folded, {"x": np.array([4, 5, 6])})

@@ -255,6 +255,8 @@ def _build(b: Builder, vector: Vector) -> ir.Value:
         part.type = ir.TensorType(ir.DataType.INT64)
         part.shape = ir.Shape([len(run)])
         parts.append(part)
+    if not parts:  # no element: a Concat needs an input
+        parts.append(b.ints([], "elements"))
     if len(parts) == 1:
         return parts[0]
     built = b.op("Concat", parts, {"axis": 0}, name="vector")
