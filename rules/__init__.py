@@ -23,6 +23,7 @@ from seqlower.rules import (
     loop_induction,
     loop_last_element,
     loop_map_assign,
+    loop_reverse_erase,
     loops,
     mask_indexing,
     runtime_position,
@@ -55,6 +56,7 @@ def default_rules() -> RuleSet:
         + if_select.RULES  # an If in a body picking one of two small tensors
         + while_length.RULES  # `while len(out) < n: out.append(x)`: a counted loop
         + loop_break.RULES  # a loop that may stop early: its count first
+        + loop_reverse_erase.RULES  # `del xs[k]` from the end where a condition holds: a filter
         + loop_batching.RULES
         + loop_chunks.RULES  # chunks of any sizes, mapped elementwise
         + loops.RULES
