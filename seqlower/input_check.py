@@ -38,6 +38,7 @@ from google.protobuf.message import Message
 
 from seqlower.errors import InvalidModelError, ModelInputError
 from seqlower.inlined_size import too_many_inlined
+from seqlower.keepdims_corner import squeeze_keepdims_corners
 from seqlower.ops import iter_all_graphs
 from seqlower.passes.chunked_inference import SMALL_INITIALIZER_BYTES
 from seqlower.static_errors import concat_mismatch, split_or_axis_problem
@@ -68,10 +69,13 @@ def check_input_proto(
     path: str | os.PathLike | None = None,
     *,
     external: bool = True,
+    split_keepdims: str = "onnxruntime",
 ) -> None:
     """Raise `InvalidModelError` when the model as read is invalid (see the module docstring).
     `path` is the file `proto` was read from, if any; `external=False` says that no tensor of
-    the model keeps its data in a file (only such a tensor needs the file's folder)."""
+    the model keeps its data in a file (only such a tensor needs the file's folder);
+    `split_keepdims` is how a scalar split of 1 with keepdims=0 is read (`Options`): read as
+    onnxruntime reads it, inference sees the axis squeezed (`keepdims_corner`)."""
     _refuse_sparse(proto, where)
     copy, weights = _weightless(proto)
     checked: onnx.ModelProto | str = proto if path is None else os.fspath(path)
@@ -89,6 +93,8 @@ def check_input_proto(
     if copy.ByteSize() > FULL_CHECK_LIMIT_BYTES:
         return
     _forget_declared_shapes(copy.graph)
+    if split_keepdims == "onnxruntime":
+        squeeze_keepdims_corners(copy)
     for function in copy.functions:
         for node in function.node:
             _forget_in_attributes(node)

@@ -51,29 +51,40 @@ ModelSource = ir.Model | onnx.ModelProto | str | os.PathLike
 EXTERNAL_THRESHOLD_BYTES = 1024  # tensors this large or larger go to the external data file
 
 
-def load_model(source: ModelSource) -> ir.Model:
+def load_model(source: ModelSource, *, split_keepdims: str = "onnxruntime") -> ir.Model:
     """Return `source` as an `onnx_ir.Model`. An `ir.Model` is returned as is (not copied); an
-    `onnx.ModelProto` is left as it is, whatever is done to the model returned."""
+    `onnx.ModelProto` is left as it is, whatever is done to the model returned.
+    `split_keepdims` is the reading of SplitToSequence's keepdims corner the input is checked
+    with (`Options.split_keepdims`)."""
     if isinstance(source, ir.Model):
         return source
     if isinstance(source, onnx.ModelProto):  # read from a copy: onnx_ir shares the tensors,
         copy = onnx.ModelProto()  # and renaming a value renames its tensor in the proto
         copy.CopyFrom(source)
-        return _deserialize(copy, "<ModelProto>")
+        return _deserialize(copy, "<ModelProto>", split_keepdims=split_keepdims)
     if isinstance(source, (str, os.PathLike)):
-        return _load_path(Path(source))
+        return _load_path(Path(source), split_keepdims)
     raise ModelInputError(
         f"cannot read a model from a {type(source).__name__}: "
         "give a path, an onnx.ModelProto or an onnx_ir.Model"
     )
 
 
-def load_model_and_files(source: str | os.PathLike) -> tuple[ir.Model, list[Path]]:
+def load_model_and_files(
+    source: str | os.PathLike, *, split_keepdims: str = "onnxruntime"
+) -> tuple[ir.Model, list[Path]]:
     """`load_model` for a path, with every file the model reads: the model file itself and
     each external data file, resolved (outputs must never be one of them)."""
     path = Path(source)
     proto, files = _read_path(path)
-    model = _deserialize(proto, str(path), base_dir=path.parent, path=path, files=files)
+    model = _deserialize(
+        proto,
+        str(path),
+        base_dir=path.parent,
+        path=path,
+        files=files,
+        split_keepdims=split_keepdims,
+    )
     return model, files
 
 
@@ -84,9 +95,16 @@ def files_read(source: str | os.PathLike) -> list[Path]:
     return _read_path(Path(source))[1]
 
 
-def _load_path(path: Path) -> ir.Model:
+def _load_path(path: Path, split_keepdims: str) -> ir.Model:
     proto, files = _read_path(path)
-    return _deserialize(proto, str(path), base_dir=path.parent, path=path, files=files)
+    return _deserialize(
+        proto,
+        str(path),
+        base_dir=path.parent,
+        path=path,
+        files=files,
+        split_keepdims=split_keepdims,
+    )
 
 
 def _read_path(path: Path) -> tuple[onnx.ModelProto, list[Path]]:
@@ -114,6 +132,7 @@ def _deserialize(
     base_dir: Path | None = None,
     path: Path | None = None,
     files: list[Path] | None = None,
+    split_keepdims: str = "onnxruntime",
 ) -> ir.Model:
     """`files`: what `_read_path` found the model reads (the model file first, then one per
     external data file), which says whether a tensor is external without another walk."""
@@ -128,7 +147,7 @@ def _deserialize(
     else:
         external = base_dir is not None and any(map(_is_external, _all_tensor_protos(proto)))
     forget_negative_dims(proto)
-    check_input_proto(proto, where, path, external=external)
+    check_input_proto(proto, where, path, external=external, split_keepdims=split_keepdims)
     try:
         model = ir.serde.deserialize_model(proto)
     except Exception as error:  # onnx_ir raises many kinds; all mean "malformed"

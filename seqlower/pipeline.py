@@ -135,12 +135,12 @@ def optimize(
     """
     options = options_with(options, option_overrides)
     with collector_relaxed():  # loading builds most of the objects the collector would rescan
-        model = load_model(source)
+        model = load_model(source, split_keepdims=options.split_keepdims)
         if isinstance(source, ir.Model):
             model = model.clone()
             original = source.clone
         else:  # the source is still there: read it again only if the original is kept
-            original = functools.partial(load_model, source)
+            original = functools.partial(load_model, source, split_keepdims=options.split_keepdims)
         lowered, report = lower_in_place(
             model, options, rules=rules, after_pass=after_pass, original=original
         )
@@ -255,14 +255,26 @@ def region_forms(
     `options.target` (onnxruntime unless given; `generic` lowers as the default target does)."""
     options = options or Options(target="onnxruntime")
     with collector_relaxed():
-        run = _Run(load_model(source), options, None, _ignore, plan=True)
+        run = _Run(
+            load_model(source, split_keepdims=options.split_keepdims),
+            options,
+            None,
+            _ignore,
+            plan=True,
+        )
         assert run.plan is not None
         regions = list(run.plan.regions)
         lowered = region_costs(run.model, regions, run.costs, run.lower.origins)
         forms = []
         for index, region in enumerate(regions):
             cost = RegionCost(index, round(run.plan.as_given[index]), round(lowered[index]))
-            kept = _Run(load_model(source), options, None, _ignore, keep=(run.plan, [cost]))
+            kept = _Run(
+                load_model(source, split_keepdims=options.split_keepdims),
+                options,
+                None,
+                _ignore,
+                keep=(run.plan, [cost]),
+            )
             if kept.frozen is None:
                 continue
             names = tuple(f"{node.op_type} '{node.name}'" for node in region.sites)

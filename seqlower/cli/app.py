@@ -427,13 +427,13 @@ def _optimize(
         PassObserver(show_progress=not quiet, dump_dir=outputs.dump_dir) as observer,
         collector_relaxed(),
     ):
-        model, files = load_model_and_files(source)
+        model, files = load_model_and_files(source, split_keepdims=options.split_keepdims)
         inputs = _refuse_inputs_as_outputs(files, outputs)
         observer.protect = files
         input_size = stored_size(model, source)  # its external weights too
         started = time.perf_counter()
         # the file is read again only if the original is kept (docs/performance.md, "Never slower")
-        original = functools.partial(load_model, source)
+        original = functools.partial(load_model, source, split_keepdims=options.split_keepdims)
         lowered, summary = lower_in_place(model, options, after_pass=observer, original=original)
         # the runtime check (loading the model in the target's runtime) is not the lowering:
         # its line says its own time

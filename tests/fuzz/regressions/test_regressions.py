@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import onnx
+import onnx.parser
 import onnx_ir as ir
 import pytest
 
@@ -18,10 +20,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import (
     budget_of,
+    compare_outputs,
     edge_feeds_problem,
     lower_and_compare,
     parse,
     rejected_by_the_specification,
+    run_ort,
     sequence_op_total,
 )
 
@@ -322,3 +326,50 @@ def test_a_map_body_declaring_the_size_of_one_run_reads_the_elements_it_is_given
         feeds = {"x": rng.standard_normal((rows, 4, 3)).astype(np.float32), "k": np.array(2)}
         lowered = lower_and_compare(model, feeds)
         assert sequence_op_total(lowered) == 0
+
+
+UNBIND_THEN_CAT = {
+    "main graph": """g (float[5,2,3] x, float[2,3] h) => (float[2,6] y) {
+        one = Constant <value = int64 {1}> ()
+        s = SplitToSequence <axis = 0, keepdims = 0> (x, one)
+        zero = Constant <value = int64 {0}> ()
+        t = SequenceAt (s, zero)
+        y = Concat <axis = 1> (t, h)
+    }""",
+    "loop body, split by an outer constant": """g (float[5,2,3] x, float[2,3] h) => (float[2,3] y) {
+        one = Constant <value = int64 {1}> ()
+        n = Constant <value = int64 {2}> ()
+        y = Loop (n, , h) <body = b (int64 i, bool c, float[2,3] acc) => (bool c2, float[2,3] out) {
+            s = SplitToSequence <axis = 0, keepdims = 0> (x, one)
+            t = SequenceAt (s, i)
+            both = Concat <axis = 1> (t, acc)
+            w = Constant <value = float[6,3] {1,0,0,0,1,0,0,0,1,1,0,0,0,1,0,0,0,1}> ()
+            out = MatMul (both, w)
+            c2 = Identity (c)
+        }>
+    }""",
+}
+
+
+@pytest.mark.parametrize("where", UNBIND_THEN_CAT)
+def test_an_unbound_element_read_with_its_axis_squeezed_is_a_valid_input(where):
+    """SplitToSequence(x, 1 scalar, keepdims=0) squeezes the axis in onnxruntime and PyTorch
+    (`torch.unbind`), which is seqlower's default reading; the input check ran ONNX inference,
+    which keeps the axis, and refused as invalid a model that concatenates the element with a
+    tensor of its squeezed rank (fuzz seed 41098: a MatMul in a SequenceMap body). Read the
+    specification's way (split_keepdims="spec") the model is still refused."""
+    model = onnx.parser.parse_model(
+        f'<ir_version: 8, opset_import: ["" : 18]>\n{UNBIND_THEN_CAT[where]}'
+    )
+    rng = np.random.default_rng(0)
+    feeds = {
+        "x": rng.standard_normal((5, 2, 3)).astype(np.float32),
+        "h": rng.standard_normal((2, 3)).astype(np.float32),
+    }
+    lowered, _ = seqlower.optimize(model)
+    onnx.checker.check_model(lowered, full_check=True)
+    assert sequence_op_total(lowered) == 0
+    problem = compare_outputs(run_ort(model, feeds), run_ort(lowered, feeds))
+    assert problem is None, problem
+    with pytest.raises(seqlower.InvalidModelError, match="Concat"):
+        seqlower.optimize(model, split_keepdims="spec")
