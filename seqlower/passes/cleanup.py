@@ -131,14 +131,14 @@ class CleanupPass(ir.passes.InPlacePass):
         # lowering's own forms may add 0 (a length counted from an initial 0)
         self.identities_removed = census.run(ARITHMETIC, remove_identity_arithmetic, model)
         modified |= bool(self.identities_removed)
-        self.negations_folded = census.run({"Add"}, fold_negated_terms, model) + census.run(
-            {"Unsqueeze"}, drop_broadcast_unsqueezes, model
-        )
-        modified |= bool(self.negations_folded)
+        self.negations_folded = census.run({"Add"}, fold_negated_terms, model)
         self.concats_removed = census.run({"Concat"}, remove_single_concats, model) + census.run(
             {"Concat"}, flatten_nested_concats, model
         )
         modified |= bool(self.concats_removed)
+        # after the concats: a Concat of one Unsqueeze removed lets a broadcast read its source
+        self.negations_folded += census.run({"Unsqueeze"}, drop_broadcast_unsqueezes, model)
+        modified |= bool(self.negations_folded)
         self.trims_folded = census.run({"Gather", "Slice"}, fold_trimmed_reads, model)
         modified |= bool(self.trims_folded)
         self.rows_folded = census.run({"Unsqueeze"}, fold_row_axes, model)

@@ -373,3 +373,25 @@ def test_an_unbound_element_read_with_its_axis_squeezed_is_a_valid_input(where):
     assert problem is None, problem
     with pytest.raises(seqlower.InvalidModelError, match="Concat"):
         seqlower.optimize(model, split_keepdims="spec")
+
+
+def test_a_stacked_list_of_one_added_with_broadcasting_is_lowered_once_for_all():
+    """A list of one element stacked (new_axis=1) is the Concat of one Unsqueeze; cleanup
+    removed the single Concat after it had dropped the Unsqueezes that broadcasting makes
+    anyway, so the Unsqueeze read by an Add went only on a second lowering: not idempotent
+    (fuzz seed 41887)."""
+    model = parse(
+        """g (float[1,3] x, float[1,3] m) => (float[1,3] y) {
+        s = SplitToSequence <axis = 0, keepdims = 0> (x)
+        c = ConcatFromSequence <axis = -2, new_axis = 1> (s)
+        y = Add (m, c)
+    }""",
+        opset=11,
+    )
+    feeds = {
+        "x": np.array([[1.0, -2.0, 0.5]], np.float32),
+        "m": np.array([[0.25, 1.0, -1.0]], np.float32),
+    }
+    lowered = lower_and_compare(model, feeds)
+    assert [node.op_type for node in lowered.graph] == ["Squeeze", "Add"]
+    assert_idempotent(lowered)
