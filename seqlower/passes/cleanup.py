@@ -143,6 +143,10 @@ class CleanupPass(ir.passes.InPlacePass):
         modified |= bool(self.trims_folded)
         self.rows_folded = census.run({"Unsqueeze"}, fold_row_axes, model)
         modified |= bool(self.rows_folded)
+        if self.rows_folded and self.fold_shapes:
+            # a read at a constant index made a read of one row (`Gather(v, [0])`): of a vector
+            # of one element, that is the vector itself, which a second lowering would see
+            self.vectors_built += fold_index_vectors(model)
         self.hoisted = census.run({"Loop", "Scan"}, hoist_loop_invariants, model)
         modified |= bool(self.hoisted)
         self.sunk = census.run({"If"}, sink_into_branches, model)

@@ -24,6 +24,7 @@ from list_shapes import LIST_SEEDS
 # regressions/test_an_unbound_element_read_with_its_axis_squeezed_is_a_valid_input); 41887 (a
 # single Concat removed after the broadcast Unsqueezes were dropped: lowering twice changed the
 # bytes; regressions/test_a_stacked_list_of_one_added_with_broadcasting_is_lowered_once_for_all)
+# and 41758 (as 1041724 below)
 # from LIST_SEEDS on: the list programs of the last tier (list_shapes.py); 1003655 (a split of
 # an element read from a list, both in their tensor form: the read lost its shape) and 1004087
 # (the empty constant a Loop started from was left behind: lowering twice changed the bytes)
@@ -39,13 +40,16 @@ from list_shapes import LIST_SEEDS
 # strength of the stack after the loop, which proves nothing of the windows not appended) hit
 # bugs fixed since; 1001504 stacks the empty scan output of a Loop of no iteration, whose dims
 # after the 0 onnxruntime gives as 0 and the lowering knows (harness.edge_feeds_problem);
-# 1020533 (an index vector of no element built as a Concat of no input: test_index_vectors)
+# 1020533 (an index vector of no element built as a Concat of no input: test_index_vectors);
+# 1041724 (a row read from a vector of one element, `Gather(x, [0])`, made after the index
+# vectors, was seen to be x only by a second lowering: regressions/test_a_row_read_from_a_
+# vector_of_one_element_is_the_vector_once_for_all)
 LIST_CI_SEEDS = [
     *range(LIST_SEEDS, LIST_SEEDS + 150),
     *(1003655, 1004087, 1004112, 1004335, 1006557),
-    *(1000425, 1000389, 1000649, 1000032, 1000168, 1000700, 1000413, 1001504, 1020533),
+    *(1000425, 1000389, 1000649, 1000032, 1000168, 1000700, 1000413, 1001504, 1020533, 1041724),
 ]
-CI_SEEDS = [*range(1000), 1190, 1308, 4165, 6712, 41098, 41887, *LIST_CI_SEEDS]
+CI_SEEDS = [*range(1000), 1190, 1308, 4165, 6712, 41098, 41758, 41887, *LIST_CI_SEEDS]
 
 # seed -> the bug it hits, named by its strict xfail in regressions/test_regressions.py or
 # regressions/test_list_programs.py

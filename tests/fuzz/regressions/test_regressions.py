@@ -395,3 +395,26 @@ def test_a_stacked_list_of_one_added_with_broadcasting_is_lowered_once_for_all()
     lowered = lower_and_compare(model, feeds)
     assert [node.op_type for node in lowered.graph] == ["Squeeze", "Add"]
     assert_idempotent(lowered)
+
+
+def test_a_row_read_from_a_vector_of_one_element_is_the_vector_once_for_all():
+    """The index vectors made `Reshape(Slice(x, [0], [1]), [])` a scalar read `Gather(x, 0)`;
+    a leading axis was then made there for the stacking Unsqueeze (`Gather(x, [0])`), which of
+    an `x` of one element is `x` itself: seen only by a second lowering, which changed the
+    bytes (fuzz seeds 1041724 and 41758)."""
+    model = parse("""g (int64[1] x) => (int64[2] y) {
+        start = Constant <value = int64[1] {0}> ()
+        end = Constant <value = int64[1] {1}> ()
+        scalar = Constant <value = int64[0] {}> ()
+        first = Slice (x, start, end, start)
+        r = Reshape (first, scalar)
+        n = Neg (r)
+        second = Slice (x, start, end, start)
+        r2 = Reshape (second, scalar)
+        a = Abs (r2)
+        s = SequenceConstruct (n, a)
+        y = ConcatFromSequence <axis = -1, new_axis = 1> (s)
+    }""")
+    lowered = lower_and_compare(model, {"x": np.array([-3], np.int64)})
+    assert [node.op_type for node in lowered.graph] == ["Neg", "Abs", "Concat"]
+    assert_idempotent(lowered)
