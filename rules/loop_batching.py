@@ -66,6 +66,7 @@ from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.analysis.provenance import split_source
 from seqlower.batching.body import BodyPlan, emit_body, plan_region
 from seqlower.batching.core import Emitter, Operand
+from seqlower.batching.segments import Segments
 from seqlower.batching.shapes import infer_region_shapes
 from seqlower.lists.signs import never_negative
 from seqlower.ops import outer_reads, peel_identity
@@ -85,7 +86,7 @@ from seqlower.rules.loops import (
     single_append,
     unrolled_size,
 )
-from seqlower.rules.ragged_reads import RaggedChunks, ragged_chunks
+from seqlower.rules.ragged_reads import RaggedChunks, ragged_chunks, reduced_by_segments
 from seqlower.rules.stacks import dims, merged_shape, moveaxis_to_front
 from seqlower.uses import use_count
 
@@ -1011,10 +1012,16 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
         end = builder.op("Reshape", [count, builder.ints([1])], name="trip_count")
     stacks: list[ir.Value] = []
     masks: dict[ir.Value, ir.Value] = {}
+    segments: dict[ir.Value, Segments] = {}
     for read in plan.reads:
-        if read.ragged is not None:  # the split tensor once per chunk, with their positions
+        chunk = read.node.outputs[0]
+        if read.ragged is not None and reduced_by_segments(
+            chunk, read.ragged, builder.opset, ctx.facts.values
+        ):  # only sums and means read the chunks: segment sums of the split tensor itself
+            stack, masks[chunk], count, segments[chunk] = read.ragged.emit_segments(builder)
+        elif read.ragged is not None:  # the split tensor once per chunk, with their positions
             # the checked count of chunks is the trip count (never cut: `_check`)
-            stack, masks[read.node.outputs[0]], count = read.ragged.emit(builder)
+            stack, masks[chunk], count = read.ragged.emit(builder)
         elif read.node in plan.guarded:
             assert end is not None
             stack = _checked_rows(read.node, end, plan.count, builder)
@@ -1040,6 +1047,7 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
         stacks.append(numbers)
     emitter = Emitter(builder, stacks[0], static_count)
     emitter.masks.update(masks)
+    emitter.segments.update(segments)
     batched = emit_body(plan.body, arguments, emitter, plan.count)  # type: ignore[arg-type]
     results = dict(zip(plan.wanted, batched))
     for running in plan.sums:  # each final sum, and the prefix sums where they are read

@@ -19,17 +19,26 @@ The split fails, as SplitToSequence does, when a size is negative or the sizes d
 dim a of x: n is the checked length of `length-of-split` and every batched value depends on it.
 As there, empty sizes on a dim that is not empty (onnxruntime's chunks of one) fail: every
 iteration reads a chunk, and the lowered read of chunk 0 from empty tables fails too.
+
+Where every read of a chunk in the body is a sum or mean along a (opset 16 or newer, float32/64 or
+int32/64), x is not expanded: the chunk of each position is counted from the ends, and each
+reduction is a ScatterElements with reduction="add" into [.., n, ..] (`seqlower.batching.segments`):
+
+    ReduceMean(chunk, [a]) -> ScatterElements(zeros, ids, x, axis=a, reduction="add") / Max(sizes,1)
+           ids = ReduceSum(Cast(ends[k] <= p), over k)   the chunk of each position p
 """
 
 from __future__ import annotations
 
-__all__ = ["RaggedChunks", "ragged_chunks"]
+__all__ = ["RaggedChunks", "ragged_chunks", "reduced_by_segments"]
 
 import dataclasses
 
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.analysis.static_values import StaticValues
+from seqlower.batching.segments import SEGMENT_DTYPES, SEGMENT_OPSET, Segments
 from seqlower.lists.signs import never_negative
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal
@@ -52,6 +61,19 @@ class RaggedChunks:
     def emit(self, builder: Builder) -> tuple[ir.Value, ir.Value, ir.Value]:
         """(X [n, *x], mask [n, 1.., d, 1..], n): x once per chunk, the positions each holds,
         and the checked count of chunks."""
+        stack, mask, count, _ = self._emit(builder, segments=False)
+        return stack, mask, count
+
+    def emit_segments(self, builder: Builder) -> tuple[ir.Value, ir.Value, ir.Value, Segments]:
+        """`emit`'s values and the chunks as segments: the chunk of each position along the
+        axis (the values `emit` gives are then read by nothing but an unused padded value)."""
+        stack, mask, count, segments = self._emit(builder, segments=True)
+        assert segments is not None
+        return stack, mask, count, segments
+
+    def _emit(
+        self, builder: Builder, segments: bool
+    ) -> tuple[ir.Value, ir.Value, ir.Value, Segments | None]:
         axis, rank = self.axis, self.rank
         sizes = self.sizes
         if sizes.dtype != ir.DataType.INT64:
@@ -77,7 +99,15 @@ class RaggedChunks:
         if others:
             mask = builder.unsqueeze(mask, others)
         mask.type = ir.TensorType(ir.DataType.BOOL)
-        return stack, mask, count
+        if not segments:
+            return stack, mask, count, None
+        # the chunk of each position: how many chunks end at or before it
+        passed = builder.op("LessOrEqual", [builder.unsqueeze(ends, [1]), positions])
+        passed = builder.op("Cast", [passed], {"to": int(ir.DataType.INT64)})
+        ids = builder.op(
+            "ReduceSum", [passed, builder.ints([0])], {"keepdims": 0}, name="chunk_ids"
+        )
+        return stack, mask, count, Segments(self.data, axis, ids, sizes, count)
 
 
 def ragged_chunks(sequence: ir.Value, ctx: Context) -> RaggedChunks | Refusal | None:
@@ -102,3 +132,31 @@ def ragged_chunks(sequence: ir.Value, ctx: Context) -> RaggedChunks | Refusal | 
         return Refusal(f"SplitToSequence axis {axis} is out of range for rank {rank}")
     nonnegative = never_negative(sizes, ctx.facts.values)
     return RaggedChunks(data, sizes, axis % rank, nonnegative)
+
+
+_SEGMENT_REDUCTIONS = ("ReduceSum", "ReduceMean")
+
+
+def reduced_by_segments(
+    chunk: ir.Value, chunks: RaggedChunks, opset: int, values: StaticValues
+) -> bool:
+    """Whether every use of `chunk` (the body's read of a chunk) is a sum or mean along the split
+    axis alone, which segment sums compute without x once per chunk."""
+    dtype = chunks.data.dtype
+    if opset < SEGMENT_OPSET or dtype not in SEGMENT_DTYPES or chunk.is_graph_output():
+        return False
+    uses = list(chunk.uses())
+    for use in uses:
+        node, index = use[0], use[1]
+        if node.op_type not in _SEGMENT_REDUCTIONS or index != 0 or node.graph is not chunk.graph:
+            return False
+        if node.op_type == "ReduceMean" and dtype not in (ir.DataType.FLOAT, ir.DataType.DOUBLE):
+            return False
+        axes = values.get_ints(node.inputs[1]) if len(node.inputs) > 1 else None
+        if axes is None:
+            axes = node.attributes.get_ints("axes", None)
+        if axes is None or [
+            a % chunks.rank if -chunks.rank <= a < chunks.rank else None for a in axes
+        ] != [chunks.axis]:
+            return False
+    return bool(uses)

@@ -25,7 +25,7 @@ __all__ = [
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx_ir as ir
@@ -33,6 +33,9 @@ import onnx_ir as ir
 from seqlower.analysis.static_values import StaticValues
 from seqlower.rewriter import Builder
 from seqlower.rule import Refusal
+
+if TYPE_CHECKING:
+    from seqlower.batching.segments import Segments
 
 INT64_MAX = np.iinfo(np.int64).max
 
@@ -158,6 +161,9 @@ class Emitter:
         # per ragged body value: the bool mask [N, 1.., d, 1..] of the positions each element
         # holds (d along its ragged axis, 1 along every other element axis)
         self.masks: dict[ir.Value, ir.Value] = {}
+        # per ragged body value read only by sums and means along its ragged axis: its chunks
+        # as segments (`seqlower.batching.segments`), reduced without the padded value
+        self.segments: dict[ir.Value, Segments] = {}
 
     # -- plain emission ------------------------------------------------------------------
 

@@ -20,7 +20,9 @@ X is the batched input [N, *S] of element shape S (rank r); U an unbatched input
     Slice(x, s, t, [a]), s or t per element -> X itself and a mask of [s, t) along a + 1 (ragged)
     ReduceSum(ragged, axes with a)      -> ReduceSum(Where(mask, X, 0))  (Max/Min: lowest/highest,
                                             plus the sum of the NaNs within (0 or NaN);
-                                            Mean: the masked sum over the count, at least 1)
+                                            Mean: the masked sum over the count, at least 1;
+                                            chunks read only by sums and means: segment sums,
+                                            `seqlower.batching.segments`)
     Gather(x, I, axis=a)                -> Gather(X, I, axis=a % r + 1)
     Gather(U, i, axis=a)                -> Transpose(Gather(U, I, axis=a), [a, 0..])
     Gather(x, i, axis=0), both per element -> GatherND(X, Unsqueeze(I, -1), batch_dims=1)
@@ -53,6 +55,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.batching.core import Batched, Emitter, OpRule, OpView, normalize_axis
+from seqlower.batching.segments import segment_reduce
 from seqlower.rule import Refusal
 
 RANDOM_OPS = frozenset(
@@ -277,6 +280,9 @@ def _reduce(view: OpView) -> Batched | Refusal:
         assert data is not None
         overrides: dict[str, object] = {}
         if masked is not None:
+            segments = em.segments.get(masked.source)  # type: ignore[arg-type]
+            if segments is not None and masked.summed and shifted == [masked.axis + 1]:
+                return [segment_reduce(em, segments, masked.mean, masked.keepdims == 1)]
             data = masked.fill(em, data)
             if masked.mean:  # the sum over each element's positions, divided by their count
                 keepdims = {"keepdims": masked.keepdims}
@@ -310,6 +316,7 @@ class _MaskedReduction:
         self.axis = ragged_axis
         self.keepdims = view.attr_int("keepdims", 1)
         self.mean = op_type == "ReduceMean"
+        self.summed = op_type in ("ReduceSum", "ReduceMean")
         if op_type in ("ReduceSum", "ReduceMean"):
             self.identity = np.zeros((), dtype)
         elif dtype.kind == "f":

@@ -1,0 +1,74 @@
+"""Sums and means over the chunks of a split by run-time sizes as segment sums, where every read
+of a chunk is such a reduction along the split axis (opset 16 or newer).
+
+    ReduceSum(chunk, [a])   -> ScatterElements(zeros [.., n, ..], ids, x, axis=a, reduction="add")
+                               (n along a, moved to the front; ids: the chunk of each position)
+    ReduceMean(chunk, [a])  -> that / Max(sizes, 1)   (the masked form's mean of no position: 0)
+
+The masked form (`seqlower.batching.ops`) expands x once per chunk and reduces [n, .., d, ..];
+this form reads x once. A maximum or minimum stays masked: ScatterElements' `max` and `min`
+need opset 18, and in onnxruntime 1.20 and 1.32 they keep their first operand against a NaN.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SEGMENT_DTYPES", "SEGMENT_OPSET", "Segments", "segment_reduce"]
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import numpy as np
+import onnx_ir as ir
+
+if TYPE_CHECKING:
+    from seqlower.batching.core import Emitter
+
+SEGMENT_OPSET = 16  # ScatterElements with reduction="add"
+# the types onnxruntime 1.20 to 1.32 scatter-adds on CPU (probed; float16 is not among them)
+SEGMENT_DTYPES = frozenset(
+    {ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.INT32, ir.DataType.INT64}
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Segments:
+    """The chunks of `data` along `axis`: the chunk of each position (`ids`, [d] int64), the
+    sizes ([n] int64) and the checked count of chunks n."""
+
+    data: ir.Value
+    axis: int
+    ids: ir.Value
+    sizes: ir.Value
+    count: ir.Value
+
+
+def segment_reduce(em: Emitter, segments: Segments, mean: bool, keepdims: bool) -> ir.Value:
+    """The sum (or mean) of each chunk along the split axis: [n, *rest], with a 1 kept at the
+    split axis when `keepdims`."""
+    data, axis = segments.data, segments.axis
+    rank = len(data.shape)  # type: ignore[arg-type]
+    shape = em.op("Shape", [data])
+    parts = []
+    if axis > 0:
+        parts.append(em.op("Slice", [shape, em.ints([0]), em.ints([axis])]))
+    parts.append(em.unsqueeze(segments.count, [0]))
+    if axis < rank - 1:
+        parts.append(em.op("Slice", [shape, em.ints([axis + 1]), em.ints([rank])]))
+    dtype = data.dtype
+    assert dtype is not None
+    zero = ir.tensor(np.zeros([1], dtype.numpy()))
+    zeros = em.op("ConstantOfShape", [em.op("Concat", parts, {"axis": 0})], {"value": zero})
+    along = [1] * rank
+    along[axis] = -1
+    ids = em.op("Expand", [em.op("Reshape", [segments.ids, em.ints(along)]), shape])
+    total = em.op("ScatterElements", [zeros, ids, data], {"axis": axis, "reduction": "add"})
+    if mean:
+        count = em.op("Max", [segments.sizes, em.scalar(np.array(1, np.int64))])
+        count = em.op("Cast", [em.op("Reshape", [count, em.ints(along)])], {"to": int(dtype)})
+        total = em.op("Div", [total, count])
+    if axis > 0:
+        perm = [axis, *range(axis), *range(axis + 1, rank)]
+        total = em.op("Transpose", [total], {"perm": perm})
+    if keepdims:
+        total = em.unsqueeze(total, [axis + 1])
+    return total
