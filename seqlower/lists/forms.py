@@ -379,11 +379,13 @@ class ListForms:
             s.parts[1].type = ir.TensorType(ir.DataType.INT64)
             s.parts[1].shape = ir.Shape([None, layout.rank])
         elif layout.kind == "ragged":
-            s.data.shape = ir.Shape([None, *layout.dims])
+            if s.data.shape is None:  # else a tensor of the model: the one element constructed
+                s.data.shape = ir.Shape([None, *layout.dims])
             s.parts[1].type = ir.TensorType(ir.DataType.INT64)
             s.parts[1].shape = ir.Shape([None])
         elif layout.unit is None:
-            s.data.shape = ir.Shape([None, *layout.dims])
+            if s.data.shape is None:  # likewise
+                s.data.shape = ir.Shape([None, *layout.dims])
         elif s.data.shape is None:  # else a tensor of the model: a split's input, an element
             dims = list(layout.dims)
             dims[layout.unit] = None

@@ -418,3 +418,28 @@ def test_a_row_read_from_a_vector_of_one_element_is_the_vector_once_for_all():
     lowered = lower_and_compare(model, {"x": np.array([-3], np.int64)})
     assert [node.op_type for node in lowered.graph] == ["Neg", "Abs", "Concat"]
     assert_idempotent(lowered)
+
+
+def test_a_list_whose_data_is_a_tensor_of_the_model_leaves_its_declared_shape_alone():
+    """A list whose tensor form is a tensor of the model itself (the rows of a model input
+    split one by one, the one element of a SequenceConstruct) was typed as a list of an
+    unknown number of rows: the model input's dim `N` became `?` in the lowered model (its
+    interface), and an initializer's known dims were lost, so that a second lowering folded
+    the shapes the first could not (not idempotent: fuzz seed 1042065)."""
+    model = parse("""g (float[N,4] x) => (float[?,4] y, float[4] last) {
+        zero = Constant <value = int64 {0}> ()
+        minus = Constant <value = int64 {-1}> ()
+        nought = Constant <value = float {0}> ()
+        s = SplitToSequence <axis = 0, keepdims = 0> (x)
+        first = Gather (x, zero)
+        m = Mul (first, nought)
+        t = SequenceInsert (s, m, zero)
+        last = SequenceAt (t, minus)
+        r = SequenceErase (t, minus)
+        y = ConcatFromSequence <axis = 0, new_axis = 1> (r)
+    }""")
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    lowered = lower_and_compare(model, {"x": x})
+    assert sequence_op_total(lowered) == 0
+    assert [str(d) for d in lowered.graph.inputs[0].shape] == ["N", "4"]
+    assert_idempotent(lowered)
