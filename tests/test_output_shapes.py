@@ -12,7 +12,7 @@ from support import declared_shape_mismatches, lower, stored_data_sets
 from seqlower.passes.output_shapes import relax_unproved_output_dims
 
 ROOT = pathlib.Path(__file__).parent / "fixtures" / "torch_wild" / "retina_level_topk"
-KEPT = pathlib.Path(__file__).parent / "fixtures" / "torch_unseen" / "drop_finished"
+KEPT = pathlib.Path(__file__).parent / "fixtures" / "torch_newcomer" / "edit_assign_delete"
 HEADER = '<ir_version: 8, opset_import: ["" : 17]>\n'
 
 
@@ -41,8 +41,9 @@ def test_dims_inference_gives_no_size_for_are_anonymous():
 
 
 def test_kept_for_speed_a_lying_export_declares_what_it_computes():
-    # beam bookkeeping with `del`, kept as given by --target onnxruntime (its tensor form costs
-    # more), declared as if traced with 2 hypotheses kept (it keeps 3 on one data set)
+    # list edits at run-time positions (`xs[k] = ..; del xs[j]; xs.pop(); xs.insert(1, ..)`),
+    # kept as given by --target onnxruntime (its tensor form costs more launches), declared as
+    # if traced with 2 elements left (5, 4 and 2 on the data sets)
     model = onnx.load(KEPT / "model.onnx")
     dim = model.graph.output[0].type.tensor_type.shape.dim[0]
     dim.ClearField("dim_param")
