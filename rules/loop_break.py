@@ -38,6 +38,7 @@ from seqlower.batching.branches import never_fails
 from seqlower.batching.core import Emitter, Operand
 from seqlower.ops import is_sequence_value, outer_reads, peel_identity
 from seqlower.rule import Context, Refusal, Rule, RuleSet
+from seqlower.rules.loop_batching import _region
 from seqlower.rules.loops import _body, _body_always_continues
 
 _LARGEST = 2**63 - 1
@@ -143,15 +144,7 @@ def _check_break(node: ir.Node, ctx: Context) -> BreakPlan | Refusal:
     if not bounds and (limit is None or limit >= _LARGEST):
         return Refusal("the loop has no bound but its condition")
     stops = {body.inputs[0], *counted, *(v for v, _, _ in flips)}
-    needed: dict[ir.Node, None] = {}
-    stack = [v for v in flags if v not in stops]
-    while stack:
-        producer = stack.pop().producer()
-        if producer is None or producer.graph is not body or producer in needed:
-            continue
-        needed[producer] = None
-        stack.extend(v for v in producer.inputs if v is not None and v not in stops)
-    region = [n for n in body if n in needed]
+    region = _region(body, flags, stops)
     states = set(body.inputs[1:]) - counted
     for each in region:
         label = f"{each.op_type} '{each.name}'" if each.name else each.op_type

@@ -30,11 +30,11 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.facts import element_dtype
-from seqlower.batching.body import emit_body, plan_region
+from seqlower.batching.body import BodyPlan, emit_body, plan_region
 from seqlower.batching.core import Emitter, Operand
 from seqlower.ops import is_sequence_value, peel_identity
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-from seqlower.rules.loop_batching import _count_terms, _sequence_length_term
+from seqlower.rules.loop_batching import _count_terms, _reads, _region, _sequence_length_term
 from seqlower.rules.loops import _body, _body_always_continues, _static_bool
 
 
@@ -44,7 +44,7 @@ class ReverseErasePlan:
     erase_in_then: bool  # the then branch erases
     last: ir.Value  # A = len(s0) - 1, an outer value
     length: ir.Value  # len(s0), an outer value
-    region: tuple[ir.Node, ...]  # the body nodes that compute the If's condition from i
+    condition: BodyPlan  # the body nodes that compute the If's condition from i, batched
     dtype: ir.DataType
 
 
@@ -136,8 +136,7 @@ def _check(node: ir.Node, ctx: Context) -> ReverseErasePlan | Refusal:
                 "the If does not erase from the list in one branch and keep it in the other"
             )
     assert position is not None
-    readers = {use.node for use in state.uses()}
-    if any(r.graph is body or r.graph not in (then, other) for r in readers):
+    if any(use.node.graph not in (then, other) for use in state.uses()):
         return Refusal("the body reads the list otherwise")
     down = position.producer()
     if (
@@ -164,16 +163,8 @@ def _check(node: ir.Node, ctx: Context) -> ReverseErasePlan | Refusal:
     flag = choice.inputs[0]
     if flag is None:
         return Refusal("the If has no condition")
-    needed: dict[ir.Node, None] = {}
-    stack = [flag]
-    while stack:
-        producer = stack.pop().producer()
-        if producer is None or producer.graph is not body or producer in needed:
-            continue
-        needed[producer] = None
-        stack.extend(v for v in producer.inputs if v is not None)
-    region = [n for n in body if n in needed]
-    if any(v in (body.inputs[1], state) for n in region for v in n.inputs):
+    region = _region(body, [flag], set())
+    if any(v in (body.inputs[1], state) for n in region for v in _reads(n)):
         return Refusal("the condition reads the list or the loop's condition")
     seeds = {iteration: Operand(True, ir.Shape([]))}
     opset = ctx.rewriter.opset(node.graph)
@@ -183,14 +174,13 @@ def _check(node: ir.Node, ctx: Context) -> ReverseErasePlan | Refusal:
     dtype = element_dtype(initial)
     if dtype is None:
         return Refusal("the element type is unknown")
-    return ReverseErasePlan(choice, erase_in_then, last, length, tuple(region), dtype)
+    return ReverseErasePlan(choice, erase_in_then, last, length, batch, dtype)
 
 
 def _filter(node: ir.Node, plan: ReverseErasePlan, ctx: Context) -> None:
     """Loop(M, true, s0, body: s' = If(f(i), then: SequenceErase(s, A - i), else: s))
     -> erased = f'(Range(0, M)); Loop(len(s0), true, SequenceEmpty(), body: r' =
     If(erased[A - j], then: r, else: SequenceInsert(r, SequenceAt(s0, j))))"""
-    body = _body(node)
     count, _, initial = node.inputs
     assert count is not None and initial is not None
     b = ctx.rewriter.before(node)
@@ -203,15 +193,8 @@ def _filter(node: ir.Node, plan: ReverseErasePlan, ctx: Context) -> None:
     runs.type, runs.shape = int64, ir.Shape([])
     numbers = b.op("Range", [zero, runs, one], name="iteration_numbers")
     numbers.type, numbers.shape = int64, ir.Shape([None])
-    iteration = body.inputs[0]
-    flag = plan.choice.inputs[0]
-    assert flag is not None
     opset = ctx.rewriter.opset(node.graph)
-    batch = plan_region(
-        body, {iteration: Operand(True, ir.Shape([]))}, plan.region, [flag], ctx.facts.values, opset
-    )
-    assert not isinstance(batch, Refusal)
-    (flags,) = emit_body(batch, [numbers], Emitter(b, numbers, None), None)
+    (flags,) = emit_body(plan.condition, [numbers], Emitter(b, numbers, None), None)
     erased = b.op("Reshape", [flags, b.ints([-1], "rows")], name="erased")
     if erased.dtype != ir.DataType.BOOL:
         erased = b.op("Cast", [erased], {"to": int(ir.DataType.BOOL)}, name="erased")

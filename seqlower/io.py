@@ -96,15 +96,7 @@ def files_read(source: str | os.PathLike) -> list[Path]:
 
 
 def _load_path(path: Path, split_keepdims: str) -> ir.Model:
-    proto, files = _read_path(path)
-    return _deserialize(
-        proto,
-        str(path),
-        base_dir=path.parent,
-        path=path,
-        files=files,
-        split_keepdims=split_keepdims,
-    )
+    return load_model_and_files(path, split_keepdims=split_keepdims)[0]
 
 
 def _read_path(path: Path) -> tuple[onnx.ModelProto, list[Path]]:

@@ -149,19 +149,13 @@ def test_a_list_not_surely_stacked_keeps_its_accumulator(readers):
 
 
 # the window appended only where row i of `keep` says so (an If in the body)
-KEPT_BODY = """<body = body (int64 i, bool c, seq(float) acc) => (bool c2, seq(float) grown) {
-        c2 = Identity(c)
-        axes = Constant<value = int64[1] {0}>()
-        two = Constant<value = int64 {2}>()
-        stop = Add(i, two)
-        b = Unsqueeze(i, axes)
-        e = Unsqueeze(stop, axes)
-        window = Slice(x, b, e)
-        wanted = Gather(keep, i)
+KEPT_BODY = WINDOW_BODY.replace(
+    "grown = SequenceInsert(acc, window)",
+    """wanted = Gather(keep, i)
         grown = If(wanted) <
             then_branch = th () => (seq(float) a) { a = SequenceInsert(acc, window) },
-            else_branch = el () => (seq(float) d) { d = Identity(acc) }>
-    }>"""
+            else_branch = el () => (seq(float) d) { d = Identity(acc) }>""",
+)
 KEPT = parse(
     f"""g (int64 m, float[N,3] x, bool[K] keep) => (float[?,?,3] y) {{
         t = Constant<value = bool {{1}}>()
