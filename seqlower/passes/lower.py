@@ -107,6 +107,12 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         # dead code holds rules back: a dead reader keeps a sequence in use, a dead body op
         # with no batching rule keeps a map from being batched
         modified = remove_dead_nodes(model)
+        # so do values a Loop carries that nothing reads (a list it grows for no one keeps the
+        # Loop from being batched)
+        if self._drop_dead_carried(model):
+            modified = True
+            infer_shapes(model)
+            stamp = region_inference.current_stamp(model)
         changed, stamp = self._fixpoint(model, rewriter, stamp, first=0)
         modified |= changed
         # the last tier, then the rules again on the tensors the lists became (a Loop that now
@@ -130,10 +136,7 @@ class LowerSequencesPass(ir.passes.InPlacePass):
             infer_shapes(model)
             # as cleanup will: the rules then see what a second lowering would see (a Loop
             # that carries a list's row counts only, its rows unread: a tensor grown by Concat)
-            replaced: dict[ir.Node, ir.Node] = {}
-            dropped = remove_dead_carried(model, replaced, self.frozen or ())
-            for made, node in replaced.items():
-                self.origins.setdefault(made, self.origins.get(node, node))
+            dropped = self._drop_dead_carried(model)
             if fold_index_vectors(model) or dropped:
                 infer_shapes(model)
             stamp = region_inference.current_stamp(model)
@@ -150,6 +153,15 @@ class LowerSequencesPass(ir.passes.InPlacePass):
             modified = True
             region_inference.forget_stamp(model)
         return ir.passes.PassResult(model, modified)
+
+    def _drop_dead_carried(self, model: ir.Model) -> bool:
+        """Remove what Loops carry and Ifs return that nothing needs (`remove_dead_carried`),
+        each rebuilt node tracing back to the node it came from; whether any went."""
+        replaced: dict[ir.Node, ir.Node] = {}
+        dropped = remove_dead_carried(model, replaced, self.frozen or ())
+        for made, node in replaced.items():
+            self.origins.setdefault(made, self.origins.get(node, node))
+        return bool(dropped)
 
     def _fixpoint(
         self,
@@ -184,9 +196,16 @@ class LowerSequencesPass(ir.passes.InPlacePass):
             if changed:
                 continue
             # a fixpoint, unless dead code that the local removals missed holds a rule back
-            if not whole_model_clean and remove_dead_nodes(model):
+            # (a dead node, or a value a Loop carries or an If returns for no one)
+            if not whole_model_clean:
                 whole_model_clean = True
-                continue
+                removed = remove_dead_nodes(model)
+                if self._drop_dead_carried(model):
+                    infer_shapes(model)
+                    stamp = region_inference.current_stamp(model)
+                    removed = True
+                if removed:
+                    continue
             if self._deferred:  # nothing else applies: now the last-resort rules may
                 last_resort = True
                 continue

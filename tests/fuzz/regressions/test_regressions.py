@@ -443,3 +443,47 @@ def test_a_list_whose_data_is_a_tensor_of_the_model_leaves_its_declared_shape_al
     assert sequence_op_total(lowered) == 0
     assert [str(d) for d in lowered.graph.inputs[0].shape] == ["N", "4"]
     assert_idempotent(lowered)
+
+
+def test_a_list_a_loop_carries_for_no_one_does_not_keep_it_from_being_batched():
+    """A Loop that stacks `x + i` also grew a list given as a model input that nothing read
+    after it: the list kept `loop-batch` from batching the Loop, and only the cleanup dropped
+    it, so a second lowering batched what the first left (not idempotent: fuzz seed 42523)."""
+    model = parse("""g (float[3,2] x, seq(float) xs) => (float[?,3,2] ys) {
+        three = Constant <value = int64 {3}> ()
+        _, ys = Loop (three, "", xs) <body = body (int64 i, bool c, seq(float) acc) =>
+                (bool c_out, seq(float) acc_out, float[3,2] y) {
+            f = Cast <to = 1> (i)
+            y = Add (x, f)
+            acc_out = SequenceInsert (acc, y)
+            c_out = Identity (c)
+        }>
+    }""")
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    xs = [np.ones((2,), np.float32)]
+    lowered = lower_and_compare(model, {"x": x, "xs": xs})
+    assert "Loop" not in [node.op_type for node in lowered.graph]
+    assert_idempotent(lowered)
+
+
+def test_a_map_output_no_one_reads_does_not_keep_the_map_a_loop():
+    """A SequenceMap with two outputs, one read and one not, became a Loop with two scan
+    outputs; the unread one, dropped only by the cleanup, kept the Loop from being batched
+    until a second lowering (not idempotent: fuzz seed 21001)."""
+    model = parse("""g (float[3,N] x) => (float[3,1] z) {
+        one = Constant <value = int32 {1}> ()
+        c = Constant <value = float[3,1] {-0.75, 0, -1.5}> ()
+        minus_two = Constant <value = int64 {-2}> ()
+        s = SplitToSequence <axis = 1> (x, one)
+        cs = SequenceConstruct (c, c)
+        a, b = SequenceMap (s, cs) <body = body (float[3,1] e, float[3,1] y) =>
+                (float[3,1] u, float[3,1] v) {
+            u = Sub (e, y)
+            v = Identity (y)
+        }>
+        z = SequenceAt (b, minus_two)
+    }""")
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    lowered = lower_and_compare(model, {"x": x})
+    assert "Loop" not in [node.op_type for node in lowered.graph]
+    assert_idempotent(lowered)
