@@ -8,6 +8,8 @@
         -> the scan output reversed once after the loop, before acc0
     body: acc1 = If(c, then: Concat(acc, p, axis=a), else: acc)  (grows only sometimes)
         -> scan outputs of p and c, then Compress(scan of p, scan of c, axis=0)
+    body: acc1 = If(c, then: acc, else: Concat(acc, p, axis=a))  (grows when c is false)
+        -> the same with Not(scan of c) after the loop (once, not in every iteration)
     body: acc1, b1 = If(c, then: (Concat(acc, p), ..), else: (acc, ..))  (one If grows several)
         -> the same for acc; the If keeps its other values (each grown by this rule in turn)
 
@@ -46,6 +48,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.analysis.carried_rows import at_least_iterations
 from seqlower.analysis.loop_shapes import INVARIANT, LoopShapes
 from seqlower.analysis.masked_loops import gathers_at_iteration
 from seqlower.cost import COPY_ELEMENTS, DYNAMIC_COUNT
@@ -342,11 +345,14 @@ def _branch_concat(
 
 def _runs_anyway(loop: ir.Node, ctx: Context) -> Callable[[ir.Node], bool]:
     """Whether a node of a branch in `loop`'s body would succeed in every iteration: a Gather
-    of an outer tensor at the iteration number along a dim the loop walks, or a node the body
-    runs in every iteration (at its top level) with the same operator, attributes and
-    inputs."""
+    of an outer tensor at the iteration number along a dim the loop walks, or along a dim
+    proved to hold at least the trip count's entries (`seqlower.analysis.carried_rows`: the
+    states an enclosing loop made so far, read by a loop over their positions), or a node
+    the body runs in every iteration (at its top level) with the same operator, attributes
+    and inputs."""
     body = _body(loop)
     walked = {id(g) for g in gathers_at_iteration(loop, ctx.facts.values)}
+    walked.update(id(g) for g in _gathers_within_rows(loop, ctx))
     twins: dict[tuple, ir.Node] = {}
     for node in body:
         key = _node_key(node)
@@ -360,6 +366,32 @@ def _runs_anyway(loop: ir.Node, ctx: Context) -> Callable[[ir.Node], bool]:
         return key is not None and key in twins
 
     return safe
+
+
+def _gathers_within_rows(loop: ir.Node, ctx: Context) -> list[ir.Node]:
+    """The Gathers in `loop`'s body (at any depth of its branches) of an outer tensor at the
+    iteration number j, along an axis proved to hold at least the trip count M of entries:
+    0 <= j < M, so each succeeds in every iteration."""
+    body = _body(loop)
+    trip = loop.inputs[0] if loop.inputs else None
+    owner = ctx.facts.list_lengths().owner
+    found = []
+    for use in body.inputs[0].uses():
+        gather, data = use.node, use.node.inputs[0]
+        if gather.op_type != "Gather" or gather.domain != "" or use.idx != 1 or data is None:
+            continue
+        if data.shape is None or not len(data.shape) or _within(data, body):
+            continue
+        rank = len(data.shape)
+        axis = gather.attributes.get_int("axis", 0)
+        if -rank <= axis < rank and at_least_iterations(trip, data, axis % rank, owner):
+            found.append(gather)
+    return found
+
+
+def _within(value: ir.Value, body: ir.Graph) -> bool:
+    """Whether `value` is made in `body` or a graph nested in it."""
+    return value.graph is not None and any(value.graph is g for g in graphs_within(body))
 
 
 def _node_key(node: ir.Node) -> tuple | None:
@@ -395,9 +427,9 @@ def _launches_saved(node: ir.Node, plan: AccumulatorPlan, ctx: Context) -> tuple
     if plan.keep is not None:  # the condition as a scalar scan output
         scalar = plan.keep.shape is not None and len(plan.keep.shape) == 0
         keep = plan.keep.producer()
-        inside = keep is not None and keep.graph is body and not plan.negate
-        per_iteration -= (not scalar) + plan.negate + (not inside)
-    after = 1 + (plan.keep is not None) + plan.prepend + (plan.axis != 0)
+        inside = keep is not None and keep.graph is body
+        per_iteration -= (not scalar) + (not inside)
+    after = 1 + (plan.keep is not None) + plan.negate + plan.prepend + (plan.axis != 0)
     if not plan.unsqueezed or plan.static_dims is None:
         after += 5  # Reshape to the shape made of the pieces' count and the initial dims
     if plan.filler:
@@ -414,6 +446,8 @@ def _to_scan_output(node: ir.Node, plans: tuple[AccumulatorPlan, ...], ctx: Cont
         -> Concat(reversed scan of p, acc0, axis=a)
     body: acc1 = If(c, then: Concat(acc, p, axis=a), else: acc)   (grows only sometimes)
         -> Concat(acc0, Compress(scan of p, scan of c, axis=0) .., axis=a)
+    body: acc1 = If(c, then: acc, else: Concat(acc, p, axis=a))
+        -> the same with Not(scan of c), once after the loop
     (p computed in the branch by ops that cannot fail is computed in every iteration)
     """
     # every planned tensor of the Loop at once, in one rebuild of the Loop
@@ -438,7 +472,11 @@ def _to_scan_output(node: ir.Node, plans: tuple[AccumulatorPlan, ...], ctx: Cont
             continue
         init = node.inputs[2 + plan.index]
         assert init is not None
-        result = _after_loop(builder, plan, stacked, scanned[-1], init, by_gather, counted)
+        keep = scanned[-1]
+        if plan.negate:  # the condition of an If that grows in its else branch, negated once
+            keep = builder.op("Not", [keep], name="kept")
+            keep.type, keep.shape = scanned[-1].type, scanned[-1].shape
+        result = _after_loop(builder, plan, stacked, keep, init, by_gather, counted)
         result.type = ir.TensorType(plan.dtype)
         ctx.rewriter.replace(grown, result)
     ctx.rewriter.fired_more("loop-concat-to-scan", len(plans) - 1)
@@ -468,8 +506,6 @@ def _scans_in_body(
         keep = plan.keep
         if keep.shape is None or len(keep.shape) != 0:
             keep = inner.op("Reshape", [keep, inner.ints([], "scalar")])
-        if plan.negate:
-            keep = inner.op("Not", [keep])
         keep = _body_output(keep, body, inner, "scan_keep")
         keep.type = ir.TensorType(ir.DataType.BOOL)
         scans.append(keep)

@@ -11,6 +11,8 @@
            `while len(out) < n: out.append(t)` loop, whose list is then only written)
     body: s1 = If(c, then: SequenceInsert(s, t), else: s)      (conditional appends)
         -> scan outputs of t and c, then Compress(scan of t, scan of c, axis=0)
+    body: s1 = If(c, then: s, else: SequenceInsert(s, t))
+        -> the same with Not(scan of c), once after the loop
     If(c, then: SequenceInsert(s, a), else: SequenceInsert(s, b))
         -> SequenceInsert(s, If(c, then: a, else: b))           (both branches append)
     the initial elements proved of t's shape, symbolic; a portable target but tract
@@ -572,12 +574,15 @@ def _scans_in_body(
     else:
         scans = [inner.op("Identity", [plan.tensor], name="scan_out")]
         scans[0].type = ir.TensorType(plan.dtype)
-    if plan.keep is not None:
-        keep = inner.op("Reshape", [plan.keep, inner.ints([], "scalar")])
-        if plan.negate:
-            keep = inner.op("Not", [keep])
-        scans.append(inner.op("Identity", [keep], name="scan_keep"))
-        scans[1].type = ir.TensorType(ir.DataType.BOOL)
+    if plan.keep is not None:  # negated after the loop, once (`_after_loop`)
+        keep = plan.keep
+        if keep.shape is None or len(keep.shape) != 0:
+            keep = inner.op("Reshape", [keep, inner.ints([], "scalar")])
+        made = keep.producer()
+        if made is None or made.graph is not body or keep in body.outputs or keep in scans:
+            keep = inner.op("Identity", [keep], name="scan_keep")
+        keep.type = ir.TensorType(ir.DataType.BOOL)
+        scans.append(keep)
     if counted and plan.keep is None:  # one true per iteration, summed after the loop
         true = inner.constant(np.array(True), "ran")
         scans.append(inner.op("Identity", [true], name="scan_ran"))
@@ -616,12 +621,16 @@ def _after_loop(
     stacked.type = ir.TensorType(plan.dtype)
     if not sequence.uses() and not sequence.is_graph_output():
         return
+    mask = scanned[-1]  # the conditions, or one true per iteration
+    if plan.negate:  # the condition of an If that appends in its else branch
+        mask = builder.op("Not", [mask], name="kept")
+        mask.type, mask.shape = scanned[-1].type, scanned[-1].shape
     if plan.keep is not None:
-        stacked = builder.op("Compress", [stacked, scanned[-1]], {"axis": 0})
+        stacked = builder.op("Compress", [stacked, mask], {"axis": 0})
     if plan.prepend:  # by a Gather for tract, which slices no run-time dim with step -1
         stacked = builder.reverse(stacked, by_gather=ctx.options.target == "tract")
-    if counted:  # the last scan: the mask, or one true per iteration
-        stacked = _counted_rows(builder, stacked, scanned[-1], plan.initial[0])
+    if counted:
+        stacked = _counted_rows(builder, stacked, mask, plan.initial[0])
     stacked.type = ir.TensorType(plan.dtype)
     if plan.apart_axis is not None:  # the concatenations read the initial elements apart
         _concatenate_apart(sequence, stacked, plan, ctx)

@@ -61,6 +61,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.analysis.carried_rows import at_least_iterations, counts_iterations
 from seqlower.analysis.facts import element_dtype
 from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.analysis.provenance import split_source
@@ -152,6 +153,8 @@ class LoopBatchPlan:
     accumulated: tuple[int, ...] = ()  # carried tensors grown by Concat (the rest are lists)
     # reads of tensors not proved to have the trip count's length: cut to it, with a check
     guarded: tuple[ir.Node, ...] = ()
+    # those of them proved to hold at least the trip count's rows: cut to it, no check
+    bounded: tuple[ir.Node, ...] = ()
 
 
 def _outer(value: ir.Value, body: ir.Graph) -> bool:
@@ -273,7 +276,11 @@ def _unproved_lengths(
     through the ops whose inferred shape loses it (a Slice over the whole axis, TopK and the
     other axes of a reduction, a Tile by a count read from a Shape, a broadcast of equal
     dims), so `for b in range(x.size(0)): x[b][idx[b]]` with `idx` made from x by Where, TopK
-    and Slices reads idx at dim 0 of x."""
+    and Slices reads idx at dim 0 of x. A tensor an enclosing loop grew by one row per
+    iteration holds as many rows as its iteration number (`_counts_rows`)."""
+    reads = [
+        read for read in reads if read.ragged is not None or not _counts_rows(read, count, ctx)
+    ]
     tensors = [read for read in reads if read.node.op_type == "Gather" and read.ragged is None]
     if not tensors:
         return reads
@@ -290,6 +297,36 @@ def _unproved_lengths(
         if not isinstance(dims, tuple) or len(dims) <= axis or dims[axis] != trip[0]:
             unproved.append(read)
     return unproved
+
+
+def _counts_rows(read: Read, count: ir.Value, ctx: Context) -> bool:
+    """Whether `read` = Gather(x, i) reads a tensor x that has exactly the trip count of rows
+    along its axis because an enclosing loop, whose iteration number is the trip count, grew
+    x from none by one per iteration (`seqlower.analysis.carried_rows`)."""
+    source = read.node.inputs[0]
+    assert source is not None and source.shape is not None  # as `_read` found it
+    axis = read.node.attributes.get_int("axis", 0) % len(source.shape)
+    return counts_iterations(count, source, axis, ctx.facts.list_lengths().owner)
+
+
+def _rows_at_least(read: Read, count: ir.Value, ctx: Context) -> bool:
+    """Whether `read` = Gather(x, i, axis=a) reads an x proved to hold at least the trip count
+    M of rows along a, M the iteration number of an enclosing loop: x grows by at least one
+    row per iteration of that loop (`seqlower.analysis.carried_rows`), or that loop's trip
+    count is a minimum one of whose terms is x's dim a (i < that trip count <= the dim)."""
+    source = read.node.inputs[0]
+    assert source is not None and source.shape is not None  # as `_read` found it
+    axis = read.node.attributes.get_int("axis", 0) % len(source.shape)
+    lengths = ctx.facts.list_lengths()
+    if at_least_iterations(count, source, axis, lengths.owner):
+        return True
+    loop = lengths.owner(count.graph)
+    if loop is None or loop.op_type != "Loop" or loop.domain != "" or not loop.inputs:
+        return False
+    if loop.attributes["body"].as_graph().inputs[0] is not count or loop.inputs[0] is None:
+        return False
+    terms = _count_terms(loop.inputs[0], ctx)
+    return terms is not None and _dim_term(source, axis) in terms
 
 
 def _one_static_int(value: ir.Value, ctx: Context) -> int | None:
@@ -633,6 +670,7 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     guarded = _unproved_lengths(node, count, unmatched, ctx) if unmatched else []
     if any(read.node.op_type != "Gather" or read.ragged is not None for read in guarded):
         return Refusal("the trip count is not known to be the length of what the body reads")
+    bounded = [read.node for read in guarded if _rows_at_least(read, count, ctx)]
     cut = terms is not None and len(terms) > 1
     ragged = {r.node for r in reads if r.ragged is not None}
     if ragged and cut:
@@ -709,7 +747,8 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     matched = [read for read in reads if read not in guarded]
     if static is None and not cut and matched and isinstance(matched[0].dim, int):
         static = matched[0].dim  # the length of what is read, before the trip count folds to it
-    cheaper = _unrolling_is_cheaper(node, static, reads, region, appends, ctx, len(guarded))
+    checks = len(guarded) - len(bounded)
+    cheaper = _unrolling_is_cheaper(node, static, reads, region, appends, ctx, checks)
     if cheaper is not None:
         return Refusal(cheaper)
     dim = static if static is not None else (None if cut or not matched else matched[0].dim)
@@ -728,6 +767,7 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
         tuple(heads.items()),
         tuple(accumulated),
         tuple(read.node for read in guarded),
+        tuple(bounded),
     )
 
 
@@ -915,9 +955,14 @@ def _runs(node: ir.Node, plan: LoopBatchPlan, ctx: Context, builder: Builder) ->
 
 
 def _never_negative_count(count: ir.Value, ctx: Context) -> bool:
-    """Whether a trip count is never negative: as `never_negative` proves, or the least or the
-    greatest of such counts (TorchScript's zip: ReduceMin(Concat(len(a), len(b))))."""
+    """Whether a trip count is never negative: as `never_negative` proves (the iteration
+    number of an enclosing Loop is one), or the least or the greatest of such counts
+    (TorchScript's zip: ReduceMin(Concat(len(a), len(b))))."""
     values = ctx.facts.values
+    graph = count.graph
+    counters: tuple[int, ...] = ()
+    if graph is not None and graph.inputs and ctx.facts.is_loop_body(graph):
+        counters = (id(graph.inputs[0]),)
     producer = count.producer()
     if producer is not None and producer.domain == "" and producer.op_type in _RESHAPES:
         source = producer.inputs[0]
@@ -926,9 +971,9 @@ def _never_negative_count(count: ir.Value, ctx: Context) -> bool:
         source = producer.inputs[0]
         made = source.producer() if source is not None else None
         if made is not None and made.domain == "" and made.op_type == "Concat":
-            return all(never_negative(part, values) for part in made.inputs)
-        return never_negative(source, values)
-    return never_negative(count, values)
+            return all(never_negative(part, values, counters) for part in made.inputs)
+        return never_negative(source, values, counters)
+    return never_negative(count, values, counters)
 
 
 _EXTREMA = ("ReduceMin", "ReduceMax")
@@ -939,7 +984,11 @@ _CHECK_COST = 7  # `_checked_rows`: Shape, Sub, Max, Gather, Add, Slice, and the
 
 
 def _checked_rows(
-    read: ir.Node, end: ir.Value, count: int | ir.SymbolicDim | None, builder: Builder
+    read: ir.Node,
+    end: ir.Value,
+    count: int | ir.SymbolicDim | None,
+    builder: Builder,
+    checked: bool = True,
 ) -> ir.Value:
     """The stack of the elements the loop reads with `read` = Gather(x, i, axis=a) for i in
     [0, M), M = `end` (1-D, never negative): the first M entries of x along a, moved to the
@@ -951,21 +1000,23 @@ def _checked_rows(
         Slice(x, 0, M + Gather([0], Max(M - Shape(x)[a], 0)), axes=[a])
 
     Not Gather(x, Range(0, M)): onnxruntime's optimizer reads that as a Slice, which gives
-    the rows there are instead of failing (quirk gather-range-past-end)."""
+    the rows there are instead of failing (quirk gather-range-past-end). Where x is proved to
+    hold at least M of them (`checked` false: `_rows_at_least`), the Slice alone."""
     source = read.inputs[0]
     assert source is not None and source.shape is not None
     rank = len(source.shape)
     axis = read.attributes.get_int("axis", 0) % rank
-    length = dims(builder, source, axis, axis + 1)
-    excess = builder.op("Sub", [end, length], name="rows_missing")
-    excess = builder.op("Max", [excess, builder.ints([0], "zero_1d")], name="rows_missing")
-    table = builder.ints([0], "zero_table")
-    check = builder.op("Gather", [table, excess], {"axis": 0}, name="rows_check")
-    checked = builder.op("Add", [end, check], name="rows_read")
-    for value in (excess, check, checked):
-        value.type, value.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([1])
+    if checked:
+        length = dims(builder, source, axis, axis + 1)
+        excess = builder.op("Sub", [end, length], name="rows_missing")
+        excess = builder.op("Max", [excess, builder.ints([0], "zero_1d")], name="rows_missing")
+        table = builder.ints([0], "zero_table")
+        check = builder.op("Gather", [table, excess], {"axis": 0}, name="rows_check")
+        end = builder.op("Add", [end, check], name="rows_read")
+        for value in (excess, check, end):
+            value.type, value.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([1])
     start, axes = builder.ints([0], "zero_1d"), builder.ints([axis], "read_axis")
-    rows = builder.op("Slice", [source, start, checked, axes], name="rows")
+    rows = builder.op("Slice", [source, start, end, axes], name="rows")
     rows.type = source.type
     rows.shape = ir.Shape([*source.shape[:axis], count, *source.shape[axis + 1 :]])
     return moveaxis_to_front(builder, rows, axis, rank)
@@ -1024,7 +1075,8 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
             stack, masks[chunk], count = read.ragged.emit(builder)
         elif read.node in plan.guarded:
             assert end is not None
-            stack = _checked_rows(read.node, end, plan.count, builder)
+            checked = read.node not in plan.bounded
+            stack = _checked_rows(read.node, end, plan.count, builder, checked)
         else:
             stack = read.build(builder)
         if plan.cut and read.node not in plan.guarded:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnx_ir as ir
-from support import assert_same_outputs, lower, parse
+import pytest
+from support import assert_both_fail, assert_same_outputs, lower, parse
 
 import seqlower
 from seqlower.passes.hoist_invariants import hoist_loop_invariants
@@ -251,3 +252,72 @@ def test_a_range_of_a_constant_step_and_zeros_of_a_shape_move_a_range_of_any_ste
         feeds = {"x": x, "n": np.array(n), "m": np.array(4), "k": np.array(2)}
         assert_same_outputs(model, proto, feeds)
     assert moved >= 4  # the Range, its Cast and sum; the Shape and its zeros
+
+
+# the frame an RNN-T decoder's inner `while` loop reads: a Gather of an outer tensor at an
+# outer position, which may be out of range, in a loop entered unconditionally (TRIP, COND)
+FRAME_STEPS = """
+agraph (float[T,4] enc, int64 t_pos, float[4] g0) => (float[4] g) {
+  trip = Constant <value = int64 {TRIP}> ()
+  go = Constant <value = bool {COND}> ()
+  g = Loop (trip, go, g0) <body = steps (int64 k, bool c, float[4] gi) => (bool c1, float[4] go1) {
+    frame = Gather <axis = 0> (enc, t_pos)
+    mixed = Add (frame, gi)
+    go1 = Tanh (mixed)
+    one = Constant <value = int64 {1}> ()
+    k1 = Add (k, one)
+    three = Constant <value = int64 {3}> ()
+    c1 = Less (k1, three)
+  }>
+}"""
+
+
+def _frame_steps(trip: str, cond: str = "1") -> onnx.ModelProto:
+    return parse(FRAME_STEPS.replace("TRIP", trip).replace("COND", cond))
+
+
+def _frame_feeds(position: int) -> dict[str, np.ndarray]:
+    enc = np.arange(12, dtype=np.float32).reshape(3, 4) / 10
+    return {"enc": enc, "t_pos": np.array(position, np.int64), "g0": np.ones(4, np.float32)}
+
+
+@pytest.mark.parametrize("trip", ["9223372036854775807", "1", "5"])
+def test_a_read_that_may_fail_leaves_a_loop_sure_to_run_once_and_fails_where_it_did(trip):
+    model = _frame_steps(trip)
+    moved, ir_model = _hoisted(model)
+    assert moved == 1
+    assert [n.op_type for n in ir_model.graph][-2:] == ["Gather", "Loop"]
+    proto = ir.to_proto(ir_model)
+    onnx.checker.check_model(proto, full_check=True)
+    for position in (0, 2, -1, -3):
+        assert_same_outputs(model, proto, _frame_feeds(position))
+    for position in (3, -4):  # out of range: the first iteration failed, now the Gather before
+        assert_both_fail(model, proto, _frame_feeds(position))
+
+
+@pytest.mark.parametrize(("trip", "cond"), [("0", "1"), ("3", "0"), ("-1", "1")])
+def test_a_read_that_may_fail_stays_in_a_loop_that_may_not_run(trip, cond):
+    model = _frame_steps(trip, cond)
+    moved, ir_model = _hoisted(model)
+    assert moved == 0
+    proto = ir.to_proto(ir_model)
+    assert_same_outputs(model, proto, _frame_feeds(7))  # never read: no failure in either
+
+
+def test_a_trip_count_known_only_at_run_time_keeps_the_read_in_the_body():
+    text = FRAME_STEPS.replace("int64 t_pos,", "int64 t_pos, int64 trip,")
+    text = text.replace("  trip = Constant <value = int64 {TRIP}> ()\n", "").replace("COND", "1")
+    moved, _ = _hoisted(parse(text))
+    assert moved == 0
+
+
+def test_a_random_operator_stays_in_a_loop_sure_to_run_once():
+    text = FRAME_STEPS.replace("TRIP", "2").replace("COND", "1")
+    text = text.replace(
+        "frame = Gather <axis = 0> (enc, t_pos)",
+        "noise = RandomUniformLike (g0)\n    frame = Add (noise, g0)",
+    )
+    moved, ir_model = _hoisted(parse(text))
+    body = next(n for n in ir_model.graph if n.op_type == "Loop").attributes["body"].as_graph()
+    assert "RandomUniformLike" in [n.op_type for n in body]
+    assert moved == 0  # and the Add of the noise with it

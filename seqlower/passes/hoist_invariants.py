@@ -23,6 +23,12 @@ never an integer division, nor a Cast from strings; reductions only where an emp
 a value (sums, products, means, norms) over axes within the known rank; Range only with a
 constant step that is not 0; ConstantOfShape only of a Shape (one of constant dims is a
 constant, left where it is, as a Constant is).
+A Loop that surely runs its first iteration (a constant trip count of at least 1 or none,
+a constant true condition or none: a TorchScript `while` loop entered unconditionally, an
+RNN-T decoder's steps for one frame) runs every node at the top of its body at least once:
+there any deterministic operator moves, whatever it may fail on, since the body would fail on
+the same inputs in its first iteration (the Slice of the frame the inner loop reads, at a
+run-time position).
 `SINKABLE` adds, for `sink_into_branches` only, Unsqueeze by constant axes within the rank and
 CumSum along a constant axis within the rank, of a type onnxruntime takes.
 Nothing that is a body's output moves.
@@ -34,7 +40,7 @@ __all__ = ["HOISTABLE", "SINKABLE", "hoist_loop_invariants", "is_constant_fill"]
 
 import onnx_ir as ir
 
-from seqlower.ops import same_dim, subgraphs
+from seqlower.ops import is_sequence_op, same_dim, subgraphs
 
 # element-wise operators of one input: they cannot fail on a value of their type
 _UNARY = frozenset(
@@ -67,6 +73,13 @@ _REDUCTIONS = frozenset(
 HOISTABLE = (
     _UNARY | _BROADCAST | _FLOAT_BROADCAST | _SHAPE_READERS | _REDUCTIONS
     | {"Cast", "ConstantOfShape", "Gemm", "MatMul", "Range", "Slice", "Transpose"}
+)  # fmt: skip
+# operators whose result is not a function of their inputs: they never move
+_RANDOM = frozenset(
+    {
+        "Bernoulli", "Dropout", "Multinomial", "RandomNormal", "RandomNormalLike",
+        "RandomUniform", "RandomUniformLike",
+    }
 )  # fmt: skip
 # what may also enter the one If branch that reads it (`sink_into_branches`): a ragged list's
 # bounds (a CumSum of its row counts, unsqueezed) read only where an element is assigned
@@ -103,9 +116,10 @@ def _hoist_body(graph: ir.Graph, loop: ir.Node, body: ir.Graph) -> int:
     """Move the invariant nodes of `body` (in order) in front of `loop` in `graph`."""
     inside = {*body.inputs, *body.initializers.values()}
     outputs = set(body.outputs)
+    runs = loop.op_type == "Loop" and _runs_first_iteration(loop)
     moved = 0
     for node in list(body):
-        if not _may_move(node, inside, outputs):
+        if not _may_move(node, inside, outputs, runs):
             inside.update(node.outputs)
             continue
         for value in node.inputs:  # the body's Constants it reads move first
@@ -134,9 +148,31 @@ def is_constant_fill(node: ir.Node) -> bool:
     return producer.op_type == "Constant" and producer.domain == ""
 
 
-def _may_move(node: ir.Node, inside: set[ir.Value], outputs: set[ir.Value]) -> bool:
-    """Whether `node` is invariant in its body and may run outside it (module docstring)."""
-    if node.domain != "" or node.op_type not in HOISTABLE or subgraphs(node):
+def _runs_first_iteration(loop: ir.Node) -> bool:
+    """Whether Loop `loop` surely runs its first iteration: its trip count is absent or a
+    constant of at least 1, its condition absent or a constant true."""
+    count = loop.inputs[0] if loop.inputs else None
+    cond = loop.inputs[1] if len(loop.inputs) > 1 else None
+    if count is not None:
+        array = _constant(count)
+        if array is None or array.size != 1 or int(array.reshape(-1)[0]) < 1:
+            return False
+    if cond is not None:
+        array = _constant(cond)
+        if array is None or array.size != 1 or not bool(array.reshape(-1)[0]):
+            return False
+    return True
+
+
+def _may_move(
+    node: ir.Node, inside: set[ir.Value], outputs: set[ir.Value], runs: bool = False
+) -> bool:
+    """Whether `node` is invariant in its body and may run outside it (module docstring).
+    `runs`: the loop surely runs its first iteration, so any deterministic tensor operator
+    may move."""
+    if node.domain != "" or subgraphs(node):
+        return False
+    if node.op_type not in HOISTABLE and not (runs and _deterministic(node)):
         return False
     if is_constant_fill(node):
         return False
@@ -151,7 +187,15 @@ def _may_move(node: ir.Node, inside: set[ir.Value], outputs: set[ir.Value]) -> b
                 return False
             if any(out in outputs for out in producer.outputs):
                 return False
-    return _cannot_fail(node)
+    return (runs and _deterministic(node)) or _cannot_fail(node)
+
+
+def _deterministic(node: ir.Node) -> bool:
+    """A tensor operator whose result is a function of its inputs (no random operator, no
+    sequence or optional operator: those are the lowering's to rewrite)."""
+    if node.op_type in _RANDOM or node.op_type == "Constant" or is_sequence_op(node):
+        return False
+    return not node.op_type.startswith("Optional")
 
 
 def _cannot_fail(node: ir.Node) -> bool:

@@ -379,3 +379,65 @@ def test_branches_that_append_and_prepend_are_not_merged():
     assert op_counts(lowered)["SequenceInsert"] == 2
     for n in (1, 3):
         lower_and_compare(model, {"x": ROWS[:n]})
+
+
+# a running state (so the loop stays a loop) and a list grown in the else branch of an If: what
+# the RNN-T greedy decoder does with its tokens (a blank moves on, anything else is appended)
+RECURRENT_ELSE = """g (float[N,3] x, float[3] h0) => (float[?,3] y) {
+    zero = Constant<value = int64 {0}>()
+    zero1 = Constant<value = int64[1] {0}>()
+    shape = Shape(x)
+    n = Gather(shape, zero)
+    t = Constant<value = bool {1}>()
+    start = START
+    h, s = Loop(n, t, h0, start) <body = body (int64 i, bool c, float[3] hi, ACC_TYPE acc)
+                                       => (bool c2, float[3] ho, ACC_TYPE grown) {
+        c2 = Identity(c)
+        row = Gather(x, i)
+        mixed = Add(row, hi)
+        ho = Tanh(mixed)
+        total = ReduceSum<keepdims = 0>(ho)
+        nothing = Constant<value = float {0}>()
+        blank = Less(total, nothing)
+        grown = If(blank) <then_branch = then () => (ACC_TYPE a) {
+            a = Identity(acc)
+        }, else_branch = orelse () => (ACC_TYPE b) {
+            GROW
+        }>
+    }>
+    y = FINISH
+}"""
+AS_LIST = {
+    "START": "SequenceConstruct(h0)",
+    "ACC_TYPE": "seq(float)",
+    "GROW": "b = SequenceInsert(acc, ho)",
+    "FINISH": "ConcatFromSequence<axis = 0, new_axis = 1>(s)",
+}
+AS_TENSOR = {
+    "START": "Unsqueeze(h0, zero1)",
+    "ACC_TYPE": "float[?,3]",
+    "GROW": "ax = Constant<value = int64[1] {0}>()\n            hu = Unsqueeze(ho, ax)\n"
+    "            b = Concat<axis = 0>(acc, hu)",
+    "FINISH": "Identity(s)",
+}
+
+
+@pytest.mark.parametrize("form", [AS_LIST, AS_TENSOR], ids=["list", "tensor"])
+def test_an_append_in_the_else_branch_negates_its_condition_once_after_the_loop(form):
+    text = RECURRENT_ELSE
+    for key, value in form.items():
+        text = text.replace(key, value)
+    model = parse(text)
+    h0 = np.array([0.5, -1.0, 0.25], np.float32)
+    for n in (0, 1, 5):
+        lowered, _, (y,) = lower_and_compare(model, {"x": ROWS[:n], "h0": h0})
+        states, h = [h0], h0
+        for row in ROWS[:n]:
+            h = np.tanh(row + h)
+            if h.sum() >= 0:
+                states.append(h)
+        np.testing.assert_allclose(y, np.array(states, np.float32).reshape(-1, 3), rtol=1e-6)
+    assert sequence_op_count(lowered) == 0 and op_counts(lowered)["If"] == 0
+    main = [node.op_type for node in lowered.graph.node]
+    assert main.count("Not") == 1 and main.index("Not") > main.index("Loop")
+    assert op_counts(lowered)["Not"] == 1  # none in the body
