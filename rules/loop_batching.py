@@ -40,9 +40,9 @@ value and the terms); a tensor grown by Concat (`acc = cat((acc, t))`, a list th
 acc) and a list that starts with elements, when only concatenations read it (the initial
 elements first); and slices whose bounds differ per element (`seqlower.batching`: held padded
 with a mask), appended to a list that is concatenated along the sliced axis (one Compress of
-the padded stack). The chunks of a split by 1-D run-time sizes are such slices
-(`seqlower.rules.ragged_reads`, by the default target only: `x.split(sizes)` then a loop over
-the chunks, as torch_geometric's `unbatch` writes it).
+the padded stack). The chunks of a split by 1-D run-time sizes are such slices, gathered into
+as many slots as the largest chunk has (`seqlower.rules.ragged_reads`, by the default target
+only: `x.split(sizes)` then a loop over the chunks, as torch_geometric's `unbatch` writes it).
 
 Refused (the Loop is left to the other loop rules): a value carried from one iteration to the
 next otherwise (an RNN state), a condition that may end the loop early, a body op without a
@@ -385,7 +385,7 @@ def _read(node: ir.Node, body: ir.Graph, ctx: Context) -> Read | Refusal:
         if chunks is not None:
             dims = chunks.sizes.shape[0]  # type: ignore[index]
             term = _sequence_length_term(source, ctx)
-            return Read(node, chunks.data.shape, term, dims, chunks.emit, 20, chunks)  # type: ignore[arg-type]
+            return Read(node, chunks.padded_shape, term, dims, chunks.emit, 20, chunks)
         found = _source(source, ctx)
         if isinstance(found, Refusal):
             return found
@@ -1052,7 +1052,7 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     """Loop(M, true, [], body(i, c, s): s' = SequenceInsert(s, f(SequenceAt(xs, i))))
     -> SplitToSequence(f'(stack(xs)), axis=0, keepdims=0); scan outputs of f(Gather(x, i))
     -> f'(x with the gathered axis moved to the front); the chunks of SplitToSequence(x, sizes)
-    with 1-D run-time sizes -> f'(x once per chunk, masked to the positions of each chunk);
+    with 1-D run-time sizes -> f'(the chunks gathered, padded to the largest, and masked);
     Gather(y, i) with the rows of y not known to be M
     -> Slice(y, 0, M + Gather([0], Max(M - rows(y), 0)))"""
     builder = ctx.rewriter.before(node)
@@ -1064,15 +1064,16 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     stacks: list[ir.Value] = []
     masks: dict[ir.Value, ir.Value] = {}
     segments: dict[ir.Value, Segments] = {}
+    held: dict[ir.Value, ir.Value] = {}
     for read in plan.reads:
         chunk = read.node.outputs[0]
         if read.ragged is not None and reduced_by_segments(
             chunk, read.ragged, builder.opset, ctx.facts.values
         ):  # only sums and means read the chunks: segment sums of the split tensor itself
             stack, masks[chunk], count, segments[chunk] = read.ragged.emit_segments(builder)
-        elif read.ragged is not None:  # the split tensor once per chunk, with their positions
+        elif read.ragged is not None:  # the chunks gathered, padded to the largest, masked
             # the checked count of chunks is the trip count (never cut: `_check`)
-            stack, masks[chunk], count = read.ragged.emit(builder)
+            stack, masks[chunk], count, held[masks[chunk]] = read.ragged.emit(builder)
         elif read.node in plan.guarded:
             assert end is not None
             checked = read.node not in plan.bounded
@@ -1100,6 +1101,7 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     emitter = Emitter(builder, stacks[0], static_count)
     emitter.masks.update(masks)
     emitter.segments.update(segments)
+    emitter.held.update(held)
     batched = emit_body(plan.body, arguments, emitter, plan.count)  # type: ignore[arg-type]
     results = dict(zip(plan.wanted, batched))
     for running in plan.sums:  # each final sum, and the prefix sums where they are read

@@ -1,27 +1,35 @@
-"""The chunks of a split by run-time sizes, read one per iteration, batched as the whole tensor and
-a mask of the positions each chunk holds (for `loop-batch`).
+"""The chunks of a split by run-time sizes, read one per iteration, batched as the chunks gathered
+into as many slots as the largest has, and a mask of the slots each chunk holds (for
+`loop-batch`).
 
     Loop(SequenceLength(xs), true, ..., body(i): f(SequenceAt(xs, i)))
     xs = SplitToSequence(x, sizes (1-D, run-time), axis=a)
         -> f'(X, mask)
-           X    = Expand(x, [n, 1, .., 1])                    n = Size(sizes), checked
-           ends = CumSum(sizes), starts = ends - sizes
-           mask = starts[k] <= p < ends[k] for each position p of axis a   [n, 1.., d, 1..]
+           ends = CumSum(sizes), m = ReduceMax(Concat([0], sizes))   the largest chunk
+           X    = Gather(x, ends[k] - m + j, axis=a) for slot j < m    [n, .., m, ..]
+           mask = j >= m - sizes[k]                                  [n, 1.., m, 1..]
+
+Chunk k fills the last sizes[k] slots of X[k]; the slots before it read rows of x before the
+chunk (from the end of x where ends[k] - m < 0: m <= d, so every index is within [-d, d)), which
+the mask leaves out. X is [n, m, ..]: about x's size when the chunks are alike, never more than
+x once per chunk (the earlier form, Expand(x, [n, 1, ..]), was [n, d, ..]: quadratic in the
+number of chunks).
 
 Chunks of differing sizes share no shape, so they cannot be stacked; but each is a slice of x
-along a with bounds that differ per chunk, which the batching rules already hold as the unsliced
+along a with bounds that differ per chunk, which the batching rules already hold as a padded
 tensor and a mask (`seqlower.batching`: reductions over a read the masked values, elementwise ops
 keep the mask, a list of such chunks concatenated along a is one Compress). The loop over
 `x.split(sizes)` (torch_geometric's `unbatch`, deformable attention's levels) then runs no
 iteration: one masked reduction per reduction of the body.
 
 The split fails, as SplitToSequence does, when a size is negative or the sizes do not add up to
-dim a of x: n is the checked length of `length-of-split` and every batched value depends on it.
+dim a of x: n is the checked length of `length-of-split`, and the check (a 0 that fails
+otherwise) starts the Range of slots, so every batched value depends on it.
 As there, empty sizes on a dim that is not empty (onnxruntime's chunks of one) fail: every
 iteration reads a chunk, and the lowered read of chunk 0 from empty tables fails too.
 
 Where every read of a chunk in the body is a sum or mean along a (opset 16 or newer, float32/64 or
-int32/64), x is not expanded: the chunk of each position is counted from the ends, and each
+int32/64), x is not padded: the chunk of each position is counted from the ends, and each
 reduction is a ScatterElements with reduction="add" into [.., n, ..] (`seqlower.batching.segments`):
 
     ReduceMean(chunk, [a]) -> ScatterElements(zeros, ids, x, axis=a, reduction="add") / Max(sizes,1)
@@ -58,22 +66,29 @@ class RaggedChunks:
     def rank(self) -> int:
         return len(self.data.shape)  # type: ignore[arg-type]
 
-    def emit(self, builder: Builder) -> tuple[ir.Value, ir.Value, ir.Value]:
-        """(X [n, *x], mask [n, 1.., d, 1..], n): x once per chunk, the positions each holds,
-        and the checked count of chunks."""
-        stack, mask, count, _ = self._emit(builder, segments=False)
-        return stack, mask, count
+    def emit(self, builder: Builder) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value]:
+        """(X [n, *x'], mask [n, 1.., m, 1..], n, sizes): the chunks padded to the largest (m
+        slots along the split axis), the slots each holds, the checked count of chunks, and the
+        sizes as int64 (how many slots of each the mask holds)."""
+        stack, mask, count, segments = self._emit(builder, segments=False)
+        return stack, mask, count, segments.sizes
 
     def emit_segments(self, builder: Builder) -> tuple[ir.Value, ir.Value, ir.Value, Segments]:
         """`emit`'s values and the chunks as segments: the chunk of each position along the
         axis (the values `emit` gives are then read by nothing but an unused padded value)."""
-        stack, mask, count, segments = self._emit(builder, segments=True)
-        assert segments is not None
-        return stack, mask, count, segments
+        return self._emit(builder, segments=True)
+
+    @property
+    def padded_shape(self) -> ir.Shape:
+        """The shape of one padded chunk: x's, with the split axis of a size known only at run
+        time (the largest chunk's, or x's dim where the chunks are segments)."""
+        dims = list(self.data.shape)  # type: ignore[arg-type]
+        dims[self.axis] = None
+        return ir.Shape(dims)
 
     def _emit(
         self, builder: Builder, segments: bool
-    ) -> tuple[ir.Value, ir.Value, ir.Value, Segments | None]:
+    ) -> tuple[ir.Value, ir.Value, ir.Value, Segments]:
         axis, rank = self.axis, self.rank
         sizes = self.sizes
         if sizes.dtype != ir.DataType.INT64:
@@ -84,6 +99,10 @@ class RaggedChunks:
             "Gather", [builder.op("Shape", [self.data]), builder.constant(np.array(axis))]
         )
         count = _length_of_sizes(builder, dim, sizes, nonnegative=self.nonnegative, empty_read=True)
+        if not segments:
+            ends = builder.op("CumSum", [sizes, zero], name="chunk_ends")
+            stack, mask = self._gathered(builder, sizes, ends, _check(count), one)
+            return stack, mask, count, Segments(self.data, axis, None, sizes, count)
         shape = builder.op(
             "Concat", [builder.unsqueeze(count, [0]), builder.ints([1] * rank)], {"axis": 0}
         )
@@ -95,12 +114,7 @@ class RaggedChunks:
         after = builder.op("GreaterOrEqual", [positions, builder.unsqueeze(starts, [1])])
         before = builder.op("Less", [positions, builder.unsqueeze(ends, [1])])
         mask = builder.op("And", [after, before], name="chunk_mask")  # [n, d]
-        others = [*range(1, axis + 1), *range(axis + 2, rank + 1)]
-        if others:
-            mask = builder.unsqueeze(mask, others)
-        mask.type = ir.TensorType(ir.DataType.BOOL)
-        if not segments:
-            return stack, mask, count, None
+        mask = self._spread(builder, mask)
         # the chunk of each position: how many chunks end at or before it
         passed = builder.op("LessOrEqual", [builder.unsqueeze(ends, [1]), positions])
         passed = builder.op("Cast", [passed], {"to": int(ir.DataType.INT64)})
@@ -108,6 +122,51 @@ class RaggedChunks:
             "ReduceSum", [passed, builder.ints([0])], {"keepdims": 0}, name="chunk_ids"
         )
         return stack, mask, count, Segments(self.data, axis, ids, sizes, count)
+
+    def _gathered(
+        self, builder: Builder, sizes: ir.Value, ends: ir.Value, check: ir.Value, one: ir.Value
+    ) -> tuple[ir.Value, ir.Value]:
+        """(X [n, .., m, ..], mask [n, 1.., m, 1..]): m the largest size, chunk k in the last
+        size k slots of X[k] (rows ends[k] - m + j for slot j); the slots before it hold
+        rows of x before the chunk, counted from the end of x where that is negative (m <= d, so
+        every row index is within [-d, d)), and the mask leaves them out. `check` (0, or it
+        fails where the sizes are wrong) starts the slots: every value read depends on it."""
+        # m = the largest size (0 for no chunk: ReduceMax of nothing fails in onnxruntime 1.20)
+        largest = builder.op(
+            "ReduceMax",
+            [builder.op("Concat", [builder.ints([0]), sizes], {"axis": 0})],
+            {"keepdims": 0},
+        )
+        slots = builder.op("Range", [check, largest, one], name="slots")  # [m]
+        first = builder.unsqueeze(builder.op("Sub", [ends, largest]), [1])  # [n, 1]
+        rows = builder.op("Add", [first, slots], name="chunk_rows")  # [n, m]
+        stack = builder.op("Gather", [self.data, rows], {"axis": self.axis}, name="chunks_padded")
+        if self.axis:  # [.., n, m, ..] -> [n, .., m, ..]
+            perm = [self.axis, *range(self.axis), *range(self.axis + 1, self.rank + 1)]
+            stack = builder.op("Transpose", [stack], {"perm": perm})
+        stack.type = self.data.type
+        skipped = builder.unsqueeze(builder.op("Sub", [largest, sizes]), [1])  # [n, 1]
+        mask = builder.op("GreaterOrEqual", [slots, skipped], name="chunk_mask")
+        return stack, self._spread(builder, mask)
+
+    def _spread(self, builder: Builder, mask: ir.Value) -> ir.Value:
+        """A [n, slots] mask as [n, 1.., slots, 1..] (the slots at the split axis)."""
+        others = [*range(1, self.axis + 1), *range(self.axis + 2, self.rank + 1)]
+        if others:
+            mask = builder.unsqueeze(mask, others)
+        mask.type = ir.TensorType(ir.DataType.BOOL)
+        return mask
+
+
+def _check(length: ir.Value) -> ir.Value:
+    """The check within `_length_of_sizes(..., empty_read=True)`: its result is
+    Add(Size(sizes), check), check a Gather from a table of one 0 that fails where the sizes are
+    wrong."""
+    producer = length.producer()
+    assert producer is not None and producer.op_type == "Add", producer
+    check = producer.inputs[1]
+    assert check is not None
+    return check
 
 
 def ragged_chunks(sequence: ir.Value, ctx: Context) -> RaggedChunks | Refusal | None:
@@ -141,7 +200,7 @@ def reduced_by_segments(
     chunk: ir.Value, chunks: RaggedChunks, opset: int, values: StaticValues
 ) -> bool:
     """Whether every use of `chunk` (the body's read of a chunk) is a sum or mean along the split
-    axis alone, which segment sums compute without x once per chunk."""
+    axis alone, which segment sums compute without padding the chunks."""
     dtype = chunks.data.dtype
     if opset < SEGMENT_OPSET or dtype not in SEGMENT_DTYPES or chunk.is_graph_output():
         return False

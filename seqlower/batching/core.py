@@ -164,6 +164,9 @@ class Emitter:
         # per ragged body value read only by sums and means along its ragged axis: its chunks
         # as segments (`seqlower.batching.segments`), reduced without the padded value
         self.segments: dict[ir.Value, Segments] = {}
+        # per mask of `masks` whose counts of held positions are known: those counts ([N] int64;
+        # the sizes of the chunks of a split), which a mean divides by without counting the mask
+        self.held: dict[ir.Value, ir.Value] = {}
 
     # -- plain emission ------------------------------------------------------------------
 

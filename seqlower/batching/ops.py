@@ -314,6 +314,7 @@ class _MaskedReduction:
     def __init__(self, view: OpView, ragged_axis: int, op_type: str, dtype: np.dtype) -> None:
         self.source = view.node.inputs[0]
         self.axis = ragged_axis
+        self.rank = view.rank(0) or 0  # of the element
         self.keepdims = view.attr_int("keepdims", 1)
         self.mean = op_type == "ReduceMean"
         self.summed = op_type in ("ReduceSum", "ReduceMean")
@@ -356,15 +357,21 @@ class _MaskedReduction:
         return em.op("Where", [self.mask(em), data, em.scalar(self.identity)])
 
     def divide(self, em: Emitter, total: ir.Value) -> ir.Value:
-        count = em.op(
-            "ReduceSum",
-            [
-                em.op("Cast", [self.mask(em)], {"to": int(ir.DataType.INT64)}),
-                em.ints([self.axis + 1]),
-            ],
-            {"keepdims": self.keepdims},
-        )
-        count = em.op("Max", [count, em.scalar(np.array(1, np.int64))])
+        held = em.held.get(self.mask(em))
+        if held is not None:  # the counts are known ([N]): as [N, 1, ..] of the total's rank
+            shape = [-1] + [1] * (self.rank - 1 + self.keepdims)
+            count = em.op("Max", [held, em.scalar(np.array(1, np.int64))])
+            count = em.op("Reshape", [count, em.ints(shape)])
+        else:
+            count = em.op(
+                "ReduceSum",
+                [
+                    em.op("Cast", [self.mask(em)], {"to": int(ir.DataType.INT64)}),
+                    em.ints([self.axis + 1]),
+                ],
+                {"keepdims": self.keepdims},
+            )
+            count = em.op("Max", [count, em.scalar(np.array(1, np.int64))])
         count = (
             em.op("CastLike", [count, total])
             if em.opset >= 15

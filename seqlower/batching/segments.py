@@ -5,7 +5,7 @@ of a chunk is such a reduction along the split axis (opset 16 or newer).
                                (n along a, moved to the front; ids: the chunk of each position)
     ReduceMean(chunk, [a])  -> that / Max(sizes, 1)   (the masked form's mean of no position: 0)
 
-The masked form (`seqlower.batching.ops`) expands x once per chunk and reduces [n, .., d, ..];
+The masked form (`seqlower.batching.ops`) pads the chunks to the largest and reduces [n, .., m, ..];
 this form reads x once. A maximum or minimum stays masked: ScatterElements' `max` and `min`
 need opset 18, and in onnxruntime 1.20 and 1.32 they keep their first operand against a NaN.
 """
@@ -32,12 +32,12 @@ SEGMENT_DTYPES = frozenset(
 
 @dataclasses.dataclass(frozen=True)
 class Segments:
-    """The chunks of `data` along `axis`: the chunk of each position (`ids`, [d] int64), the
-    sizes ([n] int64) and the checked count of chunks n."""
+    """The chunks of `data` along `axis`: the chunk of each position (`ids`, [d] int64; None
+    where no reduction reads them), the sizes ([n] int64) and the checked count of chunks n."""
 
     data: ir.Value
     axis: int
-    ids: ir.Value
+    ids: ir.Value | None
     sizes: ir.Value
     count: ir.Value
 
@@ -60,6 +60,7 @@ def segment_reduce(em: Emitter, segments: Segments, mean: bool, keepdims: bool) 
     zeros = em.op("ConstantOfShape", [em.op("Concat", parts, {"axis": 0})], {"value": zero})
     along = [1] * rank
     along[axis] = -1
+    assert segments.ids is not None
     ids = em.op("Expand", [em.op("Reshape", [segments.ids, em.ints(along)]), shape])
     total = em.op("ScatterElements", [zeros, ids, data], {"axis": axis, "reduction": "add"})
     if mean:
