@@ -453,29 +453,43 @@ def _to_scan_output(node: ir.Node, plans: tuple[AccumulatorPlan, ...], ctx: Cont
     # every planned tensor of the Loop at once, in one rebuild of the Loop
     body = _body(node)
     builder = ctx.rewriter.before(node)
-    scans = [
-        _scans_in_body(node, body, builder, plan, plan.index - done, ctx)
-        for done, plan in enumerate(plans)
-    ]
+    # one If growing several values: its condition is scanned once (by an earlier rewrite of
+    # this Loop, whose scan output it is already, or by the first plan here)
+    outputs_now, carried = list(body.outputs), len(node.inputs) - 2
+    scanned_before = {
+        id(plan.keep): outputs_now.index(plan.keep) - 1 - len(plans)
+        for plan in plans
+        if plan.keep is not None and plan.keep in outputs_now[1 + carried :]
+    }
+    scans, conditions = [], set(scanned_before)
+    for done, plan in enumerate(plans):
+        shared = plan.keep is not None and id(plan.keep) in conditions
+        scans.append(_scans_in_body(node, body, builder, plan, plan.index - done, ctx, shared))
+        if plan.keep is not None:
+            conditions.add(id(plan.keep))
     indices = [plan.index for plan in plans]
     dropped, outputs = rebuild_with_scans(node, indices, sum(map(len, scans)), ctx)
     first = len(node.outputs) - len(plans)
     by_gather = ctx.options.target == "tract"
     # not tract, whose shape analysis cannot read a count from values
     counted = ctx.options.target not in (*SPEED_FIRST_TARGETS, "tract")
+    stacked_conditions = {key: outputs[index] for key, index in scanned_before.items()}
     for plan, grown, made in zip(plans, dropped, scans):
         scanned = outputs[first : first + len(made)]
         first += len(made)
         stacked = scanned[0]
         stacked.type = ir.TensorType(plan.dtype)
+        keep = scanned[-1]
+        if plan.keep is not None:  # the first plan of a condition scans it
+            keep = stacked_conditions.setdefault(id(plan.keep), keep)
         if not grown.uses() and not grown.is_graph_output():
             continue
         init = node.inputs[2 + plan.index]
         assert init is not None
-        keep = scanned[-1]
         if plan.negate:  # the condition of an If that grows in its else branch, negated once
-            keep = builder.op("Not", [keep], name="kept")
-            keep.type, keep.shape = scanned[-1].type, scanned[-1].shape
+            flags = keep
+            keep = builder.op("Not", [flags], name="kept")
+            keep.type, keep.shape = flags.type, flags.shape
         result = _after_loop(builder, plan, stacked, keep, init, by_gather, counted)
         result.type = ir.TensorType(plan.dtype)
         ctx.rewriter.replace(grown, result)
@@ -483,11 +497,18 @@ def _to_scan_output(node: ir.Node, plans: tuple[AccumulatorPlan, ...], ctx: Cont
 
 
 def _scans_in_body(
-    node: ir.Node, body: ir.Graph, builder: Builder, plan: AccumulatorPlan, k: int, ctx: Context
+    node: ir.Node,
+    body: ir.Graph,
+    builder: Builder,
+    plan: AccumulatorPlan,
+    k: int,
+    ctx: Context,
+    shared: bool = False,
 ) -> list[ir.Value]:
     """The body edits for one tensor, carried at position `k` now: the piece (and the
-    condition of a conditional growth) become scan outputs at the end of the body's outputs,
-    the growth and the carried input and output go. Returns the scan outputs."""
+    condition of a conditional growth, unless `shared`: an earlier plan scans it) become scan
+    outputs at the end of the body's outputs, the growth and the carried input and output go.
+    Returns the scan outputs."""
     init = node.inputs[2 + plan.index]
     assert init is not None
     for hoisted in plan.hoist:  # from the growing branch to just before the If
@@ -502,7 +523,7 @@ def _scans_in_body(
     if plan.static_dims is not None:
         scanned.shape = ir.Shape(plan.static_dims)
     scans = [scanned]
-    if plan.keep is not None:
+    if plan.keep is not None and not shared:
         keep = plan.keep
         if keep.shape is None or len(keep.shape) != 0:
             keep = inner.op("Reshape", [keep, inner.ints([], "scalar")])

@@ -228,3 +228,20 @@ def test_rows_of_unknown_count_or_an_unknown_start_prove_nothing():
     i, acc, owner = _rows(GROW.replace("AXIS", "0").replace("PIECE", "piece"), "0")
     assert not at_least_iterations(acc, acc, 0, owner)  # not the iteration number
     assert not at_least_iterations(i, acc, 0, lambda g: None)  # no Loop holds the body
+
+
+def test_two_values_grown_under_one_if_scan_its_condition_once():
+    model = _model(PROVED)
+    lowered, report = lower(model, target="portable", rules=rules_without("loop-batch"))
+    assert report.rules_fired["loop-concat-to-scan"] == 2
+    outer = next(n for n in lowered.graph.node if n.op_type == "Loop")
+    body = next(a.g for a in outer.attribute if a.name == "body")
+    inner = next(n for n in body.node if n.op_type == "Loop")
+    inner_body = next(a.g for a in inner.attribute if a.name == "body")
+    # the condition, then the two pieces: no copy of the condition for the second value
+    assert len(inner_body.output) == 1 + 3
+    assert [n.op_type for n in inner_body.node].count("Identity") == 1  # the loop's condition
+    compress = [n for n in body.node if n.op_type == "Compress"]
+    assert len(compress) == 2 and compress[0].input[1] == compress[1].input[1]
+    for seed, parents in enumerate(TREES):
+        assert_same_outputs(model, lowered, _feeds(parents, seed))
