@@ -2,8 +2,10 @@
 them needs no count-from-the-end (`Where(p < 0, p + n, p)`: three operators per edit).
 
     a constant >= 0, Shape, Size, SequenceLength, a Loop's iteration number -> never negative
-    Gather or Slice of a Shape or Size, Abs                                  -> never negative
-    Cast, Reshape, Squeeze, Unsqueeze, Identity                             -> as their input
+    NonZero, ArgMax, ArgMin, TopK's indices, Abs                             -> never negative
+    Cast, Reshape, Squeeze, Unsqueeze, Identity, Transpose, Flatten         -> as their input
+    Gather, GatherElements, GatherND, Slice, Compress, Expand, Tile of data -> as the data
+    Concat                                                                   -> as all its inputs
     Add, Mul, Div, Max, Min of values never negative                        -> never negative
     Mod(a, b), fmod=0, b never negative (the result takes the divisor's sign) -> never negative
     ReduceSum(Cast(bool, to=int64)), a count of true entries (no int64 overflow) -> never negative
@@ -22,9 +24,11 @@ import onnx_ir as ir
 from seqlower.analysis.static_values import StaticValues
 
 DEPTH = 8
-_SOURCES = {"Shape", "Size", "SequenceLength"}
-_PASSING = {"Cast", "Reshape", "Squeeze", "Unsqueeze", "Identity"}
-_CLOSED = {"Add", "Mul", "Div", "Max", "Min"}
+_SOURCES = {"Shape", "Size", "SequenceLength", "NonZero", "ArgMax", "ArgMin"}
+_PASSING = {"Cast", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Flatten"}
+# ops whose output holds entries of their first input only (copied, never computed)
+_COPYING = {"Gather", "GatherElements", "GatherND", "Slice", "Compress", "Expand", "Tile"}
+_CLOSED = {"Add", "Mul", "Div", "Max", "Min", "Concat"}
 
 
 def never_negative(
@@ -47,13 +51,9 @@ def never_negative(
     op = node.op_type
     if node.domain not in ("", "ai.onnx"):
         return False
-    if op in _SOURCES or op == "Abs":
+    if op in _SOURCES or op == "Abs" or (op == "TopK" and value is node.outputs[1]):
         return True
-    if op in ("Gather", "Slice"):
-        source = node.inputs[0]
-        made = source.producer() if source is not None else None
-        return made is not None and made.op_type in ("Shape", "Size")
-    if op in _PASSING:
+    if op in _COPYING or op in _PASSING:
         return never_negative(node.inputs[0], values, counters, depth - 1)
     if op in _CLOSED:
         return all(never_negative(x, values, counters, depth - 1) for x in node.inputs)

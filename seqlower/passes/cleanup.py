@@ -1,8 +1,9 @@
 """Remove what lowering left unused: dead nodes (subgraphs included), values a Loop carries and
 If outputs that nothing needs, static shape arithmetic
 (folded into constants), Transposes of constant weights (folded into the weight), Casts to the
-type their input has, arithmetic that changes nothing (x + 0) or adds a negated term (a + i *
--1, as a - i), Unsqueezes that broadcasting makes anyway, Concats of one input, reads of what a
+type their input has, arithmetic that changes nothing (x + 0, the sign correction of the floor
+division of an index) or adds a negated term (a + i * -1, as a - i), Unsqueezes that
+broadcasting makes anyway, Concats of one input, reads of what a
 cut of the last rows left, Unsqueezes whose leading axis the operators before can make, minimums
 of a value and the largest int64 (the value), loop-invariant operators (moved out of Loop and
 Scan bodies), operators read in one If branch only (moved into it), unused initializers and
@@ -21,6 +22,7 @@ from seqlower.passes.broadcast_unsqueeze import drop_broadcast_unsqueezes
 from seqlower.passes.census import OpCensus
 from seqlower.passes.dead_carried import remove_dead_carried
 from seqlower.passes.dead_code import remove_dead_nodes
+from seqlower.passes.floor_division import fold_floor_divisions
 from seqlower.passes.fold_shapes import fold_static_shapes
 from seqlower.passes.fold_transpose import fold_constant_transposes
 from seqlower.passes.hoist_invariants import hoist_loop_invariants
@@ -60,8 +62,10 @@ class CleanupPass(ir.passes.InPlacePass):
     `mins_folded`), index vectors built from their pieces (`index_vectors`; `vectors_built`),
     Transposes of constant weights folded (`fold_transpose`; `folded` counts them), Casts to the
     type they have removed (`noop_casts`; `casts_removed`), arithmetic that changes nothing removed
-    (`identity_arithmetic`; `identities_removed`), `a + i * -1` made `a - i` and Unsqueezes that
-    broadcasting makes anyway removed (`negated_terms`, `broadcast_unsqueeze`; `negations_folded`),
+    (`identity_arithmetic`) with the sign correction of a floor division whose dividend is never
+    negative (`floor_division`; both counted in `identities_removed`), `a + i * -1` made `a - i`
+    and Unsqueezes that broadcasting makes anyway removed (`negated_terms`,
+    `broadcast_unsqueeze`; `negations_folded`),
     Concats of one input removed and Concats read only by a Concat on the same axis joined into it
     (`single_concat`; `concats_removed`), reads and cuts of a tensor whose last rows were cut made
     on the tensor itself (`trimmed_reads`; `trims_folded`), Unsqueezes on axis 0 whose axis the
@@ -130,6 +134,8 @@ class CleanupPass(ir.passes.InPlacePass):
         modified |= bool(self.casts_removed)
         # lowering's own forms may add 0 (a length counted from an initial 0)
         self.identities_removed = census.run(ARITHMETIC, remove_identity_arithmetic, model)
+        # TorchScript's floor division of an index: a Div where the dividend is never negative
+        self.identities_removed += census.run({"Where"}, fold_floor_divisions, model)
         modified |= bool(self.identities_removed)
         self.negations_folded = census.run({"Add"}, fold_negated_terms, model)
         self.concats_removed = census.run({"Concat"}, remove_single_concats, model) + census.run(
