@@ -29,8 +29,9 @@ As there, empty sizes on a dim that is not empty (onnxruntime's chunks of one) f
 iteration reads a chunk, and the lowered read of chunk 0 from empty tables fails too.
 
 Where every read of a chunk in the body is a sum or mean along a (opset 16 or newer, float32/64 or
-int32/64), x is not padded: the chunk of each position is counted from the ends, and each
-reduction is a ScatterElements with reduction="add" into [.., n, ..] (`seqlower.batching.segments`):
+int32/64) and a position along a holds at most 8 values (statically), x is not padded: the chunk
+of each position is counted from the ends, and each reduction is a ScatterElements with
+reduction="add" into [.., n, ..] (`seqlower.batching.segments`):
 
     ReduceMean(chunk, [a]) -> ScatterElements(zeros, ids, x, axis=a, reduction="add") / Max(sizes,1)
            ids = ReduceSum(Cast(ends[k] <= p), over k)   the chunk of each position p
@@ -46,7 +47,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
-from seqlower.batching.segments import SEGMENT_DTYPES, SEGMENT_OPSET, Segments
+from seqlower.batching.segments import SEGMENT_DTYPES, SEGMENT_OPSET, SEGMENT_WIDTH, Segments
 from seqlower.lists.signs import never_negative
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal
@@ -200,9 +201,14 @@ def reduced_by_segments(
     chunk: ir.Value, chunks: RaggedChunks, opset: int, values: StaticValues
 ) -> bool:
     """Whether every use of `chunk` (the body's read of a chunk) is a sum or mean along the split
-    axis alone, which segment sums compute without padding the chunks."""
+    axis alone, which segment sums compute without padding the chunks, and a position along it
+    holds at most `SEGMENT_WIDTH` values (statically): onnxruntime scatters one value at a time,
+    so wider rows, gathered and masked, reduce faster."""
     dtype = chunks.data.dtype
     if opset < SEGMENT_OPSET or dtype not in SEGMENT_DTYPES or chunk.is_graph_output():
+        return False
+    dims = [d for k, d in enumerate(chunks.data.shape or ()) if k != chunks.axis]
+    if not all(isinstance(d, int) for d in dims) or int(np.prod(dims)) > SEGMENT_WIDTH:
         return False
     uses = list(chunk.uses())
     for use in uses:

@@ -7,12 +7,15 @@ of a chunk is such a reduction along the split axis (opset 16 or newer).
 
 The masked form (`seqlower.batching.ops`) pads the chunks to the largest and reduces [n, .., m, ..];
 this form reads x once. A maximum or minimum stays masked: ScatterElements' `max` and `min`
-need opset 18, and in onnxruntime 1.20 and 1.32 they keep their first operand against a NaN.
+need opset 18, in onnxruntime 1.20 and 1.32 they keep their first operand against a NaN, and at
+opset 18, with the NaN sum, they ran slower than the gathered chunks beyond a few chunks
+(docs/performance.md). Rows of more than `SEGMENT_WIDTH` values are gathered too: onnxruntime
+scatters one value at a time.
 """
 
 from __future__ import annotations
 
-__all__ = ["SEGMENT_DTYPES", "SEGMENT_OPSET", "Segments", "segment_reduce"]
+__all__ = ["SEGMENT_DTYPES", "SEGMENT_OPSET", "SEGMENT_WIDTH", "Segments", "segment_reduce"]
 
 import dataclasses
 from typing import TYPE_CHECKING
@@ -28,6 +31,11 @@ SEGMENT_OPSET = 16  # ScatterElements with reduction="add"
 SEGMENT_DTYPES = frozenset(
     {ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.INT32, ir.DataType.INT64}
 )
+# the most values per position along the split axis that segment sums take (onnxruntime 1.32,
+# one thread, a mean of each chunk: rows of 3 values, segment sums 1.03x the loop over 3 chunks
+# where the gathered chunks give 0.94x; rows of 64, 0.74x against 0.99x, and 0.43x against 1.52x
+# over 16 chunks; docs/performance.md, "Chunks held as rows and chunk ids")
+SEGMENT_WIDTH = 8
 
 
 @dataclasses.dataclass(frozen=True)

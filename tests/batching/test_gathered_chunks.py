@@ -152,3 +152,45 @@ def test_no_chunk_of_an_empty_tensor():
     lowered, _ = lower(model)
     (got,) = run_ort(lowered, {"x": np.zeros((0, 3), np.float32), "sizes": np.zeros(0, np.int64)})
     assert got.shape[1:] == (3,) and got.size == 0
+
+
+MEANS = """g (float[{dims}] x, int64[K] sizes) => (float[?,?] out) {{
+    t = Constant<value = bool {{1}}>()
+    parts = SplitToSequence<axis = 0>(x, sizes)
+    n = SequenceLength(parts)
+    empty = SequenceEmpty<dtype = 1>()
+    s = Loop(n, t, empty) <body = body (int64 i, bool c, seq(float) acc)
+                                   => (bool c2, seq(float) grown) {{
+        c2 = Identity(c)
+        part = SequenceAt(parts, i)
+        y = ReduceMean<axes = [0], keepdims = 0>(part)
+        grown = SequenceInsert(acc, y)
+    }}>
+    out = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+}}"""
+
+
+@pytest.mark.parametrize(
+    ("dims", "width", "segments"),
+    [
+        ("N,8", 8, True),
+        ("N,2,4", 8, True),
+        ("N,9", 9, False),
+        ("N,64", 64, False),
+        ("N,W", 5, False),
+    ],
+)
+def test_means_of_wide_rows_are_gathered_not_scattered(dims, width, segments):
+    """Segment sums scatter one value at a time in onnxruntime: rows of more than 8 values (or of
+    a width known only at run time) are gathered and masked instead. Both agree with the loop."""
+    model = parse(MEANS.format(dims=dims), opset=17)
+    model.graph.output[0].type.tensor_type.shape.Clear()
+    lowered, report = lower(model)
+    assert report.rules_fired.get("loop-batch") == 1, report.rules_fired
+    counts = op_counts(lowered)
+    assert ("ScatterElements" in counts) is segments, counts
+    assert ("GreaterOrEqual" in counts) is not segments, counts
+    shape = [int(d) for d in dims.split(",")[1:] if d.isdigit()] or [width]
+    for sizes in ([3, 0, 5], [1], [2, 2, 2, 2]):
+        x = RNG.standard_normal((sum(sizes), *shape)).astype(np.float32)
+        lower_and_compare(model, {"x": x, "sizes": np.array(sizes)})
