@@ -351,6 +351,38 @@ g (float[N,3] x, int64 p) => (int64 a, int64 b, int64 c, int64 d, int64 e) {
     assert not never_negative(out["e"], values)  # fmod=1 takes the dividend's
 
 
+def test_never_negative_follows_indices_and_their_copies():
+    """NonZero, ArgMax and TopK's indices are positions; a Gather, Compress, Transpose or Concat
+    of positions holds positions. TopK's values, and a Gather of what may be negative, may be
+    negative."""
+    model = parse("""
+g (float[N] x, int64[M] q) => (int64 a, int64 b, int64 c, int64 d, int64 e, float f, int64 g,
+                               int64 h) {
+    zero = Constant <value=float {0}> ()
+    keep = Greater (x, zero)
+    nz = NonZero (keep)
+    axes = Constant <value=int64[1] {0}> ()
+    pos = Squeeze (nz, axes)
+    three = Constant <value=int64[1] {3}> ()
+    f, idx = TopK (x, three)
+    a = Gather <axis=0> (pos, idx)
+    b = ArgMax <axis=0> (x)
+    c = Compress <axis=0> (pos, keep)
+    d = Concat <axis=0> (pos, idx)
+    e = Transpose (nz)
+    g = Gather <axis=0> (q, idx)
+    h = Concat <axis=0> (pos, q)
+}""")
+    graph = ir.serde.deserialize_model(model).graph
+    out = {v.name: v for v in graph.outputs}
+    values = StaticValues()
+    for name in "abcde":
+        assert never_negative(out[name], values), name
+    assert not never_negative(out["f"], values)  # TopK's values are x's
+    assert not never_negative(out["g"], values)  # entries of q, which may be negative
+    assert not never_negative(out["h"], values)  # q joined in
+
+
 # -- assignment at a Loop's iteration number, reads of what was just put ------------------------
 
 # for i in range(len(xs)): xs[i] = xs[i] * 2 + r ; then xs[i] read back (HRNet's branches)
