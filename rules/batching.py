@@ -27,6 +27,7 @@ import onnx_ir as ir
 
 from seqlower.analysis.facts import element_dtype
 from seqlower.analysis.provenance import split_source
+from seqlower.analysis.required_sizes import required_size
 from seqlower.batching.body import BodyPlan, emit_body, plan_body
 from seqlower.batching.core import Emitter, Operand
 from seqlower.ops import same_dim
@@ -52,6 +53,9 @@ class Source:
     element_shape: ir.Shape
     length: Dim
     build: Callable[[Builder], ir.Value]
+    # the chunks are equal only because a reader fails on any other size: every chunk must be
+    # read for a failure of the original to stand for the batched form's
+    pinned: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +65,12 @@ class BatchPlan:
     length: Dim
 
 
-def _source_of_split(node: ir.Node, ctx: Context) -> Source | Refusal:
+def _source_of_split(
+    node: ir.Node, ctx: Context, reader: ir.Value | None = None
+) -> Source | Refusal:
+    """The stack of the chunks of SplitToSequence `node`. `reader`, where given, is what one
+    chunk is read as in every iteration: an op that needs it to have the split size along the
+    axis (`required_size`) proves the chunks equal where the dim's size is not known."""
     data = node.inputs[0]
     if data is None or data.shape is None:
         return Refusal("the rank of the SplitToSequence input is unknown")
@@ -86,6 +95,8 @@ def _source_of_split(node: ir.Node, ctx: Context) -> Source | Refusal:
             count = dim
         elif isinstance(dim, int) and dim % size == 0:
             count = dim // size
+        elif not isinstance(dim, int) and reader is not None and _pinned(reader, axis, size):
+            count = None  # dim / size: a dim of another size fails in every form
         else:
             return Refusal(f"chunks of {size} along a dim of {dim} do not share a shape")
     else:
@@ -98,9 +109,17 @@ def _source_of_split(node: ir.Node, ctx: Context) -> Source | Refusal:
         if isinstance(dim, int) and size * count != dim:
             return Refusal(f"split sizes {sizes} do not add up to dim {axis} of size {dim}")
     element = ir.Shape([*dims[:axis], size, *dims[axis + 1 :]])
-    if size != 1 and not isinstance(count, int):
+    if size != 1 and count is not None and not isinstance(count, int):
         return Refusal("the chunk count is not static")
-    return Source(element, count, chunks(data, axis, count, size))  # type: ignore[arg-type]
+    build = chunks(data, axis, count, size)  # type: ignore[arg-type]
+    return Source(element, count, build, pinned=count is None)
+
+
+def _pinned(reader: ir.Value, axis: int, size: int) -> bool:
+    """Whether every run that succeeds reads `reader` with `size` along `axis`."""
+    if reader.shape is None or len(reader.shape) <= axis:
+        return False
+    return required_size(reader, axis) == size
 
 
 def _source_of_elements(elements: Sequence[ir.Value], ctx: Context) -> Source | Refusal:
@@ -136,10 +155,12 @@ def _source_of_elements(elements: Sequence[ir.Value], ctx: Context) -> Source | 
     return Source(first, len(elements), lambda b: b.stack(list(elements)))
 
 
-def _source(sequence: ir.Value, ctx: Context) -> Source | Refusal:
+def _source(sequence: ir.Value, ctx: Context, reader: ir.Value | None = None) -> Source | Refusal:
+    """The stack of `sequence`'s elements; `reader` is one element as every iteration reads it
+    (see `_source_of_split`)."""
     split = _producer(sequence, "SplitToSequence")
     if split is not None:
-        return _source_of_split(split, ctx)
+        return _source_of_split(split, ctx, reader)
     elements = ctx.known_elements(sequence)
     if isinstance(elements, Refusal):
         return elements
@@ -179,7 +200,7 @@ def _check(node: ir.Node, ctx: Context) -> BatchPlan | Refusal:
             sources.append(None)
             operands.append(Operand(False, value.shape))
             continue
-        source = _source(value, ctx)
+        source = _source(value, ctx, body_input)
         if isinstance(source, Refusal):
             return source
         if first:

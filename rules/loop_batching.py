@@ -110,6 +110,7 @@ class Read:
     cost: int  # about how many nodes building the stack takes
     # chunks of differing sizes: `element` is the whole split tensor's shape, held with a mask
     ragged: RaggedChunks | None = None
+    pinned: bool = False  # chunks proved equal by a reader that fails on others (`Source`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -386,14 +387,15 @@ def _read(node: ir.Node, body: ir.Graph, ctx: Context) -> Read | Refusal:
             dims = chunks.sizes.shape[0]  # type: ignore[index]
             term = _sequence_length_term(source, ctx)
             return Read(node, chunks.padded_shape, term, dims, chunks.emit, 20, chunks)
-        found = _source(source, ctx)
+        found = _source(source, ctx, node.outputs[0])
         if isinstance(found, Refusal):
             return found
         element = _merge_shapes(found.element_shape, node.outputs[0].shape)
         if element is None:
             return Refusal(f"the elements read by {label} do not match its declared shape")
         term = _sequence_length_term(source, ctx)
-        return Read(node, element, term, found.length, found.build, _stack_cost(source, ctx))
+        cost = _stack_cost(source, ctx)
+        return Read(node, element, term, found.length, found.build, cost, pinned=found.pinned)
     if source.shape is None:
         return Refusal(f"the rank of the tensor read by {label} is unknown")
     rank = len(source.shape)
@@ -672,6 +674,11 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
         return Refusal("the trip count is not known to be the length of what the body reads")
     bounded = [read.node for read in guarded if _rows_at_least(read, count, ctx)]
     cut = terms is not None and len(terms) > 1
+    if any(r.pinned for r in reads) and (cut or unmatched):
+        return Refusal(
+            "chunks proved equal only by the op reading them are not all read: the trip count "
+            "is not the number of chunks"
+        )
     ragged = {r.node for r in reads if r.ragged is not None}
     if ragged and cut:
         return Refusal("chunks of differing sizes read beside a list of another length")

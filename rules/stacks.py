@@ -28,14 +28,23 @@ def moveaxis_to_front(builder: Builder, data: ir.Value, axis: int, rank: int) ->
     return builder.op("Transpose", [data], {"perm": perm}, name="stack")
 
 
-def chunks(data: ir.Value, axis: int, count: int, size: int) -> Callable[[Builder], ir.Value]:
-    """The stack of `count` chunks of `size` along `axis`: [N, *shape with dim axis = size]."""
+def chunks(
+    data: ir.Value, axis: int, count: int | None, size: int
+) -> Callable[[Builder], ir.Value]:
+    """The stack of `count` chunks of `size` along `axis`: [N, *shape with dim axis = size].
+    A count of None is the dim's size divided by `size`, computed at run time: the Reshape
+    fails where that dim is not a multiple of `size`."""
 
     def build(builder: Builder) -> ir.Value:
         rank = len(data.shape)  # type: ignore[arg-type]
         if size == 1:
             return builder.unsqueeze(moveaxis_to_front(builder, data, axis, rank), [axis + 1])
-        pieces = [builder.ints([count, size])]
+        if count is None:
+            whole = dims(builder, data, axis, axis + 1)
+            counted = builder.op("Div", [whole, builder.ints([size])])
+            pieces = [builder.op("Concat", [counted, builder.ints([size])], {"axis": 0})]
+        else:
+            pieces = [builder.ints([count, size])]
         if axis > 0:
             pieces.insert(0, dims(builder, data, 0, axis))
         if axis + 1 < rank:

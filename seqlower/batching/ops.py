@@ -894,16 +894,23 @@ def _size(view: OpView) -> Batched | Refusal:
 # -- ops over a batch axis of their own -----------------------------------------------------
 
 
-def _over_unit_batch(view: OpView) -> Batched | Refusal:
+def _over_batch(view: OpView) -> Batched | Refusal:
     """Conv, pooling and normalization treat axis 0 as a batch: an element [1, C, ...] joins
-    the stack's batch axis, [N, 1, C, ...] -> [N, C, ...] -> op -> [N, 1, C', ...]."""
+    the stack's batch axis, [N, 1, C, ...] -> [N, C, ...] -> op -> [N, 1, C', ...]; an element
+    [B, C, ...] of another batch size merges the two, [N, B, C, ...] -> [N * B, C, ...] -> op
+    -> [N * B, C', ...] -> [N, B, C', ...] (each image of the batch computed alone)."""
     refusal = _only_first_batched(view)
     if refusal is not None:
         return refusal
     shape = view.operand(0).shape
-    if shape is None or len(shape) < 2 or shape[0] != 1:
-        return Refusal("the element has no leading batch axis of size 1")
-    if view.op_type == "MaxPool" and len(view.node.outputs) > 1 and view.node.outputs[1].uses():
+    if shape is None or len(shape) < 2:
+        return Refusal("the element has no batch axis")
+    indices = view.node.outputs[1] if len(view.node.outputs) > 1 else None
+    if (
+        view.op_type == "MaxPool"
+        and indices is not None
+        and (indices.uses() or indices.is_graph_output())
+    ):
         return Refusal("MaxPool indices count positions across the batch")
     if view.op_type == "BatchNormalization" and (
         view.attr_int("training_mode", 0) or len(view.node.outputs) > 1
@@ -916,7 +923,27 @@ def _over_unit_batch(view: OpView) -> Batched | Refusal:
         outputs = em.copy(view.node, [merged, *inputs[1:]])
         return [em.unsqueeze(output, [1]) for output in outputs]
 
-    return Batched(emit)
+    if shape[0] == 1:
+        return Batched(emit)
+    element = view.operand(0).static_shape
+
+    def emit_merged(em: Emitter, inputs: list[ir.Value | None]) -> list[ir.Value]:
+        data = inputs[0]
+        assert data is not None
+        if element is not None and all(d > 0 for d in element):
+            # -1 is N * B, N = 0 included: the other dims multiply to more than 0
+            target = em.ints([-1, *element[1:]])
+        else:
+            together = em.op("Mul", [em.dims(data, 0, 1), em.dims(data, 1, 2)])
+            target = em.op("Concat", [together, em.dims(data, 2)], {"axis": 0})
+        outputs = em.copy(view.node, [em.reshape(data, target), *inputs[1:]])
+        front = em.dims(data, 0, 2)
+        return [
+            em.reshape(output, em.op("Concat", [front, em.dims(output, 1)], {"axis": 0}))
+            for output in outputs
+        ]
+
+    return Batched(emit_merged)
 
 
 # -- Einsum ---------------------------------------------------------------------------------
@@ -961,7 +988,7 @@ Where""".split()  # noqa: SIM905
 _REDUCE = """ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2
 ReduceLogSum ReduceLogSumExp ReduceSumSquare""".split()  # noqa: SIM905
 
-_OVER_UNIT_BATCH = """Conv ConvTranspose MaxPool AveragePool LpPool GlobalAveragePool
+_OVER_BATCH = """Conv ConvTranspose MaxPool AveragePool LpPool GlobalAveragePool
 GlobalMaxPool GlobalLpPool InstanceNormalization LRN
 BatchNormalization DepthToSpace SpaceToDepth""".split()  # noqa: SIM905
 
@@ -969,7 +996,7 @@ OP_RULES: dict[str, OpRule] = {
     **dict.fromkeys(_UNARY, _unary),
     **dict.fromkeys(_ELEMENTWISE, _elementwise),
     **dict.fromkeys(_REDUCE, _reduce),
-    **dict.fromkeys(_OVER_UNIT_BATCH, _over_unit_batch),
+    **dict.fromkeys(_OVER_BATCH, _over_batch),
     "CastLike": _cast_like,
     "PRelu": _prelu,
     "Trilu": _trailing(2),

@@ -7,8 +7,9 @@ import dataclasses
 
 import numpy as np
 import pytest
+from support import lower_and_compare
 
-from batching.helpers import assert_batched, floats, mapped
+from batching.helpers import assert_batched, floats, mapped, refusal
 from seqlower import runtime_quirks
 
 
@@ -379,6 +380,16 @@ CASES = {
         "1,3,1,1",
         (("float[3,2,3,3] w", floats(3, 2, 3, 3)), ("float[3] c", floats(3))),
     ),
+    "conv_and_pool_over_element_batch": Case(
+        """b (float[2,2,5,5] e, float[3,2,3,3] w, float[3] c) => (float[2,3,2,2] o) {
+            y = Conv<pads = [1, 1, 1, 1]>(e, w, c)
+            r = Relu(y)
+            o = MaxPool<kernel_shape = [2, 2]>(r)
+        }""",
+        "2,2,5,5",
+        "2,3,2,2",
+        (("float[3,2,3,3] w", floats(3, 2, 3, 3)), ("float[3] c", floats(3))),
+    ),
 }
 
 
@@ -417,6 +428,7 @@ def test_dynamic_length(name: str) -> None:
         "unary_chain",
         "matmul_vector_by_weight",
         "reduce_scalar_element",
+        "conv_and_pool_over_element_batch",
         "shape_size_reshape_from_shape",
         "squeeze_unsqueeze_negative_axes",
     ],
@@ -424,3 +436,34 @@ def test_dynamic_length(name: str) -> None:
 def test_static_length(name: str) -> None:
     model, feeds = _model_and_feeds(CASES[name], "5")
     assert_batched(model, feeds)
+
+
+def test_an_element_batch_of_any_size_is_merged_with_the_stack_s():
+    """Elements [B, C, H, W] with B unknown: [N, B, ...] is computed as [N * B, ...] and split
+    back, exact for every B (0 included, where a Reshape to -1 could not say N * B)."""
+    body = """b (float[B,2,H,W] e, float[3,2,3,3] w, float[3] s, float[3] t) => (float[B,3,H,W] o) {
+        y = Conv<pads = [1, 1, 1, 1]>(e, w)
+        o = InstanceNormalization(y, s, t)
+    }"""
+    extras = "float[3,2,3,3] w, float[3] s, float[3] t"
+    model = mapped(body, "float[N,B,2,H,W] x", ["float[N,B,3,H,W] y0"], extras=extras)
+    weights = {"w": floats(3, 2, 3, 3), "s": floats(3), "t": floats(3)}
+    feeds = [
+        {"x": floats(*shape), **weights}
+        for shape in ((3, 2, 2, 4, 5), (1, 1, 2, 3, 3), (2, 0, 2, 4, 4), (4, 3, 2, 1, 6))
+    ]
+    lowered = assert_batched(model, feeds)
+    assert [n.op_type for n in lowered.graph.node].count("Conv") == 1
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_pooling_indices_are_refused(batch: int):
+    """MaxPool's indices count positions across the whole batch: merged with the stack's axis,
+    they would count across every element's images, so the map is not batched (an indices
+    output that is the body's own output was batched: wrong indices from the second element)."""
+    body = f"""b (float[{batch},2,4,4] e) => (int64[{batch},2,2,2] o) {{
+        p, o = MaxPool<kernel_shape = [2, 2], strides = [2, 2]>(e)
+    }}"""
+    model = mapped(body, f"float[N,{batch},2,4,4] x", [f"int64[N,{batch},2,2,2] y0"])
+    assert "indices count positions across the batch" in refusal(model)
+    lower_and_compare(model, {"x": floats(3, batch, 2, 4, 4)})
