@@ -30,7 +30,7 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.ops import graphs_within, subgraphs
+from seqlower.ops import graph_nodes, graphs_within, subgraphs
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loops import _body, _body_always_continues, _static_bool, single_append
 from seqlower.uses import use_count
@@ -270,7 +270,7 @@ def _take_names(source: ir.Graph, target: ir.Graph, ctx: Context) -> None:
 
 def _defined(graph: ir.Graph):  # type: ignore[no-untyped-def]
     yield from graph.inputs
-    for node in graph:
+    for node in graph_nodes(graph):
         yield from node.outputs
 
 

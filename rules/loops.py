@@ -28,7 +28,7 @@ import onnx_ir as ir
 from seqlower.analysis.loop_counts import static_while_count
 from seqlower.analysis.scan_forms import always_continues, static_bool
 from seqlower.inline import inline_graph
-from seqlower.ops import graphs_within, is_sequence_op, is_sequence_value, subgraphs
+from seqlower.ops import graph_nodes, graphs_within, is_sequence_op, is_sequence_value, subgraphs
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.access import _producer
 from seqlower.rules.stacks import merged_shape
@@ -229,7 +229,7 @@ def unrolled_size(graph: ir.Graph, ctx: Context, limit: int = MAX_UNROLLED_NODES
     trip count t counted t times (what its copies hold once it is unrolled in turn: Loops
     unrolled inside unrolled Loops multiply), counted up to just past `limit`."""
     total = 0
-    for node in graph:
+    for node in graph_nodes(graph):
         total += 1
         for inner in subgraphs(node):
             size = unrolled_size(inner, ctx, limit - total + 1)

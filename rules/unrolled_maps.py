@@ -53,7 +53,7 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.batching.body import BodyPlan, emit_body, plan_region
 from seqlower.batching.core import Emitter, Operand
 from seqlower.graph_order import in_graph_order
-from seqlower.ops import has_subgraph
+from seqlower.ops import graph_nodes, has_subgraph
 from seqlower.release import let_go
 from seqlower.rewriter import Builder, Rewriter
 from seqlower.rule import Context, Refusal, Rule, RuleSet
@@ -379,7 +379,9 @@ def _smaller(
     probe = Rewriter.scratch(opset)
     result = build(probe)
     live = {result.producer()}
-    for node in reversed(list(probe.graph)):  # what the result depends on (no dead node)
+    for node in reversed(
+        list(graph_nodes(probe.graph))
+    ):  # what the result depends on (no dead node)
         if node in live:
             live.update(v.producer() for v in node.inputs if v is not None)
     values = ctx.facts.values  # shape arithmetic on static shapes is folded after lowering
@@ -395,7 +397,7 @@ def _smaller(
 
 def _discard(graph: ir.Graph) -> None:
     """The scratch nodes let go of what they read (values of the model among them)."""
-    for node in reversed(list(graph)):
+    for node in reversed(list(graph_nodes(graph))):
         node.resize_inputs(0)
         graph.remove(node)
         let_go(node)

@@ -69,7 +69,7 @@ import onnx_ir as ir
 
 from seqlower.analysis.static_lengths import StaticLengths
 from seqlower.analysis.static_values import StaticValues
-from seqlower.ops import is_sequence_value
+from seqlower.ops import graph_nodes, is_sequence_value
 
 DYNAMIC_COUNT = 16  # iterations assumed for a loop or a sequence of run-time length
 DYNAMIC_DIM = 4  # size assumed for a dim known only at run time (see the module docstring)
@@ -128,7 +128,7 @@ class _Graph:
         returns their sum for one run."""
         seen: dict[Hashable, ir.Node] = {}
         total = 0.0
-        for node in graph:
+        for node in graph_nodes(graph):
             key = self._key(node)
             first = seen.get(key) if key is not None else None
             if first is not None:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from seqlower.ops import subgraphs
+from seqlower.ops import graph_nodes, subgraphs
 from seqlower.rewriter import Builder, NameAllocator
 
 
@@ -69,5 +69,5 @@ def _rename_graph(graph: ir.Graph, names: NameAllocator, prefix: str) -> None:
         del graph.initializers[name]
         value.name = names.fresh(f"{prefix}_{name}")
         graph.initializers[value.name] = value
-    for node in graph:
+    for node in graph_nodes(graph):
         _rename(node, names, prefix)

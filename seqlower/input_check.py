@@ -39,7 +39,7 @@ from google.protobuf.message import Message
 from seqlower.errors import InvalidModelError, ModelInputError
 from seqlower.inlined_size import too_many_inlined
 from seqlower.keepdims_corner import squeeze_keepdims_corners
-from seqlower.ops import iter_all_graphs
+from seqlower.ops import graph_nodes, iter_all_graphs
 from seqlower.passes.chunked_inference import SMALL_INITIALIZER_BYTES
 from seqlower.static_errors import concat_mismatch, split_or_axis_problem
 from seqlower.strict_inference import inferred_in_runs, node_subgraphs, strict_inference
@@ -282,7 +282,7 @@ def check_input_text(model: ir.Model, where: str) -> None:
         texts.extend([("graph", graph.name), ("graph", graph.doc_string)])
         texts.extend(("value", value.name) for value in graph.inputs)
         texts.extend(("initializer", name) for name in graph.initializers)
-        for node in graph:
+        for node in graph_nodes(graph):
             if type(node.name) is bytes or type(node.doc_string) is bytes:
                 texts.append(("node", node.name if type(node.name) is bytes else node.doc_string))
             if type(node.op_type) is bytes or type(node.domain) is bytes:

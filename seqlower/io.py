@@ -44,7 +44,7 @@ from google.protobuf.message import DecodeError
 
 from seqlower.errors import ModelInputError
 from seqlower.input_check import check_input_proto, check_input_text, forget_negative_dims
-from seqlower.ops import iter_all_graphs
+from seqlower.ops import graph_nodes, iter_all_graphs
 
 ModelSource = ir.Model | onnx.ModelProto | str | os.PathLike
 
@@ -280,7 +280,7 @@ def _set_external_data_base_dir(model: ir.Model, base_dir: Path, where: str) -> 
             tensor = value.const_value
             if isinstance(tensor, ir.ExternalTensor) and tensor.nbytes < EXTERNAL_THRESHOLD_BYTES:
                 value.const_value = ir.Tensor(tensor.numpy(), name=tensor.name)
-        for node in graph:
+        for node in graph_nodes(graph):
             for name, attribute in list(node.attributes.items()):
                 if attribute.type == ir.AttributeType.TENSOR and isinstance(
                     attribute.value, ir.ExternalTensor
@@ -305,7 +305,7 @@ def _external_tensors(model: ir.Model) -> Iterator[ir.ExternalTensor]:
         for value in graph.initializers.values():
             if isinstance(value.const_value, ir.ExternalTensor):
                 yield value.const_value
-        for node in graph:
+        for node in graph_nodes(graph):
             for attribute in node.attributes.values():
                 if attribute.type == ir.AttributeType.TENSOR:
                     values = [attribute.value]

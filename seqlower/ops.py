@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "SEQUENCE_OPS",
+    "graph_nodes",
     "graphs_within",
     "graphs_within_node",
     "has_subgraph",
@@ -24,6 +25,11 @@ import collections
 from collections.abc import Callable, Iterator
 
 import onnx_ir as ir
+
+try:  # the node list under `ir.Graph` (private to onnx_ir: `graph_nodes` checks that it is one)
+    from onnx_ir._linked_list import DoublyLinkedSet as _NodeList
+except ImportError:  # pragma: no cover - another layout: graphs are walked as onnx_ir walks them
+    _NodeList = None  # type: ignore[assignment, misc]
 
 SEQUENCE_OPS: frozenset[str] = frozenset(
     {
@@ -70,6 +76,27 @@ def is_sequence_value(value: ir.Value | None) -> bool:
 
 
 _NONE = type(None)
+
+
+def graph_nodes(graph: ir.Graph) -> Iterator[ir.Node]:
+    """The nodes of `graph`, in order: what `iter(graph)` gives, mutation during the walk
+    included (a node removed is passed over, one inserted after the current one is reached:
+    the same links are followed), about four times faster. onnx_ir's own walk checks, per
+    node, that the link still belongs to its list (a check that fails only on a corrupt list)
+    and reads a property; whole-model walks run dozens of times per run (a million nodes
+    walked for a chain of 30,000). Anything but an `ir.Graph` over onnx_ir's node list
+    is walked as it walks itself."""
+    nodes = getattr(graph, "_nodes", None)
+    if _NodeList is None or type(nodes) is not _NodeList:
+        yield from graph
+        return
+    root = nodes._root
+    box = root.next
+    while box is not root:
+        node = box.value
+        if node is not None:  # None: a node removed during the walk
+            yield node
+        box = box.next
 
 
 _GRAPH, _GRAPHS = ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS
@@ -129,7 +156,7 @@ def graphs_within(graph: ir.Graph) -> list[ir.Graph]:
     found = [graph]
     seen = {id(graph)}
     for inner in found:  # grows while iterating: a breadth-first walk
-        for node in inner:
+        for node in graph_nodes(inner):
             if node.attributes.data:
                 for subgraph in subgraphs(node):
                     if id(subgraph) not in seen:
@@ -152,7 +179,7 @@ def iter_all_graphs(model: ir.Model) -> Iterator[ir.Graph]:
     while queue:
         graph = queue.popleft()
         yield graph
-        for node in graph:
+        for node in graph_nodes(graph):
             if node.attributes.data:  # most nodes have no attribute: no call for them
                 for subgraph in subgraphs(node):
                     if id(subgraph) not in seen:
@@ -163,7 +190,7 @@ def iter_all_graphs(model: ir.Model) -> Iterator[ir.Graph]:
 def iter_all_nodes(model: ir.Model) -> Iterator[ir.Node]:
     """Every node of the model, subgraphs and functions included."""
     for graph in iter_all_graphs(model):
-        yield from graph
+        yield from graph_nodes(graph)
 
 
 def quoted_node(node: ir.Node) -> str:
@@ -181,7 +208,7 @@ def outer_reads(node: ir.Node) -> list[ir.Value]:
     inner = graphs_within_node(node)
     found: dict[ir.Value, None] = {}
     for graph in inner:
-        for each in graph:
+        for each in graph_nodes(graph):
             for value in each.inputs:
                 if value is not None and not _made_in(value, inner):
                     found[value] = None

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping
 
 import onnx_ir as ir
 
-from seqlower.ops import is_sequence_op, is_sequence_value, subgraphs
+from seqlower.ops import graph_nodes, is_sequence_op, is_sequence_value, subgraphs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +121,7 @@ def _walk(model: ir.Model) -> Iterator[tuple[ir.Node, ir.Node | None]]:
     queue: list[tuple[ir.Graph, ir.Node | None]] = [(model.graph, None)]
     queue += [(function.graph, None) for function in model.functions.values()]
     for graph, owner in queue:  # grows while iterating
-        for node in graph:
+        for node in graph_nodes(graph):
             yield node, owner
             if node.attributes.data:  # most nodes have no attribute, so no subgraph
                 queue.extend((subgraph, node) for subgraph in subgraphs(node))
@@ -137,7 +137,7 @@ def _add_private_inputs(model: ir.Model, region_of: dict[ir.Node, int]) -> None:
     """Give each region the nodes whose every result only it reads (transitively)."""
     graphs = [graph for graph, _ in _graphs(model)]
     for graph in reversed(graphs):  # bodies first: their nodes read the outer values
-        for node in reversed(list(graph)):
+        for node in reversed(list(graph_nodes(graph))):
             if node in region_of or not node.outputs:
                 continue
             private = True
@@ -156,6 +156,6 @@ def _graphs(model: ir.Model) -> Iterator[tuple[ir.Graph, ir.Node | None]]:
     queue += [(function.graph, None) for function in model.functions.values()]
     for graph, owner in queue:
         yield graph, owner
-        for node in graph:
+        for node in graph_nodes(graph):
             if node.attributes.data:
                 queue.extend((subgraph, node) for subgraph in subgraphs(node))

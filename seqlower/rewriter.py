@@ -22,6 +22,7 @@ from onnx_ir import _convenience
 
 from seqlower.ops import (
     SEQUENCE_OPS,
+    graph_nodes,
     graphs_within,
     is_sequence_value,
     iter_all_graphs,
@@ -56,7 +57,7 @@ class NameAllocator:
         for graph in iter_all_graphs(model):
             taken.extend(v.name for v in graph.inputs if v.name)
             taken.extend(graph.initializers)
-            for node in graph:
+            for node in graph_nodes(graph):
                 if node.name:
                     taken.append(node.name)
                 taken.extend(v.name for v in node.outputs if v.name)
@@ -369,7 +370,7 @@ class Builder:
         if not isinstance(names, _RecordingNames) or scratch.opset != self.opset:
             return False
         given = {name for _, name in names.given}
-        for node in graph:
+        for node in graph_nodes(graph):
             if node.attributes.data and subgraphs(node):
                 return False
             if node.name not in given or any(v.name not in given for v in node.outputs):
@@ -381,7 +382,7 @@ class Builder:
             name: self.rewriter.names.fresh(self.hint + hint[len(prefix) :])
             for hint, name in names.given
         }
-        for node in list(graph):
+        for node in list(graph_nodes(graph)):
             remove_node(graph, node)
             node.name = renamed[node.name]  # type: ignore[index]
             for output in node.outputs:

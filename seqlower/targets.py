@@ -56,7 +56,7 @@ from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.analysis.masked_loops import masked_scan_problem
 from seqlower.analysis.static_values import StaticValues
 from seqlower.errors import SeqlowerError
-from seqlower.ops import SEQUENCE_OPS, is_sequence_value
+from seqlower.ops import SEQUENCE_OPS, graph_nodes, is_sequence_value
 from seqlower.options import unknown_choice
 from seqlower.passes.bind_dims import bindable_dims, dims_feeding
 from seqlower.report import RemainingOp, Report
@@ -292,7 +292,7 @@ def check_target(
         _add(check, judgement.severity, judgement.message)
     if profile.growing_loops != "ignore":
         for path, graph in walk_graphs(model):
-            for node in graph:
+            for node in graph_nodes(graph):
                 grown = _growing_carries(node)
                 if grown:
                     _add(
@@ -306,7 +306,7 @@ def check_target(
         bindable = bindable_dims(model)
         values = StaticValues()
         for path, graph in walk_graphs(model):
-            for node in graph:
+            for node in graph_nodes(graph):
                 problem = _dynamic_scan(node, values, bindable)
                 if problem:
                     where = f"{path}: {describe(node)}"
@@ -459,7 +459,7 @@ def judge_nodes(model: ir.Model | onnx.ModelProto, target: str) -> list[NodeJudg
     found = []
     values = StaticValues()
     for path, graph in walk_graphs(model):
-        for node in graph:
+        for node in graph_nodes(graph):
             if node.domain not in ("", "ai.onnx"):
                 continue
             judged = _judge(profile, node)

@@ -38,7 +38,7 @@ import onnx_ir as ir
 from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.analysis.scan_forms import walks_axis
 from seqlower.analysis.static_values import StaticValues
-from seqlower.ops import has_subgraph
+from seqlower.ops import graph_nodes, has_subgraph
 
 MAX_MASKED_ITERATIONS = 1 << 16
 
@@ -135,7 +135,7 @@ def _is_dim(trip: ir.Value | None, data: ir.Value, axis: int, values: StaticValu
 def _graph_problem(graph: ir.Graph, changing: set[int], walked: set[int]) -> str | None:
     """The first node of `graph` that may fail after the loop would have stopped. `changing`
     holds the ids of the values that change between iterations; it grows with `graph`'s."""
-    for node in graph:
+    for node in graph_nodes(graph):
         problem = _node_problem(node, changing, walked)
         if problem:
             return f"the body computes {problem}"

@@ -26,7 +26,7 @@ import onnx_ir as ir
 
 from seqlower.analysis.rank_rules import ALL_OUTPUTS, RANK_RULES, RankQuery
 from seqlower.analysis.static_values import StaticValues
-from seqlower.ops import is_sequence_value, subgraphs
+from seqlower.ops import graph_nodes, is_sequence_value, subgraphs
 
 NEVER = -1  # no value under the current hypothesis (an element of an empty list)
 
@@ -73,7 +73,7 @@ class Ranks:
             self._facts[value] = fact
 
     def _walk(self, graph: ir.Graph) -> None:
-        for node in graph:
+        for node in graph_nodes(graph):
             self._visit(node)
 
     def _visit(self, node: ir.Node) -> None:

@@ -31,7 +31,7 @@ from seqlower.analysis.rank_rules import unknown_rank_cause as cause_of
 from seqlower.analysis.static_values import StaticValues
 from seqlower.lists.tensors import Layout
 from seqlower.lists.unit_rows import unit_axis
-from seqlower.ops import is_sequence_value, subgraphs
+from seqlower.ops import graph_nodes, is_sequence_value, subgraphs
 from seqlower.runtime_quirks import SPLIT_TO_SEQUENCE_TYPES
 
 MIN_OPSET = 14  # Reshape's allowzero
@@ -123,7 +123,7 @@ def find_lists(model: ir.Model, opset: int, rank_refusal: str | None = None) -> 
         for value in graph.inputs:
             if is_sequence_value(value):
                 sets.add(value)
-        for node in graph:
+        for node in graph_nodes(graph):
             for subgraph in subgraphs(node):
                 owners[id(subgraph)] = node
                 graphs.append(subgraph)

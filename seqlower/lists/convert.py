@@ -22,7 +22,7 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.lists.components import ListPlan, find_lists
 from seqlower.lists.forms import ListForms
 from seqlower.lists.tensors import INT64_MAX, Layout, TensorList
-from seqlower.ops import is_sequence_value, node_subgraphs, subgraphs
+from seqlower.ops import graph_nodes, is_sequence_value, node_subgraphs, subgraphs
 from seqlower.rewriter import Builder, Rewriter
 
 
@@ -109,7 +109,7 @@ class _Converter:
     def run(self) -> None:
         graphs = [self.model.graph]
         for graph in graphs:
-            for node in graph:
+            for node in graph_nodes(graph):
                 for subgraph in subgraphs(node):
                     self.owners[id(subgraph)] = node
                     graphs.append(subgraph)
@@ -152,7 +152,7 @@ class _Converter:
         return value is not None and id(value) in self.plan_of and is_sequence_value(value)
 
     def _graph(self, graph: ir.Graph) -> None:
-        for node in list(graph):
+        for node in list(graph_nodes(graph)):
             self._node(node)
 
     def _node(self, node: ir.Node) -> None:

@@ -22,7 +22,7 @@ __all__ = ["correct_loop_built_sequences"]
 
 import onnx_ir as ir
 
-from seqlower.ops import subgraphs
+from seqlower.ops import graph_nodes, subgraphs
 
 _SAME_ELEMENTS = frozenset({"Identity", "SequenceErase"})
 _MAX_ROUNDS = 4
@@ -41,7 +41,7 @@ def correct_loop_built_sequences(model: ir.Model) -> None:
 
 
 def _walk(graph: ir.Graph, tainted: dict[ir.Value, bool]) -> None:
-    for node in graph:
+    for node in graph_nodes(graph):
         inner = subgraphs(node)
         if node.op_type == "SequenceMap" and node.domain == "" and inner:
             # the body's inputs are typed by the elements of the sequences it maps

@@ -26,7 +26,7 @@ from collections.abc import Container
 
 import onnx_ir as ir
 
-from seqlower.ops import graphs_within, iter_all_graphs, subgraphs
+from seqlower.ops import graph_nodes, graphs_within, iter_all_graphs, subgraphs
 from seqlower.passes.dead_code import remove_dead_upstream
 
 
@@ -53,7 +53,7 @@ def remove_dead_carried(
     for graph in list(iter_all_graphs(model)):
         if id(graph) in functions:
             continue
-        for node in reversed(list(graph)):
+        for node in reversed(list(graph_nodes(graph))):
             found = needed.outputs.get(id(node))
             dead = _unneeded(node, found) if found is not None and node not in kept else []
             if not dead:
@@ -69,7 +69,7 @@ def remove_dead_carried(
         inputs = [body.inputs[2 + k] for k in dead]
         if any(value.uses() for value in inputs):  # read by what only the removed values needed
             for graph in graphs_within(body):
-                remove_dead_upstream(reversed(list(graph)))
+                remove_dead_upstream(reversed(list(graph_nodes(graph))))
         for k in sorted(dead, reverse=True):
             body.inputs.pop(2 + k)
     return removed

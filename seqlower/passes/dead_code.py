@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import onnx_ir as ir
 
-from seqlower.ops import iter_all_graphs, subgraphs
+from seqlower.ops import graph_nodes, iter_all_graphs, subgraphs
 from seqlower.release import let_go
 from seqlower.uses import detach_inputs, is_used, remove_node
 
@@ -96,7 +96,7 @@ class _LazyHolders(collections.abc.Mapping):
 def _holders(graphs: list[ir.Graph]) -> dict[int, list[ir.Node]]:
     holders: dict[int, list[ir.Node]] = collections.defaultdict(list)
     for graph in graphs:
-        for node in graph:
+        for node in graph_nodes(graph):
             for subgraph in subgraphs(node):
                 holders[id(subgraph)].append(node)
     return holders
@@ -112,7 +112,7 @@ def _held_elsewhere(subgraph: ir.Graph, node: ir.Node, holders: Holders) -> bool
 def _release(graph: ir.Graph, read: list[ir.Value]) -> None:
     """Disconnect the nodes of a dead node's subgraph (nested ones too) from the values they
     read; those values are added to `read`."""
-    for node in graph:
+    for node in graph_nodes(graph):
         read.extend(value for value in node.inputs if value is not None)
         node.resize_inputs(0)
         for subgraph in subgraphs(node):

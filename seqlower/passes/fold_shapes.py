@@ -27,7 +27,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
-from seqlower.ops import iter_all_graphs
+from seqlower.ops import graph_nodes, iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_upstream
 
 logger = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ def fold_static_shapes(model: ir.Model) -> int:
     values = StaticValues(model.opset_imports.get(""), lambda: folded)
     upstream: list[ir.Node] = []
     for graph in list(iter_all_graphs(model)):
-        for node in list(graph):
+        for node in list(graph_nodes(graph)):
             array = _foldable(node, values)
             if array is None:
                 continue

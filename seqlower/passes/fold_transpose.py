@@ -18,6 +18,7 @@ __all__ = ["MAX_FOLD_BYTES", "fold_constant_transposes"]
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.ops import graph_nodes
 from seqlower.uses import use_count
 
 MAX_FOLD_BYTES = 16 * 1024 * 1024
@@ -29,7 +30,7 @@ def fold_constant_transposes(model: ir.Model) -> int:
     graph = model.graph
     interface = {*graph.inputs, *graph.outputs}
     folded = 0
-    for node in list(graph):
+    for node in list(graph_nodes(graph)):
         if node.op_type != "Transpose" or node.domain != "" or not node.inputs:
             continue
         source, output = node.inputs[0], node.outputs[0]

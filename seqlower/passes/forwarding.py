@@ -13,7 +13,7 @@ from collections.abc import Callable
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
-from seqlower.ops import iter_all_graphs
+from seqlower.ops import graph_nodes, iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_upstream
 
 # the operand `node` gives unchanged, or None; the output it replaces is no graph output
@@ -29,7 +29,7 @@ def forward_unchanged(model: ir.Model, unchanged: Unchanged) -> int:
     values = StaticValues(model.opset_imports.get(""), lambda: removed)
     bypassed: list[ir.Node] = []  # read by nothing now: removed at the end, with what they read
     for graph in list(iter_all_graphs(model)):
-        for node in list(graph):
+        for node in list(graph_nodes(graph)):
             kept = unchanged(node, values)
             if kept is None:
                 continue

@@ -40,7 +40,7 @@ __all__ = ["HOISTABLE", "SINKABLE", "hoist_loop_invariants", "is_constant_fill"]
 
 import onnx_ir as ir
 
-from seqlower.ops import is_sequence_op, same_dim, subgraphs
+from seqlower.ops import graph_nodes, is_sequence_op, same_dim, subgraphs
 
 # element-wise operators of one input: they cannot fail on a value of their type
 _UNARY = frozenset(
@@ -102,7 +102,7 @@ def hoist_loop_invariants(model: ir.Model) -> int:
 
 def _hoist_in(graph: ir.Graph) -> int:
     moved = 0
-    for node in list(graph):
+    for node in list(graph_nodes(graph)):
         for inner in subgraphs(node):
             moved += _hoist_in(inner)
         if node.domain == "" and node.op_type in ("Loop", "Scan"):

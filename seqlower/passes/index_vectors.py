@@ -31,7 +31,7 @@ import onnx_ir as ir
 
 from seqlower.analysis.loop_shapes import carried_output_shape
 from seqlower.analysis.static_values import StaticValues
-from seqlower.ops import iter_all_graphs
+from seqlower.ops import graph_nodes, iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_upstream
 from seqlower.rewriter import Builder, Rewriter
 
@@ -75,7 +75,7 @@ def fold_index_vectors(model: ir.Model) -> int:
     rewriter: Rewriter | None = None
     folded = 0
     for graph in list(iter_all_graphs(model)):
-        for node in list(graph):
+        for node in list(graph_nodes(graph)):
             if node.graph is None:
                 continue
             read = [v for i, v in enumerate(node.inputs) if v is not None and not _flows(node, i)]

@@ -32,6 +32,8 @@ import onnx_ir as ir
 from onnx_ir import serde
 from onnx_ir.passes.common import _c_api_utils
 
+from seqlower.ops import graph_nodes
+
 _R = TypeVar("_R")
 # in `ir.Model.meta`: node -> (key, its bytes, its attributes, held so their ids stay theirs)
 _CACHE_KEY = "seqlower.inference_nodes"
@@ -122,7 +124,7 @@ def _graph_into(
         serde._should_create_value_info_for_value,
     )
     value_into, add_info = types.value_into, graph_proto.value_info.add
-    for node in graph:
+    for node in graph_nodes(graph):
         key = _key(node)
         entry = cached.get(node) if key is not None else None
         if entry is None or entry[0] != key:

@@ -21,7 +21,7 @@ import logging
 import onnx_ir as ir
 from onnx_ir.passes.common import InlinePass
 
-from seqlower.ops import is_sequence_op, is_sequence_value, iter_all_graphs
+from seqlower.ops import graph_nodes, is_sequence_op, is_sequence_value, iter_all_graphs
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def _sequence_functions(model: ir.Model) -> set[int]:
         if any(is_sequence_op(node) for node in function.graph.all_nodes()):
             targets.add(id(function))
     for graph in iter_all_graphs(model):
-        for node in graph:
+        for node in graph_nodes(graph):
             callee = functions.get(node.op_identifier())
             if callee is None:
                 continue

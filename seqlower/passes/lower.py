@@ -30,7 +30,7 @@ import onnx_ir as ir
 from seqlower.analysis import Facts
 from seqlower.deadline import Deadline
 from seqlower.lists import lower_lists
-from seqlower.ops import is_sequence_value, subgraphs
+from seqlower.ops import graph_nodes, is_sequence_value, subgraphs
 from seqlower.options import SPEED_FIRST_TARGETS, Options
 from seqlower.passes import region_inference
 from seqlower.passes.dead_carried import remove_dead_carried
@@ -282,7 +282,7 @@ class LowerSequencesPass(ir.passes.InPlacePass):
                 # inlined branch): its old body is not lowered any more
                 if not _is_live(graph, owners):
                     continue
-                for node in list(graph):
+                for node in list(graph_nodes(graph)):
                     if self.deadline is not None and self.deadline.expired():
                         return changed  # every rewrite so far is complete
                     if node in self.frozen:
@@ -364,7 +364,7 @@ def _graphs_and_owners(model: ir.Model) -> tuple[list[ir.Graph], dict[int, ir.No
     graphs = [model.graph, *(function.graph for function in model.functions.values())]
     owners: dict[int, ir.Node] = {}
     for graph in graphs:  # grows while iterating: a breadth-first walk
-        for node in graph:
+        for node in graph_nodes(graph):
             for subgraph in subgraphs(node):
                 owners[id(subgraph)] = node
                 graphs.append(subgraph)
@@ -376,7 +376,7 @@ def _sequence_candidates(model: ir.Model):
     graphs = [model.graph]
     for graph in graphs:
         yield from graph.inputs
-        for node in graph:
+        for node in graph_nodes(graph):
             yield from node.outputs
             graphs.extend(subgraphs(node))
 

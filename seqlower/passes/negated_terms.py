@@ -19,7 +19,7 @@ __all__ = ["fold_negated_terms"]
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues, not_one_element
-from seqlower.ops import iter_all_graphs
+from seqlower.ops import graph_nodes, iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_upstream
 from seqlower.uses import use_count
 
@@ -31,7 +31,7 @@ def fold_negated_terms(model: ir.Model) -> int:
     values = StaticValues(model.opset_imports.get(""), lambda: folded)
     dropped: list[ir.Node] = []
     for graph in list(iter_all_graphs(model)):
-        for node in list(graph):
+        for node in list(graph_nodes(graph)):
             found = _negated_term(node, values)
             if found is None:
                 continue

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import onnx
 import onnx_ir as ir
 
-from seqlower.ops import iter_all_graphs
+from seqlower.ops import graph_nodes, iter_all_graphs
 from seqlower.passes.inferred_types import graph_types
 from seqlower.rewriter import can_take_name
 
@@ -28,7 +28,7 @@ def remove_noop_casts(model: ir.Model, types: Mapping[str, int] | None = None) -
     types = types or {}
     removed = 0
     for graph in list(iter_all_graphs(model)):
-        for node in list(graph):
+        for node in list(graph_nodes(graph)):
             if node.op_type != "Cast" or node.domain not in ("", "ai.onnx") or node.graph is None:
                 continue
             source, result = node.inputs[0], node.outputs[0]

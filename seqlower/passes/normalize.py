@@ -33,7 +33,7 @@ import onnx_ir as ir
 
 from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.analysis.static_values import StaticValues
-from seqlower.ops import iter_all_graphs, subgraphs
+from seqlower.ops import graph_nodes, iter_all_graphs, subgraphs
 from seqlower.options import Options
 from seqlower.passes import chunked_inference, region_inference
 from seqlower.passes.bind_dims import BindDimsPass
@@ -133,7 +133,7 @@ def resolve_split_keepdims(model: ir.Model, reading: str) -> list[SplitReading]:
     values = StaticValues()
     readings: list[SplitReading] = []
     for graph in list(iter_all_graphs(model)):
-        for node in graph:
+        for node in graph_nodes(graph):
             if node.op_type != "SplitToSequence" or node.domain != "":
                 continue
             split = node.inputs[1] if len(node.inputs) > 1 else None
@@ -271,7 +271,7 @@ def _clear_shapes(model: ir.Model) -> tuple[list[ir.Node], list[ir.Node], list[i
     carriers: list[ir.Node] = []
     graphs = [model.graph, *(function.graph for function in model.functions.values())]
     for graph in graphs:  # grows while iterating: every subgraph, parents first
-        for node in graph:
+        for node in graph_nodes(graph):
             for output in node.outputs:
                 output.shape = None
             if node.attributes.data:

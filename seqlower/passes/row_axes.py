@@ -30,7 +30,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
-from seqlower.ops import iter_all_graphs
+from seqlower.ops import graph_nodes, iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_upstream
 from seqlower.passes.new_constants import int64_constant_before
 from seqlower.uses import use_count
@@ -60,7 +60,7 @@ def fold_row_axes(model: ir.Model) -> int:
     folded = 0
     replaced: list[ir.Node] = []  # the producers of constants read no more, maybe
     for graph in list(iter_all_graphs(model)):
-        for node in list(graph):
+        for node in list(graph_nodes(graph)):
             source = _leading_unsqueeze(node, values)
             if source is None:
                 continue

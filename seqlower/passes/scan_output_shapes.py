@@ -19,7 +19,7 @@ __all__ = ["DeclaredScanShapes"]
 
 import onnx_ir as ir
 
-from seqlower.ops import iter_all_graphs
+from seqlower.ops import graph_nodes, iter_all_graphs
 
 _LOOPS = {"Loop": "body", "Scan": "body"}
 
@@ -63,7 +63,7 @@ def _scan_outputs(model: ir.Model) -> list[tuple[ir.Graph, list[ir.Value]]]:
     """(body, its scan outputs) for every Loop and Scan of the model."""
     found = []
     for graph in iter_all_graphs(model):
-        for node in graph:
+        for node in graph_nodes(graph):
             key = _LOOPS.get(node.op_type)
             if node.domain != "" or key is None or key not in node.attributes:
                 continue

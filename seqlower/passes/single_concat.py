@@ -19,7 +19,7 @@ __all__ = ["flatten_nested_concats", "remove_single_concats"]
 
 import onnx_ir as ir
 
-from seqlower.ops import iter_all_graphs
+from seqlower.ops import graph_nodes, iter_all_graphs
 from seqlower.uses import use_count
 
 
@@ -27,7 +27,7 @@ def remove_single_concats(model: ir.Model) -> int:
     """Replace every Concat of one input by the input (module docstring); returns how many."""
     removed = 0
     for graph in list(iter_all_graphs(model)):
-        for node in list(graph):
+        for node in list(graph_nodes(graph)):
             if node.op_type != "Concat" or node.domain != "" or len(node.inputs) != 1:
                 continue
             source, result = node.inputs[0], node.outputs[0]
@@ -49,7 +49,7 @@ def flatten_nested_concats(model: ir.Model) -> int:
     docstring); returns how many were joined."""
     joined = 0
     for graph in list(iter_all_graphs(model)):
-        for node in list(graph):
+        for node in list(graph_nodes(graph)):
             if node.op_type != "Concat" or node.domain != "":
                 continue
             inner = _only_concat_input(node)

@@ -25,7 +25,7 @@ __all__ = ["SingleElementConditionsPass"]
 
 import onnx_ir as ir
 
-from seqlower.ops import iter_all_graphs
+from seqlower.ops import graph_nodes, iter_all_graphs
 
 _ELEMENTWISE = frozenset(
     {"And", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "Not", "Or", "Xor"}
@@ -43,7 +43,7 @@ class SingleElementConditionsPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.count = 0
         for graph in list(iter_all_graphs(model)):
-            for node in list(graph):
+            for node in list(graph_nodes(graph)):
                 path = _conditions_only(node)
                 if path is None:
                     continue

@@ -29,7 +29,7 @@ import math
 
 import onnx_ir as ir
 
-from seqlower.ops import graphs_within, node_subgraphs, subgraphs
+from seqlower.ops import graph_nodes, graphs_within, node_subgraphs, subgraphs
 from seqlower.passes.hoist_invariants import SINKABLE, _cannot_fail, _constant, is_constant_fill
 
 
@@ -46,7 +46,7 @@ def _sink_in(graph: ir.Graph) -> int:
     """Sink the nodes of `graph`, then those of its subgraphs: a node moved into a branch may
     move on into a branch within it."""
     moved = _sink_here(graph)
-    for node in list(graph):
+    for node in list(graph_nodes(graph)):
         for inner in subgraphs(node):
             moved += _sink_in(inner)
     return moved
@@ -56,14 +56,14 @@ def _sink_here(graph: ir.Graph) -> int:
     moved = 0
     # the branch (and its graphs) of each If of `graph`, by the id of a graph inside it
     branch_of: dict[int, ir.Graph] = {}
-    for node in graph:
+    for node in graph_nodes(graph):
         if node.domain == "" and node.op_type == "If":
             for _, branch in node_subgraphs(node):
                 for inner in graphs_within(branch):
                     branch_of[id(inner)] = branch
     if not branch_of:
         return moved
-    for node in reversed(list(graph)):
+    for node in reversed(list(graph_nodes(graph))):
         branch = _only_branch(node, branch_of)
         if branch is None or not _may_move(node):
             continue

@@ -21,7 +21,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
-from seqlower.ops import iter_all_graphs
+from seqlower.ops import graph_nodes, iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_upstream
 from seqlower.passes.new_constants import int64_constant_before
 from seqlower.uses import use_count
@@ -36,7 +36,7 @@ def fold_trimmed_reads(model: ir.Model) -> int:
     folded = 0
     dropped: list[ir.Node] = []
     for graph in list(iter_all_graphs(model)):
-        for node in list(graph):
+        for node in list(graph_nodes(graph)):
             if node.op_type != "Gather" or node.domain != "" or len(node.inputs) != 2:
                 continue
             trim = _trim(node.inputs[0], values)
@@ -52,7 +52,7 @@ def fold_trimmed_reads(model: ir.Model) -> int:
             node.replace_input_with(1, int64_constant_before(node, index - k, names, "_from_end"))
             dropped.extend([inner] if old_index is None else [inner, old_index])
             folded += 1
-        for node in list(graph):
+        for node in list(graph_nodes(graph)):
             if node.op_type != "Slice" or node.domain != "":
                 continue
             outer = _trim(node.outputs[0], values)

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 import onnx_ir as ir
 
 from seqlower.analysis import Facts
-from seqlower.ops import is_sequence_op, is_sequence_value, node_subgraphs
+from seqlower.ops import graph_nodes, is_sequence_op, is_sequence_value, node_subgraphs
 from seqlower.passes.bind_dims import bindable_dims, dims_feeding
 
 
@@ -150,10 +150,10 @@ def _captured_sequences(node: ir.Node) -> list[ir.Value]:
         graph = pending.pop()
         inner.add(graph)
         bodies.append(graph)
-        for child in graph:
+        for child in graph_nodes(graph):
             pending.extend(subgraph for _, subgraph in node_subgraphs(child))
     for graph in bodies:
-        for child in graph:
+        for child in graph_nodes(graph):
             for value in child.inputs:
                 outer = value is not None and value.graph not in inner
                 if outer and is_sequence_value(value) and value not in found:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 import onnx_ir as ir
 
-from seqlower.ops import node_subgraphs, subgraphs
+from seqlower.ops import graph_nodes, node_subgraphs, subgraphs
 
 Label = Callable[[ir.Node], str]
 
@@ -62,7 +62,7 @@ def user_node_label(model: ir.Model, name: str) -> str:
     """How a message names the node called `name` in a lowered model: `node 'name'` for a node
     of the input, `a node made from 'origin'` for one the lowering made."""
     for _, graph in walk_graphs(model):
-        for node in graph:
+        for node in graph_nodes(graph):
             if node.name == name and node.meta.get(ORIGIN_KEY):
                 return f"a node made from '{node.meta[ORIGIN_KEY]}'"
     return f"node '{name}'"
@@ -142,7 +142,7 @@ class NodeLabels:
         pending.extend((f.graph, "") for f in model.functions.values())
         while pending:
             graph, around = pending.pop()
-            for node in graph:
+            for node in graph_nodes(graph):
                 origin = ""
                 if node not in self._inputs:
                     source = origins.get(node)
@@ -191,7 +191,7 @@ def walk_graphs(model: ir.Model, label: Label | None = None) -> Iterator[tuple[s
     while queue:
         path, graph = queue.popleft()
         yield path, graph
-        for node in graph:
+        for node in graph_nodes(graph):
             for name, subgraph in node_subgraphs(node):
                 queue.append((f"{path}/{label(node)}:{name}", subgraph))
 

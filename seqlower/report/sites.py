@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import onnx_ir as ir
 
-from seqlower.ops import is_sequence_op, is_sequence_value, node_subgraphs
+from seqlower.ops import graph_nodes, is_sequence_op, is_sequence_value, node_subgraphs
 from seqlower.report.labels import NodeLabels
 
 
@@ -49,7 +49,7 @@ def collect_sites(model: ir.Model, labels: NodeLabels) -> list[Site]:
         for value in graph.inputs:
             if type(value.type) is sequence_type:
                 readers.update(value.consumers())
-        for node in graph:
+        for node in graph_nodes(graph):
             labels.visit(node)
             for name, subgraph in node_subgraphs(node):
                 queue.append((f"{path}/{labels(node)}:{name}", subgraph, node))
