@@ -63,13 +63,13 @@ __all__ = [
 ]
 
 import math
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 import onnx_ir as ir
 
 from seqlower.analysis.static_lengths import StaticLengths
 from seqlower.analysis.static_values import StaticValues
-from seqlower.ops import graph_nodes, is_sequence_value
+from seqlower.ops import graph_nodes, is_sequence_value, subgraphs
 
 DYNAMIC_COUNT = 16  # iterations assumed for a loop or a sequence of run-time length
 DYNAMIC_DIM = 4  # size assumed for a dim known only at run time (see the module docstring)
@@ -97,15 +97,24 @@ def launches(model: ir.Model) -> float:
     return sum(node_costs(model).values())
 
 
-def node_costs(model: ir.Model) -> dict[ir.Node, float]:
+def node_costs(
+    model: ir.Model, counted: Callable[[ir.Node], bool] | None = None
+) -> dict[ir.Node, float]:
     """Each node's share of `launches(model)`, for every node of every graph: its own cost
     times how often its graph runs (a Loop body node counts once per iteration of every loop
     around it); a node in the branch of an If that is not the costlier one, and a node merged
-    into an identical one, count 0."""
+    into an identical one, count 0.
+
+    With `counted`, for a caller that adds up some nodes' shares only (`regions.region_costs`
+    of the regions): a node of the main graph that holds no subgraph and that `counted` turns
+    down is not costed and has no share in the result. Every other share is the same: such a
+    node is still keyed (a later node may be merged into it, or it into an earlier one), and
+    its own cost is read by nothing else (only a body's or a branch's nodes add up into what
+    their holder costs)."""
     opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
     costs: dict[ir.Node, float] = {}
     values = StaticValues(opset)
-    _Graph(values, StaticLengths(values), costs, {}).run(model.graph, 1.0, 1.0)
+    _Graph(values, StaticLengths(values), costs, {}).run(model.graph, 1.0, 1.0, counted=counted)
     return costs
 
 
@@ -122,10 +131,18 @@ class _Graph:
     ) -> None:
         self.values, self.lengths, self.costs, self.alias = values, lengths, costs, alias
 
-    def run(self, graph: ir.Graph, iterations: float, runs: float, body: bool = False) -> float:
+    def run(
+        self,
+        graph: ir.Graph,
+        iterations: float,
+        runs: float,
+        body: bool = False,
+        counted: Callable[[ir.Node], bool] | None = None,
+    ) -> float:
         """Adds the share of every node of `graph` (run `runs` times, `iterations` times in the
         loop holding it; `body` when it is the body of a Loop, Scan or SequenceMap) to the costs;
-        returns their sum for one run."""
+        returns their sum for one run. `counted`: see `node_costs` (the main graph only; the
+        sum returned then leaves out the nodes not costed)."""
         seen: dict[Hashable, ir.Node] = {}
         total = 0.0
         for node in graph_nodes(graph):
@@ -138,6 +155,8 @@ class _Graph:
                 continue
             if key is not None:
                 seen[key] = node
+            if counted is not None and not counted(node) and not subgraphs(node):
+                continue
             own, inside = self._own(node, iterations, runs)
             self.costs[node] = own * runs
             total += own + inside

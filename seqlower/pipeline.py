@@ -347,7 +347,10 @@ def _lower(
     # the default target lowers every region, and says which cost more so (`--target
     # onnxruntime` would keep them): the estimates are made for it too
     costed = speed_first or options.target == "generic"
-    run = _Run(model, options, rules, observe, plan=costed, deadline=deadline)
+    # the default target weighs the regions only (`RegionPlan.of(whole=False)`)
+    run = _Run(
+        model, options, rules, observe, plan=costed, whole_costs=speed_first, deadline=deadline
+    )
     if not speed_first and run.plan is not None and not deadline.reached:
         result = run.result()
         costlier = [  # of the regions lowered (in part at least)
@@ -397,7 +400,8 @@ def _lower(
 class _Run:
     """One pass of the pipeline over `model`: flatten inputs, inline, normalize, lower (leaving
     the nodes of the `keep` regions alone), flatten outputs, clean up. `plan=True` records the
-    regions and their costs for a speed-first choice; `result()` completes the report."""
+    regions and their costs for a speed-first choice (`whole_costs=False`: the regions' costs
+    only, all the default target reports); `result()` completes the report."""
 
     def __init__(
         self,
@@ -407,6 +411,7 @@ class _Run:
         observe: Callable[[str, ir.Model], None],
         *,
         plan: bool = False,
+        whole_costs: bool = True,
         keep: tuple[RegionPlan, list[RegionCost]] | None = None,
         deadline: Deadline | None = None,
     ) -> None:
@@ -437,7 +442,7 @@ class _Run:
         self.sites = collect_sites(model, labels)  # types are inferred now
         maps = (site.node for site in self.sites if site.op_type == "SequenceMap")
         report.expanded_before = report.total_before + sum(expanded_count(m) - 1 for m in maps)
-        self.plan = RegionPlan.of(model) if plan else None
+        self.plan = RegionPlan.of(model, whole=whole_costs) if plan else None
         self.frozen: dict[ir.Node, str] | None = None
         if keep is not None:
             graph_of = {site.node: site.graph for site in self.sites}
@@ -476,8 +481,12 @@ class _Run:
         if options.target == "tract":  # tract holds a model to its declared shapes
             RelaxShapeHintsPass()(model)
         observe("cleanup", model)
-        self.costs = node_costs(model) if plan or keep is not None else {}
-        self.cost_after = sum(self.costs.values())
+        self.costs: dict[ir.Node, float] = {}
+        if self.plan is not None and not whole_costs:  # what the regions' estimates read
+            self.costs = node_costs(model, counted=self.plan.counted(lower.origins))
+        elif plan or keep is not None:
+            self.costs = node_costs(model)
+        self.cost_after = sum(self.costs.values())  # of the whole model when `whole_costs`
 
     def result(self) -> OptimizeResult[ir.Model]:
         """The lowered model with its completed report."""

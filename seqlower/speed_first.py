@@ -18,6 +18,7 @@ from __future__ import annotations
 __all__ = ["FROZEN_RULE", "RegionCost", "RegionPlan"]
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 
 import onnx_ir as ir
@@ -52,13 +53,28 @@ class RegionPlan:
     total: float  # the whole model
 
     @classmethod
-    def of(cls, model: ir.Model) -> RegionPlan:
+    def of(cls, model: ir.Model, whole: bool = True) -> RegionPlan:
+        """The plan of `model`. `whole=False` (the default target, which lowers every region
+        and only reports the costlier ones: `costlier`, `reported`) costs the regions only:
+        no `total` (NaN), and no `walk` of the model to find its nodes in a copy (`frozen`)."""
         regions = find_regions(model)
+        if not whole:
+            owned = {node for region in regions for node in region.nodes}
+            costs = node_costs(model, counted=owned.__contains__)
+            as_given = region_costs(model, regions, costs)
+            return cls((), (), tuple(regions), tuple(as_given), math.nan)
         costs = node_costs(model)
         as_given = region_costs(model, regions, costs)
         walk = tuple(iter_all_nodes(model))
         kinds = tuple((node.domain, node.op_type) for node in walk)
         return cls(walk, kinds, tuple(regions), tuple(as_given), sum(costs.values()))
+
+    def counted(self, origins: Mapping[ir.Node, ir.Node]) -> Callable[[ir.Node], bool]:
+        """Whether a node of this plan's model after lowering counts for a region, for
+        `node_costs(counted=...)`: the node it came from (`origins`), or itself, is one of a
+        region's (asked of main-graph nodes only, which have no holder to count for)."""
+        owned = {node for region in self.regions for node in region.nodes}
+        return lambda node: origins.get(node, node) in owned
 
     def estimates(
         self, lowered: ir.Model, origins: Mapping[ir.Node, ir.Node], costs: Mapping[ir.Node, float]
@@ -86,7 +102,7 @@ class RegionPlan:
     ) -> list[KeptRegion]:
         """The `kept` regions as the report names them, by their first sequence node (in
         `walk`, the same model prepared again, when given)."""
-        position = {node: index for index, node in enumerate(self.walk)}
+        position = {node: index for index, node in enumerate(self.walk)} if walk is not None else {}
         regions = []
         for cost in kept:
             region = self.regions[cost.index]

@@ -3,7 +3,7 @@ attribute names and in attribute order, references to a function's attributes le
 
 import onnx_ir as ir
 
-from seqlower.ops import graphs_within, iter_all_graphs, node_subgraphs, subgraphs
+from seqlower.ops import graph_nodes, graphs_within, iter_all_graphs, node_subgraphs, subgraphs
 
 
 def _graph(name: str, *nodes: ir.Node) -> ir.Graph:
@@ -55,3 +55,48 @@ def test_the_model_walk_visits_parents_before_children():
     model = ir.Model(main, ir_version=10)
     assert [g.name for g in iter_all_graphs(model)] == ["main", "body", "side", "inner"]
     assert [g.name for g in graphs_within(main)] == ["main", "body", "side", "inner"]
+
+
+def _chain(count: int) -> tuple[ir.Graph, list[ir.Node]]:
+    nodes = [_node("Neg", []) for _ in range(count)]
+    return _graph("main", *nodes), nodes
+
+
+def test_graph_nodes_walks_as_onnx_ir_does_while_the_graph_changes():
+    """`graph_nodes` follows onnx_ir's links itself: the same nodes as `iter(graph)`, in the
+    same order, when nodes are removed, inserted after and before the current one, or moved
+    during the walk."""
+
+    def walk(iterate) -> list[str]:
+        graph, nodes = _chain(6)
+        for index, node in enumerate(nodes):
+            node.name = f"n{index}"
+        seen = []
+        for node in iterate(graph):
+            seen.append(node.name)
+            if node.name == "n1":
+                graph.remove(nodes[2])  # the next one: passed over
+                later = _node("Relu", [])
+                later.name = "after n1"
+                graph.insert_after(node, later)  # reached
+                earlier = _node("Relu", [])
+                earlier.name = "before n1"
+                graph.insert_before(node, earlier)  # not reached
+            if node.name == "n3":
+                graph.remove(node)  # the current one: the walk goes on from where it was
+                graph.append(node)  # moved to the end: reached again there
+            if len(seen) > 20:
+                break
+        return seen
+
+    expected = walk(iter)
+    assert expected == ["n0", "n1", "after n1", "n3", "n4", "n5", "n3"]
+    assert walk(graph_nodes) == expected
+
+
+def test_graph_nodes_walks_anything_else_as_it_walks_itself():
+    graph, nodes = _chain(3)
+    assert list(graph_nodes(graph)) == nodes
+    assert list(graph_nodes(nodes)) == nodes  # a list of nodes, say
+    function = ir.Function("local", "f", graph=graph, attributes=[])
+    assert list(graph_nodes(function)) == nodes

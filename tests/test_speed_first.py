@@ -215,3 +215,30 @@ def test_a_decoder_cache_loop_is_lowered_where_its_scan_over_layers_is_costed_pe
     assert sequence_op_counts(lowered) == {}
     assert report.rules_fired.get("loop-to-scan", 0) >= 1
     _matches_pytorch(case, lowered)
+
+
+MERGED_ACROSS = """g (float[4,3] x) => (float[4,3] a, float[4,3] b, float[4,3] c) {
+    a = Neg(x)
+    n = Neg(x)
+    s = SplitToSequence<axis = 0>(n)
+    b = ConcatFromSequence<axis = 0>(s)
+    c = Relu(a)
+}"""
+
+
+def test_the_regions_costs_alone_are_the_whole_estimates_shares():
+    """The default target costs the regions only (`RegionPlan.of(whole=False)`): the nodes of
+    the main graph outside every region are not costed, yet still keyed, so that a region's
+    node merged into one of them (onnxruntime's common subexpressions) still counts 0."""
+    model = _typed(MERGED_ACROSS)
+    whole, regions_only = RegionPlan.of(model), RegionPlan.of(model, whole=False)
+    assert regions_only.as_given == whole.as_given
+    (region,) = whole.regions
+    owned = set(region.nodes)
+    merged = next(node for node in owned if node.op_type == "Neg")  # `n`, the region's input
+    costs = node_costs(model, counted=owned.__contains__)
+    everything = node_costs(model)
+    assert costs[merged] == everything[merged] == 0.0  # merged into `a`, outside the region
+    assert {node.op_type for node in everything.keys() - costs.keys()} == {"Neg", "Relu"}
+    assert all(costs[node] == everything[node] for node in owned)
+    assert regions_only.walk == () and whole.walk  # nothing to find in a copy by default
