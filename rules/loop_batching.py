@@ -279,9 +279,7 @@ def _unproved_lengths(
     dims), so `for b in range(x.size(0)): x[b][idx[b]]` with `idx` made from x by Where, TopK
     and Slices reads idx at dim 0 of x. A tensor an enclosing loop grew by one row per
     iteration holds as many rows as its iteration number (`_counts_rows`)."""
-    reads = [
-        read for read in reads if read.ragged is not None or not _counts_rows(read, count, ctx)
-    ]
+    reads = [read for read in reads if not _counts_rows(read, count, ctx)]
     tensors = [read for read in reads if read.node.op_type == "Gather" and read.ragged is None]
     if not tensors:
         return reads
@@ -305,7 +303,9 @@ def _counts_rows(read: Read, count: ir.Value, ctx: Context) -> bool:
     along its axis because an enclosing loop, whose iteration number is the trip count, grew
     x from none by one per iteration (`seqlower.analysis.carried_rows`)."""
     source = read.node.inputs[0]
-    assert source is not None and source.shape is not None  # as `_read` found it
+    if read.node.op_type != "Gather" or read.ragged is not None or source is None:
+        return False  # an element of a list: its length is the list's
+    assert source.shape is not None  # as `_read` found it
     axis = read.node.attributes.get_int("axis", 0) % len(source.shape)
     return counts_iterations(count, source, axis, ctx.facts.list_lengths().owner)
 

@@ -245,3 +245,31 @@ def test_two_values_grown_under_one_if_scan_its_condition_once():
     assert len(compress) == 2 and compress[0].input[1] == compress[1].input[1]
     for seed, parents in enumerate(TREES):
         assert_same_outputs(model, lowered, _feeds(parents, seed))
+
+
+SCALARS_UP_TO_N = """
+agraph (float[K] x, int64 n) => (float[?] y) {
+  s = SplitToSequence <axis = 0, keepdims = 0> (x)
+  t = Constant <value = bool {1}> ()
+  e = SequenceEmpty <dtype = 1> ()
+  out = Loop (n, t, e) <body = b (int64 i, bool c, seq(float) acc) => (bool c1, seq(float) a1) {
+    v = SequenceAt (s, i)
+    w = Add (v, v)
+    a1 = SequenceInsert (acc, w)
+    c1 = Identity (c)
+  }>
+  y = ConcatFromSequence <axis = 0, new_axis = 1> (out)
+}"""
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 5])
+def test_a_list_of_scalars_read_up_to_a_count_of_another_length_is_not_asked_for_rows(n):
+    # an element read of a list (SequenceAt), not a Gather of a tensor: the rows proof does not
+    # apply to it (its source has no rank), and reading past the list fails in both models
+    model = parse(SCALARS_UP_TO_N)
+    lowered, _ = lower(model, target="portable")
+    feeds = {"x": np.arange(4, dtype=np.float32), "n": np.array(n, np.int64)}
+    if n <= 4:
+        assert_same_outputs(model, lowered, feeds)
+    else:
+        assert_both_fail(model, lowered, feeds)
