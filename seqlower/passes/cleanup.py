@@ -7,7 +7,8 @@ broadcasting makes anyway, Concats of one input, reads of what a
 cut of the last rows left, Unsqueezes whose leading axis the operators before can make, minimums
 of a value and the largest int64 (the value), loop-invariant operators (moved out of Loop and
 Scan bodies), operators read in one If branch only (moved into it), unused initializers and
-functions; forget the dim names that shape inference made up. Nodes that stay are not touched
+functions, Reshapes to the shape their input has, nodes computing what an earlier node of their
+graph computes; forget the dim names that shape inference made up. Nodes that stay are not touched
 (their unused optional outputs and trailing empty inputs are theirs)."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from seqlower.passes.broadcast_unsqueeze import drop_broadcast_unsqueezes
 from seqlower.passes.census import OpCensus
 from seqlower.passes.dead_carried import remove_dead_carried
 from seqlower.passes.dead_code import remove_dead_nodes
+from seqlower.passes.duplicate_nodes import merge_duplicate_nodes
 from seqlower.passes.floor_division import fold_floor_divisions
 from seqlower.passes.fold_shapes import fold_static_shapes
 from seqlower.passes.fold_transpose import fold_constant_transposes
@@ -33,6 +35,7 @@ from seqlower.passes.noop_casts import remove_noop_casts
 from seqlower.passes.normalize import infer_shapes
 from seqlower.passes.region_inference import forget_stamp
 from seqlower.passes.row_axes import fold_row_axes
+from seqlower.passes.same_shape_reshapes import remove_same_shape_reshapes
 from seqlower.passes.single_concat import flatten_nested_concats, remove_single_concats
 from seqlower.passes.sink_into_branches import sink_into_branches
 from seqlower.passes.trimmed_reads import fold_trimmed_reads
@@ -57,7 +60,10 @@ def remove_unused_initializers(model: ir.Model) -> bool:
 class CleanupPass(ir.passes.InPlacePass):
     """Dead nodes, then the values Loops carry and If outputs that nothing needs
     (`dead_carried`; `carried_removed`, and `replaced` maps each rebuilt Loop or If to the node
-    it replaces), static shape arithmetic folded (`fold_shapes`; `shapes_folded` counts the nodes),
+    it replaces), nodes computing what an earlier node of their graph computes merged into it
+    (`duplicate_nodes`; `duplicates_merged`, first and again after the folds) and Reshapes to
+    their input's shape removed (`same_shape_reshapes`; `reshapes_removed`), static shape
+    arithmetic folded (`fold_shapes`; `shapes_folded` counts the nodes),
     the minimum of a value and the largest int64 replaced by the value (`trivial_min`;
     `mins_folded`), index vectors built from their pieces (`index_vectors`; `vectors_built`),
     Transposes of constant weights folded (`fold_transpose`; `folded` counts them), Casts to the
@@ -93,6 +99,8 @@ class CleanupPass(ir.passes.InPlacePass):
         self.negations_folded = 0
         self.sunk = 0
         self.carried_removed = 0
+        self.reshapes_removed = 0
+        self.duplicates_merged = 0
         # each Loop or If rebuilt without the outputs nothing needs -> the node it replaces
         self.replaced: dict[ir.Node, ir.Node] = {}
 
@@ -106,6 +114,16 @@ class CleanupPass(ir.passes.InPlacePass):
             {"Loop", "If"}, lambda m: remove_dead_carried(m, self.replaced), model
         )
         modified |= bool(self.carried_removed)
+        # first: the folds below see one node where the model computes a thing twice
+        self.duplicates_merged = merge_duplicate_nodes(model)
+        if self.fold_shapes:
+            self.reshapes_removed = remove_same_shape_reshapes(model)
+        if self.duplicates_merged or self.reshapes_removed:
+            census.changed()
+            modified = True
+        if self.reshapes_removed:  # what read one reads its input: inference may say more
+            infer_shapes(model)
+            forget_stamp(model)
         self.shapes_folded = 0
         for _ in range(_FOLD_ROUNDS) if self.fold_shapes else ():
             folded = fold_static_shapes(model)
@@ -157,6 +175,15 @@ class CleanupPass(ir.passes.InPlacePass):
         modified |= bool(self.hoisted)
         self.sunk = census.run({"If"}, sink_into_branches, model)
         modified |= bool(self.sunk)
+        # again: what the folds above made equal, or of its input's shape (a row made a Reshape)
+        self.duplicates_merged += merge_duplicate_nodes(model)
+        modified |= bool(self.duplicates_merged)
+        late = census.run({"Reshape"}, remove_same_shape_reshapes, model) if self.fold_shapes else 0
+        if late:
+            self.reshapes_removed += late
+            modified = True
+            infer_shapes(model)
+            forget_stamp(model)
         modified |= remove_unused_initializers(model)
         if model.functions:
             modified |= RemoveUnusedFunctionsPass()(model).modified

@@ -1,0 +1,120 @@
+"""Nodes that compute what an earlier node of their graph computes are removed: their readers
+read the earlier node's outputs.
+
+    a = Unsqueeze(x, Constant([1]))
+    b = Unsqueeze(x, Constant([1]))      ->    (removed, with its Constant; b's readers read a)
+    c = Concat(a, b, a, b)                     c = Concat(a, a, a, a)
+
+Two nodes are the same computation when they have the same operator and attributes and read the
+same values, where a small Constant (or a small initializer that no caller can override) counts
+as its content (the Constants themselves stay, each where it was, as onnxruntime holds them as
+initializers at no cost per run): TorchScript writes every literal as a Constant of its own, so
+`torch.stack((sx, sy, sx, sy))` unsqueezes sx and sy twice, each time with axes from a new
+Constant. onnxruntime merges equal nodes only when they read the same values, not equal
+constants, and runs each copy: per iteration when in a loop body. Only operators of the default
+domain that hold no subgraph and draw no random values are merged; a node whose output is an
+output of its graph stays.
+"""
+
+from __future__ import annotations
+
+__all__ = ["merge_duplicate_nodes"]
+
+from collections.abc import Hashable
+
+import numpy as np
+import onnx_ir as ir
+
+from seqlower.ops import has_subgraph, iter_all_graphs
+from seqlower.passes.dead_code import remove_dead_upstream
+
+# operators whose two runs on the same inputs may differ
+_RANDOM_OPS = frozenset(
+    {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial"}
+    | {"Bernoulli", "Dropout"}
+)
+# constants up to this many elements are compared by content (shapes, axes, positions)
+_MAX_COMPARED = 64
+
+
+def merge_duplicate_nodes(model: ir.Model) -> int:
+    """Merge every node into the first earlier node of its graph computing the same (see the
+    module docstring); returns how many nodes were removed."""
+    merged = 0
+    for graph in list(iter_all_graphs(model)):
+        seen: dict[Hashable, ir.Node] = {}
+        dropped: list[ir.Node] = []
+        for node in list(graph):
+            key = _key(node, graph)
+            if key is None:
+                continue
+            first = seen.setdefault(key, node)
+            if first is node or any(out.is_graph_output() for out in node.outputs):
+                continue
+            for old, new in zip(node.outputs, first.outputs, strict=True):
+                old.replace_all_uses_with(new)
+            dropped.append(node)
+        merged += len(dropped)
+        remove_dead_upstream(dropped)
+    return merged
+
+
+def _key(node: ir.Node, graph: ir.Graph) -> Hashable | None:
+    """What `node` computes, as a hashable key, or None when it is not to be merged."""
+    if node.domain not in ("", "ai.onnx") or node.op_type in _RANDOM_OPS or node.graph is not graph:
+        return None
+    if node.op_type == "Constant" or has_subgraph(node):
+        return None  # equal Constants stay apart: what reads them is merged
+    attributes = []
+    for name in sorted(node.attributes):
+        attr = node.attributes[name]
+        if attr.is_ref():
+            return None
+        value = attr.value
+        if isinstance(value, list | tuple):
+            value = tuple(value)
+        elif isinstance(value, ir.TensorProtocol):  # ConstantOfShape's value
+            content = _content(value)
+            if content is None:
+                return None
+            value = content
+        elif not isinstance(value, int | float | str | bytes):
+            return None  # a type, a sparse tensor: not compared
+        attributes.append((name, int(attr.type), value))
+    inputs = tuple(_input_key(value) for value in node.inputs)
+    return (node.op_type, node.overload, len(node.outputs), tuple(attributes), inputs)
+
+
+def _input_key(value: ir.Value | None) -> Hashable:
+    if value is None:
+        return None
+    content = _constant(value)
+    return ("value", id(value)) if content is None else ("constant", content)
+
+
+def _constant(value: ir.Value) -> Hashable | None:
+    """The content of a small Constant output or of a small initializer that is not a graph
+    input (a caller may override that one), else None."""
+    producer = value.producer()
+    tensor = None
+    if producer is not None:
+        if producer.op_type == "Constant" and producer.domain in ("", "ai.onnx"):
+            attr = producer.attributes.get("value")
+            tensor = None if attr is None or attr.is_ref() else attr.value
+    elif value.is_initializer() and not value.is_graph_input():
+        tensor = value.const_value
+    return None if tensor is None else _content(tensor)
+
+
+def _content(tensor: object) -> Hashable | None:
+    """A small tensor's element type, shape and bytes; None for a large one or one whose bytes
+    do not say its value (strings)."""
+    if not isinstance(tensor, ir.TensorProtocol) or tensor.size > _MAX_COMPARED:
+        return None
+    try:
+        array = np.asarray(tensor.numpy())
+    except Exception:  # a type numpy does not hold: compared as a value
+        return None
+    if array.dtype.kind == "O":
+        return None
+    return (int(tensor.dtype), array.shape, array.tobytes())

@@ -1,0 +1,136 @@
+"""A node computing what an earlier node of its graph computes is merged into it; constants count
+as their content. Random draws, other domains and graph outputs stay."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+import pytest
+from support import assert_same_outputs, lower, op_counts, parse
+
+import seqlower
+
+# torch.stack((sx, sy, sx, sy), 1) as TorchScript writes it: each Unsqueeze with its own Constant
+STACK = """
+agraph (int64[N] sx, int64[N] sy) => (float[N,4] y) {
+  a1 = Constant <value = int64[1] {1}> ()
+  ux = Unsqueeze (sx, a1)
+  a2 = Constant <value = int64[1] {1}> ()
+  uy = Unsqueeze (sy, a2)
+  a3 = Constant <value = int64[1] {1}> ()
+  ux2 = Unsqueeze (sx, a3)
+  a4 = Constant <value = int64[1] {1}> ()
+  uy2 = Unsqueeze (sy, a4)
+  s = Concat <axis = 1> (ux, uy, ux2, uy2)
+  y = Cast <to = 1> (s)
+}"""
+
+
+def _cleaned(text: str, **options) -> ir.Model:
+    model = ir.from_proto(parse(text, **options))
+    seqlower.passes.infer_shapes(model)
+    seqlower.passes.CleanupPass()(model)
+    return model
+
+
+@pytest.mark.parametrize("n", [0, 1, 5])
+def test_unsqueezes_with_equal_constant_axes_are_merged(n):
+    model = parse(STACK)
+    lowered, _ = lower(model, target="generic")
+    assert op_counts(lowered)["Unsqueeze"] == 2
+    assert op_counts(lowered)["Constant"] == 2  # each Unsqueeze that stays keeps its axes
+    feeds = {"sx": np.arange(n, dtype=np.int64) - 2, "sy": np.arange(n, dtype=np.int64) * 3}
+    assert_same_outputs(model, lowered, feeds)
+
+
+def test_the_pass_counts_what_it_merged_and_readers_read_the_first():
+    model = _cleaned(STACK)
+    concat = next(node for node in model.graph if node.op_type == "Concat")
+    first, second = concat.inputs[0], concat.inputs[1]
+    assert [v.producer() for v in concat.inputs] == [first.producer(), second.producer()] * 2
+
+
+def test_constants_of_different_content_or_type_are_not_merged():
+    model = parse("""
+agraph (float[2,3] x) => (float[2,1,3] a, float[2,3,1] b, float[2,3] c, float[2,3] d) {
+  k1 = Constant <value = int64[1] {1}> ()
+  k2 = Constant <value = int64[1] {2}> ()
+  a = Unsqueeze (x, k1)
+  b = Unsqueeze (x, k2)
+  f1 = Constant <value = float {1}> ()
+  f2 = Constant <value = float {-0.0}> ()
+  f3 = Constant <value = float {0.0}> ()
+  p = Add (x, f2)
+  q = Add (x, f3)
+  c = Mul (p, f1)
+  d = Mul (q, f1)
+}""")
+    lowered, _ = lower(model, target="generic")
+    # -0.0 and 0.0 are different bytes, so the Adds stay two (what they feed stays two)
+    assert op_counts(lowered)["Unsqueeze"] == 2 and op_counts(lowered)["Mul"] == 2
+    x = np.array([[1.0, -0.0, 2.0], [0.0, -3.0, 4.0]], np.float32)
+    assert_same_outputs(model, lowered, {"x": x})
+
+
+def test_attributes_tell_nodes_apart():
+    model = parse("""
+agraph (float[2,3] x) => (float[2,3] y) {
+  a = Softmax <axis = 0> (x)
+  b = Softmax <axis = 1> (x)
+  c = Softmax <axis = 1> (x)
+  s = Add (a, b)
+  y = Add (s, c)
+}""")
+    lowered, _ = lower(model, target="generic")
+    assert op_counts(lowered)["Softmax"] == 2
+    assert_same_outputs(model, lowered, {"x": np.arange(6, dtype=np.float32).reshape(2, 3)})
+
+
+def test_random_draws_other_domains_and_graph_outputs_stay():
+    text = """
+agraph (float[2] x) => (float[2] y, float[2] z, float[2] r) {
+  u1 = RandomUniformLike (x)
+  u2 = RandomUniformLike (x)
+  c1 = custom.Thing (x)
+  c2 = custom.Thing (x)
+  s = Add (u1, u2)
+  t = Add (c1, c2)
+  y = Relu (x)
+  z = Relu (x)
+  r = Add (s, t)
+}"""
+    model = _cleaned(text, domains={"custom": 1})
+    ops = ("RandomUniformLike", "Thing", "Relu")
+    counts = {op: sum(n.op_type == op for n in model.graph) for op in ops}
+    assert counts == {"RandomUniformLike": 2, "Thing": 2, "Relu": 2}
+
+
+def test_duplicates_in_a_loop_body_are_merged_and_outer_values_count_once():
+    model = parse("""
+agraph (float[3] x, int64 n) => (float[3] y) {
+  t = Constant <value = bool {1}> ()
+  y = Loop (n, t, x) <body = body (int64 i, bool c, float[3] v) => (bool c_out, float[3] w) {
+    two = Constant <value = float {2}> ()
+    a = Mul (v, two)
+    two_again = Constant <value = float {2}> ()
+    b = Mul (v, two_again)
+    e1 = Exp (x)
+    e2 = Exp (x)
+    s = Add (a, b)
+    w1 = Add (s, e1)
+    w = Sub (w1, e2)
+    c_out = Identity (c)
+  }>
+}""")
+    lowered, _ = lower(model, target="generic")
+    counts = op_counts(lowered)
+    assert counts["Mul"] == 1 and counts["Exp"] == 1
+    for trips in (0, 1, 3):
+        feeds = {"x": np.array([1.0, -2.0, 0.5], np.float32), "n": np.array(trips, np.int64)}
+        assert_same_outputs(model, lowered, feeds)
+
+
+def test_lowering_twice_changes_nothing():
+    once, _ = lower(parse(STACK), target="generic")
+    twice, _ = lower(once, target="generic")
+    assert once.SerializeToString() == twice.SerializeToString()
