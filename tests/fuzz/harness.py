@@ -314,7 +314,10 @@ def _all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
 def _as_empty_like(want: Any, got: Any) -> Any:
     """`want` where both are empty tensors of one dtype that agree on their first dim of 0 and
     on every dim before it (what follows is the dims a Loop of no iteration gives its scan
-    output, which may reach the output inside a stack of other values)."""
+    output, which may reach the output inside a stack of other values, or as an element of a
+    list output: compared element by element)."""
+    if isinstance(want, list) and isinstance(got, list) and len(want) == len(got):
+        return [_as_empty_like(w, g) for w, g in zip(want, got)]
     if isinstance(want, list) or isinstance(got, list):
         return got
     want, got = np.asarray(want), np.asarray(got)

@@ -487,3 +487,61 @@ def test_a_map_output_no_one_reads_does_not_keep_the_map_a_loop():
     lowered = lower_and_compare(model, {"x": x})
     assert "Loop" not in [node.op_type for node in lowered.graph]
     assert_idempotent(lowered)
+
+
+def test_a_loop_reading_a_list_at_a_trip_count_of_the_model_is_checked_not_crashed():
+    """A Loop run a trip count given as a model input reads element i of a list. Checking
+    whether the reads of the body hold one row per iteration asked the list read (a SequenceAt)
+    for the shape of a tensor and crashed the lowering (fuzz seeds 50052, 50554 and eleven
+    more in 50000..51499, as 52054 and 1050238: the rows proof now asks Gathers only)."""
+    model = parse("""g (float[3,2] x, int64 n) => (float[?,2] ys) {
+        s = SplitToSequence <axis = 0, keepdims = 0> (x)
+        ys = Loop (n, "") <body = body (int64 i, bool c) => (bool c_out, float[2] y) {
+            e = SequenceAt (s, i)
+            y = Neg (e)
+            c_out = Identity (c)
+        }>
+    }""")
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    for n in (0, 2, 3):
+        lowered = lower_and_compare(model, {"x": x, "n": np.array(n, np.int64)})
+        assert sequence_op_total(lowered) == 0
+
+
+def test_a_loop_of_no_iteration_stacked_in_a_list_output_may_know_its_other_dims():
+    """Fuzz seed 51466: a Loop of no iteration gives an empty scan output whose other dims
+    onnxruntime takes from the body output's type ([0, 0, 0]); the lowered model knows them
+    ([0, 3, 2]). That difference is allowed for a tensor output; it was reported as a
+    miscompile when the scan output reached the output as an element of a list."""
+    model = parse("""g (double[N,M] x, int64 n) => (double[?,?,?] ys, seq(double[?,?,?]) out) {
+        _, ys = Loop (n, "", x) <body = body (int64 i, bool c, double[N,M] a) =>
+                (bool c_out, double[N,M] a_out, double[?,?] y) {
+            f = Cast <to = 11> (i)
+            y = Add (x, f)
+            a_out = Identity (a)
+            c_out = Identity (c)
+        }>
+        out = SequenceConstruct (ys, ys)
+    }""")
+    feeds = {"x": np.ones((3, 2)), "n": np.array(2, np.int64)}
+    lowered = lower_and_compare(model, feeds)
+    proto = ir.to_proto(lowered)
+    empty = {**feeds, "n": np.array(0, np.int64)}
+    assert [e.shape for e in run_ort(proto, empty)[1]] == [(0, 3, 2), (0, 3, 2)]
+    assert edge_feeds_problem(model, proto, feeds) is None
+    # the allowance covers only empty stacks that agree up to their first 0: a list element
+    # of other values is still a difference
+    wrong = parse("""g (double[N,M] x, int64 n) => (double[?,?,?] ys, seq(double[?,?,?]) out) {
+        _, ys = Loop (n, "", x) <body = body (int64 i, bool c, double[N,M] a) =>
+                (bool c_out, double[N,M] a_out, double[?,?] y) {
+            f = Cast <to = 11> (i)
+            y = Add (x, f)
+            a_out = Identity (a)
+            c_out = Identity (c)
+        }>
+        zero = Constant <value = int64[1] {0}> ()
+        u = Unsqueeze (x, zero)
+        out = SequenceConstruct (u, ys)
+    }""")
+    other, _ = seqlower.optimize(ir.from_proto(wrong), target="portable")
+    assert edge_feeds_problem(model, ir.to_proto(other), feeds) is not None
