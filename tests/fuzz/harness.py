@@ -282,6 +282,8 @@ def rejected_by_the_specification(
     concatenates = {"Concat", "ConcatFromSequence"}
     if not any(node.op_type in concatenates for node in _all_nodes(original.graph)):
         return False
+    if concatenates_a_misfit(original, variant):
+        return True
     from onnx.reference import ReferenceEvaluator  # slow to import: only here
 
     try:
@@ -297,6 +299,56 @@ def rejected_by_the_specification(
             continue
         return False
     return True
+
+
+def concatenates_a_misfit(model: onnx.ModelProto, feeds: dict[str, Any]) -> bool:
+    """Whether onnxruntime, running `model` on `feeds`, concatenates pieces the specification
+    refuses to: a Concat or ConcatFromSequence of the main graph whose inputs, as onnxruntime
+    computes them (each made an output of a copy of the model), differ in rank or in a dim
+    other than the axis (every dim with new_axis=1). onnxruntime runs such a concatenation when
+    a piece is empty (quirk concat-empty-misfit); this sees it also where `onnx.reference`
+    cannot run the model. False where the copy does not run."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    inferred = onnx.shape_inference.infer_shapes(copy)
+    typed = {v.name: v for v in [*inferred.graph.value_info, *inferred.graph.input]}
+    typed.update({v.name: v for v in inferred.graph.output})
+    outputs = [v.name for v in copy.graph.output]
+    checks: list[tuple[list[int], int, bool, bool]] = []  # (positions, axis, new_axis, list)
+    for node in copy.graph.node:
+        if node.op_type not in ("Concat", "ConcatFromSequence") or node.domain != "":
+            continue
+        attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        of_list = node.op_type == "ConcatFromSequence"
+        names = [node.input[0]] if of_list else list(node.input)
+        if not names or any(name not in typed for name in names):
+            continue
+        positions = []
+        for name in names:
+            if name not in outputs:
+                outputs.append(name)
+                copy.graph.output.append(typed[name])
+            positions.append(outputs.index(name))
+        new_axis = of_list and bool(attributes.get("new_axis", 0))
+        checks.append((positions, int(attributes.get("axis", 0)), new_axis, of_list))
+    if not checks:
+        return False
+    try:
+        found = run_ort(copy, feeds)
+    except Exception:
+        return False
+    for positions, axis, new_axis, of_list in checks:
+        pieces = found[positions[0]] if of_list else [found[k] for k in positions]
+        shapes = [np.shape(piece) for piece in pieces]
+        if len({len(shape) for shape in shapes}) > 1:
+            return True
+        if len(shapes) < 2:
+            continue
+        rank = len(shapes[0])
+        kept = range(rank) if new_axis else [d for d in range(rank) if d != axis % max(rank, 1)]
+        if any(len({shape[d] for shape in shapes}) > 1 for d in kept):
+            return True
+    return False
 
 
 def _all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:

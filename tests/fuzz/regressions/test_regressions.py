@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness import (
     budget_of,
     compare_outputs,
+    concatenates_a_misfit,
     edge_feeds_problem,
     lower_and_compare,
     parse,
@@ -545,3 +546,40 @@ def test_a_loop_of_no_iteration_stacked_in_a_list_output_may_know_its_other_dims
     }""")
     other, _ = seqlower.optimize(ir.from_proto(wrong), target="portable")
     assert edge_feeds_problem(model, ir.to_proto(other), feeds) is not None
+
+
+def test_a_misfit_concatenation_onnxruntime_runs_is_seen_where_the_reference_cannot_run():
+    """Fuzz seeds 1051496 and 1061591: at an edge input a list of a [3, 0] and a [3, 1] element
+    is stacked; the specification refuses, onnxruntime runs it (quirk concat-empty-misfit) and
+    the lowered model fails. The harness asked `onnx.reference` to confirm the refusal, but the
+    reference could not run the program at all (here: a Loop with no condition input, which it
+    runs zero times), so the failure counted as a miscompile. The pieces onnxruntime itself
+    concatenates now show the misfit."""
+    model = parse("""g (float[3,1] x, int64[2] sizes, int64 p, float[3,0] e, int64 n, float[2] v)
+            => (float[?,?,?] y, float[?,2] z) {
+        s = SplitToSequence <axis = 1> (x, sizes)
+        a = SequenceErase (s, p)
+        minus = Constant <value = int64 {-1}> ()
+        b = SequenceInsert (a, e, minus)
+        y = ConcatFromSequence <axis = 1, new_axis = 1> (b)
+        z = Loop (n, "") <body = body (int64 i, bool c) => (bool c_out, float[2] w) {
+            w = Identity (v)
+            c_out = Identity (c)
+        }>
+    }""")
+    feeds = {
+        "x": np.array([[0.5], [-1.0], [2.0]], np.float32),
+        "sizes": np.array([1, 0]),
+        "p": np.array(-2),  # leaves [e, x[:, 1:1]]: two [3, 0] elements
+        "e": np.zeros((3, 0), np.float32),
+        "n": np.array(2),
+        "v": np.array([1.0, 2.0], np.float32),
+    }
+    lowered = lower_and_compare(model, feeds)
+    proto = ir.to_proto(lowered)
+    edge = {**feeds, "p": np.array(-1)}  # leaves [e, x[:, 0:1]]: [3, 0] and [3, 1]
+    holds = runtime_quirks.holds("concat-empty-misfit")
+    assert concatenates_a_misfit(model, edge) == holds
+    assert not concatenates_a_misfit(model, feeds)
+    assert rejected_by_the_specification(model, proto, feeds, edge) == holds
+    assert not rejected_by_the_specification(model, proto, feeds, {**feeds, "p": np.array(0)})
