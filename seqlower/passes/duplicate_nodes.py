@@ -13,7 +13,7 @@ initializers at no cost per run): TorchScript writes every literal as a Constant
 Constant. onnxruntime merges equal nodes only when they read the same values, not equal
 constants, and runs each copy: per iteration when in a loop body. Only operators of the default
 domain that hold no subgraph and draw no random values are merged; a node whose output is an
-output of its graph stays.
+output of its graph, or is read by a subgraph from around it, stays.
 """
 
 from __future__ import annotations
@@ -51,12 +51,22 @@ def merge_duplicate_nodes(model: ir.Model) -> int:
             first = seen.setdefault(key, node)
             if first is node or any(out.is_graph_output() for out in node.outputs):
                 continue
+            if _read_elsewhere(node, graph) or _read_elsewhere(first, graph):
+                continue
             for old, new in zip(node.outputs, first.outputs, strict=True):
                 old.replace_all_uses_with(new)
             dropped.append(node)
         merged += len(dropped)
         remove_dead_upstream(dropped)
     return merged
+
+
+def _read_elsewhere(node: ir.Node, graph: ir.Graph) -> bool:
+    """Whether a subgraph reads an output of `node` from around it. Such values stay apart:
+    ONNX shape inference with data propagation (onnx 1.18 to 1.23) gave a Reshape after a Loop
+    a wrong rank once a value the Loop's body read was also read by the Slices computing the
+    Reshape's target, and the lowered model then failed the checker."""
+    return any(use.node.graph is not graph for out in node.outputs for use in out.uses())
 
 
 def _key(node: ir.Node, graph: ir.Graph) -> Hashable | None:
