@@ -61,8 +61,10 @@ class CleanupPass(ir.passes.InPlacePass):
     """Dead nodes, then the values Loops carry and If outputs that nothing needs
     (`dead_carried`; `carried_removed`, and `replaced` maps each rebuilt Loop or If to the node
     it replaces), nodes computing what an earlier node of their graph computes merged into it
-    (`duplicate_nodes`; `duplicates_merged`, first and again after the folds) and Reshapes to
-    their input's shape removed (`same_shape_reshapes`; `reshapes_removed`), static shape
+    (`duplicate_nodes`; `duplicates_merged`, after the folds and before hoisting, then row axes
+    and index vectors again) and
+    Reshapes to their input's shape removed (`same_shape_reshapes`; `reshapes_removed`, before
+    and after the folds), static shape
     arithmetic folded (`fold_shapes`; `shapes_folded` counts the nodes),
     the minimum of a value and the largest int64 replaced by the value (`trivial_min`;
     `mins_folded`), index vectors built from their pieces (`index_vectors`; `vectors_built`),
@@ -114,14 +116,11 @@ class CleanupPass(ir.passes.InPlacePass):
             {"Loop", "If"}, lambda m: remove_dead_carried(m, self.replaced), model
         )
         modified |= bool(self.carried_removed)
-        # first: the folds below see one node where the model computes a thing twice
-        self.duplicates_merged = merge_duplicate_nodes(model)
         if self.fold_shapes:
             self.reshapes_removed = remove_same_shape_reshapes(model)
-        if self.duplicates_merged or self.reshapes_removed:
+        if self.reshapes_removed:  # what read one reads its input: inference may say more
             census.changed()
             modified = True
-        if self.reshapes_removed:  # what read one reads its input: inference may say more
             infer_shapes(model)
             forget_stamp(model)
         self.shapes_folded = 0
@@ -171,13 +170,21 @@ class CleanupPass(ir.passes.InPlacePass):
             # a read at a constant index made a read of one row (`Gather(v, [0])`): of a vector
             # of one element, that is the vector itself, which a second lowering would see
             self.vectors_built += fold_index_vectors(model)
+        # after the folds above, so that they see each reader's own copy (a row axis is made
+        # by the producer of one reader only), and before hoisting, so that copies in a loop
+        # body are merged there (hoisted, they are read from around the body and stay apart);
+        # what merging leaves of row axes and index vectors is made again
+        self.duplicates_merged = merge_duplicate_nodes(model)
+        modified |= bool(self.duplicates_merged)
+        if self.duplicates_merged:
+            census.changed()
+            self.rows_folded += census.run({"Unsqueeze"}, fold_row_axes, model)
+            if self.fold_shapes:
+                self.vectors_built += fold_index_vectors(model)
         self.hoisted = census.run({"Loop", "Scan"}, hoist_loop_invariants, model)
         modified |= bool(self.hoisted)
         self.sunk = census.run({"If"}, sink_into_branches, model)
         modified |= bool(self.sunk)
-        # again: what the folds above made equal, or of its input's shape (a row made a Reshape)
-        self.duplicates_merged += merge_duplicate_nodes(model)
-        modified |= bool(self.duplicates_merged)
         late = census.run({"Reshape"}, remove_same_shape_reshapes, model) if self.fold_shapes else 0
         if late:
             self.reshapes_removed += late
