@@ -33,6 +33,7 @@ from seqlower.ops import is_sequence_value, iter_all_nodes
 from seqlower.options import SPEED_FIRST_TARGETS, Options, options_with
 from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
 from seqlower.passes.broadcast_unsqueeze import drop_broadcast_unsqueezes
+from seqlower.passes.duplicate_nodes import merge_duplicate_nodes
 from seqlower.passes.flatten_io import FlattenSequenceIOPass
 from seqlower.passes.identity_arithmetic import remove_identity_arithmetic
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
@@ -475,6 +476,9 @@ class _Run:
                 lower.origins.setdefault(made, lower.origins.get(loop, loop))
             self.conditions_kept(model)
         RuntimeWorkaroundsPass(speed_first=options.target in SPEED_FIRST_TARGETS)(model)
+        # an empty constant the workarounds remade may equal one made before (two ConstantOfShape
+        # of [0]): merged here, or the cleanup of a second lowering would (not idempotent)
+        merge_duplicate_nodes(model)
         _keep_declared_output_shapes(model, declared_output_shapes)
         declared_scan_shapes.restore(model)  # what a loop of no iteration gives
         rename_shadowing_values(model)
