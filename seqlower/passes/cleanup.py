@@ -191,6 +191,17 @@ class CleanupPass(ir.passes.InPlacePass):
             modified = True
             infer_shapes(model)
             forget_stamp(model)
+        # again: a Loop carry or If output read only by what the folds made a constant
+        late_carried = census.run(
+            {"Loop", "If"}, lambda m: remove_dead_carried(m, self.replaced), model
+        )
+        if late_carried:
+            self.carried_removed += late_carried
+            modified = True
+            for made, node in list(self.replaced.items()):  # rebuilt twice: the first's origin
+                while node in self.replaced:
+                    node = self.replaced[node]
+                self.replaced[made] = node
         modified |= remove_unused_initializers(model)
         if model.functions:
             modified |= RemoveUnusedFunctionsPass()(model).modified

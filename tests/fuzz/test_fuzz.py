@@ -52,7 +52,7 @@ LIST_CI_SEEDS = [
     *(1000425, 1000389, 1000649, 1000032, 1000168, 1000700, 1000413, 1001504, 1020533, 1041724),
     *(1042065, 1051496, 1061591, 1061969),
 ]
-CI_SEEDS = [*range(1000), 1190, 1308, 4165, 6712, 41098, 41758, 41887, 51466, *LIST_CI_SEEDS]
+CI_SEEDS = [*range(1000), 1190, 1308, 4165, 6712, 41098, 41758, 41887, 51466, 61907, *LIST_CI_SEEDS]
 
 # seed -> the bug it hits, named by its strict xfail in regressions/test_regressions.py or
 # regressions/test_list_programs.py

@@ -605,3 +605,31 @@ def test_empty_constants_remade_for_other_runtimes_are_merged_in_the_first_lower
     lowered = lower_and_compare(model, feeds)
     assert [node.op_type for node in lowered.graph].count("ConstantOfShape") == 1
     assert_idempotent(lowered)
+
+
+def test_an_if_output_read_only_by_what_the_cleanup_folds_is_dropped_in_the_first_lowering():
+    """An If returning a list of one or three elements of shape [1, 1, 4]: lowering made it
+    return the last element too, read only by the count of chunks of a split along axis 1. The
+    cleanup folded that count to a constant after its sweep of unread If outputs had run, so the
+    output stayed, unread, until a second lowering dropped it: not idempotent (fuzz seed
+    61907)."""
+    model = parse("""g (float[1,1,4] x, float[1,1,4] z, int64 k) => (int64 n, int64 m) {
+        zero = Constant <value = float {0}> ()
+        total = ReduceSum <keepdims = 0> (x)
+        c = Greater (total, zero)
+        s = If (c) <then_branch = then () => (seq(float[1,1,4]) a) {
+            a = SequenceConstruct (x, x, x)
+        }, else_branch = other () => (seq(float[1,1,4]) b) {
+            b = SequenceConstruct (z)
+        }>
+        n = SequenceLength (s)
+        minus = Constant <value = int64 {-1}> ()
+        last = SequenceAt (s, minus)
+        parts = SplitToSequence <axis = 1> (last, k)
+        m = SequenceLength (parts)
+    }""")
+    x = np.ones((1, 1, 4), np.float32)
+    for sign in (1.0, -1.0):
+        feeds = {"x": sign * x, "z": -x, "k": np.array(1)}
+        lowered = lower_and_compare(model, feeds)
+        assert_idempotent(lowered)
