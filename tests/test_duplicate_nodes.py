@@ -156,3 +156,25 @@ agraph (float[3] x, int64 n) => (float[3] y, float[3] z) {
     for trips in (0, 2):
         feeds = {"x": np.array([1.0, -2.0, 0.5], np.float32), "n": np.array(trips, np.int64)}
         assert_same_outputs(model, lowered, feeds)
+
+
+def test_each_node_is_asked_once_whether_a_subgraph_reads_it(monkeypatch):
+    """n copies of one Relu, each read by a Neg: every copy merges into the first, whose
+    readers grow by one per merge. Asking the first again for every copy whether a subgraph
+    reads it walked those readers each time (quadratic: 100,000 such copies took minutes)."""
+    from seqlower.passes import duplicate_nodes
+
+    n = 300
+    body = "\n".join(f"r{k} = Relu (x)\n y{k} = Neg (r{k})" for k in range(n))
+    outputs = ", ".join(f"float[2] y{k}" for k in range(n))
+    model = ir.from_proto(parse(f"g (float[2] x) => ({outputs}) {{ {body} }}"))
+    asked: list[ir.Node] = []
+    original = duplicate_nodes._read_elsewhere
+
+    def counted(node: ir.Node, graph: ir.Graph) -> bool:
+        asked.append(node)
+        return original(node, graph)
+
+    monkeypatch.setattr(duplicate_nodes, "_read_elsewhere", counted)
+    assert duplicate_nodes.merge_duplicate_nodes(model) == n - 1
+    assert len(asked) == len(set(asked)) == n

@@ -40,25 +40,35 @@ _MAX_COMPARED = 64
 def merge_duplicate_nodes(model: ir.Model) -> int:
     """Merge every node into the first earlier node of its graph computing the same (see the
     module docstring); returns how many nodes were removed."""
-    merged = 0
-    for graph in list(iter_all_graphs(model)):
-        seen: dict[Hashable, ir.Node] = {}
-        dropped: list[ir.Node] = []
-        for node in list(graph):
-            key = _key(node, graph)
-            if key is None:
-                continue
-            first = seen.setdefault(key, node)
-            if first is node or any(out.is_graph_output() for out in node.outputs):
-                continue
-            if _read_elsewhere(node, graph) or _read_elsewhere(first, graph):
-                continue
-            for old, new in zip(node.outputs, first.outputs, strict=True):
-                old.replace_all_uses_with(new)
-            dropped.append(node)
-        merged += len(dropped)
-        remove_dead_upstream(dropped)
-    return merged
+    return sum(_merge_in(graph) for graph in list(iter_all_graphs(model)))
+
+
+def _merge_in(graph: ir.Graph) -> int:
+    seen: dict[Hashable, ir.Node] = {}
+    dropped: list[ir.Node] = []
+    # asked once per node: the first of many copies is asked again for each, and its readers
+    # grow by one per merge (linear, not the number of copies times its readers)
+    apart: dict[ir.Node, bool] = {}
+
+    def read_elsewhere(node: ir.Node) -> bool:
+        if node not in apart:
+            apart[node] = _read_elsewhere(node, graph)
+        return apart[node]
+
+    for node in list(graph):
+        key = _key(node, graph)
+        if key is None:
+            continue
+        first = seen.setdefault(key, node)
+        if first is node or any(out.is_graph_output() for out in node.outputs):
+            continue
+        if read_elsewhere(node) or read_elsewhere(first):
+            continue
+        for old, new in zip(node.outputs, first.outputs, strict=True):
+            old.replace_all_uses_with(new)
+        dropped.append(node)
+    remove_dead_upstream(dropped)
+    return len(dropped)
 
 
 def _read_elsewhere(node: ir.Node, graph: ir.Graph) -> bool:
