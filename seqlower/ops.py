@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "SEQUENCE_OPS",
+    "constant_tensor",
     "graph_nodes",
     "graphs_within",
     "graphs_within_node",
@@ -44,6 +45,22 @@ SEQUENCE_OPS: frozenset[str] = frozenset(
         "SplitToSequence",
     }
 )
+
+
+def constant_tensor(value: ir.Value) -> ir.TensorProtocol | None:
+    """The content of a Constant node's output, or of an initializer that no caller can
+    override (one that is not also a graph input), else None."""
+    producer = value.producer()
+    if producer is not None:
+        if producer.op_type != "Constant" or producer.domain not in ("", "ai.onnx"):
+            return None
+        attr = producer.attributes.get("value")
+        tensor = None if attr is None or attr.is_ref() else attr.value
+    elif value.is_initializer() and not value.is_graph_input():
+        tensor = value.const_value
+    else:
+        return None
+    return tensor if isinstance(tensor, ir.TensorProtocol) else None
 
 
 def same_dim(a: object, b: object) -> bool:

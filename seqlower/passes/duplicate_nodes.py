@@ -25,7 +25,7 @@ from collections.abc import Hashable
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.ops import has_subgraph, iter_all_graphs
+from seqlower.ops import constant_tensor, has_subgraph, iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_upstream
 
 # operators whose two runs on the same inputs may differ
@@ -108,22 +108,9 @@ def _key(node: ir.Node, graph: ir.Graph) -> Hashable | None:
 def _input_key(value: ir.Value | None) -> Hashable:
     if value is None:
         return None
-    content = _constant(value)
+    tensor = constant_tensor(value)
+    content = None if tensor is None else _content(tensor)
     return ("value", id(value)) if content is None else ("constant", content)
-
-
-def _constant(value: ir.Value) -> Hashable | None:
-    """The content of a small Constant output or of a small initializer that is not a graph
-    input (a caller may override that one), else None."""
-    producer = value.producer()
-    tensor = None
-    if producer is not None:
-        if producer.op_type == "Constant" and producer.domain in ("", "ai.onnx"):
-            attr = producer.attributes.get("value")
-            tensor = None if attr is None or attr.is_ref() else attr.value
-    elif value.is_initializer() and not value.is_graph_input():
-        tensor = value.const_value
-    return None if tensor is None else _content(tensor)
 
 
 def _content(tensor: object) -> Hashable | None:

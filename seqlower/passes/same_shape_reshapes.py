@@ -20,7 +20,7 @@ __all__ = ["remove_same_shape_reshapes"]
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.ops import iter_all_graphs
+from seqlower.ops import constant_tensor, iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_upstream
 from seqlower.rewriter import can_take_name
 
@@ -80,15 +80,8 @@ def _keeps_shape(node: ir.Node) -> bool:
 
 def _constant_ints(value: ir.Value) -> list[int] | None:
     """The content of a 1-D int64 Constant or of an initializer no caller can override."""
-    producer = value.producer()
-    tensor = None
-    if producer is not None:
-        if producer.op_type == "Constant" and producer.domain in ("", "ai.onnx"):
-            attr = producer.attributes.get("value")
-            tensor = None if attr is None or attr.is_ref() else attr.value
-    elif value.is_initializer() and not value.is_graph_input():
-        tensor = value.const_value
-    if tensor is None or not isinstance(tensor, ir.TensorProtocol):
+    tensor = constant_tensor(value)
+    if tensor is None:
         return None
     array = np.asarray(tensor.numpy())
     if array.ndim != 1 or array.dtype != np.int64:
