@@ -13,9 +13,13 @@ connection framing), answered in order, one reply per request:
 
 Each reply ends with the `time.monotonic()` at which it was sent (the clock is shared by the
 processes of one machine), from which the parent times the next request. A "run" after a failed
-"open" is answered with that failure again. The end of the input ends the
-process at once (no interpreter teardown, which would cost the verifier a tenth of a second per
-model). Anything a runtime prints to stdout is sent to stderr, never into the replies.
+"open" is answered with that failure again. Requests are read on their own thread as they
+arrive: the parent may send several before it reads a reply, and a request and a reply each
+larger than a pipe's buffer would otherwise wait on each other for ever (the parent blocked
+writing a request while this process is blocked writing the reply before it). The end of the
+input ends the process at once (no interpreter teardown, which would cost the verifier a tenth
+of a second per model). Anything a runtime prints to stdout is sent to stderr, never into the
+replies.
 """
 
 from __future__ import annotations
@@ -24,8 +28,10 @@ __all__ = ["main"]
 
 import importlib.util
 import os
+import queue
 import resource
 import sys
+import threading
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -40,14 +46,13 @@ def main(argv: list[str]) -> int:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     os.dup2(2, 1)
     runtimes = _runtimes_module()
-    inbox = Connection(read_fd, writable=False)
+    requests = _read_as_they_come(Connection(read_fd, writable=False))
     outbox = Connection(write_fd, readable=False)
     session: Any = None
     failure: tuple[str, str] = ("error", "no model was opened")
     while True:
-        try:
-            message = inbox.recv()
-        except EOFError:
+        message = requests.get()
+        if message is None:  # the parent closed its end
             session = None  # removes a session's temporary files
             os._exit(0)  # skip the interpreter's slow teardown: nothing is left to flush
         reply: tuple[str, Any]
@@ -69,6 +74,23 @@ def main(argv: list[str]) -> int:
             except Exception as error:  # every failure of a run is a result to report
                 reply = ("error", _message(runtimes, error, limit))
         outbox.send((*reply, time.monotonic()))
+
+
+def _read_as_they_come(inbox: Connection) -> queue.SimpleQueue[Any]:
+    """Every request `inbox` receives, queued in order by a thread that reads as they arrive;
+    None once the input ends."""
+    requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+    def read() -> None:
+        while True:
+            try:
+                requests.put(inbox.recv())
+            except (EOFError, OSError):
+                requests.put(None)
+                return
+
+    threading.Thread(target=read, daemon=True).start()
+    return requests
 
 
 _OUT_OF_MEMORY = ("bad_alloc", "Failed to allocate", "out of memory", "Cannot allocate memory")

@@ -216,3 +216,29 @@ def test_an_exploring_input_that_never_ends_costs_seconds_not_the_full_timeout()
     error = report.trials[9].original_error
     assert error.startswith("did not finish in 5 s") or "at the memory limit" in error, error
     assert report.equivalent
+
+
+IDENTITY = onnx.parser.parse_model(HEADER + "g (float[N] x) => (float[N] y) { y = Identity(x) }")
+
+
+def test_runs_sent_before_any_reply_is_read_do_not_wait_on_each_other():
+    # Each input and each output is 4 MB, far beyond a pipe's buffer: the child must read the
+    # next request while it cannot yet send the reply before it (the verifier's search sends
+    # several runs before it reads a result).
+    import threading
+
+    sizes = [1 << 20, (1 << 20) + 1, (1 << 20) + 2, (1 << 20) + 3]
+    outcomes = []
+
+    def submit_all_then_read() -> None:
+        with IsolatedRunner("onnxruntime", IDENTITY.SerializeToString()) as runner:
+            for size in sizes:
+                runner.submit({"x": np.full(size, size, np.float32)})
+            outcomes.extend(runner.result() for _ in sizes)
+
+    worker = threading.Thread(target=submit_all_then_read, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "the runner and its child waited on each other"
+    assert [outcome.outputs["y"].shape[0] for outcome in outcomes] == sizes
+    assert all(float(outcome.outputs["y"][-1]) == size for outcome, size in zip(outcomes, sizes))
