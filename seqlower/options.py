@@ -31,6 +31,12 @@ DEFAULT_UNROLL_BUDGET = 4096  # nodes an unrolled loop may add: body nodes times
 # target lowers everything it can.
 SPEED_FIRST_TARGETS = frozenset({"onnxruntime"})
 
+# Targets whose Loops that may run no iteration count their iterations, each scan output cut
+# to the count: OpenVINO otherwise gives such a Loop the rows of the run before
+# (`seqlower.passes.workarounds`). It costs an Add per iteration and a copy per scan output, so
+# the default target, measured in onnxruntime, leaves it out.
+COUNTED_SCAN_TARGETS = frozenset({"openvino", "portable"})
+
 
 @dataclasses.dataclass(frozen=True)
 class Options:

@@ -30,7 +30,7 @@ from seqlower.declared_sizes import check_declared_sizes
 from seqlower.errors import InvalidModelError, SeqlowerError
 from seqlower.io import ModelSource, load_model
 from seqlower.ops import is_sequence_value, iter_all_nodes
-from seqlower.options import SPEED_FIRST_TARGETS, Options, options_with
+from seqlower.options import COUNTED_SCAN_TARGETS, SPEED_FIRST_TARGETS, Options, options_with
 from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
 from seqlower.passes.broadcast_unsqueeze import drop_broadcast_unsqueezes
 from seqlower.passes.duplicate_nodes import merge_duplicate_nodes
@@ -475,7 +475,10 @@ class _Run:
             for made, loop in self.scans.made.items():
                 lower.origins.setdefault(made, lower.origins.get(loop, loop))
             self.conditions_kept(model)
-        RuntimeWorkaroundsPass(speed_first=options.target in SPEED_FIRST_TARGETS)(model)
+        RuntimeWorkaroundsPass(
+            speed_first=options.target in SPEED_FIRST_TARGETS,
+            count_scans=options.target in COUNTED_SCAN_TARGETS,
+        )(model)
         # an empty constant the workarounds remade may equal one made before (two ConstantOfShape
         # of [0]): merged here, or the cleanup of a second lowering would (not idempotent)
         merge_duplicate_nodes(model)

@@ -340,3 +340,82 @@ def test_a_speed_first_target_keeps_empty_constants_but_a_loops_start():
     speed_first = RuntimeWorkaroundsPass(speed_first=True)
     speed_first(model)
     assert speed_first.remade == 0
+
+
+# A Loop of run-time trip count whose scan output is a graph output, and a while loop that
+# stops early with a carried value and a scan output read by a Relu.
+COUNTED_ROWS = """g (float[N, 3] x, int64 m) => (float[M, 3] rows) {
+    c = Constant<value = bool {1}>()
+    rows = Loop(m, c) <body = b (int64 i, bool ci) => (bool co, float[3] row) {
+        co = Identity(ci)
+        row = Gather<axis = 0>(x, i)
+    }>
+}"""
+WHILE_ROWS = """g (float[N, 3] x, int64 m, bool go) => (float[3] total, float[M, 3] y) {
+    z = Constant<value = float[3] {0, 0, 0}>()
+    total, rows = Loop(m, go, z) <body = b (int64 i, bool ci, float[3] a)
+                                        => (bool co, float[3] a2, float[3] row) {
+        row = Gather<axis = 0>(x, i)
+        a2 = Add(a, row)
+        s = ReduceSum<keepdims = 0>(a2)
+        lim = Constant<value = float {20}>()
+        co = Less(s, lim)
+    }>
+    y = Relu(rows)
+}"""
+
+
+def _counted(text: str, **options) -> onnx.ModelProto:
+    model = ir.from_proto(parse(text))
+    RuntimeWorkaroundsPass(**{"count_scans": True, **options})(model)
+    return ir.to_proto(model)
+
+
+def test_a_loop_that_may_run_no_iteration_cuts_its_scan_outputs_to_a_carried_count():
+    model = _counted(COUNTED_ROWS)
+    onnx.checker.check_model(model, full_check=True)
+    assert op_counts(model) == {
+        "Loop": 1,
+        "Constant": 5,
+        "Range": 1,
+        "Add": 1,
+        "Identity": 1,
+        "Gather": 2,
+    }
+    (loop,) = [node for node in model.graph.node if node.op_type == "Loop"]
+    assert len(loop.input) == 3 and len(loop.output) == 2  # the count is carried from 0
+    assert [output.name for output in model.graph.output] == ["rows"]  # the name stays
+    (first_rows,) = [node for node in model.graph.node if node.op_type == "Gather"]
+    assert first_rows.output == ["rows"] and first_rows.input[0] == loop.output[1]
+    (count,) = [node for node in model.graph.node if node.op_type == "Range"]
+    assert count.input[1] == loop.output[0] and first_rows.input[1] == count.output[0]
+    x = np.arange(15, dtype=np.float32).reshape(5, 3)
+    for m in (0, 1, 3, 5):
+        assert_same_outputs(parse(COUNTED_ROWS), model, {"x": x, "m": np.array(m)})
+
+
+def test_a_while_loop_that_stops_early_counts_the_iterations_it_ran():
+    model = _counted(WHILE_ROWS)
+    onnx.checker.check_model(model, full_check=True)
+    assert op_counts(model)["Range"] == 1
+    x = np.arange(24, dtype=np.float32).reshape(8, 3)
+    for m, go in ((0, True), (8, False), (8, True), (2, True), (-1, True)):
+        feeds = {"x": x, "m": np.array(m), "go": np.array(go)}
+        outputs = assert_same_outputs(parse(WHILE_ROWS), model, feeds)
+        if m <= 0 or not go:  # no iteration ran: no rows
+            assert outputs[1].shape == (0, 3)
+
+
+def test_a_loop_sure_to_run_the_default_target_and_a_second_pass_add_no_count():
+    sure = COUNTED_ROWS.replace(
+        "rows = Loop(m, c)", "k = Constant<value = int64 {4}>()\n    rows = Loop(k, c)"
+    )
+    assert "Range" not in op_counts(_counted(sure))  # a positive constant count, starts true
+    # the default target and --target onnxruntime leave it out: it costs time in onnxruntime
+    assert "Range" not in op_counts(_counted(COUNTED_ROWS, count_scans=False))
+    assert "Range" in op_counts(_counted(COUNTED_ROWS.replace("(m, c)", "(m, )")))  # no condition
+    once = ir.from_proto(_counted(COUNTED_ROWS))
+    second = RuntimeWorkaroundsPass(count_scans=True)
+    second(once)
+    assert second.remade == 0  # already counted: the pass is idempotent
+    assert op_counts(ir.to_proto(once))["Range"] == 1

@@ -21,7 +21,7 @@ __all__ = ["SequenceLoweringPass", "default_passes"]
 
 import onnx_ir as ir
 
-from seqlower.options import SPEED_FIRST_TARGETS, Options
+from seqlower.options import COUNTED_SCAN_TARGETS, SPEED_FIRST_TARGETS, Options
 from seqlower.passes.cleanup import CleanupPass
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
 from seqlower.passes.lower import LowerSequencesPass
@@ -45,7 +45,9 @@ def default_passes(
         LowerSequencesPass(rules, options),
         CleanupPass(),
         *([LoopsToScansPass()] if speed_first else []),
-        RuntimeWorkaroundsPass(speed_first=speed_first),
+        RuntimeWorkaroundsPass(
+            speed_first=speed_first, count_scans=options.target in COUNTED_SCAN_TARGETS
+        ),
     ]
     if options.target == "tract":  # tract holds a model to its declared shapes
         passes.append(RelaxShapeHintsPass())

@@ -5,6 +5,7 @@
     Constant(<empty [0, 4]>) in a model with an If  ->  ConstantOfShape([0, 4])
     If(c) with c of shape [1, 1]  ->  If(Squeeze(c))
     body: g = f(..); If(..) { .. g .. }; return g  ->  body: ..; return Identity(g)
+    ys = Loop(M, c, v..)  ->  k, r = Loop(M, c, v.., 0) { .., k + 1 }; ys = Gather(r, Range(0, k))
 
 onnxruntime (1.20 to at least 1.32, x86_64, default optimization level; quirk
 `transpose-cast-matmul-crash` in seqlower.runtime_quirks) dies with a segmentation
@@ -32,6 +33,16 @@ OpenVINO (2026.4.1), reading a model from a file, fails on an If of two or more 
 Loop body whose branch reads a value the body also returns ("then_results.size() ==
 else_results.size()"); the body returning a copy of that value converts. The copy costs a
 kernel per iteration, so a speed-first target (`--target onnxruntime`) leaves it out.
+
+OpenVINO (2026.4.1) gives a Loop that runs no iteration the scan outputs of the last inference
+that ran one (the same compiled model given 5 rows, then 0, returns 5 rows again): a silent
+wrong result wherever a list can be empty. A Loop that may run no iteration counts its
+iterations in a carried value, and each scan output is read as its first count rows (a Gather
+of `Range(0, count)`), which OpenVINO computes right (a count derived from the iteration number
+is not enough: OpenVINO sees through it). The count costs an Add per iteration and the Gather a
+copy (5% to 15% of the latency of small list models in onnxruntime), so only the targets that
+ask for it (`count_scans`: `--target openvino` and `portable`) get it; a Loop whose trip count
+is a positive constant and whose condition starts true runs, and needs none.
 """
 
 from __future__ import annotations
@@ -43,7 +54,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.ops import iter_all_graphs
+from seqlower.ops import constant_tensor, iter_all_graphs
 from seqlower.uses import use_count
 
 
@@ -53,9 +64,10 @@ class RuntimeWorkaroundsPass(ir.passes.InPlacePass):
     counts the empty constants a Loop starts from made by ConstantOfShape and the body outputs
     returned as copies."""
 
-    def __init__(self, speed_first: bool = False) -> None:
+    def __init__(self, speed_first: bool = False, count_scans: bool = False) -> None:
         super().__init__()
         self.speed_first = speed_first  # leave out what costs time in onnxruntime
+        self.count_scans = count_scans  # slice scan outputs to a count of the iterations
         self.swapped = 0
         self.remade = 0
 
@@ -83,6 +95,10 @@ class RuntimeWorkaroundsPass(ir.passes.InPlacePass):
                 self.remade += _copy_outputs_read_deeper(graph, names)
             if not self.speed_first:  # a Squeeze per branch taken
                 self.remade += _scalar_conditions(graph, names)
+            if self.count_scans:  # an Add per iteration, a Gather per scan output
+                for loop in [node for node in graph if _scans_may_be_stale(node)]:
+                    _count_scan_rows(graph, loop, names)
+                    self.remade += 1
             queue = [node for node in graph if _is_cast_of_private_transpose(node)]
             while queue:
                 cast = queue.pop()
@@ -314,3 +330,127 @@ def _copy_outputs_read_deeper(graph: ir.Graph, names: Callable[[], set[str]]) ->
         graph.outputs[index] = copy.outputs[0]
         copied += 1
     return copied
+
+
+def _scans_may_be_stale(node: ir.Node) -> bool:
+    """Whether `node` is a Loop with scan outputs that may run no iteration, whose scan outputs
+    are not yet cut to a count of its iterations."""
+    if node.op_type != "Loop" or node.domain != "" or "body" not in node.attributes:
+        return False
+    carried = len(node.inputs) - 2
+    scans = node.outputs[carried:]
+    if not scans or _runs(node):
+        return False
+    return not all(_sliced_to_count(node, value) for value in scans)
+
+
+def _runs(loop: ir.Node) -> bool:
+    """Whether `loop` runs at least one iteration: a trip count that is a positive constant and
+    a condition that is absent or a true constant."""
+    count = constant_tensor(loop.inputs[0]) if loop.inputs[0] is not None else None
+    condition = loop.inputs[1] if len(loop.inputs) > 1 else None
+    starts = condition is None or (
+        (tensor := constant_tensor(condition)) is not None
+        and tensor.size == 1
+        and bool(tensor.numpy().reshape(()))
+    )
+    return count is not None and count.size == 1 and int(count.numpy().reshape(())) > 0 and starts
+
+
+def _sliced_to_count(loop: ir.Node, scan: ir.Value) -> bool:
+    """Whether the one reader of the scan output `scan` of `loop` gathers its first `k` rows
+    (`Gather(scan, Range(0, k, 1))`), k a value `loop` carries from 0 adding 1 per iteration:
+    what `_count_scan_rows` makes."""
+    uses = list(scan.uses())
+    if len(uses) != 1 or scan.is_graph_output() or uses[0].idx != 0:
+        return False
+    gather = uses[0].node
+    if gather.op_type != "Gather" or gather.domain != "" or gather.attributes.get_int("axis", 0):
+        return False
+    rows = gather.inputs[1].producer() if gather.inputs[1] is not None else None
+    if rows is None or rows.op_type != "Range" or any(v is None for v in rows.inputs):
+        return False
+    start, counted, delta = rows.inputs
+    if not (_is_scalar(start, 0) and _is_scalar(delta, 1)):
+        return False
+    carried = len(loop.inputs) - 2
+    if counted.producer() is not loop or counted.index() >= carried:  # type: ignore[union-attr,operator]
+        return False
+    index = counted.index()  # type: ignore[union-attr]
+    body = loop.attributes["body"].as_graph()
+    step = body.outputs[1 + index].producer()  # type: ignore[operator]
+    return (
+        _is_scalar(loop.inputs[2 + index], 0)  # type: ignore[operator]
+        and step is not None
+        and step.op_type == "Add"
+        and step.inputs[0] is body.inputs[2 + index]  # type: ignore[operator]
+        and _is_scalar(step.inputs[1], 1)
+    )
+
+
+def _is_scalar(value: ir.Value | None, number: int) -> bool:
+    """Whether `value` is a constant holding `number` alone."""
+    tensor = constant_tensor(value) if value is not None else None
+    return tensor is not None and tensor.size == 1 and tensor.numpy().reshape(()).item() == number
+
+
+def _count_scan_rows(graph: ir.Graph, loop: ir.Node, names: Callable[[], set[str]]) -> ir.Node:
+    """Replace `loop` by one that also carries the count of its iterations (from 0, plus 1 per
+    iteration), each scan output read as its first count rows (a Gather of `Range(0, count)`,
+    whose shape ONNX infers, where a Slice to a run-time end loses every dim); returns the new
+    Loop."""
+    body = loop.attributes["body"].as_graph()
+    carried = len(loop.inputs) - 2
+    base = _unique(f"{loop.name or 'loop'}_iterations", names())
+
+    def made(op: str, inputs: list[ir.Value | None], dims: list[int | None], **attrs) -> ir.Node:  # type: ignore[no-untyped-def]
+        node = ir.node(op, inputs, attrs)
+        node.outputs[0].name = node.name = _unique(f"{base}_{op.lower()}", names())
+        node.outputs[0].type = ir.TensorType(ir.DataType.INT64)
+        node.outputs[0].shape = ir.Shape(dims)
+        return node
+
+    def scalar(number: int) -> ir.Node:
+        return made("Constant", [], [], value=ir.tensor(np.array(number, np.int64)))
+
+    counted = ir.Value(name=_unique(f"{base}_so_far", names()))
+    counted.type, counted.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([])
+    one = scalar(1)
+    step = made("Add", [counted, one.outputs[0]], [])
+    body.inputs.insert(2 + carried, counted)
+    body.outputs.insert(1 + carried, step.outputs[0])
+    body.extend([one, step])
+
+    zero = scalar(0)
+    new_loop = ir.node(
+        "Loop",
+        [*loop.inputs, zero.outputs[0]],
+        {"body": body},
+        num_outputs=len(loop.outputs) + 1,
+        name=loop.name,
+    )
+    graph.insert_before(loop, [zero, new_loop])
+    count = new_loop.outputs[carried]
+    count.name = base
+    count.type, count.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([])
+    start, delta = scalar(0), scalar(1)
+    rows = made("Range", [start.outputs[0], count, delta.outputs[0]], [None])
+    after: list[ir.Node] = [start, delta, rows]
+    for index, old in enumerate(list(loop.outputs)):
+        new = new_loop.outputs[index if index < carried else index + 1]
+        new.type, new.shape = old.type, old.shape
+        name, old.name = old.name, None
+        if index < carried:
+            old.replace_all_uses_with(new, replace_graph_outputs=True)
+            new.name = name
+            continue
+        first = ir.node("Gather", [new, rows.outputs[0]], {"axis": 0})
+        first.outputs[0].type, first.outputs[0].shape = old.type, old.shape
+        old.replace_all_uses_with(first.outputs[0], replace_graph_outputs=True)
+        new.name = _unique(f"{name or base}_rows", names())
+        first.outputs[0].name = name
+        first.name = _unique(f"{base}_gather", names())
+        after.append(first)
+    graph.insert_after(new_loop, after)
+    graph.remove(loop, safe=True)
+    return new_loop

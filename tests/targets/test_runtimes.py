@@ -628,3 +628,78 @@ def test_openvino_gives_a_row_to_a_filled_tensor_of_zero_rows_plus_a_scalar():
     if got.shape == (0, 1):
         pytest.skip("fixed in this OpenVINO: update docs/portability.md")
     assert got.shape == (1, 1)
+
+
+ROWS_OF_A_RUN_TIME_COUNT = """g (float[N, 3] x, int64 m) => (float[M, 3] rows) {
+    c = Constant<value = bool {1}>()
+    rows = Loop(m, c) <body = b (int64 i, bool ci) => (bool co, float[3] row) {
+        co = Identity(ci)
+        row = Gather<axis = 0>(x, i)
+    }>
+}"""
+
+
+def _rows_in_one_compiled_model(model: onnx.ModelProto, counts: list[int], tmp_path) -> list:
+    """The shape of the output for each count in turn, run by one compiled OpenVINO model."""
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    core = openvino.Core()
+    compiled = core.compile_model(core.read_model(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    x = np.arange(24, dtype=np.float32).reshape(8, 3)
+    return [compiled({"x": x, "m": np.array(m)})[compiled.outputs[0]].shape for m in counts]
+
+
+def test_openvino_gives_a_loop_of_no_iteration_the_rows_of_the_run_before(tmp_path):
+    """OpenVINO 2026.4.1 gives a Loop that runs no iteration the scan output of the last
+    inference of the same compiled model that ran one: 5 rows, then 0 rows asked, 5 rows
+    given. The portable targets carry a count of the iterations and cut each scan output to
+    it (`RuntimeWorkaroundsPass`), which OpenVINO computes right."""
+    import onnx_ir as ir
+
+    from seqlower.passes.workarounds import RuntimeWorkaroundsPass
+
+    counts = [5, 0, 2, 0]
+    want = [(5, 3), (0, 3), (2, 3), (0, 3)]
+    original = parse(ROWS_OF_A_RUN_TIME_COUNT)
+    if _rows_in_one_compiled_model(original, counts, tmp_path) == want:
+        pytest.skip("fixed in this OpenVINO: a Loop's scan outputs need no count")
+    counted = ir.from_proto(original)
+    RuntimeWorkaroundsPass(count_scans=True)(counted)
+    assert _rows_in_one_compiled_model(ir.to_proto(counted), counts, tmp_path) == want
+
+
+LIST_OF_A_RUN_TIME_COUNT = """g (float[N, 3] x, int64 m) => (float[M, 3] rows) {
+    c = Constant<value = bool {1}>()
+    h0 = Constant<value = float[3] {0, 0, 0}>()
+    empty = SequenceEmpty<dtype = 1>()
+    h, s = Loop(m, c, h0, empty) <body = b (int64 i, bool ci, float[3] hi, seq(float) acc)
+                                        => (bool co, float[3] ho, seq(float) acc2) {
+        co = Identity(ci)
+        row = Gather<axis = 0>(x, i)
+        sum = Add(row, hi)
+        ho = Tanh(sum)
+        acc2 = SequenceInsert(acc, ho)
+    }>
+    rows = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+}"""
+
+
+def test_a_list_grown_by_a_loop_of_run_time_count_is_right_in_openvino_run_after_run(tmp_path):
+    """The list of a recurrence's states becomes a scan output; for --target openvino it is
+    cut to a count of the iterations, so the same compiled model gives 0 rows after a run
+    that gave 5."""
+    import seqlower
+
+    original = parse(LIST_OF_A_RUN_TIME_COUNT)
+    lowered, _ = seqlower.optimize(original, target="openvino")
+    generic, _ = seqlower.optimize(original)
+    ops = [node.op_type for node in lowered.graph.node]
+    assert ops.count("Loop") == 1 and "Range" in ops and "SequenceInsert" not in ops
+    assert "Range" not in {node.op_type for node in generic.graph.node}  # no cost by default
+    counts = [5, 0, 2, 0]
+    assert _rows_in_one_compiled_model(lowered, counts, tmp_path) == [
+        (5, 3),
+        (0, 3),
+        (2, 3),
+        (0, 3),
+    ]
