@@ -38,6 +38,7 @@ from seqlower.passes.row_axes import fold_row_axes
 from seqlower.passes.same_shape_reshapes import remove_same_shape_reshapes
 from seqlower.passes.single_concat import flatten_nested_concats, remove_single_concats
 from seqlower.passes.sink_into_branches import sink_into_branches
+from seqlower.passes.stacked_reads import fold_stacked_reads
 from seqlower.passes.trimmed_reads import fold_trimmed_reads
 from seqlower.passes.trivial_min import fold_trivial_mins
 
@@ -76,7 +77,8 @@ class CleanupPass(ir.passes.InPlacePass):
     `broadcast_unsqueeze`; `negations_folded`),
     Concats of one input removed and Concats read only by a Concat on the same axis joined into it
     (`single_concat`; `concats_removed`), reads and cuts of a tensor whose last rows were cut made
-    on the tensor itself (`trimmed_reads`; `trims_folded`), Unsqueezes on axis 0 whose axis the
+    on the tensor itself (`trimmed_reads`; `trims_folded`), reads at a constant index of a stack
+    made the stacked value (`stacked_reads`; `stacked_reads`), Unsqueezes on axis 0 whose axis the
     producers can make folded into them (`row_axes`; `rows_folded`), loop-invariant operators moved
     out of Loop and Scan bodies (`hoist_invariants`; `hoisted`), operators read in one If branch
     only moved into it (`sink_into_branches`; `sunk`), then unused initializers and functions.
@@ -98,6 +100,7 @@ class CleanupPass(ir.passes.InPlacePass):
         self.identities_removed = 0
         self.rows_folded = 0
         self.trims_folded = 0
+        self.stacked_reads = 0
         self.negations_folded = 0
         self.sunk = 0
         self.carried_removed = 0
@@ -162,6 +165,9 @@ class CleanupPass(ir.passes.InPlacePass):
         # after the concats: a Concat of one Unsqueeze removed lets a broadcast read its source
         self.negations_folded += census.run({"Unsqueeze"}, drop_broadcast_unsqueezes, model)
         modified |= bool(self.negations_folded)
+        # a read at a constant index of a stack is the value stacked there
+        self.stacked_reads = census.run({"Gather"}, fold_stacked_reads, model)
+        modified |= bool(self.stacked_reads)
         self.trims_folded = census.run({"Gather", "Slice"}, fold_trimmed_reads, model)
         modified |= bool(self.trims_folded)
         self.rows_folded = census.run({"Unsqueeze"}, fold_row_axes, model)
