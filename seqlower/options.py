@@ -35,7 +35,7 @@ SPEED_FIRST_TARGETS = frozenset({"onnxruntime"})
 # to the count: OpenVINO otherwise gives such a Loop the rows of the run before
 # (`seqlower.passes.workarounds`). It costs an Add per iteration and a copy per scan output, so
 # the default target, measured in onnxruntime, leaves it out.
-COUNTED_SCAN_TARGETS = frozenset({"openvino", "portable"})
+COUNTED_SCAN_TARGETS = frozenset({"openvino"})
 
 
 @dataclasses.dataclass(frozen=True)

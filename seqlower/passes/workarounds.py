@@ -40,9 +40,9 @@ wrong result wherever a list can be empty. A Loop that may run no iteration coun
 iterations in a carried value, and each scan output is read as its first count rows (a Gather
 of `Range(0, count)`), which OpenVINO computes right (a count derived from the iteration number
 is not enough: OpenVINO sees through it). The count costs an Add per iteration and the Gather a
-copy (5% to 15% of the latency of small list models in onnxruntime), so only the targets that
-ask for it (`count_scans`: `--target openvino` and `portable`) get it; a Loop whose trip count
-is a positive constant and whose condition starts true runs, and needs none.
+copy (5% to 15% of the latency of small list models in onnxruntime), so only `--target
+openvino` asks for it (`count_scans`); a Loop whose trip count is a positive constant and whose
+condition starts true runs, and needs none.
 """
 
 from __future__ import annotations

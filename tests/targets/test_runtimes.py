@@ -652,7 +652,7 @@ def _rows_in_one_compiled_model(model: onnx.ModelProto, counts: list[int], tmp_p
 def test_openvino_gives_a_loop_of_no_iteration_the_rows_of_the_run_before(tmp_path):
     """OpenVINO 2026.4.1 gives a Loop that runs no iteration the scan output of the last
     inference of the same compiled model that ran one: 5 rows, then 0 rows asked, 5 rows
-    given. The portable targets carry a count of the iterations and cut each scan output to
+    given. `--target openvino` carries a count of the iterations and cuts each scan output to
     it (`RuntimeWorkaroundsPass`), which OpenVINO computes right."""
     import onnx_ir as ir
 
