@@ -15,7 +15,7 @@ of their first dims; `ends = CumSum(firsts)`, `starts = ends - firsts`, element 
     SequenceLength(s)            -> Shape(firsts)[0]
     ConcatFromSequence(s, axis=0)             -> data
     ConcatFromSequence(s, new_axis=1, axis=a) -> Transpose(Reshape(data, [n, firsts[0]..]), 0 -> a)
-    ConcatFromSequence(s, axis=a != 0)        -> a Loop over the elements (ListForms.concat_loop)
+    ConcatFromSequence(s, axis=a != 0)        -> the same, axis a merged with the one after it
     SplitToSequence(x, sizes?, axis=0)        -> x ; the chunk sizes
     SplitToSequence(x, axis=a, keepdims=0)    -> x with axis a moved first and merged with the
                                                  next ([n * d, rest]) ; [d] * n  (an unbind
@@ -153,16 +153,33 @@ def at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Value:
 def concat(
     forms: ListForms, b: Builder, s: TensorList, axis: int, new_axis: bool
 ) -> ir.Value | None:
+    """The elements stacked on a new axis `axis`, or concatenated on `axis`. Both need every
+    element of one shape (Concat on an axis other than 0 needs the first dims equal too,
+    the only dims the layout lets differ): the data reshaped to `[n, firsts[0], rest]`, the
+    list axis moved to `axis` and, to concatenate, merged with the element axis after it. The
+    Reshape fails where the first dims do not add up to n * firsts[0], as the original does;
+    first dims that differ but add up so ([2, 1, 3]) give a result where the original fails."""
     data, firsts = s.parts
-    if not new_axis:
-        return data if axis == 0 else None
+    if not new_axis and axis == 0:
+        return data
     table = forms.table(s)
     first = b.op("Gather", [firsts, b.ints([0], "zero1")], name="first")  # fails when empty
     rest = b.op("Slice", [b.op("Shape", [data]), b.ints([1], "one"), b.ints([INT64_MAX], "end")])
     shape = b.op("Concat", [table.n1, first, rest], {"axis": 0})
     result = b.op("Reshape", [data, shape], {"allowzero": 1}, name="stacked")
-    if axis != 0:
-        rank = s.layout.rank
-        perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
-        result = b.op("Transpose", [result], {"perm": perm})
-    return result
+    if axis == 0:
+        return result
+    rank = s.layout.rank
+    perm = [*range(1, axis + 1), 0, *range(axis + 1, rank + 1)]
+    result = b.op("Transpose", [result], {"perm": perm})
+    if new_axis:
+        return result
+    # [.., n, d_axis, ..] -> [.., n * d_axis, ..]: a product, not -1, which a dim of 0 defeats
+    dims = b.op("Shape", [result])
+    lists = b.op("Gather", [dims, b.ints([axis], "at")])
+    merged = b.op("Mul", [lists, b.op("Gather", [dims, b.ints([axis + 1], "after")])])
+    parts = [b.op("Slice", [dims, b.ints([0], "zero1"), b.ints([axis], "at")]), merged]
+    if axis + 2 <= rank:
+        parts.append(b.op("Slice", [dims, b.ints([axis + 2], "after"), b.ints([INT64_MAX], "end")]))
+    shape = b.op("Concat", parts, {"axis": 0})
+    return b.op("Reshape", [result, shape], {"allowzero": 1}, name="concatenated")

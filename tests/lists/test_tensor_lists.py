@@ -687,3 +687,42 @@ def test_a_position_beyond_what_the_inserts_prove_is_checked_by_the_read_there()
     r = np.ones(3, np.float32)
     assert_same_outputs(model, lowered, {"x": np.ones((3, 3), np.float32), "r": r})
     assert_both_fail(model, lowered, {"x": np.zeros((0, 3), np.float32), "r": r})
+
+
+# a ragged list (first dims of run-time size, proved equal nowhere) concatenated on another axis
+RAGGED_CONCAT = """
+agraph ({t}[N,3,2] a, {t}[M,3,2] b, {t}[K,3,2] c, int64 p) => ({t} y) {{
+    s = SequenceConstruct (a, b)
+    s2 = SequenceInsert (s, c, p)
+    y = ConcatFromSequence <axis={axis}> (s2)
+}}"""
+
+
+@pytest.mark.parametrize(
+    ("dtype", "axis"), [("float", 1), ("float", -1), ("int64", 2), ("bool", -2)]
+)
+def test_a_ragged_list_concatenated_on_another_axis_is_one_reshape_no_loop(dtype, axis):
+    """Concat on an axis other than 0 needs every first dim equal: the data is reshaped to
+    [n, first, 3, 2], the list axis moved before `axis` and merged with it (no Loop over the
+    elements). First dims that differ fail in both models."""
+    model = parse(RAGGED_CONCAT.format(t=dtype, axis=axis))
+    lowered, report = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    counts = op_counts(lowered)
+    assert "Loop" not in counts and counts["Transpose"] == 1, counts
+    assert {node.tier for node in report.nodes if node.op_type.startswith("Sequence")} == {"ragged"}
+    rng = np.random.default_rng(axis + 7)
+    numpy_type = {"float": np.float32, "int64": np.int64, "bool": np.bool_}[dtype]
+
+    def feeds(n: int, m: int, k: int, p: int) -> dict:
+        made = {
+            name: rng.integers(0, 5, (rows, 3, 2)).astype(numpy_type)
+            for name, rows in zip("abc", (n, m, k))
+        }
+        return {**made, "p": np.array(p, np.int64)}
+
+    for p in (-2, 0, 2):  # the inserted element first, in the middle, last
+        for rows in (0, 1, 4):
+            assert_same_outputs(model, lowered, feeds(rows, rows, rows, p))
+    assert_both_fail(model, lowered, feeds(2, 3, 2, 1))  # first dims differ: no concatenation
+    assert_both_fail(model, lowered, feeds(2, 2, 2, 3))  # a position past the end
