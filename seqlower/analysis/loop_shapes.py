@@ -125,6 +125,7 @@ class LoopShapes:
         elements: Mapping[ir.Value, tuple[int, ...]] | None = None,
         uniform: Collection[ir.Value] = (),
         owners: Mapping[int, ir.Node] | None = None,
+        grown: Sequence[Collection[ir.Value]] = (),
     ) -> None:
         """`elements`: sequence values whose elements are assumed to have the given static
         shape; `uniform`: sequence values whose elements are assumed to share one shape, which
@@ -132,9 +133,16 @@ class LoopShapes:
         every read of one such value has the same per-iteration dims. Both are hypotheses the
         caller confirms (`seqlower.lists.components`). `owners`: the node that holds each
         subgraph (by id), where the caller knows them: the iteration numbers of the Loops
-        around this one are then bounded too (`_bound_enclosing`)."""
+        around this one are then bounded too (`_bound_enclosing`). `grown`: lists (each the
+        values of one list in this body) assumed to hold elements of one shape X for the
+        whole loop, X what the body inserts into them in a first pass (where the carried
+        tensors keep the shapes they start with): a key-value cache `keys.append(k(h));
+        torch.cat(keys, 1)` whose state h is computed from the cache. The caller confirms the
+        list enters empty; `grown_shapes` gives each X this analysis confirmed (every tensor
+        inserted has shape X, under that hypothesis and the carried ones)."""
         self.body = loop.attributes["body"].as_graph()
-        self.elements: Mapping[ir.Value, tuple[int, ...]] = elements or {}
+        self.elements: dict[ir.Value, tuple] = dict(elements or {})
+        self.grown_shapes: dict[ir.Value, tuple] = {}
         self.uniform: frozenset[ir.Value] = frozenset(uniform)
         self._inside = {id(g) for g in graphs_within(self.body)}
         self.values = values
@@ -167,16 +175,50 @@ class LoopShapes:
             shape = self.outer_shape(init) if init is not None else None
             is_tensor = isinstance(body_input.type, ir.TensorType)
             self.assumed[body_input] = shape if is_tensor and isinstance(shape, tuple) else None
+        seeded = False
         changed = True
         while changed:
             self._run()
             changed = False
+            if not seeded and grown:  # the hypotheses on the lists, before any is checked
+                seeded = True
+                if self._seed_grown(grown):
+                    changed = True
+                    continue
+            for values in grown:  # a hypothesis the body does not confirm is dropped
+                shape = self.grown_shapes.get(next(iter(values), None))  # type: ignore[arg-type]
+                if shape is not None and not self._confirms(values, shape):
+                    for value in values:
+                        self.grown_shapes.pop(value, None)
+                        self.elements.pop(value, None)
+                    changed = True
             for index, (body_input, _) in enumerate(carried):
                 if self.assumed[body_input] is None or 1 + index >= len(self.body.outputs):
                     continue
                 if self.shape(self.body.outputs[1 + index]) != self.assumed[body_input]:
                     self.assumed[body_input] = None
                     changed = True
+
+    def _seed_grown(self, grown: Sequence[Collection[ir.Value]]) -> bool:
+        """Assume each list of `grown` holds elements of the one fixed shape every tensor
+        inserted into it has in this pass; whether any list got a hypothesis."""
+        seeded = False
+        for values in grown:
+            shapes = {self.input_shape(x) for x in _inserted(values)}
+            if len(shapes) != 1:
+                continue
+            (shape,) = shapes
+            if not isinstance(shape, tuple) or any(d is None or self.varies(d) for d in shape):
+                continue
+            for value in values:
+                self.elements[value] = shape
+                self.grown_shapes[value] = shape
+            seeded = True
+        return seeded
+
+    def _confirms(self, values: Collection[ir.Value], shape: tuple) -> bool:
+        """Whether every tensor inserted into the list `values` has `shape` in this pass."""
+        return all(self.input_shape(x) == shape for x in _inserted(values))
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -566,6 +608,22 @@ class LoopShapes:
         if found is None or not all(isinstance(d, int) for d in found):
             return None
         return list(found)
+
+
+def _inserted(values: Collection[ir.Value]) -> list[ir.Value]:
+    """The tensors SequenceInsert puts into the list `values` (its values made by inserts)."""
+    found = []
+    for value in values:
+        producer = value.producer()
+        if (
+            producer is not None
+            and producer.op_type == "SequenceInsert"
+            and producer.domain == ""
+            and len(producer.inputs) > 1
+            and producer.inputs[1] is not None
+        ):
+            found.append(producer.inputs[1])
+    return found
 
 
 def _chosen(node: ir.Node, index: int, merged: ShapeFact, a: ShapeFact, b: ShapeFact) -> ShapeFact:

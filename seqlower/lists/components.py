@@ -591,17 +591,21 @@ def _lockstep_together(plans: list[ListPlan], bodies: _BodyShapes) -> None:
         and p.dtype != ir.DataType.STRING
         and _lockstep_makers(p.values)
     ]
+    fixed: dict[int, tuple[Dim, ...]] = {}  # per plan: the static dims its elements keep
     while candidates:
         uniform = frozenset(v for p in candidates for v in p.values)
         analyses: dict[int, LoopShapes] = {}
-        failed = [p for p in candidates if not _grows_in_lockstep(p, uniform, bodies, analyses)]
+        fixed.clear()
+        failed = [
+            p for p in candidates if not _grows_in_lockstep(p, uniform, bodies, analyses, fixed)
+        ]
         if not failed:
             break
         candidates = [p for p in candidates if p not in failed]
     for plan in candidates:
         assert plan.rank is not None and plan.dtype is not None
         empty = any(_made_by(v, "SequenceEmpty") for v in plan.values)
-        dims = (None,) * plan.rank
+        dims = fixed.get(id(plan), (None,) * plan.rank)
         plan.layout = Layout("stacked", plan.rank, plan.dtype, dims, shaped_by_first=empty)
 
 
@@ -637,8 +641,11 @@ def _grows_in_lockstep(
     uniform: frozenset[ir.Value],
     bodies: _BodyShapes,
     analyses: dict[int, LoopShapes],
+    fixed: dict[int, tuple[Dim, ...]],
 ) -> bool:
-    """The induction step of `_lockstep_together` for one list."""
+    """The induction step of `_lockstep_together` for one list. `fixed` gets, by the plan's
+    id, the static dims every element of it has, where a loop proves them (else the entry is
+    left out: every dim may change)."""
     for value in plan.values:
         producer = value.producer()
         if producer is None or producer.op_type != "SequenceInsert":
@@ -646,7 +653,7 @@ def _grows_in_lockstep(
         if _empty_list(producer.inputs[0]):
             continue
         loop = bodies.loop_around(producer.graph)
-        if loop is None or not _grown_alike(loop, plan, uniform, bodies, analyses):
+        if loop is None or not _grown_alike(loop, plan, uniform, bodies, analyses, fixed):
             return False
     constructs = [v for v in plan.values if _made_by(v, "SequenceConstruct")]
     return _constructs_alike([v.producer() for v in constructs], uniform, bodies, analyses)  # type: ignore[misc]
@@ -672,13 +679,15 @@ def _grown_alike(
     uniform: frozenset[ir.Value],
     bodies: _BodyShapes,
     analyses: dict[int, LoopShapes],
+    fixed: dict[int, tuple[Dim, ...]],
 ) -> bool:
     """Whether, in every iteration of `loop`, every value of the list in its body (and the
     branches of the body's Ifs) holds elements of one shape X, the same in every iteration:
     each value there comes from the carried list, an empty list, or another value there by an
     insert, an erase, an Identity or an If; each carried list enters the Loop empty; and every
     tensor inserted there has shape X, fixed for the whole Loop (the loop analysis, assuming
-    the lists of `uniform` each hold elements of one shape)."""
+    the lists of `uniform` each hold elements of one shape; else assuming this list holds
+    elements of the shape the body puts in, `LoopShapes`' `grown`)."""
     body = loop.attributes["body"].as_graph()
     region = bodies.branches_of(body)
     inside = [v for v in plan.values if id(v.graph) in region]
@@ -722,9 +731,22 @@ def _grown_alike(
     analysis = analyses[id(loop)]
     shapes = [analysis.input_shape(x) for x in put]
     first = shapes[0]
-    if not isinstance(first, tuple) or any(d is None or analysis.varies(d) for d in first):
+    if isinstance(first, tuple) and not any(d is None or analysis.varies(d) for d in first):
+        return all(shape == first for shape in shapes)
+    # what is put in may depend on what the list holds (a cache the loop's state reads):
+    # assume the list holds what the body puts in, in every iteration, and confirm it
+    grown = LoopShapes(
+        loop, StaticValues(), uniform=uniform, owners=bodies.owners_map, grown=[inside]
+    )
+    shape = grown.grown_shapes.get(inside[0])
+    if shape is None:
         return False
-    return all(shape == first for shape in shapes)
+    # the static dims of the one shape (a dim of one lets the list axis take its place)
+    static = tuple(d if type(d) is int else None for d in shape)
+    if id(plan) in fixed:  # another loop grows it too: the dims both prove
+        static = tuple(a if a == b else None for a, b in zip(fixed[id(plan)], static))
+    fixed[id(plan)] = static
+    return True
 
 
 def _cuts_axis_0(node: ir.Node) -> bool:

@@ -102,8 +102,12 @@ if TYPE_CHECKING:
 
 def empty(b: Builder, layout: Layout) -> TensorList:
     if layout.shaped_by_first:  # dims from the first element put in (see `_shaped`)
-        assert layout.unit is None and layout.rank is not None, "a new list axis 0"
-        data = empty_tensor(b, [0] + [1] * layout.rank, layout.dtype, "list_data")
+        assert layout.rank is not None
+        if layout.unit is None:  # a new list axis 0
+            shape = [0] + [1] * layout.rank
+        else:  # the list axis at the unit dim
+            shape = [0 if k == layout.unit else 1 for k in range(layout.rank)]
+        data = empty_tensor(b, shape, layout.dtype, "list_data")
         return TensorList((data,), layout)
     assert all(isinstance(d, int) for d in layout.dims), "an empty stacked list needs static dims"
     shape = [0, *layout.dims] if layout.unit is None else unit_rows.empty_shape(layout)
@@ -235,9 +239,10 @@ def _assign_signed(
 
 
 def _shaped(b: Builder, s: TensorList, x: ir.Value) -> TensorList:
-    """The data broadcast to `[n, *shape of x]`: the same tensor where n > 0 (every element
-    has x's shape, which is what the layout was proved on), the empty data `[0, 1, ..]` with
-    x's dims where n = 0 (a dim of one broadcasts to any size, 0 included)."""
+    """The data broadcast to `[n, *shape of x]` (or x's shape with n at the unit axis, where
+    x has a dim of one): the same tensor where n > 0 (every element has x's shape, which is
+    what the layout was proved on), the empty data `[0, 1, ..]` (`[1, 0, 1]`) with x's dims
+    where n = 0 (a dim of one broadcasts to any size, 0 included)."""
     data = b.op("Expand", [s.data, b.op("Shape", [x])], name="list_data")
     return dataclasses.replace(s, parts=(data,))
 
