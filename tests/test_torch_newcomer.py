@@ -4,7 +4,9 @@ them for: list editing by position (insert at the front, assign, `del`, `pop`), 
 < n`, conditional appends, a parser's push/pop stack, greedy selection by `pop(i)`, zip over
 lists of two sources, nested lists flattened, per-level pairs, an index list sorted by key, beam
 bookkeeping, ragged padding, cumulative lists, a sliding token buffer, strided windows, a
-feature pyramid, boolean and float16 lists, and a list reversed by a loop.
+feature pyramid, boolean and float16 lists, a list reversed by a loop, greedy CTC decoding per
+utterance, an FPN flattened and concatenated, a decoder's key cache, per-class top-k and
+attention by head group.
 
 Every export runs under onnxruntime as exported and matches what PyTorch computed; each lowers
 for the default target to no sequence operator at all, and for onnxruntime with a reason for

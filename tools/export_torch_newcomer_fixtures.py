@@ -343,6 +343,103 @@ class ReverseByLoop(nn.Module):
         return torch.stack(out)
 
 
+class CtcGreedyBatch(nn.Module):
+    """Greedy CTC decoding per utterance of a batch (the torchaudio tutorial's
+    GreedyCTCDecoder: collapse repeats, drop blanks), the token lists padded into one tensor
+    with a loop over the decoded lists."""
+
+    def forward(self, logits: Tensor) -> Tensor:
+        best = logits.argmax(-1)
+        outs: list[Tensor] = []
+        for b in range(best.size(0)):
+            seq = best[b]
+            keep = torch.ones_like(seq, dtype=torch.bool)
+            keep[1:] = seq[1:] != seq[:-1]
+            keep = keep & (seq != 0)
+            outs.append(seq[keep])
+        m = 0
+        for o in outs:
+            m = max(m, o.size(0))
+        padded = [F.pad(o, (0, m - o.size(0))) for o in outs]
+        return torch.stack(padded) if len(padded) > 0 else best[:, :0]
+
+
+class FpnLateralConcat(nn.Module):
+    """torchvision's FeaturePyramidNetwork (lateral convs, a top-down pass that inserts each
+    level at the front) whose outputs a detection head flattens and concatenates."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lat = nn.ModuleList([nn.Conv2d(c, 8, 1) for c in (4, 8, 16)])
+        self.out = nn.ModuleList([nn.Conv2d(8, 8, 3, padding=1) for _ in range(3)])
+
+    def forward(self, x0: Tensor, x1: Tensor, x2: Tensor) -> Tensor:
+        feats = [x0, x1, x2]
+        lats: list[Tensor] = []
+        for i, conv in enumerate(self.lat):
+            lats.append(conv(feats[i]))
+        results: list[Tensor] = [lats[-1]]
+        last = lats[-1]
+        for i in range(len(lats) - 2, -1, -1):
+            last = lats[i] + F.avg_pool2d(last, 1)
+            results.insert(0, last)
+        outs: list[Tensor] = []
+        for i, conv in enumerate(self.out):
+            outs.append(conv(results[i]))
+        return torch.cat([o.reshape(o.size(0), o.size(1), -1) for o in outs], 2)
+
+
+class KeyCacheAttention(nn.Module):
+    """A decoder step loop with a key cache kept as a list, as minimal GPT-style decoders
+    write it: `keys.append(k[:, None])`, then `torch.cat(keys, 1)` attended to every step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, x: Tensor, steps: int) -> Tensor:
+        keys: list[Tensor] = []
+        h = x
+        outs: list[Tensor] = []
+        for _ in range(steps):
+            keys.append(self.proj(h).unsqueeze(1))
+            cache = torch.cat(keys, 1)
+            att = torch.softmax((cache * h.unsqueeze(1)).sum(-1), -1)
+            h = torch.tanh((att.unsqueeze(-1) * cache).sum(1))
+            outs.append(h)
+        return torch.stack(outs, 1)
+
+
+class TopkPerClass(nn.Module):
+    """Detection postprocessing by class (torchvision RetinaNet's `postprocess_detections`):
+    per class, keep the scores over a threshold, then the top k of them and their boxes."""
+
+    def forward(self, scores: Tensor, boxes: Tensor) -> tuple[Tensor, Tensor]:
+        all_boxes: list[Tensor] = []
+        all_scores: list[Tensor] = []
+        for c in range(scores.size(1)):
+            s = scores[:, c]
+            keep = s > 0.3
+            s = s[keep]
+            b = boxes[keep]
+            top, idx = s.topk(min(5, s.size(0)))
+            all_scores.append(top)
+            all_boxes.append(b[idx])
+        return torch.cat(all_boxes, 0), torch.cat(all_scores, 0)
+
+
+class ChunkedAttention(nn.Module):
+    """Attention computed head group by head group (`zip(q.chunk(4, 1), k.chunk(4, 1), ...)`),
+    as head-by-head implementations write it."""
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        outs: list[Tensor] = []
+        for qc, kc, vc in zip(q.chunk(4, 1), k.chunk(4, 1), v.chunk(4, 1)):
+            a = torch.softmax(qc @ kc.transpose(-1, -2) / 4.0, -1)
+            outs.append(a @ vc)
+        return torch.cat(outs, 1)
+
+
 def _randn(*shape: int, seed: int) -> Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
@@ -436,6 +533,31 @@ CASES = [
     Case("reverse_by_loop", ReverseByLoop, ["x"], ["y"],
          [lambda: [_randn(7, 2, seed=1)], lambda: [_randn(1, 2, seed=2)]],
          {"x": {0: "N"}}),
+    Case("ctc_greedy_batch", CtcGreedyBatch, ["logits"], ["tokens"],
+         [lambda: [_randn(3, 12, 5, seed=1)], lambda: [_randn(2, 0, 5, seed=2)],
+          lambda: [_randn(2, 1, 5, seed=3)]],
+         {"logits": {0: "B", 1: "T"}}),
+    Case("fpn_lateral_concat", FpnLateralConcat, ["x0", "x1", "x2"], ["y"],
+         [lambda: [_randn(2, 4, 8, 8, seed=1), _randn(2, 8, 8, 8, seed=2),
+                   _randn(2, 16, 8, 8, seed=3)],
+          lambda: [_randn(8, 4, 8, 8, seed=4), _randn(8, 8, 8, 8, seed=5),
+                   _randn(8, 16, 8, 8, seed=6)]],
+         {"x0": {0: "B"}, "x1": {0: "B"}, "x2": {0: "B"}}),
+    Case("key_cache_attention", KeyCacheAttention, ["x", "steps"], ["y"],
+         [lambda: [_randn(2, 16, seed=1), _scalar(6)], lambda: [_randn(3, 16, seed=2), _scalar(1)]],
+         {"x": {0: "B"}}),
+    Case("topk_per_class", TopkPerClass, ["scores", "boxes"], ["boxes_kept", "scores_kept"],
+         [lambda: [torch.rand(20, 3, generator=torch.Generator().manual_seed(1)),
+                   _randn(20, 4, seed=2)],
+          lambda: [torch.rand(3, 3, generator=torch.Generator().manual_seed(3)),
+                   _randn(3, 4, seed=4)]],
+         {"scores": {0: "N"}, "boxes": {0: "N"}}),
+    Case("chunked_attention", ChunkedAttention, ["q", "k", "v"], ["y"],
+         [lambda: [_randn(2, 8, 6, 4, seed=1), _randn(2, 8, 6, 4, seed=2),
+                   _randn(2, 8, 6, 4, seed=3)],
+          lambda: [_randn(1, 8, 1, 4, seed=4), _randn(1, 8, 1, 4, seed=5),
+                   _randn(1, 8, 1, 4, seed=6)]],
+         {"q": {0: "B", 2: "T"}, "k": {0: "B", 2: "T"}, "v": {0: "B", 2: "T"}}),
 ]  # fmt: skip
 
 
