@@ -195,7 +195,7 @@ def _movable_needs(
         for sub in subgraphs(producer):
             for inner in sub.all_nodes():
                 pending.extend(v for v in inner.inputs if v is not None)
-    return tuple(n for n in graph if id(n) in needed)
+    return tuple(n for n in graph_nodes(graph) if id(n) in needed)
 
 
 def _fuse(node: ir.Node, plan: FusionPlan, ctx: Context) -> None:

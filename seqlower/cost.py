@@ -160,9 +160,11 @@ class _Graph:
             own, inside = self._own(node, iterations, runs)
             self.costs[node] = own * runs
             total += own + inside
-        readers = [node for node in graph if _reads_outer_list(node, graph)] if body else []
+        readers = (
+            [node for node in graph_nodes(graph) if _reads_outer_list(node, graph)] if body else []
+        )
         if readers:  # every node of the body runs slower: counted on the first reader
-            slowed = sum(1 for node in graph if self.costs[node] > 0)
+            slowed = sum(1 for node in graph_nodes(graph) if self.costs[node] > 0)
             self.costs[readers[0]] += OUTER_LIST_LAUNCHES * slowed * runs
             total += OUTER_LIST_LAUNCHES * slowed
         return total
@@ -235,7 +237,7 @@ class _Graph:
             per_iteration = walk.run(body.as_graph(), count, runs * count, body=True)
             if op == "SequenceMap":  # its expansion's body reads the lists from outside
                 graph = body.as_graph()
-                slowed = sum(1 for inner in graph if self.costs[inner] > 0)
+                slowed = sum(1 for inner in graph_nodes(graph) if self.costs[inner] > 0)
                 slowed += sum(1 for v in node.inputs if is_sequence_value(v)) + len(node.outputs)
                 outer = OUTER_LIST_LAUNCHES * slowed * count
                 return _sequence_map(node, count) + moved + outer, count * per_iteration

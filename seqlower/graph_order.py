@@ -14,6 +14,8 @@ from collections.abc import Collection, Iterator
 
 import onnx_ir as ir
 
+from seqlower.ops import graph_nodes
+
 
 def in_graph_order(graph: ir.Graph, nodes: Collection[ir.Node], last: ir.Node) -> list[ir.Node]:
     """`nodes` (nodes of `graph`) in the order of `graph`. The walk goes back from `last` and
@@ -26,7 +28,7 @@ def in_graph_order(graph: ir.Graph, nodes: Collection[ir.Node], last: ir.Node) -
             if len(found) == len(wanted):
                 break
     if len(found) < len(wanted):  # some come after `last`: the whole graph, then
-        return [node for node in graph if node in wanted]
+        return [node for node in graph_nodes(graph) if node in wanted]
     found.reverse()
     return found
 

@@ -18,7 +18,7 @@ __all__ = ["CleanupPass", "remove_unused_initializers"]
 import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedFunctionsPass
 
-from seqlower.ops import iter_all_graphs
+from seqlower.ops import graph_nodes, iter_all_graphs
 from seqlower.passes.broadcast_unsqueeze import drop_broadcast_unsqueezes
 from seqlower.passes.census import OpCensus
 from seqlower.passes.dead_carried import remove_dead_carried
@@ -234,7 +234,11 @@ def _forget_inferred_dim_names(model: ir.Model) -> bool:
     # entry keeps the shape alive so that its id is not reused
     anonymous: dict[int, tuple[ir.Shape, ir.Shape | None]] = {}
     for graph in list(iter_all_graphs(model)):
-        values = [*graph.inputs, *graph.outputs, *(o for node in graph for o in node.outputs)]
+        values = [
+            *graph.inputs,
+            *graph.outputs,
+            *(o for node in graph_nodes(graph) for o in node.outputs),
+        ]
         for value in values:
             value.meta, value.metadata_props  # noqa: B018 (created now; see the docstring)
             shape = value.shape

@@ -64,7 +64,7 @@ def remove_dead_nodes(model: ir.Model) -> bool:
     holders = _LazyHolders(graphs)
     removed = 0
     for graph in graphs:
-        dead = [node for node in graph if is_dead(node)]
+        dead = [node for node in graph_nodes(graph) if is_dead(node)]
         # users are taken before their producers (the last node first): whole dead chains go,
         # and what dies in other graphs follows from the subgraph reads released
         removed += remove_dead_upstream(dead, holders)

@@ -16,7 +16,7 @@ __all__ = ["declare_ranks"]
 import onnx_ir as ir
 
 from seqlower.analysis.ranks import Ranks
-from seqlower.ops import iter_all_graphs
+from seqlower.ops import graph_nodes, iter_all_graphs
 
 
 def declare_ranks(model: ir.Model) -> int:
@@ -26,7 +26,7 @@ def declare_ranks(model: ir.Model) -> int:
     declared = 0
     main_inputs = set(model.graph.inputs)
     for graph in list(iter_all_graphs(model)):
-        values = [*graph.inputs, *(o for node in graph for o in node.outputs)]
+        values = [*graph.inputs, *(o for node in graph_nodes(graph) for o in node.outputs)]
         for value in values:
             if value.shape is not None or value in main_inputs or not _tensor_like(value):
                 continue

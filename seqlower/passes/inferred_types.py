@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 import onnx
 import onnx_ir as ir
 
-from seqlower.ops import subgraphs
+from seqlower.ops import graph_nodes, subgraphs
 
 
 class TypeReader:
@@ -87,7 +87,9 @@ def graph_types(graph: onnx.GraphProto | onnx.FunctionProto) -> dict[str, onnx.T
 
 def merge_graph(reader: TypeReader, graph: ir.Graph, types: dict[str, onnx.TypeProto]) -> None:
     """Merge into the inputs of `graph` and the outputs of its nodes (not its subgraphs)."""
-    reader.merge([*graph.inputs, *(output for node in graph for output in node.outputs)], types)
+    reader.merge(
+        [*graph.inputs, *(output for node in graph_nodes(graph) for output in node.outputs)], types
+    )
 
 
 def paired_subgraphs(

@@ -41,7 +41,7 @@ from collections.abc import Collection, Iterable
 import onnx
 import onnx_ir as ir
 
-from seqlower.ops import has_subgraph
+from seqlower.ops import graph_nodes, has_subgraph
 from seqlower.passes.chunked_inference import (
     DATA_PROPAGATING_OPS,
     SMALL_INITIALIZER_BYTES,
@@ -182,7 +182,7 @@ def infer_region(
         boundary[reader] = None
     if not region and not boundary:
         return True
-    ordered = [node for node in graph if node in region or node in boundary]
+    ordered = [node for node in graph_nodes(graph) if node in region or node in boundary]
     inferred = _infer(model, ordered)
     if inferred is None:
         return False

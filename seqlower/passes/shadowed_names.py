@@ -23,7 +23,7 @@ from collections import Counter
 
 import onnx_ir as ir
 
-from seqlower.ops import graphs_within, subgraphs
+from seqlower.ops import graph_nodes, graphs_within, subgraphs
 
 
 def rename_shadowing_values(model: ir.Model) -> int:
@@ -39,7 +39,10 @@ def rename_shadowing_values(model: ir.Model) -> int:
         values = defined[id(graph)] = _values(graph)
         names += [value.name for value in values if value.name]
         held[id(graph)] = [
-            inner for node in graph if node.attributes.data for inner in subgraphs(node)
+            inner
+            for node in graph_nodes(graph)
+            if node.attributes.data
+            for inner in subgraphs(node)
         ]
     taken = set(names)
     if len(taken) == len(names):
@@ -70,7 +73,7 @@ def rename_shadowing_values(model: ir.Model) -> int:
 def _values(graph: ir.Graph) -> list[ir.Value]:
     """Each value a graph defines, once: an initializer may be an input too (its default)."""
     values = dict.fromkeys([*graph.inputs, *graph.initializers.values()])
-    values.update(dict.fromkeys(output for node in graph for output in node.outputs))
+    values.update(dict.fromkeys(output for node in graph_nodes(graph) for output in node.outputs))
     return list(values)
 
 

@@ -20,7 +20,7 @@ __all__ = ["RelaxShapeHintsPass"]
 
 import onnx_ir as ir
 
-from seqlower.ops import iter_all_graphs
+from seqlower.ops import graph_nodes, iter_all_graphs
 
 
 class RelaxShapeHintsPass(ir.passes.InPlacePass):
@@ -34,7 +34,7 @@ class RelaxShapeHintsPass(ir.passes.InPlacePass):
         self.relaxed = 0
         interface = {id(v) for v in (*model.graph.inputs, *model.graph.outputs)}
         for graph in iter_all_graphs(model):
-            for value in [*graph.inputs, *(v for node in graph for v in node.outputs)]:
+            for value in [*graph.inputs, *(v for node in graph_nodes(graph) for v in node.outputs)]:
                 if id(value) in interface or value.shape is None:
                     continue
                 dims = [dim if isinstance(dim, int) else None for dim in value.shape]

@@ -54,7 +54,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.ops import constant_tensor, iter_all_graphs
+from seqlower.ops import constant_tensor, graph_nodes, iter_all_graphs
 from seqlower.uses import use_count
 
 
@@ -80,7 +80,9 @@ class RuntimeWorkaroundsPass(ir.passes.InPlacePass):
                 taken.update(model.graph.initializers)
                 for graph in iter_all_graphs(model):
                     taken.update(v.name for v in graph.inputs if v.name)
-                    taken.update(v.name for node in graph for v in node.outputs if v.name)
+                    taken.update(
+                        v.name for node in graph_nodes(graph) for v in node.outputs if v.name
+                    )
             return taken
 
         graphs = list(iter_all_graphs(model))  # the rewrites below add no subgraph
@@ -89,17 +91,19 @@ class RuntimeWorkaroundsPass(ir.passes.InPlacePass):
         ):
             self.remade += _remake_every_empty_constant(model, graphs, names)
         for graph in graphs:
-            for loop in [node for node in graph if node.op_type == "Loop" and node.domain == ""]:
+            for loop in [
+                node for node in graph_nodes(graph) if node.op_type == "Loop" and node.domain == ""
+            ]:
                 self.remade += _remake_empty_constants(graph, loop, names)
             if graph is not model.graph and not self.speed_first:  # an Identity per iteration
                 self.remade += _copy_outputs_read_deeper(graph, names)
             if not self.speed_first:  # a Squeeze per branch taken
                 self.remade += _scalar_conditions(graph, names)
             if self.count_scans:  # an Add per iteration, a Gather per scan output
-                for loop in [node for node in graph if _scans_may_be_stale(node)]:
+                for loop in [node for node in graph_nodes(graph) if _scans_may_be_stale(node)]:
                     _count_scan_rows(graph, loop, names)
                     self.remade += 1
-            queue = [node for node in graph if _is_cast_of_private_transpose(node)]
+            queue = [node for node in graph_nodes(graph) if _is_cast_of_private_transpose(node)]
             while queue:
                 cast = queue.pop()
                 if cast.graph is not graph or not _is_cast_of_private_transpose(cast):
@@ -201,7 +205,9 @@ def _remake_every_empty_constant(
     sinking leave it where it is, as they leave a Constant."""
     made: dict[ir.Value, ir.Value] = {}
     for graph in graphs:
-        empties = [(node, node.outputs[0]) for node in graph if node.op_type == "Constant"]
+        empties = [
+            (node, node.outputs[0]) for node in graph_nodes(graph) if node.op_type == "Constant"
+        ]
         if graph is model.graph:
             start = next(iter(graph), None)  # the initializers' go before it, in their order
             empties += [(start, value) for value in graph.initializers.values()]
@@ -298,7 +304,7 @@ def _scalar_conditions(graph: ir.Graph, names: Callable[[], set[str]]) -> int:
     """Give each If of `graph` whose condition has a known rank of 2 or more (one element, as
     the specification requires) that condition squeezed to a scalar; returns how many."""
     squeezed = 0
-    for node in [node for node in graph if node.op_type == "If" and node.domain == ""]:
+    for node in [node for node in graph_nodes(graph) if node.op_type == "If" and node.domain == ""]:
         condition = node.inputs[0]
         if condition is None or condition.shape is None or len(condition.shape) < 2:
             continue

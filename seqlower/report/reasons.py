@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import onnx_ir as ir
 
-from seqlower.ops import is_sequence_op, is_sequence_value
+from seqlower.ops import graph_nodes, is_sequence_op, is_sequence_value
 from seqlower.report.data import KEPT_FOR_SPEED, RemainingOp
 from seqlower.report.hints import hint_for
 from seqlower.report.labels import (
@@ -73,7 +73,10 @@ def remaining_sequence_ops(
     label = label or stored_label
     renamed = renamed or {}
     found = [
-        (path, node) for path, graph in walk_graphs(model) for node in graph if is_sequence_op(node)
+        (path, node)
+        for path, graph in walk_graphs(model)
+        for node in graph_nodes(graph)
+        if is_sequence_op(node)
     ]
     owners = subgraph_owners(model) if found else {}
     remaining = []

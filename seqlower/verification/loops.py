@@ -17,6 +17,7 @@ __all__ = ["loop_iterations"]
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.ops import graph_nodes
 from seqlower.verification.values import Feeds
 
 _PASS_THROUGH = {"Identity", "Cast"}
@@ -27,7 +28,9 @@ def loop_iterations(model: ir.Model, feeds: Feeds) -> dict[str, str]:
     """Per Loop of the main graph (`Loop 'name'`, or `Loop #k` for the k-th when unnamed), how
     many iterations ran on `feeds`, where that is visible."""
     result: dict[str, str] = {}
-    loops = [node for node in model.graph if node.op_type == "Loop" and node.domain == ""]
+    loops = [
+        node for node in graph_nodes(model.graph) if node.op_type == "Loop" and node.domain == ""
+    ]
     for number, node in enumerate(loops):
         trip = _scalar(node.inputs[0] if node.inputs else None, model.graph, feeds)
         condition = _scalar(node.inputs[1] if len(node.inputs) > 1 else None, model.graph, feeds)
