@@ -2,7 +2,9 @@
 
     If(static c, then=f, else=g)            -> f() (c true) or g() (c false), inlined
                                                (an If with sequences, or whose outputs'
-                                               ranks depend on the branch)
+                                               ranks depend on the branch; c static, or
+                                               decided by a dim its producer fixes:
+                                               `seqlower.analysis.known_dims`)
     If(c, then: SequenceConstruct(a0..an), else: SequenceConstruct(b0..bn))
         -> SequenceConstruct(If(c, then: (a0..an), else: (b0..bn)))   (one tensor output each)
 
@@ -29,6 +31,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.facts import element_dtype
+from seqlower.analysis.known_dims import decided
 from seqlower.inline import inline_graph
 from seqlower.ops import is_sequence_op, is_sequence_value
 from seqlower.rewriter import Builder
@@ -76,9 +79,18 @@ def _check_static_condition(node: ir.Node, ctx: Context) -> ir.Graph | Refusal:
     if not _involves_sequences(node):
         return Refusal("no sequence in the outputs or the branches")
     condition = ctx.facts.static(node.inputs[0])
-    if condition is None or condition.size != 1:
+    if condition is not None and condition.size == 1:
+        return _branch(node, "then_branch" if bool(condition.reshape(())) else "else_branch")
+    # `Equal(Gather(Shape(x), k), 1)` where how x is made fixes its dim k (the squeeze of an
+    # ArgMax with keepdims), whatever x's other dims
+    runs = decided(node.inputs[0], _rank, ctx.facts.values)
+    if runs is None:
         return Refusal("the condition is computed at run time")
-    return _branch(node, "then_branch" if bool(condition.reshape(())) else "else_branch")
+    return _branch(node, "then_branch" if runs else "else_branch")
+
+
+def _rank(value: ir.Value) -> int | None:
+    return len(value.shape) if value.shape is not None else None
 
 
 def _inline_branch(node: ir.Node, branch: ir.Graph, ctx: Context) -> None:

@@ -31,11 +31,13 @@ DEFAULT_UNROLL_BUDGET = 4096  # nodes an unrolled loop may add: body nodes times
 # target lowers everything it can.
 SPEED_FIRST_TARGETS = frozenset({"onnxruntime"})
 
-# Targets whose Loops that may run no iteration count their iterations, each scan output cut
-# to the count: OpenVINO otherwise gives such a Loop the rows of the run before
-# (`seqlower.passes.workarounds`). It costs an Add per iteration and a copy per scan output, so
-# the default target, measured in onnxruntime, leaves it out.
-COUNTED_SCAN_TARGETS = frozenset({"openvino"})
+# Targets whose Loops are written around OpenVINO's Loop faults (`seqlower.passes.workarounds`):
+# a Loop that may run no iteration counts its iterations, each scan output cut to the count
+# (OpenVINO otherwise gives such a Loop the rows of the run before), and a trip count that may be
+# negative is clamped at 0 (OpenVINO otherwise runs without end). They cost an Add per iteration,
+# a copy per scan output and a Max per Loop, so the default target, measured in onnxruntime,
+# leaves them out.
+OPENVINO_LOOP_TARGETS = frozenset({"openvino"})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,7 +30,7 @@ from seqlower.declared_sizes import check_declared_sizes
 from seqlower.errors import InvalidModelError, SeqlowerError
 from seqlower.io import ModelSource, load_model
 from seqlower.ops import is_sequence_value, iter_all_nodes
-from seqlower.options import COUNTED_SCAN_TARGETS, SPEED_FIRST_TARGETS, Options, options_with
+from seqlower.options import OPENVINO_LOOP_TARGETS, SPEED_FIRST_TARGETS, Options, options_with
 from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
 from seqlower.passes.broadcast_unsqueeze import drop_broadcast_unsqueezes
 from seqlower.passes.duplicate_nodes import merge_duplicate_nodes
@@ -477,7 +477,7 @@ class _Run:
             self.conditions_kept(model)
         RuntimeWorkaroundsPass(
             speed_first=options.target in SPEED_FIRST_TARGETS,
-            count_scans=options.target in COUNTED_SCAN_TARGETS,
+            openvino_loops=options.target in OPENVINO_LOOP_TARGETS,
         )(model)
         # an empty constant the workarounds remade may equal one made before (two ConstantOfShape
         # of [0]): merged here, or the cleanup of a second lowering would (not idempotent)

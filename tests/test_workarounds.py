@@ -367,7 +367,7 @@ WHILE_ROWS = """g (float[N, 3] x, int64 m, bool go) => (float[3] total, float[M,
 
 def _counted(text: str, **options) -> onnx.ModelProto:
     model = ir.from_proto(parse(text))
-    RuntimeWorkaroundsPass(**{"count_scans": True, **options})(model)
+    RuntimeWorkaroundsPass(**{"openvino_loops": True, **options})(model)
     return ir.to_proto(model)
 
 
@@ -376,7 +376,8 @@ def test_a_loop_that_may_run_no_iteration_cuts_its_scan_outputs_to_a_carried_cou
     onnx.checker.check_model(model, full_check=True)
     assert op_counts(model) == {
         "Loop": 1,
-        "Constant": 5,
+        "Constant": 6,
+        "Max": 1,  # the trip count, clamped at 0
         "Range": 1,
         "Add": 1,
         "Identity": 1,
@@ -412,10 +413,50 @@ def test_a_loop_sure_to_run_the_default_target_and_a_second_pass_add_no_count():
     )
     assert "Range" not in op_counts(_counted(sure))  # a positive constant count, starts true
     # the default target and --target onnxruntime leave it out: it costs time in onnxruntime
-    assert "Range" not in op_counts(_counted(COUNTED_ROWS, count_scans=False))
+    assert "Range" not in op_counts(_counted(COUNTED_ROWS, openvino_loops=False))
     assert "Range" in op_counts(_counted(COUNTED_ROWS.replace("(m, c)", "(m, )")))  # no condition
     once = ir.from_proto(_counted(COUNTED_ROWS))
-    second = RuntimeWorkaroundsPass(count_scans=True)
+    second = RuntimeWorkaroundsPass(openvino_loops=True)
     second(once)
     assert second.remade == 0  # already counted: the pass is idempotent
     assert op_counts(ir.to_proto(once))["Range"] == 1
+
+
+NEGATIVE_COUNT = """g (float[3] x, int64 m) => (float[3] acc) {
+    t = Constant<value = bool {1}>()
+    acc = Loop(m, t, x) <body = b (int64 i, bool c, float[3] a) => (bool c_out, float[3] a2) {
+        c_out = Identity(c)
+        one = Constant<value = float {1}>()
+        a2 = Add(a, one)
+    }>
+}"""
+
+
+def test_a_trip_count_that_may_be_negative_is_clamped_at_zero_for_openvino():
+    model = _counted(NEGATIVE_COUNT)
+    onnx.checker.check_model(model, full_check=True)
+    (clamp,) = [node for node in model.graph.node if node.op_type == "Max"]
+    (loop,) = [node for node in model.graph.node if node.op_type == "Loop"]
+    assert loop.input[0] == clamp.output[0] and clamp.input[0] == "m"
+    for m in (-5, -1, 0, 2):  # no iteration for a negative count, as before
+        assert_same_outputs(
+            parse(NEGATIVE_COUNT), model, {"x": np.zeros(3, np.float32), "m": np.array(m)}
+        )
+    again = ir.from_proto(model)
+    second = RuntimeWorkaroundsPass(openvino_loops=True)
+    second(again)
+    assert second.remade == 0  # Max(m, 0) is never negative: idempotent
+
+
+def test_a_trip_count_never_negative_is_left_alone():
+    constant = NEGATIVE_COUNT.replace(
+        "acc = Loop(m, t, x)", "k = Constant<value = int64 {3}>()\n    acc = Loop(k, t, x)"
+    )
+    shaped = NEGATIVE_COUNT.replace(
+        "acc = Loop(m, t, x)",
+        "s = Shape(x)\n    z = Constant<value = int64 {0}>()\n"
+        "    k = Gather(s, z)\n    acc = Loop(k, t, x)",
+    )
+    for text in (constant, shaped):
+        assert "Max" not in op_counts(_counted(text))
+    assert "Max" not in op_counts(_counted(NEGATIVE_COUNT, openvino_loops=False))  # the default

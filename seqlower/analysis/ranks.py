@@ -15,7 +15,8 @@ other takes the rule of its operator (`seqlower.analysis.rank_rules`). The facts
 lattice, NEVER (no value: an element of a list that is empty so far) < a rank < None
 (unknown). A carried value of a Loop or Scan starts as its initial value; the body is walked
 and each carried value joined with what the body returns, until nothing changes (by induction,
-the rank holds in every iteration). An If output is the join of its branches'.
+the rank holds in every iteration). An If output is the join of its branches', or the rank
+its branch that runs gives where dims decide the condition (`seqlower.analysis.known_dims`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = ["NEVER", "Ranks", "join"]
 
 import onnx_ir as ir
 
+from seqlower.analysis.known_dims import decided
 from seqlower.analysis.rank_rules import ALL_OUTPUTS, RANK_RULES, RankQuery
 from seqlower.analysis.static_values import StaticValues
 from seqlower.ops import graph_nodes, is_sequence_value, subgraphs
@@ -167,8 +169,14 @@ class Ranks:
     def _if(self, node: ir.Node, then: ir.Graph, other: ir.Graph) -> None:
         self._walk(then)
         self._walk(other)
+        # a condition known from dims (TorchScript's `squeeze(-1)` of a dim of one): the
+        # branch that runs alone gives the outputs their ranks
+        runs = decided(node.inputs[0] if node.inputs else None, self.rank, self._values)
         for output, a, b in zip(node.outputs, then.outputs, other.outputs):
-            self._set(output, join(self._fact(a), self._fact(b)))
+            if runs is None:
+                self._set(output, join(self._fact(a), self._fact(b)))
+            else:
+                self._set(output, self._fact(a if runs else b))
 
     def _loop(self, node: ir.Node, body: ir.Graph) -> None:
         carried = node.inputs[2:]

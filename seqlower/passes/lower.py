@@ -31,7 +31,7 @@ from seqlower.analysis import Facts
 from seqlower.deadline import Deadline
 from seqlower.lists import lower_lists
 from seqlower.ops import graph_nodes, is_sequence_value, subgraphs
-from seqlower.options import COUNTED_SCAN_TARGETS, SPEED_FIRST_TARGETS, Options
+from seqlower.options import OPENVINO_LOOP_TARGETS, SPEED_FIRST_TARGETS, Options
 from seqlower.passes import region_inference
 from seqlower.passes.dead_carried import remove_dead_carried
 from seqlower.passes.dead_code import is_dead, remove_dead_nodes, remove_dead_upstream
@@ -150,7 +150,7 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         # whatever runs after this pass, the model must load
         workarounds = RuntimeWorkaroundsPass(
             self.options.target in SPEED_FIRST_TARGETS,
-            count_scans=self.options.target in COUNTED_SCAN_TARGETS,
+            openvino_loops=self.options.target in OPENVINO_LOOP_TARGETS,
         )
         if self.runtime_workarounds and workarounds(model).modified:
             modified = True

@@ -21,7 +21,7 @@ __all__ = ["SequenceLoweringPass", "default_passes"]
 
 import onnx_ir as ir
 
-from seqlower.options import COUNTED_SCAN_TARGETS, SPEED_FIRST_TARGETS, Options
+from seqlower.options import OPENVINO_LOOP_TARGETS, SPEED_FIRST_TARGETS, Options
 from seqlower.passes.cleanup import CleanupPass
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
 from seqlower.passes.lower import LowerSequencesPass
@@ -46,7 +46,7 @@ def default_passes(
         CleanupPass(),
         *([LoopsToScansPass()] if speed_first else []),
         RuntimeWorkaroundsPass(
-            speed_first=speed_first, count_scans=options.target in COUNTED_SCAN_TARGETS
+            speed_first=speed_first, openvino_loops=options.target in OPENVINO_LOOP_TARGETS
         ),
     ]
     if options.target == "tract":  # tract holds a model to its declared shapes

@@ -6,6 +6,7 @@
     If(c) with c of shape [1, 1]  ->  If(Squeeze(c))
     body: g = f(..); If(..) { .. g .. }; return g  ->  body: ..; return Identity(g)
     ys = Loop(M, c, v..)  ->  k, r = Loop(M, c, v.., 0) { .., k + 1 }; ys = Gather(r, Range(0, k))
+    Loop(M, ..)  ->  Loop(Max(M, 0), ..)
 
 onnxruntime (1.20 to at least 1.32, x86_64, default optimization level; quirk
 `transpose-cast-matmul-crash` in seqlower.runtime_quirks) dies with a segmentation
@@ -41,8 +42,12 @@ iterations in a carried value, and each scan output is read as its first count r
 of `Range(0, count)`), which OpenVINO computes right (a count derived from the iteration number
 is not enough: OpenVINO sees through it). The count costs an Add per iteration and the Gather a
 copy (5% to 15% of the latency of small list models in onnxruntime), so only `--target
-openvino` asks for it (`count_scans`); a Loop whose trip count is a positive constant and whose
+openvino` asks for it (`openvino_loops`); a Loop whose trip count is a positive constant and whose
 condition starts true runs, and needs none.
+
+OpenVINO (2026.4.1) runs a Loop whose trip count is negative without end (the specification,
+onnx.reference and onnxruntime: no iteration; `for _ in range(n)` with n < 0 exported by
+TorchScript). With `openvino_loops`, a trip count that may be negative is `Max(M, 0)`.
 """
 
 from __future__ import annotations
@@ -64,10 +69,11 @@ class RuntimeWorkaroundsPass(ir.passes.InPlacePass):
     counts the empty constants a Loop starts from made by ConstantOfShape and the body outputs
     returned as copies."""
 
-    def __init__(self, speed_first: bool = False, count_scans: bool = False) -> None:
+    def __init__(self, speed_first: bool = False, openvino_loops: bool = False) -> None:
         super().__init__()
         self.speed_first = speed_first  # leave out what costs time in onnxruntime
-        self.count_scans = count_scans  # slice scan outputs to a count of the iterations
+        # OpenVINO's Loop faults: scan outputs cut to a count, negative trip counts clamped
+        self.openvino_loops = openvino_loops
         self.swapped = 0
         self.remade = 0
 
@@ -86,6 +92,7 @@ class RuntimeWorkaroundsPass(ir.passes.InPlacePass):
             return taken
 
         graphs = list(iter_all_graphs(model))  # the rewrites below add no subgraph
+        clamped: dict[ir.Value, ir.Value] = {}  # a trip count -> its Max(M, 0), made once
         if not self.speed_first and any(  # onnxruntime folds them: no cost, but no need
             node.op_type == "If" for graph in graphs for node in graph
         ):
@@ -99,10 +106,13 @@ class RuntimeWorkaroundsPass(ir.passes.InPlacePass):
                 self.remade += _copy_outputs_read_deeper(graph, names)
             if not self.speed_first:  # a Squeeze per branch taken
                 self.remade += _scalar_conditions(graph, names)
-            if self.count_scans:  # an Add per iteration, a Gather per scan output
+            if self.openvino_loops:  # an Add per iteration, a Gather per scan output
                 for loop in [node for node in graph_nodes(graph) if _scans_may_be_stale(node)]:
                     _count_scan_rows(graph, loop, names)
                     self.remade += 1
+            if self.openvino_loops:  # a Max per trip count
+                for loop in [node for node in graph_nodes(graph) if node.op_type == "Loop"]:
+                    self.remade += _clamp_trip_count(loop, names, clamped)
             queue = [node for node in graph_nodes(graph) if _is_cast_of_private_transpose(node)]
             while queue:
                 cast = queue.pop()
@@ -460,3 +470,80 @@ def _count_scan_rows(graph: ir.Graph, loop: ir.Node, names: Callable[[], set[str
     graph.insert_after(new_loop, after)
     graph.remove(loop, safe=True)
     return new_loop
+
+
+# operators whose output is never negative where their inputs are not (sizes and dims read)
+_KEEP_SIGN = frozenset(
+    {
+        "Cast",
+        "Gather",
+        "Identity",
+        "Reshape",
+        "Squeeze",
+        "Unsqueeze",
+        "Add",
+        "Mul",
+        "ReduceProd",
+        "ReduceSum",
+        "Max",
+    }
+)
+
+
+def _never_negative(value: ir.Value | None, depth: int = 0) -> bool:
+    """Whether `value` is surely never negative: a constant of no negative entry, a Shape or a
+    Size, a Max with such a value, or what `_KEEP_SIGN` makes of such values only."""
+    if value is None or depth > 16:
+        return False
+    tensor = constant_tensor(value)
+    if tensor is not None:
+        return bool((tensor.numpy() >= 0).all())
+    node = value.producer()
+    if node is None or node.domain != "":
+        return False
+    if node.op_type in ("Shape", "Size"):
+        return True
+    if node.op_type == "Max":
+        return any(_never_negative(v, depth + 1) for v in node.inputs)
+    if node.op_type == "Gather" or node.op_type in ("Reshape", "Squeeze", "Unsqueeze"):
+        return _never_negative(node.inputs[0], depth + 1)
+    if node.op_type in _KEEP_SIGN:
+        return all(_never_negative(v, depth + 1) for v in node.inputs if v is not None)
+    return False
+
+
+def _clamp_trip_count(
+    loop: ir.Node, names: Callable[[], set[str]], clamped: dict[ir.Value, ir.Value]
+) -> int:
+    """Give `loop` the trip count `Max(M, 0)` where M may be negative; returns 1 if it made
+    one. The Max goes where M is made (right after its producer, or first in the graph whose
+    input M is), once per M: a loop-invariant copy in a body would be hoisted, and two copies
+    merged, by a second lowering."""
+    count = loop.inputs[0] if loop.inputs else None
+    if count is None or count.name == "" or _never_negative(count):
+        return 0
+    if count in clamped:
+        loop.replace_input_with(0, clamped[count])
+        return 0
+    base = f"{count.name or 'trip_count'}_at_least_0"
+    zero = ir.node("Constant", [], {"value": ir.tensor(np.array(0, np.int64))})
+    clamp = ir.node("Max", [count, zero.outputs[0]])
+    zero.outputs[0].name = zero.name = _unique(f"{base}_zero", names())
+    clamp.outputs[0].name = clamp.name = _unique(base, names())
+    zero.outputs[0].type = clamp.outputs[0].type = ir.TensorType(ir.DataType.INT64)
+    zero.outputs[0].shape = ir.Shape([])
+    clamp.outputs[0].shape = count.shape
+    producer = count.producer()
+    if producer is not None and producer.graph is not None:
+        producer.graph.insert_after(producer, [zero, clamp])
+    else:  # an input or an initializer of the graph that holds it
+        holder = count.graph or loop.graph
+        assert holder is not None
+        first = next(iter(holder), None)
+        if first is None:
+            holder.extend([zero, clamp])
+        else:
+            holder.insert_before(first, [zero, clamp])
+    clamped[count] = clamp.outputs[0]
+    loop.replace_input_with(0, clamp.outputs[0])
+    return 1

@@ -664,7 +664,7 @@ def test_openvino_gives_a_loop_of_no_iteration_the_rows_of_the_run_before(tmp_pa
     if _rows_in_one_compiled_model(original, counts, tmp_path) == want:
         pytest.skip("fixed in this OpenVINO: a Loop's scan outputs need no count")
     counted = ir.from_proto(original)
-    RuntimeWorkaroundsPass(count_scans=True)(counted)
+    RuntimeWorkaroundsPass(openvino_loops=True)(counted)
     assert _rows_in_one_compiled_model(ir.to_proto(counted), counts, tmp_path) == want
 
 
@@ -703,3 +703,36 @@ def test_a_list_grown_by_a_loop_of_run_time_count_is_right_in_openvino_run_after
         (2, 3),
         (0, 3),
     ]
+
+
+NEGATIVE_TRIP_COUNT = """g (float[3] x, int64 m) => (float[3] acc) {
+    t = Constant<value = bool {1}>()
+    acc = Loop(m, t, x) <body = b (int64 i, bool c, float[3] a) => (bool c_out, float[3] a2) {
+        c_out = Identity(c)
+        one = Constant<value = float {1}>()
+        a2 = Add(a, one)
+    }>
+}"""
+
+
+def test_openvino_runs_a_loop_of_negative_trip_count_without_end():
+    """OpenVINO 2026.4.1 runs a Loop whose trip count is negative without end (the
+    specification and onnxruntime: no iteration); `--target openvino` gives it `Max(M, 0)`."""
+    import onnx_ir as ir
+
+    from seqlower.passes.workarounds import RuntimeWorkaroundsPass
+    from seqlower.verification.runner import IsolatedRunner
+
+    original = parse(NEGATIVE_TRIP_COUNT)
+    feeds = {"x": np.zeros(3, np.float32), "m": np.array(-1)}
+    with IsolatedRunner("openvino", original.SerializeToString(), timeout=10.0) as runner:
+        outcome = runner.run(feeds)
+    if outcome.ok:
+        pytest.skip("fixed in this OpenVINO: a negative trip count needs no clamp")
+    assert "did not finish" in (outcome.error or "")
+    clamped = ir.from_proto(original)
+    RuntimeWorkaroundsPass(openvino_loops=True)(clamped)
+    with IsolatedRunner("openvino", ir.to_proto(clamped).SerializeToString()) as runner:
+        outcome = runner.run(feeds)
+    assert outcome.ok, outcome.error
+    np.testing.assert_array_equal(outcome.outputs["acc"], np.zeros(3, np.float32))
