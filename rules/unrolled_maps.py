@@ -53,7 +53,7 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.batching.body import BodyPlan, emit_body, plan_region
 from seqlower.batching.core import Emitter, Operand
 from seqlower.graph_order import in_graph_order
-from seqlower.ops import graph_nodes, has_subgraph
+from seqlower.ops import graph_nodes, has_subgraph, is_tensor
 from seqlower.release import let_go
 from seqlower.rewriter import Builder, Rewriter
 from seqlower.rule import Context, Refusal, Rule, RuleSet
@@ -210,7 +210,7 @@ def _attributes(node: ir.Node) -> list[tuple[str, object]]:
     found: list[tuple[str, object]] = []
     for name, attr in sorted(node.attributes.items()):
         value = attr.value
-        if isinstance(value, ir.TensorProtocol):
+        if is_tensor(value):
             value = (str(value.dtype), tuple(value.shape.numpy()), value.tobytes())
         elif isinstance(value, list | tuple):
             value = tuple(value)

@@ -11,6 +11,7 @@ __all__ = [
     "has_subgraph",
     "is_sequence_op",
     "is_sequence_value",
+    "is_tensor",
     "iter_all_graphs",
     "iter_all_nodes",
     "node_subgraphs",
@@ -26,11 +27,25 @@ import collections
 from collections.abc import Callable, Iterator
 
 import onnx_ir as ir
+import onnx_ir.serde
 
 try:  # the node list under `ir.Graph` (private to onnx_ir: `graph_nodes` checks that it is one)
     from onnx_ir._linked_list import DoublyLinkedSet as _NodeList
 except ImportError:  # pragma: no cover - another layout: graphs are walked as onnx_ir walks them
     _NodeList = None  # type: ignore[assignment, misc]
+
+# onnx_ir's own tensor classes, each an `ir.TensorProtocol`. Testing a runtime-checkable
+# protocol with `isinstance` lists the protocol's members and reads each of them on the object,
+# some 45 microseconds a call on Python 3.11 (4 of the 20 seconds of 10,000 graph outputs).
+_TENSOR_CLASSES = (
+    ir.Tensor,
+    ir.ExternalTensor,
+    ir.StringTensor,
+    ir.LazyTensor,
+    ir.PackedTensor,
+    onnx_ir.serde.TensorProtoTensor,
+)
+_NOT_TENSORS = (type(None), bool, int, float, str, bytes, list, tuple)
 
 SEQUENCE_OPS: frozenset[str] = frozenset(
     {
@@ -60,7 +75,17 @@ def constant_tensor(value: ir.Value) -> ir.TensorProtocol | None:
         tensor = value.const_value
     else:
         return None
-    return tensor if isinstance(tensor, ir.TensorProtocol) else None
+    return tensor if is_tensor(tensor) else None
+
+
+def is_tensor(obj: object) -> bool:
+    """`isinstance(obj, ir.TensorProtocol)`, answered without the protocol's member walk for
+    onnx_ir's own tensors and for plain Python values."""
+    if isinstance(obj, _TENSOR_CLASSES):
+        return True
+    if isinstance(obj, _NOT_TENSORS):
+        return False
+    return isinstance(obj, ir.TensorProtocol)
 
 
 def same_dim(a: object, b: object) -> bool:

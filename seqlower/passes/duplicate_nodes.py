@@ -25,7 +25,7 @@ from collections.abc import Hashable
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.ops import constant_tensor, has_subgraph, iter_all_graphs
+from seqlower.ops import constant_tensor, has_subgraph, is_tensor, iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_upstream
 
 # operators whose two runs on the same inputs may differ
@@ -93,7 +93,7 @@ def _key(node: ir.Node, graph: ir.Graph) -> Hashable | None:
         value = attr.value
         if isinstance(value, list | tuple):
             value = tuple(value)
-        elif isinstance(value, ir.TensorProtocol):  # ConstantOfShape's value
+        elif is_tensor(value):  # ConstantOfShape's value
             content = _content(value)
             if content is None:
                 return None
@@ -116,7 +116,7 @@ def _input_key(value: ir.Value | None) -> Hashable:
 def _content(tensor: object) -> Hashable | None:
     """A small tensor's element type, shape and bytes; None for a large one or one whose bytes
     do not say its value (strings)."""
-    if not isinstance(tensor, ir.TensorProtocol) or tensor.size > _MAX_COMPARED:
+    if not is_tensor(tensor) or tensor.size > _MAX_COMPARED:
         return None
     try:
         array = np.asarray(tensor.numpy())
