@@ -257,8 +257,6 @@ def _attribute(name: str, value: Any) -> ir.Attr:
     """An attribute from a Python value. The kinds rules emit take a direct path: onnx_ir's
     generic conversion tests runtime-checkable protocols, some 50 microseconds per attribute,
     which dominated the rewrite time of large models."""
-    if isinstance(value, ir.Attr):
-        return value
     if isinstance(value, int):
         return ir.AttrInt64(name, int(value))
     if isinstance(value, float):
@@ -267,6 +265,8 @@ def _attribute(name: str, value: Any) -> ir.Attr:
         return ir.AttrString(name, value)
     if isinstance(value, (list, tuple)) and value and all(type(v) is int for v in value):
         return ir.AttrInt64s(name, list(value))
+    if isinstance(value, ir.Attr):  # after the plain values: onnx_ir's classes are protocols
+        return value
     if isinstance(value, ir.Tensor):
         return ir.AttrTensor(name, value)
     if isinstance(value, ir.Graph):

@@ -118,7 +118,9 @@ class OutputPositions:
     def replace(self, graph: ir.Graph, old: ir.Value, new: ir.Value) -> None:
         """Put `new` in place of `old` among `graph`'s outputs, everywhere it is one."""
         while old.is_graph_output() and (index := self._index(graph, old)) is not None:
-            graph.outputs[index] = new
+            # a one-element slice: onnx_ir's list takes an int index through a runtime protocol
+            # check (`SupportsIndex`, some 15 us a call), a slice without it; same bookkeeping
+            graph.outputs[index : index + 1] = [new]
             table = self._tables[id(graph)][1]
             del table[old]
             table.setdefault(new, index)
