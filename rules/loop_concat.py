@@ -13,8 +13,10 @@ accumulator costs more than the list (`seqlower.cost`), `--target onnxruntime` k
 region as given (docs/performance.md, "Never slower").
 
 A list that starts empty starts from an empty tensor (ConstantOfShape): the appended tensor's
-dims other than the concatenation axis must be static. If no iteration runs, the original fails
-(ConcatFromSequence of an empty sequence) where the accumulator gives an empty tensor.
+dims other than the concatenation axis must be fixed for the whole loop, static or the size of
+a value outside the loop (read from its Shape before the loop: a batch dim B). If no iteration
+runs, the original fails (ConcatFromSequence of an empty sequence) where the accumulator gives
+an empty tensor.
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ class ConcatPlan:
     insert: ir.Node  # SequenceInsert(s, t) in the body
     axis: int  # normalized
     initial: tuple[ir.Value, ...]
-    empty_shape: tuple[int, ...] | None  # the start, when there is no initial element
+    # the start's shape, when there is no initial element: each dim a number, or (a value
+    # outside the loop, an axis) whose size it is, fixed for the whole loop
+    empty_shape: tuple[int | tuple[ir.Value, int], ...] | None
     dtype: ir.DataType
 
 
@@ -99,9 +103,12 @@ def _plan(
     initial = ctx.facts.elements(init)
     if initial is None:
         return "its initial elements are not known"
-    empty = tuple(0 if k == axis else d for k, d in enumerate(shape))
-    if not initial and not all(isinstance(d, int) for d in empty):
-        return "it starts empty and the appended tensor's other dims are not static"
+    # the start when empty: dims fixed for the loop, read before it where not static
+    empty = tuple(
+        0 if k == axis else loop_shapes().outer_dim_source(d) for k, d in enumerate(shape)
+    )
+    if not initial and any(d is None for d in empty):
+        return "it starts empty and the appended tensor's other dims are not fixed for the loop"
     dtype = element_dtype(init) or insert.inputs[1].dtype  # type: ignore[union-attr]
     if dtype is None:
         return "the element type is unknown"
@@ -141,7 +148,7 @@ def _accumulate(body: ir.Graph, builder: Builder, plan: ConcatPlan, ctx: Context
         # ConstantOfShape, not a Constant with no element: OpenVINO 2026.4.1 fails to convert
         # a Loop that carries a zero-size Constant (probed: "Accessing out-of-range dimension")
         zero = ir.Tensor(np.zeros(1, plan.dtype.numpy()))
-        start = builder.op("ConstantOfShape", [builder.ints(plan.empty_shape)], {"value": zero})
+        start = builder.op("ConstantOfShape", [_shape(builder, plan.empty_shape)], {"value": zero})
     else:
         start = builder.op("Concat", list(plan.initial), {"axis": plan.axis})
     start.type = ir.TensorType(plan.dtype)
@@ -154,6 +161,21 @@ def _accumulate(body: ir.Graph, builder: Builder, plan: ConcatPlan, ctx: Context
     body.outputs[1 + k] = grown
     body.remove(plan.insert, safe=True)
     return start
+
+
+def _shape(builder: Builder, dims: tuple[int | tuple[ir.Value, int], ...]) -> ir.Value:
+    """A 1-D shape of `dims`: numbers as they are, (value, axis) read from the value's shape."""
+    if all(isinstance(d, int) for d in dims):
+        return builder.ints(dims)  # type: ignore[arg-type]
+    parts = []
+    for dim in dims:
+        if isinstance(dim, int):
+            parts.append(builder.ints([dim], "dim"))
+        else:
+            value, axis = dim
+            shape = builder.op("Shape", [value], name="outer_shape")
+            parts.append(builder.op("Gather", [shape, builder.ints([axis], "axis")], name="dim"))
+    return builder.op("Concat", parts, {"axis": 0}, name="empty_shape")
 
 
 RULES = RuleSet([Rule("loop-append-to-concat", "Loop", _check, _to_accumulator)])

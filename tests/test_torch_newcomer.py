@@ -5,8 +5,8 @@ them for: list editing by position (insert at the front, assign, `del`, `pop`), 
 lists of two sources, nested lists flattened, per-level pairs, an index list sorted by key, beam
 bookkeeping, ragged padding, cumulative lists, a sliding token buffer, strided windows, a
 feature pyramid, boolean and float16 lists, a list reversed by a loop, greedy CTC decoding per
-utterance, an FPN flattened and concatenated, a decoder's key cache, per-class top-k and
-attention by head group.
+utterance, an FPN flattened and concatenated, a decoder's key cache, per-class top-k,
+attention by head group, top-p sampling, mean pooling per segment and a chunked encoder.
 
 Every export runs under onnxruntime as exported and matches what PyTorch computed; each lowers
 for the default target to no sequence operator at all, and for onnxruntime with a reason for

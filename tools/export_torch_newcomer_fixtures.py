@@ -440,6 +440,58 @@ class ChunkedAttention(nn.Module):
         return torch.cat(outs, 1)
 
 
+class TopPSample(nn.Module):
+    """Top-p (nucleus) sampling made greedy, as sampling loops in text generation write it:
+    sort the probabilities, drop those past p, take the token `si.gather(-1,
+    p.argmax(-1, keepdim=True))`, feed it back one-hot; the tokens appended to a list."""
+
+    def forward(self, logits: Tensor, n: int) -> Tensor:
+        toks: list[Tensor] = []
+        h = logits
+        for _ in range(n):
+            probs = torch.softmax(h, -1)
+            sp, si = probs.sort(-1, descending=True)
+            cut = (sp.cumsum(-1) - sp) > 0.9
+            sp = sp.masked_fill(cut, 0.0)
+            tok = si.gather(-1, sp.argmax(-1, keepdim=True))
+            toks.append(tok)
+            h = h + 0.1 * F.one_hot(tok.squeeze(-1), h.size(-1)).float()
+        return torch.cat(toks, -1)
+
+
+class SegmentMean(nn.Module):
+    """Mean pooling per segment of a packed batch (`for l in lengths: outs.append(x[start:start
+    + l].mean(0))`), as sentence-embedding pooling over packed tokens writes it."""
+
+    def forward(self, x: Tensor, lengths: Tensor) -> Tensor:
+        outs: list[Tensor] = []
+        start = 0
+        for i in range(lengths.size(0)):
+            length = int(lengths[i])
+            outs.append(x[start : start + length].mean(0))
+            start += length
+        return torch.stack(outs) if len(outs) > 0 else x[:0]
+
+
+class ChunkEncoder(nn.Module):
+    """A streaming encoder over chunks of the time axis (`for c in x.split(chunk, 1)`), each
+    chunk's output appended and the state carried to the next chunk: the last chunk may be
+    shorter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x: Tensor, chunk: int) -> Tensor:
+        outs: list[Tensor] = []
+        state = torch.zeros(x.size(0), 8)
+        for c in x.split(chunk, 1):
+            h = torch.tanh(self.lin(c) + state.unsqueeze(1))
+            state = h[:, -1]
+            outs.append(h)
+        return torch.cat(outs, 1)
+
+
 def _randn(*shape: int, seed: int) -> Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
@@ -558,6 +610,17 @@ CASES = [
           lambda: [_randn(1, 8, 1, 4, seed=4), _randn(1, 8, 1, 4, seed=5),
                    _randn(1, 8, 1, 4, seed=6)]],
          {"q": {0: "B", 2: "T"}, "k": {0: "B", 2: "T"}, "v": {0: "B", 2: "T"}}),
+    Case("top_p_sample", TopPSample, ["logits", "n"], ["tokens"],
+         [lambda: [_randn(3, 10, seed=1), _scalar(6)], lambda: [_randn(1, 10, seed=2), _scalar(1)]],
+         {"logits": {0: "B"}}),
+    Case("segment_mean", SegmentMean, ["x", "lengths"], ["y"],
+         [lambda: [_randn(10, 4, seed=1), _long([3, 5, 2])],
+          lambda: [_randn(2, 4, seed=2), _long([2])]],
+         {"x": {0: "N"}, "lengths": {0: "S"}}),
+    Case("chunk_encoder", ChunkEncoder, ["x", "chunk"], ["y"],
+         [lambda: [_randn(2, 10, 8, seed=1), _scalar(4)],
+          lambda: [_randn(1, 3, 8, seed=2), _scalar(4)]],
+         {"x": {0: "B", 1: "T"}}),
 ]  # fmt: skip
 
 

@@ -153,6 +153,8 @@ class LoopShapes:
         # that reaches a value again by another path reads it here; Mask R-CNN's outer graph
         # re-derived the same shapes along every path for minutes)
         self._outer_shapes: dict[ir.Value, ShapeFact] = {}
+        # a symbol of an outer dim -> the outer value and axis it was first read from
+        self._dim_sources: dict[Hashable, tuple[ir.Value, int]] = {}
         self._depth = 0  # of the producers followed outside the body
         self._shapes: dict[ir.Value, ShapeFact] = {}
         # shapes whose dims mention symbols that change between iterations (the dims of an
@@ -271,9 +273,22 @@ class LoopShapes:
                 # A named dim from the model inputs: equal names are equal sizes. Names that
                 # shape inference makes up ("unk__") may be shared by unequal sequence elements.
                 dims.append(sym.symbol(("param", dim.value)))
+                self._dim_sources.setdefault(("param", dim.value), (value, axis))
             else:
                 dims.append(sym.symbol(("dim", id(value), axis)))
+                self._dim_sources.setdefault(("dim", id(value), axis), (value, axis))
         return tuple(dims)
+
+    def outer_dim_source(self, dim: Dim | None) -> int | tuple[ir.Value, int] | None:
+        """Where a dim fixed for the whole loop can be read before the loop: the number
+        itself, or (a value outside the body, an axis) whose size it is; None for any other
+        dim (a sum or a product of sizes, one that changes between iterations)."""
+        if isinstance(dim, int):
+            return dim
+        if isinstance(dim, sym.Expr) and dim.const == 0 and len(dim.terms) == 1:
+            atom, factor = dim.terms[0]
+            return self._dim_sources.get(atom) if factor == 1 else None
+        return None
 
     def _derived_outer_shape(self, value: ir.Value) -> tuple | None:
         """The shape of an outer value whose inferred shape has dims without a name (a Concat

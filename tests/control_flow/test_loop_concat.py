@@ -74,18 +74,12 @@ def test_initial_elements_start_the_accumulator(m):
     [
         (
             "SequenceEmpty<dtype = 1>()",
-            "float[N,K]",
-            "",
-            "it starts empty and the appended tensor's other dims are not static",
-        ),
-        (
-            "SequenceEmpty<dtype = 1>()",
             "float[4,3]",
             "n = SequenceLength(s)",
             "the loop's sequence is read by more than ConcatFromSequence(new_axis=0)",
         ),
     ],
-    ids=["empty-start-symbolic-dims", "length-also-read"],
+    ids=["length-also-read"],
 )
 def test_refusals_say_why(initial, x_type, reader, reason):
     model = parse(_prefixes(initial, x_type, reader))
@@ -93,3 +87,47 @@ def test_refusals_say_why(initial, x_type, reader, reason):
     assert reason in reasons(report)
     assert op_counts(lowered)["SequenceInsert"] == 1
     lower_and_compare(model, {"x": X, "m": np.array(3)}, target="tensorrt")
+
+
+def test_an_empty_start_reads_the_dims_fixed_for_the_loop_from_outside_it():
+    """x: [N, K] with K known at run time only: the prefixes' other dim is K in every
+    iteration, so the accumulator starts as ConstantOfShape([0, Shape(x)[1]]), made before the
+    Loop (a streaming encoder's chunk outputs, [B, t, H], start so)."""
+    model = parse(_prefixes("SequenceEmpty<dtype = 1>()", "float[N,K]"))
+    lowered, report = lower(model, target="tensorrt", rules=WITHOUT_BATCHING)
+    assert report.rules_fired["loop-append-to-concat"] == 1
+    assert sequence_op_count(lowered) == 0
+    main = [node.op_type for node in lowered.graph.node]  # the start, before the Loop
+    assert main.count("ConstantOfShape") == 1 and main.count("Shape") == 1
+    rng = np.random.default_rng(5)
+    for n, k, m in ((4, 3, 3), (2, 5, 1), (3, 0, 2), (5, 1, 5)):
+        x = rng.standard_normal((n, k)).astype(np.float32)
+        lower_and_compare(model, {"x": x, "m": np.array(m)}, target="tensorrt")
+
+
+# the appended tensor's other dim grows with the iteration: [K, i + 1], concatenated on axis 0
+GROWING_COLUMNS = """g (float[N,K] x, int64 m) => (float[?,?] y) {
+    t = Constant<value = bool {1}>()
+    start = SequenceEmpty<dtype = 1>()
+    s = Loop(m, t, start) <body = body (int64 i, bool c, seq(float) acc)
+                                       => (bool c2, seq(float) grown) {
+        c2 = Identity(c)
+        zero = Constant<value = int64[1] {0}>()
+        one = Constant<value = int64 {1}>()
+        next = Add(i, one)
+        axes = Constant<value = int64[1] {0}>()
+        stop = Unsqueeze(next, axes)
+        prefix = Slice(x, zero, stop, axes)
+        columns = Transpose<perm = [1, 0]>(prefix)
+        grown = SequenceInsert(acc, columns)
+    }>
+    y = ConcatFromSequence<axis = 0>(s)
+}"""
+
+
+def test_an_empty_start_whose_other_dim_changes_is_refused():
+    model = parse(GROWING_COLUMNS)
+    lowered, report = lower(model, target="tensorrt", tensor_lists=False, rules=WITHOUT_BATCHING)
+    why = "it starts empty and the appended tensor's other dims are not fixed for the loop"
+    assert why in reasons(report)
+    assert op_counts(lowered)["SequenceInsert"] == 1
