@@ -591,13 +591,13 @@ def _lockstep_together(plans: list[ListPlan], bodies: _BodyShapes) -> None:
         and p.dtype != ir.DataType.STRING
         and _lockstep_makers(p.values)
     ]
-    fixed: dict[int, tuple[Dim, ...]] = {}  # per plan: the static dims its elements keep
+    grown = _GrownLists([], frozenset(), bodies)
     while candidates:
         uniform = frozenset(v for p in candidates for v in p.values)
         analyses: dict[int, LoopShapes] = {}
-        fixed.clear()
+        grown = _GrownLists(candidates, uniform, bodies)
         failed = [
-            p for p in candidates if not _grows_in_lockstep(p, uniform, bodies, analyses, fixed)
+            p for p in candidates if not _grows_in_lockstep(p, uniform, bodies, analyses, grown)
         ]
         if not failed:
             break
@@ -605,7 +605,7 @@ def _lockstep_together(plans: list[ListPlan], bodies: _BodyShapes) -> None:
     for plan in candidates:
         assert plan.rank is not None and plan.dtype is not None
         empty = any(_made_by(v, "SequenceEmpty") for v in plan.values)
-        dims = fixed.get(id(plan), (None,) * plan.rank)
+        dims = grown.fixed.get(id(plan), (None,) * plan.rank)
         plan.layout = Layout("stacked", plan.rank, plan.dtype, dims, shaped_by_first=empty)
 
 
@@ -641,11 +641,11 @@ def _grows_in_lockstep(
     uniform: frozenset[ir.Value],
     bodies: _BodyShapes,
     analyses: dict[int, LoopShapes],
-    fixed: dict[int, tuple[Dim, ...]],
+    grown: _GrownLists,
 ) -> bool:
-    """The induction step of `_lockstep_together` for one list. `fixed` gets, by the plan's
-    id, the static dims every element of it has, where a loop proves them (else the entry is
-    left out: every dim may change)."""
+    """The induction step of `_lockstep_together` for one list. `grown.fixed` gets, by the
+    plan's id, the static dims every element of it has, where a loop proves them (else the
+    entry is left out: every dim may change)."""
     for value in plan.values:
         producer = value.producer()
         if producer is None or producer.op_type != "SequenceInsert":
@@ -653,7 +653,7 @@ def _grows_in_lockstep(
         if _empty_list(producer.inputs[0]):
             continue
         loop = bodies.loop_around(producer.graph)
-        if loop is None or not _grown_alike(loop, plan, uniform, bodies, analyses, fixed):
+        if loop is None or not _grown_alike(loop, plan, uniform, bodies, analyses, grown):
             return False
     constructs = [v for v in plan.values if _made_by(v, "SequenceConstruct")]
     return _constructs_alike([v.producer() for v in constructs], uniform, bodies, analyses)  # type: ignore[misc]
@@ -679,7 +679,7 @@ def _grown_alike(
     uniform: frozenset[ir.Value],
     bodies: _BodyShapes,
     analyses: dict[int, LoopShapes],
-    fixed: dict[int, tuple[Dim, ...]],
+    grown: _GrownLists,
 ) -> bool:
     """Whether, in every iteration of `loop`, every value of the list in its body (and the
     branches of the body's Ifs) holds elements of one shape X, the same in every iteration:
@@ -687,41 +687,11 @@ def _grown_alike(
     insert, an erase, an Identity or an If; each carried list enters the Loop empty; and every
     tensor inserted there has shape X, fixed for the whole Loop (the loop analysis, assuming
     the lists of `uniform` each hold elements of one shape; else assuming this list holds
-    elements of the shape the body puts in, `LoopShapes`' `grown`)."""
-    body = loop.attributes["body"].as_graph()
-    region = bodies.branches_of(body)
-    inside = [v for v in plan.values if id(v.graph) in region]
-    put: list[ir.Value] = []
-    for value in inside:
-        producer = value.producer()
-        if producer is None:  # a carried list: it must enter empty
-            if value.graph is not body or not value.is_graph_input():
-                return False
-            index = body.inputs.index(value)
-            init = loop.inputs[index] if index < len(loop.inputs) else None
-            if index < 2 or not _empty_list(init):
-                return False
-            continue
-        op = producer.op_type
-        if op == "SequenceEmpty":
-            continue
-        if op in ("SequenceInsert", "SequenceErase", "Identity"):
-            source = producer.inputs[0]
-            if source is None or id(source.graph) not in region:
-                return False
-            if op == "SequenceInsert":  # into an empty list too: the result may flow on
-                if producer.inputs[1] is None:
-                    return False
-                put.append(producer.inputs[1])
-            continue
-        if op != "If":
-            return False
-        branch_outputs = [
-            g.outputs[value.index()]  # type: ignore[index]
-            for g in subgraphs(producer)
-        ]
-        if any(id(out.graph) not in region for out in branch_outputs):
-            return False
+    elements of the shape the body puts in, `_GrownLists`)."""
+    found = _grown_from_empty(loop, plan, bodies)
+    if found is None:
+        return False
+    inside, put = found
     if not put:
         return True
     if id(loop) not in analyses:
@@ -735,18 +705,91 @@ def _grown_alike(
         return all(shape == first for shape in shapes)
     # what is put in may depend on what the list holds (a cache the loop's state reads):
     # assume the list holds what the body puts in, in every iteration, and confirm it
-    grown = LoopShapes(
-        loop, StaticValues(), uniform=uniform, owners=bodies.owners_map, grown=[inside]
-    )
-    shape = grown.grown_shapes.get(inside[0])
+    shape = grown.shape(loop, inside)
     if shape is None:
         return False
     # the static dims of the one shape (a dim of one lets the list axis take its place)
     static = tuple(d if type(d) is int else None for d in shape)
-    if id(plan) in fixed:  # another loop grows it too: the dims both prove
-        static = tuple(a if a == b else None for a, b in zip(fixed[id(plan)], static))
-    fixed[id(plan)] = static
+    if id(plan) in grown.fixed:  # another loop grows it too: the dims both prove
+        static = tuple(a if a == b else None for a, b in zip(grown.fixed[id(plan)], static))
+    grown.fixed[id(plan)] = static
     return True
+
+
+def _grown_from_empty(
+    loop: ir.Node, plan: ListPlan, bodies: _BodyShapes
+) -> tuple[list[ir.Value], list[ir.Value]] | None:
+    """The values of the list in `loop`'s body (and its Ifs' branches) and the tensors put into
+    them, where each comes from the carried list (entering the Loop empty), an empty list, or
+    another such value by an insert, an erase, an Identity or an If; else None."""
+    body = loop.attributes["body"].as_graph()
+    region = bodies.branches_of(body)
+    inside = [v for v in plan.values if id(v.graph) in region]
+    put: list[ir.Value] = []
+    for value in inside:
+        producer = value.producer()
+        if producer is None:  # a carried list: it must enter empty
+            if value.graph is not body or not value.is_graph_input():
+                return None
+            index = body.inputs.index(value)
+            init = loop.inputs[index] if index < len(loop.inputs) else None
+            if index < 2 or not _empty_list(init):
+                return None
+            continue
+        op = producer.op_type
+        if op == "SequenceEmpty":
+            continue
+        if op in ("SequenceInsert", "SequenceErase", "Identity"):
+            source = producer.inputs[0]
+            if source is None or id(source.graph) not in region:
+                return None
+            if op == "SequenceInsert":  # into an empty list too: the result may flow on
+                if producer.inputs[1] is None:
+                    return None
+                put.append(producer.inputs[1])
+            continue
+        if op != "If":
+            return None
+        branch_outputs = [
+            g.outputs[value.index()]  # type: ignore[index]
+            for g in subgraphs(producer)
+        ]
+        if any(id(out.graph) not in region for out in branch_outputs):
+            return None
+    return inside, put
+
+
+class _GrownLists:
+    """The hypothesis that each list a Loop grows from empty holds what its body puts in
+    (`LoopShapes`' `grown`), made once per Loop for every candidate list grown there (one
+    analysis per Loop, not per list: linear in the lists), and the static dims of each plan's
+    elements where it is confirmed (`fixed`, by the plan's id)."""
+
+    def __init__(
+        self, candidates: list[ListPlan], uniform: frozenset[ir.Value], bodies: _BodyShapes
+    ) -> None:
+        self._candidates = candidates
+        self._uniform = uniform
+        self._bodies = bodies
+        self._analyses: dict[int, LoopShapes] = {}
+        self.fixed: dict[int, tuple[Dim, ...]] = {}
+
+    def shape(self, loop: ir.Node, inside: list[ir.Value]) -> tuple | None:
+        """The one shape the list of values `inside` holds in `loop`, confirmed; else None."""
+        if id(loop) not in self._analyses:
+            groups = []
+            for plan in self._candidates:  # only lists grown from empty: sound hypotheses
+                found = _grown_from_empty(loop, plan, self._bodies)
+                if found is not None and found[1]:
+                    groups.append(found[0])
+            self._analyses[id(loop)] = LoopShapes(
+                loop,
+                StaticValues(),
+                uniform=self._uniform,
+                owners=self._bodies.owners_map,
+                grown=groups,
+            )
+        return self._analyses[id(loop)].grown_shapes.get(inside[0])
 
 
 def _cuts_axis_0(node: ir.Node) -> bool:

@@ -150,3 +150,65 @@ def test_the_cache_form_for_other_targets(target):
     lowered, _ = lower(model, target=target)
     for batch, steps in ((2, 4), (0, 2), (2, 0)):
         _same_or_empty(model, lowered, _feeds(batch, steps))
+
+
+def _many_caches(count: int) -> onnx.ModelProto:
+    """One Loop carrying `count` states and key caches like KEY_CACHE's, each on its own."""
+    inputs = ", ".join(f"float[B, 4] h{k}, seq(float[?, ?, ?]) acc{k}" for k in range(count))
+    outputs = ", ".join(f"float[B, 4] g{k}, seq(float[?, ?, ?]) grown{k}" for k in range(count))
+    starts = ", ".join("x, empty" for _ in range(count))
+    results = ", ".join(f"last{k}, keys{k}" for k in range(count))
+    steps = []
+    for k in range(count):
+        steps.append(f"""
+        k{k} = MatMul (h{k}, w)
+        k1_{k} = Unsqueeze (k{k}, one)
+        grown{k} = SequenceInsert (acc{k}, k1_{k})
+        cache{k} = ConcatFromSequence <axis = 1> (grown{k})
+        hq{k} = Unsqueeze (h{k}, one)
+        scores{k} = Mul (cache{k}, hq{k})
+        logits{k} = ReduceSum <keepdims = 0> (scores{k}, minus)
+        att{k} = Softmax <axis = -1> (logits{k})
+        att3_{k} = Unsqueeze (att{k}, minus)
+        mixed{k} = Mul (att3_{k}, cache{k})
+        pooled{k} = ReduceSum <keepdims = 0> (mixed{k}, one)
+        g{k} = Tanh (pooled{k})""")
+    outs = ", ".join(f"float[B, ?, 4] y{k}" for k in range(count))
+    concats = "\n".join(f"    y{k} = ConcatFromSequence <axis = 1> (keys{k})" for k in range(count))
+    return parse(f"""
+agraph (float[B, 4] x, int64 steps, float[4, 4] w) => ({outs}) {{
+    c = Constant <value = bool {{1}}> ()
+    empty = SequenceEmpty <dtype = 1> ()
+    {results} = Loop (steps, c, {starts}) <body = b (int64 i, bool ci, {inputs})
+                                           => (bool co, {outputs}) {{
+        co = Identity (ci)
+        one = Constant <value = int64[1] {{1}}> ()
+        minus = Constant <value = int64[1] {{-1}}> ()
+        {"".join(steps)}
+    }}>
+{concats}
+}}""")
+
+
+def test_one_analysis_of_the_loop_confirms_every_cache_it_grows(monkeypatch):
+    """Twenty caches in one Loop: the hypothesis on all of them is made and confirmed by one
+    analysis of the body, not one per list (linear in the lists)."""
+    from seqlower.lists import components
+
+    made = []
+    real = components.LoopShapes
+
+    def counting(*args, **kwargs):
+        if kwargs.get("grown"):
+            made.append(len(kwargs["grown"]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(components, "LoopShapes", counting)
+    model = _many_caches(20)
+    lowered, report = lower(model, target="generic")
+    assert made and set(made) == {20}, made  # each analysis holds all twenty lists
+    assert len(made) <= 2, made  # (one per pass over the lists that reads them)
+    tiers = {node.tier for node in report.nodes if node.op_type.startswith("Sequence")}
+    assert tiers == {"stacked"}
+    monkeypatch.undo()
+    _same_or_empty(model, lowered, _feeds(2, 3))
