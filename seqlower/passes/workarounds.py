@@ -93,6 +93,7 @@ class RuntimeWorkaroundsPass(ir.passes.InPlacePass):
 
         graphs = list(iter_all_graphs(model))  # the rewrites below add no subgraph
         clamped: dict[ir.Value, ir.Value] = {}  # a trip count -> its Max(M, 0), made once
+        never_negative: dict[ir.Value, bool] = {}  # what `_never_negative` answered
         if not self.speed_first and any(  # onnxruntime folds them: no cost, but no need
             node.op_type == "If" for graph in graphs for node in graph
         ):
@@ -112,7 +113,7 @@ class RuntimeWorkaroundsPass(ir.passes.InPlacePass):
                     self.remade += 1
             if self.openvino_loops:  # a Max per trip count
                 for loop in [node for node in graph_nodes(graph) if node.op_type == "Loop"]:
-                    self.remade += _clamp_trip_count(loop, names, clamped)
+                    self.remade += _clamp_trip_count(loop, names, clamped, never_negative)
             queue = [node for node in graph_nodes(graph) if _is_cast_of_private_transpose(node)]
             while queue:
                 cast = queue.pop()
@@ -472,55 +473,48 @@ def _count_scan_rows(graph: ir.Graph, loop: ir.Node, names: Callable[[], set[str
     return new_loop
 
 
-# operators whose output is never negative where their inputs are not (sizes and dims read)
-_KEEP_SIGN = frozenset(
-    {
-        "Cast",
-        "Gather",
-        "Identity",
-        "Reshape",
-        "Squeeze",
-        "Unsqueeze",
-        "Add",
-        "Mul",
-        "ReduceProd",
-        "ReduceSum",
-        "Max",
-    }
-)
+# operators that pass on their first input's values (a dim read from a Shape stays one);
+# arithmetic is left out: int64 sums and products of sizes may wrap to negative
+_KEEP_SIGN = frozenset({"Gather", "Identity", "Reshape", "Squeeze", "Unsqueeze"})
 
 
-def _never_negative(value: ir.Value | None, depth: int = 0) -> bool:
+def _never_negative(value: ir.Value | None, known: dict[ir.Value, bool], depth: int = 0) -> bool:
     """Whether `value` is surely never negative: a constant of no negative entry, a Shape or a
-    Size, a Max with such a value, or what `_KEEP_SIGN` makes of such values only."""
+    Size, a Max with such a value, or what `_KEEP_SIGN` passes on of such a value. `known`
+    keeps each answer (a value shared by many counts is asked once)."""
     if value is None or depth > 16:
         return False
+    if value in known:
+        return known[value]
+    answer = False
     tensor = constant_tensor(value)
-    if tensor is not None:
-        return bool((tensor.numpy() >= 0).all())
     node = value.producer()
-    if node is None or node.domain != "":
-        return False
-    if node.op_type in ("Shape", "Size"):
-        return True
-    if node.op_type == "Max":
-        return any(_never_negative(v, depth + 1) for v in node.inputs)
-    if node.op_type == "Gather" or node.op_type in ("Reshape", "Squeeze", "Unsqueeze"):
-        return _never_negative(node.inputs[0], depth + 1)
-    if node.op_type in _KEEP_SIGN:
-        return all(_never_negative(v, depth + 1) for v in node.inputs if v is not None)
-    return False
+    if tensor is not None:
+        answer = bool((tensor.numpy() >= 0).all())
+    elif node is None or node.domain != "":
+        answer = False
+    elif node.op_type in ("Shape", "Size"):
+        answer = True
+    elif node.op_type == "Max":
+        answer = any(_never_negative(v, known, depth + 1) for v in node.inputs)
+    elif node.op_type in _KEEP_SIGN:
+        answer = _never_negative(node.inputs[0], known, depth + 1)
+    known[value] = answer
+    return answer
 
 
 def _clamp_trip_count(
-    loop: ir.Node, names: Callable[[], set[str]], clamped: dict[ir.Value, ir.Value]
+    loop: ir.Node,
+    names: Callable[[], set[str]],
+    clamped: dict[ir.Value, ir.Value],
+    known: dict[ir.Value, bool],
 ) -> int:
     """Give `loop` the trip count `Max(M, 0)` where M may be negative; returns 1 if it made
     one. The Max goes where M is made (right after its producer, or first in the graph whose
     input M is), once per M: a loop-invariant copy in a body would be hoisted, and two copies
     merged, by a second lowering."""
     count = loop.inputs[0] if loop.inputs else None
-    if count is None or count.name == "" or _never_negative(count):
+    if count is None or count.name == "" or _never_negative(count, known):
         return 0
     if count in clamped:
         loop.replace_input_with(0, clamped[count])
