@@ -412,3 +412,26 @@ def torch_pad_nodes(tensor: str, extra: str, result: str) -> str:
     flattened = Reshape (onnx_order, flat)
     pads = Cast <to = 7> (flattened)
     {result} = Pad ({tensor}, pads)"""
+
+
+# -- small Loops the runtime workarounds rewrite (tests/test_workarounds.py) and the runtime
+# probes run (tests/targets/test_runtimes.py)
+
+# the rows of x up to a run-time trip count m, one per iteration: a scan output of m rows
+ROWS_OF_A_RUN_TIME_COUNT = """g (float[N, 3] x, int64 m) => (float[M, 3] rows) {
+    c = Constant<value = bool {1}>()
+    rows = Loop(m, c) <body = b (int64 i, bool ci) => (bool co, float[3] row) {
+        co = Identity(ci)
+        row = Gather<axis = 0>(x, i)
+    }>
+}"""
+
+# x plus 1 for each of m iterations, m given at run time (negative: no iteration)
+COUNTED_ADDS = """g (float[3] x, int64 m) => (float[3] acc) {
+    t = Constant<value = bool {1}>()
+    acc = Loop(m, t, x) <body = b (int64 i, bool c, float[3] a) => (bool c_out, float[3] a2) {
+        c_out = Identity(c)
+        one = Constant<value = float {1}>()
+        a2 = Add(a, one)
+    }>
+}"""

@@ -13,6 +13,8 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 from support import (
+    COUNTED_ADDS,
+    ROWS_OF_A_RUN_TIME_COUNT,
     assert_outputs_equal,
     assert_same_outputs,
     lower,
@@ -344,13 +346,7 @@ def test_a_speed_first_target_keeps_empty_constants_but_a_loops_start():
 
 # A Loop of run-time trip count whose scan output is a graph output, and a while loop that
 # stops early with a carried value and a scan output read by a Relu.
-COUNTED_ROWS = """g (float[N, 3] x, int64 m) => (float[M, 3] rows) {
-    c = Constant<value = bool {1}>()
-    rows = Loop(m, c) <body = b (int64 i, bool ci) => (bool co, float[3] row) {
-        co = Identity(ci)
-        row = Gather<axis = 0>(x, i)
-    }>
-}"""
+COUNTED_ROWS = ROWS_OF_A_RUN_TIME_COUNT
 WHILE_ROWS = """g (float[N, 3] x, int64 m, bool go) => (float[3] total, float[M, 3] y) {
     z = Constant<value = float[3] {0, 0, 0}>()
     total, rows = Loop(m, go, z) <body = b (int64 i, bool ci, float[3] a)
@@ -422,14 +418,7 @@ def test_a_loop_sure_to_run_the_default_target_and_a_second_pass_add_no_count():
     assert op_counts(ir.to_proto(once))["Range"] == 1
 
 
-NEGATIVE_COUNT = """g (float[3] x, int64 m) => (float[3] acc) {
-    t = Constant<value = bool {1}>()
-    acc = Loop(m, t, x) <body = b (int64 i, bool c, float[3] a) => (bool c_out, float[3] a2) {
-        c_out = Identity(c)
-        one = Constant<value = float {1}>()
-        a2 = Add(a, one)
-    }>
-}"""
+NEGATIVE_COUNT = COUNTED_ADDS
 
 
 def test_a_trip_count_that_may_be_negative_is_clamped_at_zero_for_openvino():

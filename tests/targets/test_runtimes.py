@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from support import parse
+from support import COUNTED_ADDS, ROWS_OF_A_RUN_TIME_COUNT, parse
 
 openvino = pytest.importorskip("openvino", reason="the OpenVINO oracle: pip install openvino")
 tract = pytest.importorskip("tract", reason="the tract oracle: pip install tract")
@@ -630,15 +630,6 @@ def test_openvino_gives_a_row_to_a_filled_tensor_of_zero_rows_plus_a_scalar():
     assert got.shape == (1, 1)
 
 
-ROWS_OF_A_RUN_TIME_COUNT = """g (float[N, 3] x, int64 m) => (float[M, 3] rows) {
-    c = Constant<value = bool {1}>()
-    rows = Loop(m, c) <body = b (int64 i, bool ci) => (bool co, float[3] row) {
-        co = Identity(ci)
-        row = Gather<axis = 0>(x, i)
-    }>
-}"""
-
-
 def _rows_in_one_compiled_model(model: onnx.ModelProto, counts: list[int], tmp_path) -> list:
     """The shape of the output for each count in turn, run by one compiled OpenVINO model."""
     path = tmp_path / "model.onnx"
@@ -705,16 +696,6 @@ def test_a_list_grown_by_a_loop_of_run_time_count_is_right_in_openvino_run_after
     ]
 
 
-NEGATIVE_TRIP_COUNT = """g (float[3] x, int64 m) => (float[3] acc) {
-    t = Constant<value = bool {1}>()
-    acc = Loop(m, t, x) <body = b (int64 i, bool c, float[3] a) => (bool c_out, float[3] a2) {
-        c_out = Identity(c)
-        one = Constant<value = float {1}>()
-        a2 = Add(a, one)
-    }>
-}"""
-
-
 def test_openvino_runs_a_loop_of_negative_trip_count_without_end():
     """OpenVINO 2026.4.1 runs a Loop whose trip count is negative without end (the
     specification and onnxruntime: no iteration); `--target openvino` gives it `Max(M, 0)`."""
@@ -723,7 +704,7 @@ def test_openvino_runs_a_loop_of_negative_trip_count_without_end():
     from seqlower.passes.workarounds import RuntimeWorkaroundsPass
     from seqlower.verification.runner import IsolatedRunner
 
-    original = parse(NEGATIVE_TRIP_COUNT)
+    original = parse(COUNTED_ADDS)
     feeds = {"x": np.zeros(3, np.float32), "m": np.array(-1)}
     with IsolatedRunner("openvino", original.SerializeToString(), timeout=10.0) as runner:
         outcome = runner.run(feeds)
