@@ -239,8 +239,12 @@ def _infer(
             ir.serde.serialize_tensor_into(region_graph.initializer.add(), tensor)
     for node in [*constants, *ordered]:
         ir.serde.serialize_node_into(region_graph.node.add(), node)
+    # inference reads the bytes (it serializes a ModelProto itself): the message goes first,
+    # one copy of the region fewer while inference holds its own
+    data = proto.SerializeToString()
+    del proto, region_graph
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(data, strict_mode=False, data_prop=True)
     except Exception as error:  # the whole model's inference is the judge
         logger.debug("region inference failed: %s", error)
         return None
