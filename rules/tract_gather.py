@@ -14,6 +14,9 @@ condition in increasing order, and a condition shorter than the axis keeps none 
 as Compress does (loops with a conditional append, a scan output plus a mask, end in such a
 Compress); the Gathers of a Split take consecutive runs of rows of the sizes given. Sizes that
 do not add up to the dim are an error for Split; the Gathers then take the rows they name.
+String tensors are left as they are: onnxruntime's Gather copies only the first string of each
+row of more than one element (`seqlower.runtime_quirks`, "string-gather"), so the lowered
+model would compute something else where it is verified.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.rule import Context, Refusal, Rule, RuleSet
+from seqlower.rules.access import _STRING_GATHER
 from seqlower.rules.target_tract import _only_for_tract
 
 
@@ -33,6 +37,8 @@ def _check_compress(node: ir.Node, ctx: Context) -> bool | Refusal:
         return refused
     if len(node.inputs) < 2 or node.inputs[0] is None or node.inputs[1] is None:
         return Refusal("Compress without its condition")
+    if node.inputs[0].dtype == ir.DataType.STRING:
+        return Refusal(_STRING_GATHER)
     return True
 
 
@@ -71,6 +77,8 @@ def _check_split(node: ir.Node, ctx: Context) -> int | Refusal:
     data = node.inputs[0]
     if data is None or data.shape is None:
         return Refusal("the rank of the split input is unknown")
+    if data.dtype == ir.DataType.STRING:
+        return Refusal(_STRING_GATHER)
     return node.attributes.get_int("axis", 0) % max(len(data.shape), 1)
 
 

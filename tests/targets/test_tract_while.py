@@ -720,3 +720,24 @@ def test_tract_runs_the_if_with_its_constants_taken_out():
         for g, want in zip(got, run_ort(model, feeds)):
             np.testing.assert_array_equal(g, want)
     assert tract is not None
+
+
+def test_a_compress_or_a_split_of_strings_is_left_for_tract():
+    """onnxruntime's Gather copies only the first string of each row of more than one element
+    (quirk string-gather), so strings are never gathered: the Compress and the Split stay (tract
+    then says it cannot run them) and the model computes what the original does."""
+    compress = parse(COMPRESS.replace("AXIS", "0").replace("float", "string"))
+    lowered, report = lower(compress, target="tract")
+    assert "tract-compress-to-gather" not in report.rules_fired
+    assert op_counts(lowered)["Compress"] == 1
+    x = np.array([[f"{r}{c}" for c in range(3)] for r in range(4)], dtype=object)
+    (y,) = _same_as_original(compress, lowered, {"x": x, "c": np.array([1, 0, 1, 1], bool)})
+    assert y.tolist() == [["00", "01", "02"], ["20", "21", "22"], ["30", "31", "32"]]
+    split = parse(
+        """g (string[N,3] x, int64[2] s) => (string[?,3] a, string[?,3] b) {
+        a, b = Split<axis = 0>(x, s)
+    }"""
+    )
+    lowered, report = lower(split, target="tract")
+    assert "tract-split-to-gathers" not in report.rules_fired
+    _same_as_original(split, lowered, {"x": x, "s": np.array([1, 3], np.int64)})
