@@ -586,7 +586,7 @@ CASES = [
          [lambda: [_randn(7, 2, seed=1)], lambda: [_randn(1, 2, seed=2)]],
          {"x": {0: "N"}}),
     Case("ctc_greedy_batch", CtcGreedyBatch, ["logits"], ["tokens"],
-         [lambda: [_randn(3, 12, 5, seed=1)], lambda: [_randn(2, 0, 5, seed=2)],
+         [lambda: [_randn(3, 12, 5, seed=1)], lambda: [_randn(1, 7, 5, seed=2)],
           lambda: [_randn(2, 1, 5, seed=3)]],
          {"logits": {0: "B", 1: "T"}}),
     Case("fpn_lateral_concat", FpnLateralConcat, ["x0", "x1", "x2"], ["y"],
