@@ -34,6 +34,7 @@ import hashlib
 import os
 import re
 import secrets
+import signal
 import stat
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
@@ -388,11 +389,13 @@ def _save_pair(model: ir.Model, target: Path, protect: Collection[Path]) -> Path
     folder = target.parent
     if not folder.is_dir():
         raise ModelInputError(f"{target}: output folder {folder} does not exist")
-    model_temp = _create_temporary(target)
-    data_temp = folder / f"{model_temp.name}.data"
+    model_temp: Path | None = None
     weights: Path | None = None
     created = False
     try:
+        with _signals_held():  # a SIGTERM between creating the file and knowing it: after
+            model_temp = _create_temporary(target)
+        data_temp = folder / f"{model_temp.name}.data"
         _keep_mode(target, model_temp)
         ir.save(
             model,
@@ -419,8 +422,9 @@ def _save_pair(model: ir.Model, target: Path, protect: Collection[Path]) -> Path
                 if old != weights and old.resolve() not in protected:
                     old.unlink(missing_ok=True)
     except BaseException:
-        model_temp.unlink(missing_ok=True)
-        data_temp.unlink(missing_ok=True)
+        if model_temp is not None:
+            model_temp.unlink(missing_ok=True)
+            (folder / f"{model_temp.name}.data").unlink(missing_ok=True)
         if created and weights is not None:
             weights.unlink(missing_ok=True)  # nothing references it
         raise
@@ -533,14 +537,32 @@ def write_atomically(target: Path, write: Callable[[Path], object]) -> None:
     """
     if not target.parent.is_dir():
         raise ModelInputError(f"{target}: output folder {target.parent} does not exist")
-    temp = _create_temporary(target)
+    temp: Path | None = None
     try:
+        with _signals_held():  # a SIGTERM or Ctrl-C between creating and knowing it: after
+            temp = _create_temporary(target)
         _keep_mode(target, temp)
         write(temp)
         os.replace(temp, target)
     except BaseException:
-        temp.unlink(missing_ok=True)
+        if temp is not None:
+            temp.unlink(missing_ok=True)
         raise
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGTERM and SIGINT held back (POSIX) while the block runs, delivered when it ends: the
+    block's work is not cut in two by the exception they raise (`seqlower.cli.command`)."""
+    block = getattr(signal, "pthread_sigmask", None)
+    if block is None:
+        yield
+        return
+    held = block(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    try:
+        yield
+    finally:
+        block(signal.SIG_SETMASK, held)
 
 
 def _create_temporary(target: Path) -> Path:

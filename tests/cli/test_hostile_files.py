@@ -626,3 +626,33 @@ def test_split_sizes_known_only_when_run_are_a_documented_deviation(tmp_path) ->
     with pytest.raises(Exception, match="split_size_sum"):
         original.run(None, five)
     np.testing.assert_array_equal(lowered.run(None, five)[0], five["x"])
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signal masks")
+def test_a_sigterm_right_after_the_temporary_file_is_made_still_removes_it(tmp_path, monkeypatch):
+    """The race the test above can hit: SIGTERM (raised as an exception, as the command line
+    does) arriving after the temporary file exists but before the writer knows its name. It is
+    held until the name is known, so the cleanup removes the file."""
+    from seqlower import io
+
+    class Terminated(Exception):
+        pass
+
+    def terminated(signum, frame):
+        raise Terminated
+
+    made = io._create_temporary
+
+    def made_then_signalled(target):
+        temp = made(target)
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered here without the hold
+        return temp
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        monkeypatch.setattr(io, "_create_temporary", made_then_signalled)
+        with pytest.raises(Terminated):
+            io.write_text(tmp_path / "out.txt", "text")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert list(tmp_path.iterdir()) == []
