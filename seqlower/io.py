@@ -34,7 +34,6 @@ import hashlib
 import os
 import re
 import secrets
-import signal
 import stat
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
@@ -389,12 +388,11 @@ def _save_pair(model: ir.Model, target: Path, protect: Collection[Path]) -> Path
     folder = target.parent
     if not folder.is_dir():
         raise ModelInputError(f"{target}: output folder {folder} does not exist")
-    model_temp: Path | None = None
+    made: list[Path] = []  # named before it exists: a SIGTERM right after still finds it
     weights: Path | None = None
     created = False
     try:
-        with _signals_held():  # a SIGTERM between creating the file and knowing it: after
-            model_temp = _create_temporary(target)
+        model_temp = _create_temporary(target, made)
         data_temp = folder / f"{model_temp.name}.data"
         _keep_mode(target, model_temp)
         ir.save(
@@ -422,9 +420,9 @@ def _save_pair(model: ir.Model, target: Path, protect: Collection[Path]) -> Path
                 if old != weights and old.resolve() not in protected:
                     old.unlink(missing_ok=True)
     except BaseException:
-        if model_temp is not None:
-            model_temp.unlink(missing_ok=True)
-            (folder / f"{model_temp.name}.data").unlink(missing_ok=True)
+        for temp in made:
+            temp.unlink(missing_ok=True)
+            (folder / f"{temp.name}.data").unlink(missing_ok=True)
         if created and weights is not None:
             weights.unlink(missing_ok=True)  # nothing references it
         raise
@@ -537,43 +535,32 @@ def write_atomically(target: Path, write: Callable[[Path], object]) -> None:
     """
     if not target.parent.is_dir():
         raise ModelInputError(f"{target}: output folder {target.parent} does not exist")
-    temp: Path | None = None
+    made: list[Path] = []  # named before it exists: a SIGTERM right after still finds it
     try:
-        with _signals_held():  # a SIGTERM or Ctrl-C between creating and knowing it: after
-            temp = _create_temporary(target)
+        temp = _create_temporary(target, made)
         _keep_mode(target, temp)
         write(temp)
         os.replace(temp, target)
     except BaseException:
-        if temp is not None:
+        for temp in made:
             temp.unlink(missing_ok=True)
         raise
 
 
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """SIGTERM and SIGINT held back (POSIX) while the block runs, delivered when it ends: the
-    block's work is not cut in two by the exception they raise (`seqlower.cli.command`)."""
-    block = getattr(signal, "pthread_sigmask", None)
-    if block is None:
-        yield
-        return
-    held = block(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
-    try:
-        yield
-    finally:
-        block(signal.SIG_SETMASK, held)
-
-
-def _create_temporary(target: Path) -> Path:
+def _create_temporary(target: Path, made: list[Path]) -> Path:
     """An empty new file beside `target`, created with O_EXCL and mode 0o666 (the umask
-    applies, as it does to `open()`); `tempfile.mkstemp` would make it 0o600."""
+    applies, as it does to `open()`); `tempfile.mkstemp` would make it 0o600. Its name is in
+    `made` before the file exists (taken out again where the name was another's), so that a
+    SIGTERM raised as an exception the instant after it is made (`seqlower.cli.command`) still
+    leaves the caller a name to remove."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     while True:
         temp = target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp"
+        made.append(temp)
         try:
             os.close(os.open(temp, flags, 0o666))
         except FileExistsError:
+            made.pop()  # another writer's file
             continue
         return temp
 

@@ -628,11 +628,11 @@ def test_split_sizes_known_only_when_run_are_a_documented_deviation(tmp_path) ->
     np.testing.assert_array_equal(lowered.run(None, five)[0], five["x"])
 
 
-@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signal masks")
+@pytest.mark.skipif(os.name != "posix", reason="SIGTERM")
 def test_a_sigterm_right_after_the_temporary_file_is_made_still_removes_it(tmp_path, monkeypatch):
     """The race the test above can hit: SIGTERM (raised as an exception, as the command line
-    does) arriving after the temporary file exists but before the writer knows its name. It is
-    held until the name is known, so the cleanup removes the file."""
+    does) arriving the instant after the temporary file exists: its name was kept before it
+    was made, so the cleanup removes the file."""
     from seqlower import io
 
     class Terminated(Exception):
@@ -643,9 +643,9 @@ def test_a_sigterm_right_after_the_temporary_file_is_made_still_removes_it(tmp_p
 
     made = io._create_temporary
 
-    def made_then_signalled(target):
-        temp = made(target)
-        os.kill(os.getpid(), signal.SIGTERM)  # delivered here without the hold
+    def made_then_signalled(target, names):
+        temp = made(target, names)
+        os.kill(os.getpid(), signal.SIGTERM)  # raised here, before the caller holds the name
         return temp
 
     previous = signal.signal(signal.SIGTERM, terminated)
