@@ -31,6 +31,7 @@ import onnx_ir as ir
 
 from seqlower.analysis.facts import element_dtype
 from seqlower.analysis.loop_shapes import LoopShapes
+from seqlower.lists.tensors import dim0
 from seqlower.ops import is_sequence_value
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
@@ -172,9 +173,7 @@ def _shape(builder: Builder, dims: tuple[int | tuple[ir.Value, int], ...]) -> ir
         if isinstance(dim, int):
             parts.append(builder.ints([dim], "dim"))
         else:
-            value, axis = dim
-            shape = builder.op("Shape", [value], name="outer_shape")
-            parts.append(builder.op("Gather", [shape, builder.ints([axis], "axis")], name="dim"))
+            parts.append(dim0(builder, *dim))
     return builder.op("Concat", parts, {"axis": 0}, name="empty_shape")
 
 

@@ -24,18 +24,11 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
+from seqlower.analysis.shape_rules import SAME_SHAPE_OPS
 from seqlower.analysis.static_values import StaticValues
 
 _MAX_DEPTH = 32  # producers followed for one dim
 
-# operators whose output has their first input's shape
-_SAME_SHAPE = frozenset(
-    {
-        "Abs", "Cast", "Ceil", "Elu", "Erf", "Exp", "Floor", "HardSigmoid", "Identity",
-        "LeakyRelu", "Log", "LogSoftmax", "Neg", "Not", "Reciprocal", "Relu", "Round",
-        "Selu", "Sigmoid", "Sign", "Softmax", "Softplus", "Sqrt", "Tanh",
-    }
-)  # fmt: skip
 
 RankOf = Callable[[ir.Value], "int | None"]
 
@@ -55,7 +48,7 @@ def known_dim(
     if node is None or node.domain != "":
         return None
     op = node.op_type
-    if op in _SAME_SHAPE or op == "GatherElements":
+    if op in SAME_SHAPE_OPS or op == "GatherElements":
         source = node.inputs[1] if op == "GatherElements" else node.inputs[0]
         return known_dim(source, axis, rank_of, values, depth + 1)
     if op in ("ArgMax", "ArgMin") and node.attributes.get_int("keepdims", 1) == 1:
