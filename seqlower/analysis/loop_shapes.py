@@ -266,17 +266,21 @@ class LoopShapes:
         if value.shape is None:
             return INVARIANT
         dims: list[Dim] = []
+        # a list's shape is its elements': a Shape cannot read it, so it is no dim's source
+        readable = isinstance(value.type, ir.TensorType)
         for axis, dim in enumerate(value.shape):
             if isinstance(dim, int):
                 dims.append(dim)
-            elif isinstance(dim, ir.SymbolicDim) and _trusted_name(dim.value):
+                continue
+            if isinstance(dim, ir.SymbolicDim) and _trusted_name(dim.value):
                 # A named dim from the model inputs: equal names are equal sizes. Names that
                 # shape inference makes up ("unk__") may be shared by unequal sequence elements.
-                dims.append(sym.symbol(("param", dim.value)))
-                self._dim_sources.setdefault(("param", dim.value), (value, axis))
+                atom: Hashable = ("param", dim.value)
             else:
-                dims.append(sym.symbol(("dim", id(value), axis)))
-                self._dim_sources.setdefault(("dim", id(value), axis), (value, axis))
+                atom = ("dim", id(value), axis)
+            dims.append(sym.symbol(atom))
+            if readable:
+                self._dim_sources.setdefault(atom, (value, axis))
         return tuple(dims)
 
     def outer_dim_source(self, dim: Dim | None) -> int | tuple[ir.Value, int] | None:

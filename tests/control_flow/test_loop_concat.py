@@ -131,3 +131,37 @@ def test_an_empty_start_whose_other_dim_changes_is_refused():
     why = "it starts empty and the appended tensor's other dims are not fixed for the loop"
     assert why in reasons(report)
     assert op_counts(lowered)["SequenceInsert"] == 1
+
+
+# for c in x.split(k, 1): out.append(relu(c)), with the split kept a list (as --target
+# onnxruntime keeps a region): the appended tensor's dim N is the list element's, and a list
+# has no Shape to read it from
+CHUNKS_OF_A_KEPT_LIST = """g (float[N,T] x, int64 k) => (float[N,?] y) {
+    t = Constant<value = bool {1}>()
+    chunks = SplitToSequence<axis = 1>(x, k)
+    m = SequenceLength(chunks)
+    start = SequenceEmpty<dtype = 1>()
+    s = Loop(m, t, start) <body = body (int64 i, bool c, seq(float) acc)
+                                       => (bool c2, seq(float) grown) {
+        c2 = Identity(c)
+        chunk = SequenceAt(chunks, i)
+        h = Relu(chunk)
+        grown = SequenceInsert(acc, h)
+    }>
+    y = ConcatFromSequence<axis = 1>(s)
+}"""
+
+
+def test_an_empty_start_never_reads_a_dim_from_a_list():
+    model = parse(CHUNKS_OF_A_KEPT_LIST)
+    kept = rules_without(
+        "loop-batch", "loop-batch-chunks", "at-of-chunks", "at-of-split", "length-of-split"
+    )
+    lowered, _ = lower(model, tensor_lists=False, rules=kept)
+    # a Shape of the list would not be a model (onnx.checker and onnxruntime reject it); the
+    # chunks, relu'd and concatenated on their axis, are relu(x) once no Concat runs first
+    assert all(node.input[0] != "chunks" for node in lowered.graph.node if node.op_type == "Shape")
+    x = np.arange(10, dtype=np.float32).reshape(2, 5) - 4
+    for k in (1, 2, 5):
+        feeds = {"x": x, "k": np.array(k)}
+        lower_and_compare(model, feeds, tensor_lists=False, rules=kept)
