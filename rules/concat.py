@@ -13,7 +13,8 @@ With new_axis=1 the axis may be in [-r-1, r]; Unsqueeze reads a negative axis th
 A stack of elements whose shapes are the same for certain (the same numbers and named dims,
 every dim from the stacking axis on a number, not 0, but at most one) is one Concat and one Reshape
 (2 operator launches, not n + 1): the Reshape's target is a constant, 0 copying the dims
-before the axis and -1 standing for the one dim that is not a number.
+before the axis and -1 standing for the one dim that is not a number (then only where every
+dim before the axis is a number: one that is 0 at run time would leave -1 undetermined).
 Concatenating an empty sequence is an error in the spec and is reported, not lowered.
 """
 
@@ -108,7 +109,9 @@ def _joined_shape(parts: list[ir.Value], axis: int) -> ir.Shape | None:
 def _stacked_target(elements, axis: int) -> list[int] | None:  # type: ignore[no-untyped-def]
     """The constant Reshape target that stacks `elements` joined along `axis` (the stack's
     axis, in [-r-1, r]), or None: the elements must have one shape for certain, with at most
-    one dim from the axis on that is not a number (it becomes -1), and none that is 0."""
+    one dim from the axis on that is not a number (it becomes -1), and none that is 0; with a
+    -1, every dim before the axis a number above 0 (a dim of 0, copied, would leave -1 to
+    any size: onnxruntime's Reshape fails on it)."""
     shapes = [e.shape for e in elements]
     first = shapes[0]
     if first is None or any(s is None or len(s) != len(first) for s in shapes):
@@ -125,6 +128,9 @@ def _stacked_target(elements, axis: int) -> list[int] | None:  # type: ignore[no
     tail = [d if isinstance(d, int) else -1 for d in list(first)[axis:]]
     if tail.count(-1) > 1 or 0 in tail:  # a 0 would copy a dim of the joined tensor
         return None
+    head = list(first)[:axis]
+    if -1 in tail and not all(isinstance(d, int) and d > 0 for d in head):
+        return None  # a copied dim of 0 at run time leaves -1 undetermined: Reshape fails
     return [0] * axis + [len(elements), *tail]
 
 

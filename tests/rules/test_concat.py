@@ -75,6 +75,22 @@ def test_a_stack_is_one_concat_and_one_reshape_when_the_shapes_are_surely_one(sh
     assert op_counts(lowered)["Unsqueeze"] == (0 if reshaped else 3)
 
 
+@pytest.mark.parametrize("rows", [0, 2])
+def test_a_stack_whose_target_needs_a_minus_one_never_copies_a_dim_that_may_be_0(rows):
+    """[P, Q] elements stacked on axis 1: a target [0, 3, -1] copies P, and where P is 0
+    the Reshape cannot tell -1 (onnxruntime fails; the original gives [0, 3, Q]). The elements
+    are unsqueezed and concatenated instead (a run of the fuzzer found it: seed 1100593)."""
+    model = parse("""g (float[P,Q] a, float[P,Q] b, float[P,Q] c) => (float y) {
+        s = SequenceConstruct(a, b, c)
+        y = ConcatFromSequence<axis = 1, new_axis = 1>(s)
+    }""")
+    feeds = [RNG.standard_normal((rows, 4)).astype(np.float32) for _ in range(3)]
+    lowered, _, (y,) = lower_and_compare(model, feeds)
+    np.testing.assert_array_equal(y, np.stack(feeds, axis=1))
+    assert y.shape == (rows, 3, 4)
+    assert op_counts(lowered)["Reshape"] == 0
+
+
 def test_a_stack_of_elements_of_different_sizes_fails_as_the_original_does():
     model = parse("""g (float[Q,3] a, float[P,3] b) => (float y) {
         s = SequenceConstruct(a, b)
