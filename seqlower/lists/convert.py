@@ -19,6 +19,7 @@ from collections.abc import Mapping
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
+from seqlower.lists import flattened
 from seqlower.lists.components import ListPlan, find_lists
 from seqlower.lists.forms import ListForms
 from seqlower.lists.tensors import INT64_MAX, Layout, TensorList
@@ -158,6 +159,8 @@ class _Converter:
     def _node(self, node: ir.Node) -> None:
         self.current = node
         op = node.op_type if node.domain == "" else ""
+        if op == "Loop":
+            self._flattened_concats(node)
         if op == "Loop" and any(self._converting(v) for v in node.inputs[2:]):
             self._loop(node)
             return
@@ -247,10 +250,65 @@ class _Converter:
     def _converted(self, node: ir.Node, layout: str) -> None:
         """Note that `node` was replaced, in `layout`, by the nodes emitted since the last call."""
         self.outcome.converted.append((node, layout))
+        self._made_for(node)
+
+    def _made_for(self, node: ir.Node) -> None:
+        """Note that the nodes emitted since the last call come from `node`."""
         touched, _ = self.rewriter.take_touched()
         for made in touched:
             if made is not node:
                 self.outcome.made.setdefault(made, node)
+
+    def _flattened_concats(self, node: ir.Node) -> None:
+        """Each value the Loop `node` carries that joins every element of a converted list,
+        flattened, in order (`seqlower.lists.flattened`): read from the list's tensors at once,
+        before the Loop; the Loop's output is then read by no one (the cleanup drops the
+        carried value, and the Loop when it carried nothing else)."""
+        b: Builder | None = None
+        for index in range(len(node.inputs) - 2):
+            found = flattened.check(node, index, self.forms.values, self._measures)
+            if isinstance(found, str):
+                continue
+            b = b or self.rewriter.before(node)
+            old = node.outputs[found.index]
+            result = self.forms.flattened(b, self._flat(found.source))
+            if len(found.target) > 1:
+                target = b.ints(list(found.target), "target")
+                result = b.op("Reshape", [result, target], name="flattened")
+            if found.initial is not None:
+                parts = [found.initial, result]
+                result = b.op("Concat", parts, {"axis": found.axis}, name="flattened")
+            if result.type is None:
+                result.type = old.type
+            if result.shape is None and old.shape is not None:
+                result.shape = ir.Shape(list(old.shape))
+            self.rewriter.replace(old, result)
+        if b is not None:
+            self._made_for(node)
+
+    def _measures(self, trip: ir.Value, s: ir.Value) -> bool:
+        """Whether the trip count `trip` is the length of the converted list `s`: a converted
+        SequenceLength of a list of the same tensors (through Identity and Cast), or, stacked,
+        the data's dim 0 as a pattern rule reads it."""
+        read = self.flat.get(id(s))
+        if read is None:
+            return False
+        length: ir.Value | None = trip
+        producer = trip.producer()
+        while producer is not None and producer.domain == "" and producer.op_type in _SAME:
+            length = producer.inputs[0]
+            producer = length.producer() if length is not None else None
+        measured = self.lengths.get(id(length))
+        if measured is not None:
+            other = self.flat.get(id(measured))
+            return (
+                other is not None
+                and other.layout == read.layout
+                and len(other.parts) == len(read.parts)
+                and all(a is b for a, b in zip(other.parts, read.parts))
+            )
+        stacked = read.layout.kind == "stacked" and read.layout.list_axis == 0
+        return stacked and self._first_dim_of(trip) is read.data
 
     def _layout(self, value: ir.Value) -> Layout:
         layout = self.plan_of[id(value)].layout

@@ -16,6 +16,7 @@ i the shape of element i. `sizes = ReduceProd(shapes, axis 1)`, `ends = CumSum(s
     ConcatFromSequence(s, axis=0)             -> Reshape(data, [sum(shapes[:, 0]), shapes[0, 1:]])
     ConcatFromSequence(s, new_axis=1, axis=a) -> Transpose(Reshape(data, [n, shapes[0]]), 0 -> a)
     ConcatFromSequence(s, axis=a != 0)        -> a Loop over the elements (ListForms.concat_loop)
+    every element flattened, concatenated     -> data  (`seqlower.lists.flattened`)
     SplitToSequence(x, axis=a), chunks of one -> Reshape(x with axis a moved first, [-1])
     SplitToSequence(x, sizes, axis=a != 0)    -> a Loop over the chunks, each flattened
 """
@@ -28,6 +29,7 @@ __all__ = [
     "construct",
     "empty",
     "erase",
+    "flattened",
     "insert",
     "shape_at",
     "split",
@@ -169,6 +171,11 @@ def concat(
     rest = b.op("Slice", [first, b.ints([1], "one"), b.ints([INT64_MAX], "end")])
     shape = b.op("Concat", [total, rest], {"axis": 0})
     return b.op("Reshape", [s.data, shape], {"allowzero": 1}, name="concat")
+
+
+def flattened(b: Builder, s: TensorList) -> ir.Value:
+    """Every element flattened and concatenated, in order: the data itself."""
+    return s.data
 
 
 def _flatten(b: Builder, x: ir.Value) -> ir.Value:

@@ -346,6 +346,15 @@ class ListForms:
         result.type = ir.TensorType(s.layout.dtype)
         return result
 
+    def flattened(self, b: Builder, s: TensorList) -> ir.Value:
+        """Every element of s flattened and concatenated, in order (1-D): what a Loop over the
+        list that joins its elements flattened computes (`seqlower.lists.flattened`)."""
+        result = _EMITTERS[s.layout.kind].flattened(b, s)
+        if result is not s.data:  # the data keeps its own type and shape
+            result.type = ir.TensorType(s.layout.dtype)
+            result.shape = ir.Shape([None])
+        return result
+
     # -- shared --------------------------------------------------------------------------
 
     def table(self, s: TensorList) -> Table:

@@ -16,6 +16,8 @@ of their first dims; `ends = CumSum(firsts)`, `starts = ends - firsts`, element 
     ConcatFromSequence(s, axis=0)             -> data
     ConcatFromSequence(s, new_axis=1, axis=a) -> Transpose(Reshape(data, [n, firsts[0]..]), 0 -> a)
     ConcatFromSequence(s, axis=a != 0)        -> the same, axis a merged with the one after it
+    every element flattened, concatenated     -> Reshape(data, [-1])  (the data when 1-D;
+                                                 `seqlower.lists.flattened`)
     SplitToSequence(x, sizes?, axis=0)        -> x ; the chunk sizes
     SplitToSequence(x, axis=a, keepdims=0)    -> x with axis a moved first and merged with the
                                                  next ([n * d, rest]) ; [d] * n  (an unbind
@@ -30,6 +32,7 @@ __all__ = [
     "construct",
     "empty",
     "erase",
+    "flattened",
     "insert",
     "shape_at",
     "split",
@@ -183,3 +186,11 @@ def concat(
         parts.append(b.op("Slice", [dims, b.ints([axis + 2], "after"), b.ints([INT64_MAX], "end")]))
     shape = b.op("Concat", parts, {"axis": 0})
     return b.op("Reshape", [result, shape], {"allowzero": 1}, name="concatenated")
+
+
+def flattened(b: Builder, s: TensorList) -> ir.Value:
+    """Every element flattened and concatenated, in order: the elements follow one another
+    along axis 0 of the data, so the data flattened (the data itself when 1-D)."""
+    if s.layout.rank == 1:
+        return s.data
+    return b.op("Reshape", [s.data, b.ints([-1], "flat")], name="flattened")

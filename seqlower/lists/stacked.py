@@ -48,6 +48,9 @@ ConcatFromSequence(s, new_axis=1, axis=a) -> data, or Transpose(data, 0 -> a)
 ConcatFromSequence(s, axis=a)             -> Reshape(data with axis 0 moved before a, merging
                                              the two; to a constant target with -1 there
                                              where S's other dims are static and not 0)
+every element flattened, concatenated     -> Reshape(data, [-1]) (the list axis moved first
+                                             when it is a unit axis u; the data when 1-D;
+                                             `seqlower.lists.flattened`)
 SplitToSequence(x, axis=a, keepdims=0)    -> x with axis a moved first
 SplitToSequence(x, axis=a), chunks of one -> the same, unsqueezed at a + 1
 """
@@ -60,6 +63,7 @@ __all__ = [
     "construct",
     "empty",
     "erase",
+    "flattened",
     "insert",
     "shape_at",
     "split",
@@ -429,3 +433,17 @@ def concat(
     tail = b.op("Slice", [shape, b.ints([axis + 2], "after"), b.ints([INT64_MAX], "end")])
     target = b.op("Concat", [head, merged, tail], {"axis": 0})
     return b.op("Reshape", [moved, target], {"allowzero": 1}, name="concat")
+
+
+def flattened(b: Builder, s: TensorList) -> ir.Value:
+    """Every element flattened and concatenated, in order: the data with the list axis first,
+    flattened (the data itself when 1-D)."""
+    rank = s.layout.rank
+    assert rank is not None
+    if s.layout.unit is None:
+        data, data_rank = s.data, rank + 1
+    else:  # the list axis is the element's unit axis u: element i is data[.., i:i+1, ..]
+        data, data_rank = moved_first(b, s.data, s.layout.unit, rank), rank
+    if data_rank == 1:
+        return data
+    return b.op("Reshape", [data, b.ints([-1], "flat")], name="flattened")

@@ -26,6 +26,7 @@ runs it (onnxruntime does; `seqlower.runtime_ranks` says which targets refuse it
     ConcatFromSequence(s, other axes)         -> a Loop over the elements (ListForms.concat_loop;
                                                  Concat and Unsqueeze count a negative axis
                                                  from the end at run time)
+    every element flattened, concatenated     -> data  (`seqlower.lists.flattened`)
     SplitToSequence(x of a known rank r, ..)  -> the flat layout's (data, shapes) ;
                                                  dims = Reshape(shapes, [-1]) ;
                                                  table = Concat(ReduceProd(shapes, 1), r)
@@ -44,6 +45,7 @@ __all__ = [
     "construct",
     "empty",
     "erase",
+    "flattened",
     "insert",
     "shape_at",
     "split",
@@ -237,6 +239,11 @@ def concat(
     rest = b.op("Slice", [dims, one, rank0], name="rest")
     shape = b.op("Concat", [total, rest], {"axis": 0})
     return b.op("Reshape", [data, shape], {"allowzero": 1}, name="concat")
+
+
+def flattened(b: Builder, s: TensorList) -> ir.Value:
+    """Every element flattened and concatenated, in order: the data itself."""
+    return s.data
 
 
 def _flatten(b: Builder, x: ir.Value) -> ir.Value:

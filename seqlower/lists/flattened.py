@@ -1,0 +1,159 @@
+"""A Loop that concatenates every element of a list, flattened, in order: the list's elements
+flattened and joined, read from its tensors at once (`ListForms.flattened`).
+
+`torch.cat([f.reshape(-1) for f in feats])` exports as a Loop over `len(feats)` that appends
+`Reshape(SequenceAt(feats, i), [-1])` to an empty list read only by ConcatFromSequence(axis=0);
+`loop-append-to-concat` makes that list a tensor accumulator. Lowered element by element, each
+iteration cuts element i out of the list's tensors, reshapes it back, flattens it and copies
+the accumulator (quadratic). But the result is every element flattened, in order, whatever the
+elements' shapes: the flat layout's data itself, the stacked layout's data reshaped to [-1]:
+
+    Loop(M = SequenceLength(s), cond (absent or true), acc0 (empty, [0]),
+         body(i, c, acc): acc' = Concat(acc, Reshape(SequenceAt(s, i), [-1]), axis=0);
+         the condition out c or true)
+        -> ListForms.flattened(s)                 (flat, unranked: the data; stacked, ragged:
+                                                   Reshape(data, [-1]))
+    acc0 any 1-D tensor  -> Concat(acc0, flattened(s))
+    Reshape(.., T), T [1, .., -1, .., 1] concatenated on the axis of the -1, or Flatten(..,
+    axis=0) (T = [1, -1]) on axis 1  -> Reshape(flattened(s), T), after acc0 as above
+
+The Loop runs exactly len(s) iterations (its trip count is the length of s, read by
+SequenceLength from the same list, and nothing ends it early), and reads element i in
+iteration i: every element once, in order, as the result does. The accumulator the Loop
+carried is then read by no one; the cleanup drops it, and the Loop with it when it carried
+nothing else (and then the table of shapes a flat list keeps for its readers, when the Loop
+was its only reader). The result is exact, a list of no element included (the empty start
+tensor; the ConcatFromSequence of an empty list the accumulator stood for fails, as
+`loop-append-to-concat` documents).
+
+`check` says, for one carried value of a Loop, whether it is such an accumulator (a
+`FlattenedConcat`), else why not; the converter (`seqlower.lists.convert`) asks it for every
+Loop whose body reads a list it converts.
+"""
+
+from __future__ import annotations
+
+__all__ = ["FlattenedConcat", "Measures", "check"]
+
+import dataclasses
+from collections.abc import Callable
+
+import onnx_ir as ir
+
+from seqlower.analysis.scan_forms import always_continues, static_bool
+from seqlower.analysis.static_values import StaticValues
+from seqlower.ops import is_sequence_value
+
+# measures(trip, s): whether the Loop's trip count `trip` is the length of the list `s`
+Measures = Callable[[ir.Value, ir.Value], bool]
+
+
+@dataclasses.dataclass(frozen=True)
+class FlattenedConcat:
+    """The carried value `index` (among the Loop's carried values) is every element of
+    `source`, flattened to `target` and concatenated on `axis`, after `initial` (None: the
+    accumulator starts empty and adds nothing)."""
+
+    index: int
+    source: ir.Value  # the list read (SequenceAt's input)
+    target: tuple[int, ...]  # the shape each element is reshaped to: ones and one -1
+    axis: int  # where the -1 is
+    initial: ir.Value | None
+
+
+def check(
+    loop: ir.Node, index: int, values: StaticValues, measures: Measures
+) -> FlattenedConcat | str:
+    """Whether the carried value `index` of `loop` is the flattened concatenation of a list's
+    elements (see the module), else why not."""
+    body = loop.attributes["body"].as_graph()
+    init, param = loop.inputs[2 + index], body.inputs[2 + index]
+    out = body.outputs[1 + index]
+    if init is None or is_sequence_value(init):
+        return "the carried value is not a tensor"
+    uses = list(param.uses())
+    cat = out.producer()
+    if (
+        len(uses) != 1
+        or cat is None
+        or uses[0].node is not cat
+        or uses[0].idx != 0
+        or cat.op_type != "Concat"
+        or cat.domain != ""
+        or len(cat.inputs) != 2
+    ):
+        return "the body does not only concatenate a tensor after the carried value"
+    if out.uses() or [o for o in body.outputs if o is out] != [out]:
+        return "the grown value is also read in the body"
+    piece = cat.inputs[1]
+    flattened = _flattened(piece, values)
+    if isinstance(flattened, str):
+        return flattened
+    element, target = flattened
+    axis = cat.attributes.get_int("axis", 0)
+    if not -len(target) <= axis < len(target) or target[axis % len(target)] != -1:
+        return f"the elements are concatenated on axis {axis}, not the one they are flattened on"
+    axis %= len(target)
+    read = element.producer()
+    if read is None or read.op_type != "SequenceAt" or read.domain != "":
+        return "the tensor flattened is not an element of a list (SequenceAt)"
+    source, position = read.inputs[0], read.inputs[1]
+    if position is not body.inputs[0]:
+        return "the element is not read at the iteration number"
+    if source is None or source.graph is body:
+        return "the list read is made in the body"
+    trip = loop.inputs[0] if loop.inputs else None
+    if trip is None or not measures(trip, source):
+        return "the trip count is not the length of the list read"
+    cond = loop.inputs[1] if len(loop.inputs) > 1 else None
+    if cond is not None and static_bool(cond, values) is not True:
+        return "the loop's condition is not a constant true"
+    if not always_continues(body, values):
+        return "the body computes its condition, so the loop may end early"
+    start = _start(init, target, axis, values)
+    if isinstance(start, str):
+        return start
+    return FlattenedConcat(index, source, target, axis, start)
+
+
+def _flattened(piece: ir.Value | None, values: StaticValues) -> tuple[ir.Value, tuple] | str:
+    """(x, T) when `piece` is x reshaped to T (ones and one -1: x flattened, with axes of
+    one around it): Reshape(x, T), or Flatten(x, axis=0) (T = [1, -1])."""
+    node = piece.producer() if piece is not None else None
+    if node is None or node.domain != "" or node.op_type not in ("Reshape", "Flatten"):
+        return "the tensor concatenated is not a Reshape or Flatten"
+    x = node.inputs[0]
+    if x is None:
+        return "the tensor flattened is missing"
+    if node.op_type == "Flatten":
+        if node.attributes.get_int("axis", 1) != 0:
+            return "the Flatten keeps axes before its own (axis != 0)"
+        return x, (1, -1)
+    target = values.get_ints(node.inputs[1] if len(node.inputs) > 1 else None)
+    if target is None:
+        return "the Reshape's shape is computed at run time"
+    if target.count(-1) != 1 or any(d not in (1, -1) for d in target):
+        return f"the Reshape to {target} does not flatten (ones and one -1)"
+    return x, tuple(target)
+
+
+def _start(
+    init: ir.Value, target: tuple[int, ...], axis: int, values: StaticValues
+) -> ir.Value | str | None:
+    """None when the accumulator starts empty in the shape of the elements flattened; the start
+    itself when the result is Concat(start, the flattened elements) in every case, a Loop of
+    no iteration included (1-D, or its other dims one); else why not."""
+    static = values.get(init)
+    empty = tuple(0 if d == -1 else 1 for d in target)
+    if static is not None and static.size == 0:
+        if static.shape != empty:
+            return (
+                f"the accumulator starts empty with shape {list(static.shape)}, not {list(empty)}"
+            )
+        return None
+    shape = init.shape
+    if shape is None or len(shape) != len(target):
+        return "the accumulator's start is not known to have the rank of the flattened elements"
+    if any(k != axis and shape[k] != 1 for k in range(len(target))):
+        return "the accumulator's start has dims other than one beside the concatenation axis"
+    return init
