@@ -29,6 +29,7 @@ import onnx_ir as ir
 from seqlower.analysis.loop_shapes import LoopShapes, ShapeFact
 from seqlower.analysis.rank_rules import unknown_rank_cause as cause_of
 from seqlower.analysis.static_values import StaticValues
+from seqlower.lists.axis_first import moved_axis
 from seqlower.lists.tensors import Layout
 from seqlower.lists.unit_rows import unit_axis
 from seqlower.ops import graph_nodes, is_sequence_value, subgraphs
@@ -172,6 +173,10 @@ def find_lists(model: ir.Model, opset: int, rank_refusal: str | None = None) -> 
             unit = unit_axis(plan.values, plan.layout, values, depth)
             if unit is not None:  # a dim of one every element has: the list axis takes it
                 plan.layout = dataclasses.replace(plan.layout, unit=unit)
+        if plan.reason is None and plan.layout is not None and plan.layout.kind == "flat":
+            moved = moved_axis(plan.values, plan.layout, main)
+            if isinstance(moved, int):  # joined on that axis only: stored with it first
+                plan.layout = dataclasses.replace(plan.layout, moved=moved)
     return plans
 
 

@@ -16,6 +16,9 @@ i the shape of element i. `sizes = ReduceProd(shapes, axis 1)`, `ends = CumSum(s
     ConcatFromSequence(s, axis=0)             -> Reshape(data, [sum(shapes[:, 0]), shapes[0, 1:]])
     ConcatFromSequence(s, new_axis=1, axis=a) -> Transpose(Reshape(data, [n, shapes[0]]), 0 -> a)
     ConcatFromSequence(s, axis=a != 0)        -> a Loop over the elements (ListForms.concat_loop)
+    ConcatFromSequence(s, axis=a != 0), the list read no other way
+                                              -> each element stored with a moved first; the
+                                                 axis-0 join, Transpose back (`axis_first`)
     every element flattened, concatenated     -> data  (`seqlower.lists.flattened`)
     SplitToSequence(x, axis=a), chunks of one -> Reshape(x with axis a moved first, [-1])
     SplitToSequence(x, sizes, axis=a != 0)    -> a Loop over the chunks, each flattened
@@ -36,6 +39,7 @@ __all__ = [
     "table",
 ]
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -74,6 +78,7 @@ def empty(b: Builder, layout: Layout) -> TensorList:
 
 
 def construct(b: Builder, elements: Sequence[ir.Value], layout: Layout) -> TensorList:
+    elements = [_stored(b, x, layout) for x in elements]
     data = concat_parts(b, [_flatten(b, x) for x in elements], 0, "list_data")
     shapes = concat_parts(b, [_row(b, x) for x in elements], 0, "list_shapes")
     return TensorList((data, shapes), layout)
@@ -82,7 +87,16 @@ def construct(b: Builder, elements: Sequence[ir.Value], layout: Layout) -> Tenso
 def insert(
     forms: ListForms, b: Builder, s: TensorList, x: ir.Value, p: ir.Value | None
 ) -> TensorList:
+    x = _stored(b, x, s.layout)
     return paired.insert(forms, b, s, [_flatten(b, x)], _row(b, x), p)
+
+
+def _stored(b: Builder, x: ir.Value, layout: Layout) -> ir.Value:
+    """x as the list stores it: with the axis `layout.moved` moved first, if any."""
+    if layout.moved is None:
+        return x
+    assert layout.rank is not None
+    return moved_first(b, x, layout.moved, layout.rank)
 
 
 def erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> TensorList:
@@ -90,6 +104,7 @@ def erase(forms: ListForms, b: Builder, s: TensorList, p: ir.Value | None) -> Te
 
 
 def split(forms: ListForms, b: Builder, node: ir.Node, layout: Layout) -> TensorList:
+    assert layout.moved is None, "a split's list stores its chunks as they are"
     x = node.inputs[0]
     assert x is not None
     cut = chunks(b, node, forms.values)
@@ -136,10 +151,12 @@ def table(b: Builder, s: TensorList) -> Table:
 
 def shape_at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Value:
     """Shape(SequenceAt(s, p)): row p of the table of shapes."""
+    assert s.layout.moved is None, "a list read so stores its elements as they are"
     return b.op("Gather", [s.parts[1], int64(b, p)], name="shape")  # fails outside [-n, n-1]
 
 
 def at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Value:
+    assert s.layout.moved is None, "a list read so stores its elements as they are"
     if forms.values.get_int(p) == -1:  # the last element: from the total back, no CumSum
         (start,), shape = forms.last_start(b, s)
         piece = b.op("Slice", [s.data, start, b.ints([INT64_MAX], "end")])
@@ -156,6 +173,13 @@ def concat(
     table = forms.table(s)
     shapes = s.parts[1]
     rank = s.layout.rank
+    moved = s.layout.moved
+    if moved is not None:  # stored with `moved` first: joined on axis 0, then moved back
+        assert rank is not None and axis == moved and not new_axis, "only joined on its axis"
+        joined = concat(forms, b, dataclasses.replace(s, layout=_unmoved(s.layout)), 0, False)
+        assert joined is not None
+        back = [*range(1, moved + 1), 0, *range(moved + 1, rank)]
+        return b.op("Transpose", [joined], {"perm": back}, name="axis_back")
     if not new_axis and axis != 0:
         return None
     first = b.op("Gather", [shapes, scalar_int(b, 0, "zero")], name="first")
@@ -175,7 +199,12 @@ def concat(
 
 def flattened(b: Builder, s: TensorList) -> ir.Value:
     """Every element flattened and concatenated, in order: the data itself."""
+    assert s.layout.moved is None, "a list read so stores its elements as they are"
     return s.data
+
+
+def _unmoved(layout: Layout) -> Layout:
+    return dataclasses.replace(layout, moved=None)
 
 
 def _flatten(b: Builder, x: ir.Value) -> ir.Value:

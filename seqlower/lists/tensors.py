@@ -68,6 +68,10 @@ class Layout:
     # the shape of the tensor put in (the same data where n > 0, all elements having that
     # shape; where n = 0 the empty data with the element dims Concat needs)
     shaped_by_first: bool = False
+    # flat only: the axis each element is stored with moved first (its data and its row of
+    # shapes), for a list read only by ConcatFromSequence on that axis (`seqlower.lists.
+    # axis_first`); None: the elements as they are
+    moved: int | None = None
 
     @property
     def list_axis(self) -> int:
