@@ -266,7 +266,9 @@ class _Converter:
         carried value, and the Loop when it carried nothing else)."""
         b: Builder | None = None
         for index in range(len(node.inputs) - 2):
-            found = flattened.check(node, index, self.forms.values, self._measures)
+            listed = is_sequence_value(node.inputs[2 + index])
+            check = flattened.check_list if listed else flattened.check
+            found = check(node, index, self.forms.values, self._measures)
             if isinstance(found, str):
                 continue
             b = b or self.rewriter.before(node)
@@ -278,11 +280,13 @@ class _Converter:
             if found.initial is not None:
                 parts = [found.initial, result]
                 result = b.op("Concat", parts, {"axis": found.axis}, name="flattened")
-            if result.type is None:
-                result.type = old.type
-            if result.shape is None and old.shape is not None:
-                result.shape = ir.Shape(list(old.shape))
-            self.rewriter.replace(old, result)
+            # the list's readers (ConcatFromSequence) read the join, or the accumulator's do
+            for read in [use.node.outputs[0] for use in old.uses()] if listed else [old]:
+                if result.type is None:
+                    result.type = read.type
+                if result.shape is None and read.shape is not None:
+                    result.shape = ir.Shape(list(read.shape))
+                self.rewriter.replace(read, result)
         if b is not None:
             self._made_for(node)
 

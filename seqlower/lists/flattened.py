@@ -27,13 +27,15 @@ tensor; the ConcatFromSequence of an empty list the accumulator stood for fails,
 `loop-append-to-concat` documents).
 
 `check` says, for one carried value of a Loop, whether it is such an accumulator (a
-`FlattenedConcat`), else why not; the converter (`seqlower.lists.convert`) asks it for every
-Loop whose body reads a list it converts.
+`FlattenedConcat`), else why not; `check_list` the same for the join left a list (a
+SequenceEmpty appended to, read only by ConcatFromSequence: where `loop-append-to-concat` does
+not know the flattened element's rank); the converter (`seqlower.lists.convert`) asks them for
+every value a Loop carries.
 """
 
 from __future__ import annotations
 
-__all__ = ["FlattenedConcat", "Measures", "check"]
+__all__ = ["FlattenedConcat", "Measures", "check", "check_list"]
 
 import dataclasses
 from collections.abc import Callable
@@ -85,12 +87,83 @@ def check(
         return "the body does not only concatenate a tensor after the carried value"
     if out.uses() or [o for o in body.outputs if o is out] != [out]:
         return "the grown value is also read in the body"
-    piece = cat.inputs[1]
+    found = _joined(
+        loop, body, cat.inputs[1], {cat.attributes.get_int("axis", 0)}, values, measures
+    )
+    if isinstance(found, str):
+        return found
+    source, target, axis = found
+    start = _start(init, target, axis, values)
+    if isinstance(start, str):
+        return start
+    return FlattenedConcat(index, source, target, axis, start)
+
+
+def check_list(
+    loop: ir.Node, index: int, values: StaticValues, measures: Measures
+) -> FlattenedConcat | str:
+    """Whether the carried value `index` of `loop` is the same join written on a list that
+    `loop-append-to-concat` left a list (it refuses an appended tensor whose rank its shape
+    analysis does not know: `Reshape(SequenceAt(s, i), [-1])` of elements of a rank known at
+    run time only): a SequenceEmpty the body appends `Reshape(SequenceAt(s, i), T)` to, the
+    Loop's list read only by ConcatFromSequence(new_axis=0) on the axis of the -1. Its readers
+    then read the join from s at once (a list of no element: the empty tensor, where the
+    original's ConcatFromSequence fails, as the list tier's ragged join of it does)."""
+    body = loop.attributes["body"].as_graph()
+    init, param = loop.inputs[2 + index], body.inputs[2 + index]
+    out, result = body.outputs[1 + index], loop.outputs[index]
+    if init is None or not is_sequence_value(init):
+        return "the carried value is not a list"
+    made = init.producer()
+    if made is None or made.op_type != "SequenceEmpty" or made.domain != "":
+        return "the list does not start empty (SequenceEmpty)"
+    uses = list(param.uses())
+    insert = out.producer()
+    if (
+        len(uses) != 1
+        or insert is None
+        or uses[0].node is not insert
+        or uses[0].idx != 0
+        or insert.op_type != "SequenceInsert"
+        or insert.domain != ""
+        or (len(insert.inputs) > 2 and insert.inputs[2] is not None)
+    ):
+        return "the body does not only append a tensor to the list"
+    if out.uses() or [o for o in body.outputs if o is out] != [out]:
+        return "the grown list is also read in the body"
+    readers = [use.node for use in result.uses()]
+    if result.is_graph_output() or not readers:
+        return "the Loop's list is a graph output or not read"
+    for reader in readers:
+        joined = reader.op_type == "ConcatFromSequence" and reader.domain == ""
+        if not joined or reader.attributes.get_int("new_axis", 0):
+            return "the Loop's list is read by more than ConcatFromSequence(new_axis=0)"
+    axes = {reader.attributes.get_int("axis", 0) for reader in readers}
+    found = _joined(loop, body, insert.inputs[1], axes, values, measures)
+    if isinstance(found, str):
+        return found
+    source, target, axis = found
+    return FlattenedConcat(index, source, target, axis, None)
+
+
+def _joined(
+    loop: ir.Node,
+    body: ir.Graph,
+    piece: ir.Value | None,
+    axes: set[int],
+    values: StaticValues,
+    measures: Measures,
+) -> tuple[ir.Value, tuple[int, ...], int] | str:
+    """(s, T, axis) when `piece`, joined on `axes` (one axis), is element i of the list s at
+    iteration i, reshaped to T and joined on the axis of T's -1, in a Loop that runs len(s)
+    iterations; else why not."""
     flattened = _flattened(piece, values)
     if isinstance(flattened, str):
         return flattened
     element, target = flattened
-    axis = cat.attributes.get_int("axis", 0)
+    if len(axes) != 1:
+        return "the elements are concatenated on different axes"
+    (axis,) = axes
     if not -len(target) <= axis < len(target) or target[axis % len(target)] != -1:
         return f"the elements are concatenated on axis {axis}, not the one they are flattened on"
     axis %= len(target)
@@ -110,10 +183,7 @@ def check(
         return "the loop's condition is not a constant true"
     if not always_continues(body, values):
         return "the body computes its condition, so the loop may end early"
-    start = _start(init, target, axis, values)
-    if isinstance(start, str):
-        return start
-    return FlattenedConcat(index, source, target, axis, start)
+    return source, target, axis
 
 
 def _flattened(piece: ir.Value | None, values: StaticValues) -> tuple[ir.Value, tuple] | str:

@@ -457,3 +457,106 @@ def test_refused_forms_lower_element_by_element(case):
     assert op_counts(lowered)["Loop"] == 2  # the join still reads element by element
     for m in (0, 2):
         assert_same_outputs(model, lowered, {"x": _x(np.float32), "m": np.array(m)})
+
+
+# -- the join left a list: loop-append-to-concat does not know the appended tensor's rank -------
+
+# w of a rank known at run time only; feats = [w, 2w, 4w, ..]; torch.cat([f.reshape(-1) ..])
+UNRANKED = """
+agraph (float[V] v, int64[R] shape, int64 m) => (float[?] y) {
+    w = Reshape (v, shape)
+    s0 = SequenceConstruct (w)
+    yes = Constant <value=bool {1}> ()
+    s = Loop (m, yes, s0) <body = grow (int64 i, bool c, seq(float) acc) => (bool c2,
+                                                                          seq(float) out) {
+        minus = Constant <value=int64 {-1}> ()
+        last = SequenceAt (acc, minus)
+        twice = Add (last, last)
+        out = SequenceInsert (acc, twice)
+        c2 = Identity (c)
+    }>
+    e = SequenceEmpty <dtype=1> ()
+    n = SequenceLength (s)
+    f = Loop (n, yes, e) <body = join (int64 j, bool cj, seq(float) acc2) => (bool c3,
+                                                                           seq(float) out2) {
+        el = SequenceAt (s, j)
+        flat = Constant <value=int64[1] {-1}> ()
+        r = Reshape (el, flat)
+        out2 = SequenceInsert (acc2, r)
+        c3 = Identity (cj)
+    }>
+    y = ConcatFromSequence <axis=0> (f)
+}
+"""
+
+
+def test_the_join_left_a_list_is_read_from_the_list_too():
+    """Elements of a rank known at run time only (the unranked layout, target generic): the
+    rules leave the join a list; its ConcatFromSequence reads the data of the list joined."""
+    model = parse(UNRANKED)
+    lowered, report = lower(model, target="generic")
+    assert "loop-append-to-concat" not in report.rules_fired
+    assert sequence_op_count(lowered) == 0
+    assert "unranked" in {node.tier for node in report.nodes}
+    loops = [n for n in lowered.graph.node if n.op_type == "Loop"]
+    assert len(loops) == 1 and "y" in loops[0].output  # the join is the data the Loop grows
+    assert len(loops[0].output) == 2  # the data and the last element: no dims, no table
+    v = np.arange(12, dtype=np.float32) - 4
+    for shape, m in (([12], 0), ([3, 4], 2), ([2, 3, 2], 3)):
+        feeds = {"v": v, "shape": np.array(shape), "m": np.array(m)}
+        (y,) = assert_same_outputs(model, lowered, feeds)
+        assert y.shape == (12 * (m + 1),)
+
+
+LIST_REFUSED = {
+    "a start of one element": (
+        ("e = SequenceEmpty <dtype=1> ()", "e = SequenceConstruct (v)"),
+        "does not start empty",
+    ),
+    "measured too": (
+        (
+            "y = ConcatFromSequence <axis=0> (f)",
+            "y = ConcatFromSequence <axis=0> (f)\n    k = SequenceLength (f)",
+        ),
+        "read by more than ConcatFromSequence",
+    ),
+    "more than a flatten": (
+        (
+            "out2 = SequenceInsert (acc2, r)",
+            "r2 = Neg (r)\n        out2 = SequenceInsert (acc2, r2)",
+        ),
+        "not a Reshape or Flatten",
+    ),
+    "another axis": (
+        ("y = ConcatFromSequence <axis=0> (f)", "y = ConcatFromSequence <axis=1> (f)"),
+        "not the one they are flattened on",
+    ),
+    "at a position": (
+        (
+            "out2 = SequenceInsert (acc2, r)",
+            "zero = Constant <value=int64 {0}> ()\n        out2 = SequenceInsert (acc2, r, zero)",
+        ),
+        "does not only append a tensor",
+    ),
+}
+
+
+def _check_join(text: str) -> flattened.FlattenedConcat | str:
+    model = ir.from_proto(parse(text))
+    infer_shapes(model)
+    loop = [node for node in model.graph if node.op_type == "Loop"][1]  # the join
+    return flattened.check_list(loop, 0, StaticValues(18), _measures)
+
+
+def test_the_join_left_a_list_matches():
+    found = _check_join(UNRANKED)
+    assert isinstance(found, flattened.FlattenedConcat), found
+    assert (found.target, found.axis, found.initial, found.source.name) == ((-1,), 0, None, "s")
+
+
+@pytest.mark.parametrize("case", sorted(LIST_REFUSED))
+def test_the_join_left_a_list_refused_with_the_reason(case):
+    (old, new), reason = LIST_REFUSED[case]
+    assert old in UNRANKED, old
+    found = _check_join(UNRANKED.replace(old, new))
+    assert isinstance(found, str) and reason in found, found
