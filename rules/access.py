@@ -31,6 +31,7 @@ __all__ = ["RULES"]
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.analysis.facts import Unknown
 from seqlower.analysis.provenance import split_source
 from seqlower.analysis.static_values import StaticValues
 from seqlower.lists.signs import never_negative
@@ -456,11 +457,10 @@ def _select(builder: Builder, index: ir.Value, elements: list[ir.Value], first: 
 
 
 def _check_length_static(node: ir.Node, ctx: Context):  # type: ignore[no-untyped-def]
-    length = ctx.facts.length(node.inputs[0])  # type: ignore[arg-type]
-    if length is None:
-        fact = ctx.facts.sequence(node.inputs[0])  # type: ignore[arg-type]
-        return Refusal(getattr(fact, "reason", "the length is not static"))
-    return length
+    fact = ctx.facts.sequence(node.inputs[0])  # type: ignore[arg-type]
+    if isinstance(fact, Unknown):
+        return Refusal(fact.reason)
+    return fact.length
 
 
 def _length_static(node: ir.Node, length: int, ctx: Context) -> None:
@@ -489,13 +489,40 @@ def _length_of_split(node: ir.Node, match, ctx: Context) -> None:  # type: ignor
     SequenceLength(SplitToSequence(x, s, axis=a)) -> (Gather(Shape(x), a) + s - 1) / s
         (s static: Size(Range(0, Gather(Shape(x), a), s)), the table at-of-chunks reads)
     SequenceLength(SplitToSequence(x, sizes (1-D), axis=a)) -> Size(sizes)
-        (checked: fails when Sum(sizes) != Gather(Shape(x), a) or a size is negative)"""
+        (checked: fails when Sum(sizes) != Gather(Shape(x), a) or a size is negative)
+
+    The lengths of one split read in one graph are one value: the first rewrite builds it, the
+    later ones read it (n lengths of a split, n graph outputs: one Shape and Gather, n - 1
+    Identities naming the outputs, not n of each)."""
     data, axis, chunk = match
+    each_read = (
+        chunk is not None
+        and len(chunk.shape) == 1  # type: ignore[arg-type]
+        and _counts_loops_reading_each(node.outputs[0], node.inputs[0], ctx.facts.values)
+    )
+    key = ("length-of-split", data, axis, chunk, each_read)
+    graph = node.graph
+    assert graph is not None
+    length = ctx.built_earlier(key, graph)
+    if length is None:
+        length = _split_length(node, data, axis, chunk, each_read, ctx)
+        ctx.remember(key, graph, length)
+    ctx.rewriter.replace(node.outputs[0], length)
+
+
+def _split_length(
+    node: ir.Node,
+    data: ir.Value,
+    axis: int,
+    chunk: ir.Value | None,
+    each_read: bool,
+    ctx: Context,
+) -> ir.Value:
+    """The length of the split of `data` along `axis` by `chunk`, built before `node`."""
     builder = ctx.rewriter.before(node)
     length = builder.op("Gather", [builder.op("Shape", [data]), builder.constant(np.array(axis))])
     if chunk is not None and len(chunk.shape) == 1:  # type: ignore[arg-type]
         proved = never_negative(chunk, ctx.facts.values)
-        each_read = _counts_loops_reading_each(node.outputs[0], node.inputs[0], ctx.facts.values)
         length = _length_of_sizes(builder, length, chunk, nonnegative=proved, empty_read=each_read)
     elif chunk is not None and (size := ctx.facts.values.get_int(chunk)) == 1:
         pass  # chunks of one: as many as the dim
@@ -510,7 +537,7 @@ def _length_of_split(node: ir.Node, match, ctx: Context) -> None:  # type: ignor
         rounded_up = builder.op("Sub", [builder.op("Add", [length, chunk64]), one])
         length = builder.op("Div", [rounded_up, chunk64])
     length.type = ir.TensorType(ir.DataType.INT64)
-    ctx.rewriter.replace(node.outputs[0], length)
+    return length
 
 
 def _counts_loops_reading_each(

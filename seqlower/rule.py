@@ -9,7 +9,7 @@ __all__ = ["Context", "Refusal", "Rule", "RuleSet", "never_empty"]
 
 import dataclasses
 import inspect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
 import onnx_ir as ir
@@ -36,6 +36,23 @@ class Context:
     facts: Facts
     rewriter: Rewriter
     options: Options
+    # values rewrites built during the driver's current walk of one graph, by what they compute
+    # (`built_earlier`): the walk visits the graph's nodes in order, so each was built before
+    # the node now rewritten; the driver empties it whenever it starts walking a graph
+    built: dict[Hashable, ir.Value] = dataclasses.field(default_factory=dict)
+
+    def built_earlier(self, key: Hashable, graph: ir.Graph) -> ir.Value | None:
+        """The value `remember`ed for `key` in `graph` during this walk, while the node that
+        makes it is still there (not removed as dead since); else None."""
+        value = self.built.get((key, graph))
+        producer = value.producer() if value is not None else None
+        return value if producer is not None and producer.graph is graph else None
+
+    def remember(self, key: Hashable, graph: ir.Graph, value: ir.Value) -> None:
+        """Note that `value`, made in `graph` before the node now rewritten, computes `key`, so
+        that a rewrite of a later node of `graph` reads it instead of computing it again
+        (`built_earlier`)."""
+        self.built[(key, graph)] = value
 
     def known_elements(self, sequence: ir.Value | None) -> tuple[ir.Value, ...] | Refusal:
         """The elements of `sequence` when they are values in the graph, else why not."""

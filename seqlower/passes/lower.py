@@ -285,6 +285,7 @@ class LowerSequencesPass(ir.passes.InPlacePass):
                 # inlined branch): its old body is not lowered any more
                 if not _is_live(graph, owners):
                     continue
+                context.built.clear()  # what rewrites built is reused in this walk only
                 for node in list(graph_nodes(graph)):
                     if self.deadline is not None and self.deadline.expired():
                         return changed  # every rewrite so far is complete
