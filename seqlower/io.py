@@ -348,6 +348,7 @@ def save_model(
     *,
     external_data: bool | str | None = None,
     protect: Collection[Path] = (),
+    serialized: onnx.ModelProto | None = None,
 ) -> Path | None:
     """Write `model` to `path` atomically (temporary file in the same folder, then rename).
 
@@ -359,6 +360,8 @@ def save_model(
     the weights file written, if any. `protect` lists files that must not be replaced (the
     files the input reads). Raises `ModelInputError` when the folder does not exist or a
     protected file would be replaced, `OSError` when the file cannot be written.
+    `serialized` is `model` as `ir.to_proto` gives it, when the caller has it already (the
+    command line's output check): written as it is when the weights stay in the file.
     """
     target = Path(path)
     if isinstance(model, onnx.ModelProto):
@@ -366,7 +369,7 @@ def save_model(
     _refuse_protected(target, protect)
     external = bool(external_data) or has_external_data(model)
     if not external or not _has_large_weights(model):  # an empty weights file would confuse
-        data = model_to_bytes(model)
+        data = model_to_bytes(model if serialized is None else serialized)
         write_atomically(target, lambda temp: temp.write_bytes(data))
         return None
     return _save_pair(model, target, protect)

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Annotated
 
+import onnx
 import onnx_ir as ir
 import typer
 from onnx_ir.passes.common import _c_api_utils
@@ -279,7 +280,9 @@ def optimize_command(
         raise error_exit(str(error)) from None  # names the option or the output path itself
     outputs = _Outputs(output, in_place, report, dump_dir)
     try:
-        lowered, summary, inputs, input_size = _optimize(source, outputs, options, quiet, verbose)
+        lowered, checked, summary, inputs, input_size = _optimize(
+            source, outputs, options, quiet, verbose
+        )
     except SeqlowerError as error:
         raise error_exit(_naming(source, str(error))) from None
     except InternalError as error:
@@ -316,6 +319,7 @@ def optimize_command(
             EXIT_REFUSED,
         )
     if verify:
+        checked = None  # written as serialized after the verification, not before it
         verified, refusal = verify_lowered(
             source, lowered, options, choices, quiet=quiet, target=runtime
         )
@@ -324,7 +328,9 @@ def optimize_command(
         if refusal is not None:
             raise refusal
     try:
-        weights = save_model(lowered, output, external_data=external_data, protect=inputs)
+        weights = save_model(
+            lowered, output, external_data=external_data, protect=inputs, serialized=checked
+        )
     except SeqlowerError as error:
         raise error_exit(f"{output}: cannot write ({error})") from None
     except OSError as error:  # strerror: the temporary file's name is no concern of the user
@@ -420,8 +426,9 @@ def _optimize(
     options: Options,
     quiet: bool,
     verbose: bool = False,
-) -> tuple[ir.Model, Report, list[Path], int]:
-    """Load, check and lower `source`, print the summary; the lowered model, its report, the
+) -> tuple[ir.Model, onnx.ModelProto | None, Report, list[Path], int]:
+    """Load, check and lower `source`, print the summary; the lowered model, the serialized
+    model the output check read when it is the whole model (`_check_output`), its report, the
     files the input reads (outputs must not replace them) and the bytes they take."""
     with (
         PassObserver(show_progress=not quiet, dump_dir=outputs.dump_dir) as observer,
@@ -439,10 +446,10 @@ def _optimize(
         # its line says its own time
         seconds = time.perf_counter() - started - summary.runtime_check_seconds
         observer.stage("checking the output")
-        _check_output(lowered)
+        checked = _check_output(lowered)
     if not quiet:
         echo_block(format_summary(summary, str(source), str(outputs.model), seconds, verbose))
-    return lowered, summary, inputs, input_size
+    return lowered, checked, summary, inputs, input_size
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -461,12 +468,20 @@ def _one_line(error: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _check_output(model: ir.Model) -> None:
+def _check_output(model: ir.Model) -> onnx.ModelProto | None:
     """The ONNX checker with its full check (`seqlower.strict_inference.check_fully`) on the
     lowered model; large weights (perhaps external) are left out of the serialized copy: they
-    are read, not changed, by seqlower."""
+    are read, not changed, by seqlower. Returns that copy when it is the model as saved (its
+    main graph holds no initializer: none was made an input or left out), so that the save
+    does not serialize the model again (100,000 graph outputs: a second or so); else None."""
     try:
-        _c_api_utils.call_onnx_api(check_fully, model)
+        if model.graph.initializers:
+            _c_api_utils.call_onnx_api(check_fully, model)
+            return None
+        # what `call_onnx_api` checks when there is no initializer to move: the model as is
+        proto = ir.to_proto(model)
+        check_fully(proto)
+        return proto
     except Exception as error:
         raise InternalError(
             f"internal error: the lowered model fails the ONNX checker ({_one_line(error)}); "
