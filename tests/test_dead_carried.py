@@ -297,3 +297,31 @@ agraph (int64 n, bool[N,3] x) => (int64 count) {
     x = np.ones((4, 3), np.bool_)
     for n in (0, 1, 4):
         assert_same_outputs(model, lowered, {"n": np.array(n, np.int64), "x": x})
+
+
+def test_when_every_output_is_needed_no_graph_is_walked_and_nothing_changes(monkeypatch):
+    # the Loop's carried value and the If's output are both read: the demand walk finds every
+    # output needed, so the walk of every graph that removes outputs is not made
+    text = """
+agraph (int64 n, float[3] x, bool b) => (float[3] a_out, float[3] y, float[3] z) {
+  yes = Constant <value = bool {1}> ()
+  a_out = Loop (n, yes, x) <body = body (int64 i, bool c, float[3] a) => (bool c_out, float[3] a2) {
+    c_out = Identity (c)
+    a2 = Add (a, x)
+  }>
+  y, z = If (b) <then_branch = t () => (float[3] p, float[3] p2) { p = Neg (x)  p2 = Neg (p) },
+                 else_branch = e () => (float[3] q, float[3] q2) { q = Abs (x)  q2 = Neg (q) }>
+}"""
+    import seqlower.passes.dead_carried as dead_carried
+
+    walks = []
+    original = dead_carried.iter_all_graphs
+    monkeypatch.setattr(dead_carried, "iter_all_graphs", lambda m: walks.append(m) or original(m))
+    before = ir.to_proto(ir.from_proto(parse(text))).SerializeToString()
+    removed, count = _removed(text)
+    assert count == 0 and walks == []
+    assert removed.SerializeToString() == before
+    # one output of the If unread: the walk is made, and the output goes
+    unread = text.replace(", float[3] z)", ")")
+    _, count = _removed(unread)
+    assert count == 1 and len(walks) == 1

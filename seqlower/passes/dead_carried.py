@@ -43,8 +43,8 @@ def remove_dead_carried(
         return 0  # nothing to take outputs from: no walk of the values (a 100k-node chain)
     needed = _Needed()
     needed.walk(model.graph.outputs)
-    if not needed.outputs:
-        return 0
+    if all(len(found) == len(needed.holders[key].outputs) for key, found in needed.outputs.items()):
+        return 0  # every output of every Loop and If reached is needed: no walk of the graphs
     removed = 0
     bodies: list[tuple[ir.Graph, list[int]]] = []  # each body with the carried inputs to drop
     # parents before children, users before producers: an output whose only reader was a
@@ -93,6 +93,7 @@ class _Needed:
         self.values: set[int] = set()
         self.nodes: set[int] = set()
         self.outputs: dict[int, set[int]] = {}  # id of a Loop or If -> its needed outputs
+        self.holders: dict[int, ir.Node] = {}  # id of a Loop or If reached -> the node
         self.carried: dict[int, tuple[ir.Node, int]] = {}  # id of a body input -> (loop, k)
         self._queue: list[ir.Value] = []
 
@@ -126,6 +127,7 @@ class _Needed:
         found = self.outputs.get(id(node))
         if found is None:
             found = self.outputs[id(node)] = set()
+            self.holders[id(node)] = node
             if _is_loop(node):
                 body = _body(node)
                 self._need(node.inputs[0] if node.inputs else None)
