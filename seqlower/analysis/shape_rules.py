@@ -493,12 +493,30 @@ def _size(_: LoopShapes, __: ir.Node, data: tuple) -> ShapeFact:
     return ()
 
 
-@_on_input
-def _reshape(a: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
+def _reshape(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    """Reshape(x, T): T's entries, 0 copying x's dim (allowzero=0) and -1 the rest of x's
+    size. Where x's shape is not known symbolically, a target T the analysis knows still
+    gives the rank and the entries it proves positive (`Reshape(e, [-1])` of an element of a
+    rank known at run time only is 1-D); `_reshape_unknown` says what the other dims are."""
+    data = a.input_shape(node.inputs[0])
     target = a.content(node.inputs[1])
-    if target is None:
-        return None
     allow_zero = node.attributes.get_int("allowzero", 0) == 1
+    if target is None:
+        if data == INVARIANT and a.invariant_value(node.inputs[1]):
+            return [INVARIANT]  # a fixed shape reshaped to a fixed (long) target
+        # the target's entries unknown (it changes between iterations): its length, where
+        # static, is still the rank
+        length = _static_length(a, node.inputs[1])
+        return [(None,) * length if length is not None else None]
+    if isinstance(data, tuple):
+        return [_reshape_known(data, target, allow_zero)]
+    # x's shape fixed for the loop (INVARIANT) and T the same in every iteration: so is each
+    # dim, a symbol of its own where T does not give it
+    same = data == INVARIANT and a.invariant_value(node.inputs[1])
+    return [_reshape_unknown(a, node, target, allow_zero, same)]
+
+
+def _reshape_known(data: tuple, target: Content, allow_zero: bool) -> ShapeFact:
     dims = [data[i] if d == 0 and not allow_zero else d for i, d in enumerate(target)]
     if -1 in dims:
         known = [d for d in dims if d != -1]
@@ -506,10 +524,41 @@ def _reshape(a: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
     return tuple(dims)
 
 
+def _reshape_unknown(
+    a: LoopShapes, node: ir.Node, target: Content, allow_zero: bool, same: bool
+) -> ShapeFact:
+    """The shape of Reshape(x, T) where x's shape is not known symbolically: an entry of T
+    proved >= 1 is its dim, a 0 with allowzero=1 is 0; a 0 (x's dim at that position) or a
+    -1 (x's size over the other dims) with x's dims unknown, or an entry that may be either,
+    is None (may change between iterations), or, where `same`, a symbol fixed for the loop.
+
+        Reshape(x: ?, [-1])        -> (None,)
+        Reshape(x: ?, [2, 0, -1])  -> (2, None, None)
+        Reshape(x: ?, [0, 3]), allowzero=1 -> (0, 3)
+    """
+    if sum(d == -1 for d in target) > 1 or any(isinstance(d, int) and d < -1 for d in target):
+        return None  # not a valid target
+    if allow_zero and 0 in target and -1 in target:
+        return None  # not a valid Reshape (allowzero=1 with both 0 and -1)
+    dims: list[Dim | None] = []
+    for k, d in enumerate(target):
+        if isinstance(d, int):
+            given = d > 0 or (d == 0 and allow_zero)
+        else:  # a symbolic entry is the dim where it is proved positive (not a 0 or a -1)
+            given = sym.at_least(d, 1, a.bounds)
+        dims.append(d if given else sym.symbol(("reshape", id(node), k)) if same else None)
+    return tuple(dims)
+
+
 def _expand(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    """Expand(x, T): x broadcast with T; where T's entries are not known, its static length
+    still gives the rank, max(rank(x), len(T)), with dims that may change."""
     target = a.content(node.inputs[1])
     if target is None:
-        return [None]
+        length = _static_length(a, node.inputs[1])
+        if length is None:
+            return [None]
+        return [_combine([a.input_shape(node.inputs[0])], lambda d: (None,) * max(len(d), length))]
     return [_combine([a.input_shape(node.inputs[0])], lambda d: _broadcast(d, target))]
 
 
@@ -571,7 +620,13 @@ def _split(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
 
 
 def _constant_of_shape(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
-    return [a.content(node.inputs[0])]
+    """ConstantOfShape(T): T's entries; where they are not known, T's static length is the
+    rank, with dims that may change."""
+    shape = a.content(node.inputs[0])
+    if shape is None:
+        length = _static_length(a, node.inputs[0])
+        return [(None,) * length if length is not None else None]
+    return [shape]
 
 
 @_on_input
@@ -699,7 +754,8 @@ def _range(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
     if start == (0,) and delta == (1,) and limit and sym.at_least(limit[0], 0, a.bounds):
         return [(limit[0],)]
     fixed = all(a.invariant_value(v) for v in node.inputs)
-    return [(sym.symbol(("range", id(node))),) if fixed else None]
+    # 1-D whatever its bounds: a size of its own where they are fixed, else one that changes
+    return [(sym.symbol(("range", id(node))) if fixed else None,)]
 
 
 def _pad(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from support import (
+    assert_same_outputs,
     lower,
     lower_and_compare,
     op_counts,
@@ -165,3 +166,79 @@ def test_an_empty_start_never_reads_a_dim_from_a_list():
     for k in (1, 2, 5):
         feeds = {"x": x, "k": np.array(k)}
         lower_and_compare(model, feeds, tensor_lists=False, rules=kept)
+
+
+# -- an appended tensor of a rank known from a static target only ------------------------------
+
+# ws = [w * i for i in range(m)] with w of a rank known at run time only (a Reshape to a shape
+# input); torch.cat([w.reshape(-1)] + [f.reshape(-1) for f in ws]): the appended Reshape(f, [-1])
+# is 1-D whatever f's rank (the loop shape analysis reads the target's length)
+UNRANKED_JOIN = """agraph ({t}[V] v, int64[R] shape, int64 m{extra}) => ({t}[?] y) {{
+    w = Reshape (v, shape)
+    e = SequenceEmpty <dtype = {code}> ()
+    yes = Constant <value = bool {{1}}> ()
+    s = Loop (m, yes, e) <body = grow (int64 i, bool c, seq({t}) acc) => (bool c2,
+                                                                       seq({t}) out) {{
+        fi = Cast <to = {code}> (i)
+        scaled = Mul (w, fi)
+        out = SequenceInsert (acc, scaled)
+        c2 = Identity (c)
+    }}>
+    flat = Constant <value = int64[1] {{-1}}> ()
+    head = Reshape (w, flat)
+    f0 = SequenceConstruct (head)
+    n = SequenceLength (s)
+    f = Loop (n, yes, f0) <body = join (int64 j, bool cj, seq({t}) acc2) => (bool c3,
+                                                                          seq({t}) out2) {{
+        el = SequenceAt (s, j)
+        {target}
+        r = Reshape (el, flat2)
+        out2 = SequenceInsert (acc2, r)
+        c3 = Identity (cj)
+    }}>
+    y = ConcatFromSequence <axis = 0> (f)
+}}"""
+_STATIC_TARGET = "flat2 = Constant <value = int64[1] {-1}> ()"
+_UNRANKED_TYPES = {"float": (1, np.float32), "int64": (7, np.int64)}
+
+
+def _unranked_join(t: str = "float", target: str = _STATIC_TARGET, extra: str = ""):
+    return parse(UNRANKED_JOIN.format(t=t, code=_UNRANKED_TYPES[t][0], target=target, extra=extra))
+
+
+@pytest.mark.parametrize("t", sorted(_UNRANKED_TYPES))
+def test_an_element_of_unknown_rank_flattened_is_concatenated_as_the_loop_goes(t):
+    model = _unranked_join(t)
+    lowered, report = lower(model, target="generic")
+    assert report.rules_fired.get("loop-append-to-concat") == 1
+    assert sequence_op_count(lowered) == 0
+    counts = op_counts(lowered)
+    # one Loop left (the join grows as the elements are made); no element read back by Slice
+    assert counts["Loop"] == 1 and counts["Slice"] == 0 and counts["Gather"] == 0
+    dtype = _UNRANKED_TYPES[t][1]
+    v = np.arange(12).astype(dtype) - 4
+    # m = 0: the list of scaled copies is empty, the join is w flattened alone
+    for shape, m, values in (
+        ([12], 0, v),
+        ([3, 4], 2, v),
+        ([2, 3, 2], 3, v),
+        ([0, 5], 2, v[:0]),
+    ):
+        feeds = {"v": values, "shape": np.array(shape), "m": np.array(m)}
+        (y,) = assert_same_outputs(model, lowered, feeds)
+        assert y.shape == (values.size * (m + 1),)
+
+
+def test_a_flattening_target_of_run_time_length_is_refused():
+    """Reshape(el, T) with T a run-time shape of unknown length: the rank is not known."""
+    model = _unranked_join(target="flat2 = Identity (tshape)", extra=", int64[K] tshape")
+    lowered, report = lower(model, target="generic", tensor_lists=False)
+    assert "the rank of the appended tensor is not known" in reasons(report)
+    assert "loop-append-to-concat" not in report.rules_fired
+    feeds = {
+        "v": np.arange(6, dtype=np.float32),
+        "shape": np.array([2, 3]),
+        "m": np.array(2),
+        "tshape": np.array([-1]),
+    }
+    assert_same_outputs(model, lowered, feeds)

@@ -504,3 +504,65 @@ def test_a_concat_prefers_a_dim_over_the_size_of_a_list_element():
     rows, width = shapes.shape(_value(shapes, "out"))  # type: ignore[misc]
     assert width == symbol(("param", "W"))
     assert rows is None  # the element's rows may change between iterations
+
+
+# -- shapes from a static target, where the data's shape is not known -----------------------------
+
+# h_in gains a dim every iteration: its rank is not known; k is a fixed table whose row i (two
+# entries, read by a changing index) has no known content
+_UNRANKED = """zero = Constant<value = int64[1] {0}>()
+            h_out = Unsqueeze(h_in, zero)
+            flat = Constant<value = int64[1] {-1}>()
+            r = Reshape(h_in, flat)
+            t3 = Constant<value = int64[3] {2, 0, -1}>()
+            r3 = Reshape(h_in, t3)
+            tz = Constant<value = int64[2] {0, 3}>()
+            rz = Reshape<allowzero = 1>(h_in, tz)
+            twice = Constant<value = int64[2] {-1, -1}>()
+            bad = Reshape(h_in, twice)
+            row = Gather<axis = 0>(k, i)
+            rr = Reshape(h_in, row)
+            e = Expand(x, row)
+            c = ConstantOfShape(row)
+            one = Constant<value = int64 {1}>()
+            start = Constant<value = int64 {0}>()
+            g = Range(start, i, one)
+            out = ReduceSum(r)"""
+
+
+def test_a_reshape_to_a_static_target_has_its_rank_whatever_the_data():
+    """Reshape(x, T) of an x of unknown rank: len(T) dims, T's positive entries (a 0 is x's
+    dim, a -1 the rest of x's size: neither known); allowzero=1 keeps a 0."""
+    shapes = _analyse(inputs="float[2] x, int64[4,2] k", carried="x", body=_UNRANKED)
+    assert shapes.shape(_value(shapes, "h_out")) is None  # the rank changes
+    assert shapes.shape(_value(shapes, "r")) == (None,)
+    assert shapes.shape(_value(shapes, "r3")) == (2, None, None)
+    assert shapes.shape(_value(shapes, "rz")) == (0, 3)
+    assert shapes.shape(_value(shapes, "bad")) is None  # two -1: not a valid target
+    assert not shapes.is_invariant(_value(shapes, "r"))
+
+
+def test_shape_producers_with_a_target_of_static_length_have_its_rank():
+    """A target whose entries change between iterations but whose length is static gives
+    Reshape and ConstantOfShape its length as rank, Expand max(rank(x), its length); a Range
+    is 1-D whatever its bounds."""
+    shapes = _analyse(inputs="float[3] x, int64[4,2] k", carried="x", body=_UNRANKED)
+    assert shapes.shape(_value(shapes, "rr")) == (None, None)
+    assert shapes.shape(_value(shapes, "e")) == (None, None)
+    assert shapes.shape(_value(shapes, "c")) == (None, None)
+    assert shapes.shape(_value(shapes, "g")) == (None,)
+
+
+def test_a_fixed_reshape_of_a_value_of_unknown_rank_keeps_one_shape():
+    """w has a rank known at run time only, fixed for the loop: Reshape(w, [3, -1]) is 2-D,
+    its -1 a size of its own, the same in every iteration."""
+    shapes = _analyse(
+        inputs="float[V] v, int64[R] s",
+        before="w = Reshape(v, s)",
+        body="""t = Constant<value = int64[2] {3, -1}>()
+            r = Reshape(w, t)
+            out = ReduceSum(r)""",
+    )
+    three, rest = shapes.shape(_value(shapes, "r"))  # type: ignore[misc]
+    assert three == 3 and isinstance(rest, sym.Expr)
+    assert shapes.is_invariant(_value(shapes, "r"))

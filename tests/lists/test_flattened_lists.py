@@ -18,6 +18,7 @@ from support import (
     lower,
     op_counts,
     parse,
+    rules_without,
     run_ort,
     sequence_op_count,
 )
@@ -490,12 +491,16 @@ agraph (float[V] v, int64[R] shape, int64 m) => (float[?] y) {
 """
 
 
-def test_the_join_left_a_list_is_read_from_the_list_too():
-    """Elements of a rank known at run time only (the unranked layout, target generic): the
-    rules leave the join a list; its ConcatFromSequence reads the data of the list joined."""
+@pytest.mark.parametrize("accumulated", [True, False], ids=["accumulator", "list"])
+def test_the_join_left_a_list_is_read_from_the_list_too(accumulated):
+    """Elements of a rank known at run time only (the unranked layout, target generic): with
+    every rule, `loop-append-to-concat` makes the join a tensor accumulator (the flattened
+    element is 1-D, its target's length says so) and `check` reads it from the list; without
+    it the join is left a list and `check_list` does. Both give the same model."""
     model = parse(UNRANKED)
-    lowered, report = lower(model, target="generic")
-    assert "loop-append-to-concat" not in report.rules_fired
+    rules = None if accumulated else rules_without("loop-append-to-concat")
+    lowered, report = lower(model, target="generic", rules=rules)
+    assert ("loop-append-to-concat" in report.rules_fired) == accumulated
     assert sequence_op_count(lowered) == 0
     assert "unranked" in {node.tier for node in report.nodes}
     loops = [n for n in lowered.graph.node if n.op_type == "Loop"]
@@ -506,6 +511,15 @@ def test_the_join_left_a_list_is_read_from_the_list_too():
         feeds = {"v": v, "shape": np.array(shape), "m": np.array(m)}
         (y,) = assert_same_outputs(model, lowered, feeds)
         assert y.shape == (12 * (m + 1),)
+
+
+def test_the_join_is_the_same_model_either_way():
+    """Made a tensor accumulator first (`loop-append-to-concat`) or left a list, the join is
+    read from the list the same way: byte-identical output."""
+    model = parse(UNRANKED)
+    accumulated, _ = lower(model, target="generic")
+    listed, _ = lower(model, target="generic", rules=rules_without("loop-append-to-concat"))
+    assert accumulated.SerializeToString() == listed.SerializeToString()
 
 
 LIST_REFUSED = {
