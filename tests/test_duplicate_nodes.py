@@ -245,3 +245,31 @@ def test_tensors_and_plain_values_are_told_apart_without_a_metaclass_check(monke
     monkeypatch.undo()
     for obj in others:
         assert is_tensor(obj) == isinstance(obj, ir.TensorProtocol), obj
+
+
+def test_a_constant_read_by_many_nodes_is_read_into_numpy_once(monkeypatch):
+    """One small initializer read by n Adds (an epsilon, say): its content is computed once per
+    merge, not once per reader, and the readers are merged by it as before."""
+    from seqlower.passes import duplicate_nodes
+
+    n = 40
+    body = "\n".join(f"a{k} = Add (x{k % 4}, eps)" for k in range(n))
+    inputs = ", ".join(f"float[2] x{k}" for k in range(4))
+    total = ", ".join(f"a{k}" for k in range(n))
+    model = ir.from_proto(
+        parse(
+            f"g ({inputs}) => (float[2] y) <float[1] eps = {{0.5}}> "
+            f"{{ {body}\n y = Sum ({total}) }}"
+        )
+    )
+    read: list[object] = []
+    original = duplicate_nodes._content
+
+    def counted(tensor: object) -> object:
+        read.append(tensor)
+        return original(tensor)
+
+    monkeypatch.setattr(duplicate_nodes, "_content", counted)
+    assert duplicate_nodes.merge_duplicate_nodes(model) == n - 4
+    assert len(read) == 1
+    assert op_counts(ir.to_proto(model))["Add"] == 4

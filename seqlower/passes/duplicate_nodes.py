@@ -25,7 +25,7 @@ from collections.abc import Hashable
 import numpy as np
 import onnx_ir as ir
 
-from seqlower.ops import constant_tensor, has_subgraph, is_tensor, iter_all_graphs
+from seqlower.ops import constant_tensor, graph_nodes, has_subgraph, is_tensor, iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_upstream
 
 # operators whose two runs on the same inputs may differ
@@ -40,10 +40,26 @@ _MAX_COMPARED = 64
 def merge_duplicate_nodes(model: ir.Model) -> int:
     """Merge every node into the first earlier node of its graph computing the same (see the
     module docstring); returns how many nodes were removed."""
-    return sum(_merge_in(graph) for graph in list(iter_all_graphs(model)))
+    contents = _Contents()
+    return sum(_merge_in(graph, contents) for graph in list(iter_all_graphs(model)))
 
 
-def _merge_in(graph: ir.Graph) -> int:
+class _Contents:
+    """Each tensor's `_content`, computed once per merge: the same constant (an epsilon, an
+    axes list) is read by thousands of nodes, and each reading asked numpy for its bytes."""
+
+    def __init__(self) -> None:
+        # id -> (the tensor, kept alive so that its id is not reused; its content)
+        self._found: dict[int, tuple[object, Hashable | None]] = {}
+
+    def __call__(self, tensor: object) -> Hashable | None:
+        found = self._found.get(id(tensor))
+        if found is None:
+            found = self._found[id(tensor)] = (tensor, _content(tensor))
+        return found[1]
+
+
+def _merge_in(graph: ir.Graph, contents: _Contents) -> int:
     seen: dict[Hashable, ir.Node] = {}
     dropped: list[ir.Node] = []
     # asked once per node: the first of many copies is asked again for each, and its readers
@@ -55,8 +71,8 @@ def _merge_in(graph: ir.Graph) -> int:
             apart[node] = _read_elsewhere(node, graph)
         return apart[node]
 
-    for node in list(graph):
-        key = _key(node, graph)
+    for node in list(graph_nodes(graph)):
+        key = _key(node, graph, contents)
         if key is None:
             continue
         first = seen.setdefault(key, node)
@@ -79,37 +95,41 @@ def _read_elsewhere(node: ir.Node, graph: ir.Graph) -> bool:
     return any(use.node.graph is not graph for out in node.outputs for use in out.uses())
 
 
-def _key(node: ir.Node, graph: ir.Graph) -> Hashable | None:
+def _key(node: ir.Node, graph: ir.Graph, contents: _Contents) -> Hashable | None:
     """What `node` computes, as a hashable key, or None when it is not to be merged."""
-    if node.domain not in ("", "ai.onnx") or node.op_type in _RANDOM_OPS or node.graph is not graph:
+    op_type = node.op_type
+    if node.domain not in ("", "ai.onnx") or op_type in _RANDOM_OPS or node.graph is not graph:
         return None
-    if node.op_type == "Constant" or has_subgraph(node):
+    if op_type == "Constant":
         return None  # equal Constants stay apart: what reads them is merged
+    found = node.attributes.data  # the plain dict (see ops.node_subgraphs)
+    if found and has_subgraph(node):
+        return None
     attributes = []
-    for name in sorted(node.attributes):
-        attr = node.attributes[name]
+    for name in sorted(found) if found else ():
+        attr = found[name]
         if attr.is_ref():
             return None
         value = attr.value
         if isinstance(value, list | tuple):
             value = tuple(value)
         elif is_tensor(value):  # ConstantOfShape's value
-            content = _content(value)
+            content = contents(value)
             if content is None:
                 return None
             value = content
         elif not isinstance(value, int | float | str | bytes):
             return None  # a type, a sparse tensor: not compared
         attributes.append((name, int(attr.type), value))
-    inputs = tuple(_input_key(value) for value in node.inputs)
-    return (node.op_type, node.overload, len(node.outputs), tuple(attributes), inputs)
+    inputs = tuple(_input_key(value, contents) for value in node.inputs)
+    return (op_type, node.overload, len(node.outputs), tuple(attributes), inputs)
 
 
-def _input_key(value: ir.Value | None) -> Hashable:
+def _input_key(value: ir.Value | None, contents: _Contents) -> Hashable:
     if value is None:
         return None
     tensor = constant_tensor(value)
-    content = None if tensor is None else _content(tensor)
+    content = None if tensor is None else contents(tensor)
     return ("value", id(value)) if content is None else ("constant", content)
 
 
