@@ -470,18 +470,21 @@ class _Run:
             lower.origins.setdefault(made, lower.origins.get(node, node))
         self.scans = LoopsToScansPass()
         self.conditions_kept = SingleElementConditionsPass()
+        changed = not self.cleanup.merged_last  # a node, since the cleanup merged duplicates
         if options.target in SPEED_FIRST_TARGETS:
-            self.scans(model)
+            changed |= self.scans(model).modified
             for made, loop in self.scans.made.items():
                 lower.origins.setdefault(made, lower.origins.get(loop, loop))
-            self.conditions_kept(model)
-        RuntimeWorkaroundsPass(
+            changed |= self.conditions_kept(model).modified
+        changed |= RuntimeWorkaroundsPass(
             speed_first=options.target in SPEED_FIRST_TARGETS,
             openvino_loops=options.target in OPENVINO_LOOP_TARGETS,
-        )(model)
+        )(model).modified
         # an empty constant the workarounds remade may equal one made before (two ConstantOfShape
-        # of [0]): merged here, or the cleanup of a second lowering would (not idempotent)
-        merge_duplicate_nodes(model)
+        # of [0]): merged here, or the cleanup of a second lowering would (not idempotent); when
+        # no node changed since the cleanup's merge, merging again would find nothing
+        if changed:
+            merge_duplicate_nodes(model)
         _keep_declared_output_shapes(model, declared_output_shapes)
         declared_scan_shapes.restore(model)  # what a loop of no iteration gives
         rename_shadowing_values(model)

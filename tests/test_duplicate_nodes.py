@@ -4,12 +4,14 @@ as their content. Random draws, other domains and graph outputs stay."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 import pytest
 from support import assert_same_outputs, lower, op_counts, parse
 
 import seqlower
 from seqlower.ops import is_tensor
+from seqlower.passes import duplicate_nodes
 
 # torch.stack((sx, sy, sx, sy), 1) as TorchScript writes it: each Unsqueeze with its own Constant
 STACK = """
@@ -273,3 +275,75 @@ def test_a_constant_read_by_many_nodes_is_read_into_numpy_once(monkeypatch):
     assert duplicate_nodes.merge_duplicate_nodes(model) == n - 4
     assert len(read) == 1
     assert op_counts(ir.to_proto(model))["Add"] == 4
+
+
+# two empty constants in a model with an If: the runtime workarounds remake each as a
+# ConstantOfShape of [0, 2] after the cleanup has merged duplicates, two equal nodes
+TWO_EMPTY_CONSTANTS = """g (float[N,2] x, bool c) => (float[?,2] y, float[?,2] z, float[N,2] w) {
+    e1 = Constant <value = float[0,2] {}> ()
+    y = Concat <axis = 0> (e1, x)
+    e2 = Constant <value = float[0,2] {}> ()
+    z = Concat <axis = 0> (x, e2)
+    w = If (c) <then_branch = t () => (float[N,2] a) { a = Identity (x) },
+                else_branch = f () => (float[N,2] b) { b = Neg (x) }>
+}"""
+
+
+def _merges_after_cleanup(monkeypatch, text: str) -> tuple[onnx.ModelProto, list[int]]:
+    """The model lowered (generic), and what each merge after the cleanup's own merged."""
+    from seqlower import pipeline
+
+    merged: list[int] = []
+
+    def counted(model: ir.Model) -> int:
+        merged.append(duplicate_nodes.merge_duplicate_nodes(model))
+        return merged[-1]
+
+    monkeypatch.setattr(pipeline, "merge_duplicate_nodes", counted)
+    lowered, _ = lower(parse(text), target="generic")
+    monkeypatch.undo()
+    return lowered, merged
+
+
+def test_the_merge_after_the_workarounds_runs_only_when_a_node_changed(monkeypatch):
+    """The cleanup merges duplicates in graph order, each node into the first equal one: merged
+    again right after, nothing more merges. The pipeline merges again after the runtime
+    workarounds only when a node changed since (`CleanupPass.merged_last`, the passes'
+    `modified`), and the result is the same either way."""
+    lowered, merged = _merges_after_cleanup(monkeypatch, STACK)
+    assert merged == []  # nothing changed after the cleanup's merge
+    again = ir.from_proto(lowered)
+    assert duplicate_nodes.merge_duplicate_nodes(again) == 0
+    # the workarounds remake both empty constants: the merge after them runs, and merges them
+    lowered, merged = _merges_after_cleanup(monkeypatch, TWO_EMPTY_CONSTANTS)
+    assert merged == [1]
+    assert op_counts(lowered)["ConstantOfShape"] == 1
+    relowered, _ = lower(lowered, target="generic")
+    assert relowered.SerializeToString() == lowered.SerializeToString()
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    for c in (True, False):
+        assert_same_outputs(parse(TWO_EMPTY_CONSTANTS), lowered, {"x": x, "c": np.array(c)})
+
+
+def test_the_cleanup_says_whether_a_node_changed_after_its_merge():
+    """`merged_last`: True when the folds after the merge changed nothing (merging again then
+    finds nothing), False when one did (here a Loop-invariant Mul hoisted out of its body)."""
+    model = _cleaned(STACK)
+    cleanup = seqlower.passes.CleanupPass()
+    cleanup(model)
+    assert cleanup.merged_last
+    assert duplicate_nodes.merge_duplicate_nodes(model) == 0
+    hoisted = ir.from_proto(
+        parse("""g (float[2] x, float[2] w, int64 m) => (float[2] y) {
+        y = Loop (m, , x) <body = b (int64 i, bool c, float[2] a) => (bool co, float[2] s) {
+            co = Identity (c)
+            k = Mul (w, w)
+            s = Add (a, k)
+        }>
+    }""")
+    )
+    seqlower.passes.infer_shapes(hoisted)
+    cleanup = seqlower.passes.CleanupPass()
+    cleanup(hoisted)
+    assert cleanup.hoisted == 1
+    assert not cleanup.merged_last

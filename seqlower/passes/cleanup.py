@@ -106,6 +106,10 @@ class CleanupPass(ir.passes.InPlacePass):
         self.carried_removed = 0
         self.reshapes_removed = 0
         self.duplicates_merged = 0
+        # True when no node changed after the merge: merging again would find nothing (the
+        # nodes are merged in graph order, each into the first equal one, so one merge leaves
+        # no two nodes of the same key that it could merge)
+        self.merged_last = False
         # each Loop or If rebuilt without the outputs nothing needs -> the node it replaces
         self.replaced: dict[ir.Node, ir.Node] = {}
 
@@ -182,11 +186,15 @@ class CleanupPass(ir.passes.InPlacePass):
         # what merging leaves of row axes and index vectors is made again
         self.duplicates_merged = merge_duplicate_nodes(model)
         modified |= bool(self.duplicates_merged)
+        # the nodes changed after the merge (`merged_last`)
+        changed_after_merge = 0
         if self.duplicates_merged:
             census.changed()
-            self.rows_folded += census.run({"Unsqueeze"}, fold_row_axes, model)
-            if self.fold_shapes:
-                self.vectors_built += fold_index_vectors(model)
+            rows_after = census.run({"Unsqueeze"}, fold_row_axes, model)
+            self.rows_folded += rows_after
+            vectors_after = fold_index_vectors(model) if self.fold_shapes else 0
+            self.vectors_built += vectors_after
+            changed_after_merge += rows_after + vectors_after
         self.hoisted = census.run({"Loop", "Scan"}, hoist_loop_invariants, model)
         modified |= bool(self.hoisted)
         self.sunk = census.run({"If"}, sink_into_branches, model)
@@ -208,6 +216,10 @@ class CleanupPass(ir.passes.InPlacePass):
                 while node in self.replaced:
                     node = self.replaced[node]
                 self.replaced[made] = node
+        changed_after_merge += self.hoisted + self.sunk + late + late_carried
+        # what follows changes no node: initializers nothing reads, functions nothing calls,
+        # the names of dims
+        self.merged_last = not changed_after_merge
         modified |= remove_unused_initializers(model)
         if model.functions:
             modified |= RemoveUnusedFunctionsPass()(model).modified
