@@ -325,3 +325,44 @@ agraph (int64 n, float[3] x, bool b) => (float[3] a_out, float[3] y, float[3] z)
     unread = text.replace(", float[3] z)", ")")
     _, count = _removed(unread)
     assert count == 1 and len(walks) == 1
+
+
+_SCAN = """g (float[3,2] x, float[2] z) => (float[2] y) {
+  y, ys = Scan <num_scan_inputs = 1, body = b (float[2] acc, float[2] row)
+      => (float[2] acc2, float[2] out) {
+    acc2 = Add (acc, row)
+    out = Neg (row)
+  }> (z, x)
+}"""
+
+# the same, the Scan body's scan output made by a Loop whose second carried value is unread
+_LOOP_IN_SCAN = _SCAN.replace(
+    "out = Neg (row)",
+    """one = Constant <value = int64 {1}> ()
+    out, t = Loop (one, , row, row) <body = l (int64 i, bool c, float[2] r, float[2] s)
+        => (bool c2, float[2] r2, float[2] s2) {
+      c2 = Identity (c)
+      r2 = Neg (r)
+      s2 = Add (s, r)
+    }>""",
+)
+
+
+def test_values_are_walked_only_when_a_loop_or_an_if_is_somewhere(monkeypatch):
+    """Only Loops and Ifs lose outputs: a model whose subgraphs (here a Scan body) hold
+    neither is answered by a walk of its nodes, without the walk of the values, which a Loop
+    in a Scan body still gets."""
+    from seqlower.passes import dead_carried
+
+    walked: list[object] = []
+    original = dead_carried._Needed.walk
+
+    def counted(self: object, roots: list[ir.Value]) -> None:
+        walked.append(roots)
+        original(self, roots)
+
+    monkeypatch.setattr(dead_carried._Needed, "walk", counted)
+    assert _removed(_SCAN)[1] == 0
+    assert walked == []
+    assert _removed(_LOOP_IN_SCAN)[1] == 1  # the Loop's second carried value, unread
+    assert len(walked) == 1
