@@ -95,7 +95,7 @@ class RuntimeWorkaroundsPass(ir.passes.InPlacePass):
         clamped: dict[ir.Value, ir.Value] = {}  # a trip count -> its Max(M, 0), made once
         never_negative: dict[ir.Value, bool] = {}  # what `_never_negative` answered
         if not self.speed_first and any(  # onnxruntime folds them: no cost, but no need
-            node.op_type == "If" for graph in graphs for node in graph
+            node.op_type == "If" for graph in graphs for node in graph_nodes(graph)
         ):
             self.remade += _remake_every_empty_constant(model, graphs, names)
         for graph in graphs:
