@@ -41,7 +41,7 @@ from seqlower.inlined_size import too_many_inlined
 from seqlower.keepdims_corner import squeeze_keepdims_corners
 from seqlower.ops import graph_nodes, iter_all_graphs
 from seqlower.passes.chunked_inference import SMALL_INITIALIZER_BYTES
-from seqlower.static_errors import concat_mismatch, split_or_axis_problem
+from seqlower.static_errors import static_problem
 from seqlower.strict_inference import inferred_in_runs, node_subgraphs, strict_inference
 
 # strict inference needs a copy of the model (its weights left out, `_without_weights`):
@@ -111,8 +111,9 @@ def check_input_proto(
         values = _lenient_inference(copy)  # only tolerated errors: the shapes inference has
     # the nodes, inputs and initializers of the model as read (the copy lacks the weights,
     # and inference types initializers only where they are inputs)
-    values = [value for value in values if value.name not in weights]
-    problem = split_or_axis_problem(proto.graph, values) or concat_mismatch(proto.graph, values)
+    if weights:
+        values = [value for value in values if value.name not in weights]
+    problem = static_problem(proto.graph, values)
     if problem is not None:
         raise InvalidModelError(f"{where}: the input model itself is invalid: {problem}")
 

@@ -23,7 +23,7 @@ declared intermediate shapes first).
 
 from __future__ import annotations
 
-__all__ = ["concat_mismatch", "split_or_axis_problem"]
+__all__ = ["concat_mismatch", "split_or_axis_problem", "static_problem"]
 
 from collections.abc import Iterable
 
@@ -34,15 +34,29 @@ from onnx import numpy_helper
 Shape = tuple[int | None, ...]
 
 
-def concat_mismatch(graph: onnx.GraphProto, values: Iterable[onnx.ValueInfoProto]) -> str | None:
+def static_problem(graph: onnx.GraphProto, values: Iterable[onnx.ValueInfoProto]) -> str | None:
+    """`split_or_axis_problem`, else `concat_mismatch`: the values' shapes and the constants
+    read once for both."""
+    shapes, constants = _Shapes(values), _Constants(graph)
+    return split_or_axis_problem(graph, (), shapes, constants) or concat_mismatch(
+        graph, (), shapes, constants
+    )
+
+
+def concat_mismatch(
+    graph: onnx.GraphProto,
+    values: Iterable[onnx.ValueInfoProto],
+    shapes: _Shapes | None = None,
+    constants: _Constants | None = None,
+) -> str | None:
     """The first ConcatFromSequence of the main `graph` whose elements' sizes differ where
     they must agree, described in a sentence; None when there is none. `values` are the types
-    inference gave the main graph's values."""
+    inference gave the main graph's values (or `shapes` has read them)."""
     concats = [node for node in graph.node if node.op_type == "ConcatFromSequence"]
     if not concats:
         return None
-    shapes = _Shapes(values)
-    constants = _Constants(graph)
+    shapes = shapes or _Shapes(values)
+    constants = constants or _Constants(graph)
     producers = {output: node for node in graph.node for output in node.output}
     for node in concats:
         source = producers.get(node.input[0]) if node.input else None
@@ -63,16 +77,20 @@ def concat_mismatch(graph: onnx.GraphProto, values: Iterable[onnx.ValueInfoProto
 
 
 def split_or_axis_problem(
-    graph: onnx.GraphProto, values: Iterable[onnx.ValueInfoProto]
+    graph: onnx.GraphProto,
+    values: Iterable[onnx.ValueInfoProto],
+    shapes: _Shapes | None = None,
+    constants: _Constants | None = None,
 ) -> str | None:
     """The first SplitToSequence or ConcatFromSequence of the main `graph` that the spec makes
     fail whenever it runs (see the module docstring), described in a sentence; None when there
-    is none. `values` are the types inference gave the main graph's values."""
+    is none. `values` are the types inference gave the main graph's values (or `shapes` has
+    read them)."""
     nodes = [n for n in graph.node if n.op_type in ("SplitToSequence", "ConcatFromSequence")]
     if not nodes:
         return None
-    shapes = _Shapes(values)
-    constants = _Constants(graph)
+    shapes = shapes or _Shapes(values)
+    constants = constants or _Constants(graph)
     for node in nodes:
         problem = (
             _split_problem(node, shapes, constants)
@@ -132,8 +150,17 @@ class _Shapes:
     and few concatenations)."""
 
     def __init__(self, values: Iterable[onnx.ValueInfoProto]) -> None:
-        self._infos = {info.name: info for info in values}  # the last one of a name counts
+        self._values: Iterable[onnx.ValueInfoProto] | None = values
+        self._by_name: dict[str, onnx.ValueInfoProto] = {}
         self._shapes: dict[str, Shape | None] = {}
+
+    @property
+    def _infos(self) -> dict[str, onnx.ValueInfoProto]:
+        """The values by name, read at the first question (the last one of a name counts)."""
+        if self._values is not None:
+            self._by_name = {info.name: info for info in self._values}
+            self._values = None
+        return self._by_name
 
     def element(self, name: str) -> Shape | None:
         """The shape the elements of the sequence `name` share, when inference gave one."""

@@ -92,7 +92,13 @@ def strict_inference(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
 def inferred_in_runs(graph: onnx.GraphProto) -> bool:
     """Whether so many of the main graph's nodes hold subgraphs that ONNX's inference of it in
     one piece would be quadratic (see the module docstring)."""
-    return sum(1 for node in graph.node if node_subgraphs([node])) > SUBGRAPH_LIMIT
+    holders = 0
+    for node in graph.node:  # counted until the answer is known
+        if node.attribute and node_subgraphs([node]):
+            holders += 1
+            if holders > SUBGRAPH_LIMIT:
+                return True
+    return False
 
 
 def _holds_subgraphs(node: onnx.NodeProto) -> bool:

@@ -232,3 +232,58 @@ def test_a_file_with_external_data_is_checked_in_its_folder(tmp_path, monkeypatc
     given = _checked_models(monkeypatch)
     load_model(path)
     assert given == [str(path)]
+
+
+@pytest.mark.parametrize("holders", [SUBGRAPH_LIMIT, SUBGRAPH_LIMIT + 1])
+def test_the_main_graph_is_inferred_in_runs_beyond_the_limit_of_holders(holders):
+    """Counted until the answer is known; nodes with attributes but no subgraph do not count."""
+    from seqlower.strict_inference import inferred_in_runs
+
+    model = _many_branches("Add", ["x", "y0"])
+    graph = model.graph
+    ifs = [node for node in graph.node if node.op_type == "If"]
+    del graph.node[:]
+    reshaped = helper.make_node("Flatten", ["x"], ["f"], axis=0)  # an attribute, no subgraph
+    graph.node.extend([reshaped] * (SUBGRAPH_LIMIT + 5) + ifs[:holders])
+    assert inferred_in_runs(graph) is (holders > SUBGRAPH_LIMIT)
+
+
+def test_the_split_and_concat_checks_read_the_inferred_values_once():
+    """`static_problem` answers as `split_or_axis_problem`, then `concat_mismatch`, each given
+    every value, and reads the values (100k of them on a large model) once, into one map."""
+    from seqlower.static_errors import concat_mismatch, split_or_axis_problem, static_problem
+    from seqlower.strict_inference import strict_inference
+
+    def model(sizes: list[int]) -> onnx.ModelProto:
+        split = onnx.numpy_helper.from_array(np.array(sizes, np.int64), "sizes")
+        graph = helper.make_graph(
+            [
+                helper.make_node("SplitToSequence", ["x", "sizes"], ["s"], axis=0),
+                helper.make_node("SequenceConstruct", ["x", "z"], ["q"]),
+                helper.make_node("ConcatFromSequence", ["q"], ["y"], axis=0),
+            ],
+            "g",
+            [
+                helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3]),
+                helper.make_tensor_value_info("z", TensorProto.FLOAT, [4, 2]),
+            ],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+            initializer=[split],
+        )
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    read = 0
+    for sizes, said in (([1, 3], "differ on dimension 1"), ([-1, 5], "one of them negative")):
+        proto = model(sizes)
+        values = strict_inference(proto)
+
+        def counted(values=values):
+            nonlocal read
+            read += 1
+            yield from values
+
+        want = split_or_axis_problem(proto.graph, values) or concat_mismatch(proto.graph, values)
+        found = static_problem(proto.graph, counted())
+        assert found == want
+        assert said in found
+    assert read == 2
