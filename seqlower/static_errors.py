@@ -38,25 +38,20 @@ def static_problem(graph: onnx.GraphProto, values: Iterable[onnx.ValueInfoProto]
     """`split_or_axis_problem`, else `concat_mismatch`: the values' shapes and the constants
     read once for both."""
     shapes, constants = _Shapes(values), _Constants(graph)
-    return split_or_axis_problem(graph, (), shapes, constants) or concat_mismatch(
-        graph, (), shapes, constants
-    )
+    return _split_or_axis(graph, shapes, constants) or _mismatch(graph, shapes, constants)
 
 
-def concat_mismatch(
-    graph: onnx.GraphProto,
-    values: Iterable[onnx.ValueInfoProto],
-    shapes: _Shapes | None = None,
-    constants: _Constants | None = None,
-) -> str | None:
+def concat_mismatch(graph: onnx.GraphProto, values: Iterable[onnx.ValueInfoProto]) -> str | None:
     """The first ConcatFromSequence of the main `graph` whose elements' sizes differ where
     they must agree, described in a sentence; None when there is none. `values` are the types
-    inference gave the main graph's values (or `shapes` has read them)."""
+    inference gave the main graph's values."""
+    return _mismatch(graph, _Shapes(values), _Constants(graph))
+
+
+def _mismatch(graph: onnx.GraphProto, shapes: _Shapes, constants: _Constants) -> str | None:
     concats = [node for node in graph.node if node.op_type == "ConcatFromSequence"]
     if not concats:
         return None
-    shapes = shapes or _Shapes(values)
-    constants = constants or _Constants(graph)
     producers = {output: node for node in graph.node for output in node.output}
     for node in concats:
         source = producers.get(node.input[0]) if node.input else None
@@ -77,20 +72,18 @@ def concat_mismatch(
 
 
 def split_or_axis_problem(
-    graph: onnx.GraphProto,
-    values: Iterable[onnx.ValueInfoProto],
-    shapes: _Shapes | None = None,
-    constants: _Constants | None = None,
+    graph: onnx.GraphProto, values: Iterable[onnx.ValueInfoProto]
 ) -> str | None:
     """The first SplitToSequence or ConcatFromSequence of the main `graph` that the spec makes
     fail whenever it runs (see the module docstring), described in a sentence; None when there
-    is none. `values` are the types inference gave the main graph's values (or `shapes` has
-    read them)."""
+    is none. `values` are the types inference gave the main graph's values."""
+    return _split_or_axis(graph, _Shapes(values), _Constants(graph))
+
+
+def _split_or_axis(graph: onnx.GraphProto, shapes: _Shapes, constants: _Constants) -> str | None:
     nodes = [n for n in graph.node if n.op_type in ("SplitToSequence", "ConcatFromSequence")]
     if not nodes:
         return None
-    shapes = shapes or _Shapes(values)
-    constants = constants or _Constants(graph)
     for node in nodes:
         problem = (
             _split_problem(node, shapes, constants)

@@ -73,19 +73,10 @@ def check(
     out = body.outputs[1 + index]
     if init is None or is_sequence_value(init):
         return "the carried value is not a tensor"
-    uses = list(param.uses())
-    cat = out.producer()
-    if (
-        len(uses) != 1
-        or cat is None
-        or uses[0].node is not cat
-        or uses[0].idx != 0
-        or cat.op_type != "Concat"
-        or cat.domain != ""
-        or len(cat.inputs) != 2
-    ):
+    cat = _step(param, out, "Concat")
+    if cat is None or len(cat.inputs) != 2:
         return "the body does not only concatenate a tensor after the carried value"
-    if out.uses() or [o for o in body.outputs if o is out] != [out]:
+    if _read_in_body(out, body):
         return "the grown value is also read in the body"
     found = _joined(
         loop, body, cat.inputs[1], {cat.attributes.get_int("axis", 0)}, values, measures
@@ -117,19 +108,10 @@ def check_list(
     made = init.producer()
     if made is None or made.op_type != "SequenceEmpty" or made.domain != "":
         return "the list does not start empty (SequenceEmpty)"
-    uses = list(param.uses())
-    insert = out.producer()
-    if (
-        len(uses) != 1
-        or insert is None
-        or uses[0].node is not insert
-        or uses[0].idx != 0
-        or insert.op_type != "SequenceInsert"
-        or insert.domain != ""
-        or (len(insert.inputs) > 2 and insert.inputs[2] is not None)
-    ):
+    insert = _step(param, out, "SequenceInsert")
+    if insert is None or (len(insert.inputs) > 2 and insert.inputs[2] is not None):
         return "the body does not only append a tensor to the list"
-    if out.uses() or [o for o in body.outputs if o is out] != [out]:
+    if _read_in_body(out, body):
         return "the grown list is also read in the body"
     readers = [use.node for use in result.uses()]
     if result.is_graph_output() or not readers:
@@ -144,6 +126,21 @@ def check_list(
         return found
     source, target, axis = found
     return FlattenedConcat(index, source, target, axis, None)
+
+
+def _step(param: ir.Value, out: ir.Value, op_type: str) -> ir.Node | None:
+    """The node of `op_type` that makes the body output `out` from the carried input `param`,
+    when it is `param`'s one reader (as its first input); else None."""
+    uses = list(param.uses())
+    node = out.producer()
+    if len(uses) != 1 or node is None or uses[0].node is not node or uses[0].idx != 0:
+        return None
+    return node if node.op_type == op_type and node.domain == "" else None
+
+
+def _read_in_body(out: ir.Value, body: ir.Graph) -> bool:
+    """Whether the body output `out` is also read in the body, or given out twice."""
+    return bool(out.uses()) or [o for o in body.outputs if o is out] != [out]
 
 
 def _joined(
