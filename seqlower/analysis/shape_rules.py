@@ -509,19 +509,54 @@ def _reshape(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
         length = _static_length(a, node.inputs[1])
         return [(None,) * length if length is not None else None]
     if isinstance(data, tuple):
-        return [_reshape_known(data, target, allow_zero)]
+        same = fixed(data) and a.invariant_value(node.inputs[1])
+        return [_reshape_known(a, node, data, target, allow_zero, same)]
     # x's shape fixed for the loop (INVARIANT) and T the same in every iteration: so is each
     # dim, a symbol of its own where T does not give it
     same = data == INVARIANT and a.invariant_value(node.inputs[1])
     return [_reshape_unknown(a, node, target, allow_zero, same)]
 
 
-def _reshape_known(data: tuple, target: Content, allow_zero: bool) -> ShapeFact:
-    dims = [data[i] if d == 0 and not allow_zero else d for i, d in enumerate(target)]
+def _reshape_known(
+    a: LoopShapes, node: ir.Node, data: tuple, target: Content, allow_zero: bool, same: bool
+) -> ShapeFact:
+    """The shape of Reshape(x, T) where x's shape is known symbolically. An int entry of T is
+    the dim (0 copying x's dim, -1 the rest of x's size); a symbolic entry is the dim only
+    where it cannot be a 0 or a -1 that means something else: proved >= 1, or a size (>= 0)
+    with allowzero=1 or equal to x's dim at its position (a 0 there copies that same dim).
+    Any other symbolic entry, and then the -1, is not known: a symbol of its own where x's
+    shape and T are fixed for the loop (`same`), else None.
+
+        Reshape(x: (N, 6), [N, -1])  -> (N, 6)
+        Reshape(x: (6,), T), T unknown -> (t0, t1): T = [-1, 3] gives (2, 3), [0, 6] fails
+    """
+    dims: list[Dim | None] = []
+    unknown = set()
+    for k, d in enumerate(target):
+        if d == 0 and not allow_zero:
+            d = data[k]
+        elif not isinstance(d, int) and not _given(
+            a, d, data[k] if k < len(data) else None, allow_zero
+        ):
+            unknown.add(k)
+        dims.append(d)
     if -1 in dims:
-        known = [d for d in dims if d != -1]
-        dims[dims.index(-1)] = sym.floordiv(_product(data), _product(known))
+        k = dims.index(-1)
+        if unknown:
+            unknown.add(k)
+        else:
+            known = [d for d in dims if d != -1]
+            dims[k] = sym.floordiv(_product(data), _product(known))
+    for k in unknown:
+        dims[k] = sym.symbol(("reshape", id(node), k)) if same else None
     return tuple(dims)
+
+
+def _given(a: LoopShapes, entry: Dim, dim: Dim | None, allow_zero: bool) -> bool:
+    """True when a symbolic entry of a Reshape target is the output dim at its position."""
+    if sym.at_least(entry, 1, a.bounds):
+        return True
+    return sym.at_least(entry, 0, a.bounds) and (allow_zero or entry == dim)
 
 
 def _reshape_unknown(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from support import (
+    assert_same_or_both_fail,
     assert_same_outputs,
     lower,
     lower_and_compare,
@@ -242,3 +243,38 @@ def test_a_flattening_target_of_run_time_length_is_refused():
         "tshape": np.array([-1]),
     }
     assert_same_outputs(model, lowered, feeds)
+
+
+# -- elements reshaped to a target of unknown entries --------------------------------------------
+
+# out = [x.reshape(T) if i < 1 else z.reshape(T) for i in range(m)]; torch.cat(out): an entry of
+# T may be -1 or 0, so x[6] and z[12] give elements of different shapes (T = [-1, 3]: (2, 3) and
+# (4, 3)); they must not be stacked as if they had one
+RESHAPED_BY_AN_INPUT = """agraph (float[6] x, float[12] z, int64[2] T, int64 m) => (float[?,?] y) {
+    e = SequenceEmpty <dtype = 1> ()
+    yes = Constant <value = bool {1}> ()
+    s = Loop (m, yes, e) <body = grow (int64 i, bool c, seq(float) acc) => (bool c2,
+                                                                      seq(float) out) {
+        one = Constant <value = int64 {1}> ()
+        first = Less (i, one)
+        el = If (first) <then_branch = a () => (float[?,?] ra) {
+            ra = Reshape (x, T)
+        }, else_branch = b () => (float[?,?] rb) {
+            rb = Reshape (z, T)
+        }>
+        out = SequenceInsert (acc, el)
+        c2 = Identity (c)
+    }>
+    y = ConcatFromSequence <axis = 0> (s)
+}"""
+
+
+@pytest.mark.parametrize("target", [(-1, 3), (0, -1), (-1, 1)])
+def test_elements_reshaped_to_unknown_entries_are_not_taken_to_share_a_shape(target):
+    model = parse(RESHAPED_BY_AN_INPUT)
+    lowered, _ = lower(model)
+    x, z = np.arange(6, dtype=np.float32), -np.arange(12, dtype=np.float32)
+    feeds = {"x": x, "z": z, "T": np.array(target, dtype=np.int64)}
+    assert_same_or_both_fail(model, lowered, {**feeds, "m": np.array(0)})  # an empty join
+    for m in (1, 2, 3):  # the original runs: x's rows, then z's
+        assert_same_outputs(model, lowered, {**feeds, "m": np.array(m)})

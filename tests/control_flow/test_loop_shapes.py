@@ -566,3 +566,44 @@ def test_a_fixed_reshape_of_a_value_of_unknown_rank_keeps_one_shape():
     three, rest = shapes.shape(_value(shapes, "r"))  # type: ignore[misc]
     assert three == 3 and isinstance(rest, sym.Expr)
     assert shapes.is_invariant(_value(shapes, "r"))
+
+
+def test_a_reshape_to_a_target_of_unknown_entries_does_not_take_them_as_its_dims():
+    """An entry of an unknown target may be 0 (x's dim) or -1 (the rest of x's size): x[6] and
+    z[12] reshaped to one T are (2, 3) and (4, 3) for T = [-1, 3], so an If choosing between
+    them by the iteration changes shape; each alone keeps one shape, a symbol of its own."""
+    shapes = _analyse(
+        inputs="float[6] x, float[12] z, int64[2] T",
+        body="""one = Constant<value = int64 {1}>()
+            first = Less(i, one)
+            out = If(first) <then_branch = a () => (float[?,?] ra) {
+                ra = Reshape(x, T)
+            }, else_branch = b () => (float[?,?] rb) {
+                rb = Reshape(z, T)
+            }>
+            rx = Reshape(x, T)
+            rz = Reshape(z, T)""",
+    )
+    assert not shapes.is_invariant(_value(shapes, "out"))
+    rx, rz = shapes.shape(_value(shapes, "rx")), shapes.shape(_value(shapes, "rz"))
+    assert shapes.is_invariant(_value(shapes, "rx")) and shapes.is_invariant(_value(shapes, "rz"))
+    assert len(rx) == len(rz) == 2 and not set(rx) & set(rz)  # type: ignore[arg-type]
+
+
+def test_a_reshape_target_entry_that_is_the_dim_it_would_copy_is_that_dim():
+    """`x.view(x.shape[0], -1)`: the entry is x's dim 0, so even a 0 there copies that same
+    dim; with it known, the -1 is the rest of x's size (6N // N: N may be 0)."""
+    shapes = _analyse(
+        inputs="float[N,2,3] x",
+        body="""s = Shape(x)
+            zero = Constant<value = int64[1] {0}>()
+            n = Gather(s, zero)
+            rest = Constant<value = int64[1] {-1}>()
+            t = Concat<axis = 0>(n, rest)
+            r = Reshape(x, t)
+            out = ReduceSum(r)""",
+    )
+    n, rest = shapes.shape(_value(shapes, "r"))  # type: ignore[misc]
+    assert n == symbol(("param", "N"))
+    assert rest == sym.floordiv(sym.mul(6, n), n)
+    assert shapes.is_invariant(_value(shapes, "r"))
