@@ -203,7 +203,7 @@ class _Converter:
             measured = self._flat(inputs[0])
             result = self.forms.length(b, measured)
             self.lengths[id(result)] = inputs[0]  # type: ignore[assignment]
-            self.forms.measured[id(result)] = id(measured.data)
+            self.forms.measured[id(result)] = measured.key
         elif op == "ConcatFromSequence":
             axis = node.attributes.get_int("axis", 0)
             new_axis = bool(node.attributes.get_int("new_axis", 0))

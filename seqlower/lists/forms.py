@@ -65,7 +65,7 @@ class ListForms:
         # the ids of the graphs within a Loop body (by the body's id), for `bounds`
         self._within: dict[int, set[int]] = {}
         self._placement = placement
-        self._tables: dict[int, Table] = {}
+        self._tables: dict[tuple, Table] = {}  # by `TensorList.key`
         # elements read from a stacked list at a position known to be in range (ids): the
         # list's data and the position
         self._rows: dict[int, tuple[ir.Value, int]] = {}
@@ -73,10 +73,10 @@ class ListForms:
         # length guards of the branches around it)
         self.min_rows: dict[int, int] = {}
         # lengths read from lists (ids): the converted SequenceLength -> the id of the list's data
-        self.measured: dict[int, int] = {}
+        self.measured: dict[int, tuple] = {}
         # stacked lists (ids of their data) read at a static position by a Gather that stays in
         # the model: (the data, the graph of the Gather, the length the read proves) (`checked`)
-        self._read_lengths: dict[int, tuple[ir.Value, ir.Graph, int]] = {}
+        self._read_lengths: dict[tuple, tuple[ir.Value, ir.Graph, int]] = {}
 
     # -- makers --------------------------------------------------------------------------
 
@@ -146,9 +146,9 @@ class ListForms:
         length, one = node.inputs
         if length is None or one is None or self.values.get_int(one) != 1:
             return False
-        if self.measured.get(id(length)) == id(s.data):
+        if self.measured.get(id(length)) == s.key:
             return True
-        table = self._tables.get(id(s.data))
+        table = self._tables.get(s.key)
         if table is not None and length is table.n:
             return True
         return s.layout.list_axis == 0 and _dim0_of(length, s.data, self.values)
@@ -217,7 +217,7 @@ class ListForms:
             starts, entry = paired.last_start(b, s)
             return (*starts, entry)
 
-        *starts, entry = self._once(b, ("last", id(s.data), id(b.graph)), make)
+        *starts, entry = self._once(b, ("last", s.key, id(b.graph)), make)
         return tuple(starts), entry
 
     def _once(
@@ -291,7 +291,7 @@ class ListForms:
         the read's Gather, which stays in the model (its result is used), already fails on
         an empty list as the erase does, so the erase needs no check of its own. The read
         must be in the same graph: it runs whenever the erase runs."""
-        read = self._read_lengths.get(id(s.data))
+        read = self._read_lengths.get(s.key)
         if read is None or graph is None or read[0] is not s.data or read[1] is not graph:
             return 0
         return read[2]
@@ -317,7 +317,7 @@ class ListForms:
         if live and known is None and static is not None and s.layout.kind == "stacked":
             length = -static if static < 0 else static + 1  # the Gather fails unless n >= this
             if length > self.checked(s, b.graph):
-                self._read_lengths[id(s.data)] = (s.data, b.graph, length)
+                self._read_lengths[s.key] = (s.data, b.graph, length)
         # `row` cuts it out as a row: `stack.append(buffer.pop(0))` (a unit row is one)
         if known is not None and s.layout.unit is None:
             self._rows[id(element)] = (s.data, known)
@@ -358,10 +358,11 @@ class ListForms:
     # -- shared --------------------------------------------------------------------------
 
     def table(self, s: TensorList) -> Table:
-        table = self._tables.get(id(s.data))
+        key = s.key
+        table = self._tables.get(key)
         if table is None:
             b = self._placement(s)
-            table = self._tables[id(s.data)] = _EMITTERS[s.layout.kind].table(b, s)
+            table = self._tables[key] = _EMITTERS[s.layout.kind].table(b, s)
         return table
 
     def positions(self, s: TensorList) -> ir.Value:

@@ -123,6 +123,14 @@ class TensorList:
         return self.parts[0]
 
     @property
+    def key(self) -> tuple:
+        """What tells this list from another, for what is built once per list: its parts and
+        their layout. Not its data alone: x split into scalars is x stacked, and x split into
+        chunks is x with a table of their sizes, two lists of different lengths."""
+        layout = self.layout
+        return (layout.kind, layout.unit, layout.moved, *map(id, self.parts))
+
+    @property
     def table(self) -> ir.Value | None:
         """The shapes table (flat), the first dims (ragged), the (size, rank) table (unranked);
         None when stacked."""

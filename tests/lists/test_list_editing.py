@@ -657,3 +657,40 @@ def test_a_cache_updated_in_a_branch_reads_at_the_iteration_number_without_colum
             "layers": np.array(steps, np.int64),
         }
         assert_same_or_both_fail(model, lowered, fed)
+
+
+# -- two lists over one tensor -------------------------------------------------------------------
+
+# x split into chunks of k (x itself with a table of chunk sizes) and into its scalars (x itself
+# stacked): one data tensor, two lists of different lengths, each edited at a run-time position
+TWO_LISTS_OF_ONE_TENSOR = """
+agraph ({dtype}[N] x, int64 k, {dtype}[2] a, int64 p, {dtype} v, int64 q) => ({dtype}[?,?] chunks,
+                                                                         {dtype}[?] scalars) {{
+    s1 = SplitToSequence <axis=-1> (x, k)
+    s1b = SequenceInsert (s1, a, p)
+    chunks = ConcatFromSequence <axis=-1, new_axis=1> (s1b)
+    s2 = SplitToSequence <axis=-1, keepdims=0> (x)
+    s2b = SequenceInsert (s2, v, q)
+    scalars = ConcatFromSequence <axis=-1, new_axis=1> (s2b)
+}}"""
+
+
+@pytest.mark.parametrize("dtype", ["float", "int32", "double"])
+def test_two_lists_over_one_tensor_keep_their_own_lengths(dtype):
+    """Each list's length (its table) is its own, though both lists' data is x: the scalars'
+    insert cut x by the chunks' count and failed where the original runs."""
+    model = parse(TWO_LISTS_OF_ONE_TENSOR.format(dtype=dtype))
+    lowered, _ = lower_tensor_form(model)
+    assert sequence_op_count(lowered) == 0
+    np_type = {"float": np.float32, "int32": np.int32, "double": np.float64}[dtype]
+    fixed = {"k": np.array(2), "a": np.array([4, 5], np_type), "p": np.array(1)}
+    for n in (0, 5, 6):  # 5: chunks of 2 and 1, which the original cannot stack either
+        x = np.arange(n).astype(np_type) - 3
+        for q in (-n - 1, -n, -1, 0, 2, n, n + 1):  # -n - 1 and n + 1 out of range: both fail
+            feeds = {"x": x, "v": np.array(9, np_type), "q": np.array(q), **fixed}
+            assert_same_or_both_fail(model, lowered, feeds)
+    for q in (-6, -1, 0, 3, 6):  # the scalars' own positions, past the chunks' count of 3
+        x = np.array([-1, -7, 2, -2, 3, 8], np_type)
+        assert_same_outputs(
+            model, lowered, {"x": x, "v": np.array(9, np_type), "q": np.array(q), **fixed}
+        )
