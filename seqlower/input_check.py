@@ -109,6 +109,11 @@ def check_input_proto(
                 f"reject it: {_one_line(errors[0])}{more}"
             ) from None
         values = _lenient_inference(copy)  # only tolerated errors: the shapes inference has
+    except ValueError as error:  # what onnx raises for an undefined element type (dtype = 0)
+        raise InvalidModelError(
+            f"{where}: the input model itself is invalid, ONNX type and shape inference "
+            f"reject it: {_one_line(error)}"
+        ) from None
     # the nodes, inputs and initializers of the model as read (the copy lacks the weights,
     # and inference types initializers only where they are inputs)
     if weights:

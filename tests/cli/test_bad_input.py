@@ -60,6 +60,11 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
         helper.make_node("SequenceMap", ["s"], ["m"], body=body, name="the_map"),
         helper.make_node("ConcatFromSequence", ["m"], ["y"], axis=0),
     ]
+    no_type = [
+        helper.make_node("SequenceEmpty", [], ["e"], dtype=0),
+        helper.make_node("SequenceInsert", ["e", "x"], ["s"]),
+        helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0),
+    ]
     (tmp / "a_folder").mkdir()
     cases = {
         "missing path": (tmp / "missing.onnx", "no such file"),
@@ -114,6 +119,10 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
             _write(tmp / "position.onnx", _model(seq_at, [_x()], [_y()])),
             "SequenceAt 'the_at': position 5 is out of range",
         ),
+        "undefined element type": (  # the checker lets dtype 0 through; inference raises
+            _write(tmp / "dtype0.onnx", _model(no_type, [_x()], [_y()])),
+            "Invalid tensor data type 0",
+        ),
     }
     return cases
 
@@ -136,6 +145,7 @@ CASE_NAMES = [
     "unsupported IR version",
     "SequenceMap body arity",
     "constant position out of range",
+    "undefined element type",
 ]
 
 
