@@ -20,7 +20,7 @@ on generated inputs (`seqlower.verification.generate_inputs`), in a child proces
 
 from __future__ import annotations
 
-__all__ = ["RUNTIME_TARGETS", "RuntimeCheck", "check_in_runtime"]
+__all__ = ["RUNTIME_TARGETS", "RuntimeCheck", "check_in_runtime", "fails_in_onnxruntime"]
 
 import dataclasses
 import re
@@ -109,6 +109,29 @@ def check_in_runtime(
     node = _named_node(outcome.error or "", target, proto)
     where = f" at node '{node}'" if node else ""
     return RuntimeCheck(target, "failed", f"{_NAMES[target]} fails{where}: {outcome.error}", node)
+
+
+def fails_in_onnxruntime(
+    model: ir.Model, *, dims: Mapping[str, int] | None = None, trials: int = 3
+) -> str | None:
+    """onnxruntime's error on `model` when it cannot load it, or fails to run it on each of
+    the first `trials` generated inputs (the inputs' declared shapes, typical values); None
+    when one run succeeds. Where a lowered model fails the ONNX checker, this tells an input
+    whose declared shapes its own computation contradicts from a fault of the lowering."""
+    try:
+        data = ir.to_proto(model).SerializeToString()
+    except ValueError:  # over protobuf's 2 GB: not run
+        return None
+    error = None
+    with IsolatedRunner("onnxruntime", data) as runner:
+        for trial in range(trials):
+            outcome = runner.run(generate_inputs(model, trial=trial, dims=dims))
+            if outcome.ok:
+                return None
+            error = outcome.error or "it failed"
+            if outcome.cannot_run or _loading_failed(outcome):
+                break
+    return error
 
 
 def _still_named(model: ir.Model, dims: Mapping[str, int]) -> dict[str, int]:

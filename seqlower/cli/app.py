@@ -18,6 +18,7 @@ import os
 import shutil
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -66,7 +67,7 @@ from seqlower.cli.verify_options import (
     VerifyChoices,
 )
 from seqlower.cli.verify_step import verify_lowered, with_verification
-from seqlower.errors import BUG_REPORT, InternalError, SeqlowerError
+from seqlower.errors import BUG_REPORT, InternalError, InvalidModelError, SeqlowerError
 from seqlower.io import load_model, load_model_and_files, same_file, save_model
 from seqlower.options import Options
 from seqlower.pipeline import collector_relaxed, lower_in_place
@@ -74,6 +75,7 @@ from seqlower.report import Report
 from seqlower.report.catalogue import PASS_REWRITES, PassRewrite
 from seqlower.rule import Rule
 from seqlower.rules import default_rules
+from seqlower.runtime_check import fails_in_onnxruntime
 from seqlower.strict_inference import check_fully
 from seqlower.verification.check import DEFAULT_TIME_BUDGET, DEFAULT_TRIALS
 from seqlower.verification.runner import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT
@@ -446,7 +448,10 @@ def _optimize(
         # its line says its own time
         seconds = time.perf_counter() - started - summary.runtime_check_seconds
         observer.stage("checking the output")
-        checked = _check_output(lowered)
+        try:
+            checked = _check_output(lowered)
+        except InternalError as error:
+            raise _blame(error, original, options) from None
     if not quiet:
         echo_block(format_summary(summary, str(source), str(outputs.model), seconds, verbose))
     return lowered, checked, summary, inputs, input_size
@@ -487,6 +492,23 @@ def _check_output(model: ir.Model) -> onnx.ModelProto | None:
             f"internal error: the lowered model fails the ONNX checker ({_one_line(error)}); "
             "nothing written"
         ) from None
+
+
+def _blame(
+    error: InternalError, original: Callable[[], ir.Model], options: Options
+) -> InternalError | InvalidModelError:
+    """A lowered model that fails the checker is seqlower's fault unless the input model
+    cannot run either (onnxruntime fails on each of a few inputs of its declared shapes): the
+    checker then sees statically what the input does at run time (a dim the model reads
+    that its declared shape lacks)."""
+    failure = fails_in_onnxruntime(original(), dims=options.dims)
+    if failure is None:
+        return error
+    found = str(error).removeprefix("internal error: ").removesuffix("; nothing written")
+    return InvalidModelError(
+        f"the input model cannot run on inputs of its declared shapes: onnxruntime fails "
+        f"({_one_line(failure, 200)}), and {found}; nothing written"
+    )
 
 
 @app.command(

@@ -147,3 +147,40 @@ def test_the_checker_failure_itself_is_raised_as_an_internal_error(monkeypatch) 
     monkeypatch.setattr(APP_MODULE, "check_fully", reject)
     with pytest.raises(InternalError, match="fails the ONNX checker"):
         APP_MODULE._check_output(ir.load(EXAMPLE))
+
+
+def test_a_checker_failure_where_the_input_runs_stays_an_internal_error(monkeypatch, tmp_path):
+    """onnxruntime runs the example on inputs of its declared shapes: the lowering's fault."""
+
+    def reject(model):
+        raise onnx.checker.ValidationError("Field 'shape' of 'type' is required but missing.")
+
+    monkeypatch.setattr(APP_MODULE, "check_fully", reject)
+    result = _optimize("-q", str(EXAMPLE), str(tmp_path / "out.onnx"))
+    assert result.exit_code == 3
+    (line,) = result.stderr.splitlines()
+    assert "internal error: the lowered model fails the ONNX checker" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+NMS_KEEP = Path(__file__).resolve().parents[1] / "fixtures" / "torch_unseen" / "nms_keep"
+
+
+def test_a_checker_failure_where_the_input_cannot_run_is_bad_input_exit_2(tmp_path):
+    """boxes declared [N, 2] where the model reads columns 2 and 3 (inside a Loop, where ONNX
+    inference does not see it; onnxruntime refuses to load it): the lowered model's checker
+    sees it statically. The input's fault, said as such, not a bug in seqlower."""
+    model = onnx.load(NMS_KEEP / "model.onnx")
+    boxes = model.graph.input[0]
+    assert boxes.name == "boxes" and boxes.type.tensor_type.shape.dim[1].dim_value == 4
+    boxes.type.tensor_type.shape.dim[1].dim_value = 2
+    source = tmp_path / "two_columns.onnx"
+    onnx.save(model, source)
+    target = tmp_path / "out.onnx"
+    result = _optimize("-q", str(source), str(target))
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: {source}: the input model cannot run on inputs of its declared")
+    assert "onnxruntime fails (" in line  # to load it, or to run it
+    assert "the lowered model fails the ONNX checker" in line and "bug" not in line
+    assert not target.exists()
