@@ -29,7 +29,7 @@ from seqlower.deadline import Deadline
 from seqlower.declared_sizes import check_declared_sizes
 from seqlower.errors import InvalidModelError, SeqlowerError
 from seqlower.io import ModelSource, load_model
-from seqlower.ops import is_sequence_value, iter_all_nodes
+from seqlower.ops import is_sequence_value, iter_all_nodes, quoted_node
 from seqlower.options import OPENVINO_LOOP_TARGETS, SPEED_FIRST_TARGETS, Options, options_with
 from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
 from seqlower.passes.broadcast_unsqueeze import drop_broadcast_unsqueezes
@@ -738,6 +738,7 @@ def _lower_again(first: LowerSequencesPass, model: ir.Model) -> LowerSequencesPa
 
 def _check_supported(model: ir.Model) -> None:
     check_declared_sizes(model)  # before anything reads a weight
+    _check_new_axis(model)
     opset = model.opset_imports.get("")
     if opset is None:
         opset = model.opset_imports.get("ai.onnx")
@@ -745,3 +746,16 @@ def _check_supported(model: ir.Model) -> None:
         raise InvalidModelError(
             f"opset {opset} is not supported: sequence operators need opset {MIN_OPSET} or newer"
         )
+
+
+def _check_new_axis(model: ir.Model) -> None:
+    """ConcatFromSequence's new_axis is 0 or 1 (ONNX inference says so where it knows the
+    elements' type, and onnxruntime reads any other value as 1): the rules read it as a flag."""
+    for node in iter_all_nodes(model):
+        if node.op_type != "ConcatFromSequence" or node.domain not in ("", "ai.onnx"):
+            continue
+        new_axis = node.attributes.get_int("new_axis", 0)
+        if new_axis not in (0, 1):
+            raise InvalidModelError(
+                f"{quoted_node(node)}: new_axis is {new_axis}; the ONNX spec allows 0 or 1"
+            )

@@ -65,6 +65,11 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
         helper.make_node("SequenceInsert", ["e", "x"], ["s"]),
         helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0),
     ]
+    stacked_by_2 = [
+        helper.make_node("SequenceEmpty", [], ["e"]),
+        helper.make_node("SequenceInsert", ["e", "x"], ["s"]),
+        helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0, new_axis=2, name="the_join"),
+    ]
     (tmp / "a_folder").mkdir()
     cases = {
         "missing path": (tmp / "missing.onnx", "no such file"),
@@ -119,6 +124,10 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
             _write(tmp / "position.onnx", _model(seq_at, [_x()], [_y()])),
             "SequenceAt 'the_at': position 5 is out of range",
         ),
+        "new_axis neither 0 nor 1": (  # inference misses it where the elements' type is unknown
+            _write(tmp / "new_axis.onnx", _model(stacked_by_2, [_x()], [_y()])),
+            "ConcatFromSequence 'the_join': new_axis is 2; the ONNX spec allows 0 or 1",
+        ),
         "undefined element type": (  # the checker lets dtype 0 through; inference raises
             _write(tmp / "dtype0.onnx", _model(no_type, [_x()], [_y()])),
             "Invalid tensor data type 0",
@@ -145,6 +154,7 @@ CASE_NAMES = [
     "unsupported IR version",
     "SequenceMap body arity",
     "constant position out of range",
+    "new_axis neither 0 nor 1",
     "undefined element type",
 ]
 
