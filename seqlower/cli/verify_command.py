@@ -282,6 +282,9 @@ def _skipped(result: VerifyReport) -> list[str]:
             what = f"not comparable in {trial.runtime}"
         elif trial.status == "original failed":
             what = "only the original failed (the candidate gave a result)"
+        elif trial.status == "outside the specification" and trial.rejected_input:
+            what = "only the candidate failed, on an input the specification rejects"
+            error = trial.rejected_input
         elif trial.status == "outside the specification" and not trial.candidate_error:
             what = (
                 "the outputs differ, and onnx.reference (the specification) rejects a "

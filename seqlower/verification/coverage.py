@@ -11,6 +11,10 @@ bodies at any depth:
                                      ReduceMin(Concat([2**40], p)) and ReduceMax(Concat([-1], p))
     a probe p inside a branch    ->  both branches yield it (the other branch a neutral constant:
                                      2**40 for a minimum, -1 for a maximum)
+    s = SplitToSequence(x, split) ->  also output  Cast<to=int64>(And(Size(split) == 0,
+                                     Shape(x)[axis] > 0))   (1: an empty list of sizes over a
+                                     non-empty axis, which the specification rejects and
+                                     onnxruntime splits into chunks of one)
 
 So every probe ends as one int64 scalar that is the minimum or the maximum of what happened
 inside: an If took its then branch when the maximum of its condition is 1, its else branch when
@@ -47,15 +51,18 @@ LONG = 5
 
 _PREFIX = "seqlower_probe_"
 
+ProbeKind = Literal["if", "loop", "split"]
+
 
 @dataclasses.dataclass(frozen=True)
 class Probe:
     """One extra output of the instrumented copy: the minimum or maximum (`aggregate`) of an If
-    condition (`kind` "if") or a Loop's iteration count ("loop") of the node `label`."""
+    condition (`kind` "if"), a Loop's iteration count ("loop") or the flag of a split by an
+    empty list of sizes ("split", maximum only) of the node `label`."""
 
     output: str
     label: str
-    kind: Literal["if", "loop"]
+    kind: ProbeKind
     aggregate: Literal["min", "max"]
 
 
@@ -65,7 +72,7 @@ class _Inner:
 
     value: str
     label: str
-    kind: Literal["if", "loop"]
+    kind: ProbeKind
     aggregate: Literal["min", "max"]
 
 
@@ -85,7 +92,7 @@ class _Names:
 
 def instrument(model: onnx.ModelProto) -> tuple[onnx.ModelProto, tuple[Probe, ...]]:
     """A copy of `model` with the probes as extra outputs, and the probes (none when the model
-    has no If or Loop: the copy is then the model itself)."""
+    has no If, Loop or SplitToSequence by a list of sizes: the copy is then the model itself)."""
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     names = _Names(copy)
@@ -113,7 +120,7 @@ def _instrument_graph(
 ) -> list[_Inner]:
     probes: list[_Inner] = []
     added: list[onnx.NodeProto] = []
-    counts = {"If": 0, "Loop": 0}
+    counts = {"If": 0, "Loop": 0, "SplitToSequence": 0}
     for node in list(graph.node):
         if node.domain not in ("", "ai.onnx") or node.op_type not in counts:
             continue
@@ -124,8 +131,10 @@ def _instrument_graph(
             label = f"{where} > {label}"
         if node.op_type == "If":
             probes.extend(_instrument_if(node, label, names, opset, added))
-        else:
+        elif node.op_type == "Loop":
             probes.extend(_instrument_loop(node, label, names, opset, added))
+        else:
+            probes.extend(_instrument_split(node, label, names, added))
     graph.node.extend(added)
     return probes
 
@@ -200,6 +209,26 @@ def _instrument_loop(
     return probes
 
 
+def _instrument_split(
+    node: onnx.NodeProto, label: str, names: _Names, added: list[onnx.NodeProto]
+) -> list[_Inner]:
+    """The flag of a split of a non-empty axis by an empty list of sizes (none without sizes)."""
+    if len(node.input) < 2 or not node.input[1]:
+        return []
+    axis = next((attr.i for attr in node.attribute if attr.name == "axis"), 0)
+    zero, size, empty, shape, at, dim, filled, both, flag = (names.fresh() for _ in range(9))
+    added.append(_constant(zero, 0))
+    added.append(helper.make_node("Size", [node.input[1]], [size]))
+    added.append(helper.make_node("Equal", [size, zero], [empty]))
+    added.append(helper.make_node("Shape", [node.input[0]], [shape]))
+    added.append(_constant(at, axis))
+    added.append(helper.make_node("Gather", [shape, at], [dim]))
+    added.append(helper.make_node("Greater", [dim, zero], [filled]))
+    added.append(helper.make_node("And", [empty, filled], [both]))
+    added.append(helper.make_node("Cast", [both], [flag], to=onnx.TensorProto.INT64))
+    return [_Inner(flag, label, "split", "max")]
+
+
 def _min_and_max(
     value: str,
     label: str,
@@ -262,7 +291,7 @@ class Coverage:
         for probe in self.probes:
             if probe.kind == "if":
                 self.branches.setdefault(probe.label, set())
-            else:
+            elif probe.kind == "loop":
                 self.loops.setdefault(probe.label, set())
 
     def taken(
@@ -283,9 +312,18 @@ class Coverage:
                     branches.add((probe.label, True))
                 if probe.aggregate == "min" and number == 0:
                     branches.add((probe.label, False))
-            else:
+            elif probe.kind == "loop":
                 counts.add((probe.label, number))
         return branches, counts
+
+    def empty_split(self, values: Mapping[str, np.ndarray]) -> str | None:
+        """The label of a SplitToSequence that one run's probe values show splitting a
+        non-empty axis by an empty list of sizes, if any."""
+        for probe in self.probes:
+            value = values.get(probe.output) if probe.kind == "split" else None
+            if value is not None and np.size(value) == 1 and int(np.ravel(value)[0]) == 1:
+                return probe.label
+        return None
 
     def record(self, values: Mapping[str, np.ndarray]) -> None:
         """Add one run of the instrumented original."""

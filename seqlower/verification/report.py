@@ -125,6 +125,9 @@ class TrialResult:
     original_error: str | None = None
     candidate_error: str | None = None
     reference_error: str | None = None
+    # outside the specification, seen by a probe of the original rather than onnx.reference:
+    # which of its operators got an input the specification rejects
+    rejected_input: str | None = None
     runtime: str = "onnxruntime"
     loops: dict[str, str] = dataclasses.field(default_factory=dict)
     plan: str = ""
@@ -338,6 +341,13 @@ def _trial_failures(trial: TrialResult, strict_errors: bool) -> list[tuple[str, 
     if trial.status == "outside the specification":
         if not strict_errors:
             return []  # onnxruntime ran an input the specification rejects
+        if trial.rejected_input:
+            return [
+                (
+                    ": ",
+                    f"only the candidate failed: {trial.candidate_error} ({trial.rejected_input})",
+                )
+            ]
         if not trial.candidate_error:  # both ran: a concatenation of a misfit
             return [
                 (

@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import onnx_ir as ir
 
+from seqlower import runtime_quirks
 from seqlower.verification.compare import compare_values
 from seqlower.verification.coverage import Coverage, Probe
 from seqlower.verification.edges import Edge
@@ -292,7 +293,7 @@ class Session:
                     self._runtime_differs.setdefault(runner.runtime, []).append(index)
                     result = alternative
             if against is first:
-                result = self._judged(result, feeds, first, second)
+                result = self._judged(result, feeds, first, second, probe_values)
             result = dataclasses.replace(result, runtime=runner.runtime, loops=loops, plan=plan)
             original_runtime = "onnxruntime" if against is first else runner.runtime
             if result.status == "differ" and not self._stable(
@@ -410,14 +411,30 @@ class Session:
         return self._confirmed
 
     def _judged(
-        self, result: TrialResult, feeds: Feeds, original: RunOutcome, candidate: RunOutcome
+        self,
+        result: TrialResult,
+        feeds: Feeds,
+        original: RunOutcome,
+        candidate: RunOutcome,
+        probes: Mapping[str, np.ndarray],
     ) -> TrialResult:
         """`result`, or where `onnx.reference` sides with the candidate against onnxruntime's
         run of the original (see `seqlower.verification.specification`), the same trial as
         "outside the specification" (onnxruntime ran an input the specification rejects: only the
         candidate failed, and the reference fails on the original too; or the outputs differ, and
         the reference rejects a concatenation of the original there) or "specification sides with
-        candidate" (the outputs differ, and the reference computes the candidate's)."""
+        candidate" (the outputs differ, and the reference computes the candidate's). Where only
+        the candidate failed and the original's probes show a split of a non-empty axis by an
+        empty list of sizes (which onnx.reference splits into no chunk, onnxruntime into chunks
+        of one), the trial is outside the specification without asking the reference."""
+        if result.status == "candidate failed":
+            split = self.coverage.empty_split(probes)
+            if split is not None and runtime_quirks.holds("split-to-sequence-empty-split"):
+                rejected = (
+                    f"the original's {split} splits a non-empty axis by an empty list of sizes, "
+                    "which the specification rejects and onnxruntime splits into chunks of one"
+                )
+                return _settled(result, "outside the specification", rejected_input=rejected)
         if self._specification is None:
             return result
         if result.status == "ok" and original.outputs is not None:

@@ -8,6 +8,7 @@ import onnx
 import onnxruntime as ort
 
 import seqlower.verification.check as check
+from seqlower import runtime_quirks
 from seqlower.verification import verify
 from seqlower.verification.coverage import Coverage, instrument
 
@@ -118,3 +119,43 @@ def test_coverage_counts_only_trials_that_compared():
     skipped = {trial.index for trial in report.trials if not trial.compared}
     assert skipped and all("N=0" in report.trials[index].plan for index in skipped)
     assert report.coverage.dims == {"N": {1, 2, 3, 4, 5, 8}}
+
+
+# x split by run-time sizes in a Loop body; the number of chunks of each iteration
+SPLIT_IN_A_LOOP = onnx.parser.parse_model(
+    HEADER
+    + """g (float[N] x, int64[K] sizes, int64 n) => (int64[?] y) {
+    yes = Constant<value = bool {1}>()
+    last, y = Loop(n, yes, x) <body = b (int64 i, bool ci, float[?] xi) => (bool co, float[?] xo,
+                                                                          int64 k) {
+        co = Identity(ci)
+        s = SplitToSequence <axis = -1> (xi, sizes)
+        k = SequenceLength (s)
+        xo = Identity(xi)
+    }>
+}"""
+)
+
+
+def test_a_split_of_a_non_empty_axis_by_no_size_is_seen():
+    """The flag of a SplitToSequence by an empty list of sizes over a non-empty axis (the
+    specification rejects it; onnxruntime splits into chunks of one): 1 only there."""
+    copy, probes = instrument(SPLIT_IN_A_LOOP)
+    onnx.checker.check_model(copy, full_check=True)
+    assert {(probe.label, probe.kind) for probe in probes} >= {
+        ("Loop #0 > SplitToSequence #0", "split")
+    }
+    coverage = Coverage(probes)
+    cases = [  # (x, sizes, n, flagged)
+        ([1.0, 2.0, 3.0], [2, 1], 2, False),
+        ([], [], 2, False),  # an empty axis: no size is what it needs
+        ([1.0, 2.0, 3.0], [], 0, False),  # the body never runs
+    ]
+    if runtime_quirks.holds("split-to-sequence-empty-split"):  # else the original fails there
+        cases.append(([1.0, 2.0, 3.0], [], 2, True))
+    for x, sizes, n, flagged in cases:
+        feeds = {"x": np.float32(x), "sizes": np.array(sizes, np.int64), "n": np.array(n)}
+        outputs = _run(copy, feeds)
+        np.testing.assert_array_equal(outputs["y"], _run(SPLIT_IN_A_LOOP, feeds)["y"])
+        found = coverage.empty_split(outputs)
+        assert found == ("Loop #0 > SplitToSequence #0" if flagged else None), (x, sizes, n)
