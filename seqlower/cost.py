@@ -6,7 +6,10 @@ The unit is one operator launch: the models seqlower rewrites are dominated by m
 and onnxruntime spends about as long launching a small kernel as running it. Memory traffic is
 added in the same unit, `BYTES_PER_LAUNCH` bytes read or written costing one launch:
 
-- every node counts 1, except Constant (folded into an initializer when a session is created)
+- every node counts 1, except Constant (folded into an initializer when a session is created),
+  the nodes onnxruntime folds into constants when it makes the session (a deterministic tensor
+  operator whose inputs are all constants, in a loop body too: TorchScript's
+  `Unsqueeze(Constant, Constant)` of slice bounds; a Shape of a static shape), which count 0,
   and nodes that onnxruntime merges as common subexpressions (same operator, attributes and
   inputs in one graph, small constants compared by value): the first counts, the others 0;
 - an If counts `IF_LAUNCHES` (running a branch is a subgraph call) plus its costlier branch;
@@ -16,13 +19,16 @@ added in the same unit, `BYTES_PER_LAUNCH` bytes read or written costing one lau
   whose SequenceLength a Loop's trip count is, a Loop's carried list included when every
   iteration keeps its length: `seqlower.analysis.static_lengths`; a Scan over Range(start,
   limit, delta) of static scalars, what a Loop of static trip count becomes for onnxruntime), or
-  `DYNAMIC_COUNT` when it is known only at run time;
+  `DYNAMIC_COUNT` when it is known only at run time (`NESTED_DYNAMIC_COUNT` for a loop inside a
+  loop body: two nested loops of run-time count are not 256 iterations);
 - a Loop or Scan body that reads a sequence defined outside it (and a SequenceMap, whose expansion
   does) runs every one of its nodes slower in onnxruntime: `OUTER_LIST_LAUNCHES` more per node
   and iteration, counted on the first node that reads one (onnxruntime 1.32, one thread: 30 Adds
   on [4, 4] in a Loop body ran at 0.29 us each beside a SequenceAt of an outer list, 0.19 us
-  beside a Gather of an outer tensor, 0.5 launch more; 0.4 is what the regions' calibration
-  agrees with best; a Loop that carries a list instead shows no difference);
+  beside a Gather of an outer tensor, 0.5 launch more; with the folded nodes and the nested
+  trip counts above, 0.2 is what the regions' calibration on every set agrees with best
+  (docs/performance.md, "The cost model calibrated on every set"); a Loop that carries a list
+  instead shows no difference);
 - a SequenceMap counts as onnxruntime runs it, as its ONNX function expansion: a Loop whose body
   per element reads each sequence input (SequenceAt), runs the map's body and appends each output
   (SequenceInsert, which copies), after a SequenceLength and a SequenceEmpty per output;
@@ -56,6 +62,7 @@ __all__ = [
     "IF_LAUNCHES",
     "ITERATION_LAUNCHES",
     "LOOP_ITERATION_LAUNCHES",
+    "NESTED_DYNAMIC_COUNT",
     "OUTER_LIST_LAUNCHES",
     "STRING_BYTES",
     "launches",
@@ -78,7 +85,8 @@ IF_LAUNCHES = 3.0  # an If: the node and its subgraph call (measured: 0.7 to 0.9
 ITERATION_LAUNCHES = 0.5  # a Loop iteration: moving the carried values between iterations
 LOOP_ITERATION_LAUNCHES = 1.0  # what a Loop's iteration costs more than a Scan's
 COPY_ELEMENTS = 8  # list elements copied per launch's worth of work
-OUTER_LIST_LAUNCHES = 0.4  # more per node of a loop body that reads a list from outside it
+OUTER_LIST_LAUNCHES = 0.2  # more per node of a loop body that reads a list from outside it
+NESTED_DYNAMIC_COUNT = 4  # iterations assumed for a loop of run-time count inside a loop body
 STRING_BYTES = 16  # bytes assumed per string element (strings have no fixed width)
 _LARGEST_STATIC_COUNT = 2**31 - 1  # larger trip counts are read as "until the condition ends it"
 _COPIES_LIST = frozenset({"SequenceInsert", "SequenceErase"})
@@ -89,6 +97,7 @@ _NO_DATA = frozenset(
 # operators that copy part of their data input: they read only what they write
 _READS_WHAT_IT_WRITES = frozenset({"Gather", "GatherElements", "GatherND", "Slice"})
 _NOT_MERGED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike"})
+_NOT_FOLDED = _NOT_MERGED | {"Constant", "Multinomial", "Bernoulli", "Loop", "Scan", "If"}
 _SMALL_CONSTANT = 64  # elements: constants up to this size are compared by value
 
 
@@ -114,13 +123,15 @@ def node_costs(
     opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
     costs: dict[ir.Node, float] = {}
     values = StaticValues(opset)
-    _Graph(values, StaticLengths(values), costs, {}).run(model.graph, 1.0, 1.0, counted=counted)
+    walk = _Graph(values, StaticLengths(values), costs, {}, set())
+    walk.run(model.graph, 1.0, 1.0, counted=counted)
     return costs
 
 
 class _Graph:
     """One walk of a graph and its subgraphs, recording the costs; `alias` maps a value to
-    the identical value onnxruntime keeps (common subexpressions), shared with the subgraphs."""
+    the identical value onnxruntime keeps (common subexpressions), shared with the subgraphs;
+    `constant` holds the outputs of the nodes onnxruntime folds (`_folded`)."""
 
     def __init__(
         self,
@@ -128,8 +139,10 @@ class _Graph:
         lengths: StaticLengths,
         costs: dict[ir.Node, float],
         alias: dict[ir.Value, ir.Value],
+        constant: set[ir.Value],
     ) -> None:
         self.values, self.lengths, self.costs, self.alias = values, lengths, costs, alias
+        self.constant = constant  # outputs of the nodes onnxruntime folds, shared with subgraphs
 
     def run(
         self,
@@ -155,7 +168,13 @@ class _Graph:
                 continue
             if key is not None:
                 seen[key] = node
-            if counted is not None and not counted(node) and not subgraphs(node):
+            skipped = counted is not None and not counted(node) and not subgraphs(node)
+            if self._folded(node):  # known to later readers whether costed or not
+                self.constant.update(node.outputs)
+                if not skipped:
+                    self.costs[node] = 0.0
+                continue
+            if skipped:
                 continue
             own, inside = self._own(node, iterations, runs)
             self.costs[node] = own * runs
@@ -168,6 +187,31 @@ class _Graph:
             self.costs[readers[0]] += OUTER_LIST_LAUNCHES * slowed * runs
             total += OUTER_LIST_LAUNCHES * slowed
         return total
+
+    def _folded(self, node: ir.Node) -> bool:
+        """Whether onnxruntime folds `node` into a constant when it makes the session: a
+        deterministic default-domain tensor operator without subgraphs whose inputs are all
+        constants (Constant outputs, initializers that are not graph inputs, in this graph or
+        around it, and the outputs of nodes folded before it), or a Shape of a static shape."""
+        if node.domain not in ("", "ai.onnx") or node.op_type in _NOT_FOLDED or not node.inputs:
+            return False
+        if any(is_sequence_value(v) for v in (*node.inputs, *node.outputs)):
+            return False
+        if node.op_type == "Shape":
+            shape = node.inputs[0].shape if node.inputs[0] is not None else None
+            return shape is not None and all(isinstance(d, int) for d in shape)
+        alias = self.alias
+        for value in node.inputs:
+            if value is None or alias.get(value, value) in self.constant:
+                continue
+            producer = value.producer()
+            if producer is not None:
+                if producer.op_type == "Constant" and producer.domain in ("", "ai.onnx"):
+                    continue
+                return False
+            if not (value.is_initializer() and not value.is_graph_input()):
+                return False
+        return True
 
     def _key(self, node: ir.Node) -> Hashable | None:
         """What makes `node` identical to another for onnxruntime's common subexpression
@@ -218,7 +262,9 @@ class _Graph:
             for attr in node.attributes.values():
                 if attr.type == ir.AttributeType.GRAPH:
                     shares: dict[ir.Node, float] = {}
-                    walk = _Graph(self.values, self.lengths, shares, dict(self.alias))
+                    walk = _Graph(
+                        self.values, self.lengths, shares, dict(self.alias), self.constant
+                    )
                     branches.append((walk.run(attr.as_graph(), iterations, runs), shares))
             if not branches:
                 return IF_LAUNCHES, 0.0
@@ -228,12 +274,12 @@ class _Graph:
                 self.costs.update(shares if index == chosen else dict.fromkeys(shares, 0.0))
             return IF_LAUNCHES, costliest
         if op in ("Loop", "Scan", "SequenceMap"):
-            count = _count(node, self.values, self.lengths)
+            count = _count(node, self.values, self.lengths, nested=runs > 1)
             body = node.attributes.get("body")
             if body is None or body.type != ir.AttributeType.GRAPH:
                 return 1.0, 0.0
             self.lengths.register(node)
-            walk = _Graph(self.values, self.lengths, self.costs, dict(self.alias))
+            walk = _Graph(self.values, self.lengths, self.costs, dict(self.alias), self.constant)
             per_iteration = walk.run(body.as_graph(), count, runs * count, body=True)
             if op == "SequenceMap":  # its expansion's body reads the lists from outside
                 graph = body.as_graph()
@@ -370,10 +416,15 @@ def _sequence_map(node: ir.Node, count: float) -> float:
     return setup + 1.0 + count * (reads + appends + step)
 
 
-def _count(node: ir.Node, values: StaticValues, lengths: StaticLengths) -> float:
+def _count(
+    node: ir.Node, values: StaticValues, lengths: StaticLengths, nested: bool = False
+) -> float:
     """How many times the body of a Loop, Scan or SequenceMap runs: a Loop's static trip count
     or the static length of the list whose SequenceLength it is, a Scan's static scanned dim,
-    a SequenceMap's static list length."""
+    a SequenceMap's static list length. A Loop or Scan of run-time count runs `DYNAMIC_COUNT`
+    times, `NESTED_DYNAMIC_COUNT` when it is `nested` in a loop body (two nested loops of
+    run-time count are not assumed to run 16 x 16 times)."""
+    dynamic = NESTED_DYNAMIC_COUNT if nested else DYNAMIC_COUNT
     first = node.inputs[0] if node.inputs else None
     if node.op_type == "Loop" and first is not None:
         count = values.get_int(first)
@@ -382,7 +433,7 @@ def _count(node: ir.Node, values: StaticValues, lengths: StaticLengths) -> float
         # a `while` loop has the largest int64 as its trip count: its condition ends it
         if count is not None and count <= _LARGEST_STATIC_COUNT:
             return float(max(count, 0))
-        return DYNAMIC_COUNT
+        return dynamic
     if node.op_type == "SequenceMap":
         length = lengths.of(first)
         return DYNAMIC_COUNT if length is None else float(length)
@@ -398,7 +449,7 @@ def _count(node: ir.Node, values: StaticValues, lengths: StaticLengths) -> float
         length = _range_length(scanned, values)
         if length is not None:
             return float(length)
-    return DYNAMIC_COUNT
+    return dynamic
 
 
 def _range_length(value: ir.Value | None, values: StaticValues) -> int | None:

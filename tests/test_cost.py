@@ -15,6 +15,7 @@ from seqlower.cost import (
     IF_LAUNCHES,
     ITERATION_LAUNCHES,
     LOOP_ITERATION_LAUNCHES,
+    NESTED_DYNAMIC_COUNT,
     OUTER_LIST_LAUNCHES,
     STRING_BYTES,
     launches,
@@ -305,3 +306,104 @@ def test_a_loop_that_carries_a_list_runs_its_nodes_as_fast():
     assert costs[insert] == pytest.approx(
         DYNAMIC_COUNT * (per_launch + 2 * 8 * 9 / BYTES_PER_LAUNCH)
     )
+
+
+FOLDED_IN_BODY = """g (float[2] x, int64 n) => (float[2] y) {
+    t = Constant<value = bool {1}>()
+    y = Loop(n, t, x) <body = b (int64 i, bool c, float[2] v) => (bool c2, float[2] w) {
+        c2 = Identity(c)
+        zero = Constant<value = int64 {0}>()
+        axes = Constant<value = int64[1] {0}>()
+        start = Unsqueeze(zero, axes)
+        BODY
+    }>
+}"""
+
+
+def _body_costs(body: str) -> dict[str, float]:
+    model = _typed(FOLDED_IN_BODY.replace("BODY", body))
+    costs = node_costs(model)
+    return {n.outputs[0].name: costs[n] for n in costs if n.graph is not model.graph}
+
+
+def test_a_node_of_constants_only_is_folded_by_onnxruntime_and_free():
+    # onnxruntime folds a node whose inputs are all constants when the session is made (in a
+    # loop body too, reading the body's Constants and the main graph's initializers)
+    costs = _body_costs("""
+        end = Add(start, start)
+        w = Slice(v, start, end)
+    """)
+    assert costs["start"] == 0 and costs["end"] == 0  # a chain of folded nodes
+    assert costs["w"] >= DYNAMIC_COUNT  # reads v: runs every iteration
+
+
+def test_a_node_reading_a_run_time_value_is_not_folded():
+    costs = _body_costs("""
+        j = Unsqueeze(i, axes)
+        end = Add(start, j)
+        w = Slice(v, start, end)
+    """)
+    assert costs["start"] == 0  # of constants only
+    assert costs["j"] >= DYNAMIC_COUNT and costs["end"] >= DYNAMIC_COUNT  # the iteration number
+
+
+@pytest.mark.parametrize(
+    ("graph", "folded"),
+    [
+        ("g (float[2] x) => (int64[1] y) { y = Shape(x) }", True),  # a static shape
+        ("g (float[N] x) => (int64[1] y) { y = Shape(x) }", False),  # known at run time
+        ("g (float[2] x) => (float[2] y) <float[2] w = {1, 2}> { y = Neg(w) }", True),
+        # an initializer that is also an input: the caller may give another value
+        ("g (float[2] x, float[2] w) => (float[2] y) <float[2] w = {1, 2}> { y = Neg(w) }", False),
+        # a random operator gives another value each run
+        ("g (float[2] x) => (float[2] y) { y = RandomNormal<shape = [2]>() }", False),
+        # a sequence is not a constant onnxruntime folds
+        (
+            """g (float[2] x) => (float[2] y) {
+                c = Constant<value = float[2] {1, 2}>()
+                s = SequenceConstruct(c)
+                y = ConcatFromSequence<axis = 0>(s)
+            }""",
+            False,
+        ),
+    ],
+    ids=["static-shape", "run-time-shape", "initializer", "overridable", "random", "sequence"],
+)
+def test_what_onnxruntime_folds(graph, folded):
+    model = _typed(graph)
+    costs = node_costs(model)
+    (last,) = [n for n in model.graph if n.outputs[0].is_graph_output()]
+    assert (costs[last] == 0) is folded
+
+
+NESTED = """g (float[2] x, int64 n) => (float[2] y) {
+    t = Constant<value = bool {1}>()
+    k = OUTER
+    l = INNER
+    y = Loop(k, t, x) <body = outer (int64 i, bool c, float[2] v) => (bool c2, float[2] w) {
+        c2 = Identity(c)
+        w = Loop(l, t, v) <body = inner (int64 j, bool d, float[2] u) => (bool d2, float[2] r) {
+            d2 = Identity(d)
+            r = Neg(u)
+        }>
+    }>
+}"""
+RUN_TIME = "Identity(n)"
+STATIC = "Constant<value = int64 {COUNT}>()"
+
+
+@pytest.mark.parametrize(
+    ("outer", "inner", "runs"),
+    [
+        (RUN_TIME, RUN_TIME, DYNAMIC_COUNT * NESTED_DYNAMIC_COUNT),
+        (STATIC.replace("COUNT", "3"), RUN_TIME, 3 * NESTED_DYNAMIC_COUNT),
+        (RUN_TIME, STATIC.replace("COUNT", "5"), DYNAMIC_COUNT * 5),
+    ],
+    ids=["run-time-in-run-time", "run-time-in-static", "static-in-run-time"],
+)
+def test_a_loop_of_run_time_count_in_a_loop_body_runs_fewer_times(outer, inner, runs):
+    # two nested loops of run-time count are not assumed to run 16 x 16 times
+    model = _typed(NESTED.replace("OUTER", outer).replace("INNER", inner))
+    costs = node_costs(model)
+    (neg,) = [n for n in costs if n.op_type == "Neg"]
+    assert costs[neg] == pytest.approx(runs * NEG)

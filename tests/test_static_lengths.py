@@ -10,7 +10,7 @@ from support import parse
 
 from seqlower.analysis.static_lengths import StaticLengths
 from seqlower.analysis.static_values import StaticValues
-from seqlower.cost import DYNAMIC_COUNT, node_costs
+from seqlower.cost import DYNAMIC_COUNT, NESTED_DYNAMIC_COUNT, node_costs
 
 # a list of 3 carried by an outer Loop, rebuilt with 3 (or, with GROW, 4) elements every
 # iteration; an inner Loop runs once per element (SequenceLength of the carried list)
@@ -110,6 +110,7 @@ def test_the_cost_model_runs_the_inner_loop_once_per_element_of_a_static_list():
 
     outer_runs = DYNAMIC_COUNT  # n is known at run time only
     kept, grown = inner_body_cost(_model(KEEPS)), inner_body_cost(_model(GROWS))
-    # per run: the outer loop's iterations times the inner one's (3, or assumed when unknown)
+    # per run: the outer loop's iterations times the inner one's (3, or assumed when unknown:
+    # a loop of run-time count inside a loop body, NESTED_DYNAMIC_COUNT)
     assert round(kept / outer_runs) == 3
-    assert round(grown / outer_runs) == DYNAMIC_COUNT
+    assert round(grown / outer_runs) == NESTED_DYNAMIC_COUNT
