@@ -143,6 +143,7 @@ class _Graph:
     ) -> None:
         self.values, self.lengths, self.costs, self.alias = values, lengths, costs, alias
         self.constant = constant  # outputs of the nodes onnxruntime folds, shared with subgraphs
+        self.in_run_time_loop = False  # in the body of a loop of run-time count, at any depth
 
     def run(
         self,
@@ -265,6 +266,7 @@ class _Graph:
                     walk = _Graph(
                         self.values, self.lengths, shares, dict(self.alias), self.constant
                     )
+                    walk.in_run_time_loop = self.in_run_time_loop
                     branches.append((walk.run(attr.as_graph(), iterations, runs), shares))
             if not branches:
                 return IF_LAUNCHES, 0.0
@@ -274,12 +276,16 @@ class _Graph:
                 self.costs.update(shares if index == chosen else dict.fromkeys(shares, 0.0))
             return IF_LAUNCHES, costliest
         if op in ("Loop", "Scan", "SequenceMap"):
-            count = _count(node, self.values, self.lengths, nested=runs > 1)
+            static = _static_count(node, self.values, self.lengths)
+            count = DYNAMIC_COUNT if static is None else static
+            if static is None and self.in_run_time_loop and op != "SequenceMap":
+                count = NESTED_DYNAMIC_COUNT  # two nested loops of run-time count: not 16 x 16
             body = node.attributes.get("body")
             if body is None or body.type != ir.AttributeType.GRAPH:
                 return 1.0, 0.0
             self.lengths.register(node)
             walk = _Graph(self.values, self.lengths, self.costs, dict(self.alias), self.constant)
+            walk.in_run_time_loop = self.in_run_time_loop or static is None
             per_iteration = walk.run(body.as_graph(), count, runs * count, body=True)
             if op == "SequenceMap":  # its expansion's body reads the lists from outside
                 graph = body.as_graph()
@@ -416,15 +422,17 @@ def _sequence_map(node: ir.Node, count: float) -> float:
     return setup + 1.0 + count * (reads + appends + step)
 
 
-def _count(
-    node: ir.Node, values: StaticValues, lengths: StaticLengths, nested: bool = False
-) -> float:
-    """How many times the body of a Loop, Scan or SequenceMap runs: a Loop's static trip count
-    or the static length of the list whose SequenceLength it is, a Scan's static scanned dim,
-    a SequenceMap's static list length. A Loop or Scan of run-time count runs `DYNAMIC_COUNT`
-    times, `NESTED_DYNAMIC_COUNT` when it is `nested` in a loop body (two nested loops of
-    run-time count are not assumed to run 16 x 16 times)."""
-    dynamic = NESTED_DYNAMIC_COUNT if nested else DYNAMIC_COUNT
+def _count(node: ir.Node, values: StaticValues, lengths: StaticLengths) -> float:
+    """How many times the body of a Loop, Scan or SequenceMap runs (`DYNAMIC_COUNT` when it is
+    known at run time only)."""
+    count = _static_count(node, values, lengths)
+    return DYNAMIC_COUNT if count is None else count
+
+
+def _static_count(node: ir.Node, values: StaticValues, lengths: StaticLengths) -> float | None:
+    """How many times the body of a Loop, Scan or SequenceMap runs, when that is static: a
+    Loop's static trip count or the static length of the list whose SequenceLength it is, a
+    Scan's static scanned dim, a SequenceMap's static list length; else None."""
     first = node.inputs[0] if node.inputs else None
     if node.op_type == "Loop" and first is not None:
         count = values.get_int(first)
@@ -433,10 +441,10 @@ def _count(
         # a `while` loop has the largest int64 as its trip count: its condition ends it
         if count is not None and count <= _LARGEST_STATIC_COUNT:
             return float(max(count, 0))
-        return dynamic
+        return None
     if node.op_type == "SequenceMap":
         length = lengths.of(first)
-        return DYNAMIC_COUNT if length is None else float(length)
+        return None if length is None else float(length)
     if node.op_type == "Scan":
         scanned = node.inputs[-1] if node.inputs else None
         shape = scanned.shape if scanned is not None else None
@@ -449,7 +457,7 @@ def _count(
         length = _range_length(scanned, values)
         if length is not None:
             return float(length)
-    return dynamic
+    return None
 
 
 def _range_length(value: ir.Value | None, values: StaticValues) -> int | None:

@@ -396,14 +396,30 @@ STATIC = "Constant<value = int64 {COUNT}>()"
     ("outer", "inner", "runs"),
     [
         (RUN_TIME, RUN_TIME, DYNAMIC_COUNT * NESTED_DYNAMIC_COUNT),
-        (STATIC.replace("COUNT", "3"), RUN_TIME, 3 * NESTED_DYNAMIC_COUNT),
+        # a loop of static count may be unrolled: its body's loops are then in the main graph
+        (STATIC.replace("COUNT", "3"), RUN_TIME, 3 * DYNAMIC_COUNT),
         (RUN_TIME, STATIC.replace("COUNT", "5"), DYNAMIC_COUNT * 5),
     ],
     ids=["run-time-in-run-time", "run-time-in-static", "static-in-run-time"],
 )
-def test_a_loop_of_run_time_count_in_a_loop_body_runs_fewer_times(outer, inner, runs):
+def test_a_loop_of_run_time_count_in_a_loop_of_run_time_count_runs_fewer_times(outer, inner, runs):
     # two nested loops of run-time count are not assumed to run 16 x 16 times
     model = _typed(NESTED.replace("OUTER", outer).replace("INNER", inner))
     costs = node_costs(model)
     (neg,) = [n for n in costs if n.op_type == "Neg"]
     assert costs[neg] == pytest.approx(runs * NEG)
+
+
+def test_the_nesting_counts_through_a_branch():
+    text = NESTED.replace("OUTER", RUN_TIME).replace("INNER", RUN_TIME)
+    text = text.replace(
+        "w = Loop(l, t, v) <body = inner (int64 j, bool d, float[2] u) => (bool d2, float[2] r) {",
+        """w = If(c) <then_branch = th () => (float[2] z) { z = Identity(v) },
+                   else_branch = el () => (float[2] z2) {
+            z2 = Loop(l, t, v) <body = inner (int64 j, bool d, float[2] u)
+                                          => (bool d2, float[2] r) {""",
+    ).replace("r = Neg(u)\n        }>", "r = Neg(u)\n        }>\n        }>")
+    model = _typed(text)
+    costs = node_costs(model)
+    (neg,) = [n for n in costs if n.op_type == "Neg"]
+    assert costs[neg] == pytest.approx(DYNAMIC_COUNT * NESTED_DYNAMIC_COUNT * NEG)
