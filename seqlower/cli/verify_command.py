@@ -318,6 +318,8 @@ def _skipped(result: VerifyReport) -> list[str]:
 
 
 def _inconclusive_hint(result: VerifyReport) -> str:
+    if result.unloadable_original:
+        return "onnxruntime cannot load the original model: nothing can be compared with it"
     others = {trial.runtime for trial in result.trials} - {"onnxruntime"}
     if others and all(trial.status in ("both failed", "both crashed") for trial in result.trials):
         names = " and ".join(sorted(others))

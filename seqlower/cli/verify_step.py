@@ -55,6 +55,13 @@ def verify_lowered(
             echo(f"  - {line}", err=True)
         if saved:
             echo(saved, err=True)
+        if result.inconclusive and result.unloadable_original:
+            return result, error_exit(
+                "verification inconclusive: onnxruntime cannot load the input model, so nothing "
+                "was compared; nothing written (without --verify the lowered model is written "
+                "unverified)",
+                EXIT_BAD_INPUT,
+            )
         if result.inconclusive:
             return result, error_exit(
                 "verification inconclusive: both models failed on too many generated inputs; "

@@ -216,6 +216,15 @@ class VerifyReport:
         )
 
     @property
+    def unloadable_original(self) -> str | None:
+        """onnxruntime's error when it could not load the original in any trial (so nothing
+        was compared: the verdict is inconclusive, not a difference), else None."""
+        errors = [trial.original_error for trial in self.trials]
+        if not errors or not all(_while_loading_failed(error) for error in errors):
+            return None
+        return errors[0]
+
+    @property
     def required(self) -> int:
         """How many trials must run both models for a verdict of equivalence: 2, or 1 when
         fewer than 3 ran."""
@@ -331,8 +340,8 @@ def _trial_failures(trial: TrialResult, strict_errors: bool) -> list[tuple[str, 
             ("" if _while_loading(error) else ": ", f"{role} {error}") for role, error in crashed
         ]
     if trial.status == "original failed":
-        if not strict_errors and not _while_loading_failed(trial.original_error):
-            return []  # the candidate defines a result where the original raises
+        if not strict_errors:  # the candidate defines a result where the original raises, or
+            return []  # onnxruntime cannot load the original: nothing to compare with
         return [(": ", f"only the original failed: {trial.original_error}")]
     if trial.status == "candidate failed":
         return [(": ", f"only the candidate failed: {trial.candidate_error}")]

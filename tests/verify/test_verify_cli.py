@@ -266,3 +266,45 @@ def test_optimize_verify_is_inconclusive_with_a_hint_that_works(tmp_path):
     inputs = tmp_path / "inputs.npz"
     np.savez(inputs, x=np.arange(6, dtype=np.float32))
     assert _invoke(str(source), str(written), "--inputs", str(inputs)).exit_code == 0
+
+
+# onnxruntime refuses to load this at session creation (an integer division by a constant 0),
+# though the ONNX checker passes it: nothing can be compared with it
+UNLOADABLE = (
+    HEADER
+    + """g (int64[N, 3] x, int64[N, 3] y) => (int64[N, 6] z) {
+    zero = Constant<value = int64 {0}>()
+    q = Div(x, zero)
+    s = SequenceConstruct(q, y)
+    z = ConcatFromSequence<axis = 1>(s)
+}"""
+)
+
+
+def test_an_original_onnxruntime_cannot_load_is_inconclusive_not_a_difference(tmp_path):
+    import onnxruntime
+
+    from seqlower.cli.app import app
+
+    source, lowered = tmp_path / "unloadable.onnx", tmp_path / "lowered.onnx"
+    onnx.save(onnx.parser.parse_model(UNLOADABLE), source)
+    try:  # onnxruntime 1.20 loads it (and crashes running it): only a refusal to load is tested
+        onnxruntime.InferenceSession(str(source), providers=["CPUExecutionProvider"])
+    except Exception:  # any refusal to load
+        pass
+    else:
+        pytest.skip(f"onnxruntime {onnxruntime.__version__} loads a division by a constant 0")
+    written = CliRunner().invoke(app, ["optimize", "-q", str(source), str(lowered)])
+    assert written.exit_code == 0, written.output  # the hint below: without --verify it is written
+    verified = CliRunner().invoke(
+        app, ["optimize", "-q", "--verify", str(source), str(tmp_path / "v.onnx")]
+    )
+    assert verified.exit_code == 2, verified.output
+    last = verified.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: verification inconclusive: onnxruntime cannot load the input")
+    assert "without --verify the lowered model is written unverified" in last
+    assert not (tmp_path / "v.onnx").exists()
+    result = _invoke(str(source), str(lowered))
+    assert result.exit_code == 2, result.output
+    assert "onnxruntime cannot load the original model: nothing can be compared" in result.output
+    assert "NOT equivalent" not in result.output
