@@ -30,6 +30,7 @@ __all__ = [
 
 import os
 import re
+from collections.abc import Iterable
 
 import onnx
 import onnx.shape_inference
@@ -38,7 +39,7 @@ from google.protobuf.message import Message
 
 from seqlower.errors import InvalidModelError, ModelInputError
 from seqlower.inlined_size import too_many_inlined
-from seqlower.keepdims_corner import squeeze_keepdims_corners
+from seqlower.keepdims_corner import may_be_corner, squeeze_keepdims_corners
 from seqlower.ops import graph_nodes, iter_all_graphs
 from seqlower.passes.chunked_inference import SMALL_INITIALIZER_BYTES
 from seqlower.static_errors import static_problem
@@ -75,8 +76,10 @@ def check_input_proto(
     `path` is the file `proto` was read from, if any; `external=False` says that no tensor of
     the model keeps its data in a file (only such a tensor needs the file's folder);
     `split_keepdims` is how a scalar split of 1 with keepdims=0 is read (`Options`): read as
-    onnxruntime reads it, inference sees the axis squeezed (`keepdims_corner`)."""
-    _refuse_sparse(proto, where)
+    onnxruntime reads it, inference sees the axis squeezed (`keepdims_corner`). First, each
+    negative dim `proto` declares is made unknown in place (`forget_negative_dims`), in the
+    walk of its graphs that refuses sparse tensors."""
+    _forget_negative_dims(_graphs_refusing_sparse(proto, where), proto)
     copy, weights = _weightless(proto)
     checked: onnx.ModelProto | str = proto if path is None else os.fspath(path)
     if (path is None or not external) and _checks_alike(proto, weights):
@@ -92,12 +95,11 @@ def check_input_proto(
         raise ModelInputError(f"{where}: {too_many}")
     if copy.ByteSize() > FULL_CHECK_LIMIT_BYTES:
         return
-    _forget_declared_shapes(copy.graph)
-    if split_keepdims == "onnxruntime":
-        squeeze_keepdims_corners(copy)
+    corners = _forget_declared_shapes(copy.graph)
     for function in copy.functions:
-        for node in function.node:
-            _forget_in_attributes(node)
+        corners = _forget_in_nodes(function.node) or corners
+    if split_keepdims == "onnxruntime" and corners:
+        squeeze_keepdims_corners(copy)
     try:
         values = strict_inference(copy)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as error:
@@ -117,7 +119,7 @@ def check_input_proto(
     # the nodes, inputs and initializers of the model as read (the copy lacks the weights,
     # and inference types initializers only where they are inputs)
     if weights:
-        values = [value for value in values if value.name not in weights]
+        values = {name: value for name, value in values.items() if name not in weights}
     problem = static_problem(proto.graph, values)
     if problem is not None:
         raise InvalidModelError(f"{where}: the input model itself is invalid: {problem}")
@@ -267,13 +269,14 @@ def _raw_size(tensor: onnx.TensorProto) -> int:
     return len(tensor.raw_data)
 
 
-def _lenient_inference(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
-    """The types inference gives the main graph's values, errors ignored; nothing for a graph
-    with so many subgraphs that it would be inferred in runs (see `seqlower.strict_inference`)."""
+def _lenient_inference(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
+    """The types inference gives the main graph's values by name (the last of a name counts),
+    errors ignored; nothing for a graph with so many subgraphs that it would be inferred in
+    runs (see `seqlower.strict_inference`)."""
     if inferred_in_runs(model.graph):
-        return []
+        return {}
     inferred = onnx.shape_inference.infer_shapes(model)
-    return [*inferred.graph.input, *inferred.graph.value_info]
+    return {value.name: value for value in [*inferred.graph.input, *inferred.graph.value_info]}
 
 
 def check_input_text(model: ir.Model, where: str) -> None:
@@ -305,9 +308,18 @@ def check_input_text(model: ir.Model, where: str) -> None:
             )
 
 
-def _refuse_sparse(proto: onnx.ModelProto, where: str) -> None:
-    """onnx_ir drops sparse initializers and cannot hold sparse attributes: say so."""
-    for graph in _graphs(proto):
+def _graphs_refusing_sparse(proto: onnx.ModelProto, where: str) -> list[onnx.GraphProto]:
+    """`_graphs`, refusing what onnx_ir cannot hold in the same walk: it drops sparse
+    initializers and cannot hold sparse attributes, so say so. Each graph is looked at when
+    the walk reaches it (its sparse initializers, then its nodes' attributes), in the order
+    `_graphs` lists them, then the functions' nodes: the first one found is the one said."""
+    found = []
+    stack = [proto.graph]
+    for function in proto.functions:
+        stack.extend(node_subgraphs(function.node))
+    while stack:
+        graph = stack.pop()
+        found.append(graph)
         for sparse in graph.sparse_initializer:
             name = sparse.values.name
             raise InvalidModelError(
@@ -315,11 +327,13 @@ def _refuse_sparse(proto: onnx.ModelProto, where: str) -> None:
                 "initializer"
             )
         for node in graph.node:
-            if node.attribute:  # most nodes have none: no call for them
+            if node.attribute:  # most nodes have none: nothing to look into
                 _refuse_sparse_attributes(node, where)
+                stack.extend(node_subgraphs([node]))
     for function in proto.functions:
         for node in function.node:
             _refuse_sparse_attributes(node, where)
+    return found
 
 
 def _refuse_sparse_attributes(node: onnx.NodeProto, where: str) -> None:
@@ -348,8 +362,13 @@ def forget_negative_dims(proto: onnx.ModelProto) -> int:
     """Make each negative dim a declared type holds (inputs, outputs, value_info, in every
     graph and function) an unknown one, as onnxruntime reads it: some exporters write -1 for a
     dim known only when the model runs, and a dim of -5 is no size either. Returns how many."""
+    return _forget_negative_dims(_graphs(proto), proto)
+
+
+def _forget_negative_dims(graphs: list[onnx.GraphProto], proto: onnx.ModelProto) -> int:
+    """`forget_negative_dims`, given the graphs of `proto` (`_graphs`)."""
     infos: list[onnx.ValueInfoProto] = []
-    for graph in _graphs(proto):
+    for graph in graphs:
         infos.extend([*graph.input, *graph.output, *graph.value_info])
     for function in proto.functions:
         infos.extend(getattr(function, "value_info", ()))
@@ -382,22 +401,33 @@ def _shapes_in(type_proto: onnx.TypeProto) -> list[onnx.TensorShapeProto]:
     return found
 
 
-def _forget_declared_shapes(graph: onnx.GraphProto) -> None:
+def _forget_declared_shapes(graph: onnx.GraphProto) -> bool:
     """Drop what an exporter declared about intermediate values (value_info) and the dims of
     subgraph outputs; the main graph's inputs and outputs keep theirs (the checker needs
-    them; a contradicted output shape is tolerated by message)."""
+    them; a contradicted output shape is tolerated by message). Returns whether a node of the
+    graph or of its subgraphs may be a keepdims corner (`may_be_corner`): the same walk tells,
+    so that the corners' own walk runs only where one may be."""
     del graph.value_info[:]
-    for node in graph.node:
-        _forget_in_attributes(node)
+    return _forget_in_nodes(graph.node)
 
 
-def _forget_in_attributes(node: onnx.NodeProto) -> None:
-    for attribute in node.attribute:
-        subgraphs = [attribute.g] if attribute.HasField("g") else []
-        for subgraph in [*subgraphs, *attribute.graphs]:
-            _forget_declared_shapes(subgraph)
-            for output in subgraph.output:
-                _forget_shape(output.type)
+def _forget_in_nodes(nodes: Iterable[onnx.NodeProto]) -> bool:
+    """`_forget_declared_shapes` in the subgraphs `nodes` hold; whether one of `nodes` or of
+    the nodes of their subgraphs may be a keepdims corner."""
+    corners = False
+    for node in nodes:
+        attributes = node.attribute
+        if not attributes:  # most nodes: no subgraph, and no keepdims=0
+            continue
+        if node.op_type == "SplitToSequence" and may_be_corner(node):
+            corners = True
+        for attribute in attributes:
+            subgraphs = [attribute.g] if attribute.HasField("g") else []
+            for subgraph in [*subgraphs, *attribute.graphs]:
+                corners = _forget_declared_shapes(subgraph) or corners
+                for output in subgraph.output:
+                    _forget_shape(output.type)
+    return corners
 
 
 def _forget_shape(type_proto: onnx.TypeProto) -> None:

@@ -43,7 +43,7 @@ import onnx_ir as ir
 from google.protobuf.message import DecodeError
 
 from seqlower.errors import ModelInputError
-from seqlower.input_check import check_input_proto, check_input_text, forget_negative_dims
+from seqlower.input_check import check_input_proto, check_input_text
 from seqlower.ops import graph_nodes, iter_all_graphs
 
 ModelSource = ir.Model | onnx.ModelProto | str | os.PathLike
@@ -138,7 +138,7 @@ def _deserialize(
         external = base_dir is not None and len(files) > 1
     else:
         external = base_dir is not None and any(map(_is_external, _all_tensor_protos(proto)))
-    forget_negative_dims(proto)
+    # negative dims are made unknown first, in place (the check's walk of the graphs does it)
     check_input_proto(proto, where, path, external=external, split_keepdims=split_keepdims)
     try:
         model = ir.serde.deserialize_model(proto)

@@ -16,7 +16,7 @@ enclosing one, or an initializer that is not a graph input (those can be overrid
 
 from __future__ import annotations
 
-__all__ = ["squeeze_keepdims_corners"]
+__all__ = ["may_be_corner", "squeeze_keepdims_corners"]
 
 import onnx
 from onnx import numpy_helper
@@ -58,11 +58,19 @@ def _in_nodes(nodes: list[onnx.NodeProto], fixed: dict[str, onnx.TensorProto]) -
     return changed
 
 
-def _is_corner(node: onnx.NodeProto, fixed: dict[str, onnx.TensorProto]) -> bool:
+def may_be_corner(node: onnx.NodeProto) -> bool:
+    """Whether the SplitToSequence `node` is the corner above when its split is fixed: of
+    the default domain, keepdims=0 and a split given. Every corner is one, so a model without
+    such a node has nothing to squeeze (a caller walking the model anyway can skip the
+    corners' walk)."""
     if node.domain not in ("", "ai.onnx"):
         return False
     keepdims = [a.i for a in node.attribute if a.name == "keepdims"]
-    if keepdims != [0] or len(node.input) < 2 or not node.input[1]:
+    return keepdims == [0] and len(node.input) >= 2 and bool(node.input[1])
+
+
+def _is_corner(node: onnx.NodeProto, fixed: dict[str, onnx.TensorProto]) -> bool:
+    if not may_be_corner(node):
         return False
     tensor = fixed.get(node.input[1])
     if tensor is None or tensor.dims or tensor.data_location == onnx.TensorProto.EXTERNAL:

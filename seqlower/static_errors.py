@@ -25,7 +25,7 @@ from __future__ import annotations
 
 __all__ = ["concat_mismatch", "split_or_axis_problem", "static_problem"]
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import onnx
@@ -34,28 +34,27 @@ from onnx import numpy_helper
 Shape = tuple[int | None, ...]
 
 
-def static_problem(graph: onnx.GraphProto, values: Iterable[onnx.ValueInfoProto]) -> str | None:
-    """`split_or_axis_problem`, else `concat_mismatch`: the values' shapes and the constants
-    read once for both."""
-    shapes, constants = _Shapes(values), _Constants(graph)
-    return _split_or_axis(graph, shapes, constants) or _mismatch(graph, shapes, constants)
+def static_problem(graph: onnx.GraphProto, values: Mapping[str, onnx.ValueInfoProto]) -> str | None:
+    """`split_or_axis_problem`, else `concat_mismatch`, for a main `graph` that passed the ONNX
+    checker (each name made once): `values` are the inferred types by name (as
+    `strict_inference` returns them); the graph's nodes are walked once for both checks."""
+    nodes, shapes = _Nodes(graph), _Shapes(values)
+    return _split_or_axis(nodes, shapes) or _mismatch(nodes, shapes)
 
 
 def concat_mismatch(graph: onnx.GraphProto, values: Iterable[onnx.ValueInfoProto]) -> str | None:
     """The first ConcatFromSequence of the main `graph` whose elements' sizes differ where
     they must agree, described in a sentence; None when there is none. `values` are the types
     inference gave the main graph's values."""
-    return _mismatch(graph, _Shapes(values), _Constants(graph))
+    return _mismatch(_Nodes(graph), _Shapes(_by_name(values)))
 
 
-def _mismatch(graph: onnx.GraphProto, shapes: _Shapes, constants: _Constants) -> str | None:
-    concats = [node for node in graph.node if node.op_type == "ConcatFromSequence"]
-    if not concats:
+def _mismatch(nodes: _Nodes, shapes: _Shapes) -> str | None:
+    if not nodes.concats:
         return None
-    producers = {output: node for node in graph.node for output in node.output}
-    for node in concats:
-        source = producers.get(node.input[0]) if node.input else None
-        elements = _element_shapes(source, shapes, constants) if source is not None else None
+    for node in nodes.concats:
+        source = nodes.source(node.input[0]) if node.input else None
+        elements = _element_shapes(source, shapes, nodes) if source is not None else None
         if not elements:
             continue
         attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
@@ -77,16 +76,13 @@ def split_or_axis_problem(
     """The first SplitToSequence or ConcatFromSequence of the main `graph` that the spec makes
     fail whenever it runs (see the module docstring), described in a sentence; None when there
     is none. `values` are the types inference gave the main graph's values."""
-    return _split_or_axis(graph, _Shapes(values), _Constants(graph))
+    return _split_or_axis(_Nodes(graph), _Shapes(_by_name(values)))
 
 
-def _split_or_axis(graph: onnx.GraphProto, shapes: _Shapes, constants: _Constants) -> str | None:
-    nodes = [n for n in graph.node if n.op_type in ("SplitToSequence", "ConcatFromSequence")]
-    if not nodes:
-        return None
-    for node in nodes:
+def _split_or_axis(nodes: _Nodes, shapes: _Shapes) -> str | None:
+    for node in nodes.splits_and_concats:
         problem = (
-            _split_problem(node, shapes, constants)
+            _split_problem(node, shapes, nodes)
             if node.op_type == "SplitToSequence"
             else _concat_axis_problem(node, shapes)
         )
@@ -96,7 +92,7 @@ def _split_or_axis(graph: onnx.GraphProto, shapes: _Shapes, constants: _Constant
     return None
 
 
-def _split_problem(node: onnx.NodeProto, shapes: _Shapes, constants: _Constants) -> str | None:
+def _split_problem(node: onnx.NodeProto, shapes: _Shapes, constants: _Nodes) -> str | None:
     data = shapes.get(node.input[0]) if node.input else None
     attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     axis = int(attributes.get("axis", 0))
@@ -138,22 +134,18 @@ def _shape(info: onnx.ValueInfoProto) -> Shape | None:
     )
 
 
+def _by_name(values: Iterable[onnx.ValueInfoProto]) -> dict[str, onnx.ValueInfoProto]:
+    """The values by name, the last one of a name counting."""
+    return {info.name: info for info in values}
+
+
 class _Shapes:
     """The inferred shape of each value by name, read when asked for (a model has many values
     and few concatenations)."""
 
-    def __init__(self, values: Iterable[onnx.ValueInfoProto]) -> None:
-        self._values: Iterable[onnx.ValueInfoProto] | None = values
-        self._by_name: dict[str, onnx.ValueInfoProto] = {}
+    def __init__(self, values: Mapping[str, onnx.ValueInfoProto]) -> None:
+        self._infos = values
         self._shapes: dict[str, Shape | None] = {}
-
-    @property
-    def _infos(self) -> dict[str, onnx.ValueInfoProto]:
-        """The values by name, read at the first question (the last one of a name counts)."""
-        if self._values is not None:
-            self._by_name = {info.name: info for info in self._values}
-            self._values = None
-        return self._by_name
 
     def element(self, name: str) -> Shape | None:
         """The shape the elements of the sequence `name` share, when inference gave one."""
@@ -175,27 +167,61 @@ class _Shapes:
         return self._shapes[name]
 
 
-class _Constants:
-    """Values fixed in the file, read when asked for: Constant outputs and initializers that
-    are not graph inputs."""
+# the nodes whose outputs a ConcatFromSequence's elements are read from (`_element_shapes`)
+_SOURCES = ("SequenceConstruct", "SplitToSequence")
+
+
+class _Nodes:
+    """What the checks read of the main graph's nodes, found in one walk of them: the
+    SplitToSequence and ConcatFromSequence nodes in order, the ConcatFromSequence ones, the
+    values fixed in the file (Constant outputs, and initializers that are not graph inputs,
+    read when asked for) and the SequenceConstruct and SplitToSequence nodes by output.
+
+    Only those two kinds are kept as producers: an element's shapes are read from no other
+    (`_element_shapes`), and in a graph the checker passed each name is made by one node, so
+    the producer of a name is the same as among all nodes; a ConcatFromSequence reading the
+    empty name (only a node of an unchecked domain can) asks every node, the last one that
+    leaves an output unnamed counting, as a lookup among all nodes would."""
 
     def __init__(self, graph: onnx.GraphProto) -> None:
         self._graph = graph
+        self.splits_and_concats: list[onnx.NodeProto] = []
+        self.concats: list[onnx.NodeProto] = []
+        self._constant_nodes: list[onnx.NodeProto] = []
+        self._sources: dict[str, onnx.NodeProto] = {}
+        for node in graph.node:
+            op_type = node.op_type
+            if op_type == "ConcatFromSequence":
+                self.splits_and_concats.append(node)
+                self.concats.append(node)
+            elif op_type == "SplitToSequence":
+                self.splits_and_concats.append(node)
+            elif op_type == "Constant":
+                self._constant_nodes.append(node)
+            if op_type in _SOURCES:
+                self._sources.update((output, node) for output in node.output)
         self._tensors: dict[str, onnx.TensorProto] | None = None  # found at the first question
+
+    def source(self, name: str) -> onnx.NodeProto | None:
+        """The node that makes `name` when it is a SequenceConstruct or a SplitToSequence."""
+        if name == "":
+            found = {output: node for node in self._graph.node for output in node.output}
+            source = found.get(name)
+            return source if source is not None and source.op_type in _SOURCES else None
+        return self._sources.get(name)
 
     def _found(self) -> dict[str, onnx.TensorProto]:
         graph = self._graph
         inputs = {info.name for info in graph.input}
         tensors = {t.name: t for t in graph.initializer if t.name not in inputs}
-        for node in graph.node:
-            if node.op_type != "Constant":
-                continue
+        for node in self._constant_nodes:
             attributes = list(node.attribute)
             if [a.name for a in attributes] == ["value"]:
                 tensors[node.output[0]] = attributes[0].t
         return tensors
 
     def get(self, name: str) -> np.ndarray | None:
+        """The value fixed in the file under `name`, when it may be a split's sizes."""
         if self._tensors is None:
             self._tensors = self._found()
         tensor = self._tensors.get(name)
@@ -207,7 +233,7 @@ class _Constants:
 
 
 def _element_shapes(
-    source: onnx.NodeProto, shapes: _Shapes, constants: _Constants
+    source: onnx.NodeProto, shapes: _Shapes, constants: _Nodes
 ) -> list[Shape] | None:
     if source.op_type == "SequenceConstruct":
         found = [shapes.get(name) for name in source.input]

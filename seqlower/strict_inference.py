@@ -39,14 +39,16 @@ def check_fully(model: onnx.ModelProto) -> None:
     strict_inference(model)
 
 
-def strict_inference(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+def strict_inference(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
     """Strict ONNX type and shape inference of `model` with type checking, raising what it
-    raises; returns the types of the main graph's values as inferred (in runs when
-    `inferred_in_runs`: see the module docstring)."""
+    raises; returns the types of the main graph's values as inferred, by name (in runs when
+    `inferred_in_runs`: see the module docstring; in one piece, the last of a name counts, as
+    the graph's inputs, value_info and outputs list them)."""
     graph = model.graph
     if not inferred_in_runs(graph):
         inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
-        return [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]
+        found = inferred.graph
+        return {value.name: value for value in [*found.input, *found.value_info, *found.output]}
     inputs = {value.name: value for value in graph.input}
     initializers = {tensor.name: tensor for tensor in graph.initializer}
     outputs = {value.name: value for value in graph.output}
@@ -54,7 +56,8 @@ def strict_inference(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
     known: dict[str, onnx.ValueInfoProto] = dict(inputs)
     constants: dict[str, onnx.NodeProto] = {}
     for run in cut_in_runs(graph.node, _holds_subgraphs, RUN_SUBGRAPHS):
-        made = {name for node in run for name in node.output}
+        made_in_order = [name for node in run for name in node.output]  # read once a run
+        made = set(made_in_order)
         proto = onnx.ModelProto(ir_version=model.ir_version)
         proto.opset_import.extend(model.opset_import)
         proto.functions.extend(model.functions)
@@ -76,17 +79,18 @@ def strict_inference(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
             elif name in known:
                 run_graph.input.append(known[name])
         run_graph.node.extend(run)
-        made_in_order = [name for node in run for name in node.output if name]
-        run_graph.value_info.extend(declared[name] for name in made_in_order if name in declared)
-        run_graph.output.extend(outputs[name] for name in made_in_order if name in outputs)
+        named = [name for name in made_in_order if name]
+        run_graph.value_info.extend(declared[name] for name in named if name in declared)
+        run_graph.output.extend(outputs[name] for name in named if name in outputs)
         inferred = onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
         for value in [*inferred.graph.value_info, *inferred.graph.output]:
-            if value.name in made:
-                known[value.name] = value
+            name = value.name  # read once: a protobuf field read makes a new string
+            if name in made:
+                known[name] = value
         for node in run:
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
                 constants.update((name, node) for name in node.output)
-    return list(known.values())
+    return known
 
 
 def inferred_in_runs(graph: onnx.GraphProto) -> bool:

@@ -248,42 +248,227 @@ def test_the_main_graph_is_inferred_in_runs_beyond_the_limit_of_holders(holders)
     assert inferred_in_runs(graph) is (holders > SUBGRAPH_LIMIT)
 
 
-def test_the_split_and_concat_checks_read_the_inferred_values_once():
+def test_the_split_and_concat_checks_walk_the_nodes_once_and_take_the_values_by_name():
     """`static_problem` answers as `split_or_axis_problem`, then `concat_mismatch`, each given
-    every value, and reads the values (100k of them on a large model) once, into one map."""
+    every value; it takes the values by name as `strict_inference` returns them (100k of them
+    on a large model: never read again into a map of its own) and reads the graph's nodes
+    once for both checks (the earlier code read them four times)."""
+    from collections.abc import Mapping
+
     from seqlower.static_errors import concat_mismatch, split_or_axis_problem, static_problem
     from seqlower.strict_inference import strict_inference
 
-    def model(sizes: list[int]) -> onnx.ModelProto:
+    def model(sizes: list[int], tail: str) -> onnx.ModelProto:
         split = onnx.numpy_helper.from_array(np.array(sizes, np.int64), "sizes")
         graph = helper.make_graph(
             [
                 helper.make_node("SplitToSequence", ["x", "sizes"], ["s"], axis=0),
-                helper.make_node("SequenceConstruct", ["x", "z"], ["q"]),
+                helper.make_node("SequenceConstruct", ["x", tail], ["q"]),
                 helper.make_node("ConcatFromSequence", ["q"], ["y"], axis=0),
+                helper.make_node("ConcatFromSequence", ["s"], ["w"], axis=0),
             ],
             "g",
             [
                 helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3]),
                 helper.make_tensor_value_info("z", TensorProto.FLOAT, [4, 2]),
             ],
-            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+            [
+                helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                helper.make_tensor_value_info("w", TensorProto.FLOAT, None),
+            ],
             initializer=[split],
         )
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
-    read = 0
-    for sizes, said in (([1, 3], "differ on dimension 1"), ([-1, 5], "one of them negative")):
-        proto = model(sizes)
+    class Looked(Mapping):
+        """The values by name, counting how often they are gone through."""
+
+        def __init__(self, values):
+            self.values_, self.walks = values, 0
+
+        def __getitem__(self, name):
+            return self.values_[name]
+
+        def __iter__(self):
+            self.walks += 1
+            return iter(self.values_)
+
+        def __len__(self):
+            return len(self.values_)
+
+    class Counted:
+        """A graph whose nodes are counted each time they are asked for."""
+
+        def __init__(self, graph):
+            self.graph, self.reads = graph, 0
+            self.input, self.initializer = graph.input, graph.initializer
+
+        @property
+        def node(self):
+            self.reads += 1
+            return self.graph.node
+
+    cases = (
+        ([1, 3], "z", "differ on dimension 1"),
+        ([-1, 5], "z", "one of them negative"),
+        ([1, 3], "x", None),
+    )
+    for sizes, tail, said in cases:
+        proto = model(sizes, tail)
         values = strict_inference(proto)
-
-        def counted(values=values):
-            nonlocal read
-            read += 1
-            yield from values
-
-        want = split_or_axis_problem(proto.graph, values) or concat_mismatch(proto.graph, values)
-        found = static_problem(proto.graph, counted())
+        assert isinstance(values, dict)
+        assert values["y"].name == "y"
+        listed = list(values.values())
+        want = split_or_axis_problem(proto.graph, listed) or concat_mismatch(proto.graph, listed)
+        looked, graph = Looked(values), Counted(proto.graph)
+        found = static_problem(graph, looked)
         assert found == want
-        assert said in found
-    assert read == 2
+        assert (said is None and found is None) or said in found
+        assert looked.walks == 0
+        assert graph.reads == 1
+
+
+def _corner_model(where: str) -> onnx.ModelProto:
+    """x[3, 2] split by a scalar 1 with keepdims=0 (the keepdims corner: read as onnxruntime
+    reads it, each element is [2]) and one element added to y[2], `where` the split is: the
+    main graph, an If branch (nested in another If), or a model-local function; the other
+    places hold plain nodes."""
+    one = onnx.numpy_helper.from_array(np.array(1, np.int64), "one")
+    zero = onnx.numpy_helper.from_array(np.array(0, np.int64), "zero")
+
+    def corner(prefix: str) -> list[onnx.NodeProto]:
+        return [
+            helper.make_node("Constant", [], [f"{prefix}one"], value=one),
+            helper.make_node("Constant", [], [f"{prefix}zero"], value=zero),
+            helper.make_node(
+                "SplitToSequence", ["x", f"{prefix}one"], [f"{prefix}s"], axis=0, keepdims=0
+            ),
+            helper.make_node("SequenceAt", [f"{prefix}s", f"{prefix}zero"], [f"{prefix}a"]),
+            helper.make_node("Add", [f"{prefix}a", "y"], [f"{prefix}out"]),
+        ]
+
+    def branch(name: str, nodes: list[onnx.NodeProto], out: str) -> onnx.GraphProto:
+        typed = helper.make_tensor_value_info(out, TensorProto.FLOAT, [2])
+        return helper.make_graph(nodes, name, [], [typed])
+
+    plain = [helper.make_node("Add", ["y", "y"], ["plain"])]
+    functions = []
+    if where == "main":
+        nodes = corner("m_")
+        nodes.append(helper.make_node("Identity", ["m_out"], ["out"]))
+    elif where == "branch":
+        inner = helper.make_node(
+            "If",
+            ["c"],
+            ["i_out"],
+            then_branch=branch("inner_then", corner("b_"), "b_out"),
+            else_branch=branch("inner_else", [helper.make_node("Neg", ["y"], ["n"])], "n"),
+        )
+        outer = helper.make_node(
+            "If",
+            ["c"],
+            ["out"],
+            then_branch=branch("outer_then", [inner], "i_out"),
+            else_branch=branch("outer_else", plain, "plain"),
+        )
+        nodes = [outer]
+    else:
+        function = helper.make_function(
+            "local", "Corner", ["x", "y"], ["f_out"], corner("f_"), [helper.make_opsetid("", 17)]
+        )
+        functions.append(function)
+        nodes = [helper.make_node("Corner", ["x", "y"], ["out"], domain="local")]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2]),
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [2]),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+        ],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2])],
+    )
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)]
+    return helper.make_model(graph, opset_imports=opsets, functions=functions)
+
+
+@pytest.mark.parametrize("where", ["main", "branch", "function"])
+def test_the_keepdims_corners_are_looked_for_only_where_the_walk_found_one(monkeypatch, where):
+    """The walk that forgets declared shapes also tells whether a SplitToSequence may be a
+    keepdims corner (keepdims=0 and a split given), in the main graph, a nested subgraph or a
+    function; the corners' own walk runs only then. Read the spec's way the corner keeps the
+    axis ([1, 2] + [2] is a [1, 2]: the declared [2] is tolerated, so the check passes either
+    way); read as onnxruntime reads it the corner is squeezed, as the corners' walk does."""
+    import seqlower.input_check as input_check
+    from seqlower.keepdims_corner import squeeze_keepdims_corners
+
+    calls = []
+
+    def counted(proto):
+        calls.append(proto)
+        return squeeze_keepdims_corners(proto)
+
+    monkeypatch.setattr(input_check, "squeeze_keepdims_corners", counted)
+    model = _corner_model(where)
+    check_input_proto(model, "m.onnx")
+    assert len(calls) == 1
+    assert counted(onnx.ModelProto.FromString(model.SerializeToString())) == 1  # one corner
+    check_input_proto(model, "m.onnx", split_keepdims="spec")
+    assert len(calls) == 2  # not called under the spec's reading
+
+
+def test_a_model_without_a_keepdims_corner_is_not_walked_for_one(monkeypatch):
+    """keepdims=1, or keepdims=0 without a split: no corner can be; and the dense SequenceMap
+    form of the benchmark (SplitToSequence without a split) is one of these."""
+    import seqlower.input_check as input_check
+
+    calls = []
+    monkeypatch.setattr(input_check, "squeeze_keepdims_corners", calls.append)
+    for keepdims, inputs in ((1, ["x", "m_one"]), (0, ["x"])):
+        model = _corner_model("main")
+        split = next(node for node in model.graph.node if node.op_type == "SplitToSequence")
+        del split.input[:]
+        split.input.extend(inputs)
+        next(a for a in split.attribute if a.name == "keepdims").i = keepdims
+        check_input_proto(model, "m.onnx")
+    assert calls == []
+
+
+def test_negative_dims_are_forgotten_and_sparse_tensors_refused_in_one_walk(monkeypatch):
+    """The check makes each negative declared dim unknown in place, in every graph and
+    function, in the walk of the graphs that refuses sparse tensors (the graphs are not
+    listed a second time); the first sparse tensor found is still the one said: the graphs'
+    in their order, then the functions' nodes."""
+    import seqlower.input_check as input_check
+
+    def listed_again(proto):
+        raise AssertionError("the graphs were listed a second time")
+
+    monkeypatch.setattr(input_check, "_graphs", listed_again)
+    model = _corner_model("branch")
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = -1
+
+    def then_branch(node: onnx.NodeProto) -> onnx.GraphProto:
+        return next(a.g for a in node.attribute if a.name == "then_branch")
+
+    inner_then = then_branch(then_branch(model.graph.node[0]).node[0])
+    inner_then.output[0].type.tensor_type.shape.dim[0].dim_value = -5
+    check_input_proto(model, "m.onnx")
+    assert not model.graph.input[0].type.tensor_type.shape.dim[0].HasField("dim_value")
+    assert not inner_then.output[0].type.tensor_type.shape.dim[0].HasField("dim_value")
+    assert model.graph.input[0].type.tensor_type.shape.dim[1].dim_value == 2
+
+    values = onnx.numpy_helper.from_array(np.array([1.0], np.float32), "v")
+    indices = onnx.numpy_helper.from_array(np.array([0], np.int64), "i")
+    sparse = helper.make_sparse_tensor(values, indices, [2])
+    inner_then.sparse_initializer.append(sparse)
+    function = helper.make_function(
+        "local", "F", ["a"], ["b"], [helper.make_node("Identity", ["a"], ["b"])], []
+    )
+    function.node.append(helper.make_node("Constant", [], ["k"], sparse_value=sparse))
+    model.functions.append(function)
+    with pytest.raises(InvalidModelError, match="sparse initializer 'v' is not supported"):
+        check_input_proto(model, "m.onnx")
+    del inner_then.sparse_initializer[:]
+    with pytest.raises(InvalidModelError, match="node '' \\(Constant\\) has a sparse tensor"):
+        check_input_proto(model, "m.onnx")
