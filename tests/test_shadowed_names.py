@@ -138,3 +138,31 @@ def test_an_input_with_a_default_is_one_value_not_two() -> None:
     )
     assert rename_shadowing_values(model) == 0
     assert [v.name for v in model.graph.inputs] == ["a", "w"]
+
+
+def test_each_graph_is_walked_once_to_find_what_may_shadow(monkeypatch) -> None:
+    """One walk of each graph's nodes finds its values and the subgraphs it holds (before, the
+    graphs were listed, then each graph's nodes walked for its values and again for its
+    subgraphs: three walks of the dense map chain's 85,000 nodes); the same renames, a body
+    that two nodes hold walked once and in scope under each."""
+    import seqlower.ops as ops
+    import seqlower.passes.shadowed_names as shadowed_names
+
+    walked: list[str] = []
+    walk = ops.graph_nodes
+
+    def counted(graph):
+        walked.append(graph.name)
+        return walk(graph)
+
+    monkeypatch.setattr(ops, "graph_nodes", counted)
+    monkeypatch.setattr(shadowed_names, "graph_nodes", counted)
+    model = ir.from_proto(CARRIED_NAMED_AS_THE_SPLIT_TENSOR)
+    loop = next(node for node in model.graph if node.op_type == "Loop")
+    # a second Loop holding the same body (as a rewrite does until the old one goes)
+    twin = ir.Node("", "Loop", loop.inputs, attributes=[loop.attributes["body"]], num_outputs=1)
+    model.graph.append(twin)
+    assert rename_shadowing_values(model) == 1
+    assert walked == [model.graph.name, _body(model).name]
+    assert [v.name for v in _body(model).inputs] == ["i", "c", "x_inner"]
+    assert [v.name for v in _body(model, 1).inputs] == ["i", "c", "x_inner"]

@@ -23,27 +23,34 @@ from collections import Counter
 
 import onnx_ir as ir
 
-from seqlower.ops import graph_nodes, graphs_within, subgraphs
+from seqlower.ops import graph_nodes, subgraphs
 
 
 def rename_shadowing_values(model: ir.Model) -> int:
     """Rename every value of a subgraph whose name a value of an enclosing graph has, and every
     second value of one name in a graph (two loop bodies fused into one, say). Returns how many
     were renamed."""
-    # one walk: each graph's values and the subgraphs its nodes hold, in order (a graph that
-    # two nodes hold is in scope under each)
+    # one walk of each graph's nodes: its values and the subgraphs its nodes hold, in order (a
+    # graph that two nodes hold is in scope under each); the graphs found breadth first,
+    # parents before children, each once (`graphs_within`)
     defined: dict[int, list[ir.Value]] = {}
     held: dict[int, list[ir.Graph]] = {}
     names: list[str] = []
-    for graph in graphs_within(model.graph):
-        values = defined[id(graph)] = _values(graph)
+    graphs = [model.graph]
+    seen = {id(model.graph)}
+    for graph in graphs:  # grows while iterating
+        outputs: list[ir.Value] = []
+        inner_graphs = held[id(graph)] = []
+        for node in graph_nodes(graph):
+            outputs.extend(node.outputs)
+            if node.attributes.data:
+                for inner in subgraphs(node):
+                    inner_graphs.append(inner)
+                    if id(inner) not in seen:
+                        seen.add(id(inner))
+                        graphs.append(inner)
+        values = defined[id(graph)] = _values(graph, outputs)
         names += [value.name for value in values if value.name]
-        held[id(graph)] = [
-            inner
-            for node in graph_nodes(graph)
-            if node.attributes.data
-            for inner in subgraphs(node)
-        ]
     taken = set(names)
     if len(taken) == len(names):
         return 0  # no name is written twice: nothing can shadow
@@ -70,10 +77,11 @@ def rename_shadowing_values(model: ir.Model) -> int:
     return renamed
 
 
-def _values(graph: ir.Graph) -> list[ir.Value]:
-    """Each value a graph defines, once: an initializer may be an input too (its default)."""
+def _values(graph: ir.Graph, outputs: list[ir.Value]) -> list[ir.Value]:
+    """Each value a graph defines, once: an initializer may be an input too (its default);
+    `outputs` are its nodes' outputs, in order."""
     values = dict.fromkeys([*graph.inputs, *graph.initializers.values()])
-    values.update(dict.fromkeys(output for node in graph_nodes(graph) for output in node.outputs))
+    values.update(dict.fromkeys(outputs))
     return list(values)
 
 
