@@ -327,9 +327,14 @@ def _graphs_refusing_sparse(proto: onnx.ModelProto, where: str) -> list[onnx.Gra
                 "initializer"
             )
         for node in graph.node:
-            if node.attribute:  # most nodes have none: nothing to look into
-                _refuse_sparse_attributes(node, where)
-                stack.extend(node_subgraphs([node]))
+            attributes = node.attribute
+            if not attributes:  # most nodes: nothing to look into
+                continue
+            for attribute in attributes:  # each read once: refused, or its subgraphs found
+                _refuse_sparse_attribute(node, attribute, where)
+                if attribute.HasField("g"):
+                    stack.append(attribute.g)
+                stack.extend(attribute.graphs)
     for function in proto.functions:
         for node in function.node:
             _refuse_sparse_attributes(node, where)
@@ -338,11 +343,17 @@ def _graphs_refusing_sparse(proto: onnx.ModelProto, where: str) -> list[onnx.Gra
 
 def _refuse_sparse_attributes(node: onnx.NodeProto, where: str) -> None:
     for attribute in node.attribute:
-        if attribute.HasField("sparse_tensor") or len(attribute.sparse_tensors):
-            raise InvalidModelError(
-                f"{where}: node '{node.name}' ({node.op_type}) has a sparse tensor in attribute "
-                f"'{attribute.name}', which is not supported; store it as a dense tensor"
-            )
+        _refuse_sparse_attribute(node, attribute, where)
+
+
+def _refuse_sparse_attribute(
+    node: onnx.NodeProto, attribute: onnx.AttributeProto, where: str
+) -> None:
+    if attribute.HasField("sparse_tensor") or len(attribute.sparse_tensors):
+        raise InvalidModelError(
+            f"{where}: node '{node.name}' ({node.op_type}) has a sparse tensor in attribute "
+            f"'{attribute.name}', which is not supported; store it as a dense tensor"
+        )
 
 
 def _graphs(proto: onnx.ModelProto) -> list[onnx.GraphProto]:
