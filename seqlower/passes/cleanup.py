@@ -5,7 +5,8 @@ type their input has, arithmetic that changes nothing (x + 0, the sign correctio
 division of an index) or adds a negated term (a + i * -1, as a - i), Unsqueezes that
 broadcasting makes anyway, Concats of one input, reads of what a
 cut of the last rows left, Unsqueezes whose leading axis the operators before can make, minimums
-of a value and the largest int64 (the value), loop-invariant operators (moved out of Loop and
+of a value and the largest int64 (the value), chains that only add, drop or move axes of one
+(at most a Squeeze and an Unsqueeze), loop-invariant operators (moved out of Loop and
 Scan bodies), operators read in one If branch only (moved into it), unused initializers and
 functions, Reshapes to the shape their input has, nodes computing what an earlier node of their
 graph computes; forget the dim names that shape inference made up. Nodes that stay are not touched
@@ -23,6 +24,7 @@ from seqlower.passes.broadcast_unsqueeze import drop_broadcast_unsqueezes
 from seqlower.passes.census import OpCensus
 from seqlower.passes.dead_carried import remove_dead_carried
 from seqlower.passes.dead_code import remove_dead_nodes
+from seqlower.passes.double_negation import fold_double_negations
 from seqlower.passes.duplicate_nodes import merge_duplicate_nodes
 from seqlower.passes.floor_division import fold_floor_divisions
 from seqlower.passes.fold_shapes import fold_static_shapes
@@ -41,6 +43,7 @@ from seqlower.passes.sink_into_branches import sink_into_branches
 from seqlower.passes.stacked_reads import fold_stacked_reads
 from seqlower.passes.trimmed_reads import fold_trimmed_reads
 from seqlower.passes.trivial_min import fold_trivial_mins
+from seqlower.passes.unit_axes import UNIT_AXIS_OPS, fold_unit_axes
 
 
 def remove_unused_initializers(model: ir.Model) -> bool:
@@ -78,10 +81,14 @@ class CleanupPass(ir.passes.InPlacePass):
     Concats of one input removed and Concats read only by a Concat on the same axis joined into it
     (`single_concat`; `concats_removed`), reads and cuts of a tensor whose last rows were cut made
     on the tensor itself (`trimmed_reads`; `trims_folded`), reads at a constant index of a stack
-    made the stacked value (`stacked_reads`; `stacked_reads`), Unsqueezes on axis 0 whose axis the
-    producers can make folded into them (`row_axes`; `rows_folded`), loop-invariant operators moved
-    out of Loop and Scan bodies (`hoist_invariants`; `hoisted`), operators read in one If branch
-    only moved into it (`sink_into_branches`; `sunk`), then unused initializers and functions.
+    made the stacked value (`stacked_reads`; `stacked_reads`), chains of Unsqueezes, Squeezes,
+    Transposes and reductions that only add, drop or move axes of one made at most a Squeeze and
+    an Unsqueeze, Shapes of them read their source, and Not(Not(x)) read as x (`unit_axes`,
+    `double_negation`; both counted in `unit_axes`), Unsqueezes
+    on axis 0 whose axis the producers can make folded into them (`row_axes`; `rows_folded`),
+    loop-invariant operators moved out of Loop and Scan bodies (`hoist_invariants`; `hoisted`),
+    operators read in one If branch only moved into it (`sink_into_branches`; `sunk`), then
+    unused initializers and functions.
     `dead_nodes=False` skips the walk for dead nodes when the caller knows there are none (after
     a lowering fixpoint). `fold_shapes=False` folds no shape (for a model whose declared
     intermediate shapes are not all trusted)."""
@@ -101,6 +108,7 @@ class CleanupPass(ir.passes.InPlacePass):
         self.rows_folded = 0
         self.trims_folded = 0
         self.stacked_reads = 0
+        self.unit_axes = 0
         self.negations_folded = 0
         self.sunk = 0
         self.carried_removed = 0
@@ -174,6 +182,10 @@ class CleanupPass(ir.passes.InPlacePass):
         modified |= bool(self.stacked_reads)
         self.trims_folded = census.run({"Gather", "Slice"}, fold_trimmed_reads, model)
         modified |= bool(self.trims_folded)
+        # chains that only add, drop or move axes of one: at most a Squeeze and an Unsqueeze
+        self.unit_axes = census.run(UNIT_AXIS_OPS, fold_unit_axes, model)
+        self.unit_axes += census.run({"Not"}, fold_double_negations, model)
+        modified |= bool(self.unit_axes)
         self.rows_folded = census.run({"Unsqueeze"}, fold_row_axes, model)
         modified |= bool(self.rows_folded)
         if self.rows_folded and self.fold_shapes:
