@@ -35,6 +35,7 @@ from seqlower.passes.index_vectors import fold_index_vectors
 from seqlower.passes.negated_terms import fold_negated_terms
 from seqlower.passes.noop_casts import remove_noop_casts
 from seqlower.passes.normalize import infer_shapes
+from seqlower.passes.range_of_range import fold_ranges_of_ranges
 from seqlower.passes.region_inference import forget_stamp
 from seqlower.passes.row_axes import fold_row_axes
 from seqlower.passes.same_shape_reshapes import remove_same_shape_reshapes
@@ -84,7 +85,8 @@ class CleanupPass(ir.passes.InPlacePass):
     made the stacked value (`stacked_reads`; `stacked_reads`), chains of Unsqueezes, Squeezes,
     Transposes and reductions that only add, drop or move axes of one made at most a Squeeze and
     an Unsqueeze, Shapes of them read their source, and Not(Not(x)) read as x (`unit_axes`,
-    `double_negation`; both counted in `unit_axes`), Unsqueezes
+    `double_negation`; both counted in `unit_axes`), a Range from 0 by 1 over the length of such
+    a Range made that Range (`range_of_range`; `ranges_folded`), Unsqueezes
     on axis 0 whose axis the producers can make folded into them (`row_axes`; `rows_folded`),
     loop-invariant operators moved out of Loop and Scan bodies (`hoist_invariants`; `hoisted`),
     operators read in one If branch only moved into it (`sink_into_branches`; `sunk`), then
@@ -109,6 +111,7 @@ class CleanupPass(ir.passes.InPlacePass):
         self.trims_folded = 0
         self.stacked_reads = 0
         self.unit_axes = 0
+        self.ranges_folded = 0
         self.negations_folded = 0
         self.sunk = 0
         self.carried_removed = 0
@@ -186,6 +189,9 @@ class CleanupPass(ir.passes.InPlacePass):
         self.unit_axes = census.run(UNIT_AXIS_OPS, fold_unit_axes, model)
         self.unit_axes += census.run({"Not"}, fold_double_negations, model)
         modified |= bool(self.unit_axes)
+        # a Range from 0 by 1 over the length of such a Range: that Range
+        self.ranges_folded = census.run({"Range"}, fold_ranges_of_ranges, model)
+        modified |= bool(self.ranges_folded)
         self.rows_folded = census.run({"Unsqueeze"}, fold_row_axes, model)
         modified |= bool(self.rows_folded)
         if self.rows_folded and self.fold_shapes:

@@ -1,0 +1,95 @@
+"""A Range from 0 by 1 up to the length of a Range from 0 by 1 is that Range.
+
+    r = Range(0, m, 1)                        (int64)
+    n = Squeeze(Shape(r, start=0, end=1))     (or Gather(Shape(r), 0), or Size(r))
+    q = Range(0, n, 1)                        ->   q's readers read r
+
+A loop batched over its iteration numbers `Range(0, trip_count, 1)` and an If batched inside it
+count the elements again (`Range(0, N)` for the rows each branch takes, N the length of the
+iteration numbers): the same values, two kernels more. A Range from 0 by 1 holds 0, 1, ..,
+len - 1 whatever m is (none for m <= 0), so q and r are equal, element type included (both
+int64). Range cannot fail on scalar int64 operands, nor Shape, Squeeze of a dim of one, Gather
+of a Shape at 0 (a Range has rank 1) or Size: nothing that fails is dropped. q, when an output
+of its graph, stays.
+"""
+
+from __future__ import annotations
+
+__all__ = ["fold_ranges_of_ranges"]
+
+import onnx_ir as ir
+
+from seqlower.analysis.static_values import StaticValues
+from seqlower.passes.forwarding import forward_unchanged
+
+
+def fold_ranges_of_ranges(model: ir.Model) -> int:
+    """Make every reader of a Range over the length of a Range read that Range (module
+    docstring); returns how many."""
+    return forward_unchanged(model, _same_range)
+
+
+def _same_range(node: ir.Node, values: StaticValues) -> ir.Value | None:
+    counted = _counting(node, values)
+    if counted is None or node.outputs[0].is_graph_output():
+        return None
+    source = _length_of(counted, values)
+    if source is None:
+        return None
+    made = source.producer()
+    if made is None or _counting(made, values) is None:
+        return None
+    return source
+
+
+def _counting(node: ir.Node, values: StaticValues) -> ir.Value | None:
+    """The limit of `node` when it is Range(0, limit, 1) on int64, else None."""
+    if node.op_type != "Range" or node.domain != "" or len(node.inputs) != 3:
+        return None
+    start, limit, delta = node.inputs
+    if limit is None or limit.dtype != ir.DataType.INT64:
+        return None
+    if values.get_int(start) != 0 or values.get_int(delta) != 1:
+        return None
+    return limit
+
+
+def _length_of(limit: ir.Value, values: StaticValues) -> ir.Value | None:
+    """v when `limit` is the length of the rank-1 value v: Squeeze(Shape(v, 0, 1)),
+    Gather(Shape(v), 0) or Size(v)."""
+    node = limit.producer()
+    if node is None or node.domain != "" or not node.inputs or node.inputs[0] is None:
+        return None
+    if node.op_type == "Size":
+        return _rank_one(node.inputs[0])
+    if node.op_type == "Squeeze":
+        axes = values.get_ints(node.inputs[1]) if len(node.inputs) > 1 else None
+        if axes is None and len(node.inputs) < 2:
+            axes = list(node.attributes.get_ints("axes", [0]))
+        if axes not in ([0], [-1]):
+            return None
+        shape = node.inputs[0].producer()
+        if shape is None or shape.op_type != "Shape" or shape.domain != "":
+            return None
+        if shape.attributes.get_int("start", 0) != 0:
+            return None
+        end = shape.attributes.get_int("end", None)
+        if end is not None and end < 1:  # (v of rank one: end 0 or -1 gives no dim)
+            return None
+        return _rank_one(shape.inputs[0])
+    if node.op_type == "Gather" and len(node.inputs) == 2:
+        if node.attributes.get_int("axis", 0) != 0 or values.get_int(node.inputs[1]) != 0:
+            return None
+        shape = node.inputs[0].producer()
+        if shape is None or shape.op_type != "Shape" or shape.domain != "":
+            return None
+        if shape.attributes.get_int("start", 0) != 0:
+            return None
+        return _rank_one(shape.inputs[0])
+    return None
+
+
+def _rank_one(value: ir.Value | None) -> ir.Value | None:
+    if value is None or value.shape is None or len(value.shape) != 1:
+        return None
+    return value

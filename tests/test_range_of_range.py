@@ -1,0 +1,123 @@
+"""A Range from 0 by 1 over the length of a Range from 0 by 1 (a batched If counting the rows
+of the loop it sits in) is that Range. Checked: what the cleanup folds, what it leaves and why,
+and equal outputs under onnxruntime for limits below 0, 0 and above."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+import pytest
+from support import assert_same_outputs, lower, op_counts, parse
+
+import seqlower
+from seqlower.passes.range_of_range import fold_ranges_of_ranges
+
+TWICE = """
+agraph (int64 m) => (int64[?] y) {{
+  z = Constant <value = int64 {{{start}}}> ()
+  o = Constant <value = int64 {{{delta}}}> ()
+  r = Range (z, m, o)
+  {length}
+  z2 = Constant <value = int64 {{0}}> ()
+  o2 = Constant <value = int64 {{1}}> ()
+  q = Range (z2, n, o2)
+  y = Add (q, r)
+}}"""
+SQUEEZED = """s = Shape <start = 0, end = 1> (r)
+  a = Constant <value = int64[1] {0}> ()
+  n = Squeeze (s, a)"""
+GATHERED = """s = Shape (r)
+  i = Constant <value = int64 {0}> ()
+  n = Gather (s, i)"""
+SIZED = "n = Size (r)"
+
+
+def _fold(text: str) -> tuple[int, ir.Model]:
+    model = ir.from_proto(parse(text, opset=17))
+    seqlower.passes.infer_shapes(model)
+    return fold_ranges_of_ranges(model), model
+
+
+@pytest.mark.parametrize("length", [SQUEEZED, GATHERED, SIZED], ids=["squeeze", "gather", "size"])
+def test_a_range_over_the_length_of_a_range_is_that_range(length):
+    text = TWICE.format(start=0, delta=1, length=length)
+    folded, model = _fold(text)
+    assert folded == 1
+    assert op_counts(model)["Range"] == 1
+    original = parse(text, opset=17)
+    lowered, _ = lower(original, target="generic")
+    assert op_counts(lowered)["Range"] == 1
+    for m in (-3, 0, 1, 6):
+        assert_same_outputs(original, lowered, {"m": np.array(m, np.int64)})
+
+
+BATCHED_IF = """
+agraph (int64[?] lengths, int64 m) => (int64[?] y) {
+  z = Constant <value = int64 {0}> ()
+  o = Constant <value = int64 {1}> ()
+  r = Range (z, m, o)
+  s = Shape <start = 0, end = 1> (r)
+  a = Constant <value = int64[1] {0}> ()
+  n = Squeeze (s, a)
+  everyone = Range (z, n, o)
+  b = Constant <value = int64[1] {1}> ()
+  u = Unsqueeze (r, b)
+  g = Greater (lengths, u)
+  c = Cast <to = 7> (g)
+  k = ReduceSum <keepdims = 0> (c, b)
+  p = Greater (k, z)
+  rows = Compress <axis = 0> (everyone, p)
+  y = Gather (k, rows)
+}"""
+
+
+def test_the_rows_an_if_takes_read_the_iteration_numbers():
+    model = parse(BATCHED_IF, opset=17)
+    lowered, _ = lower(model, target="generic")
+    assert op_counts(lowered)["Range"] == 1
+    for m, lengths in ((0, [2, 1]), (3, [2, 1]), (4, [0]), (-2, [3]), (2, [])):
+        feeds = {"lengths": np.array(lengths, np.int64), "m": np.array(m, np.int64)}
+        assert_same_outputs(model, lowered, feeds)
+
+
+@pytest.mark.parametrize(
+    ("start", "delta", "length"),
+    [
+        pytest.param(1, 1, SQUEEZED, id="the first Range starts at 1"),
+        pytest.param(0, 2, SQUEEZED, id="the first Range steps by 2"),
+        pytest.param(0, 1, SQUEEZED.replace("start = 0, end = 1", "start = 0, end = -1"),
+                     id="a Shape that gives no dim"),
+        pytest.param(0, 1, SQUEEZED.replace("n = Squeeze (s, a)", "n0 = Squeeze (s, a)\n"
+                     "  one = Constant <value = int64 {1}> ()\n  n = Sub (n0, one)"),
+                     id="one less than the length"),
+    ],
+)  # fmt: skip
+def test_refused(start, delta, length):
+    text = TWICE.format(start=start, delta=delta, length=length)
+    folded, _ = _fold(text)
+    assert folded == 0
+
+
+def test_a_range_that_is_an_output_stays():
+    text = (
+        TWICE.format(start=0, delta=1, length=SIZED)
+        .replace("y = Add (q, r)", "y = Identity (q)")
+        .replace("(int64[?] y)", "(int64[?] y, int64[?] q)")
+    )
+    folded, _ = _fold(text)
+    assert folded == 0
+
+
+def test_int32_ranges_stay():
+    text = """
+agraph (int32 m) => (int32[?] y) {
+  z = Constant <value = int32 {0}> ()
+  o = Constant <value = int32 {1}> ()
+  r = Range (z, m, o)
+  s = Size (r)
+  n = Cast <to = 6> (s)
+  q = Range (z, n, o)
+  y = Add (q, r)
+}"""
+    folded, _ = _fold(text)
+    assert folded == 0
