@@ -16,7 +16,9 @@ not be contiguous.
                                             the other dims, when they are static)
     Gather(v, i, axis = ragged axis), i a constant scalar
         -> GatherElements(V, the position of the i-th held one (-1: the last)), the position
-           out of range where an element holds i or fewer: it fails there as Gather does
+           out of range where an element holds i or fewer: it fails there as Gather does; the
+           position is [N, 1] as found for an element of rank 1 (mask and V are both [N, d]),
+           and Expanded along the other element axes (where the mask has 1) otherwise
 
 Only the first input of each is ragged; everything else they read is the same for every element.
 """
@@ -251,12 +253,14 @@ def _gather(view: OpView) -> Batched | Refusal:
         # where an element holds too few positions, one past the end: GatherElements fails
         beyond = em.dims(data, axis + 1, axis + 2)
         place = em.op("Where", [present, found, beyond])
-        target = em.op(
-            "Concat",
-            [em.dims(data, 0, axis + 1), em.ints([1]), em.dims(data, axis + 2)],
-            {"axis": 0},
-        )
-        places = em.op("Expand", [place, target])
+        places = place
+        if rank > 1:  # the mask is 1 along the other element axes: the data's dims there
+            target = em.op(
+                "Concat",
+                [em.dims(data, 0, axis + 1), em.ints([1]), em.dims(data, axis + 2)],
+                {"axis": 0},
+            )
+            places = em.op("Expand", [place, target])
         picked = em.op("GatherElements", [data, places], {"axis": axis + 1})
         return [em.squeeze(picked, [axis + 1])]
 

@@ -209,3 +209,52 @@ def test_a_branch_runs_only_on_the_rows_that_take_it():
     # no row takes the read: an empty table is never read
     empty = {"idx": np.array([0, 3], np.int64), "table": np.zeros(0, np.float32)}
     assert_same_outputs(model, lowered, empty)
+
+
+def _index_of_gather_elements(model) -> str:
+    """The op that makes the indices of the one GatherElements of `model`."""
+    nodes = list(model.graph.node)
+    (gather,) = [n for n in nodes if n.op_type == "GatherElements"]
+    return next(n.op_type for n in nodes if gather.input[1] in n.output)
+
+
+def test_the_position_read_from_an_element_of_rank_one_is_not_expanded():
+    # the mask and the positions are both [N, T]: the ArgMax's [N, 1] is the index as it is
+    lowered = assert_batched(first_eos(0), FEEDS)
+    assert _index_of_gather_elements(lowered) == "Where"
+
+
+# the coordinates of the first nonzero entry of each [3, 2] element: rank 2, ragged axis 1
+FIRST_2D = """g (float[K,3,2] x) => (int64[K,2] firsts) {
+    t = Constant<value = bool {1}>()
+    shape = Shape(x)
+    zero = Constant<value = int64 {0}>()
+    n = Gather(shape, zero)
+    firsts = Loop(n, t) <body = body (int64 k, bool c) => (bool c2, int64[2] first) {
+        c2 = Identity(c)
+        row = Gather<axis = 0>(x, k)
+        nz = NonZero(row)
+        at = Constant<value = int64 {POSITION}>()
+        first = Gather<axis = 1>(nz, at)
+    }>
+}"""
+
+
+@pytest.mark.parametrize("position", [0, -1, 1])
+def test_the_position_read_from_an_element_of_rank_two_is_expanded(position):
+    model = parse(FIRST_2D.replace("POSITION", str(position)), opset=17)
+    lowered, report = lower(model)
+    assert report.rules_fired.get("loop-batch") == 1, report.rules_fired
+    assert _index_of_gather_elements(lowered) == "Expand"
+    x = RNG.standard_normal((4, 3, 2)).astype(np.float32)
+    x[1] = 0.0
+    x[1, 2, 1] = 1.0  # one nonzero entry only: the read at 1 fails in both
+    x[2, 0, 0] = 0.0
+    many = np.ones((3, 3, 2), np.float32)
+    assert_same_outputs(model, lowered, {"x": many})
+    assert_same_outputs(model, lowered, {"x": np.zeros((0, 3, 2), np.float32)})
+    if position in (0, -1):
+        assert_same_outputs(model, lowered, {"x": x})
+    else:
+        assert_both_fail(model, lowered, {"x": x})
+    assert_both_fail(model, lowered, {"x": np.zeros((2, 3, 2), np.float32)})  # none held
