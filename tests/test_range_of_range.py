@@ -121,3 +121,49 @@ agraph (int32 m) => (int32[?] y) {
 }"""
     folded, _ = _fold(text)
     assert folded == 0
+
+
+OWN_ENTRIES = """
+agraph (int64 m, bool[?] c) => (int64[?] y) {{
+  z = Constant <value = int64 {{0}}> ()
+  o = Constant <value = int64 {{{delta}}}> ()
+  r = Range (z, m, o)
+  k = Compress {axis} (r, c)
+  g = Gather (r, k)
+  y = Mul (g, g)
+}}"""
+
+
+@pytest.mark.parametrize("axis", ["<axis = 0>", "<axis = -1>", ""])
+def test_a_range_read_at_entries_compressed_from_it_is_those_entries(axis):
+    text = OWN_ENTRIES.format(delta=1, axis=axis)
+    folded, model = _fold(text)
+    assert folded == 1
+    assert "Gather" not in op_counts(model)
+    original = parse(text, opset=17)
+    lowered, _ = lower(original, target="generic")
+    assert "Gather" not in op_counts(lowered)
+    for m, picks in ((5, [1, 0, 1, 1, 0]), (3, [0, 0, 0]), (0, []), (-2, []), (4, [1, 1])):
+        feeds = {"m": np.array(m, np.int64), "c": np.array(picks, bool)}
+        assert_same_outputs(original, lowered, feeds)
+
+
+def test_a_range_by_two_read_at_its_entries_stays():
+    # entry j of Range(0, m, 2) is 2j: reading it at its own entries is no identity
+    folded, _ = _fold(OWN_ENTRIES.format(delta=2, axis="<axis = 0>"))
+    assert folded == 0
+
+
+def test_a_read_at_entries_of_another_range_stays():
+    text = """
+agraph (int64 m, int64 n, bool[?] c) => (int64[?] y) {
+  z = Constant <value = int64 {0}> ()
+  o = Constant <value = int64 {1}> ()
+  r = Range (z, m, o)
+  s = Range (z, n, o)
+  k = Compress <axis = 0> (s, c)
+  g = Gather (r, k)
+  y = Mul (g, g)
+}"""
+    folded, _ = _fold(text)
+    assert folded == 0  # k may hold entries beyond r: the Gather must still fail there

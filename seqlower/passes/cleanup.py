@@ -86,7 +86,8 @@ class CleanupPass(ir.passes.InPlacePass):
     Transposes and reductions that only add, drop or move axes of one made at most a Squeeze and
     an Unsqueeze, Shapes of them read their source, and Not(Not(x)) read as x (`unit_axes`,
     `double_negation`; both counted in `unit_axes`), a Range from 0 by 1 over the length of such
-    a Range made that Range (`range_of_range`; `ranges_folded`), Unsqueezes
+    a Range made that Range and a read of it at entries compressed from it made those entries
+    (`range_of_range`; `ranges_folded`), Unsqueezes
     on axis 0 whose axis the producers can make folded into them (`row_axes`; `rows_folded`),
     loop-invariant operators moved out of Loop and Scan bodies (`hoist_invariants`; `hoisted`),
     operators read in one If branch only moved into it (`sink_into_branches`; `sunk`), then
@@ -189,7 +190,7 @@ class CleanupPass(ir.passes.InPlacePass):
         self.unit_axes = census.run(UNIT_AXIS_OPS, fold_unit_axes, model)
         self.unit_axes += census.run({"Not"}, fold_double_negations, model)
         modified |= bool(self.unit_axes)
-        # a Range from 0 by 1 over the length of such a Range: that Range
+        # a Range from 0 by 1 over the length of such a Range, or read at its own entries
         self.ranges_folded = census.run({"Range"}, fold_ranges_of_ranges, model)
         modified |= bool(self.ranges_folded)
         self.rows_folded = census.run({"Unsqueeze"}, fold_row_axes, model)

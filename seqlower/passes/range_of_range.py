@@ -1,16 +1,22 @@
-"""A Range from 0 by 1 up to the length of a Range from 0 by 1 is that Range.
+"""What a Range from 0 by 1 gives again: a Range up to its length is that Range, and a read of
+it at entries taken from it is those entries.
 
     r = Range(0, m, 1)                        (int64)
     n = Squeeze(Shape(r, start=0, end=1))     (or Gather(Shape(r), 0), or Size(r))
     q = Range(0, n, 1)                        ->   q's readers read r
+
+    k = Compress(r, c, axis=0)
+    g = Gather(r, k, axis=0)                  ->   g's readers read k
 
 A loop batched over its iteration numbers `Range(0, trip_count, 1)` and an If batched inside it
 count the elements again (`Range(0, N)` for the rows each branch takes, N the length of the
 iteration numbers): the same values, two kernels more. A Range from 0 by 1 holds 0, 1, ..,
 len - 1 whatever m is (none for m <= 0), so q and r are equal, element type included (both
 int64). Range cannot fail on scalar int64 operands, nor Shape, Squeeze of a dim of one, Gather
-of a Shape at 0 (a Range has rank 1) or Size: nothing that fails is dropped. q, when an output
-of its graph, stays.
+of a Shape at 0 (a Range has rank 1) or Size: nothing that fails is dropped. The rows a
+batched If takes are such a Compress of the iteration numbers, and a branch that reads the
+iteration number reads them at those rows: entry j of r is j, and every entry of k is an entry
+of r (so within r: the Gather cannot fail). q and g, when outputs of their graph, stay.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ def fold_ranges_of_ranges(model: ir.Model) -> int:
 
 
 def _same_range(node: ir.Node, values: StaticValues) -> ir.Value | None:
+    if node.op_type == "Gather":
+        return _own_entries(node, values)
     counted = _counting(node, values)
     if counted is None or node.outputs[0].is_graph_output():
         return None
@@ -40,6 +48,22 @@ def _same_range(node: ir.Node, values: StaticValues) -> ir.Value | None:
     if made is None or _counting(made, values) is None:
         return None
     return source
+
+
+def _own_entries(node: ir.Node, values: StaticValues) -> ir.Value | None:
+    """k when `node` is Gather(r, k, axis=0), k = Compress(r, c, axis=0), r = Range(0, m, 1)."""
+    if node.domain != "" or len(node.inputs) != 2 or node.outputs[0].is_graph_output():
+        return None
+    source, index = node.inputs
+    if source is None or index is None or node.attributes.get_int("axis", 0) != 0:
+        return None
+    made, picked = source.producer(), index.producer()
+    if made is None or picked is None or _counting(made, values) is None:
+        return None
+    if picked.op_type != "Compress" or picked.domain != "" or picked.inputs[0] is not source:
+        return None
+    axis = picked.attributes.get_int("axis", None)
+    return index if axis in (None, 0, -1) else None  # (r has rank 1: no axis flattens r)
 
 
 def _counting(node: ir.Node, values: StaticValues) -> ir.Value | None:
