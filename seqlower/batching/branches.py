@@ -6,6 +6,9 @@
            ScatterND(ScatterND(zeros [N, *S], rows_t, T), rows_e, E)
     a branch that reads nothing that differs per element: its one value, Expanded to its rows
     (the other branch then scatters into it)
+    a ragged output (`if stop: no rows else: rows`) only one branch gives, whose elements hold
+    every position along the axis: its mask is C (or Not(C)) Expanded along the axis, where
+    scattering a mask of true into one of false gave the same
 
 Each element computes only the branch its condition picks, as the loop did: a branch that would
 fail on the elements that do not take it (`eos[0]` under `if eos.numel() > 0`) does not run on
@@ -259,31 +262,46 @@ def _ragged_emit(
     subs: list[tuple[Emitter, ir.Value]],
 ) -> tuple[ir.Value, ir.Value]:
     """A ragged output: each branch's rows (padded) and masks scattered into a padded stack whose
-    rows hold nothing at first; a branch with no position along the axis scatters nothing."""
+    rows hold nothing at first; a branch with no position along the axis scatters nothing. When
+    only one branch gives positions and its elements hold all of them, the mask is the rows
+    that take it, broadcast along the axis (nothing scattered)."""
     axis = _axis_of(branches, index)
+    given = [
+        (plan, found, sub)
+        for (plan, _), found, sub in zip(branches, results[index], subs)
+        if not _empty(plan.outputs[index], axis)  # type: ignore[attr-defined]
+    ]
+    # one branch gives positions, all of them: its mask is the rows that take it
+    whole_rows = len(given) == 1 and given[0][0].outputs[index].ragged_axis is None  # type: ignore[attr-defined]
     parts = []
-    for (plan, _), (value, rows), (sub, taken) in zip(branches, results[index], subs):
+    for plan, (value, rows), (sub, taken) in given:
         operand = plan.outputs[index]  # type: ignore[attr-defined]
-        if _empty(operand, axis):
-            continue
         if rows is None:  # the same for every row: its value at the rows that take it
             rows = em.op("Compress", [everyone, taken], {"axis": 0})
             value = em.op("Gather", [value, rows], {"axis": 0})
         result = plan.results[index]  # type: ignore[attr-defined]
         if operand.ragged_axis is not None:
             mask = sub.masks[result]
-        else:  # every position held: a mask of true
+        else:  # every position held: a mask of true (or, alone, of the rows that take it)
             rank = len(operand.shape)
             size = em.dims(value, axis + 1, axis + 2)
             ones = [em.ints([1] * axis)] if axis else []
             after = [em.ints([1] * (rank - axis - 1))] if rank - axis - 1 else []
-            dims = em.op("Concat", [em.dims(rows, 0, 1), *ones, size, *after], {"axis": 0})
-            mask = em.op("Expand", [em.scalar(np.ones([1] * (rank + 1), bool)), dims])
+            if whole_rows:
+                dims = em.op("Concat", [em.count(), *ones, size, *after], {"axis": 0})
+                picked = em.unsqueeze(taken, list(range(1, rank + 1)))
+                mask = em.op("Expand", [picked, dims])
+            else:
+                dims = em.op("Concat", [em.dims(rows, 0, 1), *ones, size, *after], {"axis": 0})
+                mask = em.op("Expand", [em.scalar(np.ones([1] * (rank + 1), bool)), dims])
         parts.append((value, rows, mask))
     first_value, _, first_mask = parts[0]
     count = em.count()
     value_dims = em.op("Concat", [count, em.dims(first_value, 1)], {"axis": 0})
     whole = em.op("Expand", [em.scalar(np.zeros((), kind)), value_dims])
+    if whole_rows:
+        value, rows, held = parts[0]
+        return em.op("ScatterND", [whole, em.unsqueeze(rows, [1]), value]), held
     mask_dims = em.op("Concat", [count, em.dims(first_mask, 1)], {"axis": 0})
     held = em.op("Expand", [em.scalar(np.zeros((), bool)), mask_dims])
     for value, rows, mask in parts:

@@ -244,3 +244,30 @@ KEEP_POSITIVE = """g (float[N] y) => (float[?] out) {
 
 def test_refuses_a_loop_that_never_stops_early():
     assert "never ends the loop early" in _refusal(KEEP_POSITIVE, loop_break._check_break)
+
+
+def test_the_mask_of_what_every_step_appends_whole_is_the_steps_flags():
+    """`sizes.append(bs)` gives one whole position per step that does not stop: its mask is the
+    rows that append, broadcast (no mask scattered); `x[t, :bs]` keeps its scattered mask."""
+    lowered = assert_batched(pack())
+    assert op_counts(lowered)["ScatterND"] == 3  # two values, the rows' mask
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize(("steps", "lengths"), [(5, [4, 2, 1]), (4, [4, 4]), (4, [3, 2]), (3, [1])])
+def test_whole_elements_of_rank_two_appended_until_a_stop(axis, steps, lengths):
+    # sizes.append(bs[None, None]) joined along `axis`: one whole position per appending step
+    text = PACK.format(start=EMPTY).replace(
+        "b2 = SequenceInsert(sizes_in, bs)",
+        "a01 = Constant<value = int64[2] {0, 1}>()\n"
+        "            bs2 = Unsqueeze(bs, a01)\n"
+        "            b2 = SequenceInsert(sizes_in, bs2)",
+    )
+    text = text.replace("int64[?] sizes)", "int64[?,?] sizes)").replace(
+        "sizes = ConcatFromSequence<axis = 0, new_axis = 1>(s2)",
+        f"sizes = ConcatFromSequence<axis = {axis}>(s2)",
+    )
+    model = parse(text, opset=17)
+    lowered = assert_batched(model)
+    assert op_counts(lowered)["ScatterND"] == 3  # two values, the rows' mask of `data`
+    assert_same_outputs(model, lowered, feeds(steps, lengths))
