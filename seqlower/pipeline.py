@@ -56,7 +56,6 @@ from seqlower.report.reasons import remaining_sequence_ops
 from seqlower.report.sites import collect_sites
 from seqlower.report.warnings import split_reading_warnings
 from seqlower.rule import RuleSet
-from seqlower.runtime_check import check_in_runtime
 from seqlower.speed_first import FROZEN_RULE, RegionCost, RegionPlan
 from seqlower.targets import check_target
 
@@ -217,6 +216,10 @@ def _judge(model: ir.Model, report: Report, options: Options) -> None:
     report.target_check = "operators"
     if not options.runtime_check or report.target_errors:
         return
+    # imported here: it brings in seqlower.verification, which nothing else in `optimize` uses
+    # (a third of the pipeline's import time, and more where no bytecode is cached)
+    from seqlower.runtime_check import check_in_runtime
+
     started = time.perf_counter()
     checked = check_in_runtime(model, target, dims=options.dims)
     report.runtime_check_seconds = time.perf_counter() - started

@@ -24,7 +24,6 @@ from seqlower.runtime_check import RuntimeCheck, check_in_runtime
 from seqlower.verification.runner import RunOutcome
 from seqlower.verification.runtimes import RuntimeUnavailableError, run_in_runtime
 
-pipeline = importlib.import_module("seqlower.pipeline")
 ROOT = pathlib.Path(__file__).parent.parent / "fixtures" / "torch_accumulators"
 HAS = {name: importlib.util.find_spec(name) is not None for name in ("openvino", "tract")}
 
@@ -157,7 +156,7 @@ def _optimize(tmp_path, text: str, *options: str):
 
 def _failed(monkeypatch) -> None:
     failed = RuntimeCheck("tract", "failed", "tract fails at node 'pick': cannot type it", "pick")
-    monkeypatch.setattr(pipeline, "check_in_runtime", lambda *args, **kwargs: failed)
+    monkeypatch.setattr(runtime_check, "check_in_runtime", lambda *args, **kwargs: failed)
 
 
 def test_cli_refuses_what_the_runtime_cannot_load_and_writes_nothing(tmp_path, monkeypatch):
@@ -212,7 +211,7 @@ def test_cli_times_the_runtime_check_apart_from_the_lowering(tmp_path, monkeypat
         waited[0] += 1000.0  # a check that takes 1,000 s on the clock the CLI reads
         return RuntimeCheck("openvino", "confirmed", "OpenVINO loaded the lowered model")
 
-    monkeypatch.setattr(pipeline, "check_in_runtime", slow_check)
+    monkeypatch.setattr(runtime_check, "check_in_runtime", slow_check)
     result, _ = _optimize(tmp_path, RUNS, "--target", "openvino")
     assert result.exit_code == 0, result.output
     check_line = next(line for line in result.output.splitlines() if "loaded the" in line)
