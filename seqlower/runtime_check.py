@@ -24,15 +24,19 @@ __all__ = ["RUNTIME_TARGETS", "RuntimeCheck", "check_in_runtime", "fails_in_onnx
 
 import dataclasses
 import re
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Literal
 
 import onnx
 import onnx_ir as ir
 
+from seqlower.io import write_proto
 from seqlower.verification.generate import generate_inputs
 from seqlower.verification.runner import DEFAULT_TIMEOUT, IsolatedRunner, RunOutcome
 from seqlower.verification.runtimes import RuntimeUnavailableError, check_available
+from seqlower.verification.values import Feeds
 
 RUNTIME_TARGETS = ("openvino", "tract")
 """The targets whose runtime seqlower can load a model in."""
@@ -83,12 +87,24 @@ def check_in_runtime(
         )
     proto = model if isinstance(model, onnx.ModelProto) else ir.to_proto(model)
     graph = ir.from_proto(proto) if isinstance(model, onnx.ModelProto) else model
-    try:
-        data = proto.SerializeToString()
-    except ValueError as error:  # over protobuf's 2 GB
-        return RuntimeCheck(target, "inconclusive", f"not run in {_NAMES[target]}: {error}")
-    feeds = generate_inputs(graph, dims=_still_named(graph, dims or {}))
-    with IsolatedRunner(target, data, timeout=timeout) as runner:
+    # the runtimes read the model from a file (the child wrote bytes sent to it to one): the
+    # model is written there once, its weights serialized one at a time, instead of being
+    # serialized whole, pickled, sent through a pipe and written out again by the child
+    with tempfile.TemporaryDirectory(prefix="seqlower-check-") as folder:
+        path = Path(folder) / "model.onnx"
+        try:
+            write_proto(proto, path)
+        except ValueError as error:  # over protobuf's 2 GB
+            return RuntimeCheck(target, "inconclusive", f"not run in {_NAMES[target]}: {error}")
+        feeds = generate_inputs(graph, dims=_still_named(graph, dims or {}))
+        return _run_once(target, path, proto, feeds, timeout)
+
+
+def _run_once(
+    target: str, path: Path, proto: onnx.ModelProto, feeds: Feeds, timeout: float
+) -> RuntimeCheck:
+    """`check_in_runtime` for the model written at `path` (`proto`)."""
+    with IsolatedRunner(target, path, timeout=timeout) as runner:
         outcome = runner.run(feeds)
     if outcome.ok:
         return RuntimeCheck(
@@ -97,7 +113,7 @@ def check_in_runtime(
             f"{_NAMES[target]} loaded the lowered model and ran it once on generated inputs",
         )
     if not outcome.cannot_run and not _loading_failed(outcome):
-        with IsolatedRunner("onnxruntime", data, timeout=timeout) as runner:
+        with IsolatedRunner("onnxruntime", path, timeout=timeout) as runner:
             reference = runner.run(feeds)
         if not reference.ok:
             return RuntimeCheck(

@@ -134,6 +134,37 @@ def test_a_run_failure_onnxruntime_does_not_share_is_a_failure(monkeypatch):
     assert check.message == "OpenVINO fails: Reshape: bad size"
 
 
+def test_the_runtimes_read_one_file_written_once(monkeypatch):
+    """Both runs read the model from one file holding its serialization, written before the
+    first (not bytes sent to the child, which wrote them to a file of its own); the file goes
+    when the check ends."""
+    if not HAS["openvino"]:
+        pytest.skip("openvino is not installed")
+    model = parse(BAD_INPUTS)
+    given: list[tuple[str, object, bytes]] = []
+
+    class Runner:
+        def __init__(self, runtime: str, source: object, *, timeout: float) -> None:
+            self.runtime = runtime
+            given.append((runtime, source, pathlib.Path(source).read_bytes()))  # type: ignore[arg-type]
+
+        def __enter__(self) -> Runner:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def run(self, feeds: dict) -> RunOutcome:
+            return RunOutcome(error="Reshape: bad size")
+
+    monkeypatch.setattr(runtime_check, "IsolatedRunner", Runner)
+    check = check_in_runtime(model, "openvino", dims={"N": 5})
+    assert check is not None and check.status == "inconclusive"
+    assert [runtime for runtime, _, _ in given] == ["openvino", "onnxruntime"]
+    assert given[0][1] == given[1][1] and not pathlib.Path(given[0][1]).exists()  # type: ignore[arg-type]
+    assert given[0][2] == model.SerializeToString(deterministic=True)
+
+
 def test_without_the_runtime_the_check_is_static_only(monkeypatch):
     def unavailable(runtime: str) -> None:
         raise RuntimeUnavailableError(f"{runtime} is not installed: pip install 'seqlower[tract]'")
