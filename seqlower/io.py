@@ -41,6 +41,7 @@ from pathlib import Path
 
 import onnx
 import onnx_ir as ir
+from google.protobuf import unknown_fields
 from google.protobuf.message import DecodeError, Message
 
 from seqlower.errors import ModelInputError
@@ -387,9 +388,9 @@ def write_proto(proto: onnx.ModelProto, path: Path) -> None:
     the field's own serialization: `ModelProto` holds the graph (7) after its fields numbered
     below 7, `GraphProto` its initializers (5) after the nodes (1) and the name (2)."""
     graph = proto.graph
-    if not len(graph.initializer):
-        path.write_bytes(proto.SerializeToString(deterministic=True))
-        return
+    if not len(graph.initializer) or _unknown_fields(proto) or _unknown_fields(graph):
+        path.write_bytes(proto.SerializeToString(deterministic=True))  # nothing to split out,
+        return  # or fields of a newer onnx, which protobuf writes last and we cannot list
     model_head, model_tail = _split_fields(proto, _GRAPH_FIELD)
     graph_head, graph_tail = _split_fields(graph, _INITIALIZER_FIELD)
     tensors = [tensor.SerializeToString(deterministic=True) for tensor in graph.initializer]
@@ -412,6 +413,10 @@ _GRAPH_FIELD, _INITIALIZER_FIELD = 7, 5  # ModelProto.graph, GraphProto.initiali
 _GRAPH_TAG = bytes([_GRAPH_FIELD << 3 | 2])  # field number and wire type 2 (length-delimited)
 _INITIALIZER_TAG = bytes([_INITIALIZER_FIELD << 3 | 2])
 _PROTOBUF_LIMIT = 2**31 - 1  # the largest message protobuf writes or reads
+
+
+def _unknown_fields(message: Message) -> bool:
+    return len(unknown_fields.UnknownFieldSet(message)) > 0
 
 
 def _split_fields(message: Message, number: int) -> tuple[bytes, bytes]:

@@ -115,6 +115,20 @@ def test_fields_left_unset_and_no_initializer(tmp_path) -> None:
     assert _written(empty, tmp_path / "empty.onnx") == empty.SerializeToString(deterministic=True)
 
 
+def test_fields_this_onnx_does_not_know_are_kept_in_place(tmp_path) -> None:
+    """A field of a newer onnx (an unknown field, which protobuf keeps and writes last) in the
+    model or in its graph."""
+    unknown = bytes([0xF8, 0x07, 0x01])  # field 127, a varint
+    for where in ("model", "graph"):
+        proto = _every_field()
+        holder = onnx.GraphProto() if where == "graph" else onnx.ModelProto()
+        holder.ParseFromString(unknown)
+        (proto.graph if where == "graph" else proto).MergeFrom(holder)
+        data = proto.SerializeToString(deterministic=True)
+        assert unknown in data
+        assert _written(proto, tmp_path / f"{where}.onnx") == data
+
+
 def test_over_protobufs_limit_protobuf_decides(tmp_path, monkeypatch) -> None:
     """A model larger than protobuf writes is handed to protobuf whole, which refuses it as
     it did before (here the limit is lowered, so protobuf writes it)."""
