@@ -741,7 +741,7 @@ def _lower_again(first: LowerSequencesPass, model: ir.Model) -> LowerSequencesPa
 
 def _check_supported(model: ir.Model) -> None:
     check_declared_sizes(model)  # before anything reads a weight
-    _check_new_axis(model)
+    _check_flags(model)
     opset = model.opset_imports.get("")
     if opset is None:
         opset = model.opset_imports.get("ai.onnx")
@@ -751,14 +751,20 @@ def _check_supported(model: ir.Model) -> None:
         )
 
 
-def _check_new_axis(model: ir.Model) -> None:
-    """ConcatFromSequence's new_axis is 0 or 1 (ONNX inference says so where it knows the
-    elements' type, and onnxruntime reads any other value as 1): the rules read it as a flag."""
+def _check_flags(model: ir.Model) -> None:
+    """ConcatFromSequence's new_axis and SplitToSequence's keepdims are 0 or 1 (ONNX inference
+    says so where it knows the elements' type; onnxruntime does not check, and stacks for any
+    new_axis but 0): the rules read them as flags."""
     for node in iter_all_nodes(model):
-        if node.op_type != "ConcatFromSequence" or node.domain not in ("", "ai.onnx"):
+        flag = _FLAGS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        if flag is None:
             continue
-        new_axis = node.attributes.get_int("new_axis", 0)
-        if new_axis not in (0, 1):
+        name, default = flag
+        value = node.attributes.get_int(name, default)
+        if value not in (0, 1):
             raise InvalidModelError(
-                f"{quoted_node(node)}: new_axis is {new_axis}; the ONNX spec allows 0 or 1"
+                f"{quoted_node(node)}: {name} is {value}; the ONNX spec allows 0 or 1"
             )
+
+
+_FLAGS = {"ConcatFromSequence": ("new_axis", 0), "SplitToSequence": ("keepdims", 1)}

@@ -70,6 +70,10 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
         helper.make_node("SequenceInsert", ["e", "x"], ["s"]),
         helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0, new_axis=2, name="the_join"),
     ]
+    split_keepdims_2 = [
+        helper.make_node("SplitToSequence", ["x"], ["s"], axis=0, keepdims=2, name="the_split"),
+        helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0),
+    ]
     (tmp / "a_folder").mkdir()
     cases = {
         "missing path": (tmp / "missing.onnx", "no such file"),
@@ -128,6 +132,10 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
             _write(tmp / "new_axis.onnx", _model(stacked_by_2, [_x()], [_y()])),
             "ConcatFromSequence 'the_join': new_axis is 2; the ONNX spec allows 0 or 1",
         ),
+        "keepdims neither 0 nor 1": (
+            _write(tmp / "keepdims.onnx", _model(split_keepdims_2, [_x()], [_y()])),
+            "SplitToSequence 'the_split': keepdims is 2; the ONNX spec allows 0 or 1",
+        ),
         "undefined element type": (  # the checker lets dtype 0 through; inference raises
             _write(tmp / "dtype0.onnx", _model(no_type, [_x()], [_y()])),
             "Invalid tensor data type 0",
@@ -155,6 +163,7 @@ CASE_NAMES = [
     "SequenceMap body arity",
     "constant position out of range",
     "new_axis neither 0 nor 1",
+    "keepdims neither 0 nor 1",
     "undefined element type",
 ]
 
