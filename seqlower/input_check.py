@@ -25,7 +25,7 @@ invalid and what the checker found.
 from __future__ import annotations
 
 __all__ = [
-    "FULL_CHECK_LIMIT_BYTES", "check_input_proto", "check_input_text", "forget_negative_dims",
+    "FULL_CHECK_LIMIT_BYTES", "check_input_proto", "check_input_text",
 ]  # fmt: skip
 
 import os
@@ -42,6 +42,7 @@ from seqlower.inlined_size import too_many_inlined
 from seqlower.keepdims_corner import may_be_corner, squeeze_keepdims_corners
 from seqlower.ops import graph_nodes, iter_all_graphs
 from seqlower.passes.chunked_inference import SMALL_INITIALIZER_BYTES
+from seqlower.proto_fields import set_field
 from seqlower.static_errors import static_problem
 from seqlower.strict_inference import inferred_in_runs, node_subgraphs, strict_inference
 
@@ -77,7 +78,7 @@ def check_input_proto(
     the model keeps its data in a file (only such a tensor needs the file's folder);
     `split_keepdims` is how a scalar split of 1 with keepdims=0 is read (`Options`): read as
     onnxruntime reads it, inference sees the axis squeezed (`keepdims_corner`). First, each
-    negative dim `proto` declares is made unknown in place (`forget_negative_dims`), in the
+    negative dim `proto` declares is made unknown in place (`_forget_negative_dims`), in the
     walk of its graphs that refuses sparse tensors."""
     _forget_negative_dims(_graphs_refusing_sparse(proto, where), proto)
     copy, weights = _weightless(proto)
@@ -230,14 +231,8 @@ def _passes_tensor_check(tensor: onnx.TensorProto, raw_size: int) -> bool:
 def _copy_fields(source: Message, target: Message, skip: str) -> None:
     """Copy every field of `source` that is set, but `skip`, into the empty `target`."""
     for field, value in source.ListFields():
-        if field.name == skip:
-            continue
-        if isinstance(value, Message):
-            getattr(target, field.name).CopyFrom(value)
-        elif isinstance(value, (str, bytes, int, float)):
-            setattr(target, field.name, value)
-        else:  # a repeated field
-            getattr(target, field.name).extend(value)
+        if field.name != skip:
+            set_field(target, field, value)
 
 
 _WEIGHT_TYPES = frozenset(
@@ -356,28 +351,11 @@ def _refuse_sparse_attribute(
         )
 
 
-def _graphs(proto: onnx.ModelProto) -> list[onnx.GraphProto]:
-    """The main graph and every subgraph, functions' subgraphs included."""
-    found = []
-    stack = [proto.graph]
-    for function in proto.functions:
-        stack.extend(node_subgraphs(function.node))
-    while stack:
-        graph = stack.pop()
-        found.append(graph)
-        stack.extend(node_subgraphs(graph.node))
-    return found
-
-
-def forget_negative_dims(proto: onnx.ModelProto) -> int:
-    """Make each negative dim a declared type holds (inputs, outputs, value_info, in every
-    graph and function) an unknown one, as onnxruntime reads it: some exporters write -1 for a
-    dim known only when the model runs, and a dim of -5 is no size either. Returns how many."""
-    return _forget_negative_dims(_graphs(proto), proto)
-
-
 def _forget_negative_dims(graphs: list[onnx.GraphProto], proto: onnx.ModelProto) -> int:
-    """`forget_negative_dims`, given the graphs of `proto` (`_graphs`)."""
+    """Make each negative dim a declared type holds (inputs, outputs, value_info, in each of
+    `graphs`, every graph of `proto`, and in its functions) an unknown one, as onnxruntime
+    reads it: some exporters write -1 for a dim known only when the model runs, and a dim of
+    -5 is no size either. Returns how many."""
     infos: list[onnx.ValueInfoProto] = []
     for graph in graphs:
         infos.extend([*graph.input, *graph.output, *graph.value_info])

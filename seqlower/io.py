@@ -47,6 +47,7 @@ from google.protobuf.message import DecodeError, Message
 from seqlower.errors import ModelInputError
 from seqlower.input_check import check_input_proto, check_input_text
 from seqlower.ops import graph_nodes, iter_all_graphs
+from seqlower.proto_fields import set_field
 
 ModelSource = ir.Model | onnx.ModelProto | str | os.PathLike
 
@@ -426,13 +427,7 @@ def _split_fields(message: Message, number: int) -> tuple[bytes, bytes]:
     for field, value in message.ListFields():
         if field.number == number:
             continue
-        part = head if field.number < number else tail
-        if isinstance(value, Message):
-            getattr(part, field.name).CopyFrom(value)
-        elif isinstance(value, (str, bytes, int, float)):
-            setattr(part, field.name, value)
-        else:  # a repeated field
-            getattr(part, field.name).extend(value)
+        set_field(head if field.number < number else tail, field, value)
     return head.SerializeToString(deterministic=True), tail.SerializeToString(deterministic=True)
 
 

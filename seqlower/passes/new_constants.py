@@ -3,7 +3,7 @@ model has the same name."""
 
 from __future__ import annotations
 
-__all__ = ["int64_constant_before"]
+__all__ = ["fresh_name", "int64_constant_before"]
 
 import numpy as np
 import onnx_ir as ir
@@ -14,12 +14,7 @@ def int64_constant_before(
 ) -> ir.Value:
     """A new int64 Constant holding `array`, in front of `node`, named after `node`'s first
     output and `suffix`; `names` holds every value name taken so far and gets the new one."""
-    base = f"{node.outputs[0].name}{suffix}"
-    name, k = base, 0
-    while name in names:
-        k += 1
-        name = f"{base}{k}"
-    names.add(name)
+    name = fresh_name(f"{node.outputs[0].name}{suffix}", names)
     array = np.asarray(array, dtype=np.int64)
     const = ir.node(
         "Constant",
@@ -34,3 +29,14 @@ def int64_constant_before(
     assert node.graph is not None
     node.graph.insert_before(node, const)
     return const.outputs[0]
+
+
+def fresh_name(base: str, names: set[str | None]) -> str:
+    """`base`, or `base` followed by the first number that makes it a name not in `names`;
+    `names` gets it."""
+    name, k = base, 0
+    while name in names:
+        k += 1
+        name = f"{base}{k}"
+    names.add(name)
+    return name

@@ -43,7 +43,7 @@ import onnx_ir as ir
 from seqlower.analysis.static_values import StaticValues
 from seqlower.ops import graph_nodes, iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_upstream
-from seqlower.passes.new_constants import int64_constant_before
+from seqlower.passes.new_constants import fresh_name, int64_constant_before
 from seqlower.uses import use_count
 
 _REDUCTIONS = frozenset({"ReduceSum", "ReduceProd", "ReduceMax", "ReduceMin", "ReduceMean"})
@@ -267,12 +267,7 @@ def _insert(
 ) -> ir.Value:
     """A new `op` (Squeeze or Unsqueeze) of `source` on `axes`, in front of `node`."""
     suffix = f"_unit_{op.lower()}"
-    base = f"{node.outputs[0].name}{suffix}"
-    name, k = base, 0
-    while name in names:
-        k += 1
-        name = f"{base}{k}"
-    names.add(name)
+    name = fresh_name(f"{node.outputs[0].name}{suffix}", names)
     if opset >= 13:
         made = ir.node(
             op,
