@@ -100,3 +100,50 @@ def test_graph_nodes_walks_anything_else_as_it_walks_itself():
     assert list(graph_nodes(nodes)) == nodes  # a list of nodes, say
     function = ir.Function("local", "f", graph=graph, attributes=[])
     assert list(graph_nodes(function)) == nodes
+
+
+def test_the_model_walk_reads_each_graph_as_a_node_holds_it():
+    """`iter_all_graphs` reads the graph attributes itself (not through `subgraphs`, one call
+    and one list per node holding a graph): the same graphs as `subgraphs` gives, in its order,
+    a list of graphs included, references to a function's attributes left out, a graph held by
+    two nodes once, and a function's graph after the main graph."""
+    then, other = _graph("then"), _graph("else")
+    first, second = _graph("first"), _graph("second")
+    holder = _node(
+        "Custom",
+        [
+            ir.AttrGraph("then_branch", then),
+            ir.AttrGraphs("bodies", [first, second]),
+            ir.RefAttr("outer", "outer", ir.AttributeType.GRAPH),
+            ir.AttrInt64("axis", 0),
+            ir.AttrGraph("else_branch", other),
+        ],
+    )
+    again = _node("If", [ir.AttrGraph("then_branch", first)])  # held twice: walked once
+    main = _graph("main", holder, again)
+    model = ir.Model(main, ir_version=10)
+    local = _graph("local", _node("Loop", [ir.AttrGraph("body", _graph("local body"))]))
+    model.functions[("local", "f", "")] = ir.Function("local", "f", graph=local, attributes=[])
+    order = ["main", "local", "then", "first", "second", "else", "local body"]
+    assert [g.name for g in iter_all_graphs(model)] == order
+    expected = [main, local, *subgraphs(holder), *subgraphs(local.node(0))]
+    assert list(iter_all_graphs(model)) == expected
+
+
+def test_the_model_walk_makes_no_call_per_node_holding_a_graph(monkeypatch):
+    """The whole-model walk of 1,000 Ifs asks `subgraphs` nothing (it was called for every
+    node with attributes on every walk: 20,000 calls a walk of 10,000 Ifs' two branches)."""
+    import seqlower.ops as ops
+
+    calls = []
+    monkeypatch.setattr(ops, "subgraphs", lambda node: calls.append(node) or [])
+    branches = [(_graph(f"then{i}"), _graph(f"else{i}")) for i in range(1000)]
+    ifs = [
+        _node("If", [ir.AttrGraph("then_branch", a), ir.AttrGraph("else_branch", b)])
+        for a, b in branches
+    ]
+    model = ir.Model(_graph("main", *ifs), ir_version=10)
+    walked = list(ops.iter_all_graphs(model))
+    assert len(walked) == 2001
+    assert walked[1:] == [g for pair in branches for g in pair]
+    assert calls == []
