@@ -423,3 +423,39 @@ def test_the_nesting_counts_through_a_branch():
     costs = node_costs(model)
     (neg,) = [n for n in costs if n.op_type == "Neg"]
     assert costs[neg] == pytest.approx(DYNAMIC_COUNT * NESTED_DYNAMIC_COUNT * NEG)
+
+
+def test_only_nodes_whose_operator_recurs_in_their_graph_are_keyed(monkeypatch):
+    """Merging looks for an identical node in the same graph, so a node whose operator no other
+    node of its graph has is not keyed: here the two Adds of the main graph and the two Negs of
+    one branch, not the Constant, Mul and If of the main graph nor the lone nodes of the
+    branches (a branch of an If holding a Constant and a SequenceAt was keyed twice per If).
+    The keyed ones merge as before."""
+    import seqlower.cost as cost_module
+
+    text = """g (bool c, float[2] x) => (float[2] y) {
+        one = Constant<value = float {1}>()
+        a = Add(x, one)
+        b = Add(x, one)
+        m = Mul(a, b)
+        y = If(c) <
+            then_branch = t () => (float[2] r) { k = Constant<value = float {2}>() r = Mul(m, k) },
+            else_branch = e () => (float[2] s) { u = Neg(m) v = Neg(m) w = Abs(u) s = Add(v, w) }
+        >
+    }"""
+    model = _typed(text)
+    keyed = []
+    original = cost_module._Graph._key
+
+    def counted(self, node):
+        keyed.append(node.op_type)
+        return original(self, node)
+
+    monkeypatch.setattr(cost_module._Graph, "_key", counted)
+    costs = node_costs(model)
+    assert sorted(keyed) == ["Add", "Add", "Neg", "Neg"]
+    adds = [costs[n] for n in model.graph if n.op_type == "Add"]
+    assert adds[0] > 0 and adds[1] == 0  # merged
+    negs = sorted(costs[n] for n in costs if n.op_type == "Neg")
+    assert negs[0] == 0 and negs[1] > 0  # merged, in the costlier branch
+    assert costs[next(n for n in costs if n.op_type == "Abs")] > 0
