@@ -217,9 +217,9 @@ class VerifyReport:
 
     @property
     def unloadable_original(self) -> str | None:
-        """onnxruntime's error when it could not load the original in any trial (so nothing
-        was compared: the verdict is inconclusive, not a difference), else None."""
-        errors = [trial.original_error for trial in self.trials]
+        """onnxruntime's error when it could not load the original in any trial it ran (so
+        nothing was compared: the verdict is inconclusive, not a difference), else None."""
+        errors = [trial.original_error for trial in self.trials if trial.runtime == "onnxruntime"]
         if not errors or not all(_while_loading_failed(error) for error in errors):
             return None
         return errors[0]
