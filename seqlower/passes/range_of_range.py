@@ -92,25 +92,26 @@ def _length_of(limit: ir.Value, values: StaticValues) -> ir.Value | None:
             axes = list(node.attributes.get_ints("axes", [0]))
         if axes not in ([0], [-1]):
             return None
-        shape = node.inputs[0].producer()
-        if shape is None or shape.op_type != "Shape" or shape.domain != "":
-            return None
-        if shape.attributes.get_int("start", 0) != 0:
-            return None
-        end = shape.attributes.get_int("end", None)
-        if end is not None and end < 1:  # (v of rank one: end 0 or -1 gives no dim)
-            return None
-        return _rank_one(shape.inputs[0])
+        return _shaped(node.inputs[0], check_end=True)
     if node.op_type == "Gather" and len(node.inputs) == 2:
         if node.attributes.get_int("axis", 0) != 0 or values.get_int(node.inputs[1]) != 0:
             return None
-        shape = node.inputs[0].producer()
-        if shape is None or shape.op_type != "Shape" or shape.domain != "":
-            return None
-        if shape.attributes.get_int("start", 0) != 0:
-            return None
-        return _rank_one(shape.inputs[0])
+        return _shaped(node.inputs[0], check_end=False)
     return None
+
+
+def _shaped(value: ir.Value, check_end: bool) -> ir.Value | None:
+    """v of rank one when `value` is Shape(v) from its first dim (with `check_end`, to an end
+    that keeps that dim)."""
+    shape = value.producer()
+    if shape is None or shape.op_type != "Shape" or shape.domain != "":
+        return None
+    if shape.attributes.get_int("start", 0) != 0:
+        return None
+    end = shape.attributes.get_int("end", None)
+    if check_end and end is not None and end < 1:  # (v of rank one: end 0 or -1 gives no dim)
+        return None
+    return _rank_one(shape.inputs[0])
 
 
 def _rank_one(value: ir.Value | None) -> ir.Value | None:
