@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from support import assert_same_outputs, op_counts, parse, torch_pad_nodes
+from support import assert_both_fail, assert_same_outputs, op_counts, parse, torch_pad_nodes
 
 import seqlower
 from seqlower.passes.index_vectors import fold_index_vectors
@@ -213,3 +213,125 @@ agraph (int64[3] x) => (int64[?] y) {
     assert count == 1
     assert "Concat" not in op_counts(folded) and "Slice" not in op_counts(folded)
     assert_same_outputs(original, folded, {"x": np.array([4, 5, 6])})
+
+
+# the batched form of a per-chunk op over `torch.split(x, 4, 1)`: the chunks held as rows of
+# `[C/4, N, 4, H, W]`, their two leading axes merged for the op, its dims read back
+BATCHED_CHUNKS = """
+agraph (float[N,C,H,W] x{inputs}) => (float[?,?,?,?] y, int64[?] lead) {{
+  four = Constant <value = int64[1] {{4}}> ()
+  c = Shape <start = 1, end = 2> (x)
+  k = Div (c, four)
+  n = Shape <start = 0, end = 1> (x)
+  hw = Shape <start = 2, end = 4> (x)
+  split = Concat <axis = 0> ({first}, k, four, hw)
+  r = Reshape <allowzero = {allowzero}> (x, split)
+  stack = Transpose <perm = [1, 0, 2, 3, 4]> (r)
+  d0 = Shape <start = 0, end = 1> (stack)
+  d1 = Shape <start = 1, end = 2> (stack)
+  rows = Mul (d0, d1)
+  rest = Shape <start = 2> (stack)
+  merged = Concat <axis = 0> (rows, rest)
+  flat = Reshape <allowzero = 1> (stack, merged)
+  y = Relu (flat)
+  soft = Softmax <axis = 2> (stack)
+  one = Constant <value = int64[1] {{1}}> ()
+  big = Constant <value = int64[1] {{9223372036854775807}}> ()
+  cut_axis = Constant <value = int64[1] {{{cut}}}> ()
+  cut = Slice (soft, one, big, cut_axis)
+  moved = Transpose <perm = [1, 0, 2, 4, 3]> (cut)
+  e0 = Shape <start = 0, end = 1> (moved)
+  e1 = Shape <start = 1, end = 2> (moved)
+  lead = Mul (e0, e1)
+}}"""
+
+
+def _chunks(allowzero: int = 1, first: str = "n", inputs: str = "", cut: int = 3) -> str:
+    return BATCHED_CHUNKS.format(allowzero=allowzero, first=first, inputs=inputs, cut=cut)
+
+
+def _shapes_of(model: onnx.ModelProto) -> list[str]:
+    return sorted(n.input[0] for n in model.graph.node if n.op_type == "Shape")
+
+
+@pytest.mark.parametrize(
+    "shape", [(2, 8, 3, 5), (0, 8, 3, 5), (2, 0, 3, 5), (2, 8, 0, 5), (1, 4, 1, 1)]
+)
+def test_dims_of_a_reshape_with_allowzero_are_read_from_its_target(shape):
+    """A dim of a value made by Reshape(allowzero=1) is its target's element there (followed
+    through Transposes, a Slice of other axes, a Softmax): `Shape(stack)` reads `k` and `n`,
+    the Reshape target `merged` becomes `Concat(Mul(k, n), [4], hw)` and `lead` is `Mul(n, k)`
+    (one Shape each of `stack` and `moved` no longer runs). Empty batches and chunks too."""
+    original, folded, count = _folded(_chunks())
+    assert count >= 3
+    assert _shapes_of(folded) == ["x", "x", "x"]
+    muls = {n.output[0]: sorted(n.input) for n in folded.graph.node if n.op_type == "Mul"}
+    assert sorted(muls.values()) == [["k", "n"], ["k", "n"]]
+    # the target of an allowzero=1 Reshape is rebuilt (onnxruntime 1.20 to 1.32 fuses the
+    # shape chain of a Reshape into it only with allowzero=0)
+    (flat,) = [n for n in folded.graph.node if n.output[0] == "flat"]
+    (merged,) = [n for n in folded.graph.node if n.output[0] == flat.input[1]]
+    assert merged.op_type == "Concat" and merged.input[0] in muls and merged.input[2] == "hw"
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    assert_same_outputs(original, folded, {"x": x})
+
+
+def test_a_split_of_the_wrong_size_fails_after_the_fold_as_before():
+    """Six channels in chunks of four: the first Reshape fails in both models."""
+    original, folded, _ = _folded(_chunks())
+    assert_both_fail(original, folded, {"x": np.zeros((2, 6, 3, 5), np.float32)})
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        # allowzero=0: a target element of 0 copies the input's dim instead
+        pytest.param(_chunks(allowzero=0),
+                     ["moved", "moved", "stack", "stack", "stack", "x", "x", "x"],
+                     id="allowzero-0-copies-dims"),
+        # an element read from an input may be -1 (the dim inferred), not the element: the
+        # dims from `m` stay read from the Shapes, those from `k` do not
+        pytest.param(_chunks(first="m", inputs=", int64[1] m"),
+                     ["moved", "stack", "x", "x", "x"], id="element-may-be-negative"),
+        # a Slice of the chunk axis: `moved`'s axis 1 is cut, its axis 0 is still `n`
+        pytest.param(_chunks(cut=0), ["moved", "x", "x", "x"], id="slice-cuts-the-axis"),
+    ],
+)  # fmt: skip
+def test_dims_not_known_to_be_a_target_element_are_read_from_the_shape(text, kept):
+    original, folded, _ = _folded(text)
+    assert _shapes_of(folded) == kept
+    feeds = {"x": np.random.default_rng(1).standard_normal((2, 8, 3, 5)).astype(np.float32)}
+    if "int64[1] m" in text:
+        feeds["m"] = np.array([-1])  # the dim inferred: 2
+    assert_same_outputs(original, folded, feeds)
+
+
+# `x.view(n, 4, 1, -1)` through a Conv, then one more operator, then its dims read back
+CONV_OF_RESHAPED = """
+agraph (float[N,M] x, float[2,4,1,1] w) => (float[?,?,?,?] y, int64[1] d2) {{
+  n = Shape <start = 0, end = 1> (x)
+  rest = Constant <value = int64[3] {{4, 1, -1}}> ()
+  target = Concat <axis = 0> (n, rest)
+  r = Reshape <allowzero = 1> (x, target)
+  conv = Conv (r, w)
+  y = {last}
+  d = Shape <start = {axis}, end = {end}> (y)
+  d2 = Mul (d, d)
+}}"""
+
+
+@pytest.mark.parametrize(
+    ("last", "axis", "followed"),
+    [
+        ("Sigmoid (conv)", 0, True),  # a Conv keeps the batch axis, Sigmoid every axis
+        ("Sigmoid (conv)", 3, False),  # a Conv computes the others
+        ("Add (conv, conv)", 0, False),  # two inputs: not followed (it may broadcast)
+        ("Flatten <axis = 3> (conv)", 0, False),  # not an operator of the same shape
+    ],
+)
+def test_which_operators_a_dim_is_followed_through(last, axis, followed):
+    original, folded, _ = _folded(CONV_OF_RESHAPED.format(last=last, axis=axis, end=axis + 1))
+    assert _shapes_of(folded) == (["x"] if followed else ["x", "y"])
+    x = np.arange(24, dtype=np.float32).reshape(3, 8)
+    w = np.ones((2, 4, 1, 1), np.float32)
+    assert_same_outputs(original, folded, {"x": x, "w": w})

@@ -17,6 +17,23 @@ through stays a value: its elements are read from it. Where such a vector is rea
 operator (a Pad, a Reshape's shape, a Slice's bounds) and building it from its pieces takes
 fewer operator launches than the chain did (the chain's nodes that nothing else reads, not
 counting Constants), the reader takes the built vector, and the chain goes.
+
+A dim of a tensor is an element of a value computed before it where it comes from the target
+of a Reshape with allowzero=1 (followed up through Transposes, a Slice of other axes, operators
+of one input whose output has their input's shape, and a Conv's batch axis), the target's
+element there being known never negative (a -1 would be a dim inferred):
+
+    r = Reshape(x, Concat(n, k, [4], hw), allowzero=1)     (k = Shape(x)[1:2] / 4)
+    s = Transpose(r, [1, 0, 2, 3, 4])
+    Mul(Shape(s, 0, 1), Shape(s, 1, 2))                     ->  Mul(k, n)
+    Reshape(s, Concat(Mul(..), Shape(s, 2)), allowzero=1)   ->  Reshape(s, Concat(Mul(..), [4], hw))
+
+Batching a per-chunk operator over `torch.split(x, 4, 1)` makes exactly this: the chunks as rows
+of `[C/4, N, 4, H, W]`, their two leading axes merged for the operator, and every dim read back
+with a Shape of its own. An Add, Sub or Mul whose result the analysis reads as computed there
+(two dims multiplied) reads its inputs as what they are, so that each can be built from its
+pieces. The target of a Reshape with allowzero=1 is rebuilt like any other vector: onnxruntime
+(1.20 to 1.32) fuses the shape chain of a Reshape into it only when allowzero is 0.
 """
 
 from __future__ import annotations
@@ -31,6 +48,7 @@ import onnx_ir as ir
 
 from seqlower.analysis.loop_shapes import carried_output_shape
 from seqlower.analysis.static_values import StaticValues
+from seqlower.lists.signs import never_negative
 from seqlower.ops import graph_nodes, iter_all_graphs
 from seqlower.passes.dead_code import remove_dead_upstream
 from seqlower.rewriter import Builder, Rewriter
@@ -51,6 +69,41 @@ class Leaf:
 Element = int | Leaf
 
 _RESHAPES = frozenset({"Identity", "Cast", "Reshape", "Squeeze", "Unsqueeze", "Flatten"})
+_ARITHMETIC = frozenset({"Add", "Sub", "Mul"})
+# operators of one input (and constant attributes) whose output has their input's shape
+_SAME_SHAPE = frozenset(
+    {
+        "Identity",
+        "Cast",
+        "Softmax",
+        "LogSoftmax",
+        "Hardmax",
+        "Relu",
+        "Sigmoid",
+        "Tanh",
+        "Exp",
+        "Log",
+        "Neg",
+        "Abs",
+        "Sqrt",
+        "Erf",
+        "Not",
+        "Sign",
+        "Floor",
+        "Ceil",
+        "Round",
+        "Reciprocal",
+        "LeakyRelu",
+        "Elu",
+        "Selu",
+        "Celu",
+        "HardSigmoid",
+        "HardSwish",
+        "Softplus",
+        "Softsign",
+    }
+)
+DIM_DEPTH = 16  # producers followed for one dim
 _SEEN_THROUGH = _RESHAPES | {
     "Concat", "Slice", "Transpose", "Gather", "ConstantOfShape", "Shape", "Add", "Sub", "Mul",
 }  # fmt: skip
@@ -78,10 +131,18 @@ def fold_index_vectors(model: ir.Model) -> int:
         for node in list(graph_nodes(graph)):
             if node.graph is None:
                 continue
-            read = [v for i, v in enumerate(node.inputs) if v is not None and not _flows(node, i)]
+            read = [
+                v
+                for i, v in enumerate(node.inputs)
+                if v is not None and not analysis.links(node, i)
+            ]
             for value in dict.fromkeys(read):
                 vector = _foldable(value, analysis, values)
-                if vector is not None and _is_reshape_target(node, value):
+                if (
+                    vector is not None
+                    and _is_reshape_target(node, value)
+                    and node.attributes.get_int("allowzero", 0) != 1
+                ):
                     alone = all(use.node is node for use in value.uses())
                     vector = _copied_dims(node, vector) if alone else None
                 if vector is None:
@@ -106,7 +167,7 @@ def _foldable(value: ir.Value, analysis: _Elements, values: StaticValues) -> Vec
         return None  # no vector (`_Elements.vector`), said before asking for its content
     if values.get(value) is not None or value.is_graph_output():
         return None  # static: fold_static_shapes makes it a constant
-    if any(_flows(use.node, use.idx) for use in value.uses()):
+    if any(analysis.links(use.node, use.idx) for use in value.uses()):
         return None  # an inner link of a longer chain: its reader folds it
     vector = analysis.vector(value)
     if vector is None or len(vector.shape) > 1:
@@ -272,6 +333,75 @@ class _Elements:
         self.values = values
         # keyed by the value itself: an id could be reused by a value made after a fold
         self._found: dict[ir.Value, Vector | None] = {}
+        self._dims: dict[tuple[ir.Value, int], Element | None] = {}
+
+    def links(self, node: ir.Node, index: int) -> bool:
+        """Whether input `index` of `node` is a link of a chain (`_flows`); an Add, Sub or
+        Mul whose result the analysis reads as computed there (two dims multiplied) reads its
+        inputs as what they are, so that each can be built from its pieces."""
+        if not _flows(node, index):
+            return False
+        if node.op_type not in _ARITHMETIC or len(node.outputs) != 1:
+            return True
+        out = node.outputs[0]
+        vector = self.vector(out)
+        return vector is None or not all(
+            isinstance(e, Leaf) and e.value is out for e in vector.elements
+        )
+
+    def dim(self, value: ir.Value, axis: int, depth: int = DIM_DEPTH) -> Element | None:
+        """Dim `axis` of the float or int tensor `value` as an element of a value computed
+        before it (see `_dim_through`), or None; memoized."""
+        key = (value, axis)
+        if key not in self._dims:
+            self._dims[key] = None  # guards against cycles
+            self._dims[key] = self._dim_through(value, axis, depth)
+        return self._dims[key]
+
+    def _dim_through(self, value: ir.Value, axis: int, depth: int) -> Element | None:
+        """Follow dim `axis` of `value` up its producers: a Transpose moves it, a Slice that
+        cuts other axes, an operator of one input whose output has its input's shape and a
+        Conv's batch axis keep it, and a Reshape with allowzero=1 takes it from its target,
+        whose element there must be known never negative (a -1 would be a dim inferred)."""
+        node = value.producer()
+        if depth <= 0 or node is None or node.domain != "" or node.outputs[0] is not value:
+            return None
+        source = node.inputs[0] if node.inputs else None
+        rank = len(value.shape) if value.shape is not None else None
+        if source is None or rank is None or not 0 <= axis < rank:
+            return None
+        op = node.op_type
+        if op == "Reshape":
+            target = self.vector(node.inputs[1]) if len(node.inputs) > 1 else None
+            if node.attributes.get_int("allowzero", 0) != 1 or target is None:
+                return None
+            if len(target.shape) != 1 or len(target.elements) != rank:
+                return None
+            element = target.elements[axis]
+            if isinstance(element, int):
+                return element if element >= 0 else None
+            return element if never_negative(element.value, self.values) else None
+        if op == "Transpose":
+            perm = node.attributes.get_ints("perm", list(range(rank))[::-1])
+            return self.dim(source, perm[axis], depth - 1) if len(perm) == rank else None
+        if op == "Slice":
+            axes = self._sliced_axes(node, rank)
+            return None if axes is None or axis in axes else self.dim(source, axis, depth - 1)
+        if op in _SAME_SHAPE or (op == "Conv" and axis == 0):
+            return self.dim(source, axis, depth - 1)
+        return None
+
+    def _sliced_axes(self, node: ir.Node, rank: int) -> set[int] | None:
+        """The axes a Slice cuts (constant), or None."""
+        starts = self.values.get_ints(node.inputs[1]) if len(node.inputs) > 1 else None
+        given = len(node.inputs) > 3 and node.inputs[3] is not None
+        axes = self.values.get_ints(node.inputs[3]) if given else None
+        if starts is None or (given and axes is None):
+            return None
+        axes = axes if axes is not None else list(range(len(starts)))
+        if not all(-rank <= a < rank for a in axes):
+            return None
+        return {a % rank for a in axes}
 
     def vector(self, value: ir.Value | None) -> Vector | None:
         if value is None or value.dtype != ir.DataType.INT64:
@@ -403,7 +533,10 @@ class _Elements:
         kept = range(rank)[slice(start, end)]
         out = node.outputs[0]
         elements = tuple(
-            d if isinstance(d := dims[axis], int) else Leaf(out, k, (len(kept),))
+            d
+            if isinstance(d := dims[axis], int)
+            else (vector is None and source is not None and self.dim(source, axis))
+            or Leaf(out, k, (len(kept),))
             for k, axis in enumerate(kept)
         )
         return _small(elements, (len(elements),))
