@@ -306,6 +306,10 @@ def test_dims_not_known_to_be_a_target_element_are_read_from_the_shape(text, kep
     assert_same_outputs(original, folded, feeds)
 
 
+_BOUNDS = """zero = Constant <value = int64[1] {0}> ()
+  one = Constant <value = int64[1] {1}> ()
+  end = Constant <value = int64[1] {9223372036854775807}> ()"""
+
 # `x.view(n, 4, 1, -1)` through a Conv, then one more operator, then its dims read back
 CONV_OF_RESHAPED = """
 agraph (float[N,M] x, float[2,4,1,1] w) => (float[?,?,?,?] y, int64[1] d2) {{
@@ -314,7 +318,7 @@ agraph (float[N,M] x, float[2,4,1,1] w) => (float[?,?,?,?] y, int64[1] d2) {{
   target = Concat <axis = 0> (n, rest)
   r = Reshape <allowzero = 1> (x, target)
   conv = Conv (r, w)
-  y = {last}
+  {last}
   d = Shape <start = {axis}, end = {end}> (y)
   d2 = Mul (d, d)
 }}"""
@@ -323,15 +327,54 @@ agraph (float[N,M] x, float[2,4,1,1] w) => (float[?,?,?,?] y, int64[1] d2) {{
 @pytest.mark.parametrize(
     ("last", "axis", "followed"),
     [
-        ("Sigmoid (conv)", 0, True),  # a Conv keeps the batch axis, Sigmoid every axis
-        ("Sigmoid (conv)", 3, False),  # a Conv computes the others
-        ("Add (conv, conv)", 0, False),  # two inputs: not followed (it may broadcast)
-        ("Flatten <axis = 3> (conv)", 0, False),  # not an operator of the same shape
+        ("y = Sigmoid (conv)", 0, True),  # a Conv keeps the batch axis, Sigmoid every axis
+        ("y = Sigmoid (conv)", 3, False),  # a Conv computes the others
+        ("y = Add (conv, conv)", 0, False),  # two inputs: not followed (it may broadcast)
+        ("y = Flatten <axis = 3> (conv)", 0, False),  # not an operator of the same shape
+        # TorchScript's `t[:, :]`: a Slice from 0 to the largest int64 by 1 keeps the axis
+        (f"{_BOUNDS}\n  y = Slice (conv, zero, end, zero)", 0, True),
+        (f"{_BOUNDS}\n  y = Slice (conv, one, end, zero)", 0, False),  # `t[1:]` cuts it
     ],
 )
 def test_which_operators_a_dim_is_followed_through(last, axis, followed):
     original, folded, _ = _folded(CONV_OF_RESHAPED.format(last=last, axis=axis, end=axis + 1))
     assert _shapes_of(folded) == (["x"] if followed else ["x", "y"])
+    x = np.arange(24, dtype=np.float32).reshape(3, 8)
+    w = np.ones((2, 4, 1, 1), np.float32)
+    assert_same_outputs(original, folded, {"x": x, "w": w})
+
+
+# `x.view(n, 4, 1, -1)` through a Conv (`[n, 2, 1, K]`), its batch axis moved last
+READ_BACK = """
+agraph (float[N,M] x, float[2,4,1,1] w) => (float[?,?,?,?] y, float[?,?,?] z) {
+  n = Shape <start = 0, end = 1> (x)
+  rest = Constant <value = int64[3] {4, 1, -1}> ()
+  target = Concat <axis = 0> (n, rest)
+  r = Reshape <allowzero = 1> (x, target)
+  conv = Conv (r, w)
+  lead = Shape <start = 0, end = 1> (r)
+  tail = Shape <start = 1> (conv)
+  both = Concat <axis = 0> (lead, tail)
+  y = Reshape <allowzero = 1> (conv, both)
+  t = Transpose <perm = [1, 2, 3, 0]> (conv)
+  last = Shape <start = 2> (t)
+  lead2 = Shape <start = 0, end = 1> (r)
+  three = Concat <axis = 0> (lead2, last)
+  z = ConstantOfShape (three)
+}"""
+
+
+def test_a_shape_is_read_whole_or_not_at_all():
+    """`both` = [n, 2, 1, K]: the Shape of r goes (its one dim is n), and the constants 2 and 1
+    are read from `tail` with K (one whole Shape, no Slice). `last` = [K, n]: K is the Conv's
+    own, so the Shape of t still runs, and is read whole (n not taken from elsewhere)."""
+    original, folded, count = _folded(READ_BACK)
+    assert count == 2
+    assert _shapes_of(folded) == ["conv", "t", "x"]
+    inputs = {n.output[0]: list(n.input) for n in folded.graph.node}
+    y, z = (next(n for n in folded.graph.node if n.output[0] == out) for out in ("y", "z"))
+    assert inputs[y.input[1]] == ["n", "tail"]
+    assert inputs[z.input[0]] == ["n", "last"]
     x = np.arange(24, dtype=np.float32).reshape(3, 8)
     w = np.ones((2, 4, 1, 1), np.float32)
     assert_same_outputs(original, folded, {"x": x, "w": w})

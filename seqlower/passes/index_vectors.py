@@ -30,7 +30,12 @@ element there being known never negative (a -1 would be a dim inferred):
 
 Batching a per-chunk operator over `torch.split(x, 4, 1)` makes exactly this: the chunks as rows
 of `[C/4, N, 4, H, W]`, their two leading axes merged for the operator, and every dim read back
-with a Shape of its own. An Add, Sub or Mul whose result the analysis reads as computed there
+with a Shape of its own. A Shape's dims are read elsewhere all or none (while one of them is
+the Shape's own, it runs, and is read whole); a Slice from 0 to the largest int64 by 1
+(TorchScript's `t[:, :]`) keeps its axis. A constant beside elements of a Shape's output that
+is the dim inference gives that Shape there is read from it too, so that a whole Shape is read
+as it is: `Concat(n, [3], Shape(conv, 2))` with conv `[?, 3, H, W]` is `Concat(n, Shape(conv,
+1))`. An Add, Sub or Mul whose result the analysis reads as computed there
 (two dims multiplied) reads its inputs as what they are, so that each can be built from its
 pieces. The target of a Reshape with allowzero=1 is rebuilt like any other vector: onnxruntime
 (1.20 to 1.32) fuses the shape chain of a Reshape into it only when allowzero is 0.
@@ -71,39 +76,13 @@ Element = int | Leaf
 _RESHAPES = frozenset({"Identity", "Cast", "Reshape", "Squeeze", "Unsqueeze", "Flatten"})
 _ARITHMETIC = frozenset({"Add", "Sub", "Mul"})
 # operators of one input (and constant attributes) whose output has their input's shape
-_SAME_SHAPE = frozenset(
-    {
-        "Identity",
-        "Cast",
-        "Softmax",
-        "LogSoftmax",
-        "Hardmax",
-        "Relu",
-        "Sigmoid",
-        "Tanh",
-        "Exp",
-        "Log",
-        "Neg",
-        "Abs",
-        "Sqrt",
-        "Erf",
-        "Not",
-        "Sign",
-        "Floor",
-        "Ceil",
-        "Round",
-        "Reciprocal",
-        "LeakyRelu",
-        "Elu",
-        "Selu",
-        "Celu",
-        "HardSigmoid",
-        "HardSwish",
-        "Softplus",
-        "Softsign",
-    }
-)
+_SAME_SHAPE = frozenset({
+    "Identity", "Cast", "Softmax", "LogSoftmax", "Hardmax", "Relu", "Sigmoid", "Tanh", "Exp",
+    "Log", "Neg", "Abs", "Sqrt", "Erf", "Not", "Sign", "Floor", "Ceil", "Round", "Reciprocal",
+    "LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Softplus", "Softsign",
+})  # fmt: skip
 DIM_DEPTH = 16  # producers followed for one dim
+_LARGEST = 2**63 - 1  # a Slice's end "to the last entry", as TorchScript writes `x[:, :]`
 _SEEN_THROUGH = _RESHAPES | {
     "Concat", "Slice", "Transpose", "Gather", "ConstantOfShape", "Shape", "Add", "Sub", "Mul",
 }  # fmt: skip
@@ -125,6 +104,9 @@ def fold_index_vectors(model: ir.Model) -> int:
     where that takes fewer launches (see the module docstring); returns how many."""
     values = StaticValues(model.opset_imports.get(""))
     analysis = _Elements(values)
+    # the same without reading dims from Reshape targets: a Shape some of whose dims are read
+    # elsewhere still runs for the others, and reading it whole may take fewer launches
+    plain = _Elements(values, resolve_dims=False)
     rewriter: Rewriter | None = None
     folded = 0
     for graph in list(iter_all_graphs(model)):
@@ -137,7 +119,9 @@ def fold_index_vectors(model: ir.Model) -> int:
                 if v is not None and not analysis.links(node, i)
             ]
             for value in dict.fromkeys(read):
-                vector = _foldable(value, analysis, values)
+                vector = _fewest(
+                    _foldable(value, plain, values), _foldable(value, analysis, values)
+                )
                 if (
                     vector is not None
                     and _is_reshape_target(node, value)
@@ -176,6 +160,13 @@ def _foldable(value: ir.Value, analysis: _Elements, values: StaticValues) -> Vec
     if launches is None or launches >= _chain_launches(value, vector):
         return None
     return vector
+
+
+def _fewest(first: Vector | None, second: Vector | None) -> Vector | None:
+    """Of two readings of one vector, the one built with fewer launches (the first on a tie)."""
+    if first is None or second is None:
+        return first or second
+    return second if _launches(second) < _launches(first) else first  # type: ignore[operator]
 
 
 def _is_reshape_target(node: ir.Node, value: ir.Value) -> bool:
@@ -223,7 +214,7 @@ def _flows(node: ir.Node, index: int) -> bool:
 def _pieces(vector: Vector) -> list[list[Element]]:
     """Runs of constants, and runs of consecutive elements of one leaf."""
     runs: list[list[Element]] = []
-    for element in vector.elements:
+    for element in _read_known_dims(vector.elements):
         last = runs[-1][-1] if runs else None
         constants = isinstance(element, int) and isinstance(last, int)
         consecutive = (
@@ -237,6 +228,47 @@ def _pieces(vector: Vector) -> list[list[Element]]:
         else:
             runs.append([element])
     return runs
+
+
+def _read_known_dims(elements: tuple[Element, ...]) -> list[Element]:
+    """A constant beside an element of a Shape's output, equal to the dim that Shape gives
+    (statically) at the position next to that element, is read from the Shape too:
+    `Concat(Shape(s, 0, 2), Shape(conv, 1))` with conv `[?, 3, H, W]` is `[a, b, 3, H, W]`,
+    the last three one whole Shape (no launch) rather than a constant and a Slice. Reads no
+    more pieces than before: a constant only joins the run of a neighbour."""
+    found = list(elements)
+    changed = True
+    while changed:
+        changed = False
+        for i, element in enumerate(found):
+            if not isinstance(element, int):
+                continue
+            for j, step in ((i + 1, -1), (i - 1, 1)):  # the neighbour, and where i sits in it
+                neighbour = found[j] if 0 <= j < len(found) else None
+                if not isinstance(neighbour, Leaf):
+                    continue
+                position = neighbour.index + step
+                dims = _static_dims_of_shape(neighbour.value)
+                if dims is not None and 0 <= position < len(dims) and dims[position] == element:
+                    found[i] = Leaf(neighbour.value, position, neighbour.shape)
+                    changed = True
+                    break
+    return found
+
+
+def _static_dims_of_shape(value: ir.Value) -> list[int | None] | None:
+    """The dims a Shape gives as `value`, each a number where inference gives it, else None;
+    None where `value` is not a Shape's output."""
+    node = value.producer()
+    if node is None or node.op_type != "Shape" or node.domain != "" or not node.inputs:
+        return None
+    source = node.inputs[0]
+    if source is None or source.shape is None:
+        return None
+    rank = len(source.shape)
+    start, end = node.attributes.get_int("start", 0), node.attributes.get_int("end", rank)
+    dims = [source.shape[axis] for axis in range(rank)[slice(start, end)]]
+    return [d if isinstance(d, int) else None for d in dims]
 
 
 def _whole(run: list[Element]) -> bool:
@@ -329,8 +361,9 @@ def _build(b: Builder, vector: Vector) -> ir.Value:
 class _Elements:
     """The elements of small int64 values, memoized."""
 
-    def __init__(self, values: StaticValues) -> None:
+    def __init__(self, values: StaticValues, *, resolve_dims: bool = True) -> None:
         self.values = values
+        self.resolve_dims = resolve_dims  # a Shape's dims read from Reshape targets (`dim`)
         # keyed by the value itself: an id could be reused by a value made after a fold
         self._found: dict[ir.Value, Vector | None] = {}
         self._dims: dict[tuple[ir.Value, int], Element | None] = {}
@@ -392,16 +425,28 @@ class _Elements:
         return None
 
     def _sliced_axes(self, node: ir.Node, rank: int) -> set[int] | None:
-        """The axes a Slice cuts (constant), or None."""
-        starts = self.values.get_ints(node.inputs[1]) if len(node.inputs) > 1 else None
-        given = len(node.inputs) > 3 and node.inputs[3] is not None
-        axes = self.values.get_ints(node.inputs[3]) if given else None
-        if starts is None or (given and axes is None):
+        """The axes a Slice may cut (its constant axes but those it reads whole: from 0 to
+        the largest int64, by 1), or None when its axes are not known."""
+        params = [self.values.get_ints(v) if v is not None else None for v in node.inputs[1:5]] + [
+            None
+        ] * (5 - len(node.inputs))
+        starts, ends, axes, steps = params
+        given_axes = len(node.inputs) > 3 and node.inputs[3] is not None
+        given_steps = len(node.inputs) > 4 and node.inputs[4] is not None
+        if starts is None or (given_axes and axes is None):
             return None
         axes = axes if axes is not None else list(range(len(starts)))
         if not all(-rank <= a < rank for a in axes):
             return None
-        return {a % rank for a in axes}
+        whole = [
+            ends is not None
+            and (steps is not None or not given_steps)
+            and start == 0
+            and ends[k] == _LARGEST
+            and (steps[k] if steps is not None else 1) == 1
+            for k, start in enumerate(starts)
+        ]
+        return {a % rank for a, kept in zip(axes, whole, strict=False) if not kept}
 
     def vector(self, value: ir.Value | None) -> Vector | None:
         if value is None or value.dtype != ir.DataType.INT64:
@@ -532,13 +577,15 @@ class _Elements:
         start, end = node.attributes.get_int("start", 0), node.attributes.get_int("end", rank)
         kept = range(rank)[slice(start, end)]
         out = node.outputs[0]
-        elements = tuple(
-            d
-            if isinstance(d := dims[axis], int)
-            else (vector is None and source is not None and self.dim(source, axis))
-            or Leaf(out, k, (len(kept),))
+        own = tuple(
+            d if isinstance(d := dims[axis], int) else Leaf(out, k, (len(kept),))
             for k, axis in enumerate(kept)
         )
+        if not self.resolve_dims or vector is not None or source is None:
+            return _small(own, (len(own),))
+        # every dim read elsewhere, or none: the Shape runs while one of its dims is read
+        found = tuple(e if isinstance(e, int) else self.dim(source, kept[e.index]) for e in own)
+        elements = own if any(e is None for e in found) else found
         return _small(elements, (len(elements),))
 
     def _constant_of_shape(self, node: ir.Node, count: Vector | None) -> Vector | None:
