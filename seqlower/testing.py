@@ -5,7 +5,7 @@ from seqlower.testing import assert_equivalent
 def test_lowering(tmp_path):
     assert_equivalent("model.onnx", lowered_model, dims={"batch": 2})
 
-def test_lowering_in_openvino():  # pip install 'seqlower[openvino]'
+def test_lowering_in_openvino():  # pip install openvino
     assert_equivalent("model.onnx", lowered_model, runtimes=["openvino"])
 """
 

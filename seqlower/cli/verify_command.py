@@ -246,6 +246,9 @@ def _footer(result: VerifyReport) -> list[str]:
     elif failures:
         lines.append("NOT equivalent:")
         lines.extend(f"  - {line}" for line in failures)
+        hint = result.difference_hint()
+        if hint:
+            lines.append(f"  {hint}")
     else:
         both = len({trial.index for trial in result.trials}) - result.compared
         extra = f", {both} skipped" if both else ""

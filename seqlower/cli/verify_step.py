@@ -69,8 +69,11 @@ def verify_lowered(
                 "it accepts with --inputs)",
                 EXIT_BAD_INPUT,
             )
+        hint = result.difference_hint()
         return result, error_exit(
-            "verification failed: the lowered model differs; nothing written", EXIT_REFUSED
+            "verification failed: the lowered model differs; nothing written"
+            + (f" ({hint})" if hint else ""),
+            EXIT_REFUSED,
         )
     if not quiet:
         echo(_verified(result, runtime))

@@ -69,12 +69,15 @@ _COMPLEX_PARTS = {np.dtype(np.complex64): np.float32, np.dtype(np.complex128): n
 @dataclasses.dataclass(frozen=True)
 class Comparison:
     """The outcome of comparing two values. Errors are None where they do not apply (strings,
-    mismatched shapes); `detail` says where and how the values differ (empty when they match)."""
+    mismatched shapes); `detail` says where and how the values differ (empty when they match).
+    `scale` is the largest finite magnitude of the expected value, for float values (None for
+    others): a difference far below it is the size float rounding makes."""
 
     verdict: ValueVerdict
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     detail: str = ""
+    scale: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -125,10 +128,12 @@ def _compare_sequences(
     ]
     max_abs = _max_or_none(result.max_abs_err for result in results)
     max_rel = _max_or_none(result.max_rel_err for result in results)
+    scale = _max_or_none(result.scale for result in results)
     for index, result in enumerate(results):
         if not result.ok:
-            return Comparison(result.verdict, max_abs, max_rel, f"element {index}: {result.detail}")
-    return Comparison("ok", max_abs, max_rel)
+            detail = f"element {index}: {result.detail}"
+            return Comparison(result.verdict, max_abs, max_rel, detail, scale)
+    return Comparison("ok", max_abs, max_rel, scale=scale)
 
 
 def _compare_tensors(
@@ -180,14 +185,16 @@ def _compare_floats(expected: np.ndarray, actual: np.ndarray, tolerance: Toleran
     close = diff <= tolerance.atol + tolerance.rtol * np.abs(np.where(finite, e, 0.0))
     bad = special_bad | ~close
     max_abs = float(diff.max(initial=0.0))
-    max_rel = _max_rel(diff, np.abs(np.where(finite, e, 0.0)))
+    magnitude = np.abs(np.where(finite, e, 0.0))
+    max_rel = _max_rel(diff, magnitude)
+    scale = float(magnitude.max(initial=0.0))
     if special_bad.any():
         max_abs = max_rel = float("inf")
     if not bad.any():
-        return Comparison("ok", max_abs, max_rel)
+        return Comparison("ok", max_abs, max_rel, scale=scale)
     detail = _where(bad, expected, actual)
     detail += f" (rtol={tolerance.rtol:g}, atol={tolerance.atol:g})"
-    return Comparison("values differ", max_abs, max_rel, detail)
+    return Comparison("values differ", max_abs, max_rel, detail, scale)
 
 
 def _max_rel(diff: np.ndarray, magnitude: np.ndarray) -> float:

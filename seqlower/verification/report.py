@@ -39,6 +39,9 @@ import json
 import math
 from typing import Any, Literal
 
+import numpy as np
+
+from seqlower.verification.compare import tolerance_for
 from seqlower.verification.coverage import Coverage
 from seqlower.verification.saved import Reproduction
 
@@ -95,7 +98,8 @@ TrialStatus = Literal[
 class OutputResult:
     """One output in one trial. `shape` and `dtype` describe the original's value (or the
     candidate's when only it ran). `reference` is set in reference mode: whether onnxruntime and
-    `onnx.reference` agree on the original model."""
+    `onnx.reference` agree on the original model. `scale`: the largest finite magnitude of the
+    original's value, for float values that were compared (else None)."""
 
     name: str
     shape: str
@@ -105,6 +109,7 @@ class OutputResult:
     verdict: Verdict
     detail: str = ""
     reference: str | None = None
+    scale: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -213,6 +218,44 @@ class VerifyReport:
         return (
             f"both models rejected {len({t.index for t in rejected})} of {total} trials "
             f"(first: {error}); only {self.compared} compared anything: {_hint(self.settings)}"
+        )
+
+    def difference_hint(self) -> str | None:
+        """What to try when trials found a difference (None when none did): where every
+        difference is of float values and within the float type's relative tolerance of its
+        output's largest magnitude (the size rounding makes when a runtime sums in another
+        order, as onnxruntime may in two graphs that compute the same), the `--atol` that
+        accepts them; otherwise how to give sizes or inputs the model gets in use (trials explore
+        sizes from 0 and large values, which a model may never get)."""
+        if self.problems:
+            return None
+        failing = [t for t in self.trials if _trial_failures(t, self.strict_errors)]
+        if not failing or any(t.status not in ("differ", "candidate failed") for t in failing):
+            return None
+        outputs = [output for trial in failing for output in trial.outputs if not output.ok]
+        rtol = self.settings.get("rtol")
+        rounding = all(t.status == "differ" for t in failing) and all(
+            _rounding(output, rtol) for output in outputs
+        )
+        if not rounding:
+            fixed = {
+                **dict(self.settings.get("dims") or {}),
+                **dict(self.settings.get("pinned") or {}),
+            }
+            named = [n for n in self.settings.get("symbolic_dims") or [] if n not in fixed]
+            dims = " ".join(f"--dim {name}=SIZE" for name in named)
+            return (
+                "if the trials that differ have sizes or values the model never gets, give "
+                + (f"the sizes it gets with {dims}, or " if dims else "")
+                + "your own inputs with --inputs (an ONNX test-data folder or .npz)"
+            )
+        largest = max(output.max_abs_err or 0.0 for output in outputs)
+        ratio = max((output.max_abs_err or 0.0) / (output.scale or 1.0) for output in outputs)
+        atol = 10.0 ** math.ceil(math.log10(largest))
+        return (
+            f"every difference is float rounding, at most {ratio:.1e} of its output's largest "
+            f"value (as when a runtime sums in another order); if that is close enough, --atol "
+            f"{atol:.0e} accepts it"
         )
 
     @property
@@ -396,6 +439,21 @@ def _trial_failures(trial: TrialResult, strict_errors: bool) -> list[tuple[str, 
             line += f": {output.detail}"
         lines.append((", ", line))
     return lines
+
+
+def _rounding(output: OutputResult, rtol: float | None) -> bool:
+    """True when `output`'s values differ by no more than its float type's relative tolerance
+    (or the `rtol` given) of the largest magnitude of the original's value."""
+    if output.verdict != "values differ" or output.scale is None or not output.max_abs_err:
+        return False
+    name = output.dtype.removeprefix("seq(").removesuffix(")")  # seq(float32): its elements
+    try:
+        tolerance = tolerance_for(np.dtype(name), rtol)
+    except TypeError:  # a type numpy does not name (bfloat16): no claim about its rounding
+        return False
+    if tolerance is None or not math.isfinite(output.max_abs_err):
+        return False
+    return output.max_abs_err <= tolerance.rtol * output.scale
 
 
 def _hint(settings: dict[str, Any]) -> str:

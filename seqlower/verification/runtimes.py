@@ -10,16 +10,18 @@ Outputs come back in the model's output order: a numpy array per tensor, a list 
 sequence. Each runtime runs on the CPU, one thread where it lets us choose:
 
 - onnxruntime: every ONNX type it supports, logging silenced.
-- openvino (`pip install 'seqlower[openvino]'`): compiled with INFERENCE_PRECISION_HINT f32, so
+- openvino (`pip install openvino`): compiled with INFERENCE_PRECISION_HINT f32, so
   that float results are not computed in reduced precision.
-- tract (`pip install 'seqlower[tract]'`): planned once from the model's declared input facts
+- tract (`pip install tract`): planned once from the model's declared input facts
   (symbolic dims stay symbolic); when tract cannot plan from those (an unnamed dim, say), the
   input facts are set from the feeds' shapes and dtypes and a plan is cached per set of shapes.
 
 OpenVINO and tract have no string tensors and no sequence types: a model with either in its
 interface raises `CannotRunError` ("cannot run in tract: input 's' is a sequence"). A runtime that
-is not installed raises `RuntimeUnavailableError`, naming the extra to install. Any other failure
-(the runtime rejects the model, a run raises) is the runtime's own exception.
+is not installed raises `RuntimeUnavailableError`, naming the package to install with the version
+seqlower's extra of that name asks for (`pip install 'openvino>=2026.4'`: seqlower itself is
+installed from a clone, where `pip install 'seqlower[openvino]'` finds nothing to install). Any
+other failure (the runtime rejects the model, a run raises) is the runtime's own exception.
 
 This module imports only the standard library and numpy at import time (the verifier's child
 processes load it without the rest of seqlower); each runtime is imported when first used.
@@ -36,11 +38,13 @@ __all__ = [
     "check_available",
     "error_message",
     "first_line",
+    "install_hint",
     "open_session",
     "run_in_runtime",
 ]
 
 import contextlib
+import importlib.metadata
 import importlib.util
 import os
 import re
@@ -129,9 +133,21 @@ def check_available(runtime: str) -> None:
     if runtime not in _EXTRAS:
         raise ValueError(f"unknown runtime '{runtime}': choose one of {', '.join(RUNTIMES)}")
     if not _installed(runtime):
-        extra = _EXTRAS[runtime]
-        hint = f"pip install 'seqlower[{extra}]'" if extra else f"pip install {runtime}"
-        raise RuntimeUnavailableError(f"{runtime} is not installed: {hint}")
+        raise RuntimeUnavailableError(f"{runtime} is not installed: {install_hint(runtime)}")
+
+
+def install_hint(runtime: str) -> str:
+    """`pip install 'openvino>=2026.4'`: the requirement seqlower's extra for `runtime` names
+    (read from the installed package's metadata; the bare package name where it has none)."""
+    extra = _EXTRAS.get(runtime) or runtime
+    requirement = runtime
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        for line in importlib.metadata.requires("seqlower") or []:
+            spec, _, marker = line.partition(";")
+            if marker.replace(" ", "").replace("'", '"') == f'extra=="{extra}"':
+                requirement = spec.strip()
+                break
+    return f"pip install '{requirement}'"
 
 
 def _installed(module: str) -> bool:

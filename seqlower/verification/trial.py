@@ -78,7 +78,14 @@ def _compared(
         )
     result = compare_values(expected, actual, rtol=rtol, atol=atol)
     return OutputResult(
-        name, shape, dtype, result.max_abs_err, result.max_rel_err, result.verdict, result.detail
+        name,
+        shape,
+        dtype,
+        result.max_abs_err,
+        result.max_rel_err,
+        result.verdict,
+        result.detail,
+        scale=result.scale,
     )
 
 

@@ -135,9 +135,9 @@ def test_an_unknown_or_missing_runtime_is_a_one_line_error(monkeypatch):
     with pytest.raises(SeqlowerError, match=r"^unknown runtime 'tvm': choose one of onnxruntime"):
         verify(MATH, MATH, runtimes=["tvm"])
     monkeypatch.setattr(runtimes, "_installed", lambda module: module != "openvino")
-    with pytest.raises(RuntimeUnavailableError, match=r"pip install 'seqlower\[openvino\]'"):
+    with pytest.raises(RuntimeUnavailableError, match=r"pip install 'openvino>="):
         run_in_runtime("openvino", MATH, {})
-    with pytest.raises(SeqlowerError, match=r"^openvino is not installed: pip install 'seqlower"):
+    with pytest.raises(SeqlowerError, match=r"^openvino is not installed: pip install 'openvino"):
         verify(MATH, MATH, runtimes=["tract", "openvino"])
 
 
@@ -171,7 +171,10 @@ def test_the_cli_takes_repeated_runtimes(paths, monkeypatch):
     monkeypatch.setattr(runtimes, "_installed", lambda module: module != "tract")
     result = _invoke(paths["math"], paths["math"], "--runtime", "tract")
     assert result.exit_code == 2
-    assert result.output == "error: tract is not installed: pip install 'seqlower[tract]'\n"
+    # the requirement of seqlower's tract extra: what pip can install (seqlower itself comes
+    # from a clone, so 'seqlower[tract]' would name nothing an index serves)
+    assert result.output == f"error: tract is not installed: {runtimes.install_hint('tract')}\n"
+    assert runtimes.install_hint("tract").startswith("pip install 'tract")
 
 
 @pytest.mark.parametrize("target", ["openvino", "tract"])
