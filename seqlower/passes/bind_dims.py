@@ -92,23 +92,77 @@ def dims_feeding(value: ir.Value | None, bindable: set[str], depth: int = 6) -> 
     """Bindable symbolic dims that `value`'s content may depend on, in order of discovery.
 
     Looks at the value's own shape, then up through its producers (`depth` levels): a trip count
-    computed as Shape(x)[0] depends on the dims of x. Used for "try --dim N=<size>" hints.
+    computed as Shape(x) depends on the dims of x, one computed as Gather(Shape(x), 0) on dim 0 of
+    x only. Used for "try --dim N=<size>" hints.
     """
     found: list[str] = []
     seen: set[ir.Value] = set()
     frontier = [value] if value is not None else []
+
+    def add(dims: Any) -> None:
+        for dim in dims:
+            name = dim.value if isinstance(dim, ir.SymbolicDim) else None
+            if name is not None and name in bindable and name not in found:
+                found.append(name)
+
     for _ in range(depth + 1):
         following: list[ir.Value] = []
         for current in frontier:
             if current in seen:
                 continue
             seen.add(current)
-            for dim in current.shape or ():
-                name = dim.value if isinstance(dim, ir.SymbolicDim) else None
-                if name is not None and name in bindable and name not in found:
-                    found.append(name)
+            read = _shape_entries(current)
+            if read is not None:  # Gather(Shape(x), k): dim k of x, and nothing above it
+                add(read)
+                continue
+            add(current.shape or ())
             producer = current.producer()
             if producer is not None:
                 following.extend(v for v in producer.inputs if v is not None)
         frontier = following
     return found
+
+
+def _shape_entries(value: ir.Value) -> list[int | ir.SymbolicDim] | None:
+    """The dims of x that `value` = Gather(Shape(x), k) (k constant) reads, or None for any other
+    value, or where x's rank or the positions are unknown."""
+    gather = value.producer()
+    if (
+        gather is None
+        or gather.op_type != "Gather"
+        or gather.domain != ""
+        or len(gather.inputs) < 2
+    ):
+        return None
+    data, indices = gather.inputs[0], gather.inputs[1]
+    shape_node = data.producer() if data is not None else None
+    if shape_node is None or shape_node.op_type != "Shape" or shape_node.domain != "":
+        return None
+    source = shape_node.inputs[0] if shape_node.inputs else None
+    positions = _constant_ints(indices)
+    if source is None or source.shape is None or positions is None:
+        return None
+    dims = list(source.shape)
+    start = shape_node.attributes.get_int("start", 0)
+    end = shape_node.attributes.get_int("end", len(dims))
+    read = dims[slice(start, end)]
+    if any(not -len(read) <= k < len(read) for k in positions):
+        return None
+    return [read[k] for k in positions]
+
+
+def _constant_ints(value: ir.Value | None) -> list[int] | None:
+    """The integers of a constant `value` (an initializer or a Constant's), else None."""
+    if value is None:
+        return None
+    tensor = value.const_value
+    producer = value.producer()
+    if tensor is None and producer is not None and producer.op_type == "Constant":
+        attribute = producer.attributes.get("value")
+        tensor = attribute.as_tensor() if attribute is not None else None
+    if tensor is None:
+        return None
+    try:
+        return [int(v) for v in tensor.numpy().reshape(-1)]
+    except (TypeError, ValueError):
+        return None
