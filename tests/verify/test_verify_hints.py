@@ -132,3 +132,13 @@ def test_a_missing_runtime_names_what_pip_can_install(tmp_path, monkeypatch, run
     verified = CliRunner().invoke(app, ["verify", str(EXAMPLE), str(out), "--runtime", runtime])
     assert verified.exit_code == 2
     assert verified.output == f"error: {runtime} is not installed: pip install '{extra[1]}'\n"
+
+
+def test_the_readme_row_quotes_the_message_and_its_advice():
+    """The troubleshooting row for a difference quotes the start of the error line the tests
+    above read, and gives the two pieces of advice the hint prints."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (row,) = [line for line in readme.splitlines() if line.startswith("| `verification failed")]
+    assert row.startswith("| `verification failed: the lowered model differs` (exit 1) |")
+    assert "`--atol`" in row and "`--dim` or `--inputs`" in row
+    assert "seqlower[" not in readme  # no index serves seqlower: the runtimes' hint names theirs
