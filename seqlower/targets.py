@@ -295,12 +295,13 @@ def check_target(
             for node in graph_nodes(graph):
                 grown = _growing_carries(node)
                 if grown:
+                    advice = f"; {STOPS_EARLY}" if _is_while_loop(node, StaticValues()) else ""
                     _add(
                         check,
                         profile.growing_loops,
                         f"{path}: {describe(node)} carries {grown}, whose shape may "
                         f"change between iterations; {profile.name} needs loop-carried values "
-                        "of one shape",
+                        f"of one shape{advice}",
                     )
     if profile.dynamic_scan_loops != "ignore":
         bindable = bindable_dims(model)
@@ -312,6 +313,13 @@ def check_target(
                     where = f"{path}: {describe(node)}"
                     _add(check, profile.dynamic_scan_loops, f"{where} {problem}")
     return check
+
+
+STOPS_EARLY = (
+    "write a loop of a fixed count that runs every step (no `break` or `while` on a tensor's "
+    "value; mask the steps after the end instead)"
+)
+"""The advice for a loop whose iterations depend on data, where the target needs them fixed."""
 
 
 def _try(hint: str) -> str:
@@ -390,6 +398,8 @@ def _dynamic_scan(node: ir.Node, values: StaticValues, bindable: set[str]) -> st
     if problem is None:
         return None
     message = f"{problem}, so its {scans} scan output(s) have a dynamic length"
+    if trip is None or problem.startswith("may stop early"):
+        message += f"; {STOPS_EARLY}"
     if any(is_sequence_value(v) for v in node.outputs):
         message += " (and it carries sequences)"
     dims = dims_feeding(trip, bindable) if trip is not None else []
@@ -469,7 +479,7 @@ def judge_nodes(model: ir.Model | onnx.ModelProto, target: str) -> list[NodeJudg
                     reason += ": a data-dependent while loop, which tract cannot run"
                     problem = masked_scan_problem(node, values)
                     if problem:
-                        reason += f", nor a masked Scan over its bound: {problem}"
+                        reason += f", nor a masked Scan over its bound: {problem}; {STOPS_EARLY}"
                 found.append(
                     NodeJudgement(
                         path,

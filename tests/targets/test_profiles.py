@@ -61,7 +61,9 @@ def test_tract_judges_a_while_loop_an_error_and_names_it():
     assert (judgement.graph, judgement.op_type, judgement.severity) == ("main", "Loop", "error")
     assert judgement.reason.endswith(
         ": a data-dependent while loop, which tract cannot run, nor a masked Scan over its "
-        "bound: a while loop with no trip count: there is no bound to scan over"
+        "bound: a while loop with no trip count: there is no bound to scan over; write a loop of "
+        "a fixed count that runs every step (no `break` or `while` on a tensor's value; mask the "
+        "steps after the end instead)"
     )
     assert judge_nodes(model, "openvino") == [] and judge_nodes(model, "generic") == []
     check = check_target(*seqlower.optimize(parse(WHILE), target="tract"), "tract")
