@@ -21,7 +21,7 @@ its branch that runs gives where dims decide the condition (`seqlower.analysis.k
 
 from __future__ import annotations
 
-__all__ = ["NEVER", "Ranks", "join"]
+__all__ = ["MAX_RANK", "NEVER", "Ranks", "join"]
 
 import onnx_ir as ir
 
@@ -31,6 +31,10 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.ops import graph_nodes, is_sequence_value, subgraphs
 
 NEVER = -1  # no value under the current hypothesis (an element of an empty list)
+# a rank proved larger is read as unknown: a Reshape to a shape vector declared 10**9 long would
+# otherwise be given a shape of 10**9 unknown dims (`declare_ranks`), gigabytes from a tiny file
+# (numpy's own limit on dims is 64)
+MAX_RANK = 64
 
 Fact = int | None
 
@@ -160,8 +164,8 @@ class Ranks:
             fact = None
         else:
             fact = rule(RankQuery(node, ranks, self._values))
-            if fact is not None and fact < 0:
-                fact = None  # a rank below 0: the model is invalid here
+            if fact is not None and not 0 <= fact <= MAX_RANK:
+                fact = None  # below 0: the model is invalid here; above MAX_RANK: no shape
         outputs = node.outputs if node.op_type in ALL_OUTPUTS else node.outputs[:1]
         for output in outputs:
             self._set(output, fact)

@@ -596,7 +596,10 @@ class _Elements:
         if not all(isinstance(d, int) for d in count.elements):
             return None
         shape = tuple(int(d) for d in count.elements)  # type: ignore[arg-type]
-        return _small((int(fill.reshape(-1)[0]),) * math.prod(shape), shape)
+        size = math.prod(shape)
+        if any(d < 0 for d in shape) or size > MAX_ELEMENTS:
+            return None  # counted before anything is built: a shape may ask for 10**12
+        return _small((int(fill.reshape(-1)[0]),) * size, shape)
 
     def _arithmetic(self, node: ir.Node, inputs: list[Vector | None]) -> Vector | None:
         """Add, Sub, Mul of two vectors, element by element: constants combine; a constant
