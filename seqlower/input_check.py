@@ -42,6 +42,7 @@ from seqlower.inlined_size import too_many_inlined
 from seqlower.keepdims_corner import may_be_corner, squeeze_keepdims_corners
 from seqlower.ops import graph_nodes, iter_all_graphs
 from seqlower.passes.chunked_inference import SMALL_INITIALIZER_BYTES
+from seqlower.passes.data_prop_bound import long_shape_read
 from seqlower.proto_fields import set_field
 from seqlower.static_errors import static_problem
 from seqlower.strict_inference import inferred_in_runs, node_subgraphs, strict_inference
@@ -94,6 +95,8 @@ def check_input_proto(
         ) from None
     if (too_many := too_many_inlined(proto)) is not None:  # before inference, which inlines
         raise ModelInputError(f"{where}: {too_many}")
+    if (long_shape := long_shape_read(proto.graph)) is not None:  # before any inference
+        raise ModelInputError(f"{where}: {long_shape}")
     if copy.ByteSize() > FULL_CHECK_LIMIT_BYTES:
         return
     corners = _forget_declared_shapes(copy.graph)

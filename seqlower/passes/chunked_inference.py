@@ -35,6 +35,7 @@ import onnx
 import onnx_ir as ir
 
 from seqlower.ops import subgraphs
+from seqlower.passes.data_prop_bound import DATA_PROPAGATING_OPS, data_prop_is_bounded
 from seqlower.passes.inferred_types import (
     TypeReader,
     dim_names,
@@ -51,12 +52,6 @@ RUN_SUBGRAPHS = SUBGRAPH_LIMIT
 
 _Node = TypeVar("_Node")
 
-# Default-domain operators with an ONNX data propagation function (onnx 1.23; a test checks the
-# list against the installed onnx): their outputs may carry content that inference reads later.
-DATA_PROPAGATING_OPS = frozenset(
-    {"Add", "Cast", "Concat", "Gather", "Mul", "Shape", "Size", "Slice", "Squeeze", "Sub"}
-    | {"Unsqueeze"}
-)
 # initializers up to this size are given to inference with their content, as
 # onnx_ir.passes.common._c_api_utils.call_onnx_api does for the whole model
 SMALL_INITIALIZER_BYTES = 1000
@@ -77,7 +72,9 @@ def infer_in_runs(model: ir.Model, folded: dict[str, np.ndarray]) -> bool:
         proto, inherited, crossing = _run_model(model, run, folded, functions)
         exact = exact and not crossing
         hide_overridable_initializers(proto.graph)
-        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(
+            proto, strict_mode=False, data_prop=data_prop_is_bounded(proto.graph)
+        )
         reader = TypeReader(_renamer(inherited, start))
         types = graph_types(inferred.graph)
         reader.merge((output for node in run for output in node.outputs), types)

@@ -41,6 +41,7 @@ from seqlower.passes.broadcast_unsqueeze import drop_broadcast_unsqueezes
 from seqlower.passes.carried_sequences import correct_loop_built_sequences
 from seqlower.passes.carried_shapes import settle_carried_shapes
 from seqlower.passes.census import OpCensus
+from seqlower.passes.data_prop_bound import data_prop_is_bounded
 from seqlower.passes.declared_ranks import declare_ranks
 from seqlower.passes.identity_arithmetic import ARITHMETIC, remove_identity_arithmetic
 from seqlower.passes.inference_copy import call_with_copy
@@ -398,7 +399,8 @@ def _infer_and_merge(
             if folded:
                 chunked_inference.as_constants(proto.graph, folded)
             chunked_inference.hide_overridable_initializers(proto.graph)
-            return onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+            bounded = data_prop_is_bounded(proto.graph)  # see passes/data_prop_bound.py
+            return onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=bounded)
 
         # the copy leaves large initializers out (weights are not needed for shapes), as
         # onnx_ir's call_onnx_api does, and reuses the nodes of the last copy

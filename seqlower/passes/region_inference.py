@@ -47,6 +47,7 @@ from seqlower.passes.chunked_inference import (
     SMALL_INITIALIZER_BYTES,
     SUBGRAPH_LIMIT,
 )
+from seqlower.passes.data_prop_bound import data_prop_is_bounded
 from seqlower.passes.inferred_types import TypeReader, dim_names
 
 logger = logging.getLogger(__name__)
@@ -241,10 +242,11 @@ def _infer(
         ir.serde.serialize_node_into(region_graph.node.add(), node)
     # inference reads the bytes (it serializes a ModelProto itself): the message goes first,
     # one copy of the region fewer while inference holds its own
+    bounded = data_prop_is_bounded(region_graph)  # see passes/data_prop_bound.py
     data = proto.SerializeToString()
     del proto, region_graph
     try:
-        inferred = onnx.shape_inference.infer_shapes(data, strict_mode=False, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(data, strict_mode=False, data_prop=bounded)
     except Exception as error:  # the whole model's inference is the judge
         logger.debug("region inference failed: %s", error)
         return None
