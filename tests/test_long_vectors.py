@@ -16,6 +16,7 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.errors import ModelInputError
 from seqlower.passes.data_prop_bound import (
     MAX_PROPAGATED_LENGTH,
+    _constant_is_big,
     data_prop_is_bounded,
     long_shape_read,
 )
@@ -212,3 +213,25 @@ def test_a_constant_above_the_limit_makes_a_long_shape() -> None:
     assert problem is not None and "made from a constant above the limit" in problem
     nodes[2] = _const("limit", 3)
     assert long_shape_read(_model(nodes, [x], [y]).graph) is None
+
+
+@pytest.mark.parametrize(
+    ("array", "big"),
+    [
+        (np.array([MAX_PROPAGATED_LENGTH + 1]), True),
+        (np.array([-MAX_PROPAGATED_LENGTH - 1], dtype=np.int32), True),
+        (np.array([MAX_PROPAGATED_LENGTH + 1], dtype=np.uint64), True),
+        (np.array([2**63 - 1]), True),
+        (np.array([MAX_PROPAGATED_LENGTH, 7]), False),
+        (np.array(3), False),
+        (np.full([17], MAX_PROPAGATED_LENGTH + 1), False),  # more elements than a length has
+        (np.array([1e9], dtype=np.float32), False),  # not an integer
+    ],
+)
+def test_a_constant_is_read_in_both_of_its_forms(array, big) -> None:
+    """Raw bytes (numpy_helper) and typed fields (helper.make_tensor) read alike."""
+    raw = onnx.numpy_helper.from_array(array, "c")
+    fields = helper.make_tensor("c", raw.data_type, array.shape, array.flatten().tolist())
+    for tensor in (raw, fields):
+        node = helper.make_node("Constant", [], ["c"], value=tensor)
+        assert _constant_is_big(node) is big
