@@ -19,6 +19,13 @@ in two scopes counts if either is long): a false alarm only turns propagation of
 
     Cast(x: int64[10**9]) -> infer_shapes(data_prop=True)  :  minutes, gigabytes
     data_prop_is_bounded(graph) == False -> infer_shapes(data_prop=False)  :  milliseconds
+
+`long_shape_read(graph)` is the input check's refusal, before any inference, of a Reshape or
+ConstantOfShape reading its shape from such a vector (onnx 1.18 infers it with one dim per
+element even without propagation):
+
+    Reshape(x, Cast(r: int64[10**9]))  ->  exit 2: "Reshape '' reads its shape from 'c',
+    1000000000 long: a tensor of more than 65536 dims is not something seqlower reads"
 """
 
 from __future__ import annotations
