@@ -24,7 +24,9 @@ Scan over its iteration numbers, Range(0, M) (a body that does not read them kee
 value where i >= M, Where(i < M, new, old): tract 0.23.9 drops a Scan input that is not read,
 then cannot plan the Scan); a Scan must not be empty, so for a trip count that
 may be 0 the Scan runs at least once and what that iteration gives is dropped (the body must then
-be able to run once on the loop's inputs). A loop whose condition is computed at run time (a
+be able to run once on the loop's inputs: judged from its operators as for a masked Scan,
+`seqlower.analysis.masked_loops.zero_trip_problem`; `x[i]` of a tensor whose dim is the trip
+count 0 has no row 0, so such a Loop stays). A loop whose condition is computed at run time (a
 data-dependent while loop) is left to `seqlower.rules.tract_while` (a masked Scan over its
 bound, when its body is safe to run past the exit). Loops that carry or read
 sequences are left to `loop-unroll` and `loop-append-to-scan` (whose tensor Loops these rules then
@@ -42,6 +44,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.loop_shapes import LoopShapes
+from seqlower.analysis.masked_loops import zero_trip_problem
 from seqlower.analysis.scan_forms import (
     condition_chain,
     give_ranks,
@@ -341,6 +344,13 @@ def _check_loop_to_range_scan(
     count = ctx.facts.static_int(node.inputs[0])
     if count is not None and count * body.num_nodes() <= ctx.options.unroll_budget:
         return Refusal("the trip count is static: tract-loop-unroll unrolls it")
+    if count is None or count <= 0:
+        problem = zero_trip_problem(node)
+        if problem:
+            return Refusal(
+                "the trip count may be 0, where the Scan still runs the body once (on "
+                f"iteration number 0 and the initial carried values): {problem}"
+            )
     if body.inputs[0].is_graph_output():
         return Refusal("the iteration number is a body output")
     if not body.inputs[0].uses():

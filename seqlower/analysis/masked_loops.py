@@ -31,6 +31,7 @@ __all__ = [
     "VALUE_SAFE_OPS",
     "gathers_at_iteration",
     "masked_scan_problem",
+    "zero_trip_problem",
 ]
 
 import onnx_ir as ir
@@ -76,6 +77,8 @@ POSITION_INPUTS: dict[str, tuple[int, ...] | None] = {
 }
 # fail on a zero divisor (or a negative integer exponent), when integer
 _INTEGER_DIVISION = frozenset({"Div", "Mod", "Pow"})
+_AFTER = "after the loop would have stopped"
+_ZERO_TRIP = "where the loop would run zero times"
 
 
 def masked_scan_problem(node: ir.Node, values: StaticValues) -> str | None:
@@ -99,7 +102,19 @@ def masked_scan_problem(node: ir.Node, values: StaticValues) -> str | None:
             )
     walked = _walked(node, values)
     changing = {id(value) for value in body.inputs}
-    return _graph_problem(body, changing, walked)
+    return _graph_problem(body, changing, walked, _AFTER)
+
+
+def zero_trip_problem(node: ir.Node) -> str | None:
+    """Why the body of Loop `node` may fail when it runs once, at iteration number 0 on the
+    initial carried values, where the Loop would run zero times; None when it cannot (the
+    same operator rules as `masked_scan_problem`, with no Gather at the iteration number
+    exempt: along a dim that is the trip count 0, row 0 does not exist).
+
+        Loop(M, true, s, body: (i, c, s) -> (c, s + x[i]))  with M = 0: x has no row 0
+    """
+    body = node.attributes["body"].as_graph()
+    return _graph_problem(body, {id(value) for value in body.inputs}, set(), _ZERO_TRIP)
 
 
 def gathers_at_iteration(node: ir.Node, values: StaticValues) -> list[ir.Node]:
@@ -132,11 +147,12 @@ def _is_dim(trip: ir.Value | None, data: ir.Value, axis: int, values: StaticValu
     return trip is not None and walks_axis(trip, data, axis, values)
 
 
-def _graph_problem(graph: ir.Graph, changing: set[int], walked: set[int]) -> str | None:
-    """The first node of `graph` that may fail after the loop would have stopped. `changing`
-    holds the ids of the values that change between iterations; it grows with `graph`'s."""
+def _graph_problem(graph: ir.Graph, changing: set[int], walked: set[int], when: str) -> str | None:
+    """The first node of `graph` that may fail `when` (after the loop would have stopped, or
+    where it would run zero times). `changing` holds the ids of the values that change between
+    iterations; it grows with `graph`'s."""
     for node in graph_nodes(graph):
-        problem = _node_problem(node, changing, walked)
+        problem = _node_problem(node, changing, walked, when)
         if problem:
             return f"the body computes {problem}"
         reads = [v for v in node.inputs if v is not None and id(v) in changing]
@@ -145,18 +161,18 @@ def _graph_problem(graph: ir.Graph, changing: set[int], walked: set[int]) -> str
     return None
 
 
-def _node_problem(node: ir.Node, changing: set[int], walked: set[int]) -> str | None:
+def _node_problem(node: ir.Node, changing: set[int], walked: set[int], when: str) -> str | None:
     op = node.op_type
     if node.domain not in ("", "ai.onnx"):
-        return f"{node.domain}::{op}, which may fail after the loop would have stopped"
+        return f"{node.domain}::{op}, which may fail {when}"
     if op == "If":
         for key in ("then_branch", "else_branch"):
-            problem = _graph_problem(node.attributes[key].as_graph(), changing, walked)
+            problem = _graph_problem(node.attributes[key].as_graph(), changing, walked, when)
             if problem:
                 return problem.removeprefix("the body computes ")
         return None
     if has_subgraph(node):
-        return f"a {op} with a subgraph, which may fail after the loop would have stopped"
+        return f"a {op} with a subgraph, which may fail {when}"
     if op in VALUE_SAFE_OPS:
         return None
     if op in _INTEGER_DIVISION:
@@ -164,7 +180,7 @@ def _node_problem(node: ir.Node, changing: set[int], walked: set[int]) -> str | 
         if not _all_float(node) and divisor is not None and id(divisor) in changing:
             return (
                 f"{op} '{node.name}' of integers by a value that changes between iterations, "
-                "which may fail after the loop would have stopped"
+                f"which may fail {when}"
             )
         return None
     if op in POSITION_INPUTS:
@@ -177,10 +193,10 @@ def _node_problem(node: ir.Node, changing: set[int], walked: set[int]) -> str | 
             if value is not None and id(value) in changing:
                 return (
                     f"{op} '{node.name}' at positions or sizes that change between iterations "
-                    f"(input '{value.name}'), which may fail after the loop would have stopped"
+                    f"(input '{value.name}'), which may fail {when}"
                 )
         return None
-    return f"{op} '{node.name}', which may fail after the loop would have stopped"
+    return f"{op} '{node.name}', which may fail {when}"
 
 
 def _all_float(node: ir.Node) -> bool:

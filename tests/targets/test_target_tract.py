@@ -482,3 +482,52 @@ def test_a_carried_value_that_grows_keeps_its_loop():
     assert refusal.reason == (
         "the carried value 'v' may change shape between iterations: a Scan's state keeps one shape"
     )
+
+
+ROWS_AT_TRIPS = """g (DTYPE[?,4] x, int64 m) => (DTYPE[4] total) {
+    go = Constant<value = bool {1}>()
+    z = Constant<value = DTYPE[4] {0, 0, 0, 0}>()
+    total = Loop(m, go, z) <body = body (int64 i, bool c, DTYPE[4] v) => (bool c2, DTYPE[4] w) {
+        c2 = Identity(c)
+        [read_row] row = Gather(x, i)
+        d = Mul(v, row)
+        w = Add(d, row)
+    }>
+}"""  # x[i] with a run-time trip count m that is not x's dim: m = 0 where x has no row
+
+
+@pytest.mark.parametrize("dtype", ["float", "int64"])
+def test_a_body_that_reads_at_the_iteration_number_keeps_its_loop_when_it_may_run_zero_times(
+    dtype,
+):
+    """A Scan over Range(0, Max(m, 1)) runs the body once for m <= 0: x[0] of an x with no
+    row fails where the Loop ran zero times (the fuzzer's seed 1160241, a list read at i)."""
+    model = parse(ROWS_AT_TRIPS.replace("DTYPE", dtype))
+    refusal = _refusal(model, "Loop", target_tract._check_loop_to_range_scan)
+    assert refusal.reason == (
+        "the trip count may be 0, where the Scan still runs the body once (on iteration number "
+        "0 and the initial carried values): the body computes Gather 'read_row' at positions "
+        "or sizes that change between iterations (input 'i'), which may fail where the loop "
+        "would run zero times"
+    )
+    lowered, report = lower(model, target="tract")
+    assert "tract-loop-to-range-scan" not in report.rules_fired
+    assert op_counts(lowered)["Loop"] == 1
+    numpy_type = np.float32 if dtype == "float" else np.int64
+    for rows, m in ((0, 0), (0, -1), (3, 3), (3, 0)):
+        x = np.arange(rows * 4).reshape(rows, 4).astype(numpy_type)
+        _same_as_original(model, lowered, {"x": x, "m": np.array(m)})
+
+
+def test_a_static_positive_trip_count_needs_no_first_iteration_check():
+    """The same body with m = 3 (over the unrolling budget of 0) still becomes a Scan: it runs
+    only the iterations the Loop runs."""
+    model = parse(
+        ROWS_AT_TRIPS.replace("DTYPE", "float")
+        .replace("int64 m) =>", "int64 unused) =>")
+        .replace("go = Constant", "m = Constant<value = int64 {3}>()\n    go = Constant")
+    )
+    lowered, report = lower(model, target="tract", unroll_budget=0)
+    assert report.rules_fired == {"tract-loop-to-range-scan": 1}
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    _same_as_original(model, lowered, {"x": x, "unused": np.array(0)})
