@@ -25,7 +25,8 @@ invalid and what the checker found.
 from __future__ import annotations
 
 __all__ = [
-    "FULL_CHECK_LIMIT_BYTES", "check_input_proto", "check_input_text",
+    "FULL_CHECK_LIMIT_BYTES", "check_input_proto", "check_input_text", "errors_held",
+    "forget_declared_shapes", "one_line",
 ]  # fmt: skip
 
 import os
@@ -91,7 +92,7 @@ def check_input_proto(
     except (onnx.checker.ValidationError, ValueError) as error:
         raise InvalidModelError(
             f"{where}: the input model itself is invalid, the ONNX checker rejects it: "
-            f"{_one_line(error)}"
+            f"{one_line(error)}"
         ) from None
     if (too_many := too_many_inlined(proto)) is not None:  # before inference, which inlines
         raise ModelInputError(f"{where}: {too_many}")
@@ -99,7 +100,7 @@ def check_input_proto(
         raise ModelInputError(f"{where}: {long_shape}")
     if copy.ByteSize() > FULL_CHECK_LIMIT_BYTES:
         return
-    corners = _forget_declared_shapes(copy.graph)
+    corners = forget_declared_shapes(copy.graph)
     for function in copy.functions:
         corners = _forget_in_nodes(function.node) or corners
     if split_keepdims == "onnxruntime" and corners:
@@ -107,18 +108,18 @@ def check_input_proto(
     try:
         values = strict_inference(copy)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as error:
-        errors = _errors(str(error))
+        errors = errors_held(str(error))
         if errors:
             more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
             raise InvalidModelError(
                 f"{where}: the input model itself is invalid, ONNX type and shape inference "
-                f"reject it: {_one_line(errors[0])}{more}"
+                f"reject it: {one_line(errors[0])}{more}"
             ) from None
         values = _lenient_inference(copy)  # only tolerated errors: the shapes inference has
     except ValueError as error:  # what onnx raises for an undefined element type (dtype = 0)
         raise InvalidModelError(
             f"{where}: the input model itself is invalid, ONNX type and shape inference "
-            f"reject it: {_one_line(error)}"
+            f"reject it: {one_line(error)}"
         ) from None
     # the nodes, inputs and initializers of the model as read (the copy lacks the weights,
     # and inference types initializers only where they are inputs)
@@ -393,7 +394,7 @@ def _shapes_in(type_proto: onnx.TypeProto) -> list[onnx.TensorShapeProto]:
     return found
 
 
-def _forget_declared_shapes(graph: onnx.GraphProto) -> bool:
+def forget_declared_shapes(graph: onnx.GraphProto) -> bool:
     """Drop what an exporter declared about intermediate values (value_info) and the dims of
     subgraph outputs; the main graph's inputs and outputs keep theirs (the checker needs
     them; a contradicted output shape is tolerated by message). Returns whether a node of the
@@ -404,7 +405,7 @@ def _forget_declared_shapes(graph: onnx.GraphProto) -> bool:
 
 
 def _forget_in_nodes(nodes: Iterable[onnx.NodeProto]) -> bool:
-    """`_forget_declared_shapes` in the subgraphs `nodes` hold; whether one of `nodes` or of
+    """`forget_declared_shapes` in the subgraphs `nodes` hold; whether one of `nodes` or of
     the nodes of their subgraphs may be a keepdims corner."""
     corners = False
     for node in nodes:
@@ -416,7 +417,7 @@ def _forget_in_nodes(nodes: Iterable[onnx.NodeProto]) -> bool:
         for attribute in attributes:
             subgraphs = [attribute.g] if attribute.HasField("g") else []
             for subgraph in [*subgraphs, *attribute.graphs]:
-                corners = _forget_declared_shapes(subgraph) or corners
+                corners = forget_declared_shapes(subgraph) or corners
                 for output in subgraph.output:
                     _forget_shape(output.type)
     return corners
@@ -433,7 +434,7 @@ def _forget_shape(type_proto: onnx.TypeProto) -> None:
         _forget_shape(type_proto.optional_type.elem_type)
 
 
-def _errors(message: str) -> list[str]:
+def errors_held(message: str) -> list[str]:
     """The errors in an inference message that are held against the model, each as
     `Op 'node': what is wrong` (see the module docstring for what is tolerated)."""
     found = []
@@ -446,10 +447,10 @@ def _errors(message: str) -> list[str]:
         if not (_DECLARED_SHAPE.search(text) or _EXTERNAL.search(text) or _NULL.search(text)):
             found.append(f"{op} '{node}': {text}" if node else f"{op}: {text}")
     if not found and not _LOCATED.search(message):  # a message of another form: as it is
-        return [] if _DECLARED_SHAPE.search(message) else [_one_line(message)]
+        return [] if _DECLARED_SHAPE.search(message) else [one_line(message)]
     return found
 
 
-def _one_line(error: BaseException | str, limit: int = 300) -> str:
+def one_line(error: BaseException | str, limit: int = 300) -> str:
     text = " ".join(str(error).replace("==> Context:", "; in").split()) or type(error).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."

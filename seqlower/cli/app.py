@@ -75,6 +75,7 @@ from seqlower.report import Report
 from seqlower.report.catalogue import PASS_REWRITES, PassRewrite
 from seqlower.rule import Rule
 from seqlower.rules import default_rules
+from seqlower.run_shapes import invalid_as_run
 from seqlower.runtime_check import fails_in_onnxruntime
 from seqlower.strict_inference import check_fully
 from seqlower.verification.check import DEFAULT_TIME_BUDGET, DEFAULT_TRIALS
@@ -500,14 +501,24 @@ def _blame(
     """A lowered model that fails the checker is seqlower's fault unless the input model
     cannot run either (onnxruntime fails on each of a few inputs of its declared shapes): the
     checker then sees statically what the input does at run time (a dim the model reads
-    that its declared shape lacks)."""
-    failure = fails_in_onnxruntime(original(), dims=options.dims)
-    if failure is None:
-        return error
+    that its declared shape lacks); or unless the input model, its values declared with the
+    shapes they have when it runs, fails ONNX inference itself (`seqlower.run_shapes`: a node
+    in a branch its runs do not take, a misfit onnxruntime joins)."""
+    model = original()
     found = str(error).removeprefix("internal error: ").removesuffix("; nothing written")
+    failure = fails_in_onnxruntime(model, dims=options.dims)
+    if failure is not None:
+        return InvalidModelError(
+            f"the input model cannot run on inputs of its declared shapes: onnxruntime fails "
+            f"({_one_line(failure, 200)}), and {found}; nothing written"
+        )
+    problem = invalid_as_run(model, dims=options.dims)
+    if problem is None:
+        return error
     return InvalidModelError(
-        f"the input model cannot run on inputs of its declared shapes: onnxruntime fails "
-        f"({_one_line(failure, 200)}), and {found}; nothing written"
+        f"the input model itself is invalid: with the shapes its values have when it runs "
+        f"(on inputs of its declared shapes), ONNX type and shape inference reject it: "
+        f"{problem}; nothing written"
     )
 
 

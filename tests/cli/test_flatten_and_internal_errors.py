@@ -184,3 +184,107 @@ def test_a_checker_failure_where_the_input_cannot_run_is_bad_input_exit_2(tmp_pa
     assert "onnxruntime fails (" in line  # to load it, or to run it
     assert "the lowered model fails the ONNX checker" in line and "bug" not in line
     assert not target.exists()
+
+
+def _concat_in_an_untaken_branch(axis: int) -> onnx.ModelProto:
+    """e = the element 1 of a list built in a Loop (x[4, 3] appended three times; its rank is
+    unknown to ONNX inference), then If(c, then: Identity(e), else: Concat(e, e, axis))."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    dims = ["a", "b"]
+    then = h.make_graph(
+        [h.make_node("Identity", ["e"], ["t"])], "then", [],
+        [h.make_tensor_value_info("t", T.FLOAT, dims)],
+    )  # fmt: skip
+    otherwise = h.make_graph(
+        [h.make_node("Concat", ["e", "e"], ["u"], axis=axis, name="join_rows")], "else", [],
+        [h.make_tensor_value_info("u", T.FLOAT, dims)],
+    )  # fmt: skip
+    body = h.make_graph(
+        [
+            h.make_node("Identity", ["cin"], ["cout"]),
+            h.make_node("SequenceInsert", ["sin", "x"], ["sout"]),
+        ],
+        "body",
+        [
+            h.make_tensor_value_info("it", T.INT64, []),
+            h.make_tensor_value_info("cin", T.BOOL, []),
+            h.make_tensor_sequence_value_info("sin", T.FLOAT, None),
+        ],
+        [
+            h.make_tensor_value_info("cout", T.BOOL, []),
+            h.make_tensor_sequence_value_info("sout", T.FLOAT, None),
+        ],
+    )
+    nodes = [
+        h.make_node("SequenceEmpty", [], ["s0"], dtype=T.FLOAT),
+        h.make_node("Constant", [], ["n"], value=h.make_tensor("nv", T.INT64, [], [3])),
+        h.make_node("Constant", [], ["go"], value=h.make_tensor("gv", T.BOOL, [], [1])),
+        h.make_node("Loop", ["n", "go", "s0"], ["s"], body=body),
+        h.make_node("Constant", [], ["i"], value=h.make_tensor("iv", T.INT64, [], [1])),
+        h.make_node("SequenceAt", ["s", "i"], ["e"]),
+        h.make_node("If", ["c"], ["y"], then_branch=then, else_branch=otherwise),
+    ]
+    inputs = [
+        h.make_tensor_value_info("x", T.FLOAT, [4, 3]),
+        h.make_tensor_value_info("c", T.BOOL, []),
+    ]
+    graph = h.make_graph(nodes, "g", inputs, [h.make_tensor_value_info("y", T.FLOAT, dims)])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model, full_check=True)  # the input check cannot see it
+    return model
+
+
+def test_an_invalid_node_in_an_untaken_branch_is_bad_input_exit_2(tmp_path):
+    """Concat axis 3 of rank-2 values, in the branch the trials do not take: once lowered, the
+    element's rank is known and the checker fails; the input model, its values declared with
+    the shapes they have when onnxruntime runs it, fails ONNX inference at that node, so the
+    fault is the input's (it was an internal error, exit 3)."""
+    source = tmp_path / "concat_axis.onnx"
+    onnx.save(_concat_in_an_untaken_branch(3), source)
+    target = tmp_path / "out.onnx"
+    result = _optimize("-q", str(source), str(target))
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: {source}: the input model itself is invalid: with the shapes")
+    assert "(op_type:Concat, node name: join_rows)" in line and "axis must be in" in line
+    assert "bug" not in line and not target.exists()
+
+
+@pytest.mark.parametrize("axis", [1, -2])
+def test_the_same_node_with_an_axis_in_range_is_lowered(tmp_path, axis):
+    """The negative case: axis 1 (or -2) of rank 2 is valid; the model lowers and runs."""
+    model = _concat_in_an_untaken_branch(axis)
+    source, target = tmp_path / "concat_axis.onnx", tmp_path / "out.onnx"
+    onnx.save(model, source)
+    result = _optimize("-q", str(source), str(target))
+    assert result.exit_code == 0, result.output
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    for c in (True, False):
+        feeds = {"x": x, "c": np.array(c)}
+        want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+        got = ort.InferenceSession(str(target)).run(None, feeds)
+        np.testing.assert_array_equal(got[0], want[0])
+
+
+YOLOV5 = Path(__file__).resolve().parents[1] / "fixtures" / "torch_fresh" / "yolov5_detect"
+
+
+@pytest.mark.parametrize("level", [0, 1])
+def test_a_declared_batch_of_0_beside_batches_of_1_is_bad_input_exit_2(tmp_path, level):
+    """yolov5's detection head with one level's batch declared 0 (the others 1): onnxruntime
+    concatenates the empty misfit, ONNX forbids it, and the lowered model, which knows the
+    dims, fails the checker at that Concat. The input's fault (it was an internal error)."""
+    model = onnx.load(YOLOV5 / "model.onnx")
+    batch = model.graph.input[level].type.tensor_type.shape.dim[0]
+    assert batch.dim_value == 1
+    batch.dim_value = 0
+    source, target = tmp_path / "batch0.onnx", tmp_path / "out.onnx"
+    onnx.save(model, source)
+    result = _optimize("-q", str(source), str(target))
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert "the input model itself is invalid: with the shapes its values have" in line
+    assert "Concat '/Concat_27': Can't merge shape info" in line and "bug" not in line
+    assert not target.exists()
