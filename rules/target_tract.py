@@ -25,10 +25,11 @@ value where i >= M, Where(i < M, new, old): tract 0.23.9 drops a Scan input that
 then cannot plan the Scan); a Scan must not be empty, so for a trip count that
 may be 0 the Scan runs at least once and what that iteration gives is dropped (the body must then
 be able to run once on the loop's inputs: judged from its operators as for a masked Scan,
-`seqlower.analysis.masked_loops.zero_trip_problem`; `x[i]` of a tensor whose dim is the trip
-count 0 has no row 0, so such a Loop stays). A loop whose condition is computed at run time (a
-data-dependent while loop) is left to `seqlower.rules.tract_while` (a masked Scan over its
-bound, when its body is safe to run past the exit). Loops that carry or read
+`seqlower.analysis.masked_loops.zero_trip_problem`, and where it may not, `x[i]` of a tensor
+whose dim is the trip count 0, say, the rewrite warns, as for a Scan over an axis). A loop
+whose condition is computed at run time (a data-dependent while loop) is left to
+`seqlower.rules.tract_while` (a masked Scan over its bound, when its body is safe to run past
+the exit). Loops that carry or read
 sequences are left to `loop-unroll` and `loop-append-to-scan` (whose tensor Loops these rules then
 take over), except that past `loop-unroll`'s own limits (`MAX_UNROLL` iterations) they are unrolled
 within `Options.unroll_budget` too.
@@ -344,13 +345,6 @@ def _check_loop_to_range_scan(
     count = ctx.facts.static_int(node.inputs[0])
     if count is not None and count * body.num_nodes() <= ctx.options.unroll_budget:
         return Refusal("the trip count is static: tract-loop-unroll unrolls it")
-    if count is None or count <= 0:
-        problem = zero_trip_problem(node)
-        if problem:
-            return Refusal(
-                "the trip count may be 0, where the Scan still runs the body once (on "
-                f"iteration number 0 and the initial carried values): {problem}"
-            )
     if body.inputs[0].is_graph_output():
         return Refusal("the iteration number is a body output")
     if not body.inputs[0].uses():
@@ -398,6 +392,15 @@ def _loop_to_range_scan(
     read). --target tract only."""
     condition_node, count = plan
     body = node.attributes["body"].as_graph()
+    maybe_empty = count is None or count <= 0
+    problem = zero_trip_problem(node) if maybe_empty else None
+    if problem:
+        ctx.rewriter.warn(
+            f"Loop '{node.name}' became a Scan over its iteration numbers, which runs the body "
+            "once even where the trip count is 0 (on iteration number 0 and the initial "
+            f"carried values), and {problem.removeprefix('the body computes ')}: the lowered "
+            "model may fail where the Loop ran zero times"
+        )
     give_ranks(body)
     builder = ctx.rewriter.before(node)
     trip = node.inputs[0]
@@ -407,7 +410,6 @@ def _loop_to_range_scan(
     trip.type, trip.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([])
     zero = builder.constant(np.array(0, np.int64), "zero")
     one = builder.constant(np.array(1, np.int64), "one")
-    maybe_empty = count is None or count <= 0
     stop = builder.op("Max", [trip, one], name="at_least_one") if maybe_empty else trip
     steps = builder.op("Range", [zero, stop, one], name="iterations")
     steps.type, steps.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([None])

@@ -47,16 +47,12 @@ from list_shapes import LIST_SEEDS
 # tensor form lost its first dim, so a second lowering folded its Shape: regressions/test_a_
 # list_whose_data_is_a_tensor_of_the_model_leaves_its_declared_shape_alone); 1100593 (four
 # copies of a Loop's scan output stacked on axis 1 by a Reshape to [0, 4, -1], which cannot
-# tell -1 where the Loop runs no iteration: tests/rules/test_concat.py); 1160241 (--target
-# tract: a Loop whose trip count is a list's length, reading the list at i, became a Scan that
-# runs once even for an empty list, and read element 0 of none: tests/targets/
-# test_target_tract.py::test_a_body_that_reads_at_the_iteration_number_keeps_its_loop_when_it_
-# may_run_zero_times)
+# tell -1 where the Loop runs no iteration: tests/rules/test_concat.py)
 LIST_CI_SEEDS = [
     *range(LIST_SEEDS, LIST_SEEDS + 150),
     *(1003655, 1004087, 1004112, 1004335, 1006557),
     *(1000425, 1000389, 1000649, 1000032, 1000168, 1000700, 1000413, 1001504, 1020533, 1041724),
-    *(1042065, 1051496, 1061591, 1061969, 1100593, 1140587, 1160241),
+    *(1042065, 1051496, 1061591, 1061969, 1100593, 1140587),
 ]
 CI_SEEDS = [*range(1000), 1190, 1308, 4165, 6712, 41098, 41758, 41887, 51466, 61907, *LIST_CI_SEEDS]
 
