@@ -18,6 +18,7 @@ from typing import Any
 import onnx_ir as ir
 
 from seqlower.errors import SeqlowerError
+from seqlower.ops import constant_tensor
 
 logger = logging.getLogger(__name__)
 
@@ -152,14 +153,9 @@ def _shape_entries(value: ir.Value) -> list[int | ir.SymbolicDim] | None:
 
 
 def _constant_ints(value: ir.Value | None) -> list[int] | None:
-    """The integers of a constant `value` (an initializer or a Constant's), else None."""
-    if value is None:
-        return None
-    tensor = value.const_value
-    producer = value.producer()
-    if tensor is None and producer is not None and producer.op_type == "Constant":
-        attribute = producer.attributes.get("value")
-        tensor = attribute.as_tensor() if attribute is not None else None
+    """The integers of a constant `value` (a Constant's, or an initializer no caller can
+    override: `seqlower.ops.constant_tensor`), else None."""
+    tensor = constant_tensor(value) if value is not None else None
     if tensor is None:
         return None
     try:

@@ -265,10 +265,14 @@ def _static_dims_of_shape(value: ir.Value) -> list[int | None] | None:
     source = node.inputs[0]
     if source is None or source.shape is None:
         return None
-    rank = len(source.shape)
-    start, end = node.attributes.get_int("start", 0), node.attributes.get_int("end", rank)
-    dims = [source.shape[axis] for axis in range(rank)[slice(start, end)]]
+    dims = [source.shape[axis] for axis in _kept_axes(node, len(source.shape))]
     return [d if isinstance(d, int) else None for d in dims]
+
+
+def _kept_axes(shape_node: ir.Node, rank: int) -> range:
+    """The axes of its input, of rank `rank`, that a Shape node gives (its start and end)."""
+    start = shape_node.attributes.get_int("start", 0)
+    return range(rank)[slice(start, shape_node.attributes.get_int("end", rank))]
 
 
 def _whole(run: list[Element]) -> bool:
@@ -573,9 +577,7 @@ class _Elements:
         dims = vector.shape if vector is not None else source.shape if source else None
         if dims is None:
             return None
-        rank = len(dims)
-        start, end = node.attributes.get_int("start", 0), node.attributes.get_int("end", rank)
-        kept = range(rank)[slice(start, end)]
+        kept = _kept_axes(node, len(dims))
         out = node.outputs[0]
         own = tuple(
             d if isinstance(d := dims[axis], int) else Leaf(out, k, (len(kept),))

@@ -238,12 +238,7 @@ class VerifyReport:
             _rounding(output, rtol) for output in outputs
         )
         if not rounding:
-            fixed = {
-                **dict(self.settings.get("dims") or {}),
-                **dict(self.settings.get("pinned") or {}),
-            }
-            named = [n for n in self.settings.get("symbolic_dims") or [] if n not in fixed]
-            dims = " ".join(f"--dim {name}=SIZE" for name in named)
+            dims = " ".join(f"--dim {name}=SIZE" for name in _free_dims(self.settings))
             return (
                 "if the trials that differ have sizes or values the model never gets, give "
                 + (f"the sizes it gets with {dims}, or " if dims else "")
@@ -458,10 +453,15 @@ def _rounding(output: OutputResult, rtol: float | None) -> bool:
 
 def _hint(settings: dict[str, Any]) -> str:
     """How to give inputs both models accept: a size for a symbolic dim, or inputs."""
-    fixed = {**dict(settings.get("dims") or {}), **dict(settings.get("pinned") or {})}
-    named = [name for name in settings.get("symbolic_dims") or [] if name not in fixed]
+    named = _free_dims(settings)
     dims = f"give sizes they accept with --dim {named[0]}=SIZE, or " if named else "give "
     return f"{dims}inputs they accept with --inputs (an ONNX test-data folder or .npz)"
+
+
+def _free_dims(settings: dict[str, Any]) -> list[str]:
+    """The symbolic dims the trials chose sizes for (neither given with --dim nor pinned)."""
+    fixed = {**dict(settings.get("dims") or {}), **dict(settings.get("pinned") or {})}
+    return [name for name in settings.get("symbolic_dims") or [] if name not in fixed]
 
 
 def _ranges(indices: list[int]) -> str:
