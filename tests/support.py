@@ -388,6 +388,30 @@ def assert_close_to_stored(got: Any, want: Any, where: str) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=where)
 
 
+def export_cases(root: pathlib.Path) -> list[str]:
+    """The exports of a fixture set: the folders under `root` that hold a `model.onnx`."""
+    return sorted(p.name for p in root.iterdir() if (p / "model.onnx").is_file())
+
+
+def assert_runs_like_stored(
+    model: onnx.ModelProto, folder: pathlib.Path, ran: onnx.ModelProto, *, min_sets: int = 2
+) -> None:
+    """`ran` (the export as given, or a lowering of it) computes under onnxruntime what each of
+    the export's `min_sets` or more stored data sets holds (PyTorch's outputs)."""
+    sets = list(stored_data_sets(folder, model))
+    assert len(sets) >= min_sets, f"{folder.name}: {len(sets)} data sets"
+    for data_set, inputs, expected in sets:
+        actual = run_ort(ran, inputs)
+        for value, got, want in zip(model.graph.output, actual, expected, strict=True):
+            assert_close_to_stored(got, want, f"{folder.name}/{data_set}/{value.name}")
+
+
+def assert_every_leftover_has_a_reason(report: Report) -> None:
+    """Every sequence op a lowering kept says why, and the reason is not a missing rule."""
+    for op in report.remaining:
+        assert op.reason and op.reason != "no rule applies", op
+
+
 def torch_pad_nodes(tensor: str, extra: str, result: str) -> str:
     """The nodes TorchScript exports for `result = F.pad(tensor, (0, 0, 0, extra))` with
     `extra` (a scalar value) known at run time only: the pads vector is built in torch's order,

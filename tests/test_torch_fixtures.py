@@ -13,15 +13,15 @@ import pathlib
 import onnx
 import pytest
 from support import (
-    assert_close_to_stored,
+    assert_every_leftover_has_a_reason,
+    assert_runs_like_stored,
+    export_cases,
     lower,
-    run_ort,
     sequence_op_counts,
-    stored_data_sets,
 )
 
 ROOT = pathlib.Path(__file__).parent / "fixtures" / "torch"
-CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
+CASES = export_cases(ROOT)
 
 # Sequence ops expected after lowering, and why they stay. Every other fixture ends with none.
 KEEPS_SEQUENCE_OPS: dict[str, tuple[dict[str, int], str]] = {
@@ -44,15 +44,11 @@ def test_fixture_lowers_and_matches_pytorch(case):
     model = onnx.load(ROOT / case / "model.onnx")
     lowered, report = lower(model)  # checked with full_check and loaded in onnxruntime
 
-    for data_set, inputs, expected in stored_data_sets(ROOT / case, model):
-        actual = run_ort(lowered, inputs)
-        for value, got, want in zip(model.graph.output, actual, expected):
-            assert_close_to_stored(got, want, f"{case}/{data_set}/{value.name}")
+    assert_runs_like_stored(model, ROOT / case, lowered, min_sets=1)
 
     kept, why = KEEPS_SEQUENCE_OPS.get(case, ({}, ""))
     assert sequence_op_counts(lowered) == kept
     assert report.sequence_ops_after == kept
-    for op in report.remaining:
-        assert op.reason and op.reason != "no rule applies", op
+    assert_every_leftover_has_a_reason(report)
     if kept:
         assert any(why in "; ".join(op.reasons) for op in report.remaining), report.to_json()

@@ -23,15 +23,15 @@ import onnx
 import pytest
 from support import (
     SEQUENCE_OPS,
-    assert_close_to_stored,
+    assert_every_leftover_has_a_reason,
+    assert_runs_like_stored,
+    export_cases,
     lower,
     op_counts,
-    run_ort,
-    stored_data_sets,
 )
 
 ROOT = pathlib.Path(__file__).parent / "fixtures" / "torch_fresh"
-CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
+CASES = export_cases(ROOT)
 
 
 def test_the_set_holds_at_least_fifteen_exports():
@@ -59,11 +59,5 @@ def test_fresh_export_lowers_and_matches_pytorch(case, target):
         assert all("made by If" in op.reason for op in report.remaining), report.remaining
     elif target != "onnxruntime":
         assert not SEQUENCE_OPS & set(op_counts(lowered)), report.remaining
-    sets = list(stored_data_sets(ROOT / case, model))
-    assert len(sets) >= 2
-    for data_set, inputs, expected in sets:
-        actual = run_ort(lowered, inputs)
-        for value, got, want in zip(model.graph.output, actual, expected, strict=True):
-            assert_close_to_stored(got, want, f"{case}/{data_set}/{value.name}")
-    for op in report.remaining:
-        assert op.reason and op.reason != "no rule applies", op
+    assert_runs_like_stored(model, ROOT / case, lowered)
+    assert_every_leftover_has_a_reason(report)

@@ -20,15 +20,15 @@ import onnx
 import pytest
 from support import (
     SEQUENCE_OPS,
-    assert_close_to_stored,
+    assert_every_leftover_has_a_reason,
+    assert_runs_like_stored,
+    export_cases,
     lower,
     op_counts,
-    run_ort,
-    stored_data_sets,
 )
 
 ROOT = pathlib.Path(__file__).parent / "fixtures" / "torch_novel"
-CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
+CASES = export_cases(ROOT)
 
 
 def test_every_export_the_script_makes_is_here():
@@ -53,12 +53,7 @@ def test_every_export_the_script_makes_is_here():
 def test_the_export_keeps_sequence_operators_and_runs_as_exported(case):
     model = onnx.load(ROOT / case / "model.onnx")
     assert SEQUENCE_OPS & set(op_counts(model)), case
-    sets = list(stored_data_sets(ROOT / case, model))
-    assert len(sets) >= 2
-    for data_set, inputs, expected in sets:
-        actual = run_ort(model, inputs)
-        for value, got, want in zip(model.graph.output, actual, expected, strict=True):
-            assert_close_to_stored(got, want, f"{case}/{data_set}/{value.name}")
+    assert_runs_like_stored(model, ROOT / case, model)
 
 
 @pytest.mark.parametrize("target", ["generic", "onnxruntime"])
@@ -68,9 +63,5 @@ def test_novel_export_lowers_and_matches_pytorch(case, target):
     lowered, report = lower(model, target=target)
     if target == "generic":
         assert not SEQUENCE_OPS & set(op_counts(lowered)), report.remaining
-    for op in report.remaining:
-        assert op.reason and op.reason != "no rule applies", op
-    for data_set, inputs, expected in stored_data_sets(ROOT / case, model):
-        actual = run_ort(lowered, inputs)
-        for value, got, want in zip(model.graph.output, actual, expected, strict=True):
-            assert_close_to_stored(got, want, f"{case}/{data_set}/{value.name}")
+    assert_every_leftover_has_a_reason(report)
+    assert_runs_like_stored(model, ROOT / case, lowered)

@@ -13,10 +13,15 @@ import pathlib
 
 import onnx
 import pytest
-from support import assert_close_to_stored, lower, run_ort, stored_data_sets
+from support import (
+    assert_every_leftover_has_a_reason,
+    assert_runs_like_stored,
+    export_cases,
+    lower,
+)
 
 ROOT = pathlib.Path(__file__).parent / "fixtures" / "torch_unseen"
-CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
+CASES = export_cases(ROOT)
 
 
 # Exports that fail onnx's full check as written: an unbind (a scalar split of 1, keepdims=0) that
@@ -38,11 +43,5 @@ def test_unseen_export_lowers_and_matches_pytorch(case, target):
     # full_check, loads in onnxruntime: a model kept as given too (its unbind is written in
     # the form both readings agree on)
     lowered, report = lower(model, target=target)
-    sets = list(stored_data_sets(ROOT / case, model))
-    assert len(sets) == 2
-    for data_set, inputs, expected in sets:
-        actual = run_ort(lowered, inputs)
-        for value, got, want in zip(model.graph.output, actual, expected, strict=True):
-            assert_close_to_stored(got, want, f"{case}/{data_set}/{value.name}")
-    for op in report.remaining:
-        assert op.reason and op.reason != "no rule applies", op
+    assert_runs_like_stored(model, ROOT / case, lowered)
+    assert_every_leftover_has_a_reason(report)

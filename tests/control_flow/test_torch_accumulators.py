@@ -12,12 +12,12 @@ import pathlib
 import numpy as np
 import onnx
 import pytest
-from support import assert_same_outputs, lower, op_counts, run_ort, stored_data_sets
+from support import assert_same_outputs, export_cases, lower, op_counts, run_ort, stored_data_sets
 
 from seqlower.verification.runtimes import run_in_runtime
 
 ROOT = pathlib.Path(__file__).parent.parent / "fixtures" / "torch_accumulators"
-CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
+CASES = export_cases(ROOT)
 RULE = "loop-concat-to-scan"
 
 # what takes each accumulator: loop-concat-to-scan makes it a scan output (then loop-batch

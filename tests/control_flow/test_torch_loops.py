@@ -10,10 +10,10 @@ import pathlib
 import numpy as np
 import onnx
 import pytest
-from support import lower, read_tensor, reasons, run_ort, sequence_op_counts
+from support import export_cases, lower, read_tensor, reasons, run_ort, sequence_op_counts
 
 ROOT = pathlib.Path(__file__).parent.parent / "fixtures" / "torch_loops"
-CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
+CASES = export_cases(ROOT)
 
 # appends whose shape really varies: every target lowers them to a Concat accumulator, which
 # --target onnxruntime weighs against the sequence form (tests/test_never_slower.py)

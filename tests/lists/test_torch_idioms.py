@@ -13,10 +13,10 @@ import pathlib
 import numpy as np
 import onnx
 import pytest
-from support import lower, reasons, run_ort, sequence_op_counts, stored_data_sets
+from support import export_cases, lower, reasons, run_ort, sequence_op_counts, stored_data_sets
 
 ROOT = pathlib.Path(__file__).parent.parent / "fixtures" / "torch_idioms"
-CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
+CASES = export_cases(ROOT)
 
 
 def _assert_matches(got: list[np.ndarray], want: list[np.ndarray], where: str) -> None:

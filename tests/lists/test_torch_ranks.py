@@ -12,6 +12,7 @@ import onnx
 import pytest
 from support import (
     declared_shape_mismatches,
+    export_cases,
     lower,
     reasons,
     rules_without,
@@ -21,7 +22,7 @@ from support import (
 )
 
 ROOT = pathlib.Path(__file__).parent.parent / "fixtures" / "torch_ranks"
-CASES = sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
+CASES = export_cases(ROOT)
 
 
 def test_the_fixtures_are_there():
