@@ -43,6 +43,7 @@ __all__ = [
 ]
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -74,6 +75,10 @@ DEFAULT_DIM = 3
 
 MAX_ELEMENTS = 1 << 20
 """A trial's sizes are lowered (never below 3) until no input has more elements than this."""
+
+MAX_DRAWN_ELEMENTS = 1 << 26
+"""No input is drawn with more elements than this (256 MB of float32): a shape the model
+declares, or sizes given, beyond it are refused before anything is allocated."""
 
 SEQUENCE_LENGTHS = tuple(plan.length for plan in SCHEDULE)
 """Length of every sequence input in the scheduled trials 0, 1, 2, ..."""
@@ -211,6 +216,7 @@ def plan_trial(
         if size is None or size <= DEFAULT_DIM or largest <= MAX_ELEMENTS:
             break
         size -= 1
+    _refuse_oversized(specs, shapes, given)
     fixed = dict(lengths or {})
     sequence_lengths = {
         spec.name: fixed.get(spec.name, plan.length) for spec in specs if spec.is_sequence
@@ -222,6 +228,24 @@ def plan_trial(
         iterations=plan.iterations,
         profile=plan.profile,
     )
+
+
+def _refuse_oversized(
+    specs: list[InputSpec], shapes: Mapping[str, tuple[int, ...]], given: Mapping[str, int]
+) -> None:
+    for spec in specs:
+        shape = shapes[spec.name]
+        count = math.prod(shape)
+        if count <= MAX_DRAWN_ELEMENTS:
+            continue
+        sized = sorted({dim for dim in (spec.shape or ()) if isinstance(dim, str) and dim in given})
+        hint = "verify with your own inputs (--inputs)"
+        if sized:
+            hint = f"give {', '.join(sized)} a smaller size with --dim, or {hint}"
+        raise ModelInputError(
+            f"input '{spec.name}' of shape {list(shape)} needs {count:,} elements in a test run, "
+            f"more than verify draws ({MAX_DRAWN_ELEMENTS:,}): {hint}"
+        )
 
 
 def _shapes(

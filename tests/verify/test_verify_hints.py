@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from typer.testing import CliRunner
@@ -142,3 +143,43 @@ def test_the_readme_row_quotes_the_message_and_its_advice():
     assert row.startswith("| `verification failed: the lowered model differs` (exit 1) |")
     assert "`--atol`" in row and "`--dim` or `--inputs`" in row
     assert "seqlower[" not in readme  # no index serves seqlower: the runtimes' hint names theirs
+
+
+# a model declaring an input of a billion elements: verify would allocate gigabytes per trial
+BILLION = """g (float[1000000000] a) => (float[1000000000] y) {
+    y = Identity (a)
+}"""
+
+
+def test_an_input_too_large_to_draw_is_refused_before_anything_is_allocated(tmp_path):
+    path = _save(tmp_path, "billion", BILLION)
+    result = _verify(path, path)
+    assert result.exit_code == 2, result.output
+    assert result.output == (
+        "error: input 'a' of shape [1000000000] needs 1,000,000,000 elements in a test run, "
+        "more than verify draws (67,108,864): verify with your own inputs (--inputs)\n"
+    )
+    out = tmp_path / "out.onnx"
+    lowered = CliRunner().invoke(app, ["optimize", str(path), str(out), "--verify"])
+    assert lowered.exit_code == 2, lowered.output
+    assert lowered.stderr.startswith("error: --verify: input 'a' of shape [1000000000] needs ")
+    assert not out.exists()
+
+
+def test_the_oversized_input_hints_work_when_followed(tmp_path, monkeypatch):
+    """With the limit lowered to 100 elements: sizes given with --dim name the dim to shrink,
+    a declared size asks for inputs, and both work when followed."""
+    monkeypatch.setattr(seqlower.verification.generate, "MAX_DRAWN_ELEMENTS", 100)
+    small = _save(tmp_path, "small", SMALL)
+    result = _verify(small, small, "--dim", "N=1000")
+    assert result.exit_code == 2
+    assert result.output.endswith(
+        "give N a smaller size with --dim, or verify with your own inputs (--inputs)\n"
+    )
+    assert _verify(small, small, "--dim", "N=100").exit_code == 0
+    fixed = _save(tmp_path, "fixed", SMALL.replace("float[N]", "float[1000]"))
+    assert _verify(fixed, fixed).output.endswith("verify with your own inputs (--inputs)\n")
+    inputs = tmp_path / "inputs.npz"
+    np.savez(inputs, a=np.ones(1000, np.float32))
+    followed = _verify(fixed, fixed, "--inputs", inputs)
+    assert followed.exit_code == 0, followed.output
