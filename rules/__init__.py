@@ -22,6 +22,7 @@ from seqlower.rules import (
     loop_fusion,
     loop_induction,
     loop_last_element,
+    loop_list_elements,
     loop_map_assign,
     loop_reverse_erase,
     loops,
@@ -60,6 +61,7 @@ def default_rules() -> RuleSet:
         + loop_batching.RULES
         + loop_chunks.RULES  # chunks of any sizes, mapped elementwise
         + loops.RULES
+        + loop_list_elements.RULES  # a list of static length edited in place: its elements
         + loop_fusion.RULES  # a list built by one Loop and read in order by the next
         + loop_last_element.RULES  # a list read at its end: its last element carried
         + loop_map_assign.RULES  # xs[i] = f(xs[i]) for every i: appends to a new list

@@ -22,6 +22,7 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.lists import flattened
 from seqlower.lists.components import ListPlan, find_lists
 from seqlower.lists.forms import ListForms
+from seqlower.lists.signs import carried_counters
 from seqlower.lists.tensors import INT64_MAX, Layout, TensorList
 from seqlower.ops import graph_nodes, is_sequence_value, node_subgraphs, subgraphs
 from seqlower.rewriter import Builder, Rewriter
@@ -116,6 +117,8 @@ class _Converter:
                     graphs.append(subgraph)
                     if node.op_type == "Loop" and node.domain == "" and subgraph.inputs:
                         self.forms.counters.add(id(subgraph.inputs[0]))
+                        values = self.forms.values
+                        self.forms.counters.update(map(id, carried_counters(node, values)))
         self._graph(self.model.graph)
         self._outputs()
         # imported here: seqlower.passes imports this package (the driver runs the tier)

@@ -9,13 +9,16 @@ them needs no count-from-the-end (`Where(p < 0, p + n, p)`: three operators per 
     Add, Mul, Div, Max, Min of values never negative                        -> never negative
     Mod(a, b), fmod=0, b never negative (the result takes the divisor's sign) -> never negative
     ReduceSum(Cast(bool, to=int64)), a count of true entries (no int64 overflow) -> never negative
+    a Loop-carried counter: starts at a constant >= 0, the body returns Add(v, c), c a
+    constant >= 0 (`enumerate`'s index as TorchScript carries it)      -> never negative
+                                                                          (`carried_counters`)
 
 A bounded walk up the producers (`DEPTH` steps): no answer means "may be negative".
 """
 
 from __future__ import annotations
 
-__all__ = ["never_negative"]
+__all__ = ["carried_counters", "never_negative"]
 
 from collections.abc import Collection
 
@@ -78,3 +81,33 @@ def _counts_flags(value: ir.Value | None) -> bool:
         and source is not None
         and source.dtype == ir.DataType.BOOL
     )
+
+
+def carried_counters(loop: ir.Node, values: StaticValues) -> list[ir.Value]:
+    """The body inputs of `loop` that are counters never negative: the initial value a scalar
+    constant >= 0, the body's next value `Add(v, c)` (under Identities), c a scalar constant
+    >= 0 (scalars, as the iteration number is: `ListForms.bounds` gathers at them).
+    Each holds start + i * c in iteration i (an int64 cannot reach 2**63 by steps of a loop)."""
+    body = loop.attributes["body"].as_graph()
+    counters = []
+    for param, init, update in zip(body.inputs[2:], loop.inputs[2:], body.outputs[1:]):
+        start = values.get(init) if init is not None else None
+        if start is None or start.dtype.kind not in "iu" or start.ndim != 0 or start < 0:
+            continue
+        node = _under_identities(update)
+        if node is None or node.op_type != "Add" or node.domain not in ("", "ai.onnx"):
+            continue
+        if len(node.inputs) != 2 or param not in node.inputs:
+            continue
+        other = node.inputs[1] if node.inputs[0] is param else node.inputs[0]
+        step = values.get(other) if other is not None else None
+        if step is not None and step.dtype.kind in "iu" and step.ndim == 0 and step >= 0:
+            counters.append(param)
+    return counters
+
+
+def _under_identities(value: ir.Value | None) -> ir.Node | None:
+    node = value.producer() if value is not None else None
+    while node is not None and node.op_type == "Identity" and node.domain in ("", "ai.onnx"):
+        node = node.inputs[0].producer() if node.inputs[0] is not None else None
+    return node
