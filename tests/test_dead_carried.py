@@ -366,3 +366,39 @@ def test_values_are_walked_only_when_a_loop_or_an_if_is_somewhere(monkeypatch):
     assert walked == []
     assert _removed(_LOOP_IN_SCAN)[1] == 1  # the Loop's second carried value, unread
     assert len(walked) == 1
+
+
+def test_the_values_are_not_walked_when_every_loop_and_if_output_is_read(monkeypatch):
+    """An output goes only when nothing reads it: with every output of every Loop and If read
+    (or a graph output), one walk of the nodes answers, without the walk of the values; one
+    If output read by nothing and the walk is made, and that output goes."""
+    from seqlower.passes import dead_carried
+
+    walked: list[object] = []
+    original = dead_carried._Needed.walk
+
+    def counted(self: object, roots: list[ir.Value]) -> None:
+        walked.append(roots)
+        original(self, roots)
+
+    monkeypatch.setattr(dead_carried._Needed, "walk", counted)
+    text = """
+agraph (int64 n, float[3] x, bool b) => (float[3] a_out, float[3] s) {
+  yes = Constant <value = bool {1}> ()
+  a_out = Loop (n, yes, x) <body = body (int64 i, bool c, float[3] a) => (bool c_out, float[3] a2) {
+    c_out = Identity (c)
+    a2 = Add (a, x)
+  }>
+  y, z = If (b) <then_branch = t () => (float[3] p, float[3] p2) { p = Neg (x)  p2 = Neg (p) },
+                 else_branch = e () => (float[3] q, float[3] q2) { q = Abs (x)  q2 = Neg (q) }>
+  s = Add (y, z)
+}"""
+    before = ir.to_proto(ir.from_proto(parse(text))).SerializeToString()
+    removed, count = _removed(text)
+    assert count == 0 and walked == []
+    assert removed.SerializeToString() == before
+    unread = text.replace("s = Add (y, z)", "s = Neg (y)")
+    removed, count = _removed(unread)
+    assert count == 1 and len(walked) == 1
+    (node,) = (n for n in removed.graph.node if n.op_type == "If")
+    assert len(node.output) == 1

@@ -17,6 +17,8 @@ from seqlower.errors import ModelInputError
 from seqlower.passes.data_prop_bound import (
     MAX_PROPAGATED_LENGTH,
     _constant_is_big,
+    _first_long_read,
+    _propagating_reads,
     data_prop_is_bounded,
     long_shape_read,
 )
@@ -117,6 +119,27 @@ def test_data_propagation_is_turned_off_for_a_long_vector_read_by_a_propagating_
     assert data_prop_is_bounded(declared_long_cast(MAX_PROPAGATED_LENGTH).graph)
     assert data_prop_is_bounded(range_read_at(MAX_PROPAGATED_LENGTH, cast=True).graph)
     assert data_prop_is_bounded(range_read_at(LONG, cast=False).graph)
+
+
+def test_the_reads_are_listed_only_when_a_long_value_is_found() -> None:
+    """A graph holding no long value is answered by one walk that lists no node's reads; one
+    holding a long value (read or not) is walked again with its reads listed, and answered as
+    before: the long value read by a propagating node is found, one read by none is not."""
+    listed: list[str] = []
+
+    def counted(node: onnx.NodeProto):
+        listed.append(node.op_type)
+        return _propagating_reads(node)
+
+    short = declared_long_cast(MAX_PROPAGATED_LENGTH).graph
+    assert _first_long_read(short, counted) is None
+    assert listed == []
+    found = _first_long_read(declared_long_cast(LONG).graph, counted)
+    assert found is not None and found[0].op_type == "Cast" and found[1:] == ("r", LONG)
+    assert listed == ["Cast", "SplitToSequence", "SequenceAt"]
+    listed.clear()
+    assert _first_long_read(range_read_at(LONG, cast=False).graph, counted) is None
+    assert listed == ["Constant", "Constant", "Constant", "Range", "SplitToSequence", "SequenceAt"]
 
 
 def test_a_long_vector_in_a_subgraph_is_found() -> None:

@@ -113,10 +113,28 @@ def _first_long_read(
     `reads` names, a value declared 1-D and longer than MAX_PROPAGATED_LENGTH, made by a
     ConstantOfShape, Expand, Range or Tile from a constant above it, or computed element-wise
     from such a value: (node, value, its length or 0 where not known). Declarations of every
-    graph count for every graph (a false alarm only makes the caller careful)."""
-    long: dict[str, int] = {}  # names declared 1-D and long (length), or made long (0)
-    big: set[str] = set()  # integer constants holding a value above MAX_PROPAGATED_LENGTH
+    graph count for every graph (a false alarm only makes the caller careful).
+
+    Almost every graph holds no long value at all: a first walk finds the long values alone
+    (what nodes read is not listed), and only when it finds one does a second walk list the
+    reads, which gives the same long values (the same walk, in the same order)."""
+    if not _long_values(graph, None):
+        return None
     pending: list[tuple[onnx.NodeProto, str]] = []  # reads of names not yet known long
+    long = _long_values(graph, lambda node: pending.extend((node, n) for n in reads(node) if n))
+    for node, name in pending:  # after the walk: a value_info may come after its reader
+        if name in long:
+            return node, name, long[name]
+    return None
+
+
+def _long_values(
+    graph: onnx.GraphProto, read: Callable[[onnx.NodeProto], object] | None
+) -> dict[str, int]:
+    """The names of `graph` and its subgraphs declared 1-D and long (their length), or made
+    long (0); `read(node)` is called on each default-domain node, in walk order, when given."""
+    long: dict[str, int] = {}
+    big: set[str] = set()  # integer constants holding a value above MAX_PROPAGATED_LENGTH
     graphs = [graph]
     while graphs:  # a graph is walked before the subgraphs it holds (outer constants first)
         current = graphs.pop()
@@ -139,20 +157,20 @@ def _first_long_read(
                         graphs.extend(attr.graphs)
             if node.domain not in ("", "ai.onnx"):
                 continue
-            pending.extend((node, name) for name in reads(node) if name)
+            if read is not None:
+                read(node)
             op = node.op_type
-            if op == "Constant" and node.output and _constant_is_big(node):
-                big.add(node.output[0])
-            elif op in _LENGTH_FROM_CONTENT and not big.isdisjoint(node.input):
-                long.update((name, 0) for name in node.output)
-            elif op in _SAME_LENGTH and node.output:
+            if op == "Constant":
+                if node.output and _constant_is_big(node):
+                    big.add(node.output[0])
+            elif op in _LENGTH_FROM_CONTENT:
+                if big and not big.isdisjoint(node.input):
+                    long.update((name, 0) for name in node.output)
+            elif long and op in _SAME_LENGTH and node.output:
                 length = next((long[name] for name in node.input if name in long), None)
                 if length is not None:
                     long[node.output[0]] = length
-    for node, name in pending:  # after the walk: a value_info may come after its reader
-        if name in long:
-            return node, name, long[name]
-    return None
+    return long
 
 
 def _constant_is_big(node: onnx.NodeProto) -> bool:

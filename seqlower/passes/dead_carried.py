@@ -28,6 +28,7 @@ import onnx_ir as ir
 
 from seqlower.ops import graph_nodes, graphs_within, iter_all_graphs, iter_all_nodes, subgraphs
 from seqlower.passes.dead_code import remove_dead_upstream
+from seqlower.uses import is_used
 
 
 def remove_dead_carried(
@@ -41,6 +42,8 @@ def remove_dead_carried(
     `kept` (a region kept as given) keep their outputs."""
     if not _may_hold_loops(model):
         return 0  # nothing to take outputs from: no walk of the values (a 100k-node chain)
+    if _every_output_read(model):
+        return 0  # only an output read by nothing goes: no walk of the values (10,000 Ifs)
     needed = _Needed()
     needed.walk(model.graph.outputs)
     if all(len(found) == len(needed.holders[key].outputs) for key, found in needed.outputs.items()):
@@ -87,6 +90,18 @@ def _may_hold_loops(model: ir.Model) -> bool:
     if ops.isdisjoint(_HOLDERS):
         return False
     return any(node.op_type in _LOOP_OR_IF for node in iter_all_nodes(model))
+
+
+def _every_output_read(model: ir.Model) -> bool:
+    """Whether every output of every Loop and If anywhere is read or is a graph output: then
+    none is removed (`_unneeded` keeps those), needed or not, and the walk of the values can
+    be spared. One walk of the nodes, which stops at the first output read by nothing."""
+    for node in iter_all_nodes(model):
+        if node.op_type in _LOOP_OR_IF:
+            for value in node.outputs:
+                if not is_used(value) and not value.is_graph_output():
+                    return False
+    return True
 
 
 _HOLDERS = frozenset({"Scan", "SequenceMap"})  # the other holders of a body
