@@ -496,26 +496,76 @@ ROWS_AT_TRIPS = """g (DTYPE[?,4] x, int64 m) => (DTYPE[4] total) {
 }"""  # x[i] with a run-time trip count m that is not x's dim: m = 0 where x has no row
 
 
+ROW_EDGES = ((3, 3), (3, 0), (3, -1), (1, 1), (0, 0), (0, -2), (5, 2))  # rows of x, m
+
+
 @pytest.mark.parametrize("dtype", ["float", "int64"])
-def test_a_body_that_reads_at_the_iteration_number_is_warned_about_when_it_may_run_zero_times(
+def test_a_body_that_may_fail_at_the_iteration_number_runs_only_in_an_if_on_the_trip_count(
     dtype,
 ):
-    """A Scan over Range(0, Max(m, 1)) runs the body once for m <= 0: x[0] of an x with no
-    row fails where the Loop ran zero times (the fuzzer's seed 1160241, a list read at i). The
-    rewrite still applies (tract has no Loop), with a warning that says so; where x has rows
-    for the iteration the Scan runs, the results are the Loop's."""
+    """A Scan runs the body at least once; for m <= 0, x[0] of an x with no row would fail
+    where the Loop ran zero times (the fuzzer's seeds 1160241, 1050531, 1060188, 1060399, a
+    list read at i). With no scan output read, the Scan sits in If(m > 0) and the else-branch
+    gives the initial carried value: no iteration runs, no warning."""
     model = parse(ROWS_AT_TRIPS.replace("DTYPE", dtype))
     lowered, report = lower(model, target="tract")
+    assert report.rules_fired == {"tract-loop-to-range-scan": 1} and not report.warnings
+    ops = [n.op_type for n in lowered.graph.node]
+    assert ops == ["Constant", "Constant", "Greater", "If"]
+    guard = lowered.graph.node[-1]
+    then_ops = [n.op_type for n in guard.attribute[0].g.node]
+    assert then_ops == ["Constant", "Constant", "Range", "Scan"]  # Range(0, m): no Max
+    assert [n.op_type for n in guard.attribute[1].g.node] == ["Identity"]
+    numpy_type = np.float32 if dtype == "float" else np.int64
+    for rows, m in ROW_EDGES:
+        x = np.arange(rows * 4).reshape(rows, 4).astype(numpy_type)
+        _same_as_original(model, lowered, {"x": x, "m": np.array(m)})
+
+
+def test_tract_runs_the_scan_guarded_by_the_trip_count():
+    pytest.importorskip("tract", reason="pip install tract")
+    from seqlower.verification.runtimes import run_in_runtime
+
+    model = parse(ROWS_AT_TRIPS.replace("DTYPE", "float"))
+    lowered, _ = lower(model, target="tract")
+    for rows, m in ROW_EDGES:
+        feeds = {"x": np.arange(rows * 4, dtype=np.float32).reshape(rows, 4), "m": np.array(m)}
+        (got,), (want,) = run_in_runtime("tract", lowered, feeds), run_ort(model, feeds)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+ROWS_AND_STEPS_AT_TRIPS = """g (float[?,4] x, int64 m) => (float[4] total, float[?,4] steps) {
+    go = Constant<value = bool {1}>()
+    z = Constant<value = float[4] {0, 0, 0, 0}>()
+    total, steps = Loop(m, go, z) <body = body (int64 i, bool c, float[4] v)
+                                   => (bool c2, float[4] w, float[4] step) {
+        c2 = Identity(c)
+        [read_row] row = Gather(x, i)
+        step = Mul(v, row)
+        w = Add(step, row)
+    }>
+}"""
+
+
+def test_a_body_that_may_fail_with_a_scan_output_read_is_warned_about():
+    """tract types an If only when both branches give outputs of one shape ([m, 4] beside the
+    [0, 4] of no iteration cannot be: probed), so with a scan output read the Scan runs once
+    for m <= 0, its results dropped, and the rewrite warns that the body may fail then (x
+    with no row); where x has the row the one iteration reads, the results are the Loop's."""
+    model = parse(ROWS_AND_STEPS_AT_TRIPS)
+    lowered, report = lower(model, target="tract")
     assert report.rules_fired == {"tract-loop-to-range-scan": 1}
+    assert op_counts(lowered)["If"] == 0 and op_counts(lowered)["Scan"] == 1
     (warning,) = report.warnings
     assert "runs the body once even where the trip count is 0" in warning
     assert "Gather 'read_row' at positions or sizes that change between iterations" in warning
-    numpy_type = np.float32 if dtype == "float" else np.int64
+    assert "no If on the trip count guards it" in warning
     for rows, m in ((3, 3), (3, 0), (3, -1), (1, 1)):
-        x = np.arange(rows * 4).reshape(rows, 4).astype(numpy_type)
+        x = np.arange(rows * 4).reshape(rows, 4).astype(np.float32)
         _same_as_original(model, lowered, {"x": x, "m": np.array(m)})
     with pytest.raises(Exception, match="out of"):  # what the warning says: no row 0
-        run_ort(lowered, {"x": np.zeros((0, 4), numpy_type), "m": np.array(0)})
+        run_ort(lowered, {"x": np.zeros((0, 4), np.float32), "m": np.array(0)})
 
 
 @pytest.mark.parametrize("m", [-1, 0, 2])
