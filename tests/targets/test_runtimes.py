@@ -87,7 +87,9 @@ KNOWN = {
     **{
         (f"accumulator:{case}", "tract"): (
             "load",
-            "Resize",
+            # keypoints: the body runs in an If on the trip count, whose Resize the message,
+            # cut short, names no more
+            ("Resize", '"past/run" If ToTypedTranslator'),
             "the loop becomes a Scan over the detections, but its body resizes each mask to its "
             "box, sizes computed at run time, which tract's Resize does not take",
         )

@@ -548,12 +548,55 @@ ROWS_AND_STEPS_AT_TRIPS = """g (float[?,4] x, int64 m) => (float[4] total, float
 }"""
 
 
-def test_a_body_that_may_fail_with_a_scan_output_read_is_warned_about():
-    """tract types an If only when both branches give outputs of one shape ([m, 4] beside the
-    [0, 4] of no iteration cannot be: probed), so with a scan output read the Scan runs once
-    for m <= 0, its results dropped, and the rewrite warns that the body may fail then (x
-    with no row); where x has the row the one iteration reads, the results are the Loop's."""
+def test_a_body_that_may_fail_with_scan_outputs_of_static_shape_runs_in_an_if_in_the_scan():
+    """tract types an If only when both branches give outputs of one shape, so an If around
+    the Scan cannot give its scan outputs ([m, 4] beside the [0, 4] of no iteration: probed).
+    The Scan over Range(0, Max(m, 1)) stays, and its body runs in If(i < m), the else-branch
+    giving the carried values and zeros of the scan outputs' static shape, dropped as before:
+    nothing fails for m <= 0, no warning."""
     model = parse(ROWS_AND_STEPS_AT_TRIPS)
+    lowered, report = lower(model, target="tract")
+    assert report.rules_fired == {"tract-loop-to-range-scan": 1} and not report.warnings
+    (scan,) = [n for n in lowered.graph.node if n.op_type == "Scan"]
+    body_ops = [n.op_type for n in scan.attribute[0].g.node]
+    assert body_ops == ["Constant", "Reshape", "Less", "If"], body_ops
+    branches = {
+        a.name: [n.op_type for n in a.g.node] for a in scan.attribute[0].g.node[-1].attribute
+    }
+    assert branches == {
+        "then_branch": ["Gather", "Mul", "Add"],
+        "else_branch": ["Identity", "Constant"],
+    }
+    for rows, m in ROW_EDGES:
+        x = np.arange(rows * 4).reshape(rows, 4).astype(np.float32)
+        _same_as_original(model, lowered, {"x": x, "m": np.array(m)})
+
+
+def test_tract_runs_the_scan_whose_body_runs_in_an_if():
+    pytest.importorskip("tract", reason="pip install tract")
+    from seqlower.verification.runtimes import run_in_runtime
+
+    model = parse(ROWS_AND_STEPS_AT_TRIPS)
+    lowered, _ = lower(model, target="tract")
+    for rows, m in ROW_EDGES:
+        feeds = {"x": np.arange(rows * 4, dtype=np.float32).reshape(rows, 4), "m": np.array(m)}
+        for got, want in zip(run_in_runtime("tract", lowered, feeds), run_ort(model, feeds)):
+            assert got.shape == want.shape
+            np.testing.assert_array_equal(got, want)
+
+
+def test_a_body_that_may_fail_with_a_scan_output_of_unknown_shape_is_warned_about():
+    """A scan output of a dim known only at run time (a row of y[?, ?]) has no zeros to give
+    in an If's else-branch that tract would type as the then-branch's: the Scan runs the body
+    once for m <= 0, unguarded, and the rewrite warns that it may fail then (x with no row);
+    where x and y have the row the one iteration reads, the results are the Loop's."""
+    model = parse(
+        ROWS_AND_STEPS_AT_TRIPS.replace("int64 m) =>", "int64 m, float[?,?] y) =>")
+        .replace("float[?,4] steps)", "float[?,?] steps)")
+        .replace("float[4] step)", "float[?] step)")
+        .replace("step = Mul(v, row)", "step = Gather(y, i)\n        d = Mul(v, row)")
+        .replace("w = Add(step, row)", "w = Add(d, row)")
+    )
     lowered, report = lower(model, target="tract")
     assert report.rules_fired == {"tract-loop-to-range-scan": 1}
     assert op_counts(lowered)["If"] == 0 and op_counts(lowered)["Scan"] == 1
@@ -561,11 +604,19 @@ def test_a_body_that_may_fail_with_a_scan_output_read_is_warned_about():
     assert "runs the body once even where the trip count is 0" in warning
     assert "Gather 'read_row' at positions or sizes that change between iterations" in warning
     assert "no If on the trip count guards it" in warning
+    y = np.arange(15, dtype=np.float32).reshape(3, 5)
     for rows, m in ((3, 3), (3, 0), (3, -1), (1, 1)):
-        x = np.arange(rows * 4).reshape(rows, 4).astype(np.float32)
-        _same_as_original(model, lowered, {"x": x, "m": np.array(m)})
+        feeds = {"x": np.arange(rows * 4, dtype=np.float32).reshape(rows, 4), "m": np.array(m)}
+        (total, steps), (want_total, want_steps) = (
+            run_ort(lowered, {**feeds, "y": y}),
+            run_ort(model, {**feeds, "y": y}),
+        )
+        np.testing.assert_array_equal(total, want_total)
+        # no iteration: onnxruntime gives the unknown dim of the Loop's empty stack as 0
+        assert steps.shape == (max(m, 0), 5) and want_steps.shape[0] == max(m, 0)
+        np.testing.assert_array_equal(steps, want_steps.reshape(steps.shape))
     with pytest.raises(Exception, match="out of"):  # what the warning says: no row 0
-        run_ort(lowered, {"x": np.zeros((0, 4), np.float32), "m": np.array(0)})
+        run_ort(lowered, {"x": np.zeros((0, 4), np.float32), "m": np.array(0), "y": y})
 
 
 @pytest.mark.parametrize("m", [-1, 0, 2])
