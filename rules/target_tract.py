@@ -6,7 +6,9 @@ branches at once (probed with tract 0.23.9; see `seqlower.targets`).
         -> Scan(v.., x, scan_input_axes=[a], body: f(v.., x_i))
     Loop(M static, true, v.., body=f)               -> f(0, v..); f(1, ..); ...; f(M-1, ..)
     Loop(M, true, v.., body: f(i, v..))             -> Scan(v.., Range(0, M, 1), body: f(v.., i))
-                                                       (at least one iteration, dropped if M <= 0)
+                                                       (at least one iteration, dropped if M <= 0;
+                                                       or in If(M > 0, Scan.., else: v..), or
+                                                       body: If(i < M, f(..), else: v.., 0..))
     Loop(M, true, v.., body: f(v..))  (i not read)  -> Scan(v.., Range(0, M, 1),
                                                          body: Where(i < M, f(v..), v..))
 
@@ -25,8 +27,14 @@ value where i >= M, Where(i < M, new, old): tract 0.23.9 drops a Scan input that
 then cannot plan the Scan); a Scan must not be empty, so for a trip count that
 may be 0 the Scan runs at least once and what that iteration gives is dropped (the body must then
 be able to run once on the loop's inputs: judged from its operators as for a masked Scan,
-`seqlower.analysis.masked_loops.zero_trip_problem`, and where it may not, `x[i]` of a tensor
-whose dim is the trip count 0, say, the rewrite warns, as for a Scan over an axis). A loop
+`seqlower.analysis.masked_loops.zero_trip_problem`). Where it may not (`x[i]` of a tensor whose
+dim is the trip count 0, say), the Scan over Range(0, M) sits in If(M > 0) whose else-branch
+gives the initial carried values, so no iteration runs for M <= 0; tract runs such an If, but
+only when both branches give outputs of one shape (probed with tract 0.23.9), which the scan
+outputs of no iteration do not. With a scan output read, the Scan keeps its one iteration and
+its body runs in If(i < M), whose else-branch gives the carried values and zeros of each scan
+output's static shape (dropped as before); where a scan output's shape is not static, the
+body runs unguarded and the rewrite warns, as for a Scan over an axis. A loop
 whose condition is computed at run time (a data-dependent while loop) is left to
 `seqlower.rules.tract_while` (a masked Scan over its bound, when its body is safe to run past
 the exit). Loops that carry or read
@@ -59,6 +67,7 @@ from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loops import _body_always_continues, _static_bool, _unroll, _uses_sequences
 from seqlower.rules.loops import _check_unroll as _check_sequence_unroll
 from seqlower.rules.runtime_position import WHERE_TYPES
+from seqlower.uses import remove_node
 
 MAX_BRANCH_NODES = 32
 # operators that cannot fail, whatever the shapes, and have no effect: an untaken branch may
@@ -389,17 +398,26 @@ def _loop_to_range_scan(
     (a trip count known only at run time, no early exit; a Scan must not be empty, so one
     iteration runs even for M <= 0, its results dropped); a body that does not read i keeps
     each carried value as Where(i < M, new, old) instead (tract drops a Scan input that is not
-    read). --target tract only."""
+    read). Where that one iteration may fail (`zero_trip_problem`) and no scan output is read,
+        -> If(M > 0, then: Scan(v.., Range(0, M, 1), body: f(v.., i)), else: v..)
+    so that no iteration runs for M <= 0; with scan outputs of static shapes read, the body
+    becomes If(i < M, then: f(v.., i), else: (v.., zeros)) instead. --target tract only."""
     condition_node, count = plan
     body = node.attributes["body"].as_graph()
     maybe_empty = count is None or count <= 0
     problem = zero_trip_problem(node) if maybe_empty else None
-    if problem:
+    states = node.inputs[2:]
+    guarded = problem is not None and _guardable(node, len(states))
+    masked_body = problem is not None and not guarded and _static_elements(body, len(states))
+    if problem and not guarded and not masked_body:
         ctx.rewriter.warn(
             f"Loop '{node.name}' became a Scan over its iteration numbers, which runs the body "
             "once even where the trip count is 0 (on iteration number 0 and the initial "
             f"carried values), and {problem.removeprefix('the body computes ')}: the lowered "
-            "model may fail where the Loop ran zero times"
+            "model may fail where the Loop ran zero times (no If on the trip count guards it: "
+            "tract types an If only when both branches give outputs of one shape, and the "
+            "scan outputs of no iteration have none, and the body's scan outputs have no "
+            "static shape for an If in the body)"
         )
     give_ranks(body)
     builder = ctx.rewriter.before(node)
@@ -408,10 +426,17 @@ def _loop_to_range_scan(
     if trip.shape is None or len(trip.shape) != 0:
         trip = builder.op("Reshape", [trip, builder.ints([], "scalar_shape")])
     trip.type, trip.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([])
+    if masked_body:
+        condition_node = _run_body_in_if(body, trip, len(states), condition_node, ctx)
     zero = builder.constant(np.array(0, np.int64), "zero")
-    one = builder.constant(np.array(1, np.int64), "one")
-    stop = builder.op("Max", [trip, one], name="at_least_one") if maybe_empty else trip
-    steps = builder.op("Range", [zero, stop, one], name="iterations")
+    # guarded: the Scan is built in the If's then-branch, which runs only for M > 0
+    inner = ctx.rewriter.new_graph(f"{builder.hint}_ran", builder.opset) if guarded else builder
+    start = inner.constant(np.array(0, np.int64), "zero") if guarded else zero
+    one = inner.constant(np.array(1, np.int64), "one")
+    stop = (
+        inner.op("Max", [trip, one], name="at_least_one") if maybe_empty and not guarded else trip
+    )
+    steps = inner.op("Range", [start, stop, one], name="iterations")
     steps.type, steps.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([None])
     iteration = body.inputs[0]
     iteration.type, iteration.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([])
@@ -419,8 +444,10 @@ def _loop_to_range_scan(
     if iteration.uses():  # tract 0.23.9 slices a 1-D scan input as shape [1]: made a scalar
         element = ir.Value(name=ctx.rewriter.names.fresh(f"{iteration.name}_element"))
         element.type, element.shape = iteration.type, iteration.shape
-        inner = ctx.rewriter.before(body[0])
-        scalar = inner.op("Reshape", [element, inner.ints([], "scalar_shape")], name="iteration")
+        in_body = ctx.rewriter.before(body[0])
+        scalar = in_body.op(
+            "Reshape", [element, in_body.ints([], "scalar_shape")], name="iteration"
+        )
         scalar.type, scalar.shape = iteration.type, iteration.shape
         iteration.replace_all_uses_with(scalar)
         body.inputs[0] = iteration = element
@@ -433,15 +460,19 @@ def _loop_to_range_scan(
     del body.inputs[:2]
     body.inputs.append(iteration)
     _copy_passed_through(body, ctx)
-    states = node.inputs[2:]
     _copy_read_scan_outputs(body, len(states), ctx)
     attributes = {"body": body, "num_scan_inputs": 1}
-    outputs = builder.ops("Scan", [*states, steps], attributes, num_outputs=len(node.outputs))
+    outputs = inner.ops("Scan", [*states, steps], attributes, num_outputs=len(node.outputs))
     # the body moves to the Scan; dead-code removal knows the new holder and leaves it
+    for old, new in zip(node.outputs, outputs):
+        new.type, new.shape = old.type, old.shape
     ran = builder.op("Greater", [trip, zero], name="ran") if maybe_empty else None
+    if guarded:
+        assert ran is not None
+        _guard(node, ran, outputs[: len(states)], inner, builder, ctx)
+        return
     ran_steps = None
     for index, (old, new) in enumerate(zip(node.outputs, outputs)):
-        new.type, new.shape = old.type, old.shape
         if ran is not None and (old.uses() or old.is_graph_output()):
             if index < len(states) and index in within:  # masked in the body already
                 pass
@@ -453,6 +484,103 @@ def _loop_to_range_scan(
                     ran_steps = builder.op("Range", [zero, count_run, one], name="ran_steps")
                 new = builder.op("Gather", [new, ran_steps], {"axis": 0}, name="run")
             new.type = old.type
+        ctx.rewriter.replace(old, new)
+
+
+def _guardable(node: ir.Node, states: int) -> bool:
+    """True when the Scan of Loop `node` can sit in an If on M > 0 whose else-branch gives the
+    initial carried values: it has carried values and none of its scan outputs is read (tract
+    types an If only when both branches give outputs of one shape, probed with tract 0.23.9:
+    the scan outputs of no iteration would be [0, ..] beside the Scan's [M, ..], and a
+    Range of run-time length read from outside a branch has no fact there)."""
+    scans = node.outputs[states:]
+    return states > 0 and not any(v.uses() or v.is_graph_output() for v in scans)
+
+
+def _static_elements(body: ir.Graph, states: int) -> bool:
+    """True when every scan output of Loop body `body` (after its condition and `states`
+    carried values) has a known dtype and a static shape."""
+    for value in body.outputs[1 + states :]:
+        if value.dtype is None or value.shape is None:
+            return False
+        if not all(isinstance(dim, int) for dim in value.shape):
+            return False
+    return True
+
+
+def _run_body_in_if(
+    body: ir.Graph, trip: ir.Value, states: int, condition_node: ir.Node | None, ctx: Context
+) -> ir.Node | None:
+    """Loop body (i, c, v..) -> (c', v'.., s..)
+        -> (i, c, v..) -> (c', If(i < M, then: (v'.., s..), else: (v.., zeros like s..)))
+    every node but the condition's moved into the then-branch, so that an iteration past the
+    trip count (the one a Scan over Range(0, Max(M, 1)) runs for M <= 0) computes nothing.
+    tract types the If (probed with tract 0.23.9): the scan outputs' shapes are static. Returns
+    the condition's node, None when it was moved (it makes a scan output or a state too)."""
+    opset = ctx.rewriter.opset(body)
+    iteration = body.inputs[0]
+    then_branch = ctx.rewriter.new_graph(f"{body.name}_ran", opset)
+    else_branch = ctx.rewriter.new_graph(f"{body.name}_past", opset)
+    kept = condition_node
+    if condition_node is not None and any(
+        v.is_graph_output() and body.outputs.index(v) > 0 for v in condition_node.outputs
+    ):
+        kept = None
+    for inner in list(body):
+        if inner is not kept:
+            remove_node(body, inner)
+            then_branch.add_node(inner)
+    produced = {id(v) for inner in then_branch.graph for v in inner.outputs}
+    given = [body.outputs.pop() for _ in range(len(body.outputs) - 1)][::-1]
+    results = []
+    for index, value in enumerate(given):
+        if id(value) not in produced or value in then_branch.graph.outputs:
+            value = then_branch.op("Identity", [value], name="kept")
+            value.type, value.shape = given[index].type, given[index].shape
+        then_branch.graph.outputs.append(value)
+        if index < states:
+            past = else_branch.op("Identity", [body.inputs[2 + index]], name="state")
+        else:
+            dtype = value.dtype
+            assert dtype is not None and value.shape is not None
+            shape = [int(dim) for dim in value.shape]  # static: _static_elements
+            past = else_branch.constant(np.zeros(shape, dtype.numpy()), "nothing")
+        past.type, past.shape = value.type, value.shape
+        else_branch.graph.outputs.append(past)
+        results.append(value)
+    inner_builder = Builder(ctx.rewriter, body, None, "past", opset)
+    within = inner_builder.op("Less", [iteration, trip], name="within")
+    within.type, within.shape = ir.TensorType(ir.DataType.BOOL), ir.Shape([])
+    branches = {"then_branch": then_branch.graph, "else_branch": else_branch.graph}
+    outputs = inner_builder.ops("If", [within], branches, num_outputs=len(results), name="run")
+    for new, value in zip(outputs, results):
+        new.type, new.shape = value.type, value.shape
+        body.outputs.append(new)
+    return kept
+
+
+def _guard(
+    node: ir.Node,
+    ran: ir.Value,
+    finals: list[ir.Value],
+    then_branch: Builder,
+    builder: Builder,
+    ctx: Context,
+) -> None:
+    """The states of Loop `node` as If(ran, then: the Scan's `finals` (built in
+    `then_branch`), else: the initial carried values)."""
+    states = node.inputs[2:]
+    else_branch = ctx.rewriter.new_graph(f"{builder.hint}_none", builder.opset)
+    for final, initial in zip(finals, states):
+        then_branch.graph.outputs.append(final)
+        assert initial is not None
+        kept = else_branch.op("Identity", [initial], name="initial")
+        kept.type, kept.shape = final.type, final.shape
+        else_branch.graph.outputs.append(kept)
+    branches = {"then_branch": then_branch.graph, "else_branch": else_branch.graph}
+    results = builder.ops("If", [ran], branches, num_outputs=len(finals), name="guard")
+    for old, new in zip(node.outputs, results):
+        new.type, new.shape = old.type, old.shape
         ctx.rewriter.replace(old, new)
 
 

@@ -19,12 +19,23 @@ intermediate values dropped first, as the input check does), and ONNX type and s
 runs on that copy. An error there is the input's: the node is invalid for the values the input
 model itself gives it, whatever the lowering did (exit 2, naming the node). No error: the
 lowering broke the node (an internal error stays one).
+
+The values of a Loop body are not outputs of a run, so a body node that is invalid wherever it
+runs escapes that check when a trial runs no iteration:
+
+    Loop(steps, .., body: Add(Unsqueeze(s, -2) [1, 3], LogSoftmax(..) [3, 7]))   # steps = 0 runs
+
+`failing_node` tells that case: the node the checker names in the lowered model (the innermost
+`(op_type:Add, node name: /Add_1)` of its message) is one onnxruntime fails at when it runs the
+input model itself on one of the same generated inputs. The input then fails wherever that node
+runs, whatever the lowering did.
 """
 
 from __future__ import annotations
 
-__all__ = ["invalid_as_run"]
+__all__ = ["failing_node", "invalid_as_run"]
 
+import re
 from collections.abc import Mapping
 
 import numpy as np
@@ -63,6 +74,35 @@ def invalid_as_run(
                 return _inference_problem(proto, outcome.outputs)
             if outcome.cannot_run or (outcome.error or "").startswith("cannot load"):
                 return None
+    return None
+
+
+_CHECKED_NODE = re.compile(r"\(op_type:([A-Za-z0-9_]+), node name: ([^)]*)\)")
+
+
+def failing_node(
+    model: ir.Model, checker_error: str, *, dims: Mapping[str, int] | None = None, trials: int = 3
+) -> tuple[str, str] | None:
+    """The node that `checker_error` (the ONNX checker's message on the lowered model) names
+    last, as `Add '/Add_1'`, and onnxruntime's error where it fails at that node running `model`
+    (the input) on one of the first `trials` generated inputs; None when no run fails there
+    (see the module docstring)."""
+    named = _CHECKED_NODE.findall(checker_error)
+    if not named or not named[-1][1]:
+        return None
+    op_type, name = named[-1]
+    at = f"running {op_type} node. Name:'{name}'"
+    try:
+        data = ir.to_proto(model).SerializeToString()
+    except ValueError:  # over protobuf's 2 GB: not run
+        return None
+    with IsolatedRunner("onnxruntime", data) as runner:
+        for trial in range(trials):
+            outcome = runner.run(generate_inputs(model, trial=trial, dims=dims))
+            if outcome.cannot_run or (outcome.error or "").startswith("cannot load"):
+                return None
+            if not outcome.ok and at in (outcome.error or ""):
+                return f"{op_type} '{name}'", outcome.error or ""
     return None
 
 

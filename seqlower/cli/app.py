@@ -75,7 +75,7 @@ from seqlower.report import Report
 from seqlower.report.catalogue import PASS_REWRITES, PassRewrite
 from seqlower.rule import Rule
 from seqlower.rules import default_rules
-from seqlower.run_shapes import invalid_as_run
+from seqlower.run_shapes import failing_node, invalid_as_run
 from seqlower.runtime_check import fails_in_onnxruntime
 from seqlower.strict_inference import check_fully
 from seqlower.verification.check import DEFAULT_TIME_BUDGET, DEFAULT_TRIALS
@@ -503,7 +503,9 @@ def _blame(
     checker then sees statically what the input does at run time (a dim the model reads
     that its declared shape lacks); or unless the input model, its values declared with the
     shapes they have when it runs, fails ONNX inference itself (`seqlower.run_shapes`: a node
-    in a branch its runs do not take, a misfit onnxruntime joins)."""
+    in a branch its runs do not take, a misfit onnxruntime joins); or unless onnxruntime,
+    running the input model, fails at the very node the checker rejects (a Loop body's node,
+    invalid wherever the body runs: `seqlower.run_shapes.failing_node`)."""
     model = original()
     found = str(error).removeprefix("internal error: ").removesuffix("; nothing written")
     failure = fails_in_onnxruntime(model, dims=options.dims)
@@ -514,7 +516,16 @@ def _blame(
         )
     problem = invalid_as_run(model, dims=options.dims)
     if problem is None:
-        return error
+        failing = failing_node(model, found, dims=options.dims)
+        if failing is None:
+            return error
+        node, failure = failing
+        return InvalidModelError(
+            f"the input model itself is invalid at {node}: onnxruntime fails there when it runs "
+            f"the input model ({_one_line(failure, 300)}), and {found}; the input runs only "
+            "where that node does not (a Loop of no iteration, an If branch not taken); nothing "
+            "written"
+        )
     return InvalidModelError(
         f"the input model itself is invalid: with the shapes its values have when it runs "
         f"(on inputs of its declared shapes), ONNX type and shape inference reject it: "

@@ -288,3 +288,102 @@ def test_a_declared_batch_of_0_beside_batches_of_1_is_bad_input_exit_2(tmp_path,
     assert "the input model itself is invalid: with the shapes its values have" in line
     assert "Concat '/Concat_27': Can't merge shape info" in line and "bug" not in line
     assert not target.exists()
+
+
+def _add_in_a_loop_body(axis: int) -> onnx.ModelProto:
+    """y = Loop(n, zeros[3], hyps = [x, x, x]): acc + sum(Unsqueeze(acc, axis) + hyps[0]),
+    hyps carried, so ONNX inference on the input knows no shape of hyps[0] ([4, 3] when run),
+    nor does a run show it (a Loop body's values are no outputs). axis -1: [3, 1] + [4, 3]
+    fails wherever the body runs; the input runs where n = 0."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    build = h.make_graph(
+        [
+            h.make_node("Identity", ["cin"], ["cout"]),
+            h.make_node("SequenceInsert", ["sin", "x"], ["sout"]),
+        ],
+        "build",
+        [
+            h.make_tensor_value_info("it", T.INT64, []),
+            h.make_tensor_value_info("cin", T.BOOL, []),
+            h.make_tensor_sequence_value_info("sin", T.FLOAT, None),
+        ],
+        [
+            h.make_tensor_value_info("cout", T.BOOL, []),
+            h.make_tensor_sequence_value_info("sout", T.FLOAT, None),
+        ],
+    )
+    body = h.make_graph(
+        [
+            h.make_node("Identity", ["c2in"], ["c2out"]),
+            h.make_node("Constant", [], ["axes"], value=h.make_tensor("av", T.INT64, [1], [axis])),
+            h.make_node("Unsqueeze", ["acc", "axes"], ["u"]),
+            h.make_node("Constant", [], ["first"], value=h.make_tensor("fv", T.INT64, [], [0])),
+            h.make_node("SequenceAt", ["hyps", "first"], ["e"]),
+            h.make_node("Add", ["u", "e"], ["w"], name="bad_add"),
+            h.make_node("Identity", ["hyps"], ["hyps2"]),
+            h.make_node("ReduceSum", ["w"], ["total"], keepdims=0),
+            h.make_node("Add", ["acc", "total"], ["acc2"]),
+        ],
+        "body",
+        [
+            h.make_tensor_value_info("i", T.INT64, []),
+            h.make_tensor_value_info("c2in", T.BOOL, []),
+            h.make_tensor_value_info("acc", T.FLOAT, [3]),
+            h.make_tensor_sequence_value_info("hyps", T.FLOAT, None),
+        ],
+        [
+            h.make_tensor_value_info("c2out", T.BOOL, []),
+            h.make_tensor_value_info("acc2", T.FLOAT, [3]),
+            h.make_tensor_sequence_value_info("hyps2", T.FLOAT, None),
+        ],
+    )
+    nodes = [
+        h.make_node("SequenceEmpty", [], ["s0"], dtype=T.FLOAT),
+        h.make_node("Constant", [], ["three"], value=h.make_tensor("tv", T.INT64, [], [3])),
+        h.make_node("Constant", [], ["go"], value=h.make_tensor("gv", T.BOOL, [], [1])),
+        h.make_node("Loop", ["three", "go", "s0"], ["s"], body=build),
+        h.make_node("Constant", [], ["zeros"], value=h.make_tensor("zv", T.FLOAT, [3], [0] * 3)),
+        h.make_node("Loop", ["n", "go", "zeros", "s"], ["y", "s_out"], body=body),
+    ]
+    inputs = [
+        h.make_tensor_value_info("x", T.FLOAT, [4, 3]),
+        h.make_tensor_value_info("n", T.INT64, []),
+    ]
+    graph = h.make_graph(nodes, "g", inputs, [h.make_tensor_value_info("y", T.FLOAT, [3])])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model, full_check=True)  # the input check cannot see it
+    return model
+
+
+def test_a_loop_body_node_invalid_wherever_it_runs_is_bad_input_exit_2(tmp_path):
+    """The mutation fuzzer's leftover (beam_bookkeeping, an Unsqueeze axis 1 made -2): once
+    lowered, the body's shapes are known and the checker rejects the Add; the input runs where
+    the Loop runs no iteration, and its main graph's values say nothing of the body's, so this
+    was an internal error (exit 3). onnxruntime fails at that very Add running the input: the
+    input's fault, exit 2, naming the node."""
+    source = tmp_path / "add_in_body.onnx"
+    onnx.save(_add_in_a_loop_body(-1), source)
+    target = tmp_path / "out.onnx"
+    result = _optimize("-q", str(source), str(target))
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: {source}: the input model itself is invalid at Add 'bad_add'")
+    assert "(op_type:Add, node name: bad_add)" in line and "Incompatible dimensions" in line
+    assert "bug" not in line and not target.exists()
+
+
+def test_the_same_body_with_shapes_that_fit_is_lowered(tmp_path):
+    """The negative case: axis -2 gives [1, 3] + [4, 3], valid; the model lowers and runs."""
+    model = _add_in_a_loop_body(-2)
+    source, target = tmp_path / "add_in_body.onnx", tmp_path / "out.onnx"
+    onnx.save(model, source)
+    result = _optimize("-q", str(source), str(target))
+    assert result.exit_code == 0, result.output
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    for n in (0, 1, 3):
+        feeds = {"x": x, "n": np.array(n)}
+        want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+        got = ort.InferenceSession(str(target)).run(None, feeds)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-6)

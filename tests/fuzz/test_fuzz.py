@@ -47,12 +47,16 @@ from list_shapes import LIST_SEEDS
 # tensor form lost its first dim, so a second lowering folded its Shape: regressions/test_a_
 # list_whose_data_is_a_tensor_of_the_model_leaves_its_declared_shape_alone); 1100593 (four
 # copies of a Loop's scan output stacked on axis 1 by a Reshape to [0, 4, -1], which cannot
-# tell -1 where the Loop runs no iteration: tests/rules/test_concat.py)
+# tell -1 where the Loop runs no iteration: tests/rules/test_concat.py); 1050531, 1060188,
+# 1060399 and 1160241 (--target tract: a Loop reading a list at i as a Scan that ran the body
+# once for an empty list; tests/targets/test_target_tract.py, the If on the trip count) and
+# 1170600 (the same with a scan output read: the If in the Scan's body)
 LIST_CI_SEEDS = [
     *range(LIST_SEEDS, LIST_SEEDS + 150),
     *(1003655, 1004087, 1004112, 1004335, 1006557),
     *(1000425, 1000389, 1000649, 1000032, 1000168, 1000700, 1000413, 1001504, 1020533, 1041724),
     *(1042065, 1051496, 1061591, 1061969, 1100593, 1140587),
+    *(1050531, 1060188, 1060399, 1160241, 1170600),
 ]
 CI_SEEDS = [*range(1000), 1190, 1308, 4165, 6712, 41098, 41758, 41887, 51466, 61907, *LIST_CI_SEEDS]
 

@@ -49,6 +49,14 @@ KNOWN = {
         "the Loop adds up the chunks of x.split(2, 1), the last of which may be narrower: the "
         "sum's shape is not proved the same in every iteration, so the Loop is not a Scan",
     ),
+    ("while:count_while", "tract"): (
+        "run",
+        'Evaluating #11 "/Mod" Rem',
+        "the loop reads x[i % N] and may run zero times, so its Scan runs in an If on the trip "
+        "count; tract 0.23.9 does not carry the sizes SetSymbols binds (this harness's first "
+        "plan) into an If's branches, so the Scan's Mod by N fails there. The model's own "
+        "facts (as `seqlower optimize --target tract --verify` plans it) or concrete ones run it",
+    ),
     ("torch:len_of_split", "tract"): (
         "run",
         "Unsupported DatumType in the public API TDim",
@@ -79,7 +87,9 @@ KNOWN = {
     **{
         (f"accumulator:{case}", "tract"): (
             "load",
-            "Resize",
+            # keypoints: the body runs in an If on the trip count, whose Resize the message,
+            # cut short, names no more
+            ("Resize", '"past/run" If ToTypedTranslator'),
             "the loop becomes a Scan over the detections, but its body resizes each mask to its "
             "box, sizes computed at run time, which tract's Resize does not take",
         )

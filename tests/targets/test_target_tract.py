@@ -496,26 +496,127 @@ ROWS_AT_TRIPS = """g (DTYPE[?,4] x, int64 m) => (DTYPE[4] total) {
 }"""  # x[i] with a run-time trip count m that is not x's dim: m = 0 where x has no row
 
 
+ROW_EDGES = ((3, 3), (3, 0), (3, -1), (1, 1), (0, 0), (0, -2), (5, 2))  # rows of x, m
+
+
 @pytest.mark.parametrize("dtype", ["float", "int64"])
-def test_a_body_that_reads_at_the_iteration_number_is_warned_about_when_it_may_run_zero_times(
+def test_a_body_that_may_fail_at_the_iteration_number_runs_only_in_an_if_on_the_trip_count(
     dtype,
 ):
-    """A Scan over Range(0, Max(m, 1)) runs the body once for m <= 0: x[0] of an x with no
-    row fails where the Loop ran zero times (the fuzzer's seed 1160241, a list read at i). The
-    rewrite still applies (tract has no Loop), with a warning that says so; where x has rows
-    for the iteration the Scan runs, the results are the Loop's."""
+    """A Scan runs the body at least once; for m <= 0, x[0] of an x with no row would fail
+    where the Loop ran zero times (the fuzzer's seeds 1160241, 1050531, 1060188, 1060399, a
+    list read at i). With no scan output read, the Scan sits in If(m > 0) and the else-branch
+    gives the initial carried value: no iteration runs, no warning."""
     model = parse(ROWS_AT_TRIPS.replace("DTYPE", dtype))
     lowered, report = lower(model, target="tract")
+    assert report.rules_fired == {"tract-loop-to-range-scan": 1} and not report.warnings
+    ops = [n.op_type for n in lowered.graph.node]
+    assert ops == ["Constant", "Constant", "Greater", "If"]
+    guard = lowered.graph.node[-1]
+    then_ops = [n.op_type for n in guard.attribute[0].g.node]
+    assert then_ops == ["Constant", "Constant", "Range", "Scan"]  # Range(0, m): no Max
+    assert [n.op_type for n in guard.attribute[1].g.node] == ["Identity"]
+    numpy_type = np.float32 if dtype == "float" else np.int64
+    for rows, m in ROW_EDGES:
+        x = np.arange(rows * 4).reshape(rows, 4).astype(numpy_type)
+        _same_as_original(model, lowered, {"x": x, "m": np.array(m)})
+
+
+def test_tract_runs_the_scan_guarded_by_the_trip_count():
+    pytest.importorskip("tract", reason="pip install tract")
+    from seqlower.verification.runtimes import run_in_runtime
+
+    model = parse(ROWS_AT_TRIPS.replace("DTYPE", "float"))
+    lowered, _ = lower(model, target="tract")
+    for rows, m in ROW_EDGES:
+        feeds = {"x": np.arange(rows * 4, dtype=np.float32).reshape(rows, 4), "m": np.array(m)}
+        (got,), (want,) = run_in_runtime("tract", lowered, feeds), run_ort(model, feeds)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+ROWS_AND_STEPS_AT_TRIPS = """g (float[?,4] x, int64 m) => (float[4] total, float[?,4] steps) {
+    go = Constant<value = bool {1}>()
+    z = Constant<value = float[4] {0, 0, 0, 0}>()
+    total, steps = Loop(m, go, z) <body = body (int64 i, bool c, float[4] v)
+                                   => (bool c2, float[4] w, float[4] step) {
+        c2 = Identity(c)
+        [read_row] row = Gather(x, i)
+        step = Mul(v, row)
+        w = Add(step, row)
+    }>
+}"""
+
+
+def test_a_body_that_may_fail_with_scan_outputs_of_static_shape_runs_in_an_if_in_the_scan():
+    """tract types an If only when both branches give outputs of one shape, so an If around
+    the Scan cannot give its scan outputs ([m, 4] beside the [0, 4] of no iteration: probed).
+    The Scan over Range(0, Max(m, 1)) stays, and its body runs in If(i < m), the else-branch
+    giving the carried values and zeros of the scan outputs' static shape, dropped as before:
+    nothing fails for m <= 0, no warning."""
+    model = parse(ROWS_AND_STEPS_AT_TRIPS)
+    lowered, report = lower(model, target="tract")
+    assert report.rules_fired == {"tract-loop-to-range-scan": 1} and not report.warnings
+    (scan,) = [n for n in lowered.graph.node if n.op_type == "Scan"]
+    body_ops = [n.op_type for n in scan.attribute[0].g.node]
+    assert body_ops == ["Constant", "Reshape", "Less", "If"], body_ops
+    branches = {
+        a.name: [n.op_type for n in a.g.node] for a in scan.attribute[0].g.node[-1].attribute
+    }
+    assert branches == {
+        "then_branch": ["Gather", "Mul", "Add"],
+        "else_branch": ["Identity", "Constant"],
+    }
+    for rows, m in ROW_EDGES:
+        x = np.arange(rows * 4).reshape(rows, 4).astype(np.float32)
+        _same_as_original(model, lowered, {"x": x, "m": np.array(m)})
+
+
+def test_tract_runs_the_scan_whose_body_runs_in_an_if():
+    pytest.importorskip("tract", reason="pip install tract")
+    from seqlower.verification.runtimes import run_in_runtime
+
+    model = parse(ROWS_AND_STEPS_AT_TRIPS)
+    lowered, _ = lower(model, target="tract")
+    for rows, m in ROW_EDGES:
+        feeds = {"x": np.arange(rows * 4, dtype=np.float32).reshape(rows, 4), "m": np.array(m)}
+        for got, want in zip(run_in_runtime("tract", lowered, feeds), run_ort(model, feeds)):
+            assert got.shape == want.shape
+            np.testing.assert_array_equal(got, want)
+
+
+def test_a_body_that_may_fail_with_a_scan_output_of_unknown_shape_is_warned_about():
+    """A scan output of a dim known only at run time (a row of y[?, ?]) has no zeros to give
+    in an If's else-branch that tract would type as the then-branch's: the Scan runs the body
+    once for m <= 0, unguarded, and the rewrite warns that it may fail then (x with no row);
+    where x and y have the row the one iteration reads, the results are the Loop's."""
+    model = parse(
+        ROWS_AND_STEPS_AT_TRIPS.replace("int64 m) =>", "int64 m, float[?,?] y) =>")
+        .replace("float[?,4] steps)", "float[?,?] steps)")
+        .replace("float[4] step)", "float[?] step)")
+        .replace("step = Mul(v, row)", "step = Gather(y, i)\n        d = Mul(v, row)")
+        .replace("w = Add(step, row)", "w = Add(d, row)")
+    )
+    lowered, report = lower(model, target="tract")
     assert report.rules_fired == {"tract-loop-to-range-scan": 1}
+    assert op_counts(lowered)["If"] == 0 and op_counts(lowered)["Scan"] == 1
     (warning,) = report.warnings
     assert "runs the body once even where the trip count is 0" in warning
     assert "Gather 'read_row' at positions or sizes that change between iterations" in warning
-    numpy_type = np.float32 if dtype == "float" else np.int64
+    assert "no If on the trip count guards it" in warning
+    y = np.arange(15, dtype=np.float32).reshape(3, 5)
     for rows, m in ((3, 3), (3, 0), (3, -1), (1, 1)):
-        x = np.arange(rows * 4).reshape(rows, 4).astype(numpy_type)
-        _same_as_original(model, lowered, {"x": x, "m": np.array(m)})
+        feeds = {"x": np.arange(rows * 4, dtype=np.float32).reshape(rows, 4), "m": np.array(m)}
+        (total, steps), (want_total, want_steps) = (
+            run_ort(lowered, {**feeds, "y": y}),
+            run_ort(model, {**feeds, "y": y}),
+        )
+        np.testing.assert_array_equal(total, want_total)
+        # no iteration: onnxruntime gives the unknown dim of the Loop's empty stack as 0
+        assert steps.shape == (max(m, 0), 5) and want_steps.shape[0] == max(m, 0)
+        np.testing.assert_array_equal(steps, want_steps.reshape(steps.shape))
     with pytest.raises(Exception, match="out of"):  # what the warning says: no row 0
-        run_ort(lowered, {"x": np.zeros((0, 4), numpy_type), "m": np.array(0)})
+        run_ort(lowered, {"x": np.zeros((0, 4), np.float32), "m": np.array(0), "y": y})
 
 
 @pytest.mark.parametrize("m", [-1, 0, 2])
