@@ -4,7 +4,12 @@ tuned them for: a decoder's per-layer key/value cache assigned by layer (whisper
 non-maximum suppression written into a list at a run-time position (yolov5), byte-pair merges in
 a while loop (minbpe), graph pooling levels kept for the way back up (PyG's GraphUNet), padding
 images of different sizes into one batch (detectron2), unpadding a batch into a packed list,
-banned n-grams per hypothesis (fairseq/transformers), and stacked edge convolutions (DGCNN).
+banned n-grams per hypothesis (fairseq/transformers), stacked edge convolutions (DGCNN), beam
+search's finalized hypotheses counted per sentence (fairseq), a U-Net decoder's reversed
+features (segmentation_models.pytorch), per-image detection post-processing (detectron2's
+fast_rcnn_inference), targets regrouped per level (mmdetection), per-level grids (YOLOX) and
+reference points (Deformable DETR), matched pairs joined by image (DETR), and pieces cut from a
+flat batch and left-padded (fairseq's collate_tokens).
 
 Every export runs under onnxruntime as exported and matches what PyTorch computed; each lowers
 for the default target to no sequence operator at all, and for onnxruntime with a reason for
@@ -35,14 +40,22 @@ def test_every_export_the_script_makes_is_here():
     assert (
         sorted(
             [
+                "collate_left_pad",
+                "deformable_reference_points",
                 "detectron2_image_list",
+                "detr_permutation_idx",
                 "dgcnn_edge_convs",
+                "fairseq_finalized",
+                "fast_rcnn_inference",
                 "graph_unet",
+                "images_to_levels",
                 "minbpe_merge",
                 "no_repeat_ngram",
+                "smp_unet_decoder",
                 "unpad_sequence",
                 "whisper_kv_cache",
                 "yolov5_nms_per_image",
+                "yolox_decode",
             ]
         )
         == CASES
