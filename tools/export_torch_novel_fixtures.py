@@ -431,6 +431,98 @@ class NoRepeatNgram(nn.Module):
         return torch.stack(rows)
 
 
+class TimmForwardIntermediates(nn.Module):
+    """huggingface/pytorch-image-models timm/models/resnet.py `ResNet.forward_intermediates`:
+    `intermediates = []`, `for feat_idx, stage in enumerate(stages): x = stage(x); if feat_idx
+    in take_indices: intermediates.append(x)`, `return x, intermediates` (a list of feature
+    maps of different sizes, returned as a list). The indices to take are an input here (timm
+    computes them from `indices` by `feature_take_indices`); `feat_idx in take_indices` is
+    written as `bool((take_indices == feat_idx).any())`, the same test on a tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 4, 3, padding=1)
+        self.stages = nn.ModuleList(
+            [nn.Conv2d(4, 4, 3, padding=1), nn.Conv2d(4, 6, 3, stride=2, padding=1),
+             nn.Conv2d(6, 8, 3, stride=2, padding=1)]
+        )  # fmt: skip
+
+    def forward(self, x: Tensor, take_indices: Tensor) -> tuple[Tensor, list[Tensor]]:
+        intermediates: list[Tensor] = []
+        x = torch.relu(self.stem(x))
+        for feat_idx, stage in enumerate(self.stages):
+            x = torch.relu(stage(x))
+            if bool((take_indices == feat_idx).any()):
+                intermediates.append(x)
+        return x, intermediates
+
+
+class NerfBatchifyRays(nn.Module):
+    """yenchen-lin/nerf-pytorch run_nerf.py `batchify_rays(rays_flat, chunk)`: `for i in
+    range(0, rays_flat.shape[0], chunk): ret = render_rays(rays_flat[i:i+chunk]); for k in
+    ret: all_ret[k].append(ret[k])`, then `{k: torch.cat(all_ret[k], 0) for k in all_ret}`;
+    `render_rays` is a small MLP at a few samples along each ray, composited by its weights
+    (the dict of lists is two lists here, one per key: `rgb_map` and `depth_map`). Changed to
+    export: `raw2outputs`' `torch.cumprod` (which the exporter cannot write at opset 17) is
+    `exp(cumsum(log(...)))`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 4))
+
+    def forward(self, rays_flat: Tensor) -> tuple[Tensor, Tensor]:
+        chunk = 4
+        rgb: list[Tensor] = []
+        depth: list[Tensor] = []
+        t_vals = torch.linspace(0.0, 1.0, 5)
+        for i in range(0, rays_flat.shape[0], chunk):
+            rays = rays_flat[i : i + chunk]
+            pts = rays[:, None, :3] + rays[:, None, 3:] * t_vals[None, :, None]
+            raw = self.mlp(pts)
+            alpha = 1.0 - torch.exp(-torch.relu(raw[..., 3]))
+            trans = torch.cat([torch.ones_like(alpha[:, :1]), 1.0 - alpha + 1e-10], -1)
+            keep = torch.exp(torch.cumsum(torch.log(trans), -1))
+            weights = alpha * keep[:, :-1]
+            rgb.append((weights[..., None] * torch.sigmoid(raw[..., :3])).sum(-2))
+            depth.append((weights * t_vals).sum(-1))
+        return torch.cat(rgb, 0), torch.cat(depth, 0)
+
+
+class SamPostprocessMasks(nn.Module):
+    """facebookresearch/segment-anything segment_anything/modeling/sam.py `Sam.forward`: `outputs
+    = []`, `for image_record, curr_embedding in zip(batched_input, image_embeddings)`: the
+    decoder's low-resolution masks through `postprocess_masks` (`F.interpolate` to `img_size`,
+    `masks[..., : input_size[0], : input_size[1]]`, `F.interpolate` to `original_size`), `masks
+    = masks > self.mask_threshold`, `outputs.append({"masks": masks, ...})`, `return outputs`
+    (a list of boolean masks, one per image at its own size; the list of dicts is the list of
+    the masks here, and the mask decoder a 1x1 convolution of the embeddings). Changed to
+    export: the sizes are read by image index (`input_sizes[k, 0]`), not from the lists
+    `unbind` gives: read from a list element, the exporter writes the crop's run-time ends as
+    a scalar, which onnxruntime's Slice refuses ("Ends must be a 1-D array")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.decoder = nn.Conv2d(4, 2, 1)
+
+    def forward(
+        self, embeddings: Tensor, input_sizes: Tensor, original_sizes: Tensor
+    ) -> list[Tensor]:
+        img_size = 16
+        outputs: list[Tensor] = []
+        for k, curr_embedding in enumerate(embeddings.unbind(0)):
+            low_res_masks = self.decoder(curr_embedding.unsqueeze(0))
+            masks = F.interpolate(
+                low_res_masks, [img_size, img_size], mode="bilinear", align_corners=False
+            )
+            masks = masks[:, :, : int(input_sizes[k, 0]), : int(input_sizes[k, 1])]
+            masks = F.interpolate(
+                masks, [int(original_sizes[k, 0]), int(original_sizes[k, 1])], mode="bilinear",
+                align_corners=False,
+            )  # fmt: skip
+            outputs.append(masks[0] > 0.0)
+        return outputs
+
+
 class StanzaCloseConstituent(nn.Module):
     """stanfordnlp/stanza stanza/models/constituency/lstm_model.py (the transitions Shift,
     OpenConstituent, CloseConstituent): shift pushes a word, open pushes a marker, close pops
@@ -631,6 +723,24 @@ CASES = [
           lambda: [_long([2]), _long([1])],
           lambda: [_long([3, 3]), _long([0, 2, 0])]],
          {"flat": {0: "T"}, "lengths": {0: "B"}}),
+    Case("timm_forward_intermediates", TimmForwardIntermediates, ["x", "take_indices"],
+         ["final", "intermediates"],
+         [lambda: [_randn(2, 3, 8, 8, seed=1), _long([0, 2])],
+          lambda: [_randn(1, 3, 5, 7, seed=2), _long([1])],
+          lambda: [_randn(1, 3, 4, 4, seed=3), _long([5])],
+          lambda: [_randn(2, 3, 6, 6, seed=4), _long([0, 1, 2])]],
+         {"x": {0: "B", 2: "H", 3: "W"}, "take_indices": {0: "K"}}),
+    Case("nerf_batchify_rays", NerfBatchifyRays, ["rays_flat"], ["rgb_map", "depth_map"],
+         [lambda: [_randn(10, 6, seed=1)], lambda: [_randn(4, 6, seed=2)],
+          lambda: [_randn(1, 6, seed=3)]],
+         {"rays_flat": {0: "N"}}),
+    Case("sam_postprocess_masks", SamPostprocessMasks,
+         ["embeddings", "input_sizes", "original_sizes"], ["masks"],
+         [lambda: [_randn(3, 4, 4, 4, seed=1), _long([[16, 12], [10, 16], [16, 16]]),
+                   _long([[32, 24], [5, 8], [16, 16]])],
+          lambda: [_randn(1, 4, 4, 4, seed=2), _long([[8, 16]]), _long([[3, 6]])],
+          lambda: [_randn(2, 4, 4, 4, seed=3), _long([[1, 1], [16, 4]]), _long([[1, 1], [20, 5]])]],
+         {"embeddings": {0: "B"}, "input_sizes": {0: "B"}, "original_sizes": {0: "B"}}),
 ]  # fmt: skip
 
 # Written, not exported: its export does not compute what PyTorch does under onnxruntime, so it
