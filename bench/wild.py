@@ -1,11 +1,14 @@
 """The exports of tests/fixtures/torch_wild (list code nobody here had seen when the forms were
-frozen) as one table: sequence ops before and after each target, whether each data set matches
-what PyTorch computed and what the original computes under onnxruntime, and the speed ratio
-(original / lowered, onnxruntime CPU, 1 thread, medians of one interleaved run) on data set 0,
-and the lowest such ratio over every data set both models run (a fixture's smaller data sets,
-one image or one graph, are where a batched form's fixed cost shows).
+frozen), or of another set of scripted exports beside it (`--set torch_novel`), as one table:
+sequence ops before and after each target, whether each data set matches what PyTorch computed
+and what the original computes under onnxruntime, and the speed ratio (original / lowered,
+onnxruntime CPU, 1 thread, medians of one interleaved run) on data set 0, and the lowest such
+ratio over every data set both models run (a fixture's smaller data sets, one image or one
+graph, are where a batched form's fixed cost shows); then per target the geomean, the worst
+case, and the worst over every data set.
 
     python -m bench.wild            # every case, or: python -m bench.wild CASE...
+    python -m bench.wild --set torch_novel [CASE...]    # tests/fixtures/torch_novel
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from bench.loops import sequence_ops
 from bench.timing import latency, session
 from seqlower.errors import SeqlowerError
 
-ROOT = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "torch_wild"
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
+ROOT = FIXTURES / "torch_wild"
 
 
 def data_sets(folder: Path, model: onnx.ModelProto) -> list[tuple[dict, list]]:
@@ -69,8 +73,8 @@ def _run(model: onnx.ModelProto, feeds: dict) -> list | str:
         return f"fails ({type(exc).__name__})"
 
 
-def measure(case: str, target: str) -> dict:
-    folder = ROOT / case
+def measure(case: str, target: str, root: Path = ROOT) -> dict:
+    folder = root / case
     model = onnx.load(folder / "model.onnx")
     sets = data_sets(folder, model)
     row: dict = {"case": case, "target": target, "before": sequence_ops(model)}
@@ -125,8 +129,28 @@ def _worst_set(model: onnx.ModelProto, lowered: onnx.ModelProto, sets: list, row
     return f"{speed:.2f}x (set {i})"
 
 
+def _split_set(argv: list[str]) -> tuple[Path, list[str]]:
+    """The fixture folder `--set NAME` names (torch_wild without it), and the cases named."""
+    args = list(argv)
+    name = "torch_wild"
+    for k, arg in enumerate(args):
+        if arg == "--set" and k + 1 < len(args):
+            name = args[k + 1]
+            del args[k : k + 2]
+            break
+        if arg.startswith("--set="):
+            name = arg.split("=", 1)[1]
+            del args[k]
+            break
+    root = FIXTURES / name
+    if not root.is_dir():
+        raise SystemExit(f"no fixture set {name!r} in {FIXTURES}")
+    return root, args
+
+
 def main(argv: list[str]) -> int:
-    cases = argv or sorted(p.name for p in ROOT.iterdir() if (p / "model.onnx").is_file())
+    root, names = _split_set(argv)
+    cases = names or sorted(p.name for p in root.iterdir() if (p / "model.onnx").is_file())
     print("| case | target | seq ops before -> after | vs PyTorch (per data set) |", end="")
     print(" vs original | speed | worst data set |")
     print("|---|---|---|---|---|---|---|")
@@ -134,7 +158,7 @@ def main(argv: list[str]) -> int:
     worst: dict[str, list[tuple[str, str]]] = {}
     for case in cases:
         for target in ("portable", "onnxruntime"):
-            row = measure(case, target)
+            row = measure(case, target, root)
             if "error" in row:
                 print(f"| {case} | {target} | {row['before']} -> error | {row['error']} | | | |")
                 continue
