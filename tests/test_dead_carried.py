@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnx_ir as ir
+import pytest
 from support import assert_same_outputs, lower, op_counts, parse, rules_without
 
 from seqlower.passes.dead_carried import remove_dead_carried
@@ -348,40 +349,36 @@ _LOOP_IN_SCAN = _SCAN.replace(
 )
 
 
-def test_values_are_walked_only_when_a_loop_or_an_if_is_somewhere(monkeypatch):
-    """Only Loops and Ifs lose outputs: a model whose subgraphs (here a Scan body) hold
-    neither is answered by a walk of its nodes, without the walk of the values, which a Loop
-    in a Scan body still gets."""
+@pytest.fixture
+def walked(monkeypatch) -> list[object]:
+    """The roots of every walk of the values the dead-carried pass makes, in order."""
     from seqlower.passes import dead_carried
 
-    walked: list[object] = []
+    calls: list[object] = []
     original = dead_carried._Needed.walk
 
     def counted(self: object, roots: list[ir.Value]) -> None:
-        walked.append(roots)
+        calls.append(roots)
         original(self, roots)
 
     monkeypatch.setattr(dead_carried._Needed, "walk", counted)
+    return calls
+
+
+def test_values_are_walked_only_when_a_loop_or_an_if_is_somewhere(walked):
+    """Only Loops and Ifs lose outputs: a model whose subgraphs (here a Scan body) hold
+    neither is answered by a walk of its nodes, without the walk of the values, which a Loop
+    in a Scan body still gets."""
     assert _removed(_SCAN)[1] == 0
     assert walked == []
     assert _removed(_LOOP_IN_SCAN)[1] == 1  # the Loop's second carried value, unread
     assert len(walked) == 1
 
 
-def test_the_values_are_not_walked_when_every_loop_and_if_output_is_read(monkeypatch):
+def test_the_values_are_not_walked_when_every_loop_and_if_output_is_read(walked):
     """An output goes only when nothing reads it: with every output of every Loop and If read
     (or a graph output), one walk of the nodes answers, without the walk of the values; one
     If output read by nothing and the walk is made, and that output goes."""
-    from seqlower.passes import dead_carried
-
-    walked: list[object] = []
-    original = dead_carried._Needed.walk
-
-    def counted(self: object, roots: list[ir.Value]) -> None:
-        walked.append(roots)
-        original(self, roots)
-
-    monkeypatch.setattr(dead_carried._Needed, "walk", counted)
     text = """
 agraph (int64 n, float[3] x, bool b) => (float[3] a_out, float[3] s) {
   yes = Constant <value = bool {1}> ()
