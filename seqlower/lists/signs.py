@@ -25,6 +25,7 @@ from collections.abc import Collection
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
+from seqlower.ops import peel_identity
 
 DEPTH = 8
 _SOURCES = {"Shape", "Size", "SequenceLength", "NonZero", "ArgMax", "ArgMin"}
@@ -94,7 +95,7 @@ def carried_counters(loop: ir.Node, values: StaticValues) -> list[ir.Value]:
         start = values.get(init) if init is not None else None
         if start is None or start.dtype.kind not in "iu" or start.ndim != 0 or start < 0:
             continue
-        node = _under_identities(update)
+        node = peel_identity(update).producer() if update is not None else None
         if node is None or node.op_type != "Add" or node.domain not in ("", "ai.onnx"):
             continue
         if len(node.inputs) != 2 or param not in node.inputs:
@@ -104,10 +105,3 @@ def carried_counters(loop: ir.Node, values: StaticValues) -> list[ir.Value]:
         if step is not None and step.dtype.kind in "iu" and step.ndim == 0 and step >= 0:
             counters.append(param)
     return counters
-
-
-def _under_identities(value: ir.Value | None) -> ir.Node | None:
-    node = value.producer() if value is not None else None
-    while node is not None and node.op_type == "Identity" and node.domain in ("", "ai.onnx"):
-        node = node.inputs[0].producer() if node.inputs[0] is not None else None
-    return node
