@@ -20,9 +20,13 @@ The analysis is an abstract interpretation of one iteration of the body over two
   `i + 1 <= dim` are proved: the per-sample slices of `x.split(1)` keep one shape.
 
 A dim that would mention a changing symbol is None. Loop-carried tensors start from the
-symbolic shape of their initial value (unknown dims of it are symbols too); an assumption that the
-body does not confirm (the carried output's shape is not the same tuple) is dropped and the body
-analysed again: a greatest fixpoint, sound by induction on the iterations.
+symbolic shape of their initial value (unknown dims of it are symbols too); where the body does
+not confirm the assumption (the carried output's shape is not the same tuple), the assumption is
+widened by `merge` (the dims on which both agree stay, the others become None; a different rank
+or an unknown output shape: None) and the body analysed again. Each step only adds Nones, so
+this ends; at the end every assumed dim holds after each iteration when it held before: sound by
+induction on the iterations. A carried value keeps one shape where its assumption is `fixed`
+(`invariant_carried`).
 
 The per-operator transfer functions live in `seqlower.analysis.shape_rules`.
 """
@@ -195,10 +199,14 @@ class LoopShapes:
                         self.elements.pop(value, None)
                     changed = True
             for index, (body_input, _) in enumerate(carried):
-                if self.assumed[body_input] is None or 1 + index >= len(self.body.outputs):
+                assumed = self.assumed[body_input]
+                if assumed is None or 1 + index >= len(self.body.outputs):
                     continue
-                if self.shape(self.body.outputs[1 + index]) != self.assumed[body_input]:
-                    self.assumed[body_input] = None
+                # widened, not dropped: the dims the body keeps stay (h: (T, 6), then (1, 6)
+                # in every later iteration, is (None, 6)); a change of rank drops it all
+                widened = merge(assumed, self.shape(self.body.outputs[1 + index]))
+                if widened != assumed:
+                    self.assumed[body_input] = widened
                     changed = True
 
     def _seed_grown(self, grown: Sequence[Collection[ir.Value]]) -> bool:
@@ -244,7 +252,7 @@ class LoopShapes:
 
     def invariant_carried(self) -> list[ir.Value]:
         """The loop-carried body inputs that keep the shape of their initial value."""
-        return [value for value, shape in self.assumed.items() if shape is not None]
+        return [value for value, shape in self.assumed.items() if fixed(shape)]
 
     def outer_shape(self, value: ir.Value) -> ShapeFact:
         """The symbolic shape of a value defined outside the body (fixed for the whole loop)."""
@@ -427,7 +435,7 @@ class LoopShapes:
             if value in self.counters:
                 self._contents[value] = (sym.add(sym.symbol(_ITER), self.counters[value]),)
             self._shapes[value] = self.assumed.get(value)
-            if self._shapes[value] is None:
+            if not fixed(self._shapes[value]):
                 self._reasons[value] = (
                     f"the loop-carried value '{value.name}' may change shape between iterations"
                 )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from support import (
+    assert_same_outputs,
     lower,
     lower_and_compare,
     op_counts,
@@ -310,7 +311,9 @@ def test_appends_that_change_shape_become_a_tensor_accumulator_instead():
 
 def test_a_carried_tensor_whose_shape_changes_is_not_stacked():
     """h starts [1, 3] and becomes [2, 3] by broadcasting after one iteration: appending the
-    carried h itself would give rows of two shapes, so the sequence stays."""
+    carried h itself gives elements of two shapes, so no scan output stacks them; the loop
+    analysis keeps h's rank and its 3 columns ([?, 3]), so the concatenation of the rows is
+    one tensor the loop grows (`loop-append-to-concat`)."""
     model = parse(
         """g (int64 m, float[2,3] y) => (float[?,3] cat) {
         t = Constant<value = bool {1}>()
@@ -326,11 +329,18 @@ def test_a_carried_tensor_whose_shape_changes_is_not_stacked():
     }"""
     )
     lowered, report = lower(model, tensor_lists=False)
-    assert "loop-carried value 'h_in' may change shape" in reasons(report, "SequenceEmpty")
-    feeds = {"m": np.array(3), "y": np.ones((2, 3), np.float32)}
-    (want,), (got,) = run_ort(model, feeds), run_ort(lowered, feeds)
+    assert report.rules_fired.get("loop-append-to-scan") is None
+    assert report.rules_fired["loop-append-to-concat"] == 1
+    assert sequence_op_count(lowered) == 0
+    y = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (want,), (got,) = (
+        run_ort(model, {"m": np.array(3), "y": y}),
+        run_ort(lowered, {"m": np.array(3), "y": y}),
+    )
     assert want.shape == (1 + 2 + 2, 3)
     np.testing.assert_array_equal(got, want)
+    for m in (1, 2, 4):  # (m = 0: the documented empty concatenation, docs/design.md)
+        assert_same_outputs(model, lowered, {"m": np.array(m), "y": y})
 
 
 @pytest.mark.parametrize("shape", ["float[4,2,3] x", "float[N,2,3] x"])

@@ -69,8 +69,43 @@ def test_a_growing_carried_tensor_is_not_invariant():
             out = Neg(h_out)""",
     )
     out = _value(shapes, "out")
-    assert shapes.shape(out) is None
+    assert shapes.shape(out) == (None,)  # its rank stays; its length grows
     assert shapes.reason(out) == "the loop-carried value 'h_in' may change shape between iterations"
+    assert shapes.invariant_carried() == []
+
+
+def test_a_carried_tensor_whose_rows_change_keeps_its_rank_and_columns():
+    """A decoder's state: h = emb(prompt) of shape [T, 6], then h = emb(token) of [1, 6] in
+    every later step: the assumption (T, 6) is widened to (None, 6), not dropped, so what is
+    computed from h keeps its static dims."""
+    shapes = _analyse(
+        inputs="float[T,6] x, float[6,4] w",
+        carried="x",
+        body="""axes = Constant<value = int64[1] {0}>()
+            h_out = ReduceSum<keepdims = 1>(h_in, axes)
+            out = MatMul(h_in, w)""",
+    )
+    h_in = shapes.body.inputs[2]
+    assert shapes.assumed[h_in] == (None, 6)
+    assert shapes.shape(_value(shapes, "out")) == (None, 4)
+    assert shapes.shape(_value(shapes, "h_out")) == (1, 6)
+    assert shapes.invariant_carried() == []  # its rows change: no one shape
+    assert not shapes.is_invariant(_value(shapes, "out"))
+    assert shapes.reason(_value(shapes, "out")) == (
+        "the loop-carried value 'h_in' may change shape between iterations"
+    )
+
+
+def test_a_carried_tensor_whose_rank_changes_has_no_shape():
+    shapes = _analyse(
+        inputs="float[T,6] x",
+        carried="x",
+        body="""axes = Constant<value = int64[1] {0}>()
+            h_out = Unsqueeze(h_in, axes)
+            out = Neg(h_in)""",
+    )
+    assert shapes.assumed[shapes.body.inputs[2]] is None
+    assert shapes.shape(_value(shapes, "out")) is None
     assert shapes.invariant_carried() == []
 
 
