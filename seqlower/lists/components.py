@@ -649,19 +649,63 @@ def _grows_in_lockstep(
     grown: _GrownLists,
 ) -> bool:
     """The induction step of `_lockstep_together` for one list. `grown.fixed` gets, by the
-    plan's id, the static dims every element of it has, where a loop proves them (else the
-    entry is left out: every dim may change)."""
+    plan's id, the static dims every element of it has: each maker of its elements (an
+    insert, a SequenceConstruct, an unbind; a model input, of unknown elements) records the
+    dims it proves (`_GrownLists.fix`), and a dim stays where all agree."""
     for value in plan.values:
         producer = value.producer()
-        if producer is None or producer.op_type != "SequenceInsert":
+        if producer is None:  # a model input's elements are not known; a body's come in
+            if bodies.owners_map.get(id(value.graph)) is None:
+                grown.fix(plan, None)
+            continue
+        if producer.op_type == "SequenceConstruct":
+            for x in producer.inputs:
+                grown.fix(plan, _inserted_dims(x, bodies))
+            continue
+        if producer.op_type == "SplitToSequence":  # an unbind (`_lockstep_makers`)
+            grown.fix(plan, _unbound_dims(producer, uniform, bodies, analyses))
+            continue
+        if producer.op_type != "SequenceInsert":
             continue
         if _empty_list(producer.inputs[0]):
+            grown.fix(plan, _inserted_dims(producer.inputs[1], bodies))
             continue
         loop = bodies.loop_around(producer.graph)
         if loop is None or not _grown_alike(loop, plan, uniform, bodies, analyses, grown):
             return False
     constructs = [v for v in plan.values if _made_by(v, "SequenceConstruct")]
     return _constructs_alike([v.producer() for v in constructs], uniform, bodies, analyses)  # type: ignore[misc]
+
+
+def _unbound_dims(
+    node: ir.Node,
+    uniform: frozenset[ir.Value],
+    bodies: _BodyShapes,
+    analyses: dict[int, LoopShapes],
+) -> tuple[Dim, ...] | None:
+    """The dims of the elements of an unbind `x.unbind(a)`: x's other dims; where x is a
+    scan output of a Loop unbound along its scan axis, the dims the loop analysis proves for
+    the value each iteration stacks fill those shape inference leaves unknown (the per-layer
+    keys of a cache, `h @ wk[layer]` of a carried h whose rows change: (?, 6))."""
+    dims, _ = _split_element_dims(node)
+    data = node.inputs[0]
+    loop = data.producer() if data is not None else None
+    if dims is None or loop is None or loop.op_type != "Loop" or loop.domain != "":
+        return dims
+    index = data.index()  # type: ignore[union-attr]
+    if index is None or index < len(loop.inputs) - 2:
+        return dims  # a carried output
+    if node.attributes.get_int("axis", 0) % (len(dims) + 1) != 0:
+        return dims
+    if id(loop) not in analyses:
+        analyses[id(loop)] = LoopShapes(
+            loop, StaticValues(), uniform=uniform, owners=bodies.owners_map
+        )
+    body = loop.attributes["body"].as_graph()
+    each = analyses[id(loop)].shape(body.outputs[1 + index])
+    if not isinstance(each, tuple) or len(each) != len(dims):
+        return dims
+    return tuple(p if d is None and type(p) is int else d for d, p in zip(dims, each))
 
 
 def _empty_list(value: ir.Value | None) -> bool:
@@ -707,17 +751,16 @@ def _grown_alike(
     shapes = [analysis.input_shape(x) for x in put]
     first = shapes[0]
     if isinstance(first, tuple) and not any(d is None or analysis.varies(d) for d in first):
-        return all(shape == first for shape in shapes)
+        if any(shape != first for shape in shapes):
+            return False
+        grown.fix(plan, first)
+        return True
     # what is put in may depend on what the list holds (a cache the loop's state reads):
     # assume the list holds what the body puts in, in every iteration, and confirm it
     shape = grown.shape(loop, inside)
     if shape is None:
         return False
-    # the static dims of the one shape (a dim of one lets the list axis take its place)
-    static = tuple(d if type(d) is int else None for d in shape)
-    if id(plan) in grown.fixed:  # another loop grows it too: the dims both prove
-        static = tuple(a if a == b else None for a, b in zip(grown.fixed[id(plan)], static))
-    grown.fixed[id(plan)] = static
+    grown.fix(plan, shape)
     return True
 
 
@@ -795,6 +838,19 @@ class _GrownLists:
                 grown=groups,
             )
         return self._analyses[id(loop)].grown_shapes.get(inside[0])
+
+    def fix(self, plan: ListPlan, shape: ShapeFact | tuple[Dim, ...]) -> None:
+        """Record that some elements of `plan` have `shape` (None: not even its rank is
+        known): its static dims stay where every shape recorded has the same (a dim of one
+        lets the list axis take its place)."""
+        assert plan.rank is not None
+        if isinstance(shape, tuple) and len(shape) == plan.rank:
+            static = tuple(d if type(d) is int else None for d in shape)
+        else:
+            static = (None,) * plan.rank
+        if id(plan) in self.fixed:  # other elements: the dims both have
+            static = tuple(a if a == b else None for a, b in zip(self.fixed[id(plan)], static))
+        self.fixed[id(plan)] = static
 
 
 def _cuts_axis_0(node: ir.Node) -> bool:
