@@ -59,7 +59,9 @@ def _loop(cond_keepdims: int, body_cond_shape, trip_shape=()) -> onnx.ModelProto
         ],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
     )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8  # what the oldest supported onnxruntime loads
+    return model
 
 
 def _feeds(trip_shape=()) -> dict[str, np.ndarray]:
@@ -161,6 +163,7 @@ def _carried_list(output_typed: bool) -> ir.Model:
         + ([helper.make_value_info("s", seq)] if output_typed else []),
     )
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    proto.ir_version = 8
     return ir.from_proto(proto)
 
 
