@@ -166,10 +166,11 @@ class Session:
         self._compared = 0
         self._searching = True
         # failing trials judged before the specification could be (`settle`): the position of
-        # the result, its feeds and both outcomes and probes; and each failing trial's
-        # reproduction, by the position of its result
+        # the result, its feeds and both outcomes and probes; and the reproduction of each of
+        # them and of the first failing trial judged for good, by the position of its result
         self._undecided: list[tuple[int, Feeds, RunOutcome, RunOutcome, dict]] = []
         self._reproductions: dict[int, Reproduction] = {}
+        self._failed_for_good = False
 
     # -- the trials ---------------------------------------------------------------------------
 
@@ -325,15 +326,18 @@ class Session:
                 result = _unstable(result)
             compared = compared or result.compared
             self.results.append(result)
-            if result.status in _FAILING:
+            judge = self._specification
+            undecided = against is first and judge is not None and judge.undecided
+            if result.status in _FAILING and (undecided or not self._failed_for_good):
                 position = len(self.results) - 1
                 self._reproductions[position] = Reproduction(
                     index, dict(feeds), against.outputs, tuple(feedable_inputs(self._model))
                 )
                 self.reproduction = self.reproduction or self._reproductions[position]
-                judge = self._specification
-                if against is first and judge is not None and judge.undecided:
+                if undecided:
                     self._undecided.append((position, feeds, first, second, probe_values))
+                else:
+                    self._failed_for_good = True
         if compared and first.outputs is not None:
             self._compared += 1
             self.coverage.record(probe_values)
