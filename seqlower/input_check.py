@@ -13,7 +13,8 @@ initializer disappears. So the model is checked as the protobuf that was parsed:
 3. what onnx_ir cannot represent (sparse tensors) is refused by name;
 4. names and doc strings must be UTF-8 (`check_input_text`, on the IR once it is built);
 5. a ConcatFromSequence whose elements' known sizes cannot be joined, a split by a negative
-   constant size, an axis out of range (`static_errors`);
+   constant size, an axis out of range (`static_errors`); a Loop whose condition has another
+   rank than its body declares for it, which onnxruntime refuses to load (`loop_condition`);
 6. model-local functions calling each other so often that inlining them (as inference does)
    would make far more nodes than the file holds is refused before inference
    (`inlined_size`; a `ModelInputError`: the model may be valid, seqlower does not read it).
@@ -41,6 +42,7 @@ from google.protobuf.message import Message
 from seqlower.errors import InvalidModelError, ModelInputError
 from seqlower.inlined_size import too_many_inlined
 from seqlower.keepdims_corner import may_be_corner, squeeze_keepdims_corners
+from seqlower.loop_condition import loop_condition_problem
 from seqlower.ops import graph_nodes, iter_all_graphs
 from seqlower.passes.chunked_inference import SMALL_INITIALIZER_BYTES
 from seqlower.passes.data_prop_bound import long_shape_read
@@ -125,7 +127,7 @@ def check_input_proto(
     # and inference types initializers only where they are inputs)
     if weights:
         values = {name: value for name, value in values.items() if name not in weights}
-    problem = static_problem(proto.graph, values)
+    problem = static_problem(proto.graph, values) or loop_condition_problem(proto.graph, values)
     if problem is not None:
         raise InvalidModelError(f"{where}: the input model itself is invalid: {problem}")
 

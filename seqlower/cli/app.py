@@ -68,6 +68,7 @@ from seqlower.cli.verify_options import (
 )
 from seqlower.cli.verify_step import verify_lowered, with_verification
 from seqlower.errors import BUG_REPORT, InternalError, InvalidModelError, SeqlowerError
+from seqlower.input_check import errors_held
 from seqlower.io import load_model, load_model_and_files, same_file, save_model
 from seqlower.options import Options
 from seqlower.pipeline import collector_relaxed, lower_in_place
@@ -78,6 +79,7 @@ from seqlower.rules import default_rules
 from seqlower.run_shapes import failing_node, invalid_as_run
 from seqlower.runtime_check import fails_in_onnxruntime
 from seqlower.strict_inference import check_fully
+from seqlower.subgraph_declarations import forget_subgraph_output_shapes
 from seqlower.verification.check import DEFAULT_TIME_BUDGET, DEFAULT_TRIALS
 from seqlower.verification.runner import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT
 
@@ -479,20 +481,29 @@ def _check_output(model: ir.Model) -> onnx.ModelProto | None:
     lowered model; large weights (perhaps external) are left out of the serialized copy: they
     are read, not changed, by seqlower. Returns that copy when it is the model as saved (its
     main graph holds no initializer: none was made an input or left out), so that the save
-    does not serialize the model again (100,000 graph outputs: a second or so); else None."""
+    does not serialize the model again (100,000 graph outputs: a second or so); else None.
+    Where the check fails only on what the input check tolerates (a declared shape inference
+    contradicts), the shapes the subgraphs' outputs declare are dropped and the model checked
+    again (`seqlower.subgraph_declarations`)."""
     try:
-        if model.graph.initializers:
-            _c_api_utils.call_onnx_api(check_fully, model)
-            return None
-        # what `call_onnx_api` checks when there is no initializer to move: the model as is
-        proto = ir.to_proto(model)
-        check_fully(proto)
-        return proto
+        return _checked(model)
     except Exception as error:
+        if not errors_held(str(error)) and forget_subgraph_output_shapes(model):
+            return _check_output(model)  # once: no subgraph output declares a shape now
         raise InternalError(
             f"internal error: the lowered model fails the ONNX checker ({_one_line(error)}); "
             "nothing written"
         ) from None
+
+
+def _checked(model: ir.Model) -> onnx.ModelProto | None:
+    if model.graph.initializers:
+        _c_api_utils.call_onnx_api(check_fully, model)
+        return None
+    # what `call_onnx_api` checks when there is no initializer to move: the model as is
+    proto = ir.to_proto(model)
+    check_fully(proto)
+    return proto
 
 
 def _blame(

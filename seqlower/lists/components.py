@@ -292,9 +292,11 @@ def _connect(node: ir.Node, sets: _UnionFind) -> None:
     if op in ("Identity", "SequenceInsert", "SequenceErase") and is_sequence_value(node.outputs[0]):
         sets.union(node.outputs[0], node.inputs[0])
     elif op == "Loop":
+        # a carried list whose output inference left untyped (a Loop it could not type) is
+        # joined too, by its initial value: `_blocker` keeps it, the body with it
         body = node.attributes["body"].as_graph()
         for k, output in enumerate(node.outputs[: len(node.inputs) - 2]):
-            if not is_sequence_value(output):
+            if not (is_sequence_value(output) or is_sequence_value(node.inputs[2 + k])):
                 continue
             sets.union(output, node.inputs[2 + k])
             sets.union(output, body.inputs[2 + k])
@@ -314,6 +316,11 @@ def _blocker(values: list[ir.Value], main: ir.Graph, opset: int) -> str | None:
             return f"'{value.name}' is a sequence-typed model input (the interface is kept)"
     for value in values:
         producer = value.producer()
+        if producer is not None and producer.op_type == "Loop" and not is_sequence_value(value):
+            return (
+                f"{_describe(producer)} carries it, but its output '{value.name}' has no "
+                "sequence type (ONNX inference could not type the Loop)"
+            )
         if producer is not None and (producer.domain != "" or producer.op_type not in _PRODUCERS):
             return f"it is made by {_describe(producer)}, which has no tensor form"
         if producer is not None and producer.op_type == "SplitToSequence":

@@ -230,6 +230,7 @@ def verify(
                 )
         else:
             session.run_supplied(supplied)
+        session.settle()
     settings: dict[str, Any] = {
         "trials": len({trial.index for trial in session.results}),
         "seed": seed,

@@ -165,6 +165,12 @@ class Session:
         self._hashes: dict[str, set[str]] = {name: set() for name in names}
         self._compared = 0
         self._searching = True
+        # failing trials judged before the specification could be (`settle`): the position of
+        # the result, its feeds and both outcomes and probes; and the reproduction of each of
+        # them and of the first failing trial judged for good, by the position of its result
+        self._undecided: list[tuple[int, Feeds, RunOutcome, RunOutcome, dict]] = []
+        self._reproductions: dict[int, Reproduction] = {}
+        self._failed_for_good = False
 
     # -- the trials ---------------------------------------------------------------------------
 
@@ -230,6 +236,24 @@ class Session:
         return tuple(
             name for name in self._names if name in self._nonempty and len(self._hashes[name]) == 1
         )
+
+    def settle(self) -> None:
+        """Judge again, once the trials are run, each failing trial judged before the
+        specification could be (its evaluator is trusted only after a trial both models ran
+        alike, which may come later: trial 0 of an empty misfit that onnxruntime joins); the
+        reproduction is then the first trial still failing."""
+        judge = self._specification
+        if not self._undecided or judge is None or judge.undecided:
+            return
+        for position, feeds, first, second, probes in self._undecided:
+            before = self.results[position]
+            after = self._judged(before, feeds, first, second, probes)
+            if after.status not in _FAILING:
+                self.results[position] = after
+                self._reproductions.pop(position, None)
+        self._undecided.clear()
+        failing = sorted(self._reproductions)
+        self.reproduction = self._reproductions[failing[0]] if failing else None
 
     # -- one trial ----------------------------------------------------------------------------
 
@@ -302,10 +326,18 @@ class Session:
                 result = _unstable(result)
             compared = compared or result.compared
             self.results.append(result)
-            if self.reproduction is None and result.status in _FAILING:
-                self.reproduction = Reproduction(
+            judge = self._specification
+            undecided = against is first and judge is not None and judge.undecided
+            if result.status in _FAILING and (undecided or not self._failed_for_good):
+                position = len(self.results) - 1
+                self._reproductions[position] = Reproduction(
                     index, dict(feeds), against.outputs, tuple(feedable_inputs(self._model))
                 )
+                self.reproduction = self.reproduction or self._reproductions[position]
+                if undecided:
+                    self._undecided.append((position, feeds, first, second, probe_values))
+                else:
+                    self._failed_for_good = True
         if compared and first.outputs is not None:
             self._compared += 1
             self.coverage.record(probe_values)

@@ -24,11 +24,13 @@ still shows it and the original holds its operator (a NaN in the inputs too, for
 right everywhere either (its SequenceInsert at position n, the length, inserts at 0), which is
 why it is asked only about those departures, and trusted only once it agreed with onnxruntime
 on the original in a trial both models ran (`witness`): an evaluator that cannot run the model
-at all must not excuse a candidate. `excuse(feeds)` gives its error when it fails on the
-original too (None otherwise: the candidate's failure is a difference), and `sides_with(feeds,
-outputs)` says whether it computes the candidate's outputs from the original (within the same
-tolerances), and `rejects(feeds)` gives its error when it rejects the original's concatenation of
-a misfit (None otherwise: differing values are a difference).
+at all must not excuse a candidate. A trial judged before any trial could vouch for it
+(`undecided`) is judged again once all have run, so the order of the trials does not matter.
+`excuse(feeds)` gives its error when it fails on the original too (None otherwise: the
+candidate's failure is a difference), and `sides_with(feeds, outputs)` says whether it computes
+the candidate's outputs from the original (within the same tolerances), and `rejects(feeds)`
+gives its error when it rejects the original's concatenation of a misfit (None otherwise:
+differing values are a difference).
 
     judge = SpecificationJudge(lambda: ReferenceRunner(original), ops={"SplitToSequence"})
     judge.witness(feeds_of_an_ok_trial, onnxruntime_outputs_of_the_original)
@@ -108,6 +110,13 @@ class SpecificationJudge:
         self._rtol, self._atol = rtol, atol
         self._witness: tuple[Feeds, Mapping[str, RuntimeValue]] | None = None
         self._trusted: bool | None = None  # decided once, on the witness
+
+    @property
+    def undecided(self) -> bool:
+        """True while a departure may explain a trial but no trial has shown yet whether the
+        evaluator is trusted (no witness): a failure or difference judged now may be settled
+        once one has (`seqlower.verification.session` judges it again at the end)."""
+        return bool(self._shows) and self._trusted is None and self._witness is None
 
     def witness(self, feeds: Feeds, outputs: Mapping[str, RuntimeValue]) -> None:
         """Remember the first trial where onnxruntime ran the original and the candidate agreed
