@@ -372,10 +372,14 @@ class ListForms:
     def table(self, s: TensorList) -> Table:
         """The table of s for the current reader: one built before in its graph or a graph
         around it, up to the list's; else built where `table_placement` says (in the list's
-        graph, or in the If branch below it that holds every reader: a path of the program
-        that reads nothing of the list, a `continue`, then builds nothing)."""
+        graph, or, for the starts and ends of elements that differ in size, in the If branch
+        below it that holds every reader: a path of the program that reads nothing of the
+        list, a `continue`, then builds nothing)."""
         tables = self._tables.setdefault(s.key, {})
-        if self._table_placement is None:
+        if self._table_placement is None or s.layout.kind == "stacked":
+            # a stacked list's table is its length alone, one Shape: where it is read in a
+            # branch, the passes after the tier move it there, or fold a branch that only
+            # compares it into an And of both sides (which one in the branch would keep an If)
             b, graphs = self._placement(s), None
         else:
             b, graphs = self._table_placement(s)
