@@ -43,9 +43,9 @@ from seqlower.rewriter import Builder, Rewriter
 # node (of that graph) that holds the current reader.
 Placement = Callable[[TensorList], Builder]
 # Where a table may go instead, in a branch below that graph that holds the current reader: the
-# builder, and the ids of the graphs from its graph up to the list's (a table built in any of
-# them serves the reader)
-TablePlacement = Callable[[TensorList], tuple[Builder, tuple[int, ...]]]
+# ids of the graphs whose tables serve the reader (up to the list's), and a builder where one
+# is to be built (made only when none of them has one)
+TablePlacement = Callable[[TensorList], tuple[tuple[int, ...], Callable[[], Builder]]]
 
 _EMITTERS = {"flat": flat, "ragged": ragged, "stacked": stacked, "unranked": unranked}
 
@@ -380,12 +380,14 @@ class ListForms:
             # a stacked list's table is its length alone, one Shape: where it is read in a
             # branch, the passes after the tier move it there, or fold a branch that only
             # compares it into an And of both sides (which one in the branch would keep an If)
-            b, graphs = self._placement(s), None
+            b = self._placement(s)
+            graphs, make = (id(b.graph),), lambda: b
         else:
-            b, graphs = self._table_placement(s)
-        for graph in graphs or (id(b.graph),):
+            graphs, make = self._table_placement(s)
+        for graph in graphs:
             if graph in tables:
                 return tables[graph]
+        b = make()
         table = tables[id(b.graph)] = _EMITTERS[s.layout.kind].table(b, s)
         self._table_builders[id(table)] = b
         return table
