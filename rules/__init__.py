@@ -19,6 +19,7 @@ from seqlower.rules import (
     loop_break,
     loop_chunks,
     loop_concat,
+    loop_copy,
     loop_fusion,
     loop_induction,
     loop_last_element,
@@ -58,6 +59,7 @@ def default_rules() -> RuleSet:
         + while_length.RULES  # `while len(out) < n: out.append(x)`: a counted loop
         + loop_break.RULES  # a loop that may stop early: its count first
         + loop_reverse_erase.RULES  # `del xs[k]` from the end where a condition holds: a filter
+        + loop_copy.RULES  # `[s for s in xs]`: the list xs itself
         + loop_batching.RULES
         + loop_chunks.RULES  # chunks of any sizes, mapped elementwise
         + loops.RULES

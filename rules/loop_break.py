@@ -12,6 +12,10 @@ below B, also those past the stop, so it may hold only operators that fail on no
 (`seqlower.batching.branches.never_fails`); an If output that is a constant in each branch
 (`if stop: break`, as TorchScript writes it) is its condition or Not(it). Without a
 `Less(i + 1, X)` conjunct the trip count M bounds the batch and must not be the largest int64.
+A conjunct that is statically true stops nothing and is left out (TorchScript's `for xi, x in
+enumerate(t)` with a `continue` in the body ends its condition with `and True`); where only the
+range is left, nothing is batched: N = Where(c0, B, 0). A range alone, as written, is refused
+(left to the rules that read `Less(i + 1, X)` as they are).
 
 The same rewrite prepares the loop for `loop-batch`:
 
@@ -127,18 +131,22 @@ def _check_break(node: ir.Node, ctx: Context) -> BreakPlan | Refusal:
     counted = {body.inputs[2 + k] for k, _ in counters}
     indices = {body.inputs[0], *(body.inputs[2 + k] for k, start in counters if start == 0)}
     bounds, flags = [], []
+    constant = False
     flips: list[tuple[ir.Value, ir.Value, bool]] = []
     for part in _conjuncts(body.outputs[0], body):
         bound = _range_bound(part, body, indices, ctx)
         if bound is not None:
             bounds.append(bound)
             continue
+        if static_bool(part, ctx.facts.values) is True:
+            constant = True  # `and True` stops nothing: TorchScript's `continue` leaves one
+            continue
         flipped = _flip(part, body, ctx)
         if flipped is not None:
             flips.append((part, *flipped))
             part = flipped[0]
         flags.append(part)
-    if not flags:
+    if not flags and not (constant and bounds):
         return Refusal("the loop ends early only by its range")
     limit = ctx.facts.static_int(count)
     if not bounds and (limit is None or limit >= _LARGEST):
@@ -184,6 +192,33 @@ def _rewrite_break(node: ir.Node, plan: BreakPlan, ctx: Context) -> None:
     if not plan.bounds:  # a negative trip count runs nothing
         bound = b.op("Max", [bound, zero], name="bound")
     bound.type, bound.shape = int64, ir.Shape([])
+    # with no flag left (the other conjuncts are true), only the range ends it: B iterations
+    runs = _leading_runs(node, plan, b, (bound, zero, one), ctx) if plan.flags else bound
+    trip = b.op("Where", [scalar(c0), runs, zero], name="trip_count")
+    trip.type, trip.shape = int64, ir.Shape([])
+    node.replace_input_with(0, trip)
+    node.replace_input_with(1, b.constant(np.array(True), "true"))
+    anchor = body[0] if len(body) else None
+    assert anchor is not None
+    keep_going = ctx.rewriter.before(anchor).op("Identity", [body.inputs[1]], name="continue")
+    keep_going.type, keep_going.shape = ir.TensorType(ir.DataType.BOOL), ir.Shape([])
+    body.outputs[0] = keep_going
+    for k, start in plan.counters:  # read as the iteration number from now on
+        counter = _plus(ctx.rewriter.before(body[0]), body.inputs[0], start)
+        ctx.rewriter.replace(body.inputs[2 + k], counter)
+    stops = {v.producer() for v, _, _ in plan.flips}
+    for append in [a for a in _appends(node) if a.branch_if in stops]:
+        _rewrite_append(node, append, ctx)
+
+
+def _leading_runs(  # type: ignore[no-untyped-def]
+    node: ir.Node, plan: BreakPlan, b, values: tuple[ir.Value, ir.Value, ir.Value], ctx: Context
+) -> ir.Value:
+    """Min(B, L + 1): L how many of the flags f'(Range(0, B)) (batched) lead before the first
+    false; the iteration that finds it false runs too."""
+    body = _body(node)
+    int64 = ir.TensorType(ir.DataType.INT64)
+    bound, zero, one = values  # B and the constants 0 and 1
     numbers = b.op("Range", [zero, bound, one], name="iteration_numbers")
     numbers.type, numbers.shape = int64, ir.Shape([None])
     seeds = {body.inputs[0]: Operand(True, ir.Shape([]))}
@@ -210,22 +245,9 @@ def _rewrite_break(node: ir.Node, plan: BreakPlan, ctx: Context) -> None:
     leading = b.op("Cast", [b.op("Equal", [before, zero])], {"to": int(ir.DataType.INT64)})
     ran = b.op("ReduceSum", [leading, b.ints([0], "axis")], {"keepdims": 0}, name="leading")
     runs = b.op("Min", [bound, b.op("Add", [ran, one])], name="runs")
-    trip = b.op("Where", [scalar(c0), runs, zero], name="trip_count")
-    for value in (ran, runs, trip):
+    for value in (ran, runs):
         value.type, value.shape = int64, ir.Shape([])
-    node.replace_input_with(0, trip)
-    node.replace_input_with(1, b.constant(np.array(True), "true"))
-    anchor = body[0] if len(body) else None
-    assert anchor is not None
-    keep_going = ctx.rewriter.before(anchor).op("Identity", [body.inputs[1]], name="continue")
-    keep_going.type, keep_going.shape = ir.TensorType(ir.DataType.BOOL), ir.Shape([])
-    body.outputs[0] = keep_going
-    for k, start in plan.counters:  # read as the iteration number from now on
-        counter = _plus(ctx.rewriter.before(body[0]), body.inputs[0], start)
-        ctx.rewriter.replace(body.inputs[2 + k], counter)
-    stops = {v.producer() for v, _, _ in plan.flips}
-    for append in [a for a in _appends(node) if a.branch_if in stops]:
-        _rewrite_append(node, append, ctx)
+    return runs
 
 
 def _plus(b, value: ir.Value, start: int) -> ir.Value:  # type: ignore[no-untyped-def]

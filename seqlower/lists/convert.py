@@ -14,7 +14,7 @@ from __future__ import annotations
 __all__ = ["ListsLowered", "lower_lists"]
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import onnx_ir as ir
 
@@ -106,7 +106,9 @@ class _Converter:
         self.owners: dict[int, ir.Node] = {}
         self.current: ir.Node | None = None
         opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 1))
-        self.forms = ListForms(rewriter, self._table_builder, StaticValues(opset))
+        self.forms = ListForms(
+            rewriter, self._table_builder, StaticValues(opset), self._table_place
+        )
 
     def run(self) -> None:
         graphs = [self.model.graph]
@@ -340,6 +342,51 @@ class _Converter:
         while anchor.graph is not graph:
             anchor = self.owners[id(anchor.graph)]
         return self.rewriter.before(anchor)
+
+    def _table_place(self, flat: TensorList) -> tuple[tuple[int, ...], Callable[[], Builder]]:
+        """Where the table of `flat` may be for the node being converted, and where to build
+        it. The ids of the graphs from the deepest one around that node reached from the list's
+        graph through If branches only (never into a Loop body, where it would run every
+        iteration) up to the list's graph: a table made earlier in any of them serves. The
+        builder (made only when none does, so the readers are walked once per table, not per
+        read): in the deepest of those branches that holds every reader of the list still to
+        convert (an Identity passes it on and needs none), so that a path that reads nothing of
+        the list (`continue`) builds no table; else as `_table_builder`."""
+        producer = flat.data.producer()
+        graph = producer.graph if producer is not None else flat.data.graph
+        assert self.current is not None
+        path = [self.current]  # the node, then the nodes that hold it, up to the list's graph
+        while path[-1].graph is not graph:
+            path.append(self.owners[id(path[-1].graph)])
+        deepest = len(path) - 1
+        while deepest > 0 and path[deepest].op_type == "If" and path[deepest].domain == "":
+            deepest -= 1
+        graphs = tuple(id(path[k].graph) for k in range(deepest, len(path)))
+
+        def builder() -> Builder:
+            readers = [
+                use.node
+                for value in self.by_data.get(id(flat.data), [])
+                for use in value.uses()
+                if use.node.op_type != "Identity"
+            ]
+            chosen = len(path) - 1
+            while chosen > deepest:
+                branch = path[chosen - 1].graph
+                if branch is None or not all(self._inside(r, branch) for r in readers):
+                    break
+                chosen -= 1
+            return self.rewriter.before(path[chosen])
+
+        return graphs, builder
+
+    def _inside(self, node: ir.Node, graph: ir.Graph) -> bool:
+        """Whether `node` is in `graph` or in a graph nested in it."""
+        inner = node.graph
+        while inner is not None and inner is not graph:
+            owner = self.owners.get(id(inner))
+            inner = None if owner is None else owner.graph
+        return inner is graph
 
     # -- control flow --------------------------------------------------------------------
 

@@ -42,6 +42,10 @@ from seqlower.rewriter import Builder, Rewriter
 # Where to emit the table of a list: a builder in the graph that defines it, placed before the
 # node (of that graph) that holds the current reader.
 Placement = Callable[[TensorList], Builder]
+# Where a table may go instead, in a branch below that graph that holds the current reader: the
+# ids of the graphs whose tables serve the reader (up to the list's), and a builder where one
+# is to be built (made only when none of them has one)
+TablePlacement = Callable[[TensorList], tuple[tuple[int, ...], Callable[[], Builder]]]
 
 _EMITTERS = {"flat": flat, "ragged": ragged, "stacked": stacked, "unranked": unranked}
 
@@ -50,7 +54,13 @@ class ListForms:
     """Emits the tensor form of each sequence operator. `placement(s)` gives a builder in the
     graph where `s` is defined, before the current reader (or the node holding it)."""
 
-    def __init__(self, rewriter: Rewriter, placement: Placement, values: StaticValues) -> None:
+    def __init__(
+        self,
+        rewriter: Rewriter,
+        placement: Placement,
+        values: StaticValues,
+        table_placement: TablePlacement | None = None,
+    ) -> None:
         self.rewriter = rewriter
         self.values = values  # static positions and chunk sizes
         # the iteration numbers of Loop bodies (ids): positions made from them are never
@@ -65,7 +75,10 @@ class ListForms:
         # the ids of the graphs within a Loop body (by the body's id), for `bounds`
         self._within: dict[int, set[int]] = {}
         self._placement = placement
-        self._tables: dict[tuple, Table] = {}  # by `TensorList.key`
+        self._table_placement = table_placement
+        # by `TensorList.key` and the id of the graph each is built in
+        self._tables: dict[tuple, dict[int, Table]] = {}
+        self._table_builders: dict[int, Builder] = {}  # by the id of the table: where it is
         # elements read from a stacked list at a position known to be in range (ids): the
         # list's data and the position
         self._rows: dict[int, tuple[ir.Value, int]] = {}
@@ -148,8 +161,7 @@ class ListForms:
             return False
         if self.measured.get(id(length)) == s.key:
             return True
-        table = self._tables.get(s.key)
-        if table is not None and length is table.n:
+        if any(length is table.n for table in self._tables.get(s.key, {}).values()):
             return True
         return s.layout.list_axis == 0 and _dim0_of(length, s.data, self.values)
 
@@ -179,7 +191,7 @@ class ListForms:
             # Reshape of p shared by the lists read at p)
             columns = self._columns.get(id(starts))
             if columns is None:
-                at = self._placement(s)
+                at = self._builder_of(s)
                 columns = tuple(at.unsqueeze(v, [1]) for v in (starts, ends))
                 self._columns[id(starts)] = columns
             starts, ends = columns
@@ -358,19 +370,42 @@ class ListForms:
     # -- shared --------------------------------------------------------------------------
 
     def table(self, s: TensorList) -> Table:
-        key = s.key
-        table = self._tables.get(key)
-        if table is None:
+        """The table of s for the current reader: one built before in its graph or a graph
+        around it, up to the list's; else built where `table_placement` says (in the list's
+        graph, or, for the starts and ends of elements that differ in size, in the If branch
+        below it that holds every reader: a path of the program that reads nothing of the
+        list, a `continue`, then builds nothing)."""
+        tables = self._tables.setdefault(s.key, {})
+        if self._table_placement is None or s.layout.kind == "stacked":
+            # a stacked list's table is its length alone, one Shape: where it is read in a
+            # branch, the passes after the tier move it there, or fold a branch that only
+            # compares it into an And of both sides (which one in the branch would keep an If)
             b = self._placement(s)
-            table = self._tables[key] = _EMITTERS[s.layout.kind].table(b, s)
+            graphs, make = (id(b.graph),), lambda: b
+        else:
+            graphs, make = self._table_placement(s)
+        for graph in graphs:
+            if graph in tables:
+                return tables[graph]
+        b = make()
+        table = tables[id(b.graph)] = _EMITTERS[s.layout.kind].table(b, s)
+        self._table_builders[id(table)] = b
         return table
+
+    def _builder_of(self, s: TensorList) -> Builder:
+        """A builder in the graph of the table of s (for the current reader): what is made
+        once with the table goes beside it; before the current reader's node where that is in
+        the list's graph (`placement`), else where the table was made (a branch)."""
+        made = self._table_builders[id(self.table(s))]
+        here = self._placement(s)
+        return here if here.graph is made.graph else made
 
     def positions(self, s: TensorList) -> ir.Value:
         """Range(0, n), built once with the table: Gather(positions, p) is p made >= 0, and
         fails outside [-n, n-1] as SequenceAt does."""
         table = self.table(s)
         if table.positions is None:
-            b = self._placement(s)
+            b = self._builder_of(s)
             zero, one = scalar_int(b, 0, "zero"), scalar_int(b, 1, "one")
             table.positions = b.op("Range", [zero, table.n, one], name="positions")
         return table.positions

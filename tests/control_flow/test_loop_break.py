@@ -271,3 +271,66 @@ def test_whole_elements_of_rank_two_appended_until_a_stop(axis, steps, lengths):
     lowered = assert_batched(model)
     assert op_counts(lowered)["ScatterND"] == 3  # two values, the rows' mask of `data`
     assert_same_outputs(model, lowered, feeds(steps, lengths))
+
+
+# for t, v in enumerate(y[:n]) as TorchScript writes it, with the `and True` a `continue`
+# leaves in the condition: c' = And(Less(t + 1, n), true) (the list starts with -1: no iteration
+# gives a result too)
+RANGE_AND_TRUE = """g (float[N] y, int64 n) => (float[?] out) {
+    zero = Constant<value = int64 {0}>()
+    big = Constant<value = int64 {9223372036854775807}>()
+    c0 = Greater(n, zero)
+    head = Constant<value = float[1] {-1}>()
+    start = SequenceConstruct(head)
+    last, acc = Loop(big, c0, zero, start) <body = body (int64 it, bool c, int64 t,
+            seq(float) s) => (bool c2, int64 t2, seq(float) s2) {
+        v = Gather(y, t)
+        axes = Constant<value = int64[1] {0}>()
+        u = Unsqueeze(v, axes)
+        s2 = SequenceInsert(s, u)
+        one = Constant<value = int64 {1}>()
+        t2 = Add(t, one)
+        more = Less(t2, n)
+        yes = Constant<value = bool {1}>()
+        c2 = And(more, yes)
+    }>
+    out = ConcatFromSequence<axis = 0>(acc)
+}"""
+
+
+@pytest.mark.parametrize("n", [3, 1, 5])
+def test_a_true_conjunct_leaves_the_range_alone_to_count(n):
+    model = parse(RANGE_AND_TRUE, opset=17)
+    lowered, report = lower(model)
+    assert report.rules_fired.get("loop-break-count") == 1, report.rules_fired
+    ops = op_counts(lowered)
+    assert "CumSum" not in ops and "ReduceSum" not in ops, ops  # no flags batched to count
+    y = RNG.standard_normal(5).astype(np.float32)
+    (out,) = assert_same_outputs(model, lowered, {"y": y, "n": np.array(n, np.int64)})
+    np.testing.assert_array_equal(out, np.concatenate([[-1], y[:n]]).astype(np.float32))
+
+
+@pytest.mark.parametrize("n", [0, -2, 7])
+def test_a_true_conjunct_no_iteration_and_past_the_end(n):
+    """n <= 0: c0 is false, no iteration runs, both give the list's first element; n past the
+    end of y: both fail at the read."""
+    model = parse(RANGE_AND_TRUE, opset=17)
+    lowered, _ = lower(model)
+    feeds = {"y": RNG.standard_normal(5).astype(np.float32), "n": np.array(n, np.int64)}
+    want, got = (_outcome(m, feeds) for m in (model, lowered))
+    assert want[0] == ("fails" if n > 5 else "ok"), want
+    assert want[0] == got[0], (want, got)
+    if want[0] == "ok":
+        np.testing.assert_array_equal(got[1], want[1])
+
+
+def _outcome(model, feeds):
+    try:
+        return "ok", run_ort(model, feeds)[0]
+    except Exception:  # onnxruntime's failure, compared between the two models
+        return "fails", None
+
+
+def test_refuses_a_range_alone_as_before():
+    text = RANGE_AND_TRUE.replace("c2 = And(more, yes)", "c2 = Identity(more)")
+    assert "ends early only by its range" in _refusal(text, loop_break._check_break)

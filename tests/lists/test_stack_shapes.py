@@ -113,10 +113,10 @@ def _body(model) -> onnx.GraphProto:  # type: ignore[no-untyped-def]
 
 def test_what_one_branch_reads_runs_in_that_branch():
     """The buffer's length decides the shift only: its Shape runs in the branch that shifts
-    (sink-into-branch), not on every iteration; the stack's length decides the If itself."""
+    (the list's table is built there, as every reader of the buffer is in that branch; else
+    sink-into-branch moves it), not on every iteration; the stack's length decides the If."""
     model = parse(_spinn())
-    lowered, report = lower(model)
-    assert report.rules_fired.get("sink-into-branch", 0) >= 1
+    lowered, _ = lower(model)
     assert [node.op_type for node in _body(lowered).node].count("Shape") == 1
     feeds = _feeds([0, 0, 1, 0, 1])
     assert_same_outputs(model, lowered, feeds)
