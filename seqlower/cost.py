@@ -20,7 +20,11 @@ added in the same unit, `BYTES_PER_LAUNCH` bytes read or written costing one lau
   iteration keeps its length: `seqlower.analysis.static_lengths`; a Scan over Range(start,
   limit, delta) of static scalars, what a Loop of static trip count becomes for onnxruntime), or
   `DYNAMIC_COUNT` when it is known only at run time (`NESTED_DYNAMIC_COUNT` for a loop inside a
-  loop body: two nested loops of run-time count are not 256 iterations);
+  loop body: two nested loops of run-time count are not 256 iterations); `node_costs(...,
+  trip_count=SMALL_COUNT)` is the same estimate on small inputs, a loop of run-time count run
+  once (a loop over the images of a batch of one), which `seqlower.speed_first` weighs beside
+  it: one guess of the count decides between a form with a fixed cost and one that costs per
+  iteration by that guess alone (docs/performance.md, "A loop's trip count");
 - a Loop or Scan body that reads a sequence defined outside it (and a SequenceMap, whose expansion
   does) runs every one of its nodes slower in onnxruntime: `OUTER_LIST_LAUNCHES` more per node
   and iteration, counted on the first node that reads one (onnxruntime 1.32, one thread: 30 Adds
