@@ -22,7 +22,7 @@ added in the same unit, `BYTES_PER_LAUNCH` bytes read or written costing one lau
   `DYNAMIC_COUNT` when it is known only at run time (`NESTED_DYNAMIC_COUNT` for a loop inside a
   loop body: two nested loops of run-time count are not 256 iterations); `node_costs(...,
   trip_count=SMALL_COUNT)` is the same estimate on small inputs, a loop of run-time count run
-  once (a loop over the images of a batch of one), which `seqlower.speed_first` weighs beside
+  twice (a loop over the images of a batch of two), which `seqlower.speed_first` weighs beside
   it: one guess of the count decides between a form with a fixed cost and one that costs per
   iteration by that guess alone (docs/performance.md, "A loop's trip count");
 - a Loop or Scan body that reads a sequence defined outside it (and a SequenceMap, whose expansion
@@ -84,7 +84,7 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.ops import graph_nodes, is_sequence_value, subgraphs
 
 DYNAMIC_COUNT = 16  # iterations assumed for a loop or a sequence of run-time length
-SMALL_COUNT = 1  # the same, on small inputs: a batch of one (`node_costs(trip_count=...)`)
+SMALL_COUNT = 2  # the same, on small inputs: a batch of two (`node_costs(trip_count=...)`)
 DYNAMIC_DIM = 4  # size assumed for a dim known only at run time (see the module docstring)
 BYTES_PER_LAUNCH = 16384  # bytes moved in the time of one small kernel launch (about 0.3 us)
 IF_LAUNCHES = 3.0  # an If: the node and its subgraph call (measured: 0.7 to 0.9 us)
@@ -132,7 +132,7 @@ def node_costs(
 
     `trip_count`: the iterations assumed for a loop, and the elements for a list, whose count
     is known at run time only (`DYNAMIC_COUNT`, or `SMALL_COUNT` for the estimate on small
-    inputs, where the count is a batch of one or two images; a loop of run-time count inside
+    inputs, a loop over the images of a batch of two; a loop of run-time count inside
     such a loop runs `NESTED_DYNAMIC_COUNT` times, or `trip_count` if fewer)."""
     opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
     costs: dict[ir.Node, float] = {}

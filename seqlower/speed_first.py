@@ -4,7 +4,7 @@ Lowering runs once over the whole model. Each region (`seqlower.regions`) is the
 with `seqlower.cost.node_costs`: as given, before lowering, and as lowered, counting every node
 a rewrite made for the region of the node it came from. Each estimate is made twice: with
 `DYNAMIC_COUNT` iterations for a loop of run-time count and with `SMALL_COUNT` (small inputs:
-a loop over the images of a batch of one or two). A form is weighed by the product of its two
+a loop over the images of a batch of two). A form is weighed by the product of its two
 estimates (the geometric mean of its cost relative to another form's at each count, squared):
 a region whose lowered form costs more so (in whole launches) is kept: the pipeline lowers a
 fresh copy of the model again, with that region's nodes `frozen` (the driver refuses them,

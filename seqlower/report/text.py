@@ -95,7 +95,7 @@ def costlier_note(report: Report) -> list[str]:
     if all(r.as_given_small is not None and r.lowered_small is not None for r in regions):
         small_lowered = sum(r.lowered_small or 0 for r in regions)
         small_given = sum(r.as_given_small or 0 for r in regions)
-        small = f"; {small_lowered} vs {small_given} on a batch of one"
+        small = f"; {small_lowered} vs {small_given} on small inputs"
     if len(regions) == 1:
         (region,) = regions
         what = f"the region of {region.op_type} '{shorten(region.node, 40)}' costs"
@@ -113,7 +113,7 @@ def _on_small_inputs(as_given: int | None, lowered: int | None) -> str:
     """The estimates on small inputs of a kept region, as a clause, or nothing."""
     if as_given is None or lowered is None:
         return ""
-    return f" (on a batch of one: {as_given} as given, {lowered} lowered)"
+    return f" (on small inputs: {as_given} as given, {lowered} lowered)"
 
 
 def shorten(text: str, width: int) -> str:
