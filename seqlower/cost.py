@@ -72,6 +72,7 @@ __all__ = [
     "STRING_BYTES",
     "launches",
     "node_costs",
+    "node_costs_both",
 ]
 
 import math
@@ -134,13 +135,31 @@ def node_costs(
     is known at run time only (`DYNAMIC_COUNT`, or `SMALL_COUNT` for the estimate on small
     inputs, a loop over the images of a batch of two; a loop of run-time count inside
     such a loop runs `NESTED_DYNAMIC_COUNT` times, or `trip_count` if fewer)."""
+    return _walk(model, counted, trip_count)[0]
+
+
+def node_costs_both(
+    model: ir.Model, counted: Callable[[ir.Node], bool] | None = None
+) -> tuple[dict[ir.Node, float], dict[ir.Node, float]]:
+    """`node_costs` with `DYNAMIC_COUNT` and with `SMALL_COUNT`: one walk when no count is
+    known at run time only (the two are then the same, and the same dict is returned twice)."""
+    costs, guessed = _walk(model, counted, DYNAMIC_COUNT)
+    if not guessed:
+        return costs, costs
+    return costs, _walk(model, counted, SMALL_COUNT)[0]
+
+
+def _walk(
+    model: ir.Model, counted: Callable[[ir.Node], bool] | None, trip_count: float
+) -> tuple[dict[ir.Node, float], bool]:
+    """The costs of `node_costs`, and whether any of them read `trip_count`."""
     opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
     costs: dict[ir.Node, float] = {}
     values = StaticValues(opset)
     walk = _Graph(values, StaticLengths(values), costs, {}, set())
     walk.dynamic = float(trip_count)
     walk.run(model.graph, 1.0, 1.0, counted=counted)
-    return costs
+    return costs, walk.guessed[0]
 
 
 class _Graph:
@@ -160,6 +179,7 @@ class _Graph:
         self.constant = constant  # outputs of the nodes onnxruntime folds, shared with subgraphs
         self.in_run_time_loop = False  # in the body of a loop of run-time count, at any depth
         self.dynamic = float(DYNAMIC_COUNT)  # iterations of a loop of run-time count
+        self.guessed = [False]  # whether a cost read `dynamic` (shared with the subgraphs)
 
     def run(
         self,
@@ -283,6 +303,8 @@ class _Graph:
             return 1.0 + (iterations / 2) / COPY_ELEMENTS + moved, 0.0
         if op in ("SplitToSequence", "ConcatFromSequence"):
             elements = _elements(node, self.values, self.lengths, dynamic)
+            if elements == dynamic:  # or a static count equal to it: read as a guess
+                self.guessed[0] = True
             return 1.0 + elements / COPY_ELEMENTS + moved, 0.0
         if op == "If":
             branches = []
@@ -293,6 +315,7 @@ class _Graph:
                         self.values, self.lengths, shares, dict(self.alias), self.constant
                     )
                     walk.in_run_time_loop, walk.dynamic = self.in_run_time_loop, dynamic
+                    walk.guessed = self.guessed
                     branches.append((walk.run(attr.as_graph(), iterations, runs), shares))
             if not branches:
                 return IF_LAUNCHES, 0.0
@@ -304,6 +327,8 @@ class _Graph:
         if op in ("Loop", "Scan", "SequenceMap"):
             static = _static_count(node, self.values, self.lengths)
             count = dynamic if static is None else static
+            if static is None:
+                self.guessed[0] = True
             if static is None and self.in_run_time_loop and op != "SequenceMap":
                 # two nested loops of run-time count: not 16 x 16
                 count = min(float(NESTED_DYNAMIC_COUNT), dynamic)
@@ -314,6 +339,7 @@ class _Graph:
             walk = _Graph(self.values, self.lengths, self.costs, dict(self.alias), self.constant)
             walk.in_run_time_loop = self.in_run_time_loop or static is None
             walk.dynamic = dynamic
+            walk.guessed = self.guessed
             per_iteration = walk.run(body.as_graph(), count, runs * count, body=True)
             if op == "SequenceMap":  # its expansion's body reads the lists from outside
                 graph = body.as_graph()

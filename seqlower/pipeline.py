@@ -24,7 +24,7 @@ from typing import Generic, TypeVar, overload
 import onnx
 import onnx_ir as ir
 
-from seqlower.cost import SMALL_COUNT, node_costs
+from seqlower.cost import SMALL_COUNT, node_costs_both
 from seqlower.deadline import Deadline
 from seqlower.declared_sizes import check_declared_sizes
 from seqlower.errors import InvalidModelError, SeqlowerError
@@ -513,11 +513,9 @@ class _Run:
         self.costs_small: dict[ir.Node, float] = {}
         if self.plan is not None and not whole_costs:  # what the regions' estimates read
             counted = self.plan.counted(lower.origins)
-            self.costs = node_costs(model, counted=counted)
-            self.costs_small = node_costs(model, counted=counted, trip_count=SMALL_COUNT)
+            self.costs, self.costs_small = node_costs_both(model, counted=counted)
         elif plan or keep is not None:
-            self.costs = node_costs(model)
-            self.costs_small = node_costs(model, trip_count=SMALL_COUNT)
+            self.costs, self.costs_small = node_costs_both(model)
         self.cost_after = sum(self.costs.values())  # of the whole model when `whole_costs`
         self.cost_after_small = sum(self.costs_small.values())
 

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 
 import onnx_ir as ir
 
-from seqlower.cost import SMALL_COUNT, node_costs
+from seqlower.cost import node_costs_both
 from seqlower.ops import iter_all_nodes
 from seqlower.regions import Region, find_regions, region_costs
 from seqlower.report import KEPT_FOR_SPEED, KeptRegion
@@ -85,14 +85,12 @@ class RegionPlan:
         regions = find_regions(model)
         if not whole:
             owned = {node for region in regions for node in region.nodes}
-            costs = node_costs(model, counted=owned.__contains__)
+            costs, small = node_costs_both(model, counted=owned.__contains__)
             as_given = region_costs(model, regions, costs)
-            small = node_costs(model, counted=owned.__contains__, trip_count=SMALL_COUNT)
             as_given_small = region_costs(model, regions, small)
             return cls((), (), tuple(regions), tuple(as_given), math.nan, tuple(as_given_small))
-        costs = node_costs(model)
+        costs, small = node_costs_both(model)
         as_given = region_costs(model, regions, costs)
-        small = node_costs(model, trip_count=SMALL_COUNT)
         as_given_small = region_costs(model, regions, small)
         walk = tuple(iter_all_nodes(model))
         kinds = tuple((node.domain, node.op_type) for node in walk)

@@ -21,6 +21,7 @@ from seqlower.cost import (
     STRING_BYTES,
     launches,
     node_costs,
+    node_costs_both,
 )
 
 
@@ -135,6 +136,23 @@ def test_a_list_of_run_time_length_holds_trip_count_elements():
     for node in big:  # one launch more per COPY_ELEMENTS elements, the bytes alike
         more = (DYNAMIC_COUNT - SMALL_COUNT) / COPY_ELEMENTS
         assert big[node] - small[node] == pytest.approx(more)
+
+
+def test_both_estimates_walk_once_when_no_count_is_a_guess():
+    static = _typed(LOOP.replace("COUNT", "Constant<value = int64 {5}>()"))
+    costs, small = node_costs_both(static)
+    assert small is costs and costs == node_costs(static, trip_count=SMALL_COUNT)
+    run_time = _typed(LOOP.replace("COUNT", "Identity(n)"))
+    costs, small = node_costs_both(run_time)
+    assert costs == node_costs(run_time) and small == node_costs(run_time, trip_count=SMALL_COUNT)
+    assert sum(small.values()) < sum(costs.values())
+    # a list of run-time length read as a guess too
+    split = _typed("""g (float[N] x) => (float[N] y) {
+        s = SplitToSequence<axis = 0, keepdims = 0>(x)
+        y = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+    }""")
+    costs, small = node_costs_both(split)
+    assert small is not costs and sum(small.values()) < sum(costs.values())
 
 
 def test_a_node_in_a_loop_body_carries_its_iterations():
