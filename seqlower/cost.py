@@ -20,7 +20,11 @@ added in the same unit, `BYTES_PER_LAUNCH` bytes read or written costing one lau
   iteration keeps its length: `seqlower.analysis.static_lengths`; a Scan over Range(start,
   limit, delta) of static scalars, what a Loop of static trip count becomes for onnxruntime), or
   `DYNAMIC_COUNT` when it is known only at run time (`NESTED_DYNAMIC_COUNT` for a loop inside a
-  loop body: two nested loops of run-time count are not 256 iterations);
+  loop body: two nested loops of run-time count are not 256 iterations); `node_costs(...,
+  trip_count=SMALL_COUNT)` is the same estimate on small inputs, a loop of run-time count run
+  twice (a loop over the images of a batch of two), which `seqlower.speed_first` weighs beside
+  it: one guess of the count decides between a form with a fixed cost and one that costs per
+  iteration by that guess alone (docs/performance.md, "A loop's trip count");
 - a Loop or Scan body that reads a sequence defined outside it (and a SequenceMap, whose expansion
   does) runs every one of its nodes slower in onnxruntime: `OUTER_LIST_LAUNCHES` more per node
   and iteration, counted on the first node that reads one (onnxruntime 1.32, one thread: 30 Adds
@@ -64,9 +68,11 @@ __all__ = [
     "LOOP_ITERATION_LAUNCHES",
     "NESTED_DYNAMIC_COUNT",
     "OUTER_LIST_LAUNCHES",
+    "SMALL_COUNT",
     "STRING_BYTES",
     "launches",
     "node_costs",
+    "node_costs_both",
 ]
 
 import math
@@ -79,6 +85,7 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.ops import graph_nodes, is_sequence_value, subgraphs
 
 DYNAMIC_COUNT = 16  # iterations assumed for a loop or a sequence of run-time length
+SMALL_COUNT = 2  # the same, on small inputs: a batch of two (`node_costs(trip_count=...)`)
 DYNAMIC_DIM = 4  # size assumed for a dim known only at run time (see the module docstring)
 BYTES_PER_LAUNCH = 16384  # bytes moved in the time of one small kernel launch (about 0.3 us)
 IF_LAUNCHES = 3.0  # an If: the node and its subgraph call (measured: 0.7 to 0.9 us)
@@ -101,13 +108,16 @@ _NOT_FOLDED = _NOT_MERGED | {"Constant", "Multinomial", "Bernoulli", "Loop", "Sc
 _SMALL_CONSTANT = 64  # elements: constants up to this size are compared by value
 
 
-def launches(model: ir.Model) -> float:
-    """The estimated cost of one run of `model`, in operator launches."""
-    return sum(node_costs(model).values())
+def launches(model: ir.Model, trip_count: float = DYNAMIC_COUNT) -> float:
+    """The estimated cost of one run of `model`, in operator launches (`trip_count`: see
+    `node_costs`)."""
+    return sum(node_costs(model, trip_count=trip_count).values())
 
 
 def node_costs(
-    model: ir.Model, counted: Callable[[ir.Node], bool] | None = None
+    model: ir.Model,
+    counted: Callable[[ir.Node], bool] | None = None,
+    trip_count: float = DYNAMIC_COUNT,
 ) -> dict[ir.Node, float]:
     """Each node's share of `launches(model)`, for every node of every graph: its own cost
     times how often its graph runs (a Loop body node counts once per iteration of every loop
@@ -119,13 +129,37 @@ def node_costs(
     down is not costed and has no share in the result. Every other share is the same: such a
     node is still keyed (a later node may be merged into it, or it into an earlier one), and
     its own cost is read by nothing else (only a body's or a branch's nodes add up into what
-    their holder costs)."""
+    their holder costs).
+
+    `trip_count`: the iterations assumed for a loop, and the elements for a list, whose count
+    is known at run time only (`DYNAMIC_COUNT`, or `SMALL_COUNT` for the estimate on small
+    inputs, a loop over the images of a batch of two; a loop of run-time count inside
+    such a loop runs `NESTED_DYNAMIC_COUNT` times, or `trip_count` if fewer)."""
+    return _walk(model, counted, trip_count)[0]
+
+
+def node_costs_both(
+    model: ir.Model, counted: Callable[[ir.Node], bool] | None = None
+) -> tuple[dict[ir.Node, float], dict[ir.Node, float]]:
+    """`node_costs` with `DYNAMIC_COUNT` and with `SMALL_COUNT`: one walk when no count is
+    known at run time only (the two are then the same, and the same dict is returned twice)."""
+    costs, guessed = _walk(model, counted, DYNAMIC_COUNT)
+    if not guessed:
+        return costs, costs
+    return costs, _walk(model, counted, SMALL_COUNT)[0]
+
+
+def _walk(
+    model: ir.Model, counted: Callable[[ir.Node], bool] | None, trip_count: float
+) -> tuple[dict[ir.Node, float], bool]:
+    """The costs of `node_costs`, and whether any of them read `trip_count`."""
     opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
     costs: dict[ir.Node, float] = {}
     values = StaticValues(opset)
     walk = _Graph(values, StaticLengths(values), costs, {}, set())
+    walk.dynamic = float(trip_count)
     walk.run(model.graph, 1.0, 1.0, counted=counted)
-    return costs
+    return costs, walk.guessed[0]
 
 
 class _Graph:
@@ -144,6 +178,8 @@ class _Graph:
         self.values, self.lengths, self.costs, self.alias = values, lengths, costs, alias
         self.constant = constant  # outputs of the nodes onnxruntime folds, shared with subgraphs
         self.in_run_time_loop = False  # in the body of a loop of run-time count, at any depth
+        self.dynamic = float(DYNAMIC_COUNT)  # iterations of a loop of run-time count
+        self.guessed = [False]  # whether a cost read `dynamic` (shared with the subgraphs)
 
     def run(
         self,
@@ -260,11 +296,16 @@ class _Graph:
         op = node.op_type
         if op == "Constant":
             return 0.0, 0.0
-        moved = _bytes_moved(node, iterations, self.values, self.lengths) / BYTES_PER_LAUNCH
+        dynamic = self.dynamic
+        moved = _bytes_moved(node, iterations, self.values, self.lengths, dynamic)
+        moved /= BYTES_PER_LAUNCH
         if op in _COPIES_LIST:
             return 1.0 + (iterations / 2) / COPY_ELEMENTS + moved, 0.0
         if op in ("SplitToSequence", "ConcatFromSequence"):
-            return 1.0 + _elements(node, self.values, self.lengths) / COPY_ELEMENTS + moved, 0.0
+            elements = _elements(node, self.values, self.lengths, dynamic)
+            if elements == dynamic:  # or a static count equal to it: read as a guess
+                self.guessed[0] = True
+            return 1.0 + elements / COPY_ELEMENTS + moved, 0.0
         if op == "If":
             branches = []
             for attr in node.attributes.values():
@@ -273,7 +314,8 @@ class _Graph:
                     walk = _Graph(
                         self.values, self.lengths, shares, dict(self.alias), self.constant
                     )
-                    walk.in_run_time_loop = self.in_run_time_loop
+                    walk.in_run_time_loop, walk.dynamic = self.in_run_time_loop, dynamic
+                    walk.guessed = self.guessed
                     branches.append((walk.run(attr.as_graph(), iterations, runs), shares))
             if not branches:
                 return IF_LAUNCHES, 0.0
@@ -284,15 +326,20 @@ class _Graph:
             return IF_LAUNCHES, costliest
         if op in ("Loop", "Scan", "SequenceMap"):
             static = _static_count(node, self.values, self.lengths)
-            count = DYNAMIC_COUNT if static is None else static
+            count = dynamic if static is None else static
+            if static is None:
+                self.guessed[0] = True
             if static is None and self.in_run_time_loop and op != "SequenceMap":
-                count = NESTED_DYNAMIC_COUNT  # two nested loops of run-time count: not 16 x 16
+                # two nested loops of run-time count: not 16 x 16
+                count = min(float(NESTED_DYNAMIC_COUNT), dynamic)
             body = node.attributes.get("body")
             if body is None or body.type != ir.AttributeType.GRAPH:
                 return 1.0, 0.0
             self.lengths.register(node)
             walk = _Graph(self.values, self.lengths, self.costs, dict(self.alias), self.constant)
             walk.in_run_time_loop = self.in_run_time_loop or static is None
+            walk.dynamic = dynamic
+            walk.guessed = self.guessed
             per_iteration = walk.run(body.as_graph(), count, runs * count, body=True)
             if op == "SequenceMap":  # its expansion's body reads the lists from outside
                 graph = body.as_graph()
@@ -314,14 +361,19 @@ def _reads_outer_list(node: ir.Node, graph: ir.Graph) -> bool:
 
 
 def _bytes_moved(
-    node: ir.Node, iterations: float, values: StaticValues, lengths: StaticLengths
+    node: ir.Node,
+    iterations: float,
+    values: StaticValues,
+    lengths: StaticLengths,
+    dynamic: float = DYNAMIC_COUNT,
 ) -> float:
-    """The bytes `node` reads and writes (see the module docstring)."""
+    """The bytes `node` reads and writes (see the module docstring; `dynamic`: the count of a
+    SequenceMap over a list of run-time length)."""
     op = node.op_type
     if op in _NO_DATA or op in ("If", "Loop", "Scan", "SequenceLength", "SequenceEmpty"):
         return 0.0
     if op == "SequenceMap":  # each element read in (SequenceAt) and appended (SequenceInsert)
-        count = _count(node, values, lengths)
+        count = _count(node, values, lengths, dynamic)
         reads = sum(2 * _bytes(v) for v in node.inputs if is_sequence_value(v))
         appends = sum(2 * _bytes(v) * (count / 2 + 1) for v in node.outputs)
         return count * (reads + appends)
@@ -341,27 +393,29 @@ def _bytes_moved(
     return total
 
 
-def _elements(node: ir.Node, values: StaticValues, lengths: StaticLengths) -> float:
-    """How many tensors a SplitToSequence makes or a ConcatFromSequence reads (`DYNAMIC_COUNT`
+def _elements(
+    node: ir.Node, values: StaticValues, lengths: StaticLengths, dynamic: float = DYNAMIC_COUNT
+) -> float:
+    """How many tensors a SplitToSequence makes or a ConcatFromSequence reads (`dynamic`
     when the length is not static)."""
     data = node.inputs[0] if node.inputs else None
     if node.op_type == "ConcatFromSequence":
         length = lengths.of(data)
-        return DYNAMIC_COUNT if length is None else float(length)
+        return dynamic if length is None else float(length)
     if node.op_type != "SplitToSequence" or data is None or data.shape is None:
-        return DYNAMIC_COUNT
+        return dynamic
     axis = node.attributes.get_int("axis", 0) % max(len(data.shape), 1)
     dim = data.shape[axis] if len(data.shape) > axis else None
     split = node.inputs[1] if len(node.inputs) > 1 else None
     if split is not None:
         if split.shape is not None and len(split.shape) == 1:
             length = split.shape[0]
-            return float(length) if isinstance(length, int) else DYNAMIC_COUNT
+            return float(length) if isinstance(length, int) else dynamic
         size = values.get_int(split)
         if isinstance(dim, int) and size:
             return float(-(-dim // size))
-        return DYNAMIC_COUNT
-    return float(dim) if isinstance(dim, int) else DYNAMIC_COUNT
+        return dynamic
+    return float(dim) if isinstance(dim, int) else dynamic
 
 
 def _bytes(value: ir.Value | None) -> float:
@@ -429,11 +483,13 @@ def _sequence_map(node: ir.Node, count: float) -> float:
     return setup + 1.0 + count * (reads + appends + step)
 
 
-def _count(node: ir.Node, values: StaticValues, lengths: StaticLengths) -> float:
-    """How many times the body of a Loop, Scan or SequenceMap runs (`DYNAMIC_COUNT` when it is
-    known at run time only)."""
+def _count(
+    node: ir.Node, values: StaticValues, lengths: StaticLengths, dynamic: float = DYNAMIC_COUNT
+) -> float:
+    """How many times the body of a Loop, Scan or SequenceMap runs (`dynamic` when it is known
+    at run time only)."""
     count = _static_count(node, values, lengths)
-    return DYNAMIC_COUNT if count is None else count
+    return dynamic if count is None else count
 
 
 def _static_count(node: ir.Node, values: StaticValues, lengths: StaticLengths) -> float | None:

@@ -24,7 +24,7 @@ from typing import Generic, TypeVar, overload
 import onnx
 import onnx_ir as ir
 
-from seqlower.cost import node_costs
+from seqlower.cost import SMALL_COUNT, node_costs_both
 from seqlower.deadline import Deadline
 from seqlower.declared_sizes import check_declared_sizes
 from seqlower.errors import InvalidModelError, SeqlowerError
@@ -56,7 +56,7 @@ from seqlower.report.reasons import remaining_sequence_ops
 from seqlower.report.sites import collect_sites
 from seqlower.report.warnings import split_reading_warnings
 from seqlower.rule import RuleSet
-from seqlower.speed_first import FROZEN_RULE, RegionCost, RegionPlan
+from seqlower.speed_first import FROZEN_RULE, RegionCost, RegionPlan, relative_cost
 from seqlower.targets import check_target
 
 MIN_OPSET = 11
@@ -359,7 +359,7 @@ def _lower(
         result = run.result()
         costlier = [  # of the regions lowered (in part at least)
             cost
-            for cost in run.plan.costlier(run.model, run.lower.origins, run.costs)
+            for cost in run.plan.costlier(run.model, run.lower.origins, run.costs, run.costs_small)
             if any(node.graph is None for node in run.plan.regions[cost.index].sites)
         ]
         graph_of = {site.node: site.graph for site in run.sites}
@@ -369,14 +369,24 @@ def _lower(
     if not speed_first or run.plan is None or original is None or deadline.reached:
         return run.result()
     # speed first (docs/performance.md): every region keeps the cheaper of its two forms
-    costlier = run.plan.costlier(run.model, run.lower.origins, run.costs)
-    if not costlier and round(run.cost_after) <= round(run.plan.total):
+    plan = run.plan
+    costlier = plan.costlier(run.model, run.lower.origins, run.costs, run.costs_small)
+    # weighed by the product of the estimates at both counts (`speed_first.relative_cost`)
+    weight = round(run.cost_after) * round(run.cost_after_small)
+    weight_given = round(plan.total) * round(plan.total_small)
+    if not costlier and weight <= weight_given:
         return run.result()
-    before, after = round(run.plan.total), round(run.cost_after)
+    before, after = round(plan.total), round(run.cost_after)
+    before_small, after_small = round(plan.total_small), round(run.cost_after_small)
     whole = (
         f"the lowered model costs an estimated {after} operator launches per run, more than "
         f'the {before} of the original (docs/performance.md, "Never slower")'
         if after > before
+        else f"the lowered model costs an estimated {after_small} operator launches per run on "
+        f"small inputs (each loop of run-time count run {SMALL_COUNT}x), more than the "
+        f"{before_small} of the original, by more than it saves on large ones ({after} against "
+        f'{before}; docs/performance.md, "Never slower")'
+        if weight > weight_given
         else f"each of its regions costs more lowered than as given (estimated launches: "
         f"{', '.join(f'{c.lowered} against {c.as_given}' for c in costlier)}; docs/performance.md, "
         '"Never slower")'
@@ -386,12 +396,15 @@ def _lower(
         mixed = _Run(
             original(), options, rules, observe, keep=(run.plan, costlier), deadline=deadline
         )
-        if mixed.frozen is not None and mixed.cost_after <= run.cost_after:
+        # the form the less dear relative to the original at both counts
+        if mixed.frozen is not None and relative_cost(
+            plan, mixed.cost_after, mixed.cost_after_small
+        ) <= relative_cost(plan, run.cost_after, run.cost_after_small):
             best = mixed
     every_region = bool(costlier) and len(costlier) == len(run.plan.regions)
-    costs_more = round(best.cost_after) > round(run.plan.total)
+    costs_more = weight > weight_given
     if best is not run:  # regions kept, others lowered: only where that is the cheaper
-        costs_more = best.cost_after > run.plan.total
+        costs_more = relative_cost(plan, best.cost_after, best.cost_after_small) > 1.0
     if (best is run and every_region) or costs_more:
         graph_of = {site.node: site.graph for site in run.sites}
         # the regions that cost more lowered; all of them when only the whole model does
@@ -494,12 +507,17 @@ class _Run:
         if options.target == "tract":  # tract holds a model to its declared shapes
             RelaxShapeHintsPass()(model)
         observe("cleanup", model)
+        # each twice: with `cost.DYNAMIC_COUNT` and `cost.SMALL_COUNT` iterations for a loop
+        # of run-time count (`speed_first`)
         self.costs: dict[ir.Node, float] = {}
+        self.costs_small: dict[ir.Node, float] = {}
         if self.plan is not None and not whole_costs:  # what the regions' estimates read
-            self.costs = node_costs(model, counted=self.plan.counted(lower.origins))
+            counted = self.plan.counted(lower.origins)
+            self.costs, self.costs_small = node_costs_both(model, counted=counted)
         elif plan or keep is not None:
-            self.costs = node_costs(model)
+            self.costs, self.costs_small = node_costs_both(model)
         self.cost_after = sum(self.costs.values())  # of the whole model when `whole_costs`
+        self.cost_after_small = sum(self.costs_small.values())
 
     def result(self) -> OptimizeResult[ir.Model]:
         """The lowered model with its completed report."""

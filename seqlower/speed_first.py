@@ -2,10 +2,20 @@
 
 Lowering runs once over the whole model. Each region (`seqlower.regions`) is then costed twice
 with `seqlower.cost.node_costs`: as given, before lowering, and as lowered, counting every node
-a rewrite made for the region of the node it came from. A region whose lowered form costs more
-(in whole launches) is kept: the pipeline lowers a fresh copy of the model again, with that
-region's nodes `frozen` (the driver refuses them, giving `reason` as the only refusal), and
-keeps whichever of the two lowerings and the original costs least as a whole.
+a rewrite made for the region of the node it came from. Each estimate is made twice: with
+`DYNAMIC_COUNT` iterations for a loop of run-time count and with `SMALL_COUNT` (small inputs:
+a loop over the images of a batch of two). A form is weighed by the product of its two
+estimates (the geometric mean of its cost relative to another form's at each count, squared):
+a region whose lowered form costs more so (in whole launches) is kept: the pipeline lowers a
+fresh copy of the model again, with that region's nodes `frozen` (the driver refuses them,
+giving `reason` as the only refusal), and keeps whichever of the two lowerings and the
+original weighs least (`relative_cost`).
+
+A lowered form that adds a fixed cost (a batched form's masks, a trip count computed before a
+loop) to save work per iteration is thus lowered where what it saves at `DYNAMIC_COUNT`
+iterations outweighs, in ratio, what it loses on small inputs, where the run-time count of a
+loop over a batch's images is one or two: by one count alone, a region 15% cheaper lowered at
+16 iterations and 25% dearer at 2 was lowered.
 
     plan = RegionPlan.of(model)                      # typed, before lowering
     ... lower ...
@@ -15,7 +25,7 @@ keeps whichever of the two lowerings and the original costs least as a whole.
 
 from __future__ import annotations
 
-__all__ = ["FROZEN_RULE", "RegionCost", "RegionPlan"]
+__all__ = ["FROZEN_RULE", "RegionCost", "RegionPlan", "relative_cost"]
 
 import dataclasses
 import math
@@ -23,7 +33,7 @@ from collections.abc import Callable, Mapping
 
 import onnx_ir as ir
 
-from seqlower.cost import node_costs
+from seqlower.cost import node_costs_both
 from seqlower.ops import iter_all_nodes
 from seqlower.regions import Region, find_regions, region_costs
 from seqlower.report import KEPT_FOR_SPEED, KeptRegion
@@ -33,11 +43,22 @@ FROZEN_RULE = KEPT_FOR_SPEED  # the name the refusals of a kept region carry
 
 @dataclasses.dataclass(frozen=True)
 class RegionCost:
-    """A region whose lowered form costs more: its index and both estimates (whole launches)."""
+    """A region whose lowered form costs more: its index and both estimates (whole launches),
+    and the same on small inputs (`SMALL_COUNT` iterations for a loop of run-time count) when
+    they were made."""
 
     index: int
     as_given: int
     lowered: int
+    as_given_small: int | None = None
+    lowered_small: int | None = None
+
+    @property
+    def lowered_costs_more(self) -> bool:
+        """By the product of the two estimates when both were made, else by the one."""
+        if self.as_given_small is None or self.lowered_small is None:
+            return self.lowered > self.as_given
+        return self.lowered * self.lowered_small > self.as_given * self.as_given_small
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +72,10 @@ class RegionPlan:
     regions: tuple[Region, ...]
     as_given: tuple[float, ...]  # per region
     total: float  # the whole model
+    # the same with `SMALL_COUNT` iterations for a loop of run-time count (the whole model's:
+    # `whole` plans only, NaN otherwise)
+    as_given_small: tuple[float, ...] = ()
+    total_small: float = math.nan
 
     @classmethod
     def of(cls, model: ir.Model, whole: bool = True) -> RegionPlan:
@@ -60,14 +85,24 @@ class RegionPlan:
         regions = find_regions(model)
         if not whole:
             owned = {node for region in regions for node in region.nodes}
-            costs = node_costs(model, counted=owned.__contains__)
+            costs, small = node_costs_both(model, counted=owned.__contains__)
             as_given = region_costs(model, regions, costs)
-            return cls((), (), tuple(regions), tuple(as_given), math.nan)
-        costs = node_costs(model)
+            as_given_small = region_costs(model, regions, small)
+            return cls((), (), tuple(regions), tuple(as_given), math.nan, tuple(as_given_small))
+        costs, small = node_costs_both(model)
         as_given = region_costs(model, regions, costs)
+        as_given_small = region_costs(model, regions, small)
         walk = tuple(iter_all_nodes(model))
         kinds = tuple((node.domain, node.op_type) for node in walk)
-        return cls(walk, kinds, tuple(regions), tuple(as_given), sum(costs.values()))
+        return cls(
+            walk,
+            kinds,
+            tuple(regions),
+            tuple(as_given),
+            sum(costs.values()),
+            tuple(as_given_small),
+            sum(small.values()),
+        )
 
     def counted(self, origins: Mapping[ir.Node, ir.Node]) -> Callable[[ir.Node], bool]:
         """Whether a node of this plan's model after lowering counts for a region, for
@@ -88,10 +123,23 @@ class RegionPlan:
         ]
 
     def costlier(
-        self, lowered: ir.Model, origins: Mapping[ir.Node, ir.Node], costs: Mapping[ir.Node, float]
+        self,
+        lowered: ir.Model,
+        origins: Mapping[ir.Node, ir.Node],
+        costs: Mapping[ir.Node, float],
+        small: Mapping[ir.Node, float] | None = None,
     ) -> list[RegionCost]:
-        """The regions that cost more lowered than as given, in whole launches."""
-        return [c for c in self.estimates(lowered, origins, costs) if c.lowered > c.as_given]
+        """The regions that cost more lowered than as given, in whole launches; with `small`
+        (the per-node costs of `lowered` with `SMALL_COUNT` iterations, for a plan that has
+        them), by the product of the two estimates (`RegionCost.lowered_costs_more`)."""
+        found = self.estimates(lowered, origins, costs)
+        if small is not None and self.as_given_small:
+            after = region_costs(lowered, list(self.regions), small, origins)
+            found = [
+                dataclasses.replace(cost, as_given_small=round(before), lowered_small=round(now))
+                for cost, before, now in zip(found, self.as_given_small, after, strict=True)
+            ]
+        return [cost for cost in found if cost.lowered_costs_more]
 
     def reported(
         self,
@@ -115,6 +163,8 @@ class RegionPlan:
                     len(region.sites),
                     cost.as_given,
                     cost.lowered,
+                    cost.as_given_small,
+                    cost.lowered_small,
                 )
             )
         return regions
@@ -153,3 +203,14 @@ class RegionPlan:
                 mine = walk[position[node]]
                 frozen[mine] = headline if mine is anchor else member
         return frozen, self.reported(kept, label, graph_of, walk)
+
+
+def relative_cost(plan: RegionPlan, cost: float, cost_small: float) -> float:
+    """A form estimated at `cost` launches (`cost_small` with `SMALL_COUNT` iterations)
+    relative to the original (`plan`'s model as given): the geometric mean of the two ratios
+    (the first alone for a plan without the estimate on small inputs)."""
+    ratio = cost / plan.total if plan.total > 0 else 1.0
+    if math.isnan(plan.total_small):
+        return ratio
+    small = cost_small / plan.total_small if plan.total_small > 0 else 1.0
+    return math.sqrt(ratio * small)

@@ -17,9 +17,11 @@ from seqlower.cost import (
     LOOP_ITERATION_LAUNCHES,
     NESTED_DYNAMIC_COUNT,
     OUTER_LIST_LAUNCHES,
+    SMALL_COUNT,
     STRING_BYTES,
     launches,
     node_costs,
+    node_costs_both,
 )
 
 
@@ -79,6 +81,78 @@ def test_a_loop_body_counts_once_per_iteration(count, iterations, extra):
     step = ITERATION_LAUNCHES + LOOP_ITERATION_LAUNCHES
     expected = extra + 1 + iterations * (step + 1 + NEG)
     assert cost(LOOP.replace("COUNT", count)) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("trip_count", [SMALL_COUNT, 3, DYNAMIC_COUNT])
+@pytest.mark.parametrize(
+    ("count", "iterations", "extra"),
+    [
+        ("Constant<value = int64 {5}>()", 5, 0),  # static: whatever trip_count says
+        ("Identity(n)", None, 1),
+        ("Constant<value = int64 {9223372036854775807}>()", None, 0),
+    ],
+    ids=["static", "run-time", "while"],
+)
+def test_a_loop_of_run_time_count_runs_trip_count_times(trip_count, count, iterations, extra):
+    """The estimate on small inputs (`SMALL_COUNT`) and at `DYNAMIC_COUNT`: only the loops
+    whose count is known at run time only change."""
+    step = ITERATION_LAUNCHES + LOOP_ITERATION_LAUNCHES
+    runs = trip_count if iterations is None else iterations
+    expected = extra + 1 + runs * (step + 1 + NEG)
+    model = _typed(LOOP.replace("COUNT", count))
+    assert launches(model, trip_count) == pytest.approx(expected)
+    assert sum(node_costs(model, trip_count=trip_count).values()) == pytest.approx(expected)
+
+
+NESTED_RUN_TIME = """g (float[2] x, int64 n, int64 m) => (float[2] y) {
+    t = Constant<value = bool {1}>()
+    y = Loop(n, t, x) <body = outer (int64 i, bool c, float[2] v) => (bool c2, float[2] w) {
+        c2 = Identity(c)
+        w = Loop(m, t, v) <body = inner (int64 j, bool d, float[2] u) => (bool d2, float[2] z) {
+            d2 = Identity(d)
+            z = Neg(u)
+        }>
+    }>
+}"""
+
+
+@pytest.mark.parametrize(
+    ("trip_count", "inner"),
+    [(DYNAMIC_COUNT, NESTED_DYNAMIC_COUNT), (SMALL_COUNT, SMALL_COUNT), (2, 2), (64, 4)],
+)
+def test_a_nested_loop_of_run_time_count_runs_no_more_than_the_outer_guess(trip_count, inner):
+    costs = node_costs(_typed(NESTED_RUN_TIME), trip_count=trip_count)
+    (neg,) = [node for node in costs if node.op_type == "Neg"]
+    assert costs[neg] == pytest.approx(trip_count * inner * NEG)
+
+
+def test_a_list_of_run_time_length_holds_trip_count_elements():
+    text = """g (float[N] x) => (float[N] y) {
+        s = SplitToSequence<axis = 0, keepdims = 0>(x)
+        y = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+    }"""
+    model = _typed(text)
+    big, small = (node_costs(model, trip_count=k) for k in (DYNAMIC_COUNT, SMALL_COUNT))
+    for node in big:  # one launch more per COPY_ELEMENTS elements, the bytes alike
+        more = (DYNAMIC_COUNT - SMALL_COUNT) / COPY_ELEMENTS
+        assert big[node] - small[node] == pytest.approx(more)
+
+
+def test_both_estimates_walk_once_when_no_count_is_a_guess():
+    static = _typed(LOOP.replace("COUNT", "Constant<value = int64 {5}>()"))
+    costs, small = node_costs_both(static)
+    assert small is costs and costs == node_costs(static, trip_count=SMALL_COUNT)
+    run_time = _typed(LOOP.replace("COUNT", "Identity(n)"))
+    costs, small = node_costs_both(run_time)
+    assert costs == node_costs(run_time) and small == node_costs(run_time, trip_count=SMALL_COUNT)
+    assert sum(small.values()) < sum(costs.values())
+    # a list of run-time length read as a guess too
+    split = _typed("""g (float[N] x) => (float[N] y) {
+        s = SplitToSequence<axis = 0, keepdims = 0>(x)
+        y = ConcatFromSequence<axis = 0, new_axis = 1>(s)
+    }""")
+    costs, small = node_costs_both(split)
+    assert small is not costs and sum(small.values()) < sum(costs.values())
 
 
 def test_a_node_in_a_loop_body_carries_its_iterations():

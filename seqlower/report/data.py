@@ -112,7 +112,8 @@ class NodeOutcome:
 class KeptRegion:
     """A region of sequence operators kept as given because its lowered form costs more
     (`--target onnxruntime`): the node that names it, how many sequence nodes it has, and the
-    two estimates in whole operator launches per run (`seqlower.cost`)."""
+    two estimates in whole operator launches per run (`seqlower.cost`), and the same on small
+    inputs (`cost.SMALL_COUNT` iterations for a loop of run-time count) when they were made."""
 
     graph: str
     node: str  # the label of its first sequence node
@@ -120,6 +121,8 @@ class KeptRegion:
     sequence_nodes: int
     as_given: int
     lowered: int
+    as_given_small: int | None = None
+    lowered_small: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -75,6 +75,7 @@ def format_summary(
                 f"'{shorten(region.node, 40)}' in {shorten(region.graph, 30)} "
                 f"({plural(region.sequence_nodes, 'sequence node')}), an estimated "
                 f"{region.as_given} operator launches per run as given, {region.lowered} lowered"
+                f"{_on_small_inputs(region.as_given_small, region.lowered_small)}"
             )
         )
     lines.extend(costlier_note(report))
@@ -90,6 +91,11 @@ def costlier_note(report: Report) -> list[str]:
         return []
     lowered = sum(region.lowered for region in regions)
     as_given = sum(region.as_given for region in regions)
+    small = ""
+    if all(r.as_given_small is not None and r.lowered_small is not None for r in regions):
+        small_lowered = sum(r.lowered_small or 0 for r in regions)
+        small_given = sum(r.as_given_small or 0 for r in regions)
+        small = f"; {small_lowered} vs {small_given} on small inputs"
     if len(regions) == 1:
         (region,) = regions
         what = f"the region of {region.op_type} '{shorten(region.node, 40)}' costs"
@@ -98,9 +104,16 @@ def costlier_note(report: Report) -> list[str]:
         what = f"{len(regions)} regions cost"
         them = "them"
     return _wrap(
-        f"note: {what} more as tensors ({lowered} vs {as_given} operator launches per run, "
-        f"estimated); --target onnxruntime keeps {them} as given"
+        f"note: {what} more as tensors ({lowered} vs {as_given} operator launches per run"
+        f"{small}, estimated); --target onnxruntime keeps {them} as given"
     )
+
+
+def _on_small_inputs(as_given: int | None, lowered: int | None) -> str:
+    """The estimates on small inputs of a kept region, as a clause, or nothing."""
+    if as_given is None or lowered is None:
+        return ""
+    return f" (on small inputs: {as_given} as given, {lowered} lowered)"
 
 
 def shorten(text: str, width: int) -> str:
