@@ -51,7 +51,6 @@ KEEPS_SEQUENCE_OPS = {
     **{
         f"test_sequence_map_{name}{suffix}": _SEQUENCE_INPUT
         for name in (
-            "identity_1_sequence",
             "identity_2_sequences",
             "identity_1_sequence_1_tensor",
             "add_2_sequences",
