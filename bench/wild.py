@@ -13,6 +13,7 @@ case, and the worst over every data set.
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 from pathlib import Path
@@ -129,27 +130,26 @@ def _worst_set(model: onnx.ModelProto, lowered: onnx.ModelProto, sets: list, row
     return f"{speed:.2f}x (set {i})"
 
 
-def _split_set(argv: list[str]) -> tuple[Path, list[str]]:
+def _parse(argv: list[str]) -> tuple[Path, list[str]]:
     """The fixture folder `--set NAME` names (torch_wild without it), and the cases named."""
-    args = list(argv)
-    name = "torch_wild"
-    for k, arg in enumerate(args):
-        if arg == "--set" and k + 1 < len(args):
-            name = args[k + 1]
-            del args[k : k + 2]
-            break
-        if arg.startswith("--set="):
-            name = arg.split("=", 1)[1]
-            del args[k]
-            break
-    root = FIXTURES / name
-    if not root.is_dir():
-        raise SystemExit(f"no fixture set {name!r} in {FIXTURES}")
-    return root, args
+    sets = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir() and p.name.startswith("torch"))
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.wild",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--set", default="torch_wild", choices=sets, help="the fixture set")
+    parser.add_argument("cases", nargs="*", help="cases of the set (default: every case)")
+    args = parser.parse_args(argv)
+    root = FIXTURES / args.set
+    missing = [c for c in args.cases if not (root / c / "model.onnx").is_file()]
+    if missing:
+        parser.error(f"no case {missing[0]!r} in {root}")
+    return root, args.cases
 
 
 def main(argv: list[str]) -> int:
-    root, names = _split_set(argv)
+    root, names = _parse(argv)
     cases = names or sorted(p.name for p in root.iterdir() if (p / "model.onnx").is_file())
     print("| case | target | seq ops before -> after | vs PyTorch (per data set) |", end="")
     print(" vs original | speed | worst data set |")
