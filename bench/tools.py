@@ -5,6 +5,7 @@ python -m bench.tools {io,seqlower,onnxscript} MODEL OUT
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -50,6 +51,15 @@ def _onnxscript(model_path: str, out_path: str) -> dict[str, float]:
 
 TOOLS = {"io": _io, "seqlower": _seqlower, "onnxscript": _onnxscript}
 
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.tools", description=__doc__)
+    parser.add_argument("tool", choices=sorted(TOOLS))
+    parser.add_argument("model")
+    parser.add_argument("out")
+    args = parser.parse_args(argv)
+    print(json.dumps(TOOLS[args.tool](args.model, args.out)))
+
+
 if __name__ == "__main__":
-    tool, model_path, out_path = sys.argv[1:4]
-    print(json.dumps(TOOLS[tool](model_path, out_path)))
+    main(sys.argv[1:])
