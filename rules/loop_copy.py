@@ -32,15 +32,13 @@ __all__ = ["RULES"]
 
 import dataclasses
 
-import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.facts import element_dtype
 from seqlower.ops import peel_identity
+from seqlower.passes.trivial_min import trivial_min_operand
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loops import _body, _body_always_continues, _static_bool, appending_insert
-
-_INT64_MAX = int(np.iinfo(np.int64).max)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,22 +60,8 @@ def _length_of(trip: ir.Value | None, ctx: Context) -> ir.Value | None:
     node = trip.producer()
     if _single(node, "ReduceMin"):
         assert node is not None
-        axes = node.attributes.get_ints("axes", None)
-        if len(node.inputs) != 1 or (axes is not None and list(axes) not in ([0], [-1])):
-            return None
-        joined = None if node.inputs[0] is None else node.inputs[0].producer()
-        if not _single(joined, "Concat") or len(joined.inputs) != 2:  # type: ignore[union-attr]
-            return None
-        big, one = joined.inputs  # type: ignore[union-attr]
-        if big is None or one is None or ctx.facts.values.get_ints(big) != [_INT64_MAX]:
-            return None
-        unsqueeze = one.producer()
-        if not _single(unsqueeze, "Unsqueeze") or unsqueeze.inputs[0] is None:  # type: ignore[union-attr]
-            return None
-        axes_input = unsqueeze.inputs[1] if len(unsqueeze.inputs) > 1 else None  # type: ignore[union-attr]
-        if axes_input is None or ctx.facts.values.get_ints(axes_input) not in ([0], [-1]):
-            return None
-        node = unsqueeze.inputs[0].producer()  # type: ignore[union-attr]
+        operand = trivial_min_operand(node, ctx.facts.values)
+        node = None if operand is None else operand.producer()
     if not _single(node, "SequenceLength"):
         return None
     assert node is not None

@@ -14,7 +14,7 @@ folded. The ReduceMin's output, when an output of its graph, stays computed.
 
 from __future__ import annotations
 
-__all__ = ["fold_trivial_mins"]
+__all__ = ["fold_trivial_mins", "trivial_min_operand"]
 
 import numpy as np
 import onnx_ir as ir
@@ -27,15 +27,23 @@ _INT64_MAX = np.iinfo(np.int64).max
 
 def fold_trivial_mins(model: ir.Model) -> int:
     """Replace every trivial minimum (module docstring) by its one value; returns how many."""
-    return forward_unchanged(model, _trivial_min)
+    return forward_unchanged(model, _forwarded_min)
 
 
-def _trivial_min(node: ir.Node, values: StaticValues) -> ir.Value | None:
-    """The value `node` gives unchanged, when it is a trivial minimum."""
+def _forwarded_min(node: ir.Node, values: StaticValues) -> ir.Value | None:
+    """The value `node` gives unchanged, when it is a trivial minimum that is not a graph
+    output (a graph output stays computed)."""
+    if node.outputs and node.outputs[0].is_graph_output():
+        return None
+    return trivial_min_operand(node, values)
+
+
+def trivial_min_operand(node: ir.Node, values: StaticValues) -> ir.Value | None:
+    """The scalar n, when `node` is ReduceMin(Concat(MAX, Unsqueeze(n, [0]))) (module
+    docstring): the value the node gives, wherever that value is read."""
     if node.op_type != "ReduceMin" or node.domain != "" or not node.inputs:
         return None
-    output = node.outputs[0]
-    if output.is_graph_output() or node.attributes.get_int("keepdims", 1) != 0:
+    if node.attributes.get_int("keepdims", 1) != 0:
         return None
     axes = node.attributes.get_ints("axes", None)
     if len(node.inputs) > 1 and node.inputs[1] is not None:
