@@ -258,3 +258,71 @@ def test_a_constant_is_read_in_both_of_its_forms(array, big) -> None:
     for tensor in (raw, fields):
         node = helper.make_node("Constant", [], ["c"], value=tensor)
         assert _constant_is_big(node) is big
+
+
+def _ifs_with_a_nested_cast(count: int, special: int, length: int) -> onnx.ModelProto:
+    """`count` Ifs choosing x or its Identity; If number `special` instead returns, in both
+    branches, an inner If whose branches Cast `r`, declared int64[length] (two levels down)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    nodes = []
+    for k in range(count):
+        if k == special:
+            branches = {}
+            for side in ("then", "else"):
+                inner = {
+                    f"{inner_side}_branch": helper.make_graph(
+                        [helper.make_node("Cast", ["r"], [f"c_{side}_{inner_side}"], to=7)],
+                        f"cast_{side}_{inner_side}", [], [_int(f"c_{side}_{inner_side}")],
+                    )
+                    for inner_side in ("then", "else")
+                }  # fmt: skip
+                branches[f"{side}_branch"] = helper.make_graph(
+                    [helper.make_node("If", ["c"], [f"inner_{side}"], **inner)],
+                    f"{side}_outer", [], [_int(f"inner_{side}")],
+                )  # fmt: skip
+            nodes.append(helper.make_node("If", ["c"], ["special"], **branches))
+            continue
+        branches = {
+            f"{side}_branch": helper.make_graph(
+                [helper.make_node("Identity", ["x"], [f"{side}{k}"])],
+                f"{side}{k}", [], [helper.make_tensor_value_info(f"{side}{k}", 1, [2])],
+            )
+            for side in ("then", "else")
+        }  # fmt: skip
+        nodes.append(helper.make_node("If", ["c"], [f"o{k}"], **branches))
+    cond = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    inputs = [x, cond, _int("r", [length])]
+    return _model(nodes, inputs, [helper.make_tensor_value_info("o0", 1, [2]), _int("special")])
+
+
+def test_runs_without_a_propagating_node_skip_the_walk_and_others_do_not(monkeypatch) -> None:
+    """Inference in runs walks a run's proto for long reads only when the run holds a
+    data-propagating node, its subgraphs (nested ones too) included: the run holding a Cast two
+    subgraphs down of a long input is walked and inferred without data propagation; the runs of
+    Identities are not walked, and inferred with it, as the walk would have answered."""
+    from seqlower.passes import chunked_inference
+
+    count, special = 3 * chunked_inference.RUN_SUBGRAPHS - 10, chunked_inference.RUN_SUBGRAPHS + 5
+    model = ir.from_proto(_ifs_with_a_nested_cast(count, special, MAX_PROPAGATED_LENGTH + 1))
+    walked: list[bool] = []
+    data_props: list[bool] = []
+    infer = onnx.shape_inference.infer_shapes
+
+    def walk(graph: onnx.GraphProto) -> bool:
+        answer = data_prop_is_bounded(graph)
+        walked.append(answer)
+        return answer
+
+    def spy(proto, *args, data_prop=False, **kwargs):
+        data_props.append(data_prop)
+        return infer(proto, *args, data_prop=data_prop, **kwargs)
+
+    monkeypatch.setattr(chunked_inference, "data_prop_is_bounded", walk)
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", spy)
+    assert chunked_inference.infer_in_runs(model, {})
+    assert data_props == [True, False, True]  # the second run holds the Cast
+    assert walked == [False]  # only that run walked, and found long
+    outputs = {value.name: value for value in model.graph.outputs}
+    assert outputs["special"].dtype == ir.DataType.INT64
+    values = {o.name: o for node in model.graph for o in node.outputs}
+    assert values[f"o{count - 1}"].shape == ir.Shape([2])

@@ -69,12 +69,12 @@ def infer_in_runs(model: ir.Model, folded: dict[str, np.ndarray]) -> bool:
     exact = True
     start = 0
     for run in cut_in_runs(graph, _holds_subgraphs, RUN_SUBGRAPHS):
-        proto, inherited, crossing = _run_model(model, run, folded, functions)
+        proto, inherited, crossing, propagating = _run_model(model, run, folded, functions)
         exact = exact and not crossing
         hide_overridable_initializers(proto.graph)
-        inferred = onnx.shape_inference.infer_shapes(
-            proto, strict_mode=False, data_prop=data_prop_is_bounded(proto.graph)
-        )
+        # a run holding no data-propagating node is bounded: its proto walk is not needed
+        bounded = not propagating or data_prop_is_bounded(proto.graph)
+        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=bounded)
         reader = TypeReader(_renamer(inherited, start))
         types = graph_types(inferred.graph)
         reader.merge((output for node in run for output in node.outputs), types)
@@ -98,17 +98,28 @@ def _run_model(
     run: list[ir.Node],
     folded: dict[str, np.ndarray],
     functions: list[onnx.FunctionProto],
-) -> tuple[onnx.ModelProto, set[str], bool]:
+) -> tuple[onnx.ModelProto, set[str], bool, bool]:
     """The model inference is given for one run; the dim names its inputs carry; whether one of
-    its inputs may carry content (data propagation) that a cut hides."""
+    its inputs may carry content (data propagation) that a cut hides; whether a node of the run
+    or of its subgraphs is a data-propagating operator (any domain).
+
+    Without such a node the proto is bounded (`data_prop_is_bounded` answers False only for a
+    long value read by a default-domain node of DATA_PROPAGATING_OPS): the nodes the proto holds
+    besides the run's own are Constants (copied in, or made by `as_constants`, which only turns
+    nodes into Constants or adds them), so its walk can be skipped.
+
+        run of Ifs whose branches hold Constant -> SequenceAt  :  no walk, data_prop=True
+        a Cast anywhere in the run (its subgraphs included)     :  data_prop_is_bounded(proto)"""
     graph = model.graph
     members = set(run)
     reads: dict[ir.Value, None] = {}
+    propagating = False
     for node in run:
         reads.update((value, None) for value in node.inputs if value is not None)
+        propagating = propagating or node.op_type in DATA_PROPAGATING_OPS
         if node.attributes:
             for subgraph in subgraphs(node):
-                _outer_reads(subgraph, graph, reads)
+                propagating = _outer_reads(subgraph, graph, reads) or propagating
     proto = onnx.ModelProto(ir_version=model.ir_version)
     for domain, version in model.opset_imports.items():
         proto.opset_import.add(domain=domain, version=version)
@@ -144,18 +155,22 @@ def _run_model(
         ir.serde.serialize_node_into(run_graph.node.add(), node)
     if folded:
         as_constants(run_graph, folded)
-    return proto, inherited, crossing
+    return proto, inherited, crossing, propagating
 
 
-def _outer_reads(subgraph: ir.Graph, graph: ir.Graph, reads: dict[ir.Value, None]) -> None:
-    """Add the values of `graph` that nodes in `subgraph` (nested ones included) read."""
+def _outer_reads(subgraph: ir.Graph, graph: ir.Graph, reads: dict[ir.Value, None]) -> bool:
+    """Add the values of `graph` that nodes in `subgraph` (nested ones included) read; whether
+    one of those nodes is of DATA_PROPAGATING_OPS (any domain)."""
+    propagating = False
     for node in subgraph:
         reads.update(
             (value, None) for value in node.inputs if value is not None and value.graph is graph
         )
+        propagating = propagating or node.op_type in DATA_PROPAGATING_OPS
         if node.attributes:
             for inner in subgraphs(node):
-                _outer_reads(inner, graph, reads)
+                propagating = _outer_reads(inner, graph, reads) or propagating
+    return propagating
 
 
 def _constant(name: str, array: np.ndarray, node_name: str = "") -> onnx.NodeProto:
