@@ -224,7 +224,10 @@ def _not_row_wise(node: ir.Node, rows: set[ir.Value], ctx: Context) -> str | Non
             return "body op Shape is not read as the shape of a tensor of one value"
         return None
     if op == "ConstantOfShape":
-        return None  # of a Shape of rows, checked there
+        shape = source.producer()
+        if shape is None or shape.op_type != "Shape":
+            return "body op ConstantOfShape is not the shape of a value of the map"
+        return None  # `ones_like` of rows: the Shape is checked where it is made
     if op == "MatMul":
         other = ins[1]
         if other is None or other in rows or _rank(other) is None or r < 2 or _rank(other) > 2:  # type: ignore[operator]
