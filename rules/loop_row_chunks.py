@@ -368,4 +368,4 @@ def _int64(builder: Builder, value: ir.Value) -> ir.Value:
     return builder.op("Cast", [value], {"to": int(ir.DataType.INT64)})
 
 
-RULES = RuleSet([Rule("loop-row-chunks", "Loop", _check, _map_rows)])
+RULES = RuleSet([Rule("loop-batch-row-chunks", "Loop", _check, _map_rows)])

@@ -1,4 +1,4 @@
-"""loop-row-chunks: a Loop over consecutive row chunks of a tensor (`for i in range(0, n, k):
+"""loop-batch-row-chunks: a Loop over consecutive row chunks of a tensor (`for i in range(0, n, k):
 out.append(f(x[i:i + k]))`, then `torch.cat(out, 0)`, as nerf-pytorch's `batchify_rays`), whose
 f keeps rows apart, becomes f applied once to the rows the loop reads.
 
@@ -115,7 +115,7 @@ def test_row_chunks_mapped_row_wise_become_one_map(n):
     want_y, want_z = _reference(X[:n], -(-n // 3), floats=True)
     np.testing.assert_allclose(y, want_y, rtol=1e-6)
     np.testing.assert_allclose(z, want_z, rtol=1e-5)
-    assert report.rules_fired["loop-row-chunks"] == 1
+    assert report.rules_fired["loop-batch-row-chunks"] == 1
     assert op_counts(lowered)["Loop"] == 0 and op_counts(lowered)["MatMul"] == 1
 
 
@@ -129,7 +129,7 @@ def test_any_trip_count_reads_the_rows_the_loop_reads(dtype, numpy_type, trip, n
     want_y, want_z = _reference(x, trip, floats=False)
     np.testing.assert_array_equal(y, want_y)
     np.testing.assert_array_equal(z, want_z)
-    assert report.rules_fired["loop-row-chunks"] == 1 and op_counts(lowered)["Loop"] == 0
+    assert report.rules_fired["loop-batch-row-chunks"] == 1 and op_counts(lowered)["Loop"] == 0
 
 
 @pytest.mark.parametrize(
@@ -161,7 +161,7 @@ def test_a_map_that_mixes_rows_is_refused(change, reason):
         text = text.replace("yb = Concat<axis = 0>(ya, out)", "yb = Concat<axis = 0>(ya, bad)")
     model = parse(text)
     lowered, report = lower(model)
-    assert f"loop-row-chunks: {reason}" in _loop_reasons(lowered, report, model)
+    assert f"loop-batch-row-chunks: {reason}" in _loop_reasons(lowered, report, model)
     x = np.arange(28, dtype=np.int64).reshape(7, 4) - 9
     for n in (0, 3, 6):  # whole chunks only: a shorter one fails to broadcast in the original
         lower_and_compare(model, {"x": x[:n]})
@@ -171,7 +171,7 @@ def test_a_step_computed_at_run_time_is_refused():
     text = _chunks(INTS, "int64").replace("k = Constant<value = int64 {3}>()", "k = Identity(T)")
     model = parse(text)
     lowered, report = lower(model)
-    assert "loop-row-chunks: the chunk step is not a positive constant" in _loop_reasons(
+    assert "loop-batch-row-chunks: the chunk step is not a positive constant" in _loop_reasons(
         lowered, report, model
     )
     x = np.arange(28, dtype=np.int64).reshape(7, 4) - 9
