@@ -26,6 +26,7 @@ from seqlower.rules import (
     loop_list_elements,
     loop_map_assign,
     loop_reverse_erase,
+    loop_row_chunks,
     loops,
     mask_indexing,
     runtime_position,
@@ -69,6 +70,7 @@ def default_rules() -> RuleSet:
         + loop_map_assign.RULES  # xs[i] = f(xs[i]) for every i: appends to a new list
         + loop_appends.RULES
         + loop_concat.RULES
+        + loop_row_chunks.RULES  # row chunks mapped row-wise and joined: the map of the rows
         + loop_accumulators.RULES  # the other way: a tensor accumulator to a scan output
         + loop_induction.RULES  # a Loop left with counters only
         + batching.RULES

@@ -15,6 +15,9 @@
         -> the same with Not(scan of c), once after the loop
     If(c, then: SequenceInsert(s, a), else: SequenceInsert(s, b))
         -> SequenceInsert(s, If(c, then: a, else: b))           (both branches append)
+    If(c, then: (u, SequenceInsert(s, a)), else: (v, SequenceInsert(s, b)))
+        -> SequenceInsert(s, If(c, then: (u, a), else: (v, b)).1)   (other values kept in place:
+           `newids.append(idx); i += 2` or `newids.append(ids[i]); i += 1`, minbpe's `merge`)
     the initial elements proved of t's shape, symbolic; a portable target but tract
         -> Reshape(scan of t, Concat(ReduceSum(Cast(scan of c, or of true)), Shape(e0)))
            before the Concat with them (`_counted_rows`: OpenVINO's zero-trip scan outputs)
@@ -705,46 +708,81 @@ def _concatenate_apart(
 # -- an If whose branches both append ------------------------------------------------------
 
 
-def _check_both_append(node: ir.Node, ctx: Context) -> tuple[ir.Node, ...] | Refusal:
-    if len(node.outputs) != 1 or not is_sequence_value(node.outputs[0]):
-        return Refusal("the If does not give exactly one sequence")
+@dataclasses.dataclass(frozen=True)
+class BothAppend:
+    index: int  # the If's output that both branches grow by one append
+    inserts: tuple[ir.Node, ir.Node]  # the then and else branches' SequenceInsert
+
+
+def _check_both_append(node: ir.Node, ctx: Context) -> BothAppend | Refusal:
+    """The first sequence output of the If that both branches make by appending one tensor to
+    the same outer sequence; the If may give other values too (`newids.append(t); i += 2` in
+    one branch, `newids.append(u); i += 1` in the other: minbpe's `merge`)."""
+    outputs = [k for k, out in enumerate(node.outputs) if is_sequence_value(out)]
+    if not outputs:
+        return Refusal("the If gives no sequence")
+    reasons = []
+    for k in outputs:
+        found = _appends_at(node, k)
+        if not isinstance(found, Refusal):
+            return BothAppend(k, found)
+        reasons.append(found.reason if len(outputs) == 1 else f"output {k}: {found.reason}")
+    return Refusal("; ".join(reasons))
+
+
+def _appends_at(node: ir.Node, k: int) -> tuple[ir.Node, ir.Node] | Refusal:
     inserts = []
     for attr in ("then_branch", "else_branch"):
         branch = node.attributes[attr].as_graph()
-        (out,) = branch.outputs
+        out = branch.outputs[k]
         insert = out.producer()
         if insert is None or insert.graph is not branch or insert.op_type != "SequenceInsert":
             return Refusal(f"the {attr} does not end with a SequenceInsert")
         if len(insert.inputs) > 2 and insert.inputs[2] is not None:
             return Refusal(f"the {attr} inserts at a given position")
-        if insert.inputs[0] is None or insert.inputs[0].graph is branch or out.uses():
+        if (
+            insert.inputs[0] is None
+            or insert.inputs[0].graph is branch
+            or out.uses()
+            or sum(o is out for o in branch.outputs) > 1
+        ):
             return Refusal(f"the {attr} builds or reads the sequence it appends to")
         inserts.append(insert)
     if inserts[0].inputs[0] is not inserts[1].inputs[0]:
         return Refusal("the branches append to different sequences")
-    return tuple(inserts)
+    return inserts[0], inserts[1]
 
 
-def _both_append(node: ir.Node, inserts: tuple[ir.Node, ...], ctx: Context) -> None:
+def _both_append(node: ir.Node, plan: BothAppend, ctx: Context) -> None:
     """If(c, then: SequenceInsert(s, a), else: SequenceInsert(s, b))
-    -> SequenceInsert(s, If(c, then: a, else: b))"""
-    sequence = inserts[0].inputs[0]
+    -> SequenceInsert(s, If(c, then: a, else: b))
+    If(c, then: (u.., SequenceInsert(s, a), v..), else: (w.., SequenceInsert(s, b), z..))
+    -> the If giving a | b in that place, its other values as before, and
+       SequenceInsert(s, that value) after it"""
+    k = plan.index
+    sequence = plan.inserts[0].inputs[0]
     assert sequence is not None
-    dtype = element_dtype(sequence) or inserts[0].inputs[1].dtype  # type: ignore[union-attr]
-    for insert in inserts:
+    dtype = element_dtype(sequence) or plan.inserts[0].inputs[1].dtype  # type: ignore[union-attr]
+    for insert in plan.inserts:
         branch = insert.graph
         assert isinstance(branch, ir.Graph)
         tensor = ctx.rewriter.before(insert).op("Identity", [insert.inputs[1]], name="appended")
         tensor.type = ir.TensorType(dtype or ir.DataType.FLOAT)
-        branch.outputs[0] = tensor
+        branch.outputs[k] = tensor
         branch.remove(insert, safe=True)
     builder = ctx.rewriter.before(node)
     branches = {a: node.attributes[a].as_graph() for a in ("then_branch", "else_branch")}
-    tensor = builder.op("If", [node.inputs[0]], branches, name="appended")
-    tensor.type = ir.TensorType(dtype or ir.DataType.FLOAT)
-    appended = builder.op("SequenceInsert", [sequence, tensor])
-    appended.type = node.outputs[0].type
-    ctx.rewriter.replace(node.outputs[0], appended)
+    outputs = builder.ops(
+        "If", [node.inputs[0]], branches, num_outputs=len(node.outputs), name="appended"
+    )
+    for old, new in zip(node.outputs, outputs, strict=True):
+        new.type, new.shape = old.type, old.shape
+    outputs[k].type = ir.TensorType(dtype or ir.DataType.FLOAT)
+    outputs[k].shape = None
+    appended = builder.op("SequenceInsert", [sequence, outputs[k]])
+    appended.type = node.outputs[k].type
+    for j, (old, new) in enumerate(zip(node.outputs, outputs, strict=True)):
+        ctx.rewriter.replace(old, appended if j == k else new)
 
 
 RULES = RuleSet(
