@@ -87,6 +87,7 @@ class RaggedRowsPlan:
     kept: tuple[int, ...]  # carried values passed on unchanged
     grown: tuple[tuple[int, ir.Value], ...]  # carried index, the value appended (Concat axis 0)
     scans: tuple[tuple[ir.Value, bool], ...]  # a shape value, Reshape'd to [1, r]
+    ends: ir.Value | None = None  # CumSum(sizes) already computed, when the table is not cut
 
 
 def _static(value: ir.Value | None, ctx: Context) -> list[int] | None:
@@ -132,9 +133,9 @@ def _table_read(value: ir.Value, index: ir.Value, ctx: Context) -> ir.Value | No
     return table
 
 
-def _slice_sizes(node: ir.Node, index: ir.Value, ctx: Context) -> ir.Value | None:
-    """The sizes table when `node` is Slice(x, starts[i], ends[i]) along axis 0, ends =
-    CumSum(sizes), starts = ends - sizes (the element i of a list held as flat rows)."""
+def _slice_sizes(node: ir.Node, index: ir.Value, ctx: Context) -> tuple[ir.Value, ir.Value] | None:
+    """The sizes table and its running sums when `node` is Slice(x, starts[i], ends[i]) along
+    axis 0, ends = CumSum(sizes), starts = ends - sizes (element i of a list held as rows)."""
     if len(node.inputs) < 3 or any(v is None for v in node.inputs[:3]):
         return None
     if len(node.inputs) > 3 and node.inputs[3] is not None and _static(node.inputs[3], ctx) != [0]:
@@ -152,7 +153,7 @@ def _slice_sizes(node: ir.Node, index: ir.Value, ctx: Context) -> ir.Value | Non
     sizes = peel_identity(cumsum.inputs[0])  # type: ignore[arg-type]
     if peel_identity(sub.inputs[0]) is not ends or peel_identity(sub.inputs[1]) is not sizes:  # type: ignore[arg-type]
         return None
-    return sizes
+    return sizes, ends  # type: ignore[return-value]
 
 
 class _Walk:
@@ -165,6 +166,7 @@ class _Walk:
         self.reads: dict[ir.Value, ir.Value] = {}
         self.shape_reads: list[ir.Value] = []
         self.sizes: list[ir.Value] = []
+        self.ends: list[ir.Value] = []  # CumSum(sizes) of the Slice reads
 
     def _inside(self, node: ir.Node) -> bool:
         return node.graph is self.body
@@ -196,12 +198,14 @@ class _Walk:
             self.shape_reads.append(value)
             return Kind("shape", 1)
         if node.op_type == "Slice":
-            sizes = _slice_sizes(node, self.index, self.ctx)  # type: ignore[arg-type]
+            found = _slice_sizes(node, self.index, self.ctx)  # type: ignore[arg-type]
             data = node.inputs[0]
-            if sizes is not None and data is not None and _outside(data, self.body):
+            if found is not None and data is not None and _outside(data, self.body):
+                sizes, ends = found
                 if data.shape is None or len(data.shape) == 0:
                     return Refusal(f"the rank of the list's rows '{data.name}' is unknown")
                 self.sizes.append(sizes)
+                self.ends.append(ends)
                 self.reads[value] = data
                 return Kind("rows", len(data.shape))
         kinds = []
@@ -346,9 +350,10 @@ def _never_negative(
     return _never_negative(body.outputs[1 + position], ctx, frozenset(inner), deeper)
 
 
-def _bounded(count: ir.Value, sizes: ir.Value) -> tuple[bool, bool] | None:
-    """(bounded, exact): whether the trip count is the length of `sizes` (exact) or a minimum
-    with it among the terms; None when neither is known."""
+def _bounded(count: ir.Value, sizes: ir.Value, ctx: Context) -> tuple[bool, bool] | None:
+    """(bounded, exact): whether the trip count is the length of `sizes` or a minimum with it
+    among the terms (exact when the other terms are all constants of at least 2**62); None
+    when neither is known."""
 
     def length_of(value: ir.Value) -> bool:
         value = peel_identity(value)
@@ -364,11 +369,16 @@ def _bounded(count: ir.Value, sizes: ir.Value) -> tuple[bool, bool] | None:
     concat = _producer(minimum.inputs[0], "Concat") if minimum is not None else None
     if concat is None:
         return None
+    bounded, exact = False, True
     for term in concat.inputs:
         unsqueeze = _producer(term, "Unsqueeze") if term is not None else None
         if unsqueeze is not None and length_of(unsqueeze.inputs[0]):  # type: ignore[arg-type]
-            return True, False
-    return None
+            bounded = True
+            continue
+        # TorchScript's `enumerate` bound of a list: a minimum with the largest int64
+        big = _static(term, ctx)
+        exact = exact and big is not None and all(v >= _NO_BOUND for v in big)
+    return (True, exact) if bounded else None
 
 
 def _check(node: ir.Node, ctx: Context) -> RaggedRowsPlan | Refusal:
@@ -440,7 +450,7 @@ def _check(node: ir.Node, ctx: Context) -> RaggedRowsPlan | Refusal:
         return Refusal("the sizes table is not int64")
     if not _never_negative(sizes, ctx):
         return Refusal("the sizes table may hold a negative size")
-    bound = _bounded(count, sizes)
+    bound = _bounded(count, sizes, ctx)
     if bound is None:
         return Refusal("the trip count is not known to be at most the sizes table's length")
     wanted = set(walk.kinds)
@@ -448,6 +458,7 @@ def _check(node: ir.Node, ctx: Context) -> RaggedRowsPlan | Refusal:
     return RaggedRowsPlan(
         sizes, not bound[1], dict(walk.kinds), dict(walk.reads), tuple(walk.shape_reads),
         region, tuple(kept), tuple(grown), tuple(scans),
+        walk.ends[0] if walk.ends and bound[1] else None,
     )  # fmt: skip
 
 
@@ -462,7 +473,7 @@ def _rows(node: ir.Node, plan: RaggedRowsPlan, ctx: Context) -> None:
         count = builder.op("Max", [builder.op("Cast", [node.inputs[0]], {"to": 7}), zero])
         count = builder.op("Reshape", [count, builder.ints([1])])
         sizes = builder.op("Slice", [sizes, builder.ints([0]), count, builder.ints([0])])
-    ids, total = ids_of_sizes(builder, sizes)
+    ids, total = ids_of_sizes(builder, sizes, plan.ends)
     mapping: dict[ir.Value, ir.Value] = {body.inputs[0]: ids}
     for read in plan.shape_reads:
         mapping[read] = total

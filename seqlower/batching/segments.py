@@ -91,20 +91,26 @@ def segment_reduce(em: Emitter, segments: Segments, mean: bool, keepdims: bool) 
     return total
 
 
-def ids_of_sizes(builder: Builder, sizes: ir.Value) -> tuple[ir.Value, ir.Value]:
+def ids_of_sizes(
+    builder: Builder, sizes: ir.Value, ends: ir.Value | None = None
+) -> tuple[ir.Value, ir.Value]:
     """The segment of each row ([T] int64, T = Sum(sizes)) and T as [1], for chunks of `sizes`
     ([n] int64, none negative) laid end to end: how many chunks end at or before the row, one
     ScatterElements of a 1 at each end (added where chunks are empty) and a CumSum, linear in
     T + n (opset 16 or newer):
         ends = CumSum(sizes); marks = ScatterElements(zeros [T + 1], ends, ones, "add")
-        ids = CumSum(marks)[:T]"""
+        ids = CumSum(marks)[:T]
+    `ends`: CumSum(sizes) where the graph computes it already."""
     zero = builder.constant(np.array(0, np.int64), "zero")
     total = builder.op("ReduceSum", [sizes, builder.ints([0])], {"keepdims": 1}, name="total")
-    ends = builder.op("CumSum", [sizes, zero], name="ends")
+    if ends is None:
+        ends = builder.op("CumSum", [sizes, zero], name="ends")
     slots = builder.op("Add", [total, builder.ints([1])])
     zeros = builder.op("ConstantOfShape", [slots], {"value": ir.tensor(np.zeros(1, np.int64))})
     ones = builder.op(
-        "ConstantOfShape", [builder.op("Shape", [ends])], {"value": ir.tensor(np.ones(1, np.int64))}
+        "ConstantOfShape",
+        [builder.op("Shape", [sizes])],
+        {"value": ir.tensor(np.ones(1, np.int64))},
     )
     marks = builder.op("ScatterElements", [zeros, ends, ones], {"axis": 0, "reduction": "add"})
     running = builder.op("CumSum", [marks, zero])

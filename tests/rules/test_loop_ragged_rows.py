@@ -186,3 +186,74 @@ def test_an_accumulator_read_otherwise_is_refused():
                         "        b2 = Constant<value = int64[1] {0}>()\n"
                         "        g0 = Gather(kk, b2)\n        r = Add(q, g0)")  # fmt: skip
     assert "more than its Concat" in _refusal(_rows(body))
+
+
+# a list of tensors held flat (each element's values, then its shape in a table of shapes):
+# what the list tier makes of `out.append(torch.cat([o, torch.full_like(o[:, :1], k)], 1))`
+HELD_FLAT = """g (float[T,3] x, int64[K] raw) => (float[?] y, int64[?,1,2] shapes) {
+    zero = Constant<value = int64 {0}>()
+    one = Constant<value = int64[1] {1}>()
+    sizes = Abs(raw)
+    ends = CumSum(sizes, zero)
+    starts = Sub(ends, sizes)
+    su = Unsqueeze(starts, one)
+    eu = Unsqueeze(ends, one)
+    n = Size(sizes)
+    t = Constant<value = bool {1}>()
+    shape0 = Constant<value = int64[1] {0}>()
+    acc0 = ConstantOfShape<value = float[1] {0}>(shape0)
+    y, shapes = Loop(n, t, acc0) <body = b (int64 i, bool c, float[?] acc)
+                                   => (bool c2, float[?] grown, int64[1,2] row) {
+        c2 = Identity(c)
+        s = Gather(su, i)
+        e = Gather(eu, i)
+        el = Slice(x, s, e)
+        b0 = Constant<value = int64[1] {0}>()
+        b1 = Constant<value = int64[1] {1}>()
+        big = Constant<value = int64[1] {9223372036854775807}>()
+        whole = Slice(el, b0, big, b0)
+        col = Slice(whole, b0, b1, b1)
+        sh = Shape(col)
+        zs = ConstantOfShape<value = float[1] {0}>(sh)
+        fi = Cast<to = 1>(i)
+        full = Add(zs, fi)
+        r = Concat<axis = 1>(el, full)
+        flat = Constant<value = int64[1] {-1}>()
+        values = Reshape(r, flat)
+        grown = Concat<axis = 0>(acc, values)
+        rs = Shape(r)
+        as_row = Constant<value = int64[2] {1, -1}>()
+        row = Reshape(rs, as_row)
+    }>
+}"""
+
+
+@pytest.mark.parametrize("sizes", [[2, 0, 3], [], [0], [1, 4]])
+def test_a_list_held_flat_and_its_table_of_shapes(sizes):
+    """The values of every element end to end are the flat values of the rows; the table of
+    shapes is each element's rows beside the other dims; a Slice over all the rows is row-wise."""
+    model = parse(HELD_FLAT)
+    x = RNG.standard_normal((sum(sizes) + 1, 3)).astype(np.float32)
+    feeds = {"x": x, "raw": np.array(sizes, np.int64)}
+    lowered, report, (y, shapes) = lower_and_compare(model, feeds)
+    np.testing.assert_array_equal(y, _expected(x, sizes).reshape(-1))
+    want = np.array([[k, 4] for k in sizes], np.int64).reshape(len(sizes), 1, 2)
+    np.testing.assert_array_equal(shapes, want, strict=True)
+    assert report.rules_fired["loop-ragged-rows"] == 1
+    assert "Loop" not in op_counts(lowered)
+
+
+def test_a_trip_count_not_bounded_by_the_table_is_refused_and_both_models_agree():
+    """Loop(M, ..) with M given: past the table's end the element read fails in the loop."""
+    model = parse(
+        ZIP.replace("int64[L] other", "int64 m")
+        .replace("    n2 = Size(other)\n", "")
+        .replace("    u2 = Unsqueeze(n2, zero1)\n", "")
+        .replace("    all = Concat<axis = 0>(big, u1, u2)\n", "")
+        .replace("    m = ReduceMin<keepdims = 0>(all)\n", "")
+    )
+    assert "at most the sizes table's length" in _refusal(model)
+    lowered, report = lower(model)
+    assert "loop-ragged-rows" not in report.rules_fired
+    feeds = {"raw": np.array([2, 1], np.int64), "m": np.array(2, np.int64)}
+    np.testing.assert_array_equal(run_ort(lowered, feeds)[0], [0, 0, 1])
