@@ -488,6 +488,16 @@ def _rows(node: ir.Node, plan: RaggedRowsPlan, ctx: Context) -> None:
             (plan.kinds[o].rank for o in body_node.outputs if plan.kinds[o].tag == "rows"),
             default=0,
         )
+        filled = _filled(body_node, plan)
+        if filled is not None:  # full_like(x, i): the ids broadcast to x's shape, no Add
+            index, shape = filled
+            value = mapping[index]
+            if rank == 1 and plan.kinds[shape].source is None:
+                mapping[body_node.outputs[0]] = value  # [T] already
+            else:
+                lifted_index = builder.unsqueeze(value, list(range(1, rank)))
+                mapping[body_node.outputs[0]] = builder.op("Expand", [lifted_index, mapping[shape]])
+            continue
         inputs = []
         for v in body_node.inputs:
             if v is None:
@@ -536,6 +546,26 @@ def _rows(node: ir.Node, plan: RaggedRowsPlan, ctx: Context) -> None:
             table = builder.unsqueeze(table, [1])
         table.type = node.outputs[carried + position].type
         ctx.rewriter.replace(node.outputs[carried + position], table)
+
+
+def _filled(node: ir.Node, plan: RaggedRowsPlan) -> tuple[ir.Value, ir.Value] | None:
+    """(the iteration number's value, the shape) when `node` is Add(ConstantOfShape(shape) of
+    zeros, a scalar computed from the iteration number): `full_like(x, i)`."""
+    if node.op_type != "Add" or len(node.inputs) != 2:
+        return None
+    for zeros, index in (node.inputs, reversed(node.inputs)):
+        fill = zeros.producer() if zeros is not None else None
+        if fill is None or fill.op_type != "ConstantOfShape" or zeros not in plan.kinds:
+            continue
+        if index is None or plan.kinds.get(index) is not _IDX:
+            continue
+        attr = fill.attributes.get("value")
+        if attr is not None and np.any(attr.as_tensor().numpy() != 0):
+            continue
+        shape = fill.inputs[0]
+        if shape is not None and plan.kinds.get(shape, _INV).tag == "shape":
+            return index, shape
+    return None
 
 
 def _shape_table(
