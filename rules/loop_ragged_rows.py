@@ -9,6 +9,8 @@ each row being the element that holds it (its segment id).
            "add"))[:T] (`seqlower.batching.segments.ids_of_sizes`: linear in T + n)
     ConstantOfShape(Gather(sizes, [i]))  (a vector of sizes[i] entries)
         -> ConstantOfShape(T)
+    Add(ConstantOfShape(s) of zeros, i)  (`full_like(t, i)`, s = Shape(t) or [sizes[i]])
+        -> Expand(Unsqueeze(ids, [1..r-1]), Shape(t')); for [sizes[i]]: ids
     acc' = Concat(acc, Reshape(f(..), [-1]))  (a list of tensors held flat)
         -> Concat(acc0, Reshape(f(x[:T], ids), [-1]))
     scan output Reshape(Shape(f(..)), [1, -1])  (that list's table of shapes)
