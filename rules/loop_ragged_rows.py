@@ -6,7 +6,8 @@ each row being the element that holds it (its segment id).
         -> Concat(acc0, f(x[:T], ids))
            ends = CumSum(sizes), starts = ends - sizes, T = Sum(sizes),
            ids = repeat(Range(0, n), sizes) = CumSum(ScatterElements(zeros [T + 1], ends, 1,
-           "add"))[:T] (`seqlower.batching.segments.ids_of_sizes`: linear in T + n)
+           "add"))[:rows(x[:T])] (`seqlower.batching.segments.ids_of_sizes`: linear in T + n;
+           cut to the rows x holds, as each Slice clamps to them where the sizes run past)
     ConstantOfShape(Gather(sizes, [i]))  (a vector of sizes[i] entries)
         -> ConstantOfShape(T)
     Add(ConstantOfShape(s) of zeros, i)  (`full_like(t, i)`, s = Shape(t) or [sizes[i]])
@@ -14,8 +15,8 @@ each row being the element that holds it (its segment id).
     acc' = Concat(acc, Reshape(f(..), [-1]))  (a list of tensors held flat)
         -> Concat(acc0, Reshape(f(x[:T], ids), [-1]))
     scan output Reshape(Shape(f(..)), [1, -1])  (that list's table of shapes)
-        -> Unsqueeze(Concat(Unsqueeze(sizes, 1), Expand(Shape(f(x[:T], ids))[1:], [n, r - 1]),
-           axis 1), 1)
+        -> Unsqueeze(Concat(Unsqueeze(held, 1), Expand(Shape(f(x[:T], ids))[1:], [n, r - 1]),
+           axis 1), 1)      held = Min(ends, rows(x[:T])) - Min(starts, rows(x[:T]))
 
 That is what DETR's `torch.cat([torch.full_like(src, i) for i, (src, _) in
 enumerate(indices)])` and yolov5's `torch.cat([torch.cat([o, torch.full_like(o[:, :1], k)], 1)
@@ -38,7 +39,8 @@ by nothing else in the body). Opset 16 or newer (ScatterElements with reduction=
 Refused: a body op that is not row-wise (a reduction, a Gather, a Reshape of the rows, a Slice
 along the rows or with bounds known at run time only), an operand the same in every iteration
 that broadcasts along the rows, reads of two lists of different sizes tables, the iteration
-number used otherwise than as a scalar, a value carried from one iteration to the next, a
+number used otherwise than as a scalar, reads of the rows of two lists or of both an element's
+rows and its size from the table, a value carried from one iteration to the next, a
 trip count not bounded by the table's length.
 """
 
@@ -448,6 +450,10 @@ def _check(node: ir.Node, ctx: Context) -> RaggedRowsPlan | Refusal:
     sizes = walk.sizes[0]
     if any(s is not sizes for s in walk.sizes):
         return Refusal("the body reads lists of different sizes tables")
+    if len(set(walk.reads.values())) > 1:
+        return Refusal("the body reads the rows of two lists")
+    if walk.reads and walk.shape_reads:
+        return Refusal("the body reads an element's rows and its size from the table both")
     if sizes.dtype != ir.DataType.INT64:
         return Refusal("the sizes table is not int64")
     if not _never_negative(sizes, ctx):
@@ -470,17 +476,24 @@ def _rows(node: ir.Node, plan: RaggedRowsPlan, ctx: Context) -> None:
     builder = ctx.rewriter.before(node)
     body = _body(node)
     sizes = plan.sizes
+    zero = builder.constant(np.array(0, np.int64), "zero")
     if plan.cut:
-        zero = builder.constant(np.array(0, np.int64), "zero")
         count = builder.op("Max", [builder.op("Cast", [node.inputs[0]], {"to": 7}), zero])
         count = builder.op("Reshape", [count, builder.ints([1])])
         sizes = builder.op("Slice", [sizes, builder.ints([0]), count, builder.ints([0])])
-    ids, total = ids_of_sizes(builder, sizes, plan.ends)
+    ends = plan.ends or builder.op("CumSum", [sizes, zero], name="ends")
+    total = builder.op("ReduceSum", [sizes, builder.ints([0])], {"keepdims": 1}, name="total")
+    length, rows = total, None
+    if plan.reads:  # the rows the elements hold: fewer than the sizes say where x runs out
+        data = next(iter(plan.reads.values()))
+        rows = builder.op("Slice", [data, builder.ints([0]), total, builder.ints([0])])
+        length = builder.op("Shape", [rows], {"start": 0, "end": 1})
+    ids = ids_of_sizes(builder, sizes, ends, total, length)
     mapping: dict[ir.Value, ir.Value] = {body.inputs[0]: ids}
     for read in plan.shape_reads:
         mapping[read] = total
-    for read, data in plan.reads.items():
-        mapping[read] = builder.op("Slice", [data, builder.ints([0]), total, builder.ints([0])])
+    for read in plan.reads:
+        mapping[read] = rows  # type: ignore[assignment]
     lifted: dict[tuple[ir.Value, int], ir.Value] = {}
     names = ctx.rewriter.names
     for body_node in plan.region:
@@ -543,7 +556,13 @@ def _rows(node: ir.Node, plan: RaggedRowsPlan, ctx: Context) -> None:
         joined.type = node.outputs[k].type
         ctx.rewriter.replace(node.outputs[k], joined)
     for position, (shape_value, reshaped) in enumerate(plan.scans):
-        table = _shape_table(builder, plan.kinds[shape_value], sizes, mapping)
+        held = sizes
+        if rows is not None:  # each element's rows as its Slice clamps them to x's
+            starts = builder.op("Sub", [ends, sizes])
+            held = builder.op(
+                "Sub", [builder.op("Min", [ends, length]), builder.op("Min", [starts, length])]
+            )
+        table = _shape_table(builder, plan.kinds[shape_value], held, mapping)
         if reshaped:
             table = builder.unsqueeze(table, [1])
         table.type = node.outputs[carried + position].type

@@ -92,19 +92,14 @@ def segment_reduce(em: Emitter, segments: Segments, mean: bool, keepdims: bool) 
 
 
 def ids_of_sizes(
-    builder: Builder, sizes: ir.Value, ends: ir.Value | None = None
-) -> tuple[ir.Value, ir.Value]:
-    """The segment of each row ([T] int64, T = Sum(sizes)) and T as [1], for chunks of `sizes`
-    ([n] int64, none negative) laid end to end: how many chunks end at or before the row, one
-    ScatterElements of a 1 at each end (added where chunks are empty) and a CumSum, linear in
-    T + n (opset 16 or newer):
-        ends = CumSum(sizes); marks = ScatterElements(zeros [T + 1], ends, ones, "add")
-        ids = CumSum(marks)[:T]
-    `ends`: CumSum(sizes) where the graph computes it already."""
+    builder: Builder, sizes: ir.Value, ends: ir.Value, total: ir.Value, length: ir.Value
+) -> ir.Value:
+    """The segment of each of the first `length` rows ([1] int64, at most T) of chunks of
+    `sizes` ([n] int64, none negative) laid end to end: how many chunks end at or before the
+    row, one ScatterElements of a 1 at each end (added where chunks are empty) and a CumSum,
+    linear in T + n (opset 16 or newer); `ends` = CumSum(sizes), `total` = [T] = [Sum(sizes)]:
+        marks = ScatterElements(zeros [T + 1], ends, ones, "add"); ids = CumSum(marks)[:length]"""
     zero = builder.constant(np.array(0, np.int64), "zero")
-    total = builder.op("ReduceSum", [sizes, builder.ints([0])], {"keepdims": 1}, name="total")
-    if ends is None:
-        ends = builder.op("CumSum", [sizes, zero], name="ends")
     slots = builder.op("Add", [total, builder.ints([1])])
     zeros = builder.op("ConstantOfShape", [slots], {"value": ir.tensor(np.zeros(1, np.int64))})
     ones = builder.op(
@@ -114,7 +109,7 @@ def ids_of_sizes(
     )
     marks = builder.op("ScatterElements", [zeros, ends, ones], {"axis": 0, "reduction": "add"})
     running = builder.op("CumSum", [marks, zero])
-    ids = builder.op("Slice", [running, builder.ints([0]), total], name="segment_ids")
+    ids = builder.op("Slice", [running, builder.ints([0]), length], name="segment_ids")
     ids.type = ir.TensorType(ir.DataType.INT64)
     ids.shape = ir.Shape([None])
-    return ids, total
+    return ids

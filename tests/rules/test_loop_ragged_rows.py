@@ -259,3 +259,18 @@ def test_a_trip_count_not_bounded_by_the_table_is_refused_and_both_models_agree(
     assert "loop-ragged-rows" not in report.rules_fired
     feeds = {"raw": np.array([2, 1], np.int64), "m": np.array(2, np.int64)}
     np.testing.assert_array_equal(run_ort(lowered, feeds)[0], [0, 0, 1])
+
+
+@pytest.mark.parametrize("model_text", [None, HELD_FLAT], ids=["rows", "held-flat"])
+@pytest.mark.parametrize("rows", [0, 1, 3, 4])
+def test_sizes_that_run_past_the_rows_read_what_each_slice_clamps_to(model_text, rows):
+    """sizes [2, 0, 3] over x of fewer than 5 rows: each element's Slice clamps to x's end (the
+    last elements hold fewer rows, or none), and so do the ids and the table of shapes."""
+    model = _rows() if model_text is None else parse(model_text)
+    x = RNG.standard_normal((rows, 3)).astype(np.float32)
+    feeds = {"x": x, "raw": np.array([2, 0, 3], np.int64)}
+    lowered, report, outputs = lower_and_compare(model, feeds)
+    assert report.rules_fired["loop-ragged-rows"] == 1
+    assert "Loop" not in op_counts(lowered)
+    ids = np.repeat(np.arange(3), [2, 0, 3])[:rows].astype(np.float32)
+    np.testing.assert_array_equal(outputs[0].reshape(rows, 4), np.concatenate([x, ids[:, None]], 1))
