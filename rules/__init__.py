@@ -25,6 +25,7 @@ from seqlower.rules import (
     loop_last_element,
     loop_list_elements,
     loop_map_assign,
+    loop_ragged_rows,
     loop_reverse_erase,
     loop_row_chunks,
     loops,
@@ -63,6 +64,7 @@ def default_rules() -> RuleSet:
         + loop_copy.RULES  # `[s for s in xs]`: the list xs itself
         + loop_batching.RULES
         + loop_chunks.RULES  # chunks of any sizes, mapped elementwise
+        + loop_ragged_rows.RULES  # the same on a list held as rows and sizes
         + loops.RULES
         + loop_list_elements.RULES  # a list of static length edited in place: its elements
         + loop_fusion.RULES  # a list built by one Loop and read in order by the next

@@ -417,14 +417,18 @@ def test_per_image_loops_are_weighed_on_small_inputs_too():
 
 
 def test_a_region_kept_for_speed_reports_both_estimates():
-    """The same program with a join loop whose condition is known at run time only (so it is
-    no copy of the list): its lowered form costs more by both estimates, the region is kept
-    for onnxruntime, and the report gives the estimate on small inputs beside the other one.
-    The default target lowers everything, whatever the estimates."""
+    """The same program with join loops whose conditions are known at run time only (so one is
+    no copy of the list and the other is not batched by its segment ids): its lowered form
+    costs more by both estimates, the region is kept for onnxruntime, and the report gives the
+    estimate on small inputs beside the other one. The default target lowers everything,
+    whatever the estimates."""
     model = parse(
         PER_IMAGE_PIECES.replace(
             "copies = Loop(k3, t, empty3)",
             "go = GreaterOrEqual(k3, zero)\n    copies = Loop(k3, go, empty3)",
+        ).replace(  # and a join of the owners that loop-ragged-rows cannot batch either
+            "owners = Loop(k, t, empty2)",
+            "go2 = GreaterOrEqual(k, zero)\n    owners = Loop(k, go2, empty2)",
         )
     )
     lowered, report = lower(model, target="onnxruntime")

@@ -15,7 +15,14 @@ scatters one value at a time.
 
 from __future__ import annotations
 
-__all__ = ["SEGMENT_DTYPES", "SEGMENT_OPSET", "SEGMENT_WIDTH", "Segments", "segment_reduce"]
+__all__ = [
+    "SEGMENT_DTYPES",
+    "SEGMENT_OPSET",
+    "SEGMENT_WIDTH",
+    "Segments",
+    "ids_of_sizes",
+    "segment_reduce",
+]
 
 import dataclasses
 from typing import TYPE_CHECKING
@@ -25,6 +32,7 @@ import onnx_ir as ir
 
 if TYPE_CHECKING:
     from seqlower.batching.core import Emitter
+    from seqlower.rewriter import Builder
 
 SEGMENT_OPSET = 16  # ScatterElements with reduction="add"
 # the types onnxruntime 1.20 to 1.32 scatter-adds on CPU (probed; float16 is not among them)
@@ -81,3 +89,27 @@ def segment_reduce(em: Emitter, segments: Segments, mean: bool, keepdims: bool) 
     if keepdims:
         total = em.unsqueeze(total, [axis + 1])
     return total
+
+
+def ids_of_sizes(
+    builder: Builder, sizes: ir.Value, ends: ir.Value, total: ir.Value, length: ir.Value
+) -> ir.Value:
+    """The segment of each of the first `length` rows ([1] int64, at most T) of chunks of
+    `sizes` ([n] int64, none negative) laid end to end: how many chunks end at or before the
+    row, one ScatterElements of a 1 at each end (added where chunks are empty) and a CumSum,
+    linear in T + n (opset 16 or newer); `ends` = CumSum(sizes), `total` = [T] = [Sum(sizes)]:
+        marks = ScatterElements(zeros [T + 1], ends, ones, "add"); ids = CumSum(marks)[:length]"""
+    zero = builder.constant(np.array(0, np.int64), "zero")
+    slots = builder.op("Add", [total, builder.ints([1])])
+    zeros = builder.op("ConstantOfShape", [slots], {"value": ir.tensor(np.zeros(1, np.int64))})
+    ones = builder.op(
+        "ConstantOfShape",
+        [builder.op("Shape", [sizes])],
+        {"value": ir.tensor(np.ones(1, np.int64))},
+    )
+    marks = builder.op("ScatterElements", [zeros, ends, ones], {"axis": 0, "reduction": "add"})
+    running = builder.op("CumSum", [marks, zero])
+    ids = builder.op("Slice", [running, builder.ints([0]), length], name="segment_ids")
+    ids.type = ir.TensorType(ir.DataType.INT64)
+    ids.shape = ir.Shape([None])
+    return ids
