@@ -314,12 +314,16 @@ def _rows_at_least(read: Read, count: ir.Value, ctx: Context) -> bool:
     """Whether `read` = Gather(x, i, axis=a) reads an x proved to hold at least the trip count
     M of rows along a, M the iteration number of an enclosing loop: x grows by at least one
     row per iteration of that loop (`seqlower.analysis.carried_rows`), or that loop's trip
-    count is a minimum one of whose terms is x's dim a (i < that trip count <= the dim)."""
+    count is a minimum one of whose terms is x's dim a (i < that trip count <= the dim); or M
+    is the loop's own trip count, at most x's dim a (`_count_bounds`)."""
     source = read.node.inputs[0]
     assert source is not None and source.shape is not None  # as `_read` found it
     axis = read.node.attributes.get_int("axis", 0) % len(source.shape)
     lengths = ctx.facts.list_lengths()
     if at_least_iterations(count, source, axis, lengths.owner):
+        return True
+    bounds = _count_bounds(count, ctx)
+    if bounds is not None and _dim_term(source, axis) in bounds:
         return True
     loop = lengths.owner(count.graph)
     if loop is None or loop.op_type != "Loop" or loop.domain != "" or not loop.inputs:
@@ -328,6 +332,20 @@ def _rows_at_least(read: Read, count: ir.Value, ctx: Context) -> bool:
         return False
     terms = _count_terms(loop.inputs[0], ctx)
     return terms is not None and _dim_term(source, axis) in terms
+
+
+def _count_bounds(count: ir.Value, ctx: Context) -> frozenset[Term] | None:
+    """Lengths each at least the trip count `count`: the terms of its minimum, or the terms of
+    n where `count` is Sub(n, c), c a constant never negative (`range(x.size(0) - 1)`: the
+    loop reads x[i + 1] or x[i], i < n - c <= n)."""
+    producer = count.producer()
+    if producer is not None and producer.domain == "" and producer.op_type == "Sub":
+        first, second = producer.inputs[0], producer.inputs[1]
+        taken = _one_static_int(second, ctx) if second is not None else None
+        if first is None or taken is None or taken < 0:
+            return None
+        return _count_bounds(first, ctx)
+    return _count_terms(count, ctx)
 
 
 def _one_static_int(value: ir.Value, ctx: Context) -> int | None:
@@ -340,7 +358,8 @@ def _one_static_int(value: ir.Value, ctx: Context) -> int | None:
 
 def _min_of_stacked(reduce: ir.Node, data: ir.Value, ctx: Context) -> frozenset[Term] | None:
     """ReduceMin(Concat(Unsqueeze(n0, 0), Unsqueeze(n1, 0), ..), keepdims=0): the terms of the
-    n_k (TorchScript's trip count of `zip(a, b)` and `enumerate(a)`)."""
+    n_k (TorchScript's trip count of `zip(a, b)` and `enumerate(a)`); a piece may be a dim of
+    one entry itself, Shape(x, start=a, end=a + 1) (the length of a list lowered already)."""
     if reduce.attributes.get_int("keepdims", 1) != 0:
         return None
     axes = reduce.attributes.get_ints("axes")
@@ -359,6 +378,10 @@ def _min_of_stacked(reduce: ir.Node, data: ir.Value, ctx: Context) -> frozenset[
         if bound is not None and len(bound) == 1:
             if bound[0] < _NO_BOUND:  # `enumerate` bounds its counter by the largest int64
                 terms.add(("int", bound[0]))
+            continue
+        entry = None if piece is None else _one_dim_term(piece, ctx)
+        if entry is not None:  # a lowered list's length: Shape(x, end=1), one entry
+            terms |= entry
             continue
         unsqueeze = None if piece is None else piece.producer()
         if unsqueeze is None or unsqueeze.op_type != "Unsqueeze" or unsqueeze.inputs[0] is None:

@@ -39,6 +39,7 @@ from seqlower.passes.range_of_range import fold_ranges_of_ranges
 from seqlower.passes.region_inference import forget_stamp
 from seqlower.passes.row_axes import fold_row_axes
 from seqlower.passes.same_shape_reshapes import remove_same_shape_reshapes
+from seqlower.passes.scattered_rows import fold_scattered_rows
 from seqlower.passes.single_concat import flatten_nested_concats, remove_single_concats
 from seqlower.passes.sink_into_branches import sink_into_branches
 from seqlower.passes.stacked_reads import fold_stacked_reads
@@ -113,6 +114,7 @@ class CleanupPass(ir.passes.InPlacePass):
         self.stacked_reads = 0
         self.unit_axes = 0
         self.ranges_folded = 0
+        self.scatters_folded = 0
         self.negations_folded = 0
         self.sunk = 0
         self.carried_removed = 0
@@ -193,6 +195,9 @@ class CleanupPass(ir.passes.InPlacePass):
         # a Range from 0 by 1 over the length of such a Range, or read at its own entries
         self.ranges_folded = census.run({"Range"}, fold_ranges_of_ranges, model)
         modified |= bool(self.ranges_folded)
+        # rows scattered to a mask's places and compressed back by it: the rows
+        self.scatters_folded = census.run({"Reshape", "Compress"}, fold_scattered_rows, model)
+        modified |= bool(self.scatters_folded)
         self.rows_folded = census.run({"Unsqueeze"}, fold_row_axes, model)
         modified |= bool(self.rows_folded)
         if self.rows_folded and self.fold_shapes:
