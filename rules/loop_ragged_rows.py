@@ -176,15 +176,44 @@ class _Walk:
         return node.graph is self.body
 
     def kind(self, value: ir.Value) -> Kind | Refusal:
-        found = self.kinds.get(value)
-        if found is not None:
-            return found
-        result = self._classify(value)
-        if isinstance(result, Kind):
-            self.kinds[value] = result
-        return result
+        """The kind of `value`, its operands classified first, deepest first, from an explicit
+        stack (a body of thousands of chained nodes needs no Python recursion); the first
+        refusal met ends the walk."""
+        stack = [value]
+        expanded: set[ir.Value] = set()
+        while stack:
+            current = stack[-1]
+            if current in self.kinds:
+                stack.pop()
+                continue
+            node = current.producer()
+            if current not in expanded:
+                leaf = self._leaf(current)
+                if isinstance(leaf, Refusal):
+                    return leaf
+                if leaf is not None:
+                    self.kinds[current] = leaf
+                    stack.pop()
+                    continue
+                expanded.add(current)
+                assert node is not None
+                pending = [v for v in node.inputs if v is not None and v not in self.kinds]
+                stack.extend(reversed(pending))
+                continue
+            stack.pop()
+            assert node is not None
+            kinds = [None if v is None else self.kinds[v] for v in node.inputs]
+            if all(k is None or k.tag == "inv" for k in kinds):
+                result: Kind | Refusal = _INV
+            else:
+                result = self._op(node, current, kinds)
+            if isinstance(result, Refusal):
+                return result
+            self.kinds[current] = result
+        return self.kinds[value]
 
-    def _classify(self, value: ir.Value) -> Kind | Refusal:
+    def _leaf(self, value: ir.Value) -> Kind | Refusal | None:
+        """The kind of `value` where its operands do not decide it; None where they do."""
         if value is self.index:
             return _IDX
         node = value.producer()
@@ -212,18 +241,7 @@ class _Walk:
                 self.ends.append(ends)
                 self.reads[value] = data
                 return Kind("rows", len(data.shape))
-        kinds = []
-        for operand in node.inputs:
-            if operand is None:
-                kinds.append(None)
-                continue
-            kind = self.kind(operand)
-            if isinstance(kind, Refusal):
-                return kind
-            kinds.append(kind)
-        if all(k is None or k.tag == "inv" for k in kinds):
-            return _INV
-        return self._op(node, value, kinds)
+        return None
 
     def _op(self, node: ir.Node, value: ir.Value, kinds: list[Kind | None]) -> Kind | Refusal:
         op = node.op_type
