@@ -1132,6 +1132,10 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     emitter.masks.update(masks)
     emitter.segments.update(segments)
     emitter.held.update(held)
+    if plan.counter:
+        # Range(0, M) has the batch's rows: every stack holds exactly the M rows the iterations
+        # read (cut to M where longer, checked where not proved at least M), or the model fails
+        emitter.positions = numbers
     batched = emit_body(plan.body, arguments, emitter, plan.count)  # type: ignore[arg-type]
     results = dict(zip(plan.wanted, batched))
     for running in plan.sums:  # each final sum, and the prefix sums where they are read

@@ -175,7 +175,7 @@ def plan_if(
                 if seeds[value].batched and rows is not None:  # (else: the branch reads none)
                     if value in em.masks:
                         sub.masks[value] = em.op("Gather", [em.masks[value], rows], {"axis": 0})
-                    given = em.op("Gather", [given, rows], {"axis": 0})
+                    given = em.at_rows(given, rows)
                 fed.append(given)
             made = emit_body(plan, fed, sub, None)  # type: ignore[arg-type]
             subs.append((sub, taken))
@@ -192,7 +192,7 @@ def plan_if(
                 continue
             if then_rows is None and else_rows is None:  # both the same for every row
                 then_rows = em.op("Compress", [everyone, picks], {"axis": 0})
-                then_value = em.op("Gather", [then_value, then_rows], {"axis": 0})
+                then_value = em.at_rows(then_value, then_rows)
             if else_rows is None:  # the else branch's value everywhere, the then rows put in
                 whole, pending = else_value, [(then_value, then_rows)]
             elif then_rows is None:
@@ -278,7 +278,7 @@ def _ragged_emit(
         operand = plan.outputs[index]  # type: ignore[attr-defined]
         if rows is None:  # the same for every row: its value at the rows that take it
             rows = em.op("Compress", [everyone, taken], {"axis": 0})
-            value = em.op("Gather", [value, rows], {"axis": 0})
+            value = em.at_rows(value, rows)
         result = plan.results[index]  # type: ignore[attr-defined]
         if operand.ragged_axis is not None:
             mask = sub.masks[result]
