@@ -35,7 +35,8 @@ exactly where the loop would: at M > len (an iteration reads past the end), neve
 (no iteration reads anything, even from an empty tensor).
 
 It also takes the iteration number used as a number (it is Range(0, M), and the loop need read
-nothing else); a running maximum or minimum read after the loop (one reduction over the initial
+nothing else; a branch of a per-element If reads it at its rows as those rows, the batch having
+M rows); a running maximum or minimum read after the loop (one reduction over the initial
 value and the terms); a tensor grown by Concat (`acc = cat((acc, t))`, a list that starts with
 acc) and a list that starts with elements, when only concatenations read it (the initial
 elements first); and slices whose bounds differ per element (`seqlower.batching`: held padded

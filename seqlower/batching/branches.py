@@ -3,6 +3,7 @@
     If(c, then: t = f(..), else: e = g(..))      (c per element, a scalar each)
         -> rows_t = Compress(Range(0, N), C), rows_e = Compress(Range(0, N), Not(C))
            T = f'(what f reads, Gathered at rows_t), E = g'(.. at rows_e)
+           (the Emitter's positions, a batched loop's iteration numbers, at rows_t: rows_t)
            ScatterND(ScatterND(zeros [N, *S], rows_t, T), rows_e, E)
     a branch that reads nothing that differs per element: its one value, Expanded to its rows
     (the other branch then scatters into it)
