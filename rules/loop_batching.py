@@ -35,7 +35,8 @@ exactly where the loop would: at M > len (an iteration reads past the end), neve
 (no iteration reads anything, even from an empty tensor).
 
 It also takes the iteration number used as a number (it is Range(0, M), and the loop need read
-nothing else); a running maximum or minimum read after the loop (one reduction over the initial
+nothing else; a branch of a per-element If reads it at its rows as those rows, the batch having
+M rows); a running maximum or minimum read after the loop (one reduction over the initial
 value and the terms); a tensor grown by Concat (`acc = cat((acc, t))`, a list that starts with
 acc) and a list that starts with elements, when only concatenations read it (the initial
 elements first); and slices whose bounds differ per element (`seqlower.batching`: held padded
@@ -1132,6 +1133,10 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     emitter.masks.update(masks)
     emitter.segments.update(segments)
     emitter.held.update(held)
+    if plan.counter:
+        # Range(0, M) has the batch's rows: every stack holds exactly the M rows the iterations
+        # read (cut to M where longer, checked where not proved at least M), or the model fails
+        emitter.positions = numbers
     batched = emit_body(plan.body, arguments, emitter, plan.count)  # type: ignore[arg-type]
     results = dict(zip(plan.wanted, batched))
     for running in plan.sums:  # each final sum, and the prefix sums where they are read

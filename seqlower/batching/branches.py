@@ -3,6 +3,7 @@
     If(c, then: t = f(..), else: e = g(..))      (c per element, a scalar each)
         -> rows_t = Compress(Range(0, N), C), rows_e = Compress(Range(0, N), Not(C))
            T = f'(what f reads, Gathered at rows_t), E = g'(.. at rows_e)
+           (the Emitter's positions, a batched loop's iteration numbers, at rows_t: rows_t)
            ScatterND(ScatterND(zeros [N, *S], rows_t, T), rows_e, E)
     a branch that reads nothing that differs per element: its one value, Expanded to its rows
     (the other branch then scatters into it)
@@ -175,7 +176,7 @@ def plan_if(
                 if seeds[value].batched and rows is not None:  # (else: the branch reads none)
                     if value in em.masks:
                         sub.masks[value] = em.op("Gather", [em.masks[value], rows], {"axis": 0})
-                    given = em.op("Gather", [given, rows], {"axis": 0})
+                    given = em.at_rows(given, rows)
                 fed.append(given)
             made = emit_body(plan, fed, sub, None)  # type: ignore[arg-type]
             subs.append((sub, taken))
@@ -192,7 +193,7 @@ def plan_if(
                 continue
             if then_rows is None and else_rows is None:  # both the same for every row
                 then_rows = em.op("Compress", [everyone, picks], {"axis": 0})
-                then_value = em.op("Gather", [then_value, then_rows], {"axis": 0})
+                then_value = em.at_rows(then_value, then_rows)
             if else_rows is None:  # the else branch's value everywhere, the then rows put in
                 whole, pending = else_value, [(then_value, then_rows)]
             elif then_rows is None:
@@ -278,7 +279,7 @@ def _ragged_emit(
         operand = plan.outputs[index]  # type: ignore[attr-defined]
         if rows is None:  # the same for every row: its value at the rows that take it
             rows = em.op("Compress", [everyone, taken], {"axis": 0})
-            value = em.op("Gather", [value, rows], {"axis": 0})
+            value = em.at_rows(value, rows)
         result = plan.results[index]  # type: ignore[attr-defined]
         if operand.ragged_axis is not None:
             mask = sub.masks[result]

@@ -31,6 +31,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
+from seqlower.ops import peel_identity
 from seqlower.rewriter import Builder
 from seqlower.rule import Refusal
 
@@ -167,6 +168,10 @@ class Emitter:
         # per mask of `masks` whose counts of held positions are known: those counts ([N] int64;
         # the sizes of the chunks of a split), which a mean divides by without counting the mask
         self.held: dict[ir.Value, ir.Value] = {}
+        # Range(0, N) (int64), when the caller has emitted it: the row numbers of the batch (a
+        # batched loop's iteration numbers). A Gather of it at rows of the batch gives back those
+        # rows, and cannot fail where the batch has N rows (`at_rows`).
+        self.positions: ir.Value | None = None
 
     # -- plain emission ------------------------------------------------------------------
 
@@ -216,6 +221,18 @@ class Emitter:
         return self.op("Transpose", [value], {"perm": list(perm)})
 
     # -- batch helpers -------------------------------------------------------------------
+
+    def at_rows(self, value: ir.Value, rows: ir.Value) -> ir.Value:
+        """Gather(value, rows) along the batch axis, `rows` positions in [0, N) (a Compress of
+        the row numbers).
+
+            Gather(positions, rows) -> rows          (positions, or Identity of it)
+
+        positions is Range(0, N) (int64, as rows are), so its entry at row r is r; a row of
+        [0, N) is within its N entries, so the Gather dropped could not have failed."""
+        if self.positions is not None and peel_identity(value) is self.positions:
+            return rows
+        return self.op("Gather", [value, rows], {"axis": 0})
 
     def count(self) -> ir.Value:
         """N as a 1-D int64 tensor of one element."""
