@@ -54,7 +54,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.batching.segments import SEGMENT_OPSET, ids_of_sizes
-from seqlower.lists.signs import never_negative
+from seqlower.lists.signs import never_negative_across
 from seqlower.ops import peel_identity
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
@@ -77,7 +77,6 @@ class Kind:
 
 _INV, _IDX = Kind("inv"), Kind("idx")
 _NO_BOUND = 2**62  # no tensor has that many rows
-_PASSING = frozenset({"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -311,49 +310,6 @@ def _outside(value: ir.Value, body: ir.Graph) -> bool:
     return value.graph is not body if producer is None else producer.graph is not body
 
 
-def _never_negative(
-    value: ir.Value | None, ctx: Context, counters: frozenset[int] = frozenset(), depth: int = 8
-) -> bool:
-    """`never_negative`, seeing also through what a list's table of sizes passes: reshapes,
-    the outputs of an If (both branches), ScatterElements (its data and updates), the scan
-    output of a Loop whose body gives a value never negative, and a value a Loop carries that
-    starts never negative and that the body keeps so (given the value it carries in)."""
-    if value is None or depth < 0:
-        return False
-    if never_negative(value, ctx.facts.values, counters):
-        return True
-    node = value.producer()
-    if node is None or node.domain != "":
-        return False
-    deeper = depth - 1
-    if node.op_type in _PASSING:
-        return _never_negative(node.inputs[0], ctx, counters, deeper)
-    if node.op_type == "ScatterElements" and node.attributes.get_string("reduction", "none") in (
-        "none",
-        "add",
-        "max",
-    ):
-        return all(_never_negative(node.inputs[k], ctx, counters, deeper) for k in (0, 2))
-    position = node.outputs.index(value)
-    if node.op_type == "If":
-        return all(
-            _never_negative(
-                node.attributes[branch].as_graph().outputs[position], ctx, counters, deeper
-            )
-            for branch in ("then_branch", "else_branch")
-        )
-    if node.op_type != "Loop":
-        return False
-    body = _body(node)
-    carried = len(node.inputs) - 2
-    inner = {*counters, id(body.inputs[0])}
-    if position < carried:  # by induction: it starts never negative and stays so
-        if not _never_negative(node.inputs[2 + position], ctx, counters, deeper):
-            return False
-        inner.add(id(body.inputs[2 + position]))
-    return _never_negative(body.outputs[1 + position], ctx, frozenset(inner), deeper)
-
-
 def _bounded(count: ir.Value, sizes: ir.Value, ctx: Context) -> tuple[bool, bool] | None:
     """(bounded, exact): whether the trip count is the length of `sizes` or a minimum with it
     among the terms (exact when the other terms are all constants of at least 2**62); None
@@ -456,7 +412,7 @@ def _check(node: ir.Node, ctx: Context) -> RaggedRowsPlan | Refusal:
         return Refusal("the body reads an element's rows and its size from the table both")
     if sizes.dtype != ir.DataType.INT64:
         return Refusal("the sizes table is not int64")
-    if not _never_negative(sizes, ctx):
+    if not never_negative_across(sizes, ctx.facts.values):
         return Refusal("the sizes table may hold a negative size")
     bound = _bounded(count, sizes, ctx)
     if bound is None:
