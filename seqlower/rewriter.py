@@ -109,6 +109,8 @@ class Rewriter:
         self._consumed: list[tuple[ir.Node, str]] = []
         self._generation = 0
         self._list_generation = 0
+        # the list tier's ragged lists: table -> data, Sum(table) == rows of data (`row_table`)
+        self._row_tables: dict[ir.Value, ir.Value] = {}
         self._outputs = OutputPositions()
         self._model_opset = model.opset_imports.get("", _DEFAULT_OPSET)
         self._function_opsets: dict[int, int] = {}
@@ -116,6 +118,17 @@ class Rewriter:
             opset = function.opset_imports.get("", self._model_opset)
             for graph in graphs_within(function.graph):
                 self._function_opsets[id(graph)] = opset
+
+    def record_row_table(self, data: ir.Value, table: ir.Value) -> None:
+        """Record that `table` ([n] int64) holds the first dims of the elements of a list whose
+        rows, laid end to end, are `data`: none negative, Sum(table) == data's rows (the list
+        tier's ragged layout). Rewrites keep what each value means, so the fact holds while
+        both values live; a value rebuilt anew is not recorded (the fact is then unknown)."""
+        self._row_tables[table] = data
+
+    def rows_of_table(self, table: ir.Value) -> ir.Value | None:
+        """The data `table` was recorded with (`record_row_table`), or None."""
+        return self._row_tables.get(table)
 
     def generation(self) -> int:
         """A number that changes whenever the model may have changed through this rewriter: a
