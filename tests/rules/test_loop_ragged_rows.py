@@ -5,10 +5,16 @@ number of each row its segment id."""
 from __future__ import annotations
 
 import numpy as np
+import onnx_ir as ir
 import pytest
 from support import lower, lower_and_compare, op_counts, parse, rule_check, run_ort
 
-from seqlower.rule import Refusal
+from seqlower.analysis import Facts
+from seqlower.options import Options
+from seqlower.passes.dead_code import remove_dead_nodes
+from seqlower.passes.normalize import infer_shapes
+from seqlower.rewriter import Rewriter
+from seqlower.rule import Context, Refusal
 from seqlower.rules import loop_ragged_rows
 
 RNG = np.random.default_rng(5)
@@ -358,3 +364,43 @@ def test_a_list_the_list_tier_made_needs_no_clamp(raw):
     np.testing.assert_allclose(y, np.concatenate(pieces), rtol=1e-5)
     np.testing.assert_array_equal(y[:, 3], np.repeat(np.arange(len(sizes)), sizes))
     np.testing.assert_array_equal(shapes.reshape(-1, 2), [[s, 4] for s in sizes])
+
+
+def _applied(model, recorded: str | None):
+    """The rule applied to `model`'s Loop with the pair (`recorded`, sizes) recorded as the
+    list tier records a ragged list's rows and first dims (None: nothing recorded)."""
+    graph_model = ir.from_proto(model)
+    infer_shapes(graph_model)
+    rewriter = Rewriter(graph_model)
+    values = {v.name: v for n in graph_model.graph for v in n.outputs}
+    values.update({v.name: v for v in graph_model.graph.inputs})
+    if recorded is not None:
+        rewriter.record_row_table(values[recorded], values["sizes"])
+    context = Context(Facts(graph_model), rewriter, Options())
+    node = next(n for n in graph_model.graph if n.op_type == "Loop")
+    plan = loop_ragged_rows._check(node, context)
+    assert not isinstance(plan, Refusal), plan
+    loop_ragged_rows._rows(node, plan, context)
+    remove_dead_nodes(graph_model)
+    return ir.to_proto(graph_model)
+
+
+@pytest.mark.parametrize(
+    "recorded,clamped",
+    [("x", False), (None, True), ("sizes", True)],
+    ids=["rows-of-the-table", "nothing-recorded", "recorded-with-other-data"],
+)
+def test_the_clamp_goes_only_for_the_rows_recorded_with_the_table(recorded, clamped):
+    """With x and the sizes recorded as one list's (Sum(sizes) == rows(x), as the list tier
+    guarantees), x is read whole: no Slice of it, no Shape of the cut, no Min; with nothing
+    recorded, or the table recorded with other data, the clamp stays."""
+    model = parse(HELD_FLAT)
+    lowered = _applied(model, recorded)  # the rule alone: the pipeline's tests check the rest
+    counts = op_counts(lowered)
+    assert "Loop" not in counts
+    assert ("Min" in counts) == clamped
+    sizes = [2, 0, 3]
+    x = RNG.standard_normal((5, 3)).astype(np.float32)  # rows == Sum(sizes): both agree
+    feeds = {"x": x, "raw": np.array(sizes, np.int64)}
+    for want, got in zip(run_ort(model, feeds), run_ort(lowered, feeds), strict=True):
+        np.testing.assert_array_equal(got, want, strict=True)
