@@ -8,7 +8,7 @@ each row being the element that holds it (its segment id).
            ids = repeat(Range(0, n), sizes) = CumSum(ScatterElements(zeros [T + 1], ends, 1,
            "add"))[:rows(x[:T])] (`seqlower.batching.segments.ids_of_sizes`: linear in T + n;
            cut to the rows x holds, as each Slice clamps to them where the sizes run past);
-           where the list tier made x and the sizes as one list (`Rewriter.rows_of_table`:
+           where the list tier made x and the sizes as one list (`Rewriter.holds_rows_of`:
            T == rows(x)), x itself (x[:T] where a zip cuts the table) and ids [:T], no clamp
     ConstantOfShape(Gather(sizes, [i]))  (a vector of sizes[i] entries)
         -> ConstantOfShape(T)
@@ -417,7 +417,7 @@ def _check(node: ir.Node, ctx: Context) -> RaggedRowsPlan | Refusal:
     if sizes.dtype != ir.DataType.INT64:
         return Refusal("the sizes table is not int64")
     # a list tier's table of first dims is never negative; else the table's producers tell
-    recorded = ctx.rewriter.rows_of_table(sizes) is not None
+    recorded = ctx.rewriter.is_row_table(sizes)
     if not recorded and not never_negative_across(sizes, ctx.facts.values):
         return Refusal("the sizes table may hold a negative size")
     bound = _bounded(count, sizes, ctx)
@@ -448,7 +448,7 @@ def _rows(node: ir.Node, plan: RaggedRowsPlan, ctx: Context) -> None:
     length, rows, clamped = total, None, False
     if plan.reads:
         data = next(iter(plan.reads.values()))
-        if ctx.rewriter.rows_of_table(plan.sizes) is data:  # the list tier's: T == rows of x
+        if ctx.rewriter.holds_rows_of(plan.sizes, data):  # the list tier's: T == rows of x
             # x itself; cut to T where the table is (fewer rows than x holds)
             rows = data
             if plan.cut:

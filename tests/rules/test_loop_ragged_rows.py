@@ -366,16 +366,16 @@ def test_a_list_the_list_tier_made_needs_no_clamp(raw):
     np.testing.assert_array_equal(shapes.reshape(-1, 2), [[s, 4] for s in sizes])
 
 
-def _applied(model, recorded: str | None):
-    """The rule applied to `model`'s Loop with the pair (`recorded`, sizes) recorded as the
-    list tier records a ragged list's rows and first dims (None: nothing recorded)."""
+def _applied(model, recorded: tuple[str, ...]):
+    """The rule applied to `model`'s Loop with the pairs (each of `recorded`, sizes) recorded
+    as the list tier records a ragged list's rows and first dims."""
     graph_model = ir.from_proto(model)
     infer_shapes(graph_model)
     rewriter = Rewriter(graph_model)
     values = {v.name: v for n in graph_model.graph for v in n.outputs}
     values.update({v.name: v for v in graph_model.graph.inputs})
-    if recorded is not None:
-        rewriter.record_row_table(values[recorded], values["sizes"])
+    for name in recorded:
+        rewriter.record_row_table(values[name], values["sizes"])
     context = Context(Facts(graph_model), rewriter, Options())
     node = next(n for n in graph_model.graph if n.op_type == "Loop")
     plan = loop_ragged_rows._check(node, context)
@@ -387,13 +387,14 @@ def _applied(model, recorded: str | None):
 
 @pytest.mark.parametrize(
     "recorded,clamped",
-    [("x", False), (None, True), ("sizes", True)],
-    ids=["rows-of-the-table", "nothing-recorded", "recorded-with-other-data"],
+    [(("x",), False), ((), True), (("sizes",), True), (("sizes", "x"), False)],
+    ids=["rows-of-the-table", "nothing-recorded", "recorded-with-other-data", "two-lists"],
 )
 def test_the_clamp_goes_only_for_the_rows_recorded_with_the_table(recorded, clamped):
     """With x and the sizes recorded as one list's (Sum(sizes) == rows(x), as the list tier
     guarantees), x is read whole: no Slice of it, no Shape of the cut, no Min; with nothing
-    recorded, or the table recorded with other data, the clamp stays."""
+    recorded, or the table recorded with other data only, the clamp stays (one table may be
+    recorded with the data of several lists)."""
     model = parse(HELD_FLAT)
     lowered = _applied(model, recorded)  # the rule alone: the pipeline's tests check the rest
     counts = op_counts(lowered)
