@@ -179,13 +179,42 @@ class _Walk:
         return node.graph is self.body
 
     def kind(self, value: ir.Value) -> Kind | Refusal:
+        """`_classify` of `value`, its operands classified first without recursion (in the
+        order `_classify` would reach them: a body of thousands of chained Adds stays within
+        Python's stack); the first refusal met is the answer, as it would be recursively."""
         found = self.kinds.get(value)
         if found is not None:
             return found
-        result = self._classify(value)
-        if isinstance(result, Kind):
-            self.kinds[value] = result
-        return result
+        stack: list[tuple[ir.Value, bool]] = [(value, False)]
+        result: Kind | Refusal = _INV
+        while stack:
+            current, expanded = stack.pop()
+            if current in self.kinds:
+                continue
+            operands = () if expanded else self._operands(current)
+            if operands:
+                stack.append((current, True))
+                stack.extend((o, False) for o in reversed(operands) if o not in self.kinds)
+                continue
+            result = self._classify(current)
+            if isinstance(result, Refusal):
+                return result
+            self.kinds[current] = result
+        return self.kinds.get(value, result)
+
+    def _operands(self, value: ir.Value) -> tuple[ir.Value, ...]:
+        """The operands `_classify` classifies for `value` (those of a body op not read as an
+        element or an entry of the table); none where it answers without them."""
+        node = value.producer()
+        if value is self.index or node is None or not self._inside(node):
+            return ()
+        if node.op_type == "Constant" or node.domain != "":
+            return ()
+        if _table_read(value, self.index, self.ctx) is not None:  # type: ignore[arg-type]
+            return ()  # the exact test (`_outside`) is `_classify`'s; operands first is harmless
+        if node.op_type == "Slice" and _slice_sizes(node, self.index, self.ctx) is not None:  # type: ignore[arg-type]
+            return ()
+        return tuple(o for o in node.inputs if o is not None)
 
     def _classify(self, value: ir.Value) -> Kind | Refusal:
         if value is self.index:
