@@ -7,7 +7,9 @@ each row being the element that holds it (its segment id).
            ends = CumSum(sizes), starts = ends - sizes, T = Sum(sizes),
            ids = repeat(Range(0, n), sizes) = CumSum(ScatterElements(zeros [T + 1], ends, 1,
            "add"))[:rows(x[:T])] (`seqlower.batching.segments.ids_of_sizes`: linear in T + n;
-           cut to the rows x holds, as each Slice clamps to them where the sizes run past)
+           cut to the rows x holds, as each Slice clamps to them where the sizes run past);
+           where the list tier made x and the sizes as one list (`Rewriter.holds_rows_of`:
+           T == rows(x)), x itself (x[:T] where a zip cuts the table) and ids [:T], no clamp
     ConstantOfShape(Gather(sizes, [i]))  (a vector of sizes[i] entries)
         -> ConstantOfShape(T)
     Add(ConstantOfShape(s) of zeros, i)  (`full_like(t, i)`, s = Shape(t) or [sizes[i]])
@@ -17,6 +19,7 @@ each row being the element that holds it (its segment id).
     scan output Reshape(Shape(f(..)), [1, -1])  (that list's table of shapes)
         -> Unsqueeze(Concat(Unsqueeze(held, 1), Expand(Shape(f(x[:T], ids))[1:], [n, r - 1]),
            axis 1), 1)      held = Min(ends, rows(x[:T])) - Min(starts, rows(x[:T]))
+                            (held = sizes where the list tier made x and the sizes as one list)
 
 That is what DETR's `torch.cat([torch.full_like(src, i) for i, (src, _) in
 enumerate(indices)])` and yolov5's `torch.cat([torch.cat([o, torch.full_like(o[:, :1], k)], 1)
@@ -32,7 +35,8 @@ cutting the rows, and the concatenation of f over the elements is f of the flat 
 
 The trip count must be the length of the sizes table, or a minimum over it (TorchScript's `zip`;
 the table is cut to it, Max(M, 0) rows); the sizes must never be negative (a Slice between
-running sums of a negative size reads what no element holds); the condition must stay true; a
+running sums of a negative size reads what no element holds: `never_negative_across`, or a
+list tier's table of first dims); the condition must stay true; a
 carried value must be passed on unchanged or be a tensor grown by a Concat along axis 0 (read
 by nothing else in the body). Opset 16 or newer (ScatterElements with reduction="add").
 
@@ -54,7 +58,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.batching.segments import SEGMENT_OPSET, ids_of_sizes
-from seqlower.lists.signs import never_negative
+from seqlower.lists.signs import never_negative_across
 from seqlower.ops import peel_identity
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
@@ -77,7 +81,6 @@ class Kind:
 
 _INV, _IDX = Kind("inv"), Kind("idx")
 _NO_BOUND = 2**62  # no tensor has that many rows
-_PASSING = frozenset({"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -329,49 +332,6 @@ def _outside(value: ir.Value, body: ir.Graph) -> bool:
     return value.graph is not body if producer is None else producer.graph is not body
 
 
-def _never_negative(
-    value: ir.Value | None, ctx: Context, counters: frozenset[int] = frozenset(), depth: int = 8
-) -> bool:
-    """`never_negative`, seeing also through what a list's table of sizes passes: reshapes,
-    the outputs of an If (both branches), ScatterElements (its data and updates), the scan
-    output of a Loop whose body gives a value never negative, and a value a Loop carries that
-    starts never negative and that the body keeps so (given the value it carries in)."""
-    if value is None or depth < 0:
-        return False
-    if never_negative(value, ctx.facts.values, counters):
-        return True
-    node = value.producer()
-    if node is None or node.domain != "":
-        return False
-    deeper = depth - 1
-    if node.op_type in _PASSING:
-        return _never_negative(node.inputs[0], ctx, counters, deeper)
-    if node.op_type == "ScatterElements" and node.attributes.get_string("reduction", "none") in (
-        "none",
-        "add",
-        "max",
-    ):
-        return all(_never_negative(node.inputs[k], ctx, counters, deeper) for k in (0, 2))
-    position = node.outputs.index(value)
-    if node.op_type == "If":
-        return all(
-            _never_negative(
-                node.attributes[branch].as_graph().outputs[position], ctx, counters, deeper
-            )
-            for branch in ("then_branch", "else_branch")
-        )
-    if node.op_type != "Loop":
-        return False
-    body = _body(node)
-    carried = len(node.inputs) - 2
-    inner = {*counters, id(body.inputs[0])}
-    if position < carried:  # by induction: it starts never negative and stays so
-        if not _never_negative(node.inputs[2 + position], ctx, counters, deeper):
-            return False
-        inner.add(id(body.inputs[2 + position]))
-    return _never_negative(body.outputs[1 + position], ctx, frozenset(inner), deeper)
-
-
 def _bounded(count: ir.Value, sizes: ir.Value, ctx: Context) -> tuple[bool, bool] | None:
     """(bounded, exact): whether the trip count is the length of `sizes` or a minimum with it
     among the terms (exact when the other terms are all constants of at least 2**62); None
@@ -474,7 +434,9 @@ def _check(node: ir.Node, ctx: Context) -> RaggedRowsPlan | Refusal:
         return Refusal("the body reads an element's rows and its size from the table both")
     if sizes.dtype != ir.DataType.INT64:
         return Refusal("the sizes table is not int64")
-    if not _never_negative(sizes, ctx):
+    # a list tier's table of first dims is never negative; else the table's producers tell
+    recorded = ctx.rewriter.is_row_table(sizes)
+    if not recorded and not never_negative_across(sizes, ctx.facts.values):
         return Refusal("the sizes table may hold a negative size")
     bound = _bounded(count, sizes, ctx)
     if bound is None:
@@ -501,11 +463,18 @@ def _rows(node: ir.Node, plan: RaggedRowsPlan, ctx: Context) -> None:
         sizes = builder.op("Slice", [sizes, builder.ints([0]), count, builder.ints([0])])
     ends = plan.ends or builder.op("CumSum", [sizes, zero], name="ends")
     total = builder.op("ReduceSum", [sizes, builder.ints([0])], {"keepdims": 1}, name="total")
-    length, rows = total, None
-    if plan.reads:  # the rows the elements hold: fewer than the sizes say where x runs out
+    length, rows, clamped = total, None, False
+    if plan.reads:
         data = next(iter(plan.reads.values()))
-        rows = builder.op("Slice", [data, builder.ints([0]), total, builder.ints([0])])
-        length = builder.op("Shape", [rows], {"start": 0, "end": 1})
+        if ctx.rewriter.holds_rows_of(plan.sizes, data):  # the list tier's: T == rows of x
+            # x itself; cut to T where the table is (fewer rows than x holds)
+            rows = data
+            if plan.cut:
+                rows = builder.op("Slice", [data, builder.ints([0]), total, builder.ints([0])])
+        else:  # the rows the elements hold: fewer than the sizes say where x runs out
+            rows = builder.op("Slice", [data, builder.ints([0]), total, builder.ints([0])])
+            length = builder.op("Shape", [rows], {"start": 0, "end": 1})
+            clamped = True
     ids = ids_of_sizes(builder, sizes, ends, total, length)
     mapping: dict[ir.Value, ir.Value] = {body.inputs[0]: ids}
     for read in plan.shape_reads:
@@ -575,7 +544,7 @@ def _rows(node: ir.Node, plan: RaggedRowsPlan, ctx: Context) -> None:
         ctx.rewriter.replace(node.outputs[k], joined)
     for position, (shape_value, reshaped) in enumerate(plan.scans):
         held = sizes
-        if rows is not None:  # each element's rows as its Slice clamps them to x's
+        if clamped:  # each element's rows as its Slice clamps them to x's
             starts = builder.op("Sub", [ends, sizes])
             held = builder.op(
                 "Sub", [builder.op("Min", [ends, length]), builder.op("Min", [starts, length])]

@@ -109,6 +109,9 @@ class Rewriter:
         self._consumed: list[tuple[ir.Node, str]] = []
         self._generation = 0
         self._list_generation = 0
+        # the list tier's ragged lists: table -> the data of each list it is the table of,
+        # Sum(table) == rows of data (`record_row_table`)
+        self._row_tables: dict[ir.Value, list[ir.Value]] = {}
         self._outputs = OutputPositions()
         self._model_opset = model.opset_imports.get("", _DEFAULT_OPSET)
         self._function_opsets: dict[int, int] = {}
@@ -116,6 +119,25 @@ class Rewriter:
             opset = function.opset_imports.get("", self._model_opset)
             for graph in graphs_within(function.graph):
                 self._function_opsets[id(graph)] = opset
+
+    def record_row_table(self, data: ir.Value, table: ir.Value) -> None:
+        """Record that `table` ([n] int64) holds the first dims of the elements of a list whose
+        rows, laid end to end, are `data`: none negative, Sum(table) == data's rows (the list
+        tier's ragged layout). Rewrites keep what each value means, so the fact holds while
+        both values live; a value rebuilt anew is not recorded (the fact is then unknown).
+        One table may be recorded with several data (lists whose elements have the same first
+        dims)."""
+        recorded = self._row_tables.setdefault(table, [])
+        if not any(d is data for d in recorded):
+            recorded.append(data)
+
+    def is_row_table(self, table: ir.Value) -> bool:
+        """Whether `table` was recorded as a list's first dims (none negative)."""
+        return table in self._row_tables
+
+    def holds_rows_of(self, table: ir.Value, data: ir.Value) -> bool:
+        """Whether `table` was recorded with `data` (`record_row_table`): Sum(table) == rows."""
+        return any(d is data for d in self._row_tables.get(table, ()))
 
     def generation(self) -> int:
         """A number that changes whenever the model may have changed through this rewriter: a

@@ -330,6 +330,10 @@ class _Converter:
 
     def _define(self, value: ir.Value, flat: TensorList) -> None:
         self.flat[id(value)] = flat
+        if flat.layout.kind == "ragged" and flat.table is not None:
+            # the layout's invariant, which ConcatFromSequence -> data relies on too: the
+            # first dims add up to the rows (loop-ragged-rows then needs no clamp)
+            self.rewriter.record_row_table(flat.data, flat.table)
         self.by_data.setdefault(id(flat.data), []).append(value)
 
     def _table_builder(self, flat: TensorList) -> Builder:

@@ -13,12 +13,22 @@ them needs no count-from-the-end (`Where(p < 0, p + n, p)`: three operators per 
     constant >= 0 (`enumerate`'s index as TorchScript carries it)      -> never negative
                                                                           (`carried_counters`)
 
+`never_negative_across` also sees through what a list's table of sizes passes on its way
+through control flow (a wider proof, used where a table is read, not where a position is):
+
+    Identity, Reshape, Squeeze, Unsqueeze, Flatten                           -> as their input
+    ScatterElements, reduction none, add or max                -> as its data and its updates
+    an output of an If                                          -> as that output of both branches
+    a scan output of a Loop                 -> as the body's value (iteration number >= 0 there)
+    a value a Loop carries         -> never negative when it starts so and the body keeps it so
+                                      given the value carried in (induction on the iterations)
+
 A bounded walk up the producers (`DEPTH` steps): no answer means "may be negative".
 """
 
 from __future__ import annotations
 
-__all__ = ["carried_counters", "never_negative"]
+__all__ = ["carried_counters", "never_negative", "never_negative_across"]
 
 from collections.abc import Collection
 
@@ -33,6 +43,10 @@ _PASSING = {"Cast", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Transpose", 
 # ops whose output holds entries of their first input only (copied, never computed)
 _COPYING = {"Gather", "GatherElements", "GatherND", "Slice", "Compress", "Expand", "Tile"}
 _CLOSED = {"Add", "Mul", "Div", "Max", "Min", "Concat"}
+# the ops `never_negative_across` passes that `never_negative` does not (Flatten too, as both)
+_RESHAPING = frozenset({"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten"})
+# ScatterElements reductions whose result is never negative when data and updates are not
+_KEEPING_SIGN = frozenset({"none", "add", "max"})
 
 
 def never_negative(
@@ -68,6 +82,50 @@ def never_negative(
         divisor = node.inputs[1] if len(node.inputs) == 2 else None
         return fmod == 0 and never_negative(divisor, values, counters, depth - 1)
     return False
+
+
+def never_negative_across(
+    value: ir.Value | None,
+    values: StaticValues,
+    counters: frozenset[int] = frozenset(),
+    depth: int = DEPTH,
+) -> bool:
+    """`never_negative`, seeing also through reshapes, ScatterElements (its data and updates),
+    the outputs of an If (both branches), the scan output of a Loop whose body gives a value
+    never negative, and a value a Loop carries that starts never negative and that the body
+    keeps so given the value it carries in (the table of sizes of a list a loop builds)."""
+    if value is None or depth < 0:
+        return False
+    if never_negative(value, values, counters):
+        return True
+    node = value.producer()
+    if node is None or node.domain != "":
+        return False
+    deeper = depth - 1
+    if node.op_type in _RESHAPING:
+        return never_negative_across(node.inputs[0], values, counters, deeper)
+    if node.op_type == "ScatterElements":
+        if node.attributes.get_string("reduction", "none") not in _KEEPING_SIGN:
+            return False
+        return all(never_negative_across(node.inputs[k], values, counters, deeper) for k in (0, 2))
+    position = node.outputs.index(value)
+    if node.op_type == "If":
+        return all(
+            never_negative_across(
+                node.attributes[branch].as_graph().outputs[position], values, counters, deeper
+            )
+            for branch in ("then_branch", "else_branch")
+        )
+    if node.op_type != "Loop":
+        return False
+    body = node.attributes["body"].as_graph()
+    carried = len(node.inputs) - 2
+    inner = {*counters, id(body.inputs[0])}
+    if position < carried:  # by induction: it starts never negative and stays so
+        if not never_negative_across(node.inputs[2 + position], values, counters, deeper):
+            return False
+        inner.add(id(body.inputs[2 + position]))
+    return never_negative_across(body.outputs[1 + position], values, frozenset(inner), deeper)
 
 
 def _counts_flags(value: ir.Value | None) -> bool:

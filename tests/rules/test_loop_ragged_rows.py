@@ -5,10 +5,16 @@ number of each row its segment id."""
 from __future__ import annotations
 
 import numpy as np
+import onnx_ir as ir
 import pytest
 from support import lower, lower_and_compare, op_counts, parse, rule_check, run_ort
 
-from seqlower.rule import Refusal
+from seqlower.analysis import Facts
+from seqlower.options import Options
+from seqlower.passes.dead_code import remove_dead_nodes
+from seqlower.passes.normalize import infer_shapes
+from seqlower.rewriter import Rewriter
+from seqlower.rule import Context, Refusal
 from seqlower.rules import loop_ragged_rows
 
 RNG = np.random.default_rng(5)
@@ -274,3 +280,128 @@ def test_sizes_that_run_past_the_rows_read_what_each_slice_clamps_to(model_text,
     assert "Loop" not in op_counts(lowered)
     ids = np.repeat(np.arange(3), [2, 0, 3])[:rows].astype(np.float32)
     np.testing.assert_array_equal(outputs[0].reshape(rows, 4), np.concatenate([x, ids[:, None]], 1))
+
+
+def test_sizes_past_the_rows_keep_the_clamp_when_unproved():
+    """x and the sizes are the graph's inputs, not a list the list tier made: nothing proves
+    Sum(sizes) == rows(x), so the ids are cut to rows(x[:T]) (a Shape of the cut rows) and the
+    table of shapes takes each element's clamped rows (Min)."""
+    lowered, report = lower(parse(HELD_FLAT))
+    assert report.rules_fired["loop-ragged-rows"] == 1
+    counts = op_counts(lowered)
+    assert counts["Min"] == 2 and counts["Shape"] >= 1
+
+
+# yolov5's per-image lists: a loop puts each image's kept rows in a list (a ragged list the list
+# tier holds as rows and first dims; scaled by a running sum, so that no rule batches it), x
+# appended after the loop (so that the loops do not fuse), a second loop joins them, each with
+# its number in the list
+BUILT = """g (float[N,3] x, int64[K] raw) => (float[?,4] y, int64[?,1,2] shapes) {
+    t = Constant<value = bool {1}>()
+    k = Size(raw)
+    none = SequenceEmpty<dtype = 1>()
+    w0 = Constant<value = float {1}>()
+    w, xs = Loop(k, t, w0, none) <body = b1 (int64 i, bool c, float v, seq(float[?,3]) acc)
+                                     => (bool c1, float v1, seq(float[?,3]) out) {
+        c1 = Identity(c)
+        z1 = Constant<value = int64[1] {0}>()
+        i1 = Unsqueeze(i, z1)
+        n1 = Gather(raw, i1)
+        na = Abs(n1)
+        rows = Slice(x, z1, na, z1)
+        kept = Mul(rows, v)
+        total = ReduceSum<keepdims = 0>(kept)
+        v1 = Add(v, total)
+        out = SequenceInsert(acc, kept)
+    }>
+    ys = SequenceInsert(xs, x)
+    n = SequenceLength(ys)
+    shape0 = Constant<value = int64[2] {0, 4}>()
+    acc0 = ConstantOfShape<value = float[1] {0}>(shape0)
+    y, shapes = Loop(n, t, acc0) <body = b2 (int64 j, bool c, float[?,4] acc)
+                                      => (bool c2, float[?,4] grown, int64[1,2] sh) {
+        c2 = Identity(c)
+        el = SequenceAt(ys, j)
+        b0 = Constant<value = int64[1] {0}>()
+        b1 = Constant<value = int64[1] {1}>()
+        col = Slice(el, b0, b1, b1)
+        cs = Shape(col)
+        zs = ConstantOfShape<value = float[1] {0}>(cs)
+        fj = Cast<to = 1>(j)
+        full = Add(zs, fj)
+        r = Concat<axis = 1>(el, full)
+        rs = Shape(r)
+        one2 = Constant<value = int64[2] {1, -1}>()
+        sh = Reshape(rs, one2)
+        grown = Concat<axis = 0>(acc, r)
+    }>
+}"""
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [[2, 0, 3], [4], [0], [], [-1, -5, 2]],
+    ids=["three", "one", "one-empty", "none", "negated"],
+)  # fmt: skip
+def test_a_list_the_list_tier_made_needs_no_clamp(raw):
+    """The list tier made the rows and the first dims as one list (Sum(firsts) == rows): the
+    batch reads the rows whole, the ids are [:T] and the table of shapes is the first dims (no
+    Slice of the rows, no Shape of it, no Min)."""
+    model = parse(BUILT)
+    x = RNG.standard_normal((5, 3)).astype(np.float32)
+    feeds = {"x": x, "raw": np.array(raw, np.int64)}
+    lowered, report, (y, shapes) = lower_and_compare(model, feeds)
+    assert report.rules_fired["loop-ragged-rows"] == 1
+    counts = op_counts(lowered)
+    assert "Loop" in counts and counts["Loop"] == 1  # the building loop only
+    assert "Min" not in counts
+    sizes = [min(abs(v), 5) for v in raw] + [5]
+    pieces, scale = [], np.float32(1)
+    for k, size in enumerate(sizes):
+        kept = x[:size] * scale if k < len(raw) else x
+        scale = scale + kept.sum(dtype=np.float32) if k < len(raw) else scale
+        pieces.append(np.concatenate([kept, np.full((size, 1), k, np.float32)], 1))
+    np.testing.assert_allclose(y, np.concatenate(pieces), rtol=1e-5)
+    np.testing.assert_array_equal(y[:, 3], np.repeat(np.arange(len(sizes)), sizes))
+    np.testing.assert_array_equal(shapes.reshape(-1, 2), [[s, 4] for s in sizes])
+
+
+def _applied(model, recorded: tuple[str, ...]):
+    """The rule applied to `model`'s Loop with the pairs (each of `recorded`, sizes) recorded
+    as the list tier records a ragged list's rows and first dims."""
+    graph_model = ir.from_proto(model)
+    infer_shapes(graph_model)
+    rewriter = Rewriter(graph_model)
+    values = {v.name: v for n in graph_model.graph for v in n.outputs}
+    values.update({v.name: v for v in graph_model.graph.inputs})
+    for name in recorded:
+        rewriter.record_row_table(values[name], values["sizes"])
+    context = Context(Facts(graph_model), rewriter, Options())
+    node = next(n for n in graph_model.graph if n.op_type == "Loop")
+    plan = loop_ragged_rows._check(node, context)
+    assert not isinstance(plan, Refusal), plan
+    loop_ragged_rows._rows(node, plan, context)
+    remove_dead_nodes(graph_model)
+    return ir.to_proto(graph_model)
+
+
+@pytest.mark.parametrize(
+    "recorded,clamped",
+    [(("x",), False), ((), True), (("sizes",), True), (("sizes", "x"), False)],
+    ids=["rows-of-the-table", "nothing-recorded", "recorded-with-other-data", "two-lists"],
+)
+def test_the_clamp_goes_only_for_the_rows_recorded_with_the_table(recorded, clamped):
+    """With x and the sizes recorded as one list's (Sum(sizes) == rows(x), as the list tier
+    guarantees), x is read whole: no Slice of it, no Shape of the cut, no Min; with nothing
+    recorded, or the table recorded with other data only, the clamp stays (one table may be
+    recorded with the data of several lists)."""
+    model = parse(HELD_FLAT)
+    lowered = _applied(model, recorded)  # the rule alone: the pipeline's tests check the rest
+    counts = op_counts(lowered)
+    assert "Loop" not in counts
+    assert ("Min" in counts) == clamped
+    sizes = [2, 0, 3]
+    x = RNG.standard_normal((5, 3)).astype(np.float32)  # rows == Sum(sizes): both agree
+    feeds = {"x": x, "raw": np.array(sizes, np.int64)}
+    for want, got in zip(run_ort(model, feeds), run_ort(lowered, feeds), strict=True):
+        np.testing.assert_array_equal(got, want, strict=True)
