@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from support import lower, op_counts, parse, run_ort
+from support import assert_same_or_both_fail, lower, op_counts, parse
 
 import seqlower
 from seqlower.passes.scattered_rows import fold_scattered_rows
@@ -57,23 +57,6 @@ def folded(proto: onnx.ModelProto) -> tuple[int, ir.Model]:
     graph_model = ir.from_proto(proto)
     seqlower.passes.infer_shapes(graph_model)
     return fold_scattered_rows(graph_model), graph_model
-
-
-def outcome(proto: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list | None:
-    try:
-        return run_ort(proto, feeds)
-    except Exception:  # onnxruntime raises its own error types
-        return None
-
-
-def assert_same_or_both_fail(original, lowered, feeds) -> bool:
-    want, got = outcome(original, feeds), outcome(lowered, feeds)
-    assert (want is None) == (got is None), f"original {'fails' if want is None else 'runs'}"
-    if want is not None:
-        for w, g in zip(want, got, strict=True):
-            assert w.shape == g.shape and w.dtype == g.dtype
-            np.testing.assert_array_equal(g, w)
-    return want is not None
 
 
 def feeds_for(rows: int, threshold: float, **extra: np.ndarray) -> dict[str, np.ndarray]:

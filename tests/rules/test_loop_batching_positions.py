@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from support import lower, op_counts, parse, run_ort
+from support import assert_same_or_both_fail, lower, op_counts, parse, run_ort
 
 # for i in range(x.size(0) - TAKEN): out.append(x[i] * i if x[i].sum() > 0 else -x[i])
 BRANCHED = """g (float[N,3] x) => (float[S,3] y) {
@@ -48,25 +48,6 @@ BRANCHED = """g (float[N,3] x) => (float[S,3] y) {
 RUN_TIME = BRANCHED.replace("(float[N,3] x)", "(float[N,3] x, int64 m)").replace(
     "m = Sub(n, taken)", "unused = Sub(n, taken)"
 )
-
-
-def outcome(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list | None:
-    """The outputs under onnxruntime, or None where the run fails."""
-    try:
-        return run_ort(model, feeds)
-    except Exception:  # onnxruntime raises its own error types
-        return None
-
-
-def same_or_both_fail(original, lowered, feeds) -> bool:
-    """Equal outputs (shape, dtype, values), or a failure in both; True where the original ran."""
-    want, got = outcome(original, feeds), outcome(lowered, feeds)
-    assert (want is None) == (got is None), f"original {'fails' if want is None else 'runs'}"
-    if want is not None:
-        for w, g in zip(want, got, strict=True):
-            assert w.shape == g.shape and w.dtype == g.dtype
-            np.testing.assert_array_equal(g, w)
-    return want is not None
 
 
 def batched(model: onnx.ModelProto, **options) -> onnx.ModelProto:
@@ -105,8 +86,8 @@ def test_the_iteration_numbers_at_the_rows_of_a_branch_are_those_rows(taken, tar
     for rows in (0, 1, 2, 5):  # m < 0 for rows < taken: no iteration, no row
         for signs in SIGNS:
             feeds = {"x": inputs(rows, signs, rng)}
-            assert same_or_both_fail(model, lowered, feeds)
-            (y,) = outcome(lowered, feeds)
+            assert assert_same_or_both_fail(model, lowered, feeds)
+            (y,) = run_ort(lowered, feeds)
             assert y.shape == (max(rows - taken, 0), 3)
 
 
@@ -121,7 +102,7 @@ def test_a_trip_count_given_at_run_time_fails_where_the_loop_fails():
         for rows in (0, 1, 3):
             for signs in SIGNS:
                 feeds = {"x": inputs(rows, signs, rng), "m": np.array(m, np.int64)}
-                if same_or_both_fail(model, lowered, feeds):
+                if assert_same_or_both_fail(model, lowered, feeds):
                     ran.add((m, rows))
     assert ran == {(m, r) for m in (-2, 0, 1, 3, 4) for r in (0, 1, 3) if m <= r}
 
@@ -139,7 +120,7 @@ def test_a_copy_of_the_iteration_numbers_is_read_at_the_rows_too(read):
     rng = np.random.default_rng(73)
     for rows in (0, 1, 2, 5):
         for signs in SIGNS:
-            assert same_or_both_fail(model, lowered, {"x": inputs(rows, signs, rng)})
+            assert assert_same_or_both_fail(model, lowered, {"x": inputs(rows, signs, rng)})
 
 
 def test_a_value_computed_from_the_iteration_numbers_keeps_its_gather():
@@ -155,4 +136,4 @@ def test_a_value_computed_from_the_iteration_numbers_keeps_its_gather():
     rng = np.random.default_rng(74)
     for rows in (0, 1, 2, 5):
         for signs in SIGNS:
-            assert same_or_both_fail(model, lowered, {"x": inputs(rows, signs, rng)})
+            assert assert_same_or_both_fail(model, lowered, {"x": inputs(rows, signs, rng)})
