@@ -311,28 +311,13 @@ def _map_chunks(node: ir.Node, plan: ChunkMap, ctx: Context) -> None:
         ctx.rewriter.replace(node.outputs[0], plan.split.outputs[0])
         return
     builder = ctx.rewriter.before(node)
-    names = ctx.rewriter.names
     mapping: dict[ir.Value, ir.Value] = {plan.chunk: plan.split.inputs[0]}  # type: ignore[dict-item]
     for value, array in plan.bounds:
         mapping[value] = builder.constant(array, "bound")
     if plan.index is not None:
         mapping[plan.index] = _segment_ids(plan.split, builder)
     for body_node in plan.region:
-        inputs = [None if v is None else mapping.get(v, v) for v in body_node.inputs]
-        attributes = list(body_node.attributes.values())
-        copy = ir.Node(
-            "",
-            body_node.op_type,
-            inputs,
-            attributes,
-            num_outputs=len(body_node.outputs),
-            name=names.fresh(f"{builder.hint}/{body_node.op_type}"),
-        )
-        for old, new in zip(body_node.outputs, copy.outputs, strict=True):
-            new.name = names.fresh(f"{builder.hint}_{old.name}")
-            new.type = old.type
-            mapping[old] = new
-        builder.add_node(copy)
+        builder.copy(body_node, mapping)
     mapped = mapping[plan.result]
     split_inputs = [mapped, *plan.split.inputs[1:]]
     attributes = {a.name: a for a in plan.split.attributes.values()}

@@ -482,7 +482,6 @@ def _rows(node: ir.Node, plan: RaggedRowsPlan, ctx: Context) -> None:
     for read in plan.reads:
         mapping[read] = rows  # type: ignore[assignment]
     lifted: dict[tuple[ir.Value, int], ir.Value] = {}
-    names = ctx.rewriter.names
     for body_node in plan.region:
         if body_node.outputs[0] in mapping:
             continue
@@ -512,19 +511,7 @@ def _rows(node: ir.Node, plan: RaggedRowsPlan, ctx: Context) -> None:
                     lifted[key] = builder.unsqueeze(new, list(range(1, rank)))
                 new = lifted[key]
             inputs.append(new)
-        copy = ir.Node(
-            "",
-            body_node.op_type,
-            inputs,
-            list(body_node.attributes.values()),
-            num_outputs=len(body_node.outputs),
-            name=names.fresh(f"{builder.hint}/{body_node.op_type}"),
-        )
-        for old, new in zip(body_node.outputs, copy.outputs, strict=True):
-            new.name = names.fresh(f"{builder.hint}_{old.name}")
-            new.type = old.type
-            mapping[old] = new
-        builder.add_node(copy)
+        builder.copy(body_node, mapping, inputs)
     carried = len(node.inputs) - 2
     for k in plan.kept:
         ctx.rewriter.replace(node.outputs[k], node.inputs[2 + k])  # type: ignore[arg-type]

@@ -327,24 +327,10 @@ def _map_rows(node: ir.Node, plan: RowChunks, ctx: Context) -> None:
             "Slice", [plan.data, then.ints([0]), then.unsqueeze(end, [0]), then.ints([0])]
         )
     }
-    names = ctx.rewriter.names
     for body_node in plan.region:
         if body_node is plan.chunk.producer():
             continue
-        inputs = [None if v is None else mapping.get(v, v) for v in body_node.inputs]
-        copy = ir.Node(
-            body_node.domain,
-            body_node.op_type,
-            inputs,
-            list(body_node.attributes.values()),
-            num_outputs=len(body_node.outputs),
-            name=names.fresh(f"{then.hint}/{body_node.op_type}"),
-        )
-        for old, new in zip(body_node.outputs, copy.outputs, strict=True):
-            new.name = names.fresh(f"{then.hint}_{old.name}")
-            new.type = old.type
-            mapping[old] = new
-        then.add_node(copy)
+        then.copy(body_node, mapping)
     orelse = ctx.rewriter.new_graph(f"{builder.hint}_no_rows", builder.opset)
     for j, result in enumerate(plan.results):
         initial = node.inputs[2 + j]

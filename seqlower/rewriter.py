@@ -380,6 +380,34 @@ class Builder:
         """Insert an already built node (e.g. nodes cloned from a body)."""
         self._insert(node)
 
+    def copy(
+        self,
+        node: ir.Node,
+        mapping: dict[ir.Value, ir.Value],
+        inputs: Sequence[ir.Value | None] | None = None,
+    ) -> ir.Node:
+        """Emit a copy of `node` (a node of a loop body, say) reading `inputs`, by default its
+        own read through `mapping` (a value not in it is read as it is); each output is mapped
+        to its copy's, which keeps its type. Named as `ops` names: `{hint}/{op_type}`,
+        `{hint}_{old name}`."""
+        names = self.rewriter.names
+        if inputs is None:
+            inputs = [None if v is None else mapping.get(v, v) for v in node.inputs]
+        copy = ir.Node(
+            node.domain,
+            node.op_type,
+            inputs,
+            list(node.attributes.values()),
+            num_outputs=len(node.outputs),
+            name=names.fresh(f"{self.hint}/{node.op_type}"),
+        )
+        for old, new in zip(node.outputs, copy.outputs, strict=True):
+            new.name = names.fresh(f"{self.hint}_{old.name}")
+            new.type = old.type
+            mapping[old] = new
+        self._insert(copy)
+        return copy
+
     def adopt(self, scratch: Builder) -> bool:
         """Move every node a `Rewriter.scratch` builder built into this builder's place, in
         order, named as this builder would have named them had it built them: the same hints,
