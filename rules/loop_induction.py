@@ -29,7 +29,7 @@ import onnx_ir as ir
 
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-from seqlower.rules.loops import _body, _body_always_continues, _static_bool
+from seqlower.rules.loops import _body, counted_loop_refusal
 
 _ALLOWED = frozenset({"Add", "Identity", "Constant"})
 NUMERIC = frozenset(
@@ -92,14 +92,9 @@ def _no_larger(step: ir.Value, value: ir.Value) -> bool:
 
 def _check(node: ir.Node, ctx: Context) -> InductionPlan | Refusal:
     body = _body(node)
-    count = node.inputs[0] if node.inputs else None
-    if count is None:
-        return Refusal("the trip count is not given (a while loop)")
-    condition = node.inputs[1] if len(node.inputs) > 1 else None
-    if condition is not None and _static_bool(condition, ctx) is not True:
-        return Refusal("the loop may not start (its condition input is not always true)")
-    if not _body_always_continues(body, ctx):
-        return Refusal("the condition may end the loop early")
+    refusal = counted_loop_refusal(node, ctx)
+    if refusal is not None:
+        return refusal
     if any(n.op_type not in _ALLOWED or n.domain != "" for n in body):
         return Refusal("the body computes more than counters")
     carried = len(node.inputs) - 2

@@ -63,7 +63,7 @@ from seqlower.ops import peel_identity
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loop_chunks import BROADCASTING, UNARY, _broadcast_refusal
-from seqlower.rules.loops import _body, _body_always_continues, _static_bool
+from seqlower.rules.loops import _body, counted_loop_refusal
 from seqlower.uses import use_count
 
 
@@ -367,14 +367,9 @@ def _check(node: ir.Node, ctx: Context) -> RaggedRowsPlan | Refusal:
     body = _body(node)
     if ctx.rewriter.opset(node.graph) < SEGMENT_OPSET:
         return Refusal(f"segment ids need ScatterElements with reduction (opset {SEGMENT_OPSET})")
-    count = node.inputs[0] if node.inputs else None
-    if count is None:
-        return Refusal("the trip count is not given (a while loop)")
-    condition = node.inputs[1] if len(node.inputs) > 1 else None
-    if condition is not None and _static_bool(condition, ctx) is not True:
-        return Refusal("the loop may not start (its condition input is not always true)")
-    if not _body_always_continues(body, ctx):
-        return Refusal("the condition may end the loop early")
+    refusal = counted_loop_refusal(node, ctx)
+    if refusal is not None:
+        return refusal
     if any(v is not None and isinstance(v.type, ir.SequenceType) for v in node.inputs):
         return Refusal("the loop carries a list (the list rules first)")
     walk = _Walk(body, ctx)
@@ -438,7 +433,7 @@ def _check(node: ir.Node, ctx: Context) -> RaggedRowsPlan | Refusal:
     recorded = ctx.rewriter.is_row_table(sizes)
     if not recorded and not never_negative_across(sizes, ctx.facts.values):
         return Refusal("the sizes table may hold a negative size")
-    bound = _bounded(count, sizes, ctx)
+    bound = _bounded(node.inputs[0], sizes, ctx)  # type: ignore[arg-type]
     if bound is None:
         return Refusal("the trip count is not known to be at most the sizes table's length")
     wanted = set(walk.kinds)

@@ -166,6 +166,21 @@ def _body_always_continues(body: ir.Graph, ctx: Context) -> bool:
     return always_continues(body, ctx.facts.values)
 
 
+def counted_loop_refusal(node: ir.Node, ctx: Context) -> Refusal | None:
+    """Why Loop `node` may not run exactly its trip count's iterations: no trip count given
+    (a while loop), a condition input not always true, or a body that may end it early; None
+    when it runs them all."""
+    count = node.inputs[0] if node.inputs else None
+    if count is None:
+        return Refusal("the trip count is not given (a while loop)")
+    condition = node.inputs[1] if len(node.inputs) > 1 else None
+    if condition is not None and _static_bool(condition, ctx) is not True:
+        return Refusal("the loop may not start (its condition input is not always true)")
+    if not _body_always_continues(_body(node), ctx):
+        return Refusal("the condition may end the loop early")
+    return None
+
+
 # -- unrolling ------------------------------------------------------------------------------
 
 
