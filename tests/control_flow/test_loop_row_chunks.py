@@ -3,9 +3,10 @@ out.append(f(x[i:i + k]))`, then `torch.cat(out, 0)`, as nerf-pytorch's `batchif
 f keeps rows apart, becomes f applied once to the rows the loop reads.
 
 Checked three ways: what it emits (no Loop left), what it refuses and why (an operator that
-mixes rows, a step computed at run time, an operand that broadcasts along the rows), and
-onnxruntime outputs for row counts that fill the chunks or not, none at all, and trip counts
-that read fewer rows than there are, more iterations than rows, or a negative one.
+mixes rows, a step computed at run time, an operand that broadcasts along the rows, a tensor
+whose shape is read from the rows' values), and onnxruntime outputs for row counts that fill the
+chunks or not, none at all, and trip counts that read fewer rows than there are, more iterations
+than rows, or a negative one.
 """
 
 from __future__ import annotations
@@ -152,8 +153,19 @@ def test_any_trip_count_reads_the_rows_the_loop_reads(dtype, numpy_type, trip, n
             ),
             "operand 'three_rows' may broadcast along the rows",
         ),
+        (
+            (
+                "row = Gather<axis = 1>(out, idx)",
+                "col = Gather<axis = 1>(out, idx)\n"
+                "        three = Constant<value = int64 {3}>()\n"
+                "        pos = Abs(col)\n        dims = Min(pos, three)\n"
+                "        filled = ConstantOfShape<value = int64[1] {1}>(dims)\n"
+                "        cells = Size(filled)\n        row = Add(col, cells)",
+            ),
+            "body op ConstantOfShape is not the shape of a value of the map",
+        ),
     ],
-    ids=["cumsum-rows", "reduce-rows", "broadcast-rows"],
+    ids=["cumsum-rows", "reduce-rows", "broadcast-rows", "shape-from-data"],
 )
 def test_a_map_that_mixes_rows_is_refused(change, reason):
     text = _chunks(INTS, "int64").replace(*change)
