@@ -33,6 +33,7 @@ from seqlower.ops import is_sequence_value, iter_all_nodes, quoted_node
 from seqlower.options import OPENVINO_LOOP_TARGETS, SPEED_FIRST_TARGETS, Options, options_with
 from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
 from seqlower.passes.broadcast_unsqueeze import drop_broadcast_unsqueezes
+from seqlower.passes.condition_declarations import match_loop_condition_declarations
 from seqlower.passes.duplicate_nodes import merge_duplicate_nodes
 from seqlower.passes.flatten_io import FlattenSequenceIOPass
 from seqlower.passes.identity_arithmetic import remove_identity_arithmetic
@@ -503,6 +504,7 @@ class _Run:
             merge_duplicate_nodes(model)
         _keep_declared_output_shapes(model, declared_output_shapes)
         declared_scan_shapes.restore(model)  # what a loop of no iteration gives
+        match_loop_condition_declarations(model)  # an export's rank of a scalar condition
         rename_shadowing_values(model)
         if options.target == "tract":  # tract holds a model to its declared shapes
             RelaxShapeHintsPass()(model)
