@@ -29,10 +29,10 @@ As there, empty sizes on a dim that is not empty (onnxruntime's chunks of one) f
 iteration reads a chunk, and the lowered read of chunk 0 from empty tables fails too.
 
 Where every read of a chunk in the body is a sum or mean along a (opset 16 or newer; a maximum or
-minimum too from opset 18; float32/64 or int32/64) and a position along a holds at most 8 values
-(statically), x is not padded: the chunk of each position is counted from the ends, and each
-reduction is a ScatterElements with reduction="add" ("max", "min") into [.., n, ..]
-(`seqlower.batching.segments`):
+minimum too from opset 18, where a position holds at most 6 values; float32/64 or int32/64) and a
+position along a holds at most 8 values (statically), x is not padded: the chunk of each position
+is counted from the ends, and each reduction is a ScatterElements with reduction="add" ("max",
+"min") into [.., n, ..] (`seqlower.batching.segments`):
 
     ReduceMean(chunk, [a]) -> ScatterElements(zeros, ids, x, axis=a, reduction="add") / Max(sizes,1)
     ReduceMax(chunk, [a])  -> ScatterElements(lowest, ids, x, axis=a, reduction="max")
@@ -54,6 +54,7 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.batching.segments import (
     SEGMENT_DTYPES,
     SEGMENT_EXTREMA_OPSET,
+    SEGMENT_EXTREMA_WIDTH,
     SEGMENT_OPSET,
     SEGMENT_WIDTH,
     Segments,
@@ -213,8 +214,8 @@ def reduced_by_segments(
     """Whether every use of `chunk` (the body's read of a chunk) is a sum or mean (from opset 18
     also a maximum or minimum) along the split axis alone, which segment reductions compute
     without padding the chunks, and a position along it holds at most `SEGMENT_WIDTH` values
-    (statically): onnxruntime scatters one value at a time, so wider rows, gathered and masked,
-    reduce faster."""
+    (`SEGMENT_EXTREMA_WIDTH` for a maximum or minimum; statically): onnxruntime scatters one
+    value at a time, so wider rows, gathered and masked, reduce faster."""
     dtype = chunks.data.dtype
     if opset < SEGMENT_OPSET or dtype not in SEGMENT_DTYPES or chunk.is_graph_output():
         return False
@@ -222,8 +223,8 @@ def reduced_by_segments(
     if not all(isinstance(d, int) for d in dims) or int(np.prod(dims)) > SEGMENT_WIDTH:
         return False
     reductions = _SEGMENT_REDUCTIONS
-    if opset >= SEGMENT_EXTREMA_OPSET:  # ScatterElements' reduction "max" and "min"
-        reductions += _SEGMENT_EXTREMA
+    if opset >= SEGMENT_EXTREMA_OPSET and int(np.prod(dims)) <= SEGMENT_EXTREMA_WIDTH:
+        reductions += _SEGMENT_EXTREMA  # ScatterElements' reduction "max" and "min"
     uses = list(chunk.uses())
     for use in uses:
         node, index = use[0], use[1]

@@ -25,6 +25,7 @@ from __future__ import annotations
 __all__ = [
     "SEGMENT_DTYPES",
     "SEGMENT_EXTREMA_OPSET",
+    "SEGMENT_EXTREMA_WIDTH",
     "SEGMENT_OPSET",
     "SEGMENT_WIDTH",
     "Segments",
@@ -54,6 +55,11 @@ SEGMENT_DTYPES = frozenset(
 # where the gathered chunks give 0.94x; rows of 64, 0.74x against 0.99x, and 0.43x against 1.52x
 # over 16 chunks; docs/performance.md, "Chunks held as rows and chunk ids")
 SEGMENT_WIDTH = 8
+# the same for a maximum or minimum (two scatters for floats: the extremum and the NaNs), opset
+# 18, onnxruntime 1.32, one thread, against the gathered chunks: rows of 6 values 0.90x against
+# 0.85x over 3 chunks, 1.54x against 1.37x over 16; rows of 8, 1.28x against 1.37x over 16,
+# 1.99x against 2.08x over 64 (docs/performance.md, "Segment maxima and minima")
+SEGMENT_EXTREMA_WIDTH = 6
 
 
 @dataclasses.dataclass(frozen=True)

@@ -263,6 +263,28 @@ def test_a_maximum_and_a_mean_of_one_chunk_are_two_scatters():
         assert op_counts(lowered)["Expand"] == 1
 
 
+@pytest.mark.parametrize(("width", "segments"), [(6, True), (7, False), (8, False)])
+def test_maxima_of_rows_of_more_than_6_values_are_gathered(width, segments):
+    """A float maximum scatters twice (the values and the NaNs), one value at a time in
+    onnxruntime: beyond `SEGMENT_EXTREMA_WIDTH` values a position the gathered chunks reduce
+    faster; a sum of such rows (up to `SEGMENT_WIDTH`) stays a segment sum. Both agree with the
+    loop."""
+    body = "y = ReduceMax<keepdims = 0>(part, ax)"
+    text = CHUNKS.format(
+        dtype="float", code=1, shape=f"N,{width}", out=f"?,{width}", axis=0, body=body
+    )
+    model = parse(text, opset=18)
+    lowered, report = lower(model)
+    assert report.rules_fired.get("loop-batch") == 1, report.rules_fired
+    assert _segmented(lowered) is segments, op_counts(lowered)
+    assert ("GreaterOrEqual" in op_counts(lowered)) is not segments
+    summed = parse(text.replace("ReduceMax", "ReduceSum"), opset=18)
+    assert _segmented(lower(summed)[0])
+    for sizes in ([3, 1, 5], [2], [4, 4]):
+        x = RNG.standard_normal((sum(sizes), width)).astype(np.float32)
+        lower_and_compare(model, {"x": x, "sizes": np.array(sizes, np.int64)})
+
+
 @pytest.mark.parametrize("op", ["Max", "Sum"])
 def test_an_empty_list_gives_no_row(op):
     """No size and no row: no chunk, an output of no row. The original's ConcatFromSequence of
