@@ -58,7 +58,8 @@ SEGMENT_WIDTH = 8
 # the same for a maximum or minimum (two scatters for floats: the extremum and the NaNs), opset
 # 18, onnxruntime 1.32, one thread, against the gathered chunks: rows of 6 values 0.90x against
 # 0.85x over 3 chunks, 1.54x against 1.37x over 16; rows of 8, 1.28x against 1.37x over 16,
-# 1.99x against 2.08x over 64 (docs/performance.md, "Segment maxima and minima")
+# 1.99x against 2.08x over 64 (docs/performance.md, "Segment maxima and minima, and chunk ids
+# in linear time")
 SEGMENT_EXTREMA_WIDTH = 6
 
 
