@@ -28,13 +28,17 @@ otherwise) starts the Range of slots, so every batched value depends on it.
 As there, empty sizes on a dim that is not empty (onnxruntime's chunks of one) fail: every
 iteration reads a chunk, and the lowered read of chunk 0 from empty tables fails too.
 
-Where every read of a chunk in the body is a sum or mean along a (opset 16 or newer, float32/64 or
-int32/64) and a position along a holds at most 8 values (statically), x is not padded: the chunk
-of each position is counted from the ends, and each reduction is a ScatterElements with
-reduction="add" into [.., n, ..] (`seqlower.batching.segments`):
+Where every read of a chunk in the body is a sum or mean along a (opset 16 or newer; a maximum or
+minimum too from opset 18, where a position holds at most 6 values; float32/64 or int32/64) and a
+position along a holds at most 8 values (statically), x is not padded: the chunk of each position
+is counted from the ends, and each reduction is a ScatterElements with reduction="add" ("max",
+"min") into [.., n, ..] (`seqlower.batching.segments`):
 
     ReduceMean(chunk, [a]) -> ScatterElements(zeros, ids, x, axis=a, reduction="add") / Max(sizes,1)
-           ids = ReduceSum(Cast(ends[k] <= p), over k)   the chunk of each position p
+    ReduceMax(chunk, [a])  -> ScatterElements(lowest, ids, x, axis=a, reduction="max")
+                              + the scatter-add of Where(IsNaN(x), x, 0)   (NaN where one is held)
+           ids = CumSum(ScatterElements(zeros [d + 1], ends, 1, "add"))[:d]   the chunk of each
+                 position p (how many chunks end at or before it; linear in d + n)
 """
 
 from __future__ import annotations
@@ -47,7 +51,15 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
-from seqlower.batching.segments import SEGMENT_DTYPES, SEGMENT_OPSET, SEGMENT_WIDTH, Segments
+from seqlower.batching.segments import (
+    SEGMENT_DTYPES,
+    SEGMENT_EXTREMA_OPSET,
+    SEGMENT_EXTREMA_WIDTH,
+    SEGMENT_OPSET,
+    SEGMENT_WIDTH,
+    Segments,
+    ids_of_sizes,
+)
 from seqlower.lists.signs import never_negative
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal
@@ -116,12 +128,10 @@ class RaggedChunks:
         before = builder.op("Less", [positions, builder.unsqueeze(ends, [1])])
         mask = builder.op("And", [after, before], name="chunk_mask")  # [n, d]
         mask = self._spread(builder, mask)
-        # the chunk of each position: how many chunks end at or before it
-        passed = builder.op("LessOrEqual", [builder.unsqueeze(ends, [1]), positions])
-        passed = builder.op("Cast", [passed], {"to": int(ir.DataType.INT64)})
-        ids = builder.op(
-            "ReduceSum", [passed, builder.ints([0])], {"keepdims": 0}, name="chunk_ids"
-        )
+        # the chunk of each position: how many chunks end at or before it (a scatter of the
+        # ends and a CumSum, linear in d + n)
+        rows = builder.unsqueeze(dim, [0])
+        ids = ids_of_sizes(builder, sizes, ends, rows, rows)
         return stack, mask, count, Segments(self.data, axis, ids, sizes, count)
 
     def _gathered(
@@ -195,25 +205,30 @@ def ragged_chunks(sequence: ir.Value, ctx: Context) -> RaggedChunks | Refusal | 
 
 
 _SEGMENT_REDUCTIONS = ("ReduceSum", "ReduceMean")
+_SEGMENT_EXTREMA = ("ReduceMax", "ReduceMin")
 
 
 def reduced_by_segments(
     chunk: ir.Value, chunks: RaggedChunks, opset: int, values: StaticValues
 ) -> bool:
-    """Whether every use of `chunk` (the body's read of a chunk) is a sum or mean along the split
-    axis alone, which segment sums compute without padding the chunks, and a position along it
-    holds at most `SEGMENT_WIDTH` values (statically): onnxruntime scatters one value at a time,
-    so wider rows, gathered and masked, reduce faster."""
+    """Whether every use of `chunk` (the body's read of a chunk) is a sum or mean (from opset 18
+    also a maximum or minimum) along the split axis alone, which segment reductions compute
+    without padding the chunks, and a position along it holds at most `SEGMENT_WIDTH` values
+    (`SEGMENT_EXTREMA_WIDTH` for a maximum or minimum; statically): onnxruntime scatters one
+    value at a time, so wider rows, gathered and masked, reduce faster."""
     dtype = chunks.data.dtype
     if opset < SEGMENT_OPSET or dtype not in SEGMENT_DTYPES or chunk.is_graph_output():
         return False
     dims = [d for k, d in enumerate(chunks.data.shape or ()) if k != chunks.axis]
     if not all(isinstance(d, int) for d in dims) or int(np.prod(dims)) > SEGMENT_WIDTH:
         return False
+    reductions = _SEGMENT_REDUCTIONS
+    if opset >= SEGMENT_EXTREMA_OPSET and int(np.prod(dims)) <= SEGMENT_EXTREMA_WIDTH:
+        reductions += _SEGMENT_EXTREMA  # ScatterElements' reduction "max" and "min"
     uses = list(chunk.uses())
     for use in uses:
         node, index = use[0], use[1]
-        if node.op_type not in _SEGMENT_REDUCTIONS or index != 0 or node.graph is not chunk.graph:
+        if node.op_type not in reductions or index != 0 or node.graph is not chunk.graph:
             return False
         if node.op_type == "ReduceMean" and dtype not in (ir.DataType.FLOAT, ir.DataType.DOUBLE):
             return False

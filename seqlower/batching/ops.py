@@ -21,7 +21,8 @@ X is the batched input [N, *S] of element shape S (rank r); U an unbatched input
     ReduceSum(ragged, axes with a)      -> ReduceSum(Where(mask, X, 0))  (Max/Min: lowest/highest,
                                             plus the sum of the NaNs within (0 or NaN);
                                             Mean: the masked sum over the count, at least 1;
-                                            chunks read only by sums and means: segment sums,
+                                            chunks read only by such reductions along the
+                                            split axis: segment reductions,
                                             `seqlower.batching.segments`)
     Gather(x, I, axis=a)                -> Gather(X, I, axis=a % r + 1)
     Gather(U, i, axis=a)                -> Transpose(Gather(U, I, axis=a), [a, 0..])
@@ -281,8 +282,10 @@ def _reduce(view: OpView) -> Batched | Refusal:
         overrides: dict[str, object] = {}
         if masked is not None:
             segments = em.segments.get(masked.source)  # type: ignore[arg-type]
-            if segments is not None and masked.summed and shifted == [masked.axis + 1]:
-                return [segment_reduce(em, segments, masked.mean, masked.keepdims == 1)]
+            if segments is not None and shifted == [masked.axis + 1]:
+                keepdims = masked.keepdims == 1
+                fill = masked.identity
+                return [segment_reduce(em, segments, view.op_type, keepdims, fill)]
             data = masked.fill(em, data)
             if masked.mean:  # the sum over each element's positions, divided by their count
                 keepdims = {"keepdims": masked.keepdims}
@@ -317,7 +320,6 @@ class _MaskedReduction:
         self.rank = view.rank(0) or 0  # of the element
         self.keepdims = view.attr_int("keepdims", 1)
         self.mean = op_type == "ReduceMean"
-        self.summed = op_type in ("ReduceSum", "ReduceMean")
         if op_type in ("ReduceSum", "ReduceMean"):
             self.identity = np.zeros((), dtype)
         elif dtype.kind == "f":

@@ -1,15 +1,22 @@
-"""Sums and means over the chunks of a split by run-time sizes as segment sums, where every read
-of a chunk is such a reduction along the split axis (opset 16 or newer).
+"""Sums, means, maxima and minima over the chunks of a split by run-time sizes as segment
+reductions, where every read of a chunk is such a reduction along the split axis (opset 16 or
+newer for sums and means, 18 for maxima and minima).
 
     ReduceSum(chunk, [a])   -> ScatterElements(zeros [.., n, ..], ids, x, axis=a, reduction="add")
                                (n along a, moved to the front; ids: the chunk of each position)
     ReduceMean(chunk, [a])  -> that / Max(sizes, 1)   (the masked form's mean of no position: 0)
+    ReduceMax(chunk, [a])   -> ScatterElements(ScatterElements(lowest [.., n, ..], ids, x,
+                               axis=a, reduction="max"), ids, Where(IsNaN(x), x, 0), "add")
+    ReduceMin(chunk, [a])   -> the same from the highest value, reduction="min"
+
+A maximum of no position is the fill, -inf (the lowest integer), as ReduceMax of an empty axis
+is from opset 18 on (and the masked form's); the scatter-add of the NaNs (0 or NaN per chunk)
+makes a chunk holding a NaN come out NaN wherever the NaN is (the specification's maximum,
+numpy's): onnxruntime 1.20 and 1.32 keep a max's first operand against a NaN. ScatterElements'
+`max` and `min` need opset 18: below it a maximum stays masked.
 
 The masked form (`seqlower.batching.ops`) pads the chunks to the largest and reduces [n, .., m, ..];
-this form reads x once. A maximum or minimum stays masked: ScatterElements' `max` and `min`
-need opset 18, in onnxruntime 1.20 and 1.32 they keep their first operand against a NaN, and at
-opset 18, with the NaN sum, they ran slower than the gathered chunks beyond a few chunks
-(docs/performance.md). Rows of more than `SEGMENT_WIDTH` values are gathered too: onnxruntime
+this form reads x once. Rows of more than `SEGMENT_WIDTH` values are gathered: onnxruntime
 scatters one value at a time.
 """
 
@@ -17,6 +24,8 @@ from __future__ import annotations
 
 __all__ = [
     "SEGMENT_DTYPES",
+    "SEGMENT_EXTREMA_OPSET",
+    "SEGMENT_EXTREMA_WIDTH",
     "SEGMENT_OPSET",
     "SEGMENT_WIDTH",
     "Segments",
@@ -35,6 +44,8 @@ if TYPE_CHECKING:
     from seqlower.rewriter import Builder
 
 SEGMENT_OPSET = 16  # ScatterElements with reduction="add"
+SEGMENT_EXTREMA_OPSET = 18  # ScatterElements with reduction="max" and "min"
+_SCATTERED = {"ReduceSum": "add", "ReduceMean": "add", "ReduceMax": "max", "ReduceMin": "min"}
 # the types onnxruntime 1.20 to 1.32 scatter-adds on CPU (probed; float16 is not among them)
 SEGMENT_DTYPES = frozenset(
     {ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.INT32, ir.DataType.INT64}
@@ -44,6 +55,12 @@ SEGMENT_DTYPES = frozenset(
 # where the gathered chunks give 0.94x; rows of 64, 0.74x against 0.99x, and 0.43x against 1.52x
 # over 16 chunks; docs/performance.md, "Chunks held as rows and chunk ids")
 SEGMENT_WIDTH = 8
+# the same for a maximum or minimum (two scatters for floats: the extremum and the NaNs), opset
+# 18, onnxruntime 1.32, one thread, against the gathered chunks: rows of 6 values 0.90x against
+# 0.85x over 3 chunks, 1.54x against 1.37x over 16; rows of 8, 1.28x against 1.37x over 16,
+# 1.99x against 2.08x over 64 (docs/performance.md, "Segment maxima and minima, and chunk ids
+# in linear time")
+SEGMENT_EXTREMA_WIDTH = 6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,9 +75,13 @@ class Segments:
     count: ir.Value
 
 
-def segment_reduce(em: Emitter, segments: Segments, mean: bool, keepdims: bool) -> ir.Value:
-    """The sum (or mean) of each chunk along the split axis: [n, *rest], with a 1 kept at the
-    split axis when `keepdims`."""
+def segment_reduce(
+    em: Emitter, segments: Segments, op_type: str, keepdims: bool, fill: np.ndarray
+) -> ir.Value:
+    """The reduction `op_type` (ReduceSum, ReduceMean, ReduceMax, ReduceMin) of each chunk along
+    the split axis: [n, *rest], with a 1 kept at the split axis when `keepdims`; `fill` (a
+    scalar of the data's type) is the reduction's identity, what a chunk of no position gives
+    (0, or the lowest value for a maximum, the highest for a minimum)."""
     data, axis = segments.data, segments.axis
     rank = len(data.shape)  # type: ignore[arg-type]
     shape = em.op("Shape", [data])
@@ -72,14 +93,20 @@ def segment_reduce(em: Emitter, segments: Segments, mean: bool, keepdims: bool) 
         parts.append(em.op("Slice", [shape, em.ints([axis + 1]), em.ints([rank])]))
     dtype = data.dtype
     assert dtype is not None
-    zero = ir.tensor(np.zeros([1], dtype.numpy()))
-    zeros = em.op("ConstantOfShape", [em.op("Concat", parts, {"axis": 0})], {"value": zero})
+    start = ir.tensor(np.asarray(fill, dtype.numpy()).reshape([1]))
+    initial = em.op("ConstantOfShape", [em.op("Concat", parts, {"axis": 0})], {"value": start})
     along = [1] * rank
     along[axis] = -1
     assert segments.ids is not None
     ids = em.op("Expand", [em.op("Reshape", [segments.ids, em.ints(along)]), shape])
-    total = em.op("ScatterElements", [zeros, ids, data], {"axis": axis, "reduction": "add"})
-    if mean:
+    reduction = _SCATTERED[op_type]
+    total = em.op("ScatterElements", [initial, ids, data], {"axis": axis, "reduction": reduction})
+    if reduction != "add" and dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE):
+        # + the sum of each chunk's NaNs (0 where it holds none): NaN wherever it holds one
+        zero = em.scalar(np.zeros((), dtype.numpy()))
+        nans = em.op("Where", [em.op("IsNaN", [data]), data, zero])
+        total = em.op("ScatterElements", [total, ids, nans], {"axis": axis, "reduction": "add"})
+    if op_type == "ReduceMean":
         count = em.op("Max", [segments.sizes, em.scalar(np.array(1, np.int64))])
         count = em.op("Cast", [em.op("Reshape", [count, em.ints(along)])], {"to": int(dtype)})
         total = em.op("Div", [total, count])
