@@ -56,7 +56,8 @@ where the specification gives max(ceil((limit - start) / delta), 0): Range(3, 2,
 empty, and Range(5, 2, 1) is [5, 6, 7] (`torch.arange(s, s + n)` with n < 0; a segment of
 negative length). With `openvino_loops`, a Range of constant step gives no element past its
 start: `Range(s, Max(l, s), d)` for d > 0, `Range(s, Min(l, s), d)` for d < 0 (a Max per Range;
-none where the limit is never below a start <= 0).
+none where the limit is never negative and the start a constant <= 0, nor for a step known only
+at run time).
 
 OpenVINO (2026.4.1) mistakes `ReduceProd(Slice(Shape(x), [0], [2]))`, for x of a static 0 dim
 beside a dynamic one ([B, 0, 6]), for the dynamic dim: a Reshape of x to that product
