@@ -449,3 +449,227 @@ def test_a_trip_count_never_negative_is_left_alone():
     for text in (constant, shaped):
         assert "Max" not in op_counts(_counted(text))
     assert "Max" not in op_counts(_counted(NEGATIVE_COUNT, openvino_loops=False))  # the default
+
+
+# The product of the first two dims of x, then x reshaped to it (the lists' stacked forms merge
+# two dims so): OpenVINO 2026.4.1 mistakes the product for B when x has a static 0 dim.
+DIMS_PRODUCT = """g (float[B,0,6] x) => (float[?,6] y, int64[1] merged) {
+    pair = Shape<end = 2>(x)
+    merged = ReduceProd<keepdims = 1>(pair)
+    six = Constant<value = int64[1] {6}>()
+    target = Concat<axis = 0>(merged, six)
+    y = Reshape<allowzero = 1>(x, target)
+}"""
+
+
+def _openvino_forms(text: str, opset: int = 18, **options) -> tuple[onnx.ModelProto, int]:
+    """The model of `text` (its value shapes inferred, as the lowering has them) after the
+    workarounds (`--target openvino`'s unless told otherwise), checked; and how many it made."""
+    model = ir.from_proto(onnx.shape_inference.infer_shapes(parse(text, opset=opset)))
+    workaround = RuntimeWorkaroundsPass(**{"openvino_loops": True, **options})
+    workaround(model)
+    proto = ir.to_proto(model)
+    onnx.checker.check_model(proto, full_check=True)
+    return proto, workaround.remade
+
+
+def test_a_product_of_dims_becomes_a_mul_of_slices_for_openvino():
+    model, remade = _openvino_forms(DIMS_PRODUCT)
+    assert remade == 1
+    counts = op_counts(model)
+    # B sliced out of the Shape, the static 0 a constant (as the cleanup would fold it)
+    assert "ReduceProd" not in counts and counts["Slice"] == 1 and counts["Mul"] == 1
+    assert [output.name for output in model.graph.output] == ["y", "merged"]
+    (mul,) = [node for node in model.graph.node if node.op_type == "Mul"]
+    assert mul.output == ["merged"]  # the product keeps its name
+    (zero,) = [node for node in model.graph.node if node.output[0] == mul.input[1]]
+    assert zero.op_type == "Constant" and onnx.numpy_helper.to_array(zero.attribute[0].t) == [0]
+    original = parse(DIMS_PRODUCT.replace("float[B,0,6] x", "float[B,N,6] x"))
+    rewritten = ir.from_proto(onnx.shape_inference.infer_shapes(original))
+    RuntimeWorkaroundsPass(openvino_loops=True)(rewritten)
+    assert "ReduceProd" not in op_counts(rewritten) and op_counts(rewritten)["Slice"] == 2
+    for shape in ((3, 0, 6), (0, 4, 6), (2, 5, 6), (1, 1, 6)):
+        x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+        outputs = assert_same_outputs(original, ir.to_proto(rewritten), {"x": x})
+        assert outputs[1].tolist() == [shape[0] * shape[1]]
+        assert_outputs_equal(run_reference(original, {"x": x}), outputs)
+    zero = np.zeros((3, 0, 6), np.float32)
+    assert_same_outputs(parse(DIMS_PRODUCT), model, {"x": zero})
+
+
+def test_a_product_of_three_or_more_elements_multiplies_them_all():
+    text = """g (int64[4] v) => (int64[1] p) { p = ReduceProd(v) }"""
+    model, _ = _openvino_forms(text)
+    assert op_counts(model) == {"Constant": 5, "Slice": 4, "Mul": 3}
+    for v in ([2, 3, 4, 5], [7, 0, -1, 3], [-2, -3, 1, 1], [2**20, 2**20, 4, 1]):
+        feeds = {"v": np.array(v, np.int64)}
+        outputs = assert_same_outputs(parse(text), model, feeds)
+        assert outputs[0].tolist() == [int(np.prod(v))]
+        assert_outputs_equal(run_reference(parse(text), feeds), outputs)
+
+
+def test_other_products_and_other_targets_keep_their_reduce_prod():
+    kept = {
+        "axes given": "axes = Constant<value = int64[1] {0}>()\n p = ReduceProd(v, axes)",
+        "keepdims=0": "p = ReduceProd<keepdims = 0>(v)",
+        "noop_with_empty_axes": "p = ReduceProd<noop_with_empty_axes = 1>(v)",
+    }
+    for why, body in kept.items():
+        shape = "int64" if why == "keepdims=0" else "int64[?]"
+        text = f"g (int64[2] v) => ({shape} p) {{ {body} }}"
+        model, remade = _openvino_forms(text)
+        assert remade == 0 and op_counts(model)["ReduceProd"] == 1, why
+    for source, result in (
+        ("float[2] v", "float[1] p"),
+        ("int64[N] v", "int64[1] p"),
+        ("int64[1] v", "int64[1] p"),
+        ("int64[9] v", "int64[1] p"),
+        ("int64[2,2] v", "int64[1,1] p"),
+    ):
+        model, remade = _openvino_forms(f"g ({source}) => ({result}) {{ p = ReduceProd(v) }}")
+        assert remade == 0 and op_counts(model)["ReduceProd"] == 1, source
+    model, remade = _openvino_forms(DIMS_PRODUCT, openvino_loops=False)  # other targets
+    assert remade == 0 and op_counts(model)["ReduceProd"] == 1
+    model, remade = _openvino_forms(DIMS_PRODUCT.replace("Shape<end = 2>(x)", "Shape(x)"))
+    assert remade == 1 and op_counts(model)["Mul"] == 2  # 3 dims: a product of 3
+    once = ir.from_proto(_openvino_forms(DIMS_PRODUCT)[0])
+    second = RuntimeWorkaroundsPass(openvino_loops=True)
+    second(once)
+    assert second.remade == 0  # no ReduceProd left: idempotent
+
+
+# the stacked forms' merge of two dims: a Slice of a Shape, then their product
+SLICED_PRODUCT = """g (float[B,0,6] x) => (float[?,6] y) {
+    shape = Shape(x)
+    zero1 = Constant<value = int64[1] {0}>()
+    two = Constant<value = int64[1] {2}>()
+    pair = Slice(shape, zero1, two)
+    merged = ReduceProd<keepdims = 1>(pair)
+    six = Constant<value = int64[1] {6}>()
+    target = Concat<axis = 0>(merged, six)
+    y = Reshape<allowzero = 1>(x, target)
+}"""
+
+
+def test_a_product_of_sliced_dims_reads_them_from_the_shape():
+    """`ReduceProd(Slice(Shape(x), [0], [2]))`: each dim is sliced from the Shape itself (the
+    Slice of two goes, with its bounds), a static one is a constant: what a second lowering's
+    cleanup makes of it, so lowering again changes nothing."""
+    model, remade = _openvino_forms(SLICED_PRODUCT)
+    assert remade == 1
+    assert op_counts(model) == {
+        "Shape": 1, "Constant": 4, "Slice": 1, "Mul": 1, "Concat": 1, "Reshape": 1,
+    }  # fmt: skip
+    (piece,) = [node for node in model.graph.node if node.op_type == "Slice"]
+    assert piece.input[0] == "shape"
+    assert not {"zero1", "two", "pair"} & {o for node in model.graph.node for o in node.output}
+    for text in (SLICED_PRODUCT, SLICED_PRODUCT.replace("float[B,0,6] x", "float[B,N,6] x")):
+        rewritten = _openvino_forms(text)[0]
+        for shape in ((3, 0, 6), (0, 2, 6), (2, 3, 6)):
+            if "B,0,6" in text and shape[1] != 0:
+                continue
+            x = np.ones(shape, np.float32)
+            assert_same_outputs(parse(text), rewritten, {"x": x})
+
+
+# A segment of n elements from s: n < 0 gives none (torch.arange(s, s + n))
+SEGMENT = """g (int64[M] x, int64 s, int64 n) => (int64[?] y) {
+    end = Add(s, n)
+    one = Constant<value = int64 {1}>()
+    positions = Range(s, end, one)
+    y = Gather(x, positions)
+}"""
+
+
+def test_a_range_of_constant_step_is_kept_from_running_backwards_for_openvino():
+    model, remade = _openvino_forms(SEGMENT)
+    assert remade == 1
+    (clamp,) = [node for node in model.graph.node if node.op_type == "Max"]
+    (numbers,) = [node for node in model.graph.node if node.op_type == "Range"]
+    assert list(clamp.input) == ["end", "s"] and numbers.input[1] == clamp.output[0]
+    x = np.arange(10, 18, dtype=np.int64)
+    for s, n in ((3, -1), (5, -3), (3, 0), (2, 4), (0, 8), (7, -7)):
+        feeds = {"x": x, "s": np.array(s), "n": np.array(n)}
+        outputs = assert_same_outputs(parse(SEGMENT), model, feeds)
+        assert outputs[0].tolist() == x[s : s + max(n, 0)].tolist()
+        assert_outputs_equal(run_reference(parse(SEGMENT), feeds), outputs)
+    once = ir.from_proto(model)
+    second = RuntimeWorkaroundsPass(openvino_loops=True)
+    second(once)
+    assert second.remade == 0  # already clamped: idempotent
+
+
+def test_a_range_of_negative_step_is_clamped_with_min():
+    text = """g (float s, float limit) => (float[?] y) {
+        step = Constant<value = float {-0.5}>()
+        y = Range(s, limit, step)
+    }"""
+    model, remade = _openvino_forms(text)
+    assert remade == 1 and op_counts(model)["Min"] == 1 and "Max" not in op_counts(model)
+    for s, limit in ((2.0, 5.0), (2.0, 2.0), (5.0, 2.0), (-1.0, -3.25)):
+        feeds = {"s": np.array(s, np.float32), "limit": np.array(limit, np.float32)}
+        outputs = assert_same_outputs(parse(text), model, feeds)
+        assert outputs[0].tolist() == np.arange(s, limit, -0.5, dtype=np.float32).tolist()
+    opset_11 = _openvino_forms(text, opset=11)[0]  # Min takes floats in opset 11
+    assert op_counts(opset_11)["Min"] == 1
+
+
+def test_a_range_that_cannot_run_backwards_or_whose_step_is_not_constant_is_left_alone():
+    kept = {
+        "a run-time step": SEGMENT.replace("Range(s, end, one)", "Range(s, end, n)"),
+        "from 0 to a size": SEGMENT.replace("end = Add(s, n)", "end = Size(x)").replace(
+            "Range(s, end, one)", "Range(zero, end, one)\n    zero = Constant<value = int64 {0}>()"
+        ),
+        "a step of 0": SEGMENT.replace("int64 {1}", "int64 {0}"),
+    }
+    for why, text in kept.items():
+        text = _topological(text)
+        model, remade = _openvino_forms(text)
+        assert remade == 0 and not {"Max", "Min"} & set(op_counts(model)), why
+    model, remade = _openvino_forms(SEGMENT, openvino_loops=False)  # other targets
+    assert remade == 0 and "Max" not in op_counts(model)
+    model, remade = _openvino_forms(SEGMENT, opset=11)  # no integer Max before opset 12
+    assert remade == 0 and "Max" not in op_counts(model)
+
+
+def _topological(text: str) -> str:
+    """`text` with a line defining `zero` moved to the top of the body, where it is read."""
+    lines = text.split("\n")
+    moved = [line for line in lines if line.strip().startswith("zero =")]
+    rest = [line for line in lines if line not in moved]
+    return "\n".join([rest[0], *moved, *rest[1:]])
+
+
+def test_a_counted_loops_range_needs_no_clamp():
+    """The Range that cuts a Loop's scan outputs to its count of iterations runs from 0 to a
+    count that starts at 0 and grows by 1: never backwards, so it reads the count as it is."""
+    model = _counted(COUNTED_ROWS)
+    assert op_counts(model)["Max"] == 1  # the trip count's clamp only
+    (loop,) = [node for node in model.graph.node if node.op_type == "Loop"]
+    (numbers,) = [node for node in model.graph.node if node.op_type == "Range"]
+    assert numbers.input[1] == loop.output[0]
+
+
+# a Range from 0 to a value a Loop carries from 0, adding `step` each iteration (no Gather of
+# it: onnxruntime's Gather of Range(0, m) slices, runtime_quirks 'gather-of-negative-range')
+CARRIED_LIMIT = """g (int64 m) => (int64[?] positions) {
+    t = Constant<value = bool {1}>()
+    zero = Constant<value = int64 {0}>()
+    k = Loop(m, t, zero) <body = b (int64 i, bool c, int64 a) => (bool c_out, int64 a2) {
+        c_out = Identity(c)
+        step = Constant<value = int64 {%d}>()
+        a2 = Add(a, step)
+    }>
+    one = Constant<value = int64 {1}>()
+    positions = Range(zero, k, one)
+}"""
+
+
+def test_a_range_to_a_count_that_may_fall_below_zero_is_clamped():
+    for step, clamped in ((1, 0), (2, 0), (-1, 1)):
+        model, remade = _openvino_forms(CARRIED_LIMIT % step)
+        max_count = 1 + clamped  # the trip count's clamp, and the Range's when it may run back
+        assert remade == max_count and op_counts(model)["Max"] == max_count, step
+        for m in (0, 2, 3):
+            outputs = assert_same_outputs(parse(CARRIED_LIMIT % step), model, {"m": np.array(m)})
+            assert outputs[0].tolist() == list(range(max(m * step, 0)))

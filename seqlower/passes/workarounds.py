@@ -7,6 +7,8 @@
     body: g = f(..); If(..) { .. g .. }; return g  ->  body: ..; return Identity(g)
     ys = Loop(M, c, v..)  ->  k, r = Loop(M, c, v.., 0) { .., k + 1 }; ys = Gather(r, Range(0, k))
     Loop(M, ..)  ->  Loop(Max(M, 0), ..)
+    Range(s, l, d), d a constant > 0 (< 0)  ->  Range(s, Max(l, s), d)  (Min(l, s))
+    ReduceProd(Slice(Shape(x), [0], [2]))  ->  Mul(Slice(Shape(x), [0], [1]), Slice(.., [1], [2]))
 
 onnxruntime (1.20 to at least 1.32, x86_64, default optimization level; quirk
 `transpose-cast-matmul-crash` in seqlower.runtime_quirks) dies with a segmentation
@@ -48,17 +50,36 @@ condition starts true runs, and needs none.
 OpenVINO (2026.4.1) runs a Loop whose trip count is negative without end (the specification,
 onnx.reference and onnxruntime: no iteration; `for _ in range(n)` with n < 0 exported by
 TorchScript). With `openvino_loops`, a trip count that may be negative is `Max(M, 0)`.
+
+OpenVINO (2026.4.1) gives `Range(start, limit, delta)` |ceil((limit - start) / delta)| elements
+where the specification gives max(ceil((limit - start) / delta), 0): Range(3, 2, 1) is [3], not
+empty, and Range(5, 2, 1) is [5, 6, 7] (`torch.arange(s, s + n)` with n < 0; a segment of
+negative length). With `openvino_loops`, a Range of constant step gives no element past its
+start: `Range(s, Max(l, s), d)` for d > 0, `Range(s, Min(l, s), d)` for d < 0 (a Max per Range;
+none where the limit is never negative and the start a constant <= 0, nor for a step known only
+at run time).
+
+OpenVINO (2026.4.1) mistakes `ReduceProd(Slice(Shape(x), [0], [2]))`, for x of a static 0 dim
+beside a dynamic one ([B, 0, 6]), for the dynamic dim: a Reshape of x to that product
+(allowzero=1) then fails ("the shape of input data (3.0.6) conflicts with the reshape pattern
+(0.6)"), or, where the fault reaches no check, its readers compute with B rows where there are
+none. The lists' stacked forms merge two dims so. With `openvino_loops`, a ReduceProd (all
+axes, keepdims) of a 1-D int64 of 2 to 8 elements is the Mul of its elements, each a Slice (of
+the Shape itself where the vector is a Slice of one) or a constant where inference gives the
+dim, which OpenVINO computes right (shape arithmetic: a Slice and a Mul per element).
 """
 
 from __future__ import annotations
 
 __all__ = ["RuntimeWorkaroundsPass"]
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.analysis.static_values import StaticValues
 from seqlower.ops import constant_tensor, graph_nodes, iter_all_graphs
 from seqlower.uses import use_count
 
@@ -72,7 +93,8 @@ class RuntimeWorkaroundsPass(ir.passes.InPlacePass):
     def __init__(self, speed_first: bool = False, openvino_loops: bool = False) -> None:
         super().__init__()
         self.speed_first = speed_first  # leave out what costs time in onnxruntime
-        # OpenVINO's Loop faults: scan outputs cut to a count, negative trip counts clamped
+        # OpenVINO's faults whose fix costs elsewhere: scan outputs cut to a count, negative
+        # trip counts clamped, Ranges kept from running backwards, products of dims as Muls
         self.openvino_loops = openvino_loops
         self.swapped = 0
         self.remade = 0
@@ -94,6 +116,10 @@ class RuntimeWorkaroundsPass(ir.passes.InPlacePass):
         graphs = list(iter_all_graphs(model))  # the rewrites below add no subgraph
         clamped: dict[ir.Value, ir.Value] = {}  # a trip count -> its Max(M, 0), made once
         never_negative: dict[ir.Value, bool] = {}  # what `_never_negative` answered
+        opset = _default_opset(model)
+        slicing = opset >= 10  # Slice takes its bounds as inputs
+        values = StaticValues(opset)  # the static elements of a product of dims
+        integer_max = opset >= 12  # Max and Min take integers
         if not self.speed_first and any(  # onnxruntime folds them: no cost, but no need
             node.op_type == "If" for graph in graphs for node in graph_nodes(graph)
         ):
@@ -114,6 +140,14 @@ class RuntimeWorkaroundsPass(ir.passes.InPlacePass):
             if self.openvino_loops:  # a Max per trip count
                 for loop in [node for node in graph_nodes(graph) if node.op_type == "Loop"]:
                     self.remade += _clamp_trip_count(loop, names, clamped, never_negative)
+            if self.openvino_loops:  # a Max or Min per Range
+                for node in [node for node in graph_nodes(graph) if _is_range(node)]:
+                    if integer_max or _is_float(node.outputs[0]):
+                        self.remade += _clamp_range_limit(graph, node, names, never_negative)
+            if self.openvino_loops and slicing:  # a Slice and a Mul per element
+                for node in [node for node in graph_nodes(graph) if _is_dims_product(node)]:
+                    _product_as_muls(graph, node, names, values)
+                    self.remade += 1
             queue = [node for node in graph_nodes(graph) if _is_cast_of_private_transpose(node)]
             while queue:
                 cast = queue.pop()
@@ -499,8 +533,243 @@ def _never_negative(value: ir.Value | None, known: dict[ir.Value, bool], depth: 
         answer = any(_never_negative(v, known, depth + 1) for v in node.inputs)
     elif node.op_type in _KEEP_SIGN:
         answer = _never_negative(node.inputs[0], known, depth + 1)
+    elif node.op_type == "Loop":
+        answer = _counts_up(node, value, known, depth)
     known[value] = answer
     return answer
+
+
+def _counts_up(loop: ir.Node, value: ir.Value, known: dict[ir.Value, bool], depth: int) -> bool:
+    """Whether `value`, a carried output of `loop`, starts never negative and grows by a
+    constant never negative each iteration (`_count_scan_rows`'s count of the iterations)."""
+    index = value.index()
+    carried = len(loop.inputs) - 2
+    if index is None or index >= carried or "body" not in loop.attributes:
+        return False
+    body = loop.attributes["body"].as_graph()
+    if len(body.inputs) != 2 + carried or len(body.outputs) < 1 + carried:
+        return False
+    step = body.outputs[1 + index].producer()
+    if step is None or step.op_type != "Add" or step.domain != "" or len(step.inputs) != 2:
+        return False
+    state = body.inputs[2 + index]
+    if step.inputs[0] is state:
+        grows_by = step.inputs[1]
+    elif step.inputs[1] is state:
+        grows_by = step.inputs[0]
+    else:
+        return False
+    tensor = constant_tensor(grows_by) if grows_by is not None else None
+    return (
+        tensor is not None
+        and bool((tensor.numpy() >= 0).all())
+        and _never_negative(loop.inputs[2 + index], known, depth + 1)
+    )
+
+
+def _default_opset(model: ir.Model) -> int:
+    """The model's opset of the default domain (0 when it imports none)."""
+    return model.opset_imports.get("", model.opset_imports.get("ai.onnx", 0))
+
+
+def _is_float(value: ir.Value) -> bool:
+    return value.dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16)
+
+
+def _is_range(node: ir.Node) -> bool:
+    return node.op_type == "Range" and node.domain == "" and len(node.inputs) == 3
+
+
+def _scalar_number(value: ir.Value | None) -> float | None:
+    """The number a constant of one element holds, or None."""
+    tensor = constant_tensor(value) if value is not None else None
+    if tensor is None or tensor.size != 1:
+        return None
+    return float(tensor.numpy().reshape(()))
+
+
+def _clamp_range_limit(
+    graph: ir.Graph, node: ir.Node, names: Callable[[], set[str]], known: dict[ir.Value, bool]
+) -> int:
+    """Give the Range `node` of a constant step the limit `Max(limit, start)` (a positive step)
+    or `Min(limit, start)` (a negative one), so that it never runs backwards; returns 1 if it
+    made one. None where the limit already is so, or is never negative and the start a
+    constant <= 0 (a positive step); none for a step known only at run time."""
+    start, limit, delta = node.inputs
+    step = _scalar_number(delta)
+    if start is None or limit is None or step is None or step == 0:
+        return 0
+    op = "Max" if step > 0 else "Min"
+    made = limit.producer()
+    if (  # already clamped (a second pass)
+        made is not None
+        and made.op_type == op
+        and made.domain == ""
+        and len(made.inputs) == 2
+        and start in made.inputs
+    ):
+        return 0
+    if step > 0:
+        first = _scalar_number(start)
+        if first is not None and first <= 0 and _never_negative(limit, known):
+            return 0
+    clamp = ir.node(op, [limit, start])
+    base = f"{limit.name or 'limit'}_from_{start.name or 'start'}"
+    clamp.outputs[0].name = clamp.name = _unique(base, names())
+    clamp.outputs[0].type, clamp.outputs[0].shape = limit.type, limit.shape
+    graph.insert_before(node, [clamp])
+    node.replace_input_with(1, clamp.outputs[0])
+    return 1
+
+
+_PRODUCT_LENGTHS = range(2, 9)  # the static lengths of a 1-D ReduceProd made a chain of Muls
+
+
+def _is_dims_product(node: ir.Node) -> bool:
+    """A ReduceProd over every element (no axes, keepdims) of a 1-D int64 of a static length in
+    `_PRODUCT_LENGTHS`: a product of dims."""
+    if node.op_type != "ReduceProd" or node.domain != "" or not node.inputs:
+        return False
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        return False  # axes given
+    attributes = node.attributes
+    if "axes" in attributes or attributes.get_int("keepdims", 1) != 1:
+        return False
+    if attributes.get_int("noop_with_empty_axes", 0) != 0:
+        return False
+    data = node.inputs[0]
+    if data is None or data.dtype != ir.DataType.INT64 or data.shape is None:
+        return False
+    dims = list(data.shape)
+    return len(dims) == 1 and isinstance(dims[0], int) and dims[0] in _PRODUCT_LENGTHS
+
+
+@dataclasses.dataclass
+class _Elements:
+    """Where the elements of a 1-D int64 come from: `source[offset + k]` is element k, and
+    `known[k]` its number where static (else None)."""
+
+    source: ir.Value
+    offset: int
+    known: list[int | None]
+
+
+def _elements(data: ir.Value, length: int, values: StaticValues) -> _Elements:
+    """The elements of the 1-D int64 `data` of `length` elements: read from the Shape they
+    were sliced from where `data` is `Slice(Shape(x), [a], [b])` (as a second lowering's
+    cleanup would compose two Slices), static where inference gives the dim as a number."""
+    static = values.get(data)
+    if static is not None:
+        return _Elements(data, 0, [int(v) for v in np.asarray(static).reshape(-1)])
+    found = _Elements(data, 0, [None] * length)
+    producer = data.producer()
+    if producer is None or producer.domain != "" or not producer.inputs:
+        return found
+    if producer.op_type == "Shape":  # the dims of x from start to end
+        found.known = _dims(producer, 0, length)
+        return found
+    if len(producer.inputs) < 3:
+        return found
+    if producer.op_type != "Slice" or producer.inputs[0] is None:
+        return found
+    shape_vector = producer.inputs[0]
+    shape_of = shape_vector.producer()
+    bounds = values.get_ints(producer.inputs[1])
+    plain = len(producer.inputs) == 3 or (
+        values.get_ints(producer.inputs[3]) in ([0], [-1])
+        and (len(producer.inputs) < 5 or values.get_ints(producer.inputs[4]) == [1])
+    )
+    count = shape_vector.shape[0] if shape_vector.shape is not None else None
+    if (
+        not plain
+        or bounds is None
+        or len(bounds) != 1
+        or not isinstance(count, int)
+        or shape_of is None
+        or shape_of.op_type != "Shape"
+        or shape_of.domain != ""
+        or shape_of.inputs[0] is None
+    ):
+        return found
+    start = min(max(bounds[0] + count if bounds[0] < 0 else bounds[0], 0), count)
+    if start + length > count:
+        return found
+    return _Elements(shape_vector, start, _dims(shape_of, start, length))
+
+
+def _dims(shape_of: ir.Node, start: int, length: int) -> list[int | None]:
+    """Elements `start` to `start + length` of the output of the Shape node `shape_of`: each
+    dim inference gives as a number, else None."""
+    data = shape_of.inputs[0]
+    shape = data.shape if data is not None else None
+    if shape is None:
+        return [None] * length
+    rank = len(shape)
+    first = shape_of.attributes.get_int("start", 0)
+    last = shape_of.attributes.get_int("end", rank)
+    first, last = (min(max(b + rank if b < 0 else b, 0), rank) for b in (first, last))
+    dims = list(shape)[first:last][start : start + length]
+    if len(dims) != length:
+        return [None] * length
+    return [int(d) if isinstance(d, int) else None for d in dims]
+
+
+def _product_as_muls(
+    graph: ir.Graph, node: ir.Node, names: Callable[[], set[str]], values: StaticValues
+) -> None:
+    """Replace the ReduceProd `node` (`_is_dims_product`) by the Mul of its input's elements,
+    each a Slice of one element, or a Constant where that element is static:
+    `ReduceProd(v)` -> `Mul(Mul(v[0:1], v[1:2]), v[2:3])`. A `v` that is `Slice(Shape(x), [a],
+    [b])` is read no more: its elements are sliced from `Shape(x)` at a + k. That is what the
+    cleanup's folding and its merging of Slices make of the Slices, so that a second lowering
+    gives the same model."""
+    data = node.inputs[0]
+    assert data is not None and data.shape is not None
+    length = data.shape[0]
+    assert isinstance(length, int)
+    product = node.outputs[0]
+    base = product.name or "product"
+    made: list[ir.Node] = []
+
+    def named(new: ir.Node, suffix: str, dims: list[int]) -> ir.Value:
+        new.outputs[0].name = new.name = _unique(f"{base}_{suffix}", names())
+        new.outputs[0].type = ir.TensorType(ir.DataType.INT64)
+        new.outputs[0].shape = ir.Shape(dims)
+        made.append(new)
+        return new.outputs[0]
+
+    def constant(number: int, suffix: str) -> ir.Value:
+        tensor = ir.tensor(np.array([number], np.int64))
+        return named(ir.node("Constant", [], {"value": tensor}), suffix, [1])
+
+    elements = _elements(data, length, values)
+    at = {k: constant(k, f"at_{k}") for k in range(elements.offset, elements.offset + length + 1)}
+    result: ir.Value | None = None
+    for k, number in enumerate(elements.known):
+        if number is not None:
+            element = constant(number, f"dim_{k}")
+        else:
+            first = elements.offset + k
+            piece = ir.node("Slice", [elements.source, at[first], at[first + 1]])
+            element = named(piece, f"dim_{k}", [1])
+        result = element if result is None else named(ir.node("Mul", [result, element]), "mul", [1])
+    assert result is not None
+    read = {value for new in made for value in new.inputs}
+    made = [new for new in made if new.op_type != "Constant" or new.outputs[0] in read]
+    graph.insert_before(node, made)
+    name = product.name
+    product.name = None
+    product.replace_all_uses_with(result, replace_graph_outputs=True)
+    graph.remove(node, safe=True)
+    result.name = name
+    if elements.source is not data and not data.uses() and not data.is_graph_output():
+        sliced = data.producer()
+        assert sliced is not None
+        arguments = list(sliced.inputs[1:])  # the removal detaches them
+        graph.remove(sliced, safe=True)
+        for value in arguments:
+            if value is not None:
+                _drop_if_unread(graph, value)
 
 
 def _clamp_trip_count(

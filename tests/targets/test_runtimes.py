@@ -727,3 +727,65 @@ def test_openvino_runs_a_loop_of_negative_trip_count_without_end():
         outcome = runner.run(feeds)
     assert outcome.ok, outcome.error
     np.testing.assert_array_equal(outcome.outputs["acc"], np.zeros(3, np.float32))
+
+
+def _with_openvino_workarounds(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` (its shapes inferred, as a lowering has them) after `--target openvino`'s
+    runtime workarounds."""
+    import onnx_ir as ir
+
+    from seqlower.passes.workarounds import RuntimeWorkaroundsPass
+
+    rewritten = ir.from_proto(onnx.shape_inference.infer_shapes(model))
+    RuntimeWorkaroundsPass(openvino_loops=True)(rewritten)
+    return ir.to_proto(rewritten)
+
+
+def test_openvino_runs_a_range_backwards():
+    """OpenVINO 2026.4.1 gives Range(start, limit, delta) |ceil((limit - start) / delta)|
+    elements (the specification: max(ceil(..), 0), none once the limit is behind the start):
+    Range(5, 2, 1) is [5, 6, 7]. A segment of negative length (`torch.arange(s, s + n)`,
+    tests/fixtures/torch_novel/detr_permutation_idx) gathers rows. `--target openvino` gives a
+    Range of constant step the limit Max(limit, start) (seqlower/passes/workarounds.py)."""
+    from test_workarounds import SEGMENT
+
+    model = parse(SEGMENT)
+    x = np.arange(10, 18, dtype=np.int64)
+    feeds = {"x": x, "s": np.array(5), "n": np.array(-3)}
+    (want,) = run_model("onnxruntime", model, feeds)
+    assert want.shape == (0,)
+    (got,) = run_model("openvino", model, feeds)
+    if got.shape == (0,):
+        pytest.skip("fixed in this OpenVINO: a Range needs no clamp (update docs/portability.md)")
+    assert got.tolist() == [15, 16, 17]
+    clamped = _with_openvino_workarounds(model)
+    for s, n in ((5, -3), (3, -1), (3, 0), (2, 4), (0, 8)):
+        feeds = {"x": x, "s": np.array(s), "n": np.array(n)}
+        (want,) = run_model("onnxruntime", model, feeds)
+        (got,) = run_model("openvino", clamped, feeds)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_openvino_mistakes_a_product_of_dims_beside_a_static_zero():
+    """OpenVINO 2026.4.1: `ReduceProd(Shape(x)[0:2])` for x of shape [B, 0, 6] (the 0 static)
+    is taken for B, so the Reshape of x to [that product, 6] (allowzero=1) fails: "the shape of
+    input data (3.0.6) conflicts with the reshape pattern (0.6)" (in a larger model the readers
+    compute with B rows instead: tests/fixtures/torch_novel/yolov5_nms_per_image). `--target
+    openvino` multiplies the dims with Mul (seqlower/passes/workarounds.py), which it computes
+    right."""
+    from test_workarounds import DIMS_PRODUCT
+
+    model = parse(DIMS_PRODUCT)
+    feeds = {"x": np.zeros((3, 0, 6), np.float32)}
+    want = run_model("onnxruntime", model, feeds)
+    assert want[0].shape == (0, 6) and want[1].tolist() == [0]
+    try:
+        got = run_model("openvino", model, feeds)
+    except Exception as error:  # at run time: the reshape's check
+        assert "conflicts with the reshape pattern" in str(error)
+    else:
+        if got[0].shape == (0, 6):
+            pytest.skip("fixed in this OpenVINO: a ReduceProd of dims may stay (update the docs)")
+    got = run_model("openvino", _with_openvino_workarounds(model), feeds)
+    for w, g in zip(want, got, strict=True):
+        np.testing.assert_array_equal(g, w)

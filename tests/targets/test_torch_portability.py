@@ -8,7 +8,11 @@ import pytest
 
 pytest.importorskip("openvino", reason="the OpenVINO oracle: pip install openvino")
 
-from bench.torch_portability import FixtureOutcome, evaluate_sets, fixtures
+import numpy as np
+import onnx
+
+from bench.portability import lower_for, run_model
+from bench.torch_portability import ROOT, FixtureOutcome, evaluate_sets, fixtures
 
 CASES = {case.name: case for case in fixtures()}
 
@@ -24,6 +28,7 @@ def test_every_fixture_set_is_collected():
     [
         "torch_fresh/ddim_intermediates",  # zero steps: the kept rows counted from the mask
         "torch_newcomer/half_cache",  # float16 values, computed in float32 by OpenVINO
+        "torch_novel/yolov5_nms_per_image",  # a product of dims multiplied, not ReduceProd
     ],
 )
 def test_the_fixture_runs_and_matches_in_openvino(name):
@@ -45,3 +50,23 @@ def test_a_fault_is_reported_in_one_line_without_source_locations():
     assert outcome.failure.startswith("run: ") and "Exception from" not in outcome.failure
     assert "\n" not in outcome.failure and len(outcome.failure) <= 170
     assert outcome.ran < outcome.sets
+
+
+def test_segments_of_negative_length_give_no_rows_in_openvino():
+    """detr_permutation_idx gathers, per image, `counts[b]` positions from a running start
+    (`torch.arange(start, start + counts[b])`); a negative count gives none. OpenVINO 2026.4.1
+    runs such a Range backwards (tests/targets/test_runtimes.py); lowered for it, the Range's
+    limit is clamped and the rows match onnxruntime's for the original."""
+    path = ROOT / "tests/fixtures/torch_novel/detr_permutation_idx/model.onnx"
+    model = onnx.load(path)
+    rng = np.random.default_rng(0)
+    feeds = {
+        "logits": rng.standard_normal((5, 6, 5)).astype(np.float32),
+        "src": np.array([0, 0, 0, 0, 1]),
+        "tgt": np.array([0, 0, 0, 0, 0]),
+        "counts": np.array([3, -1, 0, 3, 0]),
+    }
+    (want,) = run_model("onnxruntime", model, feeds)
+    assert want.shape == (6,)  # 3 + 0 + 0 + 3 + 0 rows
+    (got,) = run_model("openvino", lower_for(model, "openvino"), feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
