@@ -12,7 +12,15 @@ between number of inferred and declared dimensions" at the body's condition inpu
 A condition of shape [1] is fine where the body declares no shape for it (onnxruntime runs
 it), and so is a trip count of shape [1] (the body never sees it), so only the condition and
 only a declared shape are compared. The Loops of the main graph are checked, with the types
-inference gave the main graph's values.
+inference gave the main graph's values, but for a condition the model itself declares with the
+body's rank: onnxruntime reads that declaration, and runs the Loop.
+
+    c = If(..)  declared bool[d] (branches declared bool[d]; inference, reading the elements
+                of a list, proves a scalar)
+    Loop(M, c, .., body(i, cond: bool[d], ..))                  -> not refused
+
+(PyTorch's TorchScript exporter writes `while j < n and bool(a == b)` so; the lowered model's
+body declares no shape for its condition, `seqlower.passes.condition_declarations`.)
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ def loop_condition_problem(
     """The first Loop of the main `graph` whose condition input's inferred rank differs from
     the rank its body declares for its condition input, in a sentence naming the node; None
     when there is none. `values` are the inferred types of the main graph's values by name."""
+    declared_here = {info.name: info for info in graph.value_info}
     for node in graph.node:
         if node.op_type != "Loop" or node.domain not in ("", "ai.onnx") or len(node.input) < 2:
             continue
@@ -40,6 +49,8 @@ def loop_condition_problem(
         inferred = _rank(values.get(cond))
         declared = _rank(body.input[1])
         if inferred is None or declared is None or inferred == declared:
+            continue
+        if _rank(declared_here.get(cond)) == declared:  # what onnxruntime reads: they agree
             continue
         name = f" '{node.name}'" if node.name else ""
         return (

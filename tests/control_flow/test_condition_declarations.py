@@ -6,7 +6,9 @@ full check of the lowered model. The body's condition input now declares no shap
 
 Checked three ways: the lowered model passes the full check and declares no shape for the inner
 body's condition (emits); a body whose declaration agrees keeps it (refuses); and equivalence
-under onnxruntime for runs of equal tokens, one token and none.
+under onnxruntime for runs of equal tokens, one token and none. The same Loop in the main graph,
+its condition declared by the model as the body declares it (what onnxruntime reads), is not
+refused as bad input: it lowers the same way (`seqlower.loop_condition`).
 """
 
 from __future__ import annotations
@@ -87,3 +89,49 @@ def test_a_declaration_of_the_condition_rank_is_kept():
     assert _inner_condition(lowered).shape == ir.Shape([])
     graph = ir.from_proto(lowered)
     assert match_loop_condition_declarations(graph) == 0
+
+
+# the same inner loop in the main graph: its condition declared bool[D] by the model, as the
+# body declares it, which is what onnxruntime reads
+RUN_LENGTH = """g (int64[N] x, int64 i) => (int64 j_end) <bool[D] first> {
+    tok = SplitToSequence<keepdims = 0>(x)
+    n = SequenceLength(tok)
+    one = Constant<value = int64 {1}>()
+    j1 = Add(i, one)
+    inside = Less(j1, n)
+    first = If(inside) <then_branch = t1 () => (bool[D] same1) {
+        a1 = SequenceAt(tok, i)
+        b1 = SequenceAt(tok, j1)
+        same1 = Equal(a1, b1)
+    }, else_branch = e1 () => (bool f1) {
+        f1 = Constant<value = bool {0}>()
+    }>
+    j_end = Loop(n, first, j1) <body = inner (int64 m, bool[D] cc, int64 j)
+                                      => (bool[D] cc2, int64 j2) {
+        one_i = Constant<value = int64 {1}>()
+        j2 = Add(j, one_i)
+        still = Less(j2, n)
+        cc2 = If(still) <then_branch = t2 () => (bool[D] same2) {
+            a2 = SequenceAt(tok, i)
+            b2 = SequenceAt(tok, j2)
+            same2 = Equal(a2, b2)
+        }, else_branch = e2 () => (bool f2) {
+            f2 = Constant<value = bool {0}>()
+        }>
+    }>
+}"""
+
+
+@pytest.mark.parametrize(
+    ("tokens", "start"), [([1, 1, 2, 2, 2], 0), ([1, 1, 2, 2, 2], 2), ([3], 0), ([5, -1, -1], 1)]
+)
+def test_a_main_graph_loop_whose_condition_the_model_declares_as_its_body_does(tokens, start):
+    model = parse(RUN_LENGTH, opset=17)
+    x = np.array(tokens, dtype=np.int64)
+    lowered, _, (j_end,) = lower_and_compare(model, {"x": x, "i": np.array(start)})
+    want = start + 1
+    while want < len(tokens) and tokens[want] == tokens[start]:
+        want += 1
+    assert int(j_end) == want
+    loop = next(n for n in ir.from_proto(lowered).graph if n.op_type == "Loop")
+    assert loop.attributes["body"].as_graph().inputs[1].shape is None
