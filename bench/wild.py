@@ -106,7 +106,9 @@ def measure_case(case: str, root: Path = ROOT, timing: Timing = Timing()) -> lis
         rows.append(row)
         if "error" not in row:
             lowered[target] = row.pop("model")
-    speeds = _timed(model, lowered, sets, {row["target"]: row["vs_orig"] for row in rows}, timing)
+    speeds = _timed(
+        model, lowered, sets, {row["target"]: row.get("vs_orig", []) for row in rows}, timing
+    )
     for row in rows:
         if "error" in row:
             continue

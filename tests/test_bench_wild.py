@@ -10,6 +10,7 @@ import pytest
 
 import bench.wild
 from bench.wild import FIXTURES, ROOT, TARGETS, Timing, _parse, measure_case
+from seqlower.errors import SeqlowerError
 
 
 def test_without_set_it_measures_torch_wild():
@@ -85,3 +86,20 @@ def test_original_and_both_targets_are_timed_in_one_run(monkeypatch):
         assert row["worst_set"].endswith(")")
     assert "vs_default" not in rows[0]
     assert sorted(rows[1]["vs_default"]) == timed
+
+
+def test_a_target_that_refuses_is_a_row_and_the_other_is_timed(monkeypatch):
+    """A lowering that fails is its row's error; the original and the other target are still
+    timed together, and no ratio against the default target is made without both."""
+    real = bench.wild.seqlower.optimize
+
+    def refusing(model, *, target):
+        if target == TARGETS[0]:
+            raise SeqlowerError("refused here")
+        return real(model, target=target)
+
+    monkeypatch.setattr(bench.wild.seqlower, "optimize", refusing)
+    rows = measure_case("token_lengths", FIXTURES / "torch_wild", Timing(1, 0.0, 1))
+    assert rows[0]["error"] == "refused here"
+    assert rows[1]["speed"] > 0
+    assert "vs_default" not in rows[1]
