@@ -2,18 +2,22 @@
 frozen), or of another set of scripted exports beside it (`--set torch_novel`), as one table:
 sequence ops before and after each target, whether each data set matches what PyTorch computed
 and what the original computes under onnxruntime, and the speed ratio (original / lowered,
-onnxruntime CPU, 1 thread, medians of one interleaved run) on data set 0, and the lowest such
-ratio over every data set both models run (a fixture's smaller data sets, one image or one
-graph, are where a batched form's fixed cost shows); then per target the geomean, the worst
-case, and the worst over every data set.
+onnxruntime CPU, 1 thread) on data set 0, and the lowest such ratio over every data set both
+models run (a fixture's smaller data sets, one image or one graph, are where a batched form's
+fixed cost shows); then per target the geomean, the worst case, and the worst over every data
+set, and the onnxruntime target against the default target. The original and both lowerings
+are timed together on each data set, interleaved, in `--rounds` runs (each model's lowest
+median counts): the two targets' ratios come from the same run.
 
     python -m bench.wild            # every case, or: python -m bench.wild CASE...
     python -m bench.wild --set torch_novel [CASE...]    # tests/fixtures/torch_novel
+    python -m bench.wild --runs 1000 --min-seconds 2 --rounds 2    # longer, on a loaded machine
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -30,6 +34,7 @@ from seqlower.errors import SeqlowerError
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 ROOT = FIXTURES / "torch_wild"
+TARGETS = ("portable", "onnxruntime")  # the default target first: the others are compared with it
 
 
 def data_sets(folder: Path, model: onnx.ModelProto) -> list[tuple[dict, list]]:
@@ -74,11 +79,52 @@ def _run(model: onnx.ModelProto, feeds: dict) -> list | str:
         return f"fails ({type(exc).__name__})"
 
 
-def measure(case: str, target: str, root: Path = ROOT) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """How long each data set is timed: `runs` and `min_seconds` per model and round
+    (`bench.timing.latency`), `rounds` interleaved runs of which each model's lowest median
+    counts."""
+
+    runs: int = 200
+    min_seconds: float = 0.5
+    rounds: int = 2
+
+
+def measure_case(case: str, root: Path = ROOT, timing: Timing = Timing()) -> list[dict]:
+    """One row per target (`TARGETS`): the original and both lowerings of `case` are timed
+    together, interleaved, on every data set (`_timed`): a change of the machine's load moves
+    all three alike, so the targets' ratios are comparable with each other (timed one pair
+    after the other, identical lowerings read 2.48x and 1.95x in one run at load 3)."""
     folder = root / case
     model = onnx.load(folder / "model.onnx")
     sets = data_sets(folder, model)
-    row: dict = {"case": case, "target": target, "before": sequence_ops(model)}
+    rows, lowered = [], {}
+    originals = [_run(model, feeds) for feeds, _ in sets]
+    for target in TARGETS:
+        row = _lowered(model, target, sets, originals)
+        row["case"] = case
+        rows.append(row)
+        if "error" not in row:
+            lowered[target] = row.pop("model")
+    speeds = _timed(
+        model, lowered, sets, {row["target"]: row.get("vs_orig", []) for row in rows}, timing
+    )
+    for row in rows:
+        if "error" in row:
+            continue
+        ratios = speeds.get(row["target"], {})
+        row["speed"] = ratios.get(0, float("nan"))
+        row["worst_set"] = _worst(ratios)
+        if row["target"] != TARGETS[0] and TARGETS[0] in lowered:  # against the default target
+            mine, default = ratios, speeds.get(TARGETS[0], {})
+            row["vs_default"] = {i: mine[i] / default[i] for i in mine if i in default}
+    return rows
+
+
+def _lowered(model: onnx.ModelProto, target: str, sets: list, originals: list) -> dict:
+    """The row of one target before timing: its lowering (`model`), sequence ops, the reasons
+    of what is left, and each data set's outputs against PyTorch's and the original's."""
+    row: dict = {"target": target, "before": sequence_ops(model)}
     try:
         lowered, report = seqlower.optimize(model, target=target)
     except SeqlowerError as exc:
@@ -88,12 +134,12 @@ def measure(case: str, target: str, root: Path = ROOT) -> dict:
         row["error"] = f"crash {type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
         return row
     lowered = lowered if isinstance(lowered, onnx.ModelProto) else onnx_ir.to_proto(lowered)
+    row["model"] = lowered
     row["after"] = sequence_ops(lowered)
     row["reasons"] = sorted({f"{op.op_type}: {op.reason}" for op in report.remaining})
     torch_ok, orig_ok = [], []
-    for feeds, want in sets:
+    for (feeds, want), orig in zip(sets, originals, strict=True):
         got = _run(lowered, feeds)
-        orig = _run(model, feeds)
         if isinstance(got, str):
             torch_ok.append(got)
             orig_ok.append(got)
@@ -103,35 +149,55 @@ def measure(case: str, target: str, root: Path = ROOT) -> dict:
             "orig fails" if isinstance(orig, str) else "ok" if _close(got, orig) else "DIFF"
         )
     row["vs_torch"], row["vs_orig"] = torch_ok, orig_ok
-    try:
-        timed = latency({"o": model, "l": lowered}, sets[0][0], runs=50, min_seconds=0.2)
-        row["speed"] = timed["o"][0] / timed["l"][0]
-    except Exception as exc:
-        row["speed"] = float("nan")
-        row["speed_error"] = str(exc).splitlines()[0][:80]
-    row["worst_set"] = _worst_set(model, lowered, sets, row)
     return row
 
 
-def _worst_set(model: onnx.ModelProto, lowered: onnx.ModelProto, sets: list, row: dict) -> str:
-    """The lowest speed ratio over the data sets both models run, with its data set."""
-    found = [(row["speed"], 0)] if row["speed"] == row["speed"] else []
-    for i, (feeds, _) in enumerate(sets[1:], start=1):
-        if row["vs_orig"][i] != "ok":  # either model fails on it: nothing to time
+def _timed(
+    model: onnx.ModelProto,
+    lowered: dict[str, onnx.ModelProto],
+    sets: list,
+    agree: dict[str, list[str]],
+    timing: Timing,
+) -> dict[str, dict[int, float]]:
+    """Per target and data set, the speed ratio original / lowered, all models of a data set
+    in one interleaved run per round (each model's lowest median over the rounds). A lowering
+    is timed on the data sets where it computes what the original does (data set 0 always,
+    where it runs: the table's speed column)."""
+    ratios: dict[str, dict[int, float]] = {target: {} for target in lowered}
+    for i, (feeds, _) in enumerate(sets):
+        models = {"original": model}
+        models.update(
+            (target, low)
+            for target, low in lowered.items()
+            if agree[target][i] == "ok" or (i == 0 and agree[target][i] == "DIFF")
+        )
+        if len(models) == 1:
             continue
+        best: dict[str, float] = {}
         try:
-            timed = latency({"o": model, "l": lowered}, feeds, runs=50, min_seconds=0.2)
-        except Exception:
+            for _ in range(timing.rounds):
+                timed = latency(models, feeds, runs=timing.runs, min_seconds=timing.min_seconds)
+                for name, (seconds, _) in timed.items():
+                    best[name] = min(best.get(name, math.inf), seconds)
+        except Exception:  # a model that fails here has its row's outputs column say so
             continue
-        found.append((timed["o"][0] / timed["l"][0], i))
-    if not found:
+        for target in lowered:
+            if target in best:
+                ratios[target][i] = best["original"] / best[target]
+    return ratios
+
+
+def _worst(ratios: dict[int, float]) -> str:
+    """The lowest speed ratio over the data sets timed, with its data set."""
+    if not ratios:
         return "-"
-    speed, i = min(found)
+    speed, i = min((speed, i) for i, speed in ratios.items())
     return f"{speed:.2f}x (set {i})"
 
 
-def _parse(argv: list[str]) -> tuple[Path, list[str]]:
-    """The fixture folder `--set NAME` names (torch_wild without it), and the cases named."""
+def _parse(argv: list[str]) -> tuple[Path, list[str], Timing]:
+    """The fixture folder `--set NAME` names (torch_wild without it), the cases named, and how
+    long each data set is timed."""
     sets = sorted(p.name for p in FIXTURES.iterdir() if p.is_dir() and p.name.startswith("torch"))
     parser = argparse.ArgumentParser(
         prog="python -m bench.wild",
@@ -139,31 +205,53 @@ def _parse(argv: list[str]) -> tuple[Path, list[str]]:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--set", default="torch_wild", choices=sets, help="the fixture set")
+    default = Timing()
+    parser.add_argument(
+        "--runs", type=int, default=default.runs, help="runs per model and round, at least"
+    )
+    parser.add_argument(
+        "--min-seconds",
+        type=float,
+        default=default.min_seconds,
+        help="seconds of running per model and round, at least",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=default.rounds,
+        help="interleaved runs per data set; each model's lowest median counts",
+    )
     parser.add_argument("cases", nargs="*", help="cases of the set (default: every case)")
     args = parser.parse_args(argv)
     root = FIXTURES / args.set
     missing = [c for c in args.cases if not (root / c / "model.onnx").is_file()]
     if missing:
         parser.error(f"no case {missing[0]!r} in {root}")
-    return root, args.cases
+    if args.runs < 1 or args.rounds < 1 or args.min_seconds < 0:
+        parser.error("--runs and --rounds must be at least 1, --min-seconds at least 0")
+    return root, args.cases, Timing(args.runs, args.min_seconds, args.rounds)
 
 
 def main(argv: list[str]) -> int:
-    root, names = _parse(argv)
+    root, names, timing = _parse(argv)
     cases = names or sorted(p.name for p in root.iterdir() if (p / "model.onnx").is_file())
     print("| case | target | seq ops before -> after | vs PyTorch (per data set) |", end="")
     print(" vs original | speed | worst data set |")
     print("|---|---|---|---|---|---|---|")
     speeds: dict[str, list[float]] = {}
     worst: dict[str, list[tuple[str, str]]] = {}
+    against: list[tuple[float, float, str]] = []  # (data set 0, worst data set, case)
     for case in cases:
-        for target in ("portable", "onnxruntime"):
-            row = measure(case, target, root)
+        for row in measure_case(case, root, timing):
+            target = row["target"]
             if "error" in row:
                 print(f"| {case} | {target} | {row['before']} -> error | {row['error']} | | | |")
                 continue
             speeds.setdefault(target, []).append(row["speed"])
             worst.setdefault(target, []).append((row["worst_set"], case))
+            if row.get("vs_default"):
+                ratios = row["vs_default"]
+                against.append((ratios.get(0, math.nan), min(ratios.values()), case))
             print(
                 f"| {case} | {target} | {row['before']} -> {row['after']} |"
                 f" {' '.join(row['vs_torch'])} | {' '.join(row['vs_orig'])} |"
@@ -175,13 +263,28 @@ def main(argv: list[str]) -> int:
     for target, found in speeds.items():
         ok = [s for s in found if s == s and s > 0]
         if ok:
-            geo = math.exp(sum(math.log(s) for s in ok) / len(ok))
-            print(f"{target}: geomean {geo:.2f}x over {len(ok)}, worst {min(ok):.2f}x", end="")
+            print(
+                f"{target}: geomean {_geomean(ok):.2f}x over {len(ok)}, worst {min(ok):.2f}x",
+                end="",
+            )
             below = sorted((float(w.split("x")[0]), case) for w, case in worst[target] if w != "-")
             if below:
                 print(f"; over every data set worst {below[0][0]:.2f}x ({below[0][1]})", end="")
             print()
+    first = [(speed, case) for speed, _, case in against if speed == speed]
+    if first:
+        low = min((speed, case) for _, speed, case in against)
+        geo = _geomean([speed for speed, _ in first])
+        print(
+            f"{TARGETS[1]} against {TARGETS[0]} (same run): geomean {geo:.2f}x"
+            f" over {len(first)}, worst {min(first)[0]:.2f}x ({min(first)[1]});"
+            f" over every data set worst {low[0]:.2f}x ({low[1]})"
+        )
     return 0
+
+
+def _geomean(speeds: list[float]) -> float:
+    return math.exp(sum(math.log(s) for s in speeds) / len(speeds))
 
 
 if __name__ == "__main__":

@@ -459,3 +459,94 @@ def test_a_region_costs_more_lowered_by_the_product_of_its_two_estimates():
     assert not RegionCost(0, 100, 70, 20, 25).lowered_costs_more
     # dearer at 16 iterations and much cheaper on small inputs: cheaper
     assert not RegionCost(0, 100, 110, 20, 10).lowered_costs_more
+
+
+PADDED_RANGES_AND_CHUNKS = """g (int64[B] lengths, float[B,T,8] x, int64 chunk)
+    => (int64[?,?] padded, float[?,B,8] y)
+    <float[8,8] w = {WEIGHTS}> {
+    t = Constant<value = bool {1}>()
+    zero = Constant<value = int64 {0}>()
+    one = Constant<value = int64 {1}>()
+    b = Shape<start = 0, end = 1>(lengths)
+    bs = Squeeze(b)
+    empty = SequenceEmpty<dtype = 7>()
+    rs = Loop(bs, t, empty) <body = rb (int64 i, bool c, seq(int64[?]) acc)
+                                       => (bool c2, seq(int64[?]) acc2) {
+        c2 = Identity(c)
+        li = Gather<axis = 0>(lengths, i)
+        r = Range(zero, li, one)
+        acc2 = SequenceInsert(acc, r)
+    }>
+    n = SequenceLength(rs)
+    longest = Loop(n, t, zero) <body = mb (int64 j, bool c3, int64 m) => (bool c4, int64 m2) {
+        c4 = Identity(c3)
+        e = SequenceAt(rs, j)
+        s = Shape(e)
+        k = Gather<axis = 0>(s, zero)
+        m2 = Max(m, k)
+    }>
+    padded = Loop(n, t) <body = pb (int64 q, bool c5) => (bool c6, int64[?] row) {
+        c6 = Identity(c5)
+        e2 = SequenceAt(rs, q)
+        s2 = Shape(e2)
+        k2 = Gather<axis = 0>(s2, zero)
+        d = Sub(longest, k2)
+        ds = Unsqueeze(d, zero)
+        pad = ConstantOfShape<value = int64[1] {0}>(ds)
+        row = Concat<axis = 0>(pad, e2)
+    }>
+    first = Constant<value = float[1,8] {0, 0, 0, 0, 0, 0, 0, 0}>()
+    sp = SplitToSequence<axis = 1>(x, chunk)
+    nc = SequenceLength(sp)
+    state, y = Loop(nc, t, first) <body = cb (int64 i3, bool c7, float[?,8] h)
+                                             => (bool c8, float[?,8] h2, float[?,8] out) {
+        c8 = Identity(c7)
+        e3 = SequenceAt(sp, i3)
+        mm = MatMul(e3, w)
+        axes = Constant<value = int64[1] {1}>()
+        hu = Unsqueeze(h, axes)
+        a = Add(mm, hu)
+        z = Tanh(a)
+        last = Constant<value = int64 {-1}>()
+        h2 = Gather<axis = 1>(z, last)
+        out = Identity(h2)
+    }>
+}"""
+
+
+def test_a_kept_region_that_does_not_pay_for_itself_in_the_whole_model_is_lowered():
+    """Two regions, each estimated dearer lowered with the other as given: the ranges of
+    `lengths` built in a loop and left-padded to the longest (`collate_left_pad`'s shape), and
+    the chunks of `x.split(chunk, 1)` read in a loop (the chunk encoder). Lowering the ranges
+    lets the loop that takes the longest be batched, which neither region's estimate holds:
+    keeping the ranges costs more in the whole model (523 / 72 launches, the original) than
+    lowering them and keeping the split (456 / 74). Each kept region must pay for itself in
+    the whole-model estimate, so only the split is kept (it was the original before:
+    `espnet_beam_search`, docs/performance.md, "The onnxruntime target's choices on the
+    exports nobody tuned for")."""
+    weights = ", ".join(str(round(v, 2)) for v in np.linspace(-1, 1, 64))
+    model = parse(PADDED_RANGES_AND_CHUNKS.replace("WEIGHTS", weights))
+    generic, report = lower(model, target="generic")
+    assert sequence_op_counts(generic) == {}
+    assert sorted(cost.op_type for cost in report.costlier_lowered) == [
+        "SequenceEmpty",
+        "SplitToSequence",
+    ]
+    lowered, report = lower(model, target="onnxruntime")
+    (split,) = report.kept_for_speed
+    assert (split.op_type, split.as_given, split.lowered) == ("SplitToSequence", 43, 56)
+    assert sequence_op_counts(lowered) == {
+        "SequenceAt": 1,
+        "SequenceLength": 1,
+        "SplitToSequence": 1,
+    }
+    rng = np.random.default_rng(0)
+    cases = [([3, 0, 2], 10, 4), ([1], 3, 4), ([0, 0], 8, 1), ([4] * 16, 16, 4), ([2, 1], 0, 2)]
+    for lengths, steps, chunk in cases:  # zero-length rows, one chunk, no chunk
+        feeds = {
+            "lengths": np.array(lengths, dtype=np.int64),
+            "x": rng.standard_normal((len(lengths), steps, 8)).astype(np.float32),
+            "chunk": np.array(chunk),
+        }
+        assert_same_outputs(model, lowered, feeds)
+        assert_same_outputs(model, generic, feeds)
