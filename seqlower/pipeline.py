@@ -393,23 +393,16 @@ def _lower(
         '"Never slower")'
     )
     best = run
-    every_region = bool(costlier) and len(costlier) == len(run.plan.regions)
-    mixed_made = every_region  # keeping every costlier region is the original then
-    if costlier and not every_region:
+    if costlier and len(costlier) < len(run.plan.regions):  # all of them: the original
         mixed = _Run(
             original(), options, rules, observe, keep=(run.plan, costlier), deadline=deadline
         )
-        mixed_made = mixed.frozen is not None
         # the form the less dear relative to the original at both counts
-        if mixed_made and relative_cost(
+        if mixed.frozen is not None and relative_cost(
             plan, mixed.cost_after, mixed.cost_after_small
         ) <= relative_cost(plan, run.cost_after, run.cost_after_small):
             best = mixed
-    if mixed_made and len(costlier) > 1:  # the form taken so far weighs 1 if the original
-        taken = 1.0 if every_region else relative_cost(plan, best.cost_after, best.cost_after_small)
-        best = _each_kept_pays(
-            best, taken, run, costlier, original, options, rules, observe, deadline
-        )
+    every_region = bool(costlier) and len(costlier) == len(run.plan.regions)
     costs_more = weight > weight_given
     if best is not run:  # regions kept, others lowered: only where that is the cheaper
         costs_more = relative_cost(plan, best.cost_after, best.cost_after_small) > 1.0
@@ -420,42 +413,6 @@ def _lower(
         run.report.kept_for_speed = run.plan.reported(named, run.labels, graph_of)
         return _kept_original(original(), run.report, whole, options.split_keepdims, run.interface)
     return best.result()
-
-
-def _each_kept_pays(
-    best: _Run,
-    weight: float,
-    run: _Run,
-    costlier: list[RegionCost],
-    original: Callable[[], ir.Model],
-    options: Options,
-    rules: RuleSet | None,
-    observe: Callable[[str, ir.Model], None],
-    deadline: Deadline,
-) -> _Run:
-    """The mixed form without one of its kept regions, where one weighs less than `weight`
-    (`relative_cost` of the form taken so far: `best`, or the original when every region costs
-    more lowered); `best` otherwise. A region's estimates are made with every other region
-    as given, and are not independent of the others' forms: lowering a region can let a loop
-    that reads another region's list be batched, and keeping it keeps that loop a loop (its cost
-    in neither region's estimate). So each region kept must pay for itself in the whole model:
-    with `espnet_beam_search`'s two kept regions, the mixed form of both is estimated 4035
-    launches, of the second alone 3933, lowering everywhere 4197 (docs/performance.md, "The
-    onnxruntime target's choices on the exports nobody tuned for"). One run per kept region,
-    each leaving one out; not repeated."""
-    plan = run.plan
-    assert plan is not None
-    for left_out in costlier:
-        if deadline.reached:
-            break
-        kept = [cost for cost in costlier if cost is not left_out]
-        fewer = _Run(original(), options, rules, observe, keep=(plan, kept), deadline=deadline)
-        if fewer.frozen is None:
-            continue
-        mine = relative_cost(plan, fewer.cost_after, fewer.cost_after_small)
-        if mine < weight:
-            best, weight = fewer, mine
-    return best
 
 
 class _Run:
