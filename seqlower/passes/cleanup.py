@@ -4,7 +4,8 @@ If outputs that nothing needs, static shape arithmetic
 type their input has, arithmetic that changes nothing (x + 0, the sign correction of the floor
 division of an index) or adds a negated term (a + i * -1, as a - i), Unsqueezes that
 broadcasting makes anyway, Concats of one input, reads of what a
-cut of the last rows left, Unsqueezes whose leading axis the operators before can make, minimums
+cut of the last rows left, Unsqueezes whose leading axis the operators before can make, a
+vector's length read from its Shape (its Size), minimums
 of a value and the largest int64 (the value), chains that only add, drop or move axes of one
 (at most a Squeeze and an Unsqueeze), loop-invariant operators (moved out of Loop and
 Scan bodies), operators read in one If branch only (moved into it), unused initializers and
@@ -46,6 +47,7 @@ from seqlower.passes.stacked_reads import fold_stacked_reads
 from seqlower.passes.trimmed_reads import fold_trimmed_reads
 from seqlower.passes.trivial_min import fold_trivial_mins
 from seqlower.passes.unit_axes import UNIT_AXIS_OPS, fold_unit_axes
+from seqlower.passes.vector_lengths import fold_vector_lengths
 
 
 def remove_unused_initializers(model: ir.Model) -> bool:
@@ -90,6 +92,8 @@ class CleanupPass(ir.passes.InPlacePass):
     a Range made that Range and a read of it at entries compressed from it made those entries
     (`range_of_range`; `ranges_folded`), Unsqueezes
     on axis 0 whose axis the producers can make folded into them (`row_axes`; `rows_folded`),
+    the length of a vector read from its Shape made its Size (`vector_lengths`;
+    `lengths_folded`),
     loop-invariant operators moved out of Loop and Scan bodies (`hoist_invariants`; `hoisted`),
     operators read in one If branch only moved into it (`sink_into_branches`; `sunk`), then
     unused initializers and functions.
@@ -120,6 +124,7 @@ class CleanupPass(ir.passes.InPlacePass):
         self.carried_removed = 0
         self.reshapes_removed = 0
         self.duplicates_merged = 0
+        self.lengths_folded = 0
         # True when no node changed after the merge: merging again would find nothing (the
         # nodes are merged in graph order, each into the first equal one, so one merge leaves
         # no two nodes of the same key that it could merge)
@@ -219,6 +224,12 @@ class CleanupPass(ir.passes.InPlacePass):
             vectors_after = fold_index_vectors(model) if self.fold_shapes else 0
             self.vectors_built += vectors_after
             changed_after_merge += rows_after + vectors_after
+        # a vector's length read from its Shape: its Size (after the index vectors and the
+        # merge, which read such Shapes; before hoisting and sinking, which move the Size)
+        self.lengths_folded = (
+            census.run({"Shape"}, fold_vector_lengths, model) if self.fold_shapes else 0
+        )
+        modified |= bool(self.lengths_folded)
         self.hoisted = census.run({"Loop", "Scan"}, hoist_loop_invariants, model)
         modified |= bool(self.hoisted)
         self.sunk = census.run({"If"}, sink_into_branches, model)
@@ -240,7 +251,7 @@ class CleanupPass(ir.passes.InPlacePass):
                 while node in self.replaced:
                     node = self.replaced[node]
                 self.replaced[made] = node
-        changed_after_merge += self.hoisted + self.sunk + late + late_carried
+        changed_after_merge += self.lengths_folded + self.hoisted + self.sunk + late + late_carried
         # what follows changes no node: initializers nothing reads, functions nothing calls,
         # the names of dims
         self.merged_last = not changed_after_merge
