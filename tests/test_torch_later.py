@@ -34,10 +34,13 @@ from support import (
 
 ROOT = pathlib.Path(__file__).parent / "fixtures" / "torch_later"
 CASES = export_cases(ROOT)
-# A seqlower bug, reported: the exporter declares `bool(a == b)` of two scalars with rank 1
-# (`Equal/Equal_output_0_dim_0`); seqlower infers rank 0 for the Ifs that give the inner while
-# loop's condition but declares that Loop body's condition input `cond.1` as [1], so the lowered
-# model fails onnx.checker (full_check) and onnxruntime's type inference, for both targets.
+# A seqlower bug, reported: for `while i2 < len(path) and bool(a == b)` the TorchScript exporter
+# declares the scalar bool as rank 1 (`cond.1_dim_0`), which onnx and onnxruntime accept; in this
+# while loop nested in another, the lowering infers the If that makes the condition as rank 0
+# but declares the inner Loop body's condition input `cond.1` as [1], so the lowered model fails
+# onnx.checker (full_check) and onnxruntime's type inference, for both targets. (The same
+# pattern in a Loop of the main graph is refused as invalid input, by seqlower/loop_condition.py,
+# though onnxruntime loads and runs it.)
 KNOWN_BUGS = {
     "torchaudio_merge_repeats": "lowered inner Loop's condition declared [1], its If gives rank 0",
 }
