@@ -15,6 +15,7 @@ import sys
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from support import declared_shape_mismatches, lower, parse, read_tensor, run_ort
 
@@ -26,6 +27,29 @@ FIXTURES = sorted((ROOT / "tests" / "fixtures").glob("*/*/model.onnx"))
 LOOSE_MODELS = sorted((ROOT / "tests" / "fixtures").glob("*/*.onnx")) + sorted(
     (ROOT / "examples").glob("*.onnx")
 )
+# Found by tests/fixtures/torch_later (tests/test_torch_later.py says more), reported, not fixed:
+# seqlower declares the inner Loop's condition of torchaudio_merge_repeats' lowering [1] where
+# its If gives rank 0 (strict inference fails); onnxruntime 1.20 aborts the process loading the
+# lowering of mmdet_multi_apply_mlvl (an extended graph optimization; 1.32 runs it).
+_OLD_ORT = tuple(int(v) for v in ort.__version__.split(".")[:2]) < (1, 21)
+_KNOWN = {
+    "torch_later/torchaudio_merge_repeats": pytest.mark.xfail(
+        strict=True,
+        raises=onnx.shape_inference.InferenceError,
+        reason="lowered inner Loop's condition declared [1], its If gives rank 0",
+    ),
+    "torch_later/mmdet_multi_apply_mlvl": pytest.mark.skipif(
+        _OLD_ORT, reason="onnxruntime 1.20 aborts loading the lowering"
+    ),
+}
+
+
+def _fixture_param(path: pathlib.Path) -> object:
+    name = f"{path.parent.parent.name}/{path.parent.name}"
+    marks = [_KNOWN[name]] if name in _KNOWN else []
+    return pytest.param(path, marks=marks, id=name)
+
+
 # the tract target is left out: its Scans carry lists that grow, whose state onnxruntime
 # cannot run (it holds a Scan's state to the shape of its initial value)
 TARGETS = ("portable", "onnxruntime", "openvino")
@@ -65,7 +89,7 @@ def _assert_declares_no_wrong_shape(model: onnx.ModelProto, feeds_list, target: 
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
+@pytest.mark.parametrize("path", [_fixture_param(p) for p in FIXTURES])
 def test_a_lowered_fixture_declares_no_wrong_shape(path, target):
     model = onnx.load(path)
     feeds = _stored_inputs(path.parent, model)
