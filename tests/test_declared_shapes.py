@@ -27,17 +27,11 @@ FIXTURES = sorted((ROOT / "tests" / "fixtures").glob("*/*/model.onnx"))
 LOOSE_MODELS = sorted((ROOT / "tests" / "fixtures").glob("*/*.onnx")) + sorted(
     (ROOT / "examples").glob("*.onnx")
 )
-# Found by tests/fixtures/torch_later (tests/test_torch_later.py says more), reported, not fixed:
-# seqlower declares the inner Loop's condition of torchaudio_merge_repeats' lowering [1] where
-# its If gives rank 0 (strict inference fails); onnxruntime 1.20 aborts the process loading the
-# lowering of mmdet_multi_apply_mlvl (an extended graph optimization; 1.32 runs it).
+# Found by tests/fixtures/torch_later (tests/test_torch_later.py says more), not fixed:
+# onnxruntime 1.20 aborts the process loading the lowering of mmdet_multi_apply_mlvl (an
+# extended graph optimization; 1.32 runs it).
 _OLD_ORT = tuple(int(v) for v in ort.__version__.split(".")[:2]) < (1, 21)
 _KNOWN = {
-    "torch_later/torchaudio_merge_repeats": pytest.mark.xfail(
-        strict=True,
-        raises=onnx.shape_inference.InferenceError,
-        reason="lowered inner Loop's condition declared [1], its If gives rank 0",
-    ),
     "torch_later/mmdet_multi_apply_mlvl": pytest.mark.skipif(
         _OLD_ORT, reason="onnxruntime 1.20 aborts loading the lowering"
     ),

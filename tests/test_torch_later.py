@@ -34,16 +34,6 @@ from support import (
 
 ROOT = pathlib.Path(__file__).parent / "fixtures" / "torch_later"
 CASES = export_cases(ROOT)
-# A seqlower bug, reported: for `while i2 < len(path) and bool(a == b)` the TorchScript exporter
-# declares the scalar bool as rank 1 (`cond.1_dim_0`), which onnx and onnxruntime accept; in this
-# while loop nested in another, the lowering infers the If that makes the condition as rank 0
-# but declares the inner Loop body's condition input `cond.1` as [1], so the lowered model fails
-# onnx.checker (full_check) and onnxruntime's type inference, for both targets. (The same
-# pattern in a Loop of the main graph is refused as invalid input, by seqlower/loop_condition.py,
-# though onnxruntime loads and runs it.)
-KNOWN_BUGS = {
-    "torchaudio_merge_repeats": "lowered inner Loop's condition declared [1], its If gives rank 0",
-}
 # onnxruntime 1.20 (the oldest supported) aborts the process (a failed vector-index assertion
 # in an ORT_ENABLE_EXTENDED graph optimization) when it loads this case's lowering, for both
 # targets; 1.32 loads and runs it, and 1.20 does with ORT_ENABLE_BASIC. Reported, not fixed.
@@ -52,11 +42,6 @@ OLD_ORT = tuple(int(v) for v in ort.__version__.split(".")[:2]) < (1, 21)
 
 
 def _param(case: str) -> object:
-    if case in KNOWN_BUGS:
-        mark = pytest.mark.xfail(
-            strict=True, raises=onnx.shape_inference.InferenceError, reason=KNOWN_BUGS[case]
-        )
-        return pytest.param(case, marks=mark)
     if case in OLD_ORT_ABORTS:
         mark = pytest.mark.skipif(OLD_ORT, reason="onnxruntime 1.20 aborts loading the lowering")
         return pytest.param(case, marks=mark)

@@ -173,14 +173,8 @@ def test_warnings_name_loops_the_lowering_made_by_the_users_node() -> None:
 
 # -- every name the summary counts is one `seqlower rules` lists ---------------------------------
 
-# every PyTorch export, the ones seqlower was not tuned on included, but the one whose lowering
-# is invalid (a reported seqlower bug, exit 3; tests/test_torch_later.py holds its xfail)
-KNOWN_INVALID_LOWERING = {"torch_later/torchaudio_merge_repeats"}
-FIXTURES = [
-    path
-    for path in sorted((ROOT / "tests" / "fixtures").glob("*/*/model.onnx"))
-    if f"{path.parent.parent.name}/{path.parent.name}" not in KNOWN_INVALID_LOWERING
-]
+# every PyTorch export, the ones seqlower was not tuned on included
+FIXTURES = sorted((ROOT / "tests" / "fixtures").glob("*/*/model.onnx"))
 
 
 def test_every_rule_the_summary_names_is_listed_by_seqlower_rules(tmp_path) -> None:

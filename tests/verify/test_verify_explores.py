@@ -289,9 +289,6 @@ VALUES_FIT_OTHER_INPUTS |= {"hf_bad_words_mask", "torchaudio_backtrack"}
 # segment-anything's crop boxes: an input layer count makes 4**n crops, and a made-up count of 8
 # takes the original longer than verify's 5 s per trial; compared on the stored data sets only
 COMPARED_ON_STORED_SETS = {"sam_crop_boxes"}
-# torch_later's merge_repeats lowers to a model onnxruntime cannot load (a reported seqlower bug:
-# the inner Loop's condition declared [1] where its If gives rank 0; tests/test_torch_later.py)
-INVALID_LOWERING = {"torchaudio_merge_repeats"}
 # onnxruntime 1.20 aborts loading torch_later's mmdet_multi_apply_mlvl lowered (an extended graph
 # optimization; 1.32 runs it): reported, skipped there
 OLD_ORT_ABORTS = {"mmdet_multi_apply_mlvl"}
@@ -310,9 +307,7 @@ FIXTURE_MODELS = sorted(FIXTURES.glob("torch*/*/model.onnx"))
         pytest.param(
             path,
             id=path.parent.name,
-            marks=[pytest.mark.xfail(strict=True, reason="reported seqlower bug")]
-            if path.parent.name in INVALID_LOWERING
-            else [pytest.mark.skipif(OLD_ORT, reason="onnxruntime 1.20 aborts loading it")]
+            marks=[pytest.mark.skipif(OLD_ORT, reason="onnxruntime 1.20 aborts loading it")]
             if path.parent.name in OLD_ORT_ABORTS
             else [],
         )
