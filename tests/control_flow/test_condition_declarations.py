@@ -20,43 +20,46 @@ from support import lower, lower_and_compare, op_counts, parse
 
 from seqlower.passes.condition_declarations import match_loop_condition_declarations
 
-# the inner loop advances j while tok[j] equals tok[i]; the outer loop counts the runs
+# j_end: where the run of tokens equal to tok[i] that starts at i ends (a Loop that advances j
+# while tok[j] equals tok[i]); {COND} is the shape its body declares for its condition input
+RUN_END = """one = Constant<value = int64 {1}>()
+    j1 = Add(i, one)
+    inside = Less(j1, n)
+    first = If(inside) <then_branch = t1 () => (bool[D] same1) {
+        a1 = SequenceAt(tok, i)
+        b1 = SequenceAt(tok, j1)
+        same1 = Equal(a1, b1)
+    }, else_branch = e1 () => (bool f1) {
+        f1 = Constant<value = bool {0}>()
+    }>
+    j_end = Loop(n, first, j1) <body = inner (int64 m, bool{COND} cc, int64 j)
+                                      => (bool[D] cc2, int64 j2) {
+        one_i = Constant<value = int64 {1}>()
+        j2 = Add(j, one_i)
+        still = Less(j2, n)
+        cc2 = If(still) <then_branch = t2 () => (bool[D] same2) {
+            a2 = SequenceAt(tok, i)
+            b2 = SequenceAt(tok, j2)
+            same2 = Equal(a2, b2)
+        }, else_branch = e2 () => (bool f2) {
+            f2 = Constant<value = bool {0}>()
+        }>
+    }>"""
+
+# an outer loop counts the runs, the inner one in its body
 RUNS = """g (int64[N] x) => (int64 runs) {
     tok = SplitToSequence<keepdims = 0>(x)
     n = SequenceLength(tok)
     zero = Constant<value = int64 {0}>()
-    one = Constant<value = int64 {1}>()
     more = Less(zero, n)
     i_end, runs = Loop(n, more, zero, zero) <body = outer (int64 k, bool c, int64 i, int64 r)
                                                    => (bool c2, int64 i2, int64 r2) {
-        one_o = Constant<value = int64 {1}>()
-        j1 = Add(i, one_o)
-        inside = Less(j1, n)
-        first = If(inside) <then_branch = t1 () => (bool[D] same1) {
-            a1 = SequenceAt(tok, i)
-            b1 = SequenceAt(tok, j1)
-            same1 = Equal(a1, b1)
-        }, else_branch = e1 () => (bool f1) {
-            f1 = Constant<value = bool {0}>()
-        }>
-        j_end = Loop(n, first, j1) <body = inner (int64 m, bool{COND} cc, int64 j)
-                                          => (bool[D] cc2, int64 j2) {
-            one_i = Constant<value = int64 {1}>()
-            j2 = Add(j, one_i)
-            still = Less(j2, n)
-            cc2 = If(still) <then_branch = t2 () => (bool[D] same2) {
-                a2 = SequenceAt(tok, i)
-                b2 = SequenceAt(tok, j2)
-                same2 = Equal(a2, b2)
-            }, else_branch = e2 () => (bool f2) {
-                f2 = Constant<value = bool {0}>()
-            }>
-        }>
+        RUN_END
         i2 = Identity(j_end)
-        r2 = Add(r, one_o)
+        r2 = Add(r, one)
         c2 = Less(i2, n)
     }>
-}"""
+}""".replace("RUN_END", RUN_END)
 
 
 def _model(cond: str):  # type: ignore[no-untyped-def]
@@ -91,35 +94,13 @@ def test_a_declaration_of_the_condition_rank_is_kept():
     assert match_loop_condition_declarations(graph) == 0
 
 
-# the same inner loop in the main graph: its condition declared bool[D] by the model, as the
-# body declares it, which is what onnxruntime reads
+# the same run in the main graph: its condition declared bool[D] by the model, as the body
+# declares it, which is what onnxruntime reads
 RUN_LENGTH = """g (int64[N] x, int64 i) => (int64 j_end) <bool[D] first> {
     tok = SplitToSequence<keepdims = 0>(x)
     n = SequenceLength(tok)
-    one = Constant<value = int64 {1}>()
-    j1 = Add(i, one)
-    inside = Less(j1, n)
-    first = If(inside) <then_branch = t1 () => (bool[D] same1) {
-        a1 = SequenceAt(tok, i)
-        b1 = SequenceAt(tok, j1)
-        same1 = Equal(a1, b1)
-    }, else_branch = e1 () => (bool f1) {
-        f1 = Constant<value = bool {0}>()
-    }>
-    j_end = Loop(n, first, j1) <body = inner (int64 m, bool[D] cc, int64 j)
-                                      => (bool[D] cc2, int64 j2) {
-        one_i = Constant<value = int64 {1}>()
-        j2 = Add(j, one_i)
-        still = Less(j2, n)
-        cc2 = If(still) <then_branch = t2 () => (bool[D] same2) {
-            a2 = SequenceAt(tok, i)
-            b2 = SequenceAt(tok, j2)
-            same2 = Equal(a2, b2)
-        }, else_branch = e2 () => (bool f2) {
-            f2 = Constant<value = bool {0}>()
-        }>
-    }>
-}"""
+    RUN_END
+}""".replace("RUN_END", RUN_END.replace("{COND}", "[D]"))
 
 
 @pytest.mark.parametrize(
