@@ -25,10 +25,9 @@ import onnxruntime as ort
 import pytest
 from support import (
     SEQUENCE_OPS,
-    assert_every_leftover_has_a_reason,
+    assert_export_lowers_like_stored,
     assert_runs_like_stored,
     export_cases,
-    lower,
     op_counts,
 )
 
@@ -83,12 +82,4 @@ def test_the_export_keeps_sequence_operators_and_runs_as_exported(case):
 @pytest.mark.parametrize("target", ["generic", "onnxruntime"])
 @pytest.mark.parametrize("case", LOWERED)
 def test_later_export_lowers_and_matches_pytorch(case, target):
-    model = onnx.load(ROOT / case / "model.onnx")
-    lowered, report = lower(model, target=target)
-    if target == "generic":  # none left, but where the list is a sequence-typed output
-        for op in report.remaining:
-            assert any("(the interface is kept)" in r for r in (op.reason, *op.reasons)), op
-        if not any(o.type.HasField("sequence_type") for o in model.graph.output):
-            assert not SEQUENCE_OPS & set(op_counts(lowered)), report.remaining
-    assert_every_leftover_has_a_reason(report)
-    assert_runs_like_stored(model, ROOT / case, lowered)
+    assert_export_lowers_like_stored(ROOT / case, target)

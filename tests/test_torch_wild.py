@@ -22,12 +22,9 @@ import numpy as np
 import onnx
 import pytest
 from support import (
-    SEQUENCE_OPS,
-    assert_every_leftover_has_a_reason,
-    assert_runs_like_stored,
+    assert_export_lowers_like_stored,
     export_cases,
     lower,
-    op_counts,
     run_ort,
 )
 
@@ -42,15 +39,7 @@ def test_the_set_holds_at_least_fifteen_exports():
 @pytest.mark.parametrize("target", ["portable", "onnxruntime"])
 @pytest.mark.parametrize("case", CASES)
 def test_wild_export_lowers_and_matches_pytorch(case, target):
-    model = onnx.load(ROOT / case / "model.onnx")
-    lowered, report = lower(model, target=target)
-    if target == "portable":  # none left, but where the list is a sequence-typed output
-        for op in report.remaining:
-            assert any("(the interface is kept)" in r for r in (op.reason, *op.reasons)), op
-        if not any(o.type.HasField("sequence_type") for o in model.graph.output):
-            assert not SEQUENCE_OPS & set(op_counts(lowered)), report.remaining
-    assert_runs_like_stored(model, ROOT / case, lowered)
-    assert_every_leftover_has_a_reason(report)
+    assert_export_lowers_like_stored(ROOT / case, target)
 
 
 def test_sizes_that_do_not_cut_the_tensor_fail_loudly_when_lowered():
