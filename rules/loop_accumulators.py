@@ -57,7 +57,7 @@ from seqlower.options import SPEED_FIRST_TARGETS
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loop_appends import STRING_SCANS, _hoistable
-from seqlower.rules.loops import _body, rebuild_with_scans
+from seqlower.rules.loop_parts import loop_body, rebuild_with_scans
 from seqlower.uses import use_count
 
 
@@ -87,7 +87,7 @@ def _check(node: ir.Node, ctx: Context) -> tuple[AccumulatorPlan, ...] | Refusal
     """A plan for every carried tensor grown by concatenation, from one analysis of the body:
     they become scan outputs in one rebuild of the Loop (one rebuild per tensor, each analysing
     the body anew and rewiring every output, was quadratic in the tensors carried)."""
-    body = _body(node)
+    body = loop_body(node)
     reasons = []
     plans: list[AccumulatorPlan] = []
     shapes: LoopShapes | None = None
@@ -168,7 +168,7 @@ def _only_read_by(value: ir.Value, allowed: set[int]) -> bool:
 def _plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) -> AccumulatorPlan | str:
     """The plan for carried value `index`, or why not ("" when it is plainly no accumulator:
     no Concat or If makes its next value)."""
-    body = _body(node)
+    body = loop_body(node)
     init = node.inputs[2 + index]
     body_input, body_output = body.inputs[2 + index], body.outputs[1 + index]
     assert init is not None
@@ -350,7 +350,7 @@ def _runs_anyway(loop: ir.Node, ctx: Context) -> Callable[[ir.Node], bool]:
     states an enclosing loop made so far, read by a loop over their positions), or a node
     the body runs in every iteration (at its top level) with the same operator, attributes
     and inputs."""
-    body = _body(loop)
+    body = loop_body(loop)
     walked = {id(g) for g in gathers_at_iteration(loop, ctx.facts.values)}
     walked.update(id(g) for g in _gathers_within_rows(loop, ctx))
     twins: dict[tuple, ir.Node] = {}
@@ -372,7 +372,7 @@ def _gathers_within_rows(loop: ir.Node, ctx: Context) -> list[ir.Node]:
     """The Gathers in `loop`'s body (at any depth of its branches) of an outer tensor at the
     iteration number j, along an axis proved to hold at least the trip count M of entries:
     0 <= j < M, so each succeeds in every iteration."""
-    body = _body(loop)
+    body = loop_body(loop)
     trip = loop.inputs[0] if loop.inputs else None
     owner = ctx.facts.list_lengths().owner
     found = []
@@ -413,7 +413,7 @@ def _launches_saved(node: ir.Node, plan: AccumulatorPlan, ctx: Context) -> tuple
     iterations assumed)."""
     trip = ctx.facts.static_int(node.inputs[0]) if node.inputs and node.inputs[0] else None
     count = float(trip) if trip is not None and 0 <= trip <= 2**31 - 1 else DYNAMIC_COUNT
-    body = _body(node)
+    body = loop_body(node)
     per_iteration = (count / 2) / COPY_ELEMENTS  # the copying
     per_iteration += 0 if plan.filler else 1  # the Concat
     per_iteration += sum(1 for passed in plan.passed if passed.graph is body)
@@ -451,7 +451,7 @@ def _to_scan_output(node: ir.Node, plans: tuple[AccumulatorPlan, ...], ctx: Cont
     (p computed in the branch by ops that cannot fail is computed in every iteration)
     """
     # every planned tensor of the Loop at once, in one rebuild of the Loop
-    body = _body(node)
+    body = loop_body(node)
     builder = ctx.rewriter.before(node)
     # one If growing several values: its condition is scanned once (by an earlier rewrite of
     # this Loop, whose scan output it is already, or by the first plan here)

@@ -57,17 +57,15 @@ from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.access import _producer
 from seqlower.rules.loop_append_lockstep import lockstep_shapes
-from seqlower.rules.loops import (
-    MAX_UNROLL,
-    MAX_UNROLLED_NODES,
-    _body,
-    _body_always_continues,
-    _outer_sequences,
-    _static_bool,
+from seqlower.rules.loop_parts import (
+    body_always_continues,
     concatenation_axes,
+    known_bool,
+    loop_body,
+    outer_sequences,
     rebuild_with_scans,
-    unrolled_size,
 )
+from seqlower.rules.loops import MAX_UNROLL, MAX_UNROLLED_NODES, unrolled_size
 from seqlower.runtime_quirks import SPLIT_TO_SEQUENCE_TYPES
 
 
@@ -101,7 +99,7 @@ def _unroll_pending(node: ir.Node, ctx: Context) -> bool:
     """True when the loop could be unrolled (static trip count, never ends early) once the
     sequence reads left in its body are lowered: unrolling then gives static lengths, which a
     scan output would lose."""
-    body = _body(node)
+    body = loop_body(node)
     count = ctx.facts.static_int(node.inputs[0]) if node.inputs and node.inputs[0] else None
     cond = node.inputs[1] if len(node.inputs) > 1 else None
     if (
@@ -110,7 +108,7 @@ def _unroll_pending(node: ir.Node, ctx: Context) -> bool:
         or count * unrolled_size(body, ctx) > MAX_UNROLLED_NODES
     ):
         return False
-    if (cond is not None and _static_bool(cond, ctx) is not True) or not _body_always_continues(
+    if (cond is not None and known_bool(cond, ctx) is not True) or not body_always_continues(
         body, ctx
     ):
         return False
@@ -121,7 +119,7 @@ def _unroll_pending(node: ir.Node, ctx: Context) -> bool:
     # reads of a split or of a sequence of static length are what the access rules lower
     lowerable = all(
         _producer(v, "SplitToSequence") is not None or ctx.facts.length(v) is not None
-        for v in _outer_sequences(body)
+        for v in outer_sequences(body)
     )
     return pending and lowerable
 
@@ -130,7 +128,7 @@ def _check_append(node: ir.Node, ctx: Context) -> tuple[AppendPlan, ...] | Refus
     """A plan for every carried list that can become scan outputs, from one analysis of the
     body: they are lowered in one rebuild of the Loop (one rebuild per list, each analysing
     the body anew and rewiring every output, was quadratic in the lists carried)."""
-    body = _body(node)
+    body = loop_body(node)
     if _unroll_pending(node, ctx):
         return Refusal(
             "the trip count is static and the body still reads sequences: loop-unroll may "
@@ -294,7 +292,7 @@ def _branch_update(
 
 
 def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) -> AppendPlan | str:
-    body = _body(node)
+    body = loop_body(node)
     init = node.inputs[2 + index]
     body_input = body.inputs[2 + index]
     body_output = body.outputs[1 + index]
@@ -539,7 +537,7 @@ def _to_scan(node: ir.Node, plans: tuple[AppendPlan, ...], ctx: Context) -> None
     iteration)
     """
     # every planned list of the Loop at once, in one rebuild of the Loop
-    body = _body(node)
+    body = loop_body(node)
     builder = ctx.rewriter.before(node)
     # each list's body edits, in order: its carried input and output go, its scans come last
     counts = [_counts_rows(node.graph, plan, ctx) for plan in plans]  # type: ignore[arg-type]

@@ -78,16 +78,14 @@ from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules import if_select, loop_chunks
 from seqlower.rules.batching import _connect, _merge_shapes, _source
 from seqlower.rules.loop_appends import splittable, unsplittable
-from seqlower.rules.loops import (
-    MAX_UNROLL,
-    MAX_UNROLLED_NODES,
-    _body,
-    _body_always_continues,
-    _static_bool,
+from seqlower.rules.loop_parts import (
+    body_always_continues,
     concatenation_axes,
+    known_bool,
+    loop_body,
     single_append,
-    unrolled_size,
 )
+from seqlower.rules.loops import MAX_UNROLL, MAX_UNROLLED_NODES, unrolled_size
 from seqlower.rules.ragged_reads import RaggedChunks, ragged_chunks, reduced_by_segments
 from seqlower.rules.stacks import dims, merged_shape, moveaxis_to_front
 from seqlower.uses import use_count
@@ -655,14 +653,14 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
         # the batched form reshapes stacks whose dims may be 0 (the shared emitters of
         # sequence-map-batch, which exists from opset 17, write every Reshape with allowzero)
         return Refusal(f"batching needs Reshape with allowzero (opset {MIN_OPSET} or newer)")
-    body = _body(node)
+    body = loop_body(node)
     count = node.inputs[0] if node.inputs else None
     if count is None:
         return Refusal("the loop has no trip count")
     cond = node.inputs[1] if len(node.inputs) > 1 else None
-    if cond is not None and _static_bool(cond, ctx) is not True:
+    if cond is not None and known_bool(cond, ctx) is not True:
         return Refusal("the loop condition is computed at run time")
-    if not _body_always_continues(body, ctx):
+    if not body_always_continues(body, ctx):
         return Refusal("the body may end the loop early")
     carried = len(node.inputs) - 2
     if len(body.inputs) != 2 + carried or len(body.outputs) < 1 + carried:
@@ -819,7 +817,7 @@ def _unrolling_is_cheaper(
     iterations over chunks of dynamic dims (2 attention heads) unroll cheaper."""
     if count is None or count > MAX_UNROLL:
         return None
-    if count * unrolled_size(_body(node), ctx) > MAX_UNROLLED_NODES:
+    if count * unrolled_size(loop_body(node), ctx) > MAX_UNROLLED_NODES:
         return None
     outputs = len(node.outputs) - len(node.inputs) + 2 + len(appends)
     reshapes = sum(
@@ -973,7 +971,7 @@ def _runs(node: ir.Node, plan: LoopBatchPlan, ctx: Context, builder: Builder) ->
     assert count is not None
     gathers = plan.counter and any(
         use.node.op_type in ("Gather", "SequenceAt") and use.idx == 1
-        for use in _body(node).inputs[0].uses()
+        for use in loop_body(node).inputs[0].uses()
     )
     if not (plan.cut or plan.lagged or plan.guarded or gathers) or _never_negative_count(
         count, ctx
@@ -1191,7 +1189,7 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
         initial = node.inputs[2 + k]
         assert initial is not None
         ctx.rewriter.replace(node.outputs[k], initial)
-    for output, value in zip(node.outputs[carried:], _body(node).outputs[1 + carried :]):
+    for output, value in zip(node.outputs[carried:], loop_body(node).outputs[1 + carried :]):
         result, _ = result_of(value)
         if result.type is None:
             result.type = output.type

@@ -43,7 +43,7 @@ from seqlower.batching.core import Emitter, Operand
 from seqlower.ops import is_sequence_value, outer_reads, peel_identity
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loop_batching import _region
-from seqlower.rules.loops import _body, _body_always_continues
+from seqlower.rules.loop_parts import body_always_continues, loop_body
 
 _LARGEST = 2**63 - 1
 
@@ -120,12 +120,12 @@ def _flip(value: ir.Value, body: ir.Graph, ctx: Context) -> tuple[ir.Value, bool
 
 
 def _check_break(node: ir.Node, ctx: Context) -> BreakPlan | Refusal:
-    body = _body(node)
+    body = loop_body(node)
     cond = node.inputs[1] if len(node.inputs) > 1 else None
     count = node.inputs[0] if node.inputs else None
     if count is None or cond is None:
         return Refusal("the loop has no trip count or no condition")
-    if _body_always_continues(body, ctx):
+    if body_always_continues(body, ctx):
         return Refusal("the body never ends the loop early")
     counters = _counters(node, ctx)
     counted = {body.inputs[2 + k] for k, _ in counters}
@@ -169,7 +169,7 @@ def _rewrite_break(node: ir.Node, plan: BreakPlan, ctx: Context) -> None:
     """Loop(M, c0, .., body: c' = And(Less(i + 1, X), f(i))) -> Loop(N, true, .., body: c' = c),
     N = Where(c0, Min(B, L + 1), 0), B = Min(M, Max(X, 1)), L: leading trues of f'(Range(0, B));
     counters t0 + i; the `break` If's pass-through of an appended value an append of no row"""
-    body = _body(node)
+    body = loop_body(node)
     b = ctx.rewriter.before(node)
     count, c0 = node.inputs[0], node.inputs[1]
     assert count is not None and c0 is not None
@@ -216,7 +216,7 @@ def _leading_runs(  # type: ignore[no-untyped-def]
 ) -> ir.Value:
     """Min(B, L + 1): L how many of the flags f'(Range(0, B)) (batched) lead before the first
     false; the iteration that finds it false runs too."""
-    body = _body(node)
+    body = loop_body(node)
     int64 = ir.TensorType(ir.DataType.INT64)
     bound, zero, one = values  # B and the constants 0 and 1
     numbers = b.op("Range", [zero, bound, one], name="iteration_numbers")
@@ -264,7 +264,7 @@ def _plus(b, value: ir.Value, start: int) -> ir.Value:  # type: ignore[no-untype
 def _counters(node: ir.Node, ctx: Context) -> list[tuple[int, int]]:
     """(k, t0) of each value carried as t' = t + 1 from a constant int64 scalar t0, whose final
     value nothing reads: it is t0 + i in iteration i."""
-    body = _body(node)
+    body = loop_body(node)
     found = []
     for k in range(len(node.inputs) - 2):
         initial, state = node.inputs[2 + k], body.inputs[2 + k]
@@ -316,7 +316,7 @@ def _appends(loop: ir.Node) -> list[BranchAppend]:
     """The carried values s of `loop` appended to in one branch of an If and passed on in the
     other: If(c, then: s, else: Concat(s, p)), s read nowhere else."""
     found = []
-    body = _body(loop)
+    body = loop_body(loop)
     outputs = list(body.outputs)
     for k in range(len(loop.inputs) - 2):
         if 1 + k >= len(outputs) or loop.inputs[2 + k] is None:
@@ -357,7 +357,7 @@ def _appends(loop: ir.Node) -> list[BranchAppend]:
 def _rewrite_append(loop: ir.Node, plan: BranchAppend, ctx: Context) -> None:
     """If(c, then: s, else: Concat(s, p, axis)) -> Concat(s, If(c, then: Slice(s0, 0, 0, axis),
     else: p), axis), s0 the Loop's initial value of s"""
-    body = _body(loop)
+    body = loop_body(loop)
     names = ctx.rewriter.names
     initial = loop.inputs[2 + plan.slot]
     state = body.inputs[2 + plan.slot]

@@ -35,7 +35,7 @@ from seqlower.lists.tensors import dim0
 from seqlower.ops import is_sequence_value
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-from seqlower.rules.loops import carried_plans
+from seqlower.rules.loop_parts import carried_plans
 
 
 @dataclasses.dataclass(frozen=True)

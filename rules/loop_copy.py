@@ -38,7 +38,7 @@ from seqlower.analysis.facts import element_dtype
 from seqlower.ops import peel_identity
 from seqlower.passes.trivial_min import trivial_min_operand
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-from seqlower.rules.loops import _body, _body_always_continues, _static_bool, appending_insert
+from seqlower.rules.loop_parts import appending_insert, body_always_continues, known_bool, loop_body
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +71,7 @@ def _length_of(trip: ir.Value | None, ctx: Context) -> ir.Value | None:
 def _copied(node: ir.Node, k: int, source: ir.Value, counter: ir.Value) -> bool:
     """Whether carried value k of Loop `node` starts empty, of source's element type, and gets
     SequenceAt(source, i) appended at the end in every iteration (i the iteration number)."""
-    body = _body(node)
+    body = loop_body(node)
     initial = node.inputs[k + 2]
     empty = None if initial is None else initial.producer()
     if not _single(empty, "SequenceEmpty"):
@@ -99,10 +99,10 @@ def _check(node: ir.Node, ctx: Context) -> ListCopy | Refusal:
     if source is None:
         return Refusal("the trip count is not the length of a list")
     condition = node.inputs[1] if len(node.inputs) > 1 else None
-    if condition is not None and _static_bool(condition, ctx) is not True:
+    if condition is not None and known_bool(condition, ctx) is not True:
         return Refusal("the initial condition may be false")
-    body = _body(node)
-    if not _body_always_continues(body, ctx):
+    body = loop_body(node)
+    if not body_always_continues(body, ctx):
         return Refusal("the body may stop the loop early")
     counter = body.inputs[0]
     for k in range(len(node.inputs) - 2):

@@ -32,7 +32,7 @@ import onnx_ir as ir
 
 from seqlower.ops import graph_nodes, graphs_within, subgraphs
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-from seqlower.rules.loops import _body, _body_always_continues, _static_bool, single_append
+from seqlower.rules.loop_parts import body_always_continues, known_bool, loop_body, single_append
 from seqlower.uses import use_count
 
 
@@ -62,8 +62,8 @@ def _check(node: ir.Node, ctx: Context) -> FusionPlan | Refusal:
     if index >= len(first.inputs) - 2:
         return Refusal("the list is a scan output of the Loop that builds it")
     cond = node.inputs[1] if len(node.inputs) > 1 else None
-    if (cond is not None and _static_bool(cond, ctx) is not True) or not (
-        _body_always_continues(_body(node), ctx)
+    if (cond is not None and known_bool(cond, ctx) is not True) or not (
+        body_always_continues(loop_body(node), ctx)
     ):
         return Refusal("the Loop may stop before the end of the list")
     why = _built_by_appends(first, index, ctx)
@@ -124,7 +124,7 @@ def _built_by_appends(first: ir.Node, index: int, ctx: Context) -> ir.Node | str
     elements = ctx.facts.elements(initial) if initial is not None else None
     if elements is None or len(elements) != 0:
         return "the list does not start empty"
-    body = _body(first)
+    body = loop_body(first)
     insert = single_append(body.outputs[1 + index], body.inputs[2 + index], body)
     if insert is None:
         return "the Loop that builds the list does not append one tensor in every iteration"
@@ -139,7 +139,7 @@ def _reads_at_iteration(
 ) -> tuple[ir.Node, ...] | str:
     """The SequenceAt(list, j) nodes of the second body (j its iteration number), when they and
     the length are all that read the list; else why not."""
-    body = _body(node)
+    body = loop_body(node)
     counter = body.inputs[0]
     if sequence.is_graph_output() or length.outputs[0].is_graph_output():
         return "the model returns the list or its length"
@@ -208,7 +208,7 @@ def _fuse(node: ir.Node, plan: FusionPlan, ctx: Context) -> None:
     for moved in plan.moved:  # what the second Loop needs, in front of the first
         graph.remove(moved)
         graph.insert_before(first, moved)
-    fused_body, second_body = _body(first), _body(node)
+    fused_body, second_body = loop_body(first), loop_body(node)
     appended = plan.append.inputs[1]
     assert appended is not None
     for read in plan.reads:

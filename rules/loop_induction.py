@@ -29,7 +29,7 @@ import onnx_ir as ir
 
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-from seqlower.rules.loops import _body, counted_loop_refusal
+from seqlower.rules.loop_parts import counted_loop_refusal, loop_body
 
 _ALLOWED = frozenset({"Add", "Identity", "Constant"})
 NUMERIC = frozenset(
@@ -91,7 +91,7 @@ def _no_larger(step: ir.Value, value: ir.Value) -> bool:
 
 
 def _check(node: ir.Node, ctx: Context) -> InductionPlan | Refusal:
-    body = _body(node)
+    body = loop_body(node)
     refusal = counted_loop_refusal(node, ctx)
     if refusal is not None:
         return refusal
@@ -169,7 +169,7 @@ def _induction(node: ir.Node, plan: InductionPlan, ctx: Context) -> None:
     count = builder.op("Max", [count, zero])
     carried = len(node.inputs) - 2
     by_index = {counter.index: counter for counter in plan.counters}
-    body = _body(node)
+    body = loop_body(node)
     outer = {
         c.index: _outer_step(c.step, body, builder) for c in plan.counters if c.step is not None
     }

@@ -29,7 +29,7 @@ from seqlower.ops import is_sequence_value
 from seqlower.report.labels import STANDS_FOR_KEY, user_value_label
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-from seqlower.rules.loops import _body, appending_insert, carried_plans
+from seqlower.rules.loop_parts import appending_insert, carried_plans, loop_body
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +42,7 @@ class LastElementPlan:
 
 def _check(node: ir.Node, ctx: Context) -> tuple[LastElementPlan, ...] | Refusal:
     # counted once: a loop carrying a hundred lists asks of each whether it is one output
-    outputs = collections.Counter(id(output) for output in _body(node).outputs)
+    outputs = collections.Counter(id(output) for output in loop_body(node).outputs)
     plans = carried_plans(
         node,
         lambda index: _plan(node, index, ctx, outputs),
@@ -63,7 +63,7 @@ def _check(node: ir.Node, ctx: Context) -> tuple[LastElementPlan, ...] | Refusal
 def _plan(
     node: ir.Node, index: int, ctx: Context, outputs: collections.Counter[int]
 ) -> LastElementPlan | str:
-    body = _body(node)
+    body = loop_body(node)
     init = node.inputs[2 + index]
     body_input = body.inputs[2 + index]
     assert init is not None
@@ -100,7 +100,7 @@ def _carry_last(node: ir.Node, plans: tuple[LastElementPlan, ...], ctx: Context)
     -> Loop(M, c, v.., s0, SequenceAt(s0, -1), body: e = last; ..; s1 = SequenceInsert(s, t);
     last' = t)"""
     # every planned list of the Loop at once, in one rebuild of the Loop
-    body = _body(node)
+    body = loop_body(node)
     carried = len(node.inputs) - 2
     builder = ctx.rewriter.before(node)
     firsts = [
@@ -127,7 +127,7 @@ def _carry_one(
 ) -> ir.Value:
     """The body edits for one list: its last element becomes a carried value of Loop `node`,
     the `carried`-th. Returns its initial value, made before the Loop."""
-    body = _body(node)
+    body = loop_body(node)
     init = node.inputs[2 + plan.index]
     assert init is not None
     position = builder.constant(np.array(-1, np.int64), "last_position")

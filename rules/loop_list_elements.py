@@ -39,7 +39,7 @@ from seqlower.analysis.facts import element_dtype
 from seqlower.ops import is_sequence_value
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-from seqlower.rules.loops import _body, carried_plans
+from seqlower.rules.loop_parts import carried_plans, loop_body
 
 MAX_ELEMENTS = 64  # loop-carried tensors made of one list
 
@@ -63,7 +63,7 @@ def _check(node: ir.Node, ctx: Context) -> tuple[ElementsPlan, ...] | Refusal:
 
 
 def _plan(node: ir.Node, index: int, ctx: Context) -> ElementsPlan | str:
-    body = _body(node)
+    body = loop_body(node)
     init = node.inputs[2 + index]
     body_input = body.inputs[2 + index]
     update = body.outputs[1 + index]
@@ -140,7 +140,7 @@ def _carry_elements(node: ir.Node, plans: tuple[ElementsPlan, ...], ctx: Context
     -> Loop(M, c, v.., SequenceAt(s0, 0)..SequenceAt(s0, n-1),
             body: s = SequenceConstruct(t_0..t_n-1); ..; t'_j = SequenceAt(s', j)),
        the list out SequenceConstruct(t'_0..t'_n-1)"""
-    body = _body(node)
+    body = loop_body(node)
     planned = {plan.index: plan for plan in plans}
     builder = ctx.rewriter.before(node)
     end = Builder(ctx.rewriter, body, None, body.name or "body", ctx.rewriter.opset(body))

@@ -41,12 +41,7 @@ from seqlower.ops import is_sequence_value
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loop_map_puts import PutsPlan, plan_puts, rewrite_puts
-from seqlower.rules.loops import (
-    _body,
-    _body_always_continues,
-    _static_bool,
-    carried_plans,
-)
+from seqlower.rules.loop_parts import body_always_continues, carried_plans, known_bool, loop_body
 from seqlower.uses import use_count
 
 
@@ -60,11 +55,11 @@ class MapPlan:
 
 
 def _check(node: ir.Node, ctx: Context) -> tuple[MapPlan, ...] | PutsPlan | Refusal:
-    body = _body(node)
+    body = loop_body(node)
     cond = node.inputs[1] if len(node.inputs) > 1 else None
-    if cond is not None and _static_bool(cond, ctx) is not True:
+    if cond is not None and known_bool(cond, ctx) is not True:
         return Refusal("the loop condition is not known to be true")
-    if not _body_always_continues(body, ctx):
+    if not body_always_continues(body, ctx):
         return Refusal("the body computes its condition, so the loop may end early")
     plans = carried_plans(
         node,
@@ -80,7 +75,7 @@ def _check(node: ir.Node, ctx: Context) -> tuple[MapPlan, ...] | PutsPlan | Refu
 
 
 def _plan(node: ir.Node, index: int, ctx: Context) -> MapPlan | str:
-    body = _body(node)
+    body = loop_body(node)
     init = node.inputs[2 + index]
     state = body.inputs[2 + index]
     counter = body.inputs[0]
@@ -178,7 +173,7 @@ def _to_appends(node: ir.Node, plan: tuple[MapPlan, ...] | PutsPlan, ctx: Contex
     inputs = list(node.inputs)
     for one in plan:
         inputs[2 + one.index] = _map_one(node, builder, one, ctx)
-    outputs = builder.ops("Loop", inputs, {"body": _body(node)}, num_outputs=len(node.outputs))
+    outputs = builder.ops("Loop", inputs, {"body": loop_body(node)}, num_outputs=len(node.outputs))
     for old, new in zip(node.outputs, outputs):
         new.type, new.shape = old.type, old.shape
         ctx.rewriter.replace(old, new)
@@ -188,7 +183,7 @@ def _to_appends(node: ir.Node, plan: tuple[MapPlan, ...] | PutsPlan, ctx: Contex
 def _map_one(node: ir.Node, builder: Builder, plan: MapPlan, ctx: Context) -> ir.Value:
     """The body edits for one list of Loop `node`; returns its new initial value, the empty
     list made before the Loop."""
-    body = _body(node)
+    body = loop_body(node)
     init = node.inputs[2 + plan.index]
     assert init is not None
     for read in plan.reads:

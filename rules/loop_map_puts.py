@@ -43,7 +43,7 @@ from seqlower.analysis.facts import element_dtype
 from seqlower.ops import is_sequence_value
 from seqlower.rewriter import Builder
 from seqlower.rule import Context
-from seqlower.rules.loops import _body
+from seqlower.rules.loop_parts import loop_body
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +69,7 @@ def plan_puts(node: ir.Node, ctx: Context) -> PutsPlan | str:
     """Every carried list of `node` (a Loop that runs all its iterations) that can be mapped
     so, planned at once (an edit of one list may be told by the length of another, which the
     rewrite replaces); else why none can."""
-    body = _body(node)
+    body = loop_body(node)
     trips = ctx.facts.static_int(node.inputs[0])
     if trips is None:
         return "the trip count is not static"
@@ -100,7 +100,7 @@ def _fixed_conditions(
     initial length L0 in {0} or at least the trip count, in every run
     (`ListLengths.possible_lengths`): the length entering iteration i is max(L0, i), so the
     condition is L0 == 0 in every iteration, and the same branch runs in all of them."""
-    body = _body(node)
+    body = loop_body(node)
     lengths = ctx.facts.list_lengths()
     found: dict[int, tuple[bool, int]] = {}
     for slot in slots:
@@ -122,7 +122,7 @@ def _fixed_conditions(
 
 
 def _slot(node: ir.Node, index: int, ctx: Context) -> _Slot | str:
-    body = _body(node)
+    body = loop_body(node)
     state, counter = body.inputs[2 + index], body.inputs[0]
     update = body.outputs[1 + index]
     if sum(output is update for output in body.outputs) != 1:
@@ -203,7 +203,7 @@ def rewrite_puts(node: ir.Node, plan: PutsPlan, ctx: Context) -> None:
     """The Loop reads the initial lists at i and their lengths as max(L0, i); the Ifs on the
     way to each update give the element put, which one append adds to a list that starts
     empty (see the module docstring)."""
-    body = _body(node)
+    body = loop_body(node)
     counter = body.inputs[0]
     builder = ctx.rewriter.before(node)
     inputs = list(node.inputs)

@@ -63,7 +63,7 @@ from seqlower.ops import peel_identity
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loop_chunks import BROADCASTING, UNARY, _broadcast_refusal
-from seqlower.rules.loops import _body, counted_loop_refusal
+from seqlower.rules.loop_parts import counted_loop_refusal, loop_body
 from seqlower.uses import use_count
 
 
@@ -364,7 +364,7 @@ def _bounded(count: ir.Value, sizes: ir.Value, ctx: Context) -> tuple[bool, bool
 
 
 def _check(node: ir.Node, ctx: Context) -> RaggedRowsPlan | Refusal:
-    body = _body(node)
+    body = loop_body(node)
     if ctx.rewriter.opset(node.graph) < SEGMENT_OPSET:
         return Refusal(f"segment ids need ScatterElements with reduction (opset {SEGMENT_OPSET})")
     refusal = counted_loop_refusal(node, ctx)
@@ -449,7 +449,7 @@ def _rows(node: ir.Node, plan: RaggedRowsPlan, ctx: Context) -> None:
     """Loop(M, true, acc0, body: acc' = Concat(acc, f(Slice(x, starts[i], ends[i]), i)))
     -> Concat(acc0, f(x[:Sum(sizes)], the element of each row))"""
     builder = ctx.rewriter.before(node)
-    body = _body(node)
+    body = loop_body(node)
     sizes = plan.sizes
     zero = builder.constant(np.array(0, np.int64), "zero")
     if plan.cut:

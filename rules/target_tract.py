@@ -64,8 +64,9 @@ from seqlower.inline import inline_graph
 from seqlower.ops import has_subgraph
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-from seqlower.rules.loops import _body_always_continues, _static_bool, _unroll, _uses_sequences
-from seqlower.rules.loops import _check_unroll as _check_sequence_unroll
+from seqlower.rules.loop_parts import body_always_continues, known_bool, uses_sequences
+from seqlower.rules.loops import check_unroll as _check_sequence_unroll
+from seqlower.rules.loops import unroll
 from seqlower.rules.runtime_position import WHERE_TYPES
 from seqlower.uses import remove_node
 
@@ -256,12 +257,12 @@ def _while_problem(node: ir.Node, body: ir.Graph, ctx: Context) -> str | None:
     if not node.inputs or node.inputs[0] is None:
         return "no trip count: a data-dependent while loop, which tract cannot run"
     condition = node.inputs[1] if len(node.inputs) > 1 else None
-    if condition is not None and _static_bool(condition, ctx) is not True:
+    if condition is not None and known_bool(condition, ctx) is not True:
         return (
             "its condition is computed at run time: a data-dependent while loop, which tract "
             "cannot run"
         )
-    if not _body_always_continues(body, ctx):
+    if not body_always_continues(body, ctx):
         return (
             "the body computes its condition: a data-dependent while loop, which tract cannot run"
         )
@@ -274,7 +275,7 @@ def _scan_refusal(node: ir.Node, body: ir.Graph, ctx: Context) -> Refusal | None
     refused = _only_for_tract(ctx)
     if refused:
         return refused
-    if _uses_sequences(node, body):
+    if uses_sequences(node, body):
         return Refusal("the loop carries or reads sequences (loop-unroll, loop-append-to-scan)")
     problem = _while_problem(node, body, ctx)
     return Refusal(problem) if problem else None
@@ -647,7 +648,7 @@ def _check_unroll(node: ir.Node, ctx: Context) -> int | Refusal:
     if refused:
         return refused
     body = node.attributes["body"].as_graph()
-    if _uses_sequences(node, body):
+    if uses_sequences(node, body):
         # past loop-unroll's default limits, within the budget
         budget = ctx.options.unroll_budget
         count = _check_sequence_unroll(node, ctx, max_iterations=None, max_nodes=budget)
@@ -663,7 +664,7 @@ def _check_unroll(node: ir.Node, ctx: Context) -> int | Refusal:
     if count is None:
         return Refusal(f"the trip count '{node.inputs[0].name}' is computed at run time")  # type: ignore[union-attr]
     condition = node.inputs[1] if len(node.inputs) > 1 else None
-    count = max(count, 0) if condition is None or _static_bool(condition, ctx) else 0
+    count = max(count, 0) if condition is None or known_bool(condition, ctx) else 0
     n_scan = len(body.outputs) - 1 - (len(node.inputs) - 2)
     if count == 0 and n_scan > 0:
         return Refusal("no iteration runs, and the element shape of its scan outputs is unknown")
@@ -680,7 +681,7 @@ def _unroll_tensor_loop(node: ir.Node, count: int, ctx: Context) -> None:
     """Loop(M static, true, v.., body=f) -> f(0, v..); f(1, ..); ...; f(M-1, ..), within the
     unroll budget (4096 nodes unless `unroll_budget=` says otherwise; a tensor loop, or a
     sequence loop past loop-unroll's limits). --target tract only."""
-    _unroll(node, count, ctx)
+    unroll(node, count, ctx)
 
 
 RULES = RuleSet(

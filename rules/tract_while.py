@@ -44,7 +44,7 @@ from seqlower.analysis.scan_forms import give_ranks, unknown_output_rank
 from seqlower.ops import graphs_within
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-from seqlower.rules.loops import _uses_sequences
+from seqlower.rules.loop_parts import uses_sequences
 from seqlower.rules.runtime_position import WHERE_TYPES
 from seqlower.rules.target_tract import _copy_read_scan_outputs, _only_for_tract, _while_problem
 
@@ -63,7 +63,7 @@ def _check_masked_scan(node: ir.Node, ctx: Context) -> MaskedPlan | Refusal:
     if refused:
         return refused
     body = node.attributes["body"].as_graph()
-    if _uses_sequences(node, body):
+    if uses_sequences(node, body):
         return Refusal("the loop carries or reads sequences (loop-unroll, loop-append-to-scan)")
     if _while_problem(node, body, ctx) is None:
         return Refusal("the loop cannot stop early (tract-loop-to-scan, tract-loop-unroll, "
@@ -241,7 +241,7 @@ def _check_counted(node: ir.Node, ctx: Context) -> CountedPlan | Refusal:
     if refused:
         return refused
     body = node.attributes["body"].as_graph()
-    if _uses_sequences(node, body):
+    if uses_sequences(node, body):
         return Refusal("the loop carries or reads sequences (loop-unroll, loop-append-to-scan)")
     trip = node.inputs[0] if node.inputs else None
     count = ctx.facts.static_int(trip) if trip is not None else None

@@ -27,7 +27,7 @@ import onnx_ir as ir
 
 from seqlower.ops import is_sequence_value
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-from seqlower.rules.loops import _body, appending_insert
+from seqlower.rules.loop_parts import appending_insert, loop_body
 
 _LARGEST = 2**63 - 1
 
@@ -39,7 +39,7 @@ class WhilePlan:
 
 
 def _check(node: ir.Node, ctx: Context) -> WhilePlan | Refusal:
-    body = _body(node)
+    body = loop_body(node)
     if len(node.inputs) < 3 or node.inputs[1] is None:
         return Refusal("the loop has no condition")
     condition = body.outputs[0].producer()
@@ -71,7 +71,7 @@ def _rewrite(node: ir.Node, plan: WhilePlan, ctx: Context) -> None:
     """Loop(M, c0, s0, body: s1 = SequenceInsert(s, e); c' = Less(SequenceLength(s1), n))
     -> Loop(Min(K, M), true, s0, body: s1 = SequenceInsert(s, e); c' = true),
        K = Where(c0, Where(Less(len0, n), n - len0, 1), 0)"""
-    body = _body(node)
+    body = loop_body(node)
     b = ctx.rewriter.before(node)
     start = node.inputs[2 + plan.index]
     c0 = node.inputs[1]

@@ -140,7 +140,7 @@ def test_unroll_refusals(text, reason):
     NormalizePass()(model)
     ctx = Context(Facts(model), Rewriter(model), Options())
     (loop,) = [n for n in model.graph if n.op_type == "Loop"]
-    assert loops._check_unroll(loop, ctx) == Refusal(reason)
+    assert loops.check_unroll(loop, ctx) == Refusal(reason)
 
 
 def test_plain_tensor_loops_are_left_alone():
