@@ -79,9 +79,8 @@ from seqlower.rules import if_select, loop_chunks
 from seqlower.rules.batching import _connect, _merge_shapes, _source
 from seqlower.rules.loop_appends import splittable, unsplittable
 from seqlower.rules.loop_parts import (
-    body_always_continues,
     concatenation_axes,
-    known_bool,
+    counted_loop_refusal,
     loop_body,
     single_append,
 )
@@ -654,14 +653,10 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
         # sequence-map-batch, which exists from opset 17, write every Reshape with allowzero)
         return Refusal(f"batching needs Reshape with allowzero (opset {MIN_OPSET} or newer)")
     body = loop_body(node)
-    count = node.inputs[0] if node.inputs else None
-    if count is None:
-        return Refusal("the loop has no trip count")
-    cond = node.inputs[1] if len(node.inputs) > 1 else None
-    if cond is not None and known_bool(cond, ctx) is not True:
-        return Refusal("the loop condition is computed at run time")
-    if not body_always_continues(body, ctx):
-        return Refusal("the body may end the loop early")
+    refused = counted_loop_refusal(node, ctx)
+    if refused is not None:
+        return refused
+    count = node.inputs[0]
     carried = len(node.inputs) - 2
     if len(body.inputs) != 2 + carried or len(body.outputs) < 1 + carried:
         return Refusal("the body does not match the node")

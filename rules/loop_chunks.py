@@ -42,7 +42,7 @@ import onnx_ir as ir
 from seqlower.ops import peel_identity
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
-from seqlower.rules.loop_parts import body_always_continues, known_bool, loop_body, single_append
+from seqlower.rules.loop_parts import counted_loop_refusal, loop_body, single_append
 
 UNARY = frozenset(
     {
@@ -76,11 +76,10 @@ def _check(node: ir.Node, ctx: Context) -> ChunkMap | Refusal:
     body = loop_body(node)
     if len(node.inputs) != 3 or len(node.outputs) != 1 or len(body.outputs) != 2:
         return Refusal("the loop carries more than one list, or has scan outputs")
-    count, cond, initial = node.inputs
-    if cond is not None and known_bool(cond, ctx) is not True:
-        return Refusal("the loop condition is computed at run time")
-    if not body_always_continues(body, ctx):
-        return Refusal("the body may end the loop early")
+    count, _, initial = node.inputs
+    refused = counted_loop_refusal(node, ctx)
+    if refused is not None:
+        return refused
     if initial is None or ctx.known_elements(initial) != ():
         return Refusal("the list does not start empty")
     index, _, state = body.inputs

@@ -35,7 +35,7 @@ from seqlower.batching.core import Emitter, Operand
 from seqlower.ops import is_sequence_value, peel_identity
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loop_batching import _count_terms, _reads, _region, _sequence_length_term
-from seqlower.rules.loop_parts import body_always_continues, known_bool, loop_body
+from seqlower.rules.loop_parts import counted_loop_refusal, loop_body
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,13 +112,12 @@ def _check(node: ir.Node, ctx: Context) -> ReverseErasePlan | Refusal:
     body = loop_body(node)
     if len(node.inputs) != 3 or len(body.inputs) != 3 or len(body.outputs) != 2:
         return Refusal("the loop carries more than one value, or has scan outputs")
-    count, cond, initial = node.inputs
+    count, _, initial = node.inputs
     if count is None or initial is None or not is_sequence_value(initial):
         return Refusal("the loop carries no list, or has no trip count")
-    if cond is not None and known_bool(cond, ctx) is not True:
-        return Refusal("the loop condition is computed at run time")
-    if not body_always_continues(body, ctx):
-        return Refusal("the body may end the loop early")
+    refused = counted_loop_refusal(node, ctx)
+    if refused is not None:
+        return refused
     iteration, state = body.inputs[0], body.inputs[2]
     choice = body.outputs[1].producer()
     if choice is None or choice.op_type != "If" or choice.graph is not body:

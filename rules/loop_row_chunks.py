@@ -39,7 +39,7 @@ from seqlower.ops import peel_identity, subgraphs
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loop_chunks import BROADCASTING, UNARY, _whole_axis
-from seqlower.rules.loop_parts import body_always_continues, known_bool, loop_body
+from seqlower.rules.loop_parts import counted_loop_refusal, loop_body
 
 REDUCTIONS = frozenset(
     {
@@ -64,13 +64,12 @@ def _check(node: ir.Node, ctx: Context) -> RowChunks | Refusal:
     carried = len(node.inputs) - 2
     if carried < 1 or len(body.outputs) != carried + 1 or len(node.outputs) != carried:
         return Refusal("the loop carries no tensor, or has scan outputs")
-    count, cond = node.inputs[0], node.inputs[1]
+    count = node.inputs[0]
     if count is None or count.shape is None or len(count.shape) != 0:
         return Refusal("the loop has no scalar trip count")
-    if cond is not None and known_bool(cond, ctx) is not True:
-        return Refusal("the loop condition is computed at run time")
-    if not body_always_continues(body, ctx):
-        return Refusal("the body may end the loop early")
+    refused = counted_loop_refusal(node, ctx)
+    if refused is not None:
+        return refused
     index = body.inputs[0]
     results = []
     for j in range(carried):

@@ -284,7 +284,7 @@ def _variant(old: str, new: str) -> onnx.ModelProto:
             "c2 = Identity(c)",
             "s0 = ReduceSum<keepdims = 0>(r)\n        z0 = Constant<value = float {0}>()\n"
             "        c2 = Greater(s0, z0)",
-            "the body may end the loop early",
+            "the condition may end the loop early",
         ),
     ],
     ids=["no-batching-rule", "trip-count", "early-exit"],

@@ -200,7 +200,7 @@ def _variant(body: str, *replacements: tuple[str, str]) -> str:
                 ("=> (bool c2", "=> (bool c3"),
                 ("c2 = Identity(c)", "c3 = Constant<value = bool {0}>()"),
             ),
-            "the body may end the loop early",
+            "the condition may end the loop early",
         ),
         (
             _variant(
