@@ -68,6 +68,7 @@ from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.analysis.provenance import split_source
 from seqlower.batching.body import BodyPlan, emit_body, plan_region
 from seqlower.batching.core import Emitter, Operand
+from seqlower.batching.rows import Rows, joined_rows, rows_of_chunk
 from seqlower.batching.segments import Segments
 from seqlower.batching.shapes import infer_region_shapes
 from seqlower.lists.signs import never_negative
@@ -1096,12 +1097,28 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     masks: dict[ir.Value, ir.Value] = {}
     segments: dict[ir.Value, Segments] = {}
     held: dict[ir.Value, ir.Value] = {}
+    rows = Rows()
+    joined_at = {
+        tensor: dict(plan.joined)[k] for k, tensor in plan.appends if k in dict(plan.joined)
+    }
     for read in plan.reads:
         chunk = read.node.outputs[0]
+        members: set[ir.Value] | str = "not a chunk of differing size"
+        if read.ragged is not None:
+            members = rows_of_chunk(
+                plan.body, chunk, read.ragged.axis, joined_at, ctx.facts.values, builder.opset
+            )
         if read.ragged is not None and reduced_by_segments(
             chunk, read.ragged, builder.opset, ctx.facts.values
         ):  # only sums and means read the chunks: segment sums of the split tensor itself
             stack, masks[chunk], count, segments[chunk] = read.ragged.emit_segments(builder)
+        elif read.ragged is not None and not isinstance(members, str):
+            # also as x's own rows: the values computed from the chunk elementwise and
+            # concatenated back are x's rows computed so (`seqlower.batching.rows`)
+            stack, masks[chunk], count, held[masks[chunk]], chunk_rows = read.ragged.emit_with_rows(
+                builder
+            )
+            rows.add(chunk, chunk_rows, members)
         elif read.ragged is not None:  # the chunks gathered, padded to the largest, masked
             # the checked count of chunks is the trip count (never cut: `_check`)
             stack, masks[chunk], count, held[masks[chunk]] = read.ragged.emit(builder)
@@ -1133,6 +1150,7 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     emitter.masks.update(masks)
     emitter.segments.update(segments)
     emitter.held.update(held)
+    emitter.rows = rows
     if plan.counter:
         # Range(0, M) has the batch's rows: every stack holds exactly the M rows the iterations
         # read (cut to M where longer, checked where not proved at least M), or the model fails
@@ -1175,8 +1193,17 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
         result, rank = result_of(tensor)
         if k in joined:
             assert rank is not None
-            mask = emitter.masks.get(tensor)
-            whole = _join(result, rank, joined[k], heads.get(k, ()), mask, builder)
+            flat = joined_rows(rows, emitter, tensor, rank, joined[k])
+            if flat is not None:  # the rows themselves, after the initial elements
+                whole = flat
+                if heads.get(k):
+                    whole = builder.op(
+                        "Concat", [*heads[k], flat], {"axis": joined[k]}, name="with_initial"
+                    )
+                    whole.type = flat.type
+            else:
+                mask = emitter.masks.get(tensor)
+                whole = _join(result, rank, joined[k], heads.get(k, ()), mask, builder)
             if k in plan.accumulated:  # the grown tensor itself
                 ctx.rewriter.replace(output, whole)
                 continue

@@ -244,6 +244,9 @@ def emit_body(
             inputs_now += [get(v) for v in batched.captured]
         hoisted = batched is None
         results = _hoist(node, inputs_now, em) if hoisted else batched.emit(em, inputs_now)  # type: ignore[union-attr]
+        if not hoisted and em.rows is not None and em.rows.holds(node.outputs[0]):
+            operands = [None if v is None else plan.operands.get(v) for v in node.inputs]
+            em.rows.record(node, inputs_now, operands, plan.operands[node.outputs[0]])
         for original, result in zip(node.outputs, results):
             _annotate(result, original, plan.operands[original], count_dim)
             mapping[original] = result
