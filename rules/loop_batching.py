@@ -44,6 +44,13 @@ with a mask), appended to a list that is concatenated along the sliced axis (one
 the padded stack). The chunks of a split by 1-D run-time sizes are such slices, gathered into
 as many slots as the largest chunk has (`seqlower.rules.ragged_reads`, by the default target
 only: `x.split(sizes)` then a loop over the chunks, as torch_geometric's `unbatch` writes it).
+Chunks read elementwise and concatenated back along the split axis, where every other read of
+them is a reduction along that axis with a segment form, are not padded at all: they are x's
+own rows, a value per chunk read at each row by one Gather at the rows' chunk ids
+(`seqlower.batching.rows`):
+
+    cat([g - g.mean(0, keepdim=True) for g in x.split(sizes)])
+        -> x - Gather(ScatterElements(zeros [n, ..], ids, x, reduction="add") / sizes, ids)
 
 Refused (the Loop is left to the other loop rules): a value carried from one iteration to the
 next otherwise (an RNN state), a condition that may end the loop early, a body op without a
@@ -1084,7 +1091,9 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     """Loop(M, true, [], body(i, c, s): s' = SequenceInsert(s, f(SequenceAt(xs, i))))
     -> SplitToSequence(f'(stack(xs)), axis=0, keepdims=0); scan outputs of f(Gather(x, i))
     -> f'(x with the gathered axis moved to the front); the chunks of SplitToSequence(x, sizes)
-    with 1-D run-time sizes -> f'(the chunks gathered, padded to the largest, and masked);
+    with 1-D run-time sizes -> f'(the chunks gathered, padded to the largest, and masked), or
+    where they are read elementwise, concatenated back and otherwise reduced by segments only
+    -> f(x, per-chunk values gathered at each row's chunk id);
     Gather(y, i) with the rows of y not known to be M
     -> Slice(y, 0, M + Gather([0], Max(M - rows(y), 0)))"""
     builder = ctx.rewriter.before(node)
