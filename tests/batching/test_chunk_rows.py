@@ -279,3 +279,17 @@ def test_other_readers_keep_the_padded_form(body, dtype, width, why):
         lowered, report, _ = lower_and_compare(model, _feeds(sizes, dtype, width=width))
         assert report.rules_fired.get("loop-batch") == 1
         assert not _held_as_rows(lowered), op_counts(lowered)
+
+
+def test_a_nan_makes_only_its_own_chunk_nan():
+    """The segment sum of a chunk holding a NaN is NaN, so are its centred rows (as in the
+    loop); the other chunks' rows are untouched (a NaN is not scattered beyond its chunk)."""
+    model = _model(CENTRED)
+    sizes = [2, 3, 1]
+    feeds = _feeds(sizes)
+    feeds["x"][3, 1] = np.nan
+    lowered, _, (rows, sums) = lower_and_compare(model, feeds)
+    assert _held_as_rows(lowered), op_counts(lowered)
+    nan_at = np.argwhere(np.isnan(rows)).tolist()
+    assert nan_at == [[2, 1], [3, 1], [4, 1]]  # column 1 of the second chunk (rows 2 to 4)
+    assert np.isnan(sums).tolist() == [[False] * 3, [False, True, False], [False] * 3]
