@@ -44,6 +44,13 @@ with a mask), appended to a list that is concatenated along the sliced axis (one
 the padded stack). The chunks of a split by 1-D run-time sizes are such slices, gathered into
 as many slots as the largest chunk has (`seqlower.rules.ragged_reads`, by the default target
 only: `x.split(sizes)` then a loop over the chunks, as torch_geometric's `unbatch` writes it).
+Chunks read elementwise and concatenated back along the split axis, where every other read of
+them is a reduction along that axis with a segment form, are not padded at all: they are x's
+own rows, a value per chunk read at each row by one Gather at the rows' chunk ids
+(`seqlower.batching.rows`):
+
+    cat([g - g.mean(0, keepdim=True) for g in x.split(sizes)])
+        -> x - Gather(ScatterElements(zeros [n, ..], ids, x, reduction="add") / sizes, ids)
 
 Refused (the Loop is left to the other loop rules): a value carried from one iteration to the
 next otherwise (an RNN state), a condition that may end the loop early, a body op without a
@@ -68,6 +75,7 @@ from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.analysis.provenance import split_source
 from seqlower.batching.body import BodyPlan, emit_body, plan_region
 from seqlower.batching.core import Emitter, Operand
+from seqlower.batching.rows import Rows, joined_rows, rows_of_chunk
 from seqlower.batching.segments import Segments
 from seqlower.batching.shapes import infer_region_shapes
 from seqlower.lists.signs import never_negative
@@ -709,7 +717,12 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     if any(lag.read in ragged for lag in lagged):
         return Refusal("a chunk of differing size passed on to the next iteration")
     seeds = {
-        r.node.outputs[0]: Operand(True, r.element, r.ragged.axis if r.ragged else None)
+        r.node.outputs[0]: Operand(
+            True,
+            r.element,
+            r.ragged.axis if r.ragged else None,
+            r.node.outputs[0] if r.ragged else None,
+        )
         for r in reads
     }
     for k in kept:
@@ -1076,7 +1089,9 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     """Loop(M, true, [], body(i, c, s): s' = SequenceInsert(s, f(SequenceAt(xs, i))))
     -> SplitToSequence(f'(stack(xs)), axis=0, keepdims=0); scan outputs of f(Gather(x, i))
     -> f'(x with the gathered axis moved to the front); the chunks of SplitToSequence(x, sizes)
-    with 1-D run-time sizes -> f'(the chunks gathered, padded to the largest, and masked);
+    with 1-D run-time sizes -> f'(the chunks gathered, padded to the largest, and masked), or
+    where they are read elementwise, concatenated back and otherwise reduced by segments only
+    -> f(x, per-chunk values gathered at each row's chunk id);
     Gather(y, i) with the rows of y not known to be M
     -> Slice(y, 0, M + Gather([0], Max(M - rows(y), 0)))"""
     builder = ctx.rewriter.before(node)
@@ -1089,12 +1104,28 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     masks: dict[ir.Value, ir.Value] = {}
     segments: dict[ir.Value, Segments] = {}
     held: dict[ir.Value, ir.Value] = {}
+    rows = Rows()
+    joined_at = {
+        tensor: dict(plan.joined)[k] for k, tensor in plan.appends if k in dict(plan.joined)
+    }
     for read in plan.reads:
         chunk = read.node.outputs[0]
+        members: set[ir.Value] | str = "not a chunk of differing size"
+        if read.ragged is not None:
+            members = rows_of_chunk(
+                plan.body, chunk, read.ragged.axis, joined_at, ctx.facts.values, builder.opset
+            )
         if read.ragged is not None and reduced_by_segments(
             chunk, read.ragged, builder.opset, ctx.facts.values
         ):  # only sums and means read the chunks: segment sums of the split tensor itself
             stack, masks[chunk], count, segments[chunk] = read.ragged.emit_segments(builder)
+        elif read.ragged is not None and not isinstance(members, str):
+            # also as x's own rows: the values computed from the chunk elementwise and
+            # concatenated back are x's rows computed so (`seqlower.batching.rows`)
+            stack, masks[chunk], count, held[masks[chunk]], chunk_rows = read.ragged.emit_with_rows(
+                builder
+            )
+            rows.add(chunk, chunk_rows, members)
         elif read.ragged is not None:  # the chunks gathered, padded to the largest, masked
             # the checked count of chunks is the trip count (never cut: `_check`)
             stack, masks[chunk], count, held[masks[chunk]] = read.ragged.emit(builder)
@@ -1126,6 +1157,7 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     emitter.masks.update(masks)
     emitter.segments.update(segments)
     emitter.held.update(held)
+    emitter.rows = rows
     if plan.counter:
         # Range(0, M) has the batch's rows: every stack holds exactly the M rows the iterations
         # read (cut to M where longer, checked where not proved at least M), or the model fails
@@ -1168,8 +1200,17 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
         result, rank = result_of(tensor)
         if k in joined:
             assert rank is not None
-            mask = emitter.masks.get(tensor)
-            whole = _join(result, rank, joined[k], heads.get(k, ()), mask, builder)
+            flat = joined_rows(rows, emitter, tensor, rank, joined[k])
+            if flat is not None:  # the rows themselves, after the initial elements
+                whole = flat
+                if heads.get(k):
+                    whole = builder.op(
+                        "Concat", [*heads[k], flat], {"axis": joined[k]}, name="with_initial"
+                    )
+                    whole.type = flat.type
+            else:
+                mask = emitter.masks.get(tensor)
+                whole = _join(result, rank, joined[k], heads.get(k, ()), mask, builder)
             if k in plan.accumulated:  # the grown tensor itself
                 ctx.rewriter.replace(output, whole)
                 continue

@@ -51,6 +51,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
+from seqlower.batching.rows import ChunkRows
 from seqlower.batching.segments import (
     SEGMENT_DTYPES,
     SEGMENT_EXTREMA_OPSET,
@@ -86,6 +87,16 @@ class RaggedChunks:
         stack, mask, count, segments = self._emit(builder, segments=False)
         return stack, mask, count, segments.sizes
 
+    def emit_with_rows(
+        self, builder: Builder
+    ) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value, ChunkRows]:
+        """`emit`'s values and the chunks as x's own rows (`seqlower.batching.rows`), for the
+        values of the body computed from a chunk elementwise (what neither form reads is
+        removed as dead; the ids are emitted only where read)."""
+        rows: list[ChunkRows] = []
+        stack, mask, count, segments = self._emit(builder, segments=False, rows=rows)
+        return stack, mask, count, segments.sizes, rows[0]
+
     def emit_segments(self, builder: Builder) -> tuple[ir.Value, ir.Value, ir.Value, Segments]:
         """`emit`'s values and the chunks as segments: the chunk of each position along the
         axis (the values `emit` gives are then read by nothing but an unused padded value)."""
@@ -100,7 +111,7 @@ class RaggedChunks:
         return ir.Shape(dims)
 
     def _emit(
-        self, builder: Builder, segments: bool
+        self, builder: Builder, segments: bool, rows: list[ChunkRows] | None = None
     ) -> tuple[ir.Value, ir.Value, ir.Value, Segments]:
         axis, rank = self.axis, self.rank
         sizes = self.sizes
@@ -115,6 +126,8 @@ class RaggedChunks:
         if not segments:
             ends = builder.op("CumSum", [sizes, zero], name="chunk_ends")
             stack, mask = self._gathered(builder, sizes, ends, _check(count), one)
+            if rows is not None:
+                rows.append(ChunkRows(self.data, axis, sizes, ends, dim, count, _check(count)))
             return stack, mask, count, Segments(self.data, axis, None, sizes, count)
         shape = builder.op(
             "Concat", [builder.unsqueeze(count, [0]), builder.ints([1] * rank)], {"axis": 0}

@@ -36,6 +36,7 @@ from seqlower.rewriter import Builder
 from seqlower.rule import Refusal
 
 if TYPE_CHECKING:
+    from seqlower.batching.rows import Rows
     from seqlower.batching.segments import Segments
 
 INT64_MAX = np.iinfo(np.int64).max
@@ -55,6 +56,9 @@ class Operand:
     batched: bool
     shape: ir.Shape | None
     ragged_axis: int | None = None
+    # the ragged value whose padding and mask this one shares (itself where it makes its own;
+    # None where not known): values made position by position from one chunk share its mask
+    ragged_source: ir.Value | None = None
 
     @property
     def rank(self) -> int | None:
@@ -172,6 +176,9 @@ class Emitter:
         # batched loop's iteration numbers). A Gather of it at rows of the batch gives back those
         # rows, and cannot fail where the batch has N rows (`at_rows`).
         self.positions: ir.Value | None = None
+        # the ragged body values also held as the split tensor's own rows and the chunk of each
+        # row (`seqlower.batching.rows`), when the caller decided so for the whole body
+        self.rows: Rows | None = None
 
     # -- plain emission ------------------------------------------------------------------
 

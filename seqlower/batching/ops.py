@@ -56,7 +56,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.batching.core import Batched, Emitter, OpRule, OpView, normalize_axis
-from seqlower.batching.segments import segment_reduce
+from seqlower.batching.segments import segment_reduce, segment_reducible
 from seqlower.rule import Refusal
 
 RANDOM_OPS = frozenset(
@@ -286,6 +286,16 @@ def _reduce(view: OpView) -> Batched | Refusal:
                 keepdims = masked.keepdims == 1
                 fill = masked.identity
                 return [segment_reduce(em, segments, view.op_type, keepdims, fill)]
+            if em.rows is not None and shifted == [masked.axis + 1]:
+                source = masked.source
+                assert source is not None
+                shape = view.operand(0).shape
+                if em.rows.holds(source) and segment_reducible(
+                    view.op_type, source.dtype, shape, masked.axis, em.opset
+                ):  # held as rows anyway: a segment reduction of the rows, no padding read
+                    rows = em.rows.segments(em, source)
+                    keepdims = masked.keepdims == 1
+                    return [segment_reduce(em, rows, view.op_type, keepdims, masked.identity)]
             data = masked.fill(em, data)
             if masked.mean:  # the sum over each element's positions, divided by their count
                 keepdims = {"keepdims": masked.keepdims}

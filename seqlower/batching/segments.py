@@ -31,6 +31,7 @@ __all__ = [
     "Segments",
     "ids_of_sizes",
     "segment_reduce",
+    "segment_reducible",
 ]
 
 import dataclasses
@@ -61,6 +62,27 @@ SEGMENT_WIDTH = 8
 # 1.99x against 2.08x over 64 (docs/performance.md, "Segment maxima and minima, and chunk ids
 # in linear time")
 SEGMENT_EXTREMA_WIDTH = 6
+
+
+def segment_reducible(
+    op_type: str, dtype: ir.DataType | None, shape: ir.Shape | None, axis: int, opset: int
+) -> bool:
+    """Whether `op_type` along `axis` alone of chunks of this type and element `shape` has a
+    segment form worth taking: sums and means from opset 16 (means of floats), maxima and minima
+    from 18; float32/64 or int32/64; a position along the axis holding at most `SEGMENT_WIDTH`
+    values (`SEGMENT_EXTREMA_WIDTH` for a maximum or minimum), statically."""
+    if opset < SEGMENT_OPSET or dtype not in SEGMENT_DTYPES or shape is None:
+        return False
+    dims = [d for k, d in enumerate(shape) if k != axis]
+    if not all(isinstance(d, int) for d in dims):
+        return False
+    width = int(np.prod(dims))
+    if op_type in ("ReduceSum", "ReduceMean"):
+        floats = dtype in (ir.DataType.FLOAT, ir.DataType.DOUBLE)
+        return width <= SEGMENT_WIDTH and (op_type == "ReduceSum" or floats)
+    if op_type in ("ReduceMax", "ReduceMin"):
+        return opset >= SEGMENT_EXTREMA_OPSET and width <= SEGMENT_EXTREMA_WIDTH
+    return False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,13 +141,19 @@ def segment_reduce(
 
 
 def ids_of_sizes(
-    builder: Builder, sizes: ir.Value, ends: ir.Value, total: ir.Value, length: ir.Value
+    builder: Builder,
+    sizes: ir.Value,
+    ends: ir.Value,
+    total: ir.Value,
+    length: ir.Value,
+    start: ir.Value | None = None,
 ) -> ir.Value:
     """The segment of each of the first `length` rows ([1] int64, at most T) of chunks of
     `sizes` ([n] int64, none negative) laid end to end: how many chunks end at or before the
     row, one ScatterElements of a 1 at each end (added where chunks are empty) and a CumSum,
     linear in T + n (opset 16 or newer); `ends` = CumSum(sizes), `total` = [T] = [Sum(sizes)]:
-        marks = ScatterElements(zeros [T + 1], ends, ones, "add"); ids = CumSum(marks)[:length]"""
+        marks = ScatterElements(zeros [T + 1], ends, ones, "add"); ids = CumSum(marks)[:length]
+    `start` ([1] int64, 0 where given) starts the Slice instead of 0: a check that fails."""
     zero = builder.constant(np.array(0, np.int64), "zero")
     slots = builder.op("Add", [total, builder.ints([1])])
     zeros = builder.op("ConstantOfShape", [slots], {"value": ir.tensor(np.zeros(1, np.int64))})
@@ -136,7 +164,8 @@ def ids_of_sizes(
     )
     marks = builder.op("ScatterElements", [zeros, ends, ones], {"axis": 0, "reduction": "add"})
     running = builder.op("CumSum", [marks, zero])
-    ids = builder.op("Slice", [running, builder.ints([0]), length], name="segment_ids")
+    first = builder.ints([0]) if start is None else start
+    ids = builder.op("Slice", [running, first, length], name="segment_ids")
     ids.type = ir.TensorType(ir.DataType.INT64)
     ids.shape = ir.Shape([None])
     return ids
