@@ -23,6 +23,7 @@ from __future__ import annotations
 import pathlib
 
 import onnx
+import onnxruntime as ort
 import pytest
 from support import (
     SEQUENCE_OPS,
@@ -34,6 +35,18 @@ from support import (
 
 ROOT = pathlib.Path(__file__).parent / "fixtures" / "torch_recent"
 CASES = export_cases(ROOT)
+# onnxruntime 1.20 (the oldest supported) fails to run this export as exported on its data set
+# of one box (a GatherND of the empty rest of the NMS order: "last dimension of indices must not
+# be larger than rank of input tensor"); 1.32 runs it, and both run its lowerings.
+OLD_ORT_FAILS_EXPORT = {"torchvision_batched_nms_vanilla"}
+OLD_ORT = tuple(int(v) for v in ort.__version__.split(".")[:2]) < (1, 21)
+
+
+def _as_exported(case: str) -> object:
+    if case in OLD_ORT_FAILS_EXPORT:
+        mark = pytest.mark.skipif(OLD_ORT, reason="onnxruntime 1.20 fails to run the export")
+        return pytest.param(case, marks=mark)
+    return case
 
 
 def test_every_export_the_script_makes_is_here():
@@ -60,7 +73,7 @@ def test_every_export_the_script_makes_is_here():
     )
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", [_as_exported(c) for c in CASES])
 def test_the_export_keeps_sequence_operators_and_runs_as_exported(case):
     model = onnx.load(ROOT / case / "model.onnx")
     assert SEQUENCE_OPS & set(op_counts(model)), case
