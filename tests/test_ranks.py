@@ -419,6 +419,10 @@ g (float[2,3] x, int64 n) => (float[?,3] y) {
         a_out = Add (b, w)
         l_out = SequenceInsert (l, a_out)
         c_out = Identity (c)
+        e = Expand (w, s)
+        r = Reshape (b, s)
+        head = Shape <end = 1> (a)
+        v = Reshape (b, head)
     }>
     y = ConcatFromSequence <axis = 0> (made)
 }
@@ -475,14 +479,15 @@ g (float[2,3] x, int64 n) => (float[?,3] y) {
 
 def test_the_length_of_a_shape_is_the_rank_of_its_input_in_a_loop_body():
     """ConstantOfShape(Shape(a)) has a's rank and ConstantOfShape(Shape<start=-1>(a)) rank
-    1, though `a` is a carried value ONNX gives no shape; the carried value and the list it
-    fills then have rank 2 by induction."""
+    1 (as have Expand and Reshape to them), though `a` is a carried value ONNX gives no shape;
+    the carried value and the list it fills then have rank 2 by induction."""
     model = ir.serde.deserialize_model(_carried_unshaped(_CARRIED_ZEROS_LIKE))
     ranks = Ranks(model)
     loop = next(n for n in model.graph if n.op_type == "Loop")
     body = loop.attributes["body"].as_graph()
     by_name = {o.name: o for n in body for o in n.outputs}
     assert [ranks.rank(by_name[k]) for k in ("s", "z", "tail", "w", "a_out")] == [1, 2, 1, 1, 2]
+    assert [ranks.rank(by_name[k]) for k in ("e", "r", "head", "v")] == [2, 2, 1, 1]
     assert ranks.rank(body.inputs[2]) == 2
     assert ranks.rank(loop.outputs[1]) == 2
 
