@@ -11,7 +11,14 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from support import assert_same_outputs, lower, parse, reasons, sequence_op_count
+from support import (
+    assert_same_or_both_fail,
+    assert_same_outputs,
+    lower,
+    parse,
+    reasons,
+    sequence_op_count,
+)
 
 from seqlower.analysis.rank_rules import RANK_RULES, RankQuery, unknown_rank_cause
 from seqlower.analysis.ranks import Ranks
@@ -392,3 +399,123 @@ def test_the_cause_of_an_unknown_rank_is_found_where_it_arises():
         "made from 'w', made by Reshape to a shape of run-time length: a rank known only at "
         "run time"
     )
+
+
+# `a_out = a + zeros_like(a)`-style carried tensor (TorchScript exports `zeros_like` as
+# ConstantOfShape(Shape(a))), appended to a list every iteration; ONNX gives the carried `a` no
+# shape, so only the rank of `Shape(a)`'s input gives the ConstantOfShape its rank
+_CARRIED_ZEROS_LIKE = """
+g (float[2,3] x, int64 n) => (float[?,3] y) {
+    empty = SequenceEmpty <dtype = 1> ()
+    cond = Constant <value = bool {1}> ()
+    last, made = Loop (n, cond, x, empty) <body = body (int64 i, bool c, float[2,3] a,
+                                                       seq(float) l)
+                                                => (bool c_out, float a_out, seq(float) l_out) {
+        s = Shape (a)
+        z = ConstantOfShape <value = float[1] {0.5}> (s)
+        tail = Shape <start = -1> (a)
+        w = ConstantOfShape <value = float[1] {1}> (tail)
+        b = Add (a, z)
+        a_out = Add (b, w)
+        l_out = SequenceInsert (l, a_out)
+        c_out = Identity (c)
+        e = Expand (w, s)
+        r = Reshape (b, s)
+        head = Shape <end = 1> (a)
+        v = Reshape (b, head)
+    }>
+    y = ConcatFromSequence <axis = 0> (made)
+}
+"""
+
+
+def _carried_unshaped(text: str) -> onnx.ModelProto:
+    """`text`'s model with its Loop bodies' carried values and outputs declared without a
+    shape, as ONNX inference leaves them (the counters and conditions keep theirs)."""
+    model = parse(text)
+
+    def walk(graph: onnx.GraphProto) -> None:
+        for node in graph.node:
+            if node.op_type != "Loop":
+                continue
+            body = node.attribute[0].g
+            for value in [*body.input[2:], *body.output]:
+                if value.type.HasField("sequence_type"):
+                    value.type.sequence_type.elem_type.tensor_type.ClearField("shape")
+                else:
+                    value.type.tensor_type.ClearField("shape")
+            walk(body)
+
+    walk(model.graph)
+    return model
+
+
+# the same list, its element the sum of `zeros_like(a)` and `a` added twice by an inner Loop
+# (the ConstantOfShape is the inner Loop's initial carried value, as a running `total =
+# torch.zeros_like(sample)` over a list of coefficients exports)
+_NESTED_ZEROS_LIKE = """
+g (float[2,3] x, int64 n) => (float[?,3] y) {
+    empty = SequenceEmpty <dtype = 1> ()
+    cond = Constant <value = bool {1}> ()
+    two = Constant <value = int64 {2}> ()
+    last, made = Loop (n, cond, x, empty) <body = body (int64 i, bool c, float[2,3] a,
+                                                       seq(float) l)
+                                                => (bool c_out, float a_out, seq(float) l_out) {
+        s = Shape (a)
+        z = ConstantOfShape <value = float[1] {0.5}> (s)
+        total = Loop (two, c, z) <body = inner (int64 j, bool c2, float t)
+                                         => (bool c2_out, float t_out) {
+            t_out = Add (t, a)
+            c2_out = Identity (c2)
+        }>
+        a_out = Sub (total, a)
+        l_out = SequenceInsert (l, a_out)
+        c_out = Identity (c)
+    }>
+    y = ConcatFromSequence <axis = 0> (made)
+}
+"""
+
+
+def test_the_length_of_a_shape_is_the_rank_of_its_input_in_a_loop_body():
+    """ConstantOfShape(Shape(a)) has a's rank and ConstantOfShape(Shape<start=-1>(a)) rank
+    1 (as have Expand and Reshape to them), though `a` is a carried value ONNX gives no shape;
+    the carried value and the list it fills then have rank 2 by induction."""
+    model = ir.serde.deserialize_model(_carried_unshaped(_CARRIED_ZEROS_LIKE))
+    ranks = Ranks(model)
+    loop = next(n for n in model.graph if n.op_type == "Loop")
+    body = loop.attributes["body"].as_graph()
+    by_name = {o.name: o for n in body for o in n.outputs}
+    assert [ranks.rank(by_name[k]) for k in ("s", "z", "tail", "w", "a_out")] == [1, 2, 1, 1, 2]
+    assert [ranks.rank(by_name[k]) for k in ("e", "r", "head", "v")] == [2, 2, 1, 1]
+    assert ranks.rank(body.inputs[2]) == 2
+    assert ranks.rank(loop.outputs[1]) == 2
+
+
+def test_the_length_of_a_shape_of_a_value_of_unknown_rank_is_not_guessed():
+    """Shape of a Reshape to a shape of run-time length: its length (and a ConstantOfShape of
+    it) stays unknown."""
+    model = ir.serde.deserialize_model(
+        parse(
+            "g (float[12] x, int64[R] shape) => (float[?] out) {\n"
+            " r = Reshape (x, shape)\n s = Shape (r)\n y = ConstantOfShape (s)\n"
+            " minus = Constant <value = int64[1] {-1}> ()\n out = Reshape (y, minus)\n}"
+        )
+    )
+    (y,) = model.graph.node(2).outputs
+    assert Ranks(model).rank(y) is None
+
+
+def test_a_list_of_a_carried_zeros_like_sum_lowers_for_a_target_that_needs_ranks():
+    """With the rank of `Shape(a)`'s input, the list the Loop fills has elements of rank 2 (a
+    sum started from `zeros_like(a)` by an inner Loop): the portable target (which needs every
+    rank) lowers it, and it computes the same; a loop that never runs leaves the list empty."""
+    model = _carried_unshaped(_NESTED_ZEROS_LIKE)
+    lowered, report = lower(model)
+    assert sequence_op_count(lowered) == 0, reasons(report)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    for n in (1, 3):
+        out = assert_same_outputs(model, lowered, {"x": x, "n": np.array(n, dtype=np.int64)})
+        assert out[0].shape == (2 * n, 3)
+    assert_same_or_both_fail(model, lowered, {"x": x, "n": np.array(0, dtype=np.int64)})

@@ -42,6 +42,7 @@ class Case:
     outputs: list[str]
     data: list[Maker]  # one maker per data set; the first is the one exported with
     dynamic_axes: dict[str, dict[int, str]] = field(default_factory=dict)
+    opset: int = OPSET  # the opset the case is exported at
 
 
 def seq_ops(graph: onnx.GraphProto) -> int:
@@ -72,7 +73,7 @@ def export_case(case: Case, out: Path) -> str:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            torch.jit.script(module), tuple(data[0]), buf, dynamo=False, opset_version=OPSET,
+            torch.jit.script(module), tuple(data[0]), buf, dynamo=False, opset_version=case.opset,
             input_names=case.inputs, output_names=case.outputs,
             dynamic_axes=case.dynamic_axes or None,
         )  # fmt: skip

@@ -14,6 +14,11 @@ A few lines of the table, each `inputs -> output`:
     MatMul(1, 1) / MatMul(1, b) / MatMul(a, 1) / MatMul(a, b) -> 0 / b - 1 / a - 1 / max(a, b)
     ReduceSum(r, axes, keepdims=0)                            -> r - len(axes)
     Shape(r) / Size(r) / NonZero(r) / Flatten(r)              -> 1 / 0 / 2 / 2
+    ConstantOfShape(Shape(x)) / Expand(r, Shape(x))           -> rank(x) / max(r, rank(x))
+
+A shape input's length is its static content's, its static dim, or, made by `Shape(x)`, the
+rank of `x` (cut by `start` and `end`): `zeros_like` as exported by TorchScript,
+`ConstantOfShape(Shape(x))`, where `x` is a Loop's carried value that ONNX gives no shape.
 
 Only what an operator's definition fixes is here: Squeeze without axes (which drops the dims
 that are 1) has no rule. The op families shared with the symbolic shapes of loop bodies come
@@ -35,12 +40,14 @@ from seqlower.analysis.static_values import StaticValues
 
 @dataclasses.dataclass(frozen=True)
 class RankQuery:
-    """What a rule may read: the node, the ranks of its inputs (None: absent or unknown) and
-    the static contents of its inputs."""
+    """What a rule may read: the node, the ranks of its inputs (None: absent or unknown), the
+    static contents of its inputs, and the rank of any other value (`rank_of`; None: unknown),
+    which gives the length of an input made by `Shape`."""
 
     node: ir.Node
     ranks: tuple[int | None, ...]
     values: StaticValues
+    rank_of: Callable[[ir.Value], int | None] | None = None
 
     def rank(self, index: int) -> int | None:
         return self.ranks[index] if index < len(self.ranks) else None
@@ -50,7 +57,7 @@ class RankQuery:
 
     def length(self, index: int) -> int | None:
         """The number of elements of the 1-D input `index`: its static content's, else its
-        static dim."""
+        static dim, else, made by `Shape(x)`, the rank of `x` cut by `start` and `end`."""
         if not self.given(index):
             return None
         value = self.node.inputs[index]
@@ -60,7 +67,21 @@ class RankQuery:
         shape = value.shape  # type: ignore[union-attr]
         if shape is not None and len(shape) == 1 and isinstance(shape[0], int):
             return shape[0]
-        return None
+        return self._shape_length(value)  # type: ignore[arg-type]
+
+    def _shape_length(self, value: ir.Value) -> int | None:
+        """The length of `Shape(x)` (`start` and `end` clamped as slicing clamps them), from
+        the rank of `x`."""
+        node = value.producer()
+        if self.rank_of is None or node is None or node.domain != "" or node.op_type != "Shape":
+            return None
+        data = node.inputs[0] if node.inputs else None
+        rank = self.rank_of(data) if data is not None else None
+        if rank is None:
+            return None
+        start = node.attributes.get_int("start", 0)
+        end = node.attributes.get_int("end", rank)
+        return len(range(rank)[start:end])
 
     def axes(self, index: int = 1) -> list[int] | None:
         """The `axes` attribute, else the static content of input `index`."""

@@ -163,7 +163,7 @@ class Ranks:
         elif rule is None:
             fact = None
         else:
-            fact = rule(RankQuery(node, ranks, self._values))
+            fact = rule(RankQuery(node, ranks, self._values, self.rank))
             if fact is not None and not 0 <= fact <= MAX_RANK:
                 fact = None  # below 0: the model is invalid here; above MAX_RANK: no shape
         outputs = node.outputs if node.op_type in ALL_OUTPUTS else node.outputs[:1]
