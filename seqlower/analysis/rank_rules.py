@@ -14,6 +14,13 @@ A few lines of the table, each `inputs -> output`:
     MatMul(1, 1) / MatMul(1, b) / MatMul(a, 1) / MatMul(a, b) -> 0 / b - 1 / a - 1 / max(a, b)
     ReduceSum(r, axes, keepdims=0)                            -> r - len(axes)
     Shape(r) / Size(r) / NonZero(r) / Flatten(r)              -> 1 / 0 / 2 / 2
+    LSTM, GRU, RNN / Unique(r) / DynamicQuantizeLinear(r)     -> (4, 3, 3) / (1, 1, 1, 1) /
+                                                                 (r, 0, 0)  (`OUTPUT_RANKS`)
+
+A length is the static content's, else the declared dim's, else the length the analysis found
+(`seqlower.analysis.length_rules`): `Reshape(e, Concat(Slice(Shape(e), 0, 2), [-1]))` of `e`
+of rank 4 has rank 3, and `Unsqueeze(e, axes)` with axes computed at run time has rank 4 +
+their length (axes hold no duplicates, the spec).
 
 Only what an operator's definition fixes is here: Squeeze without axes (which drops the dims
 that are 1) has no rule. The op families shared with the symbolic shapes of loop bodies come
@@ -22,7 +29,14 @@ from `seqlower.analysis.shape_rules`.
 
 from __future__ import annotations
 
-__all__ = ["ALL_OUTPUTS", "RANK_RULES", "RankQuery", "RankRule", "unknown_rank_cause"]
+__all__ = [
+    "ALL_OUTPUTS",
+    "OUTPUT_RANKS",
+    "RANK_RULES",
+    "RankQuery",
+    "RankRule",
+    "unknown_rank_cause",
+]
 
 import dataclasses
 from collections.abc import Callable
@@ -35,12 +49,14 @@ from seqlower.analysis.static_values import StaticValues
 
 @dataclasses.dataclass(frozen=True)
 class RankQuery:
-    """What a rule may read: the node, the ranks of its inputs (None: absent or unknown) and
-    the static contents of its inputs."""
+    """What a rule may read: the node, the ranks of its inputs (None: absent or unknown), the
+    static contents of its inputs and the lengths the analysis found for its 1-D inputs
+    (`seqlower.analysis.length_rules`; None: unknown)."""
 
     node: ir.Node
     ranks: tuple[int | None, ...]
     values: StaticValues
+    lengths: tuple[int | None, ...] = ()
 
     def rank(self, index: int) -> int | None:
         return self.ranks[index] if index < len(self.ranks) else None
@@ -50,7 +66,7 @@ class RankQuery:
 
     def length(self, index: int) -> int | None:
         """The number of elements of the 1-D input `index`: its static content's, else its
-        static dim."""
+        static dim, else the length the analysis found."""
         if not self.given(index):
             return None
         value = self.node.inputs[index]
@@ -60,7 +76,11 @@ class RankQuery:
         shape = value.shape  # type: ignore[union-attr]
         if shape is not None and len(shape) == 1 and isinstance(shape[0], int):
             return shape[0]
-        return None
+        return self.lengths[index] if index < len(self.lengths) else None
+
+    def ints(self, index: int) -> list[int] | None:
+        """The static content of input `index`, as ints."""
+        return self.values.get_ints(self.node.inputs[index]) if self.given(index) else None
 
     def axes(self, index: int = 1) -> list[int] | None:
         """The `axes` attribute, else the static content of input `index`."""
@@ -96,6 +116,11 @@ def _any_input(q: RankQuery) -> int | None:
     return next((r for r in q.ranks if r is not None), None)
 
 
+def _constant(q: RankQuery) -> int | None:
+    content = q.values.get(q.node.outputs[0])
+    return None if content is None else content.ndim
+
+
 def _transpose(q: RankQuery) -> int | None:
     perm = q.node.attributes.get_ints("perm")
     return len(perm) if perm is not None else q.rank(0)
@@ -116,7 +141,12 @@ def _expand(q: RankQuery) -> int | None:
 
 def _unsqueeze(q: RankQuery) -> int | None:
     data, axes = q.rank(0), q.axes()
-    return None if data is None or axes is None else data + len(set(axes))
+    if data is None:
+        return None
+    if axes is None:  # computed at run time: the rank grows by their count (no duplicates)
+        count = None if "axes" in q.node.attributes else q.length(1)
+        return None if count is None else data + count
+    return data + len(set(axes))
 
 
 def _squeeze(q: RankQuery) -> int | None:
@@ -201,6 +231,31 @@ def _det(q: RankQuery) -> int | None:
     return None if data is None or data < 2 else data - 2
 
 
+def _qlinear_matmul(q: RankQuery) -> int | None:
+    """QLinearMatMul(a, a_scale, a_zero, b, ...): MatMul's rule on a and b."""
+    return _matmul(RankQuery(q.node, (q.rank(0), q.rank(3)), q.values))
+
+
+def _col2im(q: RankQuery) -> int | None:
+    """[N, C * prod(block), L] -> [N, C, *image_shape]."""
+    length = q.length(1)
+    return None if length is None else 2 + length
+
+
+def _affine_grid(q: RankQuery) -> int | None:
+    """size [N, C, H, W] -> grid [N, H, W, 2]; size [N, C, D, H, W] -> [N, D, H, W, 3]."""
+    return q.length(1)
+
+
+def _loss(q: RankQuery) -> int | None:
+    """NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss: [N, C, d1...] -> [N, d1...]
+    unreduced, else a scalar."""
+    if q.node.attributes.get_string("reduction", "mean") != "none":
+        return 0
+    data = q.rank(0)
+    return None if data is None or data < 2 else data - 1
+
+
 def _random(q: RankQuery) -> int | None:
     shape = q.node.attributes.get_ints("shape")
     return None if shape is None else len(shape)
@@ -215,7 +270,8 @@ _KEEPS_RANK = frozenset(
         "MaxPool", "MaxUnpool", "MeanVarianceNormalization", "Pad", "QLinearConv",
         "QuantizeLinear", "RandomNormalLike", "RandomUniformLike", "Resize", "ReverseSequence",
         "Scatter", "ScatterElements", "ScatterND", "Slice", "SpaceToDepth", "Tile", "TopK",
-        "Trilu", "Upsample", "Split", "Swish",
+        "Trilu", "Upsample", "Split", "Swish", "CenterCropPad", "DeformConv",
+        "DFT", "RMSNormalization", "RotaryEmbedding",
     }
 )  # fmt: skip
 
@@ -228,10 +284,14 @@ RANK_RULES: dict[str, RankRule] = {
     **dict.fromkeys(_KEEPS_RANK, _input(0)),
     **dict.fromkeys(BROADCAST_OPS, _broadcast),
     **dict.fromkeys(REDUCE_OPS, _reduce),
+    "AffineGrid": _affine_grid,
     "ArgMax": _arg_reduce,
+    "BlackmanWindow": _fixed(1),
+    "Col2Im": _col2im,
     "ArgMin": _arg_reduce,
     "Compress": _compress,
     "Concat": _any_input,
+    "Constant": _constant,
     "ConstantOfShape": _constant_of_shape,
     "Det": _det,
     "Einsum": _einsum,
@@ -242,22 +302,62 @@ RANK_RULES: dict[str, RankRule] = {
     "GatherElements": _input(1),
     "GatherND": _gather_nd,
     "Gemm": _fixed(2),
+    "HammingWindow": _fixed(1),
+    "HannWindow": _fixed(1),
     "MatMul": _matmul,
     "MatMulInteger": _matmul,
+    "MaxRoiPool": _fixed(4),
+    "MelWeightMatrix": _fixed(2),
     "Multinomial": _fixed(2),
+    "NegativeLogLikelihoodLoss": _loss,
     "NonMaxSuppression": _fixed(2),
     "NonZero": _fixed(2),
     "OneHot": _one_hot,
     "RandomNormal": _random,
     "RandomUniform": _random,
+    "QLinearMatMul": _qlinear_matmul,
     "Range": _fixed(1),
     "Reshape": _reshape,
+    "RoiAlign": _fixed(4),
     "Shape": _fixed(1),
     "Size": _fixed(0),
     "SequenceLength": _fixed(0),
+    "STFT": _fixed(4),
     "Squeeze": _squeeze,
     "Transpose": _transpose,
     "Unsqueeze": _unsqueeze,
+}
+
+
+def _recurrent(q: RankQuery) -> tuple[int | None, ...]:
+    """LSTM, GRU, RNN: Y [seq, dirs, batch, hidden] (or batch first), Y_h and Y_c 3-D."""
+    return (4, 3, 3)
+
+
+def _dynamic_quantize(q: RankQuery) -> tuple[int | None, ...]:
+    """y has x's rank; its scale and zero point are scalars."""
+    return (q.rank(0), 0, 0)
+
+
+def _unique(q: RankQuery) -> tuple[int | None, ...]:
+    """Y: the unique values (1-D), or subtensors along `axis` (x's rank); indices,
+    inverse_indices and counts 1-D."""
+    return (q.rank(0) if "axis" in q.node.attributes else 1, 1, 1, 1)
+
+
+def _softmax_cross_entropy(q: RankQuery) -> tuple[int | None, ...]:
+    """the loss as NegativeLogLikelihoodLoss's; log_prob has the scores' rank."""
+    return (_loss(q), q.rank(0))
+
+
+# ops whose outputs differ in rank: the rank of each output, in order
+OUTPUT_RANKS: dict[str, Callable[[RankQuery], tuple[int | None, ...]]] = {
+    "DynamicQuantizeLinear": _dynamic_quantize,
+    "GRU": _recurrent,
+    "LSTM": _recurrent,
+    "RNN": _recurrent,
+    "SoftmaxCrossEntropyLoss": _softmax_cross_entropy,
+    "Unique": _unique,
 }
 
 
@@ -296,7 +396,8 @@ def _local_cause(value: ir.Value) -> str | None:
     if node is None:
         return "an input of unknown rank"
     op = node.op_type if node.domain == "" else f"{node.domain}::{node.op_type}"
-    if node.domain != "" or (op not in RANK_RULES and not op.startswith("Sequence")):
+    known = op in RANK_RULES or op in OUTPUT_RANKS or op.startswith("Sequence")
+    if node.domain != "" or not known:
         return f"made by {op}, which has no rank rule"
     if op in _SHAPED_BY:
         return f"made by {op} to a shape of run-time length: a rank known only at run time"
