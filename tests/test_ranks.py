@@ -449,3 +449,42 @@ def test_the_cause_of_an_unknown_rank_is_found_where_it_arises():
         "made from 'w', made by Reshape to a shape of run-time length: a rank known only at "
         "run time"
     )
+
+
+def test_the_cause_of_an_unknown_rank_made_by_if_or_loop_names_the_ranks_that_differ():
+    """An If whose branches give a vector and a scalar (TorchScript's `x == y` of elements
+    that may be scalars), a Loop that carries a scalar total into a vector: the cause names
+    the ranks that differ, not a missing rule."""
+    text = """
+g (bool b, float[3] v, int64 n) => (float y, float z) {
+    picked = If (b) <then_branch = t () => (float[3] a) {
+        a = Relu (v)
+    }, else_branch = e () => (float s) {
+        s = Constant <value = float {1}> ()
+    }>
+    y = Neg (picked)
+    zero = Constant <value = float {0}> ()
+    cond = Constant <value = bool {1}> ()
+    total = Loop (n, cond, zero) <body = body (int64 i, bool c, float t) => (bool c2, float t2) {
+        t2 = Add (t, v)
+        c2 = Identity (c)
+    }>
+    z = Neg (total)
+}
+"""
+    model = parse(text)
+    body = model.graph.node[4].attribute[0].g
+    for info in (body.input[2], body.output[1]):
+        info.type.tensor_type.ClearField("shape")  # the carried total: no rank declared
+    inferred = ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(model))
+    by_name = {o.name: o for node in inferred.graph for o in node.outputs}
+    for name in ("picked", "y", "total", "z"):
+        by_name[name].shape = None  # as inference leaves them (the text declares y, z)
+    assert Ranks(inferred).rank(by_name["y"]) is None
+    assert unknown_rank_cause(by_name["y"]) == (
+        "made from 'picked', made by If, whose branches give ranks 1 and 0"
+    )
+    assert Ranks(inferred).rank(by_name["z"]) is None
+    assert unknown_rank_cause(by_name["z"]) == (
+        "made from 't', carried by a Loop from rank 0, which its body does not give back"
+    )

@@ -45,6 +45,7 @@ import onnx_ir as ir
 
 from seqlower.analysis.shape_rules import BROADCAST_OPS, REDUCE_OPS, SAME_SHAPE_OPS
 from seqlower.analysis.static_values import StaticValues
+from seqlower.ops import subgraphs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -368,26 +369,74 @@ _SHAPED_BY = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0}
 def unknown_rank_cause(value: ir.Value) -> str:
     """Why no rule gives the rank of `value`, in a few words (for a refusal): the cause where
     it arises, following the inputs of unknown rank back (`Relu(Reshape(v, s))`: "made from
-    'r', made by Reshape to a shape of run-time length ...")."""
+    'r', made by Reshape to a shape of run-time length ..."), into the branches of an If and
+    the body of a Loop."""
     source = value
     cause = _local_cause(source)
+    carried: dict[ir.Value, int | None] = {}  # a Loop body's carried input -> its initial rank
     for _ in range(_MAX_STEPS_BACK):
         if cause is not None:
             break
         node = source.producer()
         assert node is not None  # else an input: a cause
-        unranked = [v for v in node.inputs if v is not None and v.shape is None]
+        sources = _made_from(node, source, carried)
+        unranked = [v for v in sources if v is not None and v.shape is None]
         if not unranked:
-            cause = f"made by {node.op_type}, whose inputs' ranks do not fix its own"
+            cause = _ranked_sources_cause(node, sources)
             break
         source = unranked[0]
         cause = _local_cause(source)
+        if source in carried:
+            initial = carried[source]
+            cause = (
+                f"carried by a Loop from rank {initial}, which its body does not give back"
+                if initial is not None
+                else cause
+            )
     if cause is None:
         cause = "made from values of unknown rank"
     return cause if source is value else f"made from '{source.name}', {cause}"
 
 
 _MAX_STEPS_BACK = 16
+
+# operators the rank analysis follows into their subgraphs or lists, not by a rule
+_FOLLOWED = frozenset(
+    {"If", "Loop", "Scan", "SequenceMap", "ConcatFromSequence", "SplitToSequence"}
+)
+
+
+def _made_from(
+    node: ir.Node, value: ir.Value, carried: dict[ir.Value, int | None]
+) -> list[ir.Value | None]:
+    """What `value`, an output of `node`, is made from: the branches' outputs for an If, the
+    initial value and what the body gives back for a Loop's carried value (its body input
+    noted in `carried` with the initial rank), the body's output for its scan output; else
+    the node's inputs."""
+    index = value.index()
+    inner = subgraphs(node) if node.domain == "" else []
+    if node.op_type == "If" and len(inner) == 2 and index is not None:
+        return [g.outputs[index] for g in inner if index < len(g.outputs)]
+    if node.op_type == "Loop" and inner and index is not None:
+        body, count = inner[0], len(node.inputs) - 2
+        given = body.outputs[1 + index] if 1 + index < len(body.outputs) else None
+        if index >= count or 2 + index >= len(body.inputs):
+            return [given]
+        initial = node.inputs[2 + index]
+        shape = initial.shape if initial is not None else None
+        carried[body.inputs[2 + index]] = None if shape is None else len(shape)
+        return [initial, given]
+    return list(node.inputs)
+
+
+def _ranked_sources_cause(node: ir.Node, sources: list[ir.Value | None]) -> str:
+    """The cause where every value `node`'s output is made from has a rank."""
+    ranks = [len(v.shape) for v in sources if v is not None and v.shape is not None]
+    if node.op_type == "If" and len(set(ranks)) > 1:
+        return f"made by If, whose branches give ranks {ranks[0]} and {ranks[1]}"
+    if node.op_type == "Loop" and len(set(ranks)) > 1:
+        return f"made by Loop, which carries it from rank {ranks[0]} to {ranks[1]}"
+    return f"made by {node.op_type}, whose inputs' ranks do not fix its own"
 
 
 def _local_cause(value: ir.Value) -> str | None:
@@ -396,7 +445,7 @@ def _local_cause(value: ir.Value) -> str | None:
     if node is None:
         return "an input of unknown rank"
     op = node.op_type if node.domain == "" else f"{node.domain}::{node.op_type}"
-    known = op in RANK_RULES or op in OUTPUT_RANKS or op.startswith("Sequence")
+    known = op in RANK_RULES or op in OUTPUT_RANKS or op in _FOLLOWED or op.startswith("Sequence")
     if node.domain != "" or not known:
         return f"made by {op}, which has no rank rule"
     if op in _SHAPED_BY:
