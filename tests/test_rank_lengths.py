@@ -56,6 +56,11 @@ _EXPRESSIONS = {
     "expand to a longer shape": [
         "sh = Shape (e)", _ONE, "t = Concat <axis = 0> (one, sh)", "f = Expand (e, t)",
     ],
+    "expand to ones as long as the shape (TorchScript's expand)": [
+        "sh = Shape (e)", "n = Shape (sh)", "ones = ConstantOfShape <value = int64[1] {1}> (n)",
+        "k = Constant <value = int64 {-1}> ()", "m = Mul (ones, k)", "same = Equal (sh, m)",
+        "t = Where (same, ones, sh)", "f = Expand (e, t)",
+    ],
     "constant of a cut shape": [
         "sh = Shape <start = -3> (e)", "f = ConstantOfShape (sh)",
     ],
@@ -74,7 +79,7 @@ def test_a_shape_of_known_length_gives_the_rank_onnx_gives(name):
     """With every value but the input left unshaped (what inference leaves in a body whose
     input only the analysis ranks), the analysis finds the rank ONNX finds when it sees them."""
     model = _expression_model(_EXPRESSIONS[name])
-    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
     types = {v.name: v.type for v in inferred.graph.value_info}
     want = types["f"].tensor_type
     assert want.HasField("shape"), "ONNX itself gives no rank"

@@ -11,6 +11,7 @@ A few lines of the table, each `inputs -> output length`:
     Unsqueeze(s of rank 0, axes of length 1)     -> 1
     Slice(v, starts, ends, axes?, steps?)        -> len(range(length)[start:end:step]) (static)
     Gather(v, i of length k)                     -> k
+    ConstantOfShape(Shape(v of length k))        -> k  (TorchScript's `expand`)
     Cast, Identity, Neg, Abs, Relu ... (v)       -> the length of v
     Add, Sub, Mul, Div, Max, Min, Where ...      -> the longest (a scalar or a length-1 vector
                                                     broadcasts; lengths that differ otherwise:
@@ -79,6 +80,22 @@ def _gather(q: RankQuery) -> int | None:
     return q.length(1)
 
 
+def _constant_of_shape(q: RankQuery) -> int | None:
+    """ConstantOfShape(Shape(v)) of a vector v: as long as v (TorchScript's `expand`)."""
+    made_by = q.node.inputs[0].producer() if q.given(0) else None
+    if made_by is None or made_by.op_type != "Shape" or made_by.domain != "":
+        return None
+    if "start" in made_by.attributes or "end" in made_by.attributes:
+        return None  # Shape<start=1>(v) of a vector is empty: no ConstantOfShape of rank 1
+    vector = made_by.inputs[0]
+    if vector is None or q.length_of is None:
+        return None
+    shape = vector.shape
+    if shape is not None and len(shape) == 1 and isinstance(shape[0], int):
+        return shape[0]
+    return q.length_of(vector)
+
+
 def _same(q: RankQuery) -> int | None:
     return q.length(0)
 
@@ -104,6 +121,7 @@ LENGTH_RULES: dict[str, LengthRule] = {
     **dict.fromkeys(SAME_SHAPE_OPS - {"Hardmax", "Softmax", "LogSoftmax"}, _same),
     **dict.fromkeys(BROADCAST_OPS, _broadcast),
     "Concat": _concat,
+    "ConstantOfShape": _constant_of_shape,
     "Gather": _gather,
     "Shape": _shape,
     "Slice": _slice,

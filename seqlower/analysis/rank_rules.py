@@ -58,6 +58,7 @@ class RankQuery:
     ranks: tuple[int | None, ...]
     values: StaticValues
     lengths: tuple[int | None, ...] = ()
+    length_of: Callable[[ir.Value], int | None] | None = None  # of any 1-D value
 
     def rank(self, index: int) -> int | None:
         return self.ranks[index] if index < len(self.ranks) else None
