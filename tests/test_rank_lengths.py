@@ -1,6 +1,7 @@
 """Ranks that a shape built in a loop body gives (seqlower.analysis.length_rules): the length
 of a 1-D vector made from `Shape` of a value ranked only by the analysis fixes the rank of a
-Reshape, Expand, ConstantOfShape or Unsqueeze that reads it.
+Reshape, Expand, ConstantOfShape or Unsqueeze that reads it; and the positions NonZero gives
+fix the rank of the GatherND that reads them (PyTorch's `x[mask]`).
 
 Each rule is checked against ONNX's own inference of the same expression over a ranked input;
 the shapes whose length only their content decides get no rank, and the reason; and a list
@@ -67,6 +68,21 @@ _EXPRESSIONS = {
 }  # fmt: skip
 
 
+# positions NonZero gives, read by GatherND: the last dim of the positions is the mask's rank
+_MASKED = {
+    "gather where it is positive (PyTorch's x[mask])": [
+        "z = Constant <value = float {0}> ()", "mask = Greater (e, z)", "nz = NonZero (mask)",
+        "at = Transpose (nz)", "f = GatherND (e, at)",
+    ],
+    "gather rows where a reduced mask holds": [
+        "axes = Constant <value = int64[2] {2, 3}> ()",
+        "total = ReduceSum <keepdims = 0> (e, axes)", "z = Constant <value = float {0}> ()",
+        "mask = Greater (total, z)", "nz = NonZero (mask)", "at = Transpose <perm = [1, 0]> (nz)",
+        "f = GatherND (e, at)",
+    ],
+}  # fmt: skip
+
+
 def _expression_model(lines: list[str]) -> onnx.ModelProto:
     body = "\n  ".join(lines)
     model = parse(f"g (float[a,b,c,d] e) => (float f) {{\n  {body}\n}}")
@@ -74,11 +90,11 @@ def _expression_model(lines: list[str]) -> onnx.ModelProto:
     return model
 
 
-@pytest.mark.parametrize("name", _EXPRESSIONS)
-def test_a_shape_of_known_length_gives_the_rank_onnx_gives(name):
-    """With every value but the input left unshaped (what inference leaves in a body whose
-    input only the analysis ranks), the analysis finds the rank ONNX finds when it sees them."""
-    model = _expression_model(_EXPRESSIONS[name])
+def _ranked_as_onnx_does(lines: list[str]) -> tuple[Ranks, dict[str, ir.Value], dict]:
+    """The analysis of the expression with every value but the input left unshaped (what
+    inference leaves in a body whose input only the analysis ranks), checked to give f the
+    rank ONNX gives it when it sees them; and ONNX's types."""
+    model = _expression_model(lines)
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
     types = {v.name: v.type for v in inferred.graph.value_info}
     want = types["f"].tensor_type
@@ -88,14 +104,26 @@ def test_a_shape_of_known_length_gives_the_rank_onnx_gives(name):
     assert all(v.shape is None for v in by_name.values())
     ranks = Ranks(ir_model)
     assert ranks.rank(by_name["f"]) == len(want.shape.dim)
+    return ranks, by_name, types
+
+
+@pytest.mark.parametrize("name", _EXPRESSIONS)
+def test_a_shape_of_known_length_gives_the_rank_onnx_gives(name):
+    """The rank of f, and the length of each vector ONNX knows, as ONNX's."""
+    ranks, by_name, types = _ranked_as_onnx_does(_EXPRESSIONS[name])
     checked = 0
-    for value_name, value in by_name.items():  # each computed vector's length, as ONNX's
+    for value_name, value in by_name.items():
         dims = types[value_name].tensor_type.shape.dim if value_name in types else []
         computed = value.producer().op_type != "Constant"
         if computed and len(dims) == 1 and dims[0].HasField("dim_value"):
             assert ranks.length(value) == dims[0].dim_value, value_name
             checked += 1
     assert checked
+
+
+@pytest.mark.parametrize("name", _MASKED)
+def test_positions_of_a_mask_give_gather_nd_the_rank_onnx_gives(name):
+    _ranked_as_onnx_does(_MASKED[name])
 
 
 # shapes whose length depends on their content, or ranks the operator does not fix
@@ -114,6 +142,11 @@ _NO_RANK = {
         ["u = Unsqueeze (e, zero)", "sh = Shape (u)", _ONE, _TWO, "lead = Slice (sh, one, two)",
          "axes = Sub (lead, lead)", "f = Squeeze (u, axes)"],
         "made by Squeeze, whose inputs' ranks do not fix its own",
+    ),
+    "gather by NonZero's positions not transposed (their count is the last dim)": (
+        ["z = Constant <value = float {0}> ()", "mask = Greater (e, z)", "nz = NonZero (mask)",
+         "at = Transpose <perm = [0, 1]> (nz)", "f = GatherND (e, at)"],
+        "made by GatherND, whose inputs' ranks do not fix its own",
     ),
     "expand by a shape of run-time length": (
         ["sh = Shape (e)", "nz = NonZero (sh)", "t = Reshape (nz, minus)", "f = Expand (e, t)"],

@@ -488,3 +488,20 @@ g (bool b, float[3] v, int64 n) => (float y, float z) {
     assert unknown_rank_cause(by_name["z"]) == (
         "made from 't', carried by a Loop from rank 0, which its body does not give back"
     )
+
+
+def test_the_cause_of_a_list_of_elements_of_different_ranks_names_them():
+    """YOLOv5's detect head puts a 5-D tensor into a list of 4-D maps: no one rank, and the
+    cause says which ranks meet."""
+    model = parse(
+        "g (float[2,3] x, float[2,3,4] y) => (seq(float) t, seq(float) u) {\n"
+        " s = SequenceConstruct (x)\n t = SequenceInsert (s, y)\n"
+        " u = SequenceConstruct (x, y)\n}"
+    )
+    inferred = ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(model))
+    _, t, u = (node.outputs[0] for node in inferred.graph)
+    for value in (t, u):
+        value.shape = None  # the elements' shape: none, they differ
+        assert Ranks(inferred).rank(value) is None
+    assert unknown_rank_cause(t) == "a tensor of rank 3 put into a list of elements of rank 2"
+    assert unknown_rank_cause(u) == "made by SequenceConstruct of tensors of ranks 2, 3"

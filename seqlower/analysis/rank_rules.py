@@ -11,6 +11,7 @@ A few lines of the table, each `inputs -> output`:
     Reshape(r, shape)                                         -> the length of `shape`
     Unsqueeze(r, axes) / Squeeze(r, axes)                     -> r + len(axes) / r - len(axes)
     Gather(r, q)                                              -> r + q - 1
+    GatherND(r, Transpose(NonZero(m)), batch_dims=b)          -> r + 2 - rank(m) - 1 - b
     MatMul(1, 1) / MatMul(1, b) / MatMul(a, 1) / MatMul(a, b) -> 0 / b - 1 / a - 1 / max(a, b)
     ReduceSum(r, axes, keepdims=0)                            -> r - len(axes)
     Shape(r) / Size(r) / NonZero(r) / Flatten(r)              -> 1 / 0 / 2 / 2
@@ -59,6 +60,7 @@ class RankQuery:
     values: StaticValues
     lengths: tuple[int | None, ...] = ()
     length_of: Callable[[ir.Value], int | None] | None = None  # of any 1-D value
+    rank_of: Callable[[ir.Value], int | None] | None = None  # of any value
 
     def rank(self, index: int) -> int | None:
         return self.ranks[index] if index < len(self.ranks) else None
@@ -166,11 +168,32 @@ def _gather(q: RankQuery) -> int | None:
 def _gather_nd(q: RankQuery) -> int | None:
     data, indices = q.rank(0), q.rank(1)
     indices_value = q.node.inputs[1] if q.given(1) else None
-    shape = indices_value.shape if indices_value is not None else None
-    if data is None or indices is None or shape is None or not isinstance(shape[-1], int):
+    if data is None or indices is None or indices_value is None:
+        return None
+    last = _last_dim(indices_value, q.rank_of)
+    if last is None:
         return None
     batch = q.int_attr("batch_dims", 0)
-    return indices + data - shape[-1] - 1 - batch
+    return indices + data - last - 1 - batch
+
+
+def _last_dim(indices: ir.Value, rank_of: Callable[[ir.Value], int | None] | None) -> int | None:
+    """The static last dim of `indices`; of `Transpose(NonZero(x))` (PyTorch's `x[mask]`),
+    the rank of x: NonZero gives `[rank(x), count]`."""
+    shape = indices.shape
+    if shape is not None and len(shape) and isinstance(shape[-1], int):
+        return shape[-1]
+    node = indices.producer()
+    if node is None or node.op_type != "Transpose" or node.domain != "" or rank_of is None:
+        return None
+    perm = node.attributes.get_ints("perm")
+    source = node.inputs[0]
+    made_by = source.producer() if source is not None else None
+    if made_by is None or made_by.op_type != "NonZero" or made_by.domain != "":
+        return None
+    if perm is not None and list(perm) != [1, 0]:
+        return None
+    return rank_of(made_by.inputs[0]) if made_by.inputs[0] is not None else None
 
 
 def _matmul(q: RankQuery) -> int | None:
@@ -437,6 +460,11 @@ def _ranked_sources_cause(node: ir.Node, sources: list[ir.Value | None]) -> str:
         return f"made by If, whose branches give ranks {ranks[0]} and {ranks[1]}"
     if node.op_type == "Loop" and len(set(ranks)) > 1:
         return f"made by Loop, which carries it from rank {ranks[0]} to {ranks[1]}"
+    put = [len(v.shape) for v in sources[:2] if v is not None and v.shape is not None]
+    if node.op_type == "SequenceInsert" and len(put) == 2 and put[0] != put[1]:
+        return f"a tensor of rank {put[1]} put into a list of elements of rank {put[0]}"
+    if node.op_type == "SequenceConstruct" and len(set(ranks)) > 1:
+        return "made by SequenceConstruct of tensors of ranks " + ", ".join(map(str, ranks))
     return f"made by {node.op_type}, whose inputs' ranks do not fix its own"
 
 

@@ -187,7 +187,7 @@ class Ranks:
     def _query(self, node: ir.Node) -> RankQuery:
         ranks = tuple(self._fact(value) for value in node.inputs)
         lengths = tuple(self._lengths.get(v) if v is not None else None for v in node.inputs)
-        return RankQuery(node, ranks, self._values, lengths, self._lengths.get)
+        return RankQuery(node, ranks, self._values, lengths, self._lengths.get, self.rank)
 
     def _tensor_op(self, node: ir.Node) -> None:
         query = self._query(node)
