@@ -35,7 +35,7 @@ _EXPRESSIONS = {
     ],
     "reshape to a shape reversed (negative step)": [
         "sh = Shape (e)", _MINUS, "far = Constant <value = int64[1] {-100}> ()",
-        "t = Slice (sh, minus, far, zero, minus)", _ZERO, "f = Reshape (e, t)",
+        _ZERO, "t = Slice (sh, minus, far, zero, minus)", "f = Reshape (e, t)",
     ],
     "reshape to Shape with start and end": [
         "sh = Shape <start = 1, end = -1> (e)", _MINUS, "t = Concat <axis = 0> (minus, sh)",
@@ -87,6 +87,7 @@ def _expression_model(lines: list[str]) -> onnx.ModelProto:
     body = "\n  ".join(lines)
     model = parse(f"g (float[a,b,c,d] e) => (float f) {{\n  {body}\n}}")
     del model.graph.output[:]  # its rank is what is asked
+    onnx.checker.check_model(model)  # in order, each name once
     return model
 
 

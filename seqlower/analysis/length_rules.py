@@ -118,7 +118,7 @@ def _broadcast(q: RankQuery) -> int | None:
 
 
 LENGTH_RULES: dict[str, LengthRule] = {
-    **dict.fromkeys(SAME_SHAPE_OPS - {"Hardmax", "Softmax", "LogSoftmax"}, _same),
+    **dict.fromkeys(SAME_SHAPE_OPS, _same),
     **dict.fromkeys(BROADCAST_OPS, _broadcast),
     "Concat": _concat,
     "ConstantOfShape": _constant_of_shape,
