@@ -12,6 +12,7 @@ A few lines of the table, each `inputs -> output length`:
     Slice(v, starts, ends, axes?, steps?)        -> len(range(length)[start:end:step]) (static)
     Gather(v, i of length k)                     -> k
     ConstantOfShape(Shape(v of length k))        -> k  (TorchScript's `expand`)
+    Constant (a vector)                          -> its length
     Cast, Identity, Neg, Abs, Relu ... (v)       -> the length of v
     Add, Sub, Mul, Div, Max, Min, Where ...      -> the longest (a scalar or a length-1 vector
                                                     broadcasts; lengths that differ otherwise:
@@ -21,7 +22,9 @@ A few lines of the table, each `inputs -> output length`:
     t = Concat(Slice(Shape(e), 0, 2), [-1])  # ONNX: int64[?]; here length 3
     y = Reshape(e, t)                    # ONNX: no rank; here rank 3
 
-The lengths are facts of `seqlower.analysis.ranks.Ranks`, found in its one walk.
+The lengths are facts of `seqlower.analysis.ranks.Ranks`, found in its one walk; a rule reads
+its inputs' lengths from their declared dims and from these facts, never by folding a value
+(a vector's content is asked of a Constant only).
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ def _shape(q: RankQuery) -> int | None:
 
 
 def _concat(q: RankQuery) -> int | None:
-    lengths = [q.length(i) for i in range(len(q.node.inputs)) if q.given(i)]
+    lengths = [q.length(i, content=False) for i in range(len(q.node.inputs)) if q.given(i)]
     return None if not lengths or None in lengths else sum(lengths)  # type: ignore[arg-type]
 
 
@@ -54,16 +57,18 @@ def _unsqueeze(q: RankQuery) -> int | None:
     if q.rank(0) != 0:
         return None
     axes = q.axes()
-    count = len(axes) if axes is not None else q.length(1)
+    count = len(axes) if axes is not None else q.length(1, content=False)
     return 1 if count == 1 else None
 
 
 def _slice(q: RankQuery) -> int | None:
-    length = q.length(0)
+    length = q.length(0, content=False)
+    if length is None:
+        return None  # asked first: the bounds are folded only where it is known
     starts, ends = q.ints(1), q.ints(2)
     axes = q.ints(3) if q.given(3) else [0]
     steps = q.ints(4) if q.given(4) else [1] * len(starts or ())
-    if length is None or starts is None or ends is None or axes is None or steps is None:
+    if starts is None or ends is None or axes is None or steps is None:
         return None
     if len({len(starts), len(ends), len(axes), len(steps)}) != 1:
         return None  # an invalid model
@@ -77,7 +82,7 @@ def _slice(q: RankQuery) -> int | None:
 def _gather(q: RankQuery) -> int | None:
     if q.rank(0) != 1 or q.rank(1) != 1:
         return None
-    return q.length(1)
+    return q.length(1, content=False)
 
 
 def _constant_of_shape(q: RankQuery) -> int | None:
@@ -96,8 +101,13 @@ def _constant_of_shape(q: RankQuery) -> int | None:
     return q.length_of(vector)
 
 
+def _constant(q: RankQuery) -> int | None:
+    content = q.values.get(q.node.outputs[0])
+    return int(content.size) if content is not None and content.ndim == 1 else None
+
+
 def _same(q: RankQuery) -> int | None:
-    return q.length(0)
+    return q.length(0, content=False)
 
 
 def _broadcast(q: RankQuery) -> int | None:
@@ -108,7 +118,7 @@ def _broadcast(q: RankQuery) -> int | None:
         rank = q.rank(index)
         if rank == 0:
             continue  # a scalar takes the other's length
-        length = q.length(index) if rank == 1 else None
+        length = q.length(index, content=False) if rank == 1 else None
         if length is None:
             return None
         lengths.add(length)
@@ -121,6 +131,7 @@ LENGTH_RULES: dict[str, LengthRule] = {
     **dict.fromkeys(SAME_SHAPE_OPS, _same),
     **dict.fromkeys(BROADCAST_OPS, _broadcast),
     "Concat": _concat,
+    "Constant": _constant,
     "ConstantOfShape": _constant_of_shape,
     "Gather": _gather,
     "Shape": _shape,

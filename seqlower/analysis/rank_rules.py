@@ -68,19 +68,21 @@ class RankQuery:
     def given(self, index: int) -> bool:
         return index < len(self.node.inputs) and self.node.inputs[index] is not None
 
-    def length(self, index: int) -> int | None:
-        """The number of elements of the 1-D input `index`: its static content's, else its
-        static dim, else the length the analysis found."""
+    def length(self, index: int, content: bool = True) -> int | None:
+        """The number of elements of the 1-D input `index`: its static dim, else the length
+        the analysis found, else (unless not `content`) its static content's, the costliest
+        to ask."""
         if not self.given(index):
             return None
         value = self.node.inputs[index]
-        content = self.values.get(value)
-        if content is not None:
-            return int(content.size) if content.ndim <= 1 else None
         shape = value.shape  # type: ignore[union-attr]
         if shape is not None and len(shape) == 1 and isinstance(shape[0], int):
             return shape[0]
-        return self.lengths[index] if index < len(self.lengths) else None
+        found = self.lengths[index] if index < len(self.lengths) else None
+        if found is not None or not content:
+            return found
+        static = self.values.get(value)
+        return int(static.size) if static is not None and static.ndim <= 1 else None
 
     def ints(self, index: int) -> list[int] | None:
         """The static content of input `index`, as ints."""

@@ -96,8 +96,10 @@ class Ranks:
 
     def _visit(self, node: ir.Node) -> None:
         self._visit_ranks(node)
-        if node.domain == "" and node.op_type in LENGTH_RULES:
-            self._length(node)
+        if node.op_type in LENGTH_RULES and node.domain == "":
+            shape = node.outputs[0].shape  # most are declared, and not vectors of unknown length
+            if shape is None or (len(shape) == 1 and not isinstance(shape[0], int)):
+                self._length(node)
 
     def _visit_ranks(self, node: ir.Node) -> None:
         inner = subgraphs(node)
@@ -173,14 +175,12 @@ class Ranks:
     def _length(self, node: ir.Node) -> None:
         """The length of output 0 where it is a 1-D vector of no static declared dim."""
         output = node.outputs[0]
-        shape = output.shape
-        if (
-            self._fact(output) != 1
-            or is_sequence_value(output)
-            or (shape is not None and isinstance(shape[0], int))
-        ):
-            self._lengths.pop(output, None)
-            return  # not a vector, or its length declared
+        if output.shape is not None:  # a vector of no static length (`_visit` asked)
+            if is_sequence_value(output):
+                return
+        elif self._facts.get(output) != 1 or is_sequence_value(output):
+            self._lengths.pop(output, None)  # a vector under an earlier hypothesis, maybe
+            return
         found = LENGTH_RULES[node.op_type](self._query(node))
         self._lengths[output] = found if found is None or 0 <= found <= MAX_LENGTH else None
 
