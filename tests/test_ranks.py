@@ -20,7 +20,7 @@ from support import (
     sequence_op_count,
 )
 
-from seqlower.analysis.rank_rules import RANK_RULES, RankQuery, unknown_rank_cause
+from seqlower.analysis.rank_rules import OUTPUT_RANKS, RANK_RULES, RankQuery, unknown_rank_cause
 from seqlower.analysis.ranks import Ranks
 from seqlower.analysis.static_values import StaticValues
 
@@ -76,31 +76,88 @@ _NODES = [
     ("y = GlobalAveragePool (x)", "float[1,2,4,4] x"),
     ("y = Gemm (x, w)", "float[2,3] x, float[3,4] w"),
     ("y = LayerNormalization (x, s)", "float[2,3,4] x, float[4] s"),
+    # fixed by the operator, whatever the inputs' ranks (`OUTPUT_RANKS` for several outputs)
+    (
+        "y, h, c = LSTM <hidden_size = 2> (x, w, r)",
+        "float[5,1,3] x, float[1,8,3] w, float[1,8,2] r",
+    ),
+    ("y, h = GRU <hidden_size = 2> (x, w, r)", "float[5,1,3] x, float[1,6,3] w, float[1,6,2] r"),
+    ("y, h = RNN <hidden_size = 2> (x, w, r)", "float[5,1,3] x, float[1,2,3] w, float[1,2,2] r"),
+    ("y, s, z = DynamicQuantizeLinear (x)", "float[2,3,4] x"),
+    ("y, i, v, c = Unique (x)", "float[2,3] x"),
+    ("y, i, v, c = Unique <axis = 1> (x)", "float[2,3,4] x"),
+    ("n = Constant <value = int64 {8}> ()\n y = HannWindow (n)", "float x"),
+    (
+        "a = Constant <value = int64 {8}> ()\n b = Constant <value = int64 {16}> ()\n"
+        " c = Constant <value = int64 {8000}> ()\n"
+        " y = MelWeightMatrix (a, b, c, d, e)",
+        "float d, float e",
+    ),
+    ("s = Constant <value = int64 {8}> ()\n y = STFT (x, s, w)", "float[1,64,1] x, float[16] w"),
+    ("y = DFT (x)", "float[1,8,1] x"),
+    ("y = RoiAlign (x, r, i)", "float[1,2,8,8] x, float[3,4] r, int64[3] i"),
+    ("y = MaxRoiPool <pooled_shape = [2, 2]> (x, r)", "float[1,2,8,8] x, float[3,5] r"),
+    (
+        "s = Constant <value = int64[3] {2, 3, 4}> ()\n y = CenterCropPad (x, s)",
+        "float[4,5,6] x",
+    ),
+    (
+        "y = QLinearMatMul (a, sa, za, b, sb, zb, sy, zy)",
+        "uint8[2,3] a, float sa, uint8 za, uint8[3,4] b, float sb, uint8 zb, float sy, uint8 zy",
+    ),
+    ("y = Col2Im (x, i, b)", "float[1,4,9] x, int64[2] i, int64[2] b"),
+    ('y = NegativeLogLikelihoodLoss <reduction = "none"> (x, t)', "float[2,3,4] x, int64[2,4] t"),
+    ("y = NegativeLogLikelihoodLoss (x, t)", "float[2,3,4] x, int64[2,4] t"),
+    ('y, p = SoftmaxCrossEntropyLoss <reduction = "none"> (x, t)', "float[2,3,4] x, int64[2,4] t"),
+    ("y, p = SoftmaxCrossEntropyLoss (x, t)", "float[2,3] x, int64[2] t"),
 ]
 
 
-def _node_model(text: str, inputs: str) -> onnx.ModelProto:
+# operators of later opsets (the oldest onnx supported, 1.18, knows opset 23)
+_NEWER_NODES = [
+    ("y = AffineGrid (t, s)", "float[2,2,3] t, int64[4] s", 20),
+    ("y = AffineGrid (t, s)", "float[2,3,4] t, int64[5] s", 20),
+    ("y = DeformConv (x, w, o)", "float[1,2,5,5] x, float[3,2,3,3] w, float[1,18,3,3] o", 19),
+    ("y = RMSNormalization (x, s)", "float[2,3,4] x, float[4] s", 23),
+    (
+        "y = RotaryEmbedding <num_heads = 2> (x, c, s, p)",
+        "float[1,3,8] x, float[5,2] c, float[5,2] s, int64[1,3] p",
+        23,
+    ),
+]
+
+
+def _node_model(text: str, inputs: str, opset: int = 18) -> onnx.ModelProto:
     """One node of `text` over `inputs`; its outputs, typed by inference alone."""
     output = text.split("\n")[-1].split("=")[0].split(",")[0].strip()
-    model = parse(f"g ({inputs}) => (float {output}) {{\n {text}\n}}", opset=18)
+    model = parse(f"g ({inputs}) => (float {output}) {{\n {text}\n}}", opset=opset)
     del model.graph.output[:]
     return model
 
 
-@pytest.mark.parametrize(("text", "inputs"), _NODES, ids=[t.split("\n")[-1] for t, _ in _NODES])
-def test_a_rank_rule_agrees_with_onnx_inference(text, inputs):
-    model = _node_model(text, inputs)
+@pytest.mark.parametrize(
+    ("text", "inputs", "opset"),
+    [(t, i, 18) for t, i in _NODES] + _NEWER_NODES,
+    ids=[t.split("\n")[-1] for t, *_ in _NODES + _NEWER_NODES],
+)
+def test_a_rank_rule_agrees_with_onnx_inference(text, inputs, opset):
+    model = _node_model(text, inputs, opset)
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     shapes = {v.name: v.type for v in (*inferred.graph.value_info, *inferred.graph.input)}
     ir_model = ir.serde.deserialize_model(model)
     node = ir_model.graph.node(-1)
     values = StaticValues()
     ranks = tuple(None if v is None or v.shape is None else len(v.shape) for v in node.inputs)
-    got = RANK_RULES[node.op_type](RankQuery(node, ranks, values))
-    for output in node.outputs:
+    query = RankQuery(node, ranks, values)
+    if node.op_type in OUTPUT_RANKS:
+        got = OUTPUT_RANKS[node.op_type](query)
+    else:
+        got = (RANK_RULES[node.op_type](query),) * len(node.outputs)
+    assert len(got) >= len(node.outputs)
+    for output, rank in zip(node.outputs, got):
         want = shapes[output.name]
         assert want.tensor_type.HasField("shape"), "ONNX itself gives no rank"
-        assert got == len(want.tensor_type.shape.dim), output.name
+        assert rank == len(want.tensor_type.shape.dim), output.name
 
 
 def test_no_rule_guesses_where_the_rank_depends_on_dims_or_data():
@@ -519,3 +576,59 @@ def test_a_list_of_a_carried_zeros_like_sum_lowers_for_a_target_that_needs_ranks
         out = assert_same_outputs(model, lowered, {"x": x, "n": np.array(n, dtype=np.int64)})
         assert out[0].shape == (2 * n, 3)
     assert_same_or_both_fail(model, lowered, {"x": x, "n": np.array(0, dtype=np.int64)})
+
+
+def test_the_cause_of_an_unknown_rank_made_by_if_or_loop_names_the_ranks_that_differ():
+    """An If whose branches give a vector and a scalar (TorchScript's `x == y` of elements
+    that may be scalars), a Loop that carries a scalar total into a vector: the cause names
+    the ranks that differ, not a missing rule."""
+    text = """
+g (bool b, float[3] v, int64 n) => (float y, float z) {
+    picked = If (b) <then_branch = t () => (float[3] a) {
+        a = Relu (v)
+    }, else_branch = e () => (float s) {
+        s = Constant <value = float {1}> ()
+    }>
+    y = Neg (picked)
+    zero = Constant <value = float {0}> ()
+    cond = Constant <value = bool {1}> ()
+    total = Loop (n, cond, zero) <body = body (int64 i, bool c, float t) => (bool c2, float t2) {
+        t2 = Add (t, v)
+        c2 = Identity (c)
+    }>
+    z = Neg (total)
+}
+"""
+    model = parse(text)
+    body = model.graph.node[4].attribute[0].g
+    for info in (body.input[2], body.output[1]):
+        info.type.tensor_type.ClearField("shape")  # the carried total: no rank declared
+    inferred = ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(model))
+    by_name = {o.name: o for node in inferred.graph for o in node.outputs}
+    for name in ("picked", "y", "total", "z"):
+        by_name[name].shape = None  # as inference leaves them (the text declares y, z)
+    assert Ranks(inferred).rank(by_name["y"]) is None
+    assert unknown_rank_cause(by_name["y"]) == (
+        "made from 'picked', made by If, whose branches give ranks 1 and 0"
+    )
+    assert Ranks(inferred).rank(by_name["z"]) is None
+    assert unknown_rank_cause(by_name["z"]) == (
+        "made from 't', carried by a Loop from rank 0, which its body does not give back"
+    )
+
+
+def test_the_cause_of_a_list_of_elements_of_different_ranks_names_them():
+    """YOLOv5's detect head puts a 5-D tensor into a list of 4-D maps: no one rank, and the
+    cause says which ranks meet."""
+    model = parse(
+        "g (float[2,3] x, float[2,3,4] y) => (seq(float) t, seq(float) u) {\n"
+        " s = SequenceConstruct (x)\n t = SequenceInsert (s, y)\n"
+        " u = SequenceConstruct (x, y)\n}"
+    )
+    inferred = ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(model))
+    _, t, u = (node.outputs[0] for node in inferred.graph)
+    for value in (t, u):
+        value.shape = None  # the elements' shape: none, they differ
+        assert Ranks(inferred).rank(value) is None
+    assert unknown_rank_cause(t) == "a tensor of rank 3 put into a list of elements of rank 2"
+    assert unknown_rank_cause(u) == "made by SequenceConstruct of tensors of ranks 2, 3"

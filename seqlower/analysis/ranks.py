@@ -17,6 +17,10 @@ lattice, NEVER (no value: an element of a list that is empty so far) < a rank < 
 and each carried value joined with what the body returns, until nothing changes (by induction,
 the rank holds in every iteration). An If output is the join of its branches', or the rank
 its branch that runs gives where dims decide the condition (`seqlower.analysis.known_dims`).
+
+Beside the ranks, the same walk keeps the length of each 1-D vector that neither its content
+nor its declared dim gives (`seqlower.analysis.length_rules`): a shape built from `Shape` of a
+value ranked here gives a Reshape, Expand or ConstantOfShape its rank.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ __all__ = ["MAX_RANK", "NEVER", "Ranks", "join"]
 import onnx_ir as ir
 
 from seqlower.analysis.known_dims import decided
-from seqlower.analysis.rank_rules import ALL_OUTPUTS, RANK_RULES, RankQuery
+from seqlower.analysis.length_rules import LENGTH_RULES
+from seqlower.analysis.rank_rules import ALL_OUTPUTS, OUTPUT_RANKS, RANK_RULES, RankQuery
 from seqlower.analysis.static_values import StaticValues
 from seqlower.ops import graph_nodes, is_sequence_value, subgraphs
 
@@ -35,6 +40,7 @@ NEVER = -1  # no value under the current hypothesis (an element of an empty list
 # otherwise be given a shape of 10**9 unknown dims (`declare_ranks`), gigabytes from a tiny file
 # (numpy's own limit on dims is 64)
 MAX_RANK = 64
+MAX_LENGTH = MAX_RANK  # a vector's length matters here as a rank (a shape, axes)
 
 Fact = int | None
 
@@ -53,6 +59,7 @@ class Ranks:
 
     def __init__(self, model: ir.Model, values: StaticValues | None = None) -> None:
         self._facts: dict[ir.Value, Fact] = {}
+        self._lengths: dict[ir.Value, int | None] = {}  # of 1-D vectors, where found
         self._values = values if values is not None else StaticValues()
         self._walk(model.graph)
         for function in model.functions.values():
@@ -78,11 +85,23 @@ class Ranks:
         if value is not None:
             self._facts[value] = fact
 
+    def length(self, value: ir.Value | None) -> int | None:
+        """The length of a 1-D vector whose declared dim does not give it, where the walk
+        found it; None otherwise."""
+        return None if value is None else self._lengths.get(value)
+
     def _walk(self, graph: ir.Graph) -> None:
         for node in graph_nodes(graph):
             self._visit(node)
 
     def _visit(self, node: ir.Node) -> None:
+        self._visit_ranks(node)
+        if node.op_type in LENGTH_RULES and node.domain == "":
+            shape = node.outputs[0].shape  # most are declared, and not vectors of unknown length
+            if shape is None or (len(shape) == 1 and not isinstance(shape[0], int)):
+                self._length(node)
+
+    def _visit_ranks(self, node: ir.Node) -> None:
         inner = subgraphs(node)
         if not inner and all(_declared(v) is not None for v in node.outputs):
             return  # ONNX inference gave every output a shape
@@ -153,21 +172,42 @@ class Ranks:
             return rank  # keepdims is ignored when `split` is given (the spec)
         return None  # a scalar split with keepdims=0: runtimes differ (normalize resolves it)
 
-    def _tensor_op(self, node: ir.Node) -> None:
-        rule = RANK_RULES.get(node.op_type)
+    def _length(self, node: ir.Node) -> None:
+        """The length of output 0 where it is a 1-D vector of no static declared dim."""
+        output = node.outputs[0]
+        if output.shape is not None:  # a vector of no static length (`_visit` asked)
+            if is_sequence_value(output):
+                return
+        elif self._facts.get(output) != 1 or is_sequence_value(output):
+            self._lengths.pop(output, None)  # a vector under an earlier hypothesis, maybe
+            return
+        found = LENGTH_RULES[node.op_type](self._query(node))
+        self._lengths[output] = found if found is None or 0 <= found <= MAX_LENGTH else None
+
+    def _query(self, node: ir.Node) -> RankQuery:
         ranks = tuple(self._fact(value) for value in node.inputs)
+        lengths = tuple(self._lengths.get(v) if v is not None else None for v in node.inputs)
+        return RankQuery(node, ranks, self._values, lengths, self._lengths.get, self.rank)
+
+    def _tensor_op(self, node: ir.Node) -> None:
+        query = self._query(node)
+        rule = RANK_RULES.get(node.op_type)
+        multiple = OUTPUT_RANKS.get(node.op_type)
         # a tensor never made makes none; a sequence's NEVER only says it holds no element
-        tensors = [r for r, v in zip(ranks, node.inputs) if not is_sequence_value(v)]
+        tensors = [r for r, v in zip(query.ranks, node.inputs) if not is_sequence_value(v)]
+        every = multiple is not None or node.op_type in ALL_OUTPUTS
+        count = len(node.outputs) if every else 1  # the outputs a rule gives
         if NEVER in tensors:
-            fact: Fact = NEVER
+            facts: tuple[Fact, ...] = (NEVER,) * count
+        elif multiple is not None:
+            facts = multiple(query)
         elif rule is None:
-            fact = None
+            facts = (None,)
         else:
-            fact = rule(RankQuery(node, ranks, self._values, self.rank))
-            if fact is not None and not 0 <= fact <= MAX_RANK:
+            facts = (rule(query),) * count
+        for output, fact in zip(node.outputs, facts):
+            if fact is not None and fact != NEVER and not 0 <= fact <= MAX_RANK:
                 fact = None  # below 0: the model is invalid here; above MAX_RANK: no shape
-        outputs = node.outputs if node.op_type in ALL_OUTPUTS else node.outputs[:1]
-        for output in outputs:
             self._set(output, fact)
 
     def _if(self, node: ir.Node, then: ir.Graph, other: ir.Graph) -> None:
@@ -179,8 +219,11 @@ class Ranks:
         for output, a, b in zip(node.outputs, then.outputs, other.outputs):
             if runs is None:
                 self._set(output, join(self._fact(a), self._fact(b)))
+                length = self._lengths.get(a)
+                self._lengths[output] = length if length == self._lengths.get(b) else None
             else:
                 self._set(output, self._fact(a if runs else b))
+                self._lengths[output] = self._lengths.get(a if runs else b)
 
     def _loop(self, node: ir.Node, body: ir.Graph) -> None:
         carried = node.inputs[2:]
