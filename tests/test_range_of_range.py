@@ -167,3 +167,65 @@ agraph (int64 m, int64 n, bool[?] c) => (int64[?] y) {
 }"""
     folded, _ = _fold(text)
     assert folded == 0  # k may hold entries beyond r: the Gather must still fail there
+
+
+# the rows of x counted (`Range(0, x.size(0))`), and that count read again as the Range's Shape
+# to expand a value to every row: the Shape reads the dim
+DIM_COUNTED = """
+agraph (float[N,T] x, float v) => (float[?] y, int64[?] r) {{
+  d = Shape <{dims}> (x)
+  {squeeze}
+  z = Constant <value = int64 {{{start}}}> ()
+  o = Constant <value = int64 {{1}}> ()
+  r = Range (z, n, o)
+  l = Shape {length} (r)
+  y = Expand (v, l)
+}}"""
+SQUEEZE_0 = "a = Constant <value = int64[1] {0}> ()\n  n = Squeeze (d, a)"
+
+
+@pytest.mark.parametrize(
+    ("dims", "squeeze", "length"),
+    [
+        ("start = 0, end = 1", SQUEEZE_0, "<start = 0, end = 1>"),
+        ("start = 1, end = 2", SQUEEZE_0, ""),
+        ("start = -1", "n = Squeeze (d)", "<start = 0>"),
+        ("start = 0, end = 1", SQUEEZE_0.replace("{0}", "{-1}"), "<start = -1, end = 5>"),
+    ],
+    ids=["rows", "columns, the whole Shape", "the last dim, no axes", "axis -1, end past"],
+)
+def test_the_length_of_a_range_over_a_dim_is_that_dim(dims, squeeze, length):
+    text = DIM_COUNTED.format(dims=dims, squeeze=squeeze, start=0, length=length)
+    folded, model = _fold(text)
+    assert folded == 1
+    assert op_counts(model)["Shape"] == 1  # the dim's; the Range's went
+    original = parse(text, opset=17)
+    lowered, _ = lower(original, target="generic")
+    for shape in ((0, 0), (0, 3), (3, 0), (1, 1), (4, 2)):
+        feeds = {"x": np.zeros(shape, np.float32), "v": np.array(2.5, np.float32)}
+        assert_same_outputs(original, lowered, feeds)
+
+
+@pytest.mark.parametrize(
+    ("dims", "squeeze", "start", "length"),
+    [
+        pytest.param("start = 0", SQUEEZE_0, 0, "", id="every dim: not declared [1]"),
+        pytest.param("start = 0, end = 1", SQUEEZE_0, 1, "", id="a Range from 1"),
+        pytest.param("start = 0, end = 1", "n = ReduceMax <keepdims = 0> (d)", 0, "",
+                     id="not a Squeeze"),
+        pytest.param("start = 0, end = 1", SQUEEZE_0, 0, "<start = 1>",
+                     id="a Shape that gives no dim"),
+    ],
+)  # fmt: skip
+def test_the_length_of_other_ranges_stays(dims, squeeze, start, length):
+    text = DIM_COUNTED.format(dims=dims, squeeze=squeeze, start=start, length=length)
+    folded, model = _fold(text)
+    assert folded == 0
+    assert op_counts(model)["Shape"] == 2
+
+
+def test_the_length_of_a_range_a_graph_gives_stays():
+    text = DIM_COUNTED.format(dims="start = 0, end = 1", squeeze=SQUEEZE_0, start=0, length="")
+    text = text.replace("int64[?] r)", "int64[?] r, int64[1] l)")
+    folded, _ = _fold(text)
+    assert folded == 0
