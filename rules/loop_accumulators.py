@@ -669,11 +669,12 @@ def _after_loop(
     each scan output of a Loop has a row per iteration, so a mask keeps as many of each."""
     kept = None
     if plan.keep is not None:
-        first = _reader(keep, "Compress") if shared_count else None
+        counts = shared_count and not counted and _reshaped(plan)
+        first = _reader(keep, "Compress") if counts else None
         if first is not None:
             _move_up(builder, first)
         stacked = builder.op("Compress", [stacked, keep], {"axis": 0})
-        if shared_count and not counted and _reshaped(plan):
+        if counts:
             kept = _dims(builder, stacked if first is None else first, 0, 1)
     if plan.prepend:
         stacked = builder.reverse(stacked, by_gather=by_gather)
