@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 import pytest
-from support import assert_same_outputs, lower, op_counts, parse
+from support import assert_both_fail, assert_same_outputs, lower, op_counts, parse
 
 import seqlower
 from seqlower.passes.range_of_range import fold_ranges_of_ranges
@@ -229,3 +229,32 @@ def test_the_length_of_a_range_a_graph_gives_stays():
     text = text.replace("int64[?] r)", "int64[?] r, int64[1] l)")
     folded, _ = _fold(text)
     assert folded == 0
+
+
+# d a Shape of a value of unknown rank: not declared [1], so the Squeeze may not give a scalar
+# (a rank-0 value: d is empty and the Squeeze fails), and the Range the Shape alone reads stays
+UNKNOWN_RANK = """
+agraph (float[?] x, int64[?] p, float v) => (float[?] y) {
+  w = Reshape (x, p)
+  d = Shape <start = 0, end = 1> (w)
+  a = Constant <value = int64[1] {0}> ()
+  n = Squeeze (d, a)
+  z = Constant <value = int64 {0}> ()
+  o = Constant <value = int64 {1}> ()
+  r = Range (z, n, o)
+  l = Shape (r)
+  y = Expand (v, l)
+}"""
+
+
+def test_the_length_of_a_range_over_a_shape_of_unknown_length_stays():
+    folded, model = _fold(UNKNOWN_RANK)
+    assert folded == 0
+    assert op_counts(model)["Range"] == 1
+    original = parse(UNKNOWN_RANK, opset=17)
+    lowered, _ = lower(original, target="generic")
+    v = np.array(1.5, np.float32)
+    fed = {"x": np.zeros(6, np.float32), "p": np.array([3, 2], np.int64), "v": v}
+    assert_same_outputs(original, lowered, fed)
+    scalar = {"x": np.zeros(1, np.float32), "p": np.zeros(0, np.int64), "v": v}
+    assert_both_fail(original, lowered, scalar)  # a rank-0 w: no dim to squeeze
