@@ -474,6 +474,9 @@ def _to_scan_output(node: ir.Node, plans: tuple[AccumulatorPlan, ...], ctx: Cont
     # not tract, whose shape analysis cannot read a count from values
     counted = ctx.options.target not in (*SPEED_FIRST_TARGETS, "tract")
     stacked_conditions = {key: outputs[index] for key, index in scanned_before.items()}
+    # on the onnxruntime target, a mask's negation and the count of what it keeps are made
+    # once for every tensor it compresses (`_reader`, `_after_loop`)
+    speed_first = ctx.options.target in SPEED_FIRST_TARGETS
     for plan, grown, made in zip(plans, dropped, scans):
         scanned = outputs[first : first + len(made)]
         first += len(made)
@@ -488,9 +491,13 @@ def _to_scan_output(node: ir.Node, plans: tuple[AccumulatorPlan, ...], ctx: Cont
         assert init is not None
         if plan.negate:  # the condition of an If that grows in its else branch, negated once
             flags = keep
-            keep = builder.op("Not", [flags], name="kept")
-            keep.type, keep.shape = flags.type, flags.shape
-        result = _after_loop(builder, plan, stacked, keep, init, by_gather, counted)
+            keep = _reader(flags, "Not") if speed_first else None
+            if keep is not None:
+                _move_up(builder, keep)
+            else:
+                keep = builder.op("Not", [flags], name="kept")
+                keep.type, keep.shape = flags.type, flags.shape
+        result = _after_loop(builder, plan, stacked, keep, init, by_gather, counted, speed_first)
         result.type = ir.TensorType(plan.dtype)
         ctx.rewriter.replace(grown, result)
     ctx.rewriter.fired_more("loop-concat-to-scan", len(plans) - 1)
@@ -651,24 +658,36 @@ def _after_loop(
     init: ir.Value,
     by_gather: bool = False,
     counted: bool = False,
+    shared_count: bool = False,
 ) -> ir.Value:
     """The grown tensor from the stacked pieces (iterations first) and the initial value; a
     prepend is reversed by a Gather when `by_gather` (for tract), else by a Slice
     (`Builder.reverse`). When `counted`, the pieces kept by a mask are counted from the mask
-    (`_grown_shape`)."""
+    (`_grown_shape`). With `shared_count` (the onnxruntime target), the count is read
+    from the first Compress by the same mask of a scan output of the same Loop
+    (`Shape(.., 0, 1)`, which the merge of duplicates then makes one node with the others):
+    each scan output of a Loop has a row per iteration, so a mask keeps as many of each."""
+    kept = None
     if plan.keep is not None:
+        counts = shared_count and not counted and _reshaped(plan)
+        first = _reader(keep, "Compress") if counts else None
+        if first is not None:
+            _move_up(builder, first)
         stacked = builder.op("Compress", [stacked, keep], {"axis": 0})
+        if counts:
+            kept = _dims(builder, stacked if first is None else first, 0, 1)
     if plan.prepend:
         stacked = builder.reverse(stacked, by_gather=by_gather)
     stacked_rank = plan.rank if plan.unsqueezed else plan.rank + 1
     if plan.axis != 0:  # the iterations next to the piece's own axis
         perm = [*range(1, plan.axis + 1), 0, *range(plan.axis + 1, stacked_rank)]
         stacked = builder.op("Transpose", [stacked], {"perm": perm})
-    if not plan.unsqueezed or plan.static_dims is None:
+    if _reshaped(plan):
         # allowzero (opset 14): a dim of 0 (an empty table row, a piece of size 0) is a size,
         # not "copy the input's dim"
         allowzero = {"allowzero": 1} if builder.opset >= 14 else {}
-        kept = _count_kept(builder, keep) if counted and plan.keep is not None else None
+        if counted and plan.keep is not None:
+            kept = _count_kept(builder, keep)
         shape = _grown_shape(builder, plan, stacked, init, kept)
         stacked = builder.op("Reshape", [stacked, shape], allowzero)
     stacked.type = ir.TensorType(plan.dtype)
@@ -676,6 +695,46 @@ def _after_loop(
         return stacked
     parts = [stacked, init] if plan.prepend else [init, stacked]
     return builder.op("Concat", parts, {"axis": plan.axis}, name="grown")
+
+
+def _reader(value: ir.Value, op_type: str) -> ir.Value | None:
+    """The output of a node of `op_type` in `value`'s graph that reads `value` as its first
+    input: a Not of it, or a Compress along axis 0 by it (`value` its second input) of a scan
+    output of the Loop that makes `value` (or the mask `value` negates); None where there is
+    none."""
+    source = value.producer()
+    if source is not None and source.op_type == "Not" and source.inputs[0] is not None:
+        source = source.inputs[0].producer()
+    for user, index in value.uses():
+        if user.graph is not value.graph or user.domain != "" or user.op_type != op_type:
+            continue
+        if op_type == "Not" and index == 0:
+            return user.outputs[0]
+        if op_type != "Compress" or index != 1 or len(user.inputs) != 2:
+            continue
+        axis = user.attributes.get("axis")
+        data = user.inputs[0]
+        if axis is None or axis.as_int() != 0 or data is None or source is None:
+            continue
+        if data.producer() is source and source.op_type == "Loop":
+            return user.outputs[0]
+    return None
+
+
+def _move_up(builder: Builder, value: ir.Value) -> None:
+    """Move the node that makes `value` (found by `_reader`: made by an earlier rewrite of this
+    Loop, after where this one emits) to where `builder` emits: the Loop that makes its inputs
+    (or the Not it reads, moved first) is there already."""
+    node = value.producer()
+    if node is not None and builder.anchor is not None and node is not builder.anchor:
+        builder.graph.remove(node)
+        builder.graph.insert_before(builder.anchor, node)
+
+
+def _reshaped(plan: AccumulatorPlan) -> bool:
+    """Whether the stacked pieces are reshaped to the grown shape after the loop: pieces of an
+    own axis, or whose dims are not all static."""
+    return not plan.unsqueezed or plan.static_dims is None
 
 
 def _starts_empty(plan: AccumulatorPlan) -> bool:

@@ -240,14 +240,28 @@ def _leading_runs(  # type: ignore[no-untyped-def]
         flag = b.op("Reshape", [flag, b.ints([-1], "rows")], name="flag")
         going = flag if going is None else b.op("And", [going, flag], name="continues")
     assert going is not None
-    stopped = b.op("Cast", [b.op("Not", [going], name="stops")], {"to": int(ir.DataType.INT64)})
-    before = b.op("CumSum", [stopped, zero], name="stops_so_far")
-    leading = b.op("Cast", [b.op("Equal", [before, zero])], {"to": int(ir.DataType.INT64)})
-    ran = b.op("ReduceSum", [leading, b.ints([0], "axis")], {"keepdims": 0}, name="leading")
+    ran = _first_stop(b, b.op("Not", [going], name="stops"))
     runs = b.op("Min", [bound, b.op("Add", [ran, one])], name="runs")
     for value in (ran, runs):
         value.type, value.shape = int64, ir.Shape([])
     return runs
+
+
+def _first_stop(b, stopped: ir.Value) -> ir.Value:  # type: ignore[no-untyped-def]
+    """L, the flags that lead before the first stop: the position of the first true of
+    `stopped` (a bool vector), its length where none is.
+
+        ArgMax(Concat(Cast(stopped, int32), [1]), keepdims=0)
+
+    The 1 appended is found when no flag stops, at the position that is the length; ArgMax
+    gives the first of equal maxima (opset 12 on: a Loop carries lists from opset 13, so every
+    loop this rule counts is there). Three kernels where the sum of the leading flags
+    (`ReduceSum(Cast(Equal(CumSum(Cast(stopped)), 0)))`) took five."""
+    as_int = b.op("Cast", [stopped], {"to": int(ir.DataType.INT32)})
+    end = b.constant(np.array([1], np.int32), "end")
+    marks = b.op("Concat", [as_int, end], {"axis": 0}, name="stops_then_end")
+    attributes = {"axis": 0, "keepdims": 0, "select_last_index": 0}
+    return b.op("ArgMax", [marks], attributes, name="leading")
 
 
 def _plus(b, value: ir.Value, start: int) -> ir.Value:  # type: ignore[no-untyped-def]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 import pytest
-from support import assert_same_outputs, lower, op_counts, parse
+from support import assert_both_fail, assert_same_outputs, lower, op_counts, parse
 
 import seqlower
 from seqlower.passes.range_of_range import fold_ranges_of_ranges
@@ -167,3 +167,94 @@ agraph (int64 m, int64 n, bool[?] c) => (int64[?] y) {
 }"""
     folded, _ = _fold(text)
     assert folded == 0  # k may hold entries beyond r: the Gather must still fail there
+
+
+# the rows of x counted (`Range(0, x.size(0))`), and that count read again as the Range's Shape
+# to expand a value to every row: the Shape reads the dim
+DIM_COUNTED = """
+agraph (float[N,T] x, float v) => (float[?] y, int64[?] r) {{
+  d = Shape <{dims}> (x)
+  {squeeze}
+  z = Constant <value = int64 {{{start}}}> ()
+  o = Constant <value = int64 {{1}}> ()
+  r = Range (z, n, o)
+  l = Shape {length} (r)
+  y = Expand (v, l)
+}}"""
+SQUEEZE_0 = "a = Constant <value = int64[1] {0}> ()\n  n = Squeeze (d, a)"
+
+
+@pytest.mark.parametrize(
+    ("dims", "squeeze", "length"),
+    [
+        ("start = 0, end = 1", SQUEEZE_0, "<start = 0, end = 1>"),
+        ("start = 1, end = 2", SQUEEZE_0, ""),
+        ("start = -1", "n = Squeeze (d)", "<start = 0>"),
+        ("start = 0, end = 1", SQUEEZE_0.replace("{0}", "{-1}"), "<start = -1, end = 5>"),
+    ],
+    ids=["rows", "columns, the whole Shape", "the last dim, no axes", "axis -1, end past"],
+)
+def test_the_length_of_a_range_over_a_dim_is_that_dim(dims, squeeze, length):
+    text = DIM_COUNTED.format(dims=dims, squeeze=squeeze, start=0, length=length)
+    folded, model = _fold(text)
+    assert folded == 1
+    assert op_counts(model)["Shape"] == 1  # the dim's; the Range's went
+    original = parse(text, opset=17)
+    lowered, _ = lower(original, target="generic")
+    for shape in ((0, 0), (0, 3), (3, 0), (1, 1), (4, 2)):
+        feeds = {"x": np.zeros(shape, np.float32), "v": np.array(2.5, np.float32)}
+        assert_same_outputs(original, lowered, feeds)
+
+
+@pytest.mark.parametrize(
+    ("dims", "squeeze", "start", "length"),
+    [
+        pytest.param("start = 0", SQUEEZE_0, 0, "", id="every dim: not declared [1]"),
+        pytest.param("start = 0, end = 1", SQUEEZE_0, 1, "", id="a Range from 1"),
+        pytest.param("start = 0, end = 1", "n = ReduceMax <keepdims = 0> (d)", 0, "",
+                     id="not a Squeeze"),
+        pytest.param("start = 0, end = 1", SQUEEZE_0, 0, "<start = 1>",
+                     id="a Shape that gives no dim"),
+    ],
+)  # fmt: skip
+def test_the_length_of_other_ranges_stays(dims, squeeze, start, length):
+    text = DIM_COUNTED.format(dims=dims, squeeze=squeeze, start=start, length=length)
+    folded, model = _fold(text)
+    assert folded == 0
+    assert op_counts(model)["Shape"] == 2
+
+
+def test_the_length_of_a_range_a_graph_gives_stays():
+    text = DIM_COUNTED.format(dims="start = 0, end = 1", squeeze=SQUEEZE_0, start=0, length="")
+    text = text.replace("int64[?] r)", "int64[?] r, int64[1] l)")
+    folded, _ = _fold(text)
+    assert folded == 0
+
+
+# d a Shape of a value of unknown rank: not declared [1], so the Squeeze may not give a scalar
+# (a rank-0 value: d is empty and the Squeeze fails), and the Range the Shape alone reads stays
+UNKNOWN_RANK = """
+agraph (float[?] x, int64[?] p, float v) => (float[?] y) {
+  w = Reshape (x, p)
+  d = Shape <start = 0, end = 1> (w)
+  a = Constant <value = int64[1] {0}> ()
+  n = Squeeze (d, a)
+  z = Constant <value = int64 {0}> ()
+  o = Constant <value = int64 {1}> ()
+  r = Range (z, n, o)
+  l = Shape (r)
+  y = Expand (v, l)
+}"""
+
+
+def test_the_length_of_a_range_over_a_shape_of_unknown_length_stays():
+    folded, model = _fold(UNKNOWN_RANK)
+    assert folded == 0
+    assert op_counts(model)["Range"] == 1
+    original = parse(UNKNOWN_RANK, opset=17)
+    lowered, _ = lower(original, target="generic")
+    v = np.array(1.5, np.float32)
+    fed = {"x": np.zeros(6, np.float32), "p": np.array([3, 2], np.int64), "v": v}
+    assert_same_outputs(original, lowered, fed)
+    scalar = {"x": np.zeros(1, np.float32), "p": np.zeros(0, np.int64), "v": v}
+    assert_both_fail(original, lowered, scalar)  # a rank-0 w: no dim to squeeze

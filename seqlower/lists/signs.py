@@ -7,6 +7,7 @@ them needs no count-from-the-end (`Where(p < 0, p + n, p)`: three operators per 
     Gather, GatherElements, GatherND, Slice, Compress, Expand, Tile of data -> as the data
     Concat                                                                   -> as all its inputs
     Add, Mul, Div, Max, Min of values never negative                        -> never negative
+    Where(c, a, b), a and b never negative (whatever c)                     -> never negative
     Mod(a, b), fmod=0, b never negative (the result takes the divisor's sign) -> never negative
     ReduceSum(Cast(bool, to=int64)), a count of true entries (no int64 overflow) -> never negative
     a Loop-carried counter: starts at a constant >= 0, the body returns Add(v, c), c a
@@ -77,6 +78,10 @@ def never_negative(
         return all(never_negative(x, values, counters, depth - 1) for x in node.inputs)
     if op == "ReduceSum" and _counts_flags(node.inputs[0]):
         return True
+    if op == "Where":  # each entry is one of a or b
+        return len(node.inputs) == 3 and all(
+            never_negative(x, values, counters, depth - 1) for x in node.inputs[1:]
+        )
     if op == "Mod":  # with fmod=1 the result takes the dividend's sign instead
         fmod = node.attributes.get_int("fmod", 0)
         divisor = node.inputs[1] if len(node.inputs) == 2 else None

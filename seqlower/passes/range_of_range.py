@@ -8,6 +8,10 @@ it at entries taken from it is those entries.
     k = Compress(r, c, axis=0)
     g = Gather(r, k, axis=0)                  ->   g's readers read k
 
+    d = Shape(v, start=a, end=a + 1)          (int64[1]: one dim of v)
+    r = Range(0, Squeeze(d), 1)
+    l = Shape(r, start=0, end=1)              (or Shape(r))   ->   l's readers read d
+
 A loop batched over its iteration numbers `Range(0, trip_count, 1)` and an If batched inside it
 count the elements again (`Range(0, N)` for the rows each branch takes, N the length of the
 iteration numbers): the same values, two kernels more. A Range from 0 by 1 holds 0, 1, ..,
@@ -17,6 +21,13 @@ of a Shape at 0 (a Range has rank 1) or Size: nothing that fails is dropped. The
 batched If takes are such a Compress of the iteration numbers, and a branch that reads the
 iteration number reads them at those rows: entry j of r is j, and every entry of k is an entry
 of r (so within r: the Gather cannot fail). q and g, when outputs of their graph, stay.
+
+The length of a Range from 0 by 1 up to a dim is that dim: a dim is never negative, so the
+Range holds d entries and its Shape is [d], the Shape d read it from. A batched loop counts
+the rows of its iterations (`Range(0, n)`, n = `x.size(0)`) and reads that count again as the
+Range's Shape (to expand a value to every row): one kernel more. Only the Shape goes (it cannot
+fail); d must be declared int64[1] (a Shape whose start and end keep one dim), so that the
+Squeeze gives the scalar the Range needs (else the Range fails, and the Shape stays).
 """
 
 from __future__ import annotations
@@ -38,6 +49,8 @@ def fold_ranges_of_ranges(model: ir.Model) -> int:
 def _same_range(node: ir.Node, values: StaticValues) -> ir.Value | None:
     if node.op_type == "Gather":
         return _own_entries(node, values)
+    if node.op_type == "Shape":
+        return _dim_counted(node, values)
     counted = _counting(node, values)
     if counted is None or node.outputs[0].is_graph_output():
         return None
@@ -64,6 +77,33 @@ def _own_entries(node: ir.Node, values: StaticValues) -> ir.Value | None:
         return None
     axis = picked.attributes.get_int("axis", None)
     return index if axis in (None, 0, -1) else None  # (r has rank 1: no axis flattens r)
+
+
+def _dim_counted(node: ir.Node, values: StaticValues) -> ir.Value | None:
+    """d when `node` is Shape(r) or Shape(r, 0, 1) (an end that keeps r's one dim), r =
+    Range(0, Squeeze(d), 1), d = Shape(v, ..) declared int64[1]."""
+    if node.domain != "" or not node.inputs or node.outputs[0].is_graph_output():
+        return None
+    end = node.attributes.get_int("end", None)
+    if node.attributes.get_int("start", 0) not in (0, -1) or (end is not None and end < 1):
+        return None  # (r has rank 1: start 0 or -1 and an end from 1 keep its one dim)
+    made = node.inputs[0].producer() if node.inputs[0] is not None else None
+    limit = _counting(made, values) if made is not None else None
+    squeeze = limit.producer() if limit is not None else None
+    if squeeze is None or squeeze.op_type != "Squeeze" or squeeze.domain != "":
+        return None
+    axes = values.get_ints(squeeze.inputs[1]) if len(squeeze.inputs) > 1 else None
+    if axes is None and len(squeeze.inputs) < 2:
+        axes = list(squeeze.attributes.get_ints("axes", [0]))
+    if axes not in ([0], [-1]):
+        return None
+    dim = squeeze.inputs[0]
+    shape = dim.producer() if dim is not None else None
+    if shape is None or shape.op_type != "Shape" or shape.domain != "":
+        return None
+    if dim.dtype != ir.DataType.INT64 or dim.shape is None or tuple(dim.shape) != (1,):
+        return None
+    return dim
 
 
 def _counting(node: ir.Node, values: StaticValues) -> ir.Value | None:

@@ -11,6 +11,8 @@ stop (the range ends), rows of no position, and reads that would fail past the s
 from __future__ import annotations
 
 import numpy as np
+import onnx
+import onnx_ir as ir
 import pytest
 from support import (
     assert_same_outputs,
@@ -21,6 +23,7 @@ from support import (
     run_ort,
 )
 
+from seqlower.rewriter import Rewriter
 from seqlower.rule import Refusal
 from seqlower.rules import loop_break
 
@@ -334,3 +337,71 @@ def _outcome(model, feeds):
 def test_refuses_a_range_alone_as_before():
     text = RANGE_AND_TRUE.replace("c2 = And(more, yes)", "c2 = Identity(more)")
     assert "ends early only by its range" in _refusal(text, loop_break._check_break)
+
+
+# -- the count of the leading flags: an ArgMax -------------------------------------------------
+# L = ArgMax(Concat(Cast(stops, int32), [1]), keepdims=0): three kernels where the sum of the
+# leading flags (ReduceSum(Cast(Equal(CumSum(Cast(stops)), 0)))) took five.
+
+# the stop (a step no sequence reaches) at every step of 4, and none: lengths per sequence
+STOPS = [
+    (4, [0, 0]),  # at the first step
+    (4, [1, 1]),  # the second
+    (4, [3, 2]),  # the last
+    (4, [4, 4]),  # none: the range ends
+    (4, [2, 4, 1]),  # the sequences end at different steps
+    (1, [1]),  # one step of one sequence, no stop
+    (0, [2, 1]),  # no step: no iteration
+    (3, []),  # no sequence: the first step stops
+]
+
+
+def _lowered(text: str, opset: int, target: str):
+    model = parse(text.format(start=HEADED), opset=opset)  # a stop at the first step: a list
+    lowered, report = lower(model, target=target)
+    assert report.rules_fired.get("loop-break-count") == 1, report.rules_fired
+    return model, lowered
+
+
+@pytest.mark.parametrize("target", ["generic", "onnxruntime"])
+@pytest.mark.parametrize(("steps", "lengths"), STOPS)
+def test_the_first_stop_is_an_argmax(target, steps, lengths):
+    model, lowered = _lowered(PACK, 17, target)
+    ops = op_counts(lowered)
+    assert ops["ArgMax"] == 1 and ops["CumSum"] == 0, ops
+    assert not {"Loop", "If"} & set(ops), ops
+    data, sizes = assert_same_outputs(model, lowered, feeds(steps, lengths))
+    want = [sum(n > t for n in lengths) for t in range(steps)]
+    want = want[: want.index(0)] if 0 in want else want
+    np.testing.assert_array_equal(sizes, np.array([-1, *want], np.int64))
+    assert data.shape == (1 + sum(want), 3)
+
+
+def _first_stop_model(opset: int):
+    """A model of `_first_stop` alone: stops (bool[?]) -> L, built as the rule builds it."""
+    b = Rewriter.scratch(opset)
+    stops = ir.Value(name="stops", type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([None]))
+    found = loop_break._first_stop(b, stops)
+    found.name = "found"
+    found.type, found.shape = ir.TensorType(ir.DataType.INT64), ir.Shape([])
+    b.graph.inputs.append(stops)
+    b.graph.outputs.append(found)
+    model = ir.Model(b.graph, ir_version=8)
+    model.opset_imports[""] = opset
+    proto = ir.to_proto(model)
+    del proto.graph.value_info[:]  # what inference gives is checked below, not declared here
+    return proto
+
+
+@pytest.mark.parametrize("opset", [13, 17])
+def test_the_first_stop_at_every_position_and_none(opset):
+    model = _first_stop_model(opset)
+    onnx.checker.check_model(model, full_check=True)
+    ops = op_counts(model)
+    assert (ops["ArgMax"], ops["CumSum"], ops["ReduceSum"]) == (1, 0, 0), ops
+    for n in range(5):
+        cases = [np.zeros(n, bool), *(np.arange(n) >= k for k in range(n)), np.arange(n) % 2 == 1]
+        for stops in cases:
+            want = int(np.argmax(stops)) if stops.any() else n
+            (got,) = run_ort(model, {"stops": stops})
+            assert got.shape == () and int(got) == want, (stops, got)

@@ -383,6 +383,29 @@ g (float[N] x, int64[M] q) => (int64 a, int64 b, int64 c, int64 d, int64 e, floa
     assert not never_negative(out["h"], values)  # q joined in
 
 
+def test_never_negative_picks_between_two_that_are():
+    """Where(c, a, b) gives entries of a or b: never negative when both are, whatever c (a
+    Loop's trip count Where(c0, runs, 0), say); not when either may be negative."""
+    model = parse("""
+g (float[N] x, int64 p, bool c) => (int64 a, int64 b, int64 d, int64 e) {
+    dims = Shape (x)
+    zero = Constant <value=int64 {0}> ()
+    n = Gather <axis=0> (dims, zero)
+    first = ArgMax <axis=0, keepdims=0> (x)
+    a = Where (c, n, zero)
+    b = Where (c, first, n)
+    d = Where (c, n, p)
+    e = Where (c, p, zero)
+}""")
+    graph = ir.serde.deserialize_model(model).graph
+    out = {v.name: v for v in graph.outputs}
+    values = StaticValues()
+    assert never_negative(out["a"], values)
+    assert never_negative(out["b"], values)
+    assert not never_negative(out["d"], values)  # p may be negative
+    assert not never_negative(out["e"], values)  # as a
+
+
 # -- assignment at a Loop's iteration number, reads of what was just put ------------------------
 
 # for i in range(len(xs)): xs[i] = xs[i] * 2 + r ; then xs[i] read back (HRNet's branches)
