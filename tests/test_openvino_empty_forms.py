@@ -15,10 +15,10 @@ from support import assert_outputs_equal, assert_same_outputs, op_counts, parse,
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 
 
-def _openvino_forms(text: str, **options) -> tuple[onnx.ModelProto, int]:
+def _openvino_forms(text: str, opset: int = 18, **options) -> tuple[onnx.ModelProto, int]:
     """The model of `text`, its shapes inferred as a lowering has them, after the runtime
     workarounds (`--target openvino`'s unless told otherwise), checked; and how many it made."""
-    model = ir.from_proto(onnx.shape_inference.infer_shapes(parse(text)))
+    model = ir.from_proto(onnx.shape_inference.infer_shapes(parse(text, opset=opset)))
     workaround = RuntimeWorkaroundsPass(**{"openvino_loops": True, **options})
     workaround(model)
     proto = ir.to_proto(model)
@@ -142,3 +142,75 @@ def test_a_unique_with_an_axis_a_nonempty_input_or_another_target_stays():
     second = RuntimeWorkaroundsPass(openvino_loops=True)
     second(once)
     assert second.remade == 0  # the Unique in the branch has a name the If already guards
+
+
+# the lists' masked form: chunks padded with -inf, reduced along the padding
+PADDED_MAX = """g (float[N,M] x, bool[N,M] kept) => (float[N] y) {
+    pad = Constant<value = float {-inf}>()
+    padded = Where(kept, x, pad)
+    y = ReduceMax<keepdims = 0, axes = [1]>(padded)
+}"""
+LOWEST = float(np.finfo(np.float32).min)
+
+
+def _padded(rows: list[list[float]]) -> dict[str, np.ndarray]:
+    width = max((len(row) for row in rows), default=0)
+    x = np.full((len(rows), width), 7.0, np.float32)
+    kept = np.zeros((len(rows), width), bool)
+    for k, row in enumerate(rows):
+        x[k, : len(row)] = row
+        kept[k, : len(row)] = True
+    return {"x": x, "kept": kept}
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+def test_a_padded_maximum_of_no_element_is_corrected_to_minus_infinity(opset):
+    text = PADDED_MAX
+    if opset == 18:  # the axes as an input
+        text = text.replace("<keepdims = 0, axes = [1]>(padded)", "<keepdims = 0>(padded, one)")
+        text = text.replace(
+            "padded = Where", "one = Constant<value = int64[1] {1}>()\n    padded = Where"
+        )
+    model = ir.from_proto(onnx.shape_inference.infer_shapes(parse(text, opset=opset)))
+    workaround = RuntimeWorkaroundsPass(openvino_loops=True)
+    workaround(model)
+    proto = ir.to_proto(model)
+    onnx.checker.check_model(proto, full_check=True)
+    assert workaround.remade == 1
+    counts = op_counts(proto)
+    assert counts["ReduceMax"] == 2 and counts["Where"] == 2 and counts["And"] == 1
+    assert [node.op_type for node in proto.graph.node][-1] == "Where"
+    assert proto.graph.node[-1].output == ["y"]
+    cases = [[[1.0, 2.0], [], [3.0]], [[], []], [[LOWEST], [], [LOWEST, -np.inf]],
+             [[-np.inf], [5.0, -np.inf]], [[np.nan, 1.0], [2.0]]]  # fmt: skip
+    for rows in cases:
+        feeds = _padded(rows)
+        outputs = assert_same_outputs(parse(text, opset=opset), proto, feeds)
+        assert_outputs_equal(run_reference(parse(text, opset=opset), feeds), outputs)
+    second = RuntimeWorkaroundsPass(openvino_loops=True)
+    second(model)
+    assert second.remade == 0  # the reductions it made are not corrected again
+
+
+def test_a_minimum_that_may_reduce_nothing_is_corrected_to_plus_infinity():
+    text = """g (float[N,M] x) => (float[N,1] y) { y = ReduceMin<axes = [1]>(x) }"""
+    model, remade = _openvino_forms(text, opset=17)
+    assert remade == 1 and op_counts(model)["ReduceMin"] == 1 and op_counts(model)["ReduceMax"] == 1
+    highest = float(np.finfo(np.float32).max)
+    for x in (
+        np.zeros((3, 0), np.float32),
+        np.array([[np.inf, highest], [np.inf, np.inf]], np.float32),
+    ):
+        outputs = assert_same_outputs(parse(text, opset=17), model, {"x": x})
+        assert_outputs_equal(run_reference(parse(text, opset=17), {"x": x}), outputs)
+
+
+def test_a_maximum_over_known_axes_of_another_input_or_type_or_target_stays():
+    static = """g (float[N,4] x) => (float[N] y) { y = ReduceMax<keepdims = 0, axes = [1]>(x) }"""
+    assert _openvino_forms(static, opset=17)[1] == 0  # the axis reduced holds 4 elements
+    doubles = static.replace("float[N,4]", "double[N,M]").replace("(float[N] y)", "(double[N] y)")
+    assert _openvino_forms(doubles, opset=17)[1] == 0
+    integers = static.replace("float[N,4]", "int64[N,M]").replace("(float[N] y)", "(int64[N] y)")
+    assert _openvino_forms(integers, opset=17)[1] == 0  # the lowest integer is the spec's
+    assert _openvino_forms(PADDED_MAX, opset=17, openvino_loops=False)[1] == 0
+    assert _openvino_forms(static.replace("float[N,4]", "float[N,M]"), opset=17)[1] == 1

@@ -11,6 +11,7 @@
     ReduceProd(Slice(Shape(x), [0], [2]))  ->  Mul(Slice(Shape(x), [0], [1]), Slice(.., [1], [2]))
     Add(ConstantOfShape(s), f), f a scalar  ->  Expand(f, s)  (seqlower.passes.filled_arithmetic)
     Unique(x)  ->  If(Size(x) == 0) {Reshape(x, [-1]), ..} else {Unique(x)}  (.. empty_unique)
+    ReduceMax(x)  ->  Where(r == lowest and no x == lowest, -inf, r)  (.. reduced_extrema)
 
 onnxruntime (1.20 to at least 1.32, x86_64, default optimization level; quirk
 `transpose-cast-matmul-crash` in seqlower.runtime_quirks) dies with a segmentation
@@ -79,6 +80,12 @@ fill is not 0).
 OpenVINO (2026.4.1) fails on a Unique of an empty input (`torch.unique` of no box's image
 index). With `openvino_loops`, a Unique without axis runs in the else-branch of an If on its
 input being empty (`seqlower.passes.empty_unique`).
+
+OpenVINO (2026.4.1) gives a float32 ReduceMax of an empty axis or of -inf alone the lowest
+finite float, not -inf (ReduceMin: the highest, not +inf): the maximum of an empty chunk of the
+lists' masked form. With `openvino_loops`, such a reduction that may reduce nothing or reads a
+Where with an infinite branch is corrected to the infinity where it gave the bound and no
+element is the bound (`seqlower.passes.reduced_extrema`).
 """
 
 from __future__ import annotations
@@ -95,6 +102,7 @@ from seqlower.analysis.static_values import StaticValues
 from seqlower.ops import constant_tensor, graph_nodes, iter_all_graphs
 from seqlower.passes.empty_unique import guard_empty_unique
 from seqlower.passes.filled_arithmetic import expand_filled_arithmetic
+from seqlower.passes.reduced_extrema import correct_empty_extrema
 from seqlower.uses import use_count
 
 
@@ -161,6 +169,8 @@ class RuntimeWorkaroundsPass(ir.passes.InPlacePass):
                         self.remade += _clamp_range_limit(graph, node, names, never_negative)
             if self.openvino_loops:  # an Expand (and the scalar's arithmetic) per node
                 self.remade += expand_filled_arithmetic(graph, lambda base: _unique(base, names()))
+            if self.openvino_loops:  # a second reduction, an Equal and a Where per extremum
+                self.remade += correct_empty_extrema(graph, lambda base: _unique(base, names()))
             if self.openvino_loops and slicing:  # a Slice and a Mul per element
                 for node in [node for node in graph_nodes(graph) if _is_dims_product(node)]:
                     _product_as_muls(graph, node, names, values)
