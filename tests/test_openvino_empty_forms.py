@@ -12,7 +12,11 @@ import onnx_ir as ir
 import pytest
 from support import assert_outputs_equal, assert_same_outputs, op_counts, parse, run_reference
 
+from seqlower import runtime_quirks
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
+
+# onnxruntime 1.20 fails on a ReduceMax of an axis of size 0: those cases are left out there
+EMPTY_AXES_RUN = not runtime_quirks.holds("empty-reductions")
 
 
 def _openvino_forms(text: str, opset: int = 18, **options) -> tuple[onnx.ModelProto, int]:
@@ -178,13 +182,15 @@ def test_a_padded_maximum_of_no_element_is_corrected_to_minus_infinity(opset):
     onnx.checker.check_model(proto, full_check=True)
     assert workaround.remade == 1
     counts = op_counts(proto)
-    assert counts["ReduceMax"] == 2 and counts["Where"] == 2 and counts["And"] == 1
+    assert counts["ReduceMax"] == 1 and counts["ReduceSum"] == 1 and counts["Where"] == 2
     assert [node.op_type for node in proto.graph.node][-1] == "Where"
     assert proto.graph.node[-1].output == ["y"]
     cases = [[[1.0, 2.0], [], [3.0]], [[], []], [[LOWEST], [], [LOWEST, -np.inf]],
              [[-np.inf], [5.0, -np.inf]], [[np.nan, 1.0], [2.0]]]  # fmt: skip
     for rows in cases:
         feeds = _padded(rows)
+        if not EMPTY_AXES_RUN and feeds["x"].shape[1] == 0:
+            continue
         outputs = assert_same_outputs(parse(text, opset=opset), proto, feeds)
         assert_outputs_equal(run_reference(parse(text, opset=opset), feeds), outputs)
     second = RuntimeWorkaroundsPass(openvino_loops=True)
@@ -195,7 +201,7 @@ def test_a_padded_maximum_of_no_element_is_corrected_to_minus_infinity(opset):
 def test_a_minimum_that_may_reduce_nothing_is_corrected_to_plus_infinity():
     text = """g (float[N,M] x) => (float[N,1] y) { y = ReduceMin<axes = [1]>(x) }"""
     model, remade = _openvino_forms(text, opset=17)
-    assert remade == 1 and op_counts(model)["ReduceMin"] == 1 and op_counts(model)["ReduceMax"] == 1
+    assert remade == 1 and op_counts(model)["ReduceMin"] == 1 and op_counts(model)["ReduceSum"] == 1
     highest = float(np.finfo(np.float32).max)
     for x in (
         np.zeros((3, 0), np.float32),

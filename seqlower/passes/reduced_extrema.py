@@ -1,17 +1,17 @@
 """A maximum (minimum) of no value or of -inf (+inf) alone given as the specification's.
 
     y = ReduceMax(x, axes)  ->  r = ReduceMax(x, axes)
-                                h = ReduceMax(Cast(Equal(x, lowest), float), axes)
+                                h = ReduceSum(Cast(Equal(x, lowest), float), axes)
                                 y = Where(And(Equal(r, lowest), Less(h, 0.5)), -inf, r)
-    y = ReduceMin(x, axes)  ->  the same with the highest float and +inf (h still a ReduceMax)
+    y = ReduceMin(x, axes)  ->  the same with the highest float and +inf
 
 OpenVINO (2026.4.1, CPU plugin) starts a float maximum at the lowest finite float, not -inf:
 ReduceMax of an empty axis, or of a row holding -inf alone, gives -3.4028235e38 where
 onnxruntime, onnx.reference and the specification give -inf (a minimum: 3.4028235e38 for
 +inf). The lists' masked form reduces chunks padded with -inf, so the maximum of an empty chunk
 comes out finite (`torch_wild/pyg_unbatch`). The result is exact: it is the lowest float where
-an element is that float (h is 1 then), -inf where OpenVINO gave the lowest for nothing (h is 0,
-or itself the lowest for an empty axis). Only float32 reductions whose input is a Where with an
+an element is that float (h counts them), -inf where OpenVINO gave the lowest for nothing (h is
+0). Only float32 reductions whose input is a Where with an
 infinite branch (the masked form) or whose reduced axes may be empty are rewritten: the
 correction reads the input once more (an Equal, a Cast and a reduction of it).
 """
@@ -31,13 +31,13 @@ _EXTREMA = {"ReduceMax": (float(np.finfo(np.float32).min), -np.inf),
             "ReduceMin": (float(np.finfo(np.float32).max), np.inf)}  # fmt: skip
 
 
-def correct_empty_extrema(graph: ir.Graph, unique: Callable[[str], str]) -> int:
+def correct_empty_extrema(graph: ir.Graph, opset: int, unique: Callable[[str], str]) -> int:
     """Correct each float32 ReduceMax and ReduceMin of `graph` that may reduce nothing or
     infinities alone (see the module); returns how many. `unique(base)` gives a value name not
     yet taken."""
     found = [node for node in graph_nodes(graph) if _may_reduce_only_infinities(node)]
     for node in found:
-        _correct(graph, node, unique)
+        _correct(graph, node, opset, unique)
     return len(found)
 
 
@@ -74,8 +74,8 @@ def _may_reduce_only_infinities(node: ir.Node) -> bool:
 
 
 def _part_of_a_correction(node: ir.Node, data: ir.Value) -> bool:
-    """`node` is a reduction `_correct` made: the one read by the Where that corrects it, or
-    the one that counts the elements at the bound (so that a second pass adds nothing)."""
+    """`node` is the reduction `_correct` made, read by the Where that corrects it (so that a
+    second pass adds nothing)."""
     for consumer in node.outputs[0].consumers():
         if (
             consumer.op_type == "Where"
@@ -84,17 +84,7 @@ def _part_of_a_correction(node: ir.Node, data: ir.Value) -> bool:
             and _is_infinity(consumer.inputs[1])
         ):
             return True
-    cast = data.producer()  # the count, a maximum (any) for either
-    if cast is None or cast.op_type != "Cast" or not cast.inputs or cast.inputs[0] is None:
-        return False
-    equal = cast.inputs[0].producer()
-    return (
-        node.op_type == "ReduceMax"
-        and equal is not None
-        and equal.op_type == "Equal"
-        and len(equal.inputs) == 2
-        and _number(equal.inputs[1]) in {bound for bound, _ in _EXTREMA.values()}
-    )
+    return False
 
 
 def _number(value: ir.Value | None) -> float | None:
@@ -121,7 +111,22 @@ def _made_with_an_infinity(data: ir.Value) -> bool:
     return False
 
 
-def _correct(graph: ir.Graph, node: ir.Node, unique: Callable[[str], str]) -> None:
+def _sum_like(node: ir.Node, data: ir.Value, opset: int, add: Callable[..., ir.Value]) -> ir.Node:
+    """A ReduceSum of `data` over the axes `node` reduces, keeping dims as it does: the axes an
+    input from opset 13 on (ReduceMax's only from 18 on)."""
+    attributes = [a for a in node.attributes.values() if a.name != "axes"]
+    axes = node.attributes.get_ints("axes", None)
+    if opset < 13:  # both take the axes as an attribute
+        return ir.Node("", "ReduceSum", [data], list(node.attributes.values()))
+    if axes is None:  # the axes an input of both (opset 18), or none given (every axis)
+        return ir.Node("", "ReduceSum", [data, *node.inputs[1:]], attributes)
+    vector = ir.tensor(np.array(list(axes), np.int64))
+    axes_value = add(ir.node("Constant", [], {"value": vector}), "axes", ir.DataType.INT64,
+                     ir.Shape([len(axes)]))  # fmt: skip
+    return ir.Node("", "ReduceSum", [data, axes_value], attributes)
+
+
+def _correct(graph: ir.Graph, node: ir.Node, opset: int, unique: Callable[[str], str]) -> None:
     data = node.inputs[0]
     assert data is not None
     result = node.outputs[0]
@@ -148,8 +153,7 @@ def _correct(graph: ir.Graph, node: ir.Node, unique: Callable[[str], str]) -> No
     count = add(
         ir.node("Cast", [at_bound], {"to": float_type}), "at_bound_float", float_type, data.shape
     )
-    reduced = ir.Node("", "ReduceMax", [count, *node.inputs[1:]], list(node.attributes.values()))
-    held = add(reduced, "bound_held", float_type, result.shape)
+    held = add(_sum_like(node, count, opset, add), "bound_held", float_type, result.shape)
     half = constant(0.5, "half")
     missed = add(ir.node("Less", [held, half]), "bound_missed", ir.DataType.BOOL, result.shape)
     corrected = ir.Node("", node.op_type, list(node.inputs), list(node.attributes.values()))

@@ -170,7 +170,9 @@ class RuntimeWorkaroundsPass(ir.passes.InPlacePass):
             if self.openvino_loops:  # an Expand (and the scalar's arithmetic) per node
                 self.remade += expand_filled_arithmetic(graph, lambda base: _unique(base, names()))
             if self.openvino_loops:  # a second reduction, an Equal and a Where per extremum
-                self.remade += correct_empty_extrema(graph, lambda base: _unique(base, names()))
+                self.remade += correct_empty_extrema(
+                    graph, opset, lambda base: _unique(base, names())
+                )
             if self.openvino_loops and slicing:  # a Slice and a Mul per element
                 for node in [node for node in graph_nodes(graph) if _is_dims_product(node)]:
                     _product_as_muls(graph, node, names, values)

@@ -849,7 +849,7 @@ def test_openvino_starts_a_float_maximum_at_the_lowest_finite_float():
     chunks with -inf, so an empty chunk's maximum comes out finite
     (tests/fixtures/torch_wild/pyg_unbatch). `--target openvino` corrects it
     (seqlower/passes/reduced_extrema.py)."""
-    from test_openvino_empty_forms import PADDED_MAX, _padded
+    from test_openvino_empty_forms import EMPTY_AXES_RUN, PADDED_MAX, _padded
 
     model = parse(PADDED_MAX, opset=17)
     feeds = _padded([[1.0, 2.0], [], [-np.inf]])
@@ -863,6 +863,8 @@ def test_openvino_starts_a_float_maximum_at_the_lowest_finite_float():
     lowest = float(np.finfo(np.float32).min)
     for rows in ([[1.0, 2.0], [], [-np.inf]], [[], []], [[lowest], [lowest, -np.inf], [3.0]]):
         feeds = _padded(rows)
+        if not EMPTY_AXES_RUN and feeds["x"].shape[1] == 0:
+            continue  # onnxruntime 1.20 fails on a maximum of an axis of size 0
         (want,) = run_model("onnxruntime", model, feeds)
         (got,) = run_model("openvino", corrected, feeds)
         np.testing.assert_array_equal(got, want)
