@@ -135,6 +135,23 @@ def test_a_unique_runs_in_the_else_branch_of_an_if_on_its_input_being_empty():
         assert_outputs_equal(run_reference(parse(IMAGE_IDS), feeds), outputs)
 
 
+def test_the_if_returns_only_the_outputs_read():
+    text = IMAGE_IDS.replace(", int64[?] i, int64[?] back, int64[?] c, int64 n)", ")")
+    text = text.replace("\n    n = Size(u)", "")
+    model, remade = _openvino_forms(text)
+    assert remade == 1
+    (branch,) = [node for node in model.graph.node if node.op_type == "If"]
+    assert list(branch.output) == ["u"]
+    for ids in ([], [3.0, 3.0, 1.0]):
+        feeds = {"ids": np.array(ids, np.float32)}
+        outputs = assert_same_outputs(parse(text), model, feeds)
+        assert_outputs_equal(run_reference(parse(text), feeds), outputs)
+    once = ir.from_proto(model)
+    second = RuntimeWorkaroundsPass(openvino_loops=True)
+    second(once)
+    assert second.remade == 0
+
+
 def test_a_unique_with_an_axis_a_nonempty_input_or_another_target_stays():
     axis = IMAGE_IDS.replace("float[N] ids", "float[N,2] ids").replace("<sorted = 1>", "<axis = 0>")
     axis = axis.replace("float[?] u", "float[?,2] u")

@@ -2,7 +2,7 @@
 
     u, i, inv, c = Unique(x)  ->  u, i, inv, c = If(Size(x) == 0) {
                                       f = Reshape(x, [-1])
-                                      return f, Cast(f, int64), Cast(f, int64), Cast(f, int64)
+                                      return f, Cast(f, int64), ..  (those read)
                                   } else { return Unique(x) }
 
 OpenVINO (2026.4.1, CPU plugin) fails at run time on a Unique of an input with no element ("[CPU]
@@ -12,8 +12,11 @@ four empty outputs. `torch.unique` of the image index of no box at all (mmdetect
 `roi2bbox` for a batch without boxes) comes to that. Only a Unique without `axis` (of the
 flattened input, each output 1-D) is rewritten: its outputs for an empty input are the input
 flattened, then three empty int64 vectors, which the then-branch makes from the input itself
-(OpenVINO also fails on an If whose branch reads a constant of size 0). The If costs a Size
-and an Equal per Unique.
+(OpenVINO also fails on an If whose branch reads a constant of size 0); the If returns only
+the outputs something reads. The If costs a Size and an Equal per Unique. A model reading two
+or more of the int64 outputs gets a Cast for each, which a second lowering's cleanup merges
+into one (so it is not lowered to the same bytes twice; one value returned twice by a branch
+is a scalar in onnxruntime 1.32, so the Casts stay apart here).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ def guard_empty_unique(graphs: Sequence[ir.Graph], unique: Callable[[str], str])
     If on its input being empty, but for one that already runs so; returns how many.
     `unique(base)` gives a value name not yet taken."""
     found = [(graph, node) for graph in graphs for node in graph_nodes(graph) if _guardable(node)]
+    found = [(graph, node) for graph, node in found if any(_read(v) for v in node.outputs)]
     if not found:
         return 0
     guarded = {
@@ -74,6 +78,10 @@ def _scalar(value: ir.Value | None) -> int | None:
     return int(tensor.numpy().reshape(()))
 
 
+def _read(value: ir.Value) -> bool:
+    return bool(value.uses()) or value.is_graph_output()
+
+
 def _guardable(node: ir.Node) -> bool:
     if node.op_type != "Unique" or node.domain != "" or "axis" in node.attributes:
         return False
@@ -107,12 +115,14 @@ def _guard(graph: ir.Graph, node: ir.Node, unique: Callable[[str], str]) -> None
     flat_shape = constant(np.array([-1], np.int64))
     value(flat_shape, "flat_shape", ir.DataType.INT64, [1])
     flat = ir.node("Reshape", [data, flat_shape.outputs[0]])
-    value(flat, "flat", data.dtype, [0])
+    value(flat, "flat", data.dtype, [None])
+    read = [k for k, old in enumerate(node.outputs) if _read(old)]
     then_nodes = [flat_shape, flat]
-    then_outputs = [flat.outputs[0]]
-    for k in range(1, len(node.outputs)):
+    then_outputs = [flat.outputs[0]] if 0 in read else []
+    for k in read[1:] if read[0] == 0 else read:  # an empty int64 vector each (one value
+        # returned twice would be (), not (0,), in onnxruntime 1.32)
         cast = ir.node("Cast", [flat.outputs[0]], {"to": ir.DataType.INT64})
-        then_outputs.append(value(cast, f"none_{k}", ir.DataType.INT64, [0]))
+        then_outputs.append(value(cast, f"none_{k}", ir.DataType.INT64, [None]))
         then_nodes.append(cast)
     then_branch = ir.Graph([], then_outputs, nodes=then_nodes, name=unique(f"{base}_when_empty"))
 
@@ -123,18 +133,20 @@ def _guard(graph: ir.Graph, node: ir.Node, unique: Callable[[str], str]) -> None
         new.name = unique(f"{base}_found_{k}")
         new.type, new.shape = old.type, old.shape
     kept.name = unique(f"{base}_found")
-    else_branch = ir.Graph([], list(kept.outputs), nodes=[kept], name=unique(f"{base}_found"))
+    found = [kept.outputs[k] for k in read]  # the outputs nothing reads stay the Unique's
+    else_branch = ir.Graph([], found, nodes=[kept], name=unique(f"{base}_found"))
 
     branch = ir.node(
         "If",
         [empty.outputs[0]],
         {"then_branch": then_branch, "else_branch": else_branch},
-        num_outputs=len(node.outputs),
+        num_outputs=len(read),
     )
     branch.name = unique(f"{base}_unless_empty")
     graph.insert_before(node, [size, zero, empty, branch])
     names = []
-    for old, new in zip(node.outputs, branch.outputs, strict=True):
+    for k, new in zip(read, branch.outputs, strict=True):
+        old = node.outputs[k]
         new.type, new.shape = old.type, ir.Shape([None]) if old.shape is None else old.shape
         names.append(old.name)
         old.name = None
