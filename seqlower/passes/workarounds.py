@@ -9,6 +9,9 @@
     Loop(M, ..)  ->  Loop(Max(M, 0), ..)
     Range(s, l, d), d a constant > 0 (< 0)  ->  Range(s, Max(l, s), d)  (Min(l, s))
     ReduceProd(Slice(Shape(x), [0], [2]))  ->  Mul(Slice(Shape(x), [0], [1]), Slice(.., [1], [2]))
+    Add(ConstantOfShape(s), f), f a scalar  ->  Expand(f, s)  (seqlower.passes.filled_arithmetic)
+    Unique(x)  ->  If(Size(x) == 0) {Reshape(x, [-1]), ..} else {Unique(x)}  (.. empty_unique)
+    ReduceMax(x)  ->  Where(r == lowest and no x == lowest, -inf, r)  (.. reduced_extrema)
 
 onnxruntime (1.20 to at least 1.32, x86_64, default optimization level; quirk
 `transpose-cast-matmul-crash` in seqlower.runtime_quirks) dies with a segmentation
@@ -67,6 +70,22 @@ none. The lists' stacked forms merge two dims so. With `openvino_loops`, a Reduc
 axes, keepdims) of a 1-D int64 of 2 to 8 elements is the Mul of its elements, each a Slice (of
 the Shape itself where the vector is a Slice of one) or a constant where inference gives the
 dim, which OpenVINO computes right (shape arithmetic: a Slice and a Mul per element).
+
+OpenVINO (2026.4.1) gives `ConstantOfShape(s) + f`, f a scalar, the shape (1, 1) where s is
+(0, 1) (`t.new_full((n, 1), i)` for an image without boxes). With `openvino_loops`, such
+arithmetic is the scalar's result expanded, `Expand(f, s)`, which OpenVINO computes right
+(`seqlower.passes.filled_arithmetic`; an Expand per node, and the scalar's own Add where the
+fill is not 0).
+
+OpenVINO (2026.4.1) fails on a Unique of an empty input (`torch.unique` of no box's image
+index). With `openvino_loops`, a Unique without axis runs in the else-branch of an If on its
+input being empty (`seqlower.passes.empty_unique`).
+
+OpenVINO (2026.4.1) gives a float32 ReduceMax of an empty axis or of -inf alone the lowest
+finite float, not -inf (ReduceMin: the highest, not +inf): the maximum of an empty chunk of the
+lists' masked form. With `openvino_loops`, such a reduction that may reduce nothing or reads a
+Where with an infinite branch is corrected to the infinity where it gave the bound and no
+element is the bound (`seqlower.passes.reduced_extrema`).
 """
 
 from __future__ import annotations
@@ -81,6 +100,9 @@ import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
 from seqlower.ops import constant_tensor, graph_nodes, iter_all_graphs
+from seqlower.passes.empty_unique import guard_empty_unique
+from seqlower.passes.filled_arithmetic import expand_filled_arithmetic
+from seqlower.passes.reduced_extrema import correct_empty_extrema
 from seqlower.uses import use_count
 
 
@@ -94,7 +116,8 @@ class RuntimeWorkaroundsPass(ir.passes.InPlacePass):
         super().__init__()
         self.speed_first = speed_first  # leave out what costs time in onnxruntime
         # OpenVINO's faults whose fix costs elsewhere: scan outputs cut to a count, negative
-        # trip counts clamped, Ranges kept from running backwards, products of dims as Muls
+        # trip counts clamped, Ranges kept from running backwards, products of dims as Muls,
+        # arithmetic on a filled tensor and a scalar as the scalar's result expanded
         self.openvino_loops = openvino_loops
         self.swapped = 0
         self.remade = 0
@@ -144,6 +167,12 @@ class RuntimeWorkaroundsPass(ir.passes.InPlacePass):
                 for node in [node for node in graph_nodes(graph) if _is_range(node)]:
                     if integer_max or _is_float(node.outputs[0]):
                         self.remade += _clamp_range_limit(graph, node, names, never_negative)
+            if self.openvino_loops:  # an Expand (and the scalar's arithmetic) per node
+                self.remade += expand_filled_arithmetic(graph, lambda base: _unique(base, names()))
+            if self.openvino_loops:  # a second reduction, an Equal and a Where per extremum
+                self.remade += correct_empty_extrema(
+                    graph, opset, lambda base: _unique(base, names())
+                )
             if self.openvino_loops and slicing:  # a Slice and a Mul per element
                 for node in [node for node in graph_nodes(graph) if _is_dims_product(node)]:
                     _product_as_muls(graph, node, names, values)
@@ -159,6 +188,8 @@ class RuntimeWorkaroundsPass(ir.passes.InPlacePass):
                 # now follows the moved Transpose
                 queue.append(new_cast)
                 queue.extend(new_transpose.outputs[0].consumers())
+        if self.openvino_loops:  # a Size, an Equal and an If per Unique (new subgraphs: last)
+            self.remade += guard_empty_unique(graphs, lambda base: _unique(base, names()))
         return ir.passes.PassResult(model, self.swapped > 0 or self.remade > 0)
 
 

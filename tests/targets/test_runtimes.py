@@ -789,3 +789,82 @@ def test_openvino_mistakes_a_product_of_dims_beside_a_static_zero():
     got = run_model("openvino", _with_openvino_workarounds(model), feeds)
     for w, g in zip(want, got, strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+def test_openvino_gives_a_row_to_a_filled_column_of_no_box_plus_its_image_index():
+    """OpenVINO 2026.4.1: `ConstantOfShape([n, 1]) + i` (`bboxes.new_full((n, 1), img_id)`, as
+    mmdetection's `bbox2roi` joins boxes with their image index) has one row where n is 0, so
+    the Concat beside the boxes fails (tests/fixtures/torch_later/mmdet_roi2bbox). `--target
+    openvino` writes it `Expand(i, [n, 1])` (seqlower/passes/filled_arithmetic.py)."""
+    from test_openvino_empty_forms import IMAGE_INDEX
+
+    model = parse(IMAGE_INDEX)
+    feeds = {"boxes": np.zeros((0, 4), np.float32), "i": np.array(2, np.int64)}
+    (want,) = run_model("onnxruntime", model, feeds)
+    assert want.shape == (0, 5)
+    try:
+        run_model("openvino", model, feeds)
+    except Exception as error:  # the Concat of a (1, 1) column and (0, 4) boxes
+        assert "Concat" in str(error)
+    else:
+        pytest.skip("fixed in this OpenVINO: a filled tensor plus a scalar may stay")
+    rewritten = _with_openvino_workarounds(model)
+    for rows in (0, 1, 3):
+        feeds["boxes"] = np.arange(rows * 4, dtype=np.float32).reshape(rows, 4)
+        (want,) = run_model("onnxruntime", model, feeds)
+        (got,) = run_model("openvino", rewritten, feeds)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_openvino_fails_on_a_unique_of_no_element():
+    """OpenVINO 2026.4.1 fails at run time on a Unique of an empty input ("Cannot get dims for
+    non static shape"); `torch.unique` of the image index of no box at all
+    (tests/fixtures/torch_later/mmdet_roi2bbox) comes to it. `--target openvino` runs the
+    Unique in the else-branch of an If on its input being empty
+    (seqlower/passes/empty_unique.py)."""
+    from test_openvino_empty_forms import IMAGE_IDS
+
+    model = parse(IMAGE_IDS)
+    feeds = {"ids": np.zeros(0, np.float32)}
+    want = run_model("onnxruntime", model, feeds)
+    assert [w.shape for w in want] == [(0,), (0,), (0,), (0,), ()]
+    try:
+        run_model("openvino", model, feeds)
+    except Exception as error:
+        assert "non static shape" in str(error)
+    else:
+        pytest.skip("fixed in this OpenVINO: a Unique needs no If")
+    rewritten = _with_openvino_workarounds(model)
+    for ids in ([], [2.0, 1.0, 2.0], [4.0]):
+        feeds = {"ids": np.array(ids, np.float32)}
+        want = run_model("onnxruntime", model, feeds)
+        got = run_model("openvino", rewritten, feeds)
+        for w, g in zip(want, got, strict=True):
+            np.testing.assert_array_equal(g, w)
+
+
+def test_openvino_starts_a_float_maximum_at_the_lowest_finite_float():
+    """OpenVINO 2026.4.1: a float32 ReduceMax of an empty axis or of -inf alone gives
+    -3.4028235e38, not -inf (ReduceMin: 3.4028235e38, not +inf). The lists' masked form pads
+    chunks with -inf, so an empty chunk's maximum comes out finite
+    (tests/fixtures/torch_wild/pyg_unbatch). `--target openvino` corrects it
+    (seqlower/passes/reduced_extrema.py)."""
+    from test_openvino_empty_forms import EMPTY_AXES_RUN, PADDED_MAX, _padded
+
+    model = parse(PADDED_MAX, opset=17)
+    feeds = _padded([[1.0, 2.0], [], [-np.inf]])
+    (want,) = run_model("onnxruntime", model, feeds)
+    assert want.tolist() == [2.0, -np.inf, -np.inf]
+    (got,) = run_model("openvino", model, feeds)
+    if np.array_equal(got, want):
+        pytest.skip("fixed in this OpenVINO: a maximum needs no correction")
+    assert got[1] == np.finfo(np.float32).min
+    corrected = _with_openvino_workarounds(model)
+    lowest = float(np.finfo(np.float32).min)
+    for rows in ([[1.0, 2.0], [], [-np.inf]], [[], []], [[lowest], [lowest, -np.inf], [3.0]]):
+        feeds = _padded(rows)
+        if not EMPTY_AXES_RUN and feeds["x"].shape[1] == 0:
+            continue  # onnxruntime 1.20 fails on a maximum of an axis of size 0
+        (want,) = run_model("onnxruntime", model, feeds)
+        (got,) = run_model("openvino", corrected, feeds)
+        np.testing.assert_array_equal(got, want)
