@@ -383,11 +383,20 @@ def _dead_nodes(graph: ir.Graph, holders: _Holders) -> set[ir.Node]:
     of `graph` holding that subgraph is."""
     dead: set[ir.Node] = set()
     for node in reversed(list(graph_nodes(graph))):
-        if node.outputs and all(
-            not value.is_graph_output()
-            and all(holders.top(reader, graph) in dead for reader in value.consumers())
-            for value in node.outputs
-        ):
+        used = not node.outputs
+        for value in node.outputs:
+            if value.is_graph_output():
+                used = True
+                break
+            for reader in value.consumers():
+                if reader.graph is not graph:  # in a subgraph: its holder here
+                    reader = holders.top(reader, graph)
+                if reader not in dead:
+                    used = True
+                    break
+            if used:
+                break
+        if not used:
             dead.add(node)
     return dead
 
