@@ -11,7 +11,12 @@ added in the same unit, `BYTES_PER_LAUNCH` bytes read or written costing one lau
   operator whose inputs are all constants, in a loop body too: TorchScript's
   `Unsqueeze(Constant, Constant)` of slice bounds; a Shape of a static shape), which count 0,
   and nodes that onnxruntime merges as common subexpressions (same operator, attributes and
-  inputs in one graph, small constants compared by value): the first counts, the others 0;
+  inputs in one graph, small constants compared by value): the first counts, the others 0,
+  except that a node whose result is used takes the launch from a first one whose results
+  reach no output of its graph (dead: onnxruntime runs it, every lowering's cleanup removes
+  it), so that a region is not lent a launch, as given, by a node its lowered form no longer
+  has (ConvNeXt's `Reshape(x, Shape(x))` of each returned map, its Shape merged into the
+  first Shape of the map, read only by shape arithmetic whose result nothing reads);
 - an If counts `IF_LAUNCHES` (running a branch is a subgraph call) plus its costlier branch;
 - a Loop or Scan body counts once per iteration, plus `ITERATION_LAUNCHES` per iteration for
   moving the carried values (a Loop `LOOP_ITERATION_LAUNCHES` more: measured 0.3 us more than a
@@ -82,7 +87,7 @@ import onnx_ir as ir
 
 from seqlower.analysis.static_lengths import StaticLengths
 from seqlower.analysis.static_values import StaticValues
-from seqlower.ops import graph_nodes, is_sequence_value, subgraphs
+from seqlower.ops import graph_nodes, graphs_within, is_sequence_value, subgraphs
 
 DYNAMIC_COUNT = 16  # iterations assumed for a loop or a sequence of run-time length
 SMALL_COUNT = 2  # the same, on small inputs: a batch of two (`node_costs(trip_count=...)`)
@@ -156,7 +161,7 @@ def _walk(
     opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
     costs: dict[ir.Node, float] = {}
     values = StaticValues(opset)
-    walk = _Graph(values, StaticLengths(values), costs, {}, set())
+    walk = _Graph(values, StaticLengths(values), costs, {}, set(), _Holders(model))
     walk.dynamic = float(trip_count)
     walk.run(model.graph, 1.0, 1.0, counted=counted)
     return costs, walk.guessed[0]
@@ -174,8 +179,10 @@ class _Graph:
         costs: dict[ir.Node, float],
         alias: dict[ir.Value, ir.Value],
         constant: set[ir.Value],
+        holders: _Holders,
     ) -> None:
         self.values, self.lengths, self.costs, self.alias = values, lengths, costs, alias
+        self.holders = holders  # the node holding each subgraph (shared with the subgraphs)
         self.constant = constant  # outputs of the nodes onnxruntime folds, shared with subgraphs
         self.in_run_time_loop = False  # in the body of a loop of run-time count, at any depth
         self.dynamic = float(DYNAMIC_COUNT)  # iterations of a loop of run-time count
@@ -194,6 +201,7 @@ class _Graph:
         returns their sum for one run. `counted`: see `node_costs` (the main graph only; the
         sum returned then leaves out the nodes not costed)."""
         seen: dict[Hashable, ir.Node] = {}
+        dead: set[ir.Node] | None = None  # `_dead_nodes(graph)`, once a node is merged
         total = 0.0
         # a key names the node's operator and is looked up in this graph only: a node whose
         # operator no other node of the graph has is merged with none and needs no key (a
@@ -208,8 +216,18 @@ class _Graph:
             if first is not None:
                 for mine, kept in zip(node.outputs, first.outputs, strict=True):
                     self.alias[mine] = self.alias.get(kept, kept)
-                self.costs[node] = 0.0
-                continue
+                if dead is None:  # computed at the graph's first merge only
+                    dead = _dead_nodes(graph, self.holders)
+                if not (first in dead and node not in dead):
+                    self.costs[node] = 0.0
+                    continue
+                # the launch is charged to a node whose result is used, not to a dead one
+                # (which every lowering's cleanup removes): later merges find this one
+                seen[key] = node
+                if first in self.costs:
+                    self.costs[node], self.costs[first] = self.costs[first], 0.0
+                    continue
+                # `counted` turned the first down: this node is costed as any other below
             if key is not None:
                 seen[key] = node
             skipped = counted is not None and not counted(node) and not subgraphs(node)
@@ -312,7 +330,12 @@ class _Graph:
                 if attr.type == ir.AttributeType.GRAPH:
                     shares: dict[ir.Node, float] = {}
                     walk = _Graph(
-                        self.values, self.lengths, shares, dict(self.alias), self.constant
+                        self.values,
+                        self.lengths,
+                        shares,
+                        dict(self.alias),
+                        self.constant,
+                        self.holders,
                     )
                     walk.in_run_time_loop, walk.dynamic = self.in_run_time_loop, dynamic
                     walk.guessed = self.guessed
@@ -336,7 +359,9 @@ class _Graph:
             if body is None or body.type != ir.AttributeType.GRAPH:
                 return 1.0, 0.0
             self.lengths.register(node)
-            walk = _Graph(self.values, self.lengths, self.costs, dict(self.alias), self.constant)
+            walk = _Graph(
+                self.values, self.lengths, self.costs, dict(self.alias), self.constant, self.holders
+            )
             walk.in_run_time_loop = self.in_run_time_loop or static is None
             walk.dynamic = dynamic
             walk.guessed = self.guessed
@@ -350,6 +375,57 @@ class _Graph:
             step = ITERATION_LAUNCHES + (LOOP_ITERATION_LAUNCHES if op == "Loop" else 0.0)
             return 1.0 + count * step, count * per_iteration
         return 1.0 + moved, 0.0
+
+
+def _dead_nodes(graph: ir.Graph, holders: _Holders) -> set[ir.Node]:
+    """The nodes of `graph` whose results reach none of its outputs (onnxruntime runs them;
+    seqlower's cleanup removes them). A result read inside a subgraph is used when the node
+    of `graph` holding that subgraph is."""
+    dead: set[ir.Node] = set()
+    for node in reversed(list(graph_nodes(graph))):
+        used = not node.outputs
+        for value in node.outputs:
+            if value.is_graph_output():
+                used = True
+                break
+            for reader in value.consumers():
+                if reader.graph is not graph:  # in a subgraph: its holder here
+                    reader = holders.top(reader, graph)
+                if reader not in dead:
+                    used = True
+                    break
+            if used:
+                break
+        if not used:
+            dead.add(node)
+    return dead
+
+
+class _Holders:
+    """The node holding each subgraph of a model, mapped once, when first asked."""
+
+    def __init__(self, model: ir.Model) -> None:
+        self.model = model
+        self.of: dict[int, ir.Node] | None = None
+
+    def top(self, node: ir.Node, graph: ir.Graph) -> ir.Node | None:
+        """The node of `graph` that is `node` or holds it (in a subgraph at any depth), or
+        None when `node` is not within `graph`."""
+        while node.graph is not graph:
+            if self.of is None:
+                self.of = {}
+                roots = [self.model.graph, *(f.graph for f in self.model.functions.values())]
+                for root in roots:
+                    for inner in graphs_within(root):
+                        for holder in graph_nodes(inner):
+                            if holder.attributes.data:
+                                for subgraph in subgraphs(holder):
+                                    self.of.setdefault(id(subgraph), holder)
+            holder = self.of.get(id(node.graph)) if node.graph is not None else None
+            if holder is None:
+                return None
+            node = holder
+        return node
 
 
 def _reads_outer_list(node: ir.Node, graph: ir.Graph) -> bool:

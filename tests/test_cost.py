@@ -533,3 +533,61 @@ def test_only_nodes_whose_operator_recurs_in_their_graph_are_keyed(monkeypatch):
     negs = sorted(costs[n] for n in costs if n.op_type == "Neg")
     assert negs[0] == 0 and negs[1] > 0  # merged, in the costlier branch
     assert costs[next(n for n in costs if n.op_type == "Abs")] > 0
+
+
+# `x` reshaped to its own shape twice over, and a Shape of `x` read only by shape arithmetic
+# whose result nothing reads (an export's leftover): onnxruntime merges the two Shapes and
+# runs one of them
+DEAD_FIRST = """g (float[N,M] x) => (float[N,M] y) {
+    s0 = Shape(x)
+    i = Constant<value = int64 {0}>()
+    d = Gather(s0, i)
+    s1 = Shape(x)
+    f = Flatten(x)
+    y = Reshape(f, s1)
+}"""
+
+
+def _shapes(model: ir.Model, costs: dict[ir.Node, float]) -> list[float]:
+    return [costs[n] for n in model.graph if n.op_type == "Shape"]
+
+
+def test_a_merged_launch_is_charged_to_the_node_whose_result_is_used():
+    model = _typed(DEAD_FIRST)
+    costs = node_costs(model)
+    assert _shapes(model, costs) == [0.0, 1.0]  # s1, read by the output, runs the launch
+    unmerged = _typed(DEAD_FIRST.replace("s0 = Shape(x)", "s0 = Shape(f)"))
+    assert _shapes(unmerged, node_costs(unmerged)) == [1.0, 1.0]
+    # the whole model costs what it did: one Shape launch either way
+    assert launches(model) == pytest.approx(launches(unmerged) - 1)
+
+
+def test_a_merged_launch_stays_with_the_first_node_when_that_is_used_or_both_are_dead():
+    used = _typed(
+        DEAD_FIRST.replace("d = Gather(s0, i)", "d = Gather(s0, i)").replace(
+            "(float[N,M] y)", "(float[N,M] y, int64 d)"
+        )
+    )
+    assert _shapes(used, node_costs(used)) == [1.0, 0.0]
+    both_dead = _typed(DEAD_FIRST.replace("y = Reshape(f, s1)", "e = Reshape(f, s1) y = Neg(x)"))
+    assert _shapes(both_dead, node_costs(both_dead)) == [1.0, 0.0]
+
+
+def test_a_result_read_in_the_body_of_a_used_loop_is_used():
+    text = """g (float[N,M] x, int64 n) => (float[N,M] y, int64 z) {
+        s0 = Shape(x)
+        i = Constant<value = int64 {0}>()
+        t = Constant<value = bool {1}>()
+        zero = Constant<value = int64 {0}>()
+        z = Loop(n, t, zero) <body = b (int64 k, bool c, int64 acc) => (bool co, int64 out) {
+            co = Identity(c)
+            out = Gather(s0, i)
+        }>
+        s1 = Shape(x)
+        f = Flatten(x)
+        y = Reshape(f, s1)
+    }"""
+    model = _typed(text)
+    assert _shapes(model, node_costs(model)) == [1.0, 0.0]
+    dead_loop = _typed(text.replace(", int64 z)", ")").replace("z = Loop", "w = Loop"))
+    assert _shapes(dead_loop, node_costs(dead_loop)) == [0.0, 1.0]

@@ -10,7 +10,14 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from support import assert_same_outputs, lower, sequence_op_count
+from support import (
+    assert_close_to_stored,
+    assert_same_outputs,
+    lower,
+    run_ort,
+    sequence_op_count,
+    stored_data_sets,
+)
 
 import seqlower
 
@@ -85,3 +92,23 @@ def test_strict_on_a_kept_original_says_which_target_lowers_it(tmp_path):
     assert "the original costs less); the default target (no --target) lowers it" in refused.stderr
     lowered = CliRunner().invoke(app, args)
     assert lowered.exit_code == 0 and out.exists()
+
+
+def test_target_onnxruntime_lowers_where_a_dead_node_lent_the_region_its_launch():
+    # ConvNeXt's selected stages returned as a list: each stage's map is reshaped to
+    # Shape(map), a Shape onnxruntime merges with the first Shape of the same map, which only
+    # feeds shape arithmetic whose result nothing reads (gone once lowered); the launch is the
+    # region's in both forms, so the two estimates tie and the cleaner model is returned
+    folder = FIXTURES.parent / "torch_recent" / "convnext_out_indices"
+    model = onnx.load(folder / "model.onnx")
+    lowered, report = lower(model, target="onnxruntime")
+    default, _ = lower(model, target="generic")
+    assert not report.stop_reason.startswith("kept")
+    assert report.kept_for_speed == []
+    assert lowered.SerializeToString() == default.SerializeToString()
+    assert len(lowered.graph.node) < len(model.graph.node)
+    assert sequence_op_count(lowered) == 1  # the returned list, the interface kept
+    for name, feeds, expected in stored_data_sets(folder, model):
+        assert_same_outputs(model, lowered, feeds)
+        (got,) = run_ort(lowered, feeds)
+        assert_close_to_stored(got, expected[0], name)
