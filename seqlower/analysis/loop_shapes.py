@@ -28,6 +28,11 @@ this ends; at the end every assumed dim holds after each iteration when it held 
 induction on the iterations. A carried value keeps one shape where its assumption is `fixed`
 (`invariant_carried`).
 
+A Loop inside the body is analysed in turn (`_nested_loop`), reading the shapes of the values
+outside it from this analysis and under its hypotheses on lists: a tensor it carries keeps the
+shape of its initial value where the inner body keeps it (a running total that starts from
+`zeros_like(sample)`), which the outer body may then carry on.
+
 The per-operator transfer functions live in `seqlower.analysis.shape_rules`.
 """
 
@@ -66,6 +71,7 @@ from seqlower.ops import graphs_within, has_subgraph
 
 _MAX_CONTENT = 16  # elements
 _MAX_DEPTH = 64  # producers followed outside the body for one content
+_MAX_NESTING = 2  # Loops inside the body analysed in turn (`_nested_loop`), the passes multiply
 _ITER = ("iter",)
 _RANDOM_OPS = frozenset(
     {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial"}
@@ -131,6 +137,7 @@ class LoopShapes:
         owners: Mapping[int, ir.Node] | None = None,
         grown: Sequence[Collection[ir.Value]] = (),
         outer: Callable[[ir.Value], ShapeFact] | None = None,
+        nesting: int = 0,
     ) -> None:
         """`elements`: sequence values whose elements are assumed to have the given static
         shape; `uniform`: sequence values whose elements are assumed to share one shape, which
@@ -146,7 +153,8 @@ class LoopShapes:
         list enters empty; `grown_shapes` gives each X this analysis confirmed (every tensor
         inserted has shape X, under that hypothesis and the carried ones). `outer`: the shapes
         of the values outside the body as the analysis of a Loop around this one derives them
-        (`_nested_loop`), tried before the declared shapes."""
+        (`_nested_loop`), tried before the declared shapes; `nesting`: how many such analyses
+        are around this one (at most `_MAX_NESTING`, each redone in every pass of its own)."""
         self.body = loop.attributes["body"].as_graph()
         self.elements: dict[ir.Value, tuple] = dict(elements or {})
         self.grown_shapes: dict[ir.Value, tuple] = {}
@@ -164,6 +172,7 @@ class LoopShapes:
         self._dim_sources: dict[Hashable, tuple[ir.Value, int]] = {}
         self._depth = 0  # of the producers followed outside the body
         self._outer = outer
+        self._nesting = nesting
         self._shapes: dict[ir.Value, ShapeFact] = {}
         # shapes whose dims mention symbols that change between iterations (the dims of an
         # element read from a list of unequal elements): consistent within one iteration, so
@@ -572,7 +581,7 @@ class LoopShapes:
         of the values outside it from this one, under the same hypotheses on the lists; its
         scan outputs are not analysed (None)."""
         shapes: list[ShapeFact] = [None] * len(node.outputs)
-        if self._depth >= _MAX_DEPTH:
+        if self._depth >= _MAX_DEPTH or self._nesting >= _MAX_NESTING:
             return shapes
         self._depth += 1
         try:
@@ -583,6 +592,7 @@ class LoopShapes:
                 uniform=self.uniform,
                 owners=self.owners,
                 outer=self.shape,
+                nesting=self._nesting + 1,
             )
         finally:
             self._depth -= 1
