@@ -12,10 +12,21 @@ sample's size, or an inner total that grows, leaves the elements unequal: the fl
 
 from __future__ import annotations
 
+import pathlib
+
 import numpy as np
+import onnx
 import onnx_ir as ir
 import pytest
-from support import assert_both_fail, assert_same_outputs, lower, op_counts, parse
+from support import (
+    assert_both_fail,
+    assert_runs_like_stored,
+    assert_same_outputs,
+    lower,
+    op_counts,
+    parse,
+    sequence_op_count,
+)
 
 from seqlower.analysis import symbolic as sym
 from seqlower.analysis.loop_shapes import LoopShapes
@@ -273,3 +284,16 @@ def test_a_growing_inner_total_is_not_kept():
     shape = analysis.shape(_output(body, "total"))
     assert shape is None or None in shape
     assert body.inputs[2] not in analysis.invariant_carried()
+
+
+@pytest.mark.parametrize("case", ["diffusers_pndm_plms", "diffusers_lms_derivatives"])
+def test_the_scheduler_exports_histories_are_stacked(case):
+    """The exports the forms were made for: no sequence operator left, no table of shapes
+    (the flat layout's ReduceProd and CumSum), and the stored outputs."""
+    root = pathlib.Path(__file__).parent.parent / "fixtures" / "torch_recent" / case
+    original = onnx.load(root / "model.onnx")
+    lowered, _ = lower(original, target="generic")
+    counts = op_counts(lowered)
+    assert sequence_op_count(lowered) == 0
+    assert counts["ReduceProd"] == counts["CumSum"] == 0
+    assert_runs_like_stored(original, root, lowered)
