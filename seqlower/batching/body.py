@@ -160,9 +160,8 @@ _READS_RAGGED = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"})
 def _ragged_passed_on(view: OpView) -> tuple[ir.Value, int] | Refusal | None:
     """For an op that reads a ragged value: (that value, its ragged axis) when the op keeps its
     shape position by position (the other operands broadcast into it with one value along its
-    ragged axis: `_fits_within`; other ragged operands share its padding: `_one_padding`);
-    None when the op reads it itself (a reduction, checked by its rule) or reads none; else
-    why not."""
+    ragged axis: `_fits_within`); None when the
+    op reads it itself (a reduction, checked by its rule) or reads none; else why not."""
     ragged = [
         (value, operand)
         for value, operand in zip(view.node.inputs, view.operands)

@@ -20,9 +20,8 @@ Gather, starts the ids, so every row form reading them fails where the split doe
 no per-chunk value is cut from the check at the end).
 
 Which values are held so is decided for the whole body before emission (`rows_of_chunk`): the
-chunk, and what elementwise ops make of one or more of them (`d * d`) with per-chunk or constant
-operands, when one of them is a list's concatenated element and every other read of them is a
-reduction with a segment form. Their padded forms stay emitted for the other
+chunk, and what elementwise ops make of one of them with per-chunk or constant operands, when
+one of them is a list's concatenated element. Their padded forms stay emitted for the other
 readers (a maximum below opset 18 reads the padded chunk) and are removed where unread.
 """
 
@@ -191,10 +190,10 @@ def rows_of_chunk(
     opset: int,
 ) -> set[ir.Value] | str:
     """The body values to hold as rows for `chunk` (ragged along `axis`): the chunk and what
-    elementwise ops make of one or more of them with others that are one per chunk or constant
-    along the axis (what the batching rules pass a mask on for); or why not. Taken where one of
-    them is the element of a list concatenated along the axis (`joined`: element -> its axis)
-    and every other read of them is a reduction along the axis alone that has a segment form
+    elementwise ops make of one of them with others that are one per chunk or constant along the
+    axis (what the batching rules pass a mask on for); or why not. Taken where one of them is
+    the element of a list concatenated along the axis (`joined`: element -> its axis) and every
+    other read of them is a reduction along the axis alone that has a segment form
     (`segment_reducible`): the chunks are then never padded. Where one is read otherwise (a
     maximum below opset 18 reads the padded chunk) the padded form serves every reader: the
     ids and a Gather per value cost more than its Compress over a few chunks (measured)."""
