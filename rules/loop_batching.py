@@ -717,12 +717,7 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     if any(lag.read in ragged for lag in lagged):
         return Refusal("a chunk of differing size passed on to the next iteration")
     seeds = {
-        r.node.outputs[0]: Operand(
-            True,
-            r.element,
-            r.ragged.axis if r.ragged else None,
-            r.node.outputs[0] if r.ragged else None,
-        )
+        r.node.outputs[0]: Operand(True, r.element, r.ragged.axis if r.ragged else None)
         for r in reads
     }
     for k in kept:

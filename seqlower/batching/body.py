@@ -118,12 +118,10 @@ def plan_region(
             operands[output] = Operand(flag, shape_of(output))
         if batched.ragged_axis is not None:  # padded: the shape of the sliced input
             padded = batched.ragged_shape or node_operands[0].shape  # type: ignore[union-attr]
-            ragged = Operand(True, padded, batched.ragged_axis, node.outputs[0])
-            operands[node.outputs[0]] = ragged
+            operands[node.outputs[0]] = Operand(True, padded, batched.ragged_axis)
         elif passed_on is not None:
             source, axis = passed_on
-            shared = operands[source].ragged_source
-            operands[node.outputs[0]] = Operand(True, operands[source].shape, axis, shared)
+            operands[node.outputs[0]] = Operand(True, operands[source].shape, axis)
             batched = _passing_mask_on(batched, source, node.outputs[0])
         steps.append((node, batched))
     outputs = []
@@ -171,22 +169,19 @@ def _ragged_passed_on(view: OpView) -> tuple[ir.Value, int] | Refusal | None:
         return None
     if view.op_type in _READS_RAGGED and len(ragged) == 1 and view.operands[0] is ragged[0][1]:
         return None
-    if view.op_type not in _KEEPS_RAGGED_SHAPE or not _one_padding(ragged):
+    if view.op_type not in _KEEPS_RAGGED_SHAPE or len(ragged) != 1:
         return Refusal(
             f"{view.op_type} reads a slice whose bounds differ per element (only reductions "
             "over its sliced axis and elementwise ops read one)"
         )
     value, operand = ragged[0]
-    for index, (read, held) in enumerate(zip(view.node.inputs, view.operands)):
-        if read is None or held is None or held.ragged_axis is None:
-            continue
-        divisor = view.op_type in ("Div", "Mod") and index != 0
-        if divisor and not (read.dtype is not None and read.dtype.is_floating_point()):
-            # the padded positions hold what the slice left out (zeros, often): the original
-            # never divides by them, an integer division of the padded stack would
-            return Refusal(f"{view.op_type} divides by a slice whose bounds differ per element")
+    divisor = view.op_type in ("Div", "Mod") and view.node.inputs.index(value) != 0
+    if divisor and not (value.dtype is not None and value.dtype.is_floating_point()):
+        # the padded positions hold what the slice left out (zeros, often): the original never
+        # divides by them, an integer division of the padded stack would
+        return Refusal(f"{view.op_type} divides by a slice whose bounds differ per element")
     for other in view.operands:
-        if other is None or other.ragged_axis is not None:
+        if other is operand or other is None:
             continue
         if other.shape is None:
             return Refusal(f"{view.op_type} broadcasts a ragged slice against a tensor")
@@ -195,21 +190,6 @@ def _ragged_passed_on(view: OpView) -> tuple[ir.Value, int] | Refusal | None:
         if not _fits_within(other.shape, operand.shape, operand.ragged_axis):  # type: ignore[arg-type]
             return Refusal(f"{view.op_type} broadcasts a ragged slice against a tensor")
     return value, operand.ragged_axis  # type: ignore[return-value]
-
-
-def _one_padding(ragged: list[tuple[ir.Value, Operand]]) -> bool:
-    """Whether the ragged operands share one padding and mask: one operand, or several made
-    position by position from one ragged value (`g * g`, `g * Sigmoid(g)` of one chunk), whose
-    padded positions then line up."""
-    if len(ragged) == 1:
-        return True
-    first = ragged[0][1]
-    return first.ragged_source is not None and all(
-        operand.ragged_source is first.ragged_source
-        and operand.ragged_axis == first.ragged_axis
-        and operand.shape == first.shape
-        for _, operand in ragged[1:]
-    )
 
 
 def _fits_within(other: ir.Shape, ragged: ir.Shape, axis: int) -> bool:

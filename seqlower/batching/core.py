@@ -56,9 +56,6 @@ class Operand:
     batched: bool
     shape: ir.Shape | None
     ragged_axis: int | None = None
-    # the ragged value whose padding and mask this one shares (itself where it makes its own;
-    # None where not known): values made position by position from one chunk share its mask
-    ragged_source: ir.Value | None = None
 
     @property
     def rank(self) -> int | None:

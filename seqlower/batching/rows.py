@@ -37,15 +37,13 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
-from seqlower.batching.core import Operand
 from seqlower.batching.segments import Segments, ids_of_sizes, segment_reducible
 
 if TYPE_CHECKING:
     from seqlower.batching.body import BodyPlan
-    from seqlower.batching.core import Emitter
+    from seqlower.batching.core import Emitter, Operand
     from seqlower.rewriter import Builder
 
-_CONSTANT = Operand(False, None)
 # the elementwise ops that pass a ragged value on position by position (the batching rules keep
 # its mask: `seqlower.batching.body`), and that a row form computes on the rows
 ROW_OPS = frozenset(
@@ -201,14 +199,8 @@ def rows_of_chunk(
     for node, batched in plan.steps:
         if batched is None or node.op_type not in ROW_OPS or node.domain not in ("", "ai.onnx"):
             continue
-        if len(node.outputs) != 1 or not any(v in held for v in node.inputs if v is not None):
+        if len(node.outputs) != 1 or sum(v in held for v in node.inputs if v is not None) != 1:
             continue
-        if any(
-            v not in held and (plan.operands.get(v) or _CONSTANT).ragged_axis is not None
-            for v in node.inputs
-            if v is not None
-        ):
-            continue  # another ragged operand, of another padding
         operand = plan.operands.get(node.outputs[0])
         if operand is not None and operand.ragged_axis == axis:
             held.add(node.outputs[0])

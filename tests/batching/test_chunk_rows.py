@@ -12,20 +12,10 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 import pytest
-from support import (
-    assert_both_fail,
-    lower,
-    lower_and_compare,
-    op_counts,
-    parse,
-    run_ort,
-)
+from support import assert_both_fail, lower, lower_and_compare, op_counts, parse, run_ort
 
 from seqlower import runtime_quirks
 from seqlower.analysis import Facts
-from seqlower.analysis.static_values import StaticValues
-from seqlower.batching.body import plan_region
-from seqlower.batching.core import Operand
 from seqlower.batching.rows import rows_of_chunk
 from seqlower.options import Options
 from seqlower.passes.normalize import infer_shapes
@@ -303,72 +293,3 @@ def test_a_nan_makes_only_its_own_chunk_nan():
     nan_at = np.argwhere(np.isnan(rows)).tolist()
     assert nan_at == [[2, 1], [3, 1], [4, 1]]  # column 1 of the second chunk (rows 2 to 4)
     assert np.isnan(sums).tolist() == [[False] * 3, [False, True, False], [False] * 3]
-
-
-# two values made from one chunk in one operator: GraphNorm's variance written `d * d`, a gate
-SQUARED = """m = ReduceMean<axes = [{axis}], keepdims = 1>(part)
-        d = Sub(part, m)
-        sq = Mul(d, d)
-        v = ReduceMean<axes = [{axis}], keepdims = 1>(sq)
-        y = Div(d, v)
-        z = ReduceSum<keepdims = 0>(sq, ax)"""
-GATED = """s = Sigmoid(part)
-        y = Mul(part, s)
-        z = ReduceSum<keepdims = 0>(y, ax)"""
-
-
-SQUARED_MAX = """m = ReduceMean<axes = [{axis}], keepdims = 1>(part)
-        d = Sub(part, m)
-        sq = Mul(d, d)
-        y = Mul(sq, d)
-        z = ReduceMax<axes = [{axis}], keepdims = 0>(sq)"""
-
-
-@pytest.mark.parametrize(
-    ("body", "shared_ids"),
-    [(SQUARED, True), (GATED, False)],
-    ids=["squared", "gated"],
-)
-def test_two_values_of_one_chunk_in_one_operator_are_rows(body, shared_ids):
-    """Values made position by position from one chunk share its padding and mask, so an
-    operator may read two of them; held as rows, they are two rows of x's layout."""
-    model = _model(body)
-    assert isinstance(_decision(model), set)
-    for sizes in ([2, 3, 4], [1], [4, 0, 2], [3, 2]):
-        lowered, report, _ = lower_and_compare(model, _feeds(sizes))
-        assert report.rules_fired.get("loop-batch") == 1, report.rules_fired
-        counts = op_counts(lowered)
-        assert not {"Loop", "GreaterOrEqual", "Compress"} & set(counts), counts
-        # a gate reads no per-chunk value: its rows are cut from the split's check
-        assert _held_as_rows(lowered) == shared_ids, counts
-
-
-def test_two_values_of_one_chunk_padded():
-    """The same, padded where a maximum below opset 18 reads one of them: the two padded
-    operands line up position by position."""
-    model = _model(SQUARED_MAX)
-    assert "ReduceMax reads a chunk" in _decision(model)
-    for sizes in ([2, 3, 4], [1], [4, 1, 2], [3, 2]):
-        lowered, report, _ = lower_and_compare(model, _feeds(sizes))
-        assert report.rules_fired.get("loop-batch") == 1, report.rules_fired
-        assert op_counts(lowered)["Compress"] == 1
-
-
-@pytest.mark.parametrize("shared", [True, False], ids=["one-chunk", "two-chunks"])
-def test_an_operator_reads_two_ragged_values_of_one_padding_only(shared):
-    """Two ragged operands are taken where they share one padding (made from one chunk); those
-    of two chunks are padded and masked each their own way, and refused as before."""
-    model = ir.from_proto(
-        parse("g (float[N,3] a, float[N,3] b) => (float[N,3] y) { y = Mul(a, b) }", opset=17)
-    )
-    a, b = model.graph.inputs
-    shape = ir.Shape([None, 3])
-    seeds = {a: Operand(True, shape, 0, a), b: Operand(True, shape, 0, a if shared else b)}
-    graph = model.graph
-    found = plan_region(graph, seeds, graph, graph.outputs, StaticValues(), 17, ragged_results=True)
-    if shared:
-        assert not isinstance(found, Refusal), found
-        assert found.operands[model.graph.outputs[0]].ragged_source is a
-    else:
-        assert isinstance(found, Refusal)
-        assert "Mul reads a slice whose bounds differ per element" in found.reason, found
