@@ -18,6 +18,8 @@ X is the batched input [N, *S] of element shape S (rank r); U an unbatched input
     Concat(x, U, axis=a)                -> Concat(X, Expand(U, [N, ...]), axis=a % r + 1)
     Slice(x, starts, ends, axes, steps) -> Slice(X, starts, ends, axes % r + 1, steps)
     Slice(x, s, t, [a]), s or t per element -> X itself and a mask of [s, t) along a + 1 (ragged)
+    Slice(x, s, s + w, [a]), x unbatched     -> Gather(x, s + Range(w)) and its mask (ragged, w
+                                            positions, not d: `seqlower.batching.windows`)
     ReduceSum(ragged, axes with a)      -> ReduceSum(Where(mask, X, 0))  (Max/Min: lowest/highest,
                                             plus the sum of the NaNs within (0 or NaN);
                                             Mean: the masked sum over the count, at least 1;
