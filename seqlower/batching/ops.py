@@ -59,7 +59,7 @@ import onnx_ir as ir
 
 from seqlower.batching.core import Batched, Emitter, OpRule, OpView, normalize_axis
 from seqlower.batching.segments import segment_reduce, segment_reducible
-from seqlower.batching.windows import emit_window, window_width
+from seqlower.batching.windows import emit_window, read_in_place, window_width
 from seqlower.rule import Refusal
 
 RANDOM_OPS = frozenset(
@@ -728,8 +728,8 @@ def _ragged_slice(view: OpView) -> Batched | Refusal:
 def _windowed(view: OpView, axis: int) -> tuple[int, bool, ir.Shape] | None:
     """(w, whether x's axis may be empty, the padded element shape) when the ragged Slice reads
     windows of one unbatched x whose length a constant w bounds (`seqlower.batching.windows`);
-    None where x differs per element, its type has no zero filler, or no bound is proved (the
-    whole-axis form then holds N x d values)."""
+    None where x differs per element, its type has no zero filler, no bound is proved, or an
+    If's branch returns the slice (the whole-axis form then holds N x d values)."""
     if view.batched(0) or not view.batched(1):
         return None
     data = view.node.inputs[0]
@@ -737,7 +737,7 @@ def _windowed(view: OpView, axis: int) -> tuple[int, bool, ir.Shape] | None:
     if data is None or shape is None or data.dtype not in _FILLED:
         return None
     width = window_width(view.node.inputs[1], view.node.inputs[2], view.values)  # type: ignore[arg-type]
-    if width is None:
+    if width is None or not read_in_place(view.node.outputs[0]):
         return None
     dim = shape[axis]
     padded = ir.Shape([width if i == axis else d for i, d in enumerate(shape)])

@@ -22,7 +22,7 @@ d - 1 positions), and neither with m < 0; those keep the whole-axis form.
 
 from __future__ import annotations
 
-__all__ = ["window_width", "emit_window"]
+__all__ = ["emit_window", "read_in_place", "window_width"]
 
 import numpy as np
 import onnx_ir as ir
@@ -32,6 +32,12 @@ from seqlower.batching.core import Emitter
 
 # ops that pass the one value of a one-element integer tensor through unchanged
 _SAME_VALUE = frozenset({"Identity", "Unsqueeze", "Squeeze", "Reshape", "Flatten"})
+# ops that pass a ragged value on with its padding (`seqlower.batching.body`, `.ragged`)
+_PASS_ON = frozenset(
+    """Abs Ceil Cos Erf Exp Floor Identity IsInf IsNaN Log Neg Not Reciprocal Relu Round Sigmoid
+    Sign Sin Softplus Sqrt Tanh Cast Add Sub Mul Div Pow Max Min Transpose Squeeze
+    Unsqueeze""".split()  # noqa: SIM905
+)
 # ops whose integer result is a size, never negative
 _SIZES = frozenset({"Shape", "Size"})
 
@@ -80,6 +86,30 @@ def _offset(end: ir.Value, start: ir.Value, values: StaticValues) -> int | None:
         if _source(one) is base:  # type: ignore[arg-type]
             return _constant(other, values)  # type: ignore[arg-type]
     return None
+
+
+def read_in_place(value: ir.Value) -> bool:
+    """Whether `value`, and what elementwise ops make of it, are read only in its own graph and
+    are not its outputs: an If's branch that returns one (or reads one and returns it) meets
+    the other branch's padding, which must be as wide (`seqlower.batching.branches`): there
+    the whole-axis form stays, as wide as any other slice of x's axis."""
+    graph, seen, todo = value.graph, set(), [value]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if current.is_graph_output():
+            return False
+        for use in current.uses():
+            node = use.node
+            if node.graph is not graph or any(
+                a.type == ir.AttributeType.GRAPH for a in node.attributes.values()
+            ):
+                return False
+            if node.op_type in _PASS_ON:
+                todo.extend(node.outputs)
+    return True
 
 
 def window_width(start: ir.Value, end: ir.Value, values: StaticValues) -> int | None:

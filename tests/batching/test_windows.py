@@ -177,3 +177,43 @@ def test_windows_of_a_value_per_element_keep_their_form():
     lowered, report = _check(model, [(_x(4), 4), (_x(0), 2)])
     assert report.rules_fired.get("loop-batch") == 1
     assert op_counts(lowered)["ConstantOfShape"] == 0
+
+
+BRANCHES = """g (float[N,3] x, int64 m) => (float[?,3] y) {
+    t = Constant<value = bool {1}>()
+    nothing = Constant<value = int64[1] {0}>()
+    head = Slice(x, nothing, nothing)
+    empty = SequenceConstruct(head)
+    s = Loop(m, t, empty) <body = body (int64 i, bool c, seq(float) acc)
+                                       => (bool c2, seq(float) grown) {
+        c2 = Identity(c)
+        axes = Constant<value = int64[1] {0}>()
+        one = Constant<value = int64 {1}>()
+        two = Constant<value = int64 {2}>()
+        starts = Unsqueeze(i, axes)
+        bit = Mod(i, two)
+        odd = Equal(bit, one)
+        out = If(odd) <then_branch = g1 () => (float[?,3] a) {
+            e1 = Add(i, one)
+            u1 = Unsqueeze(e1, axes)
+            a = Slice(x, starts, u1, axes)
+        }, else_branch = g2 () => (float[?,3] b) {
+            e2 = Add(i, two)
+            u2 = Unsqueeze(e2, axes)
+            w2 = Slice(x, starts, u2, axes)
+            b = Neg(w2)
+        }>
+        grown = SequenceInsert(acc, out)
+    }>
+    y = ConcatFromSequence<axis = 0>(s)
+}"""
+
+
+def test_windows_returned_by_a_branch_keep_the_whole_axis():
+    """Windows of 1 and 2 rows returned by the two branches of an If: each branch's padding
+    must be as wide as the other's, so both keep x's whole axis (the loop is still batched)."""
+    model = parse(BRANCHES)
+    x = np.arange(15, dtype=np.float32).reshape(5, 3)
+    lowered, _ = _check(model, [(x, 0), (x, 3), (x, 5), (x, 7), (x[:0], 2)])
+    assert len(_expands_of_x(lowered)) == 2
+    assert op_counts(lowered)["ConstantOfShape"] == 0
