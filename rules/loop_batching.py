@@ -43,7 +43,8 @@ elements first); and slices whose bounds differ per element (`seqlower.batching`
 with a mask), appended to a list that is concatenated along the sliced axis (one Compress of
 the padded stack). Windows of one tensor x whose length a constant w bounds (`x[s_i:s_i + w]`,
 or ended at Min(s_i + w, a size)) are padded to w only, gathered from x at s_i + Range(w)
-(`seqlower.batching.windows`): n x w values for n iterations. Slices with no such bound are
+(`seqlower.batching.windows`): n x w values for n iterations (not where an If's branch returns
+them: both branches' paddings must be as wide). Slices with no such bound are
 padded to all N positions of x's axis (x Expanded to [n, N, ...] and a mask of as many): n x N
 values and as much work, however short the slices are (10^4 windows over 10^4 rows of 3 floats:
 1.2 * 10^9 bytes for the padded stack alone).
