@@ -217,3 +217,36 @@ def test_windows_returned_by_a_branch_keep_the_whole_axis():
     lowered, _ = _check(model, [(x, 0), (x, 3), (x, 5), (x, 7), (x[:0], 2)])
     assert len(_expands_of_x(lowered)) == 2
     assert op_counts(lowered)["ConstantOfShape"] == 0
+
+
+AXIS_1 = """g (float[3,N] x, int64 m) => (float[3,?] y) {
+    t = Constant<value = bool {1}>()
+    nothing = Constant<value = int32[1] {0}>()
+    columns = Constant<value = int32[1] {1}>()
+    head = Slice(x, nothing, nothing, columns)
+    empty = SequenceConstruct(head)
+    s = Loop(m, t, empty) <body = body (int64 i, bool c, seq(float) acc)
+                                       => (bool c2, seq(float) grown) {
+        c2 = Identity(c)
+        axes = Constant<value = int32[1] {-1}>()
+        width = Constant<value = int32 {2}>()
+        zero = Constant<value = int64[1] {0}>()
+        narrow = Cast<to = 6>(i)
+        first = Unsqueeze(narrow, zero)
+        last = Add(first, width)
+        row = Slice(x, first, last, axes)
+        out = Exp(row)
+        grown = SequenceInsert(acc, out)
+    }>
+    y = ConcatFromSequence<axis = 1>(s)
+}"""
+
+
+def test_windows_along_the_last_axis_with_int32_bounds():
+    """Windows of columns (axes = [-1]), bounds of type int32: the Gather along axis 1 is moved
+    to [n, 3, w]; the bound is the same (Add of the start and a constant)."""
+    model = parse(AXIS_1)
+    x = np.arange(18, dtype=np.float32).reshape(3, 6) / 10
+    lowered, _ = _check(model, [(x, 6), (x, 8), (x, 0), (x[:, :0], 2), (x[:, :1], 3)])
+    assert _expands_of_x(lowered) == []
+    assert op_counts(lowered)["Transpose"] >= 1
