@@ -41,7 +41,14 @@ value and the terms); a tensor grown by Concat (`acc = cat((acc, t))`, a list th
 acc) and a list that starts with elements, when only concatenations read it (the initial
 elements first); and slices whose bounds differ per element (`seqlower.batching`: held padded
 with a mask), appended to a list that is concatenated along the sliced axis (one Compress of
-the padded stack). The chunks of a split by 1-D run-time sizes are such slices, gathered into
+the padded stack). Windows of one tensor x whose length a constant w bounds (`x[s_i:s_i + w]`,
+or ended at Min(s_i + w, a size)) are padded to w only, gathered from x at s_i + Range(w)
+(`seqlower.batching.windows`): n x w values for n iterations (not where an If's branch returns
+them: both branches' paddings must be as wide). Slices with no such bound are
+padded to all N positions of x's axis (x Expanded to [n, N, ...] and a mask of as many): n x N
+values and as much work, however short the slices are (10^4 windows over 10^4 rows of 3 floats:
+1.2 * 10^9 bytes for the padded stack alone).
+The chunks of a split by 1-D run-time sizes are such slices, gathered into
 as many slots as the largest chunk has (`seqlower.rules.ragged_reads`, by the default target
 only: `x.split(sizes)` then a loop over the chunks, as torch_geometric's `unbatch` writes it).
 Chunks read elementwise and concatenated back along the split axis, where every other read of

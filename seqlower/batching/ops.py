@@ -18,6 +18,8 @@ X is the batched input [N, *S] of element shape S (rank r); U an unbatched input
     Concat(x, U, axis=a)                -> Concat(X, Expand(U, [N, ...]), axis=a % r + 1)
     Slice(x, starts, ends, axes, steps) -> Slice(X, starts, ends, axes % r + 1, steps)
     Slice(x, s, t, [a]), s or t per element -> X itself and a mask of [s, t) along a + 1 (ragged)
+    Slice(x, s, s + w, [a]), x unbatched     -> Gather(x, s + Range(w)) and its mask (ragged, w
+                                            positions, not d: `seqlower.batching.windows`)
     ReduceSum(ragged, axes with a)      -> ReduceSum(Where(mask, X, 0))  (Max/Min: lowest/highest,
                                             plus the sum of the NaNs within (0 or NaN);
                                             Mean: the masked sum over the count, at least 1;
@@ -57,6 +59,7 @@ import onnx_ir as ir
 
 from seqlower.batching.core import Batched, Emitter, OpRule, OpView, normalize_axis
 from seqlower.batching.segments import segment_reduce, segment_reducible
+from seqlower.batching.windows import emit_window, read_in_place, window_width
 from seqlower.rule import Refusal
 
 RANDOM_OPS = frozenset(
@@ -686,6 +689,18 @@ def _ragged_slice(view: OpView) -> Batched | Refusal:
     static_bounds = (view.static_ints(1), view.static_ints(2))
     data_batched = view.batched(0)
     ragged_value = view.node.outputs[0]
+    windowed = _windowed(view, axis)
+    if windowed is not None:
+        width, may_be_empty, padded = windowed
+
+        def emit_windows(em: Emitter, inputs: list[ir.Value | None]) -> list[ir.Value]:
+            data, starts, ends = inputs[0], inputs[1], inputs[2]
+            assert data is not None and starts is not None and ends is not None
+            found = emit_window(em, data, starts, ends, axis, rank, width, may_be_empty)
+            em.masks[ragged_value] = found[1]
+            return [found[0]]
+
+        return Batched(emit_windows, ragged_axis=axis, ragged_shape=padded)
 
     def emit(em: Emitter, inputs: list[ir.Value | None]) -> list[ir.Value]:
         data, starts, ends = inputs[0], inputs[1], inputs[2]
@@ -708,6 +723,33 @@ def _ragged_slice(view: OpView) -> Batched | Refusal:
         return [data]
 
     return Batched(emit, ragged_axis=axis)
+
+
+def _windowed(view: OpView, axis: int) -> tuple[int, bool, ir.Shape] | None:
+    """(w, whether x's axis may be empty, the padded element shape) when the ragged Slice reads
+    windows of one unbatched x whose length a constant w bounds (`seqlower.batching.windows`);
+    None where x differs per element, its type has no zero filler, no bound is proved, or an
+    If's branch returns the slice (the whole-axis form then holds N x d values)."""
+    if view.batched(0) or not view.batched(1):
+        return None
+    data = view.node.inputs[0]
+    shape = view.operand(0).shape
+    if data is None or shape is None or data.dtype not in _FILLED:
+        return None
+    width = window_width(view.node.inputs[1], view.node.inputs[2], view.values)  # type: ignore[arg-type]
+    if width is None or not read_in_place(view.node.outputs[0]):
+        return None
+    dim = shape[axis]
+    padded = ir.Shape([width if i == axis else d for i, d in enumerate(shape)])
+    return width, not (isinstance(dim, int) and dim > 0), padded
+
+
+# the types ConstantOfShape fills (the row of zeros a window past an empty axis reads)
+_FILLED = frozenset(
+    getattr(ir.DataType, name)
+    for name in """FLOAT DOUBLE FLOAT16 INT8 INT16 INT32 INT64 UINT8 UINT16 UINT32 UINT64
+    BOOL""".split()  # noqa: SIM905
+)
 
 
 def _resolved_bound(
