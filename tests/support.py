@@ -25,6 +25,7 @@ from onnx.reference import ReferenceEvaluator
 import seqlower
 from seqlower import runtime_quirks
 from seqlower.ops import SEQUENCE_OPS
+from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.report import Report
 from seqlower.rule import RuleSet
 
@@ -476,3 +477,15 @@ COUNTED_ADDS = """g (float[3] x, int64 m) => (float[3] acc) {
         a2 = Add(a, one)
     }>
 }"""
+
+
+def openvino_forms(text: str, opset: int = 18, **options) -> tuple[onnx.ModelProto, int]:
+    """The model of `text` (its value shapes inferred, as the lowering has them) after the
+    runtime workarounds (`--target openvino`'s unless told otherwise), checked; and how many it
+    made."""
+    model = ir.from_proto(onnx.shape_inference.infer_shapes(parse(text, opset=opset)))
+    workaround = RuntimeWorkaroundsPass(**{"openvino_loops": True, **options})
+    workaround(model)
+    proto = ir.to_proto(model)
+    onnx.checker.check_model(proto, full_check=True)
+    return proto, workaround.remade

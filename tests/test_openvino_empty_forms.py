@@ -10,24 +10,20 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from support import assert_outputs_equal, assert_same_outputs, op_counts, parse, run_reference
+from support import (
+    assert_outputs_equal,
+    assert_same_outputs,
+    op_counts,
+    openvino_forms,
+    parse,
+    run_reference,
+)
 
 from seqlower import runtime_quirks
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 
 # onnxruntime 1.20 fails on a ReduceMax of an axis of size 0: those cases are left out there
 EMPTY_AXES_RUN = not runtime_quirks.holds("empty-reductions")
-
-
-def _openvino_forms(text: str, opset: int = 18, **options) -> tuple[onnx.ModelProto, int]:
-    """The model of `text`, its shapes inferred as a lowering has them, after the runtime
-    workarounds (`--target openvino`'s unless told otherwise), checked; and how many it made."""
-    model = ir.from_proto(onnx.shape_inference.infer_shapes(parse(text, opset=opset)))
-    workaround = RuntimeWorkaroundsPass(**{"openvino_loops": True, **options})
-    workaround(model)
-    proto = ir.to_proto(model)
-    onnx.checker.check_model(proto, full_check=True)
-    return proto, workaround.remade
 
 
 # `bboxes.new_full((bboxes.size(0), 1), img_id)` as TorchScript exports it
@@ -48,7 +44,7 @@ def _feeds(rows: int, index: int) -> dict[str, np.ndarray]:
 
 
 def test_a_filled_tensor_plus_a_scalar_is_the_scalar_expanded():
-    model, remade = _openvino_forms(IMAGE_INDEX)
+    model, remade = openvino_forms(IMAGE_INDEX)
     assert remade == 1
     counts = op_counts(model)
     assert counts["Expand"] == 1 and "ConstantOfShape" not in counts and "Add" not in counts
@@ -73,7 +69,7 @@ def test_each_operator_and_fill_keeps_its_order(op, fill, filled_first):
         .replace("Add(zeros, index)", f"{op}({operands})")
         .replace("Cast<to = 1>(i)", "Cast<to = 1>(i)\n    index2 = Identity(index)")
     )
-    model, remade = _openvino_forms(text)
+    model, remade = openvino_forms(text)
     assert remade == 1 and "ConstantOfShape" not in op_counts(model)
     neutral = fill == 1.0 and op == "Mul"  # the scalar itself expanded, no arithmetic
     assert op_counts(model)[op] == (0 if neutral else 1)
@@ -90,25 +86,25 @@ def test_other_shapes_readers_and_targets_keep_the_filled_tensor():
         "index = Cast<to = 1>(i)\n    column = Add(zeros, index)", "y = Add(zeros, f)"
     )
     wide = wide.replace("\n    rois = Concat<axis = 1>(column, boxes)", "")
-    model, remade = _openvino_forms(wide)
+    model, remade = openvino_forms(wide)
     assert remade == 0 and op_counts(model)["ConstantOfShape"] == 1
     # the shape vector of unknown length: left as it is
     unknown = """g (int64[?] s, float f) => (float[?] y) {
         z = ConstantOfShape<value = float[1] {0}>(s)
         y = Add(z, f)
     }"""
-    assert _openvino_forms(unknown)[1] == 0
+    assert openvino_forms(unknown)[1] == 0
     # a filled tensor read elsewhere too stays for that reader
     shared = IMAGE_INDEX.replace("=> (float[?,5] rois)", "=> (float[?,5] rois, float[?,1] zeros)")
-    model, remade = _openvino_forms(shared)
+    model, remade = openvino_forms(shared)
     assert remade == 1 and op_counts(model)["ConstantOfShape"] == 1
     feeds = _feeds(2, 3)
     assert_same_outputs(parse(shared), model, feeds)
     # other targets
     for options in ({"openvino_loops": False}, {"openvino_loops": False, "speed_first": True}):
-        model, _ = _openvino_forms(IMAGE_INDEX, **options)
+        model, _ = openvino_forms(IMAGE_INDEX, **options)
         assert op_counts(model)["ConstantOfShape"] == 1 and "Expand" not in op_counts(model)
-    once = ir.from_proto(_openvino_forms(IMAGE_INDEX)[0])
+    once = ir.from_proto(openvino_forms(IMAGE_INDEX)[0])
     second = RuntimeWorkaroundsPass(openvino_loops=True)
     second(once)
     assert second.remade == 0  # idempotent
@@ -122,7 +118,7 @@ IMAGE_IDS = """g (float[N] ids) => (float[?] u, int64[?] i, int64[?] back, int64
 
 
 def test_a_unique_runs_in_the_else_branch_of_an_if_on_its_input_being_empty():
-    model, remade = _openvino_forms(IMAGE_IDS)
+    model, remade = openvino_forms(IMAGE_IDS)
     assert remade == 1
     counts = op_counts(model)
     assert counts["If"] == 1 and counts["Unique"] == 1 and counts["Size"] == 2
@@ -138,7 +134,7 @@ def test_a_unique_runs_in_the_else_branch_of_an_if_on_its_input_being_empty():
 def test_the_if_returns_only_the_outputs_read():
     text = IMAGE_IDS.replace(", int64[?] i, int64[?] back, int64[?] c, int64 n)", ")")
     text = text.replace("\n    n = Size(u)", "")
-    model, remade = _openvino_forms(text)
+    model, remade = openvino_forms(text)
     assert remade == 1
     (branch,) = [node for node in model.graph.node if node.op_type == "If"]
     assert list(branch.output) == ["u"]
@@ -155,11 +151,11 @@ def test_the_if_returns_only_the_outputs_read():
 def test_a_unique_with_an_axis_a_nonempty_input_or_another_target_stays():
     axis = IMAGE_IDS.replace("float[N] ids", "float[N,2] ids").replace("<sorted = 1>", "<axis = 0>")
     axis = axis.replace("float[?] u", "float[?,2] u")
-    assert _openvino_forms(axis)[1] == 0
-    assert _openvino_forms(IMAGE_IDS.replace("float[N] ids", "float[3] ids"))[1] == 0
-    model, remade = _openvino_forms(IMAGE_IDS, openvino_loops=False)
+    assert openvino_forms(axis)[1] == 0
+    assert openvino_forms(IMAGE_IDS.replace("float[N] ids", "float[3] ids"))[1] == 0
+    model, remade = openvino_forms(IMAGE_IDS, openvino_loops=False)
     assert remade == 0 and "If" not in op_counts(model)
-    once = ir.from_proto(_openvino_forms(IMAGE_IDS)[0])
+    once = ir.from_proto(openvino_forms(IMAGE_IDS)[0])
     second = RuntimeWorkaroundsPass(openvino_loops=True)
     second(once)
     assert second.remade == 0  # the Unique in the branch has a name the If already guards
@@ -217,7 +213,7 @@ def test_a_padded_maximum_of_no_element_is_corrected_to_minus_infinity(opset):
 
 def test_a_minimum_that_may_reduce_nothing_is_corrected_to_plus_infinity():
     text = """g (float[N,M] x) => (float[N,1] y) { y = ReduceMin<axes = [1]>(x) }"""
-    model, remade = _openvino_forms(text, opset=17)
+    model, remade = openvino_forms(text, opset=17)
     assert remade == 1 and op_counts(model)["ReduceMin"] == 1 and op_counts(model)["ReduceSum"] == 1
     highest = float(np.finfo(np.float32).max)
     for x in (
@@ -230,10 +226,10 @@ def test_a_minimum_that_may_reduce_nothing_is_corrected_to_plus_infinity():
 
 def test_a_maximum_over_known_axes_of_another_input_or_type_or_target_stays():
     static = """g (float[N,4] x) => (float[N] y) { y = ReduceMax<keepdims = 0, axes = [1]>(x) }"""
-    assert _openvino_forms(static, opset=17)[1] == 0  # the axis reduced holds 4 elements
+    assert openvino_forms(static, opset=17)[1] == 0  # the axis reduced holds 4 elements
     doubles = static.replace("float[N,4]", "double[N,M]").replace("(float[N] y)", "(double[N] y)")
-    assert _openvino_forms(doubles, opset=17)[1] == 0
+    assert openvino_forms(doubles, opset=17)[1] == 0
     integers = static.replace("float[N,4]", "int64[N,M]").replace("(float[N] y)", "(int64[N] y)")
-    assert _openvino_forms(integers, opset=17)[1] == 0  # the lowest integer is the spec's
-    assert _openvino_forms(PADDED_MAX, opset=17, openvino_loops=False)[1] == 0
-    assert _openvino_forms(static.replace("float[N,4]", "float[N,M]"), opset=17)[1] == 1
+    assert openvino_forms(integers, opset=17)[1] == 0  # the lowest integer is the spec's
+    assert openvino_forms(PADDED_MAX, opset=17, openvino_loops=False)[1] == 0
+    assert openvino_forms(static.replace("float[N,4]", "float[N,M]"), opset=17)[1] == 1

@@ -19,6 +19,7 @@ from support import (
     assert_same_outputs,
     lower,
     op_counts,
+    openvino_forms,
     parse,
     run_reference,
 )
@@ -462,19 +463,8 @@ DIMS_PRODUCT = """g (float[B,0,6] x) => (float[?,6] y, int64[1] merged) {
 }"""
 
 
-def _openvino_forms(text: str, opset: int = 18, **options) -> tuple[onnx.ModelProto, int]:
-    """The model of `text` (its value shapes inferred, as the lowering has them) after the
-    workarounds (`--target openvino`'s unless told otherwise), checked; and how many it made."""
-    model = ir.from_proto(onnx.shape_inference.infer_shapes(parse(text, opset=opset)))
-    workaround = RuntimeWorkaroundsPass(**{"openvino_loops": True, **options})
-    workaround(model)
-    proto = ir.to_proto(model)
-    onnx.checker.check_model(proto, full_check=True)
-    return proto, workaround.remade
-
-
 def test_a_product_of_dims_becomes_a_mul_of_slices_for_openvino():
-    model, remade = _openvino_forms(DIMS_PRODUCT)
+    model, remade = openvino_forms(DIMS_PRODUCT)
     assert remade == 1
     counts = op_counts(model)
     # B sliced out of the Shape, the static 0 a constant (as the cleanup would fold it)
@@ -499,7 +489,7 @@ def test_a_product_of_dims_becomes_a_mul_of_slices_for_openvino():
 
 def test_a_product_of_three_or_more_elements_multiplies_them_all():
     text = """g (int64[4] v) => (int64[1] p) { p = ReduceProd(v) }"""
-    model, _ = _openvino_forms(text)
+    model, _ = openvino_forms(text)
     assert op_counts(model) == {"Constant": 5, "Slice": 4, "Mul": 3}
     for v in ([2, 3, 4, 5], [7, 0, -1, 3], [-2, -3, 1, 1], [2**20, 2**20, 4, 1]):
         feeds = {"v": np.array(v, np.int64)}
@@ -517,7 +507,7 @@ def test_other_products_and_other_targets_keep_their_reduce_prod():
     for why, body in kept.items():
         shape = "int64" if why == "keepdims=0" else "int64[?]"
         text = f"g (int64[2] v) => ({shape} p) {{ {body} }}"
-        model, remade = _openvino_forms(text)
+        model, remade = openvino_forms(text)
         assert remade == 0 and op_counts(model)["ReduceProd"] == 1, why
     for source, result in (
         ("float[2] v", "float[1] p"),
@@ -526,13 +516,13 @@ def test_other_products_and_other_targets_keep_their_reduce_prod():
         ("int64[9] v", "int64[1] p"),
         ("int64[2,2] v", "int64[1,1] p"),
     ):
-        model, remade = _openvino_forms(f"g ({source}) => ({result}) {{ p = ReduceProd(v) }}")
+        model, remade = openvino_forms(f"g ({source}) => ({result}) {{ p = ReduceProd(v) }}")
         assert remade == 0 and op_counts(model)["ReduceProd"] == 1, source
-    model, remade = _openvino_forms(DIMS_PRODUCT, openvino_loops=False)  # other targets
+    model, remade = openvino_forms(DIMS_PRODUCT, openvino_loops=False)  # other targets
     assert remade == 0 and op_counts(model)["ReduceProd"] == 1
-    model, remade = _openvino_forms(DIMS_PRODUCT.replace("Shape<end = 2>(x)", "Shape(x)"))
+    model, remade = openvino_forms(DIMS_PRODUCT.replace("Shape<end = 2>(x)", "Shape(x)"))
     assert remade == 1 and op_counts(model)["Mul"] == 2  # 3 dims: a product of 3
-    once = ir.from_proto(_openvino_forms(DIMS_PRODUCT)[0])
+    once = ir.from_proto(openvino_forms(DIMS_PRODUCT)[0])
     second = RuntimeWorkaroundsPass(openvino_loops=True)
     second(once)
     assert second.remade == 0  # no ReduceProd left: idempotent
@@ -555,7 +545,7 @@ def test_a_product_of_sliced_dims_reads_them_from_the_shape():
     """`ReduceProd(Slice(Shape(x), [0], [2]))`: each dim is sliced from the Shape itself (the
     Slice of two goes, with its bounds), a static one is a constant: what a second lowering's
     cleanup makes of it, so lowering again changes nothing."""
-    model, remade = _openvino_forms(SLICED_PRODUCT)
+    model, remade = openvino_forms(SLICED_PRODUCT)
     assert remade == 1
     assert op_counts(model) == {
         "Shape": 1, "Constant": 4, "Slice": 1, "Mul": 1, "Concat": 1, "Reshape": 1,
@@ -564,7 +554,7 @@ def test_a_product_of_sliced_dims_reads_them_from_the_shape():
     assert piece.input[0] == "shape"
     assert not {"zero1", "two", "pair"} & {o for node in model.graph.node for o in node.output}
     for text in (SLICED_PRODUCT, SLICED_PRODUCT.replace("float[B,0,6] x", "float[B,N,6] x")):
-        rewritten = _openvino_forms(text)[0]
+        rewritten = openvino_forms(text)[0]
         for shape in ((3, 0, 6), (0, 2, 6), (2, 3, 6)):
             if "B,0,6" in text and shape[1] != 0:
                 continue
@@ -582,7 +572,7 @@ SEGMENT = """g (int64[M] x, int64 s, int64 n) => (int64[?] y) {
 
 
 def test_a_range_of_constant_step_is_kept_from_running_backwards_for_openvino():
-    model, remade = _openvino_forms(SEGMENT)
+    model, remade = openvino_forms(SEGMENT)
     assert remade == 1
     (clamp,) = [node for node in model.graph.node if node.op_type == "Max"]
     (numbers,) = [node for node in model.graph.node if node.op_type == "Range"]
@@ -604,13 +594,13 @@ def test_a_range_of_negative_step_is_clamped_with_min():
         step = Constant<value = float {-0.5}>()
         y = Range(s, limit, step)
     }"""
-    model, remade = _openvino_forms(text)
+    model, remade = openvino_forms(text)
     assert remade == 1 and op_counts(model)["Min"] == 1 and "Max" not in op_counts(model)
     for s, limit in ((2.0, 5.0), (2.0, 2.0), (5.0, 2.0), (-1.0, -3.25)):
         feeds = {"s": np.array(s, np.float32), "limit": np.array(limit, np.float32)}
         outputs = assert_same_outputs(parse(text), model, feeds)
         assert outputs[0].tolist() == np.arange(s, limit, -0.5, dtype=np.float32).tolist()
-    opset_11 = _openvino_forms(text, opset=11)[0]  # Min takes floats in opset 11
+    opset_11 = openvino_forms(text, opset=11)[0]  # Min takes floats in opset 11
     assert op_counts(opset_11)["Min"] == 1
 
 
@@ -624,11 +614,11 @@ def test_a_range_that_cannot_run_backwards_or_whose_step_is_not_constant_is_left
     }
     for why, text in kept.items():
         text = _topological(text)
-        model, remade = _openvino_forms(text)
+        model, remade = openvino_forms(text)
         assert remade == 0 and not {"Max", "Min"} & set(op_counts(model)), why
-    model, remade = _openvino_forms(SEGMENT, openvino_loops=False)  # other targets
+    model, remade = openvino_forms(SEGMENT, openvino_loops=False)  # other targets
     assert remade == 0 and "Max" not in op_counts(model)
-    model, remade = _openvino_forms(SEGMENT, opset=11)  # no integer Max before opset 12
+    model, remade = openvino_forms(SEGMENT, opset=11)  # no integer Max before opset 12
     assert remade == 0 and "Max" not in op_counts(model)
 
 
@@ -667,7 +657,7 @@ CARRIED_LIMIT = """g (int64 m) => (int64[?] positions) {
 
 def test_a_range_to_a_count_that_may_fall_below_zero_is_clamped():
     for step, clamped in ((1, 0), (2, 0), (-1, 1)):
-        model, remade = _openvino_forms(CARRIED_LIMIT % step)
+        model, remade = openvino_forms(CARRIED_LIMIT % step)
         max_count = 1 + clamped  # the trip count's clamp, and the Range's when it may run back
         assert remade == max_count and op_counts(model)["Max"] == max_count, step
         for m in (0, 2, 3):
