@@ -41,10 +41,17 @@ _RULE_PREFIX = re.compile(r"^[a-z0-9-]+: ")
 # static does not apply, never why a list stays (the tensor form of lists runs through them)
 _RUN_TIME_CONTROL = re.compile(r"(trip count|condition)[^;]* (is )?computed at run time")
 
+# a sequence-typed model input or output kept as given: the one cause no other rule's refusal
+# outranks (the tensor form of lists takes every other list, whatever its length or sizes)
+_INTERFACE = re.compile(r"\(the interface is kept\)")
+
 
 def reason_rank(text: str) -> int:
-    """0 for a reason naming the root of an unknown, 1 for another cause, 2 for a mismatch (or
-    a run-time trip count or condition, which stops no list)."""
+    """-1 for the model's interface kept, 0 for a reason naming the root of an unknown, 1 for
+    another cause, 2 for a mismatch (or a run-time trip count or condition, which stops no
+    list)."""
+    if _INTERFACE.search(text):
+        return -1
     if _RUN_TIME_CONTROL.search(text):
         return 2
     if _ROOT.search(text):

@@ -92,3 +92,33 @@ def test_a_list_made_in_the_main_graph_alone_is_returned_as_made():
     lowered, report = lower(model, target="portable")
     assert sequence_op_counts(lowered) == {"SequenceConstruct": 1}
     assert "(the interface is kept)" in reasons(report)
+
+
+def test_a_list_edited_after_its_loop_and_returned_says_the_interface_is_why():
+    # the Loop's list is rebuilt as tensors and split again before the SequenceInsert that
+    # makes the output; that split's count is the trip count's, known at run time only, but
+    # the tensor form takes such lists: the output is why both nodes stay
+    model = parse("""g (float[N, 3] x, int64 m) => (seq(float[3]) s) {
+        e = SequenceEmpty<dtype = 1>()
+        t = Constant<value = bool {1}>()
+        l = Loop(m, t, e) <body = b (int64 i, bool c, seq(float[3]) acc)
+                                   => (bool c2, seq(float[3]) out) {
+            c2 = Identity(c)
+            k = Constant<value = int64 {0}>()
+            row = Gather<axis = 0>(x, k)
+            f = Cast<to = 1>(i)
+            p = Mul(row, f)
+            out = SequenceInsert(acc, p)
+        }>
+        zero = Constant<value = int64 {0}>()
+        first = Gather<axis = 0>(x, zero)
+        s = SequenceInsert(l, first, zero)
+    }""")  # fmt: skip
+    for m in (0, 2):
+        lowered, report, (s,) = lower_and_compare(model, {"x": X, "m": np.array(m)})
+        expected = [X[0]] + [X[0] * i for i in range(m)]
+        assert [row.tolist() for row in s] == [row.tolist() for row in expected]
+    assert sequence_op_counts(lowered) == {"SplitToSequence": 1, "SequenceInsert": 1}
+    assert {op.reason for op in report.remaining} == {
+        "it feeds the sequence-typed output 's' (the interface is kept)"
+    }
