@@ -27,6 +27,8 @@ from seqlower.passes.dead_carried import remove_dead_carried
 from seqlower.passes.dead_code import remove_dead_nodes
 from seqlower.passes.double_negation import fold_double_negations
 from seqlower.passes.duplicate_nodes import merge_duplicate_nodes
+from seqlower.passes.empty_reshapes import fold_empty_reshapes
+from seqlower.passes.expanded_shapes import fold_expanded_shapes
 from seqlower.passes.floor_division import fold_floor_divisions
 from seqlower.passes.fold_shapes import fold_static_shapes
 from seqlower.passes.fold_transpose import fold_constant_transposes
@@ -75,7 +77,10 @@ class CleanupPass(ir.passes.InPlacePass):
     and after the folds), static shape
     arithmetic folded (`fold_shapes`; `shapes_folded` counts the nodes),
     the minimum of a value and the largest int64 replaced by the value (`trivial_min`;
-    `mins_folded`), index vectors built from their pieces (`index_vectors`; `vectors_built`),
+    `mins_folded`), a Reshape of a tensor that holds nothing to a proved shape made a
+    ConstantOfShape and the Shape of an Expand that only broadcasts read from its target
+    (`empty_reshapes`, `expanded_shapes`; `empties_folded`), index vectors built from their
+    pieces (`index_vectors`; `vectors_built`),
     Transposes of constant weights folded (`fold_transpose`; `folded` counts them), Casts to the
     type they have removed (`noop_casts`; `casts_removed`), arithmetic that changes nothing removed
     (`identity_arithmetic`) with the sign correction of a floor division whose dividend is never
@@ -111,6 +116,7 @@ class CleanupPass(ir.passes.InPlacePass):
         self.vectors_built = 0
         self.hoisted = 0
         self.mins_folded = 0
+        self.empties_folded = 0
         self.concats_removed = 0
         self.identities_removed = 0
         self.rows_folded = 0
@@ -164,6 +170,14 @@ class CleanupPass(ir.passes.InPlacePass):
         # before the index vectors: they would rebuild the Concat the minimum reads
         self.mins_folded = census.run({"ReduceMin"}, fold_trivial_mins, model)
         modified |= bool(self.mins_folded)
+        if self.fold_shapes:
+            # a merge into a tensor that holds nothing: a ConstantOfShape; then the Shape of
+            # what it merged, an Expand that only broadcasts, read from the Expand's target
+            self.empties_folded = census.run({"Reshape"}, fold_empty_reshapes, model)
+            self.empties_folded += census.run({"Shape"}, fold_expanded_shapes, model)
+            if self.empties_folded:
+                census.changed()
+                modified = True
         if self.fold_shapes:
             self.vectors_built = fold_index_vectors(model)
             if self.vectors_built:  # the shapes a second lowering infers for what was built

@@ -39,6 +39,7 @@ from seqlower.passes.declared_ranks import declare_ranks
 from seqlower.passes.index_vectors import fold_index_vectors
 from seqlower.passes.normalize import SHAPE_ARGUMENTS, infer_shapes
 from seqlower.passes.shared_empty_lists import unshare_empty_lists
+from seqlower.passes.trivial_min import fold_trivial_mins
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.report import LIST_TIER
 from seqlower.report.sites import rewrite_tier
@@ -137,6 +138,10 @@ class LowerSequencesPass(ir.passes.InPlacePass):
             # as cleanup will: the rules then see what a second lowering would see (a Loop
             # that carries a list's row counts only, its rows unread: a tensor grown by Concat)
             dropped = self._drop_dead_carried(model)
+            # the minimum of a length and the largest int64 is the length (`trivial_min`), as
+            # cleanup folds it, and before the index vectors: they would rebuild the Concat the
+            # minimum reads, which no fold reads as a minimum then
+            dropped |= bool(fold_trivial_mins(model))
             if fold_index_vectors(model) or dropped:
                 infer_shapes(model)
             stamp = region_inference.current_stamp(model)
