@@ -271,3 +271,30 @@ def test_a_merge_with_allowzero_0_stays_with_its_outcome():
     assert op_counts(lowered)["Reshape"] == 1
     for feeds in _merge_inputs("float"):
         assert_same_or_both_fail(model, lowered, feeds)
+
+
+def test_a_target_declared_longer_than_any_shape_is_not_read() -> None:
+    # a hostile file: the Reshape's target declared 10^12 entries long (no shape is), which
+    # would be a list of 10^12 unknowns; no answer, no fold, at once
+    text = (
+        MERGE.format(dtype="float", allowzero=0)
+        .replace("agraph (float[B, 0, 6] e,", "agraph (int64[1000000000000] t, float[B, 0, 6] e,")
+        .replace("r = Reshape <allowzero = 0> (e, target)", "r = Reshape <allowzero = 0> (e, t)")
+    )
+    model = ir.from_proto(parse(text))
+    reshape = next(n for n in model.graph if n.op_type == "Reshape")
+    assert vector_elements(reshape.inputs[1], StaticValues()) is None
+    assert _folds(text) == 0
+
+
+def test_concatenations_sharing_their_parts_are_read_once_per_part() -> None:
+    # four levels of a product of 200 copies of the level below: 200**4 paths through 800
+    # edges, each vector one entry long; read once per value and depth, not once per path
+    lines = []
+    for level in range(1, 5):
+        parts = ", ".join([f"m{level - 1}" if level > 1 else "p"] * 200)
+        lines.append(f"c{level} = Concat <axis = 0> ({parts})")
+        lines.append(f"m{level} = ReduceProd <keepdims = 1> (c{level})")
+    text = "agraph (int64[1] p) => (int64[1] m4) {\n" + "\n".join(lines) + "\n}"
+    model = ir.from_proto(parse(text))
+    assert vector_elements(model.graph.outputs[0], StaticValues()) == [None]
