@@ -97,19 +97,19 @@ class DiscriminatorP(nn.Module):
 
 
 class HifiganPeriodFeatureLoss(nn.Module):
-    """jik876/hifi-gan models.py `DiscriminatorP.forward` (`fmap = []`; `if t % self.period
-    != 0: n_pad = self.period - (t % self.period); x = F.pad(x, (0, n_pad), "reflect")`; `x =
-    x.view(b, c, t // self.period, self.period)`; `for l in self.convs: x = l(x); x =
-    F.leaky_relu(x, LRELU_SLOPE); fmap.append(x)`, the post conv appended too),
-    `MultiPeriodDiscriminator.forward` (`for i, d in enumerate(self.discriminators): y_d_r,
-    fmap_r = d(y); y_d_g, fmap_g = d(y_hat); y_d_rs.append(y_d_r); fmap_rs.append(fmap_r) ...`),
-    `feature_loss` (`for dr, dg in zip(fmap_r, fmap_g): for rl, gl in zip(dr, dg): loss +=
-    torch.mean(torch.abs(rl - gl))`, times 2) and `generator_loss` (`for dg in disc_outputs: l =
-    torch.mean((1 - dg) ** 2); gen_losses.append(l); loss += l`); periods 2 and 3, two convs
-    each. Changed to export: the per-discriminator lists of feature maps are one flat list
-    appended by every discriminator (a list of lists exports as a type onnxruntime cannot
-    load), and `1 - dg` is `1.0 - dg` (the export typed the 1 as int64 for a list element,
-    whose type it did not know: an invalid model)."""
+    """jik876/hifi-gan models.py `DiscriminatorP.forward` (`fmap = []`; `if t % self.period != 0:
+    n_pad = self.period - (t % self.period); x = F.pad(x, (0, n_pad), "reflect")`; `x = x.view(b, c,
+    t // self.period, self.period)`; `for l in self.convs: x = l(x); x = F.leaky_relu(x,
+    LRELU_SLOPE); fmap.append(x)`, the post conv appended too), `MultiPeriodDiscriminator.forward`
+    (`for i, d in enumerate(self.discriminators): y_d_r, fmap_r = d(y); y_d_g, fmap_g = d(y_hat);
+    y_d_rs.append(y_d_r); fmap_rs.append(fmap_r) ...`), `feature_loss` (`for dr, dg in zip(fmap_r,
+    fmap_g): for rl, gl in zip(dr, dg): loss += torch.mean(torch.abs(rl - gl))`, times 2) and
+    `generator_loss` (`for dg in disc_outputs: l = torch.mean((1 - dg) ** 2); gen_losses.append(l);
+    loss += l`); periods 2 and 3, two convs each. Changed to export: the per-discriminator lists of
+    feature maps are one flat list appended by every discriminator (a list of lists, which the
+    earlier sets found exports as a type onnxruntime cannot load, was not tried), and `1 - dg` is
+    `1.0 - dg` (the export typed the 1 as int64 for a list element, whose type it did not know: an
+    invalid model)."""
 
     def __init__(self) -> None:
         super().__init__()
