@@ -169,11 +169,13 @@ class LoopShapes:
         self._contents: dict[ir.Value, Content | None] = {}
         self._invariant: dict[ir.Value, bool] = {}
         self._reasons: dict[ir.Value, str] = {}
+        # set before any derivation: deriving the trip count can analyse a Loop that built a
+        # list read on the way (a count computed from an element of that list)
+        self.owners: Mapping[int, ir.Node] = owners or {}
         trip = self.content(loop.inputs[0]) if loop.inputs and loop.inputs[0] else None
         if trip is not None and len(trip) == 1:
             self.bounds[_ITER] = (0, sym.sub(trip[0], 1))
         self.counters = self._counters(loop)
-        self.owners: Mapping[int, ir.Node] = owners or {}
         self._bound_enclosing(loop)
         self.assumed: dict[ir.Value, ShapeFact] = {}
         carried = list(zip(self.body.inputs[2:], loop.inputs[2:]))

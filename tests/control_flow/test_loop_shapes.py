@@ -3,8 +3,17 @@ needs), and which carried tensors keep the shape of their initial value."""
 
 from __future__ import annotations
 
+import numpy as np
 import onnx_ir as ir
-from support import parse, torch_pad_nodes
+import pytest
+from support import (
+    assert_both_fail,
+    assert_same_outputs,
+    lower,
+    parse,
+    sequence_op_count,
+    torch_pad_nodes,
+)
 
 from seqlower.analysis import symbolic as sym
 from seqlower.analysis.loop_shapes import INVARIANT, LoopShapes
@@ -642,3 +651,61 @@ def test_a_reshape_target_entry_that_is_the_dim_it_would_copy_is_that_dim():
     assert n == symbol(("param", "N"))
     assert rest == sym.floordiv(sym.mul(6, n), n)
     assert shapes.is_invariant(_value(shapes, "r"))
+
+
+# A Loop whose trip count is read from an element of a list another Loop built, the elements of
+# unequal lengths (the LLaVA export's loop over the text pieces of a sample: its count comes from
+# the positions of the image tokens): deriving the count analyses the Loop that built the list.
+_COUNT_FROM_A_BUILT_LIST = """g (int64 n, float[3] x) => (float[N] y) {
+    t = Constant<value = bool {1}>()
+    empty = SequenceEmpty<dtype = 7>()
+    ranges = Loop(n, t, empty) <body = build (int64 i, bool c, seq(int64) s_in)
+            => (bool c2, seq(int64) s_out) {
+        c2 = Identity(c)
+        z = Constant<value = int64 {0}>()
+        u = Constant<value = int64 {1}>()
+        r = Range(z, i, u)
+        s_out = SequenceInsert(s_in, r)
+    }>
+    last = Constant<value = int64 {-1}>()
+    newest = SequenceAt(ranges, last)
+    trip = Size(newest)
+    fempty = SequenceEmpty<dtype = 1>()
+    pieces = Loop(trip, t, fempty) <body = grow (int64 j, bool d, seq(float) p_in)
+            => (bool d2, seq(float) p_out) {
+        d2 = Identity(d)
+        jf = Cast<to = 1>(j)
+        piece = Mul(x, jf)
+        p_out = SequenceInsert(p_in, piece)
+    }>
+    y = ConcatFromSequence<axis = 0>(pieces)
+}"""
+
+
+def test_a_trip_count_read_from_a_list_another_loop_built_is_derived():
+    """The count is the size of the newest element (i elements in iteration i): its analysis
+    reads the building Loop's body before the rest of the analysis is set up (it failed with
+    an AttributeError there, a bug exit)."""
+    model = ir.from_proto(parse(_COUNT_FROM_A_BUILT_LIST))
+    NormalizePass()(model)
+    second = [n for n in model.graph if n.op_type == "Loop"][1]
+    shapes = LoopShapes(second, StaticValues())
+    assert shapes.shape(_value(shapes, "piece")) == (3,)
+    (last,) = shapes.bounds.values()
+    assert last[0] == 0 and last[1] is not None  # the iteration number is bounded by the count
+
+
+@pytest.mark.parametrize("target", ["generic", "onnxruntime"])
+def test_a_trip_count_read_from_a_built_list_lowers_to_the_same_numbers(target):
+    model = parse(_COUNT_FROM_A_BUILT_LIST)
+    lowered, report = lower(model, target=target)
+    x = np.array([1.0, -2.0, 0.5], dtype=np.float32)
+    for n in (3, 4):  # counts 2 and 3
+        y = assert_same_outputs(model, lowered, {"n": np.array(n, np.int64), "x": x})[0]
+        assert y.shape == (3 * (n - 1),)
+    # no element to read: both fail alike
+    assert_both_fail(model, lowered, {"n": np.array(0, np.int64), "x": x})
+    if target == "generic":
+        assert sequence_op_count(lowered) == 0, report.remaining
+    else:
+        assert all(op.reason for op in report.remaining)
