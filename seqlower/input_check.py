@@ -94,7 +94,7 @@ def check_input_proto(
     except (onnx.checker.ValidationError, ValueError) as error:
         raise InvalidModelError(
             f"{where}: the input model itself is invalid, the ONNX checker rejects it: "
-            f"{one_line(error)}"
+            f"{one_line(error)}{_shapeless_said(proto.graph, str(error))}"
         ) from None
     if (too_many := too_many_inlined(proto)) is not None:  # before inference, which inlines
         raise ModelInputError(f"{where}: {too_many}")
@@ -130,6 +130,28 @@ def check_input_proto(
     problem = static_problem(proto.graph, values) or loop_condition_problem(proto.graph, values)
     if problem is not None:
         raise InvalidModelError(f"{where}: the input model itself is invalid: {problem}")
+
+
+def _shapeless_said(graph: onnx.GraphProto, error: str) -> str:
+    """For the checker's "Field 'shape' of 'type' is required but missing": which of the
+    model's inputs and outputs declare a tensor type without a shape, which the checker
+    requires of them (onnxruntime does not; PyTorch's TorchScript exporter writes such an
+    output where it lost the rank)."""
+    if "Field 'shape' of 'type' is required" not in error:
+        return ""
+    named = [
+        f"{kind} '{value.name}'"
+        for kind, values in (("input", graph.input), ("output", graph.output))
+        for value in values
+        if value.type.HasField("tensor_type") and not value.type.tensor_type.HasField("shape")
+    ]
+    if not named:
+        return ""
+    more = f" and {len(named) - 1} more" if len(named) > 1 else ""
+    return (
+        f" ({named[0]}{more} of the model declares an element type but no shape; declare its "
+        "rank (a scalar's shape is empty) where the model is exported, or in the file with onnx)"
+    )
 
 
 def _without_weights(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, set[str]]:

@@ -7,9 +7,11 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnx.numpy_helper
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
+import seqlower
 from seqlower.errors import InvalidModelError
 from seqlower.input_check import _without_weights, check_input_proto
 from seqlower.passes.chunked_inference import CHUNK_NODES, SUBGRAPH_LIMIT
@@ -466,3 +468,40 @@ def test_negative_dims_are_forgotten_and_sparse_tensors_refused_in_one_walk():
     del inner_then.sparse_initializer[:]
     with pytest.raises(InvalidModelError, match="node '' \\(Constant\\) has a sparse tensor"):
         check_input_proto(model, "m.onnx")
+
+
+def _sum_of_a_list(score_shape: list[int] | None) -> onnx.ModelProto:
+    """The sum of a list of two rows, returned with an output whose tensor type declares no
+    shape when `score_shape` is None (a rank PyTorch's TorchScript exporter lost)."""
+    nodes = [
+        helper.make_node("SequenceConstruct", ["x", "x"], ["s"]),
+        helper.make_node("ConcatFromSequence", ["s"], ["c"], axis=0),
+        helper.make_node("ReduceSum", ["c"], ["score"], keepdims=0),
+    ]
+    score = helper.make_tensor_value_info("score", TensorProto.FLOAT, score_shape)
+    if score_shape is None:
+        score.type.tensor_type.ClearField("shape")
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])], [score]
+    )
+    # IR 8: onnxruntime 1.20 reads up to 10
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_an_output_without_a_shape_is_named_and_declaring_its_rank_is_enough():
+    # the checker requires a shape of the model's inputs and outputs (onnxruntime does not)
+    model = _sum_of_a_list(None)
+    with pytest.raises(InvalidModelError) as refused:
+        check_input_proto(model, "m.onnx")
+    said = str(refused.value)
+    assert "Field 'shape' of 'type' is required but missing" in said
+    assert "output 'score' of the model declares an element type but no shape" in said
+    assert "\n" not in said
+    # the hint followed: the rank declared (a scalar: an empty shape), the model is lowered
+    model.graph.output[0].type.tensor_type.shape.SetInParent()
+    check_input_proto(model, "m.onnx")
+    lowered, _ = seqlower.optimize(model)
+    assert not [n for n in lowered.graph.node if "Sequence" in n.op_type]
+    x = np.array([1.5, -4.0], np.float32)
+    session = ort.InferenceSession(lowered.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert session.run(None, {"x": x})[0] == np.float32(-5.0)
