@@ -80,9 +80,10 @@ from seqlower.analysis.carried_rows import at_least_iterations, counts_iteration
 from seqlower.analysis.facts import element_dtype
 from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.analysis.provenance import split_source
+from seqlower.analysis.static_values import StaticValues
 from seqlower.batching.body import BodyPlan, emit_body, plan_region
 from seqlower.batching.core import Emitter, Operand
-from seqlower.batching.rows import Rows, joined_rows, rows_of_chunk
+from seqlower.batching.rows import Rows, joined_rows, rows_of_chunk, windows_as_rows
 from seqlower.batching.segments import Segments
 from seqlower.batching.shapes import infer_region_shapes
 from seqlower.lists.signs import never_negative
@@ -751,13 +752,6 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     )
     if isinstance(plan, Refusal):
         return plan
-    if guarded and any(operand.ragged_axis is not None for operand in plan.operands.values()):
-        # slices of differing sizes held with a mask, in a batch cut to the trip count: over
-        # the few chunks such loops read, that costs more than the loop it replaces (measured)
-        return Refusal(
-            "the trip count is not known to be the length of what the body reads, and the "
-            "body cuts slices whose bounds differ per element"
-        )
     for running in sums:  # a maximum stacks its terms after the initial value
         term_shape = plan.outputs[wanted.index(running.term)].shape
         initial = node.inputs[2 + running.index]
@@ -782,6 +776,14 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     for index, value in enumerate(wanted):
         if plan.outputs[index].ragged_axis is not None and all(t is not value for _, t in appends):
             return Refusal(f"body output '{value.name}' is a slice whose bounds differ per element")
+    if guarded and _padded_slices(plan, appends, joined, ctx.facts.values, opset):
+        # slices of differing sizes held with a mask, in a batch cut to the trip count: over
+        # the few chunks such loops read, that costs more than the loop it replaces (measured);
+        # windows held flat, as x's rows (`windows_as_rows`), pad nothing
+        return Refusal(
+            "the trip count is not known to be the length of what the body reads, and the "
+            "body cuts slices whose bounds differ per element"
+        )
     static = ctx.facts.static_int(count)
     matched = [read for read in reads if read not in guarded]
     if static is None and not cut and matched and isinstance(matched[0].dim, int):
@@ -1087,6 +1089,24 @@ def _lagged_stack(
     return lagged
 
 
+def _padded_slices(
+    plan: BodyPlan,
+    appends: list[tuple[int, ir.Value]],
+    joined: dict[int, int],
+    values: StaticValues,
+    opset: int,
+) -> bool:
+    """Whether a body value ragged along an axis is held padded, with a mask: not one of the
+    windows held flat (`seqlower.batching.rows.windows_as_rows`) or computed from one so."""
+    joined_at = {tensor: joined[k] for k, tensor in appends if k in joined}
+    flat: set[ir.Value] = set()
+    for members in windows_as_rows(plan, joined_at, values, opset).values():
+        if not isinstance(members, str):
+            flat |= members
+    ragged = (v for v, operand in plan.operands.items() if operand.ragged_axis is not None)
+    return any(value not in flat for value in ragged)
+
+
 def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     """Loop(M, true, [], body(i, c, s): s' = SequenceInsert(s, f(SequenceAt(xs, i))))
     -> SplitToSequence(f'(stack(xs)), axis=0, keepdims=0); scan outputs of f(Gather(x, i))
@@ -1145,6 +1165,12 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
             stack.type = read.node.outputs[0].type
             stack.shape = ir.Shape([plan.count, *read.element])
         stacks.append(stack)
+    # windows of one tensor with no constant bound on their length: x's rows, flat, where the
+    # body reads them elementwise, by segment reductions or concatenated back (`windows_as_rows`)
+    flat = windows_as_rows(plan.body, joined_at, ctx.facts.values, builder.opset)
+    for window, members in flat.items():
+        if not isinstance(members, str):
+            rows.add(window, None, members)
     arguments = stacks + [node.inputs[2 + k] for k in plan.kept]
     for lag in plan.lagged:
         stack = stacks[[read.node for read in plan.reads].index(lag.read)]

@@ -18,17 +18,37 @@ Every position Slice takes is in [max(s', 0), min(e', d)), which has at most w p
 e' - s' <= e - s = w whenever w >= 0 (a negative s with an end >= 0 only shortens the window;
 an end of s + w is negative only when s is). With w < 0 it does not hold (s = 0, e = -1 takes
 d - 1 positions), and neither with m < 0; those keep the whole-axis form.
+
+Windows with no such bound (`x[offsets[i]:offsets[i + 1]]`, `x[s:s + count[i]]`) are padded to
+the whole axis: n x d values. Where the body reads them elementwise and reduces them along a or
+concatenates them back along a (`seqlower.batching.rows.windows_as_rows`), they are held flat
+instead, as x's own rows and the window of each row, as a split's chunks are:
+
+    Slice(x, s, e, [a]), x the same for every element, no constant bounds e - s
+        -> rows = Gather(x, p, axis=a)             ([.., T, ..]: every window's rows in order)
+           lo, hi = s', e' clamped to [0, d]       (s', e' as above: Slice's clamping)
+           sizes = Max(hi - lo, 0)                 ([n]: empty where s' >= e')
+           ends = CumSum(sizes), T = Sum(sizes)
+           ids = the window of each of the T rows  (`seqlower.batching.segments.ids_of_sizes`)
+           p = Range(0, T) + Gather(lo - (ends - sizes), ids)
+
+Which form is held is a size argument: the padded form holds n x (the largest window) values,
+the flat form sum(sizes) <= that, plus the ids (a scatter of n ones and a CumSum of T + 1).
+Where a constant w bounds the windows the padded form above holds n x w and needs no ids: it
+stays. Where none does, the largest window is the whole axis, n x d, and the flat form wins.
 """
 
 from __future__ import annotations
 
-__all__ = ["emit_window", "read_in_place", "window_width"]
+__all__ = ["emit_window", "flat_windows", "read_in_place", "window_width"]
 
 import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
 from seqlower.batching.core import Emitter
+from seqlower.batching.rows import ChunkRows
+from seqlower.batching.segments import ids_of_sizes
 
 # ops that pass the one value of a one-element integer tensor through unchanged
 _SAME_VALUE = frozenset({"Identity", "Unsqueeze", "Squeeze", "Reshape", "Flatten"})
@@ -177,3 +197,36 @@ def emit_window(
     windows = em.transpose(gathered, perm)
     mask = em.unsqueeze(mask, [*range(1, axis + 1), *range(axis + 2, rank + 1)])
     return windows, mask
+
+
+def flat_windows(
+    em: Emitter, data: ir.Value, starts: ir.Value, ends: ir.Value, axis: int
+) -> ChunkRows:
+    """The windows [s_i, e_i) of the unbatched `data` along `axis` (bounds [N, 1], clamped as
+    Slice clamps them) laid end to end: x's rows they take, in order, and the window of each
+    (opset 16 or newer: the ids scatter-add)."""
+    dim = em.dims(data, axis, axis + 1)  # [1]
+    zero = em.scalar(np.array(0, np.int64))
+    flat = em.ints([-1])
+
+    def clamped(bound: ir.Value) -> ir.Value:  # [N]
+        position = _resolved(em, bound, dim)
+        position = em.op("Min", [em.op("Max", [position, zero]), dim])
+        return em.op("Reshape", [position, flat])
+
+    lower, upper = clamped(starts), clamped(ends)
+    sizes = em.op("Max", [em.op("Sub", [upper, lower]), zero])  # [N]
+    running = em.op("CumSum", [sizes, zero])
+    total = em.op("ReduceSum", [sizes], {"keepdims": 1})  # [1] (0 for no window)
+    ids = ids_of_sizes(em.builder, sizes, running, total, total)
+    shift = em.op("Sub", [lower, em.op("Sub", [running, sizes])])  # [N]: first row - first slot
+    slots = em.op("Range", [zero, em.squeeze(total, [0]), em.scalar(np.array(1, np.int64))])
+    positions = em.op("Add", [slots, em.op("Gather", [shift, ids], {"axis": 0})])
+    rows = em.op("Gather", [data, positions], {"axis": axis})
+    rows.type = data.type
+    if data.shape is not None:
+        rows.shape = ir.Shape([None if k == axis else d for k, d in enumerate(data.shape)])
+    count = em.squeeze(em.dims(sizes, 0, 1), [0])
+    found = ChunkRows(rows, axis, sizes, running, em.squeeze(total, [0]), count, None)
+    found.bind_ids(ids)
+    return found
