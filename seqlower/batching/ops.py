@@ -726,8 +726,9 @@ def _ragged_slice(view: OpView) -> Batched | Refusal:
         em.masks[ragged_value] = mask
         return [data]
 
-    # windows of one x (bounds per element) may be held flat (`seqlower.batching.windows`)
-    return Batched(emit, ragged_axis=axis, windows=not data_batched)
+    # windows of one x, both bounds per element, may be held flat (`seqlower.batching.windows`)
+    windows = not data_batched and view.batched(1) and view.batched(2)
+    return Batched(emit, ragged_axis=axis, windows=windows)
 
 
 def _windowed(view: OpView, axis: int) -> tuple[int, bool, ir.Shape] | None:

@@ -62,7 +62,7 @@ class ChunkRows:
     """The chunks of `data` along `axis` by `sizes` (int64, checked): `ends` their running sums,
     `dim` = d (0-D) the rows of x along the axis, `count` the checked count of chunks, `check`
     the split's check (0-D, 0 or a Gather that fails; None where nothing is checked: windows).
-    The ids are emitted on first use, or given (`bind_ids`)."""
+    The ids are emitted on first use."""
 
     data: ir.Value
     axis: int
@@ -73,14 +73,10 @@ class ChunkRows:
     check: ir.Value | None
     _ids: ir.Value | None = None
 
-    def bind_ids(self, ids: ir.Value) -> None:
-        self._ids = ids
-
     def ids(self, builder: Builder) -> ir.Value:
         """The chunk of each row ([d] int64), cut from the check (0 where the sizes are right)."""
         if self._ids is None:
-            assert self.check is not None
-            start = builder.unsqueeze(self.check, [0])
+            start = None if self.check is None else builder.unsqueeze(self.check, [0])
             rows = builder.unsqueeze(self.dim, [0])
             self._ids = ids_of_sizes(builder, self.sizes, self.ends, rows, rows, start)
         return self._ids

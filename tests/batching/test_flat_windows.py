@@ -269,3 +269,39 @@ def test_windows_read_otherwise_keep_the_whole_axis(monkeypatch):
         assert_same_or_both_fail(
             model, lowered, {"x": _x(rows), "count": np.array(count, np.int64)}
         )
+
+
+# for i in range(N): a.append(2 * x[:i + 1]): nested windows, one bound the same for all
+PREFIXES = """g (float[N,3] x) => (float[?,3] y) {
+    t = Constant<value = bool {1}>()
+    zero = Constant<value = int64 {0}>()
+    one = Constant<value = int64 {1}>()
+    axes = Constant<value = int64[1] {0}>()
+    nothing = Constant<value = int64[1] {0}>()
+    shape = Shape(x)
+    n = Gather(shape, zero)
+    head = Slice(x, nothing, nothing)
+    e1 = SequenceConstruct(head)
+    s1 = Loop(n, t, e1) <body = body (int64 i, bool c, seq(float) a1) => (bool c2, seq(float) g1) {
+        c2 = Identity(c)
+        j = Add(i, one)
+        hi = Unsqueeze(j, axes)
+        w = Slice(x, nothing, hi, axes)
+        two = Constant<value = float {2}>()
+        y1 = Mul(w, two)
+        g1 = SequenceInsert(a1, y1)
+    }>
+    y = ConcatFromSequence<axis = 0>(s1)
+}"""
+
+
+def test_nested_windows_stay_padded(monkeypatch):
+    """x[:i + 1]: one bound the same for every window, the windows nested, their total up to
+    n x N / 2: the padded form (an Expand of x and a mask) stays, as it costs less per value."""
+    model = parse(PREFIXES)
+    assert _decisions(model, monkeypatch) == []
+    lowered, report = lower(model)
+    assert report.rules_fired.get("loop-batch") == 1, report.rules_fired
+    assert [n.input[0] for n in lowered.graph.node if n.op_type == "Expand"].count("x") == 1
+    for rows in (0, 1, 4):
+        assert_same_or_both_fail(model, lowered, {"x": _x(rows)})
