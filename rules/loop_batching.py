@@ -776,10 +776,18 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     for index, value in enumerate(wanted):
         if plan.outputs[index].ragged_axis is not None and all(t is not value for _, t in appends):
             return Refusal(f"body output '{value.name}' is a slice whose bounds differ per element")
-    if guarded and _padded_slices(plan, appends, joined, ctx.facts.values, opset):
+    speed_first = ctx.options.target in SPEED_FIRST_TARGETS
+    sliced = any(operand.ragged_axis is not None for operand in plan.operands.values())
+    if (
+        guarded
+        and sliced
+        and (speed_first or _padded_slices(plan, appends, joined, ctx.facts.values, opset))
+    ):
         # slices of differing sizes held with a mask, in a batch cut to the trip count: over
         # the few chunks such loops read, that costs more than the loop it replaces (measured);
-        # windows held flat, as x's rows (`windows_as_rows`), pad nothing
+        # windows held flat, as x's rows (`windows_as_rows`), pad nothing: the default target
+        # batches them (onnxruntime's keeps the loop: over msdeform_levels' few levels the flat
+        # form cost more than the loop, and the target then kept the sequence ops as given)
         return Refusal(
             "the trip count is not known to be the length of what the body reads, and the "
             "body cuts slices whose bounds differ per element"
