@@ -44,10 +44,19 @@ with a mask), appended to a list that is concatenated along the sliced axis (one
 the padded stack). Windows of one tensor x whose length a constant w bounds (`x[s_i:s_i + w]`,
 or ended at Min(s_i + w, a size)) are padded to w only, gathered from x at s_i + Range(w)
 (`seqlower.batching.windows`): n x w values for n iterations (not where an If's branch returns
-them: both branches' paddings must be as wide). Slices with no such bound are
-padded to all N positions of x's axis (x Expanded to [n, N, ...] and a mask of as many): n x N
-values and as much work, however short the slices are (10^4 windows over 10^4 rows of 3 floats:
-1.2 * 10^9 bytes for the padded stack alone).
+them: both branches' paddings must be as wide). Windows with no such bound whose two bounds
+both differ per element (`x[off[i]:off[i + 1]]`, `x[s_i:s_i + count[i]]`), read elementwise, by
+reductions along the axis with a segment form or concatenated back along it, are held flat:
+x's rows in the windows laid end to end (clamped as Slice clamps), as many values as the
+windows hold (`seqlower.batching.windows`); the loop is then batched even where its trip count
+is not proved to be the offsets' length, by the default target:
+
+    for i in range(len(off) - 1): out.append(relu(x[off[i]:off[i + 1]]))
+        -> Relu(Gather(x, CumSum(ScatterElements(ones [T + 1], starts, jumps, "add"))[:T]))
+
+Other slices with no such bound are padded to all N positions of x's axis (x Expanded to
+[n, N, ...] and a mask of as many): n x N values and as much work, however short the slices are
+(10^4 windows over 10^4 rows of 3 floats: 1.2 * 10^9 bytes for the padded stack alone).
 The chunks of a split by 1-D run-time sizes are such slices, gathered into
 as many slots as the largest chunk has (`seqlower.rules.ragged_reads`, by the default target
 only: `x.split(sizes)` then a loop over the chunks, as torch_geometric's `unbatch` writes it).
@@ -1121,7 +1130,9 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     -> f'(x with the gathered axis moved to the front); the chunks of SplitToSequence(x, sizes)
     with 1-D run-time sizes -> f'(the chunks gathered, padded to the largest, and masked), or
     where they are read elementwise, concatenated back and otherwise reduced by segments only
-    -> f(x, per-chunk values gathered at each row's chunk id);
+    -> f(x, per-chunk values gathered at each row's chunk id); windows Slice(x, s_i, e_i) of one
+    x with both bounds per element and no constant bound on e_i - s_i, read so
+    -> f(Gather(x, the rows of the windows laid end to end, clamped as Slice clamps));
     Gather(y, i) with the rows of y not known to be M
     -> Slice(y, 0, M + Gather([0], Max(M - rows(y), 0)))"""
     builder = ctx.rewriter.before(node)
