@@ -316,3 +316,47 @@ def test_the_onnxruntime_target_keeps_a_loop_over_offsets_unbatched():
     assert "loop-batch" not in report.rules_fired, report.rules_fired
     for rows, off in OFFSET_CASES[:4]:
         assert_same_or_both_fail(model, lowered, {"x": _x(rows), "off": np.array(off)})
+
+
+# windows of columns, x [3, N], int32 bounds, float16: cat(relu(x[:, off[i]:off[i + 1]]), 1)
+COLUMNS = """g (float16[3,N] x, int32[K] off) => (float16[3,?] y) {
+    t = Constant<value = bool {1}>()
+    one = Constant<value = int64 {1}>()
+    nothing = Constant<value = int64[1] {0}>()
+    columns = Constant<value = int64[1] {1}>()
+    k = Size(off)
+    m = Sub(k, one)
+    head = Slice(x, nothing, nothing, columns)
+    e1 = SequenceConstruct(head)
+    s1 = Loop(m, t, e1) <body = body (int64 i, bool c, seq(float16) a1)
+                                     => (bool c2, seq(float16) g1) {
+        c2 = Identity(c)
+        axes = Constant<value = int64[1] {0}>()
+        along = Constant<value = int32[1] {-1}>()
+        j = Add(i, one)
+        first = Gather(off, i)
+        last = Gather(off, j)
+        starts = Unsqueeze(first, axes)
+        ends = Unsqueeze(last, axes)
+        w = Slice(x, starts, ends, along)
+        y1 = Relu(w)
+        g1 = SequenceInsert(a1, y1)
+    }>
+    y = ConcatFromSequence<axis = 1>(s1)
+}"""
+
+
+def test_windows_of_columns_with_int32_bounds_of_float16():
+    """Along the last axis (written -1), int32 bounds, float16 values (read elementwise and
+    concatenated back: no scatter of the values)."""
+    model = parse(COLUMNS)
+    lowered, report = lower(model)
+    assert report.rules_fired.get("loop-batch") == 1, report.rules_fired
+    assert _flat(lowered), op_counts(lowered)
+    for rows, off in OFFSET_CASES:
+        x = _x(rows, "float").T.astype(np.float16)
+        assert_same_or_both_fail(model, lowered, {"x": x, "off": np.array(off, np.int32)})
+    x = _x(7).T.astype(np.float16)
+    (y,) = run_ort(lowered, {"x": x, "off": np.array([6, -5, 9, 1], np.int32)})
+    want = [x[:, 6:2], x[:, 2:9], x[:, 9:1]]
+    np.testing.assert_array_equal(y, np.maximum(np.concatenate([x[:, :0], *want], 1), 0))
