@@ -755,7 +755,9 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
         if any(value in states for value in _reads(region_node)):
             return Refusal(f"body op {region_node.op_type} reads the loop state")
     opset = ctx.rewriter.opset(node.graph)
-    shapes = infer_region_shapes(region, {v: o.shape for v, o in seeds.items()}, {"": opset})
+    fed = {v: o.shape for v, o in seeds.items()}
+    known = _sliced_shapes(region, body, set(fed), ctx.facts.values)
+    shapes = infer_region_shapes(region, fed, {"": opset}, known)
     plan = plan_region(
         body, seeds, region, wanted, ctx.facts.values, opset, shapes, ragged_results=True
     )
@@ -1104,6 +1106,31 @@ def _lagged_stack(
         last.type, last.shape = initial.type, initial.shape
         builder.rewriter.replace(output, last)
     return lagged
+
+
+def _sliced_shapes(
+    region: list[ir.Node], body: ir.Graph, seeds: set[ir.Value], values: StaticValues
+) -> dict[ir.Value, ir.Shape]:
+    """Per Slice of an outer x of known rank by bounds computed in the body, along static axes:
+    x's shape with those axes of unknown size (ONNX shape inference gives such a slice no dims,
+    and what reads it then none either: a window's mean could not be proved to broadcast)."""
+    found: dict[ir.Value, ir.Shape] = {}
+    for node in region:
+        if node.op_type != "Slice" or node.domain not in ("", "ai.onnx") or len(node.inputs) < 4:
+            continue
+        data, axes = node.inputs[0], node.inputs[3]
+        if data is None or axes is None or data in seeds or not _outer(data, body):
+            continue
+        if data.shape is None or (len(node.inputs) > 4 and node.inputs[4] is not None):
+            continue
+        sliced = values.get_ints(axes)
+        rank = len(data.shape)
+        if sliced is None or not all(-rank <= a < rank for a in sliced):
+            continue
+        cut = {a % rank for a in sliced}
+        dims = [None if k in cut else d for k, d in enumerate(data.shape)]
+        found[node.outputs[0]] = ir.Shape([d if isinstance(d, int) else None for d in dims])
+    return found
 
 
 def _padded_slices(

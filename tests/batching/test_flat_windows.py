@@ -360,3 +360,26 @@ def test_windows_of_columns_with_int32_bounds_of_float16():
     (y,) = run_ort(lowered, {"x": x, "off": np.array([6, -5, 9, 1], np.int32)})
     want = [x[:, 6:2], x[:, 2:9], x[:, 9:1]]
     np.testing.assert_array_equal(y, np.maximum(np.concatenate([x[:, :0], *want], 1), 0))
+
+
+# each window centred on its mean (`w - w.mean(0, keepdim=True)`), and its sum
+CENTRED = """mu = ReduceMean<keepdims = 1>(w, axes)
+        y1 = Sub(w, mu)
+        z1 = ReduceSum<keepdims = 1>(w, axes)"""
+
+
+@pytest.mark.parametrize("dtype", ["float", "double"])
+def test_windows_centred_on_their_mean(dtype, monkeypatch):
+    """A value per window read back at each row: the segment mean gathered at the rows' window
+    ids (the slice's dims off its axis are x's, so the mean is known to broadcast into it)."""
+    model = _model(CENTRED, dtype=dtype)
+    decisions = _decisions(model, monkeypatch)
+    assert decisions and all(isinstance(d, set) for d in decisions), decisions
+    lowered = _compare(model, OFFSET_CASES, dtype=dtype)
+    assert _flat(lowered), op_counts(lowered)
+    x, off = _x(7, dtype), [0, 3, 3, -2, 7, 1]
+    y, z = run_ort(lowered, {"x": x, "off": np.array(off, np.int64)})
+    windows = [x[off[i] : off[i + 1]] for i in range(len(off) - 1)]
+    want = [w - w.mean(0, keepdims=True) for w in windows if len(w)]
+    np.testing.assert_allclose(y, np.concatenate([x[:0], *want]), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(z, np.concatenate([w.sum(0, keepdims=True) for w in windows]))
