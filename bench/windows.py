@@ -8,6 +8,11 @@ of 3 with a step of 2) are lowered by the seqlower found in BEFORE_SRC (a checko
 this one, then timed under onnxruntime CPU with one thread, the three forms interleaved per
 round (median milliseconds), outputs checked equal; the peak resident memory of one run of each
 form is read in a fresh process (VmHWM of /proc/self/status, MB; Linux only).
+
+Windows with no constant bound on their length (`--ragged`): `for i in range(len(off) - 1):
+w = x[off[i]:off[i + 1]]; a.append(relu(w)); b.append(w.sum(0, keepdim=True))`, both
+concatenated ("offsets"), and `x[start[i]:start[i] + count[i]]` with start = cumsum(count) -
+count read the same way ("counts"); N // 4 windows of 0 to 8 rows (mean 4, seed 5).
 """
 
 from __future__ import annotations
@@ -44,6 +49,61 @@ g (float[N,3] x) => (float[?,3] y) {
     }>
     y = ConcatFromSequence<axis = 0>(s)
 }"""
+# windows between consecutive offsets: the trip count len(off) - 1
+OFFSETS = """<ir_version: 10, opset_import: ["" : 18]>
+g (float[N,3] x, int64[K] off) => (float[?,3] y, float[?,3] z) {
+    t = Constant<value = bool {1}>()
+    one = Constant<value = int64 {1}>()
+    axes = Constant<value = int64[1] {0}>()
+    k = Size(off)
+    m = Sub(k, one)
+    e1 = SequenceEmpty<dtype = 1>()
+    e2 = SequenceEmpty<dtype = 1>()
+    s1, s2 = Loop(m, t, e1, e2) <body = body (int64 i, bool c, seq(float) a1, seq(float) a2)
+                                             => (bool c2, seq(float) g1, seq(float) g2) {
+        c2 = Identity(c)
+        j = Add(i, one)
+        first = Gather(off, i)
+        last = Gather(off, j)
+        starts = Unsqueeze(first, axes)
+        ends = Unsqueeze(last, axes)
+        w = Slice(x, starts, ends, axes)
+        r = Relu(w)
+        total = ReduceSum<keepdims = 1>(w, axes)
+        g1 = SequenceInsert(a1, r)
+        g2 = SequenceInsert(a2, total)
+    }>
+    y = ConcatFromSequence<axis = 0>(s1)
+    z = ConcatFromSequence<axis = 0>(s2)
+}"""
+# windows at a start and a count each: the trip count len(count)
+COUNTS = """<ir_version: 10, opset_import: ["" : 18]>
+g (float[N,3] x, int64[K] count) => (float[?,3] y, float[?,3] z) {
+    t = Constant<value = bool {1}>()
+    axes = Constant<value = int64[1] {0}>()
+    zero = Constant<value = int64 {0}>()
+    ends = CumSum(count, zero)
+    start = Sub(ends, count)
+    k = Size(count)
+    e1 = SequenceEmpty<dtype = 1>()
+    e2 = SequenceEmpty<dtype = 1>()
+    s1, s2 = Loop(k, t, e1, e2) <body = body (int64 i, bool c, seq(float) a1, seq(float) a2)
+                                             => (bool c2, seq(float) g1, seq(float) g2) {
+        c2 = Identity(c)
+        first = Gather(start, i)
+        size = Gather(count, i)
+        last = Add(first, size)
+        lo = Unsqueeze(first, axes)
+        hi = Unsqueeze(last, axes)
+        w = Slice(x, lo, hi, axes)
+        r = Relu(w)
+        total = ReduceSum<keepdims = 1>(w, axes)
+        g1 = SequenceInsert(a1, r)
+        g2 = SequenceInsert(a2, total)
+    }>
+    y = ConcatFromSequence<axis = 0>(s1)
+    z = ConcatFromSequence<axis = 0>(s2)
+}"""
 FIXTURE = pathlib.Path("tests/fixtures/torch_newcomer/sliding_windows/model.onnx")
 LOWER = """import sys, onnx, onnx_ir as ir
 sys.path.insert(0, sys.argv[1])
@@ -57,6 +117,19 @@ def _x(rows: int) -> np.ndarray:
     return (np.arange(3 * rows, dtype=np.float32).reshape(rows, 3) % 7) - 3
 
 
+def _ragged(name: str, rows: int) -> dict[str, np.ndarray]:
+    """x [rows, 3] and N // 4 windows of 0 to 8 rows (seed 5): offsets or counts."""
+    sizes = np.random.default_rng(5).integers(0, 9, size=rows // 4)
+    x = _x(rows)  # the last windows may end past N: Slice cuts them
+    if name == "offsets":
+        return {"x": x, "off": np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)}
+    return {"x": x, "count": sizes.astype(np.int64)}
+
+
+def _feeds(name: str, rows: int) -> dict[str, np.ndarray]:
+    return _ragged(name, rows) if name in ("offsets", "counts") else {"x": _x(rows)}
+
+
 def _session(path: str):
     import onnxruntime as ort
 
@@ -65,12 +138,12 @@ def _session(path: str):
     return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
 
-def _peak(path: str, rows: int) -> float:
+def _peak(path: str, name: str, rows: int) -> float:
     """Peak resident MB of a fresh process that runs `path` once on `rows` rows (VmHWM:
     ru_maxrss would carry the parent's peak over)."""
     code = (
-        "from bench.windows import _session, _x; "
-        f"_session({path!r}).run(None, {{'x': _x({rows})}}); "
+        "from bench.windows import _session, _feeds; "
+        f"_session({path!r}).run(None, _feeds({name!r}, {rows})); "
         "print(open('/proc/self/status').read())"
     )
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -83,12 +156,20 @@ def main() -> None:
     parser.add_argument("before", help="root of the seqlower checkout to compare with")
     parser.add_argument("--sizes", default="10,100,1000,10000")
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument(
+        "--ragged", action="store_true", help="windows with no constant bound on their length"
+    )
     args = parser.parse_args()
     sizes = [int(v) for v in args.sizes.split(",")]
     folder = pathlib.Path(tempfile.mkdtemp(prefix="windows-"))
-    synthetic = folder / "synthetic.onnx"
-    onnx.save(onnx.parser.parse_model(SYNTHETIC), synthetic)
-    for name, original in (("synthetic", synthetic), ("sliding_windows", FIXTURE)):
+    cases = []
+    texts = {"offsets": OFFSETS, "counts": COUNTS} if args.ragged else {"synthetic": SYNTHETIC}
+    for name, text in texts.items():
+        cases.append((name, folder / f"{name}.onnx"))
+        onnx.save(onnx.parser.parse_model(text), cases[-1][1])
+    if not args.ragged:
+        cases.append(("sliding_windows", FIXTURE))
+    for name, original in cases:
         forms = {"original": str(original)}
         for label, root in (("before", args.before), ("after", ".")):
             forms[label] = str(folder / f"{name}-{label}.onnx")
@@ -96,10 +177,14 @@ def main() -> None:
             subprocess.run(command, check=True)
         sessions = {label: _session(path) for label, path in forms.items()}
         for rows in sizes:
-            feeds = {"x": _x(rows)}
-            outputs = {label: s.run(None, feeds)[0] for label, s in sessions.items()}
+            feeds = _feeds(name, rows)
+            outputs = {label: s.run(None, feeds) for label, s in sessions.items()}
             for label, output in outputs.items():
-                np.testing.assert_array_equal(output, outputs["original"], err_msg=label)
+                for got, want in zip(output, outputs["original"]):
+                    if args.ragged:  # sums: the scatter adds in another order
+                        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=label)
+                    else:
+                        np.testing.assert_array_equal(got, want, err_msg=label)
             repeats = args.repeats if rows < 10000 else max(3, args.repeats // 3)
             times: dict[str, list[float]] = {label: [] for label in sessions}
             for _ in range(repeats):
@@ -107,7 +192,7 @@ def main() -> None:
                     start = time.perf_counter()
                     session.run(None, feeds)
                     times[label].append(1000 * (time.perf_counter() - start))
-            peaks = {label: _peak(path, rows) for label, path in forms.items()}
+            peaks = {label: _peak(path, name, rows) for label, path in forms.items()}
             cells = "  ".join(
                 f"{label} {np.median(times[label]):.3f} ms {peaks[label]:.1f} MB" for label in forms
             )

@@ -44,10 +44,19 @@ with a mask), appended to a list that is concatenated along the sliced axis (one
 the padded stack). Windows of one tensor x whose length a constant w bounds (`x[s_i:s_i + w]`,
 or ended at Min(s_i + w, a size)) are padded to w only, gathered from x at s_i + Range(w)
 (`seqlower.batching.windows`): n x w values for n iterations (not where an If's branch returns
-them: both branches' paddings must be as wide). Slices with no such bound are
-padded to all N positions of x's axis (x Expanded to [n, N, ...] and a mask of as many): n x N
-values and as much work, however short the slices are (10^4 windows over 10^4 rows of 3 floats:
-1.2 * 10^9 bytes for the padded stack alone).
+them: both branches' paddings must be as wide). Windows with no such bound whose two bounds
+both differ per element (`x[off[i]:off[i + 1]]`, `x[s_i:s_i + count[i]]`), read elementwise, by
+reductions along the axis with a segment form or concatenated back along it, are held flat:
+x's rows in the windows laid end to end (clamped as Slice clamps), as many values as the
+windows hold (`seqlower.batching.windows`); the loop is then batched even where its trip count
+is not proved to be the offsets' length, by the default target:
+
+    for i in range(len(off) - 1): out.append(relu(x[off[i]:off[i + 1]]))
+        -> Relu(Gather(x, CumSum(ScatterElements(ones [T + 1], starts, jumps, "add"))[:T]))
+
+Other slices with no such bound are padded to all N positions of x's axis (x Expanded to
+[n, N, ...] and a mask of as many): n x N values and as much work, however short the slices are
+(10^4 windows over 10^4 rows of 3 floats: 1.2 * 10^9 bytes for the padded stack alone).
 The chunks of a split by 1-D run-time sizes are such slices, gathered into
 as many slots as the largest chunk has (`seqlower.rules.ragged_reads`, by the default target
 only: `x.split(sizes)` then a loop over the chunks, as torch_geometric's `unbatch` writes it).
@@ -80,9 +89,10 @@ from seqlower.analysis.carried_rows import at_least_iterations, counts_iteration
 from seqlower.analysis.facts import element_dtype
 from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.analysis.provenance import split_source
+from seqlower.analysis.static_values import StaticValues
 from seqlower.batching.body import BodyPlan, emit_body, plan_region
 from seqlower.batching.core import Emitter, Operand
-from seqlower.batching.rows import Rows, joined_rows, rows_of_chunk
+from seqlower.batching.rows import Rows, joined_rows, rows_of_chunk, windows_as_rows
 from seqlower.batching.segments import Segments
 from seqlower.batching.shapes import infer_region_shapes
 from seqlower.lists.signs import never_negative
@@ -745,19 +755,14 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
         if any(value in states for value in _reads(region_node)):
             return Refusal(f"body op {region_node.op_type} reads the loop state")
     opset = ctx.rewriter.opset(node.graph)
-    shapes = infer_region_shapes(region, {v: o.shape for v, o in seeds.items()}, {"": opset})
+    fed = {v: o.shape for v, o in seeds.items()}
+    known = _sliced_shapes(region, body, set(fed), ctx.facts.values)
+    shapes = infer_region_shapes(region, fed, {"": opset}, known)
     plan = plan_region(
         body, seeds, region, wanted, ctx.facts.values, opset, shapes, ragged_results=True
     )
     if isinstance(plan, Refusal):
         return plan
-    if guarded and any(operand.ragged_axis is not None for operand in plan.operands.values()):
-        # slices of differing sizes held with a mask, in a batch cut to the trip count: over
-        # the few chunks such loops read, that costs more than the loop it replaces (measured)
-        return Refusal(
-            "the trip count is not known to be the length of what the body reads, and the "
-            "body cuts slices whose bounds differ per element"
-        )
     for running in sums:  # a maximum stacks its terms after the initial value
         term_shape = plan.outputs[wanted.index(running.term)].shape
         initial = node.inputs[2 + running.index]
@@ -782,6 +787,22 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     for index, value in enumerate(wanted):
         if plan.outputs[index].ragged_axis is not None and all(t is not value for _, t in appends):
             return Refusal(f"body output '{value.name}' is a slice whose bounds differ per element")
+    speed_first = ctx.options.target in SPEED_FIRST_TARGETS
+    sliced = any(operand.ragged_axis is not None for operand in plan.operands.values())
+    if (
+        guarded
+        and sliced
+        and (speed_first or _padded_slices(plan, appends, joined, ctx.facts.values, opset))
+    ):
+        # slices of differing sizes held with a mask, in a batch cut to the trip count: over
+        # the few chunks such loops read, that costs more than the loop it replaces (measured);
+        # windows held flat, as x's rows (`windows_as_rows`), pad nothing: the default target
+        # batches them (onnxruntime's keeps the loop: over msdeform_levels' few levels the flat
+        # form cost more than the loop, and the target then kept the sequence ops as given)
+        return Refusal(
+            "the trip count is not known to be the length of what the body reads, and the "
+            "body cuts slices whose bounds differ per element"
+        )
     static = ctx.facts.static_int(count)
     matched = [read for read in reads if read not in guarded]
     if static is None and not cut and matched and isinstance(matched[0].dim, int):
@@ -1087,13 +1108,58 @@ def _lagged_stack(
     return lagged
 
 
+def _sliced_shapes(
+    region: list[ir.Node], body: ir.Graph, seeds: set[ir.Value], values: StaticValues
+) -> dict[ir.Value, ir.Shape]:
+    """Per Slice of an outer x of known rank by bounds computed in the body, along static axes:
+    x's shape with those axes of unknown size (ONNX shape inference gives such a slice no dims,
+    and what reads it then none either: a window's mean could not be proved to broadcast)."""
+    found: dict[ir.Value, ir.Shape] = {}
+    for node in region:
+        if node.op_type != "Slice" or node.domain not in ("", "ai.onnx") or len(node.inputs) < 4:
+            continue
+        data, axes = node.inputs[0], node.inputs[3]
+        if data is None or axes is None or data in seeds or not _outer(data, body):
+            continue
+        if data.shape is None or (len(node.inputs) > 4 and node.inputs[4] is not None):
+            continue
+        sliced = values.get_ints(axes)
+        rank = len(data.shape)
+        if sliced is None or not all(-rank <= a < rank for a in sliced):
+            continue
+        cut = {a % rank for a in sliced}
+        dims = [None if k in cut else d for k, d in enumerate(data.shape)]
+        found[node.outputs[0]] = ir.Shape([d if isinstance(d, int) else None for d in dims])
+    return found
+
+
+def _padded_slices(
+    plan: BodyPlan,
+    appends: list[tuple[int, ir.Value]],
+    joined: dict[int, int],
+    values: StaticValues,
+    opset: int,
+) -> bool:
+    """Whether a body value ragged along an axis is held padded, with a mask: not one of the
+    windows held flat (`seqlower.batching.rows.windows_as_rows`) or computed from one so."""
+    joined_at = {tensor: joined[k] for k, tensor in appends if k in joined}
+    flat: set[ir.Value] = set()
+    for members in windows_as_rows(plan, joined_at, values, opset).values():
+        if not isinstance(members, str):
+            flat |= members
+    ragged = (v for v, operand in plan.operands.items() if operand.ragged_axis is not None)
+    return any(value not in flat for value in ragged)
+
+
 def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     """Loop(M, true, [], body(i, c, s): s' = SequenceInsert(s, f(SequenceAt(xs, i))))
     -> SplitToSequence(f'(stack(xs)), axis=0, keepdims=0); scan outputs of f(Gather(x, i))
     -> f'(x with the gathered axis moved to the front); the chunks of SplitToSequence(x, sizes)
     with 1-D run-time sizes -> f'(the chunks gathered, padded to the largest, and masked), or
     where they are read elementwise, concatenated back and otherwise reduced by segments only
-    -> f(x, per-chunk values gathered at each row's chunk id);
+    -> f(x, per-chunk values gathered at each row's chunk id); windows Slice(x, s_i, e_i) of one
+    x with both bounds per element and no constant bound on e_i - s_i, read so
+    -> f(Gather(x, the rows of the windows laid end to end, clamped as Slice clamps));
     Gather(y, i) with the rows of y not known to be M
     -> Slice(y, 0, M + Gather([0], Max(M - rows(y), 0)))"""
     builder = ctx.rewriter.before(node)
@@ -1145,6 +1211,12 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
             stack.type = read.node.outputs[0].type
             stack.shape = ir.Shape([plan.count, *read.element])
         stacks.append(stack)
+    # windows of one tensor with no constant bound on their length: x's rows, flat, where the
+    # body reads them elementwise, by segment reductions or concatenated back (`windows_as_rows`)
+    flat = windows_as_rows(plan.body, joined_at, ctx.facts.values, builder.opset)
+    for window, members in flat.items():
+        if not isinstance(members, str):
+            rows.add(window, None, members)
     arguments = stacks + [node.inputs[2 + k] for k in plan.kept]
     for lag in plan.lagged:
         stack = stacks[[read.node for read in plan.reads].index(lag.read)]

@@ -136,6 +136,10 @@ class Batched:
     ragged_axis: int | None = None
     # its padded element shape, when not the first input's (a NonZero, a Transpose)
     ragged_shape: ir.Shape | None = None
+    # the first output is windows of one unbatched x along `ragged_axis` whose length no
+    # constant bounds (a Slice by bounds per element): they may be held flat, as x's rows
+    # (`seqlower.batching.windows`), where the caller decides so for the whole body
+    windows: bool = False
     # values of enclosing graphs that the op's subgraphs read (an If's branches): `emit` gets
     # them after the op's own inputs
     captured: tuple[ir.Value, ...] = ()

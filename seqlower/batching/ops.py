@@ -20,6 +20,8 @@ X is the batched input [N, *S] of element shape S (rank r); U an unbatched input
     Slice(x, s, t, [a]), s or t per element -> X itself and a mask of [s, t) along a + 1 (ragged)
     Slice(x, s, s + w, [a]), x unbatched     -> Gather(x, s + Range(w)) and its mask (ragged, w
                                             positions, not d: `seqlower.batching.windows`)
+    Slice(x, s, t, [a]), x unbatched, no w   -> also x's rows in the windows, flat, where the
+                                            loop holds them so (`seqlower.batching.windows`)
     ReduceSum(ragged, axes with a)      -> ReduceSum(Where(mask, X, 0))  (Max/Min: lowest/highest,
                                             plus the sum of the NaNs within (0 or NaN);
                                             Mean: the masked sum over the count, at least 1;
@@ -59,7 +61,7 @@ import onnx_ir as ir
 
 from seqlower.batching.core import Batched, Emitter, OpRule, OpView, normalize_axis
 from seqlower.batching.segments import segment_reduce, segment_reducible
-from seqlower.batching.windows import emit_window, read_in_place, window_width
+from seqlower.batching.windows import emit_window, flat_windows, read_in_place, window_width
 from seqlower.rule import Refusal
 
 RANDOM_OPS = frozenset(
@@ -705,6 +707,8 @@ def _ragged_slice(view: OpView) -> Batched | Refusal:
     def emit(em: Emitter, inputs: list[ir.Value | None]) -> list[ir.Value]:
         data, starts, ends = inputs[0], inputs[1], inputs[2]
         assert data is not None and starts is not None and ends is not None
+        if em.rows is not None and em.rows.awaits(ragged_value):  # also held flat, as x's rows
+            em.rows.bind(ragged_value, flat_windows(em, data, starts, ends, axis))
         if not data_batched:  # x[:n_i] of one x: every element slices the same tensor
             data = em.broadcast(data, rank)
         dim = em.dims(data, axis + 1, axis + 2)  # [d]
@@ -722,7 +726,9 @@ def _ragged_slice(view: OpView) -> Batched | Refusal:
         em.masks[ragged_value] = mask
         return [data]
 
-    return Batched(emit, ragged_axis=axis)
+    # windows of one x, both bounds per element, may be held flat (`seqlower.batching.windows`)
+    windows = not data_batched and view.batched(1) and view.batched(2)
+    return Batched(emit, ragged_axis=axis, windows=windows)
 
 
 def _windowed(view: OpView, axis: int) -> tuple[int, bool, ir.Shape] | None:

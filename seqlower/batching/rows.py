@@ -27,7 +27,7 @@ readers (a maximum below opset 18 reads the padded chunk) and are removed where 
 
 from __future__ import annotations
 
-__all__ = ["ChunkRows", "Rows", "joined_rows", "rows_of_chunk"]
+__all__ = ["ChunkRows", "Rows", "joined_rows", "rows_of_chunk", "windows_as_rows"]
 
 import dataclasses
 from collections.abc import Collection, Mapping, Sequence
@@ -37,7 +37,12 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
-from seqlower.batching.segments import Segments, ids_of_sizes, segment_reducible
+from seqlower.batching.segments import (
+    SEGMENT_OPSET,
+    Segments,
+    ids_of_sizes,
+    segment_reducible,
+)
 
 if TYPE_CHECKING:
     from seqlower.batching.body import BodyPlan
@@ -56,7 +61,8 @@ ROW_OPS = frozenset(
 class ChunkRows:
     """The chunks of `data` along `axis` by `sizes` (int64, checked): `ends` their running sums,
     `dim` = d (0-D) the rows of x along the axis, `count` the checked count of chunks, `check`
-    the split's check (0-D, 0 or a Gather that fails). The ids are emitted on first use."""
+    the split's check (0-D, 0 or a Gather that fails; None where nothing is checked: windows).
+    The ids are emitted on first use."""
 
     data: ir.Value
     axis: int
@@ -64,13 +70,13 @@ class ChunkRows:
     ends: ir.Value
     dim: ir.Value
     count: ir.Value
-    check: ir.Value
+    check: ir.Value | None
     _ids: ir.Value | None = None
 
     def ids(self, builder: Builder) -> ir.Value:
         """The chunk of each row ([d] int64), cut from the check (0 where the sizes are right)."""
         if self._ids is None:
-            start = builder.unsqueeze(self.check, [0])
+            start = None if self.check is None else builder.unsqueeze(self.check, [0])
             rows = builder.unsqueeze(self.dim, [0])
             self._ids = ids_of_sizes(builder, self.sizes, self.ends, rows, rows, start)
         return self._ids
@@ -90,19 +96,29 @@ class _Step:
 
 class Rows:
     """The body values held as rows (for one Emitter): per chunk read its rows, per value made
-    from one on the rows its step; the row forms are emitted when first read."""
+    from one on the rows its step; the row forms are emitted when first read. A window's rows
+    (`seqlower.batching.windows`) are given when the window is emitted (`bind`)."""
 
     def __init__(self) -> None:
-        self._chunks: dict[ir.Value, ChunkRows] = {}
+        self._chunks: dict[ir.Value, ChunkRows | None] = {}
         self._members: dict[ir.Value, ir.Value] = {}  # body value -> its chunk
         self._steps: dict[ir.Value, _Step] = {}
         self._emitted: dict[ir.Value, tuple[ir.Value, bool]] = {}  # (rows, reads the ids)
         self._spread: dict[ir.Value, ir.Value] = {}  # per-chunk value -> gathered at the rows
 
-    def add(self, chunk: ir.Value, rows: ChunkRows, members: Collection[ir.Value]) -> None:
+    def add(self, chunk: ir.Value, rows: ChunkRows | None, members: Collection[ir.Value]) -> None:
+        """Hold `members` as the rows of `chunk` (None: given by `bind` when it is emitted)."""
         self._chunks[chunk] = rows
         for value in members:
             self._members[value] = chunk
+
+    def awaits(self, chunk: ir.Value) -> bool:
+        """Whether `chunk` is held as rows that its emission gives (`bind`)."""
+        return chunk in self._chunks and self._chunks[chunk] is None
+
+    def bind(self, chunk: ir.Value, rows: ChunkRows) -> None:
+        assert self.awaits(chunk)
+        self._chunks[chunk] = rows
 
     def holds(self, value: ir.Value | None) -> bool:
         return value is not None and value in self._members
@@ -115,21 +131,25 @@ class Rows:
         output: Operand,
     ) -> None:
         """Remember how `node` (whose output, of element `output`, is held as rows) computes
-        on the rows."""
+        on the rows; a window (a chunk itself) is given its rows by `bind`."""
+        if node.outputs[0] in self._chunks:
+            return
         source = next(v for v in node.inputs if v is not None and v in self._members)
         assert output.rank is not None  # a ragged value: its padded shape is known
         step = _Step(node, tuple(inputs), tuple(operands), source, output.rank)
         self._steps[node.outputs[0]] = step
 
     def chunk_rows(self, value: ir.Value) -> ChunkRows:
-        return self._chunks[self._members[value]]
+        found = self._chunks[self._members[value]]
+        assert found is not None, "a window's rows are read before it is emitted"
+        return found
 
     def of(self, em: Emitter, value: ir.Value) -> tuple[ir.Value, bool]:
         """The rows of `value` ([.., d, ..]) and whether they read the ids (so the check)."""
         if value in self._emitted:
             return self._emitted[value]
         if value in self._chunks:
-            found = (self._chunks[value].data, False)
+            found = (self.chunk_rows(value).data, False)
         else:
             found = self._emit(em, self._steps[value])
         self._emitted[value] = found
@@ -186,6 +206,7 @@ def rows_of_chunk(
     joined: Mapping[ir.Value, int],
     values: StaticValues,
     opset: int,
+    needs_join: bool = True,
 ) -> set[ir.Value] | str:
     """The body values to hold as rows for `chunk` (ragged along `axis`): the chunk and what
     elementwise ops make of one of them with others that are one per chunk or constant along the
@@ -194,7 +215,9 @@ def rows_of_chunk(
     other read of them is a reduction along the axis alone that has a segment form
     (`segment_reducible`): the chunks are then never padded. Where one is read otherwise (a
     maximum below opset 18 reads the padded chunk) the padded form serves every reader: the
-    ids and a Gather per value cost more than its Compress over a few chunks (measured)."""
+    ids and a Gather per value cost more than its Compress over a few chunks (measured).
+    Without `needs_join` (windows padded to the whole axis: `windows_as_rows`) segment
+    reductions alone suffice."""
     held = {chunk}
     for node, batched in plan.steps:
         if batched is None or node.op_type not in ROW_OPS or node.domain not in ("", "ai.onnx"):
@@ -204,7 +227,7 @@ def rows_of_chunk(
         operand = plan.operands.get(node.outputs[0])
         if operand is not None and operand.ragged_axis == axis:
             held.add(node.outputs[0])
-    if not any(joined.get(value) == axis for value in held):
+    if needs_join and not any(joined.get(value) == axis for value in held):
         return "no value computed from the chunk elementwise is concatenated back"
     for value in held:
         if value.is_graph_output() and joined.get(value) != axis:
@@ -243,6 +266,7 @@ def check_rows(
 ) -> ir.Value:
     """Rows that read no per-chunk value, cut from the split's check along the axis (0, or a
     Gather that fails where the sizes are wrong): they then fail where the split does."""
+    assert chunk.check is not None
     start = builder.unsqueeze(chunk.check, [0])
     end = builder.ints([np.iinfo(np.int64).max])
     axes = builder.ints([axis % rank])
@@ -260,4 +284,27 @@ def joined_rows(rows: Rows, em: Emitter, value: ir.Value, rank: int, axis: int) 
     chunk = rows.chunk_rows(value)
     if axis != chunk.axis:
         return None
-    return whole if read else check_rows(em.builder, whole, chunk, axis, rank)
+    if read or chunk.check is None:
+        return whole
+    return check_rows(em.builder, whole, chunk, axis, rank)
+
+
+def windows_as_rows(
+    plan: BodyPlan, joined: Mapping[ir.Value, int], values: StaticValues, opset: int
+) -> dict[ir.Value, set[ir.Value] | str]:
+    """Per window of the body (a Slice of one unbatched x by bounds per element that no
+    constant bounds: `Batched.windows`), the body values to hold as its rows, or why it stays
+    padded to the whole axis: those `rows_of_chunk` takes, where every read is elementwise, a
+    concatenation along the axis or a segment reduction (no concatenation needed: a window
+    has no split's check to keep). The flat form needs opset 16 (the ids' scatter-add)."""
+    found: dict[ir.Value, set[ir.Value] | str] = {}
+    for node, batched in plan.steps:
+        if batched is None or not batched.windows or batched.ragged_axis is None:
+            continue
+        window = node.outputs[0]
+        if opset < SEGMENT_OPSET:
+            found[window] = f"opset {opset} has no scatter-add for the windows' row ids (16)"
+            continue
+        axis = batched.ragged_axis
+        found[window] = rows_of_chunk(plan, window, axis, joined, values, opset, needs_join=False)
+    return found

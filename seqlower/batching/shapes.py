@@ -24,10 +24,13 @@ def infer_region_shapes(
     nodes: Iterable[ir.Node],
     fed: Mapping[ir.Value, ir.Shape | None],
     opset_imports: Mapping[str, int],
+    known: Mapping[ir.Value, ir.Shape] | None = None,
 ) -> dict[ir.Value, ir.Shape]:
     """The shapes ONNX shape inference gives the outputs of `nodes` (in order) when the values in
     `fed` have those shapes and every other value read has its own; a dim inference leaves
-    unknown keeps what the value declares. Empty when inference fails."""
+    unknown keeps what the value declares. `known`: outputs whose dims are known otherwise (a
+    slice of run-time bounds keeps the dims it does not slice), declared to the inference so
+    that what reads them sees those dims. Empty when inference fails."""
     nodes = list(nodes)
     made = {output for node in nodes for output in node.outputs}
     read: dict[ir.Value, None] = {}
@@ -45,8 +48,18 @@ def infer_region_shapes(
             constants.append(ir.serde.serialize_tensor(value.const_value))  # a Reshape's target
             constants[-1].name = value.name
     try:
+        declared = [
+            _value_info(value.name, value.dtype, shape)
+            for value, shape in (known or {}).items()
+            if value.name is not None and value.dtype is not None
+        ]
         graph = onnx.helper.make_graph(
-            [ir.serde.serialize_node(node) for node in nodes], "region", inputs, [], constants
+            [ir.serde.serialize_node(node) for node in nodes],
+            "region",
+            inputs,
+            [],
+            constants,
+            value_info=declared,
         )
         opsets = [
             onnx.helper.make_opsetid(domain, version) for domain, version in opset_imports.items()

@@ -18,17 +18,44 @@ Every position Slice takes is in [max(s', 0), min(e', d)), which has at most w p
 e' - s' <= e - s = w whenever w >= 0 (a negative s with an end >= 0 only shortens the window;
 an end of s + w is negative only when s is). With w < 0 it does not hold (s = 0, e = -1 takes
 d - 1 positions), and neither with m < 0; those keep the whole-axis form.
+
+Windows with no such bound (`x[offsets[i]:offsets[i + 1]]`, `x[s:s + count[i]]`) are padded to
+the whole axis: n x d values. Where the body reads them elementwise and reduces them along a or
+concatenates them back along a (`seqlower.batching.rows.windows_as_rows`), they are held flat
+instead, as x's own rows and the window of each row, as a split's chunks are:
+
+    Slice(x, s, e, [a]), x the same for every element, no constant bounds e - s
+        -> rows = Gather(x, p, axis=a)             ([.., T, ..]: every window's rows in order)
+           lo, hi = s', e' clamped to [0, d]       (s', e' as above: Slice's clamping)
+           sizes = Max(hi - lo, 0)                 ([n]: empty where s' >= e')
+           first = CumSum(sizes) - sizes, T = Sum(sizes)
+           shift = lo - first, jumps = shift - Concat([1], shift[:-1])
+           p = CumSum(ScatterElements(ones [T + 1], first, jumps, "add"))[:T]
+    the window of each row (for segment reductions and values per window, when read):
+           `seqlower.batching.segments.ids_of_sizes`
+
+Which form is held is a size argument: the padded form holds n x (the largest window) values
+(an Expand, a copy, and a mask), the flat form T = sum(sizes) <= that, each row gathered (a
+Gather costs more per value than the Expand's copy: about 1.5x at rows of 3 floats) plus a
+scatter of n values and a CumSum of T + 1. Where a constant w bounds the windows the padded
+form above holds n x w: it stays. Where none does, the largest window is the whole axis, n x d:
+    - both bounds differ per element (`x[off[i]:off[i + 1]]`, `x[s_i:s_i + count[i]]`): windows
+      that tile or sample x, T about d, and the flat form wins (n x d against d);
+    - one bound is the same for every element (`x[:i + 1]`, `x[s_i:]`): nested windows, T up to
+      n x d / 2, within 2x of the padded form, which stays (torch_loops/pyramid, d = n = 1000:
+      9.3 ms padded, 13.6 ms flat, docs/performance.md).
 """
 
 from __future__ import annotations
 
-__all__ = ["emit_window", "read_in_place", "window_width"]
+__all__ = ["emit_window", "flat_windows", "read_in_place", "window_width"]
 
 import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
 from seqlower.batching.core import Emitter
+from seqlower.batching.rows import ChunkRows
 
 # ops that pass the one value of a one-element integer tensor through unchanged
 _SAME_VALUE = frozenset({"Identity", "Unsqueeze", "Squeeze", "Reshape", "Flatten"})
@@ -177,3 +204,43 @@ def emit_window(
     windows = em.transpose(gathered, perm)
     mask = em.unsqueeze(mask, [*range(1, axis + 1), *range(axis + 2, rank + 1)])
     return windows, mask
+
+
+def flat_windows(
+    em: Emitter, data: ir.Value, starts: ir.Value, ends: ir.Value, axis: int
+) -> ChunkRows:
+    """The windows [s_i, e_i) of the unbatched `data` along `axis` (bounds [N, 1], clamped as
+    Slice clamps them) laid end to end: x's rows they take, in order, and the window of each
+    (opset 16 or newer: the ids scatter-add)."""
+    dim = em.dims(data, axis, axis + 1)  # [1]
+    zero = em.scalar(np.array(0, np.int64))
+    flat = em.ints([-1])
+
+    def clamped(bound: ir.Value) -> ir.Value:  # [N]
+        position = _resolved(em, bound, dim)
+        position = em.op("Min", [em.op("Max", [position, zero]), dim])
+        return em.op("Reshape", [position, flat])
+
+    lower, upper = clamped(starts), clamped(ends)
+    sizes = em.op("Max", [em.op("Sub", [upper, lower]), zero])  # [N]
+    running = em.op("CumSum", [sizes, zero])
+    total = em.op("ReduceSum", [sizes], {"keepdims": 1})  # [1] (0 for no window)
+    first = em.op("Sub", [running, sizes])  # [N]: the first slot of each window
+    # each slot's row is one past the previous slot's, but at the first slot of a window: its
+    # lower bound. The running sum of ones with the jumps (lower - first, less the previous
+    # window's; -1 for the first) added at the first slots, a scatter of N values: a slot
+    # after the first slots of windows 0..k, k its own window (empty ones start where the next
+    # does), sums the jumps of 0..k to lower_k - first_k, plus its own count of ones
+    shift = em.op("Sub", [lower, first])
+    before = em.op("Slice", [shift, em.ints([0]), em.ints([-1])])
+    jumps = em.op("Sub", [shift, em.op("Concat", [em.ints([1]), before], {"axis": 0})])
+    slots = em.op("Add", [total, em.ints([1])])
+    ones = em.op("ConstantOfShape", [slots], {"value": ir.tensor(np.ones(1, np.int64))})
+    marked = em.op("ScatterElements", [ones, first, jumps], {"axis": 0, "reduction": "add"})
+    positions = em.op("Slice", [em.op("CumSum", [marked, zero]), em.ints([0]), total])
+    rows = em.op("Gather", [data, positions], {"axis": axis})
+    rows.type = data.type
+    if data.shape is not None:
+        rows.shape = ir.Shape([None if k == axis else d for k, d in enumerate(data.shape)])
+    count = em.squeeze(em.dims(sizes, 0, 1), [0])
+    return ChunkRows(rows, axis, sizes, running, em.squeeze(total, [0]), count, None)

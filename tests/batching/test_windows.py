@@ -1,7 +1,8 @@
 """Windows of one tensor read in a batched loop (`out.append(f(x[s_i:e_i]))`) are held padded
 to their bound w (a Gather of s_i + Range(w)), not to the whole tensor, where e_i - s_i <= w is
-proved: e_i = s_i + w, or Min(s_i + w, a size). Checked three ways: what is emitted (no Expand
-of x to [n, N, ...]), what keeps the whole-axis form and why, and onnxruntime outputs for
+proved: e_i = s_i + w, or Min(s_i + w, a size) (others are held flat: test_flat_windows.py).
+Checked three ways: what is emitted (no Expand of x to [n, N, ...]), what keeps the whole-axis
+form and why, and onnxruntime outputs for
 windows at the end, negative starts, empty x, no iteration, a step of 2 and several types."""
 
 from __future__ import annotations
@@ -158,11 +159,16 @@ def test_windows_summed():
         ),
     ],
 )
-def test_unbounded_windows_keep_the_whole_axis(width, end, why):
+def test_unbounded_windows_are_held_flat(width, end, why):
+    """No constant bounds these windows: not padded to the whole axis either, but held flat, as
+    x's rows (read elementwise and concatenated back: `seqlower.batching.windows`)."""
     model = parse(_windows(width, end=end))
-    lowered, report = _check(model, [(_x(rows), trips) for rows, trips in ((4, 3), (0, 1), (3, 0))])
+    cases = [(_x(rows), trips) for rows, trips in ((4, 3), (0, 1), (3, 0), (5, 5))]
+    lowered, report = _check(model, cases)
     assert report.rules_fired.get("loop-batch") == 1, why
-    assert len(_expands_of_x(lowered)) == 1, why
+    assert _expands_of_x(lowered) == [], why
+    gathers = [n for n in lowered.graph.node if n.op_type == "Gather" and n.input[0] == "x"]
+    assert len(gathers) == 1, why
 
 
 def test_windows_of_a_value_per_element_keep_their_form():

@@ -92,18 +92,6 @@ def grouped(offset: str = AS_FOUND) -> onnx.ModelProto:
     return parse(text)
 
 
-def refusal(model: onnx.ModelProto) -> str:
-    """Why loop-batch refuses the first Loop of the main graph."""
-    graph_model = ir.from_proto(onnx.shape_inference.infer_shapes(model))
-    infer_shapes(graph_model)
-    loop = next(node for node in graph_model.graph if node.op_type == "Loop")
-    found = loop_batching._check(
-        loop, Context(Facts(graph_model), Rewriter(graph_model), Options())
-    )
-    assert isinstance(found, Refusal), "loop-batch accepts the loop"
-    return found.reason
-
-
 def outcome(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list | None:
     """The outputs under onnxruntime (all optimizations on), or None where the run fails."""
     try:
@@ -240,10 +228,19 @@ def test_refuses_a_list_whose_length_is_not_the_trip_count():
     assert refusal(model) == "the trip count is not known to be the length of what the body reads"
 
 
-def test_refuses_a_checked_read_beside_slices_of_differing_sizes():
-    """`x[starts[i]:ends[i]].sum(0)` for i in range(m): the masked batch, cut and checked, costs
-    more than the loop over a few chunks."""
-    model = parse("""g (int64 m, float[N,3] x, int64[K,1] starts, int64[K,1] ends)
+def refusal(model: onnx.ModelProto, target: str = "generic") -> str:
+    """Why loop-batch refuses the first Loop of the main graph (for `target`)."""
+    graph_model = ir.from_proto(onnx.shape_inference.infer_shapes(model))
+    infer_shapes(graph_model)
+    loop = next(node for node in graph_model.graph if node.op_type == "Loop")
+    options = Options(target=target)
+    found = loop_batching._check(loop, Context(Facts(graph_model), Rewriter(graph_model), options))
+    assert isinstance(found, Refusal), "loop-batch accepts the loop"
+    return found.reason
+
+
+# `x[starts[i]:ends[i]].sum(0)` (or its maximum) for i in range(m), m not the bounds' length
+CHECKED_SLICES = """g (int64 m, float[N,3] x, int64[K,1] starts, int64[K,1] ends)
                       => (float[S,3] y) {
         t = Constant<value = bool {1}>()
         zero1 = Constant<value = int64[1] {0}>()
@@ -252,10 +249,42 @@ def test_refuses_a_checked_read_beside_slices_of_differing_sizes():
             s = Gather<axis = 0>(starts, i)
             e = Gather<axis = 0>(ends, i)
             piece = Slice(x, s, e, zero1)
-            r = ReduceSum<keepdims = 0>(piece, zero1)
+            r = REDUCE<keepdims = 0>(piece, zero1)
         }>
-    }""")
-    assert "cuts slices whose bounds differ per element" in refusal(model)
+    }"""
+
+
+@pytest.mark.parametrize(
+    ("reduce", "target", "opset"),
+    [("ReduceMax", "generic", 17), ("ReduceSum", "onnxruntime", 18)],
+    ids=["maximum-opset-17", "onnxruntime-target"],
+)
+def test_refuses_a_checked_read_beside_slices_of_differing_sizes(reduce, target, opset):
+    """The masked batch, cut and checked, costs more than the loop over a few chunks: refused
+    where the slices stay padded (a maximum below opset 18 has no segment form) and by the
+    onnxruntime target, which never batches such a loop."""
+    text = CHECKED_SLICES.replace("REDUCE", reduce)
+    if opset < 18:
+        text = text.replace(
+            "ReduceMax<keepdims = 0>(piece, zero1)", "ReduceMax<axes = [0], keepdims = 0>(piece)"
+        )
+    model = parse(text, opset=opset)
+    assert "cuts slices whose bounds differ per element" in refusal(model, target)
+
+
+def test_a_checked_read_beside_windows_held_flat():
+    """The same sums, held flat (x's rows in the windows and a segment sum): batched, and
+    reading past the bounds fails in both, as the loop's Gather does."""
+    model = parse(CHECKED_SLICES.replace("REDUCE", "ReduceSum"))
+    lowered, report = lower(model, target="generic")
+    assert report.rules_fired.get("loop-batch") == 1, report.rules_fired
+    assert "Loop" not in op_counts(lowered)
+    x = RNG.standard_normal((6, 3)).astype(np.float32)
+    starts = np.array([[0], [4], [-2], [5], [3]], np.int64)
+    ends = np.array([[2], [4], [9], [1], [-1]], np.int64)
+    for trips in (5, 3, 0, 6, -1):
+        feeds = {"m": np.array(trips), "x": x, "starts": starts, "ends": ends}
+        assert assert_same_or_both_fail(model, lowered, feeds) == (trips <= 5)
 
 
 # checked reads beside a running sum and a value carried one element late (`prev = t[i]`)
