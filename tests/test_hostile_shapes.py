@@ -494,9 +494,11 @@ def test_lists_of_one_loop_that_read_each_other_wait_for_the_rebuilt_loop() -> N
         np.testing.assert_array_equal(y0[:, 0], 1.5 * 2.0 ** np.arange(n))
 
 
-def chained_loops_in_a_loop(count: int) -> onnx.ModelProto:
+def chained_loops_in_a_loop(count: int, step: str = "append") -> onnx.ModelProto:
     """A Loop whose body runs `count` Loops one after another, each growing the tensor the one
-    before made (Concat of a row, twice), and appends the result to a list it carries."""
+    before made (Concat of a row, twice), and appends the result to a list it carries. With
+    `step` "double" each Loop concatenates the tensor to itself instead (no rule rewrites
+    such a Loop), with "keep" it adds the row (the tensor keeps its shape)."""
     one = helper.make_node(
         "Constant",
         [],
@@ -512,7 +514,7 @@ def chained_loops_in_a_loop(count: int) -> onnx.ModelProto:
         inner = helper.make_graph(
             [
                 helper.make_node("Identity", [f"c_{k}"], [f"c_out_{k}"]),
-                helper.make_node("Concat", [f"t_{k}", "one"], [f"t_out_{k}"], axis=0),
+                _chain_step(step, f"t_{k}", f"t_out_{k}"),
             ],
             f"inner_{k}",
             [
@@ -558,3 +560,75 @@ def chained_loops_in_a_loop(count: int) -> onnx.ModelProto:
         [_float("x", ["N", 3]), _int("n")],
         [_float("y", ["M", 3])],
     )
+
+
+def _chain_step(step: str, t: str, out: str) -> onnx.NodeProto:
+    if step == "double":
+        return helper.make_node("Concat", [t, t], [out], axis=0)
+    if step == "keep":
+        return helper.make_node("Add", [t, "one"], [out])
+    return helper.make_node("Concat", [t, "one"], [out], axis=0)
+
+
+_CHAIN_INPUTS = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "n": np.array(2, np.int64)}
+
+
+def test_two_thousand_loops_in_a_row_in_a_loop_body_are_lowered() -> None:
+    """2,000 Loops in a row in one body, each growing what the one before made: every list
+    lowered, the same numbers. (Its time is bench/scaling.py's: a chain of Concats the
+    lowering leaves was joined in time cubic in its length, minutes.)"""
+    count = 2000
+    model = chained_loops_in_a_loop(count)
+    lowered, _ = lower(model)
+    assert sequence_op_count(lowered) == 0
+    (y,) = assert_same_outputs(model, lowered, _CHAIN_INPUTS)
+    np.testing.assert_array_equal(y, _chain_reference("append", count, 2))
+
+
+@pytest.mark.parametrize("step", ["double", "keep"])
+def test_loops_in_a_row_that_stay_loops_are_each_analysed_a_bounded_number_of_times(
+    step, monkeypatch
+) -> None:
+    """Loops no rule rewrites (each doubles its tensor) or that keep their tensor's shape: the
+    shape analysis of each derived its input's shape by analysing the Loop before it, and that
+    one the Loop before it (300 of them: a RecursionError; 100: 15,165 analyses). Each Loop's
+    analysis is now remembered while the model is unchanged."""
+    import seqlower.analysis.loop_shapes as loop_shapes
+
+    count = 300
+    analysed = collections.Counter()
+    original = loop_shapes.LoopShapes.__init__
+
+    def counting(self, loop, *args, **kwargs) -> None:
+        analysed[loop] += 1
+        original(self, loop, *args, **kwargs)
+
+    monkeypatch.setattr(loop_shapes.LoopShapes, "__init__", counting)
+    model = chained_loops_in_a_loop(count, step)
+    lowered, _ = lower(model)
+    assert sequence_op_count(lowered) == 0
+    assert len(analysed) > count  # every Loop, the outer one too
+    assert max(analysed.values()) <= 12  # a few per pass and round, not one per later Loop
+    assert sum(analysed.values()) <= 4 * count
+    # the numbers on a short chain (300 doublings would not fit in memory)
+    short = chained_loops_in_a_loop(2, step)
+    (y,) = assert_same_outputs(short, lower(short)[0], _CHAIN_INPUTS)
+    np.testing.assert_array_equal(y, _chain_reference(step, 2, 2))
+
+
+def _chain_reference(step: str, count: int, trips: int) -> np.ndarray:
+    """What `chained_loops_in_a_loop(count, step)` computes on `_CHAIN_INPUTS["x"]`."""
+    one = np.float32([[1, 2, 3]])
+    grow = {
+        "append": lambda t: np.concatenate([t, one]),
+        "double": lambda t: np.concatenate([t, t]),
+        "keep": lambda t: t + one,
+    }[step]
+    h, rows = _CHAIN_INPUTS["x"], []
+    for _ in range(trips):
+        t = h
+        for _ in range(2 * count):
+            t = grow(t)
+        h = np.concatenate([t, h])
+        rows.append(h)
+    return np.concatenate(rows)
