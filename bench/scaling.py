@@ -98,6 +98,7 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         split_declaring_more_than_it_holds,
     )
     from tests.test_hostile_shapes import (
+        chained_loops_in_a_loop,
         functions_calling_twice,
         inserts_at_the_front,
         lengths_as_outputs,
@@ -150,6 +151,10 @@ def hostile_models() -> dict[str, onnx.ModelProto]:
         "one function holding a list, called 10k times": one_function_called(10_000),
         "30 Loops of a run-time trip count nested, each carrying a list": loops_nested(30),
         "one value listed 200k times, read at a run-time position": one_value_listed(200_000),
+        "2,000 Loops in a row in a Loop body, each growing a tensor": chained_loops_in_a_loop(2000),
+        "2,000 Loops in a row in a Loop body, each doubling a tensor": (
+            chained_loops_in_a_loop(2000, "double")
+        ),
     }
 
 

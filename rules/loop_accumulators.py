@@ -96,7 +96,7 @@ def _check(node: ir.Node, ctx: Context) -> tuple[AccumulatorPlan, ...] | Refusal
         if init is None or not isinstance(body_input.type or init.type, ir.TensorType):
             continue
         if shapes is None:
-            shapes = LoopShapes(node, ctx.facts.values)
+            shapes = LoopShapes(node, ctx.facts.values, memo=ctx.facts.loops)
         plan = _plan(node, index, shapes, ctx)
         if isinstance(plan, AccumulatorPlan):
             plans.append(plan)

@@ -47,7 +47,9 @@ def lockstep_shapes(node: ir.Node, ctx: Context) -> LoopShapes | None:
         if tensor is not None:
             appended[carried] = tensor
     while appended:
-        shapes = LoopShapes(node, ctx.facts.values, uniform=frozenset(appended))
+        shapes = LoopShapes(
+            node, ctx.facts.values, uniform=frozenset(appended), memo=ctx.facts.loops
+        )
         failed = [k for k, tensor in appended.items() if not shapes.is_invariant(tensor)]
         if not failed:
             return shapes

@@ -145,7 +145,7 @@ def _check_append(node: ir.Node, ctx: Context) -> tuple[AppendPlan, ...] | Refus
         if not (is_sequence_value(init) or is_sequence_value(body_input)):
             continue
         if shapes is None:
-            shapes = LoopShapes(node, ctx.facts.values)
+            shapes = LoopShapes(node, ctx.facts.values, memo=ctx.facts.loops)
         plan = _append_plan(node, index, shapes, ctx)
         if isinstance(plan, AppendPlan):
             plans.append(plan)

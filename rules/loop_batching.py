@@ -306,7 +306,7 @@ def _unproved_lengths(
     tensors = [read for read in reads if read.node.op_type == "Gather" and read.ragged is None]
     if not tensors:
         return reads
-    shapes = LoopShapes(node, ctx.facts.values)
+    shapes = LoopShapes(node, ctx.facts.values, memo=ctx.facts.loops)
     trip = shapes.content(count)
     if trip is None or len(trip) != 1:
         return reads

@@ -56,7 +56,7 @@ def _check(node: ir.Node, ctx: Context) -> tuple[ConcatPlan, ...] | Refusal:
 
     def loop_shapes() -> LoopShapes:
         if not shapes:
-            shapes.append(LoopShapes(node, ctx.facts.values))
+            shapes.append(LoopShapes(node, ctx.facts.values, memo=ctx.facts.loops))
         return shapes[0]
 
     return carried_plans(

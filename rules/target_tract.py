@@ -380,7 +380,7 @@ def _check_loop_to_range_scan(
 def _carry_changing_shape(node: ir.Node, body: ir.Graph, ctx: Context) -> Refusal | None:
     """Why a carried value of `node` cannot be a Scan's state (its shape may change between
     iterations), or None."""
-    kept = set(LoopShapes(node, ctx.facts.values).invariant_carried())
+    kept = set(LoopShapes(node, ctx.facts.values, memo=ctx.facts.loops).invariant_carried())
     for value in body.inputs[2:]:
         if value not in kept:
             return Refusal(

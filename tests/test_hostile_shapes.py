@@ -492,3 +492,143 @@ def test_lists_of_one_loop_that_read_each_other_wait_for_the_rebuilt_loop() -> N
         (y0, y1) = assert_same_outputs(model, lowered, {"x": x, "n": np.array(n, np.int64)})
         np.testing.assert_array_equal(y1, np.arange(n))
         np.testing.assert_array_equal(y0[:, 0], 1.5 * 2.0 ** np.arange(n))
+
+
+def chained_loops_in_a_loop(count: int, step: str = "append") -> onnx.ModelProto:
+    """A Loop whose body runs `count` Loops one after another, each growing the tensor the one
+    before made (Concat of a row, twice), and appends the result to a list it carries. With
+    `step` "double" each Loop concatenates the tensor to itself instead (no rule rewrites
+    such a Loop), with "keep" it adds the row (the tensor keeps its shape)."""
+    one = helper.make_node(
+        "Constant",
+        [],
+        ["one"],
+        value=helper.make_tensor("one", TensorProto.FLOAT, [1, 3], [1, 2, 3]),
+    )
+    two = helper.make_node(
+        "Constant", [], ["two"], value=helper.make_tensor("two", TensorProto.INT64, [], [2])
+    )
+    nodes = [helper.make_node("Identity", ["c"], ["c_out"])]
+    previous = "h_in"
+    for k in range(count):
+        inner = helper.make_graph(
+            [
+                helper.make_node("Identity", [f"c_{k}"], [f"c_out_{k}"]),
+                _chain_step(step, f"t_{k}", f"t_out_{k}"),
+            ],
+            f"inner_{k}",
+            [
+                _int(f"i_{k}"),
+                helper.make_tensor_value_info(f"c_{k}", TensorProto.BOOL, []),
+                _float(f"t_{k}", None),
+            ],
+            [
+                helper.make_tensor_value_info(f"c_out_{k}", TensorProto.BOOL, []),
+                _float(f"t_out_{k}", None),
+            ],
+        )
+        nodes.append(helper.make_node("Loop", ["two", "", previous], [f"h_{k}"], body=inner))
+        previous = f"h_{k}"
+    nodes += [
+        helper.make_node("Concat", [previous, "h_in"], ["h_out"], axis=0),
+        helper.make_node("SequenceInsert", ["acc", "h_out"], ["acc_out"]),
+    ]
+    listed = helper.make_tensor_sequence_value_info
+    body = helper.make_graph(
+        nodes,
+        "outer",
+        [
+            _int("i"),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            _float("h_in", None),
+            listed("acc", TensorProto.FLOAT, None),
+        ],
+        [
+            helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+            _float("h_out", None),
+            listed("acc_out", TensorProto.FLOAT, None),
+        ],
+    )
+    return _model(
+        [
+            one,
+            two,
+            helper.make_node("SequenceEmpty", [], ["empty"], dtype=TensorProto.FLOAT),
+            helper.make_node("Loop", ["n", "", "x", "empty"], ["h", "rows"], body=body),
+            helper.make_node("ConcatFromSequence", ["rows"], ["y"], axis=0),
+        ],
+        [_float("x", ["N", 3]), _int("n")],
+        [_float("y", ["M", 3])],
+    )
+
+
+def _chain_step(step: str, t: str, out: str) -> onnx.NodeProto:
+    if step == "double":
+        return helper.make_node("Concat", [t, t], [out], axis=0)
+    if step == "keep":
+        return helper.make_node("Add", [t, "one"], [out])
+    return helper.make_node("Concat", [t, "one"], [out], axis=0)
+
+
+_CHAIN_INPUTS = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "n": np.array(2, np.int64)}
+
+
+def test_two_thousand_loops_in_a_row_in_a_loop_body_are_lowered() -> None:
+    """2,000 Loops in a row in one body, each growing what the one before made: every list
+    lowered, the same numbers. (Its time is bench/scaling.py's: a chain of Concats the
+    lowering leaves was joined in time cubic in its length, minutes.)"""
+    count = 2000
+    model = chained_loops_in_a_loop(count)
+    lowered, _ = lower(model)
+    assert sequence_op_count(lowered) == 0
+    (y,) = assert_same_outputs(model, lowered, _CHAIN_INPUTS)
+    np.testing.assert_array_equal(y, _chain_reference("append", count, 2))
+
+
+@pytest.mark.parametrize("step", ["double", "keep"])
+def test_loops_in_a_row_that_stay_loops_are_each_analysed_a_bounded_number_of_times(
+    step, monkeypatch
+) -> None:
+    """Loops no rule rewrites (each doubles its tensor) or that keep their tensor's shape: the
+    shape analysis of each derived its input's shape by analysing the Loop before it, and that
+    one the Loop before it (300 of them: a RecursionError; 100: 15,165 analyses). Each Loop's
+    analysis is now remembered while the model is unchanged."""
+    import seqlower.analysis.loop_shapes as loop_shapes
+
+    count = 300
+    analysed = collections.Counter()
+    original = loop_shapes.LoopShapes.__init__
+
+    def counting(self, loop, *args, **kwargs) -> None:
+        analysed[loop] += 1
+        original(self, loop, *args, **kwargs)
+
+    monkeypatch.setattr(loop_shapes.LoopShapes, "__init__", counting)
+    model = chained_loops_in_a_loop(count, step)
+    lowered, _ = lower(model)
+    assert sequence_op_count(lowered) == 0
+    assert len(analysed) > count  # every Loop, the outer one too
+    assert max(analysed.values()) <= 12  # a few per pass and round, not one per later Loop
+    assert sum(analysed.values()) <= 4 * count
+    # the numbers on a short chain (300 doublings would not fit in memory)
+    short = chained_loops_in_a_loop(2, step)
+    (y,) = assert_same_outputs(short, lower(short)[0], _CHAIN_INPUTS)
+    np.testing.assert_array_equal(y, _chain_reference(step, 2, 2))
+
+
+def _chain_reference(step: str, count: int, trips: int) -> np.ndarray:
+    """What `chained_loops_in_a_loop(count, step)` computes on `_CHAIN_INPUTS["x"]`."""
+    one = np.float32([[1, 2, 3]])
+    grow = {
+        "append": lambda t: np.concatenate([t, one]),
+        "double": lambda t: np.concatenate([t, t]),
+        "keep": lambda t: t + one,
+    }[step]
+    h, rows = _CHAIN_INPUTS["x"], []
+    for _ in range(trips):
+        t = h
+        for _ in range(2 * count):
+            t = grow(t)
+        h = np.concatenate([t, h])
+        rows.append(h)
+    return np.concatenate(rows)

@@ -25,6 +25,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.list_lengths import ListLengths
+from seqlower.analysis.loop_memo import LoopMemo
 from seqlower.analysis.scan_forms import always_continues, static_bool
 from seqlower.analysis.split_plan import SplitPlan, plan_split
 from seqlower.analysis.static_values import StaticValues, static_shape
@@ -74,6 +75,8 @@ class Facts:
         list_generation: Callable[[], int] | None = None,
     ) -> None:
         self.values = StaticValues(model.opset_imports.get(""), generation)
+        # what each Loop's shape analysis found, until the model changes (`LoopMemo`)
+        self.loops = LoopMemo(self.values, generation) if generation is not None else None
         self._main_graph = model.graph
         self._loop_bodies: dict[int, ir.Graph] | None = None
         self._list_generation = list_generation

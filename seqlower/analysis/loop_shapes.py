@@ -47,6 +47,7 @@ from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 import onnx_ir as ir
 
 from seqlower.analysis import symbolic as sym
+from seqlower.analysis.loop_memo import LoopMemo
 from seqlower.analysis.shape_rules import (
     CONTENT_RULES,
     ELEMENT_SIZE,
@@ -92,10 +93,12 @@ def carried_output_shape(
     value: ir.Value,
     values: StaticValues,
     shape_of: Callable[[ir.Value], ShapeFact] | None = None,
+    memo: LoopMemo | None = None,
 ) -> tuple | None:
     """The shape of a tensor `loop` carries out (`value`, one of its outputs), when its body
     keeps the shape of the initial value (the final `max_len` of `max_len = max(max_len, n)`),
-    as `shape_of` (default: the declared dims, ints only) gives the initial value's."""
+    as `shape_of` (default: the declared dims, ints only) gives the initial value's. `memo`
+    gives what an analysis of `loop` found while the model is unchanged (`LoopMemo`)."""
     index = value.index()
     body = loop.attributes["body"].as_graph()
     if index >= len(loop.inputs) - 2:
@@ -103,7 +106,10 @@ def carried_output_shape(
     init = loop.inputs[2 + index]
     if init is None or not isinstance(body.inputs[2 + index].type, ir.TensorType):
         return None
-    if body.inputs[2 + index] not in LoopShapes(loop, values).invariant_carried():
+    invariant = memo.invariant_carried(loop, values) if memo is not None else None
+    if invariant is None:
+        invariant = tuple(LoopShapes(loop, values, memo=memo).invariant_carried())
+    if body.inputs[2 + index] not in invariant:
         return None
     if shape_of is not None:
         shape = shape_of(init)
@@ -130,6 +136,7 @@ class LoopShapes:
         uniform: Collection[ir.Value] = (),
         owners: Mapping[int, ir.Node] | None = None,
         grown: Sequence[Collection[ir.Value]] = (),
+        memo: LoopMemo | None = None,
     ) -> None:
         """`elements`: sequence values whose elements are assumed to have the given static
         shape; `uniform`: sequence values whose elements are assumed to share one shape, which
@@ -143,13 +150,16 @@ class LoopShapes:
         tensors keep the shapes they start with): a key-value cache `keys.append(k(h));
         torch.cat(keys, 1)` whose state h is computed from the cache. The caller confirms the
         list enters empty; `grown_shapes` gives each X this analysis confirmed (every tensor
-        inserted has shape X, under that hypothesis and the carried ones)."""
+        inserted has shape X, under that hypothesis and the carried ones). `memo`: what the
+        analyses of other Loops found (`LoopMemo`), read where this one derives a shape one
+        of them carries out, and given what this one finds when it has no hypotheses."""
         self.body = loop.attributes["body"].as_graph()
         self.elements: dict[ir.Value, tuple] = dict(elements or {})
         self.grown_shapes: dict[ir.Value, tuple] = {}
         self.uniform: frozenset[ir.Value] = frozenset(uniform)
         self._inside = {id(g) for g in graphs_within(self.body)}
         self.values = values
+        self.memo = memo
         self.bounds: dict[Hashable, tuple[Dim, Dim]] = {}
         self.varying: set[Hashable] = {_ITER}
         self._outer_contents: dict[ir.Value, Content | None] = {}
@@ -210,6 +220,8 @@ class LoopShapes:
                 if widened != assumed:
                     self.assumed[body_input] = widened
                     changed = True
+        if memo is not None and not (elements or uniform or owners or grown):
+            memo.remember(loop, values, self.invariant_carried())
 
     def _seed_grown(self, grown: Sequence[Collection[ir.Value]]) -> bool:
         """Assume each list of `grown` holds elements of the one fixed shape every tensor
@@ -332,7 +344,7 @@ class LoopShapes:
             return None
         self._depth += 1
         try:
-            return carried_output_shape(loop, value, self.values, self.outer_shape)
+            return carried_output_shape(loop, value, self.values, self.outer_shape, self.memo)
         finally:
             self._depth -= 1
 
@@ -493,7 +505,9 @@ class LoopShapes:
         ):
             return None
         if id(node) not in self._producers:
-            self._producers[id(node)] = LoopShapes(node, self.values, owners=self.owners)
+            self._producers[id(node)] = LoopShapes(
+                node, self.values, owners=self.owners, memo=self.memo
+            )
         appended = self._producers[id(node)].shape(insert.inputs[1])
         if not isinstance(appended, tuple):
             return None

@@ -31,6 +31,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from seqlower.analysis.loop_memo import LoopMemo
 from seqlower.analysis.loop_shapes import LoopShapes
 from seqlower.analysis.static_values import StaticValues
 from seqlower.ops import graph_nodes, iter_all_graphs, subgraphs
@@ -421,13 +422,16 @@ def _declare_invariant_carried_shapes(loops: list[ir.Node]) -> bool:
     # provisional answers last until a declaration changes a shape (each Loop would otherwise
     # walk the same outer values again for each question)
     values = StaticValues(generation=lambda: declared)
+    # and what each Loop's analysis found, which the next reads where it derives a shape
+    # that Loop carries out (a chain of Loops: each analysed once, not once per Loop after it)
+    memo = LoopMemo(values, generation=lambda: declared)
     for node in loops:
         body = node.attributes["body"].as_graph()
         carried = zip(body.inputs[2:], node.inputs[2:])
         undeclared = [(v, init) for v, init in carried if v.shape is None and init is not None]
         if not any(init.shape is not None for _, init in undeclared):
             continue
-        invariant = LoopShapes(node, values).invariant_carried()
+        invariant = LoopShapes(node, values, memo=memo).invariant_carried()
         for body_input, init in undeclared:
             if body_input in invariant and init.shape is not None:
                 body_input.shape = ir.Shape(list(init.shape))

@@ -146,7 +146,7 @@ def _scan_plan(loop: ir.Node, facts: Facts) -> _ScanPlan | None:
         chain = condition_chain(body)
     if isinstance(chain, str) or unknown_output_rank(body):
         return None
-    kept = set(LoopShapes(loop, facts.values).invariant_carried())
+    kept = set(LoopShapes(loop, facts.values, memo=facts.loops).invariant_carried())
     if any(value not in kept for value in body.inputs[2:]):
         return None  # a Scan's state keeps one shape
     walked = walked_tensor(loop, body, facts.values)
