@@ -28,6 +28,11 @@ this ends; at the end every assumed dim holds after each iteration when it held 
 induction on the iterations. A carried value keeps one shape where its assumption is `fixed`
 (`invariant_carried`).
 
+A Loop inside the body is analysed in turn (`_nested_loop`), reading the shapes of the values
+outside it from this analysis and under its hypotheses on lists: a tensor it carries keeps the
+shape of its initial value where the inner body keeps it (a running total that starts from
+`zeros_like(sample)`), which the outer body may then carry on.
+
 The per-operator transfer functions live in `seqlower.analysis.shape_rules`.
 """
 
@@ -66,6 +71,7 @@ from seqlower.ops import graphs_within, has_subgraph
 
 _MAX_CONTENT = 16  # elements
 _MAX_DEPTH = 64  # producers followed outside the body for one content
+_MAX_NESTING = 2  # Loops inside the body analysed in turn (`_nested_loop`), the passes multiply
 _ITER = ("iter",)
 _RANDOM_OPS = frozenset(
     {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial"}
@@ -130,6 +136,8 @@ class LoopShapes:
         uniform: Collection[ir.Value] = (),
         owners: Mapping[int, ir.Node] | None = None,
         grown: Sequence[Collection[ir.Value]] = (),
+        outer: Callable[[ir.Value], ShapeFact] | None = None,
+        nesting: int = 0,
     ) -> None:
         """`elements`: sequence values whose elements are assumed to have the given static
         shape; `uniform`: sequence values whose elements are assumed to share one shape, which
@@ -143,7 +151,10 @@ class LoopShapes:
         tensors keep the shapes they start with): a key-value cache `keys.append(k(h));
         torch.cat(keys, 1)` whose state h is computed from the cache. The caller confirms the
         list enters empty; `grown_shapes` gives each X this analysis confirmed (every tensor
-        inserted has shape X, under that hypothesis and the carried ones)."""
+        inserted has shape X, under that hypothesis and the carried ones). `outer`: the shapes
+        of the values outside the body as the analysis of a Loop around this one derives them
+        (`_nested_loop`), tried before the declared shapes; `nesting`: how many such analyses
+        are around this one (at most `_MAX_NESTING`, each redone in every pass of its own)."""
         self.body = loop.attributes["body"].as_graph()
         self.elements: dict[ir.Value, tuple] = dict(elements or {})
         self.grown_shapes: dict[ir.Value, tuple] = {}
@@ -160,6 +171,8 @@ class LoopShapes:
         # a symbol of an outer dim -> the outer value and axis it was first read from
         self._dim_sources: dict[Hashable, tuple[ir.Value, int]] = {}
         self._depth = 0  # of the producers followed outside the body
+        self._outer = outer
+        self._nesting = nesting
         self._shapes: dict[ir.Value, ShapeFact] = {}
         # shapes whose dims mention symbols that change between iterations (the dims of an
         # element read from a list of unequal elements): consistent within one iteration, so
@@ -265,6 +278,10 @@ class LoopShapes:
         array = self.values.get(value)
         if array is not None:
             return tuple(int(d) for d in array.shape)
+        if self._outer is not None:  # fixed while this loop runs, as the loop around knows it
+            shape = self._outer(value)
+            if isinstance(shape, tuple) and not any(d is None for d in shape):
+                return shape
         if value.shape is None or not all(
             isinstance(d, int) or _trusted_name(getattr(d, "value", None)) for d in value.shape
         ):
@@ -526,6 +543,8 @@ class LoopShapes:
         shapes: Sequence[ShapeFact] | None = None
         if node.op_type == "If" and node.domain == "":
             shapes = self._if_shapes(node)
+        elif node.op_type == "Loop" and node.domain == "":
+            shapes = self._nested_loop(node)
         elif plain:
             rule = SHAPE_RULES.get(node.op_type)
             try:
@@ -554,6 +573,35 @@ class LoopShapes:
             )
             if not fixed(shape):
                 self._reasons[output] = self._why(node, output)
+
+    def _nested_loop(self, node: ir.Node) -> list[ShapeFact]:
+        """The shapes of a Loop's outputs in this body: a carried tensor keeps the shape of its
+        initial value here where the inner body keeps it (a running total that starts from
+        `zeros_like(sample)`), proved by an analysis of the inner Loop that reads the shapes
+        of the values outside it from this one, under the same hypotheses on the lists; its
+        scan outputs are not analysed (None)."""
+        shapes: list[ShapeFact] = [None] * len(node.outputs)
+        if self._depth >= _MAX_DEPTH or self._nesting >= _MAX_NESTING:
+            return shapes
+        self._depth += 1
+        try:
+            inner = LoopShapes(
+                node,
+                self.values,
+                elements=self.elements,
+                uniform=self.uniform,
+                owners=self.owners,
+                outer=self.shape,
+                nesting=self._nesting + 1,
+            )
+        finally:
+            self._depth -= 1
+        kept = inner.invariant_carried()
+        body_inputs = inner.body.inputs[2:]
+        for k in range(min(len(node.inputs) - 2, len(body_inputs), len(node.outputs))):
+            if body_inputs[k] in kept:
+                shapes[k] = inner.assumed[body_inputs[k]]
+        return shapes
 
     def _sized_by_fixed_values(self, node: ir.Node) -> bool:
         """False when the output shape of `node` depends on the content of a value that changes
