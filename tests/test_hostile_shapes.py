@@ -492,3 +492,81 @@ def test_lists_of_one_loop_that_read_each_other_wait_for_the_rebuilt_loop() -> N
         (y0, y1) = assert_same_outputs(model, lowered, {"x": x, "n": np.array(n, np.int64)})
         np.testing.assert_array_equal(y1, np.arange(n))
         np.testing.assert_array_equal(y0[:, 0], 1.5 * 2.0 ** np.arange(n))
+
+
+def _chained_loops_in_a_loop(count: int) -> onnx.ModelProto:
+    """A Loop whose body runs `count` Loops one after another, each growing the tensor the one
+    before made (Concat of a row, twice), and appends the result to a list it carries."""
+    one = helper.make_node(
+        "Constant",
+        [],
+        ["one"],
+        value=helper.make_tensor("one", TensorProto.FLOAT, [1, 3], [1, 2, 3]),
+    )
+    two = helper.make_node(
+        "Constant", [], ["two"], value=helper.make_tensor("two", TensorProto.INT64, [], [2])
+    )
+    nodes = [helper.make_node("Identity", ["c"], ["c_out"])]
+    previous = "h_in"
+    for k in range(count):
+        inner = helper.make_graph(
+            [
+                helper.make_node("Identity", [f"c_{k}"], [f"c_out_{k}"]),
+                helper.make_node("Concat", [f"t_{k}", "one"], [f"t_out_{k}"], axis=0),
+            ],
+            f"inner_{k}",
+            [
+                _int(f"i_{k}"),
+                helper.make_tensor_value_info(f"c_{k}", TensorProto.BOOL, []),
+                _float(f"t_{k}", None),
+            ],
+            [
+                helper.make_tensor_value_info(f"c_out_{k}", TensorProto.BOOL, []),
+                _float(f"t_out_{k}", None),
+            ],
+        )
+        nodes.append(helper.make_node("Loop", ["two", "", previous], [f"h_{k}"], body=inner))
+        previous = f"h_{k}"
+    nodes += [
+        helper.make_node("Concat", [previous, "h_in"], ["h_out"], axis=0),
+        helper.make_node("SequenceInsert", ["acc", "h_out"], ["acc_out"]),
+    ]
+    listed = helper.make_tensor_sequence_value_info
+    body = helper.make_graph(
+        nodes,
+        "outer",
+        [
+            _int("i"),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            _float("h_in", None),
+            listed("acc", TensorProto.FLOAT, None),
+        ],
+        [
+            helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+            _float("h_out", None),
+            listed("acc_out", TensorProto.FLOAT, None),
+        ],
+    )
+    return _model(
+        [
+            one,
+            two,
+            helper.make_node("SequenceEmpty", [], ["empty"], dtype=TensorProto.FLOAT),
+            helper.make_node("Loop", ["n", "", "x", "empty"], ["h", "rows"], body=body),
+            helper.make_node("ConcatFromSequence", ["rows"], ["y"], axis=0),
+        ],
+        [_float("x", ["N", 3]), _int("n")],
+        [_float("y", ["M", 3])],
+    )
+
+
+def test_a_chain_of_loops_in_a_loop_body_is_analysed_without_nesting_an_analysis_per_loop() -> None:
+    """The shape analysis of a Loop in a body reads what the analysis of the Loop around it
+    knows; deriving the shapes it does not know again would analyse the Loop before it, and that
+    one the Loop before it: 300 Loops in a row nested 300 analyses and ran out of stack."""
+    model = _chained_loops_in_a_loop(300)
+    lowered, _ = lower(model)
+    assert sequence_op_count(lowered) == 0
+    inputs = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "n": np.array(2, dtype=np.int64)}
+    (y,) = assert_same_outputs(model, lowered, inputs)
+    assert y.shape == (604 + 1808, 3)  # 2 rows, then 2 * 2 + 600, then 2 * 604 + 600

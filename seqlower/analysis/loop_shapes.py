@@ -282,8 +282,15 @@ class LoopShapes:
             shape = self._outer(value)
             if isinstance(shape, tuple) and not any(d is None for d in shape):
                 return shape
-        if value.shape is None or not all(
-            isinstance(d, int) or _trusted_name(getattr(d, "value", None)) for d in value.shape
+        # a nested analysis takes what the loop around it knows and derives nothing anew: a
+        # derivation analyses the Loop that made the value, whose input another Loop made, so a
+        # chain of Loops in one body would nest one analysis per Loop, each redone in every pass
+        derive = self._outer is None
+        if derive and (
+            value.shape is None
+            or not all(
+                isinstance(d, int) or _trusted_name(getattr(d, "value", None)) for d in value.shape
+            )
         ):
             derived = self._derived_outer_shape(value)
             if derived is not None:
