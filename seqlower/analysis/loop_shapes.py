@@ -586,7 +586,10 @@ class LoopShapes:
         initial value here where the inner body keeps it (a running total that starts from
         `zeros_like(sample)`), proved by an analysis of the inner Loop that reads the shapes
         of the values outside it from this one, under the same hypotheses on the lists; its
-        scan outputs are not analysed (None)."""
+        scan outputs are not analysed (None). The shape given is the initial value's as this
+        analysis knows it, never the inner analysis's: where this one knows a dim in one
+        iteration only (a slice `x[:, :i + 1]`), the inner one names it afresh, fixed while the
+        inner Loop runs but not from one iteration of this one to the next."""
         shapes: list[ShapeFact] = [None] * len(node.outputs)
         if self._depth >= _MAX_DEPTH or self._nesting >= _MAX_NESTING:
             return shapes
@@ -606,8 +609,9 @@ class LoopShapes:
         kept = inner.invariant_carried()
         body_inputs = inner.body.inputs[2:]
         for k in range(min(len(node.inputs) - 2, len(body_inputs), len(node.outputs))):
-            if body_inputs[k] in kept:
-                shapes[k] = inner.assumed[body_inputs[k]]
+            initial = node.inputs[2 + k]
+            if body_inputs[k] in kept and initial is not None:
+                shapes[k] = self.input_shape(initial)
         return shapes
 
     def _sized_by_fixed_values(self, node: ir.Node) -> bool:

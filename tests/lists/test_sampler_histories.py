@@ -286,6 +286,57 @@ def test_a_growing_inner_total_is_not_kept():
     assert body.inputs[2] not in analysis.invariant_carried()
 
 
+# outs.append(inner_loop(x[1:, :i + 1])): the inner Loop carries a crop whose width changes
+# with the outer iteration i, and keeps it (Neg twice)
+CROPS = """
+agraph (float[N, 3] x, int64 m) => (float[?, ?] y) {
+    s0 = SequenceEmpty <dtype = 1> ()
+    yes = Constant <value = bool {1}> ()
+    s = Loop (m, yes, s0) <body = grow (int64 i, bool c, seq(float) acc)
+                                       => (bool c2, seq(float) out) {
+        one = Constant <value = int64[1] {1}> ()
+        zero = Constant <value = int64[1] {0}> ()
+        big = Constant <value = int64[1] {9223372036854775807}> ()
+        rows = Slice (x, one, big, zero)
+        axes = Constant <value = int64[1] {0}> ()
+        i1 = Unsqueeze (i, axes)
+        end = Add (i1, one)
+        cut = Slice (rows, zero, end, one)
+        twice = Constant <value = int64 {2}> ()
+        piece = Loop (twice, c, cut) <body = again (int64 k, bool ck, float[?, ?] v)
+                                                  => (bool ck2, float[?, ?] v2) {
+            v2 = Neg (v)
+            ck2 = Identity (ck)
+        }>
+        out = SequenceInsert (acc, piece)
+        c2 = Identity (c)
+    }>
+    y = ConcatFromSequence <axis = 1> (s)
+}"""
+
+
+def test_an_inner_loop_keeps_a_shape_that_changes_with_the_outer_iteration():
+    """The inner Loop keeps the crop's shape, but that shape is the crop's in this iteration
+    of the outer Loop only (its width i + 1): the inner Loop's output is no one shape for the
+    whole outer Loop, and its width is unknown there (the inner analysis names the crop's
+    dims afresh, fixed while the inner Loop runs only). The list of crops is not stacked,
+    and computes the same as the original, whose elements differ in width."""
+    model = parse(CROPS)
+    analysis, body = _analysed(model)
+    piece = _output(body, "piece")
+    assert not analysis.is_invariant(piece)
+    assert analysis.shape(piece)[1] is None
+    assert analysis.shape(piece) == analysis.shape(_output(body, "cut"))
+    lowered, report = lower(model)
+    assert sequence_op_count(lowered) == 0
+    assert {node.tier for node in report.nodes} == {"flat"}
+    x = (np.arange(12).reshape(4, 3) - 5).astype(np.float32)
+    for m in (1, 2, 5):  # elements of 1, 2, 3, 3, 3 columns
+        (y,) = assert_same_outputs(model, lowered, {"x": x, "m": np.array(m)})
+        assert y.shape == (3, sum(min(k + 1, 3) for k in range(m)))
+    assert_both_fail(model, lowered, {"x": x, "m": np.array(0)})  # no element to join
+
+
 @pytest.mark.parametrize("case", ["diffusers_pndm_plms", "diffusers_lms_derivatives"])
 def test_the_scheduler_exports_histories_are_stacked(case):
     """The exports the forms were made for: no sequence operator left, no table of shapes
