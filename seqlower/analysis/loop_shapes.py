@@ -173,6 +173,8 @@ class LoopShapes:
         self._depth = 0  # of the producers followed outside the body
         self._outer = outer
         self._nesting = nesting
+        # whether a Loop inside the body got a shape from its own analysis (`_nested_loop`)
+        self.nested_shapes = False
         self._shapes: dict[ir.Value, ShapeFact] = {}
         # shapes whose dims mention symbols that change between iterations (the dims of an
         # element read from a list of unequal elements): consistent within one iteration, so
@@ -612,6 +614,7 @@ class LoopShapes:
             initial = node.inputs[2 + k]
             if body_inputs[k] in kept and initial is not None:
                 shapes[k] = self.input_shape(initial)
+                self.nested_shapes = True
         return shapes
 
     def _sized_by_fixed_values(self, node: ir.Node) -> bool:
