@@ -93,10 +93,10 @@ class AppendPlan:
     # symbolic: a portable target gives the stacked rows that shape when no iteration runs
     # (`_counted_rows`)
     like_initial: bool = False
-    # the loop analysis gave shapes to a Loop inside the body (`LoopShapes.nested_shapes`): a
-    # list it proves of one shape that way was flat before, and kept the failure of a
-    # ConcatFromSequence of no element (`_concatenate_nonempty`)
-    nested: bool = False
+    # the loop analysis proved a shape through a Loop inside the body or a Conv
+    # (`LoopShapes.nonempty_joins`): a list it proves of one shape that way was flat before,
+    # and kept the failure of a ConcatFromSequence of no element (`_concatenate_nonempty`)
+    nonempty_join: bool = False
 
 
 def _unroll_pending(node: ir.Node, ctx: Context) -> bool:
@@ -397,7 +397,7 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
         apart_axis,
         tuple((n, 0) for n in lengths_before) + tuple((n, 1) for n in lengths_after),
         like_initial,
-        shapes.nested_shapes,
+        shapes.nonempty_joins,
     )
 
 
@@ -626,7 +626,7 @@ def _after_loop(
     iteration when `counted` and no condition); `counted`: the rows are reshaped to their
     count and the first initial element's shape (`_counted_rows`); `runs`: the Loop surely
     runs at least once (else a list that enters empty, proved of one shape through a Loop in
-    the body, keeps the failure of a ConcatFromSequence of it when empty,
+    the body or a Conv, keeps the failure of a ConcatFromSequence of it when empty,
     `_concatenate_nonempty`)."""
     stacked = scanned[0]
     stacked.type = ir.TensorType(plan.dtype)
@@ -647,7 +647,7 @@ def _after_loop(
         _concatenate_apart(sequence, stacked, plan, ctx)
         return
     may_be_empty = not plan.initial and (plan.keep is not None or not runs)
-    if plan.nested and may_be_empty:
+    if plan.nonempty_join and may_be_empty:
         _concatenate_nonempty(sequence, stacked, plan, ctx)
     if plan.initial:
         initial = [builder.unsqueeze(element, [0]) for element in plan.initial]

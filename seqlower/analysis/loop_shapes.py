@@ -173,8 +173,11 @@ class LoopShapes:
         self._depth = 0  # of the producers followed outside the body
         self._outer = outer
         self._nesting = nesting
-        # whether a Loop inside the body got a shape from its own analysis (`_nested_loop`)
-        self.nested_shapes = False
+        # whether a shape was proved through a Loop inside the body (`_nested_loop`) or a Conv
+        # (`shape_rules._conv`): a list proved of one shape that way was flat before those
+        # rules, its empty join failing as the original's does, and its join keeps that failure
+        # (`Layout.nonempty_join`, `loop-append-to-scan`)
+        self.nonempty_joins = False
         self._shapes: dict[ir.Value, ShapeFact] = {}
         # shapes whose dims mention symbols that change between iterations (the dims of an
         # element read from a list of unequal elements): consistent within one iteration, so
@@ -614,7 +617,7 @@ class LoopShapes:
             initial = node.inputs[2 + k]
             if body_inputs[k] in kept and initial is not None:
                 shapes[k] = self.input_shape(initial)
-                self.nested_shapes = True
+                self.nonempty_joins = True
         return shapes
 
     def _sized_by_fixed_values(self, node: ir.Node) -> bool:

@@ -415,6 +415,7 @@ def _conv(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
             out.append(sym.add(sym.floordiv(padded, strides[k]), 1))
         return tuple(out)
 
+    a.nonempty_joins = True  # see `LoopShapes.nonempty_joins`
     return [_combine([a.input_shape(v) for v in node.inputs[:2]], compute)]
 
 

@@ -49,7 +49,8 @@ ConcatFromSequence(s, axis=a)             -> Reshape(data with axis 0 moved befo
                                              the two; to a constant target with -1 there
                                              where S's other dims are static and not 0)
 ConcatFromSequence of a list that may be empty, its elements' shape proved through a Loop in
-a loop body (`Layout.nonempty_join`; the flat layout kept before fails there, as the original)
+a loop body or a Conv (`Layout.nonempty_join`; the flat layout kept before fails there, as the
+original does)
                                           -> Reshape(J, Add(Shape(J), Gather(Range(0, n, 1),
                                              [0]))), J the join above: J, or a failure for n = 0
 every element flattened, concatenated     -> Reshape(data, [-1]) (the list axis moved first

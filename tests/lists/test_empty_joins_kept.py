@@ -1,6 +1,7 @@
 """A list a Loop grows from empty, whose elements' shape only the analysis of a Loop inside the
-body proves (`LoopShapes._nested_loop`: a running total that starts from `zeros_like(a)`),
-joined by a ConcatFromSequence after the loop. Without that analysis the list was flat, and
+body proves (`LoopShapes._nested_loop`: a running total that starts from `zeros_like(a)`) or
+the Conv rule (a sample convolved each step), joined by a ConcatFromSequence after the loop.
+Without those rules the list was flat, and
 its join of no element failed as the original's does (the specification and onnxruntime
 reject a ConcatFromSequence of an empty sequence); stacked, or made scan outputs, the join of
 no row would be an empty tensor. Both forms check the row count (`_concatenate_nonempty` in
@@ -154,3 +155,49 @@ def test_no_check_where_the_loop_surely_runs():
     assert not _checked(lowered)
     (y,) = assert_same_outputs(full, lowered, _feeds("float", 0))  # n is not read
     assert y.shape == (6, 3)
+
+
+# a sample convolved each step (pads of one: its shape kept), each result appended; the body
+# reads the list's newest element at -1 where `read` (the tensor form then stacks it)
+CONV = """
+agraph (float[B, 2, H, W] x, int64 steps, float[2, 2, 3, 3] w) => (float[?, 2, ?, ?] y) {{
+    c = Constant <value = bool {{1}}> ()
+    empty = SequenceEmpty <dtype = 1> ()
+    last, hist = Loop (steps, c, x, empty) <body = b (
+            int64 i, bool ci, float[?, ?, ?, ?] s, seq(float[?, ?, ?, ?]) acc)
+            => (bool co, float[?, ?, ?, ?] s2, seq(float[?, ?, ?, ?]) acc2) {{
+        co = Identity (ci)
+        e = Conv <kernel_shape = [3, 3], pads = [1, 1, 1, 1]> (s, w)
+        acc2 = SequenceInsert (acc, e)
+        {carry}
+    }}>
+    y = ConcatFromSequence <axis = 0> (hist)
+}}"""
+
+
+@pytest.mark.parametrize(
+    "carry",
+    [
+        "s2 = Identity (e)",
+        "m1 = Constant <value = int64 {{-1}}> ()\n        s2 = SequenceAt (acc2, m1)",
+    ],
+    ids=["scanned", "stacked"],
+)
+def test_a_list_of_convolved_samples_keeps_the_failure_of_its_empty_join(carry):
+    original = parse(CONV.format(carry=carry.format()))
+    lowered, report = lower(original)
+    assert not any(n.op_type.startswith("Sequence") for n in lowered.graph.node)
+    assert _checked(lowered)
+    if carry.startswith("s2 = Identity"):
+        assert report.rules_fired["loop-append-to-scan"] == 1
+    else:
+        assert {node.tier for node in report.nodes} == {"stacked"}
+    rng = np.random.default_rng(3)
+    feeds = {
+        "x": rng.standard_normal((2, 2, 4, 5)).astype(np.float32),
+        "w": (rng.standard_normal((2, 2, 3, 3)) / 6).astype(np.float32),
+    }
+    for steps in (1, 3):
+        (y,) = assert_same_outputs(original, lowered, {**feeds, "steps": np.array(steps)})
+        assert y.shape == (2 * steps, 2, 4, 5)
+    assert_both_fail(original, lowered, {**feeds, "steps": np.array(0)})
