@@ -415,7 +415,11 @@ def _conv(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
             out.append(sym.add(sym.floordiv(padded, strides[k]), 1))
         return tuple(out)
 
-    a.nonempty_joins = True  # see `LoopShapes.nonempty_joins`
+    if node.inputs and not a.invariant_value(node.inputs[0]):
+        # of a value that changes between iterations (a carried sample): a shape no earlier
+        # rule gave (one of values fixed for the loop was known fixed without it); see
+        # `LoopShapes.nonempty_joins`
+        a.nonempty_joins = True
     return [_combine([a.input_shape(v) for v in node.inputs[:2]], compute)]
 
 
