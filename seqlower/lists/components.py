@@ -864,7 +864,7 @@ class _GrownLists:
         """Record that some elements of `plan` have `shape` (None: not even its rank is
         known): its static dims stay where every shape recorded has the same (a dim of one
         lets the list axis take its place). `checked`: that shape was proved through a Loop in
-        a body or a Conv (`checked`)."""
+        a body or a Conv (the plan goes into `self.checked`)."""
         assert plan.rank is not None
         if checked:
             self.checked.add(id(plan))
