@@ -93,6 +93,10 @@ class AppendPlan:
     # symbolic: a portable target gives the stacked rows that shape when no iteration runs
     # (`_counted_rows`)
     like_initial: bool = False
+    # the loop analysis proved a shape through a Loop inside the body or a Conv
+    # (`LoopShapes.nonempty_joins`): a list it proves of one shape that way was flat before,
+    # and kept the failure of a ConcatFromSequence of no element (`_concatenate_nonempty`)
+    nonempty_join: bool = False
 
 
 def _unroll_pending(node: ir.Node, ctx: Context) -> bool:
@@ -393,6 +397,7 @@ def _append_plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) ->
         apart_axis,
         tuple((n, 0) for n in lengths_before) + tuple((n, 1) for n in lengths_after),
         like_initial,
+        shapes.nonempty_joins,
     )
 
 
@@ -548,9 +553,10 @@ def _to_scan(node: ir.Node, plans: tuple[AppendPlan, ...], ctx: Context) -> None
     indices = [plan.index for plan in plans]
     dropped, new_outputs = rebuild_with_scans(node, indices, sum(map(len, scans)), ctx)
     first = len(node.outputs) - len(plans)
+    runs = _runs_at_least_once(node, ctx)
     for plan, sequence, made, counted in zip(plans, dropped, scans, counts):
         scanned = new_outputs[first : first + len(made)]
-        _after_loop(builder, plan, sequence, scanned, counted, ctx)
+        _after_loop(builder, plan, sequence, scanned, counted, ctx, runs)
         first += len(made)
     ctx.rewriter.fired_more("loop-append-to-scan", len(plans) - 1)
 
@@ -613,11 +619,15 @@ def _after_loop(
     scanned: list[ir.Value],
     counted: bool,
     ctx: Context,
+    runs: bool = False,
 ) -> None:
     """The list `sequence` the Loop no longer carries, made after it from its `scanned`
     outputs (the stacked tensors, then the conditions of a conditional append, or one true per
     iteration when `counted` and no condition); `counted`: the rows are reshaped to their
-    count and the first initial element's shape (`_counted_rows`)."""
+    count and the first initial element's shape (`_counted_rows`); `runs`: the Loop surely
+    runs at least once (else a list that enters empty, proved of one shape through a Loop in
+    the body or a Conv, keeps the failure of a ConcatFromSequence of it when empty,
+    `_concatenate_nonempty`)."""
     stacked = scanned[0]
     stacked.type = ir.TensorType(plan.dtype)
     if not sequence.uses() and not sequence.is_graph_output():
@@ -636,6 +646,9 @@ def _after_loop(
     if plan.apart_axis is not None:  # the concatenations read the initial elements apart
         _concatenate_apart(sequence, stacked, plan, ctx)
         return
+    may_be_empty = not plan.initial and (plan.keep is not None or not runs)
+    if plan.nonempty_join and may_be_empty:
+        _concatenate_nonempty(sequence, stacked, plan, ctx)
     if plan.initial:
         initial = [builder.unsqueeze(element, [0]) for element in plan.initial]
         parts = [stacked, *initial] if plan.prepend else [*initial, stacked]
@@ -646,6 +659,52 @@ def _after_loop(
     elements = builder.op("SplitToSequence", [stacked], {"axis": 0, "keepdims": 0}, name="elements")
     elements.type = sequence.type or ir.SequenceType(ir.TensorType(plan.dtype))
     ctx.rewriter.replace(sequence, elements)
+
+
+def _runs_at_least_once(node: ir.Node, ctx: Context) -> bool:
+    """Whether Loop `node` surely runs its body once: a static trip count of at least one and
+    a condition input always true."""
+    count = ctx.facts.static_int(node.inputs[0]) if node.inputs and node.inputs[0] else None
+    condition = node.inputs[1] if len(node.inputs) > 1 else None
+    started = condition is None or known_bool(condition, ctx) is True
+    return count is not None and count >= 1 and started
+
+
+def _concatenate_nonempty(
+    sequence: ir.Value, stacked: ir.Value, plan: AppendPlan, ctx: Context
+) -> None:
+    """ConcatFromSequence(<the loop's list>, ..) of a list that may be empty, read directly
+    -> Reshape(J, Add(Shape(J), Gather(Range(0, n, 1), [0])))
+       J = ConcatFromSequence(SplitToSequence(stacked, keepdims=0), ..), n = the rows stacked
+    The specification and onnxruntime fail on the ConcatFromSequence of an empty list; the
+    join of no stacked rows (`concat-of-unbind`, `stack-of-unbind`) would give an empty
+    tensor. The Reshape to J's own shape (plus 0) keeps the data, and its Gather from a Range
+    of n values fails for n = 0: the lowered model fails where the original does. The check
+    is the last Reshape, so onnxruntime's fusion of consecutive Reshapes keeps it."""
+    for use in list(sequence.uses()):
+        reader = use.node
+        if reader.op_type != "ConcatFromSequence" or reader.domain != "":
+            continue
+        builder = ctx.rewriter.before(reader)
+        rows = builder.op("SplitToSequence", [stacked], {"axis": 0, "keepdims": 0}, name="rows")
+        rows.type = sequence.type or ir.SequenceType(ir.TensorType(plan.dtype))
+        attributes = {
+            "axis": reader.attributes.get_int("axis", 0),
+            "new_axis": reader.attributes.get_int("new_axis", 0),
+        }
+        joined = builder.op("ConcatFromSequence", [rows], attributes, name="appended")
+        joined.type = ir.TensorType(plan.dtype)
+        zero = builder.constant(np.array(0, np.int64), "zero")
+        count = builder.op("Gather", [builder.op("Shape", [stacked]), zero], name="rows")
+        one = builder.constant(np.array(1, np.int64), "one")
+        numbers = builder.op("Range", [zero, count, one], name="row_numbers")
+        nonempty = builder.op("Gather", [numbers, builder.ints([0], "first")], name="nonempty")
+        target = builder.op("Add", [builder.op("Shape", [joined]), nonempty], name="same_shape")
+        result = builder.op("Reshape", [joined, target], name="joined")
+        result.type = reader.outputs[0].type or ir.TensorType(plan.dtype)
+        if reader.outputs[0].shape is not None:
+            result.shape = ir.Shape(list(reader.outputs[0].shape))
+        ctx.rewriter.replace(reader.outputs[0], result)
 
 
 def _counts_rows(graph: ir.Graph, plan: AppendPlan, ctx: Context) -> bool:

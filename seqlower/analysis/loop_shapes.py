@@ -28,6 +28,11 @@ this ends; at the end every assumed dim holds after each iteration when it held 
 induction on the iterations. A carried value keeps one shape where its assumption is `fixed`
 (`invariant_carried`).
 
+A Loop inside the body is analysed in turn (`_nested_loop`), reading the shapes of the values
+outside it from this analysis and under its hypotheses on lists: a tensor it carries keeps the
+shape of its initial value where the inner body keeps it (a running total that starts from
+`zeros_like(sample)`), which the outer body may then carry on.
+
 The per-operator transfer functions live in `seqlower.analysis.shape_rules`.
 """
 
@@ -67,6 +72,7 @@ from seqlower.ops import graphs_within, has_subgraph
 
 _MAX_CONTENT = 16  # elements
 _MAX_DEPTH = 64  # producers followed outside the body for one content
+_MAX_NESTING = 2  # Loops inside the body analysed in turn (`_nested_loop`), the passes multiply
 _ITER = ("iter",)
 _RANDOM_OPS = frozenset(
     {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial"}
@@ -137,6 +143,8 @@ class LoopShapes:
         owners: Mapping[int, ir.Node] | None = None,
         grown: Sequence[Collection[ir.Value]] = (),
         memo: LoopMemo | None = None,
+        outer: Callable[[ir.Value], ShapeFact] | None = None,
+        nesting: int = 0,
     ) -> None:
         """`elements`: sequence values whose elements are assumed to have the given static
         shape; `uniform`: sequence values whose elements are assumed to share one shape, which
@@ -152,7 +160,11 @@ class LoopShapes:
         list enters empty; `grown_shapes` gives each X this analysis confirmed (every tensor
         inserted has shape X, under that hypothesis and the carried ones). `memo`: what the
         analyses of other Loops found (`LoopMemo`), read where this one derives a shape one
-        of them carries out, and given what this one finds when it has no hypotheses."""
+        of them carries out, and given what this one finds when it has no hypotheses.
+        `outer`: the shapes of the values outside the body as the analysis of a Loop around
+        this one derives them (`_nested_loop`), tried before the declared shapes; `nesting`:
+        how many such analyses are around this one (at most `_MAX_NESTING`, each redone in
+        every pass of its own)."""
         self.body = loop.attributes["body"].as_graph()
         self.elements: dict[ir.Value, tuple] = dict(elements or {})
         self.grown_shapes: dict[ir.Value, tuple] = {}
@@ -170,6 +182,13 @@ class LoopShapes:
         # a symbol of an outer dim -> the outer value and axis it was first read from
         self._dim_sources: dict[Hashable, tuple[ir.Value, int]] = {}
         self._depth = 0  # of the producers followed outside the body
+        self._outer = outer
+        self._nesting = nesting
+        # whether a shape was proved through a Loop inside the body (`_nested_loop`) or a Conv
+        # (`shape_rules._conv`): a list proved of one shape that way was flat before those
+        # rules, its empty join failing as the original's does, and its join keeps that failure
+        # (`Layout.nonempty_join`, `loop-append-to-scan`)
+        self.nonempty_joins = False
         self._shapes: dict[ir.Value, ShapeFact] = {}
         # shapes whose dims mention symbols that change between iterations (the dims of an
         # element read from a list of unequal elements): consistent within one iteration, so
@@ -279,8 +298,19 @@ class LoopShapes:
         array = self.values.get(value)
         if array is not None:
             return tuple(int(d) for d in array.shape)
-        if value.shape is None or not all(
-            isinstance(d, int) or _trusted_name(getattr(d, "value", None)) for d in value.shape
+        if self._outer is not None:  # fixed while this loop runs, as the loop around knows it
+            shape = self._outer(value)
+            if isinstance(shape, tuple) and not any(d is None for d in shape):
+                return shape
+        # a nested analysis takes what the loop around it knows and derives nothing anew: a
+        # derivation analyses the Loop that made the value, whose input another Loop made, so a
+        # chain of Loops in one body would nest one analysis per Loop, each redone in every pass
+        derive = self._outer is None
+        if derive and (
+            value.shape is None
+            or not all(
+                isinstance(d, int) or _trusted_name(getattr(d, "value", None)) for d in value.shape
+            )
         ):
             derived = self._derived_outer_shape(value)
             if derived is not None:
@@ -542,6 +572,8 @@ class LoopShapes:
         shapes: Sequence[ShapeFact] | None = None
         if node.op_type == "If" and node.domain == "":
             shapes = self._if_shapes(node)
+        elif node.op_type == "Loop" and node.domain == "":
+            shapes = self._nested_loop(node)
         elif plain:
             rule = SHAPE_RULES.get(node.op_type)
             try:
@@ -570,6 +602,40 @@ class LoopShapes:
             )
             if not fixed(shape):
                 self._reasons[output] = self._why(node, output)
+
+    def _nested_loop(self, node: ir.Node) -> list[ShapeFact]:
+        """The shapes of a Loop's outputs in this body: a carried tensor keeps the shape of its
+        initial value here where the inner body keeps it (a running total that starts from
+        `zeros_like(sample)`), proved by an analysis of the inner Loop that reads the shapes
+        of the values outside it from this one, under the same hypotheses on the lists; its
+        scan outputs are not analysed (None). The shape given is the initial value's as this
+        analysis knows it, never the inner analysis's: where this one knows a dim in one
+        iteration only (a slice `x[:, :i + 1]`), the inner one names it afresh, fixed while the
+        inner Loop runs but not from one iteration of this one to the next."""
+        shapes: list[ShapeFact] = [None] * len(node.outputs)
+        if self._depth >= _MAX_DEPTH or self._nesting >= _MAX_NESTING:
+            return shapes
+        self._depth += 1
+        try:
+            inner = LoopShapes(
+                node,
+                self.values,
+                elements=self.elements,
+                uniform=self.uniform,
+                owners=self.owners,
+                outer=self.shape,
+                nesting=self._nesting + 1,
+            )
+        finally:
+            self._depth -= 1
+        kept = inner.invariant_carried()
+        body_inputs = inner.body.inputs[2:]
+        for k in range(min(len(node.inputs) - 2, len(body_inputs), len(node.outputs))):
+            initial = node.inputs[2 + k]
+            if body_inputs[k] in kept and initial is not None:
+                shapes[k] = self.input_shape(initial)
+                self.nonempty_joins = True
+        return shapes
 
     def _sized_by_fixed_values(self, node: ir.Node) -> bool:
         """False when the output shape of `node` depends on the content of a value that changes

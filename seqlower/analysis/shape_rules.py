@@ -385,6 +385,44 @@ def _gemm(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
     return [_combine(inputs, lambda x, y: (x[1] if ta else x[0], y[0] if tb else y[1]))]
 
 
+def _conv(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
+    """Conv: (N, C, *spatial), weight (M, C / group, *kernel) -> (N, M, *out), each out dim
+    `(in + pad_begin + pad_end - dilation * (kernel - 1) - 1) // stride + 1` (explicit pads,
+    NOTSET; VALID: no pads), `ceil(in / stride)` (SAME_UPPER, SAME_LOWER)."""
+    auto_pad = node.attributes.get_string("auto_pad", "NOTSET")
+
+    def compute(data: tuple, weight: tuple) -> ShapeFact:
+        spatial = len(data) - 2
+        if spatial < 1 or len(weight) != len(data):
+            return None
+        kernel = node.attributes.get_ints("kernel_shape") or weight[2:]
+        strides = node.attributes.get_ints("strides") or [1] * spatial
+        dilations = node.attributes.get_ints("dilations") or [1] * spatial
+        pads = node.attributes.get_ints("pads") or [0] * (2 * spatial)
+        if auto_pad == "VALID":
+            pads = [0] * (2 * spatial)
+        if len(kernel) != spatial or len(strides) != spatial or len(pads) != 2 * spatial:
+            return None
+        out: list[Dim] = [data[0], weight[0]]
+        for k in range(spatial):
+            if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+                out.append(sym.floordiv(sym.add(data[2 + k], strides[k] - 1), strides[k]))
+                continue
+            if not isinstance(kernel[k], int):
+                return None
+            reach = dilations[k] * (kernel[k] - 1) + 1
+            padded = sym.add(data[2 + k], pads[k] + pads[k + spatial] - reach)
+            out.append(sym.add(sym.floordiv(padded, strides[k]), 1))
+        return tuple(out)
+
+    if node.inputs and not a.invariant_value(node.inputs[0]):
+        # of a value that changes between iterations (a carried sample): a shape no earlier
+        # rule gave (one of values fixed for the loop was known fixed without it); see
+        # `LoopShapes.nonempty_joins`
+        a.nonempty_joins = True
+    return [_combine([a.input_shape(v) for v in node.inputs[:2]], compute)]
+
+
 @_on_input
 def _transpose(_: LoopShapes, node: ir.Node, data: tuple) -> ShapeFact:
     perm = node.attributes.get_ints("perm")
@@ -866,6 +904,7 @@ SHAPE_RULES: dict[str, Callable[[LoopShapes, ir.Node], Sequence[ShapeFact] | Non
     "ArgMin": _arg_reduce,
     "MatMul": _matmul,
     "Gemm": _gemm,
+    "Conv": _conv,
     "Transpose": _transpose,
     "Concat": _concat,
     "Gather": _gather,

@@ -618,7 +618,10 @@ def _lockstep_together(plans: list[ListPlan], bodies: _BodyShapes) -> None:
         assert plan.rank is not None and plan.dtype is not None
         empty = any(_made_by(v, "SequenceEmpty") for v in plan.values)
         dims = grown.fixed.get(id(plan), (None,) * plan.rank)
-        plan.layout = Layout("stacked", plan.rank, plan.dtype, dims, shaped_by_first=empty)
+        checked = id(plan) in grown.checked
+        plan.layout = Layout(
+            "stacked", plan.rank, plan.dtype, dims, shaped_by_first=empty, nonempty_join=checked
+        )
 
 
 def _made_by(value: ir.Value, op: str) -> bool:
@@ -760,14 +763,14 @@ def _grown_alike(
     if isinstance(first, tuple) and not any(d is None or analysis.varies(d) for d in first):
         if any(shape != first for shape in shapes):
             return False
-        grown.fix(plan, first)
+        grown.fix(plan, first, analysis.nonempty_joins)
         return True
     # what is put in may depend on what the list holds (a cache the loop's state reads):
     # assume the list holds what the body puts in, in every iteration, and confirm it
     shape = grown.shape(loop, inside)
     if shape is None:
         return False
-    grown.fix(plan, shape)
+    grown.fix(plan, shape, grown.nonempty_joins(loop))
     return True
 
 
@@ -828,6 +831,10 @@ class _GrownLists:
         self._bodies = bodies
         self._analyses: dict[int, LoopShapes] = {}
         self.fixed: dict[int, tuple[Dim, ...]] = {}
+        # the plans (ids) some of whose elements' shape an analysis proved through a Loop in
+        # the body or a Conv (`LoopShapes.nonempty_joins`): their joins keep the failure of an
+        # empty list
+        self.checked: set[int] = set()
 
     def shape(self, loop: ir.Node, inside: list[ir.Value]) -> tuple | None:
         """The one shape the list of values `inside` holds in `loop`, confirmed; else None."""
@@ -846,11 +853,21 @@ class _GrownLists:
             )
         return self._analyses[id(loop)].grown_shapes.get(inside[0])
 
-    def fix(self, plan: ListPlan, shape: ShapeFact | tuple[Dim, ...]) -> None:
+    def nonempty_joins(self, loop: ir.Node) -> bool:
+        """`LoopShapes.nonempty_joins` of the analysis of `loop` under the hypothesis."""
+        analysis = self._analyses.get(id(loop))
+        return analysis is not None and analysis.nonempty_joins
+
+    def fix(
+        self, plan: ListPlan, shape: ShapeFact | tuple[Dim, ...], checked: bool = False
+    ) -> None:
         """Record that some elements of `plan` have `shape` (None: not even its rank is
         known): its static dims stay where every shape recorded has the same (a dim of one
-        lets the list axis take its place)."""
+        lets the list axis take its place). `checked`: that shape was proved through a Loop in
+        a body or a Conv (the plan goes into `self.checked`)."""
         assert plan.rank is not None
+        if checked:
+            self.checked.add(id(plan))
         if isinstance(shape, tuple) and len(shape) == plan.rank:
             static = tuple(d if type(d) is int else None for d in shape)
         else:

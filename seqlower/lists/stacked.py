@@ -48,6 +48,11 @@ ConcatFromSequence(s, new_axis=1, axis=a) -> data, or Transpose(data, 0 -> a)
 ConcatFromSequence(s, axis=a)             -> Reshape(data with axis 0 moved before a, merging
                                              the two; to a constant target with -1 there
                                              where S's other dims are static and not 0)
+ConcatFromSequence of a list that may be empty, its elements' shape proved through a Loop in
+a loop body or a Conv (`Layout.nonempty_join`; the flat layout kept before fails there, as the
+original does)
+                                          -> Reshape(J, Add(Shape(J), Gather(Range(0, n, 1),
+                                             [0]))), J the join above: J, or a failure for n = 0
 every element flattened, concatenated     -> Reshape(data, [-1]) (the list axis moved first
                                              when it is a unit axis u; the data when 1-D;
                                              `seqlower.lists.flattened`)
@@ -408,6 +413,21 @@ def at(forms: ListForms, b: Builder, s: TensorList, p: ir.Value) -> ir.Value:
 def concat(
     forms: ListForms, b: Builder, s: TensorList, axis: int, new_axis: bool
 ) -> ir.Value | None:
+    joined = _concat(b, s, axis, new_axis)
+    if joined is None or not (s.layout.nonempty_join and s.min_length == 0):
+        return joined
+    # Reshape(J, Add(Shape(J), Gather(Range(0, n, 1), [0]))): J's own shape, and a Gather that
+    # fails for n = 0, as the ConcatFromSequence of an empty list does (the last Reshape, so
+    # onnxruntime's fusion of consecutive Reshapes keeps it)
+    zero = b.constant(np.array(0, np.int64), "zero")
+    length = b.op("Gather", [b.op("Shape", [s.data]), scalar_int(b, s.layout.list_axis, "axis")])
+    numbers = b.op("Range", [zero, length, b.constant(np.array(1, np.int64), "one")])
+    nonempty = b.op("Gather", [numbers, b.ints([0], "first")], name="nonempty")
+    target = b.op("Add", [b.op("Shape", [joined]), nonempty], name="same_shape")
+    return b.op("Reshape", [joined, target], name="concat")
+
+
+def _concat(b: Builder, s: TensorList, axis: int, new_axis: bool) -> ir.Value | None:
     if s.layout.unit is not None:
         return unit_rows.concat(b, s, axis, new_axis)
     data, rank = s.data, s.layout.rank

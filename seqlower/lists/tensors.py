@@ -72,6 +72,11 @@ class Layout:
     # shapes), for a list read only by ConcatFromSequence on that axis (`seqlower.lists.
     # axis_first`); None: the elements as they are
     moved: int | None = None
+    # stacked only: its elements' shape was proved through a Loop in a loop body or a Conv
+    # (`LoopShapes.nonempty_joins`), where the flat layout kept before kept the failure of a
+    # ConcatFromSequence of no element: the join of a list that may be empty checks that it
+    # is not (`stacked.concat`)
+    nonempty_join: bool = False
 
     @property
     def list_axis(self) -> int:
