@@ -239,7 +239,7 @@ class LoopShapes:
                 if widened != assumed:
                     self.assumed[body_input] = widened
                     changed = True
-        if memo is not None and not (elements or uniform or owners or grown):
+        if memo is not None and outer is None and not (elements or uniform or owners or grown):
             memo.remember(loop, values, self.invariant_carried())
 
     def _seed_grown(self, grown: Sequence[Collection[ir.Value]]) -> bool:
