@@ -32,7 +32,10 @@ masking after the loop cost more than the copying they save in the short loops s
 
 The Loop carries one value fewer. Only the Concat (or If) may read the accumulator in the body;
 after the loop anything may. A piece whose size along `a` may change between iterations stays an
-accumulator (a scan output needs one shape), and the refusal says so.
+accumulator (a scan output needs one shape), and the refusal says so. So does a piece of another
+rank than the initial value, or of another known size outside the axis: the Concat in the body
+fails whenever it runs and the model runs only where it never does (no iteration, a condition
+never true), where a Concat after the loop would fail too.
 
 `loop-append-to-concat` makes the opposite rewrite, from a list, for a piece whose shape changes
 between iterations: this rule refuses those, so the two never undo each other.
@@ -250,6 +253,9 @@ def _plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) -> Accumu
     shape = shapes.shape(scanned)
     if isinstance(shape, tuple) and any(d == 0 for d in shape):
         return "the piece has a dim of size 0 (nothing to scan)"
+    clash = _clash(init, scanned, (shape, shapes.outer_shape(init)), axis, rank, unsqueezed, ctx)
+    if clash:
+        return clash
     static_dims = (
         tuple(shape)
         if isinstance(shape, tuple) and all(isinstance(d, int) for d in shape)
@@ -272,6 +278,43 @@ def _plan(node: ir.Node, index: int, shapes: LoopShapes, ctx: Context) -> Accumu
             'scan output and the reshaping after the loop (docs/performance.md, "Never slower")'
         )
     return plan
+
+
+def _clash(
+    init: ir.Value,
+    piece: ir.Value,
+    facts: tuple[object, object],
+    axis: int,
+    rank: int,
+    unsqueezed: bool,
+    ctx: Context,
+) -> str:
+    """Why the pieces cannot be joined to the initial value ("" when nothing known says so):
+    another rank, or another known size outside the axis. The Concat in the body then fails
+    whenever it runs, and the model runs only while it never does (a loop of no iteration, a
+    condition never true); joined once after the loop it would fail even then, and the
+    lowered model would not even be well typed."""
+    piece_fact, init_fact = facts
+    pieces = [tuple(s) for s in (piece_fact, piece.shape) if isinstance(s, tuple | ir.Shape)]
+    starts = [tuple(s) for s in (init_fact, init.shape) if isinstance(s, tuple | ir.Shape)]
+    array = ctx.facts.static(init)
+    if array is not None:
+        starts.append(tuple(int(d) for d in array.shape))
+    for dims in pieces:
+        joined = (*dims[:axis], None, *dims[axis:]) if unsqueezed else dims
+        for start in [*starts, (None,) * rank]:
+            if len(joined) != len(start):
+                return (
+                    f"its initial value has rank {len(start)} and the pieces joined to it "
+                    f"rank {len(joined)}: the Concat fails whenever it runs"
+                )
+            for at, (a, b) in enumerate(zip(start, joined)):
+                if at != axis and isinstance(a, int) and isinstance(b, int) and a != b:
+                    return (
+                        f"its initial value has size {a} along axis {at} and the pieces "
+                        f"joined to it size {b}: the Concat fails whenever it runs"
+                    )
+    return ""
 
 
 def _may_reshape_to_zero(plan: AccumulatorPlan) -> bool:

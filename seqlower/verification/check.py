@@ -50,7 +50,7 @@ from seqlower.verification.signature import (
     input_spec,
     output_names,
 )
-from seqlower.verification.specification import SpecificationJudge
+from seqlower.verification.specification import SpecificationJudge, splits_as_onnxruntime
 from seqlower.verification.supplied import check_feeds, load_supplied
 from seqlower.verification.values import Feeds, RuntimeValue
 
@@ -211,7 +211,7 @@ def verify(
             natives=natives,
             reference=_reference_runner(original, original_ir) if reference else None,
             specification=SpecificationJudge(
-                lambda: _reference_runner(original, original_ir),
+                lambda: _reference_runner(original, original_ir, splits_as_onnxruntime()),
                 ops={node.op_type for graph in iter_all_graphs(original_ir) for node in graph},
                 rtol=rtol,
                 atol=atol,
@@ -464,9 +464,11 @@ def _source(source: ModelSource, model: ir.Model) -> str | bytes:
     return model_to_bytes(model)
 
 
-def _reference_runner(source: ModelSource, model: ir.Model) -> ReferenceRunner:
+def _reference_runner(
+    source: ModelSource, model: ir.Model, new_ops: tuple[type, ...] = ()
+) -> ReferenceRunner:
     if isinstance(source, onnx.ModelProto):
-        return ReferenceRunner(source)
+        return ReferenceRunner(source, new_ops)
     if isinstance(source, (str, os.PathLike)):
-        return ReferenceRunner(os.fspath(source))
-    return ReferenceRunner(ir.to_proto(model))
+        return ReferenceRunner(os.fspath(source), new_ops)
+    return ReferenceRunner(ir.to_proto(model), new_ops)

@@ -271,13 +271,15 @@ class ReferenceRunner:
     """`onnx.reference.ReferenceEvaluator` on one model (a proto or a path), in this process,
     as a second opinion."""
 
-    def __init__(self, model: onnx.ModelProto | str) -> None:
+    def __init__(self, model: onnx.ModelProto | str, new_ops: Sequence[type] = ()) -> None:
+        """`new_ops`: implementations that replace the evaluator's (classes of
+        `onnx.reference.op_run.OpRun` named as the operator)."""
         from onnx.reference import ReferenceEvaluator  # slow to import; only for --reference
 
         self._evaluator: ReferenceEvaluator | None = None
         self.load_error: str | None = None
         try:
-            self._evaluator = ReferenceEvaluator(model)
+            self._evaluator = ReferenceEvaluator(model, new_ops=list(new_ops) or None)
         except Exception as error:  # the evaluator rejects some valid models
             self.load_error = f"cannot load the model: {error_message(error)}"
 

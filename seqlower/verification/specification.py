@@ -26,13 +26,23 @@ why it is asked only about those departures, and trusted only once it agreed wit
 on the original in a trial both models ran (`witness`): an evaluator that cannot run the model
 at all must not excuse a candidate. A trial judged before any trial could vouch for it
 (`undecided`) is judged again once all have run, so the order of the trials does not matter.
+
+The evaluator reads one operator as onnxruntime (and seqlower, by default) does, not as the
+specification does: a SplitToSequence by a scalar split of 1 with keepdims=0 squeezes the axis
+(`scalar-split-keepdims`, PyTorch's `unbind`; `splits_as_onnxruntime`). Read as the
+specification reads it, every element of such a list keeps the axis, the evaluator never agrees
+with onnxruntime on the original, is never trusted, and excuses nothing in any model built on
+`unbind`: a concatenation of an empty misfit there was blamed on the rewrite.
+
 `excuse(feeds)` gives its error when it fails on the original too (None otherwise: the
 candidate's failure is a difference), and `sides_with(feeds, outputs)` says whether it computes
 the candidate's outputs from the original (within the same tolerances), and `rejects(feeds)`
 gives its error when it rejects the original's concatenation of a misfit (None otherwise:
 differing values are a difference).
 
-    judge = SpecificationJudge(lambda: ReferenceRunner(original), ops={"SplitToSequence"})
+    judge = SpecificationJudge(
+        lambda: ReferenceRunner(original, splits_as_onnxruntime()), ops={"SplitToSequence"}
+    )
     judge.witness(feeds_of_an_ok_trial, onnxruntime_outputs_of_the_original)
     judge.excuse(feeds_where_only_the_candidate_failed)   # "need at least one array ..." or None
     judge.sides_with(feeds_where_values_differ, candidate_outputs)   # True or False
@@ -44,7 +54,7 @@ candidate fails or differs where a departure may explain it.
 
 from __future__ import annotations
 
-__all__ = ["DEPARTURES", "Departure", "SpecificationJudge"]
+__all__ = ["DEPARTURES", "Departure", "SpecificationJudge", "splits_as_onnxruntime"]
 
 import dataclasses
 from collections.abc import Callable, Mapping, Set
@@ -84,6 +94,27 @@ DEPARTURES = (
 
 # how onnx.reference (numpy) rejects a concatenation whose inputs' other dims differ
 _MISFIT_ERROR = "except for the concatenation axis"
+
+
+def splits_as_onnxruntime() -> tuple[type, ...]:
+    """An `onnx.reference` SplitToSequence that squeezes the axis for a scalar split of 1 with
+    keepdims=0, as onnxruntime does (where the installed onnxruntime still does: the quirk
+    `scalar-split-keepdims`); else nothing to replace."""
+    if not runtime_quirks.holds("scalar-split-keepdims"):
+        return ()
+    import numpy as np
+    from onnx.reference.ops.op_split_to_sequence import SplitToSequence as Specification
+
+    class SplitToSequence(Specification):  # the name the evaluator looks the operator up by
+        op_domain = ""
+
+        def _run(self, mat, split=None, axis=0, keepdims=1):  # type: ignore[no-untyped-def]
+            (parts,) = super()._run(mat, split, axis=axis, keepdims=keepdims)
+            if split is None or np.ndim(split) != 0 or int(split) != 1 or keepdims:
+                return (parts,)
+            return ([np.squeeze(part, axis=axis) for part in parts],)
+
+    return (SplitToSequence,)
 
 
 class SpecificationJudge:

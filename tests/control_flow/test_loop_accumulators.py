@@ -7,12 +7,22 @@ decoding, and variants) are in tests/fixtures/torch_accumulators."""
 from __future__ import annotations
 
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from support import assert_same_outputs, lower_and_compare, op_counts, parse, rules_without
+from support import (
+    assert_both_fail,
+    assert_same_outputs,
+    lower_and_compare,
+    op_counts,
+    parse,
+    rules_without,
+    run_ort,
+)
 
 import seqlower
 from seqlower.options import Options
@@ -447,3 +457,98 @@ def test_the_rows_a_mask_keeps_are_counted_from_the_mask_for_portable_targets(ta
         made = {out: n for n in lowered.graph.node for out in n.output}
         concat = made[next(n for n in lowered.graph.node if n.op_type == "Reshape").input[1]]
         assert made[concat.input[0]].op_type == "ReduceSum"
+
+
+# pieces that cannot be joined to the initial value: the Concat in the body fails whenever it
+# runs, so the model runs only where it never does (no iteration, a condition never true); the
+# rows' width 4 is a value (a Range to x's declared width), which ONNX inference does not see
+CLASHING_ROWS = """g (float[N,4] x, int64 m) => (float[?,?] y) {
+    t = Constant<value = bool {1}>()
+    start = Constant<value = START>()
+    y = Loop(m, t, start) <body = body (int64 i, bool c, float[?,?] acc)
+                                    => (bool c2, float[?,?] grown) {
+        c2 = Identity(c)
+        k = Shape<start = 1, end = 2>(x)
+        width = Squeeze(k)
+        zero = Constant<value = int64 {0}>()
+        one = Constant<value = int64 {1}>()
+        positions = Range(zero, width, one)
+        scaled = Mul(positions, i)
+        row = Cast<to = 1>(scaled)
+        axes = Constant<value = int64[1] {0}>()
+        piece = Unsqueeze(row, axes)
+        grown = Concat<axis = 0>(acc, piece)
+    }>
+}"""
+
+
+@pytest.mark.parametrize("target", ["portable", "onnxruntime"])
+@pytest.mark.parametrize("start", ["float[0,3] {}", "float[1,3] {1, 2, 3}"])
+def test_pieces_of_another_size_than_the_initial_value_keep_the_accumulator_and_say_why(
+    target, start
+):
+    """A start of width 3 grown by rows of 4: stacked and joined once after the loop, the
+    Concat was ill-typed (the lowered model failed the checker) even for a loop of no
+    iteration, where the input model runs. (onnxruntime joins an empty start to rows of
+    any width, the specification does not: kept as it is, the model does what it did.)"""
+    model = parse(CLASHING_ROWS.replace("START", start))
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    lowered, report, (y,) = _lower_and_compare(model, {"x": x, "m": np.array(0)}, target=target)
+    assert y.shape == ((0, 3) if "[0,3]" in start else (1, 3))
+    assert RULE not in report.rules_fired
+    assert op_counts(lowered)["Concat"] == 1  # the accumulator stays
+    (reason,) = _refusals(model, target=target)
+    assert "initial value has size 3 along axis 1 and the pieces joined to it size 4" in reason
+    if "[0,3]" in start:
+        assert_same_outputs(model, lowered, {"x": x, "m": np.array(2)})
+    else:
+        assert_both_fail(model, lowered, {"x": x, "m": np.array(2)})
+
+
+# a start of rank 3 grown, when a row sums to more than 0, by rows of rank 2
+CLASHING_RANKS = """g (float[N,3] x) => (float[?,?,?] y) {
+    t = Constant<value = bool {1}>()
+    n = Shape<start = 0, end = 1>(x)
+    three = Constant<value = int64[2] {3, 3}>()
+    dims = Concat<axis = 0>(n, three)
+    start = ConstantOfShape(dims)
+    m = Squeeze(n)
+    y = Loop(m, t, start) <body = body (int64 i, bool c, float[?,?] acc)
+                                  => (bool c2, float[?,?] grown) {
+        c2 = Identity(c)
+        row = Gather<axis = 0>(x, i)
+        total = ReduceSum<keepdims = 0>(row)
+        zero = Constant<value = float {0}>()
+        cond = Greater(total, zero)
+        grown = If(cond) <then_branch = then_graph () => (float[?,?] g1) {
+            axes = Constant<value = int64[1] {0}>()
+            piece = Unsqueeze(row, axes)
+            [grow] g1 = Concat<axis = 0>(acc, piece)
+        }, else_branch = else_graph () => (float[?,?] g2) {
+            g2 = Identity(acc)
+        }>
+    }>
+}"""
+
+
+def test_pieces_of_another_rank_than_the_initial_value_keep_the_accumulator_and_say_why(tmp_path):
+    """A start of rank 3 grown, when a row sums to more than 0, by rows of rank 2: the input
+    model runs where no row does; the Concat joined after the loop was ill-typed. Kept, the
+    body's Concat is seen by the checker once the start's rank reaches the body (onnxruntime
+    then refuses to load the model too): the command line says the input is invalid there
+    (exit 2), never an internal error (exit 3)."""
+    model = parse(CLASHING_RANKS)
+    (reason,) = _refusals(model, target="portable")
+    assert "initial value has rank 3 and the pieces joined to it rank 2" in reason
+    _, report = seqlower.optimize(model, target="portable")
+    assert RULE not in report.rules_fired
+    negative = {"x": -np.ones((2, 3), np.float32)}  # no row grows it: the input model runs
+    assert run_ort(model, negative)[0].shape == (2, 3, 3)
+    with pytest.raises(Exception, match="Ranks of input data are different"):
+        run_ort(model, {"x": np.ones((2, 3), np.float32)})
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    command = [sys.executable, "-m", "seqlower", "optimize", str(path), str(tmp_path / "out.onnx")]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "the input model itself is invalid at Concat 'grow'" in done.stderr

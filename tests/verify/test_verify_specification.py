@@ -20,7 +20,7 @@ import pytest
 from seqlower import optimize, runtime_quirks
 from seqlower.verification import verify
 from seqlower.verification.runner import ReferenceRunner
-from seqlower.verification.specification import SpecificationJudge
+from seqlower.verification.specification import SpecificationJudge, splits_as_onnxruntime
 
 UNBATCH = Path(__file__).resolve().parent.parent / "fixtures" / "torch_wild" / "pyg_unbatch"
 X = np.arange(12, dtype=np.float32).reshape(4, 3)
@@ -287,3 +287,46 @@ def test_a_failure_of_the_lowered_model_where_the_original_stacks_a_misfit_is_no
     alone = verify(STACKED_KEPT_ROWS, lowered, inputs=[NONE_THEN_ONE])
     assert [trial.status for trial in alone.trials] == ["candidate failed"]
     assert not alone.equivalent and alone.reproduction is not None
+
+
+# PyTorch's unbind: a scalar split of 1 with keepdims=0, whose axis onnxruntime squeezes and the
+# specification keeps (quirk scalar-split-keepdims; seqlower follows onnxruntime). Rows of no
+# column beside a pad of 2 are a misfit stack, which onnxruntime runs (concat-empty-misfit) and
+# the lowered model refuses; rows of 2 beside it fit.
+UNBOUND_ROWS_AND_PAD = onnx.parser.parse_model(
+    HEADER
+    + """g (float[T,C] x, float[P] pad) => (float[?,?] y) {
+    one = Constant <value = int64 {1}> ()
+    s = SplitToSequence <axis = 0, keepdims = 0> (x, one)
+    c = SequenceInsert (s, pad)
+    y = ConcatFromSequence <axis = 0, new_axis = 1> (c)
+}"""
+)
+ROWS_OF_TWO = {"x": np.arange(4, dtype=np.float32).reshape(2, 2), "pad": np.zeros(2, np.float32)}
+ROWS_OF_NONE = {"x": np.zeros((2, 0), np.float32), "pad": np.zeros(2, np.float32)}
+
+
+def test_the_reference_reads_an_unbind_as_onnxruntime_does_so_it_can_vouch():
+    """Read as the specification reads it, the unbind's rows keep their axis: the reference
+    then fails on the fitting trial that should vouch for it, and excused nothing (the mutation
+    fuzzer's m6688_300, while_len_pad with tokens of no column, failed verification so)."""
+    if not (
+        runtime_quirks.holds("concat-empty-misfit")
+        and runtime_quirks.holds("scalar-split-keepdims")
+    ):
+        pytest.skip("onnxruntime no longer shows concat-empty-misfit or scalar-split-keepdims")
+    model = UNBOUND_ROWS_AND_PAD
+    lowered = optimize(model).model
+    for inputs in ([ROWS_OF_TWO, ROWS_OF_NONE], [ROWS_OF_NONE, ROWS_OF_TWO]):
+        report = verify(model, lowered, inputs=inputs)
+        statuses = [trial.status for trial in report.trials]
+        assert sorted(statuses) == ["ok", "outside the specification"]
+        rejected = report.trials[statuses.index("outside the specification")]
+        assert rejected.candidate_error  # the lowered model fails
+        assert "except for the concatenation axis" in rejected.reference_error
+        assert report.equivalent and report.skipped == 1
+    ops = {"SplitToSequence", "SequenceInsert", "ConcatFromSequence"}
+    for new_ops, excused in (((), False), (splits_as_onnxruntime(), True)):
+        judge = SpecificationJudge(lambda n=new_ops: ReferenceRunner(model, n), ops=ops)
+        judge.witness(ROWS_OF_TWO, {"y": np.array([[0, 1], [2, 3], [0, 0]], np.float32)})
+        assert (judge.excuse(ROWS_OF_NONE) is not None) is excused
