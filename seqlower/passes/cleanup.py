@@ -265,7 +265,14 @@ class CleanupPass(ir.passes.InPlacePass):
                 while node in self.replaced:
                     node = self.replaced[node]
                 self.replaced[made] = node
+        # the Shape of an Expand that only broadcasts, again: the merge may have made such a
+        # pair, and the late inference given the Expand's input the shape the fold needs (a
+        # second lowering would fold it)
+        late_shapes = census.run({"Shape"}, fold_expanded_shapes, model) if self.fold_shapes else 0
+        self.empties_folded += late_shapes
+        modified |= bool(late_shapes)
         changed_after_merge += self.lengths_folded + self.hoisted + self.sunk + late + late_carried
+        changed_after_merge += late_shapes
         # what follows changes no node: initializers nothing reads, functions nothing calls,
         # the names of dims
         self.merged_last = not changed_after_merge
