@@ -956,3 +956,41 @@ def test_tract_overflows_a_softplus_of_a_large_value():
         pytest.skip("fixed in this tract: update docs/portability.md")
     np.testing.assert_allclose(got[:2], want[:2], rtol=1e-6)
     assert np.isinf(got[2:]).all()
+
+
+def test_openvino_on_one_thread_gives_a_failed_inference_the_outputs_of_the_run_before(tmp_path):
+    """OpenVINO 2026.4.1 (CPU) compiled with INFERENCE_NUM_THREADS 1, as `seqlower verify` and
+    the `--target openvino` check compile it (seqlower/verification/runtimes.py), does not raise
+    when an inference fails: it returns the outputs of the run before (uninitialised memory on
+    a first run). With the default threads the same inference raises. The reflect Pad of an
+    empty batch above fails so; verify then reports values or shapes that differ where the
+    candidate failed (hifigan_period_feature_loss at B=0; mamba_selective_scan_ref at L=0, where
+    OpenVINO fails inside the lowered model and returns the last trial's outputs)."""
+    model = parse(
+        "g (float[B,1,T] x) => (float[B,1,U] y) "
+        "{ p = Constant<value = int64[6] {0, 0, 0, 0, 0, 1}>()\n"
+        ' y = Pad<mode = "reflect">(x, p) }'
+    )
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    first = np.arange(6, dtype=np.float32).reshape(2, 1, 3)
+    empty = np.zeros((0, 1, 3), np.float32)
+    core = openvino.Core()
+    default = core.compile_model(core.read_model(path), "CPU").create_infer_request()
+    default.infer({"x": first})
+    try:
+        (fixed,) = default.infer({"x": empty}).values()
+    except RuntimeError:
+        pass
+    else:
+        assert fixed.shape == (0, 1, 4), fixed.shape
+        pytest.skip("fixed in this OpenVINO: the empty batch runs")
+    single = core.compile_model(core.read_model(path), "CPU", {"INFERENCE_NUM_THREADS": 1})
+    request = single.create_infer_request()
+    before = np.array(next(iter(request.infer({"x": first}).values())), copy=True)
+    try:
+        (got,) = request.infer({"x": empty}).values()
+    except RuntimeError:
+        pytest.skip("fixed in this OpenVINO: a failed inference raises on one thread too")
+    np.testing.assert_array_equal(got, before)
+    assert got.shape == (2, 1, 4)
