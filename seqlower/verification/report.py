@@ -18,8 +18,8 @@ exactly when it is empty. The policy it encodes:
   timed out"): nothing is known of its outputs, so the trial is not compared, neither a
   difference nor an agreement, even with `strict_errors` or `strict_coverage` (the reason, "the
   original did not finish in 5 s", is one of the `warnings()`, or of the failures when too few
-  trials compared anything). A candidate killed after the timeout
-  where the original finished stays a failure: the rewrite made the model slower;
+  trials compared anything). A candidate killed after the timeout where the original finished
+  stays a failure: the rewrite made the model slower;
 - a trial where both models raise ("both failed": they agree that the input is invalid, as with
   an empty sequence given to ConcatFromSequence) or both crash (a while loop that never ends on
   that input) is reported but is not a failure, unless `strict_errors` is set;
