@@ -331,6 +331,12 @@ def _inconclusive_hint(result: VerifyReport) -> str:
             "these inputs; without --runtime they are compared in onnxruntime"
         )
     named = result.settings.get("symbolic_dims", [])
+    if result.timed_out():
+        dims = f"--dim {named[0]}=SIZE with smaller sizes, or " if named else ""
+        return (
+            "the original did not finish in time on some inputs: raise --timeout, or give "
+            f"{dims}--inputs with inputs it finishes on (an ONNX test-data folder or .npz)"
+        )
     dims = f"--dim {named[0]}=SIZE with a size both models accept, or " if named else ""
     return f"give {dims}--inputs with inputs they accept (an ONNX test-data folder or .npz)"
 

@@ -62,6 +62,13 @@ def verify_lowered(
                 "unverified)",
                 EXIT_BAD_INPUT,
             )
+        if result.inconclusive and result.timed_out():
+            return result, error_exit(
+                "verification inconclusive: the input model did not finish in time on too many "
+                "inputs; nothing written (raise --timeout, or give inputs it finishes on with "
+                "--inputs)",
+                EXIT_BAD_INPUT,
+            )
         if result.inconclusive:
             return result, error_exit(
                 "verification inconclusive: both models failed on too many generated inputs; "

@@ -14,6 +14,12 @@ exactly when it is empty. The policy it encodes:
   the timeout) is a failure: "candidate crashed onnxruntime: signal 11 (SIGSEGV) while loading
   the model" (said once when loading crashed, else per trial); so is a candidate that a runtime
   cannot run at all ("cannot run in tract: input 's' is a sequence", said once per runtime);
+- except an original killed after the timeout where the candidate did not crash ("original
+  timed out"): nothing is known of its outputs, so the trial is not compared, neither a
+  difference nor an agreement, even with `strict_errors` or `strict_coverage` (the reason, "the
+  original did not finish in 5 s", is one of the `warnings()`, or of the failures when too few
+  trials compared anything). A candidate killed after the timeout where the original finished
+  stays a failure: the rewrite made the model slower;
 - a trial where both models raise ("both failed": they agree that the input is invalid, as with
   an empty sequence given to ConcatFromSequence) or both crash (a while loop that never ends on
   that input) is reported but is not a failure, unless `strict_errors` is set;
@@ -62,14 +68,17 @@ Verdict = Literal[
     "original crashed",
     "candidate crashed",
     "both crashed",
+    "original timed out",
     "cannot run",
     "unstable",
     "outside the specification",
     "specification sides with candidate",
 ]
 """The verdict on one output in one trial. "missing": the candidate lacks the output.
-"unstable": the values differed, but a model gave other values when run again on the same
-inputs (a runtime that reads memory it never wrote), so the difference proves nothing.
+"original timed out": the original was killed at the time limit (the candidate did not
+crash), so there is nothing to compare with. "unstable": the values differed, but a model gave
+other values when run again on the same inputs (a runtime that reads memory it never wrote), so
+the difference proves nothing.
 "outside the specification": onnxruntime ran an input the specification rejects: only the
 candidate failed, and `onnx.reference` fails on the original too, or the values differed where
 `onnx.reference` rejects the original's concatenation of inputs whose other dims differ (which
@@ -86,6 +95,7 @@ TrialStatus = Literal[
     "original crashed",
     "candidate crashed",
     "both crashed",
+    "original timed out",
     "cannot run",
     "unstable",
     "not comparable",
@@ -192,9 +202,9 @@ class VerifyReport:
     @property
     def skipped(self) -> int:
         """How many trials ran no comparison: both models failed or crashed, only the original
-        failed, only the candidate failed on an input the specification rejects, the values
-        differed where the specification computes the candidate's, or a model gave other values
-        when run again."""
+        failed or it did not finish in time, only the candidate failed on an input the
+        specification rejects, the values differed where the specification computes the
+        candidate's, or a model gave other values when run again."""
         return len({trial.index for trial in self.trials}) - self.compared
 
     @property
@@ -279,8 +289,11 @@ class VerifyReport:
 
     def warnings(self) -> list[str]:
         """What the trials did not exercise: an If branch no trial took, an output that was
-        empty in every trial or the same in every trial."""
+        empty in every trial or the same in every trial, a trial whose original did not finish
+        in time (listed with the failures instead when too few trials compared anything)."""
         lines = list(self.coverage.warnings() if self.coverage is not None else [])
+        if self.compared >= self.required:
+            lines.extend(self.timed_out())
         unstable = sorted({trial.index for trial in self.trials if trial.status == "unstable"})
         if unstable:
             lines.append(
@@ -320,23 +333,43 @@ class VerifyReport:
                 indices = _ranges([trial.index for trial in trials])
                 lines.append(f"trials {indices}{where}{separator}{message}")
         differences = any(_trial_failures(trial, False) for trial in self.trials)
+        if self.compared < self.required:  # why trials compared nothing, when too few did
+            lines.extend(self.timed_out())
         if not self.trials:
             lines.append("no trial was run")
         elif nothing_ran and not differences:
             lines.append("no trial ran both models to completion: nothing was compared")
         elif self.compared < self.required and not differences:
             total = len({trial.index for trial in self.trials})
+            others = "both failed in the others"
+            if any(trial.status == "original timed out" for trial in self.trials):
+                others = "in the others both failed or the original did not finish"
             lines.append(
-                f"only {self.compared} of {total} trials ran both models to completion (both "
-                f"failed in the others): too few to show equivalence"
+                f"only {self.compared} of {total} trials ran both models to completion "
+                f"({others}): too few to show equivalence"
             )
         if self.strict_coverage:
+            timed_out = set(self.timed_out())
             lines.extend(
                 f"{line} (--strict-coverage)"
                 for line in self.warnings()
-                if "the same in every trial" not in line
+                if "the same in every trial" not in line and line not in timed_out
             )
         return list(dict.fromkeys(lines))
+
+    def timed_out(self) -> list[str]:
+        """One line per error of the trials where the original was killed at the time limit
+        (not compared): `trials 6, 9: the original did not finish in 5 s in onnxruntime while
+        running (killed): not compared`."""
+        groups: dict[str, list[int]] = {}
+        for trial in self.trials:
+            if trial.status == "original timed out":
+                groups.setdefault(trial.original_error or "", []).append(trial.index)
+        return [
+            f"{'trial' if len(indices) == 1 else 'trials'} {_ranges(sorted(set(indices)))}: the "
+            f"original {error}: not compared"
+            for error, indices in groups.items()
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -367,6 +400,8 @@ def _trial_failures(trial: TrialResult, strict_errors: bool) -> list[tuple[str, 
         return [("", f"{trial.candidate_error}")]
     if trial.status in ("unstable", "not comparable"):
         return []  # said in warnings()
+    if trial.status == "original timed out":
+        return []  # nothing to compare with: said with the skipped trials (`timed_out`)
     if trial.status == "both crashed" and not strict_errors:
         return []
     if trial.status.endswith("crashed"):

@@ -74,13 +74,15 @@ def memory_limit_bytes(megabytes: int | None, model: ModelData) -> int:
 @dataclasses.dataclass(frozen=True)
 class RunOutcome:
     """The outputs of one run, keyed by output name in declaration order, or the error.
-    `crashed`: the runtime's process died or was killed (the error says how). `cannot_run`: the
+    `crashed`: the runtime's process died or was killed (the error says how); `timed_out`: it
+    was killed because the run (or loading) took longer than its time limit. `cannot_run`: the
     runtime cannot run this model at all (a type it lacks)."""
 
     outputs: dict[str, RuntimeValue] | None = None
     error: str | None = None
     crashed: bool = False
     cannot_run: bool = False
+    timed_out: bool = False
 
     @property
     def ok(self) -> bool:
@@ -215,6 +217,7 @@ class IsolatedRunner:
                 return RunOutcome(
                     error=f"did not finish in {limit:g} s in {self.runtime} {when} (killed)",
                     crashed=True,
+                    timed_out=True,
                 )
             reply = self._inbox.recv()
             self._answered_at = reply[-1]  # when the child sent it: it started on the next

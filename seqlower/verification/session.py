@@ -23,7 +23,8 @@ difference held, later ones are not checked again.
 
 Exploring inputs can make a model loop for ever (a `while` loop over +Inf). A run from trial 3 on
 may therefore take at most 50 times the slowest of trials 1 and 2 (at least `EXPLORING_TIMEOUT`
-seconds, at most `timeout`) before it is killed; both models killed on an input is no difference.
+seconds, at most `timeout`) before it is killed; both models killed on an input is no difference,
+and an original killed where the candidate did not crash is not compared ("original timed out").
 """
 
 from __future__ import annotations

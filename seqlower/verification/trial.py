@@ -2,7 +2,9 @@
 
 `compare_trial` turns two run outcomes (and, in reference mode, `onnx.reference`'s) into a
 `TrialResult`: every output compared when both models ran, else the status says which failed
-or crashed.
+or crashed. An original killed at the time limit while the candidate did not crash is "original
+timed out": nothing to compare with, so neither a difference nor an agreement (a candidate killed
+at the limit where the original finished stays "candidate crashed": a slowdown).
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ def compare_trial(
         outputs = tuple(_compared(name, original, candidate, rtol, atol) for name in names)
         status = "ok" if all(output.ok for output in outputs) else "differ"
     else:
-        if original.crashed and candidate.crashed:
+        if original.timed_out and not candidate.crashed:
+            status = failed = "original timed out"
+        elif original.crashed and candidate.crashed:
             status = failed = "both crashed"
         elif original.crashed:
             status = failed = "original crashed"
