@@ -81,6 +81,30 @@ def test_arithmetic_with_a_scalar_goes_with_its_shape(op):
         assert_same_outputs(original, lowered, feeds)
 
 
+CHAIN = """
+agraph (int64[K] x, int64 m) => (int64[1] y) {
+  d = Constant <value = int64[1] {4}> ()
+  s = Sub (d, x)
+  n = Min (m, s)
+  y = Shape (n)
+}"""
+
+
+def test_a_chain_of_them_is_followed_to_its_first_operand():
+    model = _parsed(CHAIN)
+    assert fold_elementwise_shapes(model) == 2
+    shape = next(n for n in model.graph if n.op_type == "Shape")
+    assert shape.inputs[0].name == "x"
+    original = parse(CHAIN, opset=17)
+    lowered, _ = lower(original, target="generic")
+    assert op_counts(lowered) == {"Shape": 1}
+    again, _ = lower(lowered, target="generic")
+    assert again.graph == lowered.graph  # nothing left for a second lowering
+    for size in (0, 1, 3):
+        feeds = {"x": np.arange(size, dtype=np.int64), "m": np.array(2, np.int64)}
+        assert_same_outputs(original, lowered, feeds)
+
+
 KEPT = {
     # Div of integers by 0 fails: not taken
     "div": ("agraph (int64[K, T] x, int64 c) => (int64[?] y) { e = Div (x, c)\n y = Shape (e) }"),

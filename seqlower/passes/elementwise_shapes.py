@@ -12,7 +12,8 @@ x's, gives x's shape exactly, and the operators taken cannot fail on operands th
 fail or differ by element type, nor operators of more than two inputs). The Shape keeps its
 start and end; only its input changes, and the operator goes where nothing else reads it.
 x's rank must be declared (c's rank is compared with it); a Shape whose output is a graph
-output is folded too (its value is unchanged).
+output is folded too (its value is unchanged). A chain of such operators is followed to its
+first operand that is not one (else a second lowering would fold what the first left).
 """
 
 from __future__ import annotations
@@ -50,11 +51,10 @@ def fold_elementwise_shapes(model: ir.Model) -> int:
     bypassed: list[ir.Node] = []
     for graph in list(iter_all_graphs(model)):
         for node in list(graph_nodes(graph)):
-            source = _shaped_operand(node)
-            if source is None:
-                continue
-            bypassed.append(node.inputs[0].producer())
-            node.replace_input_with(0, source)
+            # a chain of them (`Shape(Min(Sub(d, x), m))`) read from its first operand at once
+            while (source := _shaped_operand(node)) is not None:
+                bypassed.append(node.inputs[0].producer())
+                node.replace_input_with(0, source)
     if bypassed:
         remove_dead_upstream(bypassed)
     return len(bypassed)
