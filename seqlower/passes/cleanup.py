@@ -25,8 +25,10 @@ from seqlower.passes.broadcast_unsqueeze import drop_broadcast_unsqueezes
 from seqlower.passes.census import OpCensus
 from seqlower.passes.dead_carried import remove_dead_carried
 from seqlower.passes.dead_code import remove_dead_nodes
+from seqlower.passes.dim_reads import read_dims_alike
 from seqlower.passes.double_negation import fold_double_negations
 from seqlower.passes.duplicate_nodes import merge_duplicate_nodes
+from seqlower.passes.elementwise_shapes import fold_elementwise_shapes
 from seqlower.passes.empty_reshapes import fold_empty_reshapes
 from seqlower.passes.expanded_shapes import fold_expanded_shapes
 from seqlower.passes.floor_division import fold_floor_divisions
@@ -79,7 +81,10 @@ class CleanupPass(ir.passes.InPlacePass):
     the minimum of a value and the largest int64 replaced by the value (`trivial_min`;
     `mins_folded`), a Reshape of a tensor that holds nothing to a proved shape made a
     ConstantOfShape and the Shape of an Expand that only broadcasts read from its target
-    (`empty_reshapes`, `expanded_shapes`; `empties_folded`), index vectors built from their
+    (`empty_reshapes`, `expanded_shapes`; `empties_folded`), a Shape of an elementwise
+    operator with an operand of unit dims read from its other operand and a dim gathered from
+    a whole Shape read as the graph's Shapes of one entry read it, so that the merge joins
+    them (`elementwise_shapes`, `dim_reads`; `dims_alike`), index vectors built from their
     pieces (`index_vectors`; `vectors_built`),
     Transposes of constant weights folded (`fold_transpose`; `folded` counts them), Casts to the
     type they have removed (`noop_casts`; `casts_removed`), arithmetic that changes nothing removed
@@ -117,6 +122,7 @@ class CleanupPass(ir.passes.InPlacePass):
         self.hoisted = 0
         self.mins_folded = 0
         self.empties_folded = 0
+        self.dims_alike = 0
         self.concats_removed = 0
         self.identities_removed = 0
         self.rows_folded = 0
@@ -223,6 +229,12 @@ class CleanupPass(ir.passes.InPlacePass):
             # a read at a constant index made a read of one row (`Gather(v, [0])`): of a vector
             # of one element, that is the vector itself, which a second lowering would see
             self.vectors_built += fold_index_vectors(model)
+        if self.fold_shapes:
+            # one dim read one way, for the merge of duplicates below to join (after the
+            # folds above: the Shapes of Unsqueezes read their sources, an elementwise one)
+            self.dims_alike = census.run({"Shape"}, fold_elementwise_shapes, model)
+            self.dims_alike += census.run({"Gather"}, read_dims_alike, model)
+            modified |= bool(self.dims_alike)
         # after the folds above, so that they see each reader's own copy (a row axis is made
         # by the producer of one reader only), and before hoisting, so that copies in a loop
         # body are merged there (hoisted, they are read from around the body and stay apart);
