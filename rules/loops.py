@@ -10,8 +10,16 @@ Appends in a Loop become scan outputs in `seqlower.rules.loop_appends`.
 
 A loop is unrolled only when its trip count is static (at most `MAX_UNROLL`), its condition
 cannot end it early or is known in every iteration (`while len(s) > 0: s.pop()` over a list of
-static length: `seqlower.analysis.loop_counts`), and every sequence it carries or reads has a
-static length, so that the copies of the body fold into plain tensor code.
+static length, or a counter of static start stepped to a bound, as TorchScript writes a `for`
+with a `continue`: `seqlower.analysis.loop_counts`), and every sequence it carries or reads has
+a static length, so that the copies of the body fold into plain tensor code. A list from
+outside of run-time length that the body only reads by SequenceAt (elements of known rank, at
+positions other than the iteration number) does not stop it: each copy reads what its
+iteration read, one Gather of the list's tensors.
+
+    for t in range(1, 3):                       # SAM 2's memory bank over a video
+        if frame - t >= 1: mem.append(bank[frame - t])
+    -> two copies, each an If reading bank at frame - t; no Loop
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import onnx_ir as ir
 
 from seqlower.analysis.loop_counts import static_while_count
 from seqlower.inline import inline_graph
-from seqlower.ops import graph_nodes, is_sequence_value, subgraphs
+from seqlower.ops import graph_nodes, graphs_within, is_sequence_value, subgraphs
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.access import _producer
 from seqlower.rules.loop_parts import (
@@ -80,9 +88,12 @@ def check_unroll(
         return Refusal(f"{count} iterations of {size} nodes: too many to unroll")
     if not uses_sequences(node, body):
         return Refusal("the loop neither carries nor reads a sequence")
+    carried = set(node.inputs[2:])
     for value in [*node.inputs[2:], *outer_sequences(body)]:
         if not is_sequence_value(value):
             continue
+        if value not in carried and _read_by_position(value, body, ctx):  # type: ignore[arg-type]
+            continue  # each copy reads the same elements; the list becomes tensors
         if ctx.facts.length(value) is None:  # type: ignore[arg-type]
             fact = ctx.facts.sequence(value)  # type: ignore[arg-type]
             return Refusal(f"sequence '{value.name}' has no static length: {fact.reason}")  # type: ignore[union-attr]
@@ -97,6 +108,29 @@ def check_unroll(
     if count == 0 and n_scan > 0:
         return Refusal("no iteration runs, and the element shape of its scan outputs is unknown")
     return count
+
+
+def _read_by_position(value: ir.Value, body: ir.Graph, ctx: Context) -> bool:
+    """Whether the body reads the outer list `value` only by SequenceAt, each giving a tensor of
+    known rank at a position other than the iteration number, and the list is not the model's
+    interface: then the unrolled copies read the same elements at the same positions as the
+    iterations did, and the list, of run-time length, becomes tensors (`seqlower.lists`), each
+    read one Gather or Slice, whatever its length. A list read at the iteration number is walked
+    element by element (a cache updated per layer, `cache[i] = f(cache[i])`): the map rules make
+    that one Loop over the stacked list, which costs less than a copy of the body per element."""
+    main = ctx.rewriter.model.graph
+    if value in main.inputs or value in main.outputs:
+        return False  # the interface stays a sequence: its reads would stay, copied
+    inside = {id(g) for g in graphs_within(body)}
+    readers = [user for user, _ in value.uses() if id(user.graph) in inside]
+    return bool(readers) and all(
+        user.op_type == "SequenceAt"
+        and user.domain == ""
+        and user.outputs[0].shape is not None
+        and user.outputs[0].type is not None
+        and (len(user.inputs) < 2 or user.inputs[1] is not body.inputs[0])
+        for user in readers
+    )
 
 
 def unrolled_size(graph: ir.Graph, ctx: Context, limit: int = MAX_UNROLLED_NODES) -> int:

@@ -7,8 +7,10 @@
 
 `while len(skips) > 0: skip = skips.pop()` (a U-Net's decoder) runs as many times as the list
 it starts from is long. The body's condition output is evaluated iteration by iteration over
-small static facts: the iteration number, the condition input (true while the loop runs), the
-lengths of the carried lists (their initial lengths, then what the body's SequenceInsert,
+small static facts: the iteration number, the condition input (true while the loop runs),
+carried integers and booleans of a static initial value (a counter `t = t + 1` tested against
+a bound, as TorchScript writes `for t in range(a, b)` with a `continue`), the lengths of the
+carried lists (their initial lengths, then what the body's SequenceInsert,
 SequenceErase, SequenceConstruct and SequenceEmpty make of them), constants and static outer
 values, through integer and boolean arithmetic. When every iteration's condition is known, the
 loop runs until the first false one (or the trip count): an unrolling with that count computes
@@ -73,7 +75,10 @@ def static_while_count(loop: ir.Node, facts: Facts, limit: int) -> int | None:
         return 0
     carried: list[_Fact] = []
     for init in loop.inputs[2:]:
-        length = facts.length(init) if is_sequence_value(init) else None  # type: ignore[arg-type]
+        if init is not None and not is_sequence_value(init):
+            carried.append(_scalar(facts.values.get(init)))  # a counter of static start
+            continue
+        length = facts.length(init) if init is not None else None  # type: ignore[arg-type]
         carried.append(_Length(length) if length is not None else None)
     for k in range(min(trip, limit + 1)):
         known: dict[ir.Value, _Fact] = {body.inputs[0]: k, body.inputs[1]: True}
@@ -136,7 +141,10 @@ def _evaluate(node: ir.Node, known: dict[ir.Value, _Fact], facts: Facts) -> list
     elif op in _ARITHMETIC:
         a, b = fact(0), fact(1)
         if _is_int(a) and _is_int(b):
-            return [_ARITHMETIC[op](a, b)]  # type: ignore[arg-type]
+            result = _ARITHMETIC[op](a, b)  # type: ignore[arg-type]
+            bits = 32 if node.outputs[0].dtype == ir.DataType.INT32 else 64
+            fits = -(2 ** (bits - 1)) <= result < 2 ** (bits - 1)
+            return [result] if fits else []  # a wrapped result is not Python's
     elif op in _LOGIC:
         a, b = fact(0), fact(1)
         if isinstance(a, bool) and isinstance(b, bool):
