@@ -48,6 +48,8 @@ def read_dims_alike(model: ir.Model) -> int:
             squeeze.outputs[0].shape = ir.Shape([])
             shape.outputs[0].dtype = ir.DataType.INT64
             shape.outputs[0].shape = ir.Shape([1])
+            axes.outputs[0].dtype = ir.DataType.INT64  # declared now, as a second run finds it
+            axes.outputs[0].shape = ir.Shape([1])
             node.outputs[0].replace_all_uses_with(squeeze.outputs[0])
             replaced.append(node)
     if replaced:

@@ -39,6 +39,7 @@ from seqlower.passes.declared_ranks import declare_ranks
 from seqlower.passes.index_vectors import fold_index_vectors
 from seqlower.passes.normalize import SHAPE_ARGUMENTS, infer_shapes
 from seqlower.passes.shared_empty_lists import unshare_empty_lists
+from seqlower.passes.single_concat import remove_single_concats
 from seqlower.passes.trivial_min import fold_trivial_mins
 from seqlower.passes.workarounds import RuntimeWorkaroundsPass
 from seqlower.report import LIST_TIER
@@ -204,10 +205,14 @@ class LowerSequencesPass(ir.passes.InPlacePass):
             if changed:
                 continue
             # a fixpoint, unless dead code that the local removals missed holds a rule back
-            # (a dead node, or a value a Loop carries or an If returns for no one)
+            # (a dead node, or a value a Loop carries or an If returns for no one), or a
+            # Concat of one input a rule left (a list of one element joined): the cleanup
+            # removes it, and a rule may match its reader then (a stack of Unsqueezes), so a
+            # second lowering would change the output
             if not whole_model_clean:
                 whole_model_clean = True
-                removed = remove_dead_nodes(model)
+                removed = bool(remove_single_concats(model))
+                removed |= remove_dead_nodes(model)
                 if self._drop_dead_carried(model):
                     infer_shapes(model)
                     stamp = region_inference.current_stamp(model)

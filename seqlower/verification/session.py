@@ -29,7 +29,7 @@ and an original killed where the candidate did not crash is not compared ("origi
 
 from __future__ import annotations
 
-__all__ = ["SEARCH_TRIES", "STEER_FROM", "Session"]
+__all__ = ["SEARCH_TRIES", "STEER_FROM", "Session", "original_to_compare"]
 
 import dataclasses
 import hashlib
@@ -305,8 +305,18 @@ class Session:
                     )
                 )
                 continue
+            original_runtime = "onnxruntime" if against is first else runner.runtime
             result = compare_trial(
-                index, source, feeds, self._names, against, second, third, self._rtol, self._atol
+                index,
+                source,
+                feeds,
+                self._names,
+                against,
+                second,
+                third,
+                self._rtol,
+                self._atol,
+                original_runtime=original_runtime,
             )
             if result.status == "differ" and against is not first and first.ok:
                 # the original itself runs differently in this runtime: the candidate may
@@ -320,7 +330,6 @@ class Session:
             if against is first:
                 result = self._judged(result, feeds, first, second, probe_values)
             result = dataclasses.replace(result, runtime=runner.runtime, loops=loops, plan=plan)
-            original_runtime = "onnxruntime" if against is first else runner.runtime
             if result.status == "differ" and not self._stable(
                 feeds, against, original_runtime, runner, candidate_feeds, second, limit
             ):
@@ -353,23 +362,12 @@ class Session:
         candidate: RunOutcome,
         feeds: Feeds,
     ) -> RunOutcome | None:
-        """What the candidate in `runtime` is compared with: the original in the same runtime
-        where it loads there; else the original in onnxruntime, on inputs without NaN only
-        (runtimes handle NaN differently: OpenVINO's Relu gives 0); None: not comparable."""
-        if native is None or candidate.cannot_run:
-            return first
-        loading = native.cannot_run or (native.error or "").startswith("cannot load the model")
-        if not loading and not native.crashed:
-            if native.ok or not first.ok or not candidate.ok or has_nan(feeds):
-                return native  # like with like: both failing in this runtime is no difference
-            return first  # the original alone fails in this runtime (tract cannot plan it)
-        if (candidate.error or "").startswith("cannot load the model"):
-            return native  # neither loads there: like with like, no difference
-        if runtime not in self._not_native:
-            self._not_native[runtime] = native.error or "it cannot run the original"
-        if has_nan(feeds):
-            return None
-        return first
+        """What the candidate in `runtime` is compared with (`original_to_compare`); a runtime
+        the original does not load in is remembered for the notes."""
+        against, not_loading = original_to_compare(native, first, candidate, feeds)
+        if not_loading is not None:
+            self._not_native.setdefault(runtime, not_loading)
+        return against
 
     @property
     def comparisons(self) -> dict[str, str]:
@@ -596,6 +594,34 @@ class Session:
 
 
 _FAILING = frozenset({"differ", "candidate failed", "candidate crashed"})
+
+
+def original_to_compare(
+    native: RunOutcome | None, first: RunOutcome, candidate: RunOutcome, feeds: Feeds
+) -> tuple[RunOutcome | None, str | None]:
+    """What a candidate run in another runtime is compared with, given the original's run
+    there (`native`, None where it was not run) and in onnxruntime (`first`): the original in
+    the same runtime where it loads there; else the original in onnxruntime, on inputs without
+    NaN only (runtimes handle NaN differently: OpenVINO's Relu gives 0), None where not
+    comparable. The second item is the error that shows the original does not load in that
+    runtime, else None. An original killed at the time limit there still loads there: that
+    trial is compared with onnxruntime's run where it is comparable, else not compared
+    ("original timed out")."""
+    if native is None or candidate.cannot_run:
+        return first, None
+    if native.timed_out:  # it loads there but ran out of time on these inputs
+        if first.ok and candidate.ok and not has_nan(feeds):
+            return first, None
+        return native, None
+    loading = native.cannot_run or (native.error or "").startswith("cannot load the model")
+    if not loading and not native.crashed:
+        if native.ok or not first.ok or not candidate.ok or has_nan(feeds):
+            return native, None  # like with like: both failing in this runtime is no difference
+        return first, None  # the original alone fails in this runtime (tract cannot plan it)
+    if (candidate.error or "").startswith("cannot load the model"):
+        return native, None  # neither loads there: like with like, no difference
+    not_loading = native.error or "it cannot run the original"
+    return (None if has_nan(feeds) else first), not_loading
 
 
 def _settled(result: TrialResult, status: TrialStatus, **changes: str) -> TrialResult:

@@ -29,7 +29,11 @@ def compare_trial(
     reference: RunOutcome | None,
     rtol: float | None,
     atol: float | None,
+    *,
+    original_runtime: str = "onnxruntime",
 ) -> TrialResult:
+    """The verdict of one trial; `original_runtime` is where `original` ran (named in the
+    reference's notes)."""
     status: TrialStatus
     failed: Verdict
     if original.ok and candidate.ok:
@@ -55,7 +59,7 @@ def compare_trial(
         outputs = tuple(_uncompared(name, original, candidate, failed) for name in names)
     if reference is not None:
         outputs = tuple(
-            _with_reference(output, original, candidate, reference, rtol, atol)
+            _with_reference(output, original, candidate, reference, rtol, atol, original_runtime)
             for output in outputs
         )
     return TrialResult(
@@ -111,8 +115,9 @@ def _with_reference(
     reference: RunOutcome,
     rtol: float | None,
     atol: float | None,
+    runtime: str,
 ) -> OutputResult:
-    note = _reference_note(output.name, original, candidate, reference, rtol, atol)
+    note = _reference_note(output.name, original, candidate, reference, rtol, atol, runtime)
     return dataclasses.replace(output, reference=note)
 
 
@@ -123,6 +128,7 @@ def _reference_note(
     reference: RunOutcome,
     rtol: float | None,
     atol: float | None,
+    runtime: str,
 ) -> str:
     if reference.outputs is None:
         return f"reference failed: {reference.error}"
@@ -132,8 +138,13 @@ def _reference_note(
     if original.outputs is not None:
         result = compare_values(expected, original.outputs[name], rtol=rtol, atol=atol)
         return "agrees" if result.ok else f"disagrees: {result.verdict}: {result.detail}"
+    what = (
+        f"the original did not finish in {runtime}"
+        if original.timed_out
+        else f"{runtime} failed on the original"
+    )
     if candidate.outputs is not None and name in candidate.outputs:
         result = compare_values(expected, candidate.outputs[name], rtol=rtol, atol=atol)
         verdict = "agrees" if result.ok else "disagrees"
-        return f"onnxruntime failed on the original; the candidate {verdict} with the reference"
-    return "onnxruntime failed on the original"
+        return f"{what}; the candidate {verdict} with the reference"
+    return what

@@ -19,7 +19,9 @@ from typer.testing import CliRunner
 from seqlower.cli.app import app as seqlower_app
 from seqlower.cli.verify_command import verify_command
 from seqlower.verification import verify
-from seqlower.verification.runner import IsolatedRunner
+from seqlower.verification.runner import IsolatedRunner, RunOutcome
+from seqlower.verification.session import original_to_compare
+from seqlower.verification.trial import compare_trial
 
 HEADER = '<ir_version: 9, opset_import: ["": 18]>\n'
 SLOW = onnx.parser.parse_model(
@@ -195,3 +197,41 @@ def test_optimize_verify_writes_the_model_and_warns(tmp_path):
     assert f"  - {_line('trial 0', 'the original')}: not compared" in result.output
     assert "the input model did not finish in time on too many inputs" in result.output
     assert not none.exists()
+
+
+# -- another runtime: an original out of time there still loads there -------------------------
+
+OK = RunOutcome(outputs={"y": X})
+OUT_OF_TIME = RunOutcome(
+    error="did not finish in 2 s in openvino while running (killed)", crashed=True, timed_out=True
+)
+NOT_LOADING = RunOutcome(error="cannot load the model: unsupported op", crashed=False)
+FEEDS = {"n": np.array(3), "x": X}
+
+
+def test_an_original_out_of_time_in_another_runtime_is_not_read_as_not_loading():
+    # onnxruntime ran it: compared with that run, and the runtime is not said to reject it
+    assert original_to_compare(OUT_OF_TIME, OK, OK, FEEDS) == (OK, None)
+    # NaN inputs are compared only like with like: not compared ("original timed out")
+    nan = {"n": np.array(3), "x": np.array([np.nan, 1.0], np.float32)}
+    assert original_to_compare(OUT_OF_TIME, OK, OK, nan) == (OUT_OF_TIME, None)
+    # out of time in onnxruntime too: nothing to compare with
+    assert original_to_compare(OUT_OF_TIME, OUT_OF_TIME, OK, FEEDS) == (OUT_OF_TIME, None)
+    # an original that does not load there is said so, and compared with onnxruntime's run
+    assert original_to_compare(NOT_LOADING, OK, OK, FEEDS) == (OK, NOT_LOADING.error)
+    assert original_to_compare(NOT_LOADING, OK, OK, nan) == (None, NOT_LOADING.error)
+
+
+def test_the_reference_note_names_the_runtime_and_the_time_limit():
+    result = compare_trial(
+        0, "supplied", FEEDS, ["y"], OUT_OF_TIME, OK, OK, None, None, original_runtime="openvino"
+    )
+    assert result.status == "original timed out"
+    assert result.outputs[0].reference == (
+        "the original did not finish in openvino; the candidate agrees with the reference"
+    )
+    failed = RunOutcome(error="[ONNXRuntimeError] bad input")
+    plain = compare_trial(0, "supplied", FEEDS, ["y"], failed, OK, OK, None, None)
+    assert plain.outputs[0].reference == (
+        "onnxruntime failed on the original; the candidate agrees with the reference"
+    )

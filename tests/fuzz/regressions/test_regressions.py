@@ -633,3 +633,49 @@ def test_an_if_output_read_only_by_what_the_cleanup_folds_is_dropped_in_the_firs
         feeds = {"x": sign * x, "z": -x, "k": np.array(1)}
         lowered = lower_and_compare(model, feeds)
         assert_idempotent(lowered)
+
+
+def test_a_stack_of_one_element_read_by_a_stack_is_stacked_in_the_first_lowering():
+    """A list of one element stacked (new_axis=1) is the Concat of one Unsqueeze; three copies
+    of it joined are a Concat of three such Concats. The cleanup removed the single Concats
+    after the rules had run, and only a second lowering found the stack of Unsqueezes they left
+    (unsqueezed-stack): not idempotent (fuzz seed 9200091). The lowering removes single Concats
+    before it calls its sweeps a fixpoint."""
+    model = parse(
+        """g (float[2,3] x) => (float[3,3] y) {
+        s = SplitToSequence <axis = 0, keepdims = 0> (x)
+        zero = Constant <value = int64 {0}> ()
+        e = SequenceAt (s, zero)
+        one = SequenceConstruct (e)
+        c = ConcatFromSequence <axis = -2, new_axis = 1> (one)
+        three = SequenceConstruct (c, c, c)
+        y = ConcatFromSequence <axis = 0, new_axis = 0> (three)
+    }"""
+    )
+    feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5}
+    lowered = lower_and_compare(model, feeds)
+    assert sequence_op_total(lowered) == 0
+    assert "Unsqueeze" not in [node.op_type for node in lowered.graph]  # stacked by a Reshape
+    assert_idempotent(lowered)
+
+
+def test_a_dim_read_alike_declares_its_axes():
+    """A dim read as Gather(Shape(x), k) becomes Squeeze(Shape(x, k, k + 1), [0]); the axes'
+    Constant was left undeclared, and a second lowering declared it (inference): the same
+    nodes, other bytes (fuzz seed 9200772)."""
+    model = parse(
+        """g (float[N,3] x) => (float[N,3] y, int64 k) {
+        s = Shape (x)
+        zero = Constant <value = int64 {0}> ()
+        n = Gather <axis = 0> (s, zero)
+        k = Mul (n, n)
+        m = Shape <start = 0, end = 1> (x)
+        f = ConstantOfShape <value = float[1] {1}> (m)
+        one = Constant <value = int64[1] {1}> ()
+        g = Unsqueeze (f, one)
+        y = Mul (x, g)
+    }"""
+    )
+    feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    lowered = lower_and_compare(model, feeds)
+    assert_idempotent(lowered)
