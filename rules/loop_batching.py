@@ -718,10 +718,11 @@ def _check(node: ir.Node, ctx: Context) -> LoopBatchPlan | Refusal:
     if ctx.options.target in SPEED_FIRST_TARGETS and any(
         not _static(node.inputs[2 + running.index]) for running in sums
     ):
+        # (diffusers' LMS sum over one sampling step: 0.97x kept as lists, 0.88x batched)
         return Refusal(
             "a running sum of dims known at run time only is batched by the default target "
-            "only: with one term, the If that keeps acc0 for no iteration costs more than "
-            "the loop (diffusers' LMS sum of one step: 0.97x kept, 0.88x batched)"
+            "only: over a loop of one iteration, the batched sum and the If that keeps the "
+            "initial value for no iteration cost more than the loop"
         )
     for k, tensor in appends:
         refusal = _unsplittable(node.outputs[k], tensor)
