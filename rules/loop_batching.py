@@ -632,10 +632,11 @@ def _running_sum(
     shape = None if initial is None else initial.shape
     if term is None or shape is None:
         return None
+    if shape.is_static():
+        if update.shape != shape:
+            return None
     # acc0 of dims known at run time only: a sum read after the loop alone (`_summed`)
-    if (not shape.is_static() or update.shape != shape) and (
-        add.op_type != "Add" or update.uses() or not _may_keep(update.shape, shape)
-    ):
+    elif add.op_type != "Add" or update.uses() or not _may_keep(update.shape, shape):
         return None
     # a term broadcasts into acc (acc + i, a scalar): its rank is needed to line the batched
     # terms up with acc's dims, not with the batch axis

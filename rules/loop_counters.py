@@ -134,8 +134,8 @@ def _step(step: ir.Value, builder: Builder) -> ir.Value:
     """`step` where `builder` builds: a Constant of the body is copied (it may come later in
     the body, or be out of reach after the loop)."""
     producer = step.producer()
-    if producer is None or producer.op_type != "Constant":
-        return step
+    if producer is None or producer.op_type != "Constant" or "value" not in producer.attributes:
+        return step  # an outer value (a body Constant holds `value`: `_invariant`)
     copied = builder.constant(np.asarray(producer.attributes["value"].as_tensor().numpy()), "step")
     copied.type, copied.shape = step.type, step.shape
     return copied
