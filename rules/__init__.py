@@ -20,6 +20,7 @@ from seqlower.rules import (
     loop_chunks,
     loop_concat,
     loop_copy,
+    loop_counters,
     loop_fusion,
     loop_induction,
     loop_last_element,
@@ -62,6 +63,7 @@ def default_rules() -> RuleSet:
         + loop_break.RULES  # a loop that may stop early: its count first
         + loop_reverse_erase.RULES  # `del xs[k]` from the end where a condition holds: a filter
         + loop_copy.RULES  # `[s for s in xs]`: the list xs itself
+        + loop_counters.RULES  # a counter beside the iteration number: that number, scaled
         + loop_batching.RULES
         + loop_chunks.RULES  # chunks of any sizes, mapped elementwise
         + loop_ragged_rows.RULES  # the same on a list held as rows and sizes
