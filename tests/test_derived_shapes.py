@@ -183,3 +183,29 @@ def test_a_derivation_cut_at_the_depth_limit_is_not_remembered(derivations) -> N
     derivations.clear()
     assert _assumed(loop, values, memo) == _rows(links)
     assert derivations == ["c100", "c99", "c98", "c97", "c96", "c95", "c94", "c93", "c92", "c91"]
+
+
+def test_the_lowering_forgets_what_each_rewrite_rewired(monkeypatch) -> None:
+    """In a sweep, each rewrite hands the memo the nodes it emitted and rewired: the Loop after
+    a lowered one reads what the lowering made, and what was derived through it is forgotten."""
+    from tests.support import assert_same_outputs, lower
+    from tests.test_hostile_shapes import _CHAIN_INPUTS, chained_loops_in_a_loop
+
+    rewired: list[str] = []  # what makes the carried input of each Loop handed on, then
+    original = DerivedShapes.forget_downstream
+
+    def recording(self, nodes):
+        nodes = list(nodes)
+        for node in nodes:
+            if node.op_type == "Loop" and len(node.inputs) > 2 and node.inputs[2] is not None:
+                producer = node.inputs[2].producer()
+                rewired.append(producer.op_type if producer is not None else "")
+        return original(self, nodes)
+
+    monkeypatch.setattr(DerivedShapes, "forget_downstream", recording)
+    model = chained_loops_in_a_loop(3)
+    lowered, _ = lower(model)
+    # the second and third Loops of the chain, rewired to the Concat the lowering of the Loop
+    # before made
+    assert rewired.count("Concat") >= 2
+    assert_same_outputs(model, lowered, _CHAIN_INPUTS)
