@@ -68,8 +68,8 @@ class Facts:
     `generation` (see `StaticValues`) lets provisional answers last until the model changes;
     `list_generation` (`Rewriter.list_generation`) lets the walks along chains of lists last
     until a rewrite may have changed one. `derived` (`DerivedShapes`, with `generation`) keeps
-    what the Loop shape analyses could not derive across rewrites: the caller then calls
-    `forget_rewritten` after each rewrite."""
+    the shapes the Loop shape analyses derived for outer values (or that none could be) across
+    rewrites: the caller then calls `forget_rewritten` after each rewrite."""
 
     def __init__(
         self,
@@ -80,7 +80,7 @@ class Facts:
     ) -> None:
         self.values = StaticValues(model.opset_imports.get(""), generation)
         # what each Loop's shape analysis found, until the model changes (`LoopMemo`), and the
-        # outer values no analysis could derive a shape for, until a rewrite reaches them
+        # shapes derived for outer values, until a rewrite reaches them (`DerivedShapes`)
         self.loops = LoopMemo(self.values, generation, derived) if generation is not None else None
         self._main_graph = model.graph
         self._loop_bodies: dict[int, ir.Graph] | None = None

@@ -39,8 +39,8 @@ class LoopMemo:
         derived: DerivedShapes | None = None,
     ) -> None:
         self.values = values
-        # the outer values no derivation could give a shape, kept across generations: the
-        # caller forgets what each rewrite changes (`DerivedShapes.forget_downstream`)
+        # the shapes derived for outer values, kept across generations: the caller forgets
+        # what each rewrite changes (`DerivedShapes.forget_downstream`)
         self.derived = derived
         self._generation = generation
         self._seen = generation() if generation is not None else 0

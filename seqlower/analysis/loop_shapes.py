@@ -205,8 +205,8 @@ class LoopShapes:
         self._depth = 0  # of the producers followed outside the body
         self._outer = outer
         self._nesting = nesting
-        # the outer values no derivation could give a shape, across analyses: read and added to
-        # by an analysis without hypotheses only (the answers must not depend on them)
+        # the shapes derived for outer values, across analyses (`DerivedShapes`): read and added
+        # to by an analysis without hypotheses only (the answers must not depend on them)
         hypotheses = elements or uniform or grown or owners or outer is not None or nesting
         derived = memo.derived if memo is not None and memo.values is values else None
         self._derived = None if hypotheses else derived
