@@ -24,6 +24,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
+from seqlower.analysis.derived_shapes import DerivedShapes
 from seqlower.analysis.list_lengths import ListLengths
 from seqlower.analysis.loop_memo import LoopMemo
 from seqlower.analysis.scan_forms import always_continues, static_bool
@@ -66,17 +67,21 @@ class Facts:
     """The analysis object rules consult: static tensors, static shapes and sequence facts.
     `generation` (see `StaticValues`) lets provisional answers last until the model changes;
     `list_generation` (`Rewriter.list_generation`) lets the walks along chains of lists last
-    until a rewrite may have changed one."""
+    until a rewrite may have changed one. `derived` (`DerivedShapes`, with `generation`) keeps
+    the shapes the Loop shape analyses derived for outer values (or that none could be) across
+    rewrites: the caller then calls `forget_rewritten` after each rewrite."""
 
     def __init__(
         self,
         model: ir.Model,
         generation: Callable[[], int] | None = None,
         list_generation: Callable[[], int] | None = None,
+        derived: DerivedShapes | None = None,
     ) -> None:
         self.values = StaticValues(model.opset_imports.get(""), generation)
-        # what each Loop's shape analysis found, until the model changes (`LoopMemo`)
-        self.loops = LoopMemo(self.values, generation) if generation is not None else None
+        # what each Loop's shape analysis found, until the model changes (`LoopMemo`), and the
+        # shapes derived for outer values, until a rewrite reaches them (`DerivedShapes`)
+        self.loops = LoopMemo(self.values, generation, derived) if generation is not None else None
         self._main_graph = model.graph
         self._loop_bodies: dict[int, ir.Graph] | None = None
         self._list_generation = list_generation
@@ -85,6 +90,12 @@ class Facts:
         self._generation = generation
         self._lengths: ListLengths | None = None
         self._lengths_seen = self._chains_seen
+
+    def forget_rewritten(self, nodes: list[ir.Node]) -> None:
+        """Forget what was derived from the outputs of `nodes`, the nodes a rewrite emitted,
+        rewired or rebuilt (`DerivedShapes.forget_downstream`)."""
+        if self.loops is not None and self.loops.derived is not None:
+            self.loops.derived.forget_downstream(nodes)
 
     def is_loop_body(self, graph: ir.Graph) -> bool:
         """Whether `graph` is the body of a Loop. The bodies are found once, in one walk of the

@@ -11,7 +11,8 @@ A `LoopMemo` keeps, per Loop node, the carried body inputs that keep their shape
 without hypotheses found them. It answers only for the `StaticValues` it was made with, and
 forgets everything when `generation` changes (`Rewriter.generation`: a node emitted, a value
 replaced, a rewrite done; or a count of the shapes declared): an answer is what a new analysis
-would find on the model as it is.
+would find on the model as it is. It may also hold a `DerivedShapes` (`derived`), which
+outlives the generations: its owner forgets what each rewrite changes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
+from seqlower.analysis.derived_shapes import DerivedShapes
 from seqlower.analysis.static_values import StaticValues
 
 
@@ -30,8 +32,16 @@ class LoopMemo:
     `generation()` gives the same number (without `generation`, for the memo's lifetime: the
     caller then keeps it no longer than the model stays unchanged)."""
 
-    def __init__(self, values: StaticValues, generation: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        values: StaticValues,
+        generation: Callable[[], int] | None = None,
+        derived: DerivedShapes | None = None,
+    ) -> None:
         self.values = values
+        # the shapes derived for outer values, kept across generations: the caller forgets
+        # what each rewrite changes (`DerivedShapes.forget_downstream`)
+        self.derived = derived
         self._generation = generation
         self._seen = generation() if generation is not None else 0
         self._invariant: dict[ir.Node, tuple[ir.Value, ...]] = {}

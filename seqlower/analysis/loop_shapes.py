@@ -127,6 +127,27 @@ def carried_output_shape(
     return shape if isinstance(shape, tuple) and not any(d is None for d in shape) else None
 
 
+_SHARED_ATOMS = frozenset({"dim", "param", "value"})
+
+
+def _shared_dim(dim: Dim | None) -> bool:
+    """Whether `dim` means the same in every analysis: written with the sizes and contents of
+    outer values only (no iteration number, no position with bounds of its own)."""
+    if isinstance(dim, int):
+        return True
+    if not isinstance(dim, sym.Expr):
+        return False
+    for atom in sym.atoms(dim):
+        if not isinstance(atom, tuple) or not atom:
+            return False
+        if atom[0] in ("mul", "div"):
+            if not all(_shared_dim(part) for part in atom[1:]):
+                return False
+        elif atom[0] not in _SHARED_ATOMS:
+            return False
+    return True
+
+
 def _trusted_name(name: str | None) -> bool:
     return bool(name) and not name.startswith("unk__")  # type: ignore[union-attr]
 
@@ -184,6 +205,17 @@ class LoopShapes:
         self._depth = 0  # of the producers followed outside the body
         self._outer = outer
         self._nesting = nesting
+        # the shapes derived for outer values, across analyses (`DerivedShapes`): read and added
+        # to by an analysis without hypotheses only (the answers must not depend on them)
+        hypotheses = elements or uniform or grown or owners or outer is not None or nesting
+        derived = memo.derived if memo is not None and memo.values is values else None
+        self._derived = None if hypotheses else derived
+        # how often a walk outside the body stopped at the depth limit or at a Loop: an answer
+        # found without any such stop is the same wherever the walk starts (`_derive`)
+        self._cuts = 0
+        self._cut_values: set[ir.Value] = set()  # outer shapes and contents found after a stop
+        self._recorders: list[list[tuple[Hashable, tuple[ir.Value, int]]]] = []
+        self._deriving: list[ir.Value] = []  # the outer values whose shape or content is sought
         # whether a shape was proved through a Loop inside the body (`_nested_loop`) or a Conv
         # (`shape_rules._conv`): a list proved of one shape that way was flat before those
         # rules, its empty join failing as the original's does, and its join keeps that failure
@@ -289,10 +321,25 @@ class LoopShapes:
 
     def outer_shape(self, value: ir.Value) -> ShapeFact:
         """The symbolic shape of a value defined outside the body (fixed for the whole loop)."""
+        self._note_read(value)
         if value in self._outer_shapes:
+            if value in self._cut_values:
+                self._cuts += 1
             return self._outer_shapes[value]
-        shape = self._outer_shapes[value] = self._find_outer_shape(value)
+        cuts = self._cuts
+        self._deriving.append(value)
+        try:
+            shape = self._outer_shapes[value] = self._find_outer_shape(value)
+        finally:
+            self._deriving.pop()
+        if self._cuts != cuts:
+            self._cut_values.add(value)
         return shape
+
+    def _note_read(self, value: ir.Value) -> None:
+        """Note, for `DerivedShapes`, that the outer value being derived reads `value`."""
+        if self._derived is not None and self._deriving:
+            self._derived.note_read(value, self._deriving[-1])
 
     def _find_outer_shape(self, value: ir.Value) -> ShapeFact:
         array = self.values.get(value)
@@ -312,7 +359,7 @@ class LoopShapes:
                 isinstance(d, int) or _trusted_name(getattr(d, "value", None)) for d in value.shape
             )
         ):
-            derived = self._derived_outer_shape(value)
+            derived = self._derive(value)
             if derived is not None:
                 return derived
         if value.shape is None:
@@ -333,7 +380,38 @@ class LoopShapes:
             dims.append(sym.symbol(atom))
             if readable:
                 self._dim_sources.setdefault(atom, (value, axis))
+                if self._recorders:  # each derivation's own, handed on when it ends
+                    self._recorders[-1].append((atom, (value, axis)))
         return tuple(dims)
+
+    def _derive(self, value: ir.Value) -> tuple | None:
+        """`_derived_outer_shape`, or what it gave before (`DerivedShapes`: the dim sources
+        that derivation noted are noted again). What a derivation gives without stopping at
+        the depth limit or at a Loop, in dims that mean the same in every analysis, is
+        remembered."""
+        memo = self._derived
+        if memo is None:
+            return self._derived_outer_shape(value)
+        known = memo.known(value)
+        if known is not None:
+            derived, sources = known
+            for atom, source in sources:
+                self._dim_sources.setdefault(atom, source)
+            if self._recorders:
+                self._recorders[-1].extend(sources)
+            return derived
+        cuts = self._cuts
+        noted: list[tuple[Hashable, tuple[ir.Value, int]]] = []
+        self._recorders.append(noted)
+        try:
+            derived = self._derived_outer_shape(value)
+        finally:
+            self._recorders.pop()
+        if self._recorders:
+            self._recorders[-1].extend(noted)
+        if self._cuts == cuts and (derived is None or all(map(_shared_dim, derived))):
+            memo.remember(value, derived, tuple(noted))
+        return derived
 
     def outer_dim_source(self, dim: Dim | None) -> int | tuple[ir.Value, int] | None:
         """Where a dim fixed for the whole loop can be read before the loop: the number
@@ -352,9 +430,13 @@ class LoopShapes:
         model's named dims (`N + 1`)."""
         producer = value.producer()
         if producer is not None and producer.op_type == "Loop" and producer.domain == "":
+            self._cuts += 1  # what a body gives is not remembered (`DerivedShapes`)
             return self._carried_outer_shape(producer, value)
         rule = SHAPE_RULES.get(producer.op_type) if producer is not None else None
-        if rule is None or producer.domain != "" or self._depth >= _MAX_DEPTH:  # type: ignore[union-attr]
+        if rule is None or producer.domain != "":  # type: ignore[union-attr]
+            return None
+        if self._depth >= _MAX_DEPTH:
+            self._cuts += 1
             return None
         self._depth += 1
         try:
@@ -384,15 +466,24 @@ class LoopShapes:
             return None
         if not self._is_outer(value):
             return self._contents.get(value)
+        self._note_read(value)
         if value not in self._outer_contents:
             if self._depth >= _MAX_DEPTH:
+                self._cuts += 1
                 return None  # a long chain of arithmetic outside the loop: not followed
             self._outer_contents[value] = None  # guards against cycles
+            cuts = self._cuts
             self._depth += 1
+            self._deriving.append(value)
             try:
                 self._outer_contents[value] = self._compute_content(value, outer=True)
             finally:
                 self._depth -= 1
+                self._deriving.pop()
+            if self._cuts != cuts:
+                self._cut_values.add(value)
+        elif value in self._cut_values:
+            self._cuts += 1
         return self._outer_contents[value]
 
     def varies(self, dim: Dim) -> bool:
@@ -501,8 +592,18 @@ class LoopShapes:
     def element_dims(self, sequence: ir.Value) -> tuple | None:
         """The dims that every element of `sequence` shares, None where elements may differ;
         None when not even their rank is known."""
+        if self._derived is not None and self._deriving:
+            peeled: ir.Value | None = sequence
+            while peeled is not None:  # the lists and the Identities read on the way
+                self._note_read(peeled)
+                producer = peeled.producer()
+                if producer is None or producer.op_type not in ("Identity", "CastLike"):
+                    break
+                peeled = producer.inputs[0]
         node = _peel(sequence)
-        if node is not None and node.domain == "" and self._depth < _MAX_DEPTH:
+        if node is not None and node.domain == "" and self._depth >= _MAX_DEPTH:
+            self._cuts += 1
+        elif node is not None and node.domain == "":
             self._depth += 1
             try:
                 found = self._produced_element_dims(node, _peel_value(sequence))
@@ -521,6 +622,7 @@ class LoopShapes:
             return (*data[:axis], None, *data[axis + 1 :])
         if node.op_type != "Loop" or sequence is None or not self._is_outer(sequence):
             return None
+        self._cuts += 1  # what a body gives is not remembered (`DerivedShapes`)
         # a list a Loop builds: its initial elements and what the body appends
         index = sequence.index()
         body = node.attributes["body"].as_graph()
@@ -614,6 +716,7 @@ class LoopShapes:
         inner Loop runs but not from one iteration of this one to the next."""
         shapes: list[ShapeFact] = [None] * len(node.outputs)
         if self._depth >= _MAX_DEPTH or self._nesting >= _MAX_NESTING:
+            self._cuts += 1
             return shapes
         self._depth += 1
         try:

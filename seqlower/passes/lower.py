@@ -28,6 +28,7 @@ from collections.abc import Mapping
 import onnx_ir as ir
 
 from seqlower.analysis import Facts
+from seqlower.analysis.derived_shapes import DerivedShapes
 from seqlower.deadline import Deadline
 from seqlower.lists import lower_lists
 from seqlower.ops import graph_nodes, is_sequence_value, subgraphs
@@ -189,7 +190,9 @@ class LowerSequencesPass(ir.passes.InPlacePass):
         last_resort = False  # whether this sweep tries the last-resort rules too
         for iteration in range(first + 1, first + self.options.max_iterations + 1):
             self.iterations = iteration
-            facts = Facts(model, rewriter.generation, rewriter.list_generation)
+            facts = Facts(
+                model, rewriter.generation, rewriter.list_generation, derived=DerivedShapes()
+            )
             context = Context(facts, rewriter, self.options)
             previous, self.refusals = self.refusals, {}
             self._deferred = False
@@ -345,9 +348,13 @@ class LowerSequencesPass(ir.passes.InPlacePass):
             logger.debug("%s applies to %s '%s'", rule.name, node.op_type, node.name)
             read = [value.producer() for value in node.inputs if value is not None]
             graph = node.graph
+            rewired = len(context.rewriter.rewired)  # type: ignore[attr-defined]
             rule.rewrite(node, match, context)
             context.rewriter.fired[rule.name] += 1
             touched, holders = context.rewriter.take_touched()
+            context.facts.forget_rewritten(
+                [node, *touched, *context.rewriter.rewired[rewired:]]  # type: ignore[attr-defined]
+            )
             self._record(node, rule.name, touched)
             for other, name in context.rewriter.take_consumed():
                 context.rewriter.fired[name] += 1
