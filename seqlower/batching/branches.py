@@ -10,6 +10,9 @@
     a ragged output (`if stop: no rows else: rows`) only one branch gives, whose elements hold
     every position along the axis: its mask is C (or Not(C)) Expanded along the axis, where
     scattering a mask of true into one of false gave the same
+    a ragged output only one branch gives: its rows (at rows_t, in increasing order) and their
+    mask are kept beside the stack, which a list joined from them then does without (the
+    stack's other rows hold nothing)
 
 Each element computes only the branch its condition picks, as the loop did: a branch that would
 fail on the elements that do not take it (`eos[0]` under `if eos.numel() > 0`) does not run on
