@@ -32,6 +32,7 @@ from seqlower.passes.elementwise_shapes import fold_elementwise_shapes
 from seqlower.passes.empty_reshapes import fold_empty_reshapes
 from seqlower.passes.expanded_shapes import fold_expanded_shapes
 from seqlower.passes.floor_division import fold_floor_divisions
+from seqlower.passes.integer_ceils import fold_integer_ceils
 from seqlower.passes.fold_shapes import fold_static_shapes
 from seqlower.passes.fold_transpose import fold_constant_transposes
 from seqlower.passes.hoist_invariants import hoist_loop_invariants
@@ -199,6 +200,8 @@ class CleanupPass(ir.passes.InPlacePass):
         self.identities_removed = census.run(ARITHMETIC, remove_identity_arithmetic, model)
         # TorchScript's floor division of an index: a Div where the dividend is never negative
         self.identities_removed += census.run({"Where"}, fold_floor_divisions, model)
+        # TorchScript's trip count of a range: the ceiling of a float made from an integer
+        self.identities_removed += census.run({"Ceil"}, fold_integer_ceils, model)
         modified |= bool(self.identities_removed)
         self.negations_folded = census.run({"Add"}, fold_negated_terms, model)
         self.concats_removed = census.run({"Concat"}, remove_single_concats, model) + census.run(
