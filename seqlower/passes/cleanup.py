@@ -32,12 +32,12 @@ from seqlower.passes.elementwise_shapes import fold_elementwise_shapes
 from seqlower.passes.empty_reshapes import fold_empty_reshapes
 from seqlower.passes.expanded_shapes import fold_expanded_shapes
 from seqlower.passes.floor_division import fold_floor_divisions
-from seqlower.passes.integer_ceils import fold_integer_ceils
 from seqlower.passes.fold_shapes import fold_static_shapes
 from seqlower.passes.fold_transpose import fold_constant_transposes
 from seqlower.passes.hoist_invariants import hoist_loop_invariants
 from seqlower.passes.identity_arithmetic import ARITHMETIC, remove_identity_arithmetic
 from seqlower.passes.index_vectors import fold_index_vectors
+from seqlower.passes.integer_ceils import fold_integer_ceils
 from seqlower.passes.negated_terms import fold_negated_terms
 from seqlower.passes.noop_casts import remove_noop_casts
 from seqlower.passes.normalize import infer_shapes
