@@ -1349,6 +1349,11 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
                     whole.type = flat.type
             else:
                 mask = emitter.masks.get(tensor)
+                scattered = emitter.scattered.get(result)
+                if mask is not None and scattered is not None and scattered[0] is mask:
+                    # the rows one branch scattered, joined by their own mask: what the stack
+                    # of every row joined by its mask gives, without the stack
+                    _, result, mask = scattered
                 whole = _join(result, rank, joined[k], heads.get(k, ()), mask, builder)
             if k in plan.accumulated:  # the grown tensor itself
                 ctx.rewriter.replace(output, whole)

@@ -10,6 +10,9 @@
     a ragged output (`if stop: no rows else: rows`) only one branch gives, whose elements hold
     every position along the axis: its mask is C (or Not(C)) Expanded along the axis, where
     scattering a mask of true into one of false gave the same
+    a ragged output only one branch gives: its rows (at rows_t, in increasing order) and their
+    mask are kept beside the stack, which a list joined from them then does without (the
+    stack's other rows hold nothing)
 
 Each element computes only the branch its condition picks, as the loop did: a branch that would
 fail on the elements that do not take it (`eos[0]` under `if eos.numel() > 0`) does not run on
@@ -265,7 +268,8 @@ def _ragged_emit(
     """A ragged output: each branch's rows (padded) and masks scattered into a padded stack whose
     rows hold nothing at first; a branch with no position along the axis scatters nothing. When
     only one branch gives positions and its elements hold all of them, the mask is the rows
-    that take it, broadcast along the axis (nothing scattered)."""
+    that take it, broadcast along the axis (nothing scattered). Where one branch gives
+    positions, its rows and their mask are kept beside the stack (`Emitter.scattered`)."""
     axis = _axis_of(branches, index)
     given = [
         (plan, found, sub)
@@ -302,13 +306,20 @@ def _ragged_emit(
     whole = em.op("Expand", [em.scalar(np.zeros((), kind)), value_dims])
     if whole_rows:
         value, rows, held = parts[0]
-        return em.op("ScatterND", [whole, em.unsqueeze(rows, [1]), value]), held
+        whole = em.op("ScatterND", [whole, em.unsqueeze(rows, [1]), value])
+        em.scattered[whole] = (held, value, None)
+        return whole, held
     mask_dims = em.op("Concat", [count, em.dims(first_mask, 1)], {"axis": 0})
     held = em.op("Expand", [em.scalar(np.zeros((), bool)), mask_dims])
     for value, rows, mask in parts:
         places = em.unsqueeze(rows, [1])
         whole = em.op("ScatterND", [whole, places, value])
         held = em.op("ScatterND", [held, places, mask])
+    if len(given) == 1:  # the rows of one branch, in increasing order: joined by their mask
+        plan, _, _ = given[0]
+        value, _, mask = parts[0]
+        every = plan.outputs[index].ragged_axis is None  # type: ignore[attr-defined]
+        em.scattered[whole] = (held, value, None if every else mask)
     return whole, held
 
 

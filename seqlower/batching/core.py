@@ -173,6 +173,11 @@ class Emitter:
         # per mask of `masks` whose counts of held positions are known: those counts ([N] int64;
         # the sizes of the chunks of a split), which a mean divides by without counting the mask
         self.held: dict[ir.Value, ir.Value] = {}
+        # per ragged value that one branch's rows were scattered into (a stack of every row,
+        # rows that do not take the branch holding nothing): (its mask of `masks`, the rows'
+        # own values [K, ..] in increasing row order, their mask, or None where they hold every
+        # position). Joining the stack by its mask joins those rows by theirs: the same values.
+        self.scattered: dict[ir.Value, tuple[ir.Value, ir.Value, ir.Value | None]] = {}
         # Range(0, N) (int64), when the caller has emitted it: the row numbers of the batch (a
         # batched loop's iteration numbers). A Gather of it at rows of the batch gives back those
         # rows, and cannot fail where the batch has N rows (`at_rows`).

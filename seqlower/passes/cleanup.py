@@ -37,6 +37,7 @@ from seqlower.passes.fold_transpose import fold_constant_transposes
 from seqlower.passes.hoist_invariants import hoist_loop_invariants
 from seqlower.passes.identity_arithmetic import ARITHMETIC, remove_identity_arithmetic
 from seqlower.passes.index_vectors import fold_index_vectors
+from seqlower.passes.integer_ceils import fold_integer_ceils
 from seqlower.passes.negated_terms import fold_negated_terms
 from seqlower.passes.noop_casts import remove_noop_casts
 from seqlower.passes.normalize import infer_shapes
@@ -199,6 +200,8 @@ class CleanupPass(ir.passes.InPlacePass):
         self.identities_removed = census.run(ARITHMETIC, remove_identity_arithmetic, model)
         # TorchScript's floor division of an index: a Div where the dividend is never negative
         self.identities_removed += census.run({"Where"}, fold_floor_divisions, model)
+        # TorchScript's trip count of a range: the ceiling of a float made from an integer
+        self.identities_removed += census.run({"Ceil"}, fold_integer_ceils, model)
         modified |= bool(self.identities_removed)
         self.negations_folded = census.run({"Add"}, fold_negated_terms, model)
         self.concats_removed = census.run({"Concat"}, remove_single_concats, model) + census.run(

@@ -249,11 +249,13 @@ def test_refuses_a_loop_that_never_stops_early():
     assert "never ends the loop early" in _refusal(KEEP_POSITIVE, loop_break._check_break)
 
 
-def test_the_mask_of_what_every_step_appends_whole_is_the_steps_flags():
-    """`sizes.append(bs)` gives one whole position per step that does not stop: its mask is the
-    rows that append, broadcast (no mask scattered); `x[t, :bs]` keeps its scattered mask."""
+def test_what_one_branch_appends_is_joined_from_its_own_rows():
+    """`sizes.append(bs)` and `x[t, :bs]`, appended by the branch that does not stop, are joined
+    from the rows that take it (by `x[t, :bs]`'s own mask; `bs` holds every position): no stack
+    of every step is scattered into, nor its mask."""
     lowered = assert_batched(pack())
-    assert op_counts(lowered)["ScatterND"] == 3  # two values, the rows' mask
+    ops = op_counts(lowered)
+    assert ops["ScatterND"] == 0 and ops["Expand"] == 0, ops
 
 
 @pytest.mark.parametrize("axis", [0, 1, -1])
@@ -272,7 +274,7 @@ def test_whole_elements_of_rank_two_appended_until_a_stop(axis, steps, lengths):
     )
     model = parse(text, opset=17)
     lowered = assert_batched(model)
-    assert op_counts(lowered)["ScatterND"] == 3  # two values, the rows' mask of `data`
+    assert op_counts(lowered)["ScatterND"] == 0  # each joined from the rows that append
     assert_same_outputs(model, lowered, feeds(steps, lengths))
 
 
@@ -405,3 +407,102 @@ def test_the_first_stop_at_every_position_and_none(opset):
             want = int(np.argmax(stops)) if stops.any() else n
             (got,) = run_ort(model, {"stops": stops})
             assert got.shape == () and int(got) == want, (stops, got)
+
+
+# x[t, :bs - B]: a slice end counted from the end (bs = B appends nothing)
+FROM_END = """starts = Constant<value = int64[1] {{0}}>()
+            ax = Constant<value = int64[1] {{0}}>()
+            width = Shape<start = 1, end = 2>(x)
+            wide = Squeeze(width, ax)
+            back = Sub(bs, wide)
+            ends = Unsqueeze(back, ax)"""
+PLAIN_END = """starts = Constant<value = int64[1] {{0}}>()
+            ax = Constant<value = int64[1] {{0}}>()
+            ends = Unsqueeze(bs, ax)"""
+ONE_BRANCH_CASES = [
+    (0, [2, 1]),  # no iteration
+    (3, []),  # no sequence: the first step stops
+    (1, [1]),  # one step, no stop (the range ends)
+    (3, [1]),  # one step, then a stop
+    (5, [4, 2, 1]),
+    (4, [-3, 2, 0]),  # a negative length counts as none
+]
+
+
+@pytest.mark.parametrize("target", ["generic", "onnxruntime"])
+@pytest.mark.parametrize("end", ["plain", "from-end"])
+@pytest.mark.parametrize(("steps", "lengths"), ONE_BRANCH_CASES)
+def test_rows_one_branch_appends_joined_by_their_own_mask(target, end, steps, lengths):
+    """The rows the appending branch takes, joined by their mask of positions, give what the
+    stack of every step (the other steps holding nothing) joined by its mask gave."""
+    text = PACK.format(start=HEADED)
+    if end == "from-end":
+        text = text.replace(PLAIN_END.format(), FROM_END.format())
+    model = parse(text, opset=17)
+    lowered, report = lower(model, target=target)
+    assert report.rules_fired.get("loop-batch") == 1, report.rules_fired
+    ops = op_counts(lowered)
+    assert ops["ScatterND"] == 0 and ops["Expand"] == 0 and "Loop" not in ops, ops
+    fed = feeds(steps, lengths)
+    data, sizes = assert_same_outputs(model, lowered, fed)
+    want = [sum(n > t for n in lengths) for t in range(steps)]
+    want = want[: want.index(0)] if 0 in want else want
+    np.testing.assert_array_equal(sizes, np.array([-1, *want], np.int64))
+    width = len(lengths)
+    rows = [fed["x"][t, : (n if end == "plain" else n - width)] for t, n in enumerate(want)]
+    np.testing.assert_array_equal(data, np.concatenate([[[-1, -2, -3]], *rows]).astype(np.float32))
+
+
+# if n[t] > 0: acc.append(x[t, :n[t]]) else: acc.append(x[t, :-(n[t] + 1)]): both branches
+# append rows of their own length (the second's end counted from the end)
+BOTH_BRANCHES = """g (float[T,B,3] x, int64[T] n) => (float[?,3] data) {
+    yes = Constant<value = bool {1}>()
+    zero = Constant<value = int64 {0}>()
+    shape = Shape(x)
+    steps = Gather(shape, zero)
+    head = Constant<value = float[1,3] {-1, -2, -3}>()
+    start = SequenceConstruct(head)
+    acc = Loop(steps, yes, start) <body = body (int64 t, bool c, seq(float) s) => (bool c2,
+            seq(float) s2) {
+        k = Gather(n, t)
+        nothing = Constant<value = int64 {0}>()
+        keep = Greater(k, nothing)
+        s2 = If(keep) <then_branch = then () => (seq(float) a1) {
+            row = Gather<axis = 0>(x, t)
+            starts = Constant<value = int64[1] {0}>()
+            ax = Constant<value = int64[1] {0}>()
+            ends = Unsqueeze(k, ax)
+            part = Slice(row, starts, ends, ax)
+            a1 = SequenceInsert(s, part)
+        }, else_branch = other () => (seq(float) a2) {
+            row2 = Gather<axis = 0>(x, t)
+            s0 = Constant<value = int64[1] {0}>()
+            ax2 = Constant<value = int64[1] {0}>()
+            one = Constant<value = int64 {1}>()
+            k1 = Add(k, one)
+            back = Neg(k1)
+            e2 = Unsqueeze(back, ax2)
+            part2 = Slice(row2, s0, e2, ax2)
+            a2 = SequenceInsert(s, part2)
+        }>
+        c2 = Identity(yes)
+    }>
+    data = ConcatFromSequence<axis = 0>(acc)
+}"""
+
+
+@pytest.mark.parametrize("target", ["generic", "onnxruntime"])
+@pytest.mark.parametrize(
+    ("steps", "n"), [(0, []), (1, [2]), (1, [-2]), (3, [0, 3, -1]), (4, [4, 1, 2, -5])]
+)
+def test_rows_both_branches_append_keep_their_stack(target, steps, n):
+    """Two branches' rows interleave: they are scattered into the stack of every row (values
+    and masks), which is joined by its mask, as before."""
+    model = parse(BOTH_BRANCHES, opset=17)
+    lowered, report = lower(model, target=target)
+    assert report.rules_fired.get("loop-batch") == 1, report.rules_fired
+    assert op_counts(lowered)["ScatterND"] == 4, op_counts(lowered)  # two values, two masks
+    x = RNG.standard_normal((steps, 4, 3)).astype(np.float32)
+    (data,) = assert_same_outputs(model, lowered, {"x": x, "n": np.array(n, np.int64)})
+    rows = [x[t, :k] if k > 0 else x[t, : -(k + 1)] for t, k in enumerate(n)]
+    np.testing.assert_array_equal(data, np.concatenate([[[-1, -2, -3]], *rows]).astype(np.float32))
