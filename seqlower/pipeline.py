@@ -39,6 +39,7 @@ from seqlower.passes.flatten_io import FlattenSequenceIOPass
 from seqlower.passes.identity_arithmetic import remove_identity_arithmetic
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
 from seqlower.passes.legality import count_sequence_ops, expanded_count
+from seqlower.passes.lent_shapes import lent_shapes
 from seqlower.passes.negated_terms import fold_negated_terms
 from seqlower.passes.noop_casts import inferred_types, remove_noop_casts
 from seqlower.passes.normalize import resolve_split_keepdims
@@ -645,10 +646,14 @@ def _kept_original(
     if not partial:  # the default target makes neither change
         conditions(model)
         scans(model)
-    remove_noop_casts(model, inferred_types(model))  # as the estimate of it assumed
-    remove_identity_arithmetic(model)  # likewise
-    fold_negated_terms(model)  # likewise
-    drop_broadcast_unsqueezes(model)  # likewise
+    # as the estimate of it assumed, on the shapes it read (an export declares none in its
+    # loop bodies and branches: they are lent for these passes, then taken back)
+    with lent_shapes(model):
+        remove_noop_casts(model, inferred_types(model))
+        remove_identity_arithmetic(model)
+        fold_negated_terms(model)
+        while drop_broadcast_unsqueezes(model):  # a chain: the first read the second
+            pass
     RuntimeWorkaroundsPass(speed_first=not partial)(model)
     relax_unproved_output_dims(model)  # the sizes an export was traced with
     labels = NodeLabels()
