@@ -39,6 +39,7 @@ from seqlower.passes.flatten_io import FlattenSequenceIOPass
 from seqlower.passes.identity_arithmetic import remove_identity_arithmetic
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
 from seqlower.passes.legality import count_sequence_ops, expanded_count
+from seqlower.passes.lent_shapes import lent_shapes
 from seqlower.passes.negated_terms import fold_negated_terms
 from seqlower.passes.noop_casts import inferred_types, remove_noop_casts
 from seqlower.passes.normalize import resolve_split_keepdims
@@ -243,12 +244,29 @@ def _judge(model: ir.Model, report: Report, options: Options) -> None:
 class RegionForms:
     """One region of a model in its two forms, for calibrating the cost model: `kept` is the
     model lowered everywhere but in this region, left as given; `as_given` and `lowered` are the
-    region's estimates (`seqlower.cost`) in each form. `sequence_nodes` names it."""
+    region's estimates (`seqlower.cost`) in each form, and `as_given_small` and `lowered_small`
+    the same on small inputs (`cost.SMALL_COUNT` iterations for a loop of run-time count): the
+    two that `--target onnxruntime` weighs together (`RegionCost.lowered_costs_more`).
+    `sequence_nodes` names it."""
 
     sequence_nodes: tuple[str, ...]
     as_given: float
     lowered: float
     kept: ir.Model
+    as_given_small: float | None = None
+    lowered_small: float | None = None
+
+    @property
+    def cost(self) -> RegionCost:
+        """The region's estimates as the target rounds and weighs them (index 0)."""
+        small = self.as_given_small is not None and self.lowered_small is not None
+        return RegionCost(
+            0,
+            round(self.as_given),
+            round(self.lowered),
+            round(self.as_given_small) if small else None,
+            round(self.lowered_small) if small else None,
+        )
 
 
 def region_forms(
@@ -270,6 +288,7 @@ def region_forms(
         assert run.plan is not None
         regions = list(run.plan.regions)
         lowered = region_costs(run.model, regions, run.costs, run.lower.origins)
+        small = region_costs(run.model, regions, run.costs_small, run.lower.origins)
         forms = []
         for index, region in enumerate(regions):
             cost = RegionCost(index, round(run.plan.as_given[index]), round(lowered[index]))
@@ -283,7 +302,16 @@ def region_forms(
             if kept.frozen is None:
                 continue
             names = tuple(f"{node.op_type} '{node.name}'" for node in region.sites)
-            forms.append(RegionForms(names, run.plan.as_given[index], lowered[index], kept.model))
+            forms.append(
+                RegionForms(
+                    names,
+                    run.plan.as_given[index],
+                    lowered[index],
+                    kept.model,
+                    run.plan.as_given_small[index],
+                    small[index],
+                )
+            )
     return run.model, forms
 
 
@@ -645,10 +673,14 @@ def _kept_original(
     if not partial:  # the default target makes neither change
         conditions(model)
         scans(model)
-    remove_noop_casts(model, inferred_types(model))  # as the estimate of it assumed
-    remove_identity_arithmetic(model)  # likewise
-    fold_negated_terms(model)  # likewise
-    drop_broadcast_unsqueezes(model)  # likewise
+    # as the estimate of it assumed, on the shapes it read (an export declares none in its
+    # loop bodies and branches: they are lent for these passes, then taken back)
+    with lent_shapes(model):
+        remove_noop_casts(model, inferred_types(model))
+        remove_identity_arithmetic(model)
+        fold_negated_terms(model)
+        while drop_broadcast_unsqueezes(model):  # a chain: the first read the second
+            pass
     RuntimeWorkaroundsPass(speed_first=not partial)(model)
     relax_unproved_output_dims(model)  # the sizes an export was traced with
     labels = NodeLabels()
