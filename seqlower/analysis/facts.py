@@ -86,7 +86,7 @@ class Facts:
         self._loop_bodies: dict[int, ir.Graph] | None = None
         self._list_generation = list_generation
         self._chains_seen = list_generation() if list_generation is not None else 0
-        self._chains: dict[ir.Value, _ChainEnd] = {}
+        self._chains: dict[ir.Value, tuple[_ChainEnd, bool, int]] = {}
         self._generation = generation
         self._lengths: ListLengths | None = None
         self._lengths_seen = self._chains_seen
@@ -132,40 +132,53 @@ class Facts:
         """The fact for a sequence value. Walks back through the Identities, inserts, erases
         and maps that change only its length (without recursion: a chain of thousands of
         inserts is a chain of thousands of values) to the node that makes the list."""
-        end = self._chain_end(value)
+        end, resized, delta = self._chain_end(value)
         base = self._made_by(end.value, end.producer, end.op)
-        if isinstance(base, Unknown) or not end.resized:
+        if isinstance(base, Unknown) or not resized:
             return base
-        return KnownLength(base.length + end.delta)
+        return KnownLength(base.length + delta)
 
-    def _chain_end(self, value: ir.Value) -> _ChainEnd:
-        """Where the walk back from `value` ends, and what it passed. Every value passed is
+    def _chain_end(self, value: ir.Value) -> tuple[_ChainEnd, bool, int]:
+        """Where the walk back from `value` ends, and what it passed on its way there (an
+        insert, erase or map: resized; and the inserts less the erases). Every value passed is
         remembered with its own answer until a rewrite may change a list (`list_generation`):
         a chain of k inserts, each of which a rule asks about, is walked once, not k times
-        (quadratic: 2,000 rounds of read, reshape and insert on one list took 7 s)."""
+        (quadratic: 2,000 rounds of read, reshape and insert on one list took 7 s). The
+        answers are plain tuples: a walk made again after each rewrite of a long chain (2,000
+        Ifs in a row, each appending to the list the one before gave) passes thousands of
+        values each time, and copying a dataclass per value passed was most of its cost."""
         chains = self._current_chains()
-        passed: list[tuple[ir.Value, bool, int]] = []  # each value, and what its producer does
+        passed: list[ir.Value] = []
+        steps: list[int] = []  # per value passed, its producer's `_STEPS`
         while True:
             known = chains.get(value)
             if known is not None:
-                end = known
+                answer = known
                 break
             producer = value.producer()
-            op = None if producer is None else _op_name(producer)
-            if op == "Identity" or op == "SequenceMap":
-                passed.append((value, op == "SequenceMap", 0))
-            elif op in ("SequenceInsert", "SequenceErase"):
-                passed.append((value, True, 1 if op == "SequenceInsert" else -1))
-            else:
-                end = chains[value] = _ChainEnd(value, producer, op, False, 0)
+            if producer is None or producer.domain != "":
+                answer = chains[value] = (
+                    _ChainEnd(value, producer, _op_name(producer) if producer else None),
+                    False,
+                    0,
+                )
                 break
-            value = producer.inputs[0]  # type: ignore[union-attr,assignment]
-        for passed_value, resized, delta in reversed(passed):
-            end = dataclasses.replace(end, resized=end.resized or resized, delta=end.delta + delta)
-            chains[passed_value] = end
-        return end
+            step = _STEPS.get(producer.op_type)
+            if step is None:
+                answer = chains[value] = (_ChainEnd(value, producer, producer.op_type), False, 0)
+                break
+            passed.append(value)
+            steps.append(step)
+            value = producer.inputs[0]  # type: ignore[assignment]
+        end, resized, delta = answer
+        for passed_value, step in zip(reversed(passed), reversed(steps)):
+            if step:
+                resized = True
+                delta += step - 2
+            answer = chains[passed_value] = (end, resized, delta)
+        return answer
 
-    def _current_chains(self) -> dict[ir.Value, _ChainEnd]:
+    def _current_chains(self) -> dict[ir.Value, tuple[_ChainEnd, bool, int]]:
         """The remembered walks, forgotten when a list may have changed (none are kept
         without `list_generation`)."""
         if self._list_generation is None:
@@ -219,15 +232,17 @@ class Facts:
 
 @dataclasses.dataclass(frozen=True)
 class _ChainEnd:
-    """Where `Facts.sequence` stops walking back: the list `value`, made by `producer` (`op`),
-    and what the walk passed on its way there (an insert, erase or map: `resized`, and the
-    inserts less the erases: `delta`)."""
+    """Where `Facts.sequence` stops walking back: the list `value`, made by `producer` (`op`)."""
 
     value: ir.Value
     producer: ir.Node | None
     op: str | None
-    resized: bool
-    delta: int
+
+
+# what a default-domain node passed on the walk back does to the list: 0 nothing (an Identity),
+# 2 the same length, new elements (a map), 3 one element more (an insert), 1 one fewer (an
+# erase); any but 0 leaves only the length known, and `step - 2` is its change
+_STEPS = {"Identity": 0, "SequenceMap": 2, "SequenceInsert": 3, "SequenceErase": 1}
 
 
 def _op_name(node: ir.Node) -> str:
