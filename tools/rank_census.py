@@ -12,7 +12,9 @@ The variants of each model:
   in inputs, outputs and value_info of every graph;
 - `outputs`: the shape of every main-graph output dropped (type kept: a tensor output then
   declares no shape, a sequence output no element shape);
-- `all`: the three at once.
+- `bodies`: the shapes of every subgraph's inputs and outputs dropped (Loop, Scan and If
+  bodies, types kept);
+- `all`: the four at once.
 """
 
 from __future__ import annotations
@@ -79,17 +81,30 @@ def strip_sequence_elements(model: onnx.ModelProto) -> None:
 
 def strip_outputs(model: onnx.ModelProto) -> None:
     for value in model.graph.output:
-        if value.type.HasField("tensor_type"):
-            value.type.tensor_type.ClearField("shape")
-        else:
-            _drop_element_shape(value.type)
+        _drop_shape(value.type)
+
+
+def _drop_shape(type_proto: onnx.TypeProto) -> None:
+    if type_proto.HasField("tensor_type"):
+        type_proto.tensor_type.ClearField("shape")
+    else:
+        _drop_element_shape(type_proto)
+
+
+def strip_bodies(model: onnx.ModelProto) -> None:
+    for graph in _all_graphs(model):
+        if graph is model.graph:
+            continue
+        for value in [*graph.input, *graph.output]:
+            _drop_shape(value.type)
 
 
 VARIANTS: dict[str, tuple[Callable[[onnx.ModelProto], None], ...]] = {
     "value_info": (strip_value_info,),
     "seq_elems": (strip_sequence_elements,),
     "outputs": (strip_outputs,),
-    "all": (strip_value_info, strip_sequence_elements, strip_outputs),
+    "bodies": (strip_bodies,),
+    "all": (strip_value_info, strip_sequence_elements, strip_outputs, strip_bodies),
 }
 
 
