@@ -4,7 +4,10 @@ onnx_ir re-serializes what it reads: a duplicated attribute collapses to one, a 
 initializer disappears. So the model is checked as the protobuf that was parsed:
 
 1. the ONNX checker (structure: attributes, names, opsets, node specs); with the model's path
-   when there is one, so that external data is looked up in the model's folder;
+   when there is one, so that external data is looked up in the model's folder. An output of
+   the main graph declared with no shape, which the checker requires, is let through when the
+   model passes without it: the lowering declares its rank or refuses it
+   (`seqlower.output_ranks`);
 2. ONNX type and shape inference in strict mode, with type checking (what `full_check` adds):
    a sequence given where an operator wants a tensor, branches of different types, a split
    whose sizes do not add up to a known dimension. Declared shapes of intermediate values
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 __all__ = [
     "FULL_CHECK_LIMIT_BYTES", "check_input_proto", "check_input_text", "errors_held",
-    "forget_declared_shapes", "one_line", "shapeless_outputs",
+    "forget_declared_shapes", "one_line",
 ]  # fmt: skip
 
 import os
@@ -89,13 +92,14 @@ def check_input_proto(
     checked: onnx.ModelProto | str = proto if path is None else os.fspath(path)
     if (path is None or not external) and _checks_alike(proto, weights):
         checked = copy
-    shapeless = shapeless_outputs(proto.graph)
+    shapeless = _shapeless_outputs(proto.graph)
+    checked_proto = checked if isinstance(checked, onnx.ModelProto) else proto
     try:
         onnx.checker.check_model(checked, full_check=False)
     except (onnx.checker.ValidationError, ValueError) as error:
         found: Exception | None = error
         if shapeless and "Field 'shape' of 'type' is required" in str(error):
-            found = _error_but_shapeless_outputs(proto, shapeless)
+            found = _error_but_shapeless_outputs(checked_proto, shapeless)
         if found is not None:
             raise InvalidModelError(
                 f"{where}: the input model itself is invalid, the ONNX checker rejects it: "
@@ -138,7 +142,7 @@ def check_input_proto(
         raise InvalidModelError(f"{where}: the input model itself is invalid: {problem}")
 
 
-def shapeless_outputs(graph: onnx.GraphProto) -> list[str]:
+def _shapeless_outputs(graph: onnx.GraphProto) -> list[str]:
     """The main graph's tensor outputs declared with an element type but no shape (the
     checker requires a shape; PyTorch's TorchScript exporter writes none where it lost the
     rank)."""
