@@ -4,7 +4,10 @@ onnx_ir re-serializes what it reads: a duplicated attribute collapses to one, a 
 initializer disappears. So the model is checked as the protobuf that was parsed:
 
 1. the ONNX checker (structure: attributes, names, opsets, node specs); with the model's path
-   when there is one, so that external data is looked up in the model's folder;
+   when there is one, so that external data is looked up in the model's folder. An output of
+   the main graph declared with no shape, which the checker requires, is let through when the
+   model passes without it: the lowering declares its rank or refuses it
+   (`seqlower.output_ranks`);
 2. ONNX type and shape inference in strict mode, with type checking (what `full_check` adds):
    a sequence given where an operator wants a tensor, branches of different types, a split
    whose sizes do not add up to a known dimension. Declared shapes of intermediate values
@@ -89,13 +92,20 @@ def check_input_proto(
     checked: onnx.ModelProto | str = proto if path is None else os.fspath(path)
     if (path is None or not external) and _checks_alike(proto, weights):
         checked = copy
+    shapeless = _shapeless_outputs(proto.graph)
+    checked_proto = checked if isinstance(checked, onnx.ModelProto) else proto
     try:
         onnx.checker.check_model(checked, full_check=False)
     except (onnx.checker.ValidationError, ValueError) as error:
-        raise InvalidModelError(
-            f"{where}: the input model itself is invalid, the ONNX checker rejects it: "
-            f"{one_line(error)}{_shapeless_said(proto.graph, str(error))}"
-        ) from None
+        found: Exception | None = error
+        if shapeless and "Field 'shape' of 'type' is required" in str(error):
+            found = _error_but_shapeless_outputs(checked_proto, shapeless)
+        if found is not None:
+            raise InvalidModelError(
+                f"{where}: the input model itself is invalid, the ONNX checker rejects it: "
+                f"{one_line(found)}{_shapeless_said(proto.graph, str(found))}"
+            ) from None
+        _drop_outputs(copy.graph, shapeless)  # declared after lowering (`output_ranks`)
     if (too_many := too_many_inlined(proto)) is not None:  # before inference, which inlines
         raise ModelInputError(f"{where}: {too_many}")
     if (long_shape := long_shape_read(proto.graph)) is not None:  # before any inference
@@ -130,6 +140,37 @@ def check_input_proto(
     problem = static_problem(proto.graph, values) or loop_condition_problem(proto.graph, values)
     if problem is not None:
         raise InvalidModelError(f"{where}: the input model itself is invalid: {problem}")
+
+
+def _shapeless_outputs(graph: onnx.GraphProto) -> list[str]:
+    """The main graph's tensor outputs declared with an element type but no shape (the
+    checker requires a shape; PyTorch's TorchScript exporter writes none where it lost the
+    rank)."""
+    return [
+        value.name
+        for value in graph.output
+        if value.type.HasField("tensor_type") and not value.type.tensor_type.HasField("shape")
+    ]
+
+
+def _error_but_shapeless_outputs(proto: onnx.ModelProto, shapeless: list[str]) -> Exception | None:
+    """What the checker finds in the model without its `shapeless` outputs, if anything. A
+    model it then passes is lowered, and each such output declared with the rank seqlower
+    proves (`seqlower.output_ranks`), or refused there."""
+    pruned = onnx.ModelProto()
+    pruned.CopyFrom(proto)
+    _drop_outputs(pruned.graph, shapeless)
+    try:
+        onnx.checker.check_model(pruned, full_check=False)
+    except (onnx.checker.ValidationError, ValueError) as error:
+        return error
+    return None
+
+
+def _drop_outputs(graph: onnx.GraphProto, names: list[str]) -> None:
+    kept = [value for value in graph.output if value.name not in names]
+    del graph.output[:]
+    graph.output.extend(kept)
 
 
 def _shapeless_said(graph: onnx.GraphProto, error: str) -> str:

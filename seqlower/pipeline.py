@@ -31,6 +31,7 @@ from seqlower.errors import InvalidModelError, SeqlowerError
 from seqlower.io import ModelSource, load_model
 from seqlower.ops import is_sequence_value, iter_all_nodes, quoted_node
 from seqlower.options import OPENVINO_LOOP_TARGETS, SPEED_FIRST_TARGETS, Options, options_with
+from seqlower.output_ranks import declare_output_ranks, shapeless_outputs
 from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
 from seqlower.passes.broadcast_unsqueeze import drop_broadcast_unsqueezes
 from seqlower.passes.condition_declarations import match_loop_condition_declarations
@@ -169,6 +170,7 @@ def lower_in_place(
             original = functools.partial(_same, model.clone())  # `model` is about to change
         collector.settle()  # the model as given: live until the end
         nodes_before = _node_count(model)
+        shapeless = shapeless_outputs(model)  # the checker requires a shape: declared at the end
         deadline = Deadline(options.time_limit)  # the clock starts here
         result = _lower(model, options, rules, _settling(after_pass, collector), original, deadline)
         grown = _partly_lowered_and_grown(options, result, nodes_before, deadline)
@@ -181,6 +183,11 @@ def lower_in_place(
                 f"the time limit of {deadline.seconds:g} s was reached: the model is lowered "
                 "only as far as the rewrites done by then (a larger --time-limit, or "
                 "time_limit= in Python, lowers more)"
+            )
+        for name, rank in declare_output_ranks(result.model, shapeless).items():
+            result.report.warnings.append(
+                f"the output '{name}' is declared with no shape (the ONNX checker requires one):"
+                f" the lowered model declares it of rank {rank}, which seqlower proves"
             )
         result.report.nodes_before = nodes_before
         result.report.nodes_after = _node_count(result.model)

@@ -491,12 +491,6 @@ def openvino_forms(text: str, opset: int = 18, **options) -> tuple[onnx.ModelPro
     return proto, workaround.remade
 
 
-# committed exports the ONNX checker rejects as exported (seqlower refuses them as invalid
-# input, tests/test_torch_holdout.py checks how): left out where every fixture is lowered
+# committed exports the ONNX checker rejects as exported, for an output declared with no shape
+# (seqlower lowers them and declares the rank it proves: tests/test_torch_holdout.py checks how)
 CHECKER_REJECTS_EXPORT = frozenset({("torch_holdout", "ctc_prefix_beam_search")})
-
-
-def lowerable_fixture(path: pathlib.Path) -> bool:
-    """Whether the fixture model at `path` (`<set>/<case>/model.onnx`) is one seqlower lowers:
-    not an export the ONNX checker rejects."""
-    return (path.parent.parent.name, path.parent.name) not in CHECKER_REJECTS_EXPORT

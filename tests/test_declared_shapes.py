@@ -20,7 +20,6 @@ import pytest
 from support import (
     declared_shape_mismatches,
     lower,
-    lowerable_fixture,
     parse,
     read_tensor,
     run_ort,
@@ -30,11 +29,7 @@ import seqlower
 from seqlower.passes.chunked_inference import hide_overridable_initializers
 
 ROOT = pathlib.Path(__file__).parent.parent
-FIXTURES = [
-    path
-    for path in sorted((ROOT / "tests" / "fixtures").glob("*/*/model.onnx"))
-    if lowerable_fixture(path)
-]
+FIXTURES = sorted((ROOT / "tests" / "fixtures").glob("*/*/model.onnx"))
 LOOSE_MODELS = sorted((ROOT / "tests" / "fixtures").glob("*/*.onnx")) + sorted(
     (ROOT / "examples").glob("*.onnx")
 )

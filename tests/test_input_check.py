@@ -488,20 +488,37 @@ def _sum_of_a_list(score_shape: list[int] | None) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def test_an_output_without_a_shape_is_named_and_declaring_its_rank_is_enough():
+def test_an_output_without_a_shape_is_let_through_and_declared_with_its_proved_rank():
     # the checker requires a shape of the model's inputs and outputs (onnxruntime does not)
     model = _sum_of_a_list(None)
+    with pytest.raises(onnx.checker.ValidationError, match="Field 'shape' of 'type'"):
+        onnx.checker.check_model(model)
+    check_input_proto(model, "m.onnx")  # the only complaint: the lowering declares the rank
+    x = np.array([1.5, -4.0], np.float32)
+    for declared in (False, True):  # as exported, and with the rank declared (a scalar)
+        if declared:
+            model.graph.output[0].type.tensor_type.shape.SetInParent()
+        lowered, report = seqlower.optimize(model)
+        onnx.checker.check_model(lowered, full_check=True)
+        assert lowered.graph.output[0].type.tensor_type.HasField("shape")
+        assert len(lowered.graph.output[0].type.tensor_type.shape.dim) == 0
+        said = [w for w in report.warnings if "'score'" in w]
+        if declared:
+            assert not said, said
+        else:  # the report says what the lowering declared
+            assert len(said) == 1 and "rank 0" in said[0], said
+        assert not [n for n in lowered.graph.node if "Sequence" in n.op_type]
+        providers = ["CPUExecutionProvider"]
+        session = ort.InferenceSession(lowered.SerializeToString(), providers=providers)
+        assert session.run(None, {"x": x})[0] == np.float32(-5.0)
+
+
+def test_an_input_without_a_shape_is_named_with_the_hint():
+    model = _sum_of_a_list([])
+    model.graph.input[0].type.tensor_type.ClearField("shape")
     with pytest.raises(InvalidModelError) as refused:
         check_input_proto(model, "m.onnx")
     said = str(refused.value)
     assert "Field 'shape' of 'type' is required but missing" in said
-    assert "output 'score' of the model declares an element type but no shape" in said
+    assert "input 'x' of the model declares an element type but no shape" in said
     assert "\n" not in said
-    # the hint followed: the rank declared (a scalar: an empty shape), the model is lowered
-    model.graph.output[0].type.tensor_type.shape.SetInParent()
-    check_input_proto(model, "m.onnx")
-    lowered, _ = seqlower.optimize(model)
-    assert not [n for n in lowered.graph.node if "Sequence" in n.op_type]
-    x = np.array([1.5, -4.0], np.float32)
-    session = ort.InferenceSession(lowered.SerializeToString(), providers=["CPUExecutionProvider"])
-    assert session.run(None, {"x": x})[0] == np.float32(-5.0)

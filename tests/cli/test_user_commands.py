@@ -174,12 +174,7 @@ def test_warnings_name_loops_the_lowering_made_by_the_users_node() -> None:
 # -- every name the summary counts is one `seqlower rules` lists ---------------------------------
 
 # every PyTorch export, the ones seqlower was not tuned on included
-FIXTURES = [
-    path
-    for path in sorted((ROOT / "tests" / "fixtures").glob("*/*/model.onnx"))
-    # not the export the ONNX checker rejects (tests/support.py, CHECKER_REJECTS_EXPORT)
-    if path.parent.name != "ctc_prefix_beam_search"
-]
+FIXTURES = sorted((ROOT / "tests" / "fixtures").glob("*/*/model.onnx"))
 
 
 def test_every_rule_the_summary_names_is_listed_by_seqlower_rules(tmp_path) -> None:
