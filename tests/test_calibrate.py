@@ -105,16 +105,12 @@ def _first_data_set(case: Path) -> dict[str, np.ndarray]:
     return feeds
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: with the list of ragged levels kept as a sequence, the loop reading it "
-    "is lowered to a scan output, which onnxruntime requires of one shape per iteration",
-)
 def test_every_mixed_form_of_the_levels_export_runs_as_the_original_does():
     """`torch_recent/mmdet_levels_to_images` with its levels' SequenceConstruct (region 0) or
-    the loop flattening each level (region 1) kept as given and the rest lowered fails in
-    onnxruntime (`Inconsistent shape in loop output`); `--target onnxruntime` lowers it
-    everywhere, so no lowering it returns has that form."""
+    the loop flattening each level (region 1) kept as given and the rest lowered: the loop
+    appending each flattened level (8x8, 4x4, 2x2 maps: a middle dim that differs per level)
+    must not become a scan output, which onnxruntime requires of one shape per iteration
+    (`Inconsistent shape in loop output`)."""
     case = FIXTURES.parent / "torch_recent" / "mmdet_levels_to_images"
     original = onnx.load(case / "model.onnx")
     _, forms = region_forms(case / "model.onnx", Options(target="onnxruntime"))

@@ -135,6 +135,14 @@ def fixed(shape: ShapeFact) -> bool:
     return shape == INVARIANT or (isinstance(shape, tuple) and not any(d is None for d in shape))
 
 
+def _fixed_for_loop(a: LoopShapes, shape: ShapeFact) -> bool:
+    """`fixed`, and no dim a size that changes between iterations (the dims the shape rules
+    read through `LoopShapes.input_shape` may be sizes of this iteration's element of a list)."""
+    return fixed(shape) and not (
+        isinstance(shape, tuple) and any(d is not None and a.varies(d) for d in shape)
+    )
+
+
 def merge(a: ShapeFact, b: ShapeFact) -> ShapeFact:
     """The shape of a value that is `a` in some iterations and `b` in others."""
     if not (isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b)):
@@ -547,7 +555,9 @@ def _reshape(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
         length = _static_length(a, node.inputs[1])
         return [(None,) * length if length is not None else None]
     if isinstance(data, tuple):
-        same = fixed(data) and a.invariant_value(node.inputs[1])
+        # x's dims fixed for the loop: not sizes of an element read from a list of unequal
+        # elements (`_exact`), whose unknown entries would change between iterations too
+        same = _fixed_for_loop(a, data) and a.invariant_value(node.inputs[1])
         return [_reshape_known(a, node, data, target, allow_zero, same)]
     # x's shape fixed for the loop (INVARIANT) and T the same in every iteration: so is each
     # dim, a symbol of its own where T does not give it
@@ -793,7 +803,7 @@ def _slice(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
             # loop only where the input's dim is (a slice of a dim that changes may change)
             return (
                 tuple(
-                    None if d is None else sym.symbol(("slice", id(node), i))
+                    None if d is None or a.varies(d) else sym.symbol(("slice", id(node), i))
                     for i, d in enumerate(data)
                 )
                 if fixed
@@ -805,7 +815,7 @@ def _slice(a: LoopShapes, node: ir.Node) -> list[ShapeFact]:
             size = None
             if starts is not None and ends is not None:
                 size = _slice_size(a, data[k], starts[j], ends[j], steps[j] if steps else 1)
-            if size is None and fixed and data[k] is not None:
+            if size is None and fixed and data[k] is not None and not a.varies(data[k]):
                 # fixed bounds on a dim fixed for the loop; not on a dim that changes
                 size = sym.symbol(("slice", id(node), k))
             dims[k] = size
