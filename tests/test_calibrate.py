@@ -9,8 +9,15 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnx_ir as ir
-import pytest
-from support import assert_same_outputs, lower, parse, sequence_op_counts
+import onnxruntime as ort
+from support import (
+    assert_outputs_equal,
+    assert_same_outputs,
+    lower,
+    parse,
+    run_ort,
+    sequence_op_counts,
+)
 from test_speed_first import CHUNKS_READ_IN_A_LOOP
 
 from bench.calibrate import _picks_lowered, agreement, line
@@ -115,5 +122,24 @@ def test_every_mixed_form_of_the_levels_export_runs_as_the_original_does():
     original = onnx.load(case / "model.onnx")
     _, forms = region_forms(case / "model.onnx", Options(target="onnxruntime"))
     feeds = _first_data_set(case)
+    expected = run_ort(original, feeds)
     for form in forms:
-        assert_same_outputs(original, ir.to_proto(form.kept), feeds)
+        assert_outputs_equal(expected, _run_without_conv_fusion(ir.to_proto(form.kept), feeds))
+
+
+def _run_without_conv_fusion(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list:
+    """`run_ort`, but onnxruntime 1.20 loads `model` without its ConvActivationFusion: loading
+    the form with region 1 kept, that fusion aborts the process (a failed assertion in
+    onnxruntime 1.20.0, with or without the scan-output fix; 1.32.0 loads it). Versions between
+    were not tried."""
+    if tuple(int(part) for part in ort.__version__.split(".")[:2]) > (1, 20):
+        return run_ort(model, feeds)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(
+        model.SerializeToString(),
+        options,
+        providers=["CPUExecutionProvider"],
+        disabled_optimizers=["ConvActivationFusion"],
+    )
+    return session.run(None, feeds)
