@@ -171,6 +171,11 @@ def infer_shapes(model: ir.Model) -> None:
     `region_inference.ShapeStamp` is written on the model: the lowering may then infer only
     the nodes it rewrote.
 
+    The contents of shape arguments folded by an earlier inference of the model are given at
+    once; one that no longer follows from the model's shapes (a rewrite lost the shapes it came
+    from) is forgotten and the shapes inferred again, so that the shapes declared are those a
+    lowering of the output would infer.
+
     Last, the ranks that inference could not give (in loop bodies, of elements read from lists)
     are declared (`declared_ranks`); the stamp then goes (inference alone would not give them)."""
     _infer_all_shapes(model)
