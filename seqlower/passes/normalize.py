@@ -171,6 +171,11 @@ def infer_shapes(model: ir.Model) -> None:
     `region_inference.ShapeStamp` is written on the model: the lowering may then infer only
     the nodes it rewrote.
 
+    The contents of shape arguments folded by an earlier inference of the model are given at
+    once; one that no longer follows from the model's shapes (a rewrite lost the shapes it came
+    from) is forgotten and the shapes inferred again, so that the shapes declared are those a
+    lowering of the output would infer.
+
     Last, the ranks that inference could not give (in loop bodies, of elements read from lists)
     are declared (`declared_ranks`); the stamp then goes (inference alone would not give them)."""
     _infer_all_shapes(model)
@@ -179,6 +184,38 @@ def infer_shapes(model: ir.Model) -> None:
 
 
 def _infer_all_shapes(model: ir.Model) -> None:
+    _infer_with_folded(model)
+    # a content folded before a rewrite may be true and yet no longer follow from the model:
+    # the shapes it came from were lost (a list's elements, now rows a Loop grows by Concat,
+    # whose dims ONNX inference does not carry). A second lowering, which starts with nothing
+    # folded, could not give the shapes it gave: it is forgotten, and the shapes inferred again
+    while _drop_underivable_folded(model):
+        _infer_with_folded(model)
+
+
+def _drop_underivable_folded(model: ir.Model) -> bool:
+    """Forget each remembered content (`FOLDED_KEY`) of a value still read as a shape argument
+    that `StaticValues` cannot compute from the model's current shapes; True when one went."""
+    folded: dict[str, np.ndarray] = model.meta.get(FOLDED_KEY, {})
+    if not folded:
+        return False
+    values = StaticValues()
+    underivable: set[str] = set()
+    for graph in iter_all_graphs(model):
+        for node in graph_nodes(graph):
+            if node.domain != "" or node.op_type not in SHAPE_ARGUMENTS:
+                continue
+            for i in SHAPE_ARGUMENTS[node.op_type]:
+                value = node.inputs[i] if i < len(node.inputs) else None
+                if value is not None and value.name in folded and values.get(value) is None:
+                    underivable.add(value.name)
+    if not underivable:
+        return False
+    model.meta[FOLDED_KEY] = {k: v for k, v in folded.items() if k not in underivable}
+    return True
+
+
+def _infer_with_folded(model: ir.Model) -> None:
     region_inference.forget_stamp(model)
     loops, shape_readers, carriers = _clear_shapes(model)
     for loop in loops:

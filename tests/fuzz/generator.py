@@ -280,6 +280,30 @@ class _Generator:
             self.sinks.append(tensor)
         return tensor
 
+    def typed_unlike(self, seq: Seq) -> set[int]:
+        """The axes (negative) at which ONNX shape inference gives the elements of `seq` (a list
+        of the main graph) a dim that some element does not have (all of them when it gives
+        another rank): it reads a loop-built list's element shape from its initial value, so a
+        map body must not rely on those dims (a MatMul's inner dim)."""
+        graph = helper.make_graph(self.node_stack[0], "probe", self.inputs, [], self.initializers)
+        probe = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
+        try:
+            inferred = onnx.shape_inference.infer_shapes(probe, strict_mode=False)
+        except Exception:
+            return set()
+        found = [v for v in inferred.graph.value_info if v.name == seq.name]
+        if not found or not found[0].type.sequence_type.elem_type.tensor_type.HasField("shape"):
+            return set()
+        dims = found[0].type.sequence_type.elem_type.tensor_type.shape.dim
+        declared = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+        if any(len(declared) != e.ndim for e in seq.elements):
+            return set(range(-max(max(e.ndim for e in seq.elements), len(declared)), 0))
+        return {
+            axis - len(declared)
+            for axis, d in enumerate(declared)
+            if d is not None and any(e.shape[axis] != d for e in seq.elements)
+        }
+
     def add_seq(self, name: str, elements: list[np.ndarray], dtype: np.dtype) -> Seq:
         seq = Seq(name, [np.asarray(e) for e in elements], np.dtype(dtype))
         self.seqs.append(seq)
@@ -1358,6 +1382,9 @@ class _MapBody:
         self.rng = gen.rng
         self.seq = seq
         self.n = len(seq.elements)
+        # the axes of the body's current value where ONNX inference's dims contradict the
+        # values: no MatMul over such an inner dim
+        self.unlike = gen.typed_unlike(seq) if len(gen.node_stack) == 1 else set()
 
     def emit(self) -> bool:
         gen, seq = self.gen, self.seq
@@ -1457,7 +1484,7 @@ class _MapBody:
                 and extra[1][0].dtype == dtype
             ):
                 choices += ["binary", "binary"]
-            if min(ranks) >= 1 and len(last_dims) == 1:
+            if min(ranks) >= 1 and len(last_dims) == 1 and -1 not in self.unlike:
                 choices += ["matmul", "matmul"]
             if min(ranks) >= 1:
                 choices.append("transpose")
@@ -1467,6 +1494,11 @@ class _MapBody:
                 choices.append("nested")
         kind = rng.choice(choices)
         gen.feature(f"map-body-{kind}")
+        if self.unlike and kind == "transpose" and len(ranks) == 1:
+            (rank,) = ranks
+            self.unlike = {-1 - rank - axis for axis in self.unlike}
+        elif self.unlike and kind in ("transpose", "reduce"):  # axes may move: all of them
+            self.unlike = set(range(-max(ranks), 0))
         if dtype == np.float16:
             gen.ort_may_reject = gen.ort_may_reject or "float16 ops in a SequenceMap body"
         if kind == "unary":
