@@ -66,9 +66,8 @@ def fold_integer_ceils(model: ir.Model) -> int:
                 continue
             if node.outputs[0].is_graph_output() or node.inputs[0] is None:
                 continue
-            made = _integer_float(node.inputs[0])
-            if made is not None:
-                node.outputs[0].replace_all_uses_with(made)
+            if _float_cast(node.inputs[0]) is not None:  # first form: already an integer
+                node.outputs[0].replace_all_uses_with(node.inputs[0])
                 rewritten.append(node)
                 continue
             found = _count_down(node.inputs[0], values)
@@ -105,11 +104,6 @@ def _float_cast(value: ir.Value) -> tuple[ir.Value, ir.DataType] | None:
     if to not in _FLOATS or source is None or source.dtype not in _INTEGERS:
         return None
     return source, to
-
-
-def _integer_float(value: ir.Value) -> ir.Value | None:
-    """`value` itself, when it is a float made from an integer (first form)."""
-    return value if _float_cast(value) is not None else None
 
 
 def _count_down(value: ir.Value, values: StaticValues) -> tuple[ir.Value, ir.DataType] | None:
