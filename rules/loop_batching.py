@@ -88,6 +88,7 @@ import onnx_ir as ir
 from seqlower.analysis.carried_rows import at_least_iterations, counts_iterations
 from seqlower.analysis.facts import element_dtype
 from seqlower.analysis.loop_shapes import LoopShapes
+from seqlower.analysis.lower_bounds import lower_bound
 from seqlower.analysis.provenance import split_source
 from seqlower.analysis.static_values import StaticValues
 from seqlower.batching.body import BodyPlan, emit_body, plan_region
@@ -1009,6 +1010,13 @@ def _rows_of_acc_when_empty(terms: ir.Value, initial: ir.Value, builder: Builder
     return safe
 
 
+def _runs_once(count: ir.Value, ctx: Context) -> bool:
+    """Whether the trip count `count` of a loop that runs all its iterations is proved at
+    least one (`seqlower.analysis.lower_bounds`: `Min(i + 1, 4)` coefficients in the i-th
+    step of a sampling loop), so that the batched terms hold at least one row."""
+    return (lower_bound(count, ctx.facts.values, ctx.facts.list_lengths().owner) or 0) >= 1
+
+
 def _summed(
     node: ir.Node, running: RunningSum, initial: ir.Value, terms: ir.Value, ctx: Context
 ) -> ir.Value:
@@ -1016,10 +1024,16 @@ def _summed(
     If(M > 0, then: Add(acc0, ReduceSum(terms, axis 0)), else: acc0). A loop of no iteration
     keeps acc0, where the sum of a stack of no term gives zeros of whatever dims the stack has
     (see `_rows_of_acc_when_empty`, whose Reshape to [0, *acc] took seven launches, about
-    4 us per loop against the If's 1.4 us, onnxruntime 1.32 CPU)."""
+    4 us per loop against the If's 1.4 us, onnxruntime 1.32 CPU). Where M >= 1 is proved
+    (`_runs_once`), the first branch alone."""
     builder = ctx.rewriter.before(node)
     count = node.inputs[0]
     assert count is not None
+    if _runs_once(count, ctx):  # the If would always take its first branch
+        total = builder.op("ReduceSum", [terms, builder.ints([0], "batch_axes")], {"keepdims": 0})
+        total = builder.op("Add", [initial, total], name="running_sum")
+        total.type, total.shape = initial.type, running.update.shape
+        return total
     zero = builder.constant(np.array(0, dtype=count.dtype.numpy() if count.dtype else np.int64))
     runs = builder.op("Greater", [count, zero], name="runs")
     then = ctx.rewriter.new_graph(f"{builder.hint}_summed", builder.opset)
@@ -1223,6 +1237,8 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     Gather(y, i) with the rows of y not known to be M
     -> Slice(y, 0, M + Gather([0], Max(M - rows(y), 0)))"""
     builder = ctx.rewriter.before(node)
+    trips = node.inputs[0]
+    assert trips is not None
     count = _runs(node, plan, ctx, builder)
     # the trip count as a Slice end: where the stacks are cut to it, and for values read late
     end = None
@@ -1307,7 +1323,7 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
                 node.outputs[running.index], _summed(node, running, initial, terms, ctx)
             )
             continue
-        if not _rows_like_acc(terms, initial, plan.count):
+        if not _rows_like_acc(terms, initial, plan.count) and not _runs_once(trips, ctx):
             terms = _rows_of_acc_when_empty(terms, initial, builder)
         if running.op != "Add":
             ctx.rewriter.replace(
