@@ -88,7 +88,7 @@ import onnx_ir as ir
 from seqlower.analysis.carried_rows import at_least_iterations, counts_iterations
 from seqlower.analysis.facts import element_dtype
 from seqlower.analysis.loop_shapes import LoopShapes
-from seqlower.analysis.lower_bounds import lower_bound
+from seqlower.analysis.lower_bounds import dim_lower_bound, lower_bound, value_bounds
 from seqlower.analysis.provenance import split_source
 from seqlower.analysis.static_values import StaticValues
 from seqlower.batching.body import BodyPlan, emit_body, plan_region
@@ -339,12 +339,18 @@ def _rows_at_least(read: Read, count: ir.Value, ctx: Context) -> bool:
     M of rows along a, M the iteration number of an enclosing loop: x grows by at least one
     row per iteration of that loop (`seqlower.analysis.carried_rows`), or that loop's trip
     count is a minimum one of whose terms is x's dim a (i < that trip count <= the dim); or M
-    is the loop's own trip count, at most x's dim a (`_count_bounds`)."""
+    is the loop's own trip count, at most x's dim a (`_count_bounds`), or at most a number
+    that x's dim a is at least (`seqlower.analysis.lower_bounds`: `Min(step + 1, 4)` rows of a
+    row of 4)."""
     source = read.node.inputs[0]
     assert source is not None and source.shape is not None  # as `_read` found it
     axis = read.node.attributes.get_int("axis", 0) % len(source.shape)
     lengths = ctx.facts.list_lengths()
     if at_least_iterations(count, source, axis, lengths.owner):
+        return True
+    found = value_bounds(count, ctx.facts.values, lengths.owner)
+    rows = dim_lower_bound(source, axis, ctx.facts.values, lengths.owner)
+    if found is not None and found[1] is not None and rows is not None and found[1] <= rows:
         return True
     bounds = _count_bounds(count, ctx)
     if bounds is not None and _dim_term(source, axis) in bounds:
@@ -925,6 +931,42 @@ def _iteration_numbers(builder: Builder, count: ir.Value) -> ir.Value:
     return numbers
 
 
+def _slice_counted_reads(numbers: ir.Value, ctx: Context) -> dict[ir.Value, ir.Value]:
+    """Gather(x, Range(0, M), axis=a) -> Slice(x, [0], [M], [a]) where 0 <= M <= dim a of x
+    is proved (`seqlower.analysis.lower_bounds`: the `Min(step + 1, 4)` coefficients of a row
+    of 4): the same rows, in one Slice and a Reshape of M where onnxruntime's optimizer makes
+    the Range and the Gather a Slice and three Unsqueezes. (Where M may pass the dim, the
+    Gather fails as an iteration would; a Slice would clamp.) Returns each Gather's result
+    and the Slice that replaced it."""
+    count = numbers.producer().inputs[1]  # type: ignore[union-attr]
+    owner = ctx.facts.list_lengths().owner
+    found = value_bounds(count, ctx.facts.values, owner)
+    replaced: dict[ir.Value, ir.Value] = {}
+    if count is None or found is None or found[0] < 0 or found[1] is None:
+        return replaced
+    for use in list(numbers.uses()):
+        gather = use.node
+        data = gather.inputs[0]
+        if gather.op_type != "Gather" or gather.domain != "" or use.idx != 1 or data is None:
+            continue
+        rank = None if data.shape is None else len(data.shape)
+        axis = gather.attributes.get_int("axis", 0)
+        if rank is None or not -rank <= axis < rank:
+            continue
+        axis %= rank
+        rows = dim_lower_bound(data, axis, ctx.facts.values, owner)
+        if rows is None or found[1] > rows:
+            continue
+        builder = ctx.rewriter.before(gather)
+        end = builder.op("Reshape", [count, builder.ints([1])], name="counted_end")
+        zero, at = builder.ints([0], "counted_start"), builder.ints([axis], "counted_axis")
+        sliced = builder.op("Slice", [data, zero, end, at], name="counted_rows")
+        sliced.type, sliced.shape = gather.outputs[0].type, gather.outputs[0].shape
+        ctx.rewriter.replace(gather.outputs[0], sliced)
+        replaced[gather.outputs[0]] = sliced
+    return replaced
+
+
 def _read_form(node: ir.Node, body: ir.Graph) -> bool:
     """Whether `node` reads element i of an outer list or tensor (`_read` checks the rest)."""
     index = body.inputs[0]
@@ -1313,6 +1355,9 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
         # read (cut to M where longer, checked where not proved at least M), or the model fails
         emitter.positions = numbers
     batched = emit_body(plan.body, arguments, emitter, plan.count)  # type: ignore[arg-type]
+    if plan.counter:
+        sliced = _slice_counted_reads(numbers, ctx)
+        batched = [sliced.get(value, value) for value in batched]
     results = dict(zip(plan.wanted, batched))
     for running in plan.sums:  # each final sum, and the prefix sums where they are read
         initial = node.inputs[2 + running.index]

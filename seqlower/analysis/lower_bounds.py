@@ -11,14 +11,15 @@ entries fits no memory); Add and Sub, the interval arithmetic, where both operan
 bounded above and below and the result cannot leave int64 (no wrap-around is assumed); Min
 and Max; Cast to a type holding the interval; Identity, Squeeze, Unsqueeze and Reshape (the
 same entries). A dim is its declared size, or is found through Size, Shape (one entry, or
-Gather of a constant position from it), Gather (the indices' dims or the data's) and Range of
-start 0 and step 1 (max(limit, 0) numbers); elementwise unary ops keep their input's dims.
+Gather of a constant position from it), Gather (the indices' dims or the data's), Range of
+start 0 and step 1 (max(limit, 0) numbers) and Slice from 0 by 1 to an end never negative
+(min(end, dim)); elementwise unary ops keep their input's dims.
 Anything else has no bound (None).
 """
 
 from __future__ import annotations
 
-__all__ = ["lower_bound"]
+__all__ = ["dim_lower_bound", "lower_bound", "value_bounds"]
 
 from collections.abc import Callable
 
@@ -52,6 +53,20 @@ def lower_bound(value: ir.Value | None, values: StaticValues, owner: Owner) -> i
     iteration number is known as one)."""
     found = _Bounds(values, owner).interval(value, 0)
     return None if found is None else found[0]
+
+
+def value_bounds(
+    value: ir.Value | None, values: StaticValues, owner: Owner
+) -> tuple[int, int | None] | None:
+    """[low, high] every entry of `value` is proved to lie in (high None: not bounded above),
+    or None."""
+    return _Bounds(values, owner).interval(value, 0)
+
+
+def dim_lower_bound(data: ir.Value, axis: int, values: StaticValues, owner: Owner) -> int | None:
+    """An int that dim `axis` of `data` is proved at least (0 where nothing more is known),
+    or None where its rank is not known."""
+    return _Bounds(values, owner).dim(data, axis, 0)
 
 
 class _Bounds:
@@ -154,9 +169,36 @@ class _Bounds:
             if axis < where + indices:
                 return self.dim(ins[1], axis - where, deeper)
             return self.dim(ins[0], axis - indices + 1, deeper)
+        if op == "Slice" and len(ins) >= 3:
+            return self._sliced(node, axis, deeper)
         if op in _SAME_DIMS and ins:
             return self.dim(ins[0], axis, deeper)
         return 0
+
+    def _sliced(self, node: ir.Node, axis: int, depth: int) -> int | None:
+        """Dim `axis` of Slice(x, 0.., ends, axes, 1..): min(end, dim) where end >= 0, the
+        other axes x's own."""
+        ins = node.inputs
+        rank = _rank(ins[0])
+        given = ins[3] if len(ins) > 3 else None
+        axes = list(range(rank or 0)) if given is None else self.values.get_ints(given)
+        if rank is None or axes is None:
+            return 0
+        sliced = [a + rank if a < 0 else a for a in axes]
+        if axis not in sliced:
+            return self.dim(ins[0], axis, depth)
+        starts = self.values.get_ints(ins[1])
+        steps = self.values.get_ints(ins[4]) if len(ins) > 4 and ins[4] is not None else None
+        position = sliced.index(axis)
+        if starts is None or position >= len(starts) or starts[position] != 0:
+            return 0
+        if steps is not None and (position >= len(steps) or steps[position] != 1):
+            return 0
+        ends = self.interval(ins[2], depth)  # every entry of ends at least its low
+        whole = self.dim(ins[0], axis, depth)
+        if ends is None or ends[0] < 0 or whole is None:
+            return 0
+        return min(ends[0], whole)
 
     def _iteration_number(self, value: ir.Value) -> bool:
         graph = value.graph

@@ -19,12 +19,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from support import assert_same_or_both_fail, lower, op_counts, parse, run_ort
+from support import (
+    assert_same_or_both_fail,
+    lower,
+    op_counts,
+    parse,
+    proto_graphs,
+    run_ort,
+)
 
 RNG = np.random.default_rng(11)
 
-# the sum starts from zeros of the sample's run-time dims
-LMS = """g ({t}[N,D] x, {t}[C] cs, int64 n, {t}[D] s0) => ({t}[?] s_out) {{
+# the sum starts from zeros of the sample's run-time dims; the coefficients of a step are a row
+# of a table
+LMS = """g ({t}[N,D] x, {t}[S,{order}] table, int64 n, {t}[D] s0) => ({t}[?] s_out) {{
     t = Constant<value = bool {{1}}>()
     s_out = Loop(n, t, s0) <body = outer (int64 i, bool c, {t}[?] s) => (bool c2, {t}[?] s2) {{
         c2 = Identity(c)
@@ -32,6 +40,7 @@ LMS = """g ({t}[N,D] x, {t}[C] cs, int64 n, {t}[D] s0) => ({t}[?] s_out) {{
         four = Constant<value = int64 {{4}}>()
         i1 = Add(i, one)
         m = Min(i1, four)
+        cs = Gather(table, i)
         xs = SplitToSequence<axis = 0, keepdims = 0>(x)
         nx = SequenceLength(xs)
         k0 = Sub(nx, one)
@@ -78,8 +87,15 @@ MAYBE_NONE = ("i1 = Add(i, one)", "i1 = Identity(i)")  # min(step, 4): none in t
 DTYPES = {"float": np.float32, "double": np.float64, "float16": np.float16}
 
 
-def lms(dtype: str = "float") -> str:
-    return LMS.format(t=dtype)
+def lms(dtype: str = "float", order: int = 4, inner_row: bool = False) -> str:
+    """`order` coefficients in each row of the table, for min(step + 1, 4) terms; the row of
+    the step read before the inner loop, or in its body (`inner_row`)."""
+    text = LMS.format(t=dtype, order=order)
+    if inner_row:
+        text = text.replace("        cs = Gather(table, i)\n", "")
+        read = "cs = Gather(table, i)\n            cj = Gather(cs, j)"
+        text = text.replace("cj = Gather(cs, j)", read)
+    return text
 
 
 def feeds(rows: int, width: int, coefficients: int, steps: int, dtype=np.float32) -> dict:
@@ -89,6 +105,20 @@ def feeds(rows: int, width: int, coefficients: int, steps: int, dtype=np.float32
         "n": np.array(steps, np.int64),
         "s0": RNG.standard_normal(width).astype(dtype),
     }
+
+
+def lms_feeds(rows: int, order: int, table: int, steps: int, dtype=np.float32) -> dict:
+    return {
+        "x": RNG.standard_normal((rows, 3)).astype(dtype),
+        "table": RNG.standard_normal((table, order)).astype(dtype),
+        "n": np.array(steps, np.int64),
+        "s0": RNG.standard_normal(3).astype(dtype),
+    }
+
+
+def reads_of(model, name: str) -> list[str]:
+    """The operators that read the value `name`, in every graph."""
+    return [n.op_type for g in proto_graphs(model.graph) for n in g.node if name in n.input]
 
 
 # -- what it emits ---------------------------------------------------------------------------
@@ -101,6 +131,46 @@ def test_a_sum_of_at_least_one_term_needs_no_if():
     assert counts["Loop"] == 1  # the sampling loop only
     assert counts["If"] == 0 and counts["Greater"] == 0
     assert counts["ReduceSum"] == 1
+
+
+def named(model, part: str) -> list:
+    """The nodes of every graph whose name holds `part`."""
+    return [n for g in proto_graphs(model.graph) for n in g.node if part in n.name]
+
+
+def test_coefficients_read_within_their_row_need_no_check():
+    """cs = table[step] has 4 entries, M = min(step + 1, 4) <= 4: the rows read are cs[:M],
+    with no check that M passes the row."""
+    lowered, _ = lower(parse(lms()))
+    assert reads_of(lowered, "cs") == ["Slice"]
+    assert not named(lowered, "rows_check")
+
+
+def test_coefficients_that_may_run_past_the_row_keep_the_check():
+    """Rows of 3 coefficients, up to 4 terms: not proved within the row, so the read keeps
+    loop-batch's check (the Slice end fails where an iteration would read past the row)."""
+    lowered, _ = lower(parse(lms(order=3)))
+    assert len(named(lowered, "rows_check")) == 1
+
+
+def test_the_coefficients_gathered_in_the_body_are_a_slice_of_their_row():
+    """Gather(row, Range(0, M)) for M = min(step + 1, 4) <= 4, the row's length (the row
+    computed in the body, as TorchScript exports `coeffs[step, o]`): the first M entries,
+    Slice(row, 0, M), one Slice and a Reshape of M where onnxruntime's optimizer makes the
+    Range and the Gather a Slice of three Unsqueezes."""
+    lowered, _ = lower(parse(lms(inner_row=True)))
+    (sliced,) = named(lowered, "counted_rows")
+    assert sliced.op_type == "Slice"
+    # len(xs) (a dim of x), table[step] and the reversed reads only
+    assert op_counts(lowered)["Gather"] == 3
+
+
+def test_coefficients_gathered_past_their_row_stay_a_gather():
+    """Rows of 3, up to 4 terms: Gather(row, Range(0, M)) fails where an iteration would
+    read past the row (a Slice would clamp)."""
+    lowered, _ = lower(parse(lms(order=3, inner_row=True)))
+    assert not named(lowered, "counted_rows")
+    assert op_counts(lowered)["Gather"] == 4
 
 
 def test_a_static_sum_of_at_least_one_term_needs_no_reshape_of_the_terms():
@@ -138,26 +208,30 @@ def test_the_onnxruntime_target_still_keeps_the_loop_of_a_sum_of_run_time_dims()
 
 
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
+@pytest.mark.parametrize("inner_row", [False, True])
 @pytest.mark.parametrize("maybe_none", [False, True])
 @pytest.mark.parametrize(
-    ("rows", "coefficients", "steps"),
+    ("rows", "order", "table", "steps"),
     [
-        (4, 4, 0),  # no step: the sampling loop runs nothing
-        (4, 4, 1),  # one coefficient
-        (4, 4, 7),  # 4 coefficients from the fourth step on
-        (4, 4, -2),  # a negative count: no step
-        (1, 4, 2),  # xs[-1] of one row, then xs[-2]: both fail
-        (2, 2, 3),  # cs[2] in the third step: both fail
-        (5, 3, 2),
+        (4, 4, 9, 0),  # no step: the sampling loop runs nothing
+        (4, 4, 9, 1),  # one coefficient
+        (4, 4, 9, 7),  # 4 coefficients from the fourth step on
+        (4, 4, 9, -2),  # a negative count: no step
+        (1, 4, 9, 2),  # xs[-1] of one row, then xs[-2]: both fail
+        (4, 4, 2, 3),  # the table's row 2 in the third step: both fail
+        (5, 3, 9, 3),  # rows of 3 coefficients, 3 terms at most
+        (4, 3, 9, 5),  # rows of 3, the fourth term in the fourth step: both fail
     ],
 )
-def test_the_sum_computes_what_the_loops_compute(dtype, maybe_none, rows, coefficients, steps):
-    text = lms(dtype)
+def test_the_sum_computes_what_the_loops_compute(
+    dtype, inner_row, maybe_none, rows, order, table, steps
+):
+    text = lms(dtype, order, inner_row)
     if maybe_none:
         text = text.replace(*MAYBE_NONE)
     model = parse(text)
     lowered, _ = lower(model)
-    given = feeds(rows, 3, coefficients, steps, DTYPES[dtype])
+    given = lms_feeds(rows, order, table, steps, DTYPES[dtype])
     if dtype != "float16":
         assert_same_or_both_fail(model, lowered, given)
         return
@@ -165,7 +239,7 @@ def test_the_sum_computes_what_the_loops_compute(dtype, maybe_none, rows, coeffi
     # 7 steps), a few units in the last place apart (one is 2**-10 relative)
     try:
         (want,) = run_ort(model, given)
-    except Exception:
+    except Exception:  # onnxruntime raises its own error types
         with pytest.raises(Exception):  # noqa: B017
             run_ort(lowered, given)
         return
