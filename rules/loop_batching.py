@@ -110,7 +110,13 @@ from seqlower.rules.loop_parts import (
     single_append,
 )
 from seqlower.rules.loops import MAX_UNROLL, MAX_UNROLLED_NODES, unrolled_size
-from seqlower.rules.ragged_reads import RaggedChunks, ragged_chunks, reduced_by_segments
+from seqlower.rules.ragged_reads import (
+    RaggedChunks,
+    SplitCheck,
+    drop_spent_checks,
+    ragged_chunks,
+    reduced_by_segments,
+)
 from seqlower.rules.stacks import dims, merged_shape, moveaxis_to_front
 from seqlower.uses import use_count
 
@@ -1232,6 +1238,7 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     masks: dict[ir.Value, ir.Value] = {}
     segments: dict[ir.Value, Segments] = {}
     held: dict[ir.Value, ir.Value] = {}
+    checks: list[SplitCheck] = []  # chunks read through a Split that checks their sizes
     rows = Rows()
     joined_at = {
         tensor: dict(plan.joined)[k] for k, tensor in plan.appends if k in dict(plan.joined)
@@ -1256,7 +1263,7 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
             rows.add(chunk, chunk_rows, members)
         elif read.ragged is not None:  # the chunks gathered, padded to the largest, masked
             # the checked count of chunks is the trip count (never cut: `_check`)
-            stack, masks[chunk], count, held[masks[chunk]] = read.ragged.emit(builder)
+            stack, masks[chunk], count, held[masks[chunk]] = read.ragged.emit(builder, checks)
         elif read.node in plan.guarded:
             assert end is not None
             checked = read.node not in plan.bounded
@@ -1297,6 +1304,7 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
         # read (cut to M where longer, checked where not proved at least M), or the model fails
         emitter.positions = numbers
     batched = emit_body(plan.body, arguments, emitter, plan.count)  # type: ignore[arg-type]
+    drop_spent_checks(checks, batched)
     results = dict(zip(plan.wanted, batched))
     for running in plan.sums:  # each final sum, and the prefix sums where they are read
         initial = node.inputs[2 + running.index]
