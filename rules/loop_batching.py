@@ -92,6 +92,7 @@ from seqlower.analysis.provenance import split_source
 from seqlower.analysis.static_values import StaticValues
 from seqlower.batching.body import BodyPlan, emit_body, plan_region
 from seqlower.batching.core import Emitter, Operand
+from seqlower.batching.means import drop_unread_clamps
 from seqlower.batching.rows import Rows, joined_rows, rows_of_chunk, windows_as_rows
 from seqlower.batching.segments import Segments
 from seqlower.batching.shapes import infer_region_shapes
@@ -1382,6 +1383,8 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
         if result.type is None:
             result.type = output.type
         ctx.rewriter.replace(output, result)
+    # once joined: a mean of chunks read only through their mask needs no mean of an empty one
+    drop_unread_clamps(emitter.clamps, ctx.rewriter)
 
 
 RULES = RuleSet([Rule("loop-batch", "Loop", _check, _batch_loop, before_producers=True)])

@@ -4,7 +4,11 @@ dim, so where every value the batched loop gives reads the gathered chunks, the 
 0 and the length's own check (Shape, Gather, ReduceSum, Sub, Abs and a Gather from a table of
 one 0) goes. Checked: what it emits, where it keeps the length's check (sizes that may be
 negative, a value read from the mask alone, opset 12), and that it computes what the loop does
-under onnxruntime (one chunk, many, empty chunks, no row) and fails where the loop fails."""
+under onnxruntime (one chunk, many, empty chunks, no row) and fails where the loop fails.
+
+Their means, where nothing reads them but through the chunk's own mask (the centring joined back
+by the mask's Compress), divide by the sizes unclamped: an empty chunk's mean (0 / 0) is never
+read (`seqlower.batching.means`); a mean also read as it is keeps Max(sizes, 1)."""
 
 from __future__ import annotations
 
@@ -106,6 +110,8 @@ def test_counted_chunks_are_checked_by_a_split(name):
     assert counts["Split"] == 1 and not _length_check(counts), counts
     # the sizes as a column once: its CumSum gives the ends, one Unsqueeze of the sizes
     assert counts["CumSum"] == 1 and counts["Range"] == 2  # the model's own Range, the slots
+    # the centring mean is read only through the mask: divided by the sizes, unclamped
+    assert "Max" not in counts, counts
     pieces = np.split(feeds["x"], np.cumsum(np.bincount(feeds["batch"]))[:-1])
     want = [p - p.mean(0, keepdims=True) for p in pieces if len(p)]
     np.testing.assert_allclose(y, np.concatenate(want), rtol=1e-6, atol=1e-6)
@@ -153,3 +159,31 @@ def test_sizes_that_may_be_negative_keep_the_length_check():
     counts = op_counts(lowered)
     assert "Loop" not in counts and "Split" not in counts and _length_check(counts), counts
     assert_both_fail(model, lowered, _feeds([], [0, 0, -1, 1, 1]))
+
+
+# the centring mean also read as it is, beside the maximum (which keeps the chunks padded at
+# opset 17): an empty chunk's maximum (the lowest value) plus its mean (0, as the loop gives)
+MEAN_TOO = """top1 = ReduceMax<axes = [0], keepdims = 0>(g)
+        mean1 = Squeeze(m, ax0)
+        z1 = Add(top1, mean1)"""
+# a second mean beside the maximum: its clamp stays, the centring mean's goes
+SECOND_MEAN = """top1 = ReduceMax<axes = [0], keepdims = 0>(g)
+        mean1 = ReduceMean<axes = [0], keepdims = 0>(g)
+        z1 = Add(top1, mean1)"""
+
+
+@pytest.mark.parametrize(
+    ("z1", "clamps"), [(MEAN_TOO, 1), (SECOND_MEAN, 1), (MAX, 0)], ids=["read", "second", "max"]
+)
+@pytest.mark.parametrize("graphs", [[3, 0, 2], [0, 4], [5], [2, 0, 0, 1]], ids=str)
+def test_a_mean_read_as_it_is_keeps_its_clamp(z1, clamps, graphs):
+    if 0 in graphs and runtime_quirks.holds("empty-reductions"):
+        pytest.skip("onnxruntime 1.20 fails the loop's maximum of an empty chunk")
+    feeds = _feeds(graphs)
+    lowered, report, (y, z) = lower_and_compare(_model(z1), feeds)
+    assert report.rules_fired.get("loop-batch") == 1
+    counts = op_counts(lowered)
+    assert counts["Max"] == clamps and "Compress" in counts, counts  # padded, joined by the mask
+    empty = [k for k, size in enumerate(graphs) if size == 0]
+    assert np.all(z[empty] == -np.inf) and not np.any(np.isnan(z))  # the lowest value + 0
+    assert y.shape == (sum(graphs), 3) and np.all(np.isfinite(y))
