@@ -93,6 +93,7 @@ from seqlower.analysis.provenance import split_source
 from seqlower.analysis.static_values import StaticValues
 from seqlower.batching.body import BodyPlan, emit_body, plan_region
 from seqlower.batching.core import Emitter, Operand
+from seqlower.batching.means import drop_unread_clamps
 from seqlower.batching.rows import Rows, joined_rows, rows_of_chunk, windows_as_rows
 from seqlower.batching.segments import Segments
 from seqlower.batching.shapes import infer_region_shapes
@@ -111,7 +112,13 @@ from seqlower.rules.loop_parts import (
     single_append,
 )
 from seqlower.rules.loops import MAX_UNROLL, MAX_UNROLLED_NODES, unrolled_size
-from seqlower.rules.ragged_reads import RaggedChunks, ragged_chunks, reduced_by_segments
+from seqlower.rules.ragged_reads import (
+    RaggedChunks,
+    SplitCheck,
+    drop_spent_checks,
+    ragged_chunks,
+    reduced_by_segments,
+)
 from seqlower.rules.stacks import dims, merged_shape, moveaxis_to_front
 from seqlower.uses import use_count
 
@@ -1290,6 +1297,7 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
     masks: dict[ir.Value, ir.Value] = {}
     segments: dict[ir.Value, Segments] = {}
     held: dict[ir.Value, ir.Value] = {}
+    checks: list[SplitCheck] = []  # chunks read through a Split that checks their sizes
     rows = Rows()
     joined_at = {
         tensor: dict(plan.joined)[k] for k, tensor in plan.appends if k in dict(plan.joined)
@@ -1314,7 +1322,7 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
             rows.add(chunk, chunk_rows, members)
         elif read.ragged is not None:  # the chunks gathered, padded to the largest, masked
             # the checked count of chunks is the trip count (never cut: `_check`)
-            stack, masks[chunk], count, held[masks[chunk]] = read.ragged.emit(builder)
+            stack, masks[chunk], count, held[masks[chunk]] = read.ragged.emit(builder, checks)
         elif read.node in plan.guarded:
             assert end is not None
             checked = read.node not in plan.bounded
@@ -1355,6 +1363,7 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
         # read (cut to M where longer, checked where not proved at least M), or the model fails
         emitter.positions = numbers
     batched = emit_body(plan.body, arguments, emitter, plan.count)  # type: ignore[arg-type]
+    drop_spent_checks(checks, batched)
     if plan.counter:
         sliced = _slice_counted_reads(numbers, ctx)
         batched = [sliced.get(value, value) for value in batched]
@@ -1435,6 +1444,8 @@ def _batch_loop(node: ir.Node, plan: LoopBatchPlan, ctx: Context) -> None:
         if result.type is None:
             result.type = output.type
         ctx.rewriter.replace(output, result)
+    # once joined: a mean of chunks read only through their mask needs no mean of an empty one
+    drop_unread_clamps(emitter.clamps, ctx.rewriter)
 
 
 RULES = RuleSet([Rule("loop-batch", "Loop", _check, _batch_loop, before_producers=True)])

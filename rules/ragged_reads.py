@@ -24,7 +24,12 @@ iteration: one masked reduction per reduction of the body.
 
 The split fails, as SplitToSequence does, when a size is negative or the sizes do not add up to
 dim a of x: n is the checked length of `length-of-split`, and the check (a 0 that fails
-otherwise) starts the Range of slots, so every batched value depends on it.
+otherwise) starts the Range of slots, so every batched value depends on it. Sizes proved never
+negative (counts) are checked by the gather's source instead, where every value the loop gives
+reads the gathered chunks (the slots then start at 0, and the length's six-node check goes):
+
+           X    = Gather(Split(x, [ReduceSum(sizes)], axis=a), ..)   fails unless they add up
+           ends = CumSum(Unsqueeze(sizes, [1]))                      [n, 1]: one Unsqueeze
 As there, empty sizes on a dim that is not empty (onnxruntime's chunks of one) fail: every
 iteration reads a chunk, and the lowered read of chunk 0 from empty tables fails too.
 
@@ -43,7 +48,13 @@ is counted from the ends, and each reduction is a ScatterElements with reduction
 
 from __future__ import annotations
 
-__all__ = ["RaggedChunks", "ragged_chunks", "reduced_by_segments"]
+__all__ = [
+    "RaggedChunks",
+    "SplitCheck",
+    "drop_spent_checks",
+    "ragged_chunks",
+    "reduced_by_segments",
+]
 
 import dataclasses
 
@@ -80,11 +91,14 @@ class RaggedChunks:
     def rank(self) -> int:
         return len(self.data.shape)  # type: ignore[arg-type]
 
-    def emit(self, builder: Builder) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value]:
+    def emit(
+        self, builder: Builder, checks: list[SplitCheck] | None = None
+    ) -> tuple[ir.Value, ir.Value, ir.Value, ir.Value]:
         """(X [n, *x'], mask [n, 1.., m, 1..], n, sizes): the chunks padded to the largest (m
         slots along the split axis), the slots each holds, the checked count of chunks, and the
-        sizes as int64 (how many slots of each the mask holds)."""
-        stack, mask, count, segments = self._emit(builder, segments=False)
+        sizes as int64 (how many slots of each the mask holds). Where X reads x through a Split
+        that checks the sizes, its `SplitCheck` is appended to `checks`."""
+        stack, mask, count, segments = self._emit(builder, segments=False, checks=checks)
         return stack, mask, count, segments.sizes
 
     def emit_with_rows(
@@ -111,7 +125,11 @@ class RaggedChunks:
         return ir.Shape(dims)
 
     def _emit(
-        self, builder: Builder, segments: bool, rows: list[ChunkRows] | None = None
+        self,
+        builder: Builder,
+        segments: bool,
+        rows: list[ChunkRows] | None = None,
+        checks: list[SplitCheck] | None = None,
     ) -> tuple[ir.Value, ir.Value, ir.Value, Segments]:
         axis, rank = self.axis, self.rank
         sizes = self.sizes
@@ -123,11 +141,13 @@ class RaggedChunks:
             "Gather", [builder.op("Shape", [self.data]), builder.constant(np.array(axis))]
         )
         count = _length_of_sizes(builder, dim, sizes, nonnegative=self.nonnegative, empty_read=True)
+        if not segments and rows is None:
+            stack, mask = self._gathered_checked(builder, sizes, _check(count), checks)
+            return stack, mask, count, Segments(self.data, axis, None, sizes, count)
         if not segments:
             ends = builder.op("CumSum", [sizes, zero], name="chunk_ends")
             stack, mask = self._gathered(builder, sizes, ends, _check(count), one)
-            if rows is not None:
-                rows.append(ChunkRows(self.data, axis, sizes, ends, dim, count, _check(count)))
+            rows.append(ChunkRows(self.data, axis, sizes, ends, dim, count, _check(count)))
             return stack, mask, count, Segments(self.data, axis, None, sizes, count)
         shape = builder.op(
             "Concat", [builder.unsqueeze(count, [0]), builder.ints([1] * rank)], {"axis": 0}
@@ -147,6 +167,57 @@ class RaggedChunks:
         ids = ids_of_sizes(builder, sizes, ends, rows, rows)
         return stack, mask, count, Segments(self.data, axis, ids, sizes, count)
 
+    def _gathered_checked(
+        self,
+        builder: Builder,
+        sizes: ir.Value,
+        check: ir.Value,
+        checks: list[SplitCheck] | None,
+    ) -> tuple[ir.Value, ir.Value]:
+        """`_gathered` where the chunks are not also x's rows: the sizes taken as a column [n, 1]
+        once (the ends its CumSum, the first rows and the slots skipped one Sub each, neither
+        unsqueezed), and, where the sizes are proved never negative (opset 13 or newer, and
+        `checks` given), x read through Split(x, [Sum(sizes)]), which fails exactly where such
+        sizes do not add up to x's dim, as the SplitToSequence does."""
+        zero = builder.constant(np.array(0, np.int64), "zero")
+        one = builder.constant(np.array(1, np.int64), "one")
+        column = builder.unsqueeze(sizes, [1])  # [n, 1]
+        ends = builder.op("CumSum", [column, zero], name="chunk_ends")  # [n, 1]
+        largest = self._largest(builder, sizes)
+        slots = builder.op("Range", [check, largest, one], name="slots")  # [m]
+        rows = builder.op("Add", [builder.op("Sub", [ends, largest]), slots], name="chunk_rows")
+        data = self.data
+        checked = checks is not None and self.nonnegative and builder.opset >= _SPLIT_INPUT_OPSET
+        if checked:
+            total = builder.op("ReduceSum", [sizes], {"keepdims": 1})  # [1]
+            data = builder.op("Split", [self.data, total], {"axis": self.axis}, name="checked")
+            data.type, data.shape = self.data.type, self.data.shape
+        stack = self._padded(builder, data, rows)
+        skipped = builder.op("Sub", [largest, column])  # [n, 1]
+        mask = builder.op("GreaterOrEqual", [slots, skipped], name="chunk_mask")
+        if checked:
+            assert checks is not None and slots.producer() is not None
+            checks.append(SplitCheck(stack, slots.producer(), zero))  # type: ignore[arg-type]
+        return stack, self._spread(builder, mask)
+
+    @staticmethod
+    def _largest(builder: Builder, sizes: ir.Value) -> ir.Value:
+        """The largest size (0 for no chunk: ReduceMax of nothing fails in onnxruntime 1.20)."""
+        return builder.op(
+            "ReduceMax",
+            [builder.op("Concat", [builder.ints([0]), sizes], {"axis": 0})],
+            {"keepdims": 0},
+        )
+
+    def _padded(self, builder: Builder, data: ir.Value, rows: ir.Value) -> ir.Value:
+        """Gather(data, rows [n, m]) along the split axis, the chunks moved to the front."""
+        stack = builder.op("Gather", [data, rows], {"axis": self.axis}, name="chunks_padded")
+        if self.axis:  # [.., n, m, ..] -> [n, .., m, ..]
+            perm = [self.axis, *range(self.axis), *range(self.axis + 1, self.rank + 1)]
+            stack = builder.op("Transpose", [stack], {"perm": perm})
+        stack.type = self.data.type
+        return stack
+
     def _gathered(
         self, builder: Builder, sizes: ir.Value, ends: ir.Value, check: ir.Value, one: ir.Value
     ) -> tuple[ir.Value, ir.Value]:
@@ -155,20 +226,11 @@ class RaggedChunks:
         rows of x before the chunk, counted from the end of x where that is negative (m <= d, so
         every row index is within [-d, d)), and the mask leaves them out. `check` (0, or it
         fails where the sizes are wrong) starts the slots: every value read depends on it."""
-        # m = the largest size (0 for no chunk: ReduceMax of nothing fails in onnxruntime 1.20)
-        largest = builder.op(
-            "ReduceMax",
-            [builder.op("Concat", [builder.ints([0]), sizes], {"axis": 0})],
-            {"keepdims": 0},
-        )
+        largest = self._largest(builder, sizes)  # m
         slots = builder.op("Range", [check, largest, one], name="slots")  # [m]
         first = builder.unsqueeze(builder.op("Sub", [ends, largest]), [1])  # [n, 1]
         rows = builder.op("Add", [first, slots], name="chunk_rows")  # [n, m]
-        stack = builder.op("Gather", [self.data, rows], {"axis": self.axis}, name="chunks_padded")
-        if self.axis:  # [.., n, m, ..] -> [n, .., m, ..]
-            perm = [self.axis, *range(self.axis), *range(self.axis + 1, self.rank + 1)]
-            stack = builder.op("Transpose", [stack], {"perm": perm})
-        stack.type = self.data.type
+        stack = self._padded(builder, self.data, rows)
         skipped = builder.unsqueeze(builder.op("Sub", [largest, sizes]), [1])  # [n, 1]
         mask = builder.op("GreaterOrEqual", [slots, skipped], name="chunk_mask")
         return stack, self._spread(builder, mask)
@@ -180,6 +242,43 @@ class RaggedChunks:
             mask = builder.unsqueeze(mask, others)
         mask.type = ir.TensorType(ir.DataType.BOOL)
         return mask
+
+
+_SPLIT_INPUT_OPSET = 13  # Split takes its sizes as an input
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitCheck:
+    """Chunks `stack` gathered from x through Split(x, [Sum(sizes)]), which fails where sizes
+    never negative do not add up: the Range of slots (`slots`) still starts at the count's
+    check, so that a value made of the mask alone (a chunk's Shape) fails there too; where
+    every value the loop gives reads `stack`, the Split already checks them all and the slots
+    start at `zero` instead (`drop_spent_checks`), leaving the count's check unread."""
+
+    stack: ir.Value
+    slots: ir.Node
+    zero: ir.Value
+
+
+def drop_spent_checks(checks: list[SplitCheck], results: list[ir.Value]) -> None:
+    """Start the slots of each of `checks` at 0 where every one of `results` (what the
+    batched loop gives) is computed from its checked chunks."""
+    for check in checks:
+        reached = _computed_from(check.stack)
+        if results and all(result in reached for result in results):
+            check.slots.replace_input_with(0, check.zero)
+
+
+def _computed_from(value: ir.Value) -> set[ir.Value]:
+    """`value` and every value computed from it (through the uses, once each)."""
+    seen, pending = {value}, [value]
+    while pending:
+        for use in pending.pop().uses():
+            for output in use.node.outputs:
+                if output not in seen:
+                    seen.add(output)
+                    pending.append(output)
+    return seen
 
 
 def _check(length: ir.Value) -> ir.Value:

@@ -31,6 +31,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
+from seqlower.batching.means import ClampedMean
 from seqlower.ops import peel_identity
 from seqlower.rewriter import Builder
 from seqlower.rule import Refusal
@@ -173,6 +174,9 @@ class Emitter:
         # per mask of `masks` whose counts of held positions are known: those counts ([N] int64;
         # the sizes of the chunks of a split), which a mean divides by without counting the mask
         self.held: dict[ir.Value, ir.Value] = {}
+        # the means dividing by those counts clamped to at least 1, for the caller to unclamp
+        # where nothing reads an empty chunk's mean (`seqlower.batching.means`)
+        self.clamps: list[ClampedMean] = []
         # per ragged value that one branch's rows were scattered into (a stack of every row,
         # rows that do not take the branch holding nothing): (its mask of `masks`, the rows'
         # own values [K, ..] in increasing row order, their mask, or None where they hold every

@@ -60,6 +60,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.batching.core import Batched, Emitter, OpRule, OpView, normalize_axis
+from seqlower.batching.means import ClampedMean
 from seqlower.batching.segments import segment_reduce, segment_reducible
 from seqlower.batching.windows import emit_window, flat_windows, read_in_place, window_width
 from seqlower.rule import Refusal
@@ -375,10 +376,11 @@ class _MaskedReduction:
 
     def divide(self, em: Emitter, total: ir.Value) -> ir.Value:
         held = em.held.get(self.mask(em))
+        clamped = None
         if held is not None:  # the counts are known ([N]): as [N, 1, ..] of the total's rank
             shape = [-1] + [1] * (self.rank - 1 + self.keepdims)
-            count = em.op("Max", [held, em.scalar(np.array(1, np.int64))])
-            count = em.op("Reshape", [count, em.ints(shape)])
+            clamped = em.op("Max", [held, em.scalar(np.array(1, np.int64))])
+            count = em.op("Reshape", [clamped, em.ints(shape)])
         else:
             count = em.op(
                 "ReduceSum",
@@ -394,7 +396,10 @@ class _MaskedReduction:
             if em.opset >= 15
             else em.op("Cast", [count], {"to": int(total.dtype or ir.DataType.FLOAT)})
         )
-        return em.op("Div", [total, count])
+        mean = em.op("Div", [total, count])
+        if clamped is not None and held is not None:  # unclamped where no empty chunk is read
+            em.clamps.append(ClampedMean(mean, clamped, held, self.mask(em)))
+        return mean
 
 
 _MASKED_REDUCTIONS = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"})
