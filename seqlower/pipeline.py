@@ -36,6 +36,7 @@ from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
 from seqlower.passes.broadcast_unsqueeze import drop_broadcast_unsqueezes
 from seqlower.passes.condition_declarations import match_loop_condition_declarations
 from seqlower.passes.duplicate_nodes import merge_duplicate_nodes
+from seqlower.passes.empty_rows import BATCHING_RULES, guard_empty_rows
 from seqlower.passes.flatten_io import FlattenSequenceIOPass
 from seqlower.passes.identity_arithmetic import remove_identity_arithmetic
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
@@ -523,6 +524,12 @@ class _Run:
         self.scans = LoopsToScansPass()
         self.conditions_kept = SingleElementConditionsPass()
         changed = not self.cleanup.merged_last  # a node, since the cleanup merged duplicates
+        # what computes from the rows of one tensor alone, run only where it has a row (last:
+        # the nodes it moves into a branch are final; not for tract, held to declared shapes)
+        self.guarded = 0
+        if options.target != "tract":
+            self.guarded = guard_empty_rows(model, _made_by_batching(lower))
+        changed |= bool(self.guarded)
         if options.target in SPEED_FIRST_TARGETS:
             changed |= self.scans(model).modified
             for made, loop in self.scans.made.items():
@@ -593,6 +600,9 @@ class _Run:
         if self.cleanup.sunk:
             sunk = {"sink-into-branch": self.cleanup.sunk}
             report.rules_fired = {**report.rules_fired, **sunk}
+        if self.guarded:
+            guarded = {"guard-empty-rows": self.guarded}
+            report.rules_fired = {**report.rules_fired, **guarded}
         report.rules_fired = {
             **report.rules_fired,
             **_loop_counts(model, self.conditions, self.scans),
@@ -621,6 +631,16 @@ class _Run:
             + self.flatten_outputs.changes
         )
         return OptimizeResult(model, report)
+
+
+def _made_by_batching(lower: LowerSequencesPass) -> set[ir.Node]:
+    """The nodes made from an input node that a rule of `BATCHING_RULES` rewrote."""
+    batched = {
+        lower.origins.get(node, node)
+        for node, done in lower.rewrites.items()
+        if any(rule in BATCHING_RULES for rule, _ in done)
+    }
+    return {made for made, origin in lower.origins.items() if origin in batched}
 
 
 def _same(model: ir.Model) -> ir.Model:

@@ -1,0 +1,270 @@
+"""A batched loop's body run only where the loop has an element (seqlower/passes/empty_rows.py):
+`If(Cast(Size(x), BOOL)) {the batched body} else {its results at no row, as constants}`. What the
+guard emits, what it leaves alone and why, and the outputs under onnxruntime (and OpenVINO where
+installed) at no row, one and more, a trip count that is negative, and an empty list."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import pytest
+from support import (
+    assert_outputs_equal,
+    assert_same_or_both_fail,
+    assert_same_outputs,
+    lower,
+    op_counts,
+    parse,
+    run_ort,
+    run_reference,
+)
+
+import seqlower
+from seqlower.passes import infer_shapes
+from seqlower.passes.empty_rows import MIN_LAUNCHES, guard_empty_rows
+
+TARGETS = ("portable", "onnxruntime")
+
+
+def _steps(count: int, first: str = "h0", rank: int = 4) -> str:
+    """`count` elementwise steps from `first` (h0) to h{count}, alternating Add and Mul with three
+    constants c0, c1, c2 (c1 a scalar)."""
+    del rank
+    lines = [f"      h{k + 1} = {'Mul' if k % 2 else 'Add'} (h{k}, c{k % 3})" for k in range(count)]
+    return "\n".join(lines).replace("(h0,", f"({first},")
+
+
+CONSTANTS = """
+      c0 = Constant <value = float[4] {1, 2, 3, 4}> ()
+      c1 = Constant <value = float {0.5}> ()
+      c2 = Constant <value = float[4] {-1, 0, 1, 2}> ()"""
+
+# `[f(row) for row in x]` as a scan output over the rows of x, f 18 elementwise steps
+ROWS = """
+agraph (float[M, 4] x, float[1, 4] w) => (float[M, 4] y, float[M, 4] z) {{
+  n = Shape <start = 0, end = 1> (x)
+  m = Squeeze (n)
+  t = Constant <value = bool {{1}}> ()
+  y = Loop (m, t) <body = step (int64 i, bool c) => (bool c3, float[4] h{count}) {{
+      c3 = Identity (c)
+      h0 = Gather <axis = 0> (x, i){constants}
+{steps}
+  }}>
+  z = Add (y, w)
+}}"""
+
+# the same over the elements of a list split from x: the list is empty where x has no row
+LIST = """
+agraph (float[M, 4] x) => (float[M, 4] y) {{
+  xs = SplitToSequence <axis = 0, keepdims = 0> (x)
+  m = SequenceLength (xs)
+  t = Constant <value = bool {{1}}> ()
+  y = Loop (m, t) <body = step (int64 i, bool c) => (bool c3, float[4] h{count}) {{
+      c3 = Identity (c)
+      h0 = SequenceAt (xs, i){constants}
+{steps}
+  }}>
+}}"""
+
+# `for i in range(n): out.append(f(x[i]))` with n given: negative (no iteration), 0, within x,
+# past x's rows (the loop fails there, and so must the lowered model)
+COUNTED = """
+agraph (float[M, 4] x, int64 n) => (float[K, 4] y) {{
+  t = Constant <value = bool {{1}}> ()
+  y = Loop (n, t) <body = step (int64 i, bool c) => (bool c3, float[4] h{count}) {{
+      c3 = Identity (c)
+      h0 = Gather <axis = 0> (x, i){constants}
+{steps}
+  }}>
+}}"""
+
+
+def _rows(m: int) -> np.ndarray:
+    return (np.arange(m * 4, dtype=np.float32).reshape(m, 4) - 5.5) / 3
+
+
+def _model(text: str, count: int = 18) -> onnx.ModelProto:
+    return parse(text.format(count=count, constants=CONSTANTS, steps=_steps(count)))
+
+
+def _guards(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    return [n for n in model.graph.node if n.op_type == "If" and n.name.endswith("_if_rows")]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_batched_body_runs_only_where_there_is_a_row(target):
+    model = _model(ROWS)
+    lowered, report = lower(model, target=target)
+    assert report.rules_fired.get("guard-empty-rows") == 1
+    (guard,) = _guards(lowered)
+    assert [n.op_type for n in lowered.graph.node if n.output[0] == guard.input[0]] == ["Cast"]
+    then = next(a.g for a in guard.attribute if a.name == "then_branch")
+    other = next(a.g for a in guard.attribute if a.name == "else_branch")
+    assert collections_of(then) == {"Add": 9, "Mul": 9}  # the batched body, all of it
+    assert "Add" not in collections_of(other) and "Mul" not in collections_of(other)
+    # z reads y beside w, a value of the model's input: it stays outside, after the If
+    assert op_counts(lowered)["Add"] == 10
+    w = np.array([[1, -2, 0.5, 3]], np.float32)
+    for m in (0, 1, 3):
+        outputs = assert_same_outputs(model, lowered, {"x": _rows(m), "w": w})
+        assert outputs[0].shape == (m, 4) and outputs[1].shape == (m, 4)
+        if m:  # onnx.reference stacks no scan output of a Loop of no iteration (it raises)
+            assert_outputs_equal(run_reference(model, {"x": _rows(m), "w": w}), outputs)
+
+
+def collections_of(graph: onnx.GraphProto) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for node in graph.node:
+        counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_body_over_an_empty_list_returns_its_constants(target):
+    model = _model(LIST)
+    lowered, report = lower(model, target=target)
+    assert report.rules_fired.get("guard-empty-rows") == 1
+    assert len(_guards(lowered)) == 1
+    for m in (0, 1, 2, 5):
+        (y,) = assert_same_outputs(model, lowered, {"x": _rows(m)})
+        assert y.shape == (m, 4) and y.dtype == np.float32
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_trip_count_that_is_negative_zero_or_past_the_rows(target):
+    model = _model(COUNTED)
+    lowered, _ = lower(model, target=target)
+    for m in (0, 1, 3):
+        for n in (-4, -1, 0, 1, m, m + 1):
+            feeds = {"x": _rows(m), "n": np.array(n, np.int64)}
+            if assert_same_or_both_fail(model, lowered, feeds):
+                assert run_ort(lowered, feeds)[0].shape == (max(min(n, m), 0), 4)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_second_lowering_guards_nothing_more(target):
+    lowered, _ = lower(_model(ROWS), target=target)
+    again, report = lower(lowered, target=target)
+    assert "guard-empty-rows" not in report.rules_fired
+    assert again.SerializeToString() == lower(lowered, target=target)[0].SerializeToString()
+    assert len(_guards(again)) == 1
+
+
+def test_a_body_too_small_for_the_guard_is_left_as_it_is():
+    """Below `MIN_LAUNCHES` batched launches the guard would cost more than a third of what it
+    may skip."""
+    count = MIN_LAUNCHES - 1
+    model = _model(ROWS, count=int(count))
+    lowered, report = lower(model)
+    assert not _guards(lowered) and "guard-empty-rows" not in report.rules_fired
+    for m in (0, 2):
+        assert_same_outputs(model, lowered, {"x": _rows(m), "w": np.ones((1, 4), np.float32)})
+
+
+def test_a_body_reading_a_value_of_the_input_is_guarded_from_there():
+    """The region holds what computes from one tensor and constants alone: its values at no row
+    are then constants. A step that reads v (an input) stays outside; the steps after it
+    compute from its result, which has the loop's rows: they are guarded by its Size."""
+    text = ROWS.replace("h0 = Gather <axis = 0> (x, i)", "g = Gather <axis = 0> (x, i)")
+    text = text.replace("float[1, 4] w)", "float[1, 4] w, float[4] v)")
+    read_v = "{constants}\n      g1 = Add (g, c1)\n      h0 = Mul (g1, v)"
+    model = _model(text.replace("{constants}", read_v))
+    lowered, _ = lower(model)
+    (guard,) = _guards(lowered)
+    then = next(a.g for a in guard.attribute if a.name == "then_branch")
+    assert all("v" not in node.input for node in then.node)
+    assert collections_of(then) == {"Add": 9, "Mul": 9}
+    w = np.array([[1, -2, 0.5, 3]], np.float32)
+    v = np.array([2, 0.5, -1, 4], np.float32)
+    for m in (0, 1, 3):
+        assert_same_outputs(model, lowered, {"x": _rows(m), "w": w, "v": v})
+
+
+def test_the_tract_target_guards_nothing():
+    """tract holds a model to its declared shapes; the branches would declare [0, 4] and [M, 4]."""
+    lowered, report = seqlower.optimize(_model(ROWS), target="tract")
+    assert not _guards(lowered if isinstance(lowered, onnx.ModelProto) else ir.to_proto(lowered))
+    assert "guard-empty-rows" not in report.rules_fired
+
+
+# the pass alone, on tensor models: every node counted as batched unless said
+CHAIN = """
+agraph (float[M, {width}] x) => ({out_type} y) {{
+  c = Constant <value = float {{2}}> ()
+  shape = Constant <value = int64[2] {{1, 4}}> ()
+  axes = Constant <value = int64[1] {{0}}> ()
+{steps}
+  y = {last}
+}}"""
+
+
+def _chain(width: object = 4, last: str = "Identity (h18)", out: str = "float[M, 4]") -> ir.Model:
+    steps = "\n".join(
+        f"  h{k + 1} = {'Mul' if k % 2 else 'Add'} ({'x' if k == 0 else f'h{k}'}, c)"
+        for k in range(18)
+    )
+    model = ir.from_proto(parse(CHAIN.format(width=width, steps=steps, last=last, out_type=out)))
+    infer_shapes(model)
+    return model
+
+
+def _all(model: ir.Model) -> set[ir.Node]:
+    return set(model.graph)
+
+
+def test_the_pass_guards_a_chain_and_keeps_its_output_name():
+    model = _chain()
+    original = ir.to_proto(model)
+    assert guard_empty_rows(model, _all(model)) == 1
+    proto = ir.to_proto(model)
+    onnx.checker.check_model(proto, full_check=True)
+    assert [o.name for o in proto.graph.output] == ["y"]
+    assert [n.op_type for n in proto.graph.node][-3:] == ["Size", "Cast", "If"]
+    for m in (0, 1, 4):
+        assert_same_outputs(original, proto, {"x": _rows(m)})
+
+
+def test_the_pass_leaves_a_chain_no_batching_rule_made():
+    """Tensor code of the model as given (a network over a batch) ran as many kernels for no
+    row as given: not guarded."""
+    model = _chain()
+    assert guard_empty_rows(model, set()) == 0
+
+
+def test_the_pass_leaves_a_tensor_whose_other_dims_are_not_static():
+    """With x's other dims unknown its Size is 0 where they are 0 too: no one empty x."""
+    model = _chain(width="K", out="float[M, K]")
+    assert guard_empty_rows(model, _all(model)) == 0
+
+
+def test_the_pass_leaves_a_region_that_fails_on_no_row():
+    """A Reshape of x to [1, 4] fails where x has no row, as it does unguarded."""
+    model = _chain(last="Reshape (h18, shape)", out="float[1, 4]")
+    assert guard_empty_rows(model, _all(model)) == 0
+
+
+def test_the_pass_leaves_a_region_whose_results_at_no_row_are_large():
+    """A sum over the rows of [M, 80] is 80 zeros at no row: more than the constants allowed;
+    of [M, 4], 4 zeros, returned as a constant."""
+    model = _chain(width=80, last="ReduceSum <keepdims = 0> (h18, axes)", out="float[80]")
+    assert guard_empty_rows(model, _all(model)) == 0
+    small = _chain(width=4, last="ReduceSum <keepdims = 0> (h18, axes)", out="float[4]")
+    original = ir.to_proto(small)
+    assert guard_empty_rows(small, _all(small)) == 1
+    proto = ir.to_proto(small)
+    for m in (0, 2):
+        (y,) = assert_same_outputs(original, proto, {"x": _rows(m)})
+        assert y.shape == (4,)
+
+
+def test_the_guarded_lowering_runs_in_openvino():
+    pytest.importorskip("openvino", reason="the OpenVINO oracle: pip install openvino")
+    from seqlower.verification.runtimes import run_in_runtime
+
+    model = _model(LIST)
+    lowered, _ = lower(model)
+    assert _guards(lowered)
+    for m in (0, 1, 3, 0):  # 0 again: after a run with rows
+        feeds = {"x": _rows(m)}
+        assert_outputs_equal(run_ort(model, feeds), run_in_runtime("openvino", lowered, feeds))
