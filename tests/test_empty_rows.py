@@ -181,6 +181,37 @@ def test_a_body_reading_a_value_of_the_input_is_guarded_from_there():
         assert_same_outputs(model, lowered, {"x": _rows(m), "w": w, "v": v})
 
 
+# y read in the body of a second loop (a running product, left a Loop) of a count given: the
+# If must come before that Loop, which reads y where it runs (and reads nothing else the If
+# returns)
+READ_IN_A_BODY = ROWS.replace(
+    "  z = Add (y, w)",
+    """  one = Constant <value = float[4] {{1, 1, 1, 1}}> ()
+  p = Loop (k, t, one) <body = product (int64 j, bool d, float[4] q) => (bool d2, float[4] q2) {{
+      d2 = Identity (d)
+      yj = Gather <axis = 0> (y, j)
+      q2 = Mul (q, yj)
+  }}>
+  z = Add (p, w)""",
+).replace("float[1, 4] w)", "float[1, 4] w, int64 k)")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_guard_comes_before_a_loop_whose_body_reads_its_results(target):
+    model = _model(READ_IN_A_BODY)
+    lowered, _ = lower(model, target=target)  # the checker: in graph order
+    (guard,) = _guards(lowered)
+    kinds = [n.op_type for n in lowered.graph.node]
+    place = [n.name for n in lowered.graph.node].index(guard.name)
+    assert "Loop" in kinds or "Scan" in kinds
+    assert all(kind not in ("Loop", "Scan") for kind in kinds[:place])
+    w = np.array([[1, -2, 0.5, 3]], np.float32)
+    for m in (0, 1, 3):
+        for k in {0, m}:
+            feeds = {"x": _rows(m), "w": w, "k": np.array(k, np.int64)}
+            assert_same_outputs(model, lowered, feeds)
+
+
 def test_the_tract_target_guards_nothing():
     """tract holds a model to its declared shapes; the branches would declare [0, 4] and [M, 4]."""
     lowered, report = seqlower.optimize(_model(ROWS), target="tract")

@@ -48,7 +48,7 @@ import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
 from seqlower.cost import IF_LAUNCHES
-from seqlower.ops import graph_nodes, has_subgraph, iter_all_graphs
+from seqlower.ops import graph_nodes, has_subgraph, iter_all_graphs, outer_reads
 from seqlower.passes.new_constants import fresh_name
 
 logger = logging.getLogger(__name__)
@@ -246,12 +246,15 @@ def _place(graph: ir.Graph, region: list[ir.Node], exits: list[ir.Value]) -> ir.
     region that reads one of `exits`. False where a value the region reads from outside is
     made after that place."""
     members = set(region)
-    readers = {use.node for value in exits for use in value.uses() if use.node not in members}
+    returned = set(exits)
     place = None
     position: dict[ir.Node, int] = {}
     for index, node in enumerate(graph_nodes(graph)):
         position[node] = index
-        if place is None and node in readers:
+        if place is not None or node in members:
+            continue
+        # a node of a subgraph that reads one reads it where the node holding the subgraph runs
+        if any(v in returned for v in (*node.inputs, *outer_reads(node))):
             place = node
     limit = position[place] if place is not None else math.inf
     for node in region:
