@@ -342,3 +342,22 @@ def test_the_guarded_lowering_runs_in_openvino():
     for m in (0, 1, 3, 0):  # 0 again: after a run with rows
         feeds = _fed(model, {"x": _rows(m)})
         assert_outputs_equal(run_ort(model, feeds), run_in_runtime("openvino", lowered, feeds))
+
+
+def test_each_node_is_looked_at_in_one_region_at_most(monkeypatch):
+    """A region refused (here: it fails on no row) is not grown again from each of its values:
+    the pass stays linear in the graph (a chain of 18 steps seeds 19 values)."""
+    from seqlower.passes import empty_rows
+
+    looked: list[int] = []
+    grow = empty_rows._region
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        region = grow(*args, **kwargs)
+        looked.append(len(region))
+        return region
+
+    monkeypatch.setattr(empty_rows, "_region", counted)
+    model = _chain(last="Reshape (h18, shape)", out="float[1, 4]")
+    assert guard_empty_rows(model, _all(model)) == 0
+    assert looked == [19]  # the 18 steps and the Reshape, once

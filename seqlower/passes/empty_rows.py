@@ -51,7 +51,7 @@ import onnx_ir as ir
 
 from seqlower.analysis.static_values import StaticValues
 from seqlower.cost import IF_LAUNCHES, SMALL_COUNT, launches
-from seqlower.ops import graph_nodes, has_subgraph, iter_all_graphs, outer_reads
+from seqlower.ops import graph_nodes, graphs_within_node, has_subgraph, iter_all_graphs
 from seqlower.passes.new_constants import fresh_name
 
 logger = logging.getLogger(__name__)
@@ -83,21 +83,29 @@ _NOT_DETERMINISTIC = frozenset(
 def guard_empty_rows(model: ir.Model, batched: Collection[ir.Node]) -> int:
     """Guard each region of the main graph that computes from the rows of one tensor and
     constants, and holds at least `MIN_LAUNCHES` launches of `batched` (the nodes a batching
-    rule made: see the module docstring); returns how many were guarded."""
+    rule made: see the module docstring); returns how many were guarded. Each node is looked
+    at in one region at most, and a region is grown from its seed's readers: linear in the
+    graph (the graph's order is read again after each guard made)."""
     graph = model.graph
     opset = model.opset_imports.get("", None)
-    if opset is None:
+    if opset is None or not any(node.graph is graph for node in batched):
         return 0
     values = StaticValues(opset)
-    claimed: set[ir.Node] = set()
+    seen: set[ir.Node] = set()  # the nodes of every region looked at
     names: set[str | None] | None = None
     whole: float | None = None
+    order: _Order | None = None
     guarded = 0
+    # a region worth a guard holds batched nodes: its seed is read by one
     seeds = list(graph.inputs) + [v for node in graph_nodes(graph) for v in node.outputs]
+    seeds = [v for v in seeds if any(use.node in batched for use in v.uses())]
     for seed in seeds:
-        if seed.producer() in claimed or _empty_shape(seed) is None:
+        if seed.producer() in seen or _empty_shape(seed) is None:
             continue
-        region = _region(graph, seed, values, claimed)
+        if order is None:
+            order = _Order(graph)
+        region = _region(graph, seed, values, seen, order)
+        seen.update(region)
         if _launches([n for n in region if n in batched], values) < MIN_LAUNCHES:
             continue
         if whole is None:  # estimated once, where a region is found
@@ -110,15 +118,35 @@ def guard_empty_rows(model: ir.Model, batched: Collection[ir.Node]) -> int:
         at_zero = _at_zero(seed, region, exits, values, opset)
         if at_zero is None or sum(a.size for a in at_zero) > MAX_ELEMENTS:
             continue
-        place = _place(graph, region, exits)
+        place = _place(region, exits, order)
         if place is False:
             continue
         if names is None:
             names = {v.name for g in iter_all_graphs(model) for v in _graph_values(g)}
         _guard(graph, seed, region, exits, at_zero, place, names)
-        claimed.update(region)
+        order = None  # nodes moved and made
         guarded += 1
     return guarded
+
+
+class _Order:
+    """Each node's position in the main graph, and for each graph nested in a node of it that
+    node (where what the nested graph reads is read)."""
+
+    def __init__(self, graph: ir.Graph) -> None:
+        self.graph = graph
+        self.position: dict[ir.Node, int] = {}
+        self.holder: dict[int, ir.Node] = {}
+        for index, node in enumerate(graph_nodes(graph)):
+            self.position[node] = index
+            for inner in graphs_within_node(node):
+                self.holder[id(inner)] = node
+
+    def reader(self, node: ir.Node) -> ir.Node | None:
+        """The node of the main graph that is `node` or holds it."""
+        if node.graph is self.graph:
+            return node
+        return self.holder.get(id(node.graph))
 
 
 def _empty_shape(value: ir.Value) -> list[int] | None:
@@ -149,27 +177,25 @@ def _joins(node: ir.Node) -> bool:
 
 
 def _region(
-    graph: ir.Graph, seed: ir.Value, values: StaticValues, claimed: set[ir.Node]
+    graph: ir.Graph, seed: ir.Value, values: StaticValues, seen: set[ir.Node], order: _Order
 ) -> list[ir.Node]:
     """The nodes of `graph` that read `seed` or the region, and otherwise static values only,
-    in graph order."""
+    in graph order (none of `seen`)."""
     inside: set[ir.Value] = {seed}
-    region: list[ir.Node] = []
-    start = seed.producer()
-    started = start is None
-    for node in graph_nodes(graph):
-        if not started:
-            started = node is start
-            continue
-        if node in claimed or not _joins(node):
-            continue
-        present = [v for v in node.inputs if v is not None]
-        if not any(v in inside for v in present):
-            continue
-        if all(v in inside or values.get(v) is not None for v in present):
-            region.append(node)
-            inside.update(node.outputs)
-    return region
+    region: set[ir.Node] = set()
+    pending = [seed]
+    while pending:
+        value = pending.pop()
+        for use in value.uses():
+            node = use.node
+            if node.graph is not graph or node in region or node in seen or not _joins(node):
+                continue
+            present = [v for v in node.inputs if v is not None]
+            if all(v in inside or values.get(v) is not None for v in present):
+                region.add(node)
+                inside.update(node.outputs)
+                pending.extend(node.outputs)
+    return sorted(region, key=order.position.__getitem__)
 
 
 def _launches(region: list[ir.Node], values: StaticValues) -> int:
@@ -252,26 +278,22 @@ def _fits(shape: tuple[int, ...], declared: ir.Shape | None) -> bool:
     return all(not isinstance(d, int) or d == s for d, s in zip(declared, shape, strict=True))
 
 
-def _place(graph: ir.Graph, region: list[ir.Node], exits: list[ir.Value]) -> ir.Node | bool | None:
+def _place(region: list[ir.Node], exits: list[ir.Value], order: _Order) -> ir.Node | bool | None:
     """The node the If goes before (None: at the end of the graph): the first node outside the
-    region that reads one of `exits`. False where a value the region reads from outside is
-    made after that place."""
+    region that reads one of `exits` (a node of a subgraph reads it where the node holding the
+    subgraph runs). False where a value the region reads from outside is made after that
+    place."""
     members = set(region)
-    returned = set(exits)
-    place = None
-    position: dict[ir.Node, int] = {}
-    for index, node in enumerate(graph_nodes(graph)):
-        position[node] = index
-        if place is not None or node in members:
-            continue
-        # a node of a subgraph that reads one reads it where the node holding the subgraph runs
-        if any(v in returned for v in (*node.inputs, *outer_reads(node))):
-            place = node
-    limit = position[place] if place is not None else math.inf
+    readers = {order.reader(use.node) for value in exits for use in value.uses()}
+    readers = {node for node in readers if node is not None and node not in members}
+    place = min(readers, key=order.position.__getitem__, default=None)
+    limit = order.position[place] if place is not None else math.inf
     for node in region:
         for value in node.inputs:
             producer = value.producer() if value is not None else None
-            if producer is not None and producer not in members and position[producer] >= limit:
+            if producer is None or producer in members:
+                continue
+            if order.position.get(producer, math.inf) >= limit:
                 return False
     return place
 
