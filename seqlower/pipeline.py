@@ -34,6 +34,7 @@ from seqlower.options import OPENVINO_LOOP_TARGETS, SPEED_FIRST_TARGETS, Options
 from seqlower.output_ranks import declare_output_ranks, shapeless_outputs
 from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
 from seqlower.passes.broadcast_unsqueeze import drop_broadcast_unsqueezes
+from seqlower.passes.cleanup import forget_inferred_dim_names
 from seqlower.passes.condition_declarations import match_loop_condition_declarations
 from seqlower.passes.duplicate_nodes import merge_duplicate_nodes
 from seqlower.passes.empty_rows import BATCHING_RULES, guard_empty_rows
@@ -44,7 +45,7 @@ from seqlower.passes.legality import count_sequence_ops, expanded_count
 from seqlower.passes.lent_shapes import lent_shapes
 from seqlower.passes.negated_terms import fold_negated_terms
 from seqlower.passes.noop_casts import inferred_types, remove_noop_casts
-from seqlower.passes.normalize import resolve_split_keepdims
+from seqlower.passes.normalize import infer_shapes, resolve_split_keepdims
 from seqlower.passes.onnxruntime_loops import LoopConditionPass, LoopsToScansPass
 from seqlower.passes.output_shapes import relax_unproved_output_dims
 from seqlower.passes.scan_output_shapes import DeclaredScanShapes
@@ -529,6 +530,9 @@ class _Run:
         self.guarded = 0
         if options.target != "tract":
             self.guarded = guard_empty_rows(model, _made_by_batching(lower))
+            if self.guarded:  # what reads the If's results: the shapes a second lowering infers
+                infer_shapes(model)
+                forget_inferred_dim_names(model)
         changed |= bool(self.guarded)
         if options.target in SPEED_FIRST_TARGETS:
             changed |= self.scans(model).modified

@@ -359,11 +359,21 @@ def _guard(
     results = dict(zip(exits, guard.outputs, strict=True))
     for index, value in returned.items():
         graph.outputs[index] = results[value]
-    for value, result in results.items():
-        result.type, result.shape = value.type, value.shape
+    for (value, result), array in zip(results.items(), at_zero, strict=True):
+        # as inference joins the two branches' shapes: a dim only where both give it
+        result.type, result.shape = value.type, _joined(value.shape, array.shape)
         name = value.name
         value.name = fresh_name(f"{name}_rows", names)
         for use in list(value.uses()):
             if use.node.graph is not then_branch:
                 use.node.replace_input_with(use.idx, result)
         result.name = name
+
+
+def _joined(declared: ir.Shape | None, empty: tuple[int, ...]) -> ir.Shape | None:
+    """The shape of an If's result whose then-branch declares `declared` and whose else-branch
+    returns a constant of shape `empty`: each dim both give, else unknown (what ONNX inference
+    says, so that a second lowering declares the same)."""
+    if declared is None or len(declared) != len(empty):
+        return None
+    return ir.Shape([d if d == e else None for d, e in zip(declared, empty, strict=True)])
