@@ -11,14 +11,15 @@ a row; where it has none, their results are constants, computed here.
 A loop batched over a list's elements (`loop-batch`) runs its whole body once on the stack of
 them, however many there are; where the list is empty, the loop it replaces ran no iteration
 and launched nothing, while the batched body launches each of its kernels on empty tensors
-(SORT's Kalman predict over no tracker: 20 kernels against a Loop of no iteration). Every node
-of the region reads x, or a value of the region, beside static values only, so where x holds no
-row (M = 0, its one possible value the empty tensor of its type and shape) each of its results
-has one possible value: onnx.reference computes it once, at M = 0, and the else-branch returns
-it as a constant. With x's other dims static and above 0, `Size(x)` is 0 exactly where M is.
+(SORT's Kalman predict over no tracker: about 24 kernels against a Loop of no iteration).
+Every node of the region reads x, or a value of the region, beside static values only, so where
+x holds no row (M = 0, its one possible value the empty tensor of its type and shape) each of
+its results has one possible value: onnx.reference computes it once, at M = 0, and the
+else-branch returns it as a constant. With x's other dims static and above 0, `Size(x)` is 0
+exactly where M is.
 
-The region grows from x in graph order: a node joins it when it reads x or the region, every
-other input it reads is static (`seqlower.analysis.static_values`), it is a deterministic
+The region grows from x through its readers: a node joins it when it reads x or the region,
+every other input it reads is static (`seqlower.analysis.static_values`), it is a deterministic
 operator of the default domain without subgraphs, and its values are tensors. What the region
 gives to nodes outside it (and to the graph's outputs) the If returns. A region is guarded only
 where the nodes in it that a batching rule made (`BATCHING_RULES`, passed in as `batched`) cost
