@@ -34,8 +34,10 @@ from seqlower.options import OPENVINO_LOOP_TARGETS, SPEED_FIRST_TARGETS, Options
 from seqlower.output_ranks import declare_output_ranks, shapeless_outputs
 from seqlower.passes import CleanupPass, LowerSequencesPass, NormalizePass
 from seqlower.passes.broadcast_unsqueeze import drop_broadcast_unsqueezes
+from seqlower.passes.cleanup import forget_inferred_dim_names
 from seqlower.passes.condition_declarations import match_loop_condition_declarations
 from seqlower.passes.duplicate_nodes import merge_duplicate_nodes
+from seqlower.passes.empty_rows import BATCHING_RULES, guard_empty_rows
 from seqlower.passes.flatten_io import FlattenSequenceIOPass
 from seqlower.passes.identity_arithmetic import remove_identity_arithmetic
 from seqlower.passes.inline_functions import InlineSequenceFunctionsPass
@@ -43,7 +45,7 @@ from seqlower.passes.legality import count_sequence_ops, expanded_count
 from seqlower.passes.lent_shapes import lent_shapes
 from seqlower.passes.negated_terms import fold_negated_terms
 from seqlower.passes.noop_casts import inferred_types, remove_noop_casts
-from seqlower.passes.normalize import resolve_split_keepdims
+from seqlower.passes.normalize import infer_shapes, resolve_split_keepdims
 from seqlower.passes.onnxruntime_loops import LoopConditionPass, LoopsToScansPass
 from seqlower.passes.output_shapes import relax_unproved_output_dims
 from seqlower.passes.scan_output_shapes import DeclaredScanShapes
@@ -523,6 +525,15 @@ class _Run:
         self.scans = LoopsToScansPass()
         self.conditions_kept = SingleElementConditionsPass()
         changed = not self.cleanup.merged_last  # a node, since the cleanup merged duplicates
+        # what computes from the rows of one tensor alone, run only where it has a row (last:
+        # the nodes it moves into a branch are final; not for tract, held to declared shapes)
+        self.guarded = 0
+        if options.target != "tract":
+            self.guarded = guard_empty_rows(model, _made_by_batching(lower))
+            if self.guarded:  # what reads the If's results: the shapes a second lowering infers
+                infer_shapes(model)
+                forget_inferred_dim_names(model)
+        changed |= bool(self.guarded)
         if options.target in SPEED_FIRST_TARGETS:
             changed |= self.scans(model).modified
             for made, loop in self.scans.made.items():
@@ -593,6 +604,9 @@ class _Run:
         if self.cleanup.sunk:
             sunk = {"sink-into-branch": self.cleanup.sunk}
             report.rules_fired = {**report.rules_fired, **sunk}
+        if self.guarded:
+            guarded = {"guard-empty-rows": self.guarded}
+            report.rules_fired = {**report.rules_fired, **guarded}
         report.rules_fired = {
             **report.rules_fired,
             **_loop_counts(model, self.conditions, self.scans),
@@ -621,6 +635,16 @@ class _Run:
             + self.flatten_outputs.changes
         )
         return OptimizeResult(model, report)
+
+
+def _made_by_batching(lower: LowerSequencesPass) -> set[ir.Node]:
+    """The nodes made from an input node that a rule of `BATCHING_RULES` rewrote."""
+    batched = {
+        lower.origins.get(node, node)
+        for node, done in lower.rewrites.items()
+        if any(rule in BATCHING_RULES for rule, _ in done)
+    }
+    return {made for made, origin in lower.origins.items() if origin in batched}
 
 
 def _same(model: ir.Model) -> ir.Model:

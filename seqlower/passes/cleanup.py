@@ -15,7 +15,7 @@ graph computes; forget the dim names that shape inference made up. Nodes that st
 
 from __future__ import annotations
 
-__all__ = ["CleanupPass", "remove_unused_initializers"]
+__all__ = ["CleanupPass", "forget_inferred_dim_names", "remove_unused_initializers"]
 
 import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedFunctionsPass
@@ -294,14 +294,14 @@ class CleanupPass(ir.passes.InPlacePass):
         modified |= remove_unused_initializers(model)
         if model.functions:
             modified |= RemoveUnusedFunctionsPass()(model).modified
-        modified |= _forget_inferred_dim_names(model)
+        modified |= forget_inferred_dim_names(model)
         return ir.passes.PassResult(model, modified)
 
 
 _FOLD_ROUNDS = 3
 
 
-def _forget_inferred_dim_names(model: ir.Model) -> bool:
+def forget_inferred_dim_names(model: ir.Model) -> bool:
     """ONNX shape inference names unknown dims `unk__<n>`, numbered after the names already in
     the model; kept, they would make a second lowering number them differently (not
     idempotent). They become anonymous dims; the model inputs keep theirs.
