@@ -52,7 +52,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.carried_rows import at_least_iterations
-from seqlower.analysis.loop_shapes import INVARIANT, LoopShapes
+from seqlower.analysis.loop_shapes import INVARIANT, LoopShapes, analysed
 from seqlower.analysis.masked_loops import gathers_at_iteration
 from seqlower.cost import COPY_ELEMENTS, DYNAMIC_COUNT
 from seqlower.ops import graphs_within, subgraphs
@@ -99,7 +99,7 @@ def _check(node: ir.Node, ctx: Context) -> tuple[AccumulatorPlan, ...] | Refusal
         if init is None or not isinstance(body_input.type or init.type, ir.TensorType):
             continue
         if shapes is None:
-            shapes = LoopShapes(node, ctx.facts.values, memo=ctx.facts.loops)
+            shapes = analysed(node, ctx.facts.values, ctx.facts.loops)
         plan = _plan(node, index, shapes, ctx)
         if isinstance(plan, AccumulatorPlan):
             plans.append(plan)

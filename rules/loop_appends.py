@@ -50,7 +50,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.facts import element_dtype
-from seqlower.analysis.loop_shapes import LoopShapes
+from seqlower.analysis.loop_shapes import LoopShapes, analysed
 from seqlower.ops import graphs_within, is_sequence_op, is_sequence_value, subgraphs
 from seqlower.options import SPEED_FIRST_TARGETS
 from seqlower.rewriter import Builder
@@ -149,7 +149,7 @@ def _check_append(node: ir.Node, ctx: Context) -> tuple[AppendPlan, ...] | Refus
         if not (is_sequence_value(init) or is_sequence_value(body_input)):
             continue
         if shapes is None:
-            shapes = LoopShapes(node, ctx.facts.values, memo=ctx.facts.loops)
+            shapes = analysed(node, ctx.facts.values, ctx.facts.loops)
         plan = _append_plan(node, index, shapes, ctx)
         if isinstance(plan, AppendPlan):
             plans.append(plan)

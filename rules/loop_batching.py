@@ -87,7 +87,7 @@ import onnx_ir as ir
 
 from seqlower.analysis.carried_rows import at_least_iterations, counts_iterations
 from seqlower.analysis.facts import element_dtype
-from seqlower.analysis.loop_shapes import LoopShapes
+from seqlower.analysis.loop_shapes import analysed
 from seqlower.analysis.lower_bounds import dim_lower_bound, lower_bound, value_bounds
 from seqlower.analysis.provenance import split_source
 from seqlower.analysis.static_values import StaticValues
@@ -314,7 +314,7 @@ def _unproved_lengths(
     tensors = [read for read in reads if read.node.op_type == "Gather" and read.ragged is None]
     if not tensors:
         return reads
-    shapes = LoopShapes(node, ctx.facts.values, memo=ctx.facts.loops)
+    shapes = analysed(node, ctx.facts.values, ctx.facts.loops)
     trip = shapes.content(count)
     if trip is None or len(trip) != 1:
         return reads

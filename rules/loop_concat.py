@@ -30,7 +30,7 @@ import numpy as np
 import onnx_ir as ir
 
 from seqlower.analysis.facts import element_dtype
-from seqlower.analysis.loop_shapes import LoopShapes
+from seqlower.analysis.loop_shapes import LoopShapes, analysed
 from seqlower.lists.tensors import dim0
 from seqlower.ops import is_sequence_value
 from seqlower.rewriter import Builder
@@ -56,7 +56,7 @@ def _check(node: ir.Node, ctx: Context) -> tuple[ConcatPlan, ...] | Refusal:
 
     def loop_shapes() -> LoopShapes:
         if not shapes:
-            shapes.append(LoopShapes(node, ctx.facts.values, memo=ctx.facts.loops))
+            shapes.append(analysed(node, ctx.facts.values, ctx.facts.loops))
         return shapes[0]
 
     return carried_plans(

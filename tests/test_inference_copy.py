@@ -15,9 +15,27 @@ from seqlower.passes.inference_copy import call_with_copy
 
 
 def _model() -> ir.Model:
-    """Weights large and small, a Constant, a Loop whose body reads an outer value."""
+    """Weights large and small, a Constant, a Loop whose body reads an outer value and runs a
+    Loop of its own."""
+    inner = helper.make_graph(
+        [helper.make_node("Neg", ["g"], ["g2"], name="inner_neg")],
+        "inner",
+        [
+            helper.make_tensor_value_info("j", TensorProto.INT64, []),
+            helper.make_tensor_value_info("d", TensorProto.BOOL, None),
+            helper.make_tensor_value_info("g", TensorProto.FLOAT, None),
+        ],
+        [
+            helper.make_tensor_value_info("d", TensorProto.BOOL, None),
+            helper.make_tensor_value_info("g2", TensorProto.FLOAT, None),
+        ],
+    )
     body = helper.make_graph(
-        [helper.make_node("Add", ["h", "b"], ["h2"]), helper.make_node("Identity", ["c"], ["c2"])],
+        [
+            helper.make_node("Add", ["h", "b"], ["h1"], name="body_add"),
+            helper.make_node("Loop", ["", "c", "h1"], ["h2"], name="inner_loop", body=inner),
+            helper.make_node("Identity", ["c"], ["c2"]),
+        ],
         "body",
         [
             helper.make_tensor_value_info("i", TensorProto.INT64, []),
@@ -100,6 +118,40 @@ def _body_shape(model, step):
     body.inputs[2].shape = ir.Shape([2, 250]) if step % 2 == 0 else None
 
 
+def _inner_body(model: ir.Model) -> ir.Graph:
+    body = _node(model, "Loop").attributes["body"].as_graph()
+    return next(node for node in body if node.op_type == "Loop").attributes["body"].as_graph()
+
+
+def _body_value_and_node(model, step):
+    body = _node(model, "Loop").attributes["body"].as_graph()
+    add = next(node for node in body if node.op_type == "Add")
+    add.outputs[0].name = f"h1_{step}"
+    add.name = f"add{step}"
+    neg = next(iter(_inner_body(model)))
+    neg.name = f"inner_neg{step}"
+
+
+def _body_attribute_and_type(model, step):
+    neg = next(iter(_inner_body(model)))
+    neg.attributes["note"] = ir.AttrString("note", str(step))  # not ONNX's: only copied
+    neg.outputs[0].type = ir.TensorType(ir.DataType.FLOAT)
+    neg.outputs[0].shape = ir.Shape([step]) if step else None
+
+
+def _body_insert_and_remove(model, step):
+    inner = _inner_body(model)
+    neg = next(node for node in inner if node.op_type == "Neg")
+    if step == 0:
+        made = ir.node("Relu", [neg.inputs[0]], name="inner_relu")
+        inner.insert_before(neg, made)
+        neg.replace_input_with(0, made.outputs[0])
+    elif step == 1:
+        made = neg.inputs[0].producer()
+        neg.replace_input_with(0, made.inputs[0])
+        inner.remove(made, safe=True)
+
+
 def _insert_node(model, step):
     relu = _node(model, "Relu")
     made = ir.node("Neg", [relu.inputs[0]], name=f"neg{step}")
@@ -130,6 +182,9 @@ EDITS = [
     _rename_attribute_tensor,
     _type_and_shape,
     _body_shape,
+    _body_value_and_node,
+    _body_attribute_and_type,
+    _body_insert_and_remove,
     _insert_node,
     _remove_node,
     _doc_string,
@@ -163,3 +218,19 @@ def test_the_weights_are_left_out_and_the_model_keeps_them():
     assert list(model.graph.initializers) == ["shape", "b", "W"]  # as call_onnx_api leaves it
     assert [v.name for v in model.graph.inputs] == ["x"]
     assert model.graph.initializers["W"].const_value is not None
+
+
+def test_the_nodes_of_a_body_are_copied_from_the_last_copy():
+    """Each node of a body, at every depth, is kept for the next copy, not written anew; the
+    Loops that hold the bodies are written anew every time (their bodies' shapes change)."""
+    from seqlower.passes import inference_copy
+
+    model = _model()
+    call_with_copy(lambda proto: None, model)
+    cached = model.meta[inference_copy._CACHE_KEY]
+    names = sorted(node.name or node.op_type for node in cached)
+    assert names == ["Constant", "Identity", "body_add", "inner_neg", "matmul", "relu", "reshape"]
+    body_add = next(node for node in cached if node.name == "body_add")
+    entry = cached[body_add]
+    call_with_copy(lambda proto: None, model)
+    assert model.meta[inference_copy._CACHE_KEY][body_add] is entry  # copied, not made again

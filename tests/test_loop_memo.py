@@ -7,8 +7,9 @@ import onnx_ir as ir
 from onnx import TensorProto, helper
 
 from seqlower.analysis.loop_memo import LoopMemo
-from seqlower.analysis.loop_shapes import LoopShapes, carried_output_shape
+from seqlower.analysis.loop_shapes import LoopShapes, analysed, carried_output_shape
 from seqlower.analysis.static_values import StaticValues
+from seqlower.rewriter import Rewriter
 
 
 def _two_loops() -> ir.Model:
@@ -72,3 +73,30 @@ def test_the_memo_forgets_when_the_model_changes_and_answers_only_for_its_values
     # an analysis under hypotheses (here: a list assumed of elements of one shape) is not
     LoopShapes(keeps, values, uniform=[model.graph.inputs[0]], memo=memo)
     assert memo.invariant_carried(keeps, values) is None
+
+
+def test_the_rules_share_one_analysis_of_a_loop_until_a_rewrite() -> None:
+    """`analysed` gives the analysis made last for the same Loop and values while the model is
+    unchanged (the rules tried on one Loop in turn share it); after a rewrite through the
+    rewriter (here: the body that kept its tensor's shape now grows it) a new analysis is made,
+    which sees the change."""
+    model = _two_loops()
+    keeps, grows = (node for node in model.graph if node.op_type == "Loop")
+    rewriter = Rewriter(model)
+    values = StaticValues(generation=rewriter.generation)
+    memo = LoopMemo(values, generation=rewriter.generation)
+    first = analysed(keeps, values, memo)
+    body = keeps.attributes["body"].as_graph()
+    assert first.invariant_carried() == [body.inputs[2]]
+    assert analysed(keeps, values, memo) is first  # nothing changed: shared
+    assert analysed(keeps, StaticValues(), memo) is not first  # other values: not shared
+    add = next(node for node in body if node.op_type == "Add")
+    grown = rewriter.before(add).op("Concat", list(add.inputs), {"axis": 0})
+    rewriter.replace(add.outputs[0], grown)
+    again = analysed(keeps, values, memo)
+    assert again is not first
+    assert again.invariant_carried() == []  # the body grows the tensor now
+    # only the last analysis is kept: another Loop's replaces it
+    other = analysed(grows, values, memo)
+    assert analysed(keeps, values, memo) is not again
+    assert analysed(grows, values, memo) is not other  # replaced in turn by the line above

@@ -42,6 +42,7 @@ __all__ = [
     "INVARIANT",
     "LoopShapes",
     "ShapeFact",
+    "analysed",
     "carried_output_shape",
     "uniform_element_shape",
 ]
@@ -125,6 +126,19 @@ def carried_output_shape(
         array = values.get(init)
         shape = tuple(array.shape) if array is not None else None
     return shape if isinstance(shape, tuple) and not any(d is None for d in shape) else None
+
+
+def analysed(loop: ir.Node, values: StaticValues, memo: LoopMemo | None) -> LoopShapes:
+    """`LoopShapes(loop, values, memo=memo)`, or the same analysis made last while the model
+    did not change since (`LoopMemo.analysis`): the rules tried on one Loop in turn share it."""
+    if memo is not None:
+        kept = memo.analysis(loop, values)
+        if kept is not None:
+            return kept
+    shapes = LoopShapes(loop, values, memo=memo)
+    if memo is not None:
+        memo.keep_analysis(loop, values, shapes)
+    return shapes
 
 
 _SHARED_ATOMS = frozenset({"dim", "param", "value"})

@@ -200,7 +200,7 @@ def as_constants(graph: onnx.GraphProto, folded: dict[str, np.ndarray]) -> None:
     graphs = [(graph, True)]
     while graphs:
         current, is_root = graphs.pop()
-        read: list[str] = []  # folded values this subgraph reads
+        read: dict[str, None] = {}  # folded values this subgraph reads, in order
         for node in current.node:
             attributes = node.attribute
             if attributes:  # most nodes of a large graph hold no subgraph: looked at quickly
@@ -213,7 +213,7 @@ def as_constants(graph: onnx.GraphProto, folded: dict[str, np.ndarray]) -> None:
             if len(outputs) == 1 and outputs[0] in folded and node.op_type != "Constant":
                 node.CopyFrom(_constant(outputs[0], folded[outputs[0]], node.name))
             if not is_root:
-                read.extend(name for name in node.input if name in folded and name not in read)
+                read.update((name, None) for name in node.input if name in folded)
         if read:
             defined = {name for node in current.node for name in node.output}
             defined.update(v.name for v in current.input)
