@@ -36,7 +36,7 @@ class DeferredRefusal(Refusal):
     first rule tried on each of 2,000 Ifs in a row, each appending to the list the one before
     made, walked back every insert before it)."""
 
-    def __init__(self, make: Callable[[], str]) -> None:  # pylint: disable=super-init-not-called
+    def __init__(self, make: Callable[[], str]) -> None:  # the field is the property below
         object.__setattr__(self, "_make", make)
         object.__setattr__(self, "_made", None)
 
