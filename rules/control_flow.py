@@ -35,7 +35,7 @@ from seqlower.analysis.known_dims import decided
 from seqlower.inline import inline_graph
 from seqlower.ops import is_sequence_op, is_sequence_value
 from seqlower.rewriter import Builder
-from seqlower.rule import Context, Refusal, Rule, RuleSet
+from seqlower.rule import Context, DeferredRefusal, Refusal, Rule, RuleSet
 
 _BRANCHES = ("then_branch", "else_branch")
 
@@ -113,7 +113,7 @@ class SplitOutputs:
 def _check_sequence_outputs(node: ir.Node, ctx: Context) -> SplitOutputs | Refusal:
     then_branch, else_branch = (_branch(node, key) for key in _BRANCHES)
     plan: list[tuple[tuple[ir.Value, ...], tuple[ir.Value, ...]] | None] = []
-    reasons = []
+    unknown: list[tuple[ir.Value, ir.Graph, ir.Value] | str] = []  # why, told when read
     for index, output in enumerate(node.outputs):
         if not is_sequence_value(output):
             plan.append(None)
@@ -123,16 +123,14 @@ def _check_sequence_outputs(node: ir.Node, ctx: Context) -> SplitOutputs | Refus
             value = branch.outputs[index]
             elements = ctx.facts.elements(value)
             if elements is None:
-                fact = ctx.facts.sequence(value)
-                reason = getattr(fact, "reason", "its elements are not known")
-                reasons.append(f"output '{output.name}' in {branch.name or 'a branch'}: {reason}")
+                unknown.append((output, branch, value))
                 break
             sides.append(elements)
         if len(sides) != 2:
             plan.append(None)
             continue
         if len(sides[0]) != len(sides[1]):
-            reasons.append(
+            unknown.append(
                 f"output '{output.name}': the branches yield {len(sides[0])} and {len(sides[1])} "
                 "elements"
             )
@@ -140,8 +138,22 @@ def _check_sequence_outputs(node: ir.Node, ctx: Context) -> SplitOutputs | Refus
             continue
         plan.append((sides[0], sides[1]))
     if all(entry is None for entry in plan):
-        return Refusal("; ".join(reasons) or "no sequence output")
+        return DeferredRefusal(lambda: _unknown_outputs(unknown, ctx) or "no sequence output")
     return SplitOutputs(tuple(plan))
+
+
+def _unknown_outputs(unknown: list[tuple[ir.Value, ir.Graph, ir.Value] | str], ctx: Context) -> str:
+    """Why the elements of each output are not known: the fact of the list where a branch
+    returns it (a walk to the end of its chain), read only when the reason is."""
+    reasons = []
+    for entry in unknown:
+        if isinstance(entry, str):
+            reasons.append(entry)
+            continue
+        output, branch, value = entry
+        reason = getattr(ctx.facts.sequence(value), "reason", "its elements are not known")
+        reasons.append(f"output '{output.name}' in {branch.name or 'a branch'}: {reason}")
+    return "; ".join(reasons)
 
 
 def _sequence_outputs_to_tensors(node: ir.Node, plan: SplitOutputs, ctx: Context) -> None:

@@ -262,10 +262,24 @@ class Rewriter:
         replace_all_uses(old, new, replace_graph_outputs=True)
 
 
+# the default-domain operators that read a list and make a tensor: no list is made by them,
+# and no walk along a chain of lists passes them
+_LIST_READERS = frozenset({"SequenceAt", "SequenceLength", "ConcatFromSequence"})
+
+
 def _may_touch_lists(node: ir.Node) -> bool:
     """Whether a rewrite that touched `node` may have changed how a list is made: a sequence
     operator or an Identity, a node of another domain or holding subgraphs (lists may live
-    there), or one that reads or makes a value typed as a list."""
+    there), or one that reads or makes a value typed as a list. Not a reader of lists whose
+    outputs are all typed as tensors (a SequenceLength lowered, a SequenceAt emitted): which
+    node makes each list, and what each reads, is as before (a list value replaced counts
+    in `Rewriter.replace`, whatever its producer)."""
+    if (
+        node.op_type in _LIST_READERS
+        and node.domain == ""
+        and all(type(value.type) is ir.TensorType for value in node.outputs)
+    ):
+        return False
     return (
         node.op_type in SEQUENCE_OPS
         or node.op_type == "Identity"

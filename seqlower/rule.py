@@ -5,7 +5,7 @@ is generated from it.
 
 from __future__ import annotations
 
-__all__ = ["Context", "Refusal", "Rule", "RuleSet", "never_empty"]
+__all__ = ["Context", "DeferredRefusal", "Refusal", "Rule", "RuleSet", "never_empty"]
 
 import dataclasses
 import inspect
@@ -27,6 +27,26 @@ class Refusal:
     """Why a rule does not apply to a node. Kept for the report when the node stays."""
 
     reason: str
+
+
+class DeferredRefusal(Refusal):
+    """A `Refusal` whose reason is made when first read (then kept): the driver reads the
+    reasons of a node only when no rule rewrites it, so a node that a later rule rewrites
+    never pays for the reason of an earlier one (a walk to the end of a chain of lists: the
+    first rule tried on each of 2,000 Ifs in a row, each appending to the list the one before
+    made, walked back every insert before it)."""
+
+    def __init__(self, make: Callable[[], str]) -> None:  # the field is the property below
+        object.__setattr__(self, "_make", make)
+        object.__setattr__(self, "_made", None)
+
+    @property  # type: ignore[override]
+    def reason(self) -> str:  # type: ignore[override]
+        made = self._made  # type: ignore[attr-defined]
+        if made is None:
+            made = self._make()  # type: ignore[attr-defined]
+            object.__setattr__(self, "_made", made)
+        return made
 
 
 @dataclasses.dataclass

@@ -35,7 +35,7 @@ import onnx_ir as ir
 
 from seqlower.cost import node_costs_both
 from seqlower.ops import iter_all_nodes
-from seqlower.regions import Region, find_regions, region_costs
+from seqlower.regions import Region, find_regions, region_costs_each
 from seqlower.report import KEPT_FOR_SPEED, KeptRegion
 
 FROZEN_RULE = KEPT_FOR_SPEED  # the name the refusals of a kept region carry
@@ -86,12 +86,10 @@ class RegionPlan:
         if not whole:
             owned = {node for region in regions for node in region.nodes}
             costs, small = node_costs_both(model, counted=owned.__contains__)
-            as_given = region_costs(model, regions, costs)
-            as_given_small = region_costs(model, regions, small)
+            as_given, as_given_small = region_costs_each(model, regions, [costs, small])
             return cls((), (), tuple(regions), tuple(as_given), math.nan, tuple(as_given_small))
         costs, small = node_costs_both(model)
-        as_given = region_costs(model, regions, costs)
-        as_given_small = region_costs(model, regions, small)
+        as_given, as_given_small = region_costs_each(model, regions, [costs, small])
         walk = tuple(iter_all_nodes(model))
         kinds = tuple((node.domain, node.op_type) for node in walk)
         return cls(
@@ -116,7 +114,10 @@ class RegionPlan:
     ) -> list[RegionCost]:
         """Every region's two estimates, in whole launches: as given, and in `lowered` (this
         plan's model after lowering, whose per-node `costs` are given)."""
-        after = region_costs(lowered, list(self.regions), costs, origins)
+        (after,) = region_costs_each(lowered, list(self.regions), [costs], origins)
+        return self._estimated(after)
+
+    def _estimated(self, after: list[float]) -> list[RegionCost]:
         return [
             RegionCost(index, round(before), round(now))
             for index, (before, now) in enumerate(zip(self.as_given, after, strict=True))
@@ -131,13 +132,18 @@ class RegionPlan:
     ) -> list[RegionCost]:
         """The regions that cost more lowered than as given, in whole launches; with `small`
         (the per-node costs of `lowered` with `SMALL_COUNT` iterations, for a plan that has
-        them), by the product of the two estimates (`RegionCost.lowered_costs_more`)."""
-        found = self.estimates(lowered, origins, costs)
-        if small is not None and self.as_given_small:
-            after = region_costs(lowered, list(self.regions), small, origins)
+        them), by the product of the two estimates (`RegionCost.lowered_costs_more`). Both
+        estimates are added up in one walk of `lowered`."""
+        if small is None or not self.as_given_small:
+            found = self.estimates(lowered, origins, costs)
+        else:
+            regions = list(self.regions)
+            after, after_small = region_costs_each(lowered, regions, [costs, small], origins)
             found = [
                 dataclasses.replace(cost, as_given_small=round(before), lowered_small=round(now))
-                for cost, before, now in zip(found, self.as_given_small, after, strict=True)
+                for cost, before, now in zip(
+                    self._estimated(after), self.as_given_small, after_small, strict=True
+                )
             ]
         return [cost for cost in found if cost.lowered_costs_more]
 

@@ -13,10 +13,12 @@ import onnx_ir as ir
 import pytest
 from support import assert_same_outputs, lower, op_counts, parse, run_ort, sequence_op_counts
 
-from seqlower.cost import node_costs
+from seqlower import regions as regions_module
+from seqlower.cost import node_costs, node_costs_both
+from seqlower.ops import iter_all_graphs
 from seqlower.options import Options
 from seqlower.passes import LowerSequencesPass, NormalizePass
-from seqlower.regions import find_regions, region_costs
+from seqlower.regions import find_regions, region_costs, region_costs_each
 from seqlower.speed_first import RegionCost, RegionPlan
 
 FIXTURES = Path(__file__).parent / "fixtures" / "speed"
@@ -99,6 +101,46 @@ def test_region_costs_add_up_to_the_regions_share_of_the_model():
     costs = node_costs(model)
     (cost,) = region_costs(model, find_regions(model), costs)
     assert cost == pytest.approx(sum(costs.values()))  # every node belongs to the region
+
+
+def test_the_estimates_at_both_counts_are_added_up_in_one_walk(monkeypatch):
+    walked = []
+    original = regions_module.graph_nodes
+
+    def counted(graph):  # type: ignore[no-untyped-def]
+        walked.append(graph)
+        return original(graph)
+
+    monkeypatch.setattr(regions_module, "graph_nodes", counted)
+    for text in (TWO_CHAINS, LOOP_LIST):
+        model = _typed(text)
+        regions = find_regions(model)
+        costs, small = node_costs_both(model)
+        graphs = len(list(iter_all_graphs(model)))
+        walked.clear()
+        totals, totals_small = region_costs_each(model, regions, [costs, small])
+        assert len(walked) == graphs  # each graph once, for both estimates
+        if text is TWO_CHAINS:  # no bodies: a region's nodes are its own
+            for shares, found in ((costs, totals), (small, totals_small)):
+                expected = [sum(shares.get(n, 0.0) for n in region.nodes) for region in regions]
+                assert found == pytest.approx(expected) and len(found) == 2
+        else:  # the Loop's body counts for its region: every node is the region's
+            assert costs is not small  # a trip count known at run time only: two estimates
+            assert totals == [pytest.approx(sum(costs.values()))]
+            assert totals_small == [pytest.approx(sum(small.values()))]
+            assert totals_small[0] < totals[0]
+        assert region_costs(model, regions, small) == totals_small
+        # the plan's comparison of the lowered model with the model as given: one walk too
+        plan = RegionPlan.of(model)
+        walked.clear()
+        found = plan.costlier(model, {}, costs, small)
+        assert len(walked) == graphs and found == []  # the same model costs the same
+        walked.clear()
+        estimates = plan.estimates(model, {}, costs)
+        assert len(walked) == graphs
+        assert [(c.as_given, c.lowered) for c in estimates] == [
+            (round(t), round(t)) for t in totals
+        ]
 
 
 def test_the_driver_leaves_frozen_nodes_alone_and_gives_the_reason():

@@ -90,6 +90,7 @@ class Facts:
         self._generation = generation
         self._lengths: ListLengths | None = None
         self._lengths_seen = self._chains_seen
+        self._plans: dict[ir.Node, _KeptPlan] = {}
 
     def forget_rewritten(self, nodes: list[ir.Node]) -> None:
         """Forget what was derived from the outputs of `nodes`, the nodes a rewrite emitted,
@@ -124,7 +125,32 @@ class Facts:
         return static_shape(value)
 
     def split_plan(self, node: ir.Node) -> SplitPlan | str:
-        return plan_split(node, self.values)
+        """`plan_split(node)`, kept across rewrites while what it read is unchanged: the
+        node's inputs (the same tuple: onnx_ir makes a new one whenever an input is replaced),
+        the shape of its data (the same object), and the content of its sizes when that was
+        only a provisional answer (`StaticValues.is_settled`), until the model changes. A
+        plan is asked once per reader of the list: 100,000 lengths of one split asked it
+        100,000 times, each after a rewrite that changed a list reader."""
+        kept = self._plans.get(node)
+        data = node.inputs[0] if node.inputs else None
+        shape = data.shape if data is not None else None
+        if (
+            kept is not None
+            and kept.inputs is node.inputs
+            and kept.shape is shape
+            and (kept.generation is None or kept.generation == self._current_generation())
+        ):
+            return kept.plan
+        plan = plan_split(node, self.values)
+        sizes = node.inputs[1] if len(node.inputs) > 1 else None
+        if sizes is None or self.values.is_settled(sizes):
+            self._plans[node] = _KeptPlan(plan, node.inputs, shape, None)
+        elif self._generation is not None:  # without it, a provisional answer lasts one question
+            self._plans[node] = _KeptPlan(plan, node.inputs, shape, self._generation())
+        return plan
+
+    def _current_generation(self) -> int | None:
+        return self._generation() if self._generation is not None else None
 
     # -- sequences -----------------------------------------------------------------------
 
@@ -226,8 +252,27 @@ class Facts:
         return None if isinstance(fact, Unknown) else fact.length
 
     def elements(self, value: ir.Value) -> tuple[ir.Value, ...] | None:
+        """The elements of the list `value` when they are values of the graph, else None. A
+        list an insert, erase or map makes has its length known at most: answered without the
+        walk to the end of its chain (the check of each of 2,000 Ifs in a row, each appending
+        to the list the one before made, walked back the chain of the inserts before it)."""
+        producer = value.producer()
+        if producer is not None and producer.domain == "" and _STEPS.get(producer.op_type):
+            return None
         fact = self.sequence(value)
         return fact.elements if isinstance(fact, KnownElements) else None
+
+
+@dataclasses.dataclass(frozen=True)
+class _KeptPlan:
+    """A split's plan and what it was made from (`Facts.split_plan`): the node's input tuple,
+    its data's shape object, and the generation it lasts for when its sizes were provisional
+    (None: until the inputs or the shape change)."""
+
+    plan: SplitPlan | str
+    inputs: object
+    shape: ir.Shape | None
+    generation: int | None
 
 
 @dataclasses.dataclass(frozen=True)

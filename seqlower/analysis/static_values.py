@@ -82,6 +82,11 @@ class StaticValues:
                 self._soft = None
         return self._cache.get(value)
 
+    def is_settled(self, value: ir.Value) -> bool:
+        """Whether the answer for `value` is final: its content, or a "not static" that no
+        rewrite can change (not a provisional answer, and not asked yet)."""
+        return value in self._cache
+
     def get_int(self, value: ir.Value | None) -> int | None:
         """The content of a static integer scalar (or one-element tensor), else None."""
         array = self.get(value)

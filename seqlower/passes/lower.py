@@ -339,11 +339,11 @@ class LowerSequencesPass(ir.passes.InPlacePass):
 
     def _apply_first(self, node: ir.Node, rules: list[Rule], context: Context) -> bool:
         self.refusals.pop(node, None)
-        reasons: list[str] = []
+        refused: list[tuple[str, Refusal]] = []  # the reasons are read if no rule applies
         for rule in rules:
             match = rule.check(node, context)
             if isinstance(match, Refusal):
-                reasons.append(f"{rule.name}: {match.reason}")
+                refused.append((rule.name, match))
                 continue
             logger.debug("%s applies to %s '%s'", rule.name, node.op_type, node.name)
             read = [value.producer() for value in node.inputs if value is not None]
@@ -365,8 +365,8 @@ class LowerSequencesPass(ir.passes.InPlacePass):
             remove_dead_upstream([*(p for p in read if p is not None), node, *touched], holders)
             self._rebuilt = _rebuilt(node, graph, touched)
             return True
-        if reasons:
-            self.refusals[node] = reasons
+        if refused:
+            self.refusals[node] = [f"{name}: {match.reason}" for name, match in refused]
         self._rebuilt = None
         return False
 
