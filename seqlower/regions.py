@@ -18,10 +18,10 @@ counts for the region of the node it came from: `LowerSequencesPass.origins`).
 
 from __future__ import annotations
 
-__all__ = ["Region", "find_regions", "region_costs"]
+__all__ = ["Region", "find_regions", "region_costs", "region_totals"]
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 import onnx_ir as ir
 
@@ -101,9 +101,20 @@ def region_costs(
     """The cost of each region in `model`: the shares (`costs`) of the nodes it owns, where
     `origins` maps a node a rewrite made to the node it came from (after lowering); a node
     with no origin of its own inside a body counts for the region of the node holding it."""
+    return region_totals(model, regions, [costs], origins)[0]
+
+
+def region_totals(
+    model: ir.Model,
+    regions: list[Region],
+    costs: Sequence[Mapping[ir.Node, float]],
+    origins: Mapping[ir.Node, ir.Node] | None = None,
+) -> list[list[float]]:
+    """`region_costs` for each of several per-node `costs` (the estimates at two trip counts,
+    say), in one walk of the model: the same sums, added in the same order."""
     origins = origins or {}
     region_of = {node: index for index, region in enumerate(regions) for node in region.nodes}
-    totals = [0.0] * len(regions)
+    totals = [[0.0] * len(regions) for _ in costs]
     found: dict[ir.Node, int | None] = {}  # the region of each node walked so far
     for node, owner in _walk(model):
         index = region_of.get(origins.get(node, node))
@@ -111,7 +122,8 @@ def region_costs(
             index = found.get(owner)
         found[node] = index
         if index is not None:
-            totals[index] += costs.get(node, 0.0)
+            for each, shares in zip(totals, costs):
+                each[index] += shares.get(node, 0.0)
     return totals
 
 

@@ -35,7 +35,7 @@ import onnx_ir as ir
 
 from seqlower.cost import node_costs_both
 from seqlower.ops import iter_all_nodes
-from seqlower.regions import Region, find_regions, region_costs
+from seqlower.regions import Region, find_regions, region_costs, region_totals
 from seqlower.report import KEPT_FOR_SPEED, KeptRegion
 
 FROZEN_RULE = KEPT_FOR_SPEED  # the name the refusals of a kept region carry
@@ -86,12 +86,10 @@ class RegionPlan:
         if not whole:
             owned = {node for region in regions for node in region.nodes}
             costs, small = node_costs_both(model, counted=owned.__contains__)
-            as_given = region_costs(model, regions, costs)
-            as_given_small = region_costs(model, regions, small)
+            as_given, as_given_small = _both_totals(model, regions, costs, small)
             return cls((), (), tuple(regions), tuple(as_given), math.nan, tuple(as_given_small))
         costs, small = node_costs_both(model)
-        as_given = region_costs(model, regions, costs)
-        as_given_small = region_costs(model, regions, small)
+        as_given, as_given_small = _both_totals(model, regions, costs, small)
         walk = tuple(iter_all_nodes(model))
         kinds = tuple((node.domain, node.op_type) for node in walk)
         return cls(
@@ -132,13 +130,16 @@ class RegionPlan:
         """The regions that cost more lowered than as given, in whole launches; with `small`
         (the per-node costs of `lowered` with `SMALL_COUNT` iterations, for a plan that has
         them), by the product of the two estimates (`RegionCost.lowered_costs_more`)."""
-        found = self.estimates(lowered, origins, costs)
         if small is not None and self.as_given_small:
-            after = region_costs(lowered, list(self.regions), small, origins)
+            now, now_small = _both_totals(lowered, list(self.regions), costs, small, origins)
             found = [
-                dataclasses.replace(cost, as_given_small=round(before), lowered_small=round(now))
-                for cost, before, now in zip(found, self.as_given_small, after, strict=True)
+                RegionCost(index, round(before), round(after), round(before_small), round(later))
+                for index, (before, after, before_small, later) in enumerate(
+                    zip(self.as_given, now, self.as_given_small, now_small, strict=True)
+                )
             ]
+        else:
+            found = self.estimates(lowered, origins, costs)
         return [cost for cost in found if cost.lowered_costs_more]
 
     def reported(
@@ -203,6 +204,22 @@ class RegionPlan:
                 mine = walk[position[node]]
                 frozen[mine] = headline if mine is anchor else member
         return frozen, self.reported(kept, label, graph_of, walk)
+
+
+def _both_totals(
+    model: ir.Model,
+    regions: list[Region],
+    costs: Mapping[ir.Node, float],
+    small: Mapping[ir.Node, float],
+    origins: Mapping[ir.Node, ir.Node] | None = None,
+) -> tuple[list[float], list[float]]:
+    """Each region's cost at both counts (`region_costs`), in one walk; one sum when the two
+    estimates are one (`node_costs_both` found no count to guess)."""
+    if small is costs:
+        (totals,) = region_totals(model, regions, [costs], origins)
+        return totals, list(totals)
+    totals, totals_small = region_totals(model, regions, [costs, small], origins)
+    return totals, totals_small
 
 
 def relative_cost(plan: RegionPlan, cost: float, cost_small: float) -> float:

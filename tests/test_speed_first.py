@@ -13,10 +13,10 @@ import onnx_ir as ir
 import pytest
 from support import assert_same_outputs, lower, op_counts, parse, run_ort, sequence_op_counts
 
-from seqlower.cost import node_costs
+from seqlower.cost import SMALL_COUNT, node_costs
 from seqlower.options import Options
 from seqlower.passes import LowerSequencesPass, NormalizePass
-from seqlower.regions import find_regions, region_costs
+from seqlower.regions import find_regions, region_costs, region_totals
 from seqlower.speed_first import RegionCost, RegionPlan
 
 FIXTURES = Path(__file__).parent / "fixtures" / "speed"
@@ -99,6 +99,66 @@ def test_region_costs_add_up_to_the_regions_share_of_the_model():
     costs = node_costs(model)
     (cost,) = region_costs(model, find_regions(model), costs)
     assert cost == pytest.approx(sum(costs.values()))  # every node belongs to the region
+
+
+def _region_walks(monkeypatch) -> list[ir.Model]:
+    """The models `regions` walks from here on (one entry per walk of a model)."""
+    import seqlower.regions as regions_module
+
+    made: list[ir.Model] = []
+    walk = regions_module._walk
+
+    def counting(model):
+        made.append(model)
+        return walk(model)
+
+    monkeypatch.setattr(regions_module, "_walk", counting)
+    return made
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["whole", "regions-only"])
+def test_both_estimates_of_every_region_are_added_up_in_one_walk(monkeypatch, whole):
+    # a list of run-time length: the estimates at the two counts differ
+    model = _typed(TWO_CHAINS)
+    walks = _region_walks(monkeypatch)
+    plan = RegionPlan.of(model, whole=whole)
+    regions = list(plan.regions)
+    assert walks == [model, model]  # finding the regions (their private inputs), one sum
+    counted = {node for region in regions for node in region.nodes}.__contains__
+    costs = node_costs(model, None if whole else counted)
+    small = node_costs(model, None if whole else counted, trip_count=SMALL_COUNT)
+    # the sums of separate walks, to the last bit
+    assert plan.as_given == tuple(region_costs(model, regions, costs))
+    assert plan.as_given_small == tuple(region_costs(model, regions, small))
+    assert plan.as_given_small != plan.as_given
+    # after lowering: each node counts for the region of the node it came from
+    lower = LowerSequencesPass()
+    lower(model)
+    after = node_costs(model), node_costs(model, trip_count=SMALL_COUNT)
+    walks.clear()
+    found = plan.costlier(model, lower.origins, *after)
+    assert walks == [model]
+    now = region_costs(model, regions, after[0], lower.origins)
+    now_small = region_costs(model, regions, after[1], lower.origins)
+    expected = [
+        RegionCost(index, round(a), round(b), round(c), round(d))
+        for index, (a, b, c, d) in enumerate(
+            zip(plan.as_given, now, plan.as_given_small, now_small, strict=True)
+        )
+    ]
+    assert found == [cost for cost in expected if cost.lowered_costs_more]
+    assert region_totals(model, regions, [after[0], after[1]], lower.origins) == [now, now_small]
+
+
+def test_the_node_count_is_every_graphs_length():
+    from seqlower.ops import iter_all_nodes
+    from seqlower.pipeline import _node_count
+
+    model = _typed(LOOP_LIST)
+    assert _node_count(model) == sum(1 for _ in iter_all_nodes(model)) == 7  # 3 in the body
+    body = next(n for n in model.graph if n.op_type == "Loop").attributes["body"].as_graph()
+    body.append(ir.Node("", "Identity", [body.inputs[0]]))
+    assert _node_count(model) == sum(1 for _ in iter_all_nodes(model)) == 8
 
 
 def test_the_driver_leaves_frozen_nodes_alone_and_gives_the_reason():
