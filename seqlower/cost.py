@@ -284,13 +284,16 @@ class _Graph:
         deterministic default-domain tensor operator without subgraphs whose inputs are all
         constants (Constant outputs, initializers that are not graph inputs, in this graph or
         around it, and the outputs of nodes folded before it), or a Shape of a static shape."""
-        if node.domain not in ("", "ai.onnx") or node.op_type in _NOT_FOLDED or not node.inputs:
+        op = node.op_type
+        if node.domain not in ("", "ai.onnx") or op in _NOT_FOLDED or not node.inputs:
             return False
-        if any(is_sequence_value(v) for v in (*node.inputs, *node.outputs)):
-            return False
-        if node.op_type == "Shape":
+        if op == "Shape":
+            if any(is_sequence_value(v) for v in (*node.inputs, *node.outputs)):
+                return False
             shape = node.inputs[0].shape if node.inputs[0] is not None else None
             return shape is not None and all(isinstance(d, int) for d in shape)
+        # the inputs first: most nodes read a value computed at run time, found at once (the
+        # two conditions are both required, so the order changes no answer)
         alias = self.alias
         for value in node.inputs:
             if value is None or alias.get(value, value) in self.constant:
@@ -302,7 +305,7 @@ class _Graph:
                 return False
             if not (value.is_initializer() and not value.is_graph_input()):
                 return False
-        return True
+        return not any(is_sequence_value(v) for v in (*node.inputs, *node.outputs))
 
     def _key(self, node: ir.Node) -> Hashable | None:
         """What makes `node` identical to another for onnxruntime's common subexpression
