@@ -147,24 +147,39 @@ def node_costs_both(
     model: ir.Model, counted: Callable[[ir.Node], bool] | None = None
 ) -> tuple[dict[ir.Node, float], dict[ir.Node, float]]:
     """`node_costs` with `DYNAMIC_COUNT` and with `SMALL_COUNT`: one walk when no count is
-    known at run time only (the two are then the same, and the same dict is returned twice)."""
-    costs, guessed = _walk(model, counted, DYNAMIC_COUNT)
-    if not guessed:
+    known at run time only (the two are then the same, and the same dict is returned twice).
+    When every count guessed is a list's length read by a node of the main graph that holds no
+    subgraph (a SplitToSequence or ConcatFromSequence of run-time length), only those nodes
+    are costed again: nothing else a walk does (the merges, the folds, the other nodes' costs)
+    reads the count, so a second walk would give every other node the same share."""
+    costs, walk = _walk(model, counted, DYNAMIC_COUNT)
+    if not walk.guessed[0]:
         return costs, costs
-    return costs, _walk(model, counted, SMALL_COUNT)[0]
+    redo = walk.redo
+    if redo is None:
+        return costs, _walk(model, counted, SMALL_COUNT)[0]
+    small = dict(costs)  # the same nodes in the same order
+    walk.dynamic = float(SMALL_COUNT)
+    for node, source in redo.items():
+        # a main-graph node runs once: its share is its own cost (`_Graph.run`); the analyses
+        # it reads hold what they held when the first walk costed it there
+        small[node] = walk._own(source, 1.0, 1.0)[0] * 1.0
+    return costs, small
 
 
 def _walk(
     model: ir.Model, counted: Callable[[ir.Node], bool] | None, trip_count: float
-) -> tuple[dict[ir.Node, float], bool]:
-    """The costs of `node_costs`, and whether any of them read `trip_count`."""
+) -> tuple[dict[ir.Node, float], _Graph]:
+    """The costs of `node_costs`, and the walk of the main graph (`guessed[0]`: whether any of
+    them read `trip_count`; `redo`: see `_Graph`)."""
     opset = model.opset_imports.get("", model.opset_imports.get("ai.onnx"))
     costs: dict[ir.Node, float] = {}
     values = StaticValues(opset)
     walk = _Graph(values, StaticLengths(values), costs, {}, set(), _Holders(model))
     walk.dynamic = float(trip_count)
+    walk.redo = {}  # the main graph's walk: its guesses may be costed again alone
     walk.run(model.graph, 1.0, 1.0, counted=counted)
-    return costs, walk.guessed[0]
+    return costs, walk
 
 
 class _Graph:
@@ -187,6 +202,12 @@ class _Graph:
         self.in_run_time_loop = False  # in the body of a loop of run-time count, at any depth
         self.dynamic = float(DYNAMIC_COUNT)  # iterations of a loop of run-time count
         self.guessed = [False]  # whether a cost read `dynamic` (shared with the subgraphs)
+        self.guesses = [0]  # how many costs read it (shared with the subgraphs)
+        # the main graph's walk (`_walk`): each node whose share is a guessed own cost of a
+        # node that holds no subgraph (itself, or the node merged into it), to cost again with
+        # another count; None once a guess is read anywhere else (a body, a branch, a loop's
+        # count): then only a whole walk gives the other count
+        self.redo: dict[ir.Node, ir.Node] | None = None
 
     def run(
         self,
@@ -226,6 +247,8 @@ class _Graph:
                 seen[key] = node
                 if first in self.costs:
                     self.costs[node], self.costs[first] = self.costs[first], 0.0
+                    if self.redo is not None and first in self.redo:
+                        self.redo[node] = self.redo.pop(first)
                     continue
                 # `counted` turned the first down: this node is costed as any other below
             if key is not None:
@@ -238,9 +261,15 @@ class _Graph:
                 continue
             if skipped:
                 continue
+            guesses = self.guesses[0]
             own, inside = self._own(node, iterations, runs)
             self.costs[node] = own * runs
             total += own + inside
+            if self.guesses[0] != guesses and self.redo is not None:
+                if subgraphs(node):  # a guess in its subgraphs or its trip count
+                    self.redo = None
+                else:
+                    self.redo[node] = node
         readers = (
             [node for node in graph_nodes(graph) if _reads_outer_list(node, graph)] if body else []
         )
@@ -255,13 +284,16 @@ class _Graph:
         deterministic default-domain tensor operator without subgraphs whose inputs are all
         constants (Constant outputs, initializers that are not graph inputs, in this graph or
         around it, and the outputs of nodes folded before it), or a Shape of a static shape."""
-        if node.domain not in ("", "ai.onnx") or node.op_type in _NOT_FOLDED or not node.inputs:
+        op = node.op_type
+        if node.domain not in ("", "ai.onnx") or op in _NOT_FOLDED or not node.inputs:
             return False
-        if any(is_sequence_value(v) for v in (*node.inputs, *node.outputs)):
-            return False
-        if node.op_type == "Shape":
+        if op == "Shape":
+            if any(is_sequence_value(v) for v in (*node.inputs, *node.outputs)):
+                return False
             shape = node.inputs[0].shape if node.inputs[0] is not None else None
             return shape is not None and all(isinstance(d, int) for d in shape)
+        # the inputs first: most nodes read a value computed at run time, found at once (the
+        # two conditions are both required, so the order changes no answer)
         alias = self.alias
         for value in node.inputs:
             if value is None or alias.get(value, value) in self.constant:
@@ -273,7 +305,7 @@ class _Graph:
                 return False
             if not (value.is_initializer() and not value.is_graph_input()):
                 return False
-        return True
+        return not any(is_sequence_value(v) for v in (*node.inputs, *node.outputs))
 
     def _key(self, node: ir.Node) -> Hashable | None:
         """What makes `node` identical to another for onnxruntime's common subexpression
@@ -323,6 +355,7 @@ class _Graph:
             elements = _elements(node, self.values, self.lengths, dynamic)
             if elements == dynamic:  # or a static count equal to it: read as a guess
                 self.guessed[0] = True
+                self.guesses[0] += 1
             return 1.0 + elements / COPY_ELEMENTS + moved, 0.0
         if op == "If":
             branches = []
@@ -338,7 +371,7 @@ class _Graph:
                         self.holders,
                     )
                     walk.in_run_time_loop, walk.dynamic = self.in_run_time_loop, dynamic
-                    walk.guessed = self.guessed
+                    walk.guessed, walk.guesses = self.guessed, self.guesses
                     branches.append((walk.run(attr.as_graph(), iterations, runs), shares))
             if not branches:
                 return IF_LAUNCHES, 0.0
@@ -352,6 +385,7 @@ class _Graph:
             count = dynamic if static is None else static
             if static is None:
                 self.guessed[0] = True
+                self.guesses[0] += 1
             if static is None and self.in_run_time_loop and op != "SequenceMap":
                 # two nested loops of run-time count: not 16 x 16
                 count = min(float(NESTED_DYNAMIC_COUNT), dynamic)
@@ -364,7 +398,7 @@ class _Graph:
             )
             walk.in_run_time_loop = self.in_run_time_loop or static is None
             walk.dynamic = dynamic
-            walk.guessed = self.guessed
+            walk.guessed, walk.guesses = self.guessed, self.guesses
             per_iteration = walk.run(body.as_graph(), count, runs * count, body=True)
             if op == "SequenceMap":  # its expansion's body reads the lists from outside
                 graph = body.as_graph()

@@ -155,6 +155,84 @@ def test_both_estimates_walk_once_when_no_count_is_a_guess():
     assert small is not costs and sum(small.values()) < sum(costs.values())
 
 
+def _walks(monkeypatch) -> list[float]:
+    """The trip counts of the walks `node_costs_both` makes from here on."""
+    import seqlower.cost as cost_module
+
+    made: list[float] = []
+    walk = cost_module._walk
+
+    def counting(model, counted, trip_count):
+        made.append(trip_count)
+        return walk(model, counted, trip_count)
+
+    monkeypatch.setattr(cost_module, "_walk", counting)
+    return made
+
+
+# lists of run-time length in the main graph: `s` split twice (the first split read by nothing,
+# so its launch goes to the second, `_Graph.run`), `x` split and joined once more
+MAIN_GRAPH_GUESSES = """g (float[N,3] x, float[M] z) => (float[N,3] y, float[M] w) {
+    dead = SplitToSequence<axis = 0, keepdims = 0>(z)
+    s = SplitToSequence<axis = 0, keepdims = 0>(z)
+    w = ConcatFromSequence<axis = 0, new_axis = 0>(s)
+    r = SplitToSequence<axis = 0>(x)
+    a = Relu(x)
+    y = ConcatFromSequence<axis = 0>(r)
+}"""
+
+
+def test_guesses_of_main_graph_lists_are_costed_again_alone(monkeypatch):
+    model = _typed(MAIN_GRAPH_GUESSES)
+    want = node_costs(model), node_costs(model, trip_count=SMALL_COUNT)
+    walks = _walks(monkeypatch)
+    costs, small = node_costs_both(model)
+    assert walks == [DYNAMIC_COUNT]  # one walk: the four guesses costed again alone
+    # the same shares, in the same order, as two whole walks give
+    assert list(costs.items()) == list(want[0].items())
+    assert list(small.items()) == list(want[1].items())
+    by_op = {}
+    for node, share in small.items():
+        by_op.setdefault(node.op_type, []).append(share)
+    assert by_op["SplitToSequence"][0] == 0.0 < by_op["SplitToSequence"][1]  # the dead one
+    assert sum(small.values()) < sum(costs.values())
+    (relu,) = [node for node in costs if node.op_type == "Relu"]
+    assert small[relu] == costs[relu]  # read no guess
+    # with `counted` too (the default target's regions)
+    walks.clear()
+    lists = {n for n in model.graph if n.op_type != "Relu"}
+    costs, small = node_costs_both(model, counted=lists.__contains__)
+    assert walks == [DYNAMIC_COUNT] and all(n.op_type != "Relu" for n in small)
+    assert small == node_costs(model, lists.__contains__, trip_count=SMALL_COUNT)
+
+
+@pytest.mark.parametrize(
+    "guess",
+    [
+        LOOP.replace("COUNT", "Identity(n)"),  # a loop's count
+        """g (float[2] x, float[N] z) => (float[2] y) {
+            t = Constant<value = bool {1}>()
+            count = Constant<value = int64 {3}>()
+            y = Loop(count, t, x) <body = body (int64 i, bool c, float[2] v)
+                                          => (bool c2, float[2] u) {
+                c2 = Identity(c)
+                s = SplitToSequence<axis = 0, keepdims = 0>(z)
+                q = ConcatFromSequence<axis = 0, new_axis = 0>(s)
+                u = Neg(v)
+            }>
+        }""",  # a list in a body
+    ],
+    ids=["loop-count", "list-in-body"],
+)
+def test_other_guesses_take_a_whole_second_walk(monkeypatch, guess):
+    model = _typed(guess)
+    walks = _walks(monkeypatch)
+    costs, small = node_costs_both(model)
+    assert walks == [DYNAMIC_COUNT, SMALL_COUNT]
+    assert list(small.items()) == list(node_costs(model, trip_count=SMALL_COUNT).items())
+    assert sum(small.values()) < sum(costs.values())
+
+
 def test_a_node_in_a_loop_body_carries_its_iterations():
     model = _typed(LOOP.replace("COUNT", "Constant<value = int64 {5}>()"))
     costs = node_costs(model)

@@ -143,6 +143,17 @@ def test_the_estimates_at_both_counts_are_added_up_in_one_walk(monkeypatch):
         ]
 
 
+def test_the_node_count_is_every_graphs_length():
+    from seqlower.ops import iter_all_nodes
+    from seqlower.pipeline import _node_count
+
+    model = _typed(LOOP_LIST)
+    assert _node_count(model) == sum(1 for _ in iter_all_nodes(model)) == 7  # 3 in the body
+    body = next(n for n in model.graph if n.op_type == "Loop").attributes["body"].as_graph()
+    body.append(ir.Node("", "Identity", [body.inputs[0]]))
+    assert _node_count(model) == sum(1 for _ in iter_all_nodes(model)) == 8
+
+
 def test_the_driver_leaves_frozen_nodes_alone_and_gives_the_reason():
     model = _typed(TWO_CHAINS)
     first, _ = find_regions(model)
