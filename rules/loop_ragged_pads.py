@@ -4,10 +4,11 @@ sizes) to one length, as a scan output, is one padded Gather of the flat rows.
     Loop(M, true, body(i, c): scan output Pad(Slice(x, starts[i], ends[i]), pads(i), v))
         -> Gather(Concat(x, v as one row), Where(inside, lo[:, None] + src, rows(x)))
            ends = CumSum(sizes), starts = ends - sizes     (the list's tables, [n])
-           b, e = the pads of axis 0 for every element      (pads(i) batched over i)
-           W = b[0] + held[0] + e[0]                        (0 where there is no element)
+           b = the begin pad of axis 0 of every element, W = b + rows + the end pad (the
+           padded length, the same for every element), both from their linear forms
            src = Range(0, W)[None, :] - b[:, None]          ([n, W]: the position read)
-           inside = (src >= 0) And (src < held[:, None])
+           inside = (src >= 0) And (src < held[:, None])   (the first test left out where b
+                                                             is a constant <= 0)
            held = sizes, lo = starts (where the list tier made x and the sizes as one list;
            else each element's rows as its Slice clamps them to x's: Min(ends, rows(x)) -
            Min(starts, rows(x)), lo = Min(starts, rows(x)))
@@ -25,11 +26,12 @@ from the table, or as Shape or Size of the element) and in values the same in ev
 the begin and end pads of axis 0 plus the rows must not depend on the rows (`(L - n) + n` is
 `L`), and the pads of the other axes must be constants. A Pad with a negative pad crops, as the
 Gather does (a position outside the element reads the pad value, one inside reads the element).
-The pads of axis 0 are then computed for every element at once (`seqlower.batching`, the body's
-own operators over a leading axis). Where the list is empty the result has no row and no column
-(a scan output of no iteration has the same in onnxruntime). Where the original's Pad would give
-a negative length (a crop past the element), the original fails and the padded Gather gives no
-column.
+The begin pad and the length are then emitted before the loop from their forms: the rows as
+the sizes table, the iteration number as Range(0, n), a value the same in every iteration as
+itself (the body nodes that compute it copied out of the body). Where the list is empty the
+result is [0, W] (onnxruntime's scan output of no iteration is [0, 0]: neither holds a value).
+Where the original's Pad would give a negative length (a crop past the element), the original
+fails and the padded Gather gives no column.
 
 The trip count must be the length of the sizes table or a minimum over it (TorchScript's `zip`;
 the table is cut to it), the sizes never negative, the condition always true, the Loop's
