@@ -42,7 +42,7 @@ quirk).
 Refused: pads that read anything but the element's rows, the iteration number and values the
 same in every iteration (`the pads read ...`), pads not proved to give one length, pads of
 another axis computed at run time, a scan output that is not such a Pad, a value carried from one
-iteration to the next.
+iteration to the next, a model below opset 12 (the clamps are Max and Min of integers).
 """
 
 from __future__ import annotations
@@ -62,8 +62,9 @@ from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loop_parts import counted_loop_refusal, loop_body
 from seqlower.rules.loop_ragged_rows import _bounded, _outside, _slice_sizes, _table_read
+from seqlower.rules.stacks import dims as shape_dims
 
-MIN_OPSET = 11  # Pad with its pads as an input
+MIN_OPSET = 12  # Pad with its pads as an input (11), Max and Min of integers (12)
 _ROWS: Hashable = ("padded-rows",)  # the element's rows, as its Slice gives them
 _TABLE: Hashable = ("padded-table",)  # the element's size read from the table
 _ITER: Hashable = ("padded-iter",)  # the iteration number
@@ -386,7 +387,7 @@ def _scan(
 def _check(node: ir.Node, ctx: Context) -> RaggedPadPlan | Refusal:
     body = loop_body(node)
     if ctx.rewriter.opset(node.graph) < MIN_OPSET:
-        return Refusal(f"a Pad of run-time pads needs opset {MIN_OPSET}")
+        return Refusal(f"below opset {MIN_OPSET} (Max and Min of integers)")
     refusal = counted_loop_refusal(node, ctx)
     if refusal is not None:
         return refusal
@@ -480,7 +481,7 @@ def _rewrite(node: ir.Node, plan: RaggedPadPlan, ctx: Context) -> None:
         sizes = b.op("Slice", [sizes, b.ints([0]), count, b.ints([0])], name="sizes")
     ends = plan.ends or b.op("CumSum", [sizes, zero], name="ends")
     low = b.op("Sub", [ends, sizes], name="starts")
-    rows = b.op("Shape", [plan.data], {"start": 0, "end": 1}, name="rows")
+    rows = shape_dims(b, plan.data, 0, 1)
     held = sizes
     if not plan.exact:  # each element's rows as its Slice clamps them to x's
         low = b.op("Min", [low, rows], name="low")
@@ -558,8 +559,7 @@ class _Forms:
             return b.op("Mul" if kind == "mul" else "Div", [left, right])
         value, k = self._copied(atom[1]), atom[2]
         if kind == "padded-dim":
-            dim = b.op("Shape", [value], {"start": k, "end": k + 1})
-            return b.squeeze(dim, [0])
+            return b.squeeze(shape_dims(b, value, k, k + 1), [0])
         if value.dtype != ir.DataType.INT64:
             value = b.op("Cast", [value], {"to": int(ir.DataType.INT64)})
         if value.shape is not None and len(value.shape) == 0:
@@ -602,7 +602,7 @@ def _fill_row(b: Builder, data: ir.Value, value: ir.Value | np.ndarray | None) -
     rank = len(data.shape)  # type: ignore[arg-type]
     shape = b.ints([1])
     if rank > 1:
-        shape = b.op("Concat", [shape, b.op("Shape", [data], {"start": 1})], {"axis": 0})
+        shape = b.op("Concat", [shape, shape_dims(b, data, 1, rank)], {"axis": 0})
     return b.op("Expand", [_value_input(b, data, value), shape], name="pad_row")
 
 

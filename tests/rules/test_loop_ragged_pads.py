@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from support import lower, lower_and_compare, op_counts, parse, rule_check, run_ort
 
@@ -65,7 +66,7 @@ FORMS = {
 }
 
 
-def _model(form="end", *, dtype="float", rows=SHAPE_ROWS, value=True, extra=""):
+def _model(form="end", *, dtype="float", rows=SHAPE_ROWS, value=True, extra="", opset=18):
     pads, _ = FORMS[form]
     inputs = "el, pads, v" if value else "el, pads"
     if value:
@@ -74,7 +75,7 @@ def _model(form="end", *, dtype="float", rows=SHAPE_ROWS, value=True, extra=""):
     text = PADS.format(
         dtype=dtype, cols="", out_cols="", rows=rows, pads=pads + extra, pad_inputs=inputs
     )
-    return parse(text)
+    return parse(text, opset=opset)
 
 
 def _expected(x, sizes, width, begin, value):
@@ -209,6 +210,36 @@ def test_pads_given_for_the_rows_only_by_axes(sizes):
     assert report.rules_fired["loop-ragged-pad"] == 1 and "Loop" not in op_counts(lowered)
 
 
+@pytest.mark.parametrize("form", ["end", "iteration"])
+def test_opsets_before_shape_slices(form):
+    """Opset 13: Shape has no start and end, dims are read by a Slice of it."""
+    model = _model(form, opset=13)
+    x = RNG.standard_normal(6).astype(np.float32)
+    feeds = {"x": x, "raw": np.array([2, 0, 3], np.int64), "w": np.zeros(4, np.int64)}
+    if runtime_quirks.holds("pad-crop-and-pad") and form == "iteration":
+        lowered, report = lower(model)
+        (y,) = run_ort(lowered, feeds)
+    else:
+        lowered, report, (y,) = lower_and_compare(model, feeds)
+    begin = FORMS[form][1]
+    np.testing.assert_array_equal(y, _expected(x, [2, 0, 3], 4, lambda i, n: begin(i, n, 4), -1.5))
+    assert report.rules_fired["loop-ragged-pad"] == 1 and "Loop" not in op_counts(lowered)
+
+
+def test_below_opset_12_is_refused():
+    """Opset 11 (Unsqueeze's axes an attribute): no Max or Min of integers for the clamps."""
+    text = PADS.format(
+        dtype="float", cols="", out_cols="", rows=SHAPE_ROWS,
+        pads="pads = Concat<axis = 0>(z1, rest)\n        v = Constant<value = float {-1.5}>()",
+        pad_inputs="el, pads, v",
+    )  # fmt: skip
+    text = text.replace("Unsqueeze(starts, one)", "Unsqueeze<axes = [1]>(starts)")
+    text = text.replace("Unsqueeze(ends, one)", "Unsqueeze<axes = [1]>(ends)")
+    model = parse(text, opset=11)
+    onnx.checker.check_model(model, full_check=True)
+    assert "below opset 12" in _refusal(model)
+
+
 def test_the_lowering_is_deterministic():
     first, _ = lower(_model("iteration"))
     second, _ = lower(_model("iteration"))
@@ -326,9 +357,7 @@ def test_a_pad_mode_other_than_constant_is_refused():
         if node.op_type == "Loop":
             for body_node in node.attribute[0].g.node:
                 if body_node.op_type == "Pad":
-                    body_node.attribute.add().CopyFrom(
-                        __import__("onnx").helper.make_attribute("mode", "edge")
-                    )
+                    body_node.attribute.append(onnx.helper.make_attribute("mode", "edge"))
     assert "another mode than constant" in _refusal(text)
     _lowered_alike(text, sizes=(2, 1, 3))
 
