@@ -68,9 +68,6 @@ MIN_OPSET = 12  # Pad with its pads as an input (11), Max and Min of integers (1
 _ROWS: Hashable = ("padded-rows",)  # the element's rows, as its Slice gives them
 _TABLE: Hashable = ("padded-table",)  # the element's size read from the table
 _ITER: Hashable = ("padded-iter",)  # the iteration number
-_INT_TYPES = frozenset(
-    {ir.DataType.INT64, ir.DataType.INT32, ir.DataType.INT16, ir.DataType.INT8}
-)  # fmt: skip
 _SAME_CONTENT = frozenset({"Identity", "Reshape", "Unsqueeze", "Squeeze", "Flatten"})
 _MAX_DEPTH = 64  # pads computed through more operators than this are not followed
 
@@ -182,7 +179,8 @@ class _Pads:
             return inputs
         found = self._op(node, value, inputs)
         if found is None:
-            return Refusal(f"the pads are computed by {op} '{node.name}'")
+            named = f" '{node.name}'" if node.name else ""
+            return Refusal(f"the pads are computed by {op}{named}")
         return found
 
     def _same(self, node: ir.Node, value: ir.Value, depth: int) -> Content | Refusal:
@@ -231,13 +229,14 @@ class _Pads:
         followed."""
         op = node.op_type
         rank = len(value.shape) if value.shape is not None else None
+        if rank is None or rank > 1:  # entries in order: scalars and vectors only
+            return None
         if op in _SAME_CONTENT:
-            return inputs[0] if rank is not None and rank <= 1 else None
-        if op == "Cast":
-            to = node.attributes.get_int("to", 0)
-            return inputs[0] if ir.DataType(to) in _INT_TYPES else None
+            return inputs[0]
+        if op == "Cast":  # to int64 only: a narrower integer may wrap
+            return inputs[0] if node.attributes.get_int("to", 0) == ir.DataType.INT64 else None
         if op == "Concat":
-            if rank != 1 or any(c is None for c in inputs):
+            if any(c is None for c in inputs):
                 return None
             return tuple(d for c in inputs for d in c)  # type: ignore[union-attr]
         if op == "Gather":

@@ -351,6 +351,17 @@ def test_pads_read_from_the_element_values_are_refused():
     assert "the pads read the element's values" in _refusal(model)
 
 
+def test_pads_through_a_narrower_integer_are_refused():
+    """A Cast to int8 may wrap: (L - n) through int8 is not proved to be L - n."""
+    pads = (
+        "narrow = Cast<to = 3>(rest)\n        wide = Cast<to = 7>(narrow)\n"
+        "        pads = Concat<axis = 0>(z1, wide)"
+    )
+    model = _with_pads(pads)
+    assert "the pads are computed by Cast" in _refusal(model)
+    _lowered_alike(model, sizes=(2, 1, 3))
+
+
 def test_a_pad_mode_other_than_constant_is_refused():
     text = _with_pads("pads = Concat<axis = 0>(z1, rest)")
     for node in text.graph.node:
