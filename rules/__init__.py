@@ -26,6 +26,7 @@ from seqlower.rules import (
     loop_last_element,
     loop_list_elements,
     loop_map_assign,
+    loop_ragged_pads,
     loop_ragged_rows,
     loop_reverse_erase,
     loop_row_chunks,
@@ -67,6 +68,7 @@ def default_rules() -> RuleSet:
         + loop_batching.RULES
         + loop_chunks.RULES  # chunks of any sizes, mapped elementwise
         + loop_ragged_rows.RULES  # the same on a list held as rows and sizes
+        + loop_ragged_pads.RULES  # its elements padded to one length: one Gather
         + loops.RULES
         + loop_list_elements.RULES  # a list of static length edited in place: its elements
         + loop_fusion.RULES  # a list built by one Loop and read in order by the next

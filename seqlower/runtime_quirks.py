@@ -343,6 +343,25 @@ def _concat_skips_empty_inputs() -> bool:
     return _runs(_model(CONCAT_OF_AN_EMPTY_MISFIT), feeds) is not None
 
 
+CROP_AND_PAD = """g (float[N] x, int64[2] pads) => (float[M] y) {
+    v = Constant<value = float {-9}>()
+    y = Pad(x, pads, v)
+}"""
+
+
+def _crop_and_pad_wrong() -> bool:
+    """A crop to nothing then a pad ([5] by (-1, 2)), and a pad then a crop past it ([1, 2]
+    by (1, -3)): the specification gives [-9, -9] and []."""
+    model = _model(CROP_AND_PAD)
+    cases = (([5.0], [-1, 2], [-9.0, -9.0]), ([1.0, 2.0], [1, -3], []))
+    for x, pads, want in cases:
+        feeds = {"x": np.array(x, np.float32), "pads": np.array(pads, np.int64)}
+        outputs = _runs(model, feeds)
+        if outputs is None or not np.array_equal(outputs[0], np.array(want, np.float32)):
+            return True
+    return False
+
+
 def _limits_below_onnx() -> bool:
     found = limits()
     return found.max_ir_version < onnx.IR_VERSION or found.newest_opset < _onnx_newest_opset()
@@ -532,6 +551,17 @@ QUIRKS: tuple[Quirk, ...] = (
         "rejects both; seqlower's fuzz tests do not compare their values there, and `verify` "
         "skips such a trial, saying why, where onnx.reference rejects the original",
         _concat_skips_empty_inputs,
+    ),
+    Quirk(
+        "pad-crop-and-pad",
+        "Pad with a negative and a positive pad on one axis: where the crop leaves nothing the "
+        "padded positions hold 0, not the pad value (`Pad([5], (-1, 2), -9)` gives [0, 0]), "
+        "and a pad then a crop past it fails ('Integer overflow'; `Pad([1, 2], (1, -3))`, "
+        "whose result is empty)",
+        "1.20.0; not on 1.32.0",
+        "nothing: where such a Pad runs in a loop over a ragged list, `loop-ragged-pad`'s "
+        "Gather gives the specification's values; its tests compare with numpy there",
+        _crop_and_pad_wrong,
     ),
 )
 

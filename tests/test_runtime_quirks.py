@@ -72,6 +72,22 @@ def test_the_missing_where_kernels_are_refused_at_load():
             ort_session(_where(name))
 
 
+def test_a_crop_and_a_pad_on_one_axis_lose_the_pad_value_or_fail():
+    _skip_unless_it_holds("pad-crop-and-pad")
+    model = parse(runtime_quirks.CROP_AND_PAD)
+    feeds = {"x": np.array([5.0], np.float32), "pads": np.array([-1, 2], np.int64)}
+    try:
+        (cropped,) = run_ort(model, feeds)
+    except Exception:  # onnxruntime raises its own error types
+        cropped = None
+    feeds = {"x": np.array([1.0, 2.0], np.float32), "pads": np.array([1, -3], np.int64)}
+    try:
+        (past,) = run_ort(model, feeds)
+    except Exception:  # onnxruntime raises its own error types
+        past = None
+    assert cropped is None or not np.array_equal(cropped, [-9.0, -9.0]) or past is None or past.size
+
+
 def test_the_limits_are_within_what_onnx_knows():
     limits = runtime_quirks.limits()
     assert 7 <= limits.max_ir_version <= onnx.IR_VERSION
