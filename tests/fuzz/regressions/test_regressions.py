@@ -724,3 +724,49 @@ def test_a_dim_folded_before_its_shape_was_lost(sizes, position, trips):
     lowered = lower_and_compare(model, feeds)
     assert sequence_op_total(lowered) == 0
     assert_idempotent(lowered)
+
+
+_LIST_OF_SCALARS_READ_AT_ZERO = """g (float[4] x, int64 n, int64 k) => (float y) {
+    empty = SequenceEmpty <dtype = 1> ()
+    zero = Constant <value = int64 {0}> ()
+    l = Loop (n, , empty) <body = b (int64 i, bool c, seq(float) acc)
+            => (bool c_out, seq(float) acc_out) {
+        four = Constant <value = int64 {4}> ()
+        j = Mod (i, four)
+        e = Gather (x, j)
+        ne = Neg (e)
+        length = SequenceLength (acc)
+        front = Neg (length)
+        acc_out = SequenceInsert (acc, ne, front)
+        c_out = Identity (c)
+    }>
+    first = SequenceAt (l, zero)
+    other = SequenceAt (l, k)
+    pair = SequenceConstruct (first, other)
+    y = SequenceAt (pair, k)
+}"""
+
+
+@pytest.mark.parametrize(("trips", "position"), [(3, 1), (3, -1), (1, 0), (1, -1), (2, -2)])
+def test_a_row_read_at_a_constant_index_of_a_loop_result_is_declared_by_a_second_lowering(
+    trips, position
+):
+    """A list of scalars a Loop carries as one tensor (`float[?]`, its rank proved: ONNX
+    inference gives a Loop's carried outputs no shape) was read at 0 as `Gather(d, 0)`, then
+    made a read of one row `Gather(d, [0])` and declared `[1]` by the row-axis fold; a second
+    lowering inferred no shape for the Gather (its data had none when inferred) and declared
+    only its rank, `[?]`: the same nodes, other bytes (fuzz seed 9600003). The dims that
+    follow from a proved rank are now inferred node by node."""
+    model = parse(_LIST_OF_SCALARS_READ_AT_ZERO)
+    feeds = {
+        "x": np.array([1.5, -2.0, 0.0, 7.25], np.float32),
+        "n": np.array(trips, np.int64),
+        "k": np.array(position, np.int64),
+    }
+    lowered = lower_and_compare(model, feeds)
+    assert sequence_op_total(lowered) == 0
+    loop = next(node for node in lowered.graph if node.op_type == "Loop")
+    reads = [node for node in loop.outputs[0].consumers() if node.op_type == "Gather"]
+    at_zero = [node for node in reads if node.inputs[1] not in lowered.graph.inputs]
+    assert [list(node.outputs[0].shape) for node in at_zero] == [[1]]  # one row, declared
+    assert_idempotent(lowered)
