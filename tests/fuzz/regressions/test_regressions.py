@@ -23,6 +23,7 @@ from harness import (
     compare_outputs,
     concatenates_a_misfit,
     edge_feeds_problem,
+    empty_scan_outputs_explain,
     lower_and_compare,
     parse,
     rejected_by_the_specification,
@@ -770,3 +771,58 @@ def test_a_row_read_at_a_constant_index_of_a_loop_result_is_declared_by_a_second
     at_zero = [node for node in reads if node.inputs[1] not in lowered.graph.inputs]
     assert [list(node.outputs[0].shape) for node in at_zero] == [[1]]  # one row, declared
     assert_idempotent(lowered)
+
+
+_SPLIT_OF_A_LOOP_OF_NO_ITERATION = """g (int32[3,4] x, int64 n)
+        => (int64[?,?] y, seq(int64[?]) parts, int64 m) {
+    empty = SequenceEmpty <dtype = 6> ()
+    two = Constant <value = int64 {2}> ()
+    rows = Loop (two, "", empty) <body = b (int64 i, bool c, seq(int32) acc)
+            => (bool c_out, seq(int32) acc_out) {
+        zero = Constant <value = int64[1] {0}> ()
+        one = Constant <value = int64 {1}> ()
+        k = Add (i, one)
+        shape1 = Constant <value = int64[1] {1}> ()
+        end = Reshape (k, shape1)
+        piece = Slice (x, zero, end, zero)
+        acc_out = SequenceInsert (acc, piece)
+        c_out = Identity (c)
+    }>
+    y = Loop (n, "") <body = b2 (int64 j, bool c2) => (bool c2_out, int64[DIMS] dims) {
+        last = Constant <value = int64 {-1}> ()
+        e = SequenceAt (rows, last)
+        dims = Shape (e)
+        c2_out = Identity (c2)
+    }>
+    parts = SplitToSequence <axis = 1, keepdims = 0> (y)
+    one_more = Constant <value = int64 {1}> ()
+    m = OP (n, one_more)
+}"""
+
+
+def test_a_list_split_from_an_empty_scan_output_may_have_the_length_its_other_dims_give():
+    """Fuzz seed 9500437: a Loop of no iteration gives an empty scan output whose other dims
+    onnxruntime takes from the body output's type (`[0, 0]`: the Shape of an element read from
+    a list, undeclared), the lowered model knows them (`[0, 2]`); a split along axis 1 then
+    gives a list of no element in the original and of two empty ones in the lowered model. The
+    harness gives the original's stack the dims it has where the loop runs and compares again;
+    a lowering that computes anything else at that edge is still reported."""
+    model = parse(_SPLIT_OF_A_LOOP_OF_NO_ITERATION.replace("DIMS", "?").replace("OP", "Add"))
+    feeds = {"x": np.arange(12, dtype=np.int32).reshape(3, 4), "n": np.array(3, np.int64)}
+    lowered = ir.to_proto(lower_and_compare(model, feeds))
+    for trips in (0, -1):
+        edge = {**feeds, "n": np.array(trips, np.int64)}
+        original, candidate = run_ort(model, edge), run_ort(lowered, edge)
+        assert (original[0].shape, len(original[1])) == ((0, 0), 0)
+        assert (candidate[0].shape, len(candidate[1])) == ((0, 2), 2)
+    assert edge_feeds_problem(model, lowered, feeds) is None
+    # a stack given other dims than the ones it has where the loop runs: three parts, not two
+    three = parse(_SPLIT_OF_A_LOOP_OF_NO_ITERATION.replace("DIMS", "3").replace("OP", "Add"))
+    problem = edge_feeds_problem(model, three, feeds)
+    assert problem is not None and "sequence length 3, expected 0" in problem
+    # the stack explained, another output still differs at the edge (-1, not 1)
+    other = parse(_SPLIT_OF_A_LOOP_OF_NO_ITERATION.replace("DIMS", "2").replace("OP", "Sub"))
+    assert edge_feeds_problem(model, other, feeds) == "n=0: output 1: sequence length 2, expected 0"
+    edge = {**feeds, "n": np.array(0, np.int64)}
+    assert empty_scan_outputs_explain(model, run_ort(lowered, edge), feeds, edge)
+    assert not empty_scan_outputs_explain(model, run_ort(other, edge), feeds, edge)
