@@ -756,8 +756,8 @@ def test_a_row_read_at_a_constant_index_of_a_loop_result_is_declared_by_a_second
     inference gives a Loop's carried outputs no shape) was read at 0 as `Gather(d, 0)`, then
     made a read of one row `Gather(d, [0])` and declared `[1]` by the row-axis fold; a second
     lowering inferred no shape for the Gather (its data had none when inferred) and declared
-    only its rank, `[?]`: the same nodes, other bytes (fuzz seed 9600003). The dims that
-    follow from a proved rank are now inferred node by node."""
+    only its rank, `[?]`: the same nodes, other bytes (fuzz seed 9600003). The cleanup now
+    infers the shapes again after that fold: it declares what a second lowering proves."""
     model = parse(_LIST_OF_SCALARS_READ_AT_ZERO)
     feeds = {
         "x": np.array([1.5, -2.0, 0.0, 7.25], np.float32),
@@ -769,7 +769,7 @@ def test_a_row_read_at_a_constant_index_of_a_loop_result_is_declared_by_a_second
     loop = next(node for node in lowered.graph if node.op_type == "Loop")
     reads = [node for node in loop.outputs[0].consumers() if node.op_type == "Gather"]
     at_zero = [node for node in reads if node.inputs[1] not in lowered.graph.inputs]
-    assert [list(node.outputs[0].shape) for node in at_zero] == [[1]]  # one row, declared
+    assert [list(node.inputs[1].shape) for node in at_zero] == [[1]]  # a read of one row
     assert_idempotent(lowered)
 
 
