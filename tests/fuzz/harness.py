@@ -247,7 +247,8 @@ def edge_feeds_problem(
     other dims onnxruntime takes from the body output's type, which lowering may know better
     (the original's `[0]` for a body output of no shape, the lowered `[0, 3]`, or stacked in a
     list of one, `[1, 0, 0]` and `[1, 0, 3]`; the specification does not say, onnx.reference
-    fails)."""
+    fails), and what is derived from such a stack where the original, given the dims the stack
+    has where its Loop runs, computes the lowered model's outputs (`empty_scan_outputs_explain`)."""
     for label, variant in edge_feeds(feeds):
         try:
             expected = run_ort(original, variant)
