@@ -232,6 +232,11 @@ class CleanupPass(ir.passes.InPlacePass):
             # a read at a constant index made a read of one row (`Gather(v, [0])`): of a vector
             # of one element, that is the vector itself, which a second lowering would see
             self.vectors_built += fold_index_vectors(model)
+            # the fold declared a leading 1 on what it changed; inference may not prove it (a
+            # row read from a Loop's result, which ONNX gives no shape): the shapes a second
+            # lowering infers
+            infer_shapes(model)
+            forget_stamp(model)
         if self.fold_shapes:
             # one dim read one way, for the merge of duplicates below to join (after the
             # folds above: the Shapes of Unsqueezes read their sources, an elementwise one)
@@ -252,6 +257,9 @@ class CleanupPass(ir.passes.InPlacePass):
             self.rows_folded += rows_after
             vectors_after = fold_index_vectors(model) if self.fold_shapes else 0
             self.vectors_built += vectors_after
+            if rows_after and self.fold_shapes:  # as above: what a second lowering infers
+                infer_shapes(model)
+                forget_stamp(model)
             changed_after_merge += rows_after + vectors_after
         # a vector's length read from its Shape: its Size (after the index vectors and the
         # merge, which read such Shapes; before hoisting and sinking, which move the Size)

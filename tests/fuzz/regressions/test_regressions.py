@@ -23,6 +23,7 @@ from harness import (
     compare_outputs,
     concatenates_a_misfit,
     edge_feeds_problem,
+    empty_scan_outputs_explain,
     lower_and_compare,
     parse,
     rejected_by_the_specification,
@@ -724,3 +725,104 @@ def test_a_dim_folded_before_its_shape_was_lost(sizes, position, trips):
     lowered = lower_and_compare(model, feeds)
     assert sequence_op_total(lowered) == 0
     assert_idempotent(lowered)
+
+
+_LIST_OF_SCALARS_READ_AT_ZERO = """g (float[4] x, int64 n, int64 k) => (float y) {
+    empty = SequenceEmpty <dtype = 1> ()
+    zero = Constant <value = int64 {0}> ()
+    l = Loop (n, , empty) <body = b (int64 i, bool c, seq(float) acc)
+            => (bool c_out, seq(float) acc_out) {
+        four = Constant <value = int64 {4}> ()
+        j = Mod (i, four)
+        e = Gather (x, j)
+        ne = Neg (e)
+        length = SequenceLength (acc)
+        front = Neg (length)
+        acc_out = SequenceInsert (acc, ne, front)
+        c_out = Identity (c)
+    }>
+    first = SequenceAt (l, zero)
+    other = SequenceAt (l, k)
+    pair = SequenceConstruct (first, other)
+    y = SequenceAt (pair, k)
+}"""
+
+
+@pytest.mark.parametrize(("trips", "position"), [(3, 1), (3, -1), (1, 0), (1, -1), (2, -2)])
+def test_a_row_read_at_a_constant_index_of_a_loop_result_is_declared_by_a_second_lowering(
+    trips, position
+):
+    """A list of scalars a Loop carries as one tensor (`float[?]`, its rank proved: ONNX
+    inference gives a Loop's carried outputs no shape) was read at 0 as `Gather(d, 0)`, then
+    made a read of one row `Gather(d, [0])` and declared `[1]` by the row-axis fold; a second
+    lowering inferred no shape for the Gather (its data had none when inferred) and declared
+    only its rank, `[?]`: the same nodes, other bytes (fuzz seed 9600003). The cleanup now
+    infers the shapes again after that fold: it declares what a second lowering proves."""
+    model = parse(_LIST_OF_SCALARS_READ_AT_ZERO)
+    feeds = {
+        "x": np.array([1.5, -2.0, 0.0, 7.25], np.float32),
+        "n": np.array(trips, np.int64),
+        "k": np.array(position, np.int64),
+    }
+    lowered = lower_and_compare(model, feeds)
+    assert sequence_op_total(lowered) == 0
+    loop = next(node for node in lowered.graph if node.op_type == "Loop")
+    reads = [node for node in loop.outputs[0].consumers() if node.op_type == "Gather"]
+    at_zero = [node for node in reads if node.inputs[1] not in lowered.graph.inputs]
+    assert [list(node.inputs[1].shape) for node in at_zero] == [[1]]  # a read of one row
+    assert_idempotent(lowered)
+
+
+_SPLIT_OF_A_LOOP_OF_NO_ITERATION = """g (int32[3,4] x, int64 n)
+        => (int64[?,?] y, seq(int64[?]) parts, int64 m) {
+    empty = SequenceEmpty <dtype = 6> ()
+    two = Constant <value = int64 {2}> ()
+    rows = Loop (two, "", empty) <body = b (int64 i, bool c, seq(int32) acc)
+            => (bool c_out, seq(int32) acc_out) {
+        zero = Constant <value = int64[1] {0}> ()
+        one = Constant <value = int64 {1}> ()
+        k = Add (i, one)
+        shape1 = Constant <value = int64[1] {1}> ()
+        end = Reshape (k, shape1)
+        piece = Slice (x, zero, end, zero)
+        acc_out = SequenceInsert (acc, piece)
+        c_out = Identity (c)
+    }>
+    y = Loop (n, "") <body = b2 (int64 j, bool c2) => (bool c2_out, int64[DIMS] dims) {
+        last = Constant <value = int64 {-1}> ()
+        e = SequenceAt (rows, last)
+        dims = Shape (e)
+        c2_out = Identity (c2)
+    }>
+    parts = SplitToSequence <axis = 1, keepdims = 0> (y)
+    one_more = Constant <value = int64 {1}> ()
+    m = OP (n, one_more)
+}"""
+
+
+def test_a_list_split_from_an_empty_scan_output_may_have_the_length_its_other_dims_give():
+    """Fuzz seed 9500437: a Loop of no iteration gives an empty scan output whose other dims
+    onnxruntime takes from the body output's type (`[0, 0]`: the Shape of an element read from
+    a list, undeclared), the lowered model knows them (`[0, 2]`); a split along axis 1 then
+    gives a list of no element in the original and of two empty ones in the lowered model. The
+    harness gives the original's stack the dims it has where the loop runs and compares again;
+    a lowering that computes anything else at that edge is still reported."""
+    model = parse(_SPLIT_OF_A_LOOP_OF_NO_ITERATION.replace("DIMS", "?").replace("OP", "Add"))
+    feeds = {"x": np.arange(12, dtype=np.int32).reshape(3, 4), "n": np.array(3, np.int64)}
+    lowered = ir.to_proto(lower_and_compare(model, feeds))
+    for trips in (0, -1):
+        edge = {**feeds, "n": np.array(trips, np.int64)}
+        original, candidate = run_ort(model, edge), run_ort(lowered, edge)
+        assert (original[0].shape, len(original[1])) == ((0, 0), 0)
+        assert (candidate[0].shape, len(candidate[1])) == ((0, 2), 2)
+    assert edge_feeds_problem(model, lowered, feeds) is None
+    # a stack given other dims than the ones it has where the loop runs: three parts, not two
+    three = parse(_SPLIT_OF_A_LOOP_OF_NO_ITERATION.replace("DIMS", "3").replace("OP", "Add"))
+    problem = edge_feeds_problem(model, three, feeds)
+    assert problem is not None and "sequence length 3, expected 0" in problem
+    # the stack explained, another output still differs at the edge (-1, not 1)
+    other = parse(_SPLIT_OF_A_LOOP_OF_NO_ITERATION.replace("DIMS", "2").replace("OP", "Sub"))
+    assert edge_feeds_problem(model, other, feeds) == "n=0: output 1: sequence length 2, expected 0"
+    edge = {**feeds, "n": np.array(0, np.int64)}
+    assert empty_scan_outputs_explain(model, run_ort(lowered, edge), feeds, edge)
+    assert not empty_scan_outputs_explain(model, run_ort(other, edge), feeds, edge)
