@@ -82,7 +82,8 @@ class CleanupPass(ir.passes.InPlacePass):
     the minimum of a value and the largest int64 replaced by the value (`trivial_min`;
     `mins_folded`), a Reshape of a tensor that holds nothing to a proved shape made a
     ConstantOfShape and the Shape of an Expand that only broadcasts read from its target
-    (`empty_reshapes`, `expanded_shapes`; `empties_folded`), a Shape of an elementwise
+    (`empty_reshapes`, `expanded_shapes`; `empties_folded`; the static shapes folded again
+    after them), a Shape of an elementwise
     operator with an operand of unit dims read from its other operand and a dim gathered from
     a whole Shape read as the graph's Shapes of one entry read it, so that the merge joins
     them (`elementwise_shapes`, `dim_reads`; `dims_alike`), index vectors built from their
@@ -162,17 +163,7 @@ class CleanupPass(ir.passes.InPlacePass):
             modified = True
             infer_shapes(model)
             forget_stamp(model)
-        self.shapes_folded = 0
-        for _ in range(_FOLD_ROUNDS) if self.fold_shapes else ():
-            folded = fold_static_shapes(model)
-            if not folded:
-                break
-            census.changed()
-            self.shapes_folded += folded
-            # constants where shape arithmetic was: inference can now say more (a carried
-            # value's shape, say); infer again so that lowering the result changes nothing
-            infer_shapes(model)
-            forget_stamp(model)
+        self.shapes_folded = _fold_shape_rounds(model, census) if self.fold_shapes else 0
         modified |= bool(self.shapes_folded)
         # before the index vectors: they would rebuild the Concat the minimum reads
         self.mins_folded = census.run({"ReduceMin"}, fold_trivial_mins, model)
@@ -185,6 +176,9 @@ class CleanupPass(ir.passes.InPlacePass):
             if self.empties_folded:
                 census.changed()
                 modified = True
+                # the ConstantOfShape is declared its shape: the Shape of it, and what reads
+                # that, are now static (a second lowering would fold them)
+                self.shapes_folded += _fold_shape_rounds(model, census)
         if self.fold_shapes:
             self.vectors_built = fold_index_vectors(model)
             if self.vectors_built:  # the shapes a second lowering infers for what was built
@@ -307,6 +301,23 @@ class CleanupPass(ir.passes.InPlacePass):
 
 
 _FOLD_ROUNDS = 3
+
+
+def _fold_shape_rounds(model: ir.Model, census: OpCensus) -> int:
+    """Fold static shape arithmetic (`fold_shapes`) until nothing is left or `_FOLD_ROUNDS`
+    rounds, inferring the shapes again after each round that folded; returns how many nodes."""
+    total = 0
+    for _ in range(_FOLD_ROUNDS):
+        folded = fold_static_shapes(model)
+        if not folded:
+            break
+        census.changed()
+        total += folded
+        # constants where shape arithmetic was: inference can now say more (a carried
+        # value's shape, say); infer again so that lowering the result changes nothing
+        infer_shapes(model)
+        forget_stamp(model)
+    return total
 
 
 def forget_inferred_dim_names(model: ir.Model) -> bool:

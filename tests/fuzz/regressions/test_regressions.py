@@ -826,3 +826,41 @@ def test_a_list_split_from_an_empty_scan_output_may_have_the_length_its_other_di
     edge = {**feeds, "n": np.array(0, np.int64)}
     assert empty_scan_outputs_explain(model, run_ort(lowered, edge), feeds, edge)
     assert not empty_scan_outputs_explain(model, run_ort(other, edge), feeds, edge)
+
+
+_INSERTS_INTO_A_SPLIT_OF_NOTHING = """g (float[0,N] x, float[M] v, int32 p, int64 q)
+        => (float[?] y) {
+    parts = SplitToSequence <axis = 1, keepdims = 0> (x)
+    first = SequenceInsert (parts, v, p)
+    empty = Constant <value = float[0] {}> ()
+    second = SequenceInsert (first, empty, q)
+    y = ConcatFromSequence <axis = -1> (second)
+}"""
+
+
+@pytest.mark.parametrize(
+    ("columns", "length", "p", "q"),
+    [(3, 2, 1, -1), (3, 0, -3, 0), (1, 4, 0, 2), (0, 3, 0, -1), (2, 1, -1, -3)],
+)
+def test_the_shape_of_a_list_of_empty_elements_is_folded_by_the_first_lowering(
+    columns, length, p, q
+):
+    """A split of a tensor that holds nothing (`float[0, N]` along axis 1) is a list of N empty
+    elements, whose data the cleanup made a ConstantOfShape of `[0]` after it had folded the
+    static shapes; the Shape of that data, read by the insert's bounds, stayed computed, and a
+    second lowering folded it: one node changed (fuzz seed 9800138). The cleanup now folds the
+    static shapes again after making such a ConstantOfShape."""
+    model = parse(_INSERTS_INTO_A_SPLIT_OF_NOTHING)
+    feeds = {
+        "x": np.zeros((0, columns), np.float32),
+        "v": np.arange(length, dtype=np.float32) - 1.5,
+        "p": np.array(p, np.int32),
+        "q": np.array(q, np.int64),
+    }
+    lowered = lower_and_compare(model, feeds)
+    assert sequence_op_total(lowered) == 0
+    filled = [node for node in lowered.graph if node.op_type == "ConstantOfShape"]
+    assert filled  # the list's data: a tensor of no element, made a ConstantOfShape
+    read = [c for node in filled for c in node.outputs[0].consumers() if c.op_type == "Shape"]
+    assert read == []  # its Shape folded into a constant
+    assert_idempotent(lowered)
