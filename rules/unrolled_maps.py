@@ -4,7 +4,8 @@ what a traced export makes of `torch.stack([f(t) for t in x.unbind(a)], b)`, of 
 
     Concat(Unsqueeze(f(e_0), b), .., Unsqueeze(f(e_n), b), axis=b)
         (e_i: chunk i of one Split of x along a, in order, squeezed or not; or row i of x,
-     Gather(x, i, axis=a), for every row of a static axis)
+     Gather(x, i, axis=a), or Reshape(Slice(x, [i], [i + 1], [a]), the row's static shape),
+     for every row of a static axis)
         -> Transpose(f'(stack(e)), axis 0 to b)           (no Transpose when b = 0)
     Concat(f(e_0), .., f(e_n), axis=b)                    (`torch.cat`, not `torch.stack`)
         -> Reshape(Transpose(f'(stack(e)), axis 0 to b), axes b and b + 1 merged)
@@ -113,7 +114,9 @@ class _Matcher:
         if a is b:
             self._chunk(a, first, other, k)
             return
-        if self._row(a, b, first, other, k) or self._element(a, b, first, other, k):
+        if self._row(a, b, first, other, k) or self._sliced_row(a, b, first, other, k):
+            return
+        if self._element(a, b, first, other, k):
             return
         if a.op_type != b.op_type or a.domain != b.domain or len(a.inputs) != len(b.inputs):
             raise _Mismatch(f"{_label(a)} and {_label(b)} differ")
@@ -152,6 +155,28 @@ class _Matcher:
         if int(index_a) != 0 or int(index_b) != k:
             raise _Mismatch(f"copy {k} does not read row {k} of '{data.name}'")
         if data.shape[axis] != self.count:
+            raise _Mismatch(f"the copies read {self.count} of the rows of '{data.name}', not all")
+        self.rows[first] = (data, axis)
+        self._seed(first, other, k)
+        return True
+
+    def _sliced_row(self, a: ir.Node, b: ir.Node, first: ir.Value, other: ir.Value, k: int) -> bool:
+        """Whether copy k reads row k of a tensor where copy 0 reads row 0, each written as a
+        Slice of one row reshaped to the row's shape (`Reshape(Slice(x, [i], [i + 1], [a]),
+        shape of x without a)`, what an unrolled loop makes of `x[i:i + 1]` reshaped to a
+        scalar; the cleanup folds it to the Gather `_row` reads, so a second lowering would
+        batch what the first left)."""
+        if not (a.op_type == b.op_type == "Reshape" and a.domain == b.domain == ""):
+            return False
+        found = [_sliced_row(node, self.values) for node in (a, b)]
+        if found[0] is None or found[1] is None:
+            return False
+        (data, axis, index_a), (data_b, axis_b, index_b) = found  # type: ignore[misc]
+        if data is not data_b or axis != axis_b:
+            return False
+        if index_a != 0 or index_b != k:
+            raise _Mismatch(f"copy {k} does not read row {k} of '{data.name}'")
+        if data.shape[axis] != self.count:  # type: ignore[index]
             raise _Mismatch(f"the copies read {self.count} of the rows of '{data.name}', not all")
         self.rows[first] = (data, axis)
         self._seed(first, other, k)
@@ -230,6 +255,45 @@ def _constant(value: ir.Value, values: StaticValues) -> np.ndarray | None:
     is_constant = producer.op_type == "Constant" if producer is not None else True
     array = values.get(value) if is_constant else None
     return array if array is not None and array.size <= 64 else None
+
+
+def _sliced_row(reshape: ir.Node, values: StaticValues) -> tuple[ir.Value, int, int] | None:
+    """(x, a, i) when `reshape` is Reshape(Slice(x, [i], [i + 1], [a], [1]), the static shape
+    of x without axis a), i and a non-negative; else None."""
+    if len(reshape.inputs) != 2 or reshape.inputs[0] is None:
+        return None
+    piece = reshape.inputs[0].producer()
+    if piece is None or piece.op_type != "Slice" or piece.domain != "":
+        return None
+    data = piece.inputs[0]
+    if data is None or data.shape is None or not data.shape.is_static():
+        return None
+    dims = [int(d) for d in data.shape]
+    rank = len(dims)
+    bounds = [values.get_ints(v) if v is not None else None for v in piece.inputs[1:]]
+    while len(bounds) < 4:
+        bounds.append(None)
+    starts, ends, axes, steps = bounds
+    if starts is None or ends is None or len(starts) != 1 or len(ends) != 1:
+        return None
+    if len(piece.inputs) > 3 and piece.inputs[3] is not None and axes is None:
+        return None
+    if len(piece.inputs) > 4 and piece.inputs[4] is not None and steps != [1]:
+        return None
+    axis = (axes or [0])[0]
+    if not -rank <= axis < rank:
+        return None
+    axis %= rank
+    start, end, size = starts[0], ends[0], dims[axis]
+    start = start + size if start < 0 else start
+    end = end + size if end < 0 else end
+    if not (0 <= start < size and end == start + 1):
+        return None
+    target = values.get_ints(reshape.inputs[1])
+    row = dims[:axis] + dims[axis + 1 :]
+    if target != row or 0 in row:  # a 0 in the target may copy a dim, not be 0
+        return None
+    return data, axis, start
 
 
 def _rows(data: ir.Value, axis: int, count: int) -> Source:

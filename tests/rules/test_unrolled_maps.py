@@ -225,6 +225,62 @@ def test_some_of_the_rows_are_kept():
     _refused(_per_head(2, [0, 1]), "not all")
 
 
+def _per_head_sliced(
+    bounds: list[tuple[int, int]], dim: int = 3, target: str = "2, 4", out: str = "2,5"
+) -> str:
+    """`_per_head` with each column read as a Slice of one column along axis 1 (start, end)
+    reshaped to `target`, what an unrolled loop makes of `x[:, h:h + 1]` reshaped."""
+    count = len(bounds)
+    lines = [
+        "axis = Constant <value = int64[1] {1}> ()",
+        f"shape = Constant <value = int64[{target.count(',') + 1}] {{{target}}}> ()",
+    ]
+    for h, (start, end) in enumerate(bounds):
+        lines.append(f"s{h} = Constant <value = int64[1] {{{start}}}> ()")
+        lines.append(f"e{h} = Constant <value = int64[1] {{{end}}}> ()")
+        lines.append(f"p{h} = Slice (x, s{h}, e{h}, axis)")
+        lines.append(f"g{h} = Reshape (p{h}, shape)")
+        lines.append(f"t{h} = Relu (g{h})")
+        lines.append(f"r{h} = MatMul (t{h}, w)")
+        lines.append(f"b{h} = Constant <value = int64[1] {{0}}> ()")
+        lines.append(f"u{h} = Unsqueeze (r{h}, b{h})")
+    inputs = ", ".join(f"u{h}" for h in range(count))
+    lines.append(f"y = Concat <axis = 0> ({inputs})")
+    body = "\n  ".join(lines)
+    return f"agraph (float[2,{dim},4] x, float[4,5] w) => (float[{count},{out}] y) {{\n  {body}\n}}"
+
+
+@pytest.mark.parametrize(
+    "bounds", [[(0, 1), (1, 2), (2, 3)], [(-3, -2), (-2, -1), (2, 3)], [(0, 1), (-2, 2), (-1, 3)]]
+)
+def test_rows_read_as_slices_of_one_row_reshaped_are_one_stack(bounds):
+    """Negative starts and ends count from the end (`x[:, -3:-2]`)."""
+    model = parse(_per_head_sliced(bounds))
+    feeds = {"x": _x((2, 3, 4)), "w": _x((4, 5))}
+    lowered, report, _ = lower_and_compare(model, feeds)
+    assert report.rules_fired == {"unrolled-map-batch": 1}
+    counts = op_counts(lowered)
+    assert counts.get("Slice", 0) == 0 and counts.get("Reshape", 0) == 0
+    assert counts["MatMul"] == 1
+
+
+def test_rows_read_as_slices_out_of_order_are_kept():
+    _refused(_per_head_sliced([(0, 1), (2, 3), (1, 2)]), "does not read row 1")
+
+
+def test_some_of_the_rows_read_as_slices_are_kept():
+    _refused(_per_head_sliced([(0, 1), (1, 2)]), "not all")
+
+
+def test_slices_of_more_than_one_row_or_reshaped_otherwise_are_not_rows():
+    """A slice of two rows, or one reshaped to another shape than the row's, is no row: the
+    copies then differ in what they read."""
+    two_rows = [(0, 2), (1, 3), (2, 4)]
+    _refused(_per_head_sliced(two_rows, dim=4, target="4, 4", out="4,5"), "not copies of one")
+    rows = [(0, 1), (1, 2), (2, 3)]
+    _refused(_per_head_sliced(rows, target="2, 1, 4", out="2,1,5"), "not copies of one")
+
+
 def _cat(copies: list[str], sizes: str, shape: str, out: str, axis: int = 1) -> str:
     """Traced `cat([f(c) for c in x.split(k, axis)], axis)`: no Unsqueeze."""
     count = len(copies)

@@ -838,6 +838,41 @@ _INSERTS_INTO_A_SPLIT_OF_NOTHING = """g (float[0,N] x, float[M] v, int32 p, int6
 }"""
 
 
+_ROWS_SLICED_IN_A_LOOP = """g (TYPE[3] x) => (TYPE[3] y, int64[3,0] dims) {
+    empty = SequenceEmpty <dtype = CODE> ()
+    three = Constant <value = int64 {3}> ()
+    l = Loop (three, , empty) <body = b (int64 i, bool c, seq(TYPE) acc)
+            => (bool c_out, seq(TYPE) acc_out) {
+        j = Mod (i, three)
+        shift = Constant <value = int64 {SHIFT}> ()
+        s = Sub (j, shift)
+        one = Constant <value = int64 {1}> ()
+        e = Add (j, one)
+        unit = Constant <value = int64[1] {1}> ()
+        start = Reshape (s, unit)
+        end = Reshape (e, unit)
+        axis = Constant <value = int64[1] {0}> ()
+        piece = Slice (x, start, end, axis)
+        scalar = Constant <value = int64[0] {}> ()
+        row = Reshape (piece, scalar)
+        ne = Neg (row)
+        length = SequenceLength (acc)
+        front = Neg (length)
+        acc_out = SequenceInsert (acc, ne, front)
+        c_out = Identity (c)
+    }>
+    y, dims = Loop (three, "") <body = b2 (int64 k, bool c2) => (bool c2_out, TYPE v, int64[0] d) {
+        n = SequenceLength (l)
+        last = Constant <value = int64 {1}> ()
+        top = Sub (n, last)
+        at = Sub (top, k)
+        v = SequenceAt (l, at)
+        d = Shape (v)
+        c2_out = Identity (c2)
+    }>
+}"""
+
+
 @pytest.mark.parametrize(
     ("columns", "length", "p", "q"),
     [(3, 2, 1, -1), (3, 0, -3, 0), (1, 4, 0, 2), (0, 3, 0, -1), (2, 1, -1, -3)],
@@ -863,4 +898,29 @@ def test_the_shape_of_a_list_of_empty_elements_is_folded_by_the_first_lowering(
     assert filled  # the list's data: a tensor of no element, made a ConstantOfShape
     read = [c for node in filled for c in node.outputs[0].consumers() if c.op_type == "Shape"]
     assert read == []  # its Shape folded into a constant
+    assert_idempotent(lowered)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "code", "shift"),
+    [("int64", 7, 0), ("int64", 7, 3), ("int32", 6, 0), ("float", 1, 3)],
+)
+def test_rows_a_loop_slices_one_by_one_are_batched_in_the_first_lowering(dtype, code, shift):
+    """A Loop unrolled reads row i of a small vector as `Reshape(Slice(x, [i - shift], [i +
+    1]), [])` (negative starts with shift 3), maps each row and a second Loop stacks the
+    results (and their Shapes) in order. The unrolled copies differ in their computed bounds
+    while lowering, so unrolled-map-batch did not batch them; the cleanup then folded each read
+    of an int64 vector into `Gather(x, i)`, which a second lowering batched (fuzz seed 9800165).
+    The rule now reads such a slice of one row as the row itself: the first lowering batches."""
+    model = parse(
+        _ROWS_SLICED_IN_A_LOOP.replace("TYPE", dtype)
+        .replace("CODE", str(code))
+        .replace("SHIFT", str(shift))
+    )
+    numpy_type = {"int64": np.int64, "int32": np.int32, "float": np.float32}[dtype]
+    lowered = lower_and_compare(model, {"x": np.array([5, -2, 9]).astype(numpy_type)})
+    assert sequence_op_total(lowered) == 0
+    _, report = seqlower.optimize(ir.from_proto(model), target="portable")
+    assert report.rules_fired.get("unrolled-map-batch") == 2
+    assert not {"Slice", "Gather", "Loop"} & {node.op_type for node in lowered.graph}
     assert_idempotent(lowered)
