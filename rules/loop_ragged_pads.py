@@ -61,7 +61,12 @@ from seqlower.ops import peel_identity
 from seqlower.rewriter import Builder
 from seqlower.rule import Context, Refusal, Rule, RuleSet
 from seqlower.rules.loop_parts import counted_loop_refusal, loop_body
-from seqlower.rules.loop_ragged_rows import _bounded, _outside, _slice_sizes, _table_read
+from seqlower.rules.loop_ragged_rows import (
+    count_bounded_by_table,
+    made_outside,
+    slice_sizes,
+    table_read,
+)
 from seqlower.rules.stacks import dims as shape_dims
 
 MIN_OPSET = 12  # Pad with its pads as an input (11), Max and Min of integers (12)
@@ -120,7 +125,7 @@ class _Pads:
         node = value.producer()
         if value is self.index or (node is None and value.graph is self.body):
             found = True
-        elif node is None or _outside(value, self.body):
+        elif node is None or made_outside(value, self.body):
             found = False
         elif depth > _MAX_DEPTH or any(
             a.type == ir.AttributeType.GRAPH for a in node.attributes.values()
@@ -161,12 +166,12 @@ class _Pads:
         if value is self.index:
             return (sym.symbol(_ITER),)
         node = value.producer()
-        if node is None or _outside(value, self.body) or node.op_type == "Constant":
+        if node is None or made_outside(value, self.body) or node.op_type == "Constant":
             return self._opaque(value)
         if node.domain not in ("", "ai.onnx"):
             return Refusal(f"the pads are computed by {node.op_type} of domain '{node.domain}'")
-        table = _table_read(value, self.index, self.ctx)
-        if table is not None and _outside(table, self.body):
+        table = table_read(value, self.index, self.ctx)
+        if table is not None and made_outside(table, self.body):
             self.sizes.append(table)
             return (sym.symbol(self.table_symbol),)
         op = node.op_type
@@ -324,7 +329,7 @@ def _pad_value(
     value = pad.inputs[2] if len(pad.inputs) > 2 else None
     if value is None:
         return None
-    if _outside(value, body):
+    if made_outside(value, body):
         return value
     static = ctx.facts.static(value)
     if static is None:
@@ -425,7 +430,7 @@ def _check(node: ir.Node, ctx: Context) -> RaggedPadPlan | Refusal:
         return Refusal("the sizes table is not int64")
     if not ctx.rewriter.is_row_table(sizes) and not never_negative_across(sizes, ctx.facts.values):
         return Refusal("the sizes table may hold a negative size")
-    bound = _bounded(node.inputs[0], sizes, ctx)  # type: ignore[arg-type]
+    bound = count_bounded_by_table(node.inputs[0], sizes, ctx)  # type: ignore[arg-type]
     if bound is None:
         return Refusal("the trip count is not known to be at most the sizes table's length")
     return RaggedPadPlan(
@@ -460,9 +465,9 @@ def _element(
     sliced = read.producer()
     if sliced is None or sliced.op_type != "Slice" or sliced.graph is not body:
         return Refusal("the Pad does not pad an element of a list held as rows and sizes")
-    found = _slice_sizes(sliced, body.inputs[0], ctx)
+    found = slice_sizes(sliced, body.inputs[0], ctx)
     data = sliced.inputs[0]
-    if found is None or data is None or not _outside(data, body):
+    if found is None or data is None or not made_outside(data, body):
         return Refusal("the Pad does not pad an element of a list held as rows and sizes")
     return read, found[0], found[1]
 
@@ -568,7 +573,7 @@ class _Forms:
     def _copied(self, value: ir.Value) -> ir.Value:
         """`value` before the Loop: itself when made outside the body, else a copy of the body
         nodes that compute it (they read only values the same in every iteration)."""
-        if _outside(value, self.body) or value in self.copies:
+        if made_outside(value, self.body) or value in self.copies:
             return self.copies.get(value, value)
         stack = [value]
         while stack:
@@ -577,7 +582,7 @@ class _Forms:
             assert node is not None
             pending = [
                 v for v in node.inputs
-                if v is not None and not _outside(v, self.body) and v not in self.copies
+                if v is not None and not made_outside(v, self.body) and v not in self.copies
             ]  # fmt: skip
             if pending:
                 stack.extend(pending)

@@ -50,7 +50,13 @@ trip count not bounded by the table's length.
 
 from __future__ import annotations
 
-__all__ = ["RULES"]
+__all__ = [
+    "RULES",
+    "count_bounded_by_table",
+    "made_outside",
+    "slice_sizes",
+    "table_read",
+]
 
 import dataclasses
 
@@ -111,7 +117,7 @@ def _producer(value: ir.Value | None, op_type: str) -> ir.Node | None:
     return node if node is not None and node.op_type == op_type and node.domain == "" else None
 
 
-def _table_read(value: ir.Value, index: ir.Value, ctx: Context) -> ir.Value | None:
+def table_read(value: ir.Value, index: ir.Value, ctx: Context) -> ir.Value | None:
     """The 1-D table t when `value` is t[i:i+1]: Gather(t, Reshape(i, [1])) (or Unsqueeze(i,
     [0])), or Gather(Unsqueeze(t, [1]), i)."""
     gather = _producer(value, "Gather")
@@ -140,7 +146,7 @@ def _table_read(value: ir.Value, index: ir.Value, ctx: Context) -> ir.Value | No
     return table
 
 
-def _slice_sizes(node: ir.Node, index: ir.Value, ctx: Context) -> tuple[ir.Value, ir.Value] | None:
+def slice_sizes(node: ir.Node, index: ir.Value, ctx: Context) -> tuple[ir.Value, ir.Value] | None:
     """The sizes table and its running sums when `node` is Slice(x, starts[i], ends[i]) along
     axis 0, ends = CumSum(sizes), starts = ends - sizes (element i of a list held as rows)."""
     if len(node.inputs) < 3 or any(v is None for v in node.inputs[:3]):
@@ -149,8 +155,8 @@ def _slice_sizes(node: ir.Node, index: ir.Value, ctx: Context) -> tuple[ir.Value
         return None
     if len(node.inputs) > 4 and node.inputs[4] is not None and _static(node.inputs[4], ctx) != [1]:
         return None
-    starts = _table_read(node.inputs[1], index, ctx)  # type: ignore[arg-type]
-    ends = _table_read(node.inputs[2], index, ctx)  # type: ignore[arg-type]
+    starts = table_read(node.inputs[1], index, ctx)  # type: ignore[arg-type]
+    ends = table_read(node.inputs[2], index, ctx)  # type: ignore[arg-type]
     cumsum = _producer(ends, "CumSum")
     sub = _producer(starts, "Sub")
     if cumsum is None or sub is None or cumsum.attributes.get_int("exclusive", 0):
@@ -228,15 +234,15 @@ class _Walk:
             return _INV
         if node.domain != "":
             return Refusal(f"{node.op_type} of domain '{node.domain}' is not known to be row-wise")
-        table = _table_read(value, self.index, self.ctx)  # type: ignore[arg-type]
-        if table is not None and _outside(table, self.body):
+        table = table_read(value, self.index, self.ctx)  # type: ignore[arg-type]
+        if table is not None and made_outside(table, self.body):
             self.sizes.append(table)
             self.shape_reads.append(value)
             return Kind("shape", 1)
         if node.op_type == "Slice":
-            found = _slice_sizes(node, self.index, self.ctx)  # type: ignore[arg-type]
+            found = slice_sizes(node, self.index, self.ctx)  # type: ignore[arg-type]
             data = node.inputs[0]
-            if found is not None and data is not None and _outside(data, self.body):
+            if found is not None and data is not None and made_outside(data, self.body):
                 sizes, ends = found
                 if data.shape is None or len(data.shape) == 0:
                     return Refusal(f"the rank of the list's rows '{data.name}' is unknown")
@@ -327,12 +333,15 @@ class _Walk:
         return Refusal(f"{op} is not known to work row by row")
 
 
-def _outside(value: ir.Value, body: ir.Graph) -> bool:
+def made_outside(value: ir.Value, body: ir.Graph) -> bool:
+    """Whether `value` is made outside `body` (an input or a node of an enclosing graph)."""
     producer = value.producer()
     return value.graph is not body if producer is None else producer.graph is not body
 
 
-def _bounded(count: ir.Value, sizes: ir.Value, ctx: Context) -> tuple[bool, bool] | None:
+def count_bounded_by_table(
+    count: ir.Value, sizes: ir.Value, ctx: Context
+) -> tuple[bool, bool] | None:
     """(bounded, exact): whether the trip count is the length of `sizes` or a minimum with it
     among the terms (exact when the other terms are all constants of at least 2**62); None
     when neither is known."""
@@ -433,7 +442,7 @@ def _check(node: ir.Node, ctx: Context) -> RaggedRowsPlan | Refusal:
     recorded = ctx.rewriter.is_row_table(sizes)
     if not recorded and not never_negative_across(sizes, ctx.facts.values):
         return Refusal("the sizes table may hold a negative size")
-    bound = _bounded(node.inputs[0], sizes, ctx)  # type: ignore[arg-type]
+    bound = count_bounded_by_table(node.inputs[0], sizes, ctx)  # type: ignore[arg-type]
     if bound is None:
         return Refusal("the trip count is not known to be at most the sizes table's length")
     wanted = set(walk.kinds)
