@@ -194,10 +194,21 @@ def test_uneven_chunks_are_kept():
 def _per_head(count: int, indices: list[int], dim: int = 3) -> str:
     """Traced `stack([relu(x[:, h]) @ w for h in range(H)], 0)`: each copy reads a column by
     Gather at a constant."""
-    lines = []
-    for h, index in enumerate(indices):
-        lines.append(f"i{h} = Constant <value = int64 {{{index}}}> ()")
-        lines.append(f"g{h} = Gather <axis = 1> (x, i{h})")
+    reads = [
+        [f"i{h} = Constant <value = int64 {{{index}}}> ()", f"g{h} = Gather <axis = 1> (x, i{h})"]
+        for h, index in enumerate(indices)
+    ]
+    return _stacked_heads([], reads, dim, count, "2,5")
+
+
+def _stacked_heads(
+    prelude: list[str], reads: list[list[str]], dim: int, count: int, out: str
+) -> str:
+    """The graph that stacks `relu(g_h) @ w` for each head h, where `reads[h]` makes `g{h}`
+    from x (after the `prelude` lines)."""
+    lines = list(prelude)
+    for h, read in enumerate(reads):
+        lines.extend(read)
         lines.append(f"t{h} = Relu (g{h})")
         lines.append(f"r{h} = MatMul (t{h}, w)")
         lines.append(f"b{h} = Constant <value = int64[1] {{0}}> ()")
@@ -205,7 +216,7 @@ def _per_head(count: int, indices: list[int], dim: int = 3) -> str:
     inputs = ", ".join(f"u{h}" for h in range(count))
     lines.append(f"y = Concat <axis = 0> ({inputs})")
     body = "\n  ".join(lines)
-    return f"agraph (float[2,{dim},4] x, float[4,5] w) => (float[{count},2,5] y) {{\n  {body}\n}}"
+    return f"agraph (float[2,{dim},4] x, float[4,5] w) => (float[{count},{out}] y) {{\n  {body}\n}}"
 
 
 def test_rows_read_by_gather_at_constants_are_one_stack():
@@ -230,24 +241,20 @@ def _per_head_sliced(
 ) -> str:
     """`_per_head` with each column read as a Slice of one column along axis 1 (start, end)
     reshaped to `target`, what an unrolled loop makes of `x[:, h:h + 1]` reshaped."""
-    count = len(bounds)
-    lines = [
+    prelude = [
         "axis = Constant <value = int64[1] {1}> ()",
         f"shape = Constant <value = int64[{target.count(',') + 1}] {{{target}}}> ()",
     ]
-    for h, (start, end) in enumerate(bounds):
-        lines.append(f"s{h} = Constant <value = int64[1] {{{start}}}> ()")
-        lines.append(f"e{h} = Constant <value = int64[1] {{{end}}}> ()")
-        lines.append(f"p{h} = Slice (x, s{h}, e{h}, axis)")
-        lines.append(f"g{h} = Reshape (p{h}, shape)")
-        lines.append(f"t{h} = Relu (g{h})")
-        lines.append(f"r{h} = MatMul (t{h}, w)")
-        lines.append(f"b{h} = Constant <value = int64[1] {{0}}> ()")
-        lines.append(f"u{h} = Unsqueeze (r{h}, b{h})")
-    inputs = ", ".join(f"u{h}" for h in range(count))
-    lines.append(f"y = Concat <axis = 0> ({inputs})")
-    body = "\n  ".join(lines)
-    return f"agraph (float[2,{dim},4] x, float[4,5] w) => (float[{count},{out}] y) {{\n  {body}\n}}"
+    reads = [
+        [
+            f"s{h} = Constant <value = int64[1] {{{start}}}> ()",
+            f"e{h} = Constant <value = int64[1] {{{end}}}> ()",
+            f"p{h} = Slice (x, s{h}, e{h}, axis)",
+            f"g{h} = Reshape (p{h}, shape)",
+        ]
+        for h, (start, end) in enumerate(bounds)
+    ]
+    return _stacked_heads(prelude, reads, dim, len(bounds), out)
 
 
 @pytest.mark.parametrize(
