@@ -87,3 +87,23 @@ def test_the_iteration_number_of_a_loop_only():
     model = ir.serde.deserialize_model(parse(text))
     (value,) = model.graph.outputs
     assert lower_bound(value, StaticValues(), lambda g: None) is None
+
+
+def test_an_operand_shared_by_every_operator_is_walked_once_per_depth(monkeypatch):
+    # v = Max(a20, a20) with a_k+1 = Max(a_k, a_k): 2^20 paths to the iteration number, each
+    # walked once per depth at most
+    from seqlower.analysis import lower_bounds
+
+    calls = []
+    walk = lower_bounds._Bounds._interval
+
+    def counted(self, value, depth):  # type: ignore[no-untyped-def]
+        calls.append(value)
+        return walk(self, value, depth)
+
+    monkeypatch.setattr(lower_bounds._Bounds, "_interval", counted)
+    lines = ["a0 = Add(i, one)"]
+    lines += [f"a{k + 1} = Max(a{k}, a{k})" for k in range(20)]
+    lines.append("v = Max(a20, a20)")
+    assert bound_of("\n ".join(lines)) == 1
+    assert len(calls) <= 23 * 2  # each value at one depth here: 22 values, the constant one

@@ -70,11 +70,25 @@ def dim_lower_bound(data: ir.Value, axis: int, values: StaticValues, owner: Owne
 
 
 class _Bounds:
+    """The walk of one question. Answers are remembered per (value, depth) and (value, axis,
+    depth): the same answers as without memory (the depth cut included), but an operand shared
+    by many operators (`Add(a, a)` nested 24 deep) is walked once per depth, not once per path."""
+
     def __init__(self, values: StaticValues, owner: Owner) -> None:
         self.values, self.owner = values, owner
+        self._intervals: dict[tuple[ir.Value, int], Interval | None] = {}
+        self._dims: dict[tuple[ir.Value, int, int], int | None] = {}
 
     def interval(self, value: ir.Value | None, depth: int) -> Interval | None:
-        if value is None or depth > _DEPTH or value.dtype not in _RANGES:
+        if value is None:
+            return None
+        key = (value, depth)
+        if key not in self._intervals:
+            self._intervals[key] = self._interval(value, depth)
+        return self._intervals[key]
+
+    def _interval(self, value: ir.Value, depth: int) -> Interval | None:
+        if depth > _DEPTH or value.dtype not in _RANGES:
             return None
         array = self.values.get(value)
         if array is not None:
@@ -145,7 +159,15 @@ class _Bounds:
 
     def dim(self, data: ir.Value | None, axis: int, depth: int) -> int | None:
         """A lower bound of dim `axis` of `data`."""
-        if data is None or depth > _DEPTH or data.shape is None or axis >= len(data.shape):
+        if data is None:
+            return None
+        key = (data, axis, depth)
+        if key not in self._dims:
+            self._dims[key] = self._dim(data, axis, depth)
+        return self._dims[key]
+
+    def _dim(self, data: ir.Value, axis: int, depth: int) -> int | None:
+        if depth > _DEPTH or data.shape is None or axis >= len(data.shape):
             return None
         declared = data.shape[axis]
         if isinstance(declared, int):
